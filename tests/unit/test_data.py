@@ -1,0 +1,97 @@
+"""Synthetic batches are reproducible; real data is packed so every token is trained on once per epoch."""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+
+import torch
+
+from workloads.config import TrainConfig
+from workloads.data import ByteTokenizer, MicroBatches, encode, load_tokenizer, pack, read_documents, synthetic_batch
+from workloads.loss import IGNORE_INDEX
+
+DOCS = [f"document {i}: " + "lorem ipsum " * (i % 7) for i in range(23)]
+
+
+def _write_corpus(tmp_path):
+    txt = tmp_path / "corpus.txt"
+    txt.write_text("\n".join(DOCS) + "\n\n")  # a blank line is no document
+    return txt
+
+
+def _trained_tokens(seqs):
+    """Tokens whose label counts (not padding)."""
+    return Counter(t for ids, labels in seqs for t, l in zip(ids, labels) if l != IGNORE_INDEX)
+
+
+def test_pack_covers_every_token_once_and_pads_the_tail():
+    docs = [[5, 6, 7], [8], [9, 10, 11, 12]]  # 11 tokens with EOS: a tail of 3
+    seqs = list(pack(docs, seq_len=4, eos=1))
+    assert all(len(i) == 4 and len(l) == 4 for i, l in seqs)
+    flat = [t for d in docs for t in d + [1]]
+    assert _trained_tokens(seqs) == Counter(flat)
+    assert seqs[-1][1][-1] == IGNORE_INDEX, "the padded tail must be ignored by the loss"
+
+
+def test_text_corpus_is_packed_and_each_token_seen_once_per_epoch_over_two_ranks(tmp_path):
+    txt = _write_corpus(tmp_path)
+    tok = ByteTokenizer()
+    expected = Counter(t for d in DOCS for t in encode(tok, d) + [tok.eos_token_id])
+    cfg = TrainConfig(preset="tiny", data=str(txt), seq_len=16, batch_size=2, num_workers=2)
+    seen = Counter()
+    for rank in range(2):
+        mb = MicroBatches(cfg, 512, rank, 2)
+        epoch = list(pack((encode(tok, t) for i, t in enumerate(read_documents(str(txt))) if i % 2 == rank), 16, 1))
+        seen += _trained_tokens(epoch)
+        first = next(mb.iterate(0))
+        assert first[0].shape == (1, 16), f"micro-batch shape {tuple(first[0].shape)}"
+    assert seen == expected
+
+
+def test_jsonl_and_parquet_read_the_same_documents(tmp_path):
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    (tmp_path / "a.jsonl").write_text("".join(json.dumps({"text": d}) + "\n" for d in DOCS))
+    pq.write_table(pa.table({"text": DOCS}), tmp_path / "b.parquet")
+    assert list(read_documents(str(tmp_path / "a.jsonl"))) == DOCS
+    assert list(read_documents(str(tmp_path / "b.parquet"))) == DOCS
+
+
+def test_resumed_stream_continues_at_the_same_position(tmp_path):
+    txt = _write_corpus(tmp_path)
+    cfg = TrainConfig(preset="tiny", data=str(txt), seq_len=8, batch_size=2, num_workers=1, micro_batch_size=1)
+    it = MicroBatches(cfg, 512, 0, 1).iterate(0)
+    full = [next(it)[0] for _ in range(6)]
+    resumed = MicroBatches(cfg, 512, 0, 1).iterate(1)  # step 1 = after 2 micro-batches
+    assert torch.equal(next(resumed)[0], full[2])
+
+
+def test_synthetic_batches_depend_only_on_seed_step_rank():
+    a = synthetic_batch("random", 100, 2, 8, seed=1, step=3, rank=1, micro=0)[0]
+    b = synthetic_batch("random", 100, 2, 8, seed=1, step=3, rank=1, micro=0)[0]
+    c = synthetic_batch("random", 100, 2, 8, seed=1, step=3, rank=0, micro=0)[0]
+    assert torch.equal(a, b) and not torch.equal(a, c)
+
+
+def test_learnable_task_follows_one_permutation():
+    ids, labels = synthetic_batch("learnable", 50, 4, 12, seed=0, step=0, rank=0, micro=0)
+    nxt = {}
+    for row in ids.tolist():
+        for a, b in zip(row, row[1:]):
+            assert nxt.setdefault(a, b) == b, f"token {a} is followed by both {nxt[a]} and {b}"
+    assert torch.equal(ids, labels)
+
+
+def test_local_tokenizer_directory_loads_offline(tmp_path):
+    from tokenizers import Tokenizer, models, pre_tokenizers
+    from transformers import PreTrainedTokenizerFast
+
+    vocab = {"[UNK]": 0, "</s>": 1, "lorem": 2, "ipsum": 3}
+    t = Tokenizer(models.WordLevel(vocab, unk_token="[UNK]"))
+    t.pre_tokenizer = pre_tokenizers.Whitespace()
+    PreTrainedTokenizerFast(tokenizer_object=t, unk_token="[UNK]", eos_token="</s>").save_pretrained(tmp_path / "tok")
+    tok = load_tokenizer(str(tmp_path / "tok"))
+    assert encode(tok, "lorem ipsum lorem") == [2, 3, 2]
+    assert tok.eos_token_id == 1

@@ -1,0 +1,302 @@
+"""The per-worker training loop: one function that both launchers (Ray Train, torchrun) run.
+
+`train_loop_per_worker(config)` takes the TrainConfig as a dict, joins (or finds) the process
+group, routes NCCL's debug output to a per-run, per-rank file, builds the FSDP2 model, restores the
+latest checkpoint if there is one, trains, checkpoints every `checkpoint_every` steps and hands a
+summary to the launcher. Ray is imported only when the loop runs under Ray, so torchrun needs none.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import resource
+import shutil
+import socket
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+import torch.distributed as dist
+
+from workloads.config import TrainConfig
+from workloads.data import MicroBatches
+from workloads.nccl_check import run_marker
+from workloads.model import apply_fsdp, build_model, count_params, flops_per_token, peak_tflops
+
+STATE_FILE = "state.json"
+SUMMARY_FILE = "summary.json"
+
+
+@dataclass(frozen=True)
+class WorkerEnv:
+    rank: int
+    world: int
+    local_rank: int
+    under_ray: bool
+
+    @staticmethod
+    def detect() -> "WorkerEnv":
+        try:
+            import ray.train
+
+            ctx = ray.train.get_context()
+            return WorkerEnv(ctx.get_world_rank(), ctx.get_world_size(), ctx.get_local_rank(), True)
+        except Exception:  # not inside a Ray Train worker (no Ray, or plain process)
+            return WorkerEnv(
+                int(os.environ.get("RANK", 0)),
+                int(os.environ.get("WORLD_SIZE", 1)),
+                int(os.environ.get("LOCAL_RANK", 0)),
+                False,
+            )
+
+
+def route_nccl_log(cfg: TrainConfig, rank: int) -> str:
+    """Point NCCL_DEBUG_FILE at `<nccl_log_dir>/nccl.rank<R>.%h.%p.log` for this run only.
+
+    NCCL reads it when its first communicator is created, which PyTorch defers to the first
+    collective, so setting it here (after the process group exists) is early enough.
+    """
+    Path(cfg.nccl_log_dir).mkdir(parents=True, exist_ok=True)
+    path = str(Path(cfg.nccl_log_dir).absolute() / f"nccl.rank{rank}.%h.%p.log")
+    os.environ["NCCL_DEBUG_FILE"] = path
+    os.environ.setdefault("NCCL_DEBUG", "INFO")
+    return path
+
+
+def _device(env: WorkerEnv, use_gpu: bool) -> torch.device:
+    if not use_gpu:
+        return torch.device("cpu")
+    if env.under_ray:
+        import ray.train.torch
+
+        return ray.train.torch.get_device()
+    return torch.device("cuda", env.local_rank)
+
+
+def _peak_mem_gb(device: torch.device) -> float:
+    if device.type == "cuda":
+        return torch.cuda.max_memory_allocated(device) / 1e9
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1e6  # Linux reports KiB
+
+
+class Checkpointer:
+    """Sharded checkpoints with torch.distributed.checkpoint, stored by Ray Train or on a path."""
+
+    def __init__(self, cfg: TrainConfig, env: WorkerEnv):
+        self.cfg, self.env = cfg, env
+        self.plain_root = Path(cfg.storage_path) / cfg.name if not env.under_ray else None
+
+    # -- restore ---------------------------------------------------------------------------
+    def restore(self, model, optimizer) -> dict:
+        """Load the latest checkpoint into model and optimizer; return its state (step 0 if none)."""
+        if self.env.under_ray:
+            import ray.train
+
+            ckpt = ray.train.get_checkpoint()
+            if ckpt is None:
+                return {"step": 0, "losses": []}
+            with ckpt.as_directory() as d:
+                return self._load_dir(Path(d), model, optimizer)
+        latest = self._latest_plain()
+        return self._load_dir(latest, model, optimizer) if latest else {"step": 0, "losses": []}
+
+    def _latest_plain(self) -> Path | None:
+        if not self.plain_root or not self.plain_root.is_dir():
+            return None
+        done = sorted(p for p in self.plain_root.glob("checkpoint_*") if (p / STATE_FILE).exists())
+        return done[-1] if done else None
+
+    def _load_dir(self, d: Path, model, optimizer) -> dict:
+        import torch.distributed.checkpoint as dcp
+        from torch.distributed.checkpoint.state_dict import get_state_dict, set_state_dict
+
+        state = json.loads((d / STATE_FILE).read_text())
+        if (d / ".metadata").exists():
+            msd, osd = get_state_dict(model, optimizer)
+            sd = {"model": msd, "optim": osd}
+            dcp.load(sd, checkpoint_id=str(d))
+            set_state_dict(model, optimizer, model_state_dict=sd["model"], optim_state_dict=sd["optim"])
+        return state
+
+    # -- save ------------------------------------------------------------------------------
+    def save(self, state: dict, model=None, optimizer=None, summary: dict | None = None) -> str | None:
+        """Write this rank's shards (and, on rank 0, the step state) and hand them over.
+
+        Every rank must call it at the same step. Returns the checkpoint's location (rank 0).
+        """
+        import torch.distributed.checkpoint as dcp
+        from torch.distributed.checkpoint.state_dict import get_state_dict
+
+        if self.env.under_ray:
+            d = Path(tempfile.mkdtemp(prefix=f"ckpt-{self.cfg.run_id}-"))
+        else:
+            d = self.plain_root / f"checkpoint_{state['step']:06d}"
+            if self.env.rank == 0:
+                d.mkdir(parents=True, exist_ok=True)
+            dist.barrier()
+        if model is not None:
+            msd, osd = get_state_dict(model, optimizer)
+            dcp.save({"model": msd, "optim": osd}, checkpoint_id=str(d))
+        if self.env.rank == 0:
+            (d / STATE_FILE).write_text(json.dumps(state))
+            if summary is not None:
+                (d / SUMMARY_FILE).write_text(json.dumps(summary, indent=2))
+        if not self.env.under_ray:
+            dist.barrier()
+            return str(d)
+        import ray.train
+
+        metrics = {k: v for k, v in (summary or state).items() if isinstance(v, (int, float, str)) or v is None}
+        try:
+            ray.train.report(metrics, checkpoint=ray.train.Checkpoint.from_directory(str(d)))
+        finally:
+            shutil.rmtree(d, ignore_errors=True)
+        return None
+
+
+def _maybe_fail(cfg: TrainConfig, env: WorkerEnv, step: int) -> None:
+    """Fault injection for tests and drills: the last rank dies once, hard, at `fail_at_step`."""
+    if not cfg.fail_at_step or step != cfg.fail_at_step or env.rank != env.world - 1:
+        return
+    marker = Path(cfg.run_dir) / f".failed-at-{step}"
+    if marker.exists():
+        return
+    marker.parent.mkdir(parents=True, exist_ok=True)
+    marker.write_text(str(os.getpid()))
+    if env.under_ray:
+        # Ray Train's controller collects reports when it polls the workers (every
+        # RAY_TRAIN_HEALTH_CHECK_INTERVAL_S, 2 s by default); a death before that poll loses the
+        # last checkpoint. Wait out two polls so the drill tests our resume, not that race.
+        time.sleep(2.5 * float(os.environ.get("RAY_TRAIN_HEALTH_CHECK_INTERVAL_S", 2.0)))
+    print(f"[fault injection] rank {env.rank} exits at step {step}", flush=True)
+    os._exit(17)
+
+
+def train_loop_per_worker(config: dict) -> dict | None:
+    """Train per the config; returns the summary on rank 0 of a plain (non-Ray) launch."""
+    cfg = TrainConfig.from_dict(config)
+    env = WorkerEnv.detect()
+    route_nccl_log(cfg, env.rank)
+    # Lets the NCCL check cut a combined log (Ray job log, kubectl logs) down to this run.
+    print(run_marker(cfg.run_id, env.rank), flush=True)
+    if not dist.is_initialized():  # torchrun / plain launcher; Ray Train has already joined
+        dist.init_process_group(backend="cpu:gloo,cuda:nccl" if cfg.use_gpu else "gloo")
+    device = _device(env, cfg.use_gpu)
+    if device.type == "cuda":
+        torch.cuda.set_device(device)
+    from torch.distributed.device_mesh import init_device_mesh
+
+    mesh = init_device_mesh(device.type, (env.world,))
+    model = build_model(cfg, device)
+    n_params = count_params(model)
+    vocab = model.lm.config.vocab_size
+    lm_cfg = model.lm.config
+    apply_fsdp(model, cfg, mesh)
+    optimizer = torch.optim.AdamW(
+        model.parameters(), lr=cfg.lr, betas=(0.9, 0.95), weight_decay=cfg.weight_decay,
+        fused=device.type == "cuda",
+    )
+    sched = torch.optim.lr_scheduler.LambdaLR(
+        optimizer, lambda s: min(1.0, (s + 1) / cfg.warmup_steps) if cfg.warmup_steps else 1.0
+    )
+    ckpt = Checkpointer(cfg, env)
+    state = ckpt.restore(model, optimizer)
+    start = int(state["step"])
+    losses: list[float] = list(state.get("losses", []))
+    for _ in range(start):
+        sched.step()
+    if env.rank == 0 and start:
+        print(f"[train] resumed from checkpoint at step {start}", flush=True)
+
+    shard = None
+    if cfg.data and env.under_ray:
+        import ray.train
+
+        shard = ray.train.get_dataset_shard("train")
+    batches = MicroBatches(cfg, vocab, env.rank, env.world, shard).iterate(start)
+
+    fpt = flops_per_token(n_params, lm_cfg.num_hidden_layers, lm_cfg.hidden_size, cfg.seq_len)
+    peak = peak_tflops(device)
+    warmup = min(2, max(0, cfg.steps - start - 1))  # steps excluded from throughput (compile, allocator)
+    timed_steps, timed_s = 0, 0.0
+    last_ckpt = state.get("checkpoint")
+    step_times: list[float] = []
+    loss_buf = torch.zeros(1, device=device)
+
+    def sync():
+        if device.type == "cuda":
+            torch.cuda.synchronize(device)
+
+    for step in range(start, cfg.steps):
+        _maybe_fail(cfg, env, step)
+        sync()
+        t0 = time.perf_counter()
+        loss_buf.zero_()
+        for _ in range(cfg.grad_accum):
+            ids, labels = next(batches)
+            if ids.max().item() >= vocab:
+                raise RuntimeError(f"token id {ids.max().item()} >= vocab {vocab}: the tokenizer does not fit --preset {cfg.preset}")
+            loss = model(ids.to(device, non_blocking=True), labels.to(device, non_blocking=True)) / cfg.grad_accum
+            loss.backward()
+            loss_buf += loss.detach().float()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.grad_clip)
+        optimizer.step()
+        optimizer.zero_grad(set_to_none=True)
+        sched.step()
+        dist.all_reduce(loss_buf, op=dist.ReduceOp.SUM)
+        loss_val = loss_buf.item() / env.world  # .item() syncs the device too
+        dt = time.perf_counter() - t0
+        losses.append(loss_val)
+        step_times.append(dt)
+        if step - start >= warmup:
+            timed_steps += 1
+            timed_s += dt
+        if env.rank == 0 and ((step + 1) % cfg.log_every == 0 or step + 1 == cfg.steps):
+            tps = cfg.tokens_per_step / dt
+            mfu = f" mfu {tps * fpt / (env.world * peak * 1e12):.1%}" if peak else ""
+            print(
+                f"[train] step {step + 1}/{cfg.steps} loss {loss_val:.4f} step_time {dt * 1e3:.0f} ms "
+                f"tokens/s {tps:,.0f}{mfu} peak_mem {_peak_mem_gb(device):.2f} GB",
+                flush=True,
+            )
+        done = step + 1
+        if cfg.checkpoint_every and done % cfg.checkpoint_every == 0 and done < cfg.steps:
+            where = ckpt.save({"step": done, "losses": losses, "run_id": cfg.run_id}, model, optimizer)
+            last_ckpt = where or f"step {done}"
+
+    tokens_per_s = cfg.tokens_per_step * timed_steps / timed_s if timed_s else None
+    summary = {
+        "run_id": cfg.run_id,
+        "preset": cfg.preset,
+        "world_size": env.world,
+        "backend": "nccl" if device.type == "cuda" else "gloo",
+        "device": torch.cuda.get_device_name(device) if device.type == "cuda" else "cpu",
+        "steps": cfg.steps,
+        "resumed_from_step": start or None,
+        "batch_size": cfg.batch_size,
+        "seq_len": cfg.seq_len,
+        "params": n_params,
+        "tokens_per_s": tokens_per_s,
+        "tokens_per_s_per_gpu": tokens_per_s / env.world if tokens_per_s and device.type == "cuda" else None,
+        "mfu": tokens_per_s * fpt / (env.world * peak * 1e12) if tokens_per_s and peak else None,
+        "mfu_formula": "tokens/s * (6*N + 12*L*d*T) / (world_size * peak_bf16_flops)",
+        "step_time_s": sorted(step_times)[len(step_times) // 2] if step_times else None,
+        "loss_first": losses[0] if losses else None,
+        "loss_last": losses[-1] if losses else None,
+        "losses": losses,
+        "peak_mem_gb": _peak_mem_gb(device),
+        "nccl_log_dir": str(Path(cfg.nccl_log_dir).absolute()),
+        "nccl_log_host": socket.gethostname(),
+        "checkpoint": None,
+    }
+    final_model = cfg.checkpoint_every > 0
+    where = ckpt.save(
+        {"step": cfg.steps, "losses": losses, "run_id": cfg.run_id},
+        model if final_model else None, optimizer if final_model else None, summary=summary,
+    )
+    summary["checkpoint"] = (where if final_model else last_ckpt)
+    dist.barrier()
+    return summary if env.rank == 0 else None

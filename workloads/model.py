@@ -1,0 +1,126 @@
+"""The model: transformers' Qwen2 with a loss head, sharded with FSDP2 in bf16.
+
+FLOPs per token (for MFU), stated once here:
+    6 * N + 12 * L * d * T
+N is the parameter count with the tied embedding counted once, L the number of layers, d the
+hidden size, T the sequence length (the second term is attention's QK^T and AV, forward and
+backward). MFU = tokens/s * FLOPs per token / (world size * the GPU's dense bf16 peak).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import torch
+from torch import nn
+
+from workloads import loss as loss_fns
+from workloads.config import TrainConfig, load_model_config
+
+# Dense bf16 peak per GPU, TFLOP/s, from the vendors' datasheets (no sparsity).
+PEAK_BF16_TFLOPS = {"L4": 121.0, "H100": 989.0, "H200": 989.0, "A100": 312.0}
+
+
+def qwen2_config(cfg: TrainConfig):
+    from transformers import Qwen2Config
+
+    d = load_model_config(cfg.preset)
+    config = Qwen2Config(**d)
+    config.use_cache = False  # a KV cache is for generation; it only costs memory (and recompiles) in training
+    return config
+
+
+class CausalLM(nn.Module):
+    """A Qwen2ForCausalLM whose forward returns the next-token loss.
+
+    Wrapping keeps the loss inside the FSDP root's forward, so the output weight is unsharded when
+    the loss head reads it.
+    """
+
+    def __init__(self, lm: nn.Module, loss: str = "chunked", loss_chunk_size: int = 4096):
+        super().__init__()
+        self.lm = lm
+        self.loss = loss
+        self.loss_chunk_size = loss_chunk_size
+
+    @property
+    def layers(self) -> nn.ModuleList:
+        return self.lm.model.layers
+
+    def forward(self, input_ids: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
+        hidden = self.lm.model(input_ids=input_ids, use_cache=False).last_hidden_state
+        h = hidden[:, :-1].reshape(-1, hidden.shape[-1])
+        y = labels[:, 1:].reshape(-1)
+        weight = self.lm.lm_head.weight
+        if self.loss == "chunked":
+            return loss_fns.chunked_cross_entropy(h, weight, y, self.loss_chunk_size)
+        return loss_fns.full_cross_entropy(h, weight, y)
+
+
+def build_model(cfg: TrainConfig, device: torch.device) -> CausalLM:
+    """Random init from the shipped preset (seeded: every rank builds the same weights), or
+    `from_pretrained` when cfg.pretrained is set (a local directory loads offline)."""
+    from transformers import Qwen2ForCausalLM
+
+    if cfg.pretrained:
+        local = Path(cfg.pretrained).expanduser().is_dir()
+        lm = Qwen2ForCausalLM.from_pretrained(
+            cfg.pretrained, dtype=torch.float32, attn_implementation="sdpa", local_files_only=local
+        )
+        lm.config.use_cache = False
+        lm.to(device)
+    else:
+        torch.manual_seed(cfg.seed)
+        with torch.device(device):
+            lm = Qwen2ForCausalLM._from_config(qwen2_config(cfg), attn_implementation="sdpa", dtype=torch.float32)
+    return CausalLM(lm, cfg.loss, cfg.loss_chunk_size)
+
+
+def apply_fsdp(model: CausalLM, cfg: TrainConfig, mesh) -> CausalLM:
+    """`fully_shard` each decoder block, then the root: bf16 params, fp32 gradient reductions.
+
+    Optional per block, before sharding: activation checkpointing and `torch.compile`.
+    """
+    from torch.distributed.fsdp import MixedPrecisionPolicy, fully_shard
+
+    mp = MixedPrecisionPolicy(param_dtype=torch.bfloat16, reduce_dtype=torch.float32)
+    layers = model.layers
+    for i, block in enumerate(layers):
+        if cfg.activation_checkpointing:
+            from torch.distributed.algorithms._checkpoint.checkpoint_wrapper import checkpoint_wrapper
+
+            block = checkpoint_wrapper(block)
+        if cfg.compile:
+            block.compile()
+        # The last block's parameters are needed again at once by backward: keep them gathered.
+        reshard = cfg.reshard_after_forward and i < len(layers) - 1
+        fully_shard(block, mesh=mesh, mp_policy=mp, reshard_after_forward=reshard)
+        layers[i] = block
+    fully_shard(model, mesh=mesh, mp_policy=mp, reshard_after_forward=cfg.reshard_after_forward)
+    return model
+
+
+def count_params(model: nn.Module) -> int:
+    """Parameters with shared (tied) tensors counted once; full sizes even when sharded."""
+    seen, total = set(), 0
+    for p in model.parameters():
+        if id(p) in seen:
+            continue
+        seen.add(id(p))
+        total += p.numel()
+    return total
+
+
+def flops_per_token(n_params: int, n_layers: int, hidden: int, seq_len: int) -> float:
+    return 6.0 * n_params + 12.0 * n_layers * hidden * seq_len
+
+
+def peak_tflops(device: torch.device) -> float | None:
+    """Dense bf16 peak of this GPU, or None on CPU or an unknown GPU (MFU is then not reported)."""
+    if device.type != "cuda":
+        return None
+    name = torch.cuda.get_device_name(device)
+    for key, tflops in PEAK_BF16_TFLOPS.items():
+        if key in name:
+            return tflops
+    return None
