@@ -1,0 +1,76 @@
+"""Measure how fast workloads.nccl_check streams a large NCCL log, and its peak memory.
+
+The log is made by repeating the real NCCL lines of tests/fixtures/nccl/*.log (see the README
+there for their sources) until it reaches --size-mb; every line is real NCCL output, only the
+repetition is synthetic. The check runs once, single-threaded, on the written file.
+
+    python bench/nccl_check_rate.py --size-mb 1024
+    python bench/nccl_check_rate.py --size-mb 1024 --fixtures h200_socket.log
+prints: size, wall and CPU seconds with MB/s for each (the checker is single-threaded; CPU time
+is the steadier figure on a shared machine), peak RSS before and after the check, the verdict.
+"""
+
+from __future__ import annotations
+
+import argparse
+import resource
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+
+from workloads.nccl_check import check_logs  # noqa: E402
+
+FIXTURES = REPO / "tests" / "fixtures" / "nccl"
+
+
+def peak_rss_mib() -> float:
+    # ru_maxrss is KiB on Linux.
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+
+
+def write_log(path: Path, size_mb: int, pattern: str = "*.log") -> int:
+    sources = sorted(FIXTURES.glob(pattern))
+    if not sources:
+        raise SystemExit(f"no fixture matches {pattern!r} in {FIXTURES}")
+    block = b"".join(p.read_bytes().rstrip(b"\n") + b"\n" for p in sources)
+    target = size_mb * 1024 * 1024
+    written = 0
+    chunk = block * max(1, (8 * 1024 * 1024) // len(block))
+    with open(path, "wb") as f:
+        while written < target:
+            f.write(chunk)
+            written += len(chunk)
+    return written
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--size-mb", type=int, default=1024, help="size of the generated log (default 1024)")
+    ap.add_argument("--dir", default=None, help="where to write the log (default: a temp dir)")
+    ap.add_argument("--fixtures", default="*.log",
+                    help="glob of fixture files to repeat (default: all; h200_socket.log is a whole, "
+                         "untrimmed NCCL 2.28 log, the others are trimmed to their interesting lines)")
+    args = ap.parse_args()
+    with tempfile.TemporaryDirectory(dir=args.dir) as tmp:
+        path = Path(tmp) / "nccl_big.log"
+        nbytes = write_log(path, args.size_mb, args.fixtures)
+        rss_before = peak_rss_mib()
+        t0, c0 = time.perf_counter(), time.process_time()
+        report = check_logs([path], require="efa")
+        seconds, cpu = time.perf_counter() - t0, time.process_time() - c0
+        rss_after = peak_rss_mib()
+        mb = nbytes / 1e6
+        print(f"log: {mb:.0f} MB ({nbytes} bytes, {report.files[0].lines} lines) from repeated fixture lines "
+              f"({args.fixtures})")
+        print(f"check: {seconds:.2f} s wall, {mb / seconds:.0f} MB/s; {cpu:.2f} s CPU, {mb / cpu:.0f} MB/s per core")
+        print(f"peak RSS: {rss_before:.0f} MiB before the check, {rss_after:.0f} MiB after")
+        print(f"verdict: {report.verdict} ({report.to_dict()['summary']['connections']} distinct connections)")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

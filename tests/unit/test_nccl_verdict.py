@@ -1,0 +1,148 @@
+"""Verdicts on real NCCL logs: EFA pass, fallbacks, wrong fabrics, single node, mixed."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from workloads.nccl_check import check_logs
+
+FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "nccl"
+
+
+def verdict(name: str, require: str = "efa"):
+    return check_logs([FIXTURES / name], require=require)
+
+
+@pytest.mark.parametrize(
+    "name",
+    ["efa_gdrdma_sagemaker_ofi1.11.log", "efa_unprefixed_ofi1.20.log"],
+)
+def test_efa_run_passes(name):
+    r = verdict(name)
+    assert (r.verdict, r.exit_code) == ("pass", 0), f"{name}: expected pass/0, got {r.verdict}/{r.exit_code}: {r.cause}"
+
+
+def test_efa_pass_says_whether_gpudirect_rdma_was_used():
+    with_gdr = verdict("efa_gdrdma_sagemaker_ofi1.11.log").cause
+    without = verdict("efa_unprefixed_ofi1.20.log").cause
+    assert "6 with GPUDirect RDMA" in with_gdr and "without GPUDirect RDMA" in without, f"got {with_gdr!r} / {without!r}"
+
+
+def test_libfabric_without_a_logged_provider_is_inconclusive():
+    r = verdict("efa_ring_nccl2.7.8_ofi1.1.2.log")
+    assert (r.verdict, r.exit_code) == ("inconclusive", 2), f"expected inconclusive/2, got {r.verdict}: {r.cause}"
+
+
+def test_hosts_from_comm_lines_class_a_net_connection_inter_node():
+    r = verdict("efa_ring_nccl2.7.8_ofi1.1.2.log", "any")
+    reasons = {e.why for e in r.evidence}
+    assert any("ranks on ip-172-31-6-104 and ip-172-31-13-103" in w for w in reasons), f"got {reasons}"
+
+
+def test_plugin_missing_socket_fallback_fails_with_plugin_cause():
+    r = verdict("socket_plugin_missing_2nodes.log")
+    assert r.verdict == "fail" and "no net plugin" in r.cause, f"expected fail naming the missing plugin, got {r.verdict}: {r.cause}"
+
+
+def test_socket_fallback_fails_with_evidence():
+    r = verdict("socket_cluster_nccl952.log")
+    lines = [(e.file.endswith("socket_cluster_nccl952.log"), e.line) for e in r.evidence]
+    assert r.verdict == "fail" and (True, 3) in lines, f"expected fail citing line 3 (NET/Socket/3), got {r.verdict} {lines}"
+
+
+def test_socket_cause_names_the_efa_request():
+    r = verdict("socket_cluster_nccl952.log")
+    assert "vpc.amazonaws.com/efa" in r.cause, f"expected the usual fix in the cause, got {r.cause!r}"
+
+
+def test_ofi_init_failure_fails_even_without_channel_lines():
+    r = verdict("ofi_init_failed_cloudwatch.log")
+    assert r.verdict == "fail" and "failed to start" in r.cause, f"got {r.verdict}: {r.cause}"
+
+
+def test_tcp_provider_fails_naming_the_provider():
+    r = verdict("provider_tcp_nccl2.4.6.log")
+    assert r.verdict == "fail" and "'tcp;ofi_rxm'" in r.cause, f"got {r.verdict}: {r.cause}"
+
+
+@pytest.mark.parametrize("name", ["ib_nccl2.2x_1412.log", "roce_nccl2.5.7.log", "ibext_nccl1814.log"])
+def test_ib_and_roce_fail_efa(name):
+    r = verdict(name)
+    assert r.verdict == "fail" and "NET/IB" in r.cause, f"{name}: expected fail naming NET/IB, got {r.verdict}: {r.cause}"
+
+
+@pytest.mark.parametrize("name", ["ib_nccl2.2x_1412.log", "roce_nccl2.5.7.log"])
+def test_ib_passes_require_any(name):
+    r = verdict(name, "any")
+    assert r.verdict == "pass", f"{name}: expected pass for require=any, got {r.verdict}: {r.cause}"
+
+
+@pytest.mark.parametrize(
+    "name",
+    ["single_node_shm_nccl1609.log", "single_node_p2p_cumem_nccltests252.log", "h200_socket.log",
+     "ray_vllm_comm_suffix_ray59778.log"],
+)
+def test_intra_node_only_is_inconclusive_never_pass(name):
+    r = verdict(name)
+    assert (r.verdict, r.exit_code) == ("inconclusive", 2) and "no inter-node traffic" in r.cause, (
+        f"{name}: expected inconclusive (no inter-node traffic), got {r.verdict}: {r.cause}"
+    )
+
+
+def test_multi_node_comm_without_channel_lines_is_inconclusive():
+    r = verdict("ray_train_p5_awsome386.log")
+    assert r.verdict == "inconclusive", f"expected inconclusive, got {r.verdict}: {r.cause}"
+
+
+def test_mixed_efa_and_socket_fails():
+    r = verdict("mixed_efa_socket.log")
+    assert r.verdict == "fail" and r.cause.startswith("mixed transports"), f"got {r.verdict}: {r.cause}"
+
+
+def test_socket_requirement_passes_on_socket_run():
+    r = verdict("socket_plugin_missing_2nodes.log", "socket")
+    assert r.verdict == "pass", f"expected pass for require=socket, got {r.verdict}: {r.cause}"
+
+
+def test_socket_requirement_fails_on_efa_run():
+    r = verdict("efa_gdrdma_sagemaker_ofi1.11.log", "socket")
+    assert r.verdict == "fail" and "NCCL_NET=Socket" in r.cause, f"got {r.verdict}: {r.cause}"
+
+
+def test_single_node_is_inconclusive_for_require_any():
+    r = verdict("single_node_shm_nccl1609.log", "any")
+    assert r.verdict == "inconclusive", f"got {r.verdict}: {r.cause}"
+
+
+def test_forced_libfabric_without_plugin_fails_as_plugin_missing():
+    r = verdict("h200_net_libfabric.log")
+    assert r.verdict == "fail" and "no net plugin" in r.cause, f"got {r.verdict}: {r.cause}"
+
+
+def test_report_dict_holds_verdict_summary_and_evidence():
+    d = verdict("mixed_efa_socket.log").to_dict()
+    got = (d["verdict"], d["exit_code"], d["summary"]["inter_node"], len(d["evidence"]) > 0)
+    assert got == ("fail", 1, 4, True), f"expected fail/1/4 inter-node/evidence, got {got}"
+
+
+def test_render_lists_evidence_as_file_line_text():
+    text = verdict("socket_cluster_nccl952.log").render()
+    assert "socket_cluster_nccl952.log:3: <cluster_name>:926:1151 [7] NCCL INFO Channel 03/0" in text, text
+
+
+def test_unknown_requirement_is_rejected():
+    with pytest.raises(ValueError, match="require must be one of"):
+        check_logs([FIXTURES / "h200_socket.log"], require="ib")
+
+
+def test_report_dict_lists_each_connection_with_its_scope():
+    conns = verdict("socket_plugin_missing_2nodes.log").to_dict()["connections"]
+    shm = [(c["src"], c["dst"], c["scope"]) for c in conns if c["kind"] == "SHM"]
+    assert shm == [(2, 0, "intra"), (2, 0, "intra")], f"expected the two SHM channels intra-node, got {shm}"
+
+
+def test_intra_node_run_that_chose_socket_stays_inconclusive_with_a_caution():
+    r = verdict("h200_socket.log")
+    assert r.verdict == "inconclusive" and "a multi-node run would use Socket" in r.cause, f"got {r.verdict}: {r.cause}"
