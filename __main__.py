@@ -1,0 +1,17 @@
+"""The Pulumi program: stack config -> infra.stack.build -> stack outputs.
+
+    pulumi stack select us-east-2 && pulumi preview
+    python -m automation render --stack us-east-2   # offline render under Pulumi's mocks
+"""
+
+from pathlib import Path
+
+import pulumi
+
+from infra.config import from_pulumi_config
+from infra.stack import build, export
+
+cfg = from_pulumi_config(Path(__file__).resolve().parent)
+for note in cfg.warnings:
+    pulumi.log.warn(note)
+export(build(cfg))

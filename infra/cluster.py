@@ -1,0 +1,148 @@
+"""Cluster component: the EKS control plane (pulumi-eks), its KMS key, the nodes' IAM role,
+the system managed node group, and the Kubernetes provider built from the kubeconfig."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+
+import pulumi
+import pulumi_aws as aws
+import pulumi_eks as eks
+import pulumi_kubernetes as k8s
+
+from infra.config import ClusterConfig, SystemNodesConfig
+from infra.manifests import SYSTEM_AMI_TYPE, launch_template_metadata_options, system_node_labels
+
+NODE_POLICY_ARNS = (
+    "arn:aws:iam::aws:policy/AmazonEKSWorkerNodePolicy",
+    "arn:aws:iam::aws:policy/AmazonEKS_CNI_Policy",
+    "arn:aws:iam::aws:policy/AmazonEC2ContainerRegistryReadOnly",
+    # Session Manager instead of SSH: no key pair and no inbound port on the nodes.
+    "arn:aws:iam::aws:policy/AmazonSSMManagedInstanceCore",
+)
+
+
+def node_assume_role_policy() -> str:
+    """Trust policy letting EC2 instances assume the node role."""
+    return json.dumps({
+        "Version": "2012-10-17",
+        "Statement": [{"Effect": "Allow", "Principal": {"Service": "ec2.amazonaws.com"}, "Action": "sts:AssumeRole"}],
+    })
+
+
+@dataclass(frozen=True)
+class ClusterArgs:
+    cluster: ClusterConfig
+    system_nodes: SystemNodesConfig
+    vpc_id: pulumi.Input[str]
+    private_subnet_ids: list[pulumi.Input[str]]
+
+
+class Cluster(pulumi.ComponentResource):
+    """An EKS cluster whose nodes live in private subnets.
+
+    Public outputs: ``cluster_name``, ``kubeconfig`` (secret), ``cluster_security_group_id``
+    (the EKS-created group shared by the control plane and every node), ``node_role_arn``,
+    ``oidc_provider_arn``, ``system_node_group_name``. Handles for wiring, not outputs:
+    ``provider`` (the Kubernetes provider) and ``node_role_attachments``.
+    """
+
+    def __init__(self, name: str, args: ClusterArgs, opts: pulumi.ResourceOptions | None = None):
+        super().__init__("ray-efa-eks:infra:Cluster", name, None, opts)
+        child = pulumi.ResourceOptions(parent=self)
+        c = args.cluster
+
+        key = aws.kms.Key(
+            f"{name}-secrets-key",
+            description=f"Envelope encryption of Kubernetes secrets in EKS cluster {c.name}",
+            enable_key_rotation=True,
+            deletion_window_in_days=7,
+            opts=child,
+        )
+
+        eks_cluster = eks.Cluster(
+            f"{name}-eks",
+            name=c.name,
+            version=c.kubernetes_version,
+            vpc_id=args.vpc_id,
+            private_subnet_ids=args.private_subnet_ids,
+            node_associate_public_ip_address=False,
+            # Node groups are explicit aws.eks.NodeGroup resources (below and in
+            # efa_nodegroup.py), so every setting is visible to review and tests.
+            skip_default_node_group=True,
+            # No extra pulumi-eks security groups: every node gets the EKS-created cluster
+            # security group, which already allows all traffic between the nodes and the
+            # control plane, so system and GPU nodes share one group.
+            skip_default_security_groups=True,
+            # Managed node groups get their access entries from EKS itself in API mode.
+            authentication_mode="API",
+            create_oidc_provider=True,
+            encryption_config_key_arn=key.arn,
+            enabled_cluster_log_types=list(c.log_types),
+            endpoint_private_access=True,
+            endpoint_public_access=c.endpoint_public_access,
+            public_access_cidrs=list(c.public_access_cidrs) if c.endpoint_public_access else None,
+            opts=child,
+        )
+
+        # pulumi-eks exposes no plain name output; deriving it from the URN makes everything
+        # that names the cluster wait for it, without a depends_on.
+        cluster_name = eks_cluster.urn.apply(lambda _: c.name)
+
+        node_role = aws.iam.Role(f"{name}-node-role", assume_role_policy=node_assume_role_policy(), opts=child)
+        attachments = [
+            aws.iam.RolePolicyAttachment(f"{name}-node-{arn.rsplit('/', 1)[1]}", role=node_role.name, policy_arn=arn, opts=child)
+            for arn in NODE_POLICY_ARNS
+        ]
+
+        system_lt = aws.ec2.LaunchTemplate(
+            f"{name}-system-lt",
+            metadata_options=launch_template_metadata_options(),
+            block_device_mappings=[{
+                "device_name": "/dev/xvda",
+                "ebs": {"volume_size": 50, "volume_type": "gp3", "encrypted": "true", "delete_on_termination": "true"},
+            }],
+            update_default_version=True,
+            opts=child,
+        )
+        system = aws.eks.NodeGroup(
+            f"{name}-system",
+            cluster_name=cluster_name,
+            node_role_arn=node_role.arn,
+            subnet_ids=args.private_subnet_ids,
+            instance_types=[args.system_nodes.instance_type],
+            ami_type=SYSTEM_AMI_TYPE,
+            launch_template={"id": system_lt.id, "version": system_lt.latest_version.apply(str)},
+            scaling_config={
+                "desired_size": args.system_nodes.count,
+                "min_size": args.system_nodes.count,
+                "max_size": args.system_nodes.count,
+            },
+            labels=system_node_labels(),
+            # Nodes cannot join before the role's policies are attached; nothing in the data says so.
+            opts=pulumi.ResourceOptions(parent=self, depends_on=attachments),
+        )
+
+        self.provider = k8s.Provider(
+            f"{name}-k8s",
+            kubeconfig=eks_cluster.kubeconfig_json,
+            enable_server_side_apply=True,
+            opts=child,
+        )
+
+        self.cluster_name: pulumi.Output[str] = cluster_name
+        self.kubeconfig: pulumi.Output[str] = pulumi.Output.secret(eks_cluster.kubeconfig_json)
+        self.cluster_security_group_id: pulumi.Output[str] = eks_cluster.cluster_security_group_id
+        self.node_role_arn: pulumi.Output[str] = node_role.arn
+        self.oidc_provider_arn: pulumi.Output[str] = eks_cluster.oidc_provider_arn
+        self.system_node_group_name: pulumi.Output[str] = system.node_group_name
+        self.node_role_attachments = attachments
+        self.register_outputs({
+            "cluster_name": self.cluster_name,
+            "kubeconfig": self.kubeconfig,
+            "cluster_security_group_id": self.cluster_security_group_id,
+            "node_role_arn": self.node_role_arn,
+            "oidc_provider_arn": self.oidc_provider_arn,
+            "system_node_group_name": self.system_node_group_name,
+        })

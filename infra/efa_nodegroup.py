@@ -1,0 +1,118 @@
+"""EFA GPU node group component, from explicit AWS resources so every EFA setting is visible:
+cluster placement group, self-referencing EFA security group, launch template with one EFA
+interface per network card, and a managed node group pinned to one private subnet."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import pulumi
+import pulumi_aws as aws
+
+from infra.config import GpuNodesConfig
+from infra.manifests import (
+    GPU_AMI_TYPE,
+    efa_network_interfaces,
+    efa_security_group_rules,
+    gpu_node_labels,
+    gpu_node_taints,
+    launch_template_metadata_options,
+    root_volume,
+)
+
+
+@dataclass(frozen=True)
+class EfaNodeGroupArgs:
+    gpu: GpuNodesConfig
+    cluster_name: pulumi.Input[str]
+    vpc_id: pulumi.Input[str]
+    subnet_id: pulumi.Input[str]  # the private subnet of gpu.availability_zone
+    cluster_security_group_id: pulumi.Input[str]
+    node_role_arn: pulumi.Input[str]
+    depends_on: tuple[pulumi.Resource, ...] = ()  # e.g. the node role's policy attachments
+
+
+class EfaNodeGroup(pulumi.ComponentResource):
+    """GPU nodes with EFA, packed into one cluster placement group in one subnet.
+
+    Public outputs: ``node_group_name``, ``security_group_id``, ``placement_group_name``,
+    ``launch_template_id``.
+    """
+
+    def __init__(self, name: str, args: EfaNodeGroupArgs, opts: pulumi.ResourceOptions | None = None):
+        super().__init__("ray-efa-eks:infra:EfaNodeGroup", name, None, opts)
+        child = pulumi.ResourceOptions(parent=self)
+        gpu = args.gpu
+
+        # "cluster" packs the instances close together in one AZ: the lowest latency EFA gets.
+        placement = aws.ec2.PlacementGroup(f"{name}-pg", strategy="cluster", opts=child)
+
+        efa_sg = aws.ec2.SecurityGroup(
+            f"{name}-efa-sg",
+            vpc_id=args.vpc_id,
+            description="EFA: all traffic between the GPU nodes' EFA interfaces",
+            opts=child,
+        )
+        for i, rule in enumerate(efa_security_group_rules()):
+            kind = aws.vpc.SecurityGroupIngressRule if rule["direction"] == "ingress" else aws.vpc.SecurityGroupEgressRule
+            kind(
+                f"{name}-efa-{rule['direction']}-self",
+                security_group_id=efa_sg.id,
+                referenced_security_group_id=efa_sg.id,
+                ip_protocol=rule["ip_protocol"],
+                description=rule["description"],
+                opts=child,
+            )
+
+        # The EFA group plus the cluster's: the nodes still need to reach the control plane and
+        # the system node (CoreDNS, the Ray head) through the shared cluster group.
+        security_groups = [efa_sg.id, args.cluster_security_group_id]
+        interfaces = [{**nic, "security_groups": security_groups} for nic in efa_network_interfaces(gpu.efa_interfaces)]
+        # Instances in a cluster placement group only use reservations made for that group;
+        # Pulumi.yaml's gpuCapacityReservationId description tells the user so.
+        reservation = (
+            {"capacity_reservation_target": {"capacity_reservation_id": gpu.capacity_reservation_id}}
+            if gpu.capacity_reservation_id
+            else None
+        )
+        template = aws.ec2.LaunchTemplate(
+            f"{name}-lt",
+            description=f"EFA GPU nodes ({gpu.instance_type}, {gpu.efa_interfaces} EFA interface(s))",
+            network_interfaces=interfaces,
+            metadata_options=launch_template_metadata_options(),
+            block_device_mappings=[root_volume(gpu)],
+            placement={"group_name": placement.name},
+            capacity_reservation_specification=reservation,
+            update_default_version=True,
+            tag_specifications=[{"resource_type": "instance", "tags": {"Name": f"{name}-gpu"}}],
+            opts=child,
+        )
+
+        node_group = aws.eks.NodeGroup(
+            f"{name}-ng",
+            cluster_name=args.cluster_name,
+            node_role_arn=args.node_role_arn,
+            # Exactly one subnet: a cluster placement group cannot span AZs.
+            subnet_ids=[args.subnet_id],
+            instance_types=[gpu.instance_type],
+            ami_type=GPU_AMI_TYPE,
+            capacity_type="ON_DEMAND",
+            launch_template={"id": template.id, "version": template.latest_version.apply(str)},
+            scaling_config={"desired_size": gpu.node_count, "min_size": gpu.node_count, "max_size": gpu.node_count},
+            update_config={"max_unavailable": 1},
+            labels=gpu_node_labels(),
+            taints=gpu_node_taints(),
+            opts=pulumi.ResourceOptions(parent=self, depends_on=list(args.depends_on)),
+        )
+
+        self.node_group_name: pulumi.Output[str] = node_group.node_group_name
+        self.security_group_id: pulumi.Output[str] = efa_sg.id
+        self.placement_group_name: pulumi.Output[str] = placement.name
+        self.launch_template_id: pulumi.Output[str] = template.id
+        self.node_group = node_group
+        self.register_outputs({
+            "node_group_name": self.node_group_name,
+            "security_group_id": self.security_group_id,
+            "placement_group_name": self.placement_group_name,
+            "launch_template_id": self.launch_template_id,
+        })

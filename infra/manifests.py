@@ -1,0 +1,341 @@
+"""Pure builders of everything the components declare: subnet plan, EFA interfaces and
+security-group rules, node labels and taints, Helm chart pins and values, and the RayCluster.
+
+No Pulumi here: each function maps typed config to plain dicts/tuples, so the settings that
+make EFA work (or silently not work) are unit-tested without the engine, and the components
+only wire them into resources. Kubernetes objects use the API's camelCase keys; AWS arguments
+use the Pulumi SDK's snake_case names.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+from dataclasses import dataclass
+from typing import Any
+
+from infra.config import GpuNodesConfig, RayConfig, StackConfig
+
+# --------------------------------------------------------------------------- labels, taints
+
+ROLE_LABEL = "role"
+SYSTEM_ROLE = "system"
+GPU_ROLE = "gpu-worker"
+# The NVIDIA device plugin chart's default node affinity requires one of its "GPU present"
+# labels; without node-feature-discovery nothing sets it, so the node group does.
+NVIDIA_GPU_PRESENT_LABEL = "nvidia.com/gpu.present"
+GPU_TAINT = {"key": "nvidia.com/gpu", "value": "true", "effect": "NO_SCHEDULE"}
+GPU_TOLERATION = {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}
+GPU_RESOURCE = "nvidia.com/gpu"
+EFA_RESOURCE = "vpc.amazonaws.com/efa"
+# The EKS-optimized Amazon Linux 2023 AMI with the NVIDIA driver and container toolkit; the EFA
+# kernel module ships in it as well.
+GPU_AMI_TYPE = "AL2023_x86_64_NVIDIA"
+SYSTEM_AMI_TYPE = "AL2023_x86_64_STANDARD"
+
+
+def system_node_labels() -> dict[str, str]:
+    """Labels of the system node group (CoreDNS, KubeRay operator, Ray head)."""
+    return {ROLE_LABEL: SYSTEM_ROLE}
+
+
+def gpu_node_labels() -> dict[str, str]:
+    """Labels of the EFA GPU node group."""
+    return {ROLE_LABEL: GPU_ROLE, NVIDIA_GPU_PRESENT_LABEL: "true"}
+
+
+def gpu_node_taints() -> list[dict[str, str]]:
+    """Taints of the GPU nodes (EKS API spelling), keeping non-GPU pods off them."""
+    return [dict(GPU_TAINT)]
+
+
+# --------------------------------------------------------------------------- network
+
+
+@dataclass(frozen=True)
+class SubnetPlan:
+    az: str
+    private_cidr: str
+    public_cidr: str
+
+
+def subnet_plan(vpc_cidr: str, azs: tuple[str, ...]) -> tuple[SubnetPlan, ...]:
+    """One private and one public subnet per AZ, carved from ``vpc_cidr`` without overlap.
+
+    Private subnets get a quarter of the VPC each (the VPC CNI gives every pod a VPC address,
+    so they need room); public subnets, which hold only the NAT gateway, get a sixty-fourth
+    each out of the last quarter. At most three AZs fit.
+    """
+    vpc = ipaddress.IPv4Network(vpc_cidr)
+    quarters = list(vpc.subnets(prefixlen_diff=2))
+    if len(azs) > 3:
+        raise ValueError(f"at most 3 AZs fit the subnet plan, got {len(azs)}")
+    publics = list(quarters[3].subnets(prefixlen_diff=4))
+    return tuple(
+        SubnetPlan(az=az, private_cidr=str(quarters[i]), public_cidr=str(publics[i])) for i, az in enumerate(azs)
+    )
+
+
+def private_subnet_tags(cluster_name: str) -> dict[str, str]:
+    """Tags EKS and the AWS load balancer controller look for on private subnets."""
+    return {"kubernetes.io/role/internal-elb": "1", f"kubernetes.io/cluster/{cluster_name}": "shared"}
+
+
+def public_subnet_tags(cluster_name: str) -> dict[str, str]:
+    """Tags of the public (NAT-only) subnets."""
+    return {"kubernetes.io/role/elb": "1", f"kubernetes.io/cluster/{cluster_name}": "shared"}
+
+
+# --------------------------------------------------------------------------- EFA node group
+
+
+def efa_network_interfaces(efa_interfaces: int) -> list[dict[str, Any]]:
+    """The launch template's network interfaces: one EFA interface per network card.
+
+    Card 0 carries the primary interface (device index 0) as ``efa`` (EFA + ENA, so the node
+    also has its IP networking there); every further card gets an ``efa-only`` interface at
+    device index 1, which is how AWS documents multi-card instances such as p5. No subnet: the
+    managed node group supplies it. Security groups are added by the component.
+    """
+    if efa_interfaces < 1:
+        raise ValueError(f"an EFA node needs at least one EFA interface, got {efa_interfaces}")
+    return [
+        {
+            "network_card_index": card,
+            "device_index": 0 if card == 0 else 1,
+            "interface_type": "efa" if card == 0 else "efa-only",
+            "delete_on_termination": "true",
+        }
+        for card in range(efa_interfaces)
+    ]
+
+
+def efa_security_group_rules() -> list[dict[str, Any]]:
+    """Rules of the EFA security group: all traffic in from, and out to, the group itself.
+
+    EFA's SRD transport needs both directions between the nodes' EFA interfaces; an EFA SG
+    without the egress self-rule makes NCCL hang or fall back to sockets. Nothing else: no
+    CIDR, so nothing from outside the group can reach the nodes through it.
+    """
+    return [
+        {"direction": "ingress", "ip_protocol": "-1", "self": True,
+         "description": "EFA: all traffic from members of this group"},
+        {"direction": "egress", "ip_protocol": "-1", "self": True,
+         "description": "EFA: all traffic to members of this group"},
+    ]
+
+
+def launch_template_metadata_options() -> dict[str, Any]:
+    """IMDSv2 only; hop limit 2 so pods using the node role (the VPC CNI) still reach IMDS."""
+    return {"http_endpoint": "enabled", "http_tokens": "required", "http_put_response_hop_limit": 2}
+
+
+def root_volume(gpu: GpuNodesConfig) -> dict[str, Any]:
+    """The GPU nodes' root volume: encrypted gp3 (AL2023's root device is /dev/xvda)."""
+    return {
+        "device_name": "/dev/xvda",
+        "ebs": {"volume_size": gpu.root_volume_gib, "volume_type": "gp3", "encrypted": "true",
+                "delete_on_termination": "true"},
+    }
+
+
+# --------------------------------------------------------------------------- Helm charts
+
+
+@dataclass(frozen=True)
+class ChartPin:
+    """A Helm chart at an exact version from its repository."""
+
+    release: str
+    chart: str
+    version: str
+    repository: str
+    namespace: str
+
+
+NVIDIA_REPO = "https://nvidia.github.io/k8s-device-plugin"
+EKS_CHARTS_REPO = "https://aws.github.io/eks-charts"
+KUBERAY_REPO = "https://ray-project.github.io/kuberay-helm/"
+
+
+def chart_pins(cfg: StackConfig) -> dict[str, ChartPin]:
+    """The three charts, pinned to the stack's versions, by short name."""
+    return {
+        "nvidia-device-plugin": ChartPin(
+            "nvidia-device-plugin", "nvidia-device-plugin", cfg.charts.nvidia_device_plugin, NVIDIA_REPO, "kube-system"
+        ),
+        # Chart v0.5.29 ships plugin v0.5.20 (aws/eks-charts#1338); the next chart bump
+        # (aws/eks-charts#1363, plugin v0.5.21-eksbuild.9) is v0.5.30. Not checked against the
+        # live repository index from here; `helm search repo eks/aws-efa-k8s-device-plugin -l`.
+        "aws-efa-k8s-device-plugin": ChartPin(
+            "aws-efa-k8s-device-plugin", "aws-efa-k8s-device-plugin", cfg.charts.efa_device_plugin, EKS_CHARTS_REPO,
+            "kube-system",
+        ),
+        "kuberay-operator": ChartPin(
+            "kuberay-operator", "kuberay-operator", cfg.charts.kuberay_operator, KUBERAY_REPO, "kuberay-system"
+        ),
+    }
+
+
+def nvidia_device_plugin_values() -> dict[str, Any]:
+    """Values of nvidia-device-plugin: only on the GPU nodes, tolerating their taint."""
+    return {
+        "nodeSelector": {ROLE_LABEL: GPU_ROLE},
+        "tolerations": [dict(GPU_TOLERATION), {"key": "CriticalAddonsOnly", "operator": "Exists"}],
+        # Plain device plugin: no GPU feature discovery (and so no NFD) sub-chart, which would
+        # add DaemonSets this cluster does not need; the node group sets the label GFD would.
+        "gfd": {"enabled": False},
+    }
+
+
+def efa_device_plugin_values(instance_type: str) -> dict[str, Any]:
+    """Values of aws-efa-k8s-device-plugin: on the GPU nodes, listing their instance type.
+
+    The chart schedules by an instance-type allow-list; setting it to the stack's type makes
+    sure the plugin runs there even if the chart's own list lags behind new instance types.
+    """
+    return {
+        "nodeSelector": {ROLE_LABEL: GPU_ROLE},
+        "tolerations": [dict(GPU_TOLERATION)],
+        "supportedInstanceLabels": {"keys": ["node.kubernetes.io/instance-type"], "values": [instance_type]},
+    }
+
+
+def kuberay_operator_values() -> dict[str, Any]:
+    """Values of kuberay-operator: on the system node."""
+    return {"nodeSelector": {ROLE_LABEL: SYSTEM_ROLE}}
+
+
+# --------------------------------------------------------------------------- Ray
+
+RAY_API_VERSION = "ray.io/v1"
+RAY_KIND = "RayCluster"
+RUN_ROOT = "/tmp/ray-efa-eks"  # the driver passes --run-dir /tmp/ray-efa-eks/runs/<run_id>
+RAY_PORTS = {"gcs-server": 6379, "dashboard": 8265, "client": 10001}
+
+NCCL_EFA_ENV = {
+    "FI_PROVIDER": "efa",
+    "NCCL_NET_PLUGIN": "ofi",
+    "NCCL_SOCKET_IFNAME": "eth0",
+    "NCCL_DEBUG": "INFO",
+}
+
+
+def _env(pairs: dict[str, str]) -> list[dict[str, str]]:
+    return [{"name": k, "value": v} for k, v in pairs.items()]
+
+
+def _pre_stop_ray_stop() -> dict[str, Any]:
+    # Lets Ray leave the cluster cleanly (drains, tells the GCS) before the container dies.
+    return {"preStop": {"exec": {"command": ["/bin/sh", "-c", "ray stop"]}}}
+
+
+def _equal_requests_limits(resources: dict[str, Any]) -> dict[str, Any]:
+    # Guaranteed QoS: requests == limits, so the kubelet never throttles or evicts a rank mid-step.
+    return {"requests": dict(resources), "limits": dict(resources)}
+
+
+def _runs_volume() -> tuple[dict[str, Any], dict[str, Any]]:
+    return (
+        {"name": "runs", "emptyDir": {}},
+        {"name": "runs", "mountPath": RUN_ROOT},
+    )
+
+
+def ray_head_template(ray: RayConfig) -> dict[str, Any]:
+    """Pod template of the Ray head: on the system node, no GPU, Ray ports inside the cluster."""
+    runs_volume, runs_mount = _runs_volume()
+    return {
+        "metadata": {"labels": {"app.kubernetes.io/name": ray.cluster_name, "ray-efa-eks/role": "head"}},
+        "spec": {
+            "nodeSelector": {ROLE_LABEL: SYSTEM_ROLE},
+            "containers": [
+                {
+                    "name": "ray-head",
+                    "image": ray.image,
+                    "resources": _equal_requests_limits({"cpu": ray.head.cpu, "memory": ray.head.memory}),
+                    # The training image is a CUDA image: without this the NVIDIA runtime would
+                    # try to expose GPUs to a pod on a node that has none.
+                    "env": _env({"NVIDIA_VISIBLE_DEVICES": "void"}),
+                    "ports": [{"name": n, "containerPort": p} for n, p in RAY_PORTS.items()],
+                    "lifecycle": _pre_stop_ray_stop(),
+                    "volumeMounts": [runs_mount],
+                }
+            ],
+            "volumes": [runs_volume],
+        },
+    }
+
+
+def ray_worker_template(ray: RayConfig) -> dict[str, Any]:
+    """Pod template of a GPU worker: a whole GPU node, its EFA devices, NCCL over aws-ofi-nccl."""
+    w = ray.worker
+    runs_volume, runs_mount = _runs_volume()
+    return {
+        "metadata": {"labels": {"app.kubernetes.io/name": ray.cluster_name, "ray-efa-eks/role": "gpu-worker"}},
+        "spec": {
+            "nodeSelector": {ROLE_LABEL: GPU_ROLE},
+            "tolerations": [dict(GPU_TOLERATION)],
+            "containers": [
+                {
+                    "name": "ray-worker",
+                    "image": ray.image,
+                    "resources": _equal_requests_limits(
+                        {"cpu": w.cpu, "memory": w.memory, GPU_RESOURCE: w.num_gpus, EFA_RESOURCE: w.efa}
+                    ),
+                    "env": _env(NCCL_EFA_ENV),
+                    # libfabric pins (registers) the buffers NCCL sends over EFA.
+                    "securityContext": {"capabilities": {"add": ["IPC_LOCK"]}},
+                    "lifecycle": _pre_stop_ray_stop(),
+                    "volumeMounts": [{"name": "dshm", "mountPath": "/dev/shm"}, runs_mount],
+                }
+            ],
+            "volumes": [
+                # NCCL's intra-node transport and Ray's object store live in /dev/shm; the
+                # container runtime's default is 64 MiB, which makes NCCL fail at init.
+                {"name": "dshm", "emptyDir": {"medium": "Memory", "sizeLimit": w.shm_size}},
+                runs_volume,
+            ],
+        },
+    }
+
+
+def raycluster_spec(ray: RayConfig) -> dict[str, Any]:
+    """``spec`` of the RayCluster custom resource (KubeRay v1.5 ray.io/v1, camelCase keys)."""
+    w = ray.worker
+    return {
+        "rayVersion": ray.version,
+        "enableInTreeAutoscaling": False,
+        "headGroupSpec": {
+            # ClusterIP only: 6379 and 8265 never leave the cluster; the driver reaches the
+            # dashboard from inside the head pod.
+            "serviceType": "ClusterIP",
+            "rayStartParams": {"num-gpus": "0", "dashboard-host": "0.0.0.0"},
+            "template": ray_head_template(ray),
+        },
+        "workerGroupSpecs": [
+            {
+                "groupName": w.group_name,
+                "replicas": w.replicas,
+                "minReplicas": w.replicas,
+                "maxReplicas": w.replicas,
+                "numOfHosts": 1,
+                "rayStartParams": {"num-gpus": str(w.num_gpus)},
+                "template": ray_worker_template(ray),
+            }
+        ],
+    }
+
+
+def raycluster_manifest(ray: RayConfig) -> dict[str, Any]:
+    """The whole RayCluster object, as it would be applied."""
+    return {
+        "apiVersion": RAY_API_VERSION,
+        "kind": RAY_KIND,
+        "metadata": {"name": ray.cluster_name, "namespace": ray.namespace},
+        "spec": raycluster_spec(ray),
+    }
+
+
+def namespace_manifest(name: str) -> dict[str, Any]:
+    """A core v1 Namespace."""
+    return {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name, "labels": {"name": name}}}

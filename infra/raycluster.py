@@ -1,0 +1,46 @@
+"""RayCluster component: the Ray namespace and the RayCluster custom resource built by
+``infra.manifests.raycluster_spec``."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import pulumi
+import pulumi_kubernetes as k8s
+
+from infra.config import RayConfig
+from infra.manifests import RAY_API_VERSION, RAY_KIND, namespace_manifest, raycluster_spec
+
+
+@dataclass(frozen=True)
+class RayClusterArgs:
+    ray: RayConfig
+    provider: k8s.Provider
+    # The CRD comes with the operator and the pods need the device plugins' resources;
+    # neither is a data dependency.
+    depends_on: tuple[pulumi.Resource, ...] = ()
+
+
+class RayCluster(pulumi.ComponentResource):
+    """One RayCluster. Public outputs: ``name``, ``namespace``, ``head_service_name``."""
+
+    def __init__(self, name: str, args: RayClusterArgs, opts: pulumi.ResourceOptions | None = None):
+        super().__init__("ray-efa-eks:infra:RayCluster", name, None, opts)
+        ns = namespace_manifest(args.ray.namespace)
+        namespace = k8s.core.v1.Namespace(
+            f"{name}-ns",
+            metadata=ns["metadata"],
+            opts=pulumi.ResourceOptions(parent=self, provider=args.provider),
+        )
+        cluster = k8s.apiextensions.CustomResource(
+            f"{name}-raycluster",
+            api_version=RAY_API_VERSION,
+            kind=RAY_KIND,
+            metadata={"name": args.ray.cluster_name, "namespace": namespace.metadata["name"]},
+            spec=raycluster_spec(args.ray),
+            opts=pulumi.ResourceOptions(parent=self, provider=args.provider, depends_on=list(args.depends_on)),
+        )
+        self.name: pulumi.Output[str] = cluster.metadata["name"]
+        self.namespace: pulumi.Output[str] = namespace.metadata["name"]
+        self.head_service_name: pulumi.Output[str] = cluster.metadata["name"].apply(lambda _: args.ray.head_service_name)
+        self.register_outputs({"name": self.name, "namespace": self.namespace, "head_service_name": self.head_service_name})

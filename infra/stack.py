@@ -1,0 +1,83 @@
+"""Wiring only: config -> components -> the stack outputs. No settings are decided here."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pulumi
+
+from infra.cluster import Cluster, ClusterArgs
+from infra.config import StackConfig
+from infra.device_plugins import DevicePlugins, DevicePluginsArgs
+from infra.efa_nodegroup import EfaNodeGroup, EfaNodeGroupArgs
+from infra.kuberay import KubeRay, KubeRayArgs
+from infra.manifests import chart_pins
+from infra.network import Network, NetworkArgs
+from infra.raycluster import RayCluster, RayClusterArgs
+
+OUTPUT_NAMES = (
+    "region", "gpu_az", "cluster_name", "kubeconfig", "nodegroup_name",
+    "raycluster_name", "raycluster_namespace", "head_service_name",
+)
+
+
+def build(cfg: StackConfig) -> dict[str, Any]:
+    """Declare every resource of the stack; returns the stack outputs by name (OUTPUT_NAMES)."""
+    name = cfg.cluster.name
+    network = Network(f"{name}-network", NetworkArgs(vpc_cidr=cfg.network.vpc_cidr, azs=cfg.network.azs, cluster_name=name))
+    cluster = Cluster(
+        name,
+        ClusterArgs(
+            cluster=cfg.cluster,
+            system_nodes=cfg.system_nodes,
+            vpc_id=network.vpc_id,
+            private_subnet_ids=network.private_subnet_ids,
+        ),
+    )
+    gpu = EfaNodeGroup(
+        f"{name}-gpu",
+        EfaNodeGroupArgs(
+            gpu=cfg.gpu_nodes,
+            cluster_name=cluster.cluster_name,
+            vpc_id=network.vpc_id,
+            subnet_id=network.private_subnet_ids_by_az[cfg.gpu_nodes.availability_zone],
+            cluster_security_group_id=cluster.cluster_security_group_id,
+            node_role_arn=cluster.node_role_arn,
+            depends_on=tuple(cluster.node_role_attachments),
+        ),
+    )
+    pins = chart_pins(cfg)
+    plugins = DevicePlugins(
+        f"{name}-device-plugins",
+        DevicePluginsArgs(
+            nvidia=pins["nvidia-device-plugin"],
+            efa=pins["aws-efa-k8s-device-plugin"],
+            gpu_instance_type=cfg.gpu_nodes.instance_type,
+            provider=cluster.provider,
+            gpu_nodes=gpu.node_group,
+        ),
+    )
+    kuberay = KubeRay(
+        f"{name}-kuberay",
+        KubeRayArgs(chart=pins["kuberay-operator"], provider=cluster.provider, system_nodes=cluster),
+    )
+    ray = RayCluster(
+        f"{name}-ray",
+        RayClusterArgs(ray=cfg.ray, provider=cluster.provider, depends_on=(kuberay.release, *plugins.releases)),
+    )
+    return {
+        "region": cfg.region,
+        "gpu_az": cfg.gpu_nodes.availability_zone,
+        "cluster_name": cluster.cluster_name,
+        "kubeconfig": cluster.kubeconfig,
+        "nodegroup_name": gpu.node_group_name,
+        "raycluster_name": ray.name,
+        "raycluster_namespace": ray.namespace,
+        "head_service_name": ray.head_service_name,
+    }
+
+
+def export(outputs: dict[str, Any]) -> None:
+    """Export ``outputs`` as the stack outputs (the kubeconfig stays secret)."""
+    for key in OUTPUT_NAMES:
+        pulumi.export(key, outputs[key])

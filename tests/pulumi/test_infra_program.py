@@ -1,0 +1,329 @@
+"""The Pulumi program under Pulumi's mock engine (preview=False): every EFA-relevant setting
+as the engine would receive it, for both example stacks and for config variants."""
+
+from __future__ import annotations
+
+import contextvars
+import warnings
+from pathlib import Path
+
+import pulumi
+import pytest
+
+from automation.render import Render, RenderMocks, run_program
+from infra.config import PROJECT, ConfigError, ConfigWarning, from_pulumi_config, load_stack, stack_config_values
+from infra.manifests import raycluster_spec
+from infra.stack import OUTPUT_NAMES
+
+REPO = Path(__file__).resolve().parents[2]
+STACKS = ("us-east-2", "us-west-2")
+
+SG_RULE_TYPES = (
+    "aws:vpc/securityGroupIngressRule:SecurityGroupIngressRule",
+    "aws:vpc/securityGroupEgressRule:SecurityGroupEgressRule",
+    "aws:ec2/securityGroupRule:SecurityGroupRule",
+)
+
+
+def render(stack: str, **overrides) -> Render:
+    """Run the program for ``stack`` with config ``overrides`` (our keys, unprefixed)."""
+    values = stack_config_values(stack, REPO)
+    values.update({f"{PROJECT}:{k}": v for k, v in overrides.items()})
+    return run_program(stack, REPO, config=values)
+
+
+def stack_config(stack: str):
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConfigWarning)
+        return load_stack(stack, REPO)
+
+
+@pytest.fixture(scope="module", params=STACKS)
+def rendered(request) -> tuple[str, Render]:
+    return request.param, render(request.param)
+
+
+@pytest.fixture(scope="module")
+def east() -> Render:
+    return render("us-east-2")
+
+
+def one(r: Render, typ: str, name_part: str = ""):
+    found = [x for x in r.records if x.type == typ and name_part in x.name]
+    assert len(found) == 1, f"expected one {typ} named *{name_part}*, got {[x.name for x in found]}"
+    return found[0]
+
+
+def every(r: Render, typ: str):
+    return [x for x in r.records if x.type == typ]
+
+
+def rid(record) -> str:
+    """The id the mock gives a resource (RenderMocks: '<name>-id')."""
+    return f"{record.name}-id"
+
+
+def ints(value):
+    """Mock inputs carry numbers as floats; compare them with the ints the builders produce."""
+    if isinstance(value, dict):
+        return {k: ints(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [ints(v) for v in value]
+    if isinstance(value, float) and value.is_integer():
+        return int(value)
+    return value
+
+
+# --------------------------------------------------------------------------- whole stacks
+
+
+def test_both_example_stacks_render_with_every_output(rendered):
+    stack, r = rendered
+    assert tuple(r.outputs) == OUTPUT_NAMES, f"outputs {tuple(r.outputs)}"
+    cfg = stack_config(stack)
+    assert (r.outputs["region"], r.outputs["gpu_az"]) == (stack, cfg.gpu_nodes.availability_zone)
+    assert (r.outputs["raycluster_name"], r.outputs["raycluster_namespace"], r.outputs["head_service_name"]) == (
+        "ray-efa", "ray", "ray-efa-head-svc",
+    )
+
+
+def test_kubeconfig_output_is_secret(rendered):
+    _, r = rendered
+    assert r.secret_outputs == ("kubeconfig",), f"secret outputs: {r.secret_outputs}"
+
+
+def test_program_config_equals_offline_config():
+    """load_stack and the in-program pulumi.Config path go through the same validation."""
+
+    def in_program():
+        pulumi.runtime.set_all_config(stack_config_values("us-east-2", REPO), [])
+        pulumi.runtime.set_mocks(RenderMocks(), project=PROJECT, stack="us-east-2", preview=False)
+        return from_pulumi_config(REPO)
+
+    assert contextvars.Context().run(in_program) == stack_config("us-east-2")
+
+
+def test_bad_config_fails_the_program_with_the_config_error():
+    with pytest.raises(ConfigError, match="set rayWorkerGpus to 4"):
+        render("us-west-2", rayWorkerGpus="8")
+
+
+# --------------------------------------------------------------------------- network
+
+
+def test_private_subnets_span_at_least_two_azs(rendered):
+    stack, r = rendered
+    private = [x for x in every(r, "aws:ec2/subnet:Subnet") if "-private-" in x.name]
+    azs = sorted(x.inputs["availabilityZone"] for x in private)
+    assert len(azs) >= 2 and azs == sorted(stack_config(stack).network.azs), f"private subnet AZs {azs}"
+    assert all(x.inputs["tags"].get("kubernetes.io/role/internal-elb") == "1" for x in private)
+
+
+def test_public_subnets_only_hold_the_nat_gateway(east):
+    public_ids = {rid(x) for x in every(east, "aws:ec2/subnet:Subnet") if "-public-" in x.name}
+    assert all(x.inputs["mapPublicIpOnLaunch"] is False for x in every(east, "aws:ec2/subnet:Subnet"))
+    assert one(east, "aws:ec2/natGateway:NatGateway").inputs["subnetId"] in public_ids
+    nodegroup_subnets = {s for ng in every(east, "aws:eks/nodeGroup:NodeGroup") for s in ng.inputs["subnetIds"]}
+    assert not nodegroup_subnets & public_ids, "a node group uses a public subnet"
+
+
+def test_private_route_goes_through_the_nat(east):
+    route = one(east, "aws:ec2/route:Route", "private-default")
+    assert (route.inputs["destinationCidrBlock"], route.inputs.get("natGatewayId")) == (
+        "0.0.0.0/0", rid(one(east, "aws:ec2/natGateway:NatGateway")),
+    )
+
+
+# --------------------------------------------------------------------------- cluster
+
+
+def test_eks_cluster_security_settings(east):
+    c = one(east, "eks:index:Cluster").inputs
+    private_ids = [rid(x) for x in every(east, "aws:ec2/subnet:Subnet") if "-private-" in x.name]
+    got = {
+        "private": sorted(c["privateSubnetIds"]), "public_subnets": c.get("publicSubnetIds"),
+        "kms": c["encryptionConfigKeyArn"], "oidc": c["createOidcProvider"], "private_endpoint": c["endpointPrivateAccess"],
+        "logs": c["enabledClusterLogTypes"], "node_public_ip": c["nodeAssociatePublicIpAddress"],
+    }
+    assert got == {
+        "private": sorted(private_ids), "public_subnets": None,
+        "kms": f"arn:aws:render::123456789012:{one(east, 'aws:kms/key:Key').name}", "oidc": True, "private_endpoint": True,
+        "logs": ["api", "audit", "authenticator"], "node_public_ip": False,
+    }
+
+
+def test_private_only_endpoint_has_no_public_access():
+    c = one(render("us-west-2", apiPublicAccess="false"), "eks:index:Cluster").inputs
+    assert (c["endpointPublicAccess"], c.get("publicAccessCidrs")) == (False, None)
+
+
+def test_public_endpoint_is_limited_to_the_allow_list():
+    c = one(render("us-west-2", apiPublicAccessCidrs='["203.0.113.7/32"]'), "eks:index:Cluster").inputs
+    assert (c["endpointPublicAccess"], c["publicAccessCidrs"]) == (True, ["203.0.113.7/32"])
+
+
+def test_system_node_group_is_one_labelled_m7i(east):
+    ng = one(east, "aws:eks/nodeGroup:NodeGroup", "system").inputs
+    got = (ng["instanceTypes"], ints(ng["scalingConfig"]), ng["labels"])
+    assert got == (["m7i.xlarge"], {"desiredSize": 1, "minSize": 1, "maxSize": 1}, {"role": "system"})
+
+
+def test_kubernetes_provider_gets_the_kubeconfig(east):
+    provider = one(east, "pulumi:providers:kubernetes")
+    assert "kubeconfig" in provider.inputs, "provider registered without a kubeconfig (would target ~/.kube/config)"
+    k8s_records = [x for x in east.records if x.type.startswith("kubernetes:")]
+    strays = [x.name for x in k8s_records if x.provider != provider.name]
+    assert k8s_records and not strays, f"Kubernetes resources not on the cluster's provider: {strays}"
+
+
+# --------------------------------------------------------------------------- EFA node group
+
+
+def test_placement_group_is_cluster_strategy(east):
+    assert one(east, "aws:ec2/placementGroup:PlacementGroup").inputs["strategy"] == "cluster"
+
+
+def test_launch_template_uses_the_placement_group(east):
+    pg = one(east, "aws:ec2/placementGroup:PlacementGroup")
+    lt = one(east, "aws:ec2/launchTemplate:LaunchTemplate", "gpu-lt").inputs
+    assert lt["placement"] == {"groupName": pg.name}
+
+
+def test_launch_template_has_one_efa_interface_at_card0_device0(east):
+    nics = one(east, "aws:ec2/launchTemplate:LaunchTemplate", "gpu-lt").inputs["networkInterfaces"]
+    got = [(n["networkCardIndex"], n["deviceIndex"], n["interfaceType"]) for n in ints(nics)]
+    assert got == [(0, 0, "efa")], f"EFA interfaces {got}"
+
+
+def test_multi_card_instance_gets_an_interface_per_card():
+    r = render("us-west-2", gpuInstanceType="p5.48xlarge", gpuEfaInterfaces="32", rayWorkerGpus="8", rayWorkerEfa="32",
+               trainNumWorkers="16")
+    nics = ints(one(r, "aws:ec2/launchTemplate:LaunchTemplate", "gpu-lt").inputs["networkInterfaces"])
+    got = [(n["networkCardIndex"], n["deviceIndex"], n["interfaceType"]) for n in nics]
+    assert got == [(0, 0, "efa")] + [(card, 1, "efa-only") for card in range(1, 32)]
+
+
+def test_efa_interfaces_carry_efa_and_cluster_security_groups_and_no_subnet(east):
+    efa_sg = one(east, "aws:ec2/securityGroup:SecurityGroup", "efa")
+    nics = one(east, "aws:ec2/launchTemplate:LaunchTemplate", "gpu-lt").inputs["networkInterfaces"]
+    for nic in nics:
+        assert sorted(nic["securityGroups"]) == sorted([rid(efa_sg), "sg-render-cluster"]), f"groups {nic['securityGroups']}"
+        assert not nic.get("subnetId"), "the launch template must not pin a subnet"
+
+
+def test_launch_template_requires_imdsv2_and_encrypts_the_root_volume(east):
+    lt = one(east, "aws:ec2/launchTemplate:LaunchTemplate", "gpu-lt").inputs
+    assert lt["metadataOptions"]["httpTokens"] == "required"
+    assert [b["ebs"]["encrypted"] for b in lt["blockDeviceMappings"]] == ["true"]
+
+
+def test_efa_security_group_allows_itself_in_both_directions(east):
+    efa_sg = rid(one(east, "aws:ec2/securityGroup:SecurityGroup", "efa"))
+    rules = {
+        x.type.rsplit(":", 1)[1]: (x.inputs["securityGroupId"], x.inputs["referencedSecurityGroupId"], x.inputs["ipProtocol"])
+        for x in east.records if x.type in SG_RULE_TYPES
+    }
+    assert rules == {
+        "SecurityGroupIngressRule": (efa_sg, efa_sg, "-1"),
+        "SecurityGroupEgressRule": (efa_sg, efa_sg, "-1"),
+    }, f"rules: {rules}"
+
+
+def test_no_security_group_rule_is_open_to_the_internet(rendered):
+    _, r = rendered
+    open_rules = [x.name for x in r.records if x.type in SG_RULE_TYPES and (
+        x.inputs.get("cidrIpv4") == "0.0.0.0/0" or x.inputs.get("cidrIpv6") == "::/0"
+        or "0.0.0.0/0" in x.inputs.get("cidrBlocks", [])
+    )]
+    inline = [x.name for x in every(r, "aws:ec2/securityGroup:SecurityGroup")
+              for rule in x.inputs.get("ingress", []) + x.inputs.get("egress", [])
+              if "0.0.0.0/0" in rule.get("cidrBlocks", [])]
+    assert not open_rules and not inline, f"rules open to 0.0.0.0/0: {open_rules + inline}"
+
+
+def test_gpu_node_group_is_pinned_to_the_private_subnet_of_the_gpu_az(rendered):
+    stack, r = rendered
+    gpu_az = stack_config(stack).gpu_nodes.availability_zone
+    subnet = one(r, "aws:ec2/subnet:Subnet", f"private-{gpu_az}")
+    ng = one(r, "aws:eks/nodeGroup:NodeGroup", "gpu-ng").inputs
+    assert ng["subnetIds"] == [rid(subnet)], f"expected [{rid(subnet)}], got {ng['subnetIds']}"
+
+
+def test_gpu_node_group_size_labels_taints_and_ami(east):
+    ng = one(east, "aws:eks/nodeGroup:NodeGroup", "gpu-ng").inputs
+    lt = one(east, "aws:ec2/launchTemplate:LaunchTemplate", "gpu-lt")
+    got = {
+        "size": ints(ng["scalingConfig"]), "labels": ng["labels"], "taints": ng["taints"], "ami": ng["amiType"],
+        "types": ng["instanceTypes"], "lt": ng["launchTemplate"]["id"],
+    }
+    assert got == {
+        "size": {"desiredSize": 2, "minSize": 2, "maxSize": 2},
+        "labels": {"role": "gpu-worker", "nvidia.com/gpu.present": "true"},
+        "taints": [{"key": "nvidia.com/gpu", "value": "true", "effect": "NO_SCHEDULE"}],
+        "ami": "AL2023_x86_64_NVIDIA", "types": ["g6.12xlarge"], "lt": rid(lt),
+    }
+
+
+def test_capacity_reservation_goes_into_the_launch_template(east):
+    assert "capacityReservationSpecification" not in one(east, "aws:ec2/launchTemplate:LaunchTemplate", "gpu-lt").inputs
+    r = render("us-east-2", gpuCapacityReservationId="cr-0123456789abcdef0")
+    spec = one(r, "aws:ec2/launchTemplate:LaunchTemplate", "gpu-lt").inputs["capacityReservationSpecification"]
+    assert spec == {"capacityReservationTarget": {"capacityReservationId": "cr-0123456789abcdef0"}}
+
+
+def test_single_gpu_node_renders_with_one_worker():
+    r = render("us-west-2", gpuNodeCount="1", trainNumWorkers="4")
+    ng = ints(one(r, "aws:eks/nodeGroup:NodeGroup", "gpu-ng").inputs["scalingConfig"])
+    workers = ints(one(r, "kubernetes:ray.io/v1:RayCluster").inputs["spec"]["workerGroupSpecs"][0])
+    assert (ng["desiredSize"], workers["replicas"]) == (1, 1)
+
+
+# --------------------------------------------------------------------------- Helm and Ray
+
+
+def test_helm_charts_are_pinned(east):
+    got = {x.inputs["chart"]: (x.inputs["version"], x.inputs["repositoryOpts"]["repo"])
+           for x in every(east, "kubernetes:helm.sh/v3:Release")}
+    assert got == {
+        "nvidia-device-plugin": ("0.20.0", "https://nvidia.github.io/k8s-device-plugin"),
+        "aws-efa-k8s-device-plugin": ("v0.5.30", "https://aws.github.io/eks-charts"),
+        "kuberay-operator": ("1.5.2", "https://ray-project.github.io/kuberay-helm/"),
+    }
+
+
+def test_helm_releases_land_on_the_right_nodes(east):
+    got = {x.inputs["chart"]: x.inputs["values"]["nodeSelector"] for x in every(east, "kubernetes:helm.sh/v3:Release")}
+    assert got == {
+        "nvidia-device-plugin": {"role": "gpu-worker"},
+        "aws-efa-k8s-device-plugin": {"role": "gpu-worker"},
+        "kuberay-operator": {"role": "system"},
+    }
+
+
+def test_raycluster_resource_carries_the_built_spec(east):
+    rc = one(east, "kubernetes:ray.io/v1:RayCluster").inputs
+    cfg = stack_config("us-east-2")
+    assert (rc["apiVersion"], rc["kind"], rc["metadata"]["name"]) == ("ray.io/v1", "RayCluster", cfg.ray.cluster_name)
+    assert ints(rc["spec"]) == raycluster_spec(cfg.ray), "the engine did not receive the spec manifests.py built"
+
+
+def test_raycluster_worker_requests_equal_limits_and_num_gpus(east):
+    worker = ints(one(east, "kubernetes:ray.io/v1:RayCluster").inputs["spec"]["workerGroupSpecs"][0])
+    res = worker["template"]["spec"]["containers"][0]["resources"]
+    assert res["requests"] == res["limits"], f"requests {res['requests']} != limits {res['limits']}"
+    assert worker["rayStartParams"]["num-gpus"] == str(res["limits"]["nvidia.com/gpu"])
+
+
+def test_raycluster_env_and_cluster_ip(east):
+    spec = one(east, "kubernetes:ray.io/v1:RayCluster").inputs["spec"]
+    env = {e["name"]: e["value"] for e in spec["workerGroupSpecs"][0]["template"]["spec"]["containers"][0]["env"]}
+    assert {k: env.get(k) for k in ("FI_PROVIDER", "NCCL_NET_PLUGIN", "NCCL_SOCKET_IFNAME", "NCCL_DEBUG")} == {
+        "FI_PROVIDER": "efa", "NCCL_NET_PLUGIN": "ofi", "NCCL_SOCKET_IFNAME": "eth0", "NCCL_DEBUG": "INFO",
+    }
+    assert spec["headGroupSpec"]["serviceType"] == "ClusterIP"
+
+
+def test_no_kubernetes_object_exposes_a_port_outside_the_cluster(east):
+    exposed = [x.name for x in east.records if x.type.startswith("kubernetes:")
+               and any(t in repr(x.inputs) for t in ("LoadBalancer", "NodePort", "hostPort"))]
+    assert not exposed, f"objects exposing ports: {exposed}"

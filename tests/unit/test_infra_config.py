@@ -1,0 +1,228 @@
+"""infra.config: the stack files load, every bad config names key, value and fix."""
+
+from __future__ import annotations
+
+import shutil
+import warnings
+from pathlib import Path
+
+import pytest
+import yaml
+
+from infra.config import (
+    ConfigError,
+    ConfigWarning,
+    StackConfig,
+    is_floating_image,
+    load_stack,
+    read_project_schema,
+    validate,
+)
+
+REPO = Path(__file__).resolve().parents[2]
+STACKS = ("us-east-2", "us-west-2")
+
+
+def _load_quiet(stack: str, project_dir: Path = REPO) -> StackConfig:
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConfigWarning)
+        return load_stack(stack, project_dir)
+
+
+def _validate(overrides: dict, region: str = "us-west-2") -> StackConfig:
+    """The defaults of Pulumi.yaml with ``overrides`` (our keys, unprefixed), validated."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConfigWarning)
+        return validate(overrides, stack="test", region=region, schema=read_project_schema(REPO))
+
+
+@pytest.mark.parametrize("stack", STACKS)
+def test_example_stack_loads_with_its_own_region(stack):
+    cfg = _load_quiet(stack)
+    assert cfg.region == stack, f"expected region {stack}, got {cfg.region}"
+    assert all(az.startswith(stack) for az in cfg.network.azs), f"AZs {cfg.network.azs} not in {stack}"
+    assert cfg.gpu_nodes.availability_zone in cfg.network.azs
+
+
+def test_stacks_differ_only_in_what_their_files_set():
+    east, west = _load_quiet("us-east-2"), _load_quiet("us-west-2")
+    assert east.network.vpc_cidr != west.network.vpc_cidr, "the example stacks should use different VPC CIDRs"
+    assert east.gpu_nodes.instance_type == west.gpu_nodes.instance_type == "g6.12xlarge"
+
+
+def test_defaults_are_the_reference_deployment():
+    cfg = _load_quiet("us-west-2")
+    w = cfg.ray.worker
+    got = (cfg.gpu_nodes.node_count, w.num_gpus, w.efa, w.cpu, w.memory, w.replicas, cfg.system_nodes.instance_type)
+    assert got == (2, 4, 1, "40", "160Gi", 2, "m7i.xlarge"), f"unexpected defaults {got}"
+    assert cfg.ray.image == "public.ecr.aws/deep-learning-containers/ray:train-ml-cuda-v1.1"
+    assert cfg.ray.version == "2.58.0"
+    assert (cfg.charts.nvidia_device_plugin, cfg.charts.kuberay_operator) == ("0.20.0", "1.5.2")
+    assert cfg.ray.head_service_name == "ray-efa-head-svc"
+
+
+def test_config_is_frozen():
+    cfg = _load_quiet("us-west-2")
+    with pytest.raises(AttributeError):
+        cfg.gpu_nodes.node_count = 3  # type: ignore[misc]
+
+
+def test_every_declared_key_has_type_default_and_description():
+    project = yaml.safe_load((REPO / "Pulumi.yaml").read_text())
+    missing = {
+        key: sorted({"type", "default", "description"} - set(decl))
+        for key, decl in project["config"].items()
+        if not {"type", "default", "description"} <= set(decl)
+    }
+    assert not missing, f"keys without type/default/description: {missing}"
+    bad_types = {k: d["type"] for k, d in project["config"].items() if d["type"] not in ("string", "integer", "boolean", "array")}
+    assert not bad_types, f"Pulumi project config supports string/integer/boolean/array, got {bad_types}"
+
+
+def test_unknown_stack_lists_the_known_ones():
+    with pytest.raises(ConfigError) as err:
+        load_stack("eu-west-1", REPO)
+    assert "us-east-2" in str(err.value) and "us-west-2" in str(err.value), f"got: {err.value}"
+
+
+def test_stack_file_with_undeclared_key_is_rejected(tmp_path):
+    shutil.copy(REPO / "Pulumi.yaml", tmp_path / "Pulumi.yaml")
+    (tmp_path / "Pulumi.x.yaml").write_text("config:\n  aws:region: us-west-2\n  ray-efa-eks:gpuNodeCont: 3\n")
+    with pytest.raises(ConfigError, match="gpuNodeCont"):
+        load_stack("x", tmp_path)
+
+
+def test_stack_without_region_is_rejected(tmp_path):
+    shutil.copy(REPO / "Pulumi.yaml", tmp_path / "Pulumi.yaml")
+    (tmp_path / "Pulumi.x.yaml").write_text("config:\n  ray-efa-eks:gpuNodeCount: 2\n")
+    with pytest.raises(ConfigError, match="aws:region"):
+        load_stack("x", tmp_path)
+
+
+def test_engine_strings_coerce_like_yaml_values():
+    as_engine = _validate({"gpuNodeCount": "3", "apiPublicAccess": "false", "availabilityZones": '["us-west-2a", "us-west-2c"]'})
+    as_yaml = _validate({"gpuNodeCount": 3, "apiPublicAccess": False, "availabilityZones": ["us-west-2a", "us-west-2c"]})
+    assert as_engine == as_yaml
+
+
+def test_private_only_endpoint_drops_the_cidrs():
+    cfg = _validate({"apiPublicAccess": False})
+    assert (cfg.cluster.endpoint_public_access, cfg.cluster.public_access_cidrs) == (False, ())
+
+
+# Each bad config, and words its error must contain: the key, the value, the fix.
+BAD_CONFIGS = {
+    "gpu count mismatch": (
+        {"rayWorkerGpus": 8},
+        ["gpuInstanceType 'g6.12xlarge' has 4 GPUs", "rayWorkerGpus is 8", "set rayWorkerGpus to 4"],
+    ),
+    "cpu over allocatable": ({"rayWorkerCpu": "48"}, ["rayWorkerCpu '48'", "g6.12xlarge", "set rayWorkerCpu to at most 47"]),
+    "memory over allocatable": (
+        {"rayWorkerMemory": "190Gi"},
+        ["rayWorkerMemory '190Gi'", "g6.12xlarge", "set rayWorkerMemory to at most 172Gi"],
+    ),
+    "head over system node": ({"rayHeadMemory": "16Gi"}, ["rayHeadMemory '16Gi'", "m7i.xlarge", "set rayHeadMemory"]),
+    "instance without EFA": (
+        {"gpuInstanceType": "g6.xlarge", "rayWorkerGpus": 1, "rayWorkerCpu": "2", "rayWorkerMemory": "8Gi", "rayWorkerShmSize": "2Gi"},
+        ["gpuInstanceType 'g6.xlarge' does not support EFA", "use one of", "g6.12xlarge"],
+    ),
+    "instance not a GPU": ({"gpuInstanceType": "m7i.2xlarge"}, ["gpuInstanceType 'm7i.2xlarge' has no GPU", "use one of"]),
+    "unknown instance": ({"gpuInstanceType": "g7.12xlarge"}, ["gpuInstanceType 'g7.12xlarge'", "instance_types.json"]),
+    "EFA count mismatch": (
+        {"gpuInstanceType": "p5.48xlarge", "rayWorkerGpus": 8},
+        ["gpuEfaInterfaces is 1", "p5.48xlarge", "32 EFA interface(s)", "set gpuEfaInterfaces to 32"],
+    ),
+    "worker EFA mismatch": ({"rayWorkerEfa": 2}, ["rayWorkerEfa is 2", "set rayWorkerEfa to 1"]),
+    "AZ outside the network": (
+        {"gpuAvailabilityZone": "us-west-2d"},
+        ["gpuAvailabilityZone 'us-west-2d'", "us-west-2a", "set gpuAvailabilityZone to one of them"],
+    ),
+    "AZ outside the region": ({"availabilityZones": ["us-east-1a", "us-east-1b"]}, ["'us-east-1a'", "aws:region 'us-west-2'"]),
+    "one AZ only": ({"availabilityZones": ["us-west-2a"]}, ["availabilityZones", "2 or 3", "control plane needs two"]),
+    "floating image tag": (
+        {"rayImage": "public.ecr.aws/deep-learning-containers/ray:latest"},
+        ["rayImage 'public.ecr.aws/deep-learning-containers/ray:latest'", "floating", "pin a version tag or a digest"],
+    ),
+    "image without tag": ({"rayImage": "rayproject/ray"}, ["rayImage 'rayproject/ray'", "pin a version tag"]),
+    "chart range": ({"kuberayOperatorChartVersion": "1.5.x"}, ["kuberayOperatorChartVersion '1.5.x'", "exact chart version"]),
+    "chart latest": ({"nvidiaDevicePluginChartVersion": "latest"}, ["nvidiaDevicePluginChartVersion 'latest'", "pin one"]),
+    "zero GPU nodes": ({"gpuNodeCount": 0}, ["gpuNodeCount 0", "set it to 2"]),
+    "bad integer": ({"gpuNodeCount": "two"}, ["gpuNodeCount 'two' is not an integer"]),
+    "bad reservation id": ({"gpuCapacityReservationId": "reservation-1"}, ["gpuCapacityReservationId 'reservation-1'", "cr-"]),
+    "too many train GPUs": ({"trainNumWorkers": 16}, ["trainNumWorkers 16", "16 GPUs", "the cluster has 8", "at most 8"]),
+    "public endpoint for nobody": ({"apiPublicAccessCidrs": []}, ["apiPublicAccessCidrs []", "apiPublicAccess to false"]),
+    "shm over memory": ({"rayWorkerShmSize": "100Gi"}, ["rayWorkerShmSize '100Gi'", "half of rayWorkerMemory"]),
+    "memory without unit": ({"rayWorkerMemory": "160"}, ["rayWorkerMemory '160' has no unit"]),
+    "old kubernetes": ({"kubernetesVersion": "1.28"}, ["kubernetesVersion '1.28'", "1.30 or newer"]),
+}
+
+
+@pytest.mark.parametrize("overrides, expected", BAD_CONFIGS.values(), ids=BAD_CONFIGS.keys())
+def test_bad_config_names_key_value_and_fix(overrides, expected):
+    with pytest.raises(ConfigError) as err:
+        _validate(overrides)
+    missing = [text for text in expected if text not in str(err.value)]
+    assert not missing, f"error lacks {missing}; got: {err.value}"
+
+
+def test_single_gpu_node_is_allowed_but_warns_about_efa():
+    with pytest.warns(ConfigWarning, match="no inter-node traffic will exist to prove EFA"):
+        cfg = validate(
+            {"gpuNodeCount": 1, "trainNumWorkers": 4, "apiPublicAccessCidrs": ["203.0.113.7/32"]},
+            stack="t", region="us-west-2", schema=read_project_schema(REPO),
+        )
+    assert cfg.gpu_nodes.node_count == 1 and cfg.ray.worker.replicas == 1
+    assert any("prove EFA" in w for w in cfg.warnings), f"warnings: {cfg.warnings}"
+
+
+def test_two_gpu_nodes_do_not_warn_about_efa():
+    cfg = _validate({"apiPublicAccessCidrs": ["203.0.113.7/32"]})
+    assert cfg.warnings == (), f"expected no warnings, got {cfg.warnings}"
+
+
+def test_training_that_fits_one_node_warns():
+    cfg = _validate({"trainNumWorkers": 4})
+    assert any("fit on one node" in w for w in cfg.warnings), f"warnings: {cfg.warnings}"
+
+
+def test_open_public_endpoint_warns():
+    cfg = _validate({})
+    assert any("0.0.0.0/0" in w for w in cfg.warnings), f"warnings: {cfg.warnings}"
+
+
+def test_capacity_reservation_is_kept():
+    cfg = _validate({"gpuCapacityReservationId": "cr-0123456789abcdef0"})
+    assert cfg.gpu_nodes.capacity_reservation_id == "cr-0123456789abcdef0"
+    assert _validate({}).gpu_nodes.capacity_reservation_id is None
+
+
+@pytest.mark.parametrize(
+    "image, floating",
+    [
+        ("public.ecr.aws/deep-learning-containers/ray:train-ml-cuda-v1.1", False),
+        ("rayproject/ray:2.58.0-gpu", False),
+        ("rayproject/ray@sha256:" + "a" * 64, False),
+        ("localhost:5000/ray", True),  # the port is not a tag
+        ("rayproject/ray:latest", True),
+        ("rayproject/ray:nightly", True),
+        ("rayproject/ray:py311-latest", True),
+    ],
+)
+def test_floating_image_detection(image, floating):
+    assert is_floating_image(image) is floating, f"{image}: expected floating={floating}"
+
+
+_YAML_TYPES = {"string": str, "integer": int, "boolean": bool, "array": list}
+
+
+def test_defaults_and_stack_values_have_the_declared_types():
+    """The pulumi CLI rejects a value whose YAML type differs from the declared one."""
+    project = yaml.safe_load((REPO / "Pulumi.yaml").read_text())["config"]
+    wrong = {k: type(d["default"]).__name__ for k, d in project.items() if type(d["default"]) is not _YAML_TYPES[d["type"]]}
+    for stack in STACKS:
+        values = yaml.safe_load((REPO / f"Pulumi.{stack}.yaml").read_text())["config"]
+        wrong.update({
+            f"{stack}:{k}": type(v).__name__ for k, v in values.items()
+            if k.startswith("ray-efa-eks:") and type(v) is not _YAML_TYPES[project[k.split(":", 1)[1]]["type"]]
+        })
+    assert not wrong, f"values whose YAML type differs from the declaration: {wrong}"
