@@ -1,0 +1,192 @@
+"""The Kubernetes API as the driver uses it: reads that return the API's JSON, and exec into a pod.
+
+Reads return plain dicts (the wire JSON, not client model objects), so the checks in verify.py are
+pure functions over the same shapes that `kubectl get -o json` shows and that tests record.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable, Protocol
+
+import yaml
+
+from automation.errors import DriverError
+
+REQUEST_TIMEOUT_S = 15
+
+
+@dataclass(frozen=True)
+class ExecResult:
+    rc: int
+    stdout: str
+    stderr: str
+
+
+class PodExec(Protocol):
+    """Run a command in a pod's first container, as `kubectl exec <pod> -- <command>` does."""
+
+    def __call__(
+        self,
+        pod: str,
+        namespace: str,
+        command: list[str],
+        *,
+        stdin: str | None = None,
+        on_line: Callable[[str], None] | None = None,
+        timeout_s: float = 600,
+    ) -> ExecResult: ...
+
+
+def parse_kubeconfig(text: str, source: str) -> dict:
+    """A kubeconfig (YAML or JSON text) as a dict; DriverError naming `source` if it is not one."""
+    try:
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as e:
+        raise DriverError(f"the kubeconfig from {source} is not YAML or JSON: {e}", exit_code=2) from None
+    if not isinstance(data, dict) or not data.get("clusters"):
+        raise DriverError(f"the kubeconfig from {source} has no clusters: regenerate it (`python -m automation up`)", exit_code=2)
+    return data
+
+
+def read_kubeconfig_file(path: Path) -> dict:
+    if not path.is_file():
+        raise DriverError(
+            f"kubeconfig {str(path)!r} does not exist: pass the path of the cluster's kubeconfig "
+            "or leave --kubeconfig out to use the stack's `kubeconfig` output",
+            exit_code=2,
+        )
+    return parse_kubeconfig(path.read_text(), str(path))
+
+
+class KubeApi:
+    """Reads and exec over one cluster's API; every call error becomes a DriverError with the cause."""
+
+    def __init__(self, kubeconfig: dict):
+        from kubernetes import client, config
+
+        self._client_mod = client
+        try:
+            self.api_client = config.new_client_from_config_dict(kubeconfig)
+        except Exception as e:  # noqa: BLE001 - the kubernetes loader raises several unrelated types
+            raise DriverError(f"the kubeconfig cannot be used: {e}", exit_code=2) from None
+        # One attempt: an unreachable API should fail in seconds, not after urllib3's retries.
+        self.api_client.configuration.retries = 0
+        self.host = self.api_client.configuration.host
+        self.core = client.CoreV1Api(self.api_client)
+        self.apps = client.AppsV1Api(self.api_client)
+        self.custom = client.CustomObjectsApi(self.api_client)
+
+    def _json(self, what: str, call: Callable[..., Any], *args: Any, **kwargs: Any) -> dict:
+        from kubernetes.client.exceptions import ApiException
+
+        try:
+            resp = call(*args, _preload_content=False, _request_timeout=REQUEST_TIMEOUT_S, **kwargs)
+        except ApiException as e:
+            if e.status == 404:
+                raise DriverError(f"{what}: not found on the cluster at {self.host}") from None
+            if e.status in (401, 403):
+                raise DriverError(
+                    f"{what}: the API at {self.host} refused the credentials ({e.status} {e.reason}): "
+                    "refresh them (`aws sts get-caller-identity`, the IAM identity must be a cluster admin)"
+                ) from None
+            raise DriverError(f"{what}: the API at {self.host} answered {e.status} {e.reason}") from None
+        except Exception as e:  # noqa: BLE001 - urllib3 connection errors carry the useful reason
+            raise DriverError(
+                f"cannot reach the Kubernetes API at {self.host} ({what}): {_root_cause(e)}; "
+                "check that the cluster exists (`python -m automation status`) and that this machine can reach it"
+            ) from None
+        return json.loads(resp.data)
+
+    def list_nodes(self, label_selector: str = "") -> list[dict]:
+        return self._json("list nodes", self.core.list_node, label_selector=label_selector)["items"]
+
+    def list_pods(self, namespace: str, label_selector: str) -> list[dict]:
+        return self._json(
+            f"list pods in {namespace}", self.core.list_namespaced_pod, namespace, label_selector=label_selector
+        )["items"]
+
+    def list_daemonsets(self) -> list[dict]:
+        return self._json("list daemonsets", self.apps.list_daemon_set_for_all_namespaces)["items"]
+
+    def list_deployments(self) -> list[dict]:
+        return self._json("list deployments", self.apps.list_deployment_for_all_namespaces)["items"]
+
+    def get_raycluster(self, namespace: str, name: str) -> dict:
+        return self._json(
+            f"RayCluster {namespace}/{name}",
+            self.custom.get_namespaced_custom_object, "ray.io", "v1", namespace, "rayclusters", name,
+        )
+
+    def exec(
+        self,
+        pod: str,
+        namespace: str,
+        command: list[str],
+        *,
+        stdin: str | None = None,
+        on_line: Callable[[str], None] | None = None,
+        timeout_s: float = 600,
+    ) -> ExecResult:
+        """`kubectl exec` through the API's exec subresource (a websocket); no port leaves the pod."""
+        import time
+
+        from kubernetes.stream import stream
+
+        try:
+            ws = stream(
+                self.core.connect_get_namespaced_pod_exec, pod, namespace,
+                command=command, stdin=stdin is not None, stdout=True, stderr=True, tty=False,
+                _preload_content=False,
+            )
+        except Exception as e:  # noqa: BLE001
+            raise DriverError(f"cannot exec into pod {namespace}/{pod} at {self.host}: {_root_cause(e)}") from None
+        out: list[str] = []
+        err: list[str] = []
+        partial = {"out": "", "err": ""}
+
+        def take(kind: str, chunk: str) -> None:
+            (out if kind == "out" else err).append(chunk)
+            if on_line:
+                partial[kind] += chunk
+                *lines, partial[kind] = partial[kind].split("\n")
+                for line in lines:
+                    on_line(line)
+
+        def drain() -> None:
+            if ws.peek_stdout():
+                take("out", ws.read_stdout())
+            if ws.peek_stderr():
+                take("err", ws.read_stderr())
+
+        deadline = time.monotonic() + timeout_s
+        try:
+            if stdin is not None:
+                ws.write_stdin(stdin)
+            while ws.is_open():
+                if time.monotonic() > deadline:
+                    raise DriverError(f"`{' '.join(command[:4])} …` in pod {pod} ran past {timeout_s:.0f} s")
+                ws.update(timeout=1)
+                drain()
+            drain()  # frames that arrived with the close
+            if on_line:
+                for rest in partial.values():
+                    if rest:
+                        on_line(rest)
+            rc = ws.returncode
+        finally:
+            ws.close()
+        return ExecResult(rc if rc is not None else 1, "".join(out), "".join(err))
+
+
+def _root_cause(e: BaseException) -> str:
+    """The innermost reason of a wrapped connection error, e.g. 'Connection refused'."""
+    seen = e
+    while True:
+        nxt = getattr(seen, "reason", None) or seen.__cause__ or seen.__context__
+        if not isinstance(nxt, BaseException) or nxt is seen:
+            break
+        seen = nxt
+    return f"{type(seen).__name__}: {seen}"

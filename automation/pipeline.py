@@ -1,0 +1,162 @@
+"""Typed steps run in order; the first failure stops the run and says which step, why, what exists
+and what to run next."""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from typing import Any, Callable, Generic, Literal, Mapping, Sequence, TypeVar
+
+from automation.errors import DriverError
+
+Status = Literal["pass", "fail", "skip"]
+T = TypeVar("T")
+
+
+@dataclass(frozen=True)
+class Finding:
+    """One checked fact: its verdict, what was seen, and on failure the command that fixes it."""
+
+    check: str
+    status: Status
+    detail: str
+    fix: str = ""
+
+    def to_dict(self) -> dict[str, str]:
+        return {"check": self.check, "status": self.status, "detail": self.detail, "fix": self.fix}
+
+
+@dataclass(frozen=True)
+class StepResult(Generic[T]):
+    """What a step returns: its verdict, one line, the findings behind it, and typed data for later steps."""
+
+    step: str
+    status: Status
+    summary: str
+    findings: tuple[Finding, ...] = ()
+    data: T | None = None
+
+    @property
+    def ok(self) -> bool:
+        return self.status != "fail"
+
+    def to_dict(self) -> dict[str, Any]:
+        data = self.data
+        if data is not None and hasattr(data, "to_dict"):
+            data = data.to_dict()
+        return {
+            "step": self.step,
+            "status": self.status,
+            "summary": self.summary,
+            "findings": [f.to_dict() for f in self.findings],
+            "data": data,
+        }
+
+
+def verdict(step: str, findings: Sequence[Finding], data: Any = None, ok_summary: str = "") -> StepResult:
+    """A result that fails when any finding fails, summarised by the failing checks."""
+    failed = [f for f in findings if f.status == "fail"]
+    if failed:
+        summary = "; ".join(f"{f.check}: {f.detail}" for f in failed)
+        return StepResult(step, "fail", summary, tuple(findings), data)
+    return StepResult(step, "pass", ok_summary or f"{len(findings)} checks passed", tuple(findings), data)
+
+
+Prior = Mapping[str, StepResult]
+
+
+@dataclass(frozen=True)
+class Step:
+    """A named unit of the pipeline; `run` sees the results of the steps before it, by name."""
+
+    name: str
+    run: Callable[[Prior], StepResult]
+
+
+@dataclass(frozen=True)
+class Timed:
+    result: StepResult
+    seconds: float
+
+    def to_dict(self) -> dict[str, Any]:
+        return {**self.result.to_dict(), "seconds": round(self.seconds, 2)}
+
+
+@dataclass(frozen=True)
+class Advice:
+    """What exists after a failure, and the commands to resume or to tear down."""
+
+    exists: str
+    next_commands: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class PipelineResult:
+    steps: tuple[Timed, ...]
+    failed_step: str | None = None
+    reason: str = ""
+    advice: Advice | None = None
+    not_run: tuple[str, ...] = field(default_factory=tuple)
+
+    @property
+    def ok(self) -> bool:
+        return self.failed_step is None
+
+    def result(self, name: str) -> StepResult | None:
+        for t in self.steps:
+            if t.result.step == name:
+                return t.result
+        return None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "ok": self.ok,
+            "failed_step": self.failed_step,
+            "reason": self.reason,
+            "exists": self.advice.exists if self.advice else None,
+            "next": list(self.advice.next_commands) if self.advice else [],
+            "not_run": list(self.not_run),
+            "steps": [t.to_dict() for t in self.steps],
+        }
+
+
+def run_pipeline(
+    steps: Sequence[Step],
+    advise: Callable[[str, Prior], Advice],
+    on_start: Callable[[str], None] = lambda name: None,
+    on_finish: Callable[[Timed], None] = lambda timed: None,
+    clock: Callable[[], float] = time.monotonic,
+) -> PipelineResult:
+    """Run `steps` in order and stop at the first that fails.
+
+    A step fails by returning a "fail" result or by raising; a DriverError keeps its message, any
+    other exception is reported as its type and message (never a traceback). A DriverError with
+    exit code 2 is bad input (no kubeconfig, no pulumi CLI, ...), not a step outcome: it propagates
+    so the CLI prints its one line. KeyboardInterrupt passes through so the caller's cleanup runs.
+    """
+    done: dict[str, StepResult] = {}
+    timed: list[Timed] = []
+    for i, step in enumerate(steps):
+        on_start(step.name)
+        t0 = clock()
+        try:
+            result = step.run(done)
+        except DriverError as e:
+            if e.exit_code == 2:
+                raise
+            result = StepResult(step.name, "fail", str(e))
+        except Exception as e:  # noqa: BLE001 - any step error becomes a clear failed row
+            result = StepResult(step.name, "fail", f"{type(e).__name__}: {e}")
+        t = Timed(result, clock() - t0)
+        timed.append(t)
+        done[step.name] = result
+        on_finish(t)
+        if not result.ok:
+            return PipelineResult(
+                steps=tuple(timed),
+                failed_step=step.name,
+                reason=result.summary,
+                advice=advise(step.name, done),
+                not_run=tuple(s.name for s in steps[i + 1:]),
+            )
+    return PipelineResult(steps=tuple(timed))

@@ -1,0 +1,97 @@
+"""report: one summary of a run (step timings, throughput, MFU, loss, transport verdict, cost per hour),
+as a human table and as JSON."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from automation.cost import CostEstimate
+from automation.pipeline import PipelineResult
+
+
+@dataclass(frozen=True)
+class RunReport:
+    target: str
+    stack: str | None
+    pipeline: PipelineResult
+    training: dict | None = None  # the training CLI's summary JSON
+    job_id: str | None = None
+    transport: dict | None = None  # TransportVerdict.to_dict()
+    cost: CostEstimate | None = None
+    notes: tuple[str, ...] = field(default_factory=tuple)
+
+    @property
+    def ok(self) -> bool:
+        return self.pipeline.ok
+
+    def metrics(self) -> dict[str, Any]:
+        s = self.training or {}
+        keys = ("run_id", "world_size", "steps", "tokens_per_s", "tokens_per_s_per_gpu", "mfu", "loss_first", "loss_last", "peak_mem_gb")
+        return {k: s.get(k) for k in keys}
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "target": self.target,
+            "stack": self.stack,
+            **self.pipeline.to_dict(),
+            "job_id": self.job_id,
+            "metrics": self.metrics(),
+            "transport": self.transport,
+            "cost": self.cost.to_dict() if self.cost else None,
+            "cost_per_hour": self.cost.text() if self.cost else "n/a",
+            "notes": list(self.notes),
+        }
+
+
+def _fmt(v: Any, spec: str = "") -> str:
+    if v is None:
+        return "n/a"
+    if spec and isinstance(v, (int, float)):
+        return format(v, spec)
+    return str(v)
+
+
+def render(report: RunReport, console: Any) -> None:
+    """Print the final tables with rich: steps, then results, then what to do after a failure."""
+    from rich.table import Table
+
+    steps = Table(title=f"run ({report.target}{', stack ' + report.stack if report.stack else ''})", show_lines=False)
+    for col in ("step", "status", "seconds", "summary"):
+        steps.add_column(col, overflow="fold")
+    style = {"pass": "green", "fail": "bold red", "skip": "yellow"}
+    for t in report.pipeline.steps:
+        r = t.result
+        steps.add_row(r.step, f"[{style[r.status]}]{r.status}[/]", f"{t.seconds:.1f}", r.summary.splitlines()[0] if r.summary else "")
+    for name in report.pipeline.not_run:
+        steps.add_row(name, "[dim]not run[/]", "", "")
+    console.print(steps)
+
+    for note in report.notes:
+        console.print(f"[yellow]note:[/] {note}")
+    if report.training is None and report.transport is None and report.cost is None:
+        _advice(report, console)
+        return
+    m = report.metrics()
+    res = Table(title="results", show_header=False)
+    res.add_column("what")
+    res.add_column("value", overflow="fold")
+    res.add_row("job", _fmt(report.job_id))
+    res.add_row("throughput", f"{_fmt(m['tokens_per_s'], ',.0f')} tokens/s ({_fmt(m['tokens_per_s_per_gpu'], ',.0f')} per GPU)")
+    res.add_row("MFU", _fmt(m["mfu"], ".1%") if m["mfu"] is not None else "n/a (CPU)" if report.training else "n/a")
+    res.add_row("loss", f"{_fmt(m['loss_first'], '.4f')} -> {_fmt(m['loss_last'], '.4f')}")
+    tv = report.transport or {}
+    res.add_row("transport", f"{tv.get('verdict', 'n/a')}: {tv.get('cause', '')}".strip())
+    res.add_row("cost per hour", report.cost.text() if report.cost else "n/a")
+    console.print(res)
+    _advice(report, console)
+
+
+def _advice(report: RunReport, console: Any) -> None:
+    p = report.pipeline
+    if not p.ok:
+        console.print(f"[bold red]failed at {p.failed_step}[/]: {p.reason}")
+        if p.advice:
+            console.print(f"[bold]what exists now:[/] {p.advice.exists}")
+            for cmd in p.advice.next_commands:
+                console.print(f"  [cyan]{cmd}[/]")

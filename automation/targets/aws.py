@@ -1,0 +1,349 @@
+"""The AWS target: preflight, preview, up, verify, train and check against one Pulumi stack.
+
+Every outside system comes through `AwsDeps` (boto3 clients, the Pulumi stack, the Kubernetes API,
+the confirmation prompt), so tests hand in moto clients, a fake stack and recorded API objects while
+the real path uses boto3, the Automation API and the kubernetes client.
+"""
+
+from __future__ import annotations
+
+import math
+import shutil
+import sys
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable
+
+from automation import pulumi_steps
+from automation.check import assert_transport, check_result, collect_logs
+from automation.cost import CostEstimate, estimate
+from automation.errors import DriverError
+from automation.kube import KubeApi, parse_kubeconfig, read_kubeconfig_file
+from automation.launch import CLUSTER_ROOT, TrainArgs, submit_on_head, train_result
+from automation.pipeline import Advice, Prior, Step, StepResult
+from automation.preflight import AwsClients, run_preflight
+from automation.verify import expectations_from, head_pod_name, verify_cluster
+
+PIPELINE = ("preflight", "preview", "up", "verify", "train", "check")
+PLAN = ("preflight", "preview")
+
+
+def _tty_confirm(question: str) -> bool:
+    if not sys.stdin.isatty():
+        raise DriverError(f"{question} — no terminal to ask on: pass --yes to go ahead", exit_code=2)
+    return input(f"{question} [y/N] ").strip().lower() in ("y", "yes")
+
+
+@dataclass
+class AwsDeps:
+    """Factories for the outside world; `real()` builds the production ones."""
+
+    client: Callable[[str], Any]  # boto3 client by service name, in the stack's region
+    stack: Callable[[], pulumi_steps.StackLike]
+    kube: Callable[[dict], Any]  # kubeconfig dict -> KubeApi-like (reads + exec)
+    confirm: Callable[[str], bool] = _tty_confirm
+    pricing: Callable[[], Any] | None = None
+
+    @classmethod
+    def real(cls, cfg: Any, project_dir: Path) -> "AwsDeps":
+        import boto3
+
+        session = boto3.Session(region_name=cfg.region)
+        return cls(
+            client=lambda name: session.client(name),
+            stack=lambda: pulumi_steps.open_stack(cfg.stack, project_dir),
+            kube=KubeApi,
+            # The Pricing API lives in us-east-1 whatever the stack's region.
+            pricing=lambda: session.client("pricing", region_name="us-east-1"),
+        )
+
+
+def train_args_for(cfg: Any, run_id: str, steps: int | None = None, num_workers: int | None = None) -> TrainArgs:
+    """The training command's flags on the cluster, from the stack's `train*` and `rayWorker*` keys."""
+    t = cfg.training
+    workers_per_pod = max(1, int(cfg.ray.worker.num_gpus // max(t.gpus_per_worker, 1)))
+    from infra.config import parse_quantity
+
+    pod_cpus = parse_quantity("rayWorkerCpu", cfg.ray.worker.cpu)
+    # Leave two cores per pod to Ray's own processes (raylet, agents, the object store).
+    cpus_per_worker = max(1, math.floor((pod_cpus - 2) / workers_per_pod))
+    workers = num_workers or t.num_workers
+    return TrainArgs(
+        # trainBatchSize is per worker; the training CLI's --batch-size is the global batch.
+        preset=t.preset, num_workers=workers, steps=steps or t.steps,
+        batch_size=t.batch_size * workers, seq_len=t.seq_len, run_id=run_id, run_dir=f"{CLUSTER_ROOT}/runs/{run_id}",
+        use_gpu=True, gpus_per_worker=t.gpus_per_worker, cpus_per_worker=cpus_per_worker,
+    )
+
+
+def newest_run(pod_exec: Any, pod: str, namespace: str) -> str:
+    """The most recent run directory under CLUSTER_ROOT/runs in `pod`; DriverError if there is none."""
+    res = pod_exec(pod, namespace, ["sh", "-c", f"ls -1t {CLUSTER_ROOT}/runs 2>/dev/null | head -n 1"], timeout_s=60)
+    run_id = res.stdout.strip()
+    if res.rc != 0 or not run_id:
+        raise DriverError(f"no run under {CLUSTER_ROOT}/runs in {namespace}/{pod}: run `train` first or pass --run-id", exit_code=2)
+    return run_id
+
+
+@dataclass
+class AwsTarget:
+    cfg: Any
+    deps: AwsDeps
+    run_id: str
+    run_id_given: bool = False
+    yes: bool = False
+    kubeconfig_path: Path | None = None
+    steps_override: int | None = None
+    workers_override: int | None = None
+    on_line: Callable[[str], None] = lambda s: None
+    on_progress: Callable[[str], None] = lambda s: None
+    node_wait_s: float = 180
+    pod_wait_s: float = 900
+    _stack: Any = None
+    _kube: Any = None
+    _outputs: dict | None = None
+    notes: list[str] = field(default_factory=list)
+
+    # ---- the steps ---------------------------------------------------------------------------------
+    def steps(self, names: tuple[str, ...]) -> list[Step]:
+        table = {
+            "preflight": self.preflight, "preview": self.preview, "up": self.up, "verify": self.verify,
+            "train": self.train, "check": self.check, "destroy": self.destroy,
+        }
+        return [Step(n, table[n]) for n in names]
+
+    def preflight(self, prior: Prior) -> StepResult:
+        c = self.deps.client
+        return run_preflight(self.cfg, AwsClients(sts=c("sts"), ec2=c("ec2"), quotas=c("service-quotas")))
+
+    def stack(self) -> pulumi_steps.StackLike:
+        if self._stack is None:
+            self._stack = self.deps.stack()
+        return self._stack
+
+    def preview(self, prior: Prior) -> StepResult:
+        return pulumi_steps.preview(self.stack(), self.on_progress)
+
+    def up(self, prior: Prior) -> StepResult:
+        previewed = prior.get("preview")
+        changes = previewed.data.line() if previewed is not None and previewed.data is not None else "changes not previewed"
+        question = (
+            f"`up` on stack {self.cfg.stack} ({changes}) creates resources that cost money "
+            f"({self.cfg.gpu_nodes.node_count} x {self.cfg.gpu_nodes.instance_type}). Go ahead?"
+        )
+        if previewed is not None and previewed.data is not None and not previewed.data.costs_money:
+            question = ""
+        if question and not self.yes and not self.deps.confirm(question):
+            raise DriverError("not confirmed: nothing was changed (pass --yes to skip the question)")
+        c = self.deps.client
+        result = pulumi_steps.up(
+            self.stack(), self.on_progress,
+            explain_failure=lambda: pulumi_steps.nodegroup_failure_cause(c("eks"), c("autoscaling"), self.cfg.cluster.name),
+        )
+        self._outputs = dict(result.data.outputs) if result.data else None
+        return result
+
+    def destroy(self, prior: Prior) -> StepResult:
+        if not self.yes and not self.deps.confirm(f"destroy every resource of stack {self.cfg.stack}?"):
+            raise DriverError("not confirmed: nothing was deleted")
+        return pulumi_steps.destroy(self.stack(), self.on_progress)
+
+    def outputs(self) -> dict:
+        """The stack outputs (from this run's `up`, else the stack); {} when --kubeconfig replaces them."""
+        if self._outputs is None:
+            if self.kubeconfig_path is not None:
+                self._outputs = {}
+            else:
+                self._outputs = pulumi_steps.outputs_dict(self.stack().outputs())
+        return self._outputs
+
+    def kube(self) -> Any:
+        if self._kube is None:
+            if self.kubeconfig_path is not None:
+                kubeconfig = read_kubeconfig_file(self.kubeconfig_path)
+            else:
+                raw = self.outputs().get("kubeconfig")
+                if not raw:
+                    raise DriverError(
+                        f"stack {self.cfg.stack} has no kubeconfig output (is it up?): run "
+                        f"`python -m automation up --stack {self.cfg.stack}` or pass --kubeconfig PATH",
+                        exit_code=2,
+                    )
+                kubeconfig = raw if isinstance(raw, dict) else parse_kubeconfig(str(raw), f"stack {self.cfg.stack}'s output")
+            self._kube = self.deps.kube(kubeconfig)
+        return self._kube
+
+    def expectations(self):
+        return expectations_from(self.cfg, self.outputs())
+
+    def verify(self, prior: Prior) -> StepResult:
+        kube = self.kube()
+        return verify_cluster(kube, self.expectations(), kube.exec, self.node_wait_s, self.pod_wait_s, on_progress=self.on_progress)
+
+    def train(self, prior: Prior) -> StepResult:
+        kube = self.kube()
+        exp = self.expectations()
+        head = head_pod_name(kube, exp)
+        args = train_args_for(self.cfg, self.run_id, self.steps_override, self.workers_override)
+        self.on_progress(f"copying workloads/ into {head} and submitting job {args.run_id}")
+        outcome = submit_on_head(kube.exec, head, exp.namespace, args, on_line=self.on_line, env_vars={"NCCL_DEBUG": "INFO"})
+        return train_result(outcome)
+
+    def check(self, prior: Prior) -> StepResult:
+        kube = self.kube()
+        exp = self.expectations()
+        selector = f"ray.io/cluster={exp.raycluster},ray.io/node-type=worker"
+        pods = [p["metadata"]["name"] for p in kube.list_pods(exp.namespace, selector)]
+        if not pods:
+            raise DriverError(f"no worker pods of RayCluster {exp.namespace}/{exp.raycluster} to read NCCL logs from")
+        trained = prior.get("train")
+        if trained is not None and trained.data is not None:
+            run_id = trained.data.job_id
+        elif self.run_id_given:
+            run_id = self.run_id
+        else:
+            run_id = newest_run(kube.exec, pods[0], exp.namespace)
+        nccl_dir = f"{CLUSTER_ROOT}/runs/{run_id}/nccl"
+        with tempfile.TemporaryDirectory(prefix="nccl-") as tmp:
+            # Keep the run id in the local paths: the NCCL check scopes files to a run by their path.
+            files = collect_logs(kube.exec, pods, exp.namespace, nccl_dir, Path(tmp) / run_id)
+            self.on_progress(f"{len(files)} NCCL log files from {len(pods)} worker pods")
+            return check_result(assert_transport(files, "efa", run_id))
+
+    # ---- after a failure ---------------------------------------------------------------------------
+    def advise(self, failed: str, prior: Prior) -> Advice:
+        s = self.cfg.stack
+        resume = f"python -m automation run --stack {s}"
+        teardown = f"python -m automation destroy --stack {s}"
+        if failed in ("preflight", "preview"):
+            return Advice("nothing was created: preflight and preview change nothing", (f"fix the failing rows, then: {resume}",))
+        if failed == "up":
+            return Advice(
+                f"stack {s} may be partly created (GPU nodes cost money while they exist): "
+                f"`python -m automation status --stack {s}` lists what is there",
+                (f"resume (idempotent): {resume}", f"or tear down: {teardown}"),
+            )
+        if failed == "destroy":
+            return Advice(f"some resources of stack {s} may remain", (f"retry: {teardown}",))
+        return Advice(
+            f"the cluster of stack {s} is up and costs money until destroyed",
+            (f"resume (idempotent): {resume}", f"or only this step: python -m automation {failed} --stack {s}", f"tear down: {teardown}"),
+        )
+
+    def cost(self) -> CostEstimate:
+        if self.deps.pricing is None:
+            return CostEstimate(None, (), "no Pricing API client")
+        try:
+            pricing = self.deps.pricing()
+        except Exception as e:  # noqa: BLE001 - "unknown" is the promised answer when pricing is unreachable
+            return CostEstimate(None, (), f"Pricing API: {type(e).__name__}")
+        groups = [(self.cfg.gpu_nodes.instance_type, self.cfg.gpu_nodes.node_count), (self.cfg.system_nodes.instance_type, self.cfg.system_nodes.count)]
+        return estimate(pricing, self.cfg.region, groups)
+
+
+COMMAND_STEPS = {
+    "preflight": ("preflight",),
+    "preview": ("preview",),
+    "up": ("up",),
+    "verify": ("verify",),
+    "train": ("train",),
+    "check": ("check",),
+    "destroy": ("destroy",),
+}
+
+
+def load_config(stack: str, project_dir: Path) -> Any:
+    """The validated stack config; its ConfigError becomes a one-line bad-input error."""
+    from infra.config import ConfigError, load_stack
+
+    try:
+        return load_stack(stack, project_dir)
+    except ConfigError as e:
+        raise DriverError(str(e), exit_code=2) from None
+
+
+def run_render(args: Any, ui: Any) -> int:
+    from automation.render import format_render, render_stack
+
+    load_config(args.stack, args.project_dir)  # the clear message for a bad stack, before Pulumi's mocks
+    rows = render_stack(args.stack, args.project_dir)
+    if args.json:
+        ui.emit_json({"stack": args.stack, "resources": rows})
+    else:
+        ui.console.print(format_render(rows), markup=False, highlight=False, soft_wrap=True)
+    return 0
+
+
+def run_status(target: AwsTarget, args: Any, ui: Any) -> int:
+    """The stack's outputs and, when the cluster answers, its GPU nodes and the RayCluster's state."""
+    outputs = {} if args.kubeconfig else target.outputs()
+    doc: dict[str, Any] = {
+        "stack": target.cfg.stack, "region": target.cfg.region,
+        "outputs": {k: ("[secret]" if k in pulumi_steps.SECRET_OUTPUTS else v) for k, v in outputs.items()},
+    }
+    if not args.kubeconfig and not outputs:
+        doc["cluster"] = "the stack has no outputs: nothing is up"
+    else:
+        kube = target.kube()
+        exp = target.expectations()
+        nodes = kube.list_nodes("role=gpu-worker")
+        ready = sum(
+            any(c.get("type") == "Ready" and c.get("status") == "True" for c in n.get("status", {}).get("conditions", []))
+            for n in nodes
+        )
+        rc = kube.get_raycluster(exp.namespace, exp.raycluster)
+        doc["cluster"] = {
+            "gpu_nodes_ready": ready, "gpu_nodes": len(nodes),
+            "raycluster": f"{exp.namespace}/{exp.raycluster}", "raycluster_state": rc.get("status", {}).get("state"),
+        }
+    if args.json:
+        ui.emit_json(doc)
+    else:
+        from rich.pretty import Pretty
+
+        ui.console.print(Pretty(doc))
+    return 0
+
+
+def run_aws(args: Any, ui: Any, deps: AwsDeps | None = None) -> int:
+    """The CLI's AWS path: load and validate the stack, run the command's steps, print the report."""
+    from automation.pipeline import run_pipeline
+    from automation.report import RunReport, render
+    from workloads.config import new_run_id
+
+    if args.command == "render":
+        return run_render(args, ui)
+    cfg = load_config(args.stack, args.project_dir)
+    if deps is None:
+        needs_pulumi = args.command in ("preview", "up", "destroy", "run") or (
+            args.command in ("verify", "train", "check", "status") and args.kubeconfig is None
+        )
+        if needs_pulumi and shutil.which("pulumi") is None:
+            # Before any step: preflight passing and then `preview` failing would waste the user's time.
+            raise DriverError(pulumi_steps.PULUMI_MISSING, exit_code=2)
+        deps = AwsDeps.real(cfg, args.project_dir)
+    target = AwsTarget(
+        cfg=cfg, deps=deps, run_id=args.run_id or new_run_id(), run_id_given=bool(args.run_id), yes=args.yes,
+        kubeconfig_path=args.kubeconfig, steps_override=args.steps, workers_override=args.num_workers,
+        on_line=ui.log, on_progress=ui.progress,
+    )
+    if args.command == "status":
+        return run_status(target, args, ui)
+    names = (PLAN if args.plan else PIPELINE) if args.command == "run" else COMMAND_STEPS[args.command]
+    result = run_pipeline(target.steps(names), target.advise, ui.step_started, ui.step_finished)
+    train = result.result("train")
+    check = result.result("check")
+    outcome = train.data if train is not None else None
+    report = RunReport(
+        target="aws", stack=cfg.stack, pipeline=result,
+        training=getattr(outcome, "summary", None), job_id=getattr(outcome, "job_id", None),
+        transport=check.data.to_dict() if check is not None and check.data is not None else None,
+        cost=target.cost() if args.command in ("run", "up") else None,
+        notes=tuple(cfg.warnings) + tuple(target.notes),
+    )
+    if args.json:
+        ui.emit_json(report.to_dict())
+    else:
+        render(report, ui.console)
+    return 0 if result.ok else 1

@@ -1,0 +1,224 @@
+"""The local target: the same training job and report without AWS, Kubernetes or the pulumi CLI.
+
+It starts a Ray head on 127.0.0.1 with its job server, checks that Ray's resources cover the
+workers, submits `python -m workloads.train` to that job server with `workloads/` as the
+working_dir, applies the NCCL expectation that fits this machine, and always stops the cluster
+it started (also on Ctrl-C or SIGTERM).
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import io
+import os
+import subprocess
+import sys
+import tarfile
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable
+
+from automation.check import LOCAL_GPU_NOTE, assert_transport, check_result, not_applicable_on_cpu
+from automation.errors import DriverError
+from automation.launch import WORKLOADS_DIR, TrainArgs, submit_local, train_result, workloads_tarball
+from automation.local_ray import LocalRayCluster
+from automation.pipeline import Advice, Finding, Prior, Step, StepResult, verdict
+from automation.verify import RAY_RESOURCES_SNIPPET, parse_ray_resources
+
+RESUME = "python -m automation run --target local"
+
+
+@dataclass(frozen=True)
+class LocalPlan:
+    """The local run: the `tiny` preset on CPU workers by default (about a minute on 2 cores)."""
+
+    run_id: str
+    runs_root: Path
+    preset: str = "tiny"
+    num_workers: int = 2
+    steps: int = 20
+    batch_size: int = 4
+    seq_len: int = 64
+    cpus_per_worker: float = 1.0
+    use_gpu: bool = False
+    gpus_per_worker: float = 1.0
+    job_timeout_s: float = 600
+
+    @property
+    def cpus_needed(self) -> float:
+        return self.num_workers * self.cpus_per_worker
+
+    @property
+    def gpus_needed(self) -> float:
+        return self.num_workers * self.gpus_per_worker if self.use_gpu else 0.0
+
+    def train_args(self) -> TrainArgs:
+        return TrainArgs(
+            preset=self.preset, num_workers=self.num_workers, steps=self.steps, batch_size=self.batch_size,
+            seq_len=self.seq_len, run_id=self.run_id, run_dir=str((self.runs_root / self.run_id).absolute()),
+            use_gpu=self.use_gpu, gpus_per_worker=self.gpus_per_worker, cpus_per_worker=self.cpus_per_worker,
+        )
+
+
+def preflight_local(plan: LocalPlan, cpu_count: int | None = None, gpu_count: int | None = None) -> StepResult:
+    """What the local run needs on this machine: the training module, Ray's job server, the CPUs or GPUs."""
+    rows = []
+    train = WORKLOADS_DIR / "train.py"
+    rows.append(Finding("training module", "pass" if train.is_file() else "fail", str(train),
+                        "" if train.is_file() else "the workloads package is incomplete: reinstall the project"))
+    for mod, why in (("ray", "Ray"), ("aiohttp_cors", "Ray's job server (ray[default])"), ("torch", "PyTorch")):
+        ok = importlib.util.find_spec(mod) is not None
+        rows.append(Finding(why, "pass" if ok else "fail", f"module {mod} {'found' if ok else 'missing'}",
+                            "" if ok else "pip install -e '.[automation]'"))
+    cpus = cpu_count if cpu_count is not None else (os.cpu_count() or 1)
+    ok = cpus >= plan.cpus_needed
+    rows.append(Finding("CPUs", "pass" if ok else "fail", f"{cpus} cores, {plan.cpus_needed:g} needed ({plan.num_workers} workers x {plan.cpus_per_worker:g})",
+                        "" if ok else f"use --num-workers {max(1, int(cpus // plan.cpus_per_worker))}"))
+    if plan.use_gpu:
+        gpus = gpu_count if gpu_count is not None else _local_gpus()
+        ok = gpus >= plan.gpus_needed
+        rows.append(Finding("GPUs", "pass" if ok else "fail", f"{gpus} local GPUs, {plan.gpus_needed:g} needed",
+                            "" if ok else "use fewer --num-workers or leave out --use-gpu"))
+    return verdict("preflight", rows, ok_summary=f"{plan.num_workers} {'GPU' if plan.use_gpu else 'CPU'} workers fit on this machine")
+
+
+def _local_gpus() -> int:
+    try:
+        out = subprocess.run(["nvidia-smi", "-L"], capture_output=True, text=True, timeout=20)
+    except (OSError, subprocess.TimeoutExpired):
+        return 0
+    return sum(1 for line in out.stdout.splitlines() if line.startswith("GPU "))
+
+
+def ray_resources(gcs_address: str, timeout_s: float = 120) -> dict[str, float]:
+    """What the running cluster advertises (ray.cluster_resources()), read in a child process."""
+    env = dict(os.environ, RAY_ADDRESS=gcs_address)
+    proc = subprocess.run([sys.executable, "-c", RAY_RESOURCES_SNIPPET], capture_output=True, text=True, env=env, timeout=timeout_s)
+    try:
+        return parse_ray_resources(proc.stdout)
+    except ValueError as e:
+        raise DriverError(f"cannot read the local Ray cluster's resources (rc {proc.returncode}): {e} {proc.stderr.strip()[-300:]}") from None
+
+
+def check_resources(resources: dict[str, float], plan: LocalPlan) -> StepResult:
+    rows = [
+        Finding("Ray CPUs", "pass" if resources.get("CPU", 0) >= plan.cpus_needed else "fail",
+                f"Ray advertises CPU {resources.get('CPU', 0):g}, the workers need {plan.cpus_needed:g}",
+                "" if resources.get("CPU", 0) >= plan.cpus_needed else "use fewer --num-workers"),
+    ]
+    if plan.use_gpu:
+        ok = resources.get("GPU", 0) >= plan.gpus_needed
+        rows.append(Finding("Ray GPUs", "pass" if ok else "fail",
+                            f"Ray advertises GPU {resources.get('GPU', 0):g}, the workers need {plan.gpus_needed:g}",
+                            "" if ok else "use fewer --num-workers"))
+    return verdict("verify", rows, resources, ok_summary=f"Ray's resources cover {plan.num_workers} workers")
+
+
+def stage_workloads(dest: Path) -> Path:
+    """Unpack the same `workloads/` tarball the AWS path sends, as the job's working_dir."""
+    dest.mkdir(parents=True, exist_ok=True)
+    with tarfile.open(fileobj=io.BytesIO(workloads_tarball()), mode="r:gz") as tar:
+        tar.extractall(dest, filter="data")
+    return dest
+
+
+def nccl_files(nccl_dir: Path) -> list[Path]:
+    return sorted(nccl_dir.glob("*.log")) if nccl_dir.is_dir() else []
+
+
+@dataclass
+class LocalTarget:
+    """Builds the local steps around one LocalRayCluster, which `close()` always stops."""
+
+    plan: LocalPlan
+    on_line: Callable[[str], None] = lambda s: None
+    on_progress: Callable[[str], None] = lambda s: None
+    cluster: LocalRayCluster | None = None
+    notes: list[str] = field(default_factory=list)
+
+    def steps(self) -> list[Step]:
+        return [
+            Step("preflight", lambda prior: preflight_local(self.plan)),
+            Step("start", self._start),
+            Step("verify", lambda prior: check_resources(ray_resources(self._cluster().gcs_address), self.plan)),
+            Step("train", self._train),
+            Step("check", self._check),
+        ]
+
+    def _cluster(self) -> LocalRayCluster:
+        if self.cluster is None:
+            raise DriverError("the local Ray cluster is not running")
+        return self.cluster
+
+    def _start(self, prior: Prior) -> StepResult:
+        gpus = int(self.plan.gpus_needed) if self.plan.use_gpu else 0
+        self.cluster = LocalRayCluster(num_cpus=max(1, int(round(self.plan.cpus_needed + 0.499))), num_gpus=gpus)
+        self.cluster.start()
+        return StepResult("start", "pass", f"Ray head on 127.0.0.1, job server {self.cluster.dashboard_url}, temp dir {self.cluster.temp_dir}",
+                          data={"job_server": self.cluster.dashboard_url, "temp_dir": self.cluster.temp_dir})
+
+    def _train(self, prior: Prior) -> StepResult:
+        from ray.job_submission import JobSubmissionClient
+
+        cluster = self._cluster()
+        workdir = stage_workloads(Path(cluster.temp_dir) / "src")
+        client = JobSubmissionClient(cluster.dashboard_url)
+        outcome = submit_local(client, self.plan.train_args(), workdir, sys.executable, on_line=self.on_line, timeout_s=self.plan.job_timeout_s)
+        return train_result(outcome)
+
+    def _check(self, prior: Prior) -> StepResult:
+        if not self.plan.use_gpu:
+            return check_result(not_applicable_on_cpu())
+        args = self.plan.train_args()
+        files = nccl_files(Path(args.nccl_log_dir))
+        return check_result(assert_transport(files, "any", args.run_id), note=LOCAL_GPU_NOTE)
+
+    def advise(self, failed: str, prior: Prior) -> Advice:
+        return Advice(
+            exists="nothing: the local Ray cluster this run started is stopped when the run ends",
+            next_commands=(RESUME,),
+        )
+
+    def close(self) -> None:
+        if self.cluster is not None:
+            self.cluster.stop()
+            self.notes.append("the local Ray cluster started by this run was stopped")
+
+
+def run_local(args: Any, ui: Any) -> int:
+    """The CLI's local path: `run` (every step) or `preflight`; the report as a table or JSON."""
+    from automation.pipeline import run_pipeline
+    from automation.report import RunReport, render
+    from workloads.config import new_run_id
+
+    if args.command == "status":
+        msg = "the local target keeps nothing between runs: `python -m automation run` starts its own Ray head and stops it"
+        ui.emit_json({"target": "local", "status": msg}) if args.json else ui.note(msg)
+        return 0
+    plan = LocalPlan(
+        run_id=args.run_id or new_run_id(),
+        runs_root=Path.cwd() / "runs",
+        steps=args.steps or LocalPlan.steps,
+        num_workers=args.num_workers or LocalPlan.num_workers,
+        use_gpu=bool(getattr(args, "use_gpu", False)),
+    )
+    target = LocalTarget(plan, on_line=ui.log, on_progress=ui.progress)
+    steps = target.steps() if args.command == "run" else target.steps()[:1]
+    try:
+        result = run_pipeline(steps, target.advise, ui.step_started, ui.step_finished)
+    finally:
+        target.close()
+    train = result.result("train")
+    check = result.result("check")
+    outcome = train.data if train is not None else None
+    report = RunReport(
+        target="local", stack=None, pipeline=result,
+        training=getattr(outcome, "summary", None), job_id=getattr(outcome, "job_id", None),
+        transport=check.data.to_dict() if check is not None and check.data is not None else None,
+        cost=None, notes=tuple(target.notes),
+    )
+    if args.json:
+        ui.emit_json(report.to_dict())
+    else:
+        render(report, ui.console)
+    return 0 if result.ok else 1

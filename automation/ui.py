@@ -1,0 +1,80 @@
+"""Human output (rich spinners and tables) or machine output (--json: one JSON document on stdout).
+
+In --json mode everything meant for people goes to stderr, so stdout holds the document alone.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from typing import Any
+
+from rich.console import Console
+from rich.markup import escape
+from rich.table import Table
+
+from automation.pipeline import StepResult, Timed
+
+_STYLE = {"pass": "green", "fail": "bold red", "skip": "yellow"}
+
+
+class Ui:
+    def __init__(self, json_mode: bool = False, verbose_logs: bool = True):
+        self.json_mode = json_mode
+        self.console = Console(stderr=json_mode, highlight=False, soft_wrap=False)
+        self.verbose_logs = verbose_logs and not json_mode
+        self._status = None
+
+    # ---- progress ------------------------------------------------------------------------------
+    def step_started(self, name: str) -> None:
+        self._stop_status()
+        self._status = self.console.status(f"[bold]{name}[/] …")
+        self._status.start()
+        self._current = name
+
+    def progress(self, text: str) -> None:
+        """A progress line of the running step: shown on the spinner; training lines are also printed."""
+        if self._status is not None:
+            self._status.update(f"[bold]{self._current}[/] {escape(text[:120])}")
+
+    def log(self, text: str) -> None:
+        from automation.launch import worth_showing
+
+        if self.verbose_logs and worth_showing(text):
+            self.console.print(f"[dim]{escape(text)}[/]")
+        self.progress(text)
+
+    def step_finished(self, timed: Timed) -> None:
+        self._stop_status()
+        r = timed.result
+        self.console.print(f"[{_STYLE[r.status]}]{r.status:>4}[/] [bold]{r.step}[/] ({timed.seconds:.1f} s) {escape(r.summary.splitlines()[0] if r.summary else '')}")
+        if r.findings:
+            self.findings(r)
+
+    def _stop_status(self) -> None:
+        if self._status is not None:
+            self._status.stop()
+            self._status = None
+
+    # ---- tables --------------------------------------------------------------------------------
+    def findings(self, result: StepResult) -> None:
+        table = Table(show_header=True, header_style="bold")
+        for col in ("check", "status", "detail", "fix"):
+            table.add_column(col, overflow="fold")
+        for f in result.findings:
+            table.add_row(escape(f.check), f"[{_STYLE[f.status]}]{f.status}[/]", escape(f.detail), escape(f.fix))
+        self.console.print(table)
+
+    def note(self, text: str) -> None:
+        self.console.print(escape(text))
+
+    def error(self, text: str) -> None:
+        self._stop_status()
+        Console(stderr=True, highlight=False, soft_wrap=True).print(f"[bold red]error:[/] {escape(text)}")
+
+    def emit_json(self, doc: Any) -> None:
+        sys.stdout.write(json.dumps(doc, indent=2, default=str) + "\n")
+        sys.stdout.flush()
+
+    def close(self) -> None:
+        self._stop_status()

@@ -1,0 +1,191 @@
+"""Test doubles for the driver: a fake Kubernetes API server (serving recorded JSON to the real
+kubernetes client), a scripted pod exec, and a stack with the Pulumi Automation API's interface."""
+
+from __future__ import annotations
+
+import copy
+import json
+import re
+import threading
+from dataclasses import dataclass, field
+from datetime import datetime
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any, Callable
+from urllib.parse import parse_qs, urlparse
+
+from automation.kube import ExecResult
+
+REPO = Path(__file__).resolve().parents[2]
+K8S_FIXTURES = REPO / "tests" / "fixtures" / "k8s"
+
+
+def load_k8s() -> dict[str, Any]:
+    """A fresh, mutable copy of every recorded object list, by file stem."""
+    return {p.stem: json.loads(p.read_text()) for p in K8S_FIXTURES.glob("*.json")}
+
+
+def _matches(obj: dict, selector: str) -> bool:
+    labels = obj.get("metadata", {}).get("labels", {})
+    for term in filter(None, selector.split(",")):
+        k, _, v = term.partition("=")
+        if labels.get(k) != v:
+            return False
+    return True
+
+
+class FakeKubeApi:
+    """An HTTP server answering the few API paths the driver reads, from `self.objects`."""
+
+    def __init__(self, objects: dict[str, Any] | None = None):
+        self.objects = objects if objects is not None else load_k8s()
+        self.requests: list[str] = []
+        outer = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def log_message(self, *a):  # keep pytest output clean
+                pass
+
+            def do_GET(self):
+                outer.requests.append(self.path)
+                status, body = outer.route(self.path)
+                data = json.dumps(body).encode()
+                self.send_response(status)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
+        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+
+    def route(self, path: str) -> tuple[int, Any]:
+        u = urlparse(path)
+        sel = parse_qs(u.query).get("labelSelector", [""])[0]
+
+        def listed(name: str) -> tuple[int, Any]:
+            lst = copy.deepcopy(self.objects[name])
+            lst["items"] = [o for o in lst["items"] if _matches(o, sel)]
+            return 200, lst
+
+        if u.path == "/api/v1/nodes":
+            return listed("nodes")
+        if m := re.fullmatch(r"/api/v1/namespaces/([^/]+)/pods", u.path):
+            code, lst = listed("pods")
+            lst["items"] = [p for p in lst["items"] if p["metadata"]["namespace"] == m.group(1)]
+            return code, lst
+        if u.path == "/apis/apps/v1/daemonsets":
+            return listed("daemonsets")
+        if u.path == "/apis/apps/v1/deployments":
+            return listed("deployments")
+        if m := re.fullmatch(r"/apis/ray.io/v1/namespaces/([^/]+)/rayclusters/([^/]+)", u.path):
+            rc = self.objects["raycluster"]
+            if rc["metadata"]["namespace"] == m.group(1) and rc["metadata"]["name"] == m.group(2):
+                return 200, rc
+        return 404, {"kind": "Status", "apiVersion": "v1", "status": "Failure", "reason": "NotFound", "code": 404, "message": f"{u.path} not found"}
+
+    def kubeconfig(self) -> dict:
+        return kubeconfig_for(self.url)
+
+    def __enter__(self) -> "FakeKubeApi":
+        self.thread.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+
+
+def kubeconfig_for(server: str) -> dict:
+    return {
+        "apiVersion": "v1", "kind": "Config", "current-context": "test",
+        "clusters": [{"name": "test", "cluster": {"server": server, "insecure-skip-tls-verify": True}}],
+        "contexts": [{"name": "test", "context": {"cluster": "test", "user": "test"}}],
+        "users": [{"name": "test", "user": {"token": "test-token"}}],
+    }
+
+
+@dataclass
+class ScriptedExec:
+    """Stands in for `kubectl exec`: records each call; `answer(pod, command, stdin)` scripts the result."""
+
+    answer: Callable[[str, list[str], str | None], ExecResult]
+    calls: list[tuple[str, str, list[str], str | None]] = field(default_factory=list)
+
+    def __call__(self, pod, namespace, command, *, stdin=None, on_line=None, timeout_s=600) -> ExecResult:
+        self.calls.append((pod, namespace, list(command), stdin))
+        res = self.answer(pod, list(command), stdin)
+        if on_line:
+            for line in res.stdout.splitlines():
+                on_line(line)
+        return res
+
+
+class FakeStack:
+    """A stack with the Automation API's interface; results are the Automation API's own classes.
+
+    `fail` maps an operation name to the CommandError text it raises; `calls` records the order.
+    """
+
+    def __init__(self, name: str, outputs: dict[str, Any] | None = None, fail: dict[str, str] | None = None,
+                 changes: dict[str, int] | None = None, events: list[dict] | None = None):
+        self.name = name
+        self._outputs = outputs or {}
+        self.fail = fail or {}
+        self.changes = changes if changes is not None else {"create": 42}
+        self.events = events or []
+        self.calls: list[str] = []
+
+    def _maybe_fail(self, op: str, on_event) -> None:
+        from pulumi.automation import CommandError, EngineEvent
+        from pulumi.automation._cmd import CommandResult
+
+        self.calls.append(op)
+        for ev in self.events:
+            if on_event:
+                on_event(EngineEvent.from_json(ev))
+        if op in self.fail:
+            raise CommandError(CommandResult(stdout="", stderr=self.fail[op], code=255))
+
+    def _summary(self, kind: str):
+        from pulumi.automation import UpdateSummary
+
+        return UpdateSummary(kind=kind, start_time=datetime.now(), message="", environment={}, config={},
+                             result="succeeded", end_time=datetime.now(), resource_changes=dict(self.changes))
+
+    def preview(self, on_event=None):
+        from pulumi.automation import PreviewResult
+
+        self._maybe_fail("preview", on_event)
+        return PreviewResult(stdout="", stderr="", change_summary=dict(self.changes))
+
+    def up(self, on_event=None):
+        from pulumi.automation import OutputValue, UpResult
+
+        self._maybe_fail("up", on_event)
+        outs = {k: OutputValue(value=v, secret=(k == "kubeconfig")) for k, v in self._outputs.items()}
+        return UpResult(stdout="", stderr="", summary=self._summary("update"), outputs=outs)
+
+    def destroy(self, on_event=None):
+        from pulumi.automation import DestroyResult
+
+        self._maybe_fail("destroy", on_event)
+        return DestroyResult(stdout="", stderr="", summary=self._summary("destroy"))
+
+    def outputs(self):
+        from pulumi.automation import OutputValue
+
+        self.calls.append("outputs")
+        return {k: OutputValue(value=v, secret=(k == "kubeconfig")) for k, v in self._outputs.items()}
+
+
+def stack_config(stack: str = "us-west-2"):
+    """The real, validated config of one of the project's stacks."""
+    import warnings
+
+    from infra.config import load_stack
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return load_stack(stack, REPO)

@@ -1,0 +1,203 @@
+"""The AWS pipeline's step order and stop-at-first-failure, with a fake stack that has the Pulumi
+Automation API's interface, moto/Stubber AWS clients, recorded Kubernetes objects and a scripted exec."""
+
+from __future__ import annotations
+
+import base64
+import importlib.util
+import io
+import json
+import sys
+import tarfile
+from pathlib import Path
+
+import boto3
+import pytest
+from botocore.stub import Stubber
+from moto import mock_aws
+
+from automation.kube import ExecResult, KubeApi
+from automation.pipeline import run_pipeline
+from automation.targets.aws import PIPELINE, PLAN, AwsDeps, AwsTarget
+from automation.verify import RESOURCES_MARK
+
+
+def _load_helpers():
+    if "_driver_helpers" not in sys.modules:
+        spec = importlib.util.spec_from_file_location("_driver_helpers", Path(__file__).parent / "_driver_helpers.py")
+        sys.modules["_driver_helpers"] = module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+    return sys.modules["_driver_helpers"]
+
+
+helpers = _load_helpers()
+REGION = "us-west-2"
+NCCL = helpers.REPO / "tests" / "fixtures" / "nccl"
+SUMMARY = {"run_id": "r1", "world_size": 8, "steps": 100, "tokens_per_s": 52000.0, "tokens_per_s_per_gpu": 6500.0,
+           "mfu": 0.31, "loss_first": 12.1, "loss_last": 7.9, "peak_mem_gb": 17.5, "nccl_log_dir": "/tmp/ray-efa-eks/runs/r1/nccl", "checkpoint": None}
+
+
+def tar_b64(log: Path) -> str:
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w:gz") as tar:
+        tar.add(log, arcname=f"nccl.rank0.{log.stem}.1.log")
+    return base64.b64encode(buf.getvalue()).decode()
+
+
+def cluster_exec(nccl_log: Path = NCCL / "efa_unprefixed_ofi1.20.log", job_line: str = "Job 'r1' succeeded"):
+    """Answers every command the driver runs in a pod, like the real head and worker pods would."""
+
+    def answer(pod, cmd, stdin):
+        text = " ".join(cmd)
+        if "base64 -d | tar" in text:
+            return ExecResult(0, "", "")
+        if cmd[:3] == ["ray", "job", "submit"]:
+            return ExecResult(0 if "succeeded" in job_line else 1, f"[train] step 100/100 loss 7.9\n{job_line}\n", "")
+        if cmd[0] == "cat":
+            return ExecResult(0, json.dumps(SUMMARY), "")
+        if cmd[:2] == ["python", "-c"]:
+            return ExecResult(0, f"{RESOURCES_MARK}{json.dumps({'GPU': 8.0, 'CPU': 82.0})}\n", "")
+        if "tar -czf -" in text:
+            return ExecResult(0, tar_b64(nccl_log), "")
+        raise AssertionError(f"unexpected command {cmd}")
+
+    return helpers.ScriptedExec(answer)
+
+
+class KubeWithExec(KubeApi):
+    def __init__(self, kubeconfig, pod_exec):
+        super().__init__(kubeconfig)
+        self.exec = pod_exec
+
+
+@pytest.fixture
+def aws(monkeypatch):
+    for k, v in {"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing", "AWS_DEFAULT_REGION": REGION}.items():
+        monkeypatch.setenv(k, v)
+    with mock_aws():
+        yield
+
+
+def client_factory(quota: float = 1000, extra: dict | None = None):
+    def make(name):
+        if extra and name in extra:
+            return extra[name]
+        client = boto3.client(name, region_name=REGION)
+        if name == "service-quotas":
+            stub = Stubber(client)
+            stub.add_response("get_service_quota", {"Quota": {"ServiceCode": "ec2", "QuotaCode": "L-DB2E81BA", "Value": quota}},
+                              {"ServiceCode": "ec2", "QuotaCode": "L-DB2E81BA"})
+            stub.activate()
+        return client
+
+    return make
+
+
+def make_target(api, stack, pod_exec=None, confirm=lambda q: True, yes=True, clients=None):
+    deps = AwsDeps(
+        client=clients or client_factory(),
+        stack=lambda: stack,
+        kube=lambda kc: KubeWithExec(kc, pod_exec or cluster_exec()),
+        confirm=confirm,
+    )
+    return AwsTarget(cfg=helpers.stack_config(), deps=deps, run_id="r1", yes=yes, node_wait_s=0, pod_wait_s=0)
+
+
+def outputs(api):
+    return {"region": REGION, "gpu_az": "us-west-2a", "cluster_name": "ray-efa-eks", "kubeconfig": json.dumps(api.kubeconfig()),
+            "raycluster_name": "ray-efa", "raycluster_namespace": "ray"}
+
+
+def run(target, names):
+    return run_pipeline(target.steps(names), target.advise)
+
+
+def step_names(result):
+    return [t.result.step for t in result.steps]
+
+
+def test_run_executes_every_step_in_order(aws):
+    with helpers.FakeKubeApi() as api:
+        stack = helpers.FakeStack("us-west-2", outputs=outputs(api))
+        result = run(make_target(api, stack), PIPELINE)
+    assert result.ok, f"expected success, failed at {result.failed_step}: {result.reason}"
+    assert step_names(result) == list(PIPELINE), f"expected {list(PIPELINE)}, got {step_names(result)}"
+    assert stack.calls == ["preview", "up"], f"expected preview then up on the stack, got {stack.calls}"
+
+
+def test_preview_failure_stops_before_up(aws):
+    with helpers.FakeKubeApi() as api:
+        stack = helpers.FakeStack("us-west-2", outputs=outputs(api), fail={"preview": "error: program failed: invalid config"})
+        result = run(make_target(api, stack), PIPELINE)
+    assert result.failed_step == "preview", f"expected preview to fail, got {result.failed_step}"
+    assert "up" not in stack.calls, f"up must not run after a failed preview, stack calls {stack.calls}"
+    assert result.not_run == ("up", "verify", "train", "check"), f"got {result.not_run}"
+    assert result.advice.exists.startswith("nothing was created"), result.advice.exists
+
+
+def test_preflight_failure_stops_before_any_stack_call(aws):
+    with helpers.FakeKubeApi() as api:
+        stack = helpers.FakeStack("us-west-2", outputs=outputs(api))
+        result = run(make_target(api, stack, clients=client_factory(quota=48)), PIPELINE)
+    assert (result.failed_step, stack.calls) == ("preflight", []), f"got {result.failed_step}, stack calls {stack.calls}"
+
+
+def test_plan_stops_after_preview(aws):
+    with helpers.FakeKubeApi() as api:
+        stack = helpers.FakeStack("us-west-2", outputs=outputs(api))
+        result = run(make_target(api, stack), PLAN)
+    assert result.ok and stack.calls == ["preview"], f"expected only a preview, got ok={result.ok} calls={stack.calls}"
+
+
+def test_declined_confirmation_changes_nothing(aws):
+    with helpers.FakeKubeApi() as api:
+        stack = helpers.FakeStack("us-west-2", outputs=outputs(api))
+        result = run(make_target(api, stack, confirm=lambda q: False, yes=False), PIPELINE)
+    assert result.failed_step == "up" and "up" not in stack.calls, f"got {result.failed_step}, calls {stack.calls}"
+    assert "not confirmed" in result.reason, result.reason
+
+
+def test_up_failure_reports_the_scaling_activity_cause(aws):
+    eks = boto3.client("eks", region_name=REGION)
+    asg = boto3.client("autoscaling", region_name=REGION)
+    eks_stub, asg_stub = Stubber(eks), Stubber(asg)
+    eks_stub.add_response("list_nodegroups", {"nodegroups": ["gpu"]}, {"clusterName": "ray-efa-eks"})
+    eks_stub.add_response(
+        "describe_nodegroup",
+        {"nodegroup": {"nodegroupName": "gpu", "status": "CREATE_FAILED",
+                       "health": {"issues": [{"code": "AsgInstanceLaunchFailures", "message": "Could not launch On-Demand Instances."}]},
+                       "resources": {"autoScalingGroups": [{"name": "eks-gpu-1234"}]}}},
+        {"clusterName": "ray-efa-eks", "nodegroupName": "gpu"},
+    )
+    asg_stub.add_response(
+        "describe_scaling_activities",
+        {"Activities": [{"ActivityId": "a1", "AutoScalingGroupName": "eks-gpu-1234", "Cause": "user request", "StartTime": "2026-12-02T10:00:00Z",
+                         "StatusCode": "Failed", "StatusMessage": "We currently do not have sufficient g6.12xlarge capacity in the Availability Zone you requested (us-west-2a)."}]},
+        {"AutoScalingGroupName": "eks-gpu-1234", "MaxRecords": 1},
+    )
+    eks_stub.activate()
+    asg_stub.activate()
+    with helpers.FakeKubeApi() as api:
+        stack = helpers.FakeStack("us-west-2", outputs=outputs(api), fail={"up": "eks:index:ManagedNodeGroup gpu: CREATE_FAILED"})
+        result = run(make_target(api, stack, clients=client_factory(extra={"eks": eks, "autoscaling": asg})), PIPELINE)
+    assert result.failed_step == "up", f"expected up to fail, got {result.failed_step}"
+    assert "sufficient g6.12xlarge capacity" in result.reason, f"expected the ASG's cause in {result.reason!r}"
+    assert any("destroy --stack us-west-2" in c for c in result.advice.next_commands), result.advice
+
+
+def test_socket_fallback_fails_the_pipeline(aws):
+    with helpers.FakeKubeApi() as api:
+        stack = helpers.FakeStack("us-west-2", outputs=outputs(api))
+        target = make_target(api, stack, pod_exec=cluster_exec(nccl_log=NCCL / "socket_cluster_nccl952.log"))
+        result = run(target, PIPELINE)
+    assert result.failed_step == "check", f"expected check to fail, got {result.failed_step}"
+    assert "NET/Socket" in result.reason, result.reason
+
+
+def test_failed_job_stops_before_check_with_its_log_tail(aws):
+    with helpers.FakeKubeApi() as api:
+        stack = helpers.FakeStack("us-west-2", outputs=outputs(api))
+        target = make_target(api, stack, pod_exec=cluster_exec(job_line="Job 'r1' failed"))
+        result = run(target, PIPELINE)
+    assert result.failed_step == "train", f"expected train to fail, got {result.failed_step}"
+    assert "ended FAILED" in result.reason and "[train] step 100/100" in result.reason, result.reason

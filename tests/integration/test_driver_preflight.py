@@ -1,0 +1,153 @@
+"""preflight against moto (EC2, STS) and botocore's Stubber (Service Quotas and capacity
+reservations, which moto 5.2.5 does not model)."""
+
+from __future__ import annotations
+
+import dataclasses
+import importlib.util
+import sys
+from pathlib import Path
+
+import boto3
+import pytest
+from botocore.stub import Stubber
+from moto import mock_aws
+
+from automation.preflight import AwsClients, check_capacity_reservation, run_preflight
+
+
+def _load_helpers():
+    if "_driver_helpers" not in sys.modules:
+        spec = importlib.util.spec_from_file_location("_driver_helpers", Path(__file__).parent / "_driver_helpers.py")
+        sys.modules["_driver_helpers"] = module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+    return sys.modules["_driver_helpers"]
+
+
+helpers = _load_helpers()
+REGION = "us-west-2"
+
+
+@pytest.fixture(autouse=True)
+def aws_env(monkeypatch):
+    for k, v in {"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing", "AWS_DEFAULT_REGION": REGION}.items():
+        monkeypatch.setenv(k, v)
+    with mock_aws():
+        yield
+
+
+def config(instance_type="g6.12xlarge", az="us-west-2a", azs=("us-west-2a", "us-west-2b"), gpus=4, reservation=None):
+    cfg = helpers.stack_config("us-west-2")
+    return dataclasses.replace(
+        cfg,
+        network=dataclasses.replace(cfg.network, azs=tuple(azs)),
+        gpu_nodes=dataclasses.replace(cfg.gpu_nodes, instance_type=instance_type, availability_zone=az, gpus_per_node=gpus, capacity_reservation_id=reservation),
+    )
+
+
+def quotas_client(value: float, code: str = "L-DB2E81BA"):
+    client = boto3.client("service-quotas", region_name=REGION)
+    stub = Stubber(client)
+    stub.add_response(
+        "get_service_quota",
+        {"Quota": {"ServiceCode": "ec2", "QuotaCode": code, "QuotaName": "Running On-Demand G and VT instances", "Value": value, "Unit": "None"}},
+        {"ServiceCode": "ec2", "QuotaCode": code},
+    )
+    stub.activate()
+    return client
+
+
+def clients(quota: float = 1000) -> AwsClients:
+    return AwsClients(sts=boto3.client("sts", region_name=REGION), ec2=boto3.client("ec2", region_name=REGION), quotas=quotas_client(quota))
+
+
+def rows(result):
+    return {f.check: f for f in result.findings}
+
+
+def test_stack_defaults_pass_with_room_in_the_quota():
+    result = run_preflight(config(), clients(quota=192))
+    failed = {k: f.detail for k, f in rows(result).items() if f.status == "fail"}
+    assert result.status == "pass", f"expected pass, got failures {failed}"
+    assert result.data.gpu_az == "us-west-2a", f"expected the configured AZ us-west-2a, got {result.data.gpu_az}"
+
+
+def test_quota_short_fails_with_the_increase_request():
+    ec2 = boto3.client("ec2", region_name=REGION)
+    ec2.run_instances(ImageId="ami-12c6146b", MinCount=1, MaxCount=1, InstanceType="g6.12xlarge")  # 48 vCPUs in use
+    result = run_preflight(config(), AwsClients(sts=boto3.client("sts"), ec2=ec2, quotas=quotas_client(96)))
+    row = rows(result)["vCPU quota L-DB2E81BA"]
+    assert row.status == "fail", f"expected the quota row to fail (96 - 48 < 96), got {row}"
+    expected_fix = "aws service-quotas request-service-quota-increase --service-code ec2 --quota-code L-DB2E81BA --desired-value 144 --region us-west-2"
+    assert row.fix == expected_fix, f"expected fix {expected_fix!r}, got {row.fix!r}"
+
+
+def test_type_not_offered_in_the_configured_az_fails_with_valid_azs():
+    # moto offers g5.12xlarge in us-west-2a/b/c, not in us-west-2d.
+    result = run_preflight(config("g5.12xlarge", az="us-west-2d", azs=("us-west-2c", "us-west-2d")), clients())
+    row = rows(result)["GPU availability zone"]
+    assert row.status == "fail" and "valid AZs: us-west-2c" in row.detail, f"expected a failure listing us-west-2c, got {row}"
+
+
+def test_az_outside_the_stack_subnets_fails():
+    result = run_preflight(config(az="us-west-2c", azs=("us-west-2a", "us-west-2b")), clients())
+    row = rows(result)["GPU availability zone"]
+    assert row.status == "fail" and "valid AZs: us-west-2a, us-west-2b" in row.detail, f"got {row}"
+
+
+def test_type_offered_in_no_stack_az_fails():
+    # moto offers p5e.48xlarge only in us-west-2c.
+    result = run_preflight(config("p5e.48xlarge", az="us-west-2a", gpus=8), clients())
+    row = rows(result)["GPU availability zone"]
+    assert row.status == "fail" and "private subnets are in ['us-west-2a', 'us-west-2b']" in row.detail, f"got {row}"
+
+
+def test_open_az_is_chosen_among_valid_ones():
+    result = run_preflight(config(az=""), clients())
+    assert result.data.gpu_az == "us-west-2a", f"expected us-west-2a chosen, got {result.data.gpu_az}"
+
+
+def test_instance_type_without_efa_fails():
+    result = run_preflight(config("g5.xlarge", gpus=1), clients())
+    row = rows(result)["EFA support"]
+    assert row.status == "fail" and "does not support EFA" in row.detail, f"got {row}"
+
+
+def test_unknown_instance_type_fails():
+    result = run_preflight(config("g99.huge"), clients())
+    row = rows(result)["instance type"]
+    assert row.status == "fail" and "g99.huge does not exist in us-west-2" in row.detail, f"got {row}"
+
+
+def reservation_client(reservation: dict):
+    client = boto3.client("ec2", region_name=REGION)
+    stub = Stubber(client)
+    stub.add_response("describe_capacity_reservations", {"CapacityReservations": [reservation]}, {"CapacityReservationIds": [reservation["CapacityReservationId"]]})
+    stub.activate()
+    return client
+
+
+RESERVATION = {
+    "CapacityReservationId": "cr-0123456789abcdef0", "InstanceType": "g6.12xlarge", "InstancePlatform": "Linux/UNIX",
+    "AvailabilityZone": "us-west-2a", "TotalInstanceCount": 2, "AvailableInstanceCount": 2, "State": "active",
+}
+
+
+def test_active_matching_reservation_passes():
+    row = check_capacity_reservation(reservation_client(RESERVATION), RESERVATION["CapacityReservationId"], "g6.12xlarge", "us-west-2a", 2, REGION)
+    assert row.status == "pass", f"got {row}"
+
+
+@pytest.mark.parametrize(
+    "change, words",
+    [
+        ({"State": "expired"}, "state is expired"),
+        ({"InstanceType": "g6.48xlarge"}, "reserves g6.48xlarge"),
+        ({"AvailabilityZone": "us-west-2b"}, "not the GPU AZ us-west-2a"),
+        ({"AvailableInstanceCount": 1}, "1 of 2 instances available, 2 needed"),
+    ],
+)
+def test_unusable_reservation_fails(change, words):
+    cr = {**RESERVATION, **change}
+    row = check_capacity_reservation(reservation_client(cr), cr["CapacityReservationId"], "g6.12xlarge", "us-west-2a", 2, REGION)
+    assert row.status == "fail" and words in row.detail, f"expected {words!r} in a failing row, got {row}"

@@ -1,0 +1,104 @@
+"""Bad input gets one clear line and a non-zero exit, never a traceback."""
+
+from __future__ import annotations
+
+import json
+import socket
+
+import pytest
+import yaml
+
+from automation import cli
+
+
+def run_cli(capsys, *argv):
+    try:
+        rc = cli.main(list(argv))
+    except SystemExit as e:  # argparse's own errors
+        rc = e.code
+    out, err = capsys.readouterr()
+    return rc, out, err
+
+
+def closed_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def kubeconfig_file(tmp_path, server):
+    path = tmp_path / "kubeconfig"
+    path.write_text(yaml.safe_dump({
+        "apiVersion": "v1", "kind": "Config", "current-context": "c",
+        "clusters": [{"name": "c", "cluster": {"server": server}}],
+        "contexts": [{"name": "c", "context": {"cluster": "c", "user": "u"}}],
+        "users": [{"name": "u", "user": {"token": "t"}}],
+    }))
+    return path
+
+
+def test_unknown_stack_lists_the_known_ones(capsys):
+    rc, out, err = run_cli(capsys, "preflight", "--stack", "eu-nowhere-1")
+    assert rc == 2, f"expected exit 2, got {rc}"
+    assert "stack 'eu-nowhere-1'" in err and "known stacks are us-east-2, us-west-2" in " ".join(err.split()), err
+    assert "Traceback" not in out + err
+
+
+def test_unknown_target_is_refused_by_the_parser(capsys):
+    rc, out, err = run_cli(capsys, "run", "--target", "gcp")
+    assert rc == 2 and "invalid choice: 'gcp'" in err, f"got rc={rc}: {err}"
+
+
+def test_aws_target_without_stack_names_the_known_stacks(capsys):
+    rc, out, err = run_cli(capsys, "verify", "--target", "aws")
+    assert rc == 2 and "--target aws needs --stack NAME" in " ".join(err.split()), f"got rc={rc}: {err}"
+
+
+def test_cloud_commands_are_refused_for_the_local_target(capsys):
+    rc, out, err = run_cli(capsys, "up", "--target", "local")
+    assert rc == 2 and "`up` has no meaning for --target local" in " ".join(err.split()), f"got rc={rc}: {err}"
+
+
+def test_missing_kubeconfig_file_is_a_clear_error(capsys, tmp_path):
+    rc, out, err = run_cli(capsys, "verify", "--stack", "us-west-2", "--kubeconfig", str(tmp_path / "absent"))
+    assert rc == 2 and "does not exist" in err, f"got rc={rc}: {err}"
+    assert "Traceback" not in out + err
+
+
+def test_unreachable_cluster_is_a_clear_failure(capsys, tmp_path):
+    port = closed_port()
+    rc, out, err = run_cli(capsys, "verify", "--stack", "us-west-2", "--kubeconfig", str(kubeconfig_file(tmp_path, f"http://127.0.0.1:{port}")))
+    text = " ".join((out + err).split())
+    assert rc == 1, f"expected exit 1, got {rc}"
+    assert f"cannot reach the Kubernetes API at http://127.0.0.1:{port}" in text, text
+    assert "Traceback" not in text
+
+
+def test_missing_pulumi_cli_says_how_to_install(capsys, monkeypatch):
+    monkeypatch.setattr("automation.targets.aws.shutil.which", lambda name: None)
+    rc, out, err = run_cli(capsys, "preview", "--stack", "us-west-2")
+    assert rc == 2 and "https://www.pulumi.com/docs/install/" in " ".join(err.split()), f"got rc={rc}: {err}"
+    assert "Traceback" not in out + err
+
+
+def test_missing_pulumi_cli_is_reported_before_preflight_runs(capsys, monkeypatch):
+    monkeypatch.setattr("automation.targets.aws.shutil.which", lambda name: None)
+    monkeypatch.setattr("automation.targets.aws.run_preflight", lambda *a: pytest.fail("preflight must not run without the pulumi CLI"))
+    rc, out, err = run_cli(capsys, "run", "--stack", "us-west-2")
+    assert rc == 2, f"expected exit 2, got {rc}"
+
+
+def test_json_errors_leave_stdout_one_json_document(capsys):
+    rc, out, err = run_cli(capsys, "preflight", "--stack", "eu-nowhere-1", "--json")
+    doc = json.loads(out)
+    assert (rc, doc["ok"]) == (2, False) and "eu-nowhere-1" in doc["error"], f"got rc={rc}, doc={doc}"
+
+
+def test_target_defaults_to_local_without_a_stack():
+    args = cli.build_parser().parse_args(["run"])
+    assert cli.resolve_target(args) == "local"
+
+
+def test_target_defaults_to_aws_with_a_stack():
+    args = cli.build_parser().parse_args(["run", "--stack", "us-west-2"])
+    assert cli.resolve_target(args) == "aws"

@@ -1,0 +1,83 @@
+"""The pipeline runs typed steps in order and stops at the first failure with advice."""
+
+from __future__ import annotations
+
+import pytest
+
+from automation.errors import DriverError
+from automation.pipeline import Advice, Finding, Step, StepResult, run_pipeline, verdict
+
+ADVICE = Advice("nothing", ("python -m automation run",))
+
+
+def recording_steps(outcomes: dict[str, object], log: list[str]) -> list[Step]:
+    def make(name, outcome):
+        def run(prior):
+            log.append(name)
+            if isinstance(outcome, BaseException):
+                raise outcome
+            return StepResult(name, outcome, f"{name} said {outcome}")
+        return Step(name, run)
+
+    return [make(n, o) for n, o in outcomes.items()]
+
+
+def test_steps_run_in_the_given_order():
+    log: list[str] = []
+    result = run_pipeline(recording_steps({"a": "pass", "b": "skip", "c": "pass"}, log), lambda n, p: ADVICE)
+    assert (log, result.ok) == (["a", "b", "c"], True), f"expected a, b, c and success, got {log}, ok={result.ok}"
+
+
+def test_first_failure_stops_the_run_and_names_the_rest():
+    log: list[str] = []
+    result = run_pipeline(recording_steps({"a": "pass", "b": "fail", "c": "pass"}, log), lambda n, p: ADVICE)
+    assert log == ["a", "b"], f"expected c not to run, got {log}"
+    assert (result.failed_step, result.not_run) == ("b", ("c",)), f"got {result.failed_step}, {result.not_run}"
+
+
+def test_failure_advice_is_asked_for_the_failed_step():
+    asked = []
+    run_pipeline(recording_steps({"a": "pass", "b": "fail"}, []), lambda n, p: asked.append((n, sorted(p))) or ADVICE)
+    assert asked == [("b", ["a", "b"])], f"expected advice for b with results of a and b, got {asked}"
+
+
+def test_unexpected_exception_becomes_a_failed_step_without_traceback():
+    result = run_pipeline(recording_steps({"a": ValueError("bad value")}, []), lambda n, p: ADVICE)
+    assert (result.failed_step, result.reason) == ("a", "ValueError: bad value"), f"got {result.failed_step}, {result.reason!r}"
+
+
+def test_driver_error_keeps_its_message():
+    result = run_pipeline(recording_steps({"a": DriverError("quota too low")}, []), lambda n, p: ADVICE)
+    assert result.reason == "quota too low", f"got {result.reason!r}"
+
+
+def test_bad_input_error_propagates_to_the_cli():
+    with pytest.raises(DriverError) as err:
+        run_pipeline(recording_steps({"a": DriverError("no kubeconfig", exit_code=2)}, []), lambda n, p: ADVICE)
+    assert err.value.exit_code == 2
+
+
+def test_keyboard_interrupt_passes_through():
+    with pytest.raises(KeyboardInterrupt):
+        run_pipeline(recording_steps({"a": KeyboardInterrupt()}, []), lambda n, p: ADVICE)
+
+
+def test_later_steps_see_earlier_results_by_name():
+    seen = {}
+
+    def second(prior):
+        seen.update(prior)
+        return StepResult("second", "pass", "")
+
+    run_pipeline([Step("first", lambda p: StepResult("first", "pass", "", data=42)), Step("second", second)], lambda n, p: ADVICE)
+    assert seen["first"].data == 42, f"expected first's data 42, got {seen}"
+
+
+def test_verdict_fails_when_any_finding_fails():
+    r = verdict("x", [Finding("a", "pass", ""), Finding("b", "fail", "too small", "grow it"), Finding("c", "skip", "n/a")])
+    assert (r.status, r.summary) == ("fail", "b: too small"), f"got {r.status}, {r.summary!r}"
+
+
+def test_verdict_passes_with_skips():
+    r = verdict("x", [Finding("a", "pass", ""), Finding("c", "skip", "n/a")])
+    assert r.status == "pass", f"got {r.status}"
