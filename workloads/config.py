@@ -21,6 +21,7 @@ PRESETS = ("tiny", "qwen2.5-1.5b")
 TASKS = ("random", "learnable")
 LAUNCHERS = ("ray", "torchrun")
 LOSSES = ("chunked", "full")
+
 _RUN_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,62}$")
 
 
@@ -66,10 +67,10 @@ class TrainConfig:
     summary_json: str | None = None
     log_every: int = 1
     activation_checkpointing: bool = False
-    compile: bool = False
+    compile: bool = True  # GPU only
     loss: str = "chunked"
-    loss_chunk_size: int = 4096
-    reshard_after_forward: bool = True
+    loss_chunk_size: int = 8192
+    reshard_after_forward: bool = False
     fail_at_step: int = 0  # fault injection: one worker dies once, at this step
 
     # ---- derived -------------------------------------------------------------------------

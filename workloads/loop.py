@@ -13,6 +13,7 @@ import os
 import resource
 import shutil
 import socket
+import sys
 import tempfile
 import time
 from dataclasses import dataclass
@@ -54,16 +55,25 @@ class WorkerEnv:
 
 
 def route_nccl_log(cfg: TrainConfig, rank: int) -> str:
-    """Point NCCL_DEBUG_FILE at `<nccl_log_dir>/nccl.rank<R>.%h.%p.log` for this run only.
+    """Point NCCL_DEBUG_FILE at `<nccl_log_dir>/nccl.<run_id>.rank<R>.%h.%p.log` for this run only.
+
+    The run id in the file name lets the NCCL check scope to this run wherever the directory is.
 
     NCCL reads it when its first communicator is created, which PyTorch defers to the first
     collective, so setting it here (after the process group exists) is early enough.
     """
     Path(cfg.nccl_log_dir).mkdir(parents=True, exist_ok=True)
-    path = str(Path(cfg.nccl_log_dir).absolute() / f"nccl.rank{rank}.%h.%p.log")
+    path = str(Path(cfg.nccl_log_dir).absolute() / f"nccl.{cfg.run_id}.rank{rank}.%h.%p.log")
     os.environ["NCCL_DEBUG_FILE"] = path
     os.environ.setdefault("NCCL_DEBUG", "INFO")
     return path
+
+
+def say(line: str) -> None:
+    """Print one line to stdout. Written directly: under Ray Train a plain print() goes through
+    Train's print patch, which puts every line into the job log twice."""
+    sys.stdout.write(line + "\n")
+    sys.stdout.flush()
 
 
 def _device(env: WorkerEnv, use_gpu: bool) -> torch.device:
@@ -171,8 +181,53 @@ def _maybe_fail(cfg: TrainConfig, env: WorkerEnv, step: int) -> None:
         # RAY_TRAIN_HEALTH_CHECK_INTERVAL_S, 2 s by default); a death before that poll loses the
         # last checkpoint. Wait out two polls so the drill tests our resume, not that race.
         time.sleep(2.5 * float(os.environ.get("RAY_TRAIN_HEALTH_CHECK_INTERVAL_S", 2.0)))
-    print(f"[fault injection] rank {env.rank} exits at step {step}", flush=True)
+    say(f"[fault injection] rank {env.rank} exits at step {step}")
     os._exit(17)
+
+
+@dataclass
+class Training:
+    """What one rank trains: the sharded model, its optimizer and the numbers MFU needs."""
+
+    model: torch.nn.Module
+    optimizer: torch.optim.Optimizer
+    n_params: int
+    vocab: int
+    n_layers: int
+    hidden: int
+
+
+def build_training(cfg: TrainConfig, device: torch.device, world: int) -> Training:
+    """Build the model on `device`, shard it with FSDP2 over `world` ranks, make the optimizer."""
+    from torch.distributed.device_mesh import init_device_mesh
+
+    mesh = init_device_mesh(device.type, (world,))
+    model = build_model(cfg, device)
+    lm_cfg = model.lm.config
+    n_params = count_params(model)
+    apply_fsdp(model, cfg, mesh)
+    optimizer = torch.optim.AdamW(
+        model.parameters(), lr=cfg.lr, betas=(0.9, 0.95), weight_decay=cfg.weight_decay,
+        fused=device.type == "cuda",
+    )
+    return Training(model, optimizer, n_params, lm_cfg.vocab_size, lm_cfg.num_hidden_layers, lm_cfg.hidden_size)
+
+
+def train_step(model, optimizer, batches, grad_accum: int, grad_clip: float, device: torch.device, vocab: int) -> torch.Tensor:
+    """One optimizer step over `grad_accum` micro-batches; returns this rank's mean loss on the
+    device, without synchronising (the caller decides when to read it)."""
+    total = torch.zeros(1, device=device)
+    for _ in range(grad_accum):
+        ids, labels = next(batches)
+        if int(ids.max()) >= vocab:
+            raise RuntimeError(f"token id {int(ids.max())} >= vocab {vocab}: the tokenizer does not fit the model")
+        loss = model(ids.to(device, non_blocking=True), labels.to(device, non_blocking=True)) / grad_accum
+        loss.backward()
+        total += loss.detach().float()
+    torch.nn.utils.clip_grad_norm_(model.parameters(), grad_clip)
+    optimizer.step()
+    optimizer.zero_grad(set_to_none=True)
+    return total
 
 
 def train_loop_per_worker(config: dict) -> dict | None:
@@ -181,24 +236,14 @@ def train_loop_per_worker(config: dict) -> dict | None:
     env = WorkerEnv.detect()
     route_nccl_log(cfg, env.rank)
     # Lets the NCCL check cut a combined log (Ray job log, kubectl logs) down to this run.
-    print(run_marker(cfg.run_id, env.rank), flush=True)
+    say(run_marker(cfg.run_id, env.rank))
     if not dist.is_initialized():  # torchrun / plain launcher; Ray Train has already joined
         dist.init_process_group(backend="cpu:gloo,cuda:nccl" if cfg.use_gpu else "gloo")
     device = _device(env, cfg.use_gpu)
     if device.type == "cuda":
         torch.cuda.set_device(device)
-    from torch.distributed.device_mesh import init_device_mesh
-
-    mesh = init_device_mesh(device.type, (env.world,))
-    model = build_model(cfg, device)
-    n_params = count_params(model)
-    vocab = model.lm.config.vocab_size
-    lm_cfg = model.lm.config
-    apply_fsdp(model, cfg, mesh)
-    optimizer = torch.optim.AdamW(
-        model.parameters(), lr=cfg.lr, betas=(0.9, 0.95), weight_decay=cfg.weight_decay,
-        fused=device.type == "cuda",
-    )
+    tr = build_training(cfg, device, env.world)
+    model, optimizer, vocab = tr.model, tr.optimizer, tr.vocab
     sched = torch.optim.lr_scheduler.LambdaLR(
         optimizer, lambda s: min(1.0, (s + 1) / cfg.warmup_steps) if cfg.warmup_steps else 1.0
     )
@@ -209,7 +254,7 @@ def train_loop_per_worker(config: dict) -> dict | None:
     for _ in range(start):
         sched.step()
     if env.rank == 0 and start:
-        print(f"[train] resumed from checkpoint at step {start}", flush=True)
+        say(f"[train] resumed from checkpoint at step {start}")
 
     shard = None
     if cfg.data and env.under_ray:
@@ -218,13 +263,12 @@ def train_loop_per_worker(config: dict) -> dict | None:
         shard = ray.train.get_dataset_shard("train")
     batches = MicroBatches(cfg, vocab, env.rank, env.world, shard).iterate(start)
 
-    fpt = flops_per_token(n_params, lm_cfg.num_hidden_layers, lm_cfg.hidden_size, cfg.seq_len)
+    fpt = flops_per_token(tr.n_params, tr.n_layers, tr.hidden, cfg.seq_len)
     peak = peak_tflops(device)
     warmup = min(2, max(0, cfg.steps - start - 1))  # steps excluded from throughput (compile, allocator)
     timed_steps, timed_s = 0, 0.0
     last_ckpt = state.get("checkpoint")
     step_times: list[float] = []
-    loss_buf = torch.zeros(1, device=device)
 
     def sync():
         if device.type == "cuda":
@@ -234,17 +278,7 @@ def train_loop_per_worker(config: dict) -> dict | None:
         _maybe_fail(cfg, env, step)
         sync()
         t0 = time.perf_counter()
-        loss_buf.zero_()
-        for _ in range(cfg.grad_accum):
-            ids, labels = next(batches)
-            if ids.max().item() >= vocab:
-                raise RuntimeError(f"token id {ids.max().item()} >= vocab {vocab}: the tokenizer does not fit --preset {cfg.preset}")
-            loss = model(ids.to(device, non_blocking=True), labels.to(device, non_blocking=True)) / cfg.grad_accum
-            loss.backward()
-            loss_buf += loss.detach().float()
-        torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.grad_clip)
-        optimizer.step()
-        optimizer.zero_grad(set_to_none=True)
+        loss_buf = train_step(model, optimizer, batches, cfg.grad_accum, cfg.grad_clip, device, vocab)
         sched.step()
         dist.all_reduce(loss_buf, op=dist.ReduceOp.SUM)
         loss_val = loss_buf.item() / env.world  # .item() syncs the device too
@@ -257,10 +291,9 @@ def train_loop_per_worker(config: dict) -> dict | None:
         if env.rank == 0 and ((step + 1) % cfg.log_every == 0 or step + 1 == cfg.steps):
             tps = cfg.tokens_per_step / dt
             mfu = f" mfu {tps * fpt / (env.world * peak * 1e12):.1%}" if peak else ""
-            print(
+            say(
                 f"[train] step {step + 1}/{cfg.steps} loss {loss_val:.4f} step_time {dt * 1e3:.0f} ms "
-                f"tokens/s {tps:,.0f}{mfu} peak_mem {_peak_mem_gb(device):.2f} GB",
-                flush=True,
+                f"tokens/s {tps:,.0f}{mfu} peak_mem {_peak_mem_gb(device):.2f} GB"
             )
         done = step + 1
         if cfg.checkpoint_every and done % cfg.checkpoint_every == 0 and done < cfg.steps:
@@ -278,7 +311,7 @@ def train_loop_per_worker(config: dict) -> dict | None:
         "resumed_from_step": start or None,
         "batch_size": cfg.batch_size,
         "seq_len": cfg.seq_len,
-        "params": n_params,
+        "params": tr.n_params,
         "tokens_per_s": tokens_per_s,
         "tokens_per_s_per_gpu": tokens_per_s / env.world if tokens_per_s and device.type == "cuda" else None,
         "mfu": tokens_per_s * fpt / (env.world * peak * 1e12) if tokens_per_s and peak else None,

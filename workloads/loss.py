@@ -25,6 +25,33 @@ def full_cross_entropy(hidden: torch.Tensor, weight: torch.Tensor, labels: torch
     return F.cross_entropy(logits, labels, ignore_index=IGNORE_INDEX)
 
 
+def _chunk_loss_and_grad(logits: torch.Tensor, y: torch.Tensor, m: torch.Tensor, inv: torch.Tensor):
+    """Summed loss of one chunk and d(mean loss)/d(logits) = (softmax - onehot) * inv on valid rows.
+
+    Pure elementwise work and one reduction over the vocabulary: on GPU it is compiled, so the
+    chunk's logits are read twice and never copied to fp32 in memory.
+    """
+    x = logits.float()
+    lse = torch.logsumexp(x, dim=-1)
+    target = x.gather(1, y[:, None]).squeeze(1)
+    loss = ((lse - target) * m).sum()
+    onehot = torch.arange(x.shape[1], device=x.device)[None, :] == y[:, None]
+    g = (torch.exp(x - lse[:, None]) - onehot.to(x.dtype)) * (m.to(x.dtype) * inv)[:, None]
+    return loss, g.to(logits.dtype)
+
+
+_compiled_chunk = None
+
+
+def _chunk_fn(device: torch.device):
+    global _compiled_chunk
+    if device.type != "cuda":
+        return _chunk_loss_and_grad
+    if _compiled_chunk is None:
+        _compiled_chunk = torch.compile(_chunk_loss_and_grad, dynamic=False)
+    return _compiled_chunk
+
+
 class _ChunkedLinearCrossEntropy(torch.autograd.Function):
     @staticmethod
     def forward(ctx, hidden, weight, labels, chunk_size):
@@ -36,19 +63,11 @@ class _ChunkedLinearCrossEntropy(torch.autograd.Function):
         grad_h = torch.empty_like(hidden)
         grad_w = torch.zeros(weight.shape, dtype=torch.float32, device=weight.device)
         inv = 1.0 / n_valid.to(torch.float32)
+        chunk = _chunk_fn(hidden.device)
         for s in range(0, n, chunk_size):
             h = hidden[s : s + chunk_size]
-            y = safe[s : s + chunk_size]
-            m = valid[s : s + chunk_size]
-            logits = (h @ weight.t()).float()
-            lse = torch.logsumexp(logits, dim=-1)
-            target = logits.gather(1, y[:, None]).squeeze(1)
-            loss += ((lse - target) * m).sum()
-            # d(loss)/d(logits) = (softmax - onehot) / n_valid on valid rows, computed in place.
-            probs = logits.sub_(lse[:, None]).exp_()
-            probs[torch.arange(y.shape[0], device=y.device), y] -= 1.0
-            probs.mul_((m.to(probs.dtype) * inv)[:, None])
-            g = probs.to(hidden.dtype)
+            part, g = chunk(h @ weight.t(), safe[s : s + chunk_size], valid[s : s + chunk_size], inv)
+            loss += part
             grad_h[s : s + chunk_size] = g @ weight
             grad_w += (g.t() @ h).float()
         ctx.save_for_backward(grad_h, grad_w)

@@ -37,7 +37,7 @@ class CausalLM(nn.Module):
     the loss head reads it.
     """
 
-    def __init__(self, lm: nn.Module, loss: str = "chunked", loss_chunk_size: int = 4096):
+    def __init__(self, lm: nn.Module, loss: str = "chunked", loss_chunk_size: int = 8192):
         super().__init__()
         self.lm = lm
         self.loss = loss
@@ -76,6 +76,7 @@ def build_model(cfg: TrainConfig, device: torch.device) -> CausalLM:
     return CausalLM(lm, cfg.loss, cfg.loss_chunk_size)
 
 
+
 def apply_fsdp(model: CausalLM, cfg: TrainConfig, mesh) -> CausalLM:
     """`fully_shard` each decoder block, then the root: bf16 params, fp32 gradient reductions.
 
@@ -90,7 +91,7 @@ def apply_fsdp(model: CausalLM, cfg: TrainConfig, mesh) -> CausalLM:
             from torch.distributed.algorithms._checkpoint.checkpoint_wrapper import checkpoint_wrapper
 
             block = checkpoint_wrapper(block)
-        if cfg.compile:
+        if cfg.compile and mesh.device_type == "cuda":  # inductor's CPU path is slow to build: GPU only
             block.compile()
         # The last block's parameters are needed again at once by backward: keep them gathered.
         reshard = cfg.reshard_after_forward and i < len(layers) - 1

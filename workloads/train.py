@@ -14,7 +14,7 @@ g6.12xlarge, NCCL over EFA):
         --preset qwen2.5-1.5b --batch-size 16 --seq-len 2048 --steps 50 \\
         --run-dir /tmp/ray-efa-eks/runs/RUN_ID --run-id RUN_ID --summary-json summary.json
 
-Each worker writes its NCCL_DEBUG=INFO output to <run-dir>/nccl/nccl.rank<R>.<host>.<pid>.log;
+Each worker writes its NCCL_DEBUG=INFO output to <run-dir>/nccl/nccl.<run-id>.rank<R>.<host>.<pid>.log;
 `python -m workloads.nccl_check --require efa <run-dir>/nccl` then proves (or disproves) that the
 inter-node collectives went over EFA. Bad input is refused with one line naming the flag and the
 fix, before any worker starts (exit 2).
@@ -29,7 +29,7 @@ import os
 import sys
 from pathlib import Path
 
-from workloads.config import LAUNCHERS, LOSSES, PRESETS, TASKS, ConfigError, TrainConfig, check_gpu_capacity, validate
+from workloads.config import LOSSES, PRESETS, TASKS, ConfigError, TrainConfig, check_gpu_capacity, validate
 
 _HELP = {
     "preset": f"model architecture shipped in workloads/configs ({', '.join(PRESETS)})",
@@ -61,7 +61,7 @@ _HELP = {
     "summary_json": "write the run summary (throughput, MFU, losses, NCCL log dir) to this file",
     "log_every": "rank 0 prints a progress line every K steps",
     "activation_checkpointing": "recompute each decoder block's activations in backward (saves memory, costs ~1/3 more compute)",
-    "compile": "torch.compile each decoder block",
+    "compile": "torch.compile each decoder block (GPU only: on CPU the flag is ignored)",
     "loss": f"loss head ({', '.join(LOSSES)}; chunked never materialises the full fp32 logits)",
     "loss_chunk_size": "tokens per chunk of the chunked loss",
     "reshard_after_forward": "FSDP2: free gathered block parameters after forward (saves memory, re-gathers in backward)",

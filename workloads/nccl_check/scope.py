@@ -4,7 +4,7 @@
 - Without a run id every file found is in scope.
 - With a run id, a file is in scope as a whole when one of the folders on its path is named
   after the run id or its file name contains it (the training module writes
-  ``runs/<run_id>/nccl/nccl.rank<R>.<host>.<pid>.log``). Any other file found in a directory is
+  ``runs/<run_id>/nccl/nccl.<run_id>.rank<R>.<host>.<pid>.log``). Any other file found in a directory is
   skipped; any other file named on the command line is read as a combined log (a Ray job log,
   ``kubectl logs`` output) in which only the lines after ``run_marker(run_id)`` count, up to a
   marker of another run. A combined log without this run's marker contributes nothing.
