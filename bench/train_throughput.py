@@ -1,0 +1,279 @@
+"""Training throughput of the module's step against the reference recipe, in one process.
+
+Runs without Ray (GPU machines that lack it) by calling the training module's own
+`build_training` and `train_step`, on one GPU as a one-rank process group. Variants, all at the
+same batch and sequence length, interleaved A/B/C/A/B/C so drifts in clocks or temperature hit all
+alike; each window rebuilds its model, runs `--warmup` steps (compilation, allocator) and then
+times `--steps` steps between two device synchronisations. Reported per variant: the median
+tokens/s over the rounds, tokens/s per GPU, MFU, step time and peak memory.
+
+Variants:
+  reference  the AWS sample's recipe as `ray.train.torch.prepare_model(parallel_strategy="fsdp")`
+             sets it up, without Ray: FSDP1 FULL_SHARD, torch's size-based auto-wrap policy at its
+             default threshold (1e8 parameters), MixedPrecision bf16 for params, reductions and
+             buffers, transformers' own loss (`model(input_ids, labels=...).loss`, KV cache left at
+             its default), torch's default AdamW (foreach, not fused).
+  fsdp2      plain FSDP2 bf16: `fully_shard` per decoder block then the root, SDPA, the full
+             fp32-logits loss, fused AdamW, no compile.
+  default    the training module's defaults (`TrainConfig()`), whatever they are now.
+  Any other name is `key=value+...` overrides of TrainConfig, e.g. `compile=1+loss=full`.
+
+MFU = tokens/s x (6N + 12 L d T) / peak, N the parameters with the tied embedding once, peak the
+GPU's dense bf16 rate (989 TFLOP/s for H100/H200).
+
+    python bench/train_throughput.py --variants reference,fsdp2,default --shapes 8x2048 --rounds 3
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import datetime
+import gc
+import json
+import os
+import platform
+import statistics
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+import torch  # noqa: E402
+import torch.distributed as dist  # noqa: E402
+
+from workloads.config import TrainConfig  # noqa: E402
+from workloads.data import MicroBatches  # noqa: E402
+from workloads.loop import Training, build_training, train_step  # noqa: E402
+from workloads.model import count_params, flops_per_token, peak_tflops, qwen2_config  # noqa: E402
+
+PLAIN_FSDP2 = {"loss": "full", "compile": False, "reshard_after_forward": True, "activation_checkpointing": False}
+
+
+def _parse_overrides(text: str) -> dict:
+    out = {}
+    fields = {f.name: f for f in dataclasses.fields(TrainConfig)}
+    for item in filter(None, text.replace("+", ",").split(",")):
+        k, v = item.split("=", 1)
+        if k not in fields:
+            raise SystemExit(f"unknown TrainConfig field {k!r} in variant {text!r}")
+        kind = type(getattr(TrainConfig(), k))
+        out[k] = (v.lower() in ("1", "true", "yes")) if kind is bool else kind(v)
+        if k not in fields:
+            raise SystemExit(f"unknown TrainConfig field {k!r} in variant {text!r}")
+    return out
+
+
+def variant_config(name: str, base: TrainConfig) -> dict | None:
+    """TrainConfig overrides of a variant; None for the reference recipe (built separately)."""
+    if name == "reference":
+        return None
+    if name == "fsdp2":
+        return PLAIN_FSDP2
+    if name == "default":
+        return {}
+    return _parse_overrides(name)
+
+
+class _HFLoss(torch.nn.Module):
+    """The reference recipe's forward: transformers computes the loss from `labels`."""
+
+    def __init__(self, inner):
+        super().__init__()
+        self.inner = inner
+
+    def forward(self, input_ids, labels):
+        return self.inner(input_ids=input_ids, labels=labels).loss
+
+
+def build_reference(cfg: TrainConfig, device: torch.device) -> Training:
+    from functools import partial
+
+    from torch.distributed.fsdp import FullyShardedDataParallel as FSDP
+    from torch.distributed.fsdp import MixedPrecision, ShardingStrategy
+    from torch.distributed.fsdp.wrap import size_based_auto_wrap_policy
+    from transformers import Qwen2ForCausalLM
+
+    config = qwen2_config(cfg)
+    config.use_cache = True  # transformers' default, which the sample leaves alone
+    torch.manual_seed(cfg.seed)
+    with torch.device(device):
+        lm = Qwen2ForCausalLM._from_config(config, attn_implementation="sdpa", dtype=torch.float32)
+    n = count_params(lm)
+    wrapped = FSDP(
+        lm,
+        auto_wrap_policy=partial(size_based_auto_wrap_policy),
+        mixed_precision=MixedPrecision(param_dtype=torch.bfloat16, reduce_dtype=torch.bfloat16, buffer_dtype=torch.bfloat16),
+        sharding_strategy=ShardingStrategy.FULL_SHARD,
+        device_id=device,
+    )
+    model = _HFLoss(wrapped)
+    opt = torch.optim.AdamW(model.parameters(), lr=cfg.lr, betas=(0.9, 0.95), weight_decay=cfg.weight_decay)
+    return Training(model, opt, n, config.vocab_size, config.num_hidden_layers, config.hidden_size)
+
+
+def _sync(device):
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+
+
+def _free(device):
+    gc.collect()
+    if device.type == "cuda":
+        torch.cuda.empty_cache()
+        torch.cuda.reset_peak_memory_stats(device)
+
+
+def window(name: str, cfg: TrainConfig, device: torch.device, warmup: int, steps: int) -> dict:
+    """Build the variant, warm it up, time `steps` steps. Returns one measurement row."""
+    overrides = variant_config(name, cfg)
+    run_cfg = cfg if overrides is None else dataclasses.replace(cfg, **overrides)
+    _free(device)
+    t_build = time.perf_counter()
+    tr = build_reference(cfg, device) if overrides is None else build_training(run_cfg, device, 1)
+    batches = MicroBatches(run_cfg, tr.vocab, 0, 1).iterate(0)
+    build_s = time.perf_counter() - t_build
+    t_warm = time.perf_counter()
+    losses = [train_step(tr.model, tr.optimizer, batches, run_cfg.grad_accum, run_cfg.grad_clip, device, tr.vocab) for _ in range(warmup)]
+    _sync(device)
+    warm_s = time.perf_counter() - t_warm
+    t0 = time.perf_counter()
+    for _ in range(steps):
+        losses.append(train_step(tr.model, tr.optimizer, batches, run_cfg.grad_accum, run_cfg.grad_clip, device, tr.vocab))
+    _sync(device)
+    elapsed = time.perf_counter() - t0
+    tokens = steps * cfg.batch_size * cfg.seq_len
+    tps = tokens / elapsed
+    peak = peak_tflops(device)
+    fpt = flops_per_token(tr.n_params, tr.n_layers, tr.hidden, cfg.seq_len)
+    row = {
+        "variant": name,
+        "batch_size": cfg.batch_size,
+        "seq_len": cfg.seq_len,
+        "tokens_per_s": tps,
+        "tokens_per_s_per_gpu": tps,
+        "mfu": tps * fpt / (peak * 1e12) if peak else None,
+        "step_time_ms": 1e3 * elapsed / steps,
+        "peak_mem_gb": torch.cuda.max_memory_allocated(device) / 1e9 if device.type == "cuda" else None,
+        "build_s": build_s,
+        "warmup_s": warm_s,
+        "loss_last": float(losses[-1]),
+        "losses": [float(x) for x in losses],
+    }
+    del tr, batches, losses
+    _free(device)
+    return row
+
+
+def numerics(names: list[str], cfg: TrainConfig, device, n_steps: int) -> dict:
+    """Same seed, same data, `n_steps` steps per variant: the loss curves side by side."""
+    curves = {}
+    for name in names:
+        curves[name] = window(name, dataclasses.replace(cfg, task="learnable"), device, 0, n_steps)["losses"]
+    base = curves[names[0]]
+    return {
+        "steps": n_steps,
+        "task": "learnable",
+        "curves": curves,
+        "max_abs_diff": {n: max(abs(a - b) for a, b in zip(base, c)) for n, c in curves.items()},
+        "max_rel_diff": {n: max(abs(a - b) / abs(b) for a, b in zip(base, c)) for n, c in curves.items()},
+    }
+
+
+def environment(device) -> dict:
+    import transformers
+
+    env = {
+        "date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d"),
+        "python": platform.python_version(),
+        "torch": torch.__version__,
+        "transformers": transformers.__version__,
+        "device": torch.cuda.get_device_name(device) if device.type == "cuda" else platform.processor() or "cpu",
+    }
+    if device.type == "cuda":
+        env["nccl"] = ".".join(map(str, torch.cuda.nccl.version()))
+        env["cuda"] = torch.version.cuda
+    return env
+
+
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter, epilog=__doc__)
+    p.add_argument("--preset", default="qwen2.5-1.5b")
+    p.add_argument("--variants", default="reference,fsdp2,default")
+    p.add_argument("--shapes", default="8x2048", help="comma list of BATCHxSEQ_LEN")
+    p.add_argument("--only-at", default="", help="SHAPE=variant|variant;... run only these variants at that shape")
+    p.add_argument("--rounds", type=int, default=3)
+    p.add_argument("--warmup", type=int, default=3)
+    p.add_argument("--steps", type=int, default=10)
+    p.add_argument("--numerics-steps", type=int, default=0, help="also compare loss curves of fsdp2 and default over N steps")
+    p.add_argument("--out", default="", help="append JSON lines here as results arrive")
+    p.add_argument("--set", default="", help="TrainConfig overrides for every variant, key=value,...")
+    args = p.parse_args(argv)
+
+    os.environ.setdefault("MASTER_ADDR", "127.0.0.1")
+    os.environ.setdefault("MASTER_PORT", "29533")
+    os.environ.setdefault("RANK", "0")
+    os.environ.setdefault("WORLD_SIZE", "1")
+    use_gpu = torch.cuda.is_available()
+    device = torch.device("cuda", 0) if use_gpu else torch.device("cpu")
+    if use_gpu:
+        torch.cuda.set_device(device)
+    dist.init_process_group("cpu:gloo,cuda:nccl" if use_gpu else "gloo")
+    out = open(args.out, "a") if args.out else None
+
+    def emit(obj):
+        line = json.dumps(obj)
+        print(line, flush=True)
+        if out:
+            out.write(line + "\n")
+            out.flush()
+
+    emit({"environment": environment(device), "argv": sys.argv[1:]})
+    only = {}
+    for part in filter(None, args.only_at.split(";")):
+        shape, names = part.split("=")
+        only[shape] = names.split("|")
+    base_overrides = _parse_overrides(args.set)
+    results = []
+    for shape in args.shapes.split(","):
+        b, t = map(int, shape.lower().split("x"))
+        cfg = TrainConfig(preset=args.preset, use_gpu=use_gpu, batch_size=b, seq_len=t, num_workers=1, **base_overrides).resolved()
+        names = only.get(shape, args.variants.split(","))
+        for r in range(args.rounds):
+            for name in names:
+                try:
+                    row = window(name, cfg, device, args.warmup, args.steps)
+                except torch.OutOfMemoryError as e:
+                    row = {"variant": name, "batch_size": b, "seq_len": t, "error": f"out of memory: {str(e)[:200]}"}
+                    _free(device)
+                row["round"] = r
+                emit({k: v for k, v in row.items() if k != "losses"})
+                results.append(row)
+    print("\nvariant                      shape     tokens/s   MFU    step ms  peak GB  (median of rounds)")
+    for shape in args.shapes.split(","):
+        b, t = map(int, shape.lower().split("x"))
+        for name in dict.fromkeys(r["variant"] for r in results if r["seq_len"] == t and r["batch_size"] == b):
+            rows = [r for r in results if r["variant"] == name and r["seq_len"] == t and r["batch_size"] == b and "error" not in r]
+            if not rows:
+                print(f"{name:28s} {shape:9s} failed: {[r.get('error') for r in results if r['variant'] == name][:1]}")
+                continue
+            tps = statistics.median(r["tokens_per_s"] for r in rows)
+            mfu = statistics.median(r["mfu"] for r in rows) if rows[0]["mfu"] is not None else None
+            ms = statistics.median(r["step_time_ms"] for r in rows)
+            mem = max(r["peak_mem_gb"] or 0 for r in rows)
+            summary = {"summary": name, "shape": shape, "tokens_per_s": tps, "mfu": mfu, "step_time_ms": ms, "peak_mem_gb": mem, "windows": len(rows)}
+            if out:
+                out.write(json.dumps(summary) + "\n")
+            mfu_s = f"{mfu:6.1%}" if mfu is not None else "   n/a"
+            print(f"{name:28s} {shape:9s} {tps:10,.0f} {mfu_s} {ms:8.1f} {mem:8.1f}")
+    if args.numerics_steps:
+        b, t = map(int, args.shapes.split(",")[0].lower().split("x"))
+        cfg = TrainConfig(preset=args.preset, use_gpu=use_gpu, batch_size=b, seq_len=t, num_workers=1, **base_overrides).resolved()
+        emit({"numerics": numerics(["fsdp2", "default"], cfg, device, args.numerics_steps)})
+    dist.destroy_process_group()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,53 @@
+"""On a CUDA machine (`pytest -m gpu`): the compiled chunked loss, and one real NCCL run whose debug
+output lands in this run's per-rank file and is judged by the NCCL check."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+import torch
+
+pytestmark = [pytest.mark.gpu, pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")]
+
+
+def test_compiled_chunked_loss_matches_full_on_gpu():
+    from workloads.loss import chunked_cross_entropy, full_cross_entropy
+
+    g = torch.Generator(device="cuda").manual_seed(0)
+    h = torch.randn(3000, 256, device="cuda", generator=g).bfloat16()
+    w = (torch.randn(5003, 256, device="cuda", generator=g) * 0.05).bfloat16()
+    y = torch.randint(0, 5003, (3000,), device="cuda", generator=g)
+    y[::7] = -100
+    out = []
+    for fn in (full_cross_entropy, lambda a, b, c: chunked_cross_entropy(a, b, c, 1024)):
+        hh, ww = h.clone().requires_grad_(), w.clone().requires_grad_()
+        loss = fn(hh, ww, y)
+        loss.backward()
+        out.append((loss.detach().float(), hh.grad.float(), ww.grad.float()))
+    for name, a, b in zip(("loss", "grad_hidden", "grad_weight"), *out):
+        torch.testing.assert_close(b, a, rtol=2e-2, atol=2e-3, msg=lambda m: f"{name}: {m}")
+
+
+def test_nccl_output_goes_to_this_runs_rank_file(tmp_path):
+    run_dir = tmp_path / "run"
+    r = subprocess.run(
+        [sys.executable, "-m", "torch.distributed.run", "--nproc-per-node", "1", "-m", "workloads.train",
+         "--launcher", "torchrun", "--use-gpu", "--preset", "tiny", "--steps", "3", "--batch-size", "2",
+         "--seq-len", "128", "--run-id", "gpu-test", "--run-dir", str(run_dir), "--summary-json", str(tmp_path / "s.json")],
+        capture_output=True, text=True, timeout=600,
+    )
+    assert r.returncode == 0, r.stderr[-3000:]
+    files = sorted((run_dir / "nccl").glob("nccl.gpu-test.rank0.*.log"))
+    assert len(files) == 1, f"expected one rank-0 NCCL log, found {files}"
+    text = files[0].read_text()
+    assert "NCCL INFO" in text, text[:2000]
+    assert "NCCL INFO" not in r.stdout, "NCCL output leaked to stdout instead of the run's file"
+    s = json.loads((tmp_path / "s.json").read_text())
+    assert s["backend"] == "nccl" and s["mfu"] is not None
+    from workloads.nccl_check import check_logs
+
+    report = check_logs([run_dir / "nccl"], require="efa", run_id="gpu-test")
+    assert report.verdict == "inconclusive", report.render()
