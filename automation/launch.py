@@ -47,6 +47,7 @@ class TrainArgs:
     use_gpu: bool = False
     gpus_per_worker: float = 1.0
     cpus_per_worker: float | None = None
+    activation_checkpointing: bool = False
 
     @property
     def summary_json(self) -> str:
@@ -74,6 +75,8 @@ class TrainArgs:
             args += ["--use-gpu", "--gpus-per-worker", f"{self.gpus_per_worker:g}"]
         if self.cpus_per_worker is not None:
             args += ["--cpus-per-worker", f"{self.cpus_per_worker:g}"]
+        if self.activation_checkpointing:
+            args.append("--activation-checkpointing")
         return args
 
     def to_dict(self) -> dict[str, Any]:

@@ -135,6 +135,7 @@ class TrainingConfig:
     seq_len: int
     num_workers: int
     gpus_per_worker: int
+    activation_checkpointing: bool = True
 
 
 @dataclass(frozen=True)
@@ -546,6 +547,7 @@ def validate(
             seq_len=v["trainSeqLen"],
             num_workers=v["trainNumWorkers"],
             gpus_per_worker=v["trainGpusPerWorker"],
+            activation_checkpointing=v["trainActivationCheckpointing"],
         ),
         warnings=tuple(notes),
     )

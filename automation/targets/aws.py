@@ -74,6 +74,7 @@ def train_args_for(cfg: Any, run_id: str, steps: int | None = None, num_workers:
         preset=t.preset, num_workers=workers, steps=steps or t.steps,
         batch_size=t.batch_size * workers, seq_len=t.seq_len, run_id=run_id, run_dir=f"{CLUSTER_ROOT}/runs/{run_id}",
         use_gpu=True, gpus_per_worker=t.gpus_per_worker, cpus_per_worker=cpus_per_worker,
+        activation_checkpointing=t.activation_checkpointing,
     )
 
 

@@ -149,3 +149,30 @@ def test_cluster_job_workers_fit_in_their_pods_cpus():
         f"{per_pod} workers x {args.cpus_per_worker} CPUs must leave room in a {cfg.ray.worker.cpu}-CPU pod"
     )
     assert args.use_gpu and args.run_dir == "/tmp/ray-efa-eks/runs/r1", f"got {args}"
+
+
+def test_cluster_job_fits_an_l4_by_the_memory_estimate():
+    """The stack's default job, as the driver submits it, must fit a 22 GiB L4 per
+    bench/memory_estimate.py (activation checkpointing is what makes 4 x 2048 tokens fit)."""
+    import importlib.util
+    import sys
+    from pathlib import Path
+
+    from automation.targets.aws import train_args_for
+    from workloads.train import parse_config
+
+    spec = importlib.util.spec_from_file_location("memory_estimate", Path(__file__).resolve().parents[2] / "bench" / "memory_estimate.py")
+    est = importlib.util.module_from_spec(spec)
+    sys.modules["memory_estimate"] = est  # dataclasses look their module up while the class is built
+    spec.loader.exec_module(est)
+    cfg = stack_cfg()
+    args = train_args_for(cfg, "r1")
+    train_cfg = parse_config(args.argv()[2:])
+    assert train_cfg.activation_checkpointing, "the stack's default job must recompute activations on L4"
+    setting = est.Setting(
+        micro_batch=1, seq_len=train_cfg.seq_len, world_size=train_cfg.num_workers,
+        reshard_after_forward=train_cfg.reshard_after_forward, activation_checkpointing=True,
+        loss=train_cfg.loss, loss_chunk_size=train_cfg.loss_chunk_size,
+    )
+    fits = est.largest_fitting_micro_batch(est.load_shape(train_cfg.preset), setting, est.DEFAULT_GPU_MEM_GIB)
+    assert train_cfg.micro_batch <= fits, f"micro-batch {train_cfg.micro_batch} > {fits}, the largest that fits an L4"
