@@ -6,8 +6,11 @@
 - `--data PATH`: text (.txt, one document per line), JSONL (field "text") or Parquet (column
   "text"), tokenised, packed into fixed-length sequences with EOS between documents, the last
   partial sequence padded with labels ignored, so every token is trained on exactly once per epoch.
-  Under Ray the documents stream through Ray Data, one shard per worker; under torchrun each rank
-  reads the documents whose index is congruent to its rank.
+  Documents are tokenised by Ray Data under Ray (from the local file under torchrun), and each rank
+  keeps the documents whose index is congruent to its rank. Ray Train's own split
+  (`streaming_split(equal=True)`) is not used: it may drop rows to even the shards out and hands
+  blocks to whichever worker asks first, so neither "every token once" nor an exact resume would
+  hold. The price: every worker reads the whole token stream and keeps 1/world of it.
 
 Synthetic batches are a pure function of (seed, step, rank, micro-step), and real data is read in a
 fixed order, so a run resumed from a checkpoint continues at the same data position.
@@ -152,9 +155,11 @@ def ray_dataset(path: str, tokenizer_ref: str):
 class MicroBatches:
     """An endless iterator of (input_ids, labels) micro-batches for one rank, starting at a step."""
 
-    def __init__(self, cfg, vocab: int, rank: int, world: int, dataset_shard=None):
+    def __init__(self, cfg, vocab: int, rank: int, world: int, dataset=None):
+        """`dataset`: a Ray Data iterator over every tokenised document (column 'ids'), or None
+        to read `cfg.data` here."""
         self.cfg, self.vocab, self.rank, self.world = cfg, vocab, rank, world
-        self.shard = dataset_shard
+        self.dataset = dataset
 
     def iterate(self, start_step: int) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
         cfg = self.cfg
@@ -180,8 +185,9 @@ class MicroBatches:
         tok_ref = default_tokenizer_ref(cfg.preset, cfg.tokenizer, cfg.pretrained)
         tok = load_tokenizer(tok_ref)
         while True:  # epochs
-            if self.shard is not None:
-                docs = (list(map(int, ids)) for b in self.shard.iter_batches(batch_size=64, batch_format="numpy") for ids in b["ids"])
+            if self.dataset is not None:
+                every = (ids for b in self.dataset.iter_batches(batch_size=64, batch_format="numpy") for ids in b["ids"])
+                docs = (list(map(int, ids)) for i, ids in enumerate(every) if i % self.world == self.rank)
             else:
                 docs = (encode(tok, t) for i, t in enumerate(read_documents(cfg.data)) if i % self.world == self.rank)
             n = 0

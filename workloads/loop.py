@@ -69,6 +69,11 @@ def route_nccl_log(cfg: TrainConfig, rank: int) -> str:
     return path
 
 
+def summary_actor_name(run_id: str) -> str:
+    """The Ray actor through which rank 0 hands the run summary to the Ray launcher."""
+    return f"ray-efa-eks-summary-{run_id}"
+
+
 def say(line: str) -> None:
     """Print one line to stdout. Written directly: under Ray Train a plain print() goes through
     Train's print patch, which puts every line into the job log twice."""
@@ -256,12 +261,12 @@ def train_loop_per_worker(config: dict) -> dict | None:
     if env.rank == 0 and start:
         say(f"[train] resumed from checkpoint at step {start}")
 
-    shard = None
+    dataset = None
     if cfg.data and env.under_ray:
         import ray.train
 
-        shard = ray.train.get_dataset_shard("train")
-    batches = MicroBatches(cfg, vocab, env.rank, env.world, shard).iterate(start)
+        dataset = ray.train.get_dataset_shard("train")  # unsplit: every document (DataConfig in train.py)
+    batches = MicroBatches(cfg, vocab, env.rank, env.world, dataset).iterate(start)
 
     fpt = flops_per_token(tr.n_params, tr.n_layers, tr.hidden, cfg.seq_len)
     peak = peak_tflops(device)
@@ -325,11 +330,14 @@ def train_loop_per_worker(config: dict) -> dict | None:
         "nccl_log_host": socket.gethostname(),
         "checkpoint": None,
     }
-    final_model = cfg.checkpoint_every > 0
-    where = ckpt.save(
-        {"step": cfg.steps, "losses": losses, "run_id": cfg.run_id},
-        model if final_model else None, optimizer if final_model else None, summary=summary,
-    )
-    summary["checkpoint"] = (where if final_model else last_ckpt)
+    if cfg.checkpoint_every:
+        where = ckpt.save({"step": cfg.steps, "losses": losses, "run_id": cfg.run_id}, model, optimizer, summary=summary)
+        summary["checkpoint"] = where  # None under Ray: the launcher fills in the stored path
+    else:
+        summary["checkpoint"] = last_ckpt
+    if env.under_ray and env.rank == 0:
+        import ray
+
+        ray.get(ray.get_actor(summary_actor_name(cfg.run_id)).put.remote(summary))
     dist.barrier()
     return summary if env.rank == 0 else None

@@ -120,8 +120,9 @@ def peak_tflops(device: torch.device) -> float | None:
     """Dense bf16 peak of this GPU, or None on CPU or an unknown GPU (MFU is then not reported)."""
     if device.type != "cuda":
         return None
-    name = torch.cuda.get_device_name(device)
+    # Whole words: "NVIDIA L40S" is not an L4, "NVIDIA H100 80GB HBM3" is an H100.
+    words = torch.cuda.get_device_name(device).replace("-", " ").split()
     for key, tflops in PEAK_BF16_TFLOPS.items():
-        if key in name:
+        if key in words:
             return tflops
     return None

@@ -101,14 +101,23 @@ def _fail(msg: str) -> int:
 def run_ray(cfg: TrainConfig) -> dict:
     """Launch `train_loop_per_worker` on cfg.num_workers Ray Train workers; return the summary."""
     import ray
-    from ray.train import CheckpointConfig, FailureConfig, RunConfig, ScalingConfig
+    from ray.train import CheckpointConfig, DataConfig, FailureConfig, RunConfig, ScalingConfig
     from ray.train.torch import TorchTrainer
 
-    from workloads.loop import SUMMARY_FILE, train_loop_per_worker
+    from workloads.loop import summary_actor_name, train_loop_per_worker
 
     if not ray.is_initialized():
         ray.init(log_to_driver=True)
     check_gpu_capacity(cfg, ray.cluster_resources().get("GPU", 0.0))
+    nodes = sum(1 for n in ray.nodes() if n.get("Alive"))
+    if cfg.checkpoint_every and "://" not in cfg.storage_path and nodes > 1:
+        raise ConfigError(
+            f"--checkpoint-every {cfg.checkpoint_every} on {nodes} nodes needs storage every node reaches, "
+            f"but --storage-path {cfg.storage_path!r} is local to each node: pass s3://bucket/prefix "
+            "(or file:///path of a filesystem every node mounts)"
+        )
+    # Rank 0 hands the summary to this actor: it reaches the launcher whatever the storage.
+    sink = ray.remote(num_cpus=0)(_SummarySink).options(name=summary_actor_name(cfg.run_id)).remote()
     resources = {"CPU": cfg.cpus_per_worker}
     if cfg.use_gpu:
         resources["GPU"] = cfg.gpus_per_worker
@@ -130,14 +139,31 @@ def run_ray(cfg: TrainConfig) -> dict:
             worker_runtime_env={"env_vars": {"NCCL_DEBUG": "INFO", "TORCH_NCCL_ASYNC_ERROR_HANDLING": "1"}},
         ),
         datasets=datasets or None,
+        # Every worker sees every document and keeps its own share (workloads/data.py says why).
+        dataset_config=DataConfig(datasets_to_split=[]),
     )
     result = trainer.fit()
     if result.error:
         raise result.error
-    with result.checkpoint.as_directory() as d:
-        summary = json.loads((Path(d) / SUMMARY_FILE).read_text())
-    summary["checkpoint"] = result.checkpoint.path if cfg.checkpoint_every else None
+    summary = ray.get(sink.get.remote())
+    ray.kill(sink)
+    if summary is None:
+        raise RuntimeError("training finished but rank 0 reported no summary")
+    summary["checkpoint"] = result.checkpoint.path if cfg.checkpoint_every and result.checkpoint else None
     return summary
+
+
+class _SummarySink:
+    """Holds the summary rank 0 puts, until the launcher takes it."""
+
+    def __init__(self):
+        self.summary = None
+
+    def put(self, summary: dict) -> None:
+        self.summary = summary
+
+    def get(self) -> dict | None:
+        return self.summary
 
 
 def run_torchrun(cfg: TrainConfig) -> dict | None:

@@ -77,3 +77,13 @@ def test_help_documents_every_flag(capsys):
 
     missing = [f.name for f in dataclasses.fields(TrainConfig) if "--" + f.name.replace("_", "-") not in out]
     assert not missing, f"flags missing from --help: {missing}"
+
+
+def test_unreadable_data_file_is_refused(tmp_path, capsys, monkeypatch):
+    corpus = tmp_path / "corpus.txt"
+    corpus.write_text("hello\n")
+    real_access = __import__("os").access
+    # Tests run as root, for whom chmod 000 still reads: make the check see an unreadable file.
+    monkeypatch.setattr("workloads.config.os.access", lambda p, mode: False if str(p) == str(corpus) else real_access(p, mode))
+    rc, err = _run(capsys, "--data", str(corpus))
+    assert rc == 2 and "is not readable" in err and "chmod" in err, err
