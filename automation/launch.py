@@ -48,6 +48,8 @@ class TrainArgs:
     gpus_per_worker: float = 1.0
     cpus_per_worker: float | None = None
     activation_checkpointing: bool = False
+    task: str = "random"
+    lr: float | None = None
 
     @property
     def summary_json(self) -> str:
@@ -77,6 +79,10 @@ class TrainArgs:
             args += ["--cpus-per-worker", f"{self.cpus_per_worker:g}"]
         if self.activation_checkpointing:
             args.append("--activation-checkpointing")
+        if self.task != "random":
+            args += ["--task", self.task]
+        if self.lr is not None:
+            args += ["--lr", f"{self.lr:g}"]
         return args
 
     def to_dict(self) -> dict[str, Any]:

@@ -43,6 +43,9 @@ class LocalPlan:
     use_gpu: bool = False
     gpus_per_worker: float = 1.0
     job_timeout_s: float = 600
+    # A task the tiny model can learn in 20 steps, so the report shows the loss falling.
+    task: str = "learnable"
+    lr: float = 3e-3
 
     @property
     def cpus_needed(self) -> float:
@@ -57,6 +60,7 @@ class LocalPlan:
             preset=self.preset, num_workers=self.num_workers, steps=self.steps, batch_size=self.batch_size,
             seq_len=self.seq_len, run_id=self.run_id, run_dir=str((self.runs_root / self.run_id).absolute()),
             use_gpu=self.use_gpu, gpus_per_worker=self.gpus_per_worker, cpus_per_worker=self.cpus_per_worker,
+            task=self.task, lr=self.lr,
         )
 
 

@@ -52,6 +52,7 @@ def test_local_run_reports_training_metrics(local_run):
     m = doc_of(local_run)["metrics"]
     assert m["world_size"] == 2 and m["steps"] == 20, f"expected 2 workers x 20 steps, got {m}"
     assert m["tokens_per_s"] > 0 and m["loss_first"] is not None and m["loss_last"] is not None, f"got {m}"
+    assert m["loss_last"] < m["loss_first"] - 0.5, f"the tiny model should learn the synthetic task: got {m}"
     assert m["mfu"] is None, f"MFU has no meaning on CPU, got {m['mfu']}"
 
 
