@@ -367,7 +367,9 @@ def validate(
                 f"availabilityZones entry {az!r} is not an AZ of aws:region {region!r}: use AZs such as {region}a"
             )
     gpu_az = v["gpuAvailabilityZone"]
-    if gpu_az not in azs:
+    # Empty is legal here: preflight chooses an AZ that offers the type and the driver sets it in
+    # the stack; the Pulumi program (require_gpu_az) refuses to build without one.
+    if gpu_az and gpu_az not in azs:
         raise ConfigError(
             f"gpuAvailabilityZone {gpu_az!r} is not one of the network's private-subnet AZs {list(azs)}: "
             f"set gpuAvailabilityZone to one of them or add it to availabilityZones"
@@ -554,6 +556,19 @@ def validate(
     for note in notes:
         warnings.warn(note, ConfigWarning, stacklevel=2)
     return cfg
+
+
+def require_gpu_az(cfg: StackConfig) -> str:
+    """The GPU nodes' AZ; ConfigError (naming the two ways to set it) when the stack left it empty."""
+    az = cfg.gpu_nodes.availability_zone
+    if not az:
+        raise ConfigError(
+            f"gpuAvailabilityZone is empty for stack {cfg.stack!r}: run `python -m automation preflight --stack {cfg.stack}` "
+            f"to see which of availabilityZones {list(cfg.network.azs)} offer {cfg.gpu_nodes.instance_type} "
+            f"(`python -m automation run --stack {cfg.stack}` chooses one and sets it in the stack), "
+            f"or set {PROJECT}:gpuAvailabilityZone in Pulumi.{cfg.stack}.yaml"
+        )
+    return az
 
 
 def _known_instance(key: str, instance_type: str):

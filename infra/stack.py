@@ -7,7 +7,7 @@ from typing import Any
 import pulumi
 
 from infra.cluster import Cluster, ClusterArgs
-from infra.config import StackConfig
+from infra.config import StackConfig, require_gpu_az
 from infra.device_plugins import DevicePlugins, DevicePluginsArgs
 from infra.efa_nodegroup import EfaNodeGroup, EfaNodeGroupArgs
 from infra.kuberay import KubeRay, KubeRayArgs
@@ -22,7 +22,12 @@ OUTPUT_NAMES = (
 
 
 def build(cfg: StackConfig) -> dict[str, Any]:
-    """Declare every resource of the stack; returns the stack outputs by name (OUTPUT_NAMES)."""
+    """Declare every resource of the stack; returns the stack outputs by name (OUTPUT_NAMES).
+
+    ConfigError before declaring anything when gpuAvailabilityZone is empty (the placement group
+    and the GPU subnet need one AZ).
+    """
+    gpu_az = require_gpu_az(cfg)
     name = cfg.cluster.name
     network = Network(f"{name}-network", NetworkArgs(vpc_cidr=cfg.network.vpc_cidr, azs=cfg.network.azs, cluster_name=name))
     cluster = Cluster(
@@ -40,7 +45,7 @@ def build(cfg: StackConfig) -> dict[str, Any]:
             gpu=cfg.gpu_nodes,
             cluster_name=cluster.cluster_name,
             vpc_id=network.vpc_id,
-            subnet_id=network.private_subnet_ids_by_az[cfg.gpu_nodes.availability_zone],
+            subnet_id=network.private_subnet_ids_by_az[gpu_az],
             cluster_security_group_id=cluster.cluster_security_group_id,
             node_role_arn=cluster.node_role_arn,
             depends_on=tuple(cluster.node_role_attachments),
@@ -67,7 +72,7 @@ def build(cfg: StackConfig) -> dict[str, Any]:
     )
     return {
         "region": cfg.region,
-        "gpu_az": cfg.gpu_nodes.availability_zone,
+        "gpu_az": gpu_az,
         "cluster_name": cluster.cluster_name,
         "kubeconfig": cluster.kubeconfig,
         "nodegroup_name": gpu.node_group_name,

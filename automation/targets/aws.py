@@ -7,6 +7,7 @@ the real path uses boto3, the Automation API and the kubernetes client.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import shutil
 import sys
@@ -26,6 +27,7 @@ from automation.preflight import AwsClients, run_preflight
 from automation.verify import expectations_from, head_pod_name, verify_cluster
 
 PIPELINE = ("preflight", "preview", "up", "verify", "train", "check")
+GPU_AZ_KEY = "ray-efa-eks:gpuAvailabilityZone"
 PLAN = ("preflight", "preview")
 
 
@@ -99,6 +101,7 @@ class AwsTarget:
     workers_override: int | None = None
     on_line: Callable[[str], None] = lambda s: None
     on_progress: Callable[[str], None] = lambda s: None
+    on_note: Callable[[str], None] = lambda s: None
     node_wait_s: float = 180
     pod_wait_s: float = 900
     _stack: Any = None
@@ -116,7 +119,46 @@ class AwsTarget:
 
     def preflight(self, prior: Prior) -> StepResult:
         c = self.deps.client
-        return run_preflight(self.cfg, AwsClients(sts=c("sts"), ec2=c("ec2"), quotas=c("service-quotas")))
+        result = run_preflight(self.cfg, AwsClients(sts=c("sts"), ec2=c("ec2"), quotas=c("service-quotas")))
+        chosen = result.data.gpu_az if result.data is not None else None
+        if result.ok and chosen and not self.cfg.gpu_nodes.availability_zone:
+            s = self.cfg.stack
+            self.note(
+                f"gpuAvailabilityZone is empty: preflight chose {chosen} (valid: {', '.join(result.data.valid_azs)}); "
+                f"`python -m automation run --stack {s}` sets it in the stack before preview/up, "
+                f"or set '{GPU_AZ_KEY}: {chosen}' in Pulumi.{s}.yaml"
+            )
+        return result
+
+    def note(self, text: str) -> None:
+        """A line for the user now (on_note) and again among the report's notes."""
+        self.notes.append(text)
+        self.on_note(text)
+
+    def settle_gpu_az(self, prior: Prior) -> None:
+        """Before preview/up: a stack that left gpuAvailabilityZone empty gets the AZ a passing preflight chose.
+
+        The value goes into the stack with the Automation API (`pulumi config set`, which writes
+        Pulumi.<stack>.yaml), so the program sees it now and later runs reuse it. Without such a
+        preflight result the program could not build: DriverError naming the commands that fix it.
+        """
+        if self.cfg.gpu_nodes.availability_zone:
+            return
+        s = self.cfg.stack
+        checked = prior.get("preflight")
+        az = checked.data.gpu_az if checked is not None and checked.ok and checked.data is not None else None
+        if not az:
+            raise DriverError(
+                f"stack {s} leaves gpuAvailabilityZone empty and no preflight of this run chose one: run "
+                f"`python -m automation run --stack {s}` (preflight chooses an AZ that offers "
+                f"{self.cfg.gpu_nodes.instance_type} and sets it) or set '{GPU_AZ_KEY}: <az>' in Pulumi.{s}.yaml",
+                exit_code=2,
+            )
+        from pulumi.automation import ConfigValue
+
+        self.stack().set_config(GPU_AZ_KEY, ConfigValue(value=az))
+        self.cfg = dataclasses.replace(self.cfg, gpu_nodes=dataclasses.replace(self.cfg.gpu_nodes, availability_zone=az))
+        self.note(f"set {GPU_AZ_KEY} = {az} in stack {s} (Pulumi.{s}.yaml), the AZ preflight chose")
 
     def stack(self) -> pulumi_steps.StackLike:
         if self._stack is None:
@@ -124,9 +166,11 @@ class AwsTarget:
         return self._stack
 
     def preview(self, prior: Prior) -> StepResult:
+        self.settle_gpu_az(prior)
         return pulumi_steps.preview(self.stack(), self.on_progress)
 
     def up(self, prior: Prior) -> StepResult:
+        self.settle_gpu_az(prior)
         previewed = prior.get("preview")
         changes = previewed.data.line() if previewed is not None and previewed.data is not None else "changes not previewed"
         question = (
@@ -267,8 +311,13 @@ def load_config(stack: str, project_dir: Path) -> Any:
 def run_render(args: Any, ui: Any) -> int:
     from automation.render import format_render, render_stack
 
+    from infra.config import ConfigError
+
     load_config(args.stack, args.project_dir)  # the clear message for a bad stack, before Pulumi's mocks
-    rows = render_stack(args.stack, args.project_dir)
+    try:
+        rows = render_stack(args.stack, args.project_dir)
+    except ConfigError as e:  # what only the program checks (an empty gpuAvailabilityZone)
+        raise DriverError(str(e), exit_code=2) from None
     if args.json:
         ui.emit_json({"stack": args.stack, "resources": rows})
     else:
@@ -327,7 +376,7 @@ def run_aws(args: Any, ui: Any, deps: AwsDeps | None = None) -> int:
     target = AwsTarget(
         cfg=cfg, deps=deps, run_id=args.run_id or new_run_id(), run_id_given=bool(args.run_id), yes=args.yes,
         kubeconfig_path=args.kubeconfig, steps_override=args.steps, workers_override=args.num_workers,
-        on_line=ui.log, on_progress=ui.progress,
+        on_line=ui.log, on_progress=ui.progress, on_note=ui.note,
     )
     if args.command == "status":
         return run_status(target, args, ui)

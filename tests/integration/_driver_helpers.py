@@ -136,6 +136,7 @@ class FakeStack:
         self.changes = changes if changes is not None else {"create": 42}
         self.events = events or []
         self.calls: list[str] = []
+        self.config: dict[str, Any] = {}
 
     def _maybe_fail(self, op: str, on_event) -> None:
         from pulumi.automation import CommandError, EngineEvent
@@ -172,6 +173,11 @@ class FakeStack:
 
         self._maybe_fail("destroy", on_event)
         return DestroyResult(stdout="", stderr="", summary=self._summary("destroy"))
+
+    def set_config(self, key, value, *, path=False):
+        """Records the value (a pulumi.automation.ConfigValue) like `pulumi config set` would store it."""
+        self.calls.append(f"set_config {key}")
+        self.config[key] = value
 
     def outputs(self):
         from pulumi.automation import OutputValue

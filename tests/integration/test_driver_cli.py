@@ -44,3 +44,15 @@ def test_render_lists_the_declared_resources_offline():
     assert proc.returncode == 0, f"expected exit 0, got {proc.returncode}: {proc.stderr[-1000:]}"
     types = {r["type"] for r in json.loads(proc.stdout)["resources"]}
     assert "aws:eks/nodeGroup:NodeGroup" in types, f"expected an EKS node group among {sorted(types)}"
+
+
+def test_render_of_a_stack_without_gpu_az_is_one_clear_line(tmp_path, capsys):
+    for name in ("Pulumi.yaml", "__main__.py"):
+        (tmp_path / name).write_text((helpers.REPO / name).read_text())
+    (tmp_path / "Pulumi.no-az.yaml").write_text(yaml.safe_dump({"config": {
+        "aws:region": "us-east-2", "ray-efa-eks:availabilityZones": ["us-east-2a", "us-east-2b"],
+    }}))
+    rc = cli.main(["render", "--stack", "no-az", "--project-dir", str(tmp_path)])
+    err = " ".join(capsys.readouterr().err.split())
+    assert rc == 2, f"expected exit 2, got {rc}: {err}"
+    assert "python -m automation preflight --stack no-az" in err and "Traceback" not in err, err

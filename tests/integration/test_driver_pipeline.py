@@ -4,6 +4,7 @@ Automation API's interface, moto/Stubber AWS clients, recorded Kubernetes object
 from __future__ import annotations
 
 import base64
+import dataclasses
 import importlib.util
 import io
 import json
@@ -16,9 +17,10 @@ import pytest
 from botocore.stub import Stubber
 from moto import mock_aws
 
+from automation.errors import DriverError
 from automation.kube import ExecResult, KubeApi
 from automation.pipeline import run_pipeline
-from automation.targets.aws import PIPELINE, PLAN, AwsDeps, AwsTarget
+from automation.targets.aws import GPU_AZ_KEY, PIPELINE, PLAN, AwsDeps, AwsTarget
 from automation.verify import RESOURCES_MARK
 
 
@@ -201,3 +203,42 @@ def test_failed_job_stops_before_check_with_its_log_tail(aws):
         result = run(target, PIPELINE)
     assert result.failed_step == "train", f"expected train to fail, got {result.failed_step}"
     assert "ended FAILED" in result.reason and "[train] step 100/100" in result.reason, result.reason
+
+
+def test_missing_kubeconfig_output_after_up_fails_verify_with_destroy_advice(aws):
+    with helpers.FakeKubeApi() as api:
+        outs = {k: v for k, v in outputs(api).items() if k != "kubeconfig"}
+        stack = helpers.FakeStack("us-west-2", outputs=outs)
+        result = run(make_target(api, stack), PIPELINE)
+    assert result.failed_step == "verify", f"expected verify to fail, got {result.failed_step}: {result.reason}"
+    assert "no kubeconfig output" in result.reason, result.reason
+    assert result.advice is not None and "is up and costs money" in result.advice.exists, f"got {result.advice}"
+    cmds = " ".join(result.advice.next_commands)
+    assert "run --stack us-west-2" in cmds and "destroy --stack us-west-2" in cmds, f"got {cmds!r}"
+
+
+def target_without_gpu_az(api, stack):
+    target = make_target(api, stack)
+    target.cfg = dataclasses.replace(target.cfg, gpu_nodes=dataclasses.replace(target.cfg.gpu_nodes, availability_zone=""))
+    return target
+
+
+def test_az_chosen_by_preflight_is_set_in_the_stack_before_preview(aws):
+    with helpers.FakeKubeApi() as api:
+        stack = helpers.FakeStack("us-west-2", outputs=outputs(api))
+        target = target_without_gpu_az(api, stack)
+        result = run(target, PLAN)
+    assert result.ok, f"expected success, failed at {result.failed_step}: {result.reason}"
+    assert stack.calls == [f"set_config {GPU_AZ_KEY}", "preview"], f"expected the AZ set before preview, got {stack.calls}"
+    value = stack.config[GPU_AZ_KEY]
+    assert (type(value).__name__, value.value, value.secret) == ("ConfigValue", "us-west-2a", False), f"got {value!r}"
+    assert any(f"{GPU_AZ_KEY} = us-west-2a" in n for n in target.notes), f"expected the user told, notes {target.notes}"
+
+
+def test_up_without_az_and_without_preflight_changes_nothing(aws):
+    with helpers.FakeKubeApi() as api:
+        stack = helpers.FakeStack("us-west-2", outputs=outputs(api))
+        with pytest.raises(DriverError) as err:
+            run(target_without_gpu_az(api, stack), ("up",))
+    assert err.value.exit_code == 2 and "gpuAvailabilityZone" in str(err.value), f"got {err.value.exit_code}: {err.value}"
+    assert stack.calls == [], f"expected no stack call, got {stack.calls}"

@@ -327,3 +327,11 @@ def test_no_kubernetes_object_exposes_a_port_outside_the_cluster(east):
     exposed = [x.name for x in east.records if x.type.startswith("kubernetes:")
                and any(t in repr(x.inputs) for t in ("LoadBalancer", "NodePort", "hostPort"))]
     assert not exposed, f"objects exposing ports: {exposed}"
+
+
+def test_empty_gpu_az_fails_the_program_naming_preflight_and_the_key():
+    with pytest.raises(ConfigError) as err:
+        render("us-west-2", gpuAvailabilityZone="")
+    text = str(err.value)
+    for expected in ("python -m automation preflight --stack us-west-2", "ray-efa-eks:gpuAvailabilityZone"):
+        assert expected in text, f"expected {expected!r} in {text!r}"

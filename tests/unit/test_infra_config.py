@@ -226,3 +226,13 @@ def test_defaults_and_stack_values_have_the_declared_types():
             if k.startswith("ray-efa-eks:") and type(v) is not _YAML_TYPES[project[k.split(":", 1)[1]]["type"]]
         })
     assert not wrong, f"values whose YAML type differs from the declaration: {wrong}"
+
+
+def test_gpu_az_defaults_to_empty_for_preflight_to_choose():
+    default = read_project_schema(REPO)["gpuAvailabilityZone"].default
+    assert default == "", f"expected an empty default (no region's AZ fits every stack), got {default!r}"
+
+
+def test_empty_gpu_az_is_accepted_with_a_capacity_reservation():
+    cfg = _validate({"gpuAvailabilityZone": "", "gpuCapacityReservationId": "cr-0123456789abcdef0"})
+    assert cfg.gpu_nodes.availability_zone == "", f"got {cfg.gpu_nodes.availability_zone!r}"
