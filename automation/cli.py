@@ -87,6 +87,33 @@ def _on_sigterm(signum, frame):  # noqa: ANN001
     raise KeyboardInterrupt
 
 
+def _report_aws_interrupt(e: KeyboardInterrupt, args: argparse.Namespace, ui) -> None:  # noqa: ANN001
+    """Which step was interrupted, what may exist in AWS now, and the commands to resume or tear down.
+
+    Nothing is stopped locally for AWS: the cluster (or half of it) keeps running and costing money.
+    """
+    from automation.pipeline import StepInterrupted
+
+    step = e.step if isinstance(e, StepInterrupted) else None
+    advice = e.advice if isinstance(e, StepInterrupted) else None
+    stack = args.stack
+    if advice is None:  # outside a step (loading the config, printing the report) or no advice to be had
+        from automation.pipeline import Advice
+
+        advice = Advice(
+            f"stack {stack} may exist in part (GPU nodes cost money while they exist): "
+            f"`python -m automation status --stack {stack}` lists what is there",
+            (f"resume (idempotent): python -m automation run --stack {stack}", f"or tear down: python -m automation destroy --stack {stack}"),
+        )
+    where = f"during step {step}" if step else "outside any step"
+    ui.error(f"interrupted {where} of stack {stack}: {advice.exists}")
+    for cmd in advice.next_commands:
+        ui.note(f"  {cmd}")
+    if args.json:
+        ui.emit_json({"ok": False, "error": f"interrupted {where}", "interrupted_step": step,
+                      "exists": advice.exists, "next": list(advice.next_commands)})
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
@@ -95,6 +122,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     ui = Ui(json_mode=args.json)
     # SIGTERM takes the same path as Ctrl-C, so the finally blocks stop what this run started.
     previous = signal.signal(signal.SIGTERM, _on_sigterm)
+    target = None
     try:
         with warnings.catch_warnings():
             # ConfigWarnings are shown as notes in the output, not as Python warnings.
@@ -112,8 +140,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.json:
             ui.emit_json({"ok": False, "error": str(e)})
         return e.exit_code
-    except KeyboardInterrupt:
-        ui.error("interrupted: what this run started locally has been stopped")
+    except KeyboardInterrupt as e:
+        if target == "aws":
+            _report_aws_interrupt(e, args, ui)
+        else:
+            ui.error("interrupted: what this run started locally has been stopped")
         return 130
     finally:
         ui.close()

@@ -120,6 +120,22 @@ class PipelineResult:
         }
 
 
+class StepInterrupted(KeyboardInterrupt):
+    """Ctrl-C (or SIGTERM) while `step` ran; `advice` says what exists and how to resume or tear down."""
+
+    def __init__(self, step: str, advice: Advice | None):
+        super().__init__(step)
+        self.step = step
+        self.advice = advice
+
+
+def _advice_or_none(advise: Callable[[str, Prior], Advice], name: str, done: Prior) -> Advice | None:
+    try:
+        return advise(name, done)
+    except Exception:  # noqa: BLE001 - the interrupt must propagate even if advice cannot be built
+        return None
+
+
 def run_pipeline(
     steps: Sequence[Step],
     advise: Callable[[str, Prior], Advice],
@@ -131,8 +147,12 @@ def run_pipeline(
 
     A step fails by returning a "fail" result or by raising; a DriverError keeps its message, any
     other exception is reported as its type and message (never a traceback). A DriverError with
-    exit code 2 is bad input (no kubeconfig, no pulumi CLI, ...), not a step outcome: it propagates
-    so the CLI prints its one line. KeyboardInterrupt passes through so the caller's cleanup runs.
+    exit code 2 raised by the first step, before any step has completed, is bad input (no
+    kubeconfig, no pulumi CLI, ...): it propagates so the CLI prints its one line. Raised after
+    an earlier step completed, it is that step's failure like any other, so the result carries
+    `advise`'s what-exists/resume/destroy advice (earlier steps may have created resources).
+    A KeyboardInterrupt inside a step propagates as StepInterrupted (still a KeyboardInterrupt,
+    so the caller's cleanup runs) naming the step and carrying `advise`'s advice for it.
     """
     done: dict[str, StepResult] = {}
     timed: list[Timed] = []
@@ -141,8 +161,12 @@ def run_pipeline(
         t0 = clock()
         try:
             result = step.run(done)
+        except KeyboardInterrupt as e:
+            if isinstance(e, StepInterrupted):
+                raise
+            raise StepInterrupted(step.name, _advice_or_none(advise, step.name, done)) from e
         except DriverError as e:
-            if e.exit_code == 2:
+            if e.exit_code == 2 and not done:
                 raise
             result = StepResult(step.name, "fail", str(e))
         except Exception as e:  # noqa: BLE001 - any step error becomes a clear failed row

@@ -102,3 +102,44 @@ def test_target_defaults_to_local_without_a_stack():
 def test_target_defaults_to_aws_with_a_stack():
     args = cli.build_parser().parse_args(["run", "--stack", "us-west-2"])
     assert cli.resolve_target(args) == "aws"
+
+
+def _aws_steps(monkeypatch, **behaviour):
+    """The AWS target with each named step replaced: an exception to raise, or a passing result."""
+    from automation.pipeline import StepResult
+    from automation.targets import aws
+
+    monkeypatch.setattr(aws.shutil, "which", lambda name: "/usr/local/bin/pulumi")
+    monkeypatch.setattr(aws.AwsTarget, "cost", lambda self: aws.CostEstimate(None, (), "not priced in tests"))
+    for name in aws.PIPELINE:
+        outcome = behaviour.get(name)
+
+        def step(self, prior, name=name, outcome=outcome):
+            if outcome is not None:
+                raise outcome
+            return StepResult(name, "pass", f"{name} ok")
+
+        monkeypatch.setattr(aws.AwsTarget, name, step)
+
+
+def test_bad_input_error_after_up_prints_the_destroy_advice(capsys, monkeypatch):
+    from automation.errors import DriverError
+
+    _aws_steps(monkeypatch, verify=DriverError("stack us-west-2 has no kubeconfig output (is it up?)", exit_code=2))
+    rc, out, err = run_cli(capsys, "run", "--stack", "us-west-2", "--yes")
+    text = " ".join((out + err).split())
+    assert rc == 1, f"expected exit 1 (a failed step), got {rc}: {text}"
+    for expected in ("failed at verify", "is up and costs money", "python -m automation run --stack us-west-2",
+                     "python -m automation destroy --stack us-west-2"):
+        assert expected in text, f"expected {expected!r} in {text!r}"
+
+
+def test_aws_interrupt_names_the_step_and_what_exists(capsys, monkeypatch):
+    _aws_steps(monkeypatch, up=KeyboardInterrupt())
+    rc, out, err = run_cli(capsys, "run", "--stack", "us-west-2", "--yes")
+    text = " ".join((out + err).split())
+    assert rc == 130, f"expected exit 130, got {rc}: {text}"
+    assert "started locally" not in text, f"an AWS run stops nothing locally: {text!r}"
+    for expected in ("interrupted during step up", "may be partly created", "python -m automation run --stack us-west-2",
+                     "python -m automation destroy --stack us-west-2"):
+        assert expected in text, f"expected {expected!r} in {text!r}"

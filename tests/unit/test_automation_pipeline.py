@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from automation.errors import DriverError
-from automation.pipeline import Advice, Finding, Step, StepResult, run_pipeline, verdict
+from automation.pipeline import Advice, Finding, Step, StepInterrupted, StepResult, run_pipeline, verdict
 
 ADVICE = Advice("nothing", ("python -m automation run",))
 
@@ -81,3 +81,18 @@ def test_verdict_fails_when_any_finding_fails():
 def test_verdict_passes_with_skips():
     r = verdict("x", [Finding("a", "pass", ""), Finding("c", "skip", "n/a")])
     assert r.status == "pass", f"got {r.status}"
+
+
+def test_bad_input_error_after_a_completed_step_fails_that_step_with_advice():
+    """Once a step has run (e.g. `up`), an exit-2 DriverError must not drop the what-exists advice."""
+    asked = []
+    steps = recording_steps({"up": "pass", "verify": DriverError("stack has no kubeconfig output", exit_code=2), "train": "pass"}, [])
+    result = run_pipeline(steps, lambda n, p: asked.append(n) or ADVICE)
+    got = (result.failed_step, result.reason, result.advice, result.not_run, asked)
+    assert got == ("verify", "stack has no kubeconfig output", ADVICE, ("train",), ["verify"]), f"got {got}"
+
+
+def test_interrupt_names_the_step_and_carries_its_advice():
+    with pytest.raises(StepInterrupted) as err:
+        run_pipeline(recording_steps({"up": "pass", "verify": KeyboardInterrupt()}, []), lambda n, p: Advice(f"after {n}", ()))
+    assert (err.value.step, err.value.advice) == ("verify", Advice("after verify", ())), f"got {err.value.step}, {err.value.advice}"
