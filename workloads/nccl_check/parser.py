@@ -249,20 +249,19 @@ def scan_stream(
                 continue
             nccl_lines += 1
             j = i + 10
-            if not raw.startswith(interesting, j):
-                continue
             if raw.startswith(conn_starts, j):
                 # Channel lines are the bulk of an init log: parse them in bytes, decode only
-                # the first line of each distinct connection.
-                if raw.find(b" via ", j) < 0:
-                    continue  # a ring or tree listing, no transport
+                # the first line of each distinct connection. Ring and tree listings
+                # ("Channel 00/02 :    0   1") fail the match at once: they name no transport.
                 m = conn_match(raw, j)
                 if m is None:
                     continue
                 via = _via(raw, m.end())
-                proc, tid = ident(raw[:i])
+                prefix = raw[:i]
+                found = ident_cache.get(prefix)
+                proc, tid = found if found is not None else ident(prefix)
                 comm = thread_comm.get((proc, tid)) or thread_comm.get((proc, None))
-                key = (proc, comm, via) + m.groups()
+                key = (proc, comm, via, *m.groups())
                 if key not in connections:
                     channel, _sub, src, dst, direction = m.groups()
                     connections[key] = Connection(
@@ -271,6 +270,8 @@ def scan_stream(
                         classify_transport(via.decode("utf-8", "replace")),
                         Evidence(label, lineno, _clip(raw.decode("utf-8", "replace").strip())),
                     )
+                continue
+            if not raw.startswith(interesting, j):
                 continue
             if raw.startswith(comm_starts, j) and b"nNodes" not in raw and b"- Init" not in raw:
                 continue  # e.g. "comm 0x... Destroy COMPLETE": nothing about the network
