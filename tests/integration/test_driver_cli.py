@@ -2,27 +2,17 @@
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import os
 import subprocess
 import sys
-from pathlib import Path
 
 import yaml
 
 from automation import cli
 
 
-def _load_helpers():
-    if "_driver_helpers" not in sys.modules:
-        spec = importlib.util.spec_from_file_location("_driver_helpers", Path(__file__).parent / "_driver_helpers.py")
-        sys.modules["_driver_helpers"] = module = importlib.util.module_from_spec(spec)
-        spec.loader.exec_module(module)
-    return sys.modules["_driver_helpers"]
-
-
-helpers = _load_helpers()
+import _driver_helpers as helpers  # tests/integration is on pytest's pythonpath
 
 
 def test_status_reads_nodes_and_raycluster_through_the_kubeconfig(tmp_path, capsys):

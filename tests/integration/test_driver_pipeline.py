@@ -5,10 +5,8 @@ from __future__ import annotations
 
 import base64
 import dataclasses
-import importlib.util
 import io
 import json
-import sys
 import tarfile
 from pathlib import Path
 
@@ -24,15 +22,7 @@ from automation.targets.aws import GPU_AZ_KEY, PIPELINE, PLAN, AwsDeps, AwsTarge
 from automation.verify import RESOURCES_MARK
 
 
-def _load_helpers():
-    if "_driver_helpers" not in sys.modules:
-        spec = importlib.util.spec_from_file_location("_driver_helpers", Path(__file__).parent / "_driver_helpers.py")
-        sys.modules["_driver_helpers"] = module = importlib.util.module_from_spec(spec)
-        spec.loader.exec_module(module)
-    return sys.modules["_driver_helpers"]
-
-
-helpers = _load_helpers()
+import _driver_helpers as helpers  # tests/integration is on pytest's pythonpath
 REGION = "us-west-2"
 NCCL = helpers.REPO / "tests" / "fixtures" / "nccl"
 SUMMARY = {"run_id": "r1", "world_size": 8, "steps": 100, "tokens_per_s": 52000.0, "tokens_per_s_per_gpu": 6500.0,

@@ -4,9 +4,6 @@ reservations, which moto 5.2.5 does not model)."""
 from __future__ import annotations
 
 import dataclasses
-import importlib.util
-import sys
-from pathlib import Path
 
 import boto3
 import pytest
@@ -16,15 +13,7 @@ from moto import mock_aws
 from automation.preflight import AwsClients, check_capacity_reservation, run_preflight
 
 
-def _load_helpers():
-    if "_driver_helpers" not in sys.modules:
-        spec = importlib.util.spec_from_file_location("_driver_helpers", Path(__file__).parent / "_driver_helpers.py")
-        sys.modules["_driver_helpers"] = module = importlib.util.module_from_spec(spec)
-        spec.loader.exec_module(module)
-    return sys.modules["_driver_helpers"]
-
-
-helpers = _load_helpers()
+import _driver_helpers as helpers  # tests/integration is on pytest's pythonpath
 REGION = "us-west-2"
 
 

@@ -2,11 +2,8 @@
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import socket
-import sys
-from pathlib import Path
 
 import pytest
 
@@ -14,15 +11,7 @@ from automation.errors import DriverError
 from automation.kube import ExecResult, KubeApi
 from automation.verify import RESOURCES_MARK, Expectations, verify_cluster
 
-def _load_helpers():
-    if "_driver_helpers" not in sys.modules:
-        spec = importlib.util.spec_from_file_location("_driver_helpers", Path(__file__).parent / "_driver_helpers.py")
-        sys.modules["_driver_helpers"] = module = importlib.util.module_from_spec(spec)
-        spec.loader.exec_module(module)
-    return sys.modules["_driver_helpers"]
-
-
-helpers = _load_helpers()
+import _driver_helpers as helpers  # tests/integration is on pytest's pythonpath
 
 EXP = Expectations(node_count=2, gpu_az="us-west-2a", gpus_per_node=4, efa_per_node=1, namespace="ray", raycluster="ray-efa", worker_replicas=2)
 GPU_NODE = "ip-10-30-1-17.us-west-2.compute.internal"
