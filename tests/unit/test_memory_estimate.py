@@ -41,7 +41,7 @@ def test_param_count_equals_meta_qwen2_with_tied_embedding_once(shape):
     expected = count_params(lm)
     got = me.total_params(shape)
     assert got == expected, f"expected the meta model's {expected} parameters, got {got}"
-    assert 1.50e9 < got < 1.58e9, f"expected about 1.54e9 parameters for Qwen2.5-1.5B, got {got:.4g}"
+    assert abs(got - 1.54e9) < 0.04e9, f"expected about 1.54e9 parameters for Qwen2.5-1.5B, got {got:.4g}"
 
 
 def test_sharded_state_bytes_scale_as_one_over_world_size(shape):
