@@ -21,11 +21,11 @@ def _torchrun(venv_bin, nproc, args, cwd, timeout=240):
     return subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, cwd=cwd)
 
 
-def test_each_of_two_ranks_holds_about_half_of_the_parameters(venv_bin, repo_root, clean_env):
-    r = _torchrun(venv_bin, 2, [str(HERE / "_fsdp_probe.py")], cwd=repo_root)
+def test_each_of_two_ranks_holds_about_half_of_the_parameters(venv_bin, repo_root, tmp_path, clean_env):
+    r = _torchrun(venv_bin, 2, [str(HERE / "_fsdp_probe.py"), str(tmp_path)], cwd=repo_root)
     assert r.returncode == 0, r.stderr[-2000:]
-    rows = [json.loads(line) for line in r.stdout.splitlines() if line.startswith("{")]
-    assert len(rows) == 2, r.stdout
+    rows = [json.loads(p.read_text()) for p in sorted(tmp_path.glob("rank*.json"))]
+    assert len(rows) == 2, f"expected a report from each of 2 ranks, got {rows}"
     full = rows[0]["full"]
     for row in rows:
         share = row["local"] / full
