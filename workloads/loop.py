@@ -272,7 +272,6 @@ def train_loop_per_worker(config: dict) -> dict | None:
     peak = peak_tflops(device)
     warmup = min(2, max(0, cfg.steps - start - 1))  # steps excluded from throughput (compile, allocator)
     timed_steps, timed_s = 0, 0.0
-    last_ckpt = state.get("checkpoint")
     step_times: list[float] = []
 
     def sync():
@@ -302,8 +301,7 @@ def train_loop_per_worker(config: dict) -> dict | None:
             )
         done = step + 1
         if cfg.checkpoint_every and done % cfg.checkpoint_every == 0 and done < cfg.steps:
-            where = ckpt.save({"step": done, "losses": losses, "run_id": cfg.run_id}, model, optimizer)
-            last_ckpt = where or f"step {done}"
+            ckpt.save({"step": done, "losses": losses, "run_id": cfg.run_id}, model, optimizer)
 
     tokens_per_s = cfg.tokens_per_step * timed_steps / timed_s if timed_s else None
     summary = {
@@ -331,10 +329,8 @@ def train_loop_per_worker(config: dict) -> dict | None:
         "checkpoint": None,
     }
     if cfg.checkpoint_every:
-        where = ckpt.save({"step": cfg.steps, "losses": losses, "run_id": cfg.run_id}, model, optimizer, summary=summary)
-        summary["checkpoint"] = where  # None under Ray: the launcher fills in the stored path
-    else:
-        summary["checkpoint"] = last_ckpt
+        # None under Ray: the launcher fills in the stored path.
+        summary["checkpoint"] = ckpt.save({"step": cfg.steps, "losses": losses, "run_id": cfg.run_id}, model, optimizer, summary=summary)
     if env.under_ray and env.rank == 0:
         import ray
 
