@@ -121,7 +121,11 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     ui = Ui(json_mode=args.json)
     # SIGTERM takes the same path as Ctrl-C, so the finally blocks stop what this run started.
+    # SIGINT gets Python's own handler back: a shell that starts the driver in the background
+    # (CI, `cmd &` in a script) hands it SIGINT ignored, and Ctrl-C or `kill -INT` would then
+    # neither stop the run nor the Ray processes it started.
     previous = signal.signal(signal.SIGTERM, _on_sigterm)
+    previous_int = signal.signal(signal.SIGINT, signal.default_int_handler)
     target = None
     try:
         with warnings.catch_warnings():
@@ -149,3 +153,4 @@ def main(argv: Sequence[str] | None = None) -> int:
     finally:
         ui.close()
         signal.signal(signal.SIGTERM, previous)
+        signal.signal(signal.SIGINT, previous_int)

@@ -79,9 +79,12 @@ def test_local_run_leaves_no_ray_process(local_run):
 
 @pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT])
 def test_interrupted_run_leaves_no_ray_process(tmp_path, sig):
+    # Started with SIGINT ignored, as a non-interactive shell starts a background job (CI does):
+    # the driver must still take Ctrl-C and SIGTERM as an interrupt.
     proc = subprocess.Popen(
         [sys.executable, "-m", "automation", "run", "--json"],
         cwd=tmp_path, env=driver_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_IGN),
     )
     temp_dir = None
     try:
