@@ -4,14 +4,13 @@ Builds the model as `bench/train_throughput.py` does (one GPU, one-rank process 
 `build_training` / `train_step`), warms up, profiles `--steps` steps and prints the kernels with
 the most GPU time, grouped into matmul, attention, loss, optimizer, FSDP copies and the rest.
 
-    python3 bench/profile_step.py --steps 3 --set ""            # module defaults, 8 x 2048
+    python3 bench/profile_step.py --steps 3            # module defaults, 8 x 2048
 """
 
 from __future__ import annotations
 
 import argparse
 import collections
-import dataclasses
 import os
 import sys
 from pathlib import Path
@@ -58,9 +57,7 @@ def main(argv=None) -> int:
     device = torch.device("cuda", 0)
     torch.cuda.set_device(device)
     dist.init_process_group("cpu:gloo,cuda:nccl")
-    cfg = dataclasses.replace(
-        TrainConfig(preset=args.preset, use_gpu=True, batch_size=args.batch_size, seq_len=args.seq_len, num_workers=1)
-    ).resolved()
+    cfg = TrainConfig(preset=args.preset, use_gpu=True, batch_size=args.batch_size, seq_len=args.seq_len, num_workers=1).resolved()
     tr = build_training(cfg, device, 1)
     batches = MicroBatches(cfg, tr.vocab, 0, 1).iterate(0)
     for _ in range(args.warmup):
