@@ -16,7 +16,9 @@ Variants:
   fsdp2      plain FSDP2 bf16: `fully_shard` per decoder block then the root, SDPA, the full
              fp32-logits loss, fused AdamW, no compile.
   default    the training module's defaults (`TrainConfig()`), whatever they are now.
-  Any other name is `key=value+...` overrides of TrainConfig, e.g. `compile=1+loss=full`.
+  Any other name is `key=value+...` overrides of TrainConfig, e.g. `compile=1+loss=full`; the three
+  named variants take overrides after a `+`, e.g. `reference+micro_batch_size=8` runs the global
+  batch as two micro-batches of 8 when 16 at once does not fit.
 
 MFU = tokens/s x (6N + 12 L d T) / peak, N the parameters with the tied embedding once, peak the
 GPU's dense bf16 rate (989 TFLOP/s for H100/H200).
@@ -63,15 +65,21 @@ def _parse_overrides(text: str) -> dict:
     return out
 
 
-def variant_config(name: str, base: TrainConfig) -> dict | None:
-    """TrainConfig overrides of a variant; None for the reference recipe (built separately)."""
-    if name == "reference":
-        return None
-    if name == "fsdp2":
-        return PLAIN_FSDP2
-    if name == "default":
-        return {}
-    return _parse_overrides(name)
+def variant_config(name: str) -> tuple[bool, dict]:
+    """(is the reference recipe, TrainConfig overrides) of a variant name.
+
+    `reference`, `fsdp2` and `default` may carry overrides after a `+`, e.g.
+    `fsdp2+micro_batch_size=8` (the same global batch in two micro-batches); for the reference
+    only the batch fields (micro_batch_size) matter.
+    """
+    base, _, rest = name.partition("+")
+    if base == "reference":
+        return True, _parse_overrides(rest)
+    if base == "fsdp2":
+        return False, {**PLAIN_FSDP2, **_parse_overrides(rest)}
+    if base == "default":
+        return False, _parse_overrides(rest)
+    return False, _parse_overrides(name)
 
 
 class _HFLoss(torch.nn.Module):
@@ -125,11 +133,11 @@ def _free(device):
 
 def window(name: str, cfg: TrainConfig, device: torch.device, warmup: int, steps: int) -> dict:
     """Build the variant, warm it up, time `steps` steps. Returns one measurement row."""
-    overrides = variant_config(name, cfg)
-    run_cfg = cfg if overrides is None else dataclasses.replace(cfg, **overrides)
+    is_reference, overrides = variant_config(name)
+    run_cfg = dataclasses.replace(cfg, **overrides)
     _free(device)
     t_build = time.perf_counter()
-    tr = build_reference(cfg, device) if overrides is None else build_training(run_cfg, device, 1)
+    tr = build_reference(run_cfg, device) if is_reference else build_training(run_cfg, device, 1)
     batches = MicroBatches(run_cfg, tr.vocab, 0, 1).iterate(0)
     build_s = time.perf_counter() - t_build
     t_warm = time.perf_counter()
@@ -148,6 +156,7 @@ def window(name: str, cfg: TrainConfig, device: torch.device, warmup: int, steps
     row = {
         "variant": name,
         "batch_size": cfg.batch_size,
+        "micro_batch": run_cfg.micro_batch,
         "seq_len": cfg.seq_len,
         "tokens_per_s": tps,
         "tokens_per_s_per_gpu": tps,
@@ -204,7 +213,8 @@ def main(argv=None) -> int:
     p.add_argument("--rounds", type=int, default=3)
     p.add_argument("--warmup", type=int, default=3)
     p.add_argument("--steps", type=int, default=10)
-    p.add_argument("--numerics-steps", type=int, default=0, help="also compare loss curves of fsdp2 and default over N steps")
+    p.add_argument("--numerics-steps", type=int, default=0, help="also compare loss curves over N steps, at the first shape")
+    p.add_argument("--numerics-variants", default="fsdp2,default", help="variants of the loss-curve comparison; the first is the baseline")
     p.add_argument("--out", default="", help="append JSON lines here as results arrive")
     p.add_argument("--set", default="", help="TrainConfig overrides for every variant, key=value,...")
     args = p.parse_args(argv)
@@ -230,7 +240,7 @@ def main(argv=None) -> int:
     emit({"environment": environment(device), "argv": sys.argv[1:]})
     only = {}
     for part in filter(None, args.only_at.split(";")):
-        shape, names = part.split("=")
+        shape, names = part.split("=", 1)
         only[shape] = names.split("|")
     base_overrides = _parse_overrides(args.set)
     results = []
@@ -268,7 +278,7 @@ def main(argv=None) -> int:
     if args.numerics_steps:
         b, t = map(int, args.shapes.split(",")[0].lower().split("x"))
         cfg = TrainConfig(preset=args.preset, use_gpu=use_gpu, batch_size=b, seq_len=t, num_workers=1, **base_overrides).resolved()
-        emit({"numerics": numerics(["fsdp2", "default"], cfg, device, args.numerics_steps)})
+        emit({"numerics": numerics(args.numerics_variants.split(","), cfg, device, args.numerics_steps)})
     dist.destroy_process_group()
     return 0
 

@@ -21,6 +21,7 @@ PRESETS = ("tiny", "qwen2.5-1.5b")
 TASKS = ("random", "learnable")
 LAUNCHERS = ("ray", "torchrun")
 LOSSES = ("chunked", "full")
+REDUCE_DTYPES = ("float32", "bfloat16")
 
 _RUN_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,62}$")
 
@@ -71,6 +72,7 @@ class TrainConfig:
     loss: str = "chunked"
     loss_chunk_size: int = 8192
     reshard_after_forward: bool = False
+    reduce_dtype: str = "float32"  # FSDP2 gradient reduce-scatter dtype
     fail_at_step: int = 0  # fault injection: one worker dies once, at this step
 
     # ---- derived -------------------------------------------------------------------------
@@ -131,6 +133,7 @@ def validate(cfg: TrainConfig) -> None:
     need(cfg.launcher in LAUNCHERS, f"--launcher {cfg.launcher!r} is unknown: choose ray or torchrun")
     need(cfg.task in TASKS, f"--task {cfg.task!r} is unknown: choose one of {', '.join(TASKS)}")
     need(cfg.loss in LOSSES, f"--loss {cfg.loss!r} is unknown: choose one of {', '.join(LOSSES)}")
+    need(cfg.reduce_dtype in REDUCE_DTYPES, f"--reduce-dtype {cfg.reduce_dtype!r} is unknown: choose one of {', '.join(REDUCE_DTYPES)}")
     need(cfg.seq_len > 0, f"--seq-len must be > 0 (got {cfg.seq_len}): pass a positive sequence length, e.g. 2048")
     need(cfg.steps > 0, f"--steps must be > 0 (got {cfg.steps})")
     need(cfg.num_workers > 0, f"--num-workers must be > 0 (got {cfg.num_workers})")

@@ -78,13 +78,14 @@ def build_model(cfg: TrainConfig, device: torch.device) -> CausalLM:
 
 
 def apply_fsdp(model: CausalLM, cfg: TrainConfig, mesh) -> CausalLM:
-    """`fully_shard` each decoder block, then the root: bf16 params, fp32 gradient reductions.
+    """`fully_shard` each decoder block, then the root: bf16 params, gradient reductions in
+    `cfg.reduce_dtype` (fp32 by default).
 
     Optional per block, before sharding: activation checkpointing and `torch.compile`.
     """
     from torch.distributed.fsdp import MixedPrecisionPolicy, fully_shard
 
-    mp = MixedPrecisionPolicy(param_dtype=torch.bfloat16, reduce_dtype=torch.float32)
+    mp = MixedPrecisionPolicy(param_dtype=torch.bfloat16, reduce_dtype=getattr(torch, cfg.reduce_dtype))
     layers = model.layers
     for i, block in enumerate(layers):
         if cfg.activation_checkpointing:

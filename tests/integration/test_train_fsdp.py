@@ -42,6 +42,7 @@ def test_each_of_two_ranks_holds_about_half_of_the_parameters(venv_bin, repo_roo
         ["--loss", "chunked", "--loss-chunk-size", "7"],
         ["--reshard-after-forward"],
         ["--micro-batch-size", "1"],
+        ["--reduce-dtype", "bfloat16"],
     ],
     ids=lambda f: " ".join(f),
 )

@@ -25,6 +25,7 @@ def _run(capsys, *args) -> tuple[int, str]:
         (["--data", "/nonexistent/corpus.txt"], "--data '/nonexistent/corpus.txt'", "does not exist"),
         (["--storage-path", "/etc/passwd/results"], "--storage-path '/etc/passwd/results'", "writable directory"),
         (["--task", "words"], "--task 'words'", "random, learnable"),
+        (["--reduce-dtype", "float16"], "--reduce-dtype 'float16'", "float32, bfloat16"),
         (["--run-id", "bad id!"], "--run-id", "letters, digits"),
     ],
 )

@@ -1,0 +1,47 @@
+"""bench/train_throughput.py: how a variant name becomes a recipe and TrainConfig overrides."""
+
+from __future__ import annotations
+
+import importlib.util
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def _load_script():
+    spec = importlib.util.spec_from_file_location("bench_train_throughput", REPO / "bench" / "train_throughput.py")
+    mod = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = mod
+    spec.loader.exec_module(mod)
+    return mod
+
+
+tt = _load_script()
+
+
+def test_named_variants_and_their_overrides():
+    assert tt.variant_config("reference") == (True, {})
+    assert tt.variant_config("reference+micro_batch_size=8") == (True, {"micro_batch_size": 8})
+    assert tt.variant_config("default") == (False, {})
+    assert tt.variant_config("default+reduce_dtype=bfloat16+loss_chunk_size=16384") == (
+        False, {"reduce_dtype": "bfloat16", "loss_chunk_size": 16384})
+
+
+def test_fsdp2_overrides_win_over_the_plain_recipe():
+    is_ref, over = tt.variant_config("fsdp2+micro_batch_size=4+loss=chunked")
+    assert not is_ref
+    assert over == {**tt.PLAIN_FSDP2, "micro_batch_size": 4, "loss": "chunked"}
+    assert tt.variant_config("fsdp2")[1] == tt.PLAIN_FSDP2
+
+
+def test_free_form_variant_parses_booleans_and_numbers():
+    assert tt.variant_config("compile=0+loss=full+seq_len=64") == (False, {"compile": False, "loss": "full", "seq_len": 64})
+    assert tt.variant_config("reshard_after_forward=yes")[1] == {"reshard_after_forward": True}
+
+
+def test_unknown_field_is_refused_by_name():
+    with pytest.raises(SystemExit, match="unknown TrainConfig field 'micro_batch'"):
+        tt.variant_config("default+micro_batch=8")
