@@ -32,6 +32,8 @@ def scan_file(name: str) -> ScanState:
         ("NET/Socket/3", "NET", "socket", False),  # NVIDIA/nccl#952
         ("NET/IB/0", "NET", "ib", False),  # NVIDIA/nccl#392 (RoCE)
         ("NET/IBext_v8/4", "NET", "ib", False),  # NVIDIA/nccl#1814
+        ("NET/NCCL RDMA Plugin v8/1/GDRDMA", "NET", "ib", True),  # NVIDIA/nccl-tests#319
+        ("COLLNET/SHARP/1/GDRDMA", "COLLNET", "other", True),  # NVIDIA/nccl-tests#311
         ("P2P/CUMEM", "P2P", None, False),
         ("P2P/direct pointer/read", "P2P", None, False),  # NVIDIA/nccl#1412
         ("SHM/direct/direct", "SHM", None, False),
@@ -147,3 +149,24 @@ def test_mpirun_rank_prefix_and_old_ring_format_are_read():
     conns = list(scan_text(line).connections.values())
     got = [(c.proc, c.src, c.dst, c.direction, c.transport.net) for c in conns]
     assert got == [(("ip-172-32-38-1", 21471), 7, 8, "send", "libfabric")], f"got {got}"
+
+
+def test_collnet_one_rank_lines_are_connections_to_the_network():
+    conns = scan_file("collnet_sharp_nccl2.23.4.log").connections.values()
+    got = sorted((c.proc[0], c.src, c.dst, c.direction, c.transport.kind, c.transport.net_name) for c in conns)
+    want = [("gpu34", 0, None, "receive", "COLLNET", "SHARP"), ("gpu36", 2, None, "receive", "COLLNET", "SHARP"),
+            ("gpu40", 4, None, "receive", "COLLNET", "SHARP"), ("gpu41", 6, None, "receive", "COLLNET", "SHARP")]
+    assert got == want, f"expected the 4 CollNet receive connections, got {got}"
+
+
+def test_network_name_with_spaces_is_read_whole():
+    conns = scan_file("rdma_plugin_nvls_nccl2.26.2.log").connections.values()
+    got = sorted((c.proc[0], c.src, c.dst, c.transport.net_name) for c in conns)
+    assert got == [("lccn09", 1, 9, "NCCL RDMA Plugin v8"), ("lccn19", 1, 9, "NCCL RDMA Plugin v8")], got
+
+
+def test_nvls_head_and_tree_lines_are_not_connections():
+    for name in ("rdma_plugin_nvls_nccl2.26.2.log", "nvls_tree_awsdoeks.log"):
+        state = scan_file(name)
+        kinds = {c.transport.kind for c in state.connections.values()}
+        assert "NVLS" not in kinds, f"{name}: 'NVLS Head' / 'Connected NVLS tree' name no peer, got {kinds}"

@@ -146,3 +146,22 @@ def test_report_dict_lists_each_connection_with_its_scope():
 def test_intra_node_run_that_chose_socket_stays_inconclusive_with_a_caution():
     r = verdict("h200_socket.log")
     assert r.verdict == "inconclusive" and "a multi-node run would use Socket" in r.cause, f"got {r.verdict}: {r.cause}"
+
+
+def test_collnet_fails_efa_with_the_collnet_cause_and_passes_any():
+    r = verdict("collnet_sharp_nccl2.23.4.log")
+    assert (r.verdict, r.exit_code) == ("fail", 1) and "CollNet" in r.cause and "NCCL_COLLNET_ENABLE" in r.cause, r.cause
+    assert [e.line for e in r.evidence[:4]] == [2, 3, 4, 5], [(e.line, e.text) for e in r.evidence]
+    assert verdict("collnet_sharp_nccl2.23.4.log", "any").verdict == "pass"
+
+
+def test_collnet_fallback_to_ib_fails_efa_citing_the_warning():
+    r = verdict("collnet_fallback_ibext_nccltests311.log")
+    texts = [e.text for e in r.evidence]
+    assert r.verdict == "fail" and r.cause.startswith("NCCL used InfiniBand/RoCE verbs"), f"got {r.verdict}: {r.cause}"
+    assert any("Cannot initialize CollNet" in t for t in texts), texts
+
+
+def test_rdma_sharp_plugin_network_fails_efa_as_ib():
+    r = verdict("rdma_plugin_nvls_nccl2.26.2.log")
+    assert r.verdict == "fail" and r.cause.startswith("NCCL used InfiniBand/RoCE verbs"), f"got {r.verdict}: {r.cause}"

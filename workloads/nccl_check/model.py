@@ -50,7 +50,7 @@ class Connection:
     comm: str | None
     channel: int
     src: int
-    dst: int
+    dst: int | None  # None for CollNet, whose peer is the network itself
     direction: str | None
     transport: Transport
     evidence: Evidence

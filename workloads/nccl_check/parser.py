@@ -58,9 +58,11 @@ _COMM_INIT = re.compile(
     r"comm (0x[0-9a-f]+) rank (\d+) nranks (\d+)\b.*?(?:commId (0x[0-9a-f]+))?.*- Init (?:START|COMPLETE)"
 )
 _CONN_STARTS = (b"Channel", b"Ring", b"CollNet", b"NVLS")
+# "Channel 00/0 : 3[3] -> 4[0] [send] via ...", older "Ring 00 : 3 -> 4 via ...", and CollNet's
+# one-rank form "CollNet 00/0 : 0 [receive] via COLLNET/SHARP/1/GDRDMA" (the peer is the network).
 _CONN_B = re.compile(
-    rb"(?:Channel|Ring|CollNet|NVLS) (\d+)(?:/(\d+))? : (\d+)(?:\[[0-9a-fx]+\])? -> (\d+)"
-    rb"(?:\[[0-9a-fx]+\])?(?: \[(send|receive)\])? via "
+    rb"(?:Channel|Ring|CollNet|NVLS) (\d+)(?:/(\d+))? : (\d+)(?:\[[0-9a-fx]+\])?(?: -> (\d+)"
+    rb"(?:\[[0-9a-fx]+\])?)?(?: \[(send|receive)\])? via "
 )
 _MARKER = re.compile(re.escape(RUN_MARKER) + r" run_id=(\S+)")
 _MARKER_B = RUN_MARKER.encode()
@@ -113,7 +115,8 @@ def classify_transport(via: str) -> Transport:
             family = "libfabric"
         elif low.startswith("socket"):
             family = "socket"
-        elif low.startswith("ib"):  # IB, IBext, IBext_v8 (RDMA-SHARP plugin): verbs, IB or RoCE
+        elif low.startswith("ib") or low.startswith("nccl rdma plugin"):
+            # IB, IBext, IBext_v8 and "NCCL RDMA Plugin v8" (the RDMA-SHARP plugin): verbs, IB or RoCE
             family = "ib"
         else:
             family = "other"
@@ -265,7 +268,7 @@ def scan_stream(
                 if key not in connections:
                     channel, _sub, src, dst, direction = m.groups()
                     connections[key] = Connection(
-                        proc, comm, int(channel), int(src), int(dst),
+                        proc, comm, int(channel), int(src), int(dst) if dst else None,
                         direction.decode() if direction else None,
                         classify_transport(via.decode("utf-8", "replace")),
                         Evidence(label, lineno, _clip(raw.decode("utf-8", "replace").strip())),
@@ -360,7 +363,7 @@ def _apply(state: ScanState, proc: ProcKey, tid: int | None, msg: str, warn: boo
         if key not in state.connections:
             transport = classify_transport(via)
             state.connections[key] = Connection(
-                proc, comm, int(channel), int(src), int(dst), direction, transport, ev.ev()
+                proc, comm, int(channel), int(src), int(dst) if dst else None, direction, transport, ev.ev()
             )
         return
     if msg.startswith("NCCL version"):

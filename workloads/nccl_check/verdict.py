@@ -40,6 +40,10 @@ FIX_SOCKET = (
     "NCCL sent inter-node traffic over TCP sockets (NET/Socket): the pod requests no "
     "vpc.amazonaws.com/efa, the image lacks aws-ofi-nccl, or NCCL_NET=Socket is set"
 )
+FIX_COLLNET = (
+    "NCCL reduced through a CollNet plugin (in-network reduction such as SHARP on InfiniBand), not "
+    "over EFA: EFA has no CollNet; unset NCCL_COLLNET_ENABLE and drop the CollNet plugin from the image"
+)
 FIX_IB = (
     "NCCL used InfiniBand/RoCE verbs (NET/IB), not EFA: EFA is reached only through "
     "aws-ofi-nccl (NET/Libfabric); this is an IB/RoCE fabric or NCCL_NET=IB is forced"
@@ -77,6 +81,9 @@ def classify_connections(state: ScanState) -> None:
         if comm is not None and comm.nnodes == 1:
             conn.scope, conn.scope_reason = "intra", "communicator has nNodes 1"
             continue
+        if kind == "COLLNET":
+            conn.scope, conn.scope_reason = "inter", "CollNet reduces in the network, across nodes"
+            continue
         hosts = _endpoint_hosts(conn, comm, rank_host)
         if hosts is not None and hosts[0] == hosts[1]:
             conn.scope, conn.scope_reason = "intra", f"both ranks on {hosts[0]}"
@@ -108,6 +115,8 @@ def _endpoint_hosts(conn: Connection, comm: CommInfo | None, table: dict) -> tup
         hs = table.get((group, rank))
         return next(iter(hs)) if hs and len(hs) == 1 else None
 
+    if conn.dst is None:
+        return None
     a, b = host(conn.src), host(conn.dst)
     return (a, b) if a and b else None
 
@@ -259,7 +268,8 @@ def _provider_cause(provider: str) -> str:
 
 
 def _bad_cause(state: ScanState, bad: list[Connection], run_providers: set[str], require: str) -> str:
-    c = bad[0]
+    # The point-to-point network is the cause to name; CollNet comes on top of one.
+    c = next((b for b in bad if b.transport.kind != "COLLNET"), bad[0])
     proc = state.processes.get(c.proc)
     if require == "socket":
         return (f"expected TCP sockets for the baseline but inter-node traffic went over "
@@ -273,6 +283,8 @@ def _bad_cause(state: ScanState, bad: list[Connection], run_providers: set[str],
         return FIX_SOCKET
     if fam == "ib":
         return FIX_IB
+    if c.transport.kind == "COLLNET":
+        return FIX_COLLNET
     if fam == "libfabric":
         return _provider_cause(_provider_for(proc, run_providers) or "?")
     return (f"inter-node traffic went over {c.transport.raw}, not aws-ofi-nccl with provider efa: "
