@@ -185,6 +185,7 @@ def numerics(names: list[str], cfg: TrainConfig, device, n_steps: int) -> dict:
         "curves": curves,
         "max_abs_diff": {n: max(abs(a - b) for a, b in zip(base, c)) for n, c in curves.items()},
         "max_rel_diff": {n: max(abs(a - b) / abs(b) for a, b in zip(base, c)) for n, c in curves.items()},
+        "mean_abs_diff": {n: statistics.fmean(abs(a - b) for a, b in zip(base, c)) for n, c in curves.items()},
     }
 
 
@@ -213,8 +214,9 @@ def main(argv=None) -> int:
     p.add_argument("--rounds", type=int, default=3)
     p.add_argument("--warmup", type=int, default=3)
     p.add_argument("--steps", type=int, default=10)
-    p.add_argument("--numerics-steps", type=int, default=0, help="also compare loss curves over N steps, at the first shape")
+    p.add_argument("--numerics-steps", type=int, default=0, help="also compare loss curves over N steps")
     p.add_argument("--numerics-variants", default="fsdp2,default", help="variants of the loss-curve comparison; the first is the baseline")
+    p.add_argument("--numerics-shape", default="", help="BATCHxSEQ_LEN of the comparison (default: the first of --shapes)")
     p.add_argument("--out", default="", help="append JSON lines here as results arrive")
     p.add_argument("--set", default="", help="TrainConfig overrides for every variant, key=value,...")
     args = p.parse_args(argv)
@@ -276,7 +278,7 @@ def main(argv=None) -> int:
             mfu_s = f"{mfu:6.1%}" if mfu is not None else "   n/a"
             print(f"{name:28s} {shape:9s} {tps:10,.0f} {mfu_s} {ms:8.1f} {mem:8.1f}")
     if args.numerics_steps:
-        b, t = map(int, args.shapes.split(",")[0].lower().split("x"))
+        b, t = map(int, (args.numerics_shape or args.shapes.split(",")[0]).lower().split("x"))
         cfg = TrainConfig(preset=args.preset, use_gpu=use_gpu, batch_size=b, seq_len=t, num_workers=1, **base_overrides).resolved()
         emit({"numerics": numerics(args.numerics_variants.split(","), cfg, device, args.numerics_steps)})
     dist.destroy_process_group()
