@@ -7,7 +7,10 @@ repetition is synthetic. The check runs once, single-threaded, on the written fi
     python bench/nccl_check_rate.py --size-mb 1024
     python bench/nccl_check_rate.py --size-mb 1024 --fixtures h200_socket.log
 prints: size, wall and CPU seconds with MB/s for each (the checker is single-threaded; CPU time
-is the steadier figure on a shared machine), peak RSS before and after the check, the verdict.
+is the steadier figure on a shared machine), peak RSS before and after the check, the verdict,
+and the CPU rate of the plainest Python read loop over the same file (each line read and
+searched once for "NCCL INFO "): a floor no line-by-line Python reader goes below, which says how
+fast this machine is at the moment, so runs on different or busy machines can be compared.
 """
 
 from __future__ import annotations
@@ -47,6 +50,15 @@ def write_log(path: Path, size_mb: int, pattern: str = "*.log") -> int:
     return written
 
 
+def bare_loop_seconds(path: Path) -> float:
+    """CPU seconds of reading ``path`` line by line with one substring search per line."""
+    c0 = time.process_time()
+    with open(path, "rb") as f:
+        for line in f:
+            line.find(b"NCCL INFO ")
+    return time.process_time() - c0
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--size-mb", type=int, default=1024, help="size of the generated log (default 1024)")
@@ -69,6 +81,9 @@ def main() -> int:
         print(f"check: {seconds:.2f} s wall, {mb / seconds:.0f} MB/s; {cpu:.2f} s CPU, {mb / cpu:.0f} MB/s per core")
         print(f"peak RSS: {rss_before:.0f} MiB before the check, {rss_after:.0f} MiB after")
         print(f"verdict: {report.verdict} ({report.to_dict()['summary']['connections']} distinct connections)")
+        bare = bare_loop_seconds(path)
+        print(f"plain read loop on the same file: {bare:.2f} s CPU, {mb / bare:.0f} MB/s per core "
+              f"(the check runs at {bare / cpu:.0%} of it)")
     return 0
 
 

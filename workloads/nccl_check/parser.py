@@ -255,7 +255,9 @@ def scan_stream(
             if raw.startswith(conn_starts, j):
                 # Channel lines are the bulk of an init log: parse them in bytes, decode only
                 # the first line of each distinct connection. Ring and tree listings
-                # ("Channel 00/02 :    0   1") fail the match at once: they name no transport.
+                # ("Channel 00/02 :    0   1") name no transport: one substring test drops them.
+                if b" via " not in raw:
+                    continue
                 m = conn_match(raw, j)
                 if m is None:
                     continue
