@@ -125,6 +125,9 @@ def _sync(device):
 
 
 def _free(device):
+    # Compiled blocks keep their model alive through dynamo's caches (about 7 GB a window at
+    # this size, seen as rising peaks and OOMs in later rounds), so drop them between windows.
+    torch._dynamo.reset()
     gc.collect()
     if device.type == "cuda":
         torch.cuda.empty_cache()
@@ -136,6 +139,7 @@ def window(name: str, cfg: TrainConfig, device: torch.device, warmup: int, steps
     is_reference, overrides = variant_config(name)
     run_cfg = dataclasses.replace(cfg, **overrides)
     _free(device)
+    held_gb = torch.cuda.memory_allocated(device) / 1e9 if device.type == "cuda" else None
     t_build = time.perf_counter()
     tr = build_reference(run_cfg, device) if is_reference else build_training(run_cfg, device, 1)
     batches = MicroBatches(run_cfg, tr.vocab, 0, 1).iterate(0)
@@ -163,6 +167,7 @@ def window(name: str, cfg: TrainConfig, device: torch.device, warmup: int, steps
         "mfu": tps * fpt / (peak * 1e12) if peak else None,
         "step_time_ms": 1e3 * elapsed / steps,
         "peak_mem_gb": torch.cuda.max_memory_allocated(device) / 1e9 if device.type == "cuda" else None,
+        "held_at_start_gb": held_gb,
         "build_s": build_s,
         "warmup_s": warm_s,
         "loss_last": float(losses[-1]),
@@ -256,7 +261,8 @@ def main(argv=None) -> int:
                     row = window(name, cfg, device, args.warmup, args.steps)
                 except torch.OutOfMemoryError as e:
                     row = {"variant": name, "batch_size": b, "seq_len": t, "error": f"out of memory: {str(e)[:200]}"}
-                    _free(device)
+                if "error" in row:
+                    _free(device)  # outside the except clause: its traceback held the model
                 row["round"] = r
                 emit({k: v for k, v in row.items() if k != "losses"})
                 results.append(row)

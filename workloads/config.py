@@ -22,6 +22,7 @@ TASKS = ("random", "learnable")
 LAUNCHERS = ("ray", "torchrun")
 LOSSES = ("chunked", "full")
 REDUCE_DTYPES = ("float32", "bfloat16")
+PARAM_DTYPES = ("bfloat16", "float32")
 
 _RUN_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,62}$")
 
@@ -73,6 +74,7 @@ class TrainConfig:
     loss_chunk_size: int = 8192
     reshard_after_forward: bool = False
     reduce_dtype: str = "float32"  # FSDP2 gradient reduce-scatter dtype
+    param_dtype: str = "bfloat16"  # FSDP2 compute dtype; float32 is a full-precision reference
     fail_at_step: int = 0  # fault injection: one worker dies once, at this step
 
     # ---- derived -------------------------------------------------------------------------
@@ -134,6 +136,7 @@ def validate(cfg: TrainConfig) -> None:
     need(cfg.task in TASKS, f"--task {cfg.task!r} is unknown: choose one of {', '.join(TASKS)}")
     need(cfg.loss in LOSSES, f"--loss {cfg.loss!r} is unknown: choose one of {', '.join(LOSSES)}")
     need(cfg.reduce_dtype in REDUCE_DTYPES, f"--reduce-dtype {cfg.reduce_dtype!r} is unknown: choose one of {', '.join(REDUCE_DTYPES)}")
+    need(cfg.param_dtype in PARAM_DTYPES, f"--param-dtype {cfg.param_dtype!r} is unknown: choose one of {', '.join(PARAM_DTYPES)}")
     need(cfg.seq_len > 0, f"--seq-len must be > 0 (got {cfg.seq_len}): pass a positive sequence length, e.g. 2048")
     need(cfg.steps > 0, f"--steps must be > 0 (got {cfg.steps})")
     need(cfg.num_workers > 0, f"--num-workers must be > 0 (got {cfg.num_workers})")

@@ -78,14 +78,15 @@ def build_model(cfg: TrainConfig, device: torch.device) -> CausalLM:
 
 
 def apply_fsdp(model: CausalLM, cfg: TrainConfig, mesh) -> CausalLM:
-    """`fully_shard` each decoder block, then the root: bf16 params, gradient reductions in
+    """`fully_shard` each decoder block, then the root: parameters computed in `cfg.param_dtype`
+    (bf16 by default; fp32 gives a full-precision reference), gradient reductions in
     `cfg.reduce_dtype` (fp32 by default).
 
     Optional per block, before sharding: activation checkpointing and `torch.compile`.
     """
     from torch.distributed.fsdp import MixedPrecisionPolicy, fully_shard
 
-    mp = MixedPrecisionPolicy(param_dtype=torch.bfloat16, reduce_dtype=getattr(torch, cfg.reduce_dtype))
+    mp = MixedPrecisionPolicy(param_dtype=getattr(torch, cfg.param_dtype), reduce_dtype=getattr(torch, cfg.reduce_dtype))
     layers = model.layers
     for i, block in enumerate(layers):
         if cfg.activation_checkpointing:

@@ -66,6 +66,7 @@ _HELP = {
     "loss_chunk_size": "tokens per chunk of the chunked loss",
     "reshard_after_forward": "FSDP2: free gathered block parameters after forward (saves memory, re-gathers in backward)",
     "reduce_dtype": "FSDP2: dtype of the gradient reduce-scatter (bfloat16 halves the bytes on the network, float32 sums exactly)",
+    "param_dtype": "FSDP2: dtype the blocks compute in (bfloat16; float32 is a slow full-precision reference for numerics)",
     "fail_at_step": "fault drill: the last worker dies once at this step (0: off)",
 }
 

@@ -43,6 +43,7 @@ def test_each_of_two_ranks_holds_about_half_of_the_parameters(venv_bin, repo_roo
         ["--reshard-after-forward"],
         ["--micro-batch-size", "1"],
         ["--reduce-dtype", "bfloat16"],
+        ["--param-dtype", "float32"],
     ],
     ids=lambda f: " ".join(f),
 )

@@ -26,6 +26,7 @@ def _run(capsys, *args) -> tuple[int, str]:
         (["--storage-path", "/etc/passwd/results"], "--storage-path '/etc/passwd/results'", "writable directory"),
         (["--task", "words"], "--task 'words'", "random, learnable"),
         (["--reduce-dtype", "float16"], "--reduce-dtype 'float16'", "float32, bfloat16"),
+        (["--param-dtype", "fp32"], "--param-dtype 'fp32'", "bfloat16, float32"),
         (["--run-id", "bad id!"], "--run-id", "letters, digits"),
     ],
 )
