@@ -5,7 +5,8 @@ Runs without Ray (GPU machines that lack it) by calling the training module's ow
 same batch and sequence length, interleaved A/B/C/A/B/C so drifts in clocks or temperature hit all
 alike; each window rebuilds its model, runs `--warmup` steps (compilation, allocator) and then
 times `--steps` steps between two device synchronisations. Reported per variant: the median
-tokens/s over the rounds, tokens/s per GPU, MFU, step time and peak memory.
+tokens/s over the rounds, tokens/s per GPU, MFU, step time and peak memory (each window's own:
+its peak less what earlier windows left allocated, which each row records as `held_at_start_gb`).
 
 Variants:
   reference  the AWS sample's recipe as `ray.train.torch.prepare_model(parallel_strategy="fsdp")`

@@ -98,10 +98,11 @@ def test_interrupted_run_leaves_no_ray_process(tmp_path, sig):
         assert processes_naming(temp_dir), "expected Ray processes running before the interrupt"
         proc.send_signal(sig)
         rc = proc.wait(timeout=90)
+        rest = proc.stderr.read()
     finally:
         if proc.poll() is None:
             proc.kill()
-    assert rc == 130, f"expected exit 130 after {sig.name}, got {rc}"
+    assert rc == 130, f"expected exit 130 after {sig.name}, got {rc}; stderr after the signal:\n{rest[-3000:]}"
     deadline = time.monotonic() + 10  # the kernel reaps killed processes asynchronously
     while processes_naming(temp_dir) and time.monotonic() < deadline:
         time.sleep(0.5)
