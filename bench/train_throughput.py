@@ -128,7 +128,7 @@ def _sync(device):
 def _free(device):
     # Nothing of a finished window should stay alive; dynamo's caches can hold compiled blocks.
     # (The FSDP1 reference still leaves its flat parameters behind, about 7.2 GB a window at this
-    # size; each row records what is held at its start, and the summary subtracts it.)
+    # size; each row records what is held at its start and subtracts it from its peak.)
     torch._dynamo.reset()
     gc.collect()
     if device.type == "cuda":
@@ -155,6 +155,7 @@ def window(name: str, cfg: TrainConfig, device: torch.device, warmup: int, steps
         losses.append(train_step(tr.model, tr.optimizer, batches, run_cfg.grad_accum, run_cfg.grad_clip, device, tr.vocab))
     _sync(device)
     elapsed = time.perf_counter() - t0
+    peak_gb = torch.cuda.max_memory_allocated(device) / 1e9 if device.type == "cuda" else None
     tokens = steps * cfg.batch_size * cfg.seq_len
     tps = tokens / elapsed
     peak = peak_tflops(device)
@@ -168,9 +169,9 @@ def window(name: str, cfg: TrainConfig, device: torch.device, warmup: int, steps
         "tokens_per_s_per_gpu": tps,
         "mfu": tps * fpt / (peak * 1e12) if peak else None,
         "step_time_ms": 1e3 * elapsed / steps,
-        "peak_mem_gb": torch.cuda.max_memory_allocated(device) / 1e9 if device.type == "cuda" else None,
+        "peak_mem_gb": peak_gb,
         "held_at_start_gb": held_gb,
-        "own_peak_gb": torch.cuda.max_memory_allocated(device) / 1e9 - held_gb if device.type == "cuda" else None,
+        "own_peak_gb": peak_gb - held_gb if peak_gb is not None else None,
         "build_s": build_s,
         "warmup_s": warm_s,
         "loss_last": float(losses[-1]),
@@ -264,8 +265,6 @@ def main(argv=None) -> int:
                     row = window(name, cfg, device, args.warmup, args.steps)
                 except torch.OutOfMemoryError as e:
                     row = {"variant": name, "batch_size": b, "seq_len": t, "error": f"out of memory: {str(e)[:200]}"}
-                if "error" in row:
-                    _free(device)  # outside the except clause: its traceback held the model
                 row["round"] = r
                 emit({k: v for k, v in row.items() if k != "losses"})
                 results.append(row)
