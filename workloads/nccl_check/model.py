@@ -122,8 +122,8 @@ class FileStatus:
     status: str  # read | missing | unreadable | empty | not-nccl | out-of-scope
     named: bool  # named on the command line (True) or found in a directory (False)
     lines: int = 0
-    nccl_lines: int = 0
-    out_of_scope_lines: int = 0
+    nccl_lines: int = 0  # NCCL messages in scope: one per NCCL INFO/WARN tag, or an untagged NCCL line
+    out_of_scope_lines: int = 0  # the same, outside the run's scope
     bytes: int = 0
     detail: str = ""
 

@@ -1,8 +1,9 @@
-"""Streaming parser for NCCL_DEBUG=INFO output (NCCL 2.4 to 2.29, aws-ofi-nccl 1.x).
+"""What NCCL_DEBUG=INFO messages say (NCCL 2.4 to 2.29, aws-ofi-nccl 1.x), folded into aggregates.
 
-It reads bytes line by line and keeps only aggregates (one record per process, communicator and
-distinct channel connection, plus a bounded list of WARN lines), so memory does not grow with
-the size of the log, only with the number of distinct things it describes.
+``apply_message`` folds one message into a ScanState, which keeps only aggregates (one record
+per process, communicator and distinct channel connection, plus a bounded list of WARN lines), so
+memory does not grow with the size of the log, only with the number of distinct things it
+describes. Reading a file into messages is ``stream.py``'s work.
 
 Accepted around the NCCL message, in any combination:
 - NCCL's own prefix ``host:pid:tid [dev] NCCL INFO`` / ``... [dev] file.cc:123 NCCL WARN``;
@@ -18,28 +19,19 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
-from typing import BinaryIO
 
-from .model import CommInfo, Connection, Evidence, FileStatus, ProcessInfo, ProcKey, Transport
+from .model import CommInfo, Connection, Evidence, ProcessInfo, ProcKey, Transport
 
 RUN_MARKER = "ray-efa-eks nccl-run"
 MAX_WARNINGS = 50
 MAX_LINE_TEXT = 400
 
-_ANSI = re.compile(rb"\x1b\[[0-9;]*[A-Za-z]")
-_REPEATED = re.compile(r"\s*\[repeated \d+x across cluster\].*$")
+ANSI = re.compile(rb"\x1b\[[0-9;]*[A-Za-z]")
+REPEATED = re.compile(r"\s*\[repeated \d+x across cluster\].*$")
 # host:pid:tid [dev]; the host may be glued to a timestamp in CloudWatch exports, so it excludes
 # the characters that separate columns there.
 _NCCL_PREFIX = re.compile(r"([^\s:|()\[\]]+):(\d+):(\d+) \[(\d+)\]")
 _RAY_PREFIX = re.compile(r"\((?:[\w.-]+ )?pid=(\d+)(?:, ip=([\d.]+|[\w.-]+))?\)")
-_UNPREFIXED = re.compile(
-    rb"(?:Channel|Ring) \d+(?:/\d+)? : \d|NCCL version|NET/(?:OFI|Plugin|Socket|IB)|Using network"
-    rb"|comm 0x[0-9a-f]+ rank|" + RUN_MARKER.encode()
-)
-
-_INFO = b"NCCL INFO "
-_WARN = b"NCCL WARN"
-
 _VERSION = re.compile(r"NCCL version (\d+\.\d+\.\d+[^\s]*)")
 _PROVIDER = re.compile(
     r"NET/OFI Selected [Pp]rovider is ([^\s,(]+)(?:, fabric is ([^\s,(]+))?(?: \(found (\d+) nics\))?"
@@ -57,15 +49,14 @@ _COMM = re.compile(
 _COMM_INIT = re.compile(
     r"comm (0x[0-9a-f]+) rank (\d+) nranks (\d+)\b.*?(?:commId (0x[0-9a-f]+))?.*- Init (?:START|COMPLETE)"
 )
-_CONN_STARTS = (b"Channel", b"Ring", b"CollNet", b"NVLS")
 # "Channel 00/0 : 3[3] -> 4[0] [send] via ...", older "Ring 00 : 3 -> 4 via ...", and CollNet's
 # one-rank form "CollNet 00/0 : 0 [receive] via COLLNET/SHARP/1/GDRDMA" (the peer is the network).
 _CONN_B = re.compile(
     rb"(?:Channel|Ring|CollNet|NVLS) (\d+)(?:/(\d+))? : (\d+)(?:\[[0-9a-fx]+\])?(?: -> (\d+)"
     rb"(?:\[[0-9a-fx]+\])?)?(?: \[(send|receive)\])? via "
 )
-_MARKER = re.compile(re.escape(RUN_MARKER) + r" run_id=(\S+)")
-_MARKER_B = RUN_MARKER.encode()
+MARKER = re.compile(re.escape(RUN_MARKER) + r" run_id=(\S+)")
+MARKER_B = RUN_MARKER.encode()
 # How "NET plugin not found" reads across releases (2.4-2.18: "No plugin found", 2.19+:
 # "Could not find: ...", 2.12-2.18 also "Plugin load (...) returned 2 : ...").
 _PLUGIN_MISSING = ("No plugin found", "Could not find:", "Plugin load (", "dlerror=")
@@ -149,11 +140,11 @@ class ScanState:
         return info
 
 
-def _clip(text: str) -> str:
+def clip(text: str) -> str:
     return text if len(text) <= MAX_LINE_TEXT else text[: MAX_LINE_TEXT - 3] + "..."
 
 
-def _identity(prefix: str, file_label: str) -> tuple[ProcKey, int | None]:
+def identity(prefix: str, file_label: str) -> tuple[ProcKey, int | None]:
     """(process key, thread id) from whatever comes before the NCCL message."""
     m = None
     for m in _NCCL_PREFIX.finditer(prefix):
@@ -166,159 +157,17 @@ def _identity(prefix: str, file_label: str) -> tuple[ProcKey, int | None]:
     return (f"file:{file_label}", None), None
 
 
-# The NCCL INFO messages that matter; every other line is dropped after two substring tests.
-_INTERESTING = (
-    b"Channel",
-    b"Ring",
-    b"CollNet",
-    b"NVLS",
-    b"NET/OFI Selected",
-    b"NET/OFI Initializing",
-    b"NET/OFI Using aws",
-    b"NET/OFI Unable",
-    b"NET/OFI Couldn't",
-    b"NET/OFI OFI",
-    b"NET/Plugin",
-    b"Using network",
-    b"Using internal",
-    b"NCCL version",
-    b"comm 0x",
-    b"ncclComm",
-    b"Initialized NET plugin",
-    b"Assigned NET plugin",
-    b"Failed to initialize NET plugin",
-)
-_COMM_STARTS = (b"comm 0x", b"ncclComm")
-
-
-def _via(raw: bytes, start: int) -> bytes:
+def via_text(rest: bytes) -> bytes:
     """The transport after 'via ', without a trailing comm pointer or Ray's dedup note."""
-    end = len(raw)
+    end = len(rest)
     for stop in (b" comm 0x", b" [repeated "):
-        k = raw.find(stop, start)
+        k = rest.find(stop)
         if 0 <= k < end:
             end = k
-    return raw[start:end].strip()
+    return rest[:end].strip()
 
 
-def scan_stream(
-    stream: BinaryIO,
-    label: str,
-    state: ScanState,
-    status: FileStatus,
-    run_id: str | None,
-    in_scope_at_start: bool,
-) -> None:
-    """Read one binary stream line by line into ``state`` and ``status``.
-
-    Only lines in scope count: the whole file when ``in_scope_at_start``; otherwise (a combined
-    log given a run id) the lines after a ``run_marker(run_id)`` line and before a marker of
-    another run. Memory: one line plus the aggregates.
-    """
-    in_scope = in_scope_at_start
-    lineno = 0
-    nccl_lines = 0
-    skipped = 0
-    interesting, conn_starts, comm_starts = _INTERESTING, _CONN_STARTS, _COMM_STARTS
-    info_tag = _INFO
-    conn_match = _CONN_B.match
-    connections = state.connections
-    thread_comm = state._thread_comm
-    ident_cache: dict[bytes, tuple[ProcKey, int | None]] = {}
-
-    def ident(prefix_b: bytes) -> tuple[ProcKey, int | None]:
-        found = ident_cache.get(prefix_b)
-        if found is None:
-            clean = _ANSI.sub(b"", prefix_b) if b"\x1b" in prefix_b else prefix_b
-            found = _identity(clean.decode("utf-8", "replace"), label)
-            if len(ident_cache) > 4096:
-                ident_cache.clear()  # timestamps in prefixes make every prefix unique
-            ident_cache[prefix_b] = found
-        return found
-
-    for lineno, raw in enumerate(stream, 1):
-        # Substring tests first: most lines of a big log never reach a regex.
-        i = raw.find(info_tag)
-        if i < 0:
-            if b"NCCL" not in raw and not (b"via " in raw or b"NET/" in raw or b"network" in raw
-                                           or b"nNodes" in raw or b"nccl-run" in raw):
-                continue
-            if b"\x1b" in raw:
-                raw = _ANSI.sub(b"", raw)
-                i = raw.find(info_tag)
-        if i >= 0:
-            if not in_scope:
-                skipped += 1
-                continue
-            nccl_lines += 1
-            j = i + 10
-            if raw.startswith(conn_starts, j):
-                # Channel lines are the bulk of an init log: parse them in bytes, decode only
-                # the first line of each distinct connection. Ring and tree listings
-                # ("Channel 00/02 :    0   1") name no transport: one substring test drops them.
-                if b" via " not in raw:
-                    continue
-                m = conn_match(raw, j)
-                if m is None:
-                    continue
-                via = _via(raw, m.end())
-                prefix = raw[:i]
-                found = ident_cache.get(prefix)
-                proc, tid = found if found is not None else ident(prefix)
-                comm = thread_comm.get((proc, tid)) or thread_comm.get((proc, None))
-                key = (proc, comm, via, *m.groups())
-                if key not in connections:
-                    channel, _sub, src, dst, direction = m.groups()
-                    connections[key] = Connection(
-                        proc, comm, int(channel), int(src), int(dst) if dst else None,
-                        direction.decode() if direction else None,
-                        classify_transport(via.decode("utf-8", "replace")),
-                        Evidence(label, lineno, _clip(raw.decode("utf-8", "replace").strip())),
-                    )
-                continue
-            if not raw.startswith(interesting, j):
-                continue
-            if raw.startswith(comm_starts, j) and b"nNodes" not in raw and b"- Init" not in raw:
-                continue  # e.g. "comm 0x... Destroy COMPLETE": nothing about the network
-            msg_b, prefix_b, warn = raw[j:], raw[:i], False
-        else:
-            k = raw.find(_WARN)
-            if k >= 0:
-                if not in_scope:
-                    skipped += 1
-                    continue
-                nccl_lines += 1
-                msg_b, prefix_b, warn = raw[k + 9:], raw[:k], True
-            else:
-                m = _UNPREFIXED.search(raw)
-                if m is None:
-                    continue
-                msg_b, prefix_b, warn = raw[m.start():], raw[: m.start()], False
-                if msg_b.startswith(_MARKER_B):
-                    text = raw.decode("utf-8", "replace").strip()
-                    mk = _MARKER.search(text)
-                    if mk is not None:
-                        rid = mk.group(1)
-                        state.markers.setdefault(rid, Evidence(label, lineno, _clip(text), "run marker"))
-                        if run_id is not None and not in_scope_at_start:
-                            in_scope = rid == run_id
-                    continue
-                if not in_scope:
-                    skipped += 1
-                    continue
-                nccl_lines += 1
-        msg = msg_b.decode("utf-8", "replace").strip()
-        if "[repeated" in msg:
-            msg = _REPEATED.sub("", msg)
-        proc, tid = ident(prefix_b)
-        _apply(state, proc, tid, msg, warn, _LazyLine(label, lineno, raw))
-    status.lines = lineno
-    status.bytes = stream.tell()
-    status.nccl_lines = nccl_lines
-    status.out_of_scope_lines = skipped
-
-
-class _LazyLine:
+class LazyLine:
     """A line whose text is decoded only if it becomes evidence."""
 
     __slots__ = ("file", "line", "raw")
@@ -328,84 +177,87 @@ class _LazyLine:
 
     @property
     def text(self) -> str:
-        return _clip(self.raw.decode("utf-8", "replace").strip())
+        return clip(self.raw.decode("utf-8", "replace").strip())
 
     def ev(self, why: str = "") -> Evidence:
         return Evidence(self.file, self.line, self.text, why)
 
 
-def _apply(state: ScanState, proc: ProcKey, tid: int | None, msg: str, warn: bool, ev: _LazyLine) -> None:
-    """Fold one NCCL message into the aggregates."""
+# What apply_message says about the same line coming again: REPEAT_NOTHING (it would change
+# nothing: what it records is kept from its first line on), or (fold, args): calling
+# ``fold(state, ev, *args)`` has the effect of reading it again without parsing it again.
+# (Warnings are counted, the last provider differing counts, and communicators move the comm
+# that channel lines belong to, so those repeats are folded in.)
+REPEAT_NOTHING: tuple = ()
+Repeat = tuple
+
+
+def apply_message(state: ScanState, proc: ProcKey, tid: int | None, msg: str, warn: bool, ev: LazyLine) -> Repeat | None:
+    """Fold one NCCL message into the aggregates. Returns what its repeats do (``Repeat``), or
+    None where a repeat has to be read again."""
     if warn:
-        state.warning_count += 1
-        if len(state.warnings) < MAX_WARNINGS:
-            state.warnings.append(ev.ev())
+        why = None
         if "NET/OFI" in msg or "OFI plugin" in msg:
             if _OFI_FAIL_RE.search(msg):
-                info = state.process(proc)
-                if info.ofi_failure is None:
-                    info.ofi_failure = ev.ev("aws-ofi-nccl failed to start")
+                why = "aws-ofi-nccl failed to start"
         elif "Failed to initialize any NET plugin" in msg:
-            info = state.process(proc)
-            if info.ofi_failure is None:
-                info.ofi_failure = ev.ev("no usable network plugin")
-        return
+            why = "no usable network plugin"
+        _fold_warning(state, ev, proc, why)
+        return (_fold_warning, (proc, why))
     first = msg[:4]
     if first in ("Chan", "Ring", "Coll", "NVLS"):
         raw = msg.encode()
         m = _CONN_B.match(raw)
         if m is None:
-            return  # ring/tree listings ("Channel 00/02 :    0   1 ...") carry no transport
-        via_b = _via(raw, m.end())
+            return REPEAT_NOTHING  # ring/tree listings ("Channel 00/02 :    0   1 ...") carry no transport
+        via_b = via_text(raw[m.end():])
         channel, _sub, src, dst, direction = (g.decode() if g is not None else None for g in m.groups())
         via = via_b.decode("utf-8", "replace")
         comm = state._thread_comm.get((proc, tid)) or state._thread_comm.get((proc, None))
-        # the same key as scan_stream's fast path, so a connection is kept once
+        # the same key as the tagged lines' (stream.py), so a connection is kept once
         key = (proc, comm, via_b) + m.groups()
         if key not in state.connections:
             transport = classify_transport(via)
             state.connections[key] = Connection(
                 proc, comm, int(channel), int(src), int(dst) if dst else None, direction, transport, ev.ev()
             )
-        return
+        return None
     if msg.startswith("NCCL version"):
         m = _VERSION.match(msg)
         if m is not None:
-            state.process(proc).nccl_version = m.group(1)
-        return
+            info = state.process(proc)
+            if info.nccl_version is None:  # a process prints its version once
+                info.nccl_version = m.group(1)
+        return REPEAT_NOTHING
     if msg.startswith("NET/"):
         info = state.process(proc)
         if msg.startswith("NET/OFI"):
             m = _PROVIDER.match(msg)
             if m is not None:
-                if info.provider_evidence is None or info.provider != m.group(1):
-                    info.provider = m.group(1)
-                    info.fabric = m.group(2)
-                    info.nics = int(m.group(3)) if m.group(3) else None
-                    info.provider_evidence = ev.ev("libfabric provider")
-                return
+                args = (proc, m.group(1), m.group(2), int(m.group(3)) if m.group(3) else None)
+                _fold_provider(state, ev, *args)
+                return (_fold_provider, args)
             m = _OFI_INIT.match(msg)
             if m is not None:
                 if info.plugin is None:
                     info.plugin = f"aws-ofi-nccl {m.group(1)}"
                     info.plugin_evidence = ev.ev("net plugin loaded")
-                return
+                return REPEAT_NOTHING
             if info.ofi_failure is None and _OFI_FAIL_RE.search(msg):
                 info.ofi_failure = ev.ev("aws-ofi-nccl failed to start")
-            return
+            return REPEAT_NOTHING
         if msg.startswith("NET/Plugin"):
             if "ncclCollNetPlugin" in msg or "CollNet" in msg:
-                return  # a missing CollNet symbol says nothing about the net plugin
+                return REPEAT_NOTHING  # a missing CollNet symbol says nothing about the net plugin
             if _PLUGIN_MISSING_RE.search(msg):
                 if info.plugin_missing is None:
                     info.plugin_missing = ev.ev("net plugin not found")
-                return
+                return REPEAT_NOTHING
             m = _LOADED.search(msg)
             if m is not None and info.plugin is None:
                 info.plugin = m.group(1)
                 info.plugin_evidence = ev.ev("net plugin loaded")
-            return
-        return
+        return REPEAT_NOTHING
     if msg.startswith(("Using", "Assigned", "Initialized")):
         m = _NETWORK.match(msg)
         if m is not None:
@@ -413,7 +265,7 @@ def _apply(state: ScanState, proc: ProcKey, tid: int | None, msg: str, warn: boo
             info = state.process(proc)
             if name not in info.networks:
                 info.networks[name] = ev.ev("network chosen")
-        return
+        return REPEAT_NOTHING
     if msg.startswith("Failed to initialize NET plugin"):
         m = _INIT_FAILED.match(msg)
         if m is not None:
@@ -422,34 +274,72 @@ def _apply(state: ScanState, proc: ProcKey, tid: int | None, msg: str, warn: boo
                 info = state.process(proc)
                 if info.ofi_failure is None:
                     info.ofi_failure = ev.ev("aws-ofi-nccl failed to start")
-        return
+        return REPEAT_NOTHING
     if "nNodes" in msg:
         m = _COMM.search(msg)
         if m is not None:
-            ptr = m.group(1)
-            c = _comm(state, proc, ptr)
-            nnodes = int(m.group(4))
-            if c.nnodes != nnodes or c.evidence is None or c.evidence.why == "communicator":
-                c.evidence = ev.ev(f"nNodes {nnodes}")
-            c.rank, c.nranks = int(m.group(2)), int(m.group(3))
-            c.nnodes, c.local_ranks = nnodes, int(m.group(5))
-            state._thread_comm[(proc, tid)] = ptr
-            state._thread_comm[(proc, None)] = ptr
-        return
+            args = (proc, tid, m.group(1), int(m.group(2)), int(m.group(3)), int(m.group(4)), int(m.group(5)))
+            _fold_comm_nodes(state, ev, *args)
+            return (_fold_comm_nodes, args)
+        return REPEAT_NOTHING
     if "comm 0x" in msg:
         m = _COMM_INIT.search(msg)
         if m is not None:
-            ptr = m.group(1)
-            c = _comm(state, proc, ptr)
-            c.rank, c.nranks = int(m.group(2)), int(m.group(3))
-            if m.group(4):
-                c.comm_id = m.group(4)
-            if c.evidence is None:
-                c.evidence = ev.ev("communicator")
-            if msg.endswith("Init START") or c.nnodes is None:
-                state._thread_comm[(proc, tid)] = ptr
-                state._thread_comm[(proc, None)] = ptr
-    
+            args = (proc, tid, m.group(1), int(m.group(2)), int(m.group(3)), m.group(4), msg.endswith("Init START"))
+            _fold_comm_init(state, ev, *args)
+            return (_fold_comm_init, args)
+    return REPEAT_NOTHING
+
+
+def _fold_warning(state: ScanState, ev: LazyLine, proc: ProcKey, why: str | None) -> None:
+    """An NCCL WARN line; ``why`` when it says the network plugin failed."""
+    state.warning_count += 1
+    if len(state.warnings) < MAX_WARNINGS:
+        state.warnings.append(ev.ev())
+    if why is not None:
+        info = state.process(proc)
+        if info.ofi_failure is None:
+            info.ofi_failure = ev.ev(why)
+
+
+def _fold_provider(state: ScanState, ev: LazyLine, proc: ProcKey, provider: str, fabric: str | None, nics: int | None) -> None:
+    """"NET/OFI Selected provider is ...": the last provider a process names counts."""
+    info = state.process(proc)
+    if info.provider_evidence is None or info.provider != provider:
+        info.provider, info.fabric, info.nics = provider, fabric, nics
+        info.provider_evidence = ev.ev("libfabric provider")
+
+
+def _fold_comm_nodes(
+    state: ScanState, ev: LazyLine, proc: ProcKey, tid: int | None, ptr: str,
+    rank: int, nranks: int, nnodes: int, local_ranks: int,
+) -> None:
+    """"comm 0x... rank R nRanks N nNodes M localRanks L": the comm's shape; its thread's
+    next channel lines belong to it."""
+    c = _comm(state, proc, ptr)
+    if c.nnodes != nnodes or c.evidence is None or c.evidence.why == "communicator":
+        c.evidence = ev.ev(f"nNodes {nnodes}")
+    c.rank, c.nranks = rank, nranks
+    c.nnodes, c.local_ranks = nnodes, local_ranks
+    state._thread_comm[(proc, tid)] = ptr
+    state._thread_comm[(proc, None)] = ptr
+
+
+def _fold_comm_init(
+    state: ScanState, ev: LazyLine, proc: ProcKey, tid: int | None, ptr: str,
+    rank: int, nranks: int, comm_id: str | None, start: bool,
+) -> None:
+    """"ncclCommInitRank... comm 0x... rank R nranks N ... - Init START|COMPLETE"."""
+    c = _comm(state, proc, ptr)
+    c.rank, c.nranks = rank, nranks
+    if comm_id:
+        c.comm_id = comm_id
+    if c.evidence is None:
+        c.evidence = ev.ev("communicator")
+    if start or c.nnodes is None:
+        state._thread_comm[(proc, tid)] = ptr
+        state._thread_comm[(proc, None)] = ptr
+
 
 def _comm(state: ScanState, proc: ProcKey, ptr: str) -> CommInfo:
     c = state.comms.get((proc, ptr))

@@ -7,7 +7,8 @@ from dataclasses import dataclass, field
 from typing import Sequence
 
 from .model import Evidence, FileStatus
-from .parser import ScanState, scan_stream
+from .parser import ScanState
+from .stream import scan_stream
 from .scope import discover
 from .verdict import REQUIREMENTS, decide
 
