@@ -159,7 +159,7 @@ class _Scan:
         # line -> what its repeats do (apply_message's Repeat, or [_CONNECT, connect's args, comm]):
         # a log that repeats lines (each comm prints the same plugin and network lines; NCCL
         # prefixes carry no timestamp) parses each one once. Cleared when full.
-        self._repeats: dict[bytes, Repeat] = {}
+        self._repeats: dict[bytes, Repeat | list] = {}
 
     def report(self, status: FileStatus, nbytes: int) -> None:
         status.lines, status.bytes = self.lineno, nbytes
@@ -195,7 +195,7 @@ class _Scan:
         proc, tid = self.ident(prefix)
         return apply_message(self.state, proc, tid, msg, warn, LazyLine(self.label, lineno, raw))
 
-    def connection(self, lineno: int, raw: bytes, prefix: bytes, groups: tuple, via: bytes) -> Repeat:
+    def connection(self, lineno: int, raw: bytes, prefix: bytes, groups: tuple, via: bytes) -> list:
         """A channel connection; kept once per (process, comm, transport, channel, ranks). The
         comm is the one its thread initialised last, so its repeats are connected again (the
         Repeat remembers the comm it was last connected under)."""
@@ -238,7 +238,7 @@ class _Scan:
         self.lineno += 1
         self.read(self.lineno, raw, True)
 
-    def read(self, lineno: int, raw: bytes, count_tags: bool) -> Repeat | None:
+    def read(self, lineno: int, raw: bytes, count_tags: bool) -> Repeat | list | None:
         """Read line ``lineno``. ``count_tags``: add its NCCL tags to the in- or out-of-scope
         count (``block`` counts a whole block's tags at once instead). Returns what the line's
         repeats in scope do, or None where they have to be read again."""
