@@ -2,13 +2,14 @@
 
 A Python loop over every line of a log costs several times more than reading it (each call of a
 ``bytes`` method costs about as much on a short line as a search through a megabyte does), so
-``scan_stream`` reads 4 MiB blocks of whole lines and looks in each for a few literals
+``scan_stream`` reads 1 MiB blocks of whole lines and looks in each for a few literals
 (``_LITERALS``) with ``bytes.find``, which runs in C over the whole block. Every line the check
 uses holds one of them: channel connections (`` via ``), networks, plugins, communicators,
 versions, warnings, run markers. Only those lines are read in Python, in order, by the same code
 that ``scan_lines`` runs on every line; the NCCL tags of the other lines (ring listings,
-topology, tuning: the bulk of an init log) are only counted. So both give the same result, and
-the tests hold the block reader to the line reader.
+topology, tuning: the bulk of an init log) are only counted. A line read before is not parsed
+again: what its repeat does (nothing, or a fold of what was parsed) is kept with it. So both
+give the same result, and the tests hold the block reader to the line reader.
 
 Memory: one block, one line of at most ``MAX_LINE_BYTES`` (longer lines are cut there), and the
 aggregates.
