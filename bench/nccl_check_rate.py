@@ -2,10 +2,12 @@
 
 The log is made by repeating the real NCCL lines of tests/fixtures/nccl/*.log (see the README
 there for their sources) until it reaches --size-mb; every line is real NCCL output, only the
-repetition is synthetic. The check runs once, single-threaded, on the written file.
+repetition is synthetic (and, with --timestamps, the time kubectl logs --timestamps would put in
+front of each line). The check runs once, single-threaded, on the written file.
 
     python bench/nccl_check_rate.py --size-mb 1024
     python bench/nccl_check_rate.py --size-mb 1024 --fixtures h200_socket.log
+    python bench/nccl_check_rate.py --size-mb 1024 --timestamps
 prints: size, wall and CPU seconds with MB/s for each (the checker is single-threaded; CPU time
 is the steadier figure on a shared machine), peak RSS before and after the check, the verdict,
 and two rates that say how fast this machine is at the moment, so that runs on different or busy
@@ -36,7 +38,7 @@ def peak_rss_mib() -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
 
-def write_log(path: Path, size_mb: int, pattern: str = "*.log") -> int:
+def write_log(path: Path, size_mb: int, pattern: str = "*.log", timestamps: bool = False) -> int:
     sources = sorted(FIXTURES.glob(pattern))
     if not sources:
         raise SystemExit(f"no fixture matches {pattern!r} in {FIXTURES}")
@@ -44,11 +46,24 @@ def write_log(path: Path, size_mb: int, pattern: str = "*.log") -> int:
     target = size_mb * 1024 * 1024
     written = 0
     chunk = block * max(1, (8 * 1024 * 1024) // len(block))
+    lines = block.splitlines(keepends=True)
+    n = 0
     with open(path, "wb") as f:
         while written < target:
+            if timestamps:  # a repeat of the fixtures at a time, so that the writer stays small
+                chunk = b"".join(stamp(n + i) + line for i, line in enumerate(lines))
+                n += len(lines)
             f.write(chunk)
             written += len(chunk)
     return written
+
+
+def stamp(i: int) -> bytes:
+    """The time kubectl logs --timestamps puts in front of line ``i`` (RFC 3339, nanoseconds),
+    a line every 7 microseconds from 20:00: distinct for every line."""
+    us = 7 * i
+    sec = us // 1_000_000
+    return b"2026-12-03T%02d:%02d:%02d.%09dZ " % (20 + sec // 3600 % 4, sec // 60 % 60, sec % 60, us % 1_000_000 * 1000)
 
 
 def bare_loop_seconds(path: Path) -> float:
@@ -76,10 +91,13 @@ def main() -> int:
     ap.add_argument("--fixtures", default="*.log",
                     help="glob of fixture files to repeat (default: all; h200_socket.log is a whole, "
                          "untrimmed NCCL 2.28 log, the others are trimmed to their interesting lines)")
+    ap.add_argument("--timestamps", action="store_true",
+                    help="put a distinct kubectl-style timestamp in front of every line, so that no line "
+                         "repeats (the reader cannot take its shortcut for lines read before)")
     args = ap.parse_args()
     with tempfile.TemporaryDirectory(dir=args.dir) as tmp:
         path = Path(tmp) / "nccl_big.log"
-        nbytes = write_log(path, args.size_mb, args.fixtures)
+        nbytes = write_log(path, args.size_mb, args.fixtures, args.timestamps)
         rss_before = peak_rss_mib()
         t0, c0 = time.perf_counter(), time.process_time()
         report = check_logs([path], require="efa")
@@ -87,7 +105,7 @@ def main() -> int:
         rss_after = peak_rss_mib()
         mb = nbytes / 1e6
         print(f"log: {mb:.0f} MB ({nbytes} bytes, {report.files[0].lines} lines) from repeated fixture lines "
-              f"({args.fixtures})")
+              f"({args.fixtures}{', each with a distinct timestamp' if args.timestamps else ''})")
         print(f"check: {seconds:.2f} s wall, {mb / seconds:.0f} MB/s; {cpu:.2f} s CPU, {mb / cpu:.0f} MB/s per core")
         print(f"peak RSS: {rss_before:.0f} MiB before the check, {rss_after:.0f} MiB after")
         print(f"verdict: {report.verdict} ({report.to_dict()['summary']['connections']} distinct connections)")

@@ -19,6 +19,13 @@ LOGS = sorted(FIXTURES.glob("*.log"))
 ALL = b"".join(p.read_bytes().rstrip(b"\n") + b"\n" for p in LOGS)
 
 
+@pytest.fixture(autouse=True, params=["auto", "lines", "hits"])
+def block_mode(request, monkeypatch):
+    """Every test runs with the reader choosing how to read each block, and with each way forced."""
+    monkeypatch.setattr(stream._Scan, "mode", request.param)
+    return request.param
+
+
 def snapshot(state: ScanState, status: FileStatus) -> dict:
     """Everything the reader left behind, as plain data (the comm pointers each thread holds
     included, since later lines depend on them)."""
@@ -89,6 +96,83 @@ def test_markers_move_the_scope_inside_a_block_as_line_by_line(monkeypatch, bloc
     assert counts == expected, f"expected (in scope, out of scope) NCCL lines {expected}, got {counts}"
 
 
+# Timestamps as they come in front of NCCL lines: kubectl logs --timestamps, a CloudWatch export
+# (as in ofi_init_failed_cloudwatch.log) and NCCL 2.28 (as in h200_socket.log).
+KUBECTL = b"2026-12-03T20:%02d:%02d.%09dZ "
+CLOUDWATCH = b"  | 2025-05-16T16:%02d:%02d.%03d-07:00 | "
+NCCL_228 = b"[2026-12-02 16:%02d:%02d] "
+
+
+def stamped(lines: list[bytes], form: bytes) -> bytes:
+    """``lines``, each with a distinct time of ``form`` in front (one per millisecond, or second)."""
+    fields = form.count(b"%")
+    return b"".join(form % (i // 60000 % 60, i // 1000 % 60, i % 1000)[:fields] + line
+                    for i, line in enumerate(lines))
+
+
+@pytest.mark.parametrize("form", [KUBECTL, CLOUDWATCH, NCCL_228], ids=["kubectl", "cloudwatch", "nccl2.28"])
+@pytest.mark.parametrize("block_bytes", [4096, 1 << 20])
+def test_lines_that_differ_only_in_their_timestamp_read_as_line_by_line(monkeypatch, form, block_bytes):
+    # A repeat with another time in front takes the reader's shortcut (the time is not part of
+    # what the line says), yet its evidence keeps its own time and line number.
+    monkeypatch.setattr(stream, "BLOCK_BYTES", block_bytes)
+    lines = ALL.splitlines(keepends=True) * 3
+    random.Random(7).shuffle(lines)
+    data = stamped(lines, form)
+    got, want = by_blocks(data), by_lines(data)
+    assert got == want, f"{form!r}: {first_difference(got, want)}"
+    # and the times change nothing but the evidence's text (checked against the lines without
+    # them, since both readers share the cache of prefixes)
+    timeless = by_lines(b"".join(lines))
+    assert without_texts(got) == without_texts(timeless), first_difference(without_texts(got), without_texts(timeless))
+
+
+def without_texts(snap: dict | list) -> dict | list:
+    """A snapshot without the text of its evidence and the file's size in bytes."""
+    if isinstance(snap, list):
+        return [without_texts(v) for v in snap]
+    if not isinstance(snap, dict):
+        return snap
+    return {k: without_texts(v) for k, v in snap.items() if k not in ("text", "bytes")}
+
+
+@pytest.mark.parametrize("block_bytes", [256, 1 << 20])
+def test_lines_without_nccl_tag_count_in_and_out_of_scope_as_line_by_line(monkeypatch, block_bytes):
+    # Lines of an excerpt without NCCL's prefix are counted one by one, also when they repeat
+    # out of the run's scope.
+    monkeypatch.setattr(stream, "BLOCK_BYTES", block_bytes)
+    bare = (FIXTURES / "efa_unprefixed_ofi1.20.log").read_bytes()
+    marker = lambda rid: (run_marker(rid, 0) + "\n").encode()  # noqa: E731
+    data = marker("r2") + bare * 2 + marker("r3") + bare * 3 + marker("r2") + bare
+    got, want = by_blocks(data, "r2", whole=False), by_lines(data, "r2", whole=False)
+    assert got == want, first_difference(got, want)
+    n = len(bare.splitlines())
+    counts = (got["status"]["nccl_lines"], got["status"]["out_of_scope_lines"])
+    assert counts == (3 * n, 3 * n), f"expected {3 * n} NCCL lines in scope and {3 * n} out, got {counts}"
+
+
+@pytest.mark.parametrize("block_mode", ["auto"], indirect=True)
+def test_the_reader_reads_repeats_by_lines_and_unique_lines_by_hits(monkeypatch, block_mode):
+    monkeypatch.setattr(stream, "BLOCK_BYTES", 1 << 16)  # more than ALL: its lines repeat in each
+    used: list[str] = []
+    for name in ("_by_lines", "_by_hits"):
+        real = getattr(stream._Scan, name)
+        monkeypatch.setattr(stream._Scan, name, lambda self, *a, _r=real, _n=name: (used.append(_n), _r(self, *a))[1])
+    lines = ALL.splitlines(keepends=True)
+
+    def share_by_lines(data: bytes) -> float:
+        used.clear()
+        by_blocks(data)
+        return used.count("_by_lines") / len(used)
+
+    unique = stamped(lines * 40, KUBECTL)
+    repeated, once = share_by_lines(ALL * 40), share_by_lines(unique)
+    assert repeated > 0.8 and once < 0.2, (
+        f"blocks read by lines: {repeated:.0%} of a log that repeats its lines (expected most), "
+        f"{once:.0%} of one whose lines are all distinct (expected few)"
+    )
+
+
 def test_every_line_the_reader_uses_holds_one_of_the_literals_it_looks_for():
     literals = stream._LITERALS + (stream._WARN,)
     empty = by_lines(b"")["state"]
@@ -119,3 +203,20 @@ def test_a_last_line_without_a_newline_is_read():
     assert (got["status"]["lines"], got["state"]["warning_count"]) == (2, 1), (
         f"expected 2 lines and 1 WARN, got {got['status']['lines']} and {got['state']['warning_count']}"
     )
+
+
+def test_the_caches_stay_within_their_bounds_and_a_full_cache_changes_no_result(monkeypatch):
+    monkeypatch.setattr(stream, "BLOCK_BYTES", 8192)
+    monkeypatch.setattr(stream, "_CACHE_ENTRIES", 64)
+    monkeypatch.setattr(stream, "_CACHE_BYTES", 4096)
+    lines = ALL.splitlines(keepends=True)
+    data = ALL * 2 + stamped(lines * 2, KUBECTL) + ALL * 2  # lines that repeat, then ones that do not
+    scan = stream._Scan("log", ScanState(), None, True)
+    for blk in stream._blocks(io.BytesIO(data)):
+        scan.block(blk)
+        kept = sum(map(len, scan._repeats))
+        assert kept == scan._repeat_bytes, f"the cache counts {scan._repeat_bytes} B of lines, holds {kept}"
+        sizes = (kept, len(scan._repeats), len(scan._ident_cache))
+        assert sizes[0] <= 4096 and max(sizes[1:]) <= 64, f"(bytes, lines, prefixes) kept {sizes}, over (4096, 64, 64)"
+    got, want = by_blocks(data), by_lines(data)
+    assert got == want, first_difference(got, want)

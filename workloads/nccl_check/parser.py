@@ -51,7 +51,7 @@ _COMM_INIT = re.compile(
 )
 # "Channel 00/0 : 3[3] -> 4[0] [send] via ...", older "Ring 00 : 3 -> 4 via ...", and CollNet's
 # one-rank form "CollNet 00/0 : 0 [receive] via COLLNET/SHARP/1/GDRDMA" (the peer is the network).
-_CONN_B = re.compile(
+CONNECTION_B = re.compile(
     rb"(?:Channel|Ring|CollNet|NVLS) (\d+)(?:/(\d+))? : (\d+)(?:\[[0-9a-fx]+\])?(?: -> (\d+)"
     rb"(?:\[[0-9a-fx]+\])?)?(?: \[(send|receive)\])? via "
 )
@@ -207,7 +207,7 @@ def apply_message(state: ScanState, proc: ProcKey, tid: int | None, msg: str, wa
     first = msg[:4]
     if first in ("Chan", "Ring", "Coll", "NVLS"):
         raw = msg.encode()
-        m = _CONN_B.match(raw)
+        m = CONNECTION_B.match(raw)
         if m is None:
             return REPEAT_NOTHING  # ring/tree listings ("Channel 00/02 :    0   1 ...") carry no transport
         via_b = via_text(raw[m.end():])

@@ -1,29 +1,35 @@
-"""Reading a log into a ScanState: in blocks of whole lines, with the search left to C.
+"""Reading a log into a ScanState: in blocks of whole lines, with as much of the work left to C.
 
-A Python loop over every line of a log costs several times more than reading it (each call of a
+A Python loop over every line of a log costs several times more than reading it (a call of a
 ``bytes`` method costs about as much on a short line as a search through a megabyte does), so
-``scan_stream`` reads 1 MiB blocks of whole lines and looks in each for a few literals
-(``_LITERALS``) with ``bytes.find``, which runs in C over the whole block. Every line the check
-uses holds one of them: channel connections (`` via ``), networks, plugins, communicators,
-versions, warnings, run markers. Only those lines are read in Python, in order, by the same code
-that ``scan_lines`` runs on every line; the NCCL tags of the other lines (ring listings,
-topology, tuning: the bulk of an init log) are only counted. A line read before is not parsed
-again: what its repeat does (nothing, or a fold of what was parsed) is kept with it. So both
-give the same result, and the tests hold the block reader to the line reader.
+``scan_stream`` reads 1 MiB blocks of whole lines and reads each block in one of two ways:
+- by lines, when lines repeat (NCCL prints the same lines for every communicator, and its own
+  prefixes carry no time): the block is split and every line looked up in a cache of what the
+  lines read before do, both in C; Python then handles only the lines that do something again
+  (a connection, a communicator, a warning) and those not seen before;
+- by hits, when they do not (a time in front of every line): ``bytes.find``, in C over the whole
+  block, finds the lines that hold one of a few literals (``_LITERALS``), and only those are
+  read. Every line the check uses holds one: channel connections (`` via ``), networks,
+  plugins, communicators, versions, warnings, run markers. The cache is then keyed on the line
+  without its time, so a repeat at another time is not parsed again either.
+The NCCL tags of the lines not read (ring listings, topology, tuning: the bulk of an init log)
+are only counted. A line is parsed by the same code that ``scan_lines`` runs on every line, and
+the tests hold both ways of reading a block to it.
 
-Memory: one block, one line of at most ``MAX_LINE_BYTES`` (longer lines are cut there), and the
-aggregates.
+Memory: one block, one line of at most ``MAX_LINE_BYTES`` (longer lines are cut there), the
+caches (at most 8 MiB of lines and 16k prefixes of at most 512 B) and the aggregates.
 """
 
 from __future__ import annotations
 
 import re
-from bisect import bisect_left
+from itertools import compress, repeat
 from typing import BinaryIO, Iterable, Iterator
 
 from .model import Connection, Evidence, FileStatus, ProcKey
 from .parser import (
     ANSI,
+    CONNECTION_B,
     MARKER,
     MARKER_B,
     REPEATED,
@@ -42,8 +48,11 @@ BLOCK_BYTES = 1 << 20
 MAX_LINE_BYTES = 1 << 20
 # The caches of _Scan hold at most this many lines (or prefixes) of at most this many bytes.
 _CACHE_ENTRIES = 1 << 14
-_CACHE_LINE_BYTES = 512
+_CACHE_LINE_BYTES = 8192  # NCCL's tree and ring listings run to a few kB
+_CACHE_BYTES = 8 << 20  # and of at most this many bytes in all
+_PREFIX_BYTES = 512  # the longest prefix (what comes before NCCL's tag) kept with its process
 _CONNECT = object()  # [_CONNECT, connect's args, comm]: the Repeat of a channel connection
+_UNTAGGED = object()  # [_UNTAGGED, Repeat]: a line without an NCCL tag, counted one by one
 
 _INFO = b"NCCL INFO "
 _WARN = b"NCCL WARN"
@@ -74,6 +83,26 @@ UNPREFIXED = re.compile(
 # lines, which apply_message reads only as "comm 0x... rank R ..." ("comm 0x" itself would also
 # find every line of NCCL_DEBUG_SUBSYS=COLL). Each one more costs a pass over every block.
 _LITERALS = (b" via ", b"NET", b"Using ", b" rank ", b"NCCL version", MARKER_B)
+_ALL_LITERALS = (_WARN, *_LITERALS)
+_ANY_LITERAL = re.compile(b"|".join(re.escape(lit) for lit in _ALL_LITERALS))
+_UNSEEN = object()  # what the cache of repeats gives for a line not in it
+
+
+# Timestamps in front of a line: kubectl logs --timestamps (2026-12-03T20:00:00.123456789Z),
+# CloudWatch exports ("  | 2025-05-16T16:39:51.208-07:00 | "), NCCL 2.28 ([2026-12-02 16:26:37]).
+# Only a timestamp followed by a space, tab or "|" counts: NCCL's host name, which cannot hold
+# those, does not begin inside it, so the line means the same without it.
+_LEADING_TIME = re.compile(
+    rb"[ \t|]*(?:\[?\d{4}-\d\d-\d\d[T ]\d\d:\d\d:\d\d(?:[.,]\d+)?(?:Z|[+-]\d\d:?\d\d)?\]?[ \t|]+)+"
+)
+_TIME_FIRST = frozenset(b"0123456789[ \t|")  # what a line that starts with one begins with
+
+
+def untimed(raw: bytes) -> bytes:
+    """``raw`` without the timestamps in front of it: the key under which what a line does is
+    kept, for it does the same at any time (its evidence, read from the line itself, keeps them)."""
+    m = _LEADING_TIME.match(raw)
+    return raw if m is None else raw[m.end():]
 
 
 def scan_stream(
@@ -149,6 +178,8 @@ def _blocks(stream: BinaryIO) -> Iterator[bytes]:
 class _Scan:
     """The reading state of one stream: scope, line count, counters, caches."""
 
+    mode = "auto"  # how blocks are read: "auto", "lines" or "hits" (the tests force each one)
+
     def __init__(self, label: str, state: ScanState, run_id: str | None, in_scope_at_start: bool) -> None:
         self.label, self.state, self.run_id = label, state, run_id
         self.scoped = run_id is not None and not in_scope_at_start  # markers move the scope
@@ -157,24 +188,31 @@ class _Scan:
         self.nccl_lines = 0
         self.skipped = 0
         self._ident_cache: dict[bytes, tuple[ProcKey, int | None]] = {}
-        # line -> what its repeats do (apply_message's Repeat, or [_CONNECT, connect's args, comm]):
-        # a log that repeats lines (each comm prints the same plugin and network lines; NCCL
-        # prefixes carry no timestamp) parses each one once. Cleared when full.
+        # line (without its time, see untimed) -> what its repeats do: apply_message's Repeat,
+        # [_CONNECT, connect's args, comm] or [_UNTAGGED, Repeat]; REPEAT_NOTHING also for the
+        # lines that hold no literal (by lines, every line is looked up). Cleared when full.
         self._repeats: dict[bytes, Repeat | list] = {}
+        self._repeat_bytes = 0  # the length of the lines in _repeats
+        self._wait = 0  # by-hits blocks left before the next by-lines try
+        self._backoff = 1  # the wait after a by-lines block with too many unseen lines
 
     def report(self, status: FileStatus, nbytes: int) -> None:
         status.lines, status.bytes = self.lineno, nbytes
         status.nccl_lines, status.out_of_scope_lines = self.nccl_lines, self.skipped
 
     def ident(self, prefix: bytes) -> tuple[ProcKey, int | None]:
-        found = self._ident_cache.get(prefix)
+        cache = self._ident_cache
+        found = cache.get(prefix)
         if found is None:
-            clean = ANSI.sub(b"", prefix) if b"\x1b" in prefix else prefix
-            found = identity(clean.decode("utf-8", "replace"), self.label)
-            if len(self._ident_cache) > _CACHE_ENTRIES:
-                self._ident_cache.clear()  # timestamps in prefixes make every prefix unique
-            if len(prefix) <= _CACHE_LINE_BYTES:
-                self._ident_cache[prefix] = found
+            key = untimed(prefix)  # the same process and thread at another time
+            found = cache.get(key)
+            if found is None:
+                clean = ANSI.sub(b"", prefix) if b"\x1b" in prefix else prefix
+                found = identity(clean.decode("utf-8", "replace"), self.label)
+                if len(cache) >= _CACHE_ENTRIES:
+                    cache.clear()  # prefixes that never repeat fill it
+                if len(key) <= _PREFIX_BYTES:
+                    cache[key] = found
         return found
 
     def marker(self, lineno: int, raw: bytes) -> None:
@@ -221,16 +259,23 @@ class _Scan:
             )
         return comm
 
-    def untagged(self, lineno: int, raw: bytes, start: int) -> None:
-        """A line without an NCCL tag whose text matched UNPREFIXED at ``start``."""
+    def untagged(self, lineno: int, raw: bytes, start: int) -> list | None:
+        """A line without an NCCL tag whose text matched UNPREFIXED at ``start``. Returns what its
+        repeats in scope do: [_UNTAGGED, the Repeat of its message] (each one counts as an NCCL
+        line), or None for a run marker or a line out of scope."""
         if raw.startswith(MARKER_B, start):
             self.marker(lineno, raw)
-            return
+            return None
         if not self.in_scope:
             self.skipped += 1
-            return
+            return None
         self.nccl_lines += 1
-        self.message(lineno, raw, raw[:start], raw[start:], False)
+        m = CONNECTION_B.match(raw, start)
+        if m is not None:  # a channel connection without NCCL's prefix
+            rep = self.connection(lineno, raw, raw[:start], m.groups(), via_text(raw[m.end():]))
+        else:
+            rep = self.message(lineno, raw, raw[:start], raw[start:], False)
+        return None if rep is None else [_UNTAGGED, rep]
 
     # -- one line ------------------------------------------------------------------------------
 
@@ -251,8 +296,7 @@ class _Scan:
             m = UNPREFIXED.search(raw)
             if m is None:
                 return REPEAT_NOTHING
-            self.untagged(lineno, raw, m.start())  # counted one by one: read again
-            return None
+            return self.untagged(lineno, raw, m.start())  # counted one by one, not by block
         if count_tags:
             n = raw.count(_INFO) + raw.count(_WARN)
             if self.in_scope:
@@ -276,68 +320,148 @@ class _Scan:
     # -- a block ----------------------------------------------------------------------------
 
     def block(self, blk: bytes) -> None:
-        """Read a block of whole lines (it ends with b"\\n"): only the lines that hold one of
-        _LITERALS, in order; the NCCL tags of all the others are counted, not read."""
+        """Read a block of whole lines (it ends with b"\\n"), by lines or by hits (see the module's
+        docstring). By lines while the lines of a block are mostly lines read before; after a
+        block with more than 1 line in 8 not seen before, by hits for 1, 2, 4... up to 64 blocks
+        before trying by lines again (blocks whose lines mostly begin with a time not counted:
+        those lines never repeat)."""
         if blk.find(b"\x1b") >= 0:
             blk = ANSI.sub(b"", blk)
+        mode = self.mode
+        if mode == "lines" or (mode == "auto" and self._wait == 0):
+            lines = blk.split(b"\n")
+            lines.pop()  # the empty rest after the last newline
+            unseen = self._by_lines(blk, lines)
+            if unseen * 8 > len(lines):
+                self._wait = self._backoff
+                self._backoff = min(2 * self._backoff, 64)
+            else:
+                self._backoff = 1
+        elif self._by_hits(blk):
+            self._wait -= 1
+
+    def replay(self, rep: Repeat | list, lineno: int, raw: bytes) -> None:
+        """Do again what a line read before did (``rep``, not empty), without parsing it."""
+        fold, args = rep[0], rep[1]
+        if fold is _UNTAGGED:
+            self.nccl_lines += 1
+            rep = args
+            if not rep:
+                return
+            fold, args = rep[0], rep[1]
+        if fold is _CONNECT:
+            thread_comm = self.state._thread_comm
+            if (thread_comm.get(args[0]) or thread_comm.get(args[1])) != rep[2]:
+                rep[2] = self.connect(lineno, raw, *args)  # its thread is on another comm now
+        else:
+            fold(self.state, LazyLine(self.label, lineno, raw), *args)
+
+    def remember(self, raw: bytes, rep: Repeat | list) -> None:
+        """Keep what the line ``raw`` does for its repeats (see replay)."""
+        n = len(raw)
+        if n <= _CACHE_LINE_BYTES:
+            if len(self._repeats) >= _CACHE_ENTRIES or self._repeat_bytes + n > _CACHE_BYTES:
+                self._repeats.clear()  # lines that never repeat fill it
+                self._repeat_bytes = 0
+            if raw not in self._repeats:  # by lines, a line may come again in its block
+                self._repeat_bytes += n
+            self._repeats[raw] = rep
+
+    def _by_lines(self, blk: bytes, lines: list[bytes]) -> int:
+        """Read a block split into ``lines``; returns how many were not in the cache."""
+        reps = list(map(self._repeats.get, lines, repeat(_UNSEEN)))
+        thread_comm = self.state._thread_comm
+        has_literal = _ANY_LITERAL.search
+        first = self.lineno  # lines before this block
+        in_scope = in_scope_at_start = self.in_scope
+        flips: list[tuple[int, bool]] = []  # (index of a marker line, the scope after it)
+        unseen = 0
+        # the lines whose entry is not REPEAT_NOTHING (an empty tuple): unseen or doing something
+        for i in compress(range(len(lines)), reps):
+            rep, raw = reps[i], lines[i]
+            if rep is _UNSEEN:
+                unseen += 1
+                if has_literal(raw) is None:
+                    self.remember(raw, REPEAT_NOTHING)  # in scope or not, it does nothing
+                    continue
+                key = untimed(raw) if raw[0] in _TIME_FIRST else raw
+                if key is raw or (rep := self._repeats.get(key, _UNSEEN)) is _UNSEEN:
+                    rep = self.read(first + i + 1, raw, False)
+                    if rep is not None and in_scope:
+                        self.remember(key, rep)
+                    if self.in_scope != in_scope:
+                        in_scope = self.in_scope
+                        flips.append((i, in_scope))
+                    continue
+                if not rep:
+                    continue  # REPEAT_NOTHING
+            if in_scope:
+                if rep[0] is _CONNECT and (thread_comm.get(rep[1][0]) or thread_comm.get(rep[1][1])) == rep[2]:
+                    continue  # connected under its thread's comm already (replay's first test)
+                self.replay(rep, first + i + 1, raw)
+            elif rep[0] is _UNTAGGED:
+                self.skipped += 1  # out of scope, a line read before is only counted
+        self.lineno = first + len(lines)
+        self._count_tags(blk, in_scope_at_start, [(sum(map(len, lines[:i])) + i, after) for i, after in flips])
+        return unseen
+
+    def _by_hits(self, blk: bytes) -> bool:
+        """Read the lines of a block that hold one of _LITERALS or _WARN, in order. Returns
+        whether reading by lines may pay: not when most of those lines begin with a time."""
         find, rfind, count = blk.find, blk.rfind, blk.count
-        warns: list[int] = []  # where the NCCL WARN tags are: counted from here, not again
-        k = find(_WARN)
-        while k >= 0:
-            warns.append(k)
-            k = find(_WARN, k + 1)
-        hits = warns[:]
+        hits: list[int] = []
         add = hits.append
-        for lit in _LITERALS:
+        for lit in _ALL_LITERALS:
             k = find(lit)
             while k >= 0:
                 add(k)
                 k = find(lit, k + 1)
         hits.sort()
         repeats = self._repeats
-        state, label = self.state, self.label
-        thread_comm = state._thread_comm
+        thread_comm = self.state._thread_comm
         first = self.lineno  # lines before this block
         in_scope = in_scope_at_start = self.in_scope
         flips: list[tuple[int, bool]] = []  # (where a marker line starts, the scope after it)
         ln, pos = first, 0  # ln: the lines before the block plus the newlines before pos
         end = -1  # end of the last line read: the hits before it are in that line
+        read = timed = 0
         for k in hits:
             if k < end:
                 continue
             ls = rfind(b"\n", 0, k) + 1
             end = find(b"\n", k)
             raw = blk[ls:end]
-            rep = repeats.get(raw) if in_scope else None
-            if rep is not None:
-                if not rep:
-                    continue  # REPEAT_NOTHING
-                fold, args = rep[0], rep[1]
-                if fold is _CONNECT:
-                    comm = thread_comm.get(args[0]) or thread_comm.get(args[1])
-                    if comm == rep[2]:
-                        continue  # connected under this comm already
-                ln += count(b"\n", pos, ls)
-                pos = ls
-                if fold is _CONNECT:
-                    rep[2] = self.connect(ln + 1, raw, *args)
-                else:
-                    fold(state, LazyLine(label, ln + 1, raw), *args)
+            read += 1
+            key = raw
+            if raw[0] in _TIME_FIRST and (key := untimed(raw)) is not raw:
+                timed += 1
+            rep = repeats.get(key) if in_scope else None
+            if rep is not None and (
+                not rep  # REPEAT_NOTHING
+                or rep[0] is _CONNECT and (thread_comm.get(rep[1][0]) or thread_comm.get(rep[1][1])) == rep[2]
+            ):
                 continue
             ln += count(b"\n", pos, ls)
             pos = ls
+            if rep is not None:
+                self.replay(rep, ln + 1, raw)
+                continue
             rep = self.read(ln + 1, raw, False)
-            if rep is not None and in_scope and len(raw) <= _CACHE_LINE_BYTES:
-                if len(repeats) >= _CACHE_ENTRIES:
-                    repeats.clear()  # lines that never repeat (timestamps) fill it
-                repeats[raw] = rep
+            if rep is not None and in_scope:
+                self.remember(key, rep)
             if self.in_scope != in_scope:
                 in_scope = self.in_scope
                 flips.append((ls, in_scope))
         self.lineno = ln + count(b"\n", pos)
-        start, in_scope = 0, in_scope_at_start
-        for stop, after in flips + [(len(blk), in_scope_at_start)]:
-            n = count(_INFO, start, stop) + bisect_left(warns, stop) - bisect_left(warns, start)
+        self._count_tags(blk, in_scope_at_start, flips)
+        return 2 * timed <= read
+
+    def _count_tags(self, blk: bytes, in_scope: bool, flips: list[tuple[int, bool]]) -> None:
+        """Add the NCCL tags of ``blk`` to the in- and out-of-scope counts; ``flips``: (offset of a
+        marker line, the scope from there on), in order."""
+        start = 0
+        for stop, after in flips + [(len(blk), in_scope)]:
+            n = blk.count(_INFO, start, stop) + blk.count(_WARN, start, stop)
             if in_scope:
                 self.nccl_lines += n
             else:
