@@ -46,11 +46,13 @@ from .parser import (
 
 BLOCK_BYTES = 1 << 20
 MAX_LINE_BYTES = 1 << 20
-# The caches of _Scan hold at most this many lines (or prefixes) of at most this many bytes.
+# The bounds of _Scan's caches: each holds at most _CACHE_ENTRIES lines (or prefixes); the
+# cache of repeats keeps lines of at most _CACHE_LINE_BYTES (NCCL's tree and ring listings run to
+# a few kB) and _CACHE_BYTES in all, the cache of processes prefixes of at most _PREFIX_BYTES.
 _CACHE_ENTRIES = 1 << 14
-_CACHE_LINE_BYTES = 8192  # NCCL's tree and ring listings run to a few kB
-_CACHE_BYTES = 8 << 20  # and of at most this many bytes in all
-_PREFIX_BYTES = 512  # the longest prefix (what comes before NCCL's tag) kept with its process
+_CACHE_LINE_BYTES = 8192
+_CACHE_BYTES = 8 << 20
+_PREFIX_BYTES = 512
 _CONNECT = object()  # [_CONNECT, connect's args, comm]: the Repeat of a channel connection
 _UNTAGGED = object()  # [_UNTAGGED, Repeat]: a line without an NCCL tag, counted one by one
 
@@ -77,7 +79,7 @@ UNPREFIXED = re.compile(
     rb"(?:Channel|Ring|CollNet|NVLS) \d+(?:/\d+)? : \d[^\n]* via |NCCL version|NET/(?:OFI|Plugin)"
     rb"|Using network|comm 0x[0-9a-f]+ rank [^\n]*(?:nNodes|- Init)|" + MARKER_B
 )
-# Every line the parser uses holds one of these or _WARN (block() looks for _WARN first): a
+# Every line the parser uses holds one of these or _WARN (both in _ALL_LITERALS): a
 # message of _TAGGED, an UNPREFIXED line. "NET" stands for NET/OFI, NET/Plugin and the
 # Initialized, Assigned and Failed to initialize NET plugin lines; " rank " for the communicator
 # lines, which apply_message reads only as "comm 0x... rank R ..." ("comm 0x" itself would also
