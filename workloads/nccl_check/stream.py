@@ -101,8 +101,11 @@ _TIME_FIRST = frozenset(b"0123456789[ \t|")  # what a line that starts with one 
 
 
 def untimed(raw: bytes) -> bytes:
-    """``raw`` without the timestamps in front of it: the key under which what a line does is
-    kept, for it does the same at any time (its evidence, read from the line itself, keeps them)."""
+    """``raw`` without the timestamps in front of it (``raw`` itself where it has none): the key
+    under which what a line does is kept, for it does the same at any time (its evidence, read
+    from the line itself, keeps them)."""
+    if not raw or raw[0] not in _TIME_FIRST:
+        return raw
     m = _LEADING_TIME.match(raw)
     return raw if m is None else raw[m.end():]
 
@@ -386,7 +389,7 @@ class _Scan:
                 if has_literal(raw) is None:
                     self.remember(raw, REPEAT_NOTHING)  # in scope or not, it does nothing
                     continue
-                key = untimed(raw) if raw[0] in _TIME_FIRST else raw
+                key = untimed(raw)
                 if key is raw or (rep := self._repeats.get(key, _UNSEEN)) is _UNSEEN:
                     rep = self.read(first + i + 1, raw, False)
                     if rep is not None and in_scope:
@@ -434,8 +437,8 @@ class _Scan:
             end = find(b"\n", k)
             raw = blk[ls:end]
             read += 1
-            key = raw
-            if raw[0] in _TIME_FIRST and (key := untimed(raw)) is not raw:
+            key = untimed(raw)
+            if key is not raw:
                 timed += 1
             rep = repeats.get(key) if in_scope else None
             if rep is not None and (
