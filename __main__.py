@@ -1,7 +1,7 @@
 """The Pulumi program: stack config -> infra.stack.build -> stack outputs.
 
-    pulumi stack select us-east-2 && pulumi preview
-    python -m automation render --stack us-east-2   # offline render under Pulumi's mocks
+pulumi stack select us-east-2 && pulumi preview
+python -m automation render --stack us-east-2   # offline render under Pulumi's mocks
 """
 
 from pathlib import Path

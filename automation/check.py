@@ -11,9 +11,10 @@ import base64
 import io
 import shlex
 import tarfile
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
 from automation.errors import DriverError
 from automation.kube import PodExec
@@ -54,8 +55,12 @@ def assert_transport(paths: Sequence[Path], require: str, run_id: str | None) ->
 
     report = check_logs([str(p) for p in paths], require=require, run_id=run_id)
     return TransportVerdict(
-        verdict=report.verdict, require=require, cause=report.cause,
-        evidence=_evidence_lines(report), report=report.to_dict(), files=len(paths),
+        verdict=report.verdict,
+        require=require,
+        cause=report.cause,
+        evidence=_evidence_lines(report),
+        report=report.to_dict(),
+        files=len(paths),
     )
 
 
@@ -65,14 +70,19 @@ def check_result(v: TransportVerdict, note: str = "") -> StepResult:
     if v.verdict == "not-applicable":
         return StepResult("check", "skip", v.cause, (Finding("NCCL transport", "skip", v.cause),), v)
     if v.verdict == "pass" and not note:
-        return StepResult("check", "pass", f"NCCL over {v.require}: {v.cause}", (Finding("NCCL transport", "pass", detail),), v)
+        return StepResult(
+            "check", "pass", f"NCCL over {v.require}: {v.cause}", (Finding("NCCL transport", "pass", detail),), v
+        )
     if v.verdict in ("pass", "inconclusive") and note:
         # Locally a pass or an inconclusive answer is all there is to have; say it is not EFA proof.
         return StepResult("check", "skip", f"{v.verdict}: {detail}", (Finding("NCCL transport", "skip", detail),), v)
     fix = "" if v.verdict == "pass" else v.cause
     return StepResult(
-        "check", "fail", f"NCCL check {v.verdict} (require={v.require}): {v.cause}",
-        (Finding("NCCL transport", "fail", detail, fix), *(Finding("evidence", "fail", e) for e in v.evidence[:10])), v,
+        "check",
+        "fail",
+        f"NCCL check {v.verdict} (require={v.require}): {v.cause}",
+        (Finding("NCCL transport", "fail", detail, fix), *(Finding("evidence", "fail", e) for e in v.evidence[:10])),
+        v,
     )
 
 
@@ -93,7 +103,9 @@ def collect_logs(pod_exec: PodExec, pods: Sequence[str], namespace: str, nccl_di
     for pod in pods:
         res = pod_exec(pod, namespace, collect_command(nccl_dir), timeout_s=300)
         if res.rc != 0:
-            raise DriverError(f"reading {nccl_dir} in {namespace}/{pod} failed (rc {res.rc}): {res.stderr.strip()[-300:]}")
+            raise DriverError(
+                f"reading {nccl_dir} in {namespace}/{pod} failed (rc {res.rc}): {res.stderr.strip()[-300:]}"
+            )
         blob = res.stdout.strip()
         if not blob:
             continue

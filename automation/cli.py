@@ -16,8 +16,8 @@ from __future__ import annotations
 import argparse
 import signal
 import warnings
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Sequence
 
 from automation.errors import DriverError
 
@@ -29,15 +29,25 @@ LOCAL_COMMANDS = ("preflight", "run", "status")
 def build_parser() -> argparse.ArgumentParser:
     common = argparse.ArgumentParser(add_help=False)
     common.add_argument("--stack", help="Pulumi stack (one per region, e.g. us-west-2); implies --target aws")
-    common.add_argument("--target", choices=("aws", "local"), help="where to run (default: local without --stack, aws with one)")
+    common.add_argument(
+        "--target", choices=("aws", "local"), help="where to run (default: local without --stack, aws with one)"
+    )
     common.add_argument("--plan", action="store_true", help="run: stop after preview (no change is made)")
     common.add_argument("--yes", action="store_true", help="do not ask before changes that cost money")
     common.add_argument("--json", action="store_true", help="print one JSON document on stdout and nothing else")
-    common.add_argument("--kubeconfig", type=Path, help="aws: use this kubeconfig instead of the stack's `kubeconfig` output")
-    common.add_argument("--run-id", help="train/check: the run id (default: a new one for train, the newest run for check)")
+    common.add_argument(
+        "--kubeconfig", type=Path, help="aws: use this kubeconfig instead of the stack's `kubeconfig` output"
+    )
+    common.add_argument(
+        "--run-id", help="train/check: the run id (default: a new one for train, the newest run for check)"
+    )
     common.add_argument("--steps", type=int, help="training steps (default: 20 locally, the stack's trainSteps on aws)")
-    common.add_argument("--num-workers", type=int, help="training workers (default: 2 locally, the stack's trainNumWorkers on aws)")
-    common.add_argument("--use-gpu", action="store_true", help="local: train on this machine's GPUs with NCCL (default: CPU with gloo)")
+    common.add_argument(
+        "--num-workers", type=int, help="training workers (default: 2 locally, the stack's trainNumWorkers on aws)"
+    )
+    common.add_argument(
+        "--use-gpu", action="store_true", help="local: train on this machine's GPUs with NCCL (default: CPU with gloo)"
+    )
     common.add_argument("--project-dir", type=Path, default=PROJECT_DIR, help=argparse.SUPPRESS)
 
     parser = argparse.ArgumentParser(
@@ -73,7 +83,9 @@ def resolve_target(args: argparse.Namespace) -> str:
             exit_code=2,
         )
     if target == "local" and args.stack:
-        raise DriverError(f"--stack {args.stack} is an AWS stack: leave out --target local, or drop --stack", exit_code=2)
+        raise DriverError(
+            f"--stack {args.stack} is an AWS stack: leave out --target local, or drop --stack", exit_code=2
+        )
     if target == "local" and args.command not in LOCAL_COMMANDS:
         raise DriverError(
             f"`{args.command}` has no meaning for --target local (its Ray cluster lives only for one run): "
@@ -103,15 +115,25 @@ def _report_aws_interrupt(e: KeyboardInterrupt, args: argparse.Namespace, ui) ->
         advice = Advice(
             f"stack {stack} may exist in part (GPU nodes cost money while they exist): "
             f"`python -m automation status --stack {stack}` lists what is there",
-            (f"resume (idempotent): python -m automation run --stack {stack}", f"or tear down: python -m automation destroy --stack {stack}"),
+            (
+                f"resume (idempotent): python -m automation run --stack {stack}",
+                f"or tear down: python -m automation destroy --stack {stack}",
+            ),
         )
     where = f"during step {step}" if step else "outside any step"
     ui.error(f"interrupted {where} of stack {stack}: {advice.exists}")
     for cmd in advice.next_commands:
         ui.note(f"  {cmd}")
     if args.json:
-        ui.emit_json({"ok": False, "error": f"interrupted {where}", "interrupted_step": step,
-                      "exists": advice.exists, "next": list(advice.next_commands)})
+        ui.emit_json(
+            {
+                "ok": False,
+                "error": f"interrupted {where}",
+                "interrupted_step": step,
+                "exists": advice.exists,
+                "next": list(advice.next_commands),
+            }
+        )
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -7,9 +7,10 @@ pure functions over the same shapes that `kubectl get -o json` shows and that te
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Protocol
+from typing import Any, Protocol
 
 import yaml
 
@@ -47,7 +48,9 @@ def parse_kubeconfig(text: str, source: str) -> dict:
     except yaml.YAMLError as e:
         raise DriverError(f"the kubeconfig from {source} is not YAML or JSON: {e}", exit_code=2) from None
     if not isinstance(data, dict) or not data.get("clusters"):
-        raise DriverError(f"the kubeconfig from {source} has no clusters: regenerate it (`python -m automation up`)", exit_code=2)
+        raise DriverError(
+            f"the kubeconfig from {source} has no clusters: regenerate it (`python -m automation up`)", exit_code=2
+        )
     return data
 
 
@@ -117,7 +120,12 @@ class KubeApi:
     def get_raycluster(self, namespace: str, name: str) -> dict:
         return self._json(
             f"RayCluster {namespace}/{name}",
-            self.custom.get_namespaced_custom_object, "ray.io", "v1", namespace, "rayclusters", name,
+            self.custom.get_namespaced_custom_object,
+            "ray.io",
+            "v1",
+            namespace,
+            "rayclusters",
+            name,
         )
 
     def exec(
@@ -137,8 +145,14 @@ class KubeApi:
 
         try:
             ws = stream(
-                self.core.connect_get_namespaced_pod_exec, pod, namespace,
-                command=command, stdin=stdin is not None, stdout=True, stderr=True, tty=False,
+                self.core.connect_get_namespaced_pod_exec,
+                pod,
+                namespace,
+                command=command,
+                stdin=stdin is not None,
+                stdout=True,
+                stderr=True,
+                tty=False,
                 _preload_content=False,
             )
         except Exception as e:  # noqa: BLE001

@@ -16,9 +16,10 @@ import shlex
 import tarfile
 import time
 from collections import deque
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 from automation.errors import DriverError
 from automation.kube import PodExec
@@ -62,16 +63,26 @@ class TrainArgs:
     def argv(self) -> list[str]:
         """The module arguments, after `python`."""
         args = [
-            "-m", "workloads.train",
-            "--preset", self.preset,
-            "--num-workers", str(self.num_workers),
-            "--steps", str(self.steps),
-            "--batch-size", str(self.batch_size),
-            "--seq-len", str(self.seq_len),
-            "--run-id", self.run_id,
-            "--run-dir", self.run_dir,
-            "--nccl-log-dir", self.nccl_log_dir,
-            "--summary-json", self.summary_json,
+            "-m",
+            "workloads.train",
+            "--preset",
+            self.preset,
+            "--num-workers",
+            str(self.num_workers),
+            "--steps",
+            str(self.steps),
+            "--batch-size",
+            str(self.batch_size),
+            "--seq-len",
+            str(self.seq_len),
+            "--run-id",
+            self.run_id,
+            "--run-dir",
+            self.run_dir,
+            "--nccl-log-dir",
+            self.nccl_log_dir,
+            "--summary-json",
+            self.summary_json,
         ]
         if self.use_gpu:
             args += ["--use-gpu", "--gpus-per-worker", f"{self.gpus_per_worker:g}"]
@@ -113,12 +124,20 @@ def train_result(outcome: TrainOutcome) -> StepResult:
     """Pass only for a SUCCEEDED job that wrote its summary; a failure carries the log tail."""
     if outcome.status != "SUCCEEDED":
         tail = "\n".join(outcome.log_tail[-LOG_TAIL_LINES:])
-        return StepResult("train", "fail", f"job {outcome.job_id} ended {outcome.status}; last log lines:\n{tail}", data=outcome)
+        return StepResult(
+            "train", "fail", f"job {outcome.job_id} ended {outcome.status}; last log lines:\n{tail}", data=outcome
+        )
     if outcome.summary is None:
-        return StepResult("train", "fail", f"job {outcome.job_id} SUCCEEDED but wrote no summary at {outcome.args.summary_json if outcome.args else '?'}", data=outcome)
+        return StepResult(
+            "train",
+            "fail",
+            f"job {outcome.job_id} SUCCEEDED but wrote no summary at {outcome.args.summary_json if outcome.args else '?'}",
+            data=outcome,
+        )
     s = outcome.summary
     return StepResult(
-        "train", "pass",
+        "train",
+        "pass",
         f"job {outcome.job_id} SUCCEEDED: {s.get('steps')} steps on {s.get('world_size')} workers, "
         f"loss {_num(s.get('loss_first'), '.4f')} -> {_num(s.get('loss_last'), '.4f')}, {_num(s.get('tokens_per_s'), ',.0f')} tokens/s",
         data=outcome,
@@ -168,12 +187,20 @@ def submit_command(args: TrainArgs, working_dir: str, env_vars: dict[str, str] |
     """`ray job submit` against the head pod's own job server, waiting for the job and streaming its logs."""
     runtime_env = {"env_vars": dict(env_vars or {})}
     return [
-        "ray", "job", "submit",
-        "--address", HEAD_JOB_SERVER,
-        "--working-dir", working_dir,
-        "--submission-id", args.run_id,
-        "--runtime-env-json", json.dumps(runtime_env, sort_keys=True),
-        "--", "python", *args.argv(),
+        "ray",
+        "job",
+        "submit",
+        "--address",
+        HEAD_JOB_SERVER,
+        "--working-dir",
+        working_dir,
+        "--submission-id",
+        args.run_id,
+        "--runtime-env-json",
+        json.dumps(runtime_env, sort_keys=True),
+        "--",
+        "python",
+        *args.argv(),
     ]
 
 
@@ -199,7 +226,9 @@ def submit_on_head(
     payload = base64.b64encode(workloads_tarball()).decode()
     up = pod_exec(head_pod, namespace, upload_command(src_dir, len(payload)), stdin=payload, timeout_s=300)
     if up.rc != 0:
-        raise DriverError(f"copying workloads/ into {namespace}/{head_pod} failed (rc {up.rc}): {up.stderr.strip()[-300:]}")
+        raise DriverError(
+            f"copying workloads/ into {namespace}/{head_pod} failed (rc {up.rc}): {up.stderr.strip()[-300:]}"
+        )
     tail: deque[str] = deque(maxlen=200)
 
     def line(s: str) -> None:
@@ -243,7 +272,9 @@ def submit_local(
     # The SDK logs each package upload at INFO on stderr; the driver reports the job itself.
     logging.getLogger("ray").setLevel(logging.WARNING)
     entry = " ".join(shlex.quote(a) for a in [python, *args.argv()])
-    job_id = client.submit_job(entrypoint=entry, submission_id=args.run_id, runtime_env={"working_dir": str(working_dir)})
+    job_id = client.submit_job(
+        entrypoint=entry, submission_id=args.run_id, runtime_env={"working_dir": str(working_dir)}
+    )
     seen = 0
     tail: deque[str] = deque(maxlen=200)
     deadline = time.monotonic() + timeout_s

@@ -46,27 +46,40 @@ class HeadPorts:
     dashboard_agent: int
 
     @classmethod
-    def pick(cls) -> "HeadPorts":
+    def pick(cls) -> HeadPorts:
         return cls(gcs=free_port(), dashboard=free_port(), client_server=free_port(), dashboard_agent=free_port())
 
 
 def head_command(temp_dir: str, ports: HeadPorts, num_cpus: int, num_gpus: int) -> list[str]:
     """The `ray start` command line of a loopback-only head with its job server."""
     return [
-        *ray_executable(), "start", "--head", "--block",
+        *ray_executable(),
+        "start",
+        "--head",
+        "--block",
         # Ray swaps a loopback node address for the host's own (it expects other nodes to join);
         # the job server, the only thing this driver talks to, stays bound to 127.0.0.1.
-        "--node-ip-address", "127.0.0.1",
-        "--port", str(ports.gcs),
-        "--dashboard-host", "127.0.0.1",
-        "--dashboard-port", str(ports.dashboard),
-        "--ray-client-server-port", str(ports.client_server),
-        "--dashboard-agent-listen-port", str(ports.dashboard_agent),
-        "--num-cpus", str(num_cpus),
-        "--num-gpus", str(num_gpus),
-        "--temp-dir", temp_dir,
+        "--node-ip-address",
+        "127.0.0.1",
+        "--port",
+        str(ports.gcs),
+        "--dashboard-host",
+        "127.0.0.1",
+        "--dashboard-port",
+        str(ports.dashboard),
+        "--ray-client-server-port",
+        str(ports.client_server),
+        "--dashboard-agent-listen-port",
+        str(ports.dashboard_agent),
+        "--num-cpus",
+        str(num_cpus),
+        "--num-gpus",
+        str(num_gpus),
+        "--temp-dir",
+        temp_dir,
         "--disable-usage-stats",
-        "--include-dashboard", "true",
+        "--include-dashboard",
+        "true",
     ]
 
 
@@ -116,8 +129,12 @@ class LocalRayCluster:
         env = dict(os.environ, RAY_USAGE_STATS_ENABLED="0")
         with open(self._log_path, "wb") as log:
             self._proc = subprocess.Popen(
-                cmd, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                start_new_session=True, env=env,
+                cmd,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL,
+                start_new_session=True,
+                env=env,
             )
         deadline = time.monotonic() + self.start_timeout_s
         while time.monotonic() < deadline:
@@ -171,7 +188,7 @@ class LocalRayCluster:
         self._proc = None
         shutil.rmtree(self.temp_dir, ignore_errors=True)
 
-    def __enter__(self) -> "LocalRayCluster":
+    def __enter__(self) -> LocalRayCluster:
         try:
             self.start()
         except BaseException:

@@ -4,8 +4,9 @@ and what to run next."""
 from __future__ import annotations
 
 import time
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Callable, Generic, Literal, Mapping, Sequence, TypeVar
+from typing import Any, Generic, Literal, TypeVar
 
 from automation.errors import DriverError
 
@@ -181,6 +182,6 @@ def run_pipeline(
                 failed_step=step.name,
                 reason=result.summary,
                 advice=advise(step.name, done),
-                not_run=tuple(s.name for s in steps[i + 1:]),
+                not_run=tuple(s.name for s in steps[i + 1 :]),
             )
     return PipelineResult(steps=tuple(timed))

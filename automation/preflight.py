@@ -6,8 +6,9 @@ Read-only calls only (STS, EC2 describe, Service Quotas get): it runs before any
 from __future__ import annotations
 
 import math
+from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Any, Iterable
+from typing import Any
 
 from botocore.exceptions import BotoCoreError, ClientError, NoCredentialsError
 
@@ -69,9 +70,13 @@ def check_credentials(sts: Any) -> tuple[Finding, str | None]:
     try:
         ident = sts.get_caller_identity()
     except NoCredentialsError:
-        return Finding("credentials", "fail", "no AWS credentials found", "aws configure  (or export AWS_PROFILE=<profile>)"), None
+        return Finding(
+            "credentials", "fail", "no AWS credentials found", "aws configure  (or export AWS_PROFILE=<profile>)"
+        ), None
     except (ClientError, BotoCoreError) as e:
-        return Finding("credentials", "fail", _err(e), "aws sts get-caller-identity; refresh the credentials (aws sso login)"), None
+        return Finding(
+            "credentials", "fail", _err(e), "aws sts get-caller-identity; refresh the credentials (aws sso login)"
+        ), None
     return Finding("credentials", "pass", f"account {ident['Account']} as {ident['Arn']}"), ident["Account"]
 
 
@@ -85,19 +90,30 @@ def describe_type(ec2: Any, instance_type: str) -> dict | None:
     return found[0] if found else None
 
 
-def check_instance_type(info: dict | None, instance_type: str, region: str, efa_wanted: int, gpus_wanted: int, stack: str) -> list[Finding]:
+def check_instance_type(
+    info: dict | None, instance_type: str, region: str, efa_wanted: int, gpus_wanted: int, stack: str
+) -> list[Finding]:
     """The type exists here, supports EFA with enough interfaces, and has the GPUs the config counts on."""
     list_cmd = (
         f"aws ec2 describe-instance-types --region {region} --filters Name=network-info.efa-supported,Values=true "
         "--query 'InstanceTypes[].InstanceType'"
     )
     if info is None:
-        return [Finding("instance type", "fail", f"{instance_type} does not exist in {region}", f"set ray-efa-eks:gpuInstanceType in Pulumi.{stack}.yaml to one of: {list_cmd}")]
+        return [
+            Finding(
+                "instance type",
+                "fail",
+                f"{instance_type} does not exist in {region}",
+                f"set ray-efa-eks:gpuInstanceType in Pulumi.{stack}.yaml to one of: {list_cmd}",
+            )
+        ]
     net = info.get("NetworkInfo", {})
     gpus = sum(int(g.get("Count", 0)) for g in info.get("GpuInfo", {}).get("Gpus", []))
     rows = [Finding("instance type", "pass", f"{instance_type}: {info['VCpuInfo']['DefaultVCpus']} vCPUs, {gpus} GPUs")]
     if not net.get("EfaSupported"):
-        rows.append(Finding("EFA support", "fail", f"{instance_type} does not support EFA", f"choose an EFA type: {list_cmd}"))
+        rows.append(
+            Finding("EFA support", "fail", f"{instance_type} does not support EFA", f"choose an EFA type: {list_cmd}")
+        )
         return rows
     max_efa = int(net.get("EfaInfo", {}).get("MaximumEfaInterfaces", 0))
     rows.append(
@@ -113,7 +129,9 @@ def check_instance_type(info: dict | None, instance_type: str, region: str, efa_
             "GPUs per node",
             "pass" if gpus == gpus_wanted else "fail",
             f"{instance_type} has {gpus} GPUs; the stack counts on {gpus_wanted}",
-            "" if gpus == gpus_wanted else f"infra/data/instance_types.json says {gpus_wanted} GPUs for {instance_type}, EC2 says {gpus}: correct the catalog",
+            ""
+            if gpus == gpus_wanted
+            else f"infra/data/instance_types.json says {gpus_wanted} GPUs for {instance_type}, EC2 says {gpus}: correct the catalog",
         )
     )
     return rows
@@ -126,31 +144,45 @@ def offered_azs(ec2: Any, instance_type: str) -> set[str]:
     return {o["Location"] for page in pages for o in page["InstanceTypeOfferings"]}
 
 
-def check_az(offered: Iterable[str], stack_azs: Iterable[str], configured: str, instance_type: str, stack: str) -> tuple[Finding, str | None, tuple[str, ...]]:
+def check_az(
+    offered: Iterable[str], stack_azs: Iterable[str], configured: str, instance_type: str, stack: str
+) -> tuple[Finding, str | None, tuple[str, ...]]:
     """Pick or confirm the GPU AZ among those that offer the type and have a private subnet of the stack."""
     valid = tuple(sorted(set(offered) & set(stack_azs)))
     if not valid:
         return (
             Finding(
-                "GPU availability zone", "fail",
+                "GPU availability zone",
+                "fail",
                 f"{instance_type} is offered in {sorted(offered) or 'no AZ'} but the stack's private subnets are in {sorted(stack_azs)}",
                 f"add an AZ that offers it to ray-efa-eks:availabilityZones in Pulumi.{stack}.yaml "
                 f"(aws ec2 describe-instance-type-offerings --location-type availability-zone --filters Name=instance-type,Values={instance_type})",
             ),
-            None, valid,
+            None,
+            valid,
         )
     if not configured:
-        return Finding("GPU availability zone", "pass", f"chose {valid[0]} (valid: {', '.join(valid)})"), valid[0], valid
+        return (
+            Finding("GPU availability zone", "pass", f"chose {valid[0]} (valid: {', '.join(valid)})"),
+            valid[0],
+            valid,
+        )
     if configured not in valid:
         return (
             Finding(
-                "GPU availability zone", "fail",
+                "GPU availability zone",
+                "fail",
                 f"{configured} does not offer {instance_type} or has no private subnet of the stack; valid AZs: {', '.join(valid)}",
                 f"set 'ray-efa-eks:gpuAvailabilityZone: {valid[0]}' in Pulumi.{stack}.yaml (valid: {', '.join(valid)})",
             ),
-            None, valid,
+            None,
+            valid,
         )
-    return Finding("GPU availability zone", "pass", f"{configured} offers {instance_type} (valid: {', '.join(valid)})"), configured, valid
+    return (
+        Finding("GPU availability zone", "pass", f"{configured} offers {instance_type} (valid: {', '.join(valid)})"),
+        configured,
+        valid,
+    )
 
 
 def running_vcpus(ec2: Any, families: set[str]) -> int:
@@ -172,7 +204,9 @@ def running_vcpus(ec2: Any, families: set[str]) -> int:
     return sum(vcpus[t] * n for t, n in counts.items())
 
 
-def check_quota(quotas: Any, ec2: Any, instance_type: str, vcpus_per_node: int, node_count: int, region: str) -> tuple[Finding, int, float | None]:
+def check_quota(
+    quotas: Any, ec2: Any, instance_type: str, vcpus_per_node: int, node_count: int, region: str
+) -> tuple[Finding, int, float | None]:
     """The family's On-Demand vCPU quota minus what already runs covers the node group."""
     code, title = quota_for(instance_type)
     need = vcpus_per_node * node_count
@@ -180,23 +214,34 @@ def check_quota(quotas: Any, ec2: Any, instance_type: str, vcpus_per_node: int, 
         value = float(quotas.get_service_quota(ServiceCode="ec2", QuotaCode=code)["Quota"]["Value"])
     except (ClientError, BotoCoreError) as e:
         return (
-            Finding(f"vCPU quota {code}", "fail", f"cannot read '{title}': {_err(e)}",
-                    f"aws service-quotas get-service-quota --service-code ec2 --quota-code {code} --region {region}"),
-            need, None,
+            Finding(
+                f"vCPU quota {code}",
+                "fail",
+                f"cannot read '{title}': {_err(e)}",
+                f"aws service-quotas get-service-quota --service-code ec2 --quota-code {code} --region {region}",
+            ),
+            need,
+            None,
         )
     fams = {f for f, (c, _) in QUOTA_BY_FAMILY.items() if c == code} or {family(instance_type)}
     used = running_vcpus(ec2, fams)
     free = value - used
     ok = free >= need
     detail = f"'{title}' is {value:g} vCPUs, {used} in use, {free:g} free; {node_count} x {instance_type} need {need}"
-    fix = "" if ok else (
-        f"aws service-quotas request-service-quota-increase --service-code ec2 --quota-code {code} "
-        f"--desired-value {math.ceil(used + need)} --region {region}"
+    fix = (
+        ""
+        if ok
+        else (
+            f"aws service-quotas request-service-quota-increase --service-code ec2 --quota-code {code} "
+            f"--desired-value {math.ceil(used + need)} --region {region}"
+        )
     )
     return Finding(f"vCPU quota {code}", "pass" if ok else "fail", detail, fix), need, free
 
 
-def check_capacity_reservation(ec2: Any, reservation_id: str | None, instance_type: str, az: str | None, node_count: int, region: str) -> Finding:
+def check_capacity_reservation(
+    ec2: Any, reservation_id: str | None, instance_type: str, az: str | None, node_count: int, region: str
+) -> Finding:
     """An optional capacity reservation is active, for this type and AZ, with room for the node group."""
     if not reservation_id:
         return Finding("capacity reservation", "skip", "none configured: On-Demand capacity")
@@ -219,9 +264,17 @@ def check_capacity_reservation(ec2: Any, reservation_id: str | None, instance_ty
     if available < node_count:
         problems.append(f"{available} of {cr.get('TotalInstanceCount')} instances available, {node_count} needed")
     if problems:
-        return Finding("capacity reservation", "fail", f"{reservation_id}: " + "; ".join(problems),
-                       f"{fix_show}; fix or remove gpuCapacityReservationId")
-    return Finding("capacity reservation", "pass", f"{reservation_id}: active, {instance_type} in {cr.get('AvailabilityZone')}, {available} available")
+        return Finding(
+            "capacity reservation",
+            "fail",
+            f"{reservation_id}: " + "; ".join(problems),
+            f"{fix_show}; fix or remove gpuCapacityReservationId",
+        )
+    return Finding(
+        "capacity reservation",
+        "pass",
+        f"{reservation_id}: active, {instance_type} in {cr.get('AvailabilityZone')}, {available} available",
+    )
 
 
 def run_preflight(cfg: Any, clients: AwsClients) -> StepResult:
@@ -235,19 +288,35 @@ def run_preflight(cfg: Any, clients: AwsClients) -> StepResult:
     try:
         info = describe_type(clients.ec2, g.instance_type)
     except (ClientError, BotoCoreError) as e:
-        rows.append(Finding("instance type", "fail", _err(e), "check the region and the EC2 permissions (ec2:DescribeInstanceTypes)"))
+        rows.append(
+            Finding(
+                "instance type", "fail", _err(e), "check the region and the EC2 permissions (ec2:DescribeInstanceTypes)"
+            )
+        )
         return verdict("preflight", rows, PreflightFacts(account=account))
     rows += check_instance_type(info, g.instance_type, cfg.region, g.efa_interfaces, g.gpus_per_node, cfg.stack)
     if info is None:
         return verdict("preflight", rows, PreflightFacts(account=account))
-    az_row, az, valid = check_az(offered_azs(clients.ec2, g.instance_type), cfg.network.azs, g.availability_zone, g.instance_type, cfg.stack)
+    az_row, az, valid = check_az(
+        offered_azs(clients.ec2, g.instance_type), cfg.network.azs, g.availability_zone, g.instance_type, cfg.stack
+    )
     rows.append(az_row)
     vcpus = int(info["VCpuInfo"]["DefaultVCpus"])
     quota_row, need, free = check_quota(clients.quotas, clients.ec2, g.instance_type, vcpus, g.node_count, cfg.region)
     rows.append(quota_row)
-    rows.append(check_capacity_reservation(clients.ec2, g.capacity_reservation_id, g.instance_type, az, g.node_count, cfg.region))
+    rows.append(
+        check_capacity_reservation(
+            clients.ec2, g.capacity_reservation_id, g.instance_type, az, g.node_count, cfg.region
+        )
+    )
     facts = PreflightFacts(
-        account=account, gpu_az=az, valid_azs=valid, vcpus_needed=need, vcpus_free=free,
+        account=account,
+        gpu_az=az,
+        valid_azs=valid,
+        vcpus_needed=need,
+        vcpus_free=free,
         efa_interfaces=int(info.get("NetworkInfo", {}).get("EfaInfo", {}).get("MaximumEfaInterfaces", 0)),
     )
-    return verdict("preflight", rows, facts, ok_summary=f"account {account}: {g.node_count} x {g.instance_type} fit in {az}")
+    return verdict(
+        "preflight", rows, facts, ok_summary=f"account {account}: {g.node_count} x {g.instance_type} fit in {az}"
+    )

@@ -8,9 +8,10 @@ lines; when `up` fails, the cause the node group's Auto Scaling group reports is
 from __future__ import annotations
 
 import shutil
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Mapping, Protocol
+from typing import Any, Protocol
 
 from automation.errors import DriverError
 from automation.pipeline import StepResult
@@ -65,7 +66,10 @@ class ChangeSummary:
         return ", ".join(f"{k} {v}" for k, v in shown.items()) or "no changes"
 
     def to_dict(self) -> dict[str, Any]:
-        return {"changes": dict(self.changes), "outputs": {k: ("[secret]" if k in SECRET_OUTPUTS else v) for k, v in self.outputs.items()}}
+        return {
+            "changes": dict(self.changes),
+            "outputs": {k: ("[secret]" if k in SECRET_OUTPUTS else v) for k, v in self.outputs.items()},
+        }
 
 
 SECRET_OUTPUTS = frozenset({"kubeconfig"})
@@ -98,7 +102,9 @@ def preview(stack: StackLike, on_line: Callable[[str], None] = lambda s: None) -
     return StepResult("preview", "pass", f"stack {stack.name}: {cs.line()}", data=cs)
 
 
-def up(stack: StackLike, on_line: Callable[[str], None] = lambda s: None, explain_failure: Callable[[], str] | None = None) -> StepResult:
+def up(
+    stack: StackLike, on_line: Callable[[str], None] = lambda s: None, explain_failure: Callable[[], str] | None = None
+) -> StepResult:
     """`stack.up`; on failure the error carries `explain_failure()` (the node group's scaling activity)."""
     try:
         res = _run(stack, "up", on_line)

@@ -40,7 +40,9 @@ _SECRET_NAMES = ("kubeconfig", "password", "token", "secret", "privatekey")
 _FAKE_KUBECONFIG = {
     "apiVersion": "v1",
     "kind": "Config",
-    "clusters": [{"name": "render", "cluster": {"server": "https://render.invalid", "certificate-authority-data": "cmVuZGVy"}}],
+    "clusters": [
+        {"name": "render", "cluster": {"server": "https://render.invalid", "certificate-authority-data": "cmVuZGVy"}}
+    ],
     "contexts": [{"name": "render", "context": {"cluster": "render", "user": "render"}}],
     "current-context": "render",
     "users": [{"name": "render", "user": {"token": "render-only"}}],
@@ -199,7 +201,9 @@ def render_stack(stack: str, project_dir: Path) -> list[dict]:
     secret ones masked.
     """
     result = run_program(stack, project_dir)
-    rows = [{"type": r.type, "name": r.name, "parent": r.parent, "inputs": r.inputs} for r in tree_order(result.records)]
+    rows = [
+        {"type": r.type, "name": r.name, "parent": r.parent, "inputs": r.inputs} for r in tree_order(result.records)
+    ]
     outputs = {k: MASK if k in result.secret_outputs else v for k, v in result.outputs.items()}
     rows.append({"type": "pulumi:pulumi:StackOutputs", "name": stack, "parent": None, "inputs": outputs})
     return rows
@@ -233,13 +237,30 @@ KEY_INPUTS: dict[str, tuple[str, ...]] = {
     "aws:ec2/route:Route": ("destinationCidrBlock", "gatewayId", "natGatewayId"),
     "aws:ec2/placementGroup:PlacementGroup": ("strategy",),
     "aws:ec2/securityGroup:SecurityGroup": ("description",),
-    "aws:vpc/securityGroupIngressRule:SecurityGroupIngressRule": ("ipProtocol", "referencedSecurityGroupId", "cidrIpv4"),
+    "aws:vpc/securityGroupIngressRule:SecurityGroupIngressRule": (
+        "ipProtocol",
+        "referencedSecurityGroupId",
+        "cidrIpv4",
+    ),
     "aws:vpc/securityGroupEgressRule:SecurityGroupEgressRule": ("ipProtocol", "referencedSecurityGroupId", "cidrIpv4"),
-    "aws:ec2/launchTemplate:LaunchTemplate": ("networkInterfaces", "metadataOptions", "placement", "capacityReservationSpecification"),
+    "aws:ec2/launchTemplate:LaunchTemplate": (
+        "networkInterfaces",
+        "metadataOptions",
+        "placement",
+        "capacityReservationSpecification",
+    ),
     "aws:eks/nodeGroup:NodeGroup": ("instanceTypes", "amiType", "subnetIds", "scalingConfig", "labels", "taints"),
     "aws:kms/key:Key": ("enableKeyRotation",),
-    "eks:index:Cluster": ("name", "version", "endpointPublicAccess", "publicAccessCidrs", "authenticationMode",
-                          "createOidcProvider", "encryptionConfigKeyArn", "enabledClusterLogTypes"),
+    "eks:index:Cluster": (
+        "name",
+        "version",
+        "endpointPublicAccess",
+        "publicAccessCidrs",
+        "authenticationMode",
+        "createOidcProvider",
+        "encryptionConfigKeyArn",
+        "enabledClusterLogTypes",
+    ),
     "kubernetes:helm.sh/v3:Release": ("chart", "version", "repositoryOpts", "namespace", "values"),
     "kubernetes:core/v1:Namespace": ("metadata",),
     "kubernetes:ray.io/v1:RayCluster": ("metadata", "spec"),
@@ -251,7 +272,12 @@ _MAX_VALUE = 160
 
 def format_render(rows: list[dict]) -> str:
     """Human-readable render: the banner, then one block per resource with its key inputs."""
-    lines = [RENDER_BANNER, "", f"{len(rows) - sum(r['type'] == 'pulumi:pulumi:StackOutputs' for r in rows)} resources", ""]
+    lines = [
+        RENDER_BANNER,
+        "",
+        f"{len(rows) - sum(r['type'] == 'pulumi:pulumi:StackOutputs' for r in rows)} resources",
+        "",
+    ]
     for row in rows:
         parent = f"  (parent: {row['parent']})" if row["parent"] else ""
         lines.append(f"{row['type']}  {row['name']}{parent}")

@@ -27,7 +27,17 @@ class RunReport:
 
     def metrics(self) -> dict[str, Any]:
         s = self.training or {}
-        keys = ("run_id", "world_size", "steps", "tokens_per_s", "tokens_per_s_per_gpu", "mfu", "loss_first", "loss_last", "peak_mem_gb")
+        keys = (
+            "run_id",
+            "world_size",
+            "steps",
+            "tokens_per_s",
+            "tokens_per_s_per_gpu",
+            "mfu",
+            "loss_first",
+            "loss_last",
+            "peak_mem_gb",
+        )
         return {k: s.get(k) for k in keys}
 
     def to_dict(self) -> dict[str, Any]:
@@ -62,7 +72,12 @@ def render(report: RunReport, console: Any) -> None:
     style = {"pass": "green", "fail": "bold red", "skip": "yellow"}
     for t in report.pipeline.steps:
         r = t.result
-        steps.add_row(r.step, f"[{style[r.status]}]{r.status}[/]", f"{t.seconds:.1f}", r.summary.splitlines()[0] if r.summary else "")
+        steps.add_row(
+            r.step,
+            f"[{style[r.status]}]{r.status}[/]",
+            f"{t.seconds:.1f}",
+            r.summary.splitlines()[0] if r.summary else "",
+        )
     for name in report.pipeline.not_run:
         steps.add_row(name, "[dim]not run[/]", "", "")
     console.print(steps)
@@ -77,7 +92,9 @@ def render(report: RunReport, console: Any) -> None:
     res.add_column("what")
     res.add_column("value", overflow="fold")
     res.add_row("job", _fmt(report.job_id))
-    res.add_row("throughput", f"{_fmt(m['tokens_per_s'], ',.0f')} tokens/s ({_fmt(m['tokens_per_s_per_gpu'], ',.0f')} per GPU)")
+    res.add_row(
+        "throughput", f"{_fmt(m['tokens_per_s'], ',.0f')} tokens/s ({_fmt(m['tokens_per_s_per_gpu'], ',.0f')} per GPU)"
+    )
     res.add_row("MFU", _fmt(m["mfu"], ".1%") if m["mfu"] is not None else "n/a (CPU)" if report.training else "n/a")
     res.add_row("loss", f"{_fmt(m['loss_first'], '.4f')} -> {_fmt(m['loss_last'], '.4f')}")
     tv = report.transport or {}

@@ -47,7 +47,9 @@ class Ui:
     def step_finished(self, timed: Timed) -> None:
         self._stop_status()
         r = timed.result
-        self.console.print(f"[{_STYLE[r.status]}]{r.status:>4}[/] [bold]{r.step}[/] ({timed.seconds:.1f} s) {escape(r.summary.splitlines()[0] if r.summary else '')}")
+        self.console.print(
+            f"[{_STYLE[r.status]}]{r.status:>4}[/] [bold]{r.step}[/] ({timed.seconds:.1f} s) {escape(r.summary.splitlines()[0] if r.summary else '')}"
+        )
         if r.findings:
             self.findings(r)
 

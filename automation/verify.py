@@ -10,8 +10,9 @@ from __future__ import annotations
 
 import json
 import time
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Callable, Mapping, Protocol, Sequence
+from typing import Any, Protocol
 
 from automation.errors import DriverError
 from automation.kube import PodExec
@@ -74,7 +75,9 @@ def _quantity(value: Any) -> float:
 
 
 def _ready(obj: dict, kind: str = "Ready") -> bool:
-    return any(c.get("type") == kind and c.get("status") == "True" for c in obj.get("status", {}).get("conditions") or [])
+    return any(
+        c.get("type") == kind and c.get("status") == "True" for c in obj.get("status", {}).get("conditions") or []
+    )
 
 
 def _name(obj: dict) -> str:
@@ -104,7 +107,9 @@ def check_nodes(nodes: Sequence[dict], exp: Expectations) -> list[Finding]:
             fixes.append("give the GPU node group only the subnet of gpu_nodes.availability_zone and run `up` again")
         if gpus != exp.gpus_per_node:
             problems.append(f"expected {GPU_RESOURCE} {exp.gpus_per_node}, got {gpus:g}")
-            fixes.append(f"check the NVIDIA device plugin pod on {name} (kubectl -n kube-system get pods -o wide | grep nvidia)")
+            fixes.append(
+                f"check the NVIDIA device plugin pod on {name} (kubectl -n kube-system get pods -o wide | grep nvidia)"
+            )
         if efa < exp.efa_per_node:
             problems.append(f"expected {EFA_RESOURCE} >= {exp.efa_per_node}, got {efa:g}")
             fixes.append(
@@ -112,7 +117,12 @@ def check_nodes(nodes: Sequence[dict], exp: Expectations) -> list[Finding]:
                 "and that the launch template attaches EFA interfaces"
             )
         rows.append(
-            Finding(f"node {name}", "fail" if problems else "pass", detail + ("; " + "; ".join(problems) if problems else ""), "; ".join(fixes))
+            Finding(
+                f"node {name}",
+                "fail" if problems else "pass",
+                detail + ("; " + "; ".join(problems) if problems else ""),
+                "; ".join(fixes),
+            )
         )
     count_ok = len(nodes) == exp.node_count and ready == exp.node_count
     rows.insert(
@@ -121,7 +131,9 @@ def check_nodes(nodes: Sequence[dict], exp: Expectations) -> list[Finding]:
             "GPU nodes Ready",
             "pass" if count_ok else "fail",
             f"expected {exp.node_count} Ready nodes labelled {GPU_NODE_SELECTOR}, got {ready} Ready of {len(nodes)}",
-            "" if count_ok else "kubectl get nodes -l role=gpu-worker; the node group's last scaling activity: "
+            ""
+            if count_ok
+            else "kubectl get nodes -l role=gpu-worker; the node group's last scaling activity: "
             "aws autoscaling describe-scaling-activities --auto-scaling-group-name <asg> --max-items 1",
         ),
     )
@@ -135,7 +147,9 @@ def check_device_plugins(daemonsets: Sequence[dict], min_ready: int) -> list[Fin
     for key, label in DEVICE_PLUGINS.items():
         found = [d for d in daemonsets if key in _name(d)]
         if not found:
-            rows.append(Finding(label, "fail", f"no daemonset named like '{key}'", "install its Helm chart: run `up` again"))
+            rows.append(
+                Finding(label, "fail", f"no daemonset named like '{key}'", "install its Helm chart: run `up` again")
+            )
             continue
         for ds in found:
             st = ds.get("status", {})
@@ -143,7 +157,8 @@ def check_device_plugins(daemonsets: Sequence[dict], min_ready: int) -> list[Fin
             ok = ready == want and ready >= min_ready
             rows.append(
                 Finding(
-                    label, "pass" if ok else "fail",
+                    label,
+                    "pass" if ok else "fail",
                     f"daemonset {ds['metadata'].get('namespace')}/{_name(ds)}: {ready}/{want} ready, expected >= {min_ready}",
                     "" if ok else f"kubectl -n {ds['metadata'].get('namespace')} describe ds {_name(ds)}",
                 )
@@ -154,11 +169,17 @@ def check_device_plugins(daemonsets: Sequence[dict], min_ready: int) -> list[Fin
 def check_operator(deployments: Sequence[dict]) -> Finding:
     found = [d for d in deployments if "kuberay-operator" in _name(d)]
     if not found:
-        return Finding("KubeRay operator", "fail", "no deployment named like 'kuberay-operator'", "install the kuberay-operator chart: run `up` again")
+        return Finding(
+            "KubeRay operator",
+            "fail",
+            "no deployment named like 'kuberay-operator'",
+            "install the kuberay-operator chart: run `up` again",
+        )
     dep = found[0]
     ok = _ready(dep, "Available")
     return Finding(
-        "KubeRay operator", "pass" if ok else "fail",
+        "KubeRay operator",
+        "pass" if ok else "fail",
         f"deployment {dep['metadata'].get('namespace')}/{_name(dep)} Available={ok}",
         "" if ok else f"kubectl -n {dep['metadata'].get('namespace')} logs deploy/{_name(dep)}",
     )
@@ -172,10 +193,13 @@ def check_raycluster(rc: dict, exp: Expectations) -> list[Finding]:
         ok = c.get("status") == "True"
         rows.append(
             Finding(
-                f"RayCluster {kind}", "pass" if ok else "fail",
+                f"RayCluster {kind}",
+                "pass" if ok else "fail",
                 f"{exp.namespace}/{exp.raycluster}: {kind}={c.get('status', 'absent')}"
                 + (f" ({c.get('reason')}: {c.get('message')})" if c and not ok else ""),
-                "" if ok else f"kubectl -n {exp.namespace} describe raycluster {exp.raycluster}; kubectl -n {exp.namespace} get pods",
+                ""
+                if ok
+                else f"kubectl -n {exp.namespace} describe raycluster {exp.raycluster}; kubectl -n {exp.namespace} get pods",
             )
         )
     return rows
@@ -195,7 +219,9 @@ def check_worker_pods(pods: Sequence[dict], exp: Expectations) -> list[Finding]:
             "Ray worker pods Running",
             "pass" if len(running) == exp.worker_replicas else "fail",
             f"expected {exp.worker_replicas} Ready worker pods, got {len(running)} of {len(pods)}",
-            "" if len(running) == exp.worker_replicas else f"kubectl -n {exp.namespace} get pods -l ray.io/node-type=worker -o wide",
+            ""
+            if len(running) == exp.worker_replicas
+            else f"kubectl -n {exp.namespace} get pods -l ray.io/node-type=worker -o wide",
         )
     ]
     for pod in sorted(pods, key=_name):
@@ -225,7 +251,7 @@ def parse_ray_resources(output: str) -> dict[str, float]:
     """The resource dict printed by RAY_RESOURCES_SNIPPET; ValueError when it is not in `output`."""
     for line in output.splitlines():
         if line.startswith(RESOURCES_MARK):
-            return json.loads(line[len(RESOURCES_MARK):])
+            return json.loads(line[len(RESOURCES_MARK) :])
     raise ValueError(f"no line starting with {RESOURCES_MARK.strip()!r} in: {output.strip()[-300:]!r}")
 
 
@@ -242,7 +268,9 @@ def check_ray_gpus(ray_resources: Mapping[str, float], pods: Sequence[dict]) -> 
 
 
 # ---- the step ------------------------------------------------------------------------------------
-def poll(check: Callable[[], list[Finding]], wait_s: float, sleep: Callable[[float], None], interval_s: float = 10) -> list[Finding]:
+def poll(
+    check: Callable[[], list[Finding]], wait_s: float, sleep: Callable[[float], None], interval_s: float = 10
+) -> list[Finding]:
     """Re-run `check` until none of its findings fail or `wait_s` has passed; return the last findings."""
     deadline = time.monotonic() + wait_s
     while True:
@@ -285,7 +313,8 @@ def verify_cluster(
             check_operator(kube.list_deployments()),
             *check_raycluster(kube.get_raycluster(exp.namespace, exp.raycluster), exp),
         ],
-        pod_wait_s, sleep,
+        pod_wait_s,
+        sleep,
     )
     rows = node_rows + addon_rows
     if any(r.status == "fail" for r in addon_rows):
@@ -304,7 +333,19 @@ def verify_cluster(
     try:
         resources = parse_ray_resources(res.stdout)
     except ValueError as e:
-        rows.append(Finding("Ray GPUs == Kubernetes GPU requests", "fail", f"cannot read Ray's resources in {head} (rc {res.rc}): {e} {res.stderr[-300:]}", f"kubectl -n {exp.namespace} exec {head} -- ray status"))
+        rows.append(
+            Finding(
+                "Ray GPUs == Kubernetes GPU requests",
+                "fail",
+                f"cannot read Ray's resources in {head} (rc {res.rc}): {e} {res.stderr[-300:]}",
+                f"kubectl -n {exp.namespace} exec {head} -- ray status",
+            )
+        )
         return verdict("verify", rows, exp)
     rows.append(check_ray_gpus(resources, kube.list_pods(exp.namespace, selector)))
-    return verdict("verify", rows, exp, ok_summary=f"{exp.node_count} GPU nodes in {exp.gpu_az}, RayCluster {exp.raycluster} provisioned")
+    return verdict(
+        "verify",
+        rows,
+        exp,
+        ok_summary=f"{exp.node_count} GPU nodes in {exp.gpu_az}, RayCluster {exp.raycluster} provisioned",
+    )

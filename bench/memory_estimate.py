@@ -306,9 +306,7 @@ def grid(s: ModelShape, base: Setting, gpu_mem_gib: float, micro_batches=MICRO_B
     return [
         estimate(
             s,
-            dataclasses.replace(
-                base, micro_batch=b, reshard_after_forward=r, activation_checkpointing=ac, loss=loss
-            ),
+            dataclasses.replace(base, micro_batch=b, reshard_after_forward=r, activation_checkpointing=ac, loss=loss),
             gpu_mem_gib,
         )
         for b in micro_batches
@@ -356,13 +354,34 @@ def main(argv: list[str] | None = None) -> int:
 
     defaults = TrainConfig()
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--world-size", type=int, default=DEFAULT_WORLD_SIZE, help=f"GPUs the states are sharded over (default {DEFAULT_WORLD_SIZE})")
-    ap.add_argument("--seq-len", type=int, default=defaults.seq_len, help=f"tokens per sequence (default {defaults.seq_len})")
-    ap.add_argument("--gpu-mem-gib", type=float, default=DEFAULT_GPU_MEM_GIB, help=f"memory per GPU (default {DEFAULT_GPU_MEM_GIB:.2f}: an L4)")
-    ap.add_argument("--loss-chunk-size", type=int, default=defaults.loss_chunk_size, help=f"tokens per chunk of the chunked loss (default {defaults.loss_chunk_size})")
+    ap.add_argument(
+        "--world-size",
+        type=int,
+        default=DEFAULT_WORLD_SIZE,
+        help=f"GPUs the states are sharded over (default {DEFAULT_WORLD_SIZE})",
+    )
+    ap.add_argument(
+        "--seq-len", type=int, default=defaults.seq_len, help=f"tokens per sequence (default {defaults.seq_len})"
+    )
+    ap.add_argument(
+        "--gpu-mem-gib",
+        type=float,
+        default=DEFAULT_GPU_MEM_GIB,
+        help=f"memory per GPU (default {DEFAULT_GPU_MEM_GIB:.2f}: an L4)",
+    )
+    ap.add_argument(
+        "--loss-chunk-size",
+        type=int,
+        default=defaults.loss_chunk_size,
+        help=f"tokens per chunk of the chunked loss (default {defaults.loss_chunk_size})",
+    )
     ap.add_argument("--json", action="store_true", help="print JSON instead of the table")
     args = ap.parse_args(argv)
-    for flag, v in (("--world-size", args.world_size), ("--seq-len", args.seq_len), ("--loss-chunk-size", args.loss_chunk_size)):
+    for flag, v in (
+        ("--world-size", args.world_size),
+        ("--seq-len", args.seq_len),
+        ("--loss-chunk-size", args.loss_chunk_size),
+    ):
         if v <= 0:
             ap.error(f"{flag} must be > 0 (got {v})")
     if args.gpu_mem_gib <= 0:
@@ -382,18 +401,26 @@ def main(argv: list[str] | None = None) -> int:
     best = largest_fitting_micro_batch(s, base, args.gpu_mem_gib)
     n = total_params(s)
     if args.json:
-        print(json.dumps({
-            "estimate_not_measurement": True,
-            "preset": defaults.preset,
-            "params": n,
-            "block_activation_bytes_per_token": block_activation_bytes_per_token(s),
-            "gpu_mem_gib": args.gpu_mem_gib,
-            "workspace_gib": WORKSPACE_BYTES / GIB,
-            "fragmentation": FRAGMENTATION,
-            "rows": [_as_dict(e) for e in rows],
-            "defaults": {k: getattr(base, k) for k in ("reshard_after_forward", "activation_checkpointing", "loss", "loss_chunk_size")},
-            "largest_fitting_micro_batch": best,
-        }, indent=2))
+        print(
+            json.dumps(
+                {
+                    "estimate_not_measurement": True,
+                    "preset": defaults.preset,
+                    "params": n,
+                    "block_activation_bytes_per_token": block_activation_bytes_per_token(s),
+                    "gpu_mem_gib": args.gpu_mem_gib,
+                    "workspace_gib": WORKSPACE_BYTES / GIB,
+                    "fragmentation": FRAGMENTATION,
+                    "rows": [_as_dict(e) for e in rows],
+                    "defaults": {
+                        k: getattr(base, k)
+                        for k in ("reshard_after_forward", "activation_checkpointing", "loss", "loss_chunk_size")
+                    },
+                    "largest_fitting_micro_batch": best,
+                },
+                indent=2,
+            )
+        )
         return 0
     print(
         f"ESTIMATE (not a measurement) for {defaults.preset}: {n / 1e9:.3f}e9 params, "

@@ -88,12 +88,18 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--size-mb", type=int, default=1024, help="size of the generated log (default 1024)")
     ap.add_argument("--dir", default=None, help="where to write the log (default: a temp dir)")
-    ap.add_argument("--fixtures", default="*.log",
-                    help="glob of fixture files to repeat (default: all; h200_socket.log is a whole, "
-                         "untrimmed NCCL 2.28 log, the others are trimmed to their interesting lines)")
-    ap.add_argument("--timestamps", action="store_true",
-                    help="put a distinct kubectl-style timestamp in front of every line, so that no line "
-                         "repeats (the reader cannot take its shortcut for lines read before)")
+    ap.add_argument(
+        "--fixtures",
+        default="*.log",
+        help="glob of fixture files to repeat (default: all; h200_socket.log is a whole, "
+        "untrimmed NCCL 2.28 log, the others are trimmed to their interesting lines)",
+    )
+    ap.add_argument(
+        "--timestamps",
+        action="store_true",
+        help="put a distinct kubectl-style timestamp in front of every line, so that no line "
+        "repeats (the reader cannot take its shortcut for lines read before)",
+    )
     args = ap.parse_args()
     with tempfile.TemporaryDirectory(dir=args.dir) as tmp:
         path = Path(tmp) / "nccl_big.log"
@@ -104,14 +110,18 @@ def main() -> int:
         seconds, cpu = time.perf_counter() - t0, time.process_time() - c0
         rss_after = peak_rss_mib()
         mb = nbytes / 1e6
-        print(f"log: {mb:.0f} MB ({nbytes} bytes, {report.files[0].lines} lines) from repeated fixture lines "
-              f"({args.fixtures}{', each with a distinct timestamp' if args.timestamps else ''})")
+        print(
+            f"log: {mb:.0f} MB ({nbytes} bytes, {report.files[0].lines} lines) from repeated fixture lines "
+            f"({args.fixtures}{', each with a distinct timestamp' if args.timestamps else ''})"
+        )
         print(f"check: {seconds:.2f} s wall, {mb / seconds:.0f} MB/s; {cpu:.2f} s CPU, {mb / cpu:.0f} MB/s per core")
         print(f"peak RSS: {rss_before:.0f} MiB before the check, {rss_after:.0f} MiB after")
         print(f"verdict: {report.verdict} ({report.to_dict()['summary']['connections']} distinct connections)")
         bare = bare_loop_seconds(path)
-        print(f"plain read loop on the same file: {bare:.2f} s CPU, {mb / bare:.0f} MB/s per core "
-              f"(the check runs at {bare / cpu:.0%} of it)")
+        print(
+            f"plain read loop on the same file: {bare:.2f} s CPU, {mb / bare:.0f} MB/s per core "
+            f"(the check runs at {bare / cpu:.0%} of it)"
+        )
         one = c_pass_seconds(path)
         print(f"one C pass over the same file: {one:.2f} s CPU, {mb / one:.0f} MB/s per core")
     return 0

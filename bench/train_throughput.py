@@ -111,7 +111,9 @@ def build_reference(cfg: TrainConfig, device: torch.device) -> Training:
     wrapped = FSDP(
         lm,
         auto_wrap_policy=partial(size_based_auto_wrap_policy),
-        mixed_precision=MixedPrecision(param_dtype=torch.bfloat16, reduce_dtype=torch.bfloat16, buffer_dtype=torch.bfloat16),
+        mixed_precision=MixedPrecision(
+            param_dtype=torch.bfloat16, reduce_dtype=torch.bfloat16, buffer_dtype=torch.bfloat16
+        ),
         sharding_strategy=ShardingStrategy.FULL_SHARD,
         device_id=device,
     )
@@ -147,12 +149,17 @@ def window(name: str, cfg: TrainConfig, device: torch.device, warmup: int, steps
     batches = MicroBatches(run_cfg, tr.vocab, 0, 1).iterate(0)
     build_s = time.perf_counter() - t_build
     t_warm = time.perf_counter()
-    losses = [train_step(tr.model, tr.optimizer, batches, run_cfg.grad_accum, run_cfg.grad_clip, device, tr.vocab) for _ in range(warmup)]
+    losses = [
+        train_step(tr.model, tr.optimizer, batches, run_cfg.grad_accum, run_cfg.grad_clip, device, tr.vocab)
+        for _ in range(warmup)
+    ]
     _sync(device)
     warm_s = time.perf_counter() - t_warm
     t0 = time.perf_counter()
     for _ in range(steps):
-        losses.append(train_step(tr.model, tr.optimizer, batches, run_cfg.grad_accum, run_cfg.grad_clip, device, tr.vocab))
+        losses.append(
+            train_step(tr.model, tr.optimizer, batches, run_cfg.grad_accum, run_cfg.grad_clip, device, tr.vocab)
+        )
     _sync(device)
     elapsed = time.perf_counter() - t0
     peak_gb = torch.cuda.max_memory_allocated(device) / 1e9 if device.type == "cuda" else None
@@ -202,7 +209,7 @@ def environment(device) -> dict:
     import transformers
 
     env = {
-        "date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d"),
+        "date": datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%d"),
         "python": platform.python_version(),
         "torch": torch.__version__,
         "transformers": transformers.__version__,
@@ -215,7 +222,9 @@ def environment(device) -> dict:
 
 
 def main(argv=None) -> int:
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter, epilog=__doc__)
+    p = argparse.ArgumentParser(
+        description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter, epilog=__doc__
+    )
     p.add_argument("--preset", default="qwen2.5-1.5b")
     p.add_argument("--variants", default="reference,fsdp2,default")
     p.add_argument("--shapes", default="8x2048", help="comma list of BATCHxSEQ_LEN")
@@ -224,8 +233,14 @@ def main(argv=None) -> int:
     p.add_argument("--warmup", type=int, default=3)
     p.add_argument("--steps", type=int, default=10)
     p.add_argument("--numerics-steps", type=int, default=0, help="also compare loss curves over N steps")
-    p.add_argument("--numerics-variants", default="fsdp2,default", help="variants of the loss-curve comparison; the first is the baseline")
-    p.add_argument("--numerics-shape", default="", help="BATCHxSEQ_LEN of the comparison (default: the first of --shapes)")
+    p.add_argument(
+        "--numerics-variants",
+        default="fsdp2,default",
+        help="variants of the loss-curve comparison; the first is the baseline",
+    )
+    p.add_argument(
+        "--numerics-shape", default="", help="BATCHxSEQ_LEN of the comparison (default: the first of --shapes)"
+    )
     p.add_argument("--out", default="", help="append JSON lines here as results arrive")
     p.add_argument("--set", default="", help="TrainConfig overrides for every variant, key=value,...")
     args = p.parse_args(argv)
@@ -257,7 +272,9 @@ def main(argv=None) -> int:
     results = []
     for shape in args.shapes.split(","):
         b, t = map(int, shape.lower().split("x"))
-        cfg = TrainConfig(preset=args.preset, use_gpu=use_gpu, batch_size=b, seq_len=t, num_workers=1, **base_overrides).resolved()
+        cfg = TrainConfig(
+            preset=args.preset, use_gpu=use_gpu, batch_size=b, seq_len=t, num_workers=1, **base_overrides
+        ).resolved()
         names = only.get(shape, args.variants.split(","))
         for r in range(args.rounds):
             for name in names:
@@ -268,11 +285,17 @@ def main(argv=None) -> int:
                 row["round"] = r
                 emit({k: v for k, v in row.items() if k != "losses"})
                 results.append(row)
-    print("\nvariant                      shape     tokens/s   MFU    step ms  own peak GB  (median of rounds; peak memory less what earlier windows left held)")
+    print(
+        "\nvariant                      shape     tokens/s   MFU    step ms  own peak GB  (median of rounds; peak memory less what earlier windows left held)"
+    )
     for shape in args.shapes.split(","):
         b, t = map(int, shape.lower().split("x"))
         for name in dict.fromkeys(r["variant"] for r in results if r["seq_len"] == t and r["batch_size"] == b):
-            rows = [r for r in results if r["variant"] == name and r["seq_len"] == t and r["batch_size"] == b and "error" not in r]
+            rows = [
+                r
+                for r in results
+                if r["variant"] == name and r["seq_len"] == t and r["batch_size"] == b and "error" not in r
+            ]
             if not rows:
                 print(f"{name:28s} {shape:9s} failed: {[r.get('error') for r in results if r['variant'] == name][:1]}")
                 continue
@@ -280,14 +303,24 @@ def main(argv=None) -> int:
             mfu = statistics.median(r["mfu"] for r in rows) if rows[0]["mfu"] is not None else None
             ms = statistics.median(r["step_time_ms"] for r in rows)
             mem = max(r.get("own_peak_gb") or 0 for r in rows)
-            summary = {"summary": name, "shape": shape, "tokens_per_s": tps, "mfu": mfu, "step_time_ms": ms, "own_peak_gb": mem, "windows": len(rows)}
+            summary = {
+                "summary": name,
+                "shape": shape,
+                "tokens_per_s": tps,
+                "mfu": mfu,
+                "step_time_ms": ms,
+                "own_peak_gb": mem,
+                "windows": len(rows),
+            }
             if out:
                 out.write(json.dumps(summary) + "\n")
             mfu_s = f"{mfu:6.1%}" if mfu is not None else "   n/a"
             print(f"{name:28s} {shape:9s} {tps:10,.0f} {mfu_s} {ms:8.1f} {mem:8.1f}")
     if args.numerics_steps:
         b, t = map(int, (args.numerics_shape or args.shapes.split(",")[0]).lower().split("x"))
-        cfg = TrainConfig(preset=args.preset, use_gpu=use_gpu, batch_size=b, seq_len=t, num_workers=1, **base_overrides).resolved()
+        cfg = TrainConfig(
+            preset=args.preset, use_gpu=use_gpu, batch_size=b, seq_len=t, num_workers=1, **base_overrides
+        ).resolved()
         emit({"numerics": numerics(args.numerics_variants.split(","), cfg, device, args.numerics_steps)})
     dist.destroy_process_group()
     return 0

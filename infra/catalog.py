@@ -46,9 +46,7 @@ class InstanceSpec:
     @property
     def allocatable_memory_gib(self) -> float:
         """Memory left to pods after kube-reserved memory and the eviction threshold (GiB)."""
-        reserved_mib = (
-            _KUBE_RESERVED_MIB_PER_POD * self.max_pods + _KUBE_RESERVED_MIB_BASE + _EVICTION_HARD_MIB
-        )
+        reserved_mib = _KUBE_RESERVED_MIB_PER_POD * self.max_pods + _KUBE_RESERVED_MIB_BASE + _EVICTION_HARD_MIB
         return round(self.memory_gib * _KUBELET_VISIBLE_MEMORY - reserved_mib / 1024, 2)
 
 
@@ -84,6 +82,5 @@ def instance_spec(instance_type: str) -> InstanceSpec:
         return _catalog()[instance_type]
     except KeyError:
         raise KeyError(
-            f"instance type {instance_type!r} is not in {DATA_FILE.name}; "
-            f"known: {', '.join(known_instance_types())}"
+            f"instance type {instance_type!r} is not in {DATA_FILE.name}; known: {', '.join(known_instance_types())}"
         ) from None

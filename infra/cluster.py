@@ -25,10 +25,14 @@ NODE_POLICY_ARNS = (
 
 def node_assume_role_policy() -> str:
     """Trust policy letting EC2 instances assume the node role."""
-    return json.dumps({
-        "Version": "2012-10-17",
-        "Statement": [{"Effect": "Allow", "Principal": {"Service": "ec2.amazonaws.com"}, "Action": "sts:AssumeRole"}],
-    })
+    return json.dumps(
+        {
+            "Version": "2012-10-17",
+            "Statement": [
+                {"Effect": "Allow", "Principal": {"Service": "ec2.amazonaws.com"}, "Action": "sts:AssumeRole"}
+            ],
+        }
+    )
 
 
 @dataclass(frozen=True)
@@ -92,17 +96,26 @@ class Cluster(pulumi.ComponentResource):
 
         node_role = aws.iam.Role(f"{name}-node-role", assume_role_policy=node_assume_role_policy(), opts=child)
         attachments = [
-            aws.iam.RolePolicyAttachment(f"{name}-node-{arn.rsplit('/', 1)[1]}", role=node_role.name, policy_arn=arn, opts=child)
+            aws.iam.RolePolicyAttachment(
+                f"{name}-node-{arn.rsplit('/', 1)[1]}", role=node_role.name, policy_arn=arn, opts=child
+            )
             for arn in NODE_POLICY_ARNS
         ]
 
         system_lt = aws.ec2.LaunchTemplate(
             f"{name}-system-lt",
             metadata_options=launch_template_metadata_options(),
-            block_device_mappings=[{
-                "device_name": "/dev/xvda",
-                "ebs": {"volume_size": 50, "volume_type": "gp3", "encrypted": "true", "delete_on_termination": "true"},
-            }],
+            block_device_mappings=[
+                {
+                    "device_name": "/dev/xvda",
+                    "ebs": {
+                        "volume_size": 50,
+                        "volume_type": "gp3",
+                        "encrypted": "true",
+                        "delete_on_termination": "true",
+                    },
+                }
+            ],
             update_default_version=True,
             opts=child,
         )
@@ -138,11 +151,13 @@ class Cluster(pulumi.ComponentResource):
         self.oidc_provider_arn: pulumi.Output[str] = eks_cluster.oidc_provider_arn
         self.system_node_group_name: pulumi.Output[str] = system.node_group_name
         self.node_role_attachments = attachments
-        self.register_outputs({
-            "cluster_name": self.cluster_name,
-            "kubeconfig": self.kubeconfig,
-            "cluster_security_group_id": self.cluster_security_group_id,
-            "node_role_arn": self.node_role_arn,
-            "oidc_provider_arn": self.oidc_provider_arn,
-            "system_node_group_name": self.system_node_group_name,
-        })
+        self.register_outputs(
+            {
+                "cluster_name": self.cluster_name,
+                "kubeconfig": self.kubeconfig,
+                "cluster_security_group_id": self.cluster_security_group_id,
+                "node_role_arn": self.node_role_arn,
+                "oidc_provider_arn": self.oidc_provider_arn,
+                "system_node_group_name": self.system_node_group_name,
+            }
+        )

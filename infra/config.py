@@ -296,9 +296,16 @@ def parse_quantity(key: str, value: str) -> float:
         raise ConfigError(f"{key} {value!r} is not a Kubernetes quantity: use e.g. '40', '500m', '160Gi'")
     number, unit = float(m.group(1)), m.group(2) or ""
     factors = {
-        "": 1.0, "m": 1e-3,
-        "Ki": 1 / 1024**2, "Mi": 1 / 1024, "Gi": 1.0, "Ti": 1024.0,
-        "k": 1e3 / 1024**3, "M": 1e6 / 1024**3, "G": 1e9 / 1024**3, "T": 1e12 / 1024**3,
+        "": 1.0,
+        "m": 1e-3,
+        "Ki": 1 / 1024**2,
+        "Mi": 1 / 1024,
+        "Gi": 1.0,
+        "Ti": 1024.0,
+        "k": 1e3 / 1024**3,
+        "M": 1e6 / 1024**3,
+        "G": 1e9 / 1024**3,
+        "T": 1e12 / 1024**3,
     }
     return number * factors[unit]
 
@@ -341,12 +348,16 @@ def validate(
     """
     unknown = sorted(set(raw) - set(schema))
     if unknown:
-        raise ConfigError(f"unknown config key(s) {', '.join(unknown)}: fix the name (known: {', '.join(sorted(schema))})")
+        raise ConfigError(
+            f"unknown config key(s) {', '.join(unknown)}: fix the name (known: {', '.join(sorted(schema))})"
+        )
     v = {k: _coerce(k, s.type, raw.get(k, s.default)) for k, s in schema.items()}
     notes: list[str] = []
 
     if not region:
-        raise ConfigError(f"aws:region is not set for stack {stack!r}: add 'aws:region: <region>' to Pulumi.{stack}.yaml")
+        raise ConfigError(
+            f"aws:region is not set for stack {stack!r}: add 'aws:region: <region>' to Pulumi.{stack}.yaml"
+        )
 
     # --- network
     try:
@@ -377,7 +388,9 @@ def validate(
 
     # --- cluster
     if not _DNS_LABEL.fullmatch(v["clusterName"]) or len(v["clusterName"]) > 100:
-        raise ConfigError(f"clusterName {v['clusterName']!r} is not a valid EKS name: use lowercase letters, digits and '-'")
+        raise ConfigError(
+            f"clusterName {v['clusterName']!r} is not a valid EKS name: use lowercase letters, digits and '-'"
+        )
     if not _K8S_VERSION.fullmatch(v["kubernetesVersion"]) or int(v["kubernetesVersion"].split(".")[1]) < 30:
         raise ConfigError(
             f"kubernetesVersion {v['kubernetesVersion']!r} is not an EKS version 1.30 or newer (the AL2023 NVIDIA AMI "
@@ -394,7 +407,9 @@ def validate(
             try:
                 ipaddress.IPv4Network(cidr)
             except ValueError:
-                raise ConfigError(f"apiPublicAccessCidrs entry {cidr!r} is not an IPv4 CIDR: use e.g. 203.0.113.7/32") from None
+                raise ConfigError(
+                    f"apiPublicAccessCidrs entry {cidr!r} is not an IPv4 CIDR: use e.g. 203.0.113.7/32"
+                ) from None
         public_cidrs = v["apiPublicAccessCidrs"]
         if "0.0.0.0/0" in public_cidrs:
             notes.append(
@@ -408,7 +423,9 @@ def validate(
     # --- system nodes
     system = _known_instance("systemInstanceType", v["systemInstanceType"])
     if v["systemNodeCount"] < 1:
-        raise ConfigError(f"systemNodeCount {v['systemNodeCount']} leaves no node for the operator and Ray head: set it to 1 or more")
+        raise ConfigError(
+            f"systemNodeCount {v['systemNodeCount']} leaves no node for the operator and Ray head: set it to 1 or more"
+        )
 
     # --- GPU nodes
     gpu = _known_instance("gpuInstanceType", v["gpuInstanceType"])
@@ -441,12 +458,16 @@ def validate(
     # --- charts: exact versions only
     for key in ("nvidiaDevicePluginChartVersion", "efaDevicePluginChartVersion", "kuberayOperatorChartVersion"):
         if not _EXACT_SEMVER.fullmatch(v[key]):
-            raise ConfigError(f"{key} {v[key]!r} is not an exact chart version: pin one such as 1.5.2 (no ranges, no latest)")
+            raise ConfigError(
+                f"{key} {v[key]!r} is not an exact chart version: pin one such as 1.5.2 (no ranges, no latest)"
+            )
 
     # --- Ray
     for key in ("rayNamespace", "rayClusterName", "rayWorkerGroupName"):
         if not _DNS_LABEL.fullmatch(v[key]) or len(v[key]) > 50:
-            raise ConfigError(f"{key} {v[key]!r} is not a DNS-1123 label of at most 50 characters: use lowercase letters, digits and '-'")
+            raise ConfigError(
+                f"{key} {v[key]!r} is not a DNS-1123 label of at most 50 characters: use lowercase letters, digits and '-'"
+            )
     if is_floating_image(v["rayImage"]):
         raise ConfigError(
             f"rayImage {v['rayImage']!r} has a floating or missing tag: pin a version tag or a digest, e.g. "

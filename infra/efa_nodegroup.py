@@ -54,7 +54,9 @@ class EfaNodeGroup(pulumi.ComponentResource):
             opts=child,
         )
         for i, rule in enumerate(efa_security_group_rules()):
-            kind = aws.vpc.SecurityGroupIngressRule if rule["direction"] == "ingress" else aws.vpc.SecurityGroupEgressRule
+            kind = (
+                aws.vpc.SecurityGroupIngressRule if rule["direction"] == "ingress" else aws.vpc.SecurityGroupEgressRule
+            )
             kind(
                 f"{name}-efa-{rule['direction']}-self",
                 security_group_id=efa_sg.id,
@@ -110,9 +112,11 @@ class EfaNodeGroup(pulumi.ComponentResource):
         self.placement_group_name: pulumi.Output[str] = placement.name
         self.launch_template_id: pulumi.Output[str] = template.id
         self.node_group = node_group
-        self.register_outputs({
-            "node_group_name": self.node_group_name,
-            "security_group_id": self.security_group_id,
-            "placement_group_name": self.placement_group_name,
-            "launch_template_id": self.launch_template_id,
-        })
+        self.register_outputs(
+            {
+                "node_group_name": self.node_group_name,
+                "security_group_id": self.security_group_id,
+                "placement_group_name": self.placement_group_name,
+                "launch_template_id": self.launch_template_id,
+            }
+        )

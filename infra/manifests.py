@@ -117,10 +117,18 @@ def efa_security_group_rules() -> list[dict[str, Any]]:
     CIDR, so nothing from outside the group can reach the nodes through it.
     """
     return [
-        {"direction": "ingress", "ip_protocol": "-1", "self": True,
-         "description": "EFA: all traffic from members of this group"},
-        {"direction": "egress", "ip_protocol": "-1", "self": True,
-         "description": "EFA: all traffic to members of this group"},
+        {
+            "direction": "ingress",
+            "ip_protocol": "-1",
+            "self": True,
+            "description": "EFA: all traffic from members of this group",
+        },
+        {
+            "direction": "egress",
+            "ip_protocol": "-1",
+            "self": True,
+            "description": "EFA: all traffic to members of this group",
+        },
     ]
 
 
@@ -133,8 +141,12 @@ def root_volume(gpu: GpuNodesConfig) -> dict[str, Any]:
     """The GPU nodes' root volume: encrypted gp3 (AL2023's root device is /dev/xvda)."""
     return {
         "device_name": "/dev/xvda",
-        "ebs": {"volume_size": gpu.root_volume_gib, "volume_type": "gp3", "encrypted": "true",
-                "delete_on_termination": "true"},
+        "ebs": {
+            "volume_size": gpu.root_volume_gib,
+            "volume_type": "gp3",
+            "encrypted": "true",
+            "delete_on_termination": "true",
+        },
     }
 
 
@@ -167,7 +179,10 @@ def chart_pins(cfg: StackConfig) -> dict[str, ChartPin]:
         # (aws/eks-charts#1363, plugin v0.5.21-eksbuild.9) is v0.5.30. Not checked against the
         # live repository index from here; `helm search repo eks/aws-efa-k8s-device-plugin -l`.
         "aws-efa-k8s-device-plugin": ChartPin(
-            "aws-efa-k8s-device-plugin", "aws-efa-k8s-device-plugin", cfg.charts.efa_device_plugin, EKS_CHARTS_REPO,
+            "aws-efa-k8s-device-plugin",
+            "aws-efa-k8s-device-plugin",
+            cfg.charts.efa_device_plugin,
+            EKS_CHARTS_REPO,
             "kube-system",
         ),
         "kuberay-operator": ChartPin(

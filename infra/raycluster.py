@@ -42,5 +42,9 @@ class RayCluster(pulumi.ComponentResource):
         )
         self.name: pulumi.Output[str] = cluster.metadata["name"]
         self.namespace: pulumi.Output[str] = namespace.metadata["name"]
-        self.head_service_name: pulumi.Output[str] = cluster.metadata["name"].apply(lambda _: args.ray.head_service_name)
-        self.register_outputs({"name": self.name, "namespace": self.namespace, "head_service_name": self.head_service_name})
+        self.head_service_name: pulumi.Output[str] = cluster.metadata["name"].apply(
+            lambda _: args.ray.head_service_name
+        )
+        self.register_outputs(
+            {"name": self.name, "namespace": self.namespace, "head_service_name": self.head_service_name}
+        )

@@ -16,8 +16,14 @@ from infra.network import Network, NetworkArgs
 from infra.raycluster import RayCluster, RayClusterArgs
 
 OUTPUT_NAMES = (
-    "region", "gpu_az", "cluster_name", "kubeconfig", "nodegroup_name",
-    "raycluster_name", "raycluster_namespace", "head_service_name",
+    "region",
+    "gpu_az",
+    "cluster_name",
+    "kubeconfig",
+    "nodegroup_name",
+    "raycluster_name",
+    "raycluster_namespace",
+    "head_service_name",
 )
 
 
@@ -29,7 +35,9 @@ def build(cfg: StackConfig) -> dict[str, Any]:
     """
     gpu_az = require_gpu_az(cfg)
     name = cfg.cluster.name
-    network = Network(f"{name}-network", NetworkArgs(vpc_cidr=cfg.network.vpc_cidr, azs=cfg.network.azs, cluster_name=name))
+    network = Network(
+        f"{name}-network", NetworkArgs(vpc_cidr=cfg.network.vpc_cidr, azs=cfg.network.azs, cluster_name=name)
+    )
     cluster = Cluster(
         name,
         ClusterArgs(

@@ -94,14 +94,14 @@ class TrainConfig:
         return dataclasses.asdict(self)
 
     @classmethod
-    def from_dict(cls, d: dict) -> "TrainConfig":
+    def from_dict(cls, d: dict) -> TrainConfig:
         known = {f.name for f in dataclasses.fields(cls)}
         unknown = sorted(set(d) - known)
         if unknown:
             raise ConfigError(f"unknown training option(s) {unknown}: known ones are {sorted(known)}")
         return cls(**d)
 
-    def resolved(self) -> "TrainConfig":
+    def resolved(self) -> TrainConfig:
         """Fill the run id and the directories that default from it."""
         run_id = self.run_id or new_run_id()
         # Absolute: Ray Train workers run in a directory of their own, not the launcher's.
@@ -127,6 +127,7 @@ def load_model_config(preset: str) -> dict:
 
 def validate(cfg: TrainConfig) -> None:
     """Raise ConfigError for the first bad input. Touches the filesystem, never the network."""
+
     def need(ok: bool, msg: str) -> None:
         if not ok:
             raise ConfigError(msg)
@@ -135,8 +136,14 @@ def validate(cfg: TrainConfig) -> None:
     need(cfg.launcher in LAUNCHERS, f"--launcher {cfg.launcher!r} is unknown: choose ray or torchrun")
     need(cfg.task in TASKS, f"--task {cfg.task!r} is unknown: choose one of {', '.join(TASKS)}")
     need(cfg.loss in LOSSES, f"--loss {cfg.loss!r} is unknown: choose one of {', '.join(LOSSES)}")
-    need(cfg.reduce_dtype in REDUCE_DTYPES, f"--reduce-dtype {cfg.reduce_dtype!r} is unknown: choose one of {', '.join(REDUCE_DTYPES)}")
-    need(cfg.param_dtype in PARAM_DTYPES, f"--param-dtype {cfg.param_dtype!r} is unknown: choose one of {', '.join(PARAM_DTYPES)}")
+    need(
+        cfg.reduce_dtype in REDUCE_DTYPES,
+        f"--reduce-dtype {cfg.reduce_dtype!r} is unknown: choose one of {', '.join(REDUCE_DTYPES)}",
+    )
+    need(
+        cfg.param_dtype in PARAM_DTYPES,
+        f"--param-dtype {cfg.param_dtype!r} is unknown: choose one of {', '.join(PARAM_DTYPES)}",
+    )
     need(cfg.seq_len > 0, f"--seq-len must be > 0 (got {cfg.seq_len}): pass a positive sequence length, e.g. 2048")
     need(cfg.steps > 0, f"--steps must be > 0 (got {cfg.steps})")
     need(cfg.num_workers > 0, f"--num-workers must be > 0 (got {cfg.num_workers})")
@@ -161,18 +168,29 @@ def validate(cfg: TrainConfig) -> None:
     need(cfg.gpus_per_worker > 0, f"--gpus-per-worker must be > 0 (got {cfg.gpus_per_worker})")
     need(cfg.cpus_per_worker > 0, f"--cpus-per-worker must be > 0 (got {cfg.cpus_per_worker})")
     if cfg.run_id:
-        need(bool(_RUN_ID.match(cfg.run_id)), f"--run-id {cfg.run_id!r} is not a valid id: use letters, digits, '.', '_' or '-' (at most 63)")
+        need(
+            bool(_RUN_ID.match(cfg.run_id)),
+            f"--run-id {cfg.run_id!r} is not a valid id: use letters, digits, '.', '_' or '-' (at most 63)",
+        )
     if cfg.task != "random" and cfg.data:
         raise ConfigError(f"--task {cfg.task} and --data both set: --data replaces the synthetic task, drop one")
     if cfg.data:
         _check_readable(cfg.data)
     if cfg.pretrained and _looks_local(cfg.pretrained):
-        need(Path(cfg.pretrained).is_dir(), f"--pretrained {cfg.pretrained!r} is not a directory: pass a local model directory or a hub id such as Qwen/Qwen2.5-1.5B")
+        need(
+            Path(cfg.pretrained).is_dir(),
+            f"--pretrained {cfg.pretrained!r} is not a directory: pass a local model directory or a hub id such as Qwen/Qwen2.5-1.5B",
+        )
     if cfg.storage_path and "://" not in cfg.storage_path:
         _check_writable("--storage-path", cfg.storage_path)
     if cfg.summary_json:
         _check_writable("--summary-json", str(Path(cfg.summary_json).absolute().parent))
-    if cfg.use_gpu and cfg.launcher == "ray" and cfg.gpus_per_worker != int(cfg.gpus_per_worker) and cfg.gpus_per_worker > 1:
+    if (
+        cfg.use_gpu
+        and cfg.launcher == "ray"
+        and cfg.gpus_per_worker != int(cfg.gpus_per_worker)
+        and cfg.gpus_per_worker > 1
+    ):
         raise ConfigError(f"--gpus-per-worker {cfg.gpus_per_worker}: use a whole number above 1")
 
 
@@ -198,7 +216,9 @@ def _check_readable(path: str) -> None:
         return  # remote data is read by Ray Data on the workers; its errors name the URI
     p = Path(path)
     if not p.exists():
-        raise ConfigError(f"--data {path!r} does not exist: pass a .txt, .jsonl or .parquet file or a directory of them")
+        raise ConfigError(
+            f"--data {path!r} does not exist: pass a .txt, .jsonl or .parquet file or a directory of them"
+        )
     files = [p] if p.is_file() else [f for f in p.rglob("*") if f.is_file()]
     if not files:
         raise ConfigError(f"--data {path!r} is an empty directory: put .txt, .jsonl or .parquet files in it")

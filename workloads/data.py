@@ -19,8 +19,8 @@ fixed order, so a run resumed from a checkpoint continues at the same data posit
 from __future__ import annotations
 
 import json
+from collections.abc import Iterable, Iterator
 from pathlib import Path
-from typing import Iterable, Iterator
 
 import torch
 
@@ -167,7 +167,9 @@ class MicroBatches:
             step = start_step
             while True:
                 for micro in range(cfg.grad_accum):
-                    yield synthetic_batch(cfg.task, self.vocab, cfg.micro_batch, cfg.seq_len, cfg.seed, step, self.rank, micro)
+                    yield synthetic_batch(
+                        cfg.task, self.vocab, cfg.micro_batch, cfg.seq_len, cfg.seed, step, self.rank, micro
+                    )
                 step += 1
         skip = start_step * cfg.grad_accum * cfg.micro_batch  # sequences already trained on
         rows: list[tuple[list[int], list[int]]] = []
@@ -186,7 +188,9 @@ class MicroBatches:
         tok = load_tokenizer(tok_ref)
         while True:  # epochs
             if self.dataset is not None:
-                every = (ids for b in self.dataset.iter_batches(batch_size=64, batch_format="numpy") for ids in b["ids"])
+                every = (
+                    ids for b in self.dataset.iter_batches(batch_size=64, batch_format="numpy") for ids in b["ids"]
+                )
                 docs = (list(map(int, ids)) for i, ids in enumerate(every) if i % self.world == self.rank)
             else:
                 docs = (encode(tok, t) for i, t in enumerate(read_documents(cfg.data)) if i % self.world == self.rank)
@@ -195,4 +199,6 @@ class MicroBatches:
                 n += 1
                 yield seq
             if n == 0:
-                raise RuntimeError(f"rank {self.rank}: --data {cfg.data!r} gave this rank no tokens: use fewer workers or more data")
+                raise RuntimeError(
+                    f"rank {self.rank}: --data {cfg.data!r} gave this rank no tokens: use fewer workers or more data"
+                )

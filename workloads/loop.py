@@ -24,8 +24,8 @@ import torch.distributed as dist
 
 from workloads.config import TrainConfig
 from workloads.data import MicroBatches
-from workloads.nccl_check import run_marker
 from workloads.model import apply_fsdp, build_model, count_params, flops_per_token, peak_tflops
+from workloads.nccl_check import run_marker
 
 STATE_FILE = "state.json"
 SUMMARY_FILE = "summary.json"
@@ -39,7 +39,7 @@ class WorkerEnv:
     under_ray: bool
 
     @staticmethod
-    def detect() -> "WorkerEnv":
+    def detect() -> WorkerEnv:
         try:
             import ray.train
 
@@ -212,13 +212,18 @@ def build_training(cfg: TrainConfig, device: torch.device, world: int) -> Traini
     n_params = count_params(model)
     apply_fsdp(model, cfg, mesh)
     optimizer = torch.optim.AdamW(
-        model.parameters(), lr=cfg.lr, betas=(0.9, 0.95), weight_decay=cfg.weight_decay,
+        model.parameters(),
+        lr=cfg.lr,
+        betas=(0.9, 0.95),
+        weight_decay=cfg.weight_decay,
         fused=device.type == "cuda",
     )
     return Training(model, optimizer, n_params, lm_cfg.vocab_size, lm_cfg.num_hidden_layers, lm_cfg.hidden_size)
 
 
-def train_step(model, optimizer, batches, grad_accum: int, grad_clip: float, device: torch.device, vocab: int) -> torch.Tensor:
+def train_step(
+    model, optimizer, batches, grad_accum: int, grad_clip: float, device: torch.device, vocab: int
+) -> torch.Tensor:
     """One optimizer step over `grad_accum` micro-batches; returns this rank's mean loss on the
     device, without synchronising (the caller decides when to read it)."""
     total = torch.zeros(1, device=device)
@@ -330,7 +335,9 @@ def train_loop_per_worker(config: dict) -> dict | None:
     }
     if cfg.checkpoint_every:
         # None under Ray: the launcher fills in the stored path.
-        summary["checkpoint"] = ckpt.save({"step": cfg.steps, "losses": losses, "run_id": cfg.run_id}, model, optimizer, summary=summary)
+        summary["checkpoint"] = ckpt.save(
+            {"step": cfg.steps, "losses": losses, "run_id": cfg.run_id}, model, optimizer, summary=summary
+        )
     if env.under_ray and env.rank == 0:
         import ray
 

@@ -76,7 +76,6 @@ def build_model(cfg: TrainConfig, device: torch.device) -> CausalLM:
     return CausalLM(lm, cfg.loss, cfg.loss_chunk_size)
 
 
-
 def apply_fsdp(model: CausalLM, cfg: TrainConfig, mesh) -> CausalLM:
     """`fully_shard` each decoder block, then the root: parameters computed in `cfg.param_dtype`
     (bf16 by default; fp32 gives a full-precision reference), gradient reductions in
@@ -86,7 +85,9 @@ def apply_fsdp(model: CausalLM, cfg: TrainConfig, mesh) -> CausalLM:
     """
     from torch.distributed.fsdp import MixedPrecisionPolicy, fully_shard
 
-    mp = MixedPrecisionPolicy(param_dtype=getattr(torch, cfg.param_dtype), reduce_dtype=getattr(torch, cfg.reduce_dtype))
+    mp = MixedPrecisionPolicy(
+        param_dtype=getattr(torch, cfg.param_dtype), reduce_dtype=getattr(torch, cfg.reduce_dtype)
+    )
     layers = model.layers
     for i, block in enumerate(layers):
         if cfg.activation_checkpointing:

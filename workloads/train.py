@@ -170,11 +170,10 @@ class _SummarySink:
 
 def run_torchrun(cfg: TrainConfig) -> dict | None:
     """Run this process as one worker of a torchrun launch (WORLD_SIZE, RANK set by torchrun)."""
+    import torch
     import torch.distributed as dist
 
     from workloads.loop import train_loop_per_worker
-
-    import torch
 
     # gloo carries the CPU-side agreement below, so NCCL starts only once its log file is routed.
     dist.init_process_group(backend="cpu:gloo,cuda:nccl" if cfg.use_gpu else "gloo")
@@ -198,7 +197,9 @@ def main(argv: list[str] | None = None) -> int:
             import torch
 
             local_world = int(os.environ.get("LOCAL_WORLD_SIZE", 1))
-            check_gpu_capacity(dataclasses.replace(cfg, num_workers=local_world, gpus_per_worker=1), torch.cuda.device_count())
+            check_gpu_capacity(
+                dataclasses.replace(cfg, num_workers=local_world, gpus_per_worker=1), torch.cuda.device_count()
+            )
         summary = run_ray(cfg) if cfg.launcher == "ray" else run_torchrun(cfg)
     except ConfigError as e:
         return _fail(str(e))
@@ -212,7 +213,9 @@ def main(argv: list[str] | None = None) -> int:
     print(
         f"[train] done: {summary['steps']} steps on {summary['world_size']} workers ({summary['backend']}), "
         f"loss {summary['loss_first']:.4f} -> {summary['loss_last']:.4f}, "
-        f"{tps:,.0f} tokens/s{mfu}, run {summary['run_id']}" if tps else f"[train] done: run {summary['run_id']}",
+        f"{tps:,.0f} tokens/s{mfu}, run {summary['run_id']}"
+        if tps
+        else f"[train] done: run {summary['run_id']}",
         flush=True,
     )
     return 0

@@ -12,9 +12,10 @@ import math
 import shutil
 import sys
 import tempfile
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 from automation import pulumi_steps
 from automation.check import assert_transport, check_result, collect_logs
@@ -48,7 +49,7 @@ class AwsDeps:
     pricing: Callable[[], Any] | None = None
 
     @classmethod
-    def real(cls, cfg: Any, project_dir: Path) -> "AwsDeps":
+    def real(cls, cfg: Any, project_dir: Path) -> AwsDeps:
         import boto3
 
         session = boto3.Session(region_name=cfg.region)
@@ -73,9 +74,16 @@ def train_args_for(cfg: Any, run_id: str, steps: int | None = None, num_workers:
     workers = num_workers or t.num_workers
     return TrainArgs(
         # trainBatchSize is per worker; the training CLI's --batch-size is the global batch.
-        preset=t.preset, num_workers=workers, steps=steps or t.steps,
-        batch_size=t.batch_size * workers, seq_len=t.seq_len, run_id=run_id, run_dir=f"{CLUSTER_ROOT}/runs/{run_id}",
-        use_gpu=True, gpus_per_worker=t.gpus_per_worker, cpus_per_worker=cpus_per_worker,
+        preset=t.preset,
+        num_workers=workers,
+        steps=steps or t.steps,
+        batch_size=t.batch_size * workers,
+        seq_len=t.seq_len,
+        run_id=run_id,
+        run_dir=f"{CLUSTER_ROOT}/runs/{run_id}",
+        use_gpu=True,
+        gpus_per_worker=t.gpus_per_worker,
+        cpus_per_worker=cpus_per_worker,
         activation_checkpointing=t.activation_checkpointing,
     )
 
@@ -85,7 +93,9 @@ def newest_run(pod_exec: Any, pod: str, namespace: str) -> str:
     res = pod_exec(pod, namespace, ["sh", "-c", f"ls -1t {CLUSTER_ROOT}/runs 2>/dev/null | head -n 1"], timeout_s=60)
     run_id = res.stdout.strip()
     if res.rc != 0 or not run_id:
-        raise DriverError(f"no run under {CLUSTER_ROOT}/runs in {namespace}/{pod}: run `train` first or pass --run-id", exit_code=2)
+        raise DriverError(
+            f"no run under {CLUSTER_ROOT}/runs in {namespace}/{pod}: run `train` first or pass --run-id", exit_code=2
+        )
     return run_id
 
 
@@ -112,8 +122,13 @@ class AwsTarget:
     # ---- the steps ---------------------------------------------------------------------------------
     def steps(self, names: tuple[str, ...]) -> list[Step]:
         table = {
-            "preflight": self.preflight, "preview": self.preview, "up": self.up, "verify": self.verify,
-            "train": self.train, "check": self.check, "destroy": self.destroy,
+            "preflight": self.preflight,
+            "preview": self.preview,
+            "up": self.up,
+            "verify": self.verify,
+            "train": self.train,
+            "check": self.check,
+            "destroy": self.destroy,
         }
         return [Step(n, table[n]) for n in names]
 
@@ -157,7 +172,9 @@ class AwsTarget:
         from pulumi.automation import ConfigValue
 
         self.stack().set_config(GPU_AZ_KEY, ConfigValue(value=az))
-        self.cfg = dataclasses.replace(self.cfg, gpu_nodes=dataclasses.replace(self.cfg.gpu_nodes, availability_zone=az))
+        self.cfg = dataclasses.replace(
+            self.cfg, gpu_nodes=dataclasses.replace(self.cfg.gpu_nodes, availability_zone=az)
+        )
         self.note(f"set {GPU_AZ_KEY} = {az} in stack {s} (Pulumi.{s}.yaml), the AZ preflight chose")
 
     def stack(self) -> pulumi_steps.StackLike:
@@ -172,7 +189,9 @@ class AwsTarget:
     def up(self, prior: Prior) -> StepResult:
         self.settle_gpu_az(prior)
         previewed = prior.get("preview")
-        changes = previewed.data.line() if previewed is not None and previewed.data is not None else "changes not previewed"
+        changes = (
+            previewed.data.line() if previewed is not None and previewed.data is not None else "changes not previewed"
+        )
         question = (
             f"`up` on stack {self.cfg.stack} ({changes}) creates resources that cost money "
             f"({self.cfg.gpu_nodes.node_count} x {self.cfg.gpu_nodes.instance_type}). Go ahead?"
@@ -183,8 +202,11 @@ class AwsTarget:
             raise DriverError("not confirmed: nothing was changed (pass --yes to skip the question)")
         c = self.deps.client
         result = pulumi_steps.up(
-            self.stack(), self.on_progress,
-            explain_failure=lambda: pulumi_steps.nodegroup_failure_cause(c("eks"), c("autoscaling"), self.cfg.cluster.name),
+            self.stack(),
+            self.on_progress,
+            explain_failure=lambda: pulumi_steps.nodegroup_failure_cause(
+                c("eks"), c("autoscaling"), self.cfg.cluster.name
+            ),
         )
         self._outputs = dict(result.data.outputs) if result.data else None
         return result
@@ -215,7 +237,9 @@ class AwsTarget:
                         f"`python -m automation up --stack {self.cfg.stack}` or pass --kubeconfig PATH",
                         exit_code=2,
                     )
-                kubeconfig = raw if isinstance(raw, dict) else parse_kubeconfig(str(raw), f"stack {self.cfg.stack}'s output")
+                kubeconfig = (
+                    raw if isinstance(raw, dict) else parse_kubeconfig(str(raw), f"stack {self.cfg.stack}'s output")
+                )
             self._kube = self.deps.kube(kubeconfig)
         return self._kube
 
@@ -224,7 +248,9 @@ class AwsTarget:
 
     def verify(self, prior: Prior) -> StepResult:
         kube = self.kube()
-        return verify_cluster(kube, self.expectations(), kube.exec, self.node_wait_s, self.pod_wait_s, on_progress=self.on_progress)
+        return verify_cluster(
+            kube, self.expectations(), kube.exec, self.node_wait_s, self.pod_wait_s, on_progress=self.on_progress
+        )
 
     def train(self, prior: Prior) -> StepResult:
         kube = self.kube()
@@ -232,7 +258,9 @@ class AwsTarget:
         head = head_pod_name(kube, exp)
         args = train_args_for(self.cfg, self.run_id, self.steps_override, self.workers_override)
         self.on_progress(f"copying workloads/ into {head} and submitting job {args.run_id}")
-        outcome = submit_on_head(kube.exec, head, exp.namespace, args, on_line=self.on_line, env_vars={"NCCL_DEBUG": "INFO"})
+        outcome = submit_on_head(
+            kube.exec, head, exp.namespace, args, on_line=self.on_line, env_vars={"NCCL_DEBUG": "INFO"}
+        )
         return train_result(outcome)
 
     def check(self, prior: Prior) -> StepResult:
@@ -262,7 +290,9 @@ class AwsTarget:
         resume = f"python -m automation run --stack {s}"
         teardown = f"python -m automation destroy --stack {s}"
         if failed in ("preflight", "preview"):
-            return Advice("nothing was created: preflight and preview change nothing", (f"fix the failing rows, then: {resume}",))
+            return Advice(
+                "nothing was created: preflight and preview change nothing", (f"fix the failing rows, then: {resume}",)
+            )
         if failed == "up":
             return Advice(
                 f"stack {s} may be partly created (GPU nodes cost money while they exist): "
@@ -273,7 +303,11 @@ class AwsTarget:
             return Advice(f"some resources of stack {s} may remain", (f"retry: {teardown}",))
         return Advice(
             f"the cluster of stack {s} is up and costs money until destroyed",
-            (f"resume (idempotent): {resume}", f"or only this step: python -m automation {failed} --stack {s}", f"tear down: {teardown}"),
+            (
+                f"resume (idempotent): {resume}",
+                f"or only this step: python -m automation {failed} --stack {s}",
+                f"tear down: {teardown}",
+            ),
         )
 
     def cost(self) -> CostEstimate:
@@ -283,7 +317,10 @@ class AwsTarget:
             pricing = self.deps.pricing()
         except Exception as e:  # noqa: BLE001 - "unknown" is the promised answer when pricing is unreachable
             return CostEstimate(None, (), f"Pricing API: {type(e).__name__}")
-        groups = [(self.cfg.gpu_nodes.instance_type, self.cfg.gpu_nodes.node_count), (self.cfg.system_nodes.instance_type, self.cfg.system_nodes.count)]
+        groups = [
+            (self.cfg.gpu_nodes.instance_type, self.cfg.gpu_nodes.node_count),
+            (self.cfg.system_nodes.instance_type, self.cfg.system_nodes.count),
+        ]
         return estimate(pricing, self.cfg.region, groups)
 
 
@@ -310,7 +347,6 @@ def load_config(stack: str, project_dir: Path) -> Any:
 
 def run_render(args: Any, ui: Any) -> int:
     from automation.render import format_render, render_stack
-
     from infra.config import ConfigError
 
     load_config(args.stack, args.project_dir)  # the clear message for a bad stack, before Pulumi's mocks
@@ -329,7 +365,8 @@ def run_status(target: AwsTarget, args: Any, ui: Any) -> int:
     """The stack's outputs and, when the cluster answers, its GPU nodes and the RayCluster's state."""
     outputs = {} if args.kubeconfig else target.outputs()
     doc: dict[str, Any] = {
-        "stack": target.cfg.stack, "region": target.cfg.region,
+        "stack": target.cfg.stack,
+        "region": target.cfg.region,
         "outputs": {k: ("[secret]" if k in pulumi_steps.SECRET_OUTPUTS else v) for k, v in outputs.items()},
     }
     if not args.kubeconfig and not outputs:
@@ -339,13 +376,18 @@ def run_status(target: AwsTarget, args: Any, ui: Any) -> int:
         exp = target.expectations()
         nodes = kube.list_nodes("role=gpu-worker")
         ready = sum(
-            any(c.get("type") == "Ready" and c.get("status") == "True" for c in n.get("status", {}).get("conditions", []))
+            any(
+                c.get("type") == "Ready" and c.get("status") == "True"
+                for c in n.get("status", {}).get("conditions", [])
+            )
             for n in nodes
         )
         rc = kube.get_raycluster(exp.namespace, exp.raycluster)
         doc["cluster"] = {
-            "gpu_nodes_ready": ready, "gpu_nodes": len(nodes),
-            "raycluster": f"{exp.namespace}/{exp.raycluster}", "raycluster_state": rc.get("status", {}).get("state"),
+            "gpu_nodes_ready": ready,
+            "gpu_nodes": len(nodes),
+            "raycluster": f"{exp.namespace}/{exp.raycluster}",
+            "raycluster_state": rc.get("status", {}).get("state"),
         }
     if args.json:
         ui.emit_json(doc)
@@ -374,9 +416,17 @@ def run_aws(args: Any, ui: Any, deps: AwsDeps | None = None) -> int:
             raise DriverError(pulumi_steps.PULUMI_MISSING, exit_code=2)
         deps = AwsDeps.real(cfg, args.project_dir)
     target = AwsTarget(
-        cfg=cfg, deps=deps, run_id=args.run_id or new_run_id(), run_id_given=bool(args.run_id), yes=args.yes,
-        kubeconfig_path=args.kubeconfig, steps_override=args.steps, workers_override=args.num_workers,
-        on_line=ui.log, on_progress=ui.progress, on_note=ui.note,
+        cfg=cfg,
+        deps=deps,
+        run_id=args.run_id or new_run_id(),
+        run_id_given=bool(args.run_id),
+        yes=args.yes,
+        kubeconfig_path=args.kubeconfig,
+        steps_override=args.steps,
+        workers_override=args.num_workers,
+        on_line=ui.log,
+        on_progress=ui.progress,
+        on_note=ui.note,
     )
     if args.command == "status":
         return run_status(target, args, ui)
@@ -386,8 +436,11 @@ def run_aws(args: Any, ui: Any, deps: AwsDeps | None = None) -> int:
     check = result.result("check")
     outcome = train.data if train is not None else None
     report = RunReport(
-        target="aws", stack=cfg.stack, pipeline=result,
-        training=getattr(outcome, "summary", None), job_id=getattr(outcome, "job_id", None),
+        target="aws",
+        stack=cfg.stack,
+        pipeline=result,
+        training=getattr(outcome, "summary", None),
+        job_id=getattr(outcome, "job_id", None),
         transport=check.data.to_dict() if check is not None and check.data is not None else None,
         cost=target.cost() if args.command in ("run", "up") else None,
         notes=tuple(cfg.warnings) + tuple(target.notes),

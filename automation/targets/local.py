@@ -14,9 +14,10 @@ import os
 import subprocess
 import sys
 import tarfile
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 from automation.check import LOCAL_GPU_NOTE, assert_transport, check_result, not_applicable_on_cpu
 from automation.errors import DriverError
@@ -57,10 +58,18 @@ class LocalPlan:
 
     def train_args(self) -> TrainArgs:
         return TrainArgs(
-            preset=self.preset, num_workers=self.num_workers, steps=self.steps, batch_size=self.batch_size,
-            seq_len=self.seq_len, run_id=self.run_id, run_dir=str((self.runs_root / self.run_id).absolute()),
-            use_gpu=self.use_gpu, gpus_per_worker=self.gpus_per_worker, cpus_per_worker=self.cpus_per_worker,
-            task=self.task, lr=self.lr,
+            preset=self.preset,
+            num_workers=self.num_workers,
+            steps=self.steps,
+            batch_size=self.batch_size,
+            seq_len=self.seq_len,
+            run_id=self.run_id,
+            run_dir=str((self.runs_root / self.run_id).absolute()),
+            use_gpu=self.use_gpu,
+            gpus_per_worker=self.gpus_per_worker,
+            cpus_per_worker=self.cpus_per_worker,
+            task=self.task,
+            lr=self.lr,
         )
 
 
@@ -68,22 +77,50 @@ def preflight_local(plan: LocalPlan, cpu_count: int | None = None, gpu_count: in
     """What the local run needs on this machine: the training module, Ray's job server, the CPUs or GPUs."""
     rows = []
     train = WORKLOADS_DIR / "train.py"
-    rows.append(Finding("training module", "pass" if train.is_file() else "fail", str(train),
-                        "" if train.is_file() else "the workloads package is incomplete: reinstall the project"))
+    rows.append(
+        Finding(
+            "training module",
+            "pass" if train.is_file() else "fail",
+            str(train),
+            "" if train.is_file() else "the workloads package is incomplete: reinstall the project",
+        )
+    )
     for mod, why in (("ray", "Ray"), ("aiohttp_cors", "Ray's job server (ray[default])"), ("torch", "PyTorch")):
         ok = importlib.util.find_spec(mod) is not None
-        rows.append(Finding(why, "pass" if ok else "fail", f"module {mod} {'found' if ok else 'missing'}",
-                            "" if ok else "pip install -e '.[automation]'"))
+        rows.append(
+            Finding(
+                why,
+                "pass" if ok else "fail",
+                f"module {mod} {'found' if ok else 'missing'}",
+                "" if ok else "pip install -e '.[automation]'",
+            )
+        )
     cpus = cpu_count if cpu_count is not None else (os.cpu_count() or 1)
     ok = cpus >= plan.cpus_needed
-    rows.append(Finding("CPUs", "pass" if ok else "fail", f"{cpus} cores, {plan.cpus_needed:g} needed ({plan.num_workers} workers x {plan.cpus_per_worker:g})",
-                        "" if ok else f"use --num-workers {max(1, int(cpus // plan.cpus_per_worker))}"))
+    rows.append(
+        Finding(
+            "CPUs",
+            "pass" if ok else "fail",
+            f"{cpus} cores, {plan.cpus_needed:g} needed ({plan.num_workers} workers x {plan.cpus_per_worker:g})",
+            "" if ok else f"use --num-workers {max(1, int(cpus // plan.cpus_per_worker))}",
+        )
+    )
     if plan.use_gpu:
         gpus = gpu_count if gpu_count is not None else _local_gpus()
         ok = gpus >= plan.gpus_needed
-        rows.append(Finding("GPUs", "pass" if ok else "fail", f"{gpus} local GPUs, {plan.gpus_needed:g} needed",
-                            "" if ok else "use fewer --num-workers or leave out --use-gpu"))
-    return verdict("preflight", rows, ok_summary=f"{plan.num_workers} {'GPU' if plan.use_gpu else 'CPU'} workers fit on this machine")
+        rows.append(
+            Finding(
+                "GPUs",
+                "pass" if ok else "fail",
+                f"{gpus} local GPUs, {plan.gpus_needed:g} needed",
+                "" if ok else "use fewer --num-workers or leave out --use-gpu",
+            )
+        )
+    return verdict(
+        "preflight",
+        rows,
+        ok_summary=f"{plan.num_workers} {'GPU' if plan.use_gpu else 'CPU'} workers fit on this machine",
+    )
 
 
 def _local_gpus() -> int:
@@ -97,24 +134,36 @@ def _local_gpus() -> int:
 def ray_resources(gcs_address: str, timeout_s: float = 120) -> dict[str, float]:
     """What the running cluster advertises (ray.cluster_resources()), read in a child process."""
     env = dict(os.environ, RAY_ADDRESS=gcs_address)
-    proc = subprocess.run([sys.executable, "-c", RAY_RESOURCES_SNIPPET], capture_output=True, text=True, env=env, timeout=timeout_s)
+    proc = subprocess.run(
+        [sys.executable, "-c", RAY_RESOURCES_SNIPPET], capture_output=True, text=True, env=env, timeout=timeout_s
+    )
     try:
         return parse_ray_resources(proc.stdout)
     except ValueError as e:
-        raise DriverError(f"cannot read the local Ray cluster's resources (rc {proc.returncode}): {e} {proc.stderr.strip()[-300:]}") from None
+        raise DriverError(
+            f"cannot read the local Ray cluster's resources (rc {proc.returncode}): {e} {proc.stderr.strip()[-300:]}"
+        ) from None
 
 
 def check_resources(resources: dict[str, float], plan: LocalPlan) -> StepResult:
     rows = [
-        Finding("Ray CPUs", "pass" if resources.get("CPU", 0) >= plan.cpus_needed else "fail",
-                f"Ray advertises CPU {resources.get('CPU', 0):g}, the workers need {plan.cpus_needed:g}",
-                "" if resources.get("CPU", 0) >= plan.cpus_needed else "use fewer --num-workers"),
+        Finding(
+            "Ray CPUs",
+            "pass" if resources.get("CPU", 0) >= plan.cpus_needed else "fail",
+            f"Ray advertises CPU {resources.get('CPU', 0):g}, the workers need {plan.cpus_needed:g}",
+            "" if resources.get("CPU", 0) >= plan.cpus_needed else "use fewer --num-workers",
+        ),
     ]
     if plan.use_gpu:
         ok = resources.get("GPU", 0) >= plan.gpus_needed
-        rows.append(Finding("Ray GPUs", "pass" if ok else "fail",
-                            f"Ray advertises GPU {resources.get('GPU', 0):g}, the workers need {plan.gpus_needed:g}",
-                            "" if ok else "use fewer --num-workers"))
+        rows.append(
+            Finding(
+                "Ray GPUs",
+                "pass" if ok else "fail",
+                f"Ray advertises GPU {resources.get('GPU', 0):g}, the workers need {plan.gpus_needed:g}",
+                "" if ok else "use fewer --num-workers",
+            )
+        )
     return verdict("verify", rows, resources, ok_summary=f"Ray's resources cover {plan.num_workers} workers")
 
 
@@ -158,8 +207,12 @@ class LocalTarget:
         gpus = int(self.plan.gpus_needed) if self.plan.use_gpu else 0
         self.cluster = LocalRayCluster(num_cpus=max(1, int(round(self.plan.cpus_needed + 0.499))), num_gpus=gpus)
         self.cluster.start()
-        return StepResult("start", "pass", f"Ray head on 127.0.0.1, job server {self.cluster.dashboard_url}, temp dir {self.cluster.temp_dir}",
-                          data={"job_server": self.cluster.dashboard_url, "temp_dir": self.cluster.temp_dir})
+        return StepResult(
+            "start",
+            "pass",
+            f"Ray head on 127.0.0.1, job server {self.cluster.dashboard_url}, temp dir {self.cluster.temp_dir}",
+            data={"job_server": self.cluster.dashboard_url, "temp_dir": self.cluster.temp_dir},
+        )
 
     def _train(self, prior: Prior) -> StepResult:
         from ray.job_submission import JobSubmissionClient
@@ -167,7 +220,14 @@ class LocalTarget:
         cluster = self._cluster()
         workdir = stage_workloads(Path(cluster.temp_dir) / "src")
         client = JobSubmissionClient(cluster.dashboard_url)
-        outcome = submit_local(client, self.plan.train_args(), workdir, sys.executable, on_line=self.on_line, timeout_s=self.plan.job_timeout_s)
+        outcome = submit_local(
+            client,
+            self.plan.train_args(),
+            workdir,
+            sys.executable,
+            on_line=self.on_line,
+            timeout_s=self.plan.job_timeout_s,
+        )
         return train_result(outcome)
 
     def _check(self, prior: Prior) -> StepResult:
@@ -216,10 +276,14 @@ def run_local(args: Any, ui: Any) -> int:
     check = result.result("check")
     outcome = train.data if train is not None else None
     report = RunReport(
-        target="local", stack=None, pipeline=result,
-        training=getattr(outcome, "summary", None), job_id=getattr(outcome, "job_id", None),
+        target="local",
+        stack=None,
+        pipeline=result,
+        training=getattr(outcome, "summary", None),
+        job_id=getattr(outcome, "job_id", None),
         transport=check.data.to_dict() if check is not None and check.data is not None else None,
-        cost=None, notes=tuple(target.notes),
+        cost=None,
+        notes=tuple(target.notes),
     )
     if args.json:
         ui.emit_json(report.to_dict())

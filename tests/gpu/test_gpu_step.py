@@ -34,10 +34,35 @@ def test_compiled_chunked_loss_matches_full_on_gpu():
 def test_nccl_output_goes_to_this_runs_rank_file(tmp_path):
     run_dir = tmp_path / "run"
     r = subprocess.run(
-        [sys.executable, "-m", "torch.distributed.run", "--nproc-per-node", "1", "-m", "workloads.train",
-         "--launcher", "torchrun", "--use-gpu", "--preset", "tiny", "--steps", "3", "--batch-size", "2",
-         "--seq-len", "128", "--run-id", "gpu-test", "--run-dir", str(run_dir), "--summary-json", str(tmp_path / "s.json")],
-        capture_output=True, text=True, timeout=600,
+        [
+            sys.executable,
+            "-m",
+            "torch.distributed.run",
+            "--nproc-per-node",
+            "1",
+            "-m",
+            "workloads.train",
+            "--launcher",
+            "torchrun",
+            "--use-gpu",
+            "--preset",
+            "tiny",
+            "--steps",
+            "3",
+            "--batch-size",
+            "2",
+            "--seq-len",
+            "128",
+            "--run-id",
+            "gpu-test",
+            "--run-dir",
+            str(run_dir),
+            "--summary-json",
+            str(tmp_path / "s.json"),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=600,
     )
     assert r.returncode == 0, r.stderr[-3000:]
     files = sorted((run_dir / "nccl").glob("nccl.gpu-test.rank0.*.log"))

@@ -7,11 +7,12 @@ import copy
 import json
 import re
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 from urllib.parse import parse_qs, urlparse
 
 from automation.kube import ExecResult
@@ -83,12 +84,19 @@ class FakeKubeApi:
             rc = self.objects["raycluster"]
             if rc["metadata"]["namespace"] == m.group(1) and rc["metadata"]["name"] == m.group(2):
                 return 200, rc
-        return 404, {"kind": "Status", "apiVersion": "v1", "status": "Failure", "reason": "NotFound", "code": 404, "message": f"{u.path} not found"}
+        return 404, {
+            "kind": "Status",
+            "apiVersion": "v1",
+            "status": "Failure",
+            "reason": "NotFound",
+            "code": 404,
+            "message": f"{u.path} not found",
+        }
 
     def kubeconfig(self) -> dict:
         return kubeconfig_for(self.url)
 
-    def __enter__(self) -> "FakeKubeApi":
+    def __enter__(self) -> FakeKubeApi:
         self.thread.start()
         return self
 
@@ -99,7 +107,9 @@ class FakeKubeApi:
 
 def kubeconfig_for(server: str) -> dict:
     return {
-        "apiVersion": "v1", "kind": "Config", "current-context": "test",
+        "apiVersion": "v1",
+        "kind": "Config",
+        "current-context": "test",
         "clusters": [{"name": "test", "cluster": {"server": server, "insecure-skip-tls-verify": True}}],
         "contexts": [{"name": "test", "context": {"cluster": "test", "user": "test"}}],
         "users": [{"name": "test", "user": {"token": "test-token"}}],
@@ -128,8 +138,14 @@ class FakeStack:
     `fail` maps an operation name to the CommandError text it raises; `calls` records the order.
     """
 
-    def __init__(self, name: str, outputs: dict[str, Any] | None = None, fail: dict[str, str] | None = None,
-                 changes: dict[str, int] | None = None, events: list[dict] | None = None):
+    def __init__(
+        self,
+        name: str,
+        outputs: dict[str, Any] | None = None,
+        fail: dict[str, str] | None = None,
+        changes: dict[str, int] | None = None,
+        events: list[dict] | None = None,
+    ):
         self.name = name
         self._outputs = outputs or {}
         self.fail = fail or {}
@@ -152,8 +168,16 @@ class FakeStack:
     def _summary(self, kind: str):
         from pulumi.automation import UpdateSummary
 
-        return UpdateSummary(kind=kind, start_time=datetime.now(), message="", environment={}, config={},
-                             result="succeeded", end_time=datetime.now(), resource_changes=dict(self.changes))
+        return UpdateSummary(
+            kind=kind,
+            start_time=datetime.now(),
+            message="",
+            environment={},
+            config={},
+            result="succeeded",
+            end_time=datetime.now(),
+            resource_changes=dict(self.changes),
+        )
 
     def preview(self, on_event=None):
         from pulumi.automation import PreviewResult

@@ -7,12 +7,10 @@ import os
 import subprocess
 import sys
 
+import _driver_helpers as helpers  # tests/integration is on pytest's pythonpath
 import yaml
 
 from automation import cli
-
-
-import _driver_helpers as helpers  # tests/integration is on pytest's pythonpath
 
 
 def test_status_reads_nodes_and_raycluster_through_the_kubeconfig(tmp_path, capsys):
@@ -28,7 +26,10 @@ def test_status_reads_nodes_and_raycluster_through_the_kubeconfig(tmp_path, caps
 def test_render_lists_the_declared_resources_offline():
     proc = subprocess.run(
         [sys.executable, "-m", "automation", "render", "--stack", "us-west-2", "--json"],
-        capture_output=True, text=True, timeout=120, cwd=helpers.REPO,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=helpers.REPO,
         env=dict(os.environ, PATH="/usr/bin:/bin"),  # no pulumi CLI on the path, whatever the machine has
     )
     assert proc.returncode == 0, f"expected exit 0, got {proc.returncode}: {proc.stderr[-1000:]}"
@@ -39,9 +40,16 @@ def test_render_lists_the_declared_resources_offline():
 def test_render_of_a_stack_without_gpu_az_is_one_clear_line(tmp_path, capsys):
     for name in ("Pulumi.yaml", "__main__.py"):
         (tmp_path / name).write_text((helpers.REPO / name).read_text())
-    (tmp_path / "Pulumi.no-az.yaml").write_text(yaml.safe_dump({"config": {
-        "aws:region": "us-east-2", "ray-efa-eks:availabilityZones": ["us-east-2a", "us-east-2b"],
-    }}))
+    (tmp_path / "Pulumi.no-az.yaml").write_text(
+        yaml.safe_dump(
+            {
+                "config": {
+                    "aws:region": "us-east-2",
+                    "ray-efa-eks:availabilityZones": ["us-east-2a", "us-east-2b"],
+                }
+            }
+        )
+    )
     rc = cli.main(["render", "--stack", "no-az", "--project-dir", str(tmp_path)])
     err = " ".join(capsys.readouterr().err.split())
     assert rc == 2, f"expected exit 2, got {rc}: {err}"

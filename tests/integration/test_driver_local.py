@@ -30,7 +30,11 @@ def local_run(tmp_path_factory):
     cwd = tmp_path_factory.mktemp("local-run")
     proc = subprocess.run(
         [sys.executable, "-m", "automation", "run", "--target", "local", "--json"],
-        cwd=cwd, env=driver_env(), capture_output=True, text=True, timeout=300,
+        cwd=cwd,
+        env=driver_env(),
+        capture_output=True,
+        text=True,
+        timeout=300,
     )
     return proc, cwd
 
@@ -83,7 +87,11 @@ def test_interrupted_run_leaves_no_ray_process(tmp_path, sig):
     # the driver must still take Ctrl-C and SIGTERM as an interrupt.
     proc = subprocess.Popen(
         [sys.executable, "-m", "automation", "run", "--json"],
-        cwd=tmp_path, env=driver_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        cwd=tmp_path,
+        env=driver_env(),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
         preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_IGN),
     )
     temp_dir = None

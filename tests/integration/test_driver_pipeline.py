@@ -10,6 +10,7 @@ import json
 import tarfile
 from pathlib import Path
 
+import _driver_helpers as helpers  # tests/integration is on pytest's pythonpath
 import boto3
 import pytest
 from botocore.stub import Stubber
@@ -21,12 +22,21 @@ from automation.pipeline import run_pipeline
 from automation.targets.aws import GPU_AZ_KEY, PIPELINE, PLAN, AwsDeps, AwsTarget
 from automation.verify import RESOURCES_MARK
 
-
-import _driver_helpers as helpers  # tests/integration is on pytest's pythonpath
 REGION = "us-west-2"
 NCCL = helpers.REPO / "tests" / "fixtures" / "nccl"
-SUMMARY = {"run_id": "r1", "world_size": 8, "steps": 100, "tokens_per_s": 52000.0, "tokens_per_s_per_gpu": 6500.0,
-           "mfu": 0.31, "loss_first": 12.1, "loss_last": 7.9, "peak_mem_gb": 17.5, "nccl_log_dir": "/tmp/ray-efa-eks/runs/r1/nccl", "checkpoint": None}
+SUMMARY = {
+    "run_id": "r1",
+    "world_size": 8,
+    "steps": 100,
+    "tokens_per_s": 52000.0,
+    "tokens_per_s_per_gpu": 6500.0,
+    "mfu": 0.31,
+    "loss_first": 12.1,
+    "loss_last": 7.9,
+    "peak_mem_gb": 17.5,
+    "nccl_log_dir": "/tmp/ray-efa-eks/runs/r1/nccl",
+    "checkpoint": None,
+}
 
 
 def tar_b64(log: Path) -> str:
@@ -64,7 +74,11 @@ class KubeWithExec(KubeApi):
 
 @pytest.fixture
 def aws(monkeypatch):
-    for k, v in {"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing", "AWS_DEFAULT_REGION": REGION}.items():
+    for k, v in {
+        "AWS_ACCESS_KEY_ID": "testing",
+        "AWS_SECRET_ACCESS_KEY": "testing",
+        "AWS_DEFAULT_REGION": REGION,
+    }.items():
         monkeypatch.setenv(k, v)
     with mock_aws():
         yield
@@ -77,8 +91,11 @@ def client_factory(quota: float = 1000, extra: dict | None = None):
         client = boto3.client(name, region_name=REGION)
         if name == "service-quotas":
             stub = Stubber(client)
-            stub.add_response("get_service_quota", {"Quota": {"ServiceCode": "ec2", "QuotaCode": "L-DB2E81BA", "Value": quota}},
-                              {"ServiceCode": "ec2", "QuotaCode": "L-DB2E81BA"})
+            stub.add_response(
+                "get_service_quota",
+                {"Quota": {"ServiceCode": "ec2", "QuotaCode": "L-DB2E81BA", "Value": quota}},
+                {"ServiceCode": "ec2", "QuotaCode": "L-DB2E81BA"},
+            )
             stub.activate()
         return client
 
@@ -96,8 +113,14 @@ def make_target(api, stack, pod_exec=None, confirm=lambda q: True, yes=True, cli
 
 
 def outputs(api):
-    return {"region": REGION, "gpu_az": "us-west-2a", "cluster_name": "ray-efa-eks", "kubeconfig": json.dumps(api.kubeconfig()),
-            "raycluster_name": "ray-efa", "raycluster_namespace": "ray"}
+    return {
+        "region": REGION,
+        "gpu_az": "us-west-2a",
+        "cluster_name": "ray-efa-eks",
+        "kubeconfig": json.dumps(api.kubeconfig()),
+        "raycluster_name": "ray-efa",
+        "raycluster_namespace": "ray",
+    }
 
 
 def run(target, names):
@@ -119,7 +142,9 @@ def test_run_executes_every_step_in_order(aws):
 
 def test_preview_failure_stops_before_up(aws):
     with helpers.FakeKubeApi() as api:
-        stack = helpers.FakeStack("us-west-2", outputs=outputs(api), fail={"preview": "error: program failed: invalid config"})
+        stack = helpers.FakeStack(
+            "us-west-2", outputs=outputs(api), fail={"preview": "error: program failed: invalid config"}
+        )
         result = run(make_target(api, stack), PIPELINE)
     assert result.failed_step == "preview", f"expected preview to fail, got {result.failed_step}"
     assert "up" not in stack.calls, f"up must not run after a failed preview, stack calls {stack.calls}"
@@ -131,7 +156,9 @@ def test_preflight_failure_stops_before_any_stack_call(aws):
     with helpers.FakeKubeApi() as api:
         stack = helpers.FakeStack("us-west-2", outputs=outputs(api))
         result = run(make_target(api, stack, clients=client_factory(quota=48)), PIPELINE)
-    assert (result.failed_step, stack.calls) == ("preflight", []), f"got {result.failed_step}, stack calls {stack.calls}"
+    assert (result.failed_step, stack.calls) == ("preflight", []), (
+        f"got {result.failed_step}, stack calls {stack.calls}"
+    )
 
 
 def test_plan_stops_after_preview(aws):
@@ -156,21 +183,42 @@ def test_up_failure_reports_the_scaling_activity_cause(aws):
     eks_stub.add_response("list_nodegroups", {"nodegroups": ["gpu"]}, {"clusterName": "ray-efa-eks"})
     eks_stub.add_response(
         "describe_nodegroup",
-        {"nodegroup": {"nodegroupName": "gpu", "status": "CREATE_FAILED",
-                       "health": {"issues": [{"code": "AsgInstanceLaunchFailures", "message": "Could not launch On-Demand Instances."}]},
-                       "resources": {"autoScalingGroups": [{"name": "eks-gpu-1234"}]}}},
+        {
+            "nodegroup": {
+                "nodegroupName": "gpu",
+                "status": "CREATE_FAILED",
+                "health": {
+                    "issues": [
+                        {"code": "AsgInstanceLaunchFailures", "message": "Could not launch On-Demand Instances."}
+                    ]
+                },
+                "resources": {"autoScalingGroups": [{"name": "eks-gpu-1234"}]},
+            }
+        },
         {"clusterName": "ray-efa-eks", "nodegroupName": "gpu"},
     )
     asg_stub.add_response(
         "describe_scaling_activities",
-        {"Activities": [{"ActivityId": "a1", "AutoScalingGroupName": "eks-gpu-1234", "Cause": "user request", "StartTime": "2026-12-02T10:00:00Z",
-                         "StatusCode": "Failed", "StatusMessage": "We currently do not have sufficient g6.12xlarge capacity in the Availability Zone you requested (us-west-2a)."}]},
+        {
+            "Activities": [
+                {
+                    "ActivityId": "a1",
+                    "AutoScalingGroupName": "eks-gpu-1234",
+                    "Cause": "user request",
+                    "StartTime": "2026-12-02T10:00:00Z",
+                    "StatusCode": "Failed",
+                    "StatusMessage": "We currently do not have sufficient g6.12xlarge capacity in the Availability Zone you requested (us-west-2a).",
+                }
+            ]
+        },
         {"AutoScalingGroupName": "eks-gpu-1234", "MaxRecords": 1},
     )
     eks_stub.activate()
     asg_stub.activate()
     with helpers.FakeKubeApi() as api:
-        stack = helpers.FakeStack("us-west-2", outputs=outputs(api), fail={"up": "eks:index:ManagedNodeGroup gpu: CREATE_FAILED"})
+        stack = helpers.FakeStack(
+            "us-west-2", outputs=outputs(api), fail={"up": "eks:index:ManagedNodeGroup gpu: CREATE_FAILED"}
+        )
         result = run(make_target(api, stack, clients=client_factory(extra={"eks": eks, "autoscaling": asg})), PIPELINE)
     assert result.failed_step == "up", f"expected up to fail, got {result.failed_step}"
     assert "sufficient g6.12xlarge capacity" in result.reason, f"expected the ASG's cause in {result.reason!r}"
@@ -209,7 +257,9 @@ def test_missing_kubeconfig_output_after_up_fails_verify_with_destroy_advice(aws
 
 def target_without_gpu_az(api, stack):
     target = make_target(api, stack)
-    target.cfg = dataclasses.replace(target.cfg, gpu_nodes=dataclasses.replace(target.cfg.gpu_nodes, availability_zone=""))
+    target.cfg = dataclasses.replace(
+        target.cfg, gpu_nodes=dataclasses.replace(target.cfg.gpu_nodes, availability_zone="")
+    )
     return target
 
 
@@ -219,7 +269,9 @@ def test_az_chosen_by_preflight_is_set_in_the_stack_before_preview(aws):
         target = target_without_gpu_az(api, stack)
         result = run(target, PLAN)
     assert result.ok, f"expected success, failed at {result.failed_step}: {result.reason}"
-    assert stack.calls == [f"set_config {GPU_AZ_KEY}", "preview"], f"expected the AZ set before preview, got {stack.calls}"
+    assert stack.calls == [f"set_config {GPU_AZ_KEY}", "preview"], (
+        f"expected the AZ set before preview, got {stack.calls}"
+    )
     value = stack.config[GPU_AZ_KEY]
     assert (type(value).__name__, value.value, value.secret) == ("ConfigValue", "us-west-2a", False), f"got {value!r}"
     assert any(f"{GPU_AZ_KEY} = us-west-2a" in n for n in target.notes), f"expected the user told, notes {target.notes}"
@@ -230,5 +282,7 @@ def test_up_without_az_and_without_preflight_changes_nothing(aws):
         stack = helpers.FakeStack("us-west-2", outputs=outputs(api))
         with pytest.raises(DriverError) as err:
             run(target_without_gpu_az(api, stack), ("up",))
-    assert err.value.exit_code == 2 and "gpuAvailabilityZone" in str(err.value), f"got {err.value.exit_code}: {err.value}"
+    assert err.value.exit_code == 2 and "gpuAvailabilityZone" in str(err.value), (
+        f"got {err.value.exit_code}: {err.value}"
+    )
     assert stack.calls == [], f"expected no stack call, got {stack.calls}"

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import dataclasses
 
+import _driver_helpers as helpers  # tests/integration is on pytest's pythonpath
 import boto3
 import pytest
 from botocore.stub import Stubber
@@ -12,14 +13,16 @@ from moto import mock_aws
 
 from automation.preflight import AwsClients, check_capacity_reservation, run_preflight
 
-
-import _driver_helpers as helpers  # tests/integration is on pytest's pythonpath
 REGION = "us-west-2"
 
 
 @pytest.fixture(autouse=True)
 def aws_env(monkeypatch):
-    for k, v in {"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing", "AWS_DEFAULT_REGION": REGION}.items():
+    for k, v in {
+        "AWS_ACCESS_KEY_ID": "testing",
+        "AWS_SECRET_ACCESS_KEY": "testing",
+        "AWS_DEFAULT_REGION": REGION,
+    }.items():
         monkeypatch.setenv(k, v)
     with mock_aws():
         yield
@@ -30,7 +33,13 @@ def config(instance_type="g6.12xlarge", az="us-west-2a", azs=("us-west-2a", "us-
     return dataclasses.replace(
         cfg,
         network=dataclasses.replace(cfg.network, azs=tuple(azs)),
-        gpu_nodes=dataclasses.replace(cfg.gpu_nodes, instance_type=instance_type, availability_zone=az, gpus_per_node=gpus, capacity_reservation_id=reservation),
+        gpu_nodes=dataclasses.replace(
+            cfg.gpu_nodes,
+            instance_type=instance_type,
+            availability_zone=az,
+            gpus_per_node=gpus,
+            capacity_reservation_id=reservation,
+        ),
     )
 
 
@@ -39,7 +48,15 @@ def quotas_client(value: float, code: str = "L-DB2E81BA"):
     stub = Stubber(client)
     stub.add_response(
         "get_service_quota",
-        {"Quota": {"ServiceCode": "ec2", "QuotaCode": code, "QuotaName": "Running On-Demand G and VT instances", "Value": value, "Unit": "None"}},
+        {
+            "Quota": {
+                "ServiceCode": "ec2",
+                "QuotaCode": code,
+                "QuotaName": "Running On-Demand G and VT instances",
+                "Value": value,
+                "Unit": "None",
+            }
+        },
         {"ServiceCode": "ec2", "QuotaCode": code},
     )
     stub.activate()
@@ -47,7 +64,11 @@ def quotas_client(value: float, code: str = "L-DB2E81BA"):
 
 
 def clients(quota: float = 1000) -> AwsClients:
-    return AwsClients(sts=boto3.client("sts", region_name=REGION), ec2=boto3.client("ec2", region_name=REGION), quotas=quotas_client(quota))
+    return AwsClients(
+        sts=boto3.client("sts", region_name=REGION),
+        ec2=boto3.client("ec2", region_name=REGION),
+        quotas=quotas_client(quota),
+    )
 
 
 def rows(result):
@@ -75,7 +96,9 @@ def test_type_not_offered_in_the_configured_az_fails_with_valid_azs():
     # moto offers g5.12xlarge in us-west-2a/b/c, not in us-west-2d.
     result = run_preflight(config("g5.12xlarge", az="us-west-2d", azs=("us-west-2c", "us-west-2d")), clients())
     row = rows(result)["GPU availability zone"]
-    assert row.status == "fail" and "valid AZs: us-west-2c" in row.detail, f"expected a failure listing us-west-2c, got {row}"
+    assert row.status == "fail" and "valid AZs: us-west-2c" in row.detail, (
+        f"expected a failure listing us-west-2c, got {row}"
+    )
 
 
 def test_az_outside_the_stack_subnets_fails():
@@ -111,19 +134,30 @@ def test_unknown_instance_type_fails():
 def reservation_client(reservation: dict):
     client = boto3.client("ec2", region_name=REGION)
     stub = Stubber(client)
-    stub.add_response("describe_capacity_reservations", {"CapacityReservations": [reservation]}, {"CapacityReservationIds": [reservation["CapacityReservationId"]]})
+    stub.add_response(
+        "describe_capacity_reservations",
+        {"CapacityReservations": [reservation]},
+        {"CapacityReservationIds": [reservation["CapacityReservationId"]]},
+    )
     stub.activate()
     return client
 
 
 RESERVATION = {
-    "CapacityReservationId": "cr-0123456789abcdef0", "InstanceType": "g6.12xlarge", "InstancePlatform": "Linux/UNIX",
-    "AvailabilityZone": "us-west-2a", "TotalInstanceCount": 2, "AvailableInstanceCount": 2, "State": "active",
+    "CapacityReservationId": "cr-0123456789abcdef0",
+    "InstanceType": "g6.12xlarge",
+    "InstancePlatform": "Linux/UNIX",
+    "AvailabilityZone": "us-west-2a",
+    "TotalInstanceCount": 2,
+    "AvailableInstanceCount": 2,
+    "State": "active",
 }
 
 
 def test_active_matching_reservation_passes():
-    row = check_capacity_reservation(reservation_client(RESERVATION), RESERVATION["CapacityReservationId"], "g6.12xlarge", "us-west-2a", 2, REGION)
+    row = check_capacity_reservation(
+        reservation_client(RESERVATION), RESERVATION["CapacityReservationId"], "g6.12xlarge", "us-west-2a", 2, REGION
+    )
     assert row.status == "pass", f"got {row}"
 
 
@@ -138,5 +172,7 @@ def test_active_matching_reservation_passes():
 )
 def test_unusable_reservation_fails(change, words):
     cr = {**RESERVATION, **change}
-    row = check_capacity_reservation(reservation_client(cr), cr["CapacityReservationId"], "g6.12xlarge", "us-west-2a", 2, REGION)
+    row = check_capacity_reservation(
+        reservation_client(cr), cr["CapacityReservationId"], "g6.12xlarge", "us-west-2a", 2, REGION
+    )
     assert row.status == "fail" and words in row.detail, f"expected {words!r} in a failing row, got {row}"

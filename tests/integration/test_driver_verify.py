@@ -5,20 +5,29 @@ from __future__ import annotations
 import json
 import socket
 
+import _driver_helpers as helpers  # tests/integration is on pytest's pythonpath
 import pytest
 
 from automation.errors import DriverError
 from automation.kube import ExecResult, KubeApi
 from automation.verify import RESOURCES_MARK, Expectations, verify_cluster
 
-import _driver_helpers as helpers  # tests/integration is on pytest's pythonpath
-
-EXP = Expectations(node_count=2, gpu_az="us-west-2a", gpus_per_node=4, efa_per_node=1, namespace="ray", raycluster="ray-efa", worker_replicas=2)
+EXP = Expectations(
+    node_count=2,
+    gpu_az="us-west-2a",
+    gpus_per_node=4,
+    efa_per_node=1,
+    namespace="ray",
+    raycluster="ray-efa",
+    worker_replicas=2,
+)
 GPU_NODE = "ip-10-30-1-17.us-west-2.compute.internal"
 
 
 def ray_says(gpus: float):
-    return helpers.ScriptedExec(lambda pod, cmd, stdin: ExecResult(0, f"{RESOURCES_MARK}{json.dumps({'CPU': 82.0, 'GPU': gpus})}\n", ""))
+    return helpers.ScriptedExec(
+        lambda pod, cmd, stdin: ExecResult(0, f"{RESOURCES_MARK}{json.dumps({'CPU': 82.0, 'GPU': gpus})}\n", "")
+    )
 
 
 def run_verify(objects, pod_exec=None):
@@ -107,7 +116,9 @@ def test_worker_requests_not_equal_to_limits_fail():
 
 def test_ray_gpus_differing_from_kubernetes_requests_fail():
     rows = failing(run_verify(helpers.load_k8s(), pod_exec=ray_says(4)))
-    assert rows.get("Ray GPUs == Kubernetes GPU requests") == "Ray advertises GPU 4, worker pods request nvidia.com/gpu 8", rows
+    assert (
+        rows.get("Ray GPUs == Kubernetes GPU requests") == "Ray advertises GPU 4, worker pods request nvidia.com/gpu 8"
+    ), rows
 
 
 def test_ray_resources_are_read_in_the_head_pod():

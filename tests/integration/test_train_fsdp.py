@@ -50,9 +50,27 @@ def test_each_of_two_ranks_holds_about_half_of_the_parameters(venv_bin, repo_roo
 def test_optimisation_flag_trains_a_step_on_cpu(venv_bin, repo_root, tmp_path, clean_env, flags):
     out = tmp_path / "summary.json"
     r = _torchrun(
-        venv_bin, 1,
-        ["-m", "workloads.train", "--launcher", "torchrun", "--preset", "tiny", "--steps", "2",
-         "--batch-size", "2", "--seq-len", "32", "--run-dir", str(tmp_path / "run"), "--summary-json", str(out), *flags],
+        venv_bin,
+        1,
+        [
+            "-m",
+            "workloads.train",
+            "--launcher",
+            "torchrun",
+            "--preset",
+            "tiny",
+            "--steps",
+            "2",
+            "--batch-size",
+            "2",
+            "--seq-len",
+            "32",
+            "--run-dir",
+            str(tmp_path / "run"),
+            "--summary-json",
+            str(out),
+            *flags,
+        ],
         cwd=repo_root,
     )
     assert r.returncode == 0, r.stderr[-2000:]

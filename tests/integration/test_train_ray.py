@@ -37,16 +37,28 @@ def test_two_worker_run_learns_the_synthetic_task(ray_cluster, tmp_path):
     s = _train(tmp_path, *TINY, "--task", "learnable", "--steps", "20", "--run-dir", str(tmp_path / "run"))
     assert s["world_size"] == 2 and s["backend"] == "gloo" and s["steps"] == 20
     tail = sum(s["losses"][-3:]) / 3
-    assert tail < s["loss_first"] - 0.8, f"loss did not fall by 0.8: first {s['loss_first']:.3f}, last-3 mean {tail:.3f}"
+    assert tail < s["loss_first"] - 0.8, (
+        f"loss did not fall by 0.8: first {s['loss_first']:.3f}, last-3 mean {tail:.3f}"
+    )
     assert s["tokens_per_s"] > 0 and s["mfu"] is None, "MFU is only defined on a known GPU"
     assert s["nccl_log_dir"] == str(tmp_path / "run" / "nccl")
 
 
-def test_killed_worker_resumes_from_checkpoint_and_matches_uninterrupted_run(ray_cluster, tmp_path, venv_bin, repo_root):
+def test_killed_worker_resumes_from_checkpoint_and_matches_uninterrupted_run(
+    ray_cluster, tmp_path, venv_bin, repo_root
+):
     common = [*TINY, "--task", "learnable", "--steps", "12", "--seed", "3"]
     s = _train(
-        tmp_path, *common, "--checkpoint-every", "4", "--fail-at-step", "6", "--max-failures", "1",
-        "--run-dir", str(tmp_path / "faulty"),
+        tmp_path,
+        *common,
+        "--checkpoint-every",
+        "4",
+        "--fail-at-step",
+        "6",
+        "--max-failures",
+        "1",
+        "--run-dir",
+        str(tmp_path / "faulty"),
     )
     assert (tmp_path / "faulty" / ".failed-at-6").exists(), "the fault was not injected"
     assert s["resumed_from_step"] == 4, f"expected a resume from the step-4 checkpoint, got {s['resumed_from_step']}"
@@ -59,13 +71,41 @@ def test_killed_worker_resumes_from_checkpoint_and_matches_uninterrupted_run(ray
 
 
 def test_torchrun_and_ray_launchers_give_the_same_losses(ray_cluster, tmp_path, venv_bin, repo_root):
-    args = ["--preset", "tiny", "--batch-size", "4", "--seq-len", "64", "--steps", "4", "--seed", "5", "--task", "learnable"]
+    args = [
+        "--preset",
+        "tiny",
+        "--batch-size",
+        "4",
+        "--seq-len",
+        "64",
+        "--steps",
+        "4",
+        "--seed",
+        "5",
+        "--task",
+        "learnable",
+    ]
     ray_s = _train(tmp_path, *args, "--num-workers", "2", "--run-dir", str(tmp_path / "ray"))
     out = tmp_path / "torchrun.json"
     r = subprocess.run(
-        [str(venv_bin / "torchrun"), "--nproc-per-node", "2", "-m", "workloads.train", "--launcher", "torchrun",
-         *args, "--run-dir", str(tmp_path / "tr"), "--summary-json", str(out)],
-        capture_output=True, text=True, timeout=240, cwd=repo_root,
+        [
+            str(venv_bin / "torchrun"),
+            "--nproc-per-node",
+            "2",
+            "-m",
+            "workloads.train",
+            "--launcher",
+            "torchrun",
+            *args,
+            "--run-dir",
+            str(tmp_path / "tr"),
+            "--summary-json",
+            str(out),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=240,
+        cwd=repo_root,
     )
     assert r.returncode == 0, r.stderr[-2000:]
     tr_s = json.loads(out.read_text())

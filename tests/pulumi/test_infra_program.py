@@ -83,7 +83,9 @@ def test_both_example_stacks_render_with_every_output(rendered):
     cfg = stack_config(stack)
     assert (r.outputs["region"], r.outputs["gpu_az"]) == (stack, cfg.gpu_nodes.availability_zone)
     assert (r.outputs["raycluster_name"], r.outputs["raycluster_namespace"], r.outputs["head_service_name"]) == (
-        "ray-efa", "ray", "ray-efa-head-svc",
+        "ray-efa",
+        "ray",
+        "ray-efa-head-svc",
     )
 
 
@@ -130,7 +132,8 @@ def test_public_subnets_only_hold_the_nat_gateway(east):
 def test_private_route_goes_through_the_nat(east):
     route = one(east, "aws:ec2/route:Route", "private-default")
     assert (route.inputs["destinationCidrBlock"], route.inputs.get("natGatewayId")) == (
-        "0.0.0.0/0", rid(one(east, "aws:ec2/natGateway:NatGateway")),
+        "0.0.0.0/0",
+        rid(one(east, "aws:ec2/natGateway:NatGateway")),
     )
 
 
@@ -141,14 +144,22 @@ def test_eks_cluster_security_settings(east):
     c = one(east, "eks:index:Cluster").inputs
     private_ids = [rid(x) for x in every(east, "aws:ec2/subnet:Subnet") if "-private-" in x.name]
     got = {
-        "private": sorted(c["privateSubnetIds"]), "public_subnets": c.get("publicSubnetIds"),
-        "kms": c["encryptionConfigKeyArn"], "oidc": c["createOidcProvider"], "private_endpoint": c["endpointPrivateAccess"],
-        "logs": c["enabledClusterLogTypes"], "node_public_ip": c["nodeAssociatePublicIpAddress"],
+        "private": sorted(c["privateSubnetIds"]),
+        "public_subnets": c.get("publicSubnetIds"),
+        "kms": c["encryptionConfigKeyArn"],
+        "oidc": c["createOidcProvider"],
+        "private_endpoint": c["endpointPrivateAccess"],
+        "logs": c["enabledClusterLogTypes"],
+        "node_public_ip": c["nodeAssociatePublicIpAddress"],
     }
     assert got == {
-        "private": sorted(private_ids), "public_subnets": None,
-        "kms": f"arn:aws:render::123456789012:{one(east, 'aws:kms/key:Key').name}", "oidc": True, "private_endpoint": True,
-        "logs": ["api", "audit", "authenticator"], "node_public_ip": False,
+        "private": sorted(private_ids),
+        "public_subnets": None,
+        "kms": f"arn:aws:render::123456789012:{one(east, 'aws:kms/key:Key').name}",
+        "oidc": True,
+        "private_endpoint": True,
+        "logs": ["api", "audit", "authenticator"],
+        "node_public_ip": False,
     }
 
 
@@ -196,8 +207,14 @@ def test_launch_template_has_one_efa_interface_at_card0_device0(east):
 
 
 def test_multi_card_instance_gets_an_interface_per_card():
-    r = render("us-west-2", gpuInstanceType="p5.48xlarge", gpuEfaInterfaces="32", rayWorkerGpus="8", rayWorkerEfa="32",
-               trainNumWorkers="16")
+    r = render(
+        "us-west-2",
+        gpuInstanceType="p5.48xlarge",
+        gpuEfaInterfaces="32",
+        rayWorkerGpus="8",
+        rayWorkerEfa="32",
+        trainNumWorkers="16",
+    )
     nics = ints(one(r, "aws:ec2/launchTemplate:LaunchTemplate", "gpu-lt").inputs["networkInterfaces"])
     got = [(n["networkCardIndex"], n["deviceIndex"], n["interfaceType"]) for n in nics]
     assert got == [(0, 0, "efa")] + [(card, 1, "efa-only") for card in range(1, 32)]
@@ -207,7 +224,9 @@ def test_efa_interfaces_carry_efa_and_cluster_security_groups_and_no_subnet(east
     efa_sg = one(east, "aws:ec2/securityGroup:SecurityGroup", "efa")
     nics = one(east, "aws:ec2/launchTemplate:LaunchTemplate", "gpu-lt").inputs["networkInterfaces"]
     for nic in nics:
-        assert sorted(nic["securityGroups"]) == sorted([rid(efa_sg), "sg-render-cluster"]), f"groups {nic['securityGroups']}"
+        assert sorted(nic["securityGroups"]) == sorted([rid(efa_sg), "sg-render-cluster"]), (
+            f"groups {nic['securityGroups']}"
+        )
         assert not nic.get("subnetId"), "the launch template must not pin a subnet"
 
 
@@ -220,8 +239,13 @@ def test_launch_template_requires_imdsv2_and_encrypts_the_root_volume(east):
 def test_efa_security_group_allows_itself_in_both_directions(east):
     efa_sg = rid(one(east, "aws:ec2/securityGroup:SecurityGroup", "efa"))
     rules = {
-        x.type.rsplit(":", 1)[1]: (x.inputs["securityGroupId"], x.inputs["referencedSecurityGroupId"], x.inputs["ipProtocol"])
-        for x in east.records if x.type in SG_RULE_TYPES
+        x.type.rsplit(":", 1)[1]: (
+            x.inputs["securityGroupId"],
+            x.inputs["referencedSecurityGroupId"],
+            x.inputs["ipProtocol"],
+        )
+        for x in east.records
+        if x.type in SG_RULE_TYPES
     }
     assert rules == {
         "SecurityGroupIngressRule": (efa_sg, efa_sg, "-1"),
@@ -231,13 +255,22 @@ def test_efa_security_group_allows_itself_in_both_directions(east):
 
 def test_no_security_group_rule_is_open_to_the_internet(rendered):
     _, r = rendered
-    open_rules = [x.name for x in r.records if x.type in SG_RULE_TYPES and (
-        x.inputs.get("cidrIpv4") == "0.0.0.0/0" or x.inputs.get("cidrIpv6") == "::/0"
-        or "0.0.0.0/0" in x.inputs.get("cidrBlocks", [])
-    )]
-    inline = [x.name for x in every(r, "aws:ec2/securityGroup:SecurityGroup")
-              for rule in x.inputs.get("ingress", []) + x.inputs.get("egress", [])
-              if "0.0.0.0/0" in rule.get("cidrBlocks", [])]
+    open_rules = [
+        x.name
+        for x in r.records
+        if x.type in SG_RULE_TYPES
+        and (
+            x.inputs.get("cidrIpv4") == "0.0.0.0/0"
+            or x.inputs.get("cidrIpv6") == "::/0"
+            or "0.0.0.0/0" in x.inputs.get("cidrBlocks", [])
+        )
+    ]
+    inline = [
+        x.name
+        for x in every(r, "aws:ec2/securityGroup:SecurityGroup")
+        for rule in x.inputs.get("ingress", []) + x.inputs.get("egress", [])
+        if "0.0.0.0/0" in rule.get("cidrBlocks", [])
+    ]
     assert not open_rules and not inline, f"rules open to 0.0.0.0/0: {open_rules + inline}"
 
 
@@ -253,14 +286,20 @@ def test_gpu_node_group_size_labels_taints_and_ami(east):
     ng = one(east, "aws:eks/nodeGroup:NodeGroup", "gpu-ng").inputs
     lt = one(east, "aws:ec2/launchTemplate:LaunchTemplate", "gpu-lt")
     got = {
-        "size": ints(ng["scalingConfig"]), "labels": ng["labels"], "taints": ng["taints"], "ami": ng["amiType"],
-        "types": ng["instanceTypes"], "lt": ng["launchTemplate"]["id"],
+        "size": ints(ng["scalingConfig"]),
+        "labels": ng["labels"],
+        "taints": ng["taints"],
+        "ami": ng["amiType"],
+        "types": ng["instanceTypes"],
+        "lt": ng["launchTemplate"]["id"],
     }
     assert got == {
         "size": {"desiredSize": 2, "minSize": 2, "maxSize": 2},
         "labels": {"role": "gpu-worker", "nvidia.com/gpu.present": "true"},
         "taints": [{"key": "nvidia.com/gpu", "value": "true", "effect": "NO_SCHEDULE"}],
-        "ami": "AL2023_x86_64_NVIDIA", "types": ["g6.12xlarge"], "lt": rid(lt),
+        "ami": "AL2023_x86_64_NVIDIA",
+        "types": ["g6.12xlarge"],
+        "lt": rid(lt),
     }
 
 
@@ -282,8 +321,10 @@ def test_single_gpu_node_renders_with_one_worker():
 
 
 def test_helm_charts_are_pinned(east):
-    got = {x.inputs["chart"]: (x.inputs["version"], x.inputs["repositoryOpts"]["repo"])
-           for x in every(east, "kubernetes:helm.sh/v3:Release")}
+    got = {
+        x.inputs["chart"]: (x.inputs["version"], x.inputs["repositoryOpts"]["repo"])
+        for x in every(east, "kubernetes:helm.sh/v3:Release")
+    }
     assert got == {
         "nvidia-device-plugin": ("0.20.0", "https://nvidia.github.io/k8s-device-plugin"),
         "aws-efa-k8s-device-plugin": ("v0.5.30", "https://aws.github.io/eks-charts"),
@@ -318,14 +359,21 @@ def test_raycluster_env_and_cluster_ip(east):
     spec = one(east, "kubernetes:ray.io/v1:RayCluster").inputs["spec"]
     env = {e["name"]: e["value"] for e in spec["workerGroupSpecs"][0]["template"]["spec"]["containers"][0]["env"]}
     assert {k: env.get(k) for k in ("FI_PROVIDER", "NCCL_NET_PLUGIN", "NCCL_SOCKET_IFNAME", "NCCL_DEBUG")} == {
-        "FI_PROVIDER": "efa", "NCCL_NET_PLUGIN": "ofi", "NCCL_SOCKET_IFNAME": "eth0", "NCCL_DEBUG": "INFO",
+        "FI_PROVIDER": "efa",
+        "NCCL_NET_PLUGIN": "ofi",
+        "NCCL_SOCKET_IFNAME": "eth0",
+        "NCCL_DEBUG": "INFO",
     }
     assert spec["headGroupSpec"]["serviceType"] == "ClusterIP"
 
 
 def test_no_kubernetes_object_exposes_a_port_outside_the_cluster(east):
-    exposed = [x.name for x in east.records if x.type.startswith("kubernetes:")
-               and any(t in repr(x.inputs) for t in ("LoadBalancer", "NodePort", "hostPort"))]
+    exposed = [
+        x.name
+        for x in east.records
+        if x.type.startswith("kubernetes:")
+        and any(t in repr(x.inputs) for t in ("LoadBalancer", "NodePort", "hostPort"))
+    ]
     assert not exposed, f"objects exposing ports: {exposed}"
 
 

@@ -37,7 +37,9 @@ def test_render_lists_the_components_and_their_children(rows):
 
 def test_render_is_json_serialisable_and_leaks_no_kubeconfig(rows):
     text = json.dumps(rows)
-    assert "render-only" not in text and "certificate-authority-data" not in text, "the kubeconfig leaked into the render"
+    assert "render-only" not in text and "certificate-authority-data" not in text, (
+        "the kubeconfig leaked into the render"
+    )
     outputs = rows[-1]
     assert outputs["type"] == "pulumi:pulumi:StackOutputs" and outputs["inputs"]["kubeconfig"] == MASK
 
@@ -54,7 +56,12 @@ def test_mask_secrets_masks_marked_and_secret_named_fields_only():
         {"kubeconfig": "k", "values": {"password": "p", "httpTokens": "required"}, "plain": "x", "marked": "m"},
         {"marked"},
     )
-    assert masked == {"kubeconfig": MASK, "values": {"password": MASK, "httpTokens": "required"}, "plain": "x", "marked": MASK}
+    assert masked == {
+        "kubeconfig": MASK,
+        "values": {"password": MASK, "httpTokens": "required"},
+        "plain": "x",
+        "marked": MASK,
+    }
 
 
 def test_two_renders_are_identical(rows):

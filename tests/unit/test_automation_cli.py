@@ -28,12 +28,18 @@ def closed_port() -> int:
 
 def kubeconfig_file(tmp_path, server):
     path = tmp_path / "kubeconfig"
-    path.write_text(yaml.safe_dump({
-        "apiVersion": "v1", "kind": "Config", "current-context": "c",
-        "clusters": [{"name": "c", "cluster": {"server": server}}],
-        "contexts": [{"name": "c", "context": {"cluster": "c", "user": "u"}}],
-        "users": [{"name": "u", "user": {"token": "t"}}],
-    }))
+    path.write_text(
+        yaml.safe_dump(
+            {
+                "apiVersion": "v1",
+                "kind": "Config",
+                "current-context": "c",
+                "clusters": [{"name": "c", "cluster": {"server": server}}],
+                "contexts": [{"name": "c", "context": {"cluster": "c", "user": "u"}}],
+                "users": [{"name": "u", "user": {"token": "t"}}],
+            }
+        )
+    )
     return path
 
 
@@ -67,7 +73,14 @@ def test_missing_kubeconfig_file_is_a_clear_error(capsys, tmp_path):
 
 def test_unreachable_cluster_is_a_clear_failure(capsys, tmp_path):
     port = closed_port()
-    rc, out, err = run_cli(capsys, "verify", "--stack", "us-west-2", "--kubeconfig", str(kubeconfig_file(tmp_path, f"http://127.0.0.1:{port}")))
+    rc, out, err = run_cli(
+        capsys,
+        "verify",
+        "--stack",
+        "us-west-2",
+        "--kubeconfig",
+        str(kubeconfig_file(tmp_path, f"http://127.0.0.1:{port}")),
+    )
     text = " ".join((out + err).split())
     assert rc == 1, f"expected exit 1, got {rc}"
     assert f"cannot reach the Kubernetes API at http://127.0.0.1:{port}" in text, text
@@ -83,7 +96,9 @@ def test_missing_pulumi_cli_says_how_to_install(capsys, monkeypatch):
 
 def test_missing_pulumi_cli_is_reported_before_preflight_runs(capsys, monkeypatch):
     monkeypatch.setattr("automation.targets.aws.shutil.which", lambda name: None)
-    monkeypatch.setattr("automation.targets.aws.run_preflight", lambda *a: pytest.fail("preflight must not run without the pulumi CLI"))
+    monkeypatch.setattr(
+        "automation.targets.aws.run_preflight", lambda *a: pytest.fail("preflight must not run without the pulumi CLI")
+    )
     rc, out, err = run_cli(capsys, "run", "--stack", "us-west-2")
     assert rc == 2, f"expected exit 2, got {rc}"
 
@@ -129,8 +144,12 @@ def test_bad_input_error_after_up_prints_the_destroy_advice(capsys, monkeypatch)
     rc, out, err = run_cli(capsys, "run", "--stack", "us-west-2", "--yes")
     text = " ".join((out + err).split())
     assert rc == 1, f"expected exit 1 (a failed step), got {rc}: {text}"
-    for expected in ("failed at verify", "is up and costs money", "python -m automation run --stack us-west-2",
-                     "python -m automation destroy --stack us-west-2"):
+    for expected in (
+        "failed at verify",
+        "is up and costs money",
+        "python -m automation run --stack us-west-2",
+        "python -m automation destroy --stack us-west-2",
+    ):
         assert expected in text, f"expected {expected!r} in {text!r}"
 
 
@@ -140,6 +159,10 @@ def test_aws_interrupt_names_the_step_and_what_exists(capsys, monkeypatch):
     text = " ".join((out + err).split())
     assert rc == 130, f"expected exit 130, got {rc}: {text}"
     assert "started locally" not in text, f"an AWS run stops nothing locally: {text!r}"
-    for expected in ("interrupted during step up", "may be partly created", "python -m automation run --stack us-west-2",
-                     "python -m automation destroy --stack us-west-2"):
+    for expected in (
+        "interrupted during step up",
+        "may be partly created",
+        "python -m automation run --stack us-west-2",
+        "python -m automation destroy --stack us-west-2",
+    ):
         assert expected in text, f"expected {expected!r} in {text!r}"

@@ -20,8 +20,18 @@ from automation.launch import (
     workloads_tarball,
 )
 
-ARGS = TrainArgs(preset="qwen2.5-1.5b", num_workers=8, steps=50, batch_size=16, seq_len=2048, run_id="r1",
-                 run_dir="/tmp/ray-efa-eks/runs/r1", use_gpu=True, gpus_per_worker=1, cpus_per_worker=9)
+ARGS = TrainArgs(
+    preset="qwen2.5-1.5b",
+    num_workers=8,
+    steps=50,
+    batch_size=16,
+    seq_len=2048,
+    run_id="r1",
+    run_dir="/tmp/ray-efa-eks/runs/r1",
+    use_gpu=True,
+    gpus_per_worker=1,
+    cpus_per_worker=9,
+)
 
 
 def test_submit_goes_to_the_head_pods_own_job_server():
@@ -32,19 +42,28 @@ def test_submit_goes_to_the_head_pods_own_job_server():
 
 def test_submit_passes_working_dir_submission_id_and_runtime_env():
     cmd = submit_command(ARGS, "/tmp/ray-efa-eks/src/r1", {"NCCL_DEBUG": "INFO"})
-    opts = dict(zip(cmd[3:cmd.index("--")][::2], cmd[3:cmd.index("--")][1::2]))
-    expected = {"--address": HEAD_JOB_SERVER, "--working-dir": "/tmp/ray-efa-eks/src/r1", "--submission-id": "r1",
-                "--runtime-env-json": json.dumps({"env_vars": {"NCCL_DEBUG": "INFO"}}, sort_keys=True)}
+    opts = dict(zip(cmd[3 : cmd.index("--")][::2], cmd[3 : cmd.index("--")][1::2]))
+    expected = {
+        "--address": HEAD_JOB_SERVER,
+        "--working-dir": "/tmp/ray-efa-eks/src/r1",
+        "--submission-id": "r1",
+        "--runtime-env-json": json.dumps({"env_vars": {"NCCL_DEBUG": "INFO"}}, sort_keys=True),
+    }
     assert opts == expected, f"expected {expected}, got {opts}"
 
 
 def test_entrypoint_is_the_training_module_with_the_run_directories():
     cmd = submit_command(ARGS, "/src")
-    entry = cmd[cmd.index("--") + 1:]
+    entry = cmd[cmd.index("--") + 1 :]
     assert entry[:3] == ["python", "-m", "workloads.train"], f"got {entry[:3]}"
     flags = dict(zip(entry[3::2], entry[4::2]))
-    for flag, value in {"--run-id": "r1", "--run-dir": "/tmp/ray-efa-eks/runs/r1", "--summary-json": "/tmp/ray-efa-eks/runs/r1/summary.json",
-                        "--nccl-log-dir": "/tmp/ray-efa-eks/runs/r1/nccl", "--num-workers": "8"}.items():
+    for flag, value in {
+        "--run-id": "r1",
+        "--run-dir": "/tmp/ray-efa-eks/runs/r1",
+        "--summary-json": "/tmp/ray-efa-eks/runs/r1/summary.json",
+        "--nccl-log-dir": "/tmp/ray-efa-eks/runs/r1/nccl",
+        "--num-workers": "8",
+    }.items():
         assert flags.get(flag) == value, f"expected {flag} {value}, got {flags.get(flag)}"
 
 
@@ -89,7 +108,11 @@ class Exec:
                 on_line and on_line(line)
             return self.submit
         if command[0] == "cat":
-            return ExecResult(0, json.dumps({"steps": 50, "loss_first": 1.0, "loss_last": 0.5, "tokens_per_s": 10.0, "world_size": 8}), "")
+            return ExecResult(
+                0,
+                json.dumps({"steps": 50, "loss_first": 1.0, "loss_last": 0.5, "tokens_per_s": 10.0, "world_size": 8}),
+                "",
+            )
         return ExecResult(0, "", "")
 
 
@@ -105,7 +128,10 @@ def test_workloads_are_copied_into_the_head_pod_before_submitting():
 
 
 def test_failed_job_surfaces_with_its_log_tail():
-    logs = "\n".join(f"line {i}" for i in range(100)) + "\nRuntimeError: NCCL error: unhandled system error\nJob 'r1' failed\n"
+    logs = (
+        "\n".join(f"line {i}" for i in range(100))
+        + "\nRuntimeError: NCCL error: unhandled system error\nJob 'r1' failed\n"
+    )
     outcome = submit_on_head(Exec(ExecResult(1, logs, "")), "head-0", "ray", ARGS)
     result = train_result(outcome)
     assert result.status == "fail" and "ended FAILED" in result.summary, f"got {result.status}: {result.summary[:200]}"
@@ -161,7 +187,9 @@ def test_cluster_job_fits_an_l4_by_the_memory_estimate():
     from automation.targets.aws import train_args_for
     from workloads.train import parse_config
 
-    spec = importlib.util.spec_from_file_location("memory_estimate", Path(__file__).resolve().parents[2] / "bench" / "memory_estimate.py")
+    spec = importlib.util.spec_from_file_location(
+        "memory_estimate", Path(__file__).resolve().parents[2] / "bench" / "memory_estimate.py"
+    )
     est = importlib.util.module_from_spec(spec)
     sys.modules["memory_estimate"] = est  # dataclasses look their module up while the class is built
     spec.loader.exec_module(est)
@@ -170,9 +198,13 @@ def test_cluster_job_fits_an_l4_by_the_memory_estimate():
     train_cfg = parse_config(args.argv()[2:])
     assert train_cfg.activation_checkpointing, "the stack's default job must recompute activations on L4"
     setting = est.Setting(
-        micro_batch=1, seq_len=train_cfg.seq_len, world_size=train_cfg.num_workers,
-        reshard_after_forward=train_cfg.reshard_after_forward, activation_checkpointing=True,
-        loss=train_cfg.loss, loss_chunk_size=train_cfg.loss_chunk_size,
+        micro_batch=1,
+        seq_len=train_cfg.seq_len,
+        world_size=train_cfg.num_workers,
+        reshard_after_forward=train_cfg.reshard_after_forward,
+        activation_checkpointing=True,
+        loss=train_cfg.loss,
+        loss_chunk_size=train_cfg.loss_chunk_size,
     )
     fits = est.largest_fitting_micro_batch(est.load_shape(train_cfg.preset), setting, est.DEFAULT_GPU_MEM_GIB)
     assert train_cfg.micro_batch <= fits, f"micro-batch {train_cfg.micro_batch} > {fits}, the largest that fits an L4"

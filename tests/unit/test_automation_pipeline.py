@@ -17,6 +17,7 @@ def recording_steps(outcomes: dict[str, object], log: list[str]) -> list[Step]:
             if isinstance(outcome, BaseException):
                 raise outcome
             return StepResult(name, outcome, f"{name} said {outcome}")
+
         return Step(name, run)
 
     return [make(n, o) for n, o in outcomes.items()]
@@ -43,7 +44,9 @@ def test_failure_advice_is_asked_for_the_failed_step():
 
 def test_unexpected_exception_becomes_a_failed_step_without_traceback():
     result = run_pipeline(recording_steps({"a": ValueError("bad value")}, []), lambda n, p: ADVICE)
-    assert (result.failed_step, result.reason) == ("a", "ValueError: bad value"), f"got {result.failed_step}, {result.reason!r}"
+    assert (result.failed_step, result.reason) == ("a", "ValueError: bad value"), (
+        f"got {result.failed_step}, {result.reason!r}"
+    )
 
 
 def test_driver_error_keeps_its_message():
@@ -69,12 +72,16 @@ def test_later_steps_see_earlier_results_by_name():
         seen.update(prior)
         return StepResult("second", "pass", "")
 
-    run_pipeline([Step("first", lambda p: StepResult("first", "pass", "", data=42)), Step("second", second)], lambda n, p: ADVICE)
+    run_pipeline(
+        [Step("first", lambda p: StepResult("first", "pass", "", data=42)), Step("second", second)], lambda n, p: ADVICE
+    )
     assert seen["first"].data == 42, f"expected first's data 42, got {seen}"
 
 
 def test_verdict_fails_when_any_finding_fails():
-    r = verdict("x", [Finding("a", "pass", ""), Finding("b", "fail", "too small", "grow it"), Finding("c", "skip", "n/a")])
+    r = verdict(
+        "x", [Finding("a", "pass", ""), Finding("b", "fail", "too small", "grow it"), Finding("c", "skip", "n/a")]
+    )
     assert (r.status, r.summary) == ("fail", "b: too small"), f"got {r.status}, {r.summary!r}"
 
 
@@ -86,7 +93,9 @@ def test_verdict_passes_with_skips():
 def test_bad_input_error_after_a_completed_step_fails_that_step_with_advice():
     """Once a step has run (e.g. `up`), an exit-2 DriverError must not drop the what-exists advice."""
     asked = []
-    steps = recording_steps({"up": "pass", "verify": DriverError("stack has no kubeconfig output", exit_code=2), "train": "pass"}, [])
+    steps = recording_steps(
+        {"up": "pass", "verify": DriverError("stack has no kubeconfig output", exit_code=2), "train": "pass"}, []
+    )
     result = run_pipeline(steps, lambda n, p: asked.append(n) or ADVICE)
     got = (result.failed_step, result.reason, result.advice, result.not_run, asked)
     assert got == ("verify", "stack has no kubeconfig output", ADVICE, ("train",), ["verify"]), f"got {got}"
@@ -94,5 +103,9 @@ def test_bad_input_error_after_a_completed_step_fails_that_step_with_advice():
 
 def test_interrupt_names_the_step_and_carries_its_advice():
     with pytest.raises(StepInterrupted) as err:
-        run_pipeline(recording_steps({"up": "pass", "verify": KeyboardInterrupt()}, []), lambda n, p: Advice(f"after {n}", ()))
-    assert (err.value.step, err.value.advice) == ("verify", Advice("after verify", ())), f"got {err.value.step}, {err.value.advice}"
+        run_pipeline(
+            recording_steps({"up": "pass", "verify": KeyboardInterrupt()}, []), lambda n, p: Advice(f"after {n}", ())
+        )
+    assert (err.value.step, err.value.advice) == ("verify", Advice("after verify", ())), (
+        f"got {err.value.step}, {err.value.advice}"
+    )

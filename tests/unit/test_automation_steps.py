@@ -20,7 +20,14 @@ def engine_event(**body):
 
 
 def step_meta(op, type_, name):
-    return {"metadata": {"op": op, "urn": f"urn:pulumi:us-west-2::ray-efa-eks::{type_}::{name}", "type": type_, "provider": ""}}
+    return {
+        "metadata": {
+            "op": op,
+            "urn": f"urn:pulumi:us-west-2::ray-efa-eks::{type_}::{name}",
+            "type": type_,
+            "provider": "",
+        }
+    }
 
 
 def test_resource_event_becomes_an_operation_line():
@@ -33,7 +40,9 @@ def test_unchanged_resources_make_no_line():
 
 
 def test_error_diagnostics_are_shown():
-    ev = engine_event(diagnosticEvent={"message": "creating EKS Node Group: CREATE_FAILED\n", "color": "never", "severity": "error"})
+    ev = engine_event(
+        diagnosticEvent={"message": "creating EKS Node Group: CREATE_FAILED\n", "color": "never", "severity": "error"}
+    )
     assert describe_event(ev) == "error: creating EKS Node Group: CREATE_FAILED"
 
 
@@ -43,10 +52,20 @@ def test_creates_cost_money_and_no_changes_do_not():
 
 def price_list(usd: str) -> str:
     # Shape of one GetProducts PriceList entry, built from the Pricing API reference (not recorded).
-    return json.dumps({
-        "product": {"attributes": {"instanceType": "g6.12xlarge", "regionCode": "us-west-2", "operatingSystem": "Linux"}},
-        "terms": {"OnDemand": {"SKU.JRTCKXETXF": {"priceDimensions": {"SKU.JRTCKXETXF.6YS6EN2CT7": {"unit": "Hrs", "pricePerUnit": {"USD": usd}}}}}},
-    })
+    return json.dumps(
+        {
+            "product": {
+                "attributes": {"instanceType": "g6.12xlarge", "regionCode": "us-west-2", "operatingSystem": "Linux"}
+            },
+            "terms": {
+                "OnDemand": {
+                    "SKU.JRTCKXETXF": {
+                        "priceDimensions": {"SKU.JRTCKXETXF.6YS6EN2CT7": {"unit": "Hrs", "pricePerUnit": {"USD": usd}}}
+                    }
+                }
+            },
+        }
+    )
 
 
 def pricing_client(answers):
@@ -73,7 +92,12 @@ def test_cost_is_unknown_when_pricing_fails():
 
 def test_quota_code_follows_the_instance_family():
     got = {t: quota_for(t)[0] for t in ("g6.12xlarge", "vt1.3xlarge", "p5.48xlarge", "m7i.xlarge")}
-    assert got == {"g6.12xlarge": "L-DB2E81BA", "vt1.3xlarge": "L-DB2E81BA", "p5.48xlarge": "L-417A185B", "m7i.xlarge": "L-1216C47A"}, got
+    assert got == {
+        "g6.12xlarge": "L-DB2E81BA",
+        "vt1.3xlarge": "L-DB2E81BA",
+        "p5.48xlarge": "L-417A185B",
+        "m7i.xlarge": "L-1216C47A",
+    }, got
     assert family("g6e.12xlarge") == "g"
 
 
@@ -88,6 +112,10 @@ def test_local_gpu_pass_is_not_reported_as_efa_proof():
 
 
 def test_socket_fallback_fails_with_evidence():
-    v = TransportVerdict("fail", "efa", "NCCL sent inter-node traffic over TCP sockets", ("nccl.rank0.log:3: via NET/Socket/0 (socket)",))
+    v = TransportVerdict(
+        "fail", "efa", "NCCL sent inter-node traffic over TCP sockets", ("nccl.rank0.log:3: via NET/Socket/0 (socket)",)
+    )
     r = check_result(v)
-    assert r.status == "fail" and [f.detail for f in r.findings if f.check == "evidence"] == list(v.evidence), f"got {r}"
+    assert r.status == "fail" and [f.detail for f in r.findings if f.check == "evidence"] == list(v.evidence), (
+        f"got {r}"
+    )

@@ -27,7 +27,9 @@ def test_named_variants_and_their_overrides():
     assert tt.variant_config("reference+micro_batch_size=8") == (True, {"micro_batch_size": 8})
     assert tt.variant_config("default") == (False, {})
     assert tt.variant_config("default+reduce_dtype=bfloat16+loss_chunk_size=16384") == (
-        False, {"reduce_dtype": "bfloat16", "loss_chunk_size": 16384})
+        False,
+        {"reduce_dtype": "bfloat16", "loss_chunk_size": 16384},
+    )
 
 
 def test_fsdp2_overrides_win_over_the_plain_recipe():
@@ -38,7 +40,10 @@ def test_fsdp2_overrides_win_over_the_plain_recipe():
 
 
 def test_free_form_variant_parses_booleans_and_numbers():
-    assert tt.variant_config("compile=0+loss=full+seq_len=64") == (False, {"compile": False, "loss": "full", "seq_len": 64})
+    assert tt.variant_config("compile=0+loss=full+seq_len=64") == (
+        False,
+        {"compile": False, "loss": "full", "seq_len": 64},
+    )
     assert tt.variant_config("reshard_after_forward=yes")[1] == {"reshard_after_forward": True}
 
 

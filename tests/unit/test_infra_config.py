@@ -75,7 +75,9 @@ def test_every_declared_key_has_type_default_and_description():
         if not {"type", "default", "description"} <= set(decl)
     }
     assert not missing, f"keys without type/default/description: {missing}"
-    bad_types = {k: d["type"] for k, d in project["config"].items() if d["type"] not in ("string", "integer", "boolean", "array")}
+    bad_types = {
+        k: d["type"] for k, d in project["config"].items() if d["type"] not in ("string", "integer", "boolean", "array")
+    }
     assert not bad_types, f"Pulumi project config supports string/integer/boolean/array, got {bad_types}"
 
 
@@ -100,8 +102,12 @@ def test_stack_without_region_is_rejected(tmp_path):
 
 
 def test_engine_strings_coerce_like_yaml_values():
-    as_engine = _validate({"gpuNodeCount": "3", "apiPublicAccess": "false", "availabilityZones": '["us-west-2a", "us-west-2c"]'})
-    as_yaml = _validate({"gpuNodeCount": 3, "apiPublicAccess": False, "availabilityZones": ["us-west-2a", "us-west-2c"]})
+    as_engine = _validate(
+        {"gpuNodeCount": "3", "apiPublicAccess": "false", "availabilityZones": '["us-west-2a", "us-west-2c"]'}
+    )
+    as_yaml = _validate(
+        {"gpuNodeCount": 3, "apiPublicAccess": False, "availabilityZones": ["us-west-2a", "us-west-2c"]}
+    )
     assert as_engine == as_yaml
 
 
@@ -116,17 +122,29 @@ BAD_CONFIGS = {
         {"rayWorkerGpus": 8},
         ["gpuInstanceType 'g6.12xlarge' has 4 GPUs", "rayWorkerGpus is 8", "set rayWorkerGpus to 4"],
     ),
-    "cpu over allocatable": ({"rayWorkerCpu": "48"}, ["rayWorkerCpu '48'", "g6.12xlarge", "set rayWorkerCpu to at most 47"]),
+    "cpu over allocatable": (
+        {"rayWorkerCpu": "48"},
+        ["rayWorkerCpu '48'", "g6.12xlarge", "set rayWorkerCpu to at most 47"],
+    ),
     "memory over allocatable": (
         {"rayWorkerMemory": "190Gi"},
         ["rayWorkerMemory '190Gi'", "g6.12xlarge", "set rayWorkerMemory to at most 172Gi"],
     ),
     "head over system node": ({"rayHeadMemory": "16Gi"}, ["rayHeadMemory '16Gi'", "m7i.xlarge", "set rayHeadMemory"]),
     "instance without EFA": (
-        {"gpuInstanceType": "g6.xlarge", "rayWorkerGpus": 1, "rayWorkerCpu": "2", "rayWorkerMemory": "8Gi", "rayWorkerShmSize": "2Gi"},
+        {
+            "gpuInstanceType": "g6.xlarge",
+            "rayWorkerGpus": 1,
+            "rayWorkerCpu": "2",
+            "rayWorkerMemory": "8Gi",
+            "rayWorkerShmSize": "2Gi",
+        },
         ["gpuInstanceType 'g6.xlarge' does not support EFA", "use one of", "g6.12xlarge"],
     ),
-    "instance not a GPU": ({"gpuInstanceType": "m7i.2xlarge"}, ["gpuInstanceType 'm7i.2xlarge' has no GPU", "use one of"]),
+    "instance not a GPU": (
+        {"gpuInstanceType": "m7i.2xlarge"},
+        ["gpuInstanceType 'm7i.2xlarge' has no GPU", "use one of"],
+    ),
     "unknown instance": ({"gpuInstanceType": "g7.12xlarge"}, ["gpuInstanceType 'g7.12xlarge'", "instance_types.json"]),
     "EFA count mismatch": (
         {"gpuInstanceType": "p5.48xlarge", "rayWorkerGpus": 8},
@@ -137,20 +155,38 @@ BAD_CONFIGS = {
         {"gpuAvailabilityZone": "us-west-2d"},
         ["gpuAvailabilityZone 'us-west-2d'", "us-west-2a", "set gpuAvailabilityZone to one of them"],
     ),
-    "AZ outside the region": ({"availabilityZones": ["us-east-1a", "us-east-1b"]}, ["'us-east-1a'", "aws:region 'us-west-2'"]),
+    "AZ outside the region": (
+        {"availabilityZones": ["us-east-1a", "us-east-1b"]},
+        ["'us-east-1a'", "aws:region 'us-west-2'"],
+    ),
     "one AZ only": ({"availabilityZones": ["us-west-2a"]}, ["availabilityZones", "2 or 3", "control plane needs two"]),
     "floating image tag": (
         {"rayImage": "public.ecr.aws/deep-learning-containers/ray:latest"},
         ["rayImage 'public.ecr.aws/deep-learning-containers/ray:latest'", "floating", "pin a version tag or a digest"],
     ),
     "image without tag": ({"rayImage": "rayproject/ray"}, ["rayImage 'rayproject/ray'", "pin a version tag"]),
-    "chart range": ({"kuberayOperatorChartVersion": "1.5.x"}, ["kuberayOperatorChartVersion '1.5.x'", "exact chart version"]),
-    "chart latest": ({"nvidiaDevicePluginChartVersion": "latest"}, ["nvidiaDevicePluginChartVersion 'latest'", "pin one"]),
+    "chart range": (
+        {"kuberayOperatorChartVersion": "1.5.x"},
+        ["kuberayOperatorChartVersion '1.5.x'", "exact chart version"],
+    ),
+    "chart latest": (
+        {"nvidiaDevicePluginChartVersion": "latest"},
+        ["nvidiaDevicePluginChartVersion 'latest'", "pin one"],
+    ),
     "zero GPU nodes": ({"gpuNodeCount": 0}, ["gpuNodeCount 0", "set it to 2"]),
     "bad integer": ({"gpuNodeCount": "two"}, ["gpuNodeCount 'two' is not an integer"]),
-    "bad reservation id": ({"gpuCapacityReservationId": "reservation-1"}, ["gpuCapacityReservationId 'reservation-1'", "cr-"]),
-    "too many train GPUs": ({"trainNumWorkers": 16}, ["trainNumWorkers 16", "16 GPUs", "the cluster has 8", "at most 8"]),
-    "public endpoint for nobody": ({"apiPublicAccessCidrs": []}, ["apiPublicAccessCidrs []", "apiPublicAccess to false"]),
+    "bad reservation id": (
+        {"gpuCapacityReservationId": "reservation-1"},
+        ["gpuCapacityReservationId 'reservation-1'", "cr-"],
+    ),
+    "too many train GPUs": (
+        {"trainNumWorkers": 16},
+        ["trainNumWorkers 16", "16 GPUs", "the cluster has 8", "at most 8"],
+    ),
+    "public endpoint for nobody": (
+        {"apiPublicAccessCidrs": []},
+        ["apiPublicAccessCidrs []", "apiPublicAccess to false"],
+    ),
     "shm over memory": ({"rayWorkerShmSize": "100Gi"}, ["rayWorkerShmSize '100Gi'", "half of rayWorkerMemory"]),
     "memory without unit": ({"rayWorkerMemory": "160"}, ["rayWorkerMemory '160' has no unit"]),
     "old kubernetes": ({"kubernetesVersion": "1.28"}, ["kubernetesVersion '1.28'", "1.30 or newer"]),
@@ -169,7 +205,9 @@ def test_single_gpu_node_is_allowed_but_warns_about_efa():
     with pytest.warns(ConfigWarning, match="no inter-node traffic will exist to prove EFA"):
         cfg = validate(
             {"gpuNodeCount": 1, "trainNumWorkers": 4, "apiPublicAccessCidrs": ["203.0.113.7/32"]},
-            stack="t", region="us-west-2", schema=read_project_schema(REPO),
+            stack="t",
+            region="us-west-2",
+            schema=read_project_schema(REPO),
         )
     assert cfg.gpu_nodes.node_count == 1 and cfg.ray.worker.replicas == 1
     assert any("prove EFA" in w for w in cfg.warnings), f"warnings: {cfg.warnings}"
@@ -218,13 +256,18 @@ _YAML_TYPES = {"string": str, "integer": int, "boolean": bool, "array": list}
 def test_defaults_and_stack_values_have_the_declared_types():
     """The pulumi CLI rejects a value whose YAML type differs from the declared one."""
     project = yaml.safe_load((REPO / "Pulumi.yaml").read_text())["config"]
-    wrong = {k: type(d["default"]).__name__ for k, d in project.items() if type(d["default"]) is not _YAML_TYPES[d["type"]]}
+    wrong = {
+        k: type(d["default"]).__name__ for k, d in project.items() if type(d["default"]) is not _YAML_TYPES[d["type"]]
+    }
     for stack in STACKS:
         values = yaml.safe_load((REPO / f"Pulumi.{stack}.yaml").read_text())["config"]
-        wrong.update({
-            f"{stack}:{k}": type(v).__name__ for k, v in values.items()
-            if k.startswith("ray-efa-eks:") and type(v) is not _YAML_TYPES[project[k.split(":", 1)[1]]["type"]]
-        })
+        wrong.update(
+            {
+                f"{stack}:{k}": type(v).__name__
+                for k, v in values.items()
+                if k.startswith("ray-efa-eks:") and type(v) is not _YAML_TYPES[project[k.split(":", 1)[1]]["type"]]
+            }
+        )
     assert not wrong, f"values whose YAML type differs from the declaration: {wrong}"
 
 

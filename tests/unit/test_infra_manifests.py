@@ -49,7 +49,9 @@ def test_g6_12xlarge_allocatable_fits_the_reference_worker():
     g6 = instance_spec("g6.12xlarge")
     assert (g6.gpus, g6.vcpus, g6.memory_gib, g6.max_efa_interfaces) == (4, 48, 192, 1)
     assert 47.7 <= g6.allocatable_cpu <= 47.9, f"expected about 47.8 allocatable CPU, got {g6.allocatable_cpu}"
-    assert 165 <= g6.allocatable_memory_gib <= 176, f"expected about 170-175 GiB allocatable, got {g6.allocatable_memory_gib}"
+    assert 165 <= g6.allocatable_memory_gib <= 176, (
+        f"expected about 170-175 GiB allocatable, got {g6.allocatable_memory_gib}"
+    )
 
 
 def test_catalog_efa_interfaces_never_exceed_network_cards():
@@ -99,12 +101,17 @@ def test_multi_card_instance_gets_efa_only_on_further_cards():
 
 
 def test_efa_interfaces_name_no_subnet():
-    assert all("subnet_id" not in n for n in m.efa_network_interfaces(4)), "the node group, not the template, picks the subnet"
+    assert all("subnet_id" not in n for n in m.efa_network_interfaces(4)), (
+        "the node group, not the template, picks the subnet"
+    )
 
 
 def test_efa_security_group_allows_itself_both_ways_and_nothing_else():
     rules = m.efa_security_group_rules()
-    assert {(r["direction"], r["ip_protocol"], r["self"]) for r in rules} == {("ingress", "-1", True), ("egress", "-1", True)}
+    assert {(r["direction"], r["ip_protocol"], r["self"]) for r in rules} == {
+        ("ingress", "-1", True),
+        ("egress", "-1", True),
+    }
     assert not [r for r in rules if any("cidr" in k for k in r)], f"EFA rules must not use CIDRs: {rules}"
 
 
@@ -131,7 +138,9 @@ def test_gpu_taint_is_tolerated_by_workers_and_plugins(spec):
 
     assert tolerates(_worker(spec)["template"]["spec"]["tolerations"]), "Ray workers do not tolerate the GPU taint"
     assert tolerates(m.nvidia_device_plugin_values()["tolerations"]), "NVIDIA plugin does not tolerate the GPU taint"
-    assert tolerates(m.efa_device_plugin_values("g6.12xlarge")["tolerations"]), "EFA plugin does not tolerate the GPU taint"
+    assert tolerates(m.efa_device_plugin_values("g6.12xlarge")["tolerations"]), (
+        "EFA plugin does not tolerate the GPU taint"
+    )
 
 
 # --------------------------------------------------------------------------- charts
@@ -174,7 +183,10 @@ def test_requests_equal_limits(spec, which):
 
 def test_worker_resources_are_the_reference_ones(spec):
     assert _worker_container(spec)["resources"]["limits"] == {
-        "cpu": "40", "memory": "160Gi", "nvidia.com/gpu": 4, "vpc.amazonaws.com/efa": 1,
+        "cpu": "40",
+        "memory": "160Gi",
+        "nvidia.com/gpu": 4,
+        "vpc.amazonaws.com/efa": 1,
     }
 
 
@@ -183,7 +195,9 @@ def test_worker_num_gpus_equals_gpu_limit(cfg):
         ray = replace(cfg.ray, worker=replace(cfg.ray.worker, num_gpus=gpus))
         worker = _worker(m.raycluster_spec(ray))
         limit = worker["template"]["spec"]["containers"][0]["resources"]["limits"]["nvidia.com/gpu"]
-        assert worker["rayStartParams"]["num-gpus"] == str(limit) == str(gpus), f"{instance}: {worker['rayStartParams']} vs {limit}"
+        assert worker["rayStartParams"]["num-gpus"] == str(limit) == str(gpus), (
+            f"{instance}: {worker['rayStartParams']} vs {limit}"
+        )
 
 
 def test_worker_env_selects_efa_for_nccl(spec):
@@ -222,7 +236,9 @@ def test_workers_select_gpu_nodes(spec):
 def test_head_service_is_cluster_ip_only(spec):
     assert spec["headGroupSpec"]["serviceType"] == "ClusterIP"
     text = repr(spec)
-    assert "LoadBalancer" not in text and "NodePort" not in text and "hostPort" not in text, "a Ray port would leave the cluster"
+    assert "LoadBalancer" not in text and "NodePort" not in text and "hostPort" not in text, (
+        "a Ray port would leave the cluster"
+    )
 
 
 def test_worker_replicas_are_fixed_to_gpu_node_count(cfg, spec):
@@ -245,8 +261,10 @@ def test_infra_never_imports_training_code():
     found = []
     for path in sorted((REPO / "infra").glob("*.py")):
         for node in ast.walk(ast.parse(path.read_text())):
-            names = [a.name for a in node.names] if isinstance(node, ast.Import) else (
-                [node.module or ""] if isinstance(node, ast.ImportFrom) else []
+            names = (
+                [a.name for a in node.names]
+                if isinstance(node, ast.Import)
+                else ([node.module or ""] if isinstance(node, ast.ImportFrom) else [])
             )
             found += [f"{path.name}: {n}" for n in names if forbidden.match(n)]
     assert not found, f"infra imports training/driver code: {found}"
@@ -254,9 +272,14 @@ def test_infra_never_imports_training_code():
 
 def test_requirements_pin_only_the_infra_stack():
     pins = dict(
-        line.split("==") for line in (REPO / "requirements.txt").read_text().splitlines() if line and not line.startswith("#")
+        line.split("==")
+        for line in (REPO / "requirements.txt").read_text().splitlines()
+        if line and not line.startswith("#")
     )
     assert {k: pins.get(k) for k in ("pulumi", "pulumi-aws", "pulumi-eks", "pulumi-kubernetes")} == {
-        "pulumi": "3.272.0", "pulumi-aws": "7.51.1", "pulumi-eks": "4.4.0", "pulumi-kubernetes": "4.34.2",
+        "pulumi": "3.272.0",
+        "pulumi-aws": "7.51.1",
+        "pulumi-eks": "4.4.0",
+        "pulumi-kubernetes": "4.34.2",
     }
     assert not {"torch", "ray", "transformers"} & {k.split("[")[0].lower() for k in pins}, f"training deps in {pins}"

@@ -50,7 +50,9 @@ def strict_raycluster_validator() -> jsonschema.Draft7Validator:
 
 
 def _errors(obj) -> list[str]:
-    return [f"{'/'.join(map(str, e.absolute_path))}: {e.message}" for e in strict_raycluster_validator().iter_errors(obj)]
+    return [
+        f"{'/'.join(map(str, e.absolute_path))}: {e.message}" for e in strict_raycluster_validator().iter_errors(obj)
+    ]
 
 
 @pytest.fixture(scope="module")
@@ -99,7 +101,12 @@ def test_namespace_is_a_valid_core_object(cfg):
 def test_pod_templates_are_valid_core_pod_templates(cfg, manifest, group):
     spec = manifest["spec"]
     template = spec["headGroupSpec"]["template"] if group == "head" else spec["workerGroupSpecs"][0]["template"]
-    pod_template = {"apiVersion": "v1", "kind": "PodTemplate", "metadata": {"name": f"ray-{group}"}, "template": template}
+    pod_template = {
+        "apiVersion": "v1",
+        "kind": "PodTemplate",
+        "metadata": {"name": f"ray-{group}"},
+        "template": template,
+    }
     kubernetes_validate.validate(pod_template, _k8s_version(cfg), strict=True)
 
 

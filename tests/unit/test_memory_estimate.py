@@ -91,7 +91,9 @@ def test_reshard_false_keeps_every_block_gathered_in_bf16(shape):
 def test_case_that_cannot_fit_is_reported_as_not_fitting(shape):
     setting = me.Setting(micro_batch=8, reshard_after_forward=False, activation_checkpointing=False, loss="full")
     e = me.estimate(shape, setting, gpu_mem_gib=22.5)
-    assert not e.fits, f"expected micro-batch 8 without checkpointing, full loss, not to fit in 22.5 GiB; total {e.total / me.GIB:.1f} GiB"
+    assert not e.fits, (
+        f"expected micro-batch 8 without checkpointing, full loss, not to fit in 22.5 GiB; total {e.total / me.GIB:.1f} GiB"
+    )
 
 
 def test_small_case_is_reported_as_fitting_on_a_large_gpu(shape):
@@ -103,8 +105,12 @@ def test_largest_fitting_micro_batch_is_the_boundary(shape):
     base = me.Setting(micro_batch=1, activation_checkpointing=True)
     best = me.largest_fitting_micro_batch(shape, base, 22.5)
     assert best >= 1, f"expected at least micro-batch 1 to fit with checkpointing, got {best}"
-    assert me.estimate(shape, dataclasses.replace(base, micro_batch=best), 22.5).fits, f"micro-batch {best} reported largest but does not fit"
-    assert not me.estimate(shape, dataclasses.replace(base, micro_batch=best + 1), 22.5).fits, f"micro-batch {best + 1} fits, so {best} is not the largest"
+    assert me.estimate(shape, dataclasses.replace(base, micro_batch=best), 22.5).fits, (
+        f"micro-batch {best} reported largest but does not fit"
+    )
+    assert not me.estimate(shape, dataclasses.replace(base, micro_batch=best + 1), 22.5).fits, (
+        f"micro-batch {best + 1} fits, so {best} is not the largest"
+    )
 
 
 def test_largest_fitting_micro_batch_is_zero_when_nothing_fits(shape):
@@ -115,8 +121,16 @@ def test_largest_fitting_micro_batch_is_zero_when_nothing_fits(shape):
 def test_json_output_lists_every_combination(capsys):
     assert me.main(["--json", "--world-size", "4"]) == 0
     out = json.loads(capsys.readouterr().out)
-    combos = {(r["micro_batch"], r["reshard_after_forward"], r["activation_checkpointing"], r["loss"]) for r in out["rows"]}
-    expected = {(b, r, ac, loss) for b in (1, 2, 4, 8) for r in (True, False) for ac in (False, True) for loss in ("chunked", "full")}
+    combos = {
+        (r["micro_batch"], r["reshard_after_forward"], r["activation_checkpointing"], r["loss"]) for r in out["rows"]
+    }
+    expected = {
+        (b, r, ac, loss)
+        for b in (1, 2, 4, 8)
+        for r in (True, False)
+        for ac in (False, True)
+        for loss in ("chunked", "full")
+    }
     assert combos == expected, f"expected {len(expected)} combinations, got missing {expected - combos}"
     assert {r["world_size"] for r in out["rows"]} == {4}, "expected --world-size 4 in every row"
     assert out["estimate_not_measurement"] is True, "expected the JSON to say it is an estimate"

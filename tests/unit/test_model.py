@@ -13,7 +13,9 @@ def test_pretrained_local_directory_loads_offline(tmp_path, monkeypatch):
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     source = model_mod.build_model(TrainConfig(preset="tiny", seed=7), torch.device("cpu"))
     source.lm.save_pretrained(tmp_path / "tiny-model")
-    loaded = model_mod.build_model(TrainConfig(preset="tiny", seed=99, pretrained=str(tmp_path / "tiny-model")), torch.device("cpu"))
+    loaded = model_mod.build_model(
+        TrainConfig(preset="tiny", seed=99, pretrained=str(tmp_path / "tiny-model")), torch.device("cpu")
+    )
     a = source.lm.model.layers[0].mlp.down_proj.weight
     b = loaded.lm.model.layers[0].mlp.down_proj.weight
     assert torch.equal(a, b), "weights loaded from the directory differ from the saved ones"
@@ -23,8 +25,14 @@ def test_pretrained_local_directory_loads_offline(tmp_path, monkeypatch):
 
 @pytest.mark.parametrize(
     "name, peak",
-    [("NVIDIA L4", 121.0), ("NVIDIA H200", 989.0), ("NVIDIA H100 80GB HBM3", 989.0), ("NVIDIA A100-SXM4-80GB", 312.0),
-     ("NVIDIA L40S", None), ("NVIDIA L40", None)],
+    [
+        ("NVIDIA L4", 121.0),
+        ("NVIDIA H200", 989.0),
+        ("NVIDIA H100 80GB HBM3", 989.0),
+        ("NVIDIA A100-SXM4-80GB", 312.0),
+        ("NVIDIA L40S", None),
+        ("NVIDIA L40", None),
+    ],
 )
 def test_peak_matches_whole_gpu_names(monkeypatch, name, peak):
     monkeypatch.setattr(torch.cuda, "get_device_name", lambda device=None: name)

@@ -51,9 +51,12 @@ def test_run_id_flag_reaches_the_scope(capsys, tmp_path):
 
 
 def test_help_documents_the_exit_codes():
-    out = subprocess.run([sys.executable, "-m", "workloads.nccl_check", "--help"], cwd=REPO,
-                         capture_output=True, text=True, check=True).stdout
-    missing = [s for s in ("0  pass", "1  fail", "2  inconclusive", "3  bad input", "--run-id", "--json") if s not in out]
+    out = subprocess.run(
+        [sys.executable, "-m", "workloads.nccl_check", "--help"], cwd=REPO, capture_output=True, text=True, check=True
+    ).stdout
+    missing = [
+        s for s in ("0  pass", "1  fail", "2  inconclusive", "3  bad input", "--run-id", "--json") if s not in out
+    ]
     assert not missing, f"--help lacks {missing}:\n{out}"
 
 

@@ -42,7 +42,9 @@ def scan_file(name: str) -> ScanState:
 )
 def test_transport_is_classed_by_its_via_text(via, kind, net, gdr):
     t = classify_transport(via)
-    assert (t.kind, t.net, t.gdrdma) == (kind, net, gdr), f"{via!r}: expected {(kind, net, gdr)}, got {(t.kind, t.net, t.gdrdma)}"
+    assert (t.kind, t.net, t.gdrdma) == (kind, net, gdr), (
+        f"{via!r}: expected {(kind, net, gdr)}, got {(t.kind, t.net, t.gdrdma)}"
+    )
 
 
 def test_cloudwatch_timestamps_and_warn_file_prefix_still_name_the_process():
@@ -53,7 +55,9 @@ def test_cloudwatch_timestamps_and_warn_file_prefix_still_name_the_process():
 
 def test_ofi_initialization_failure_is_recorded_with_its_line():
     proc = scan_file("ofi_init_failed_cloudwatch.log").processes[("ip-10-36-29-253", 86)]
-    assert proc.ofi_failure is not None and proc.ofi_failure.line == 3, f"expected the WARN on line 3, got {proc.ofi_failure}"
+    assert proc.ofi_failure is not None and proc.ofi_failure.line == 3, (
+        f"expected the WARN on line 3, got {proc.ofi_failure}"
+    )
 
 
 def test_network_choice_is_recorded_per_process():
@@ -105,7 +109,9 @@ def test_trailing_comm_pointer_is_not_part_of_the_transport():
 
 def test_ring_listings_are_not_connections():
     state = scan_file("h200_socket.log")
-    assert state.connections == {}, f"'Channel 00/64 : 0' lists a ring, expected no connection, got {len(state.connections)}"
+    assert state.connections == {}, (
+        f"'Channel 00/64 : 0' lists a ring, expected no connection, got {len(state.connections)}"
+    )
 
 
 def test_old_ring_format_and_leading_space_prefix_are_connections():
@@ -117,8 +123,10 @@ def test_old_ring_format_and_leading_space_prefix_are_connections():
 
 def test_ansi_colour_and_ray_dedup_suffix_are_stripped():
     # A real line of aws/aws-ofi-nccl#64 wrapped the way Ray's log monitor prints it.
-    line = ("\x1b[36m(RayTrainWorker pid=9738, ip=172.31.13.103)\x1b[0m ip-172-31-13-103:9738:9797 [0] NCCL INFO "
-            "Channel 01 : 9[101d0] -> 0[101c0] [receive] via NET/AWS Libfabric/0 [repeated 3x across cluster]\n")
+    line = (
+        "\x1b[36m(RayTrainWorker pid=9738, ip=172.31.13.103)\x1b[0m ip-172-31-13-103:9738:9797 [0] NCCL INFO "
+        "Channel 01 : 9[101d0] -> 0[101c0] [receive] via NET/AWS Libfabric/0 [repeated 3x across cluster]\n"
+    )
     conns = list(scan_text(line).connections.values())
     got = [(c.proc, c.transport.raw) for c in conns]
     assert got == [(("ip-172-31-13-103", 9738), "NET/AWS Libfabric/0")], f"got {got}"
@@ -154,8 +162,12 @@ def test_mpirun_rank_prefix_and_old_ring_format_are_read():
 def test_collnet_one_rank_lines_are_connections_to_the_network():
     conns = scan_file("collnet_sharp_nccl2.23.4.log").connections.values()
     got = sorted((c.proc[0], c.src, c.dst, c.direction, c.transport.kind, c.transport.net_name) for c in conns)
-    want = [("gpu34", 0, None, "receive", "COLLNET", "SHARP"), ("gpu36", 2, None, "receive", "COLLNET", "SHARP"),
-            ("gpu40", 4, None, "receive", "COLLNET", "SHARP"), ("gpu41", 6, None, "receive", "COLLNET", "SHARP")]
+    want = [
+        ("gpu34", 0, None, "receive", "COLLNET", "SHARP"),
+        ("gpu36", 2, None, "receive", "COLLNET", "SHARP"),
+        ("gpu40", 4, None, "receive", "COLLNET", "SHARP"),
+        ("gpu41", 6, None, "receive", "COLLNET", "SHARP"),
+    ]
     assert got == want, f"expected the 4 CollNet receive connections, got {got}"
 
 

@@ -40,7 +40,9 @@ def test_stale_run_fails_when_it_is_the_one_asked_for(runs):
 
 def test_without_run_id_every_run_counts(runs):
     r = check_logs([runs])
-    assert r.verdict == "fail" and r.cause.startswith("mixed"), f"expected the two runs mixed (fail), got {r.verdict}: {r.cause}"
+    assert r.verdict == "fail" and r.cause.startswith("mixed"), (
+        f"expected the two runs mixed (fail), got {r.verdict}: {r.cause}"
+    )
 
 
 def test_a_run_directory_given_directly_is_read_whole(runs):

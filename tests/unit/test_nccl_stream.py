@@ -10,8 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from workloads.nccl_check import ScanState, run_marker
-from workloads.nccl_check import stream
+from workloads.nccl_check import ScanState, run_marker, stream
 from workloads.nccl_check.model import FileStatus
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "nccl"
@@ -106,8 +105,7 @@ NCCL_228 = b"[2026-12-02 16:%02d:%02d] "
 def stamped(lines: list[bytes], form: bytes) -> bytes:
     """``lines``, each with a distinct time of ``form`` in front (one per millisecond, or second)."""
     fields = form.count(b"%")
-    return b"".join(form % (i // 60000 % 60, i // 1000 % 60, i % 1000)[:fields] + line
-                    for i, line in enumerate(lines))
+    return b"".join(form % (i // 60000 % 60, i // 1000 % 60, i % 1000)[:fields] + line for i, line in enumerate(lines))
 
 
 @pytest.mark.parametrize("form", [KUBECTL, CLOUDWATCH, NCCL_228], ids=["kubectl", "cloudwatch", "nccl2.28"])
@@ -194,7 +192,9 @@ def test_a_line_longer_than_the_limit_is_cut_and_later_lines_keep_their_numbers(
     data = b"x" * (1 << 20) + b"\n" + warn
     got = by_blocks(data)
     lines = [w["line"] for w in got["state"]["warnings"]]
-    assert (got["status"]["lines"], lines) == (2, [2]), f"expected 2 lines, the WARN on line 2; got {got['status']['lines']}, {lines}"
+    assert (got["status"]["lines"], lines) == (2, [2]), (
+        f"expected 2 lines, the WARN on line 2; got {got['status']['lines']}, {lines}"
+    )
 
 
 def test_a_last_line_without_a_newline_is_read():

@@ -27,7 +27,9 @@ def test_efa_run_passes(name):
 def test_efa_pass_says_whether_gpudirect_rdma_was_used():
     with_gdr = verdict("efa_gdrdma_sagemaker_ofi1.11.log").cause
     without = verdict("efa_unprefixed_ofi1.20.log").cause
-    assert "6 with GPUDirect RDMA" in with_gdr and "without GPUDirect RDMA" in without, f"got {with_gdr!r} / {without!r}"
+    assert "6 with GPUDirect RDMA" in with_gdr and "without GPUDirect RDMA" in without, (
+        f"got {with_gdr!r} / {without!r}"
+    )
 
 
 def test_libfabric_without_a_logged_provider_is_inconclusive():
@@ -43,13 +45,17 @@ def test_hosts_from_comm_lines_class_a_net_connection_inter_node():
 
 def test_plugin_missing_socket_fallback_fails_with_plugin_cause():
     r = verdict("socket_plugin_missing_2nodes.log")
-    assert r.verdict == "fail" and "no net plugin" in r.cause, f"expected fail naming the missing plugin, got {r.verdict}: {r.cause}"
+    assert r.verdict == "fail" and "no net plugin" in r.cause, (
+        f"expected fail naming the missing plugin, got {r.verdict}: {r.cause}"
+    )
 
 
 def test_socket_fallback_fails_with_evidence():
     r = verdict("socket_cluster_nccl952.log")
     lines = [(e.file.endswith("socket_cluster_nccl952.log"), e.line) for e in r.evidence]
-    assert r.verdict == "fail" and (True, 3) in lines, f"expected fail citing line 3 (NET/Socket/3), got {r.verdict} {lines}"
+    assert r.verdict == "fail" and (True, 3) in lines, (
+        f"expected fail citing line 3 (NET/Socket/3), got {r.verdict} {lines}"
+    )
 
 
 def test_socket_cause_names_the_efa_request():
@@ -70,7 +76,9 @@ def test_tcp_provider_fails_naming_the_provider():
 @pytest.mark.parametrize("name", ["ib_nccl2.2x_1412.log", "roce_nccl2.5.7.log", "ibext_nccl1814.log"])
 def test_ib_and_roce_fail_efa(name):
     r = verdict(name)
-    assert r.verdict == "fail" and "NET/IB" in r.cause, f"{name}: expected fail naming NET/IB, got {r.verdict}: {r.cause}"
+    assert r.verdict == "fail" and "NET/IB" in r.cause, (
+        f"{name}: expected fail naming NET/IB, got {r.verdict}: {r.cause}"
+    )
 
 
 @pytest.mark.parametrize("name", ["ib_nccl2.2x_1412.log", "roce_nccl2.5.7.log"])
@@ -81,8 +89,12 @@ def test_ib_passes_require_any(name):
 
 @pytest.mark.parametrize(
     "name",
-    ["single_node_shm_nccl1609.log", "single_node_p2p_cumem_nccltests252.log", "h200_socket.log",
-     "ray_vllm_comm_suffix_ray59778.log"],
+    [
+        "single_node_shm_nccl1609.log",
+        "single_node_p2p_cumem_nccltests252.log",
+        "h200_socket.log",
+        "ray_vllm_comm_suffix_ray59778.log",
+    ],
 )
 def test_intra_node_only_is_inconclusive_never_pass(name):
     r = verdict(name)
@@ -150,7 +162,9 @@ def test_intra_node_run_that_chose_socket_stays_inconclusive_with_a_caution():
 
 def test_collnet_fails_efa_with_the_collnet_cause_and_passes_any():
     r = verdict("collnet_sharp_nccl2.23.4.log")
-    assert (r.verdict, r.exit_code) == ("fail", 1) and "CollNet" in r.cause and "NCCL_COLLNET_ENABLE" in r.cause, r.cause
+    assert (r.verdict, r.exit_code) == ("fail", 1) and "CollNet" in r.cause and "NCCL_COLLNET_ENABLE" in r.cause, (
+        r.cause
+    )
     assert [e.line for e in r.evidence[:4]] == [2, 3, 4, 5], [(e.line, e.text) for e in r.evidence]
     assert verdict("collnet_sharp_nccl2.23.4.log", "any").verdict == "pass"
 

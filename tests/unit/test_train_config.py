@@ -20,7 +20,11 @@ def _run(capsys, *args) -> tuple[int, str]:
         (["--seq-len", "0"], "--seq-len", "positive"),
         (["--seq-len", "-5"], "--seq-len", "positive"),
         (["--num-workers", "3", "--batch-size", "8"], "--batch-size 8", "multiple of 3"),
-        (["--num-workers", "2", "--batch-size", "8", "--micro-batch-size", "3"], "--micro-batch-size 3", "divisor of 4"),
+        (
+            ["--num-workers", "2", "--batch-size", "8", "--micro-batch-size", "3"],
+            "--micro-batch-size 3",
+            "divisor of 4",
+        ),
         (["--preset", "huge"], "--preset 'huge'", "tiny, qwen2.5-1.5b"),
         (["--data", "/nonexistent/corpus.txt"], "--data '/nonexistent/corpus.txt'", "does not exist"),
         (["--storage-path", "/etc/passwd/results"], "--storage-path '/etc/passwd/results'", "writable directory"),
@@ -86,6 +90,8 @@ def test_unreadable_data_file_is_refused(tmp_path, capsys, monkeypatch):
     corpus.write_text("hello\n")
     real_access = __import__("os").access
     # Tests run as root, for whom chmod 000 still reads: make the check see an unreadable file.
-    monkeypatch.setattr("workloads.config.os.access", lambda p, mode: False if str(p) == str(corpus) else real_access(p, mode))
+    monkeypatch.setattr(
+        "workloads.config.os.access", lambda p, mode: False if str(p) == str(corpus) else real_access(p, mode)
+    )
     rc, err = _run(capsys, "--data", str(corpus))
     assert rc == 2 and "is not readable" in err and "chmod" in err, err

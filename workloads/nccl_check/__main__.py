@@ -38,9 +38,12 @@ def build_parser() -> argparse.ArgumentParser:
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     p.add_argument("paths", nargs="+", metavar="PATH", help="log files or directories (read recursively)")
-    p.add_argument("--require", choices=REQUIREMENTS, default="efa",
-                   help="efa: aws-ofi-nccl with provider efa; socket: TCP sockets; any: any transport "
-                        "(default: efa)")
+    p.add_argument(
+        "--require",
+        choices=REQUIREMENTS,
+        default="efa",
+        help="efa: aws-ofi-nccl with provider efa; socket: TCP sockets; any: any transport (default: efa)",
+    )
     p.add_argument("--run-id", default=None, help="read only this run's content")
     p.add_argument("--json", action="store_true", help="print the structured report as JSON")
     return p

@@ -43,9 +43,7 @@ _NETWORK = re.compile(
     r"(?: to comm)?\s*$"
 )
 _INIT_FAILED = re.compile(r"Failed to initialize NET plugin (.+?)\s*$")
-_COMM = re.compile(
-    r"comm (0x[0-9a-f]+) rank (\d+) nRanks (\d+) nNodes (\d+) localRanks (\d+) localRank (\d+)"
-)
+_COMM = re.compile(r"comm (0x[0-9a-f]+) rank (\d+) nRanks (\d+) nNodes (\d+) localRanks (\d+) localRank (\d+)")
 _COMM_INIT = re.compile(
     r"comm (0x[0-9a-f]+) rank (\d+) nranks (\d+)\b.*?(?:commId (0x[0-9a-f]+))?.*- Init (?:START|COMPLETE)"
 )
@@ -192,7 +190,9 @@ REPEAT_NOTHING: tuple = ()
 Repeat = tuple
 
 
-def apply_message(state: ScanState, proc: ProcKey, tid: int | None, msg: str, warn: bool, ev: LazyLine) -> Repeat | None:
+def apply_message(
+    state: ScanState, proc: ProcKey, tid: int | None, msg: str, warn: bool, ev: LazyLine
+) -> Repeat | None:
     """Fold one NCCL message into the aggregates. Returns what its repeats do (``Repeat``), or
     None where a repeat has to be read again."""
     if warn:
@@ -210,7 +210,7 @@ def apply_message(state: ScanState, proc: ProcKey, tid: int | None, msg: str, wa
         m = CONNECTION_B.match(raw)
         if m is None:
             return REPEAT_NOTHING  # ring/tree listings ("Channel 00/02 :    0   1 ...") carry no transport
-        via_b = via_text(raw[m.end():])
+        via_b = via_text(raw[m.end() :])
         channel, _sub, src, dst, direction = (g.decode() if g is not None else None for g in m.groups())
         via = via_b.decode("utf-8", "replace")
         comm = state._thread_comm.get((proc, tid)) or state._thread_comm.get((proc, None))
@@ -302,8 +302,10 @@ def _fold_warning(state: ScanState, ev: LazyLine, proc: ProcKey, why: str | None
             info.ofi_failure = ev.ev(why)
 
 
-def _fold_provider(state: ScanState, ev: LazyLine, proc: ProcKey, provider: str, fabric: str | None, nics: int | None) -> None:
-    """"NET/OFI Selected provider is ...": the last provider a process names counts."""
+def _fold_provider(
+    state: ScanState, ev: LazyLine, proc: ProcKey, provider: str, fabric: str | None, nics: int | None
+) -> None:
+    """ "NET/OFI Selected provider is ...": the last provider a process names counts."""
     info = state.process(proc)
     if info.provider_evidence is None or info.provider != provider:
         info.provider, info.fabric, info.nics = provider, fabric, nics
@@ -311,10 +313,17 @@ def _fold_provider(state: ScanState, ev: LazyLine, proc: ProcKey, provider: str,
 
 
 def _fold_comm_nodes(
-    state: ScanState, ev: LazyLine, proc: ProcKey, tid: int | None, ptr: str,
-    rank: int, nranks: int, nnodes: int, local_ranks: int,
+    state: ScanState,
+    ev: LazyLine,
+    proc: ProcKey,
+    tid: int | None,
+    ptr: str,
+    rank: int,
+    nranks: int,
+    nnodes: int,
+    local_ranks: int,
 ) -> None:
-    """"comm 0x... rank R nRanks N nNodes M localRanks L": the comm's shape; its thread's
+    """ "comm 0x... rank R nRanks N nNodes M localRanks L": the comm's shape; its thread's
     next channel lines belong to it."""
     c = _comm(state, proc, ptr)
     if c.nnodes != nnodes or c.evidence is None or c.evidence.why == "communicator":
@@ -326,10 +335,17 @@ def _fold_comm_nodes(
 
 
 def _fold_comm_init(
-    state: ScanState, ev: LazyLine, proc: ProcKey, tid: int | None, ptr: str,
-    rank: int, nranks: int, comm_id: str | None, start: bool,
+    state: ScanState,
+    ev: LazyLine,
+    proc: ProcKey,
+    tid: int | None,
+    ptr: str,
+    rank: int,
+    nranks: int,
+    comm_id: str | None,
+    start: bool,
 ) -> None:
-    """"ncclCommInitRank... comm 0x... rank R nranks N ... - Init START|COMPLETE"."""
+    """ "ncclCommInitRank... comm 0x... rank R nranks N ... - Init START|COMPLETE"."""
     c = _comm(state, proc, ptr)
     c.rank, c.nranks = rank, nranks
     if comm_id:

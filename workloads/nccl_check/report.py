@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 import os
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Sequence
 
 from .model import Evidence, FileStatus
 from .parser import ScanState
-from .stream import scan_stream
 from .scope import discover
+from .stream import scan_stream
 from .verdict import REQUIREMENTS, decide
 
 EXIT_CODES = {"pass": 0, "fail": 1, "inconclusive": 2, "bad-input": 3}
@@ -38,8 +38,10 @@ class Report:
         st = self.state
         out = []
         if st is not None and self.run_id is None and len(st.markers) > 1:
-            out.append(f"the logs hold run markers of {len(st.markers)} runs ({', '.join(sorted(st.markers))}); "
-                       "pass --run-id to check one of them")
+            out.append(
+                f"the logs hold run markers of {len(st.markers)} runs ({', '.join(sorted(st.markers))}); "
+                "pass --run-id to check one of them"
+            )
         if st is not None and st.warning_count > len(st.warnings):
             out.append(f"{st.warning_count} NCCL WARN lines, the first {len(st.warnings)} kept")
         return out
@@ -73,18 +75,34 @@ class Report:
             "processes": [p.to_dict() for p in st.processes.values()],
             "communicators": [
                 {
-                    "host": c.proc[0], "pid": c.proc[1], "comm": c.ptr, "comm_id": c.comm_id,
-                    "rank": c.rank, "nranks": c.nranks, "nnodes": c.nnodes, "local_ranks": c.local_ranks,
+                    "host": c.proc[0],
+                    "pid": c.proc[1],
+                    "comm": c.ptr,
+                    "comm_id": c.comm_id,
+                    "rank": c.rank,
+                    "nranks": c.nranks,
+                    "nnodes": c.nnodes,
+                    "local_ranks": c.local_ranks,
                 }
                 for c in st.comms.values()
             ],
             "connections": [
                 {
-                    "host": c.proc[0], "pid": c.proc[1], "comm": c.comm, "channel": c.channel,
-                    "src": c.src, "dst": c.dst, "direction": c.direction, "via": c.transport.raw,
-                    "kind": c.transport.kind, "net": c.transport.net, "gdrdma": c.transport.gdrdma,
-                    "scope": c.scope, "scope_reason": c.scope_reason,
-                    "file": c.evidence.file, "line": c.evidence.line,
+                    "host": c.proc[0],
+                    "pid": c.proc[1],
+                    "comm": c.comm,
+                    "channel": c.channel,
+                    "src": c.src,
+                    "dst": c.dst,
+                    "direction": c.direction,
+                    "via": c.transport.raw,
+                    "kind": c.transport.kind,
+                    "net": c.transport.net,
+                    "gdrdma": c.transport.gdrdma,
+                    "scope": c.scope,
+                    "scope_reason": c.scope_reason,
+                    "file": c.evidence.file,
+                    "line": c.evidence.line,
                 }
                 for c in conns
             ],
@@ -94,8 +112,12 @@ class Report:
 
     def render(self) -> str:
         """Human text: the verdict, the cause, then the evidence as 'file:line: text'."""
-        out = [f"NCCL check (require={self.require}" + (f", run {self.run_id}" if self.run_id else "")
-               + f"): {self.verdict.upper()}", f"cause: {self.cause}"]
+        out = [
+            f"NCCL check (require={self.require}"
+            + (f", run {self.run_id}" if self.run_id else "")
+            + f"): {self.verdict.upper()}",
+            f"cause: {self.cause}",
+        ]
         out += [f"note: {n}" for n in self.notes]
         if self.evidence:
             out.append("evidence:")
@@ -108,9 +130,7 @@ class Report:
         return "\n".join(out)
 
 
-def check_logs(
-    paths: Sequence[str | os.PathLike], require: str = "efa", run_id: str | None = None
-) -> Report:
+def check_logs(paths: Sequence[str | os.PathLike], require: str = "efa", run_id: str | None = None) -> Report:
     """Check NCCL_DEBUG=INFO logs (files or directories) of one run against ``require``.
 
     Never raises for bad input: missing, unreadable or empty paths, or no NCCL content in
@@ -155,8 +175,10 @@ def check_logs(
         if not files:
             cause = "no files found under " + ", ".join(str(p) for p in paths)
         elif run_id is not None and any(f.status == "out-of-scope" for f in files):
-            cause = (f"no NCCL output of run {run_id}: no file path names it and no combined log holds its "
-                     f"marker line; check --run-id and the run directory")
+            cause = (
+                f"no NCCL output of run {run_id}: no file path names it and no combined log holds its "
+                f"marker line; check --run-id and the run directory"
+            )
         else:
             cause = "no NCCL_DEBUG=INFO output in " + ", ".join(f"{f.path} ({f.status})" for f in files[:5])
         return Report("bad-input", cause, [], require, run_id, files, state)

@@ -13,9 +13,9 @@
 from __future__ import annotations
 
 import os
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Sequence
 
 
 @dataclass(frozen=True)
@@ -32,7 +32,9 @@ def path_matches_run(path: Path, run_id: str) -> bool:
     return run_id in path.name or run_id in path.parent.parts
 
 
-def discover(paths: Sequence[str | os.PathLike], run_id: str | None) -> tuple[list[Candidate], list[tuple[Path, str]], list[Path]]:
+def discover(
+    paths: Sequence[str | os.PathLike], run_id: str | None
+) -> tuple[list[Candidate], list[tuple[Path, str]], list[Path]]:
     """Expand ``paths`` into candidates.
 
     Returns (candidates, problems, skipped): problems are named paths that do not exist, with

@@ -23,8 +23,9 @@ caches (at most 8 MiB of lines and 16k prefixes of at most 512 B) and the aggreg
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable, Iterator
 from itertools import compress, repeat
-from typing import BinaryIO, Iterable, Iterator
+from typing import BinaryIO
 
 from .model import Connection, Evidence, FileStatus, ProcKey
 from .parser import (
@@ -32,14 +33,14 @@ from .parser import (
     CONNECTION_B,
     MARKER,
     MARKER_B,
-    REPEATED,
     REPEAT_NOTHING,
+    REPEATED,
     LazyLine,
     Repeat,
     ScanState,
     apply_message,
-    clip,
     classify_transport,
+    clip,
     identity,
     via_text,
 )
@@ -107,7 +108,7 @@ def untimed(raw: bytes) -> bytes:
     if not raw or raw[0] not in _TIME_FIRST:
         return raw
     m = _LEADING_TIME.match(raw)
-    return raw if m is None else raw[m.end():]
+    return raw if m is None else raw[m.end() :]
 
 
 def scan_stream(
@@ -163,7 +164,7 @@ def _blocks(stream: BinaryIO) -> Iterator[bytes]:
             k = chunk.find(b"\n")
             if k < 0:
                 continue
-            chunk, dropping = chunk[k + 1:], False
+            chunk, dropping = chunk[k + 1 :], False
         data = carry + chunk if carry else chunk
         cut = data.rfind(b"\n")
         if cut < 0:
@@ -173,7 +174,7 @@ def _blocks(stream: BinaryIO) -> Iterator[bytes]:
             else:
                 carry = data
             continue
-        carry = data[cut + 1:]
+        carry = data[cut + 1 :]
         yield data if not carry else data[: cut + 1]
         if len(carry) > MAX_LINE_BYTES:
             yield carry[:MAX_LINE_BYTES] + b"\n"
@@ -248,7 +249,9 @@ class _Scan:
         args = ((proc, tid), (proc, None), proc, (via, *groups))
         return [_CONNECT, args, self.connect(lineno, raw, *args)]
 
-    def connect(self, lineno: int, raw: bytes, thread: tuple, any_thread: tuple, proc: ProcKey, rest: tuple) -> str | None:
+    def connect(
+        self, lineno: int, raw: bytes, thread: tuple, any_thread: tuple, proc: ProcKey, rest: tuple
+    ) -> str | None:
         """Keep the connection under its thread's comm, if new; returns that comm."""
         thread_comm = self.state._thread_comm
         comm = thread_comm.get(thread) or thread_comm.get(any_thread)
@@ -257,7 +260,11 @@ class _Scan:
         if key not in connections:
             via, channel, _sub, src, dst, direction = rest
             connections[key] = Connection(
-                proc, comm, int(channel), int(src), int(dst) if dst else None,
+                proc,
+                comm,
+                int(channel),
+                int(src),
+                int(dst) if dst else None,
                 direction.decode() if direction else None,
                 classify_transport(via.decode("utf-8", "replace")),
                 Evidence(self.label, lineno, clip(raw.decode("utf-8", "replace").strip())),
@@ -277,7 +284,7 @@ class _Scan:
         self.nccl_lines += 1
         m = CONNECTION_B.match(raw, start)
         if m is not None:  # a channel connection without NCCL's prefix
-            rep = self.connection(lineno, raw, raw[:start], m.groups(), via_text(raw[m.end():]))
+            rep = self.connection(lineno, raw, raw[:start], m.groups(), via_text(raw[m.end() :]))
         else:
             rep = self.message(lineno, raw, raw[:start], raw[start:], False)
         return None if rep is None else [_UNTAGGED, rep]
@@ -311,7 +318,7 @@ class _Scan:
         if not self.in_scope:
             return None
         if k >= 0:
-            return self.message(lineno, raw, raw[:k], raw[k + len(_WARN):], True)
+            return self.message(lineno, raw, raw[:k], raw[k + len(_WARN) :], True)
         m = _TAGGED.match(raw, i)
         if m is None:
             return REPEAT_NOTHING
@@ -443,7 +450,8 @@ class _Scan:
             rep = repeats.get(key) if in_scope else None
             if rep is not None and (
                 not rep  # REPEAT_NOTHING
-                or rep[0] is _CONNECT and (thread_comm.get(rep[1][0]) or thread_comm.get(rep[1][1])) == rep[2]
+                or rep[0] is _CONNECT
+                and (thread_comm.get(rep[1][0]) or thread_comm.get(rep[1][1])) == rep[2]
             ):
                 continue
             ln += count(b"\n", pos, ls)

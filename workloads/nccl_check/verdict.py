@@ -142,8 +142,11 @@ def decide(state: ScanState, require: str) -> Decision:
 
     if require == "any":
         if inter:
-            return Decision("pass", f"{len(inter)} inter-node connection(s) seen ({_transport_summary(inter)})",
-                            _conn_evidence(inter, "inter-node connection"))
+            return Decision(
+                "pass",
+                f"{len(inter)} inter-node connection(s) seen ({_transport_summary(inter)})",
+                _conn_evidence(inter, "inter-node connection"),
+            )
         return _no_inter(state, conns, require)
 
     good, bad, unknown = [], [], []
@@ -166,9 +169,11 @@ def decide(state: ScanState, require: str) -> Decision:
     if bad:
         cause = _bad_cause(state, bad, run_providers, require)
         if good:
-            cause = (f"mixed transports: {len(good)} inter-node connection(s) over "
-                     f"{'EFA' if require == 'efa' else 'Socket'} but {len(bad)} over "
-                     f"{_transport_summary(bad)}; {cause}")
+            cause = (
+                f"mixed transports: {len(good)} inter-node connection(s) over "
+                f"{'EFA' if require == 'efa' else 'Socket'} but {len(bad)} over "
+                f"{_transport_summary(bad)}; {cause}"
+            )
         evidence = list(_conn_evidence(bad, "inter-node connection not over " + require))
         evidence += _proc_evidence(state, [c.proc for c in bad])
         if good:
@@ -178,8 +183,11 @@ def decide(state: ScanState, require: str) -> Decision:
 
     if require == "socket":
         if good:
-            return Decision("pass", f"{len(good)} inter-node connection(s), all over TCP sockets (NET/Socket)",
-                            _conn_evidence(good, "inter-node connection over Socket"))
+            return Decision(
+                "pass",
+                f"{len(good)} inter-node connection(s), all over TCP sockets (NET/Socket)",
+                _conn_evidence(good, "inter-node connection over Socket"),
+            )
         return _no_inter(state, conns, require)
 
     if good and not unknown:
@@ -214,8 +222,11 @@ def _no_inter(state: ScanState, conns: list[Connection], require: str) -> Decisi
         # the run unless the communicators show a single node.
         cause = _proc_cause(offenders[0], require)
         evidence = _proc_evidence(state, [p.key for p in offenders]) + state.warnings[:5]
-        return Decision("fail", cause + " (no channel lines were logged; this is what the processes chose)",
-                        tuple(_dedupe(evidence)))
+        return Decision(
+            "fail",
+            cause + " (no channel lines were logged; this is what the processes chose)",
+            tuple(_dedupe(evidence)),
+        )
     what = "EFA" if require == "efa" else ("TCP sockets" if require == "socket" else "the transport")
     evidence = [c.evidence for c in state.comms.values() if c.evidence and c.nnodes is not None][:4]
     evidence += _conn_evidence([c for c in conns if c.scope == "intra"], "intra-node connection", limit=4)
@@ -245,8 +256,10 @@ def _rules_out(p: ProcessInfo, require: str) -> bool:
 
 def _proc_cause(p: ProcessInfo, require: str) -> str:
     if require == "socket":
-        return (f"expected TCP sockets for the baseline but {p.host} chose {', '.join(sorted(p.networks))}: "
-                "set NCCL_NET=Socket for the TCP side of the benchmark")
+        return (
+            f"expected TCP sockets for the baseline but {p.host} chose {', '.join(sorted(p.networks))}: "
+            "set NCCL_NET=Socket for the TCP side of the benchmark"
+        )
     if p.plugin_missing is not None and p.plugin is None and p.provider is None:
         return FIX_PLUGIN_MISSING
     if p.ofi_failure is not None:
@@ -262,9 +275,11 @@ def _proc_cause(p: ProcessInfo, require: str) -> str:
 
 
 def _provider_cause(provider: str) -> str:
-    return (f"aws-ofi-nccl ran on libfabric provider '{provider}', not efa: no EFA device is visible in the pod "
-            f"(no vpc.amazonaws.com/efa request, or /dev/infiniband not mounted) or FI_PROVIDER is set to "
-            f"'{provider.split(';')[0]}'")
+    return (
+        f"aws-ofi-nccl ran on libfabric provider '{provider}', not efa: no EFA device is visible in the pod "
+        f"(no vpc.amazonaws.com/efa request, or /dev/infiniband not mounted) or FI_PROVIDER is set to "
+        f"'{provider.split(';')[0]}'"
+    )
 
 
 def _bad_cause(state: ScanState, bad: list[Connection], run_providers: set[str], require: str) -> str:
@@ -272,8 +287,10 @@ def _bad_cause(state: ScanState, bad: list[Connection], run_providers: set[str],
     c = next((b for b in bad if b.transport.kind != "COLLNET"), bad[0])
     proc = state.processes.get(c.proc)
     if require == "socket":
-        return (f"expected TCP sockets for the baseline but inter-node traffic went over "
-                f"{_transport_summary(bad)}: set NCCL_NET=Socket for the TCP side of the benchmark")
+        return (
+            f"expected TCP sockets for the baseline but inter-node traffic went over "
+            f"{_transport_summary(bad)}: set NCCL_NET=Socket for the TCP side of the benchmark"
+        )
     fam = c.transport.net
     if fam == "socket":
         if proc is not None and proc.plugin_missing is not None and proc.plugin is None:
@@ -287,8 +304,10 @@ def _bad_cause(state: ScanState, bad: list[Connection], run_providers: set[str],
         return FIX_COLLNET
     if fam == "libfabric":
         return _provider_cause(_provider_for(proc, run_providers) or "?")
-    return (f"inter-node traffic went over {c.transport.raw}, not aws-ofi-nccl with provider efa: "
-            "check NCCL_NET and NCCL_NET_PLUGIN")
+    return (
+        f"inter-node traffic went over {c.transport.raw}, not aws-ofi-nccl with provider efa: "
+        "check NCCL_NET and NCCL_NET_PLUGIN"
+    )
 
 
 def _transport_summary(conns: list[Connection]) -> str:
