@@ -208,9 +208,11 @@ def chart_pins(cfg: StackConfig) -> dict[str, ChartPin]:
         "nvidia-device-plugin": ChartPin(
             "nvidia-device-plugin", "nvidia-device-plugin", cfg.charts.nvidia_device_plugin, NVIDIA_REPO, "kube-system"
         ),
-        # Chart v0.5.29 ships plugin v0.5.20 (aws/eks-charts#1338); the next chart bump
-        # (aws/eks-charts#1363, plugin v0.5.21-eksbuild.9) is v0.5.30. Not checked against the
-        # live repository index from here; `helm search repo eks/aws-efa-k8s-device-plugin -l`.
+        # Chart v0.5.30 ships appVersion and image tag v0.5.20, like v0.5.29 (aws/eks-charts#1338);
+        # v0.5.30 only adds EFA instance types (aws/eks-charts#1337, commit bfe91c4b9257, Chart.yaml and
+        # values.yaml of stable/aws-efa-k8s-device-plugin). The v0.5.21-eksbuild.9 image came later
+        # (aws/eks-charts#1363) in a chart version not checked here:
+        # `helm search repo eks/aws-efa-k8s-device-plugin -l`.
         "aws-efa-k8s-device-plugin": ChartPin(
             "aws-efa-k8s-device-plugin",
             "aws-efa-k8s-device-plugin",
