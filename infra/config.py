@@ -502,7 +502,7 @@ def validate(
     if is_floating_image(v["rayImage"]):
         raise ConfigError(
             f"rayImage {v['rayImage']!r} has a floating or missing tag: pin a version tag or a digest, e.g. "
-            f"public.ecr.aws/deep-learning-containers/ray:train-ml-cuda-v1.1"
+            f"public.ecr.aws/deep-learning-containers/ray:train-ml-cuda-v1.1.0"
         )
     if not _EXACT_SEMVER.fullmatch(v["rayVersion"]) or v["rayVersion"].startswith("v"):
         raise ConfigError(f"rayVersion {v['rayVersion']!r} is not an exact Ray version: set e.g. 2.58.0")

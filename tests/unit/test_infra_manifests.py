@@ -195,7 +195,7 @@ def test_efa_plugin_lists_the_stack_instance_type():
 def test_ray_version_and_image_are_unchanged(cfg, spec):
     assert spec["rayVersion"] == "2.58.0"
     images = {_head_container(spec)["image"], _worker_container(spec)["image"]}
-    assert images == {"public.ecr.aws/deep-learning-containers/ray:train-ml-cuda-v1.1"}, f"images: {images}"
+    assert images == {"public.ecr.aws/deep-learning-containers/ray:train-ml-cuda-v1.1.0"}, f"images: {images}"
 
 
 @pytest.mark.parametrize("which", ["head", "worker"])
