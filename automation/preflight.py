@@ -277,9 +277,12 @@ def check_capacity_reservation(
     node_count: int,
     region: str,
     capacity_block: bool = False,
+    placement_group: str | None = None,
 ) -> Finding:
-    """An optional capacity reservation is active, for this type and AZ, with room for the node group, and of
-    the kind (On-Demand Capacity Reservation or Capacity Block) that gpuCapacityBlock declares."""
+    """An optional capacity reservation is active, for this type and AZ, with room for the node group, of the
+    kind (On-Demand Capacity Reservation or Capacity Block) that gpuCapacityBlock declares, and, when it was made
+    for a placement group, for the one in gpuPlacementGroupName (only instances in that group use it:
+    https://docs.aws.amazon.com/AWSEC2/latest/UserGuide/cr-cpg.html)."""
     if not reservation_id:
         return Finding("capacity reservation", "skip", "none configured: On-Demand capacity")
     fix_show = f"aws ec2 describe-capacity-reservations --capacity-reservation-ids {reservation_id} --region {region}"
@@ -306,6 +309,12 @@ def check_capacity_reservation(
         problems.append(
             f"it is {kind} but gpuCapacityBlock is {str(capacity_block).lower()}: "
             f"set ray-efa-eks:gpuCapacityBlock to {str(is_block).lower()}"
+        )
+    reserved_for = (cr.get("PlacementGroupArn") or "").rsplit("/", 1)[-1] or None
+    if reserved_for and reserved_for != placement_group:
+        problems.append(
+            f"it is reserved for placement group {reserved_for}, not {placement_group or 'the one the stack creates'}: "
+            f"set ray-efa-eks:gpuPlacementGroupName to {reserved_for}"
         )
     if problems:
         return Finding(
@@ -378,7 +387,14 @@ def run_preflight(cfg: Any, clients: AwsClients, which: Callable[[str], str | No
     rows.append(check_system_quota(cfg, clients))
     rows.append(
         check_capacity_reservation(
-            clients.ec2, g.capacity_reservation_id, g.instance_type, az, g.node_count, cfg.region, g.capacity_block
+            clients.ec2,
+            g.capacity_reservation_id,
+            g.instance_type,
+            az,
+            g.node_count,
+            cfg.region,
+            g.capacity_block,
+            g.placement_group_name,
         )
     )
     facts = PreflightFacts(

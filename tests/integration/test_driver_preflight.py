@@ -248,3 +248,29 @@ def test_on_demand_reservation_declared_as_capacity_block_fails():
         reservation_client(cr), cr["CapacityReservationId"], "g6.12xlarge", "us-west-2a", 2, REGION, True
     )
     assert row.status == "fail" and "set ray-efa-eks:gpuCapacityBlock to false" in row.detail, f"got {row}"
+
+
+PG_ARN = "arn:aws:ec2:us-west-2:123456789012:placement-group/reserved-pg"
+
+
+def test_reservation_for_another_placement_group_fails_with_its_name():
+    cr = {**RESERVATION, "PlacementGroupArn": PG_ARN}
+    row = check_capacity_reservation(
+        reservation_client(cr), cr["CapacityReservationId"], "g6.12xlarge", "us-west-2a", 2, REGION, False, None
+    )
+    assert row.status == "fail" and "set ray-efa-eks:gpuPlacementGroupName to reserved-pg" in row.detail, row
+
+
+def test_reservation_for_the_configured_placement_group_passes():
+    cr = {**RESERVATION, "PlacementGroupArn": PG_ARN}
+    row = check_capacity_reservation(
+        reservation_client(cr),
+        cr["CapacityReservationId"],
+        "g6.12xlarge",
+        "us-west-2a",
+        2,
+        REGION,
+        False,
+        "reserved-pg",
+    )
+    assert row.status == "pass", f"got {row}"
