@@ -1,12 +1,14 @@
 """preflight: what AWS must offer before anything is created, one row per fact, each failure with its fix.
 
-Read-only calls only (STS, EC2 describe, Service Quotas get): it runs before any change and costs nothing.
+Read-only calls only (STS, EC2 describe, Service Quotas get) and a look on PATH for the AWS CLI: it runs
+before any change and costs nothing.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable
+import shutil
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
@@ -21,6 +23,11 @@ QUOTA_BY_FAMILY = {
     "p": ("L-417A185B", "Running On-Demand P instances"),
 }
 STANDARD_QUOTA = ("L-1216C47A", "Running On-Demand Standard (A, C, D, H, I, M, R, T, Z) instances")
+# EC2's ReservationType of a Capacity Block for ML (DescribeCapacityReservations); "default" is an
+# On-Demand Capacity Reservation
+# (https://docs.aws.amazon.com/AWSEC2/latest/APIReference/API_CapacityReservation.html).
+CAPACITY_BLOCK = "capacity-block"
+AWS_CLI_INSTALL = "https://docs.aws.amazon.com/cli/latest/userguide/getting-started-install.html"
 
 
 def family(instance_type: str) -> str:
@@ -64,6 +71,23 @@ def _err(e: Exception) -> str:
     if isinstance(e, ClientError):
         return f"{e.response['Error'].get('Code')}: {e.response['Error'].get('Message')}"
     return f"{type(e).__name__}: {e}"
+
+
+def check_aws_cli(which: Callable[[str], str | None] = shutil.which) -> Finding:
+    """The `aws` command is on PATH: pulumi-eks's kubeconfig runs `aws eks get-token` for every Kubernetes call.
+
+    Without it `up` creates the cluster and the GPU nodes (which bill) and then fails at the first Helm release.
+    """
+    path = which("aws")
+    if path is None:
+        return Finding(
+            "AWS CLI",
+            "fail",
+            "`aws` is not on PATH; the cluster's kubeconfig runs `aws eks get-token`, so `up` would fail after the "
+            "cluster and GPU nodes exist",
+            f"install AWS CLI v2 ({AWS_CLI_INSTALL}), then check with: aws --version",
+        )
+    return Finding("AWS CLI", "pass", f"{path} (the kubeconfig runs `aws eks get-token`)")
 
 
 def check_credentials(sts: Any) -> tuple[Finding, str | None]:
@@ -131,7 +155,10 @@ def check_instance_type(
             f"{instance_type} has {gpus} GPUs; the stack counts on {gpus_wanted}",
             ""
             if gpus == gpus_wanted
-            else f"infra/data/instance_types.json says {gpus_wanted} GPUs for {instance_type}, EC2 says {gpus}: correct the catalog",
+            else (
+                f"infra/data/instance_types.json says {gpus_wanted} GPUs for {instance_type}, EC2 says {gpus}: "
+                "correct the catalog"
+            ),
         )
     )
     return rows
@@ -154,9 +181,11 @@ def check_az(
             Finding(
                 "GPU availability zone",
                 "fail",
-                f"{instance_type} is offered in {sorted(offered) or 'no AZ'} but the stack's private subnets are in {sorted(stack_azs)}",
+                f"{instance_type} is offered in {sorted(offered) or 'no AZ'} but the stack's private subnets are in "
+                f"{sorted(stack_azs)}",
                 f"add an AZ that offers it to ray-efa-eks:availabilityZones in Pulumi.{stack}.yaml "
-                f"(aws ec2 describe-instance-type-offerings --location-type availability-zone --filters Name=instance-type,Values={instance_type})",
+                "(aws ec2 describe-instance-type-offerings --location-type availability-zone "
+                f"--filters Name=instance-type,Values={instance_type})",
             ),
             None,
             valid,
@@ -172,7 +201,8 @@ def check_az(
             Finding(
                 "GPU availability zone",
                 "fail",
-                f"{configured} does not offer {instance_type} or has no private subnet of the stack; valid AZs: {', '.join(valid)}",
+                f"{configured} does not offer {instance_type} or has no private subnet of the stack; "
+                f"valid AZs: {', '.join(valid)}",
                 f"set 'ray-efa-eks:gpuAvailabilityZone: {valid[0]}' in Pulumi.{stack}.yaml (valid: {', '.join(valid)})",
             ),
             None,
@@ -240,9 +270,19 @@ def check_quota(
 
 
 def check_capacity_reservation(
-    ec2: Any, reservation_id: str | None, instance_type: str, az: str | None, node_count: int, region: str
+    ec2: Any,
+    reservation_id: str | None,
+    instance_type: str,
+    az: str | None,
+    node_count: int,
+    region: str,
+    capacity_block: bool = False,
+    placement_group: str | None = None,
 ) -> Finding:
-    """An optional capacity reservation is active, for this type and AZ, with room for the node group."""
+    """An optional capacity reservation is active, for this type and AZ, with room for the node group, of the
+    kind (On-Demand Capacity Reservation or Capacity Block) that gpuCapacityBlock declares, and, when it was made
+    for a placement group, for the one in gpuPlacementGroupName (only instances in that group use it:
+    https://docs.aws.amazon.com/AWSEC2/latest/UserGuide/cr-cpg.html)."""
     if not reservation_id:
         return Finding("capacity reservation", "skip", "none configured: On-Demand capacity")
     fix_show = f"aws ec2 describe-capacity-reservations --capacity-reservation-ids {reservation_id} --region {region}"
@@ -263,6 +303,19 @@ def check_capacity_reservation(
     available = int(cr.get("AvailableInstanceCount", 0))
     if available < node_count:
         problems.append(f"{available} of {cr.get('TotalInstanceCount')} instances available, {node_count} needed")
+    kind = _reservation_kind(cr)
+    is_block = cr.get("ReservationType") == CAPACITY_BLOCK
+    if is_block != capacity_block:
+        problems.append(
+            f"it is {kind} but gpuCapacityBlock is {str(capacity_block).lower()}: "
+            f"set ray-efa-eks:gpuCapacityBlock to {str(is_block).lower()}"
+        )
+    reserved_for = (cr.get("PlacementGroupArn") or "").rsplit("/", 1)[-1] or None
+    if reserved_for and reserved_for != placement_group:
+        problems.append(
+            f"it is reserved for placement group {reserved_for}, not {placement_group or 'the one the stack creates'}: "
+            f"set ray-efa-eks:gpuPlacementGroupName to {reserved_for}"
+        )
     if problems:
         return Finding(
             "capacity reservation",
@@ -273,14 +326,41 @@ def check_capacity_reservation(
     return Finding(
         "capacity reservation",
         "pass",
-        f"{reservation_id}: active, {instance_type} in {cr.get('AvailabilityZone')}, {available} available",
+        f"{reservation_id}: {kind}, active, {instance_type} in {cr.get('AvailabilityZone')}, {available} available",
     )
 
 
-def run_preflight(cfg: Any, clients: AwsClients) -> StepResult:
+def check_system_quota(cfg: Any, clients: AwsClients) -> Finding:
+    """The system node group fits its family's On-Demand vCPU quota (Standard for m7i), beside the GPU one."""
+    s = cfg.system_nodes
+    try:
+        info = describe_type(clients.ec2, s.instance_type)
+    except (ClientError, BotoCoreError) as e:
+        return Finding("system vCPU quota", "fail", _err(e), "check the EC2 permissions (ec2:DescribeInstanceTypes)")
+    if info is None:
+        return Finding(
+            "system vCPU quota",
+            "fail",
+            f"{s.instance_type} does not exist in {cfg.region}",
+            f"set ray-efa-eks:systemInstanceType in Pulumi.{cfg.stack}.yaml to a type offered there",
+        )
+    vcpus = int(info["VCpuInfo"]["DefaultVCpus"])
+    row, _, _ = check_quota(clients.quotas, clients.ec2, s.instance_type, vcpus, s.count, cfg.region)
+    if quota_for(s.instance_type) == quota_for(cfg.gpu_nodes.instance_type):
+        # Same quota as the GPU nodes: the GPU row alone cannot see that both together exceed it.
+        row = Finding(row.check, row.status, f"{row.detail} (plus the GPU nodes under the same quota)", row.fix)
+    return row
+
+
+def _reservation_kind(cr: dict) -> str:
+    rtype = cr.get("ReservationType", "default")
+    return "a Capacity Block for ML" if rtype == CAPACITY_BLOCK else f"an On-Demand Capacity Reservation ({rtype})"
+
+
+def run_preflight(cfg: Any, clients: AwsClients, which: Callable[[str], str | None] = shutil.which) -> StepResult:
     """Every check, in order; the result fails if any row fails, and its data carries the AZ to use."""
     g = cfg.gpu_nodes
-    rows: list[Finding] = []
+    rows: list[Finding] = [check_aws_cli(which)]
     cred, account = check_credentials(clients.sts)
     rows.append(cred)
     if account is None:
@@ -304,9 +384,17 @@ def run_preflight(cfg: Any, clients: AwsClients) -> StepResult:
     vcpus = int(info["VCpuInfo"]["DefaultVCpus"])
     quota_row, need, free = check_quota(clients.quotas, clients.ec2, g.instance_type, vcpus, g.node_count, cfg.region)
     rows.append(quota_row)
+    rows.append(check_system_quota(cfg, clients))
     rows.append(
         check_capacity_reservation(
-            clients.ec2, g.capacity_reservation_id, g.instance_type, az, g.node_count, cfg.region
+            clients.ec2,
+            g.capacity_reservation_id,
+            g.instance_type,
+            az,
+            g.node_count,
+            cfg.region,
+            g.capacity_block,
+            g.placement_group_name,
         )
     )
     facts = PreflightFacts(

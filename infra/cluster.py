@@ -12,7 +12,7 @@ import pulumi_eks as eks
 import pulumi_kubernetes as k8s
 
 from infra.config import ClusterConfig, SystemNodesConfig
-from infra.manifests import SYSTEM_AMI_TYPE, launch_template_metadata_options, system_node_labels
+from infra.manifests import SYSTEM_AMI_TYPE, launch_template_metadata_options, root_volume, system_node_labels
 
 NODE_POLICY_ARNS = (
     "arn:aws:iam::aws:policy/AmazonEKSWorkerNodePolicy",
@@ -21,6 +21,9 @@ NODE_POLICY_ARNS = (
     # Session Manager instead of SSH: no key pair and no inbound port on the nodes.
     "arn:aws:iam::aws:policy/AmazonSSMManagedInstanceCore",
 )
+# EKS's managed access policy for cluster-admin, associated cluster-wide to each admin role
+# (https://docs.aws.amazon.com/eks/latest/userguide/access-policy-permissions.html).
+CLUSTER_ADMIN_POLICY_ARN = "arn:aws:eks::aws:cluster-access-policy/AmazonEKSClusterAdminPolicy"
 
 
 def node_assume_role_policy() -> str:
@@ -105,17 +108,7 @@ class Cluster(pulumi.ComponentResource):
         system_lt = aws.ec2.LaunchTemplate(
             f"{name}-system-lt",
             metadata_options=launch_template_metadata_options(),
-            block_device_mappings=[
-                {
-                    "device_name": "/dev/xvda",
-                    "ebs": {
-                        "volume_size": 50,
-                        "volume_type": "gp3",
-                        "encrypted": "true",
-                        "delete_on_termination": "true",
-                    },
-                }
-            ],
+            block_device_mappings=[root_volume(args.system_nodes.root_volume_gib)],
             update_default_version=True,
             opts=child,
         )
@@ -136,6 +129,8 @@ class Cluster(pulumi.ComponentResource):
             # Nodes cannot join before the role's policies are attached; nothing in the data says so.
             opts=pulumi.ResourceOptions(parent=self, depends_on=attachments),
         )
+
+        _cluster_admins(name, cluster_name, c.admin_role_arns, child)
 
         self.provider = k8s.Provider(
             f"{name}-k8s",
@@ -160,4 +155,26 @@ class Cluster(pulumi.ComponentResource):
                 "oidc_provider_arn": self.oidc_provider_arn,
                 "system_node_group_name": self.system_node_group_name,
             }
+        )
+
+
+def _cluster_admins(
+    name: str, cluster_name: pulumi.Input[str], role_arns: tuple[str, ...], opts: pulumi.ResourceOptions
+) -> None:
+    """An access entry plus a cluster-wide AmazonEKSClusterAdminPolicy association per role.
+
+    With authentication_mode API only the creating principal is admin; these give a CI or on-call
+    role the same access (https://docs.aws.amazon.com/eks/latest/userguide/access-entries.html).
+    """
+    for i, arn in enumerate(role_arns):
+        entry = aws.eks.AccessEntry(
+            f"{name}-admin-{i}", cluster_name=cluster_name, principal_arn=arn, type="STANDARD", opts=opts
+        )
+        aws.eks.AccessPolicyAssociation(
+            f"{name}-admin-{i}",
+            cluster_name=cluster_name,
+            principal_arn=entry.principal_arn,
+            policy_arn=CLUSTER_ADMIN_POLICY_ARN,
+            access_scope={"type": "cluster"},
+            opts=opts,
         )

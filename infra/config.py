@@ -22,10 +22,12 @@ import re
 import warnings
 from collections.abc import Mapping
 from dataclasses import dataclass
+from datetime import date
 from pathlib import Path
 from typing import Any
 
 from infra.catalog import instance_spec, known_instance_types
+from infra.eks_facts import EFA_HUGEPAGES, EFA_HUGEPAGES_GIB, extended_support_note
 
 PROJECT = "ray-efa-eks"
 
@@ -42,6 +44,8 @@ _EXACT_SEMVER = re.compile(r"^v?\d+\.\d+\.\d+$")
 _K8S_VERSION = re.compile(r"^1\.\d+$")
 _DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
 _CAPACITY_RESERVATION = re.compile(r"^cr-[0-9a-f]{8,17}$")
+_PLACEMENT_GROUP = re.compile(r"^[A-Za-z0-9._-]{1,255}$")
+_ROLE_ARN = re.compile(r"^arn:aws[a-z-]*:iam::\d{12}:role/[\w+=,.@/-]+$")
 _QUANTITY = re.compile(r"^(\d+(?:\.\d+)?)(m|Ki|Mi|Gi|Ti|k|M|G|T)?$")
 
 
@@ -69,12 +73,14 @@ class ClusterConfig:
     endpoint_public_access: bool
     public_access_cidrs: tuple[str, ...]  # empty when the endpoint is private only
     log_types: tuple[str, ...]
+    admin_role_arns: tuple[str, ...] = ()  # given cluster-admin through an EKS access entry
 
 
 @dataclass(frozen=True)
 class SystemNodesConfig:
     instance_type: str
     count: int
+    root_volume_gib: int = 100
 
 
 @dataclass(frozen=True)
@@ -86,6 +92,8 @@ class GpuNodesConfig:
     gpus_per_node: int
     capacity_reservation_id: str | None
     root_volume_gib: int
+    capacity_block: bool = False  # the reservation is a Capacity Block for ML
+    placement_group_name: str | None = None  # an existing cluster placement group; None: the stack creates one
 
 
 @dataclass(frozen=True)
@@ -394,7 +402,7 @@ def validate(
     if not _K8S_VERSION.fullmatch(v["kubernetesVersion"]) or int(v["kubernetesVersion"].split(".")[1]) < 30:
         raise ConfigError(
             f"kubernetesVersion {v['kubernetesVersion']!r} is not an EKS version 1.30 or newer (the AL2023 NVIDIA AMI "
-            f"needs it): set e.g. '1.34'"
+            f"needs it): set e.g. '1.35'"
         )
     public_cidrs: tuple[str, ...] = ()
     if v["apiPublicAccess"]:
@@ -416,6 +424,14 @@ def validate(
                 "apiPublicAccessCidrs includes 0.0.0.0/0: the Kubernetes API endpoint is reachable from anywhere "
                 "(IAM authentication still applies); set it to your address as x.x.x.x/32"
             )
+    version_note = extended_support_note(v["kubernetesVersion"], date.today())
+    if version_note:
+        notes.append(version_note)
+    for arn in v["clusterAdminRoleArns"]:
+        if not _ROLE_ARN.fullmatch(arn):
+            raise ConfigError(
+                f"clusterAdminRoleArns entry {arn!r} is not an IAM role ARN: use arn:aws:iam::<account-id>:role/<name>"
+            )
     bad_logs = [t for t in v["controlPlaneLogTypes"] if t not in CONTROL_PLANE_LOG_TYPES]
     if bad_logs:
         raise ConfigError(f"controlPlaneLogTypes {bad_logs!r} unknown: use some of {list(CONTROL_PLANE_LOG_TYPES)}")
@@ -425,6 +441,10 @@ def validate(
     if v["systemNodeCount"] < 1:
         raise ConfigError(
             f"systemNodeCount {v['systemNodeCount']} leaves no node for the operator and Ray head: set it to 1 or more"
+        )
+    if v["systemRootVolumeGib"] < 50:
+        raise ConfigError(
+            f"systemRootVolumeGib {v['systemRootVolumeGib']} cannot hold the Ray head's CUDA image: set 100 or more"
         )
 
     # --- GPU nodes
@@ -452,6 +472,17 @@ def validate(
         raise ConfigError(
             f"gpuCapacityReservationId {reservation!r} is not a capacity reservation id: use cr-xxxxxxxxxxxxxxxxx or ''"
         )
+    if v["gpuCapacityBlock"] and reservation is None:
+        raise ConfigError(
+            "gpuCapacityBlock is true but gpuCapacityReservationId is empty: set gpuCapacityReservationId to the "
+            "Capacity Block's cr-... id, or set gpuCapacityBlock to false"
+        )
+    placement_group = v["gpuPlacementGroupName"] or None
+    if placement_group is not None and not _PLACEMENT_GROUP.fullmatch(placement_group):
+        raise ConfigError(
+            f"gpuPlacementGroupName {placement_group!r} is not a placement group name: use letters, digits, '.', '_' "
+            f"and '-' (at most 255), or '' to let the stack create one"
+        )
     if v["gpuRootVolumeGib"] < 50:
         raise ConfigError(f"gpuRootVolumeGib {v['gpuRootVolumeGib']} cannot hold the training image: set 100 or more")
 
@@ -471,7 +502,7 @@ def validate(
     if is_floating_image(v["rayImage"]):
         raise ConfigError(
             f"rayImage {v['rayImage']!r} has a floating or missing tag: pin a version tag or a digest, e.g. "
-            f"public.ecr.aws/deep-learning-containers/ray:train-ml-cuda-v1.1"
+            f"public.ecr.aws/deep-learning-containers/ray:train-ml-cuda-v1.1.0"
         )
     if not _EXACT_SEMVER.fullmatch(v["rayVersion"]) or v["rayVersion"].startswith("v"):
         raise ConfigError(f"rayVersion {v['rayVersion']!r} is not an exact Ray version: set e.g. 2.58.0")
@@ -486,7 +517,7 @@ def validate(
             f"rayWorkerEfa is {v['rayWorkerEfa']} but each node has {v['gpuEfaInterfaces']} EFA interface(s): "
             f"set rayWorkerEfa to {v['gpuEfaInterfaces']}"
         )
-    _check_fits("rayWorker", v["rayWorkerCpu"], v["rayWorkerMemory"], gpu, "gpuInstanceType")
+    _check_fits("rayWorker", v["rayWorkerCpu"], v["rayWorkerMemory"], gpu, "gpuInstanceType", EFA_HUGEPAGES_GIB)
     _check_fits("rayHead", v["rayHeadCpu"], v["rayHeadMemory"], system, "systemInstanceType")
     shm = _memory_gib("rayWorkerShmSize", v["rayWorkerShmSize"])
     worker_memory = _memory_gib("rayWorkerMemory", v["rayWorkerMemory"])
@@ -530,8 +561,11 @@ def validate(
             endpoint_public_access=v["apiPublicAccess"],
             public_access_cidrs=tuple(public_cidrs),
             log_types=tuple(v["controlPlaneLogTypes"]),
+            admin_role_arns=tuple(v["clusterAdminRoleArns"]),
         ),
-        system_nodes=SystemNodesConfig(instance_type=system.instance_type, count=v["systemNodeCount"]),
+        system_nodes=SystemNodesConfig(
+            instance_type=system.instance_type, count=v["systemNodeCount"], root_volume_gib=v["systemRootVolumeGib"]
+        ),
         gpu_nodes=GpuNodesConfig(
             instance_type=gpu.instance_type,
             node_count=v["gpuNodeCount"],
@@ -540,6 +574,8 @@ def validate(
             gpus_per_node=gpu.gpus,
             capacity_reservation_id=reservation,
             root_volume_gib=v["gpuRootVolumeGib"],
+            capacity_block=v["gpuCapacityBlock"],
+            placement_group_name=placement_group,
         ),
         charts=ChartsConfig(
             nvidia_device_plugin=v["nvidiaDevicePluginChartVersion"],
@@ -602,11 +638,12 @@ def _known_instance(key: str, instance_type: str):
         ) from None
 
 
-def _check_fits(prefix: str, cpu: str, memory: str, spec, instance_key: str) -> None:
+def _check_fits(prefix: str, cpu: str, memory: str, spec, instance_key: str, hugepages_gib: float = 0.0) -> None:
+    """The pod fits the node; ``hugepages_gib`` is the node's huge-page pool, which allocatable memory loses."""
     cores = _cpu_cores(f"{prefix}Cpu", cpu)
     gib = _memory_gib(f"{prefix}Memory", memory)
     cpu_room = round(spec.allocatable_cpu - NODE_CPU_HEADROOM, 2)
-    mem_room = round(spec.allocatable_memory_gib - NODE_MEMORY_HEADROOM_GIB, 1)
+    mem_room = round(spec.allocatable_memory_gib - NODE_MEMORY_HEADROOM_GIB - hugepages_gib, 1)
     if cores <= 0 or cores > cpu_room:
         raise ConfigError(
             f"{prefix}Cpu {cpu!r} does not fit {instance_key} {spec.instance_type!r} (allocatable {spec.allocatable_cpu} "
@@ -615,6 +652,8 @@ def _check_fits(prefix: str, cpu: str, memory: str, spec, instance_key: str) -> 
     if gib <= 0 or gib > mem_room:
         raise ConfigError(
             f"{prefix}Memory {memory!r} does not fit {instance_key} {spec.instance_type!r} (allocatable "
-            f"{spec.allocatable_memory_gib} GiB, {NODE_MEMORY_HEADROOM_GIB} GiB kept for DaemonSets): "
+            f"{spec.allocatable_memory_gib} GiB, {NODE_MEMORY_HEADROOM_GIB} GiB kept for DaemonSets"
+            + (f", {EFA_HUGEPAGES} of EFA huge pages" if hugepages_gib else "")
+            + "): "
             f"set {prefix}Memory to at most {int(mem_room)}Gi"
         )

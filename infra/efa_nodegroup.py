@@ -14,6 +14,7 @@ from infra.manifests import (
     GPU_AMI_TYPE,
     efa_network_interfaces,
     efa_security_group_rules,
+    gpu_capacity,
     gpu_node_labels,
     gpu_node_taints,
     launch_template_metadata_options,
@@ -44,8 +45,13 @@ class EfaNodeGroup(pulumi.ComponentResource):
         child = pulumi.ResourceOptions(parent=self)
         gpu = args.gpu
 
-        # "cluster" packs the instances close together in one AZ: the lowest latency EFA gets.
-        placement = aws.ec2.PlacementGroup(f"{name}-pg", strategy="cluster", opts=child)
+        # "cluster" packs the instances close together in one AZ: the lowest latency EFA gets. A capacity
+        # reservation made for a placement group needs that group to exist first, so the stack can use
+        # an existing one instead (gpuPlacementGroupName).
+        if gpu.placement_group_name:
+            placement_group_name: pulumi.Input[str] = gpu.placement_group_name
+        else:
+            placement_group_name = aws.ec2.PlacementGroup(f"{name}-pg", strategy="cluster", opts=child).name
 
         efa_sg = aws.ec2.SecurityGroup(
             f"{name}-efa-sg",
@@ -53,7 +59,7 @@ class EfaNodeGroup(pulumi.ComponentResource):
             description="EFA: all traffic between the GPU nodes' EFA interfaces",
             opts=child,
         )
-        for i, rule in enumerate(efa_security_group_rules()):
+        for rule in efa_security_group_rules():
             kind = (
                 aws.vpc.SecurityGroupIngressRule if rule["direction"] == "ingress" else aws.vpc.SecurityGroupEgressRule
             )
@@ -70,21 +76,19 @@ class EfaNodeGroup(pulumi.ComponentResource):
         # the system node (CoreDNS, the Ray head) through the shared cluster group.
         security_groups = [efa_sg.id, args.cluster_security_group_id]
         interfaces = [{**nic, "security_groups": security_groups} for nic in efa_network_interfaces(gpu.efa_interfaces)]
-        # Instances in a cluster placement group only use reservations made for that group;
-        # Pulumi.yaml's gpuCapacityReservationId description tells the user so.
-        reservation = (
-            {"capacity_reservation_target": {"capacity_reservation_id": gpu.capacity_reservation_id}}
-            if gpu.capacity_reservation_id
-            else None
-        )
+        # Instances in a cluster placement group only use reservations made for that group
+        # (https://docs.aws.amazon.com/AWSEC2/latest/UserGuide/cr-cpg.html); Pulumi.yaml's
+        # gpuCapacityReservationId description tells the user so.
+        capacity = gpu_capacity(gpu)
         template = aws.ec2.LaunchTemplate(
             f"{name}-lt",
             description=f"EFA GPU nodes ({gpu.instance_type}, {gpu.efa_interfaces} EFA interface(s))",
             network_interfaces=interfaces,
             metadata_options=launch_template_metadata_options(),
-            block_device_mappings=[root_volume(gpu)],
-            placement={"group_name": placement.name},
-            capacity_reservation_specification=reservation,
+            block_device_mappings=[root_volume(gpu.root_volume_gib)],
+            placement={"group_name": placement_group_name},
+            capacity_reservation_specification=capacity.capacity_reservation_specification,
+            instance_market_options=capacity.instance_market_options,
             update_default_version=True,
             tag_specifications=[{"resource_type": "instance", "tags": {"Name": f"{name}-gpu"}}],
             opts=child,
@@ -98,7 +102,7 @@ class EfaNodeGroup(pulumi.ComponentResource):
             subnet_ids=[args.subnet_id],
             instance_types=[gpu.instance_type],
             ami_type=GPU_AMI_TYPE,
-            capacity_type="ON_DEMAND",
+            capacity_type=capacity.capacity_type,
             launch_template={"id": template.id, "version": template.latest_version.apply(str)},
             scaling_config={"desired_size": gpu.node_count, "min_size": gpu.node_count, "max_size": gpu.node_count},
             update_config={"max_unavailable": 1},
@@ -109,7 +113,7 @@ class EfaNodeGroup(pulumi.ComponentResource):
 
         self.node_group_name: pulumi.Output[str] = node_group.node_group_name
         self.security_group_id: pulumi.Output[str] = efa_sg.id
-        self.placement_group_name: pulumi.Output[str] = placement.name
+        self.placement_group_name: pulumi.Output[str] = pulumi.Output.from_input(placement_group_name)
         self.launch_template_id: pulumi.Output[str] = template.id
         self.node_group = node_group
         self.register_outputs(

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from infra.config import GpuNodesConfig, RayConfig, StackConfig
+from infra.eks_facts import EFA_HUGEPAGES, EFA_HUGEPAGES_RESOURCE
 
 # --------------------------------------------------------------------------- labels, taints
 
@@ -132,22 +133,54 @@ def efa_security_group_rules() -> list[dict[str, Any]]:
     ]
 
 
+# IMDSv2 only, and a hop limit of 1 so that no pod (one more network hop) reaches IMDS and the node
+# role's credentials; the VPC CNI and the Pod Identity agent run on the host network and need no
+# second hop. Pods that need AWS get their own role through EKS Pod Identity. Source: EKS best
+# practices, "Restrict access to the instance profile assigned to the worker node"
+# (https://docs.aws.amazon.com/eks/latest/best-practices/identity-and-access-management.html).
+IMDS_HOP_LIMIT = 1
+
+
 def launch_template_metadata_options() -> dict[str, Any]:
-    """IMDSv2 only; hop limit 2 so pods using the node role (the VPC CNI) still reach IMDS."""
-    return {"http_endpoint": "enabled", "http_tokens": "required", "http_put_response_hop_limit": 2}
+    """IMDSv2 required, hop limit IMDS_HOP_LIMIT (1): node credentials stay on the host network."""
+    return {"http_endpoint": "enabled", "http_tokens": "required", "http_put_response_hop_limit": IMDS_HOP_LIMIT}
 
 
-def root_volume(gpu: GpuNodesConfig) -> dict[str, Any]:
-    """The GPU nodes' root volume: encrypted gp3 (AL2023's root device is /dev/xvda)."""
+def root_volume(size_gib: int) -> dict[str, Any]:
+    """A node's root volume of ``size_gib``: encrypted gp3 (AL2023's root device is /dev/xvda)."""
     return {
         "device_name": "/dev/xvda",
         "ebs": {
-            "volume_size": gpu.root_volume_gib,
+            "volume_size": size_gib,
             "volume_type": "gp3",
             "encrypted": "true",
             "delete_on_termination": "true",
         },
     }
+
+
+@dataclass(frozen=True)
+class GpuCapacity:
+    """How the GPU nodes buy capacity: launch-template arguments and the node group's capacity type."""
+
+    capacity_reservation_specification: dict[str, Any] | None
+    instance_market_options: dict[str, Any] | None
+    capacity_type: str
+
+
+def gpu_capacity(gpu: GpuNodesConfig) -> GpuCapacity:
+    """On-Demand, a targeted On-Demand Capacity Reservation, or a Capacity Block for ML.
+
+    A Capacity Block needs the launch template's market type ``capacity-block`` and the managed node
+    group's capacity type ``CAPACITY_BLOCK``; without them EKS rejects the node group
+    (https://docs.aws.amazon.com/eks/latest/userguide/capacity-blocks-mng.html).
+    """
+    if not gpu.capacity_reservation_id:
+        return GpuCapacity(None, None, "ON_DEMAND")
+    target = {"capacity_reservation_target": {"capacity_reservation_id": gpu.capacity_reservation_id}}
+    if gpu.capacity_block:
+        return GpuCapacity(target, {"market_type": "capacity-block"}, "CAPACITY_BLOCK")
+    return GpuCapacity(target, None, "ON_DEMAND")
 
 
 # --------------------------------------------------------------------------- Helm charts
@@ -175,9 +208,11 @@ def chart_pins(cfg: StackConfig) -> dict[str, ChartPin]:
         "nvidia-device-plugin": ChartPin(
             "nvidia-device-plugin", "nvidia-device-plugin", cfg.charts.nvidia_device_plugin, NVIDIA_REPO, "kube-system"
         ),
-        # Chart v0.5.29 ships plugin v0.5.20 (aws/eks-charts#1338); the next chart bump
-        # (aws/eks-charts#1363, plugin v0.5.21-eksbuild.9) is v0.5.30. Not checked against the
-        # live repository index from here; `helm search repo eks/aws-efa-k8s-device-plugin -l`.
+        # Chart v0.5.30 ships appVersion and image tag v0.5.20, like v0.5.29 (aws/eks-charts#1338);
+        # v0.5.30 only adds EFA instance types (aws/eks-charts#1337, commit bfe91c4b9257, Chart.yaml and
+        # values.yaml of stable/aws-efa-k8s-device-plugin). The v0.5.21-eksbuild.9 image came later
+        # (aws/eks-charts#1363) in a chart version not checked here:
+        # `helm search repo eks/aws-efa-k8s-device-plugin -l`.
         "aws-efa-k8s-device-plugin": ChartPin(
             "aws-efa-k8s-device-plugin",
             "aws-efa-k8s-device-plugin",
@@ -225,6 +260,10 @@ def kuberay_operator_values() -> dict[str, Any]:
 RAY_API_VERSION = "ray.io/v1"
 RAY_KIND = "RayCluster"
 RUN_ROOT = "/tmp/ray-efa-eks"  # the driver passes --run-dir /tmp/ray-efa-eks/runs/<run_id>
+# Ray's temp root: session logs and object-store spill. A volume keeps them off the container's
+# writable layer; KubeRay's own examples mount an emptyDir at /tmp/ray for the same reason
+# (https://docs.ray.io/en/latest/cluster/kubernetes/user-guides/logging.html).
+RAY_TMP = "/tmp/ray"
 RAY_PORTS = {"gcs-server": 6379, "dashboard": 8265, "client": 10001}
 
 NCCL_EFA_ENV = {
@@ -256,9 +295,17 @@ def _runs_volume() -> tuple[dict[str, Any], dict[str, Any]]:
     )
 
 
+def _ray_tmp_volume() -> tuple[dict[str, Any], dict[str, Any]]:
+    return (
+        {"name": "ray-tmp", "emptyDir": {}},
+        {"name": "ray-tmp", "mountPath": RAY_TMP},
+    )
+
+
 def ray_head_template(ray: RayConfig) -> dict[str, Any]:
     """Pod template of the Ray head: on the system node, no GPU, Ray ports inside the cluster."""
     runs_volume, runs_mount = _runs_volume()
+    tmp_volume, tmp_mount = _ray_tmp_volume()
     return {
         "metadata": {"labels": {"app.kubernetes.io/name": ray.cluster_name, "ray-efa-eks/role": "head"}},
         "spec": {
@@ -273,10 +320,10 @@ def ray_head_template(ray: RayConfig) -> dict[str, Any]:
                     "env": _env({"NVIDIA_VISIBLE_DEVICES": "void"}),
                     "ports": [{"name": n, "containerPort": p} for n, p in RAY_PORTS.items()],
                     "lifecycle": _pre_stop_ray_stop(),
-                    "volumeMounts": [runs_mount],
+                    "volumeMounts": [runs_mount, tmp_mount],
                 }
             ],
-            "volumes": [runs_volume],
+            "volumes": [runs_volume, tmp_volume],
         },
     }
 
@@ -285,6 +332,7 @@ def ray_worker_template(ray: RayConfig) -> dict[str, Any]:
     """Pod template of a GPU worker: a whole GPU node, its EFA devices, NCCL over aws-ofi-nccl."""
     w = ray.worker
     runs_volume, runs_mount = _runs_volume()
+    tmp_volume, tmp_mount = _ray_tmp_volume()
     return {
         "metadata": {"labels": {"app.kubernetes.io/name": ray.cluster_name, "ray-efa-eks/role": "gpu-worker"}},
         "spec": {
@@ -294,14 +342,22 @@ def ray_worker_template(ray: RayConfig) -> dict[str, Any]:
                 {
                     "name": "ray-worker",
                     "image": ray.image,
+                    # The EKS guide's EFA pods also take the huge pages libfabric allocates its buffers from
+                    # (infra/eks_facts.py); config validation counts the pool against the node's memory.
                     "resources": _equal_requests_limits(
-                        {"cpu": w.cpu, "memory": w.memory, GPU_RESOURCE: w.num_gpus, EFA_RESOURCE: w.efa}
+                        {
+                            "cpu": w.cpu,
+                            "memory": w.memory,
+                            GPU_RESOURCE: w.num_gpus,
+                            EFA_RESOURCE: w.efa,
+                            EFA_HUGEPAGES_RESOURCE: EFA_HUGEPAGES,
+                        }
                     ),
                     "env": _env(NCCL_EFA_ENV),
                     # libfabric pins (registers) the buffers NCCL sends over EFA.
                     "securityContext": {"capabilities": {"add": ["IPC_LOCK"]}},
                     "lifecycle": _pre_stop_ray_stop(),
-                    "volumeMounts": [{"name": "dshm", "mountPath": "/dev/shm"}, runs_mount],
+                    "volumeMounts": [{"name": "dshm", "mountPath": "/dev/shm"}, runs_mount, tmp_mount],
                 }
             ],
             "volumes": [
@@ -309,6 +365,7 @@ def ray_worker_template(ray: RayConfig) -> dict[str, Any]:
                 # container runtime's default is 64 MiB, which makes NCCL fail at init.
                 {"name": "dshm", "emptyDir": {"medium": "Memory", "sizeLimit": w.shm_size}},
                 runs_volume,
+                tmp_volume,
             ],
         },
     }

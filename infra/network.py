@@ -1,5 +1,5 @@
 """Network component: VPC, private subnets per AZ (nodes, control-plane ENIs), public subnets
-that hold only the NAT gateway, and the routes between them."""
+that hold only the NAT gateway, the routes between them, and an S3 gateway endpoint."""
 
 from __future__ import annotations
 
@@ -16,13 +16,16 @@ class NetworkArgs:
     vpc_cidr: str
     azs: tuple[str, ...]
     cluster_name: str  # for the EKS subnet tags
+    nat_az: str  # the GPU nodes' AZ: their image pulls and AWS calls stay in it
+    region: str  # names the S3 endpoint's service
 
 
 class Network(pulumi.ComponentResource):
-    """A VPC with one private and one public subnet per AZ and a single NAT gateway.
+    """A VPC with one private and one public subnet per AZ, a single NAT gateway in ``args.nat_az``
+    and an S3 gateway endpoint on the private route table.
 
     Public outputs: ``vpc_id``, ``private_subnet_ids`` (ordered like ``args.azs``),
-    ``private_subnet_ids_by_az``, ``public_subnet_ids``.
+    ``private_subnet_ids_by_az``, ``public_subnet_ids``, ``private_route_table_ids``, ``s3_endpoint_id``.
     """
 
     def __init__(self, name: str, args: NetworkArgs, opts: pulumi.ResourceOptions | None = None):
@@ -53,7 +56,7 @@ class Network(pulumi.ComponentResource):
             opts=child,
         )
 
-        public_subnets, private_subnets = [], []
+        public_subnets, private_subnets = {}, []
         for p in plan:
             public = aws.ec2.Subnet(
                 f"{name}-public-{p.az}",
@@ -67,14 +70,16 @@ class Network(pulumi.ComponentResource):
             aws.ec2.RouteTableAssociation(
                 f"{name}-public-{p.az}", subnet_id=public.id, route_table_id=public_rt.id, opts=child
             )
-            public_subnets.append(public)
+            public_subnets[p.az] = public
 
-        # One NAT gateway keeps the cost down; the nodes need it only to pull images and reach AWS APIs.
+        # One NAT gateway keeps the cost down. It sits in the GPU nodes' AZ: a NAT gateway is zonal, so
+        # in another AZ every image pull of the GPU nodes would cross AZs (billed per GB) and fail with
+        # that AZ (https://docs.aws.amazon.com/vpc/latest/userguide/nat-gateway-basics.html).
         eip = aws.ec2.Eip(f"{name}-nat-eip", domain="vpc", tags={"Name": f"{args.cluster_name}-nat"}, opts=child)
         nat = aws.ec2.NatGateway(
             f"{name}-nat",
             allocation_id=eip.id,
-            subnet_id=public_subnets[0].id,
+            subnet_id=public_subnets[args.nat_az].id,
             tags={"Name": f"{args.cluster_name}-nat"},
             opts=pulumi.ResourceOptions(parent=self, depends_on=[igw]),
         )
@@ -103,17 +108,34 @@ class Network(pulumi.ComponentResource):
             )
             private_subnets.append(private)
 
+        # S3 traffic (checkpoints, datasets, ECR's image layers) goes through a free gateway endpoint
+        # instead of the NAT gateway's per-GB charge
+        # (https://docs.aws.amazon.com/vpc/latest/privatelink/vpc-endpoints-s3.html).
+        s3_endpoint = aws.ec2.VpcEndpoint(
+            f"{name}-s3",
+            vpc_id=vpc.id,
+            service_name=f"com.amazonaws.{args.region}.s3",
+            vpc_endpoint_type="Gateway",
+            route_table_ids=[private_rt.id],
+            tags={"Name": f"{args.cluster_name}-s3"},
+            opts=child,
+        )
+
         self.vpc_id: pulumi.Output[str] = vpc.id
         self.private_subnet_ids: list[pulumi.Output[str]] = [s.id for s in private_subnets]
         self.private_subnet_ids_by_az: dict[str, pulumi.Output[str]] = {
-            p.az: s.id for p, s in zip(plan, private_subnets)
+            p.az: s.id for p, s in zip(plan, private_subnets, strict=True)
         }
-        self.public_subnet_ids: list[pulumi.Output[str]] = [s.id for s in public_subnets]
+        self.public_subnet_ids: list[pulumi.Output[str]] = [public_subnets[p.az].id for p in plan]
+        self.private_route_table_ids: list[pulumi.Output[str]] = [private_rt.id]
+        self.s3_endpoint_id: pulumi.Output[str] = s3_endpoint.id
         self.register_outputs(
             {
                 "vpc_id": self.vpc_id,
                 "private_subnet_ids": self.private_subnet_ids,
                 "private_subnet_ids_by_az": self.private_subnet_ids_by_az,
                 "public_subnet_ids": self.public_subnet_ids,
+                "private_route_table_ids": self.private_route_table_ids,
+                "s3_endpoint_id": self.s3_endpoint_id,
             }
         )

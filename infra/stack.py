@@ -36,7 +36,10 @@ def build(cfg: StackConfig) -> dict[str, Any]:
     gpu_az = require_gpu_az(cfg)
     name = cfg.cluster.name
     network = Network(
-        f"{name}-network", NetworkArgs(vpc_cidr=cfg.network.vpc_cidr, azs=cfg.network.azs, cluster_name=name)
+        f"{name}-network",
+        NetworkArgs(
+            vpc_cidr=cfg.network.vpc_cidr, azs=cfg.network.azs, cluster_name=name, nat_az=gpu_az, region=cfg.region
+        ),
     )
     cluster = Cluster(
         name,

@@ -91,11 +91,13 @@ def client_factory(quota: float = 1000, extra: dict | None = None):
         client = boto3.client(name, region_name=REGION)
         if name == "service-quotas":
             stub = Stubber(client)
-            stub.add_response(
-                "get_service_quota",
-                {"Quota": {"ServiceCode": "ec2", "QuotaCode": "L-DB2E81BA", "Value": quota}},
-                {"ServiceCode": "ec2", "QuotaCode": "L-DB2E81BA"},
-            )
+            # The GPU family's quota, then the Standard one of the system node (preflight reads both).
+            for code in ("L-DB2E81BA", "L-1216C47A"):
+                stub.add_response(
+                    "get_service_quota",
+                    {"Quota": {"ServiceCode": "ec2", "QuotaCode": code, "Value": quota}},
+                    {"ServiceCode": "ec2", "QuotaCode": code},
+                )
             stub.activate()
         return client
 

@@ -11,7 +11,7 @@ import pytest
 from botocore.stub import Stubber
 from moto import mock_aws
 
-from automation.preflight import AwsClients, check_capacity_reservation, run_preflight
+from automation.preflight import AwsClients, check_aws_cli, check_capacity_reservation, run_preflight
 
 REGION = "us-west-2"
 
@@ -43,32 +43,43 @@ def config(instance_type="g6.12xlarge", az="us-west-2a", azs=("us-west-2a", "us-
     )
 
 
-def quotas_client(value: float, code: str = "L-DB2E81BA"):
+def quotas_client(value: float, code: str = "L-DB2E81BA", standard: float = 64):
+    """Service Quotas answering the GPU family's quota, then the Standard one (the system node's)."""
     client = boto3.client("service-quotas", region_name=REGION)
     stub = Stubber(client)
-    stub.add_response(
-        "get_service_quota",
-        {
-            "Quota": {
-                "ServiceCode": "ec2",
-                "QuotaCode": code,
-                "QuotaName": "Running On-Demand G and VT instances",
-                "Value": value,
-                "Unit": "None",
-            }
-        },
-        {"ServiceCode": "ec2", "QuotaCode": code},
-    )
+    for quota_code, quota_value in ((code, value), ("L-1216C47A", standard)):
+        stub.add_response(
+            "get_service_quota",
+            {
+                "Quota": {
+                    "ServiceCode": "ec2",
+                    "QuotaCode": quota_code,
+                    "QuotaName": "Running On-Demand instances",
+                    "Value": quota_value,
+                    "Unit": "None",
+                }
+            },
+            {"ServiceCode": "ec2", "QuotaCode": quota_code},
+        )
     stub.activate()
     return client
 
 
-def clients(quota: float = 1000) -> AwsClients:
+def clients(quota: float = 1000, standard: float = 64) -> AwsClients:
     return AwsClients(
         sts=boto3.client("sts", region_name=REGION),
         ec2=boto3.client("ec2", region_name=REGION),
-        quotas=quotas_client(quota),
+        quotas=quotas_client(quota, standard=standard),
     )
+
+
+def cli_on_path(name: str) -> str | None:
+    return f"/usr/local/bin/{name}"
+
+
+def run(cfg, aws_clients):
+    """run_preflight with the AWS CLI found, so the other rows decide the result."""
+    return run_preflight(cfg, aws_clients, which=cli_on_path)
 
 
 def rows(result):
@@ -76,7 +87,7 @@ def rows(result):
 
 
 def test_stack_defaults_pass_with_room_in_the_quota():
-    result = run_preflight(config(), clients(quota=192))
+    result = run(config(), clients(quota=192))
     failed = {k: f.detail for k, f in rows(result).items() if f.status == "fail"}
     assert result.status == "pass", f"expected pass, got failures {failed}"
     assert result.data.gpu_az == "us-west-2a", f"expected the configured AZ us-west-2a, got {result.data.gpu_az}"
@@ -85,16 +96,19 @@ def test_stack_defaults_pass_with_room_in_the_quota():
 def test_quota_short_fails_with_the_increase_request():
     ec2 = boto3.client("ec2", region_name=REGION)
     ec2.run_instances(ImageId="ami-12c6146b", MinCount=1, MaxCount=1, InstanceType="g6.12xlarge")  # 48 vCPUs in use
-    result = run_preflight(config(), AwsClients(sts=boto3.client("sts"), ec2=ec2, quotas=quotas_client(96)))
+    result = run(config(), AwsClients(sts=boto3.client("sts"), ec2=ec2, quotas=quotas_client(96)))
     row = rows(result)["vCPU quota L-DB2E81BA"]
     assert row.status == "fail", f"expected the quota row to fail (96 - 48 < 96), got {row}"
-    expected_fix = "aws service-quotas request-service-quota-increase --service-code ec2 --quota-code L-DB2E81BA --desired-value 144 --region us-west-2"
+    expected_fix = (
+        "aws service-quotas request-service-quota-increase --service-code ec2 --quota-code L-DB2E81BA "
+        "--desired-value 144 --region us-west-2"
+    )
     assert row.fix == expected_fix, f"expected fix {expected_fix!r}, got {row.fix!r}"
 
 
 def test_type_not_offered_in_the_configured_az_fails_with_valid_azs():
     # moto offers g5.12xlarge in us-west-2a/b/c, not in us-west-2d.
-    result = run_preflight(config("g5.12xlarge", az="us-west-2d", azs=("us-west-2c", "us-west-2d")), clients())
+    result = run(config("g5.12xlarge", az="us-west-2d", azs=("us-west-2c", "us-west-2d")), clients())
     row = rows(result)["GPU availability zone"]
     assert row.status == "fail" and "valid AZs: us-west-2c" in row.detail, (
         f"expected a failure listing us-west-2c, got {row}"
@@ -102,31 +116,31 @@ def test_type_not_offered_in_the_configured_az_fails_with_valid_azs():
 
 
 def test_az_outside_the_stack_subnets_fails():
-    result = run_preflight(config(az="us-west-2c", azs=("us-west-2a", "us-west-2b")), clients())
+    result = run(config(az="us-west-2c", azs=("us-west-2a", "us-west-2b")), clients())
     row = rows(result)["GPU availability zone"]
     assert row.status == "fail" and "valid AZs: us-west-2a, us-west-2b" in row.detail, f"got {row}"
 
 
 def test_type_offered_in_no_stack_az_fails():
     # moto offers p5e.48xlarge only in us-west-2c.
-    result = run_preflight(config("p5e.48xlarge", az="us-west-2a", gpus=8), clients())
+    result = run(config("p5e.48xlarge", az="us-west-2a", gpus=8), clients())
     row = rows(result)["GPU availability zone"]
     assert row.status == "fail" and "private subnets are in ['us-west-2a', 'us-west-2b']" in row.detail, f"got {row}"
 
 
 def test_open_az_is_chosen_among_valid_ones():
-    result = run_preflight(config(az=""), clients())
+    result = run(config(az=""), clients())
     assert result.data.gpu_az == "us-west-2a", f"expected us-west-2a chosen, got {result.data.gpu_az}"
 
 
 def test_instance_type_without_efa_fails():
-    result = run_preflight(config("g5.xlarge", gpus=1), clients())
+    result = run(config("g5.xlarge", gpus=1), clients())
     row = rows(result)["EFA support"]
     assert row.status == "fail" and "does not support EFA" in row.detail, f"got {row}"
 
 
 def test_unknown_instance_type_fails():
-    result = run_preflight(config("g99.huge"), clients())
+    result = run(config("g99.huge"), clients())
     row = rows(result)["instance type"]
     assert row.status == "fail" and "g99.huge does not exist in us-west-2" in row.detail, f"got {row}"
 
@@ -176,3 +190,87 @@ def test_unusable_reservation_fails(change, words):
         reservation_client(cr), cr["CapacityReservationId"], "g6.12xlarge", "us-west-2a", 2, REGION
     )
     assert row.status == "fail" and words in row.detail, f"expected {words!r} in a failing row, got {row}"
+
+
+# --------------------------------------------------------------------------- issue 18: AWS truth
+
+
+def test_missing_aws_cli_fails_with_the_install_fix():
+    row = check_aws_cli(which=lambda name: None)
+    assert (row.status, "aws eks get-token" in row.detail, "aws --version" in row.fix) == ("fail", True, True), row
+
+
+def test_aws_cli_on_path_passes_and_names_its_path():
+    row = check_aws_cli(which=cli_on_path)
+    assert (row.status, row.detail.startswith("/usr/local/bin/aws")) == ("pass", True), row
+
+
+def test_preflight_reports_the_aws_cli_row():
+    result = run_preflight(config(), clients(), which=lambda name: None)
+    row = rows(result).get("AWS CLI")
+    assert row is not None and row.status == "fail" and result.status == "fail", f"AWS CLI row {row}"
+
+
+def test_system_node_quota_short_fails_with_the_standard_quota_increase():
+    result = run(config(), clients(standard=2))
+    row = rows(result)["vCPU quota L-1216C47A"]
+    assert row.status == "fail" and "--quota-code L-1216C47A" in row.fix, (
+        f"expected the Standard quota to fail, got {row}"
+    )
+
+
+@pytest.mark.parametrize(
+    "rtype, block, words",
+    [
+        ("default", False, "an On-Demand Capacity Reservation (default), active"),
+        ("capacity-block", True, "a Capacity Block for ML, active"),
+    ],
+)
+def test_reservation_of_the_declared_kind_passes_and_says_which(rtype, block, words):
+    cr = {**RESERVATION, "ReservationType": rtype}
+    row = check_capacity_reservation(
+        reservation_client(cr), cr["CapacityReservationId"], "g6.12xlarge", "us-west-2a", 2, REGION, block
+    )
+    assert row.status == "pass" and words in row.detail, f"expected {words!r} in a passing row, got {row}"
+
+
+def test_capacity_block_without_gpu_capacity_block_fails_with_the_key():
+    cr = {**RESERVATION, "ReservationType": "capacity-block"}
+    row = check_capacity_reservation(
+        reservation_client(cr), cr["CapacityReservationId"], "g6.12xlarge", "us-west-2a", 2, REGION, False
+    )
+    assert row.status == "fail" and "set ray-efa-eks:gpuCapacityBlock to true" in row.detail, f"got {row}"
+
+
+def test_on_demand_reservation_declared_as_capacity_block_fails():
+    cr = {**RESERVATION, "ReservationType": "default"}
+    row = check_capacity_reservation(
+        reservation_client(cr), cr["CapacityReservationId"], "g6.12xlarge", "us-west-2a", 2, REGION, True
+    )
+    assert row.status == "fail" and "set ray-efa-eks:gpuCapacityBlock to false" in row.detail, f"got {row}"
+
+
+PG_ARN = "arn:aws:ec2:us-west-2:123456789012:placement-group/reserved-pg"
+
+
+def test_reservation_for_another_placement_group_fails_with_its_name():
+    cr = {**RESERVATION, "PlacementGroupArn": PG_ARN}
+    row = check_capacity_reservation(
+        reservation_client(cr), cr["CapacityReservationId"], "g6.12xlarge", "us-west-2a", 2, REGION, False, None
+    )
+    assert row.status == "fail" and "set ray-efa-eks:gpuPlacementGroupName to reserved-pg" in row.detail, row
+
+
+def test_reservation_for_the_configured_placement_group_passes():
+    cr = {**RESERVATION, "PlacementGroupArn": PG_ARN}
+    row = check_capacity_reservation(
+        reservation_client(cr),
+        cr["CapacityReservationId"],
+        "g6.12xlarge",
+        "us-west-2a",
+        2,
+        REGION,
+        False,
+        "reserved-pg",
+    )
+    assert row.status == "pass", f"got {row}"

@@ -383,3 +383,70 @@ def test_empty_gpu_az_fails_the_program_naming_preflight_and_the_key():
     text = str(err.value)
     for expected in ("python -m automation preflight --stack us-west-2", "ray-efa-eks:gpuAvailabilityZone"):
         assert expected in text, f"expected {expected!r} in {text!r}"
+
+
+# --------------------------------------------------------------------------- issue 18: AWS truth
+
+
+def test_nat_gateway_sits_in_the_gpu_az(east):
+    subnet_az = {rid(x): x.inputs["availabilityZone"] for x in every(east, "aws:ec2/subnet:Subnet")}
+    nat_az = subnet_az.get(one(east, "aws:ec2/natGateway:NatGateway").inputs["subnetId"])
+    assert nat_az == stack_config("us-east-2").gpu_nodes.availability_zone == "us-east-2b", f"NAT in {nat_az}"
+
+
+def test_s3_gateway_endpoint_is_on_the_private_route_table(east):
+    ep = one(east, "aws:ec2/vpcEndpoint:VpcEndpoint", "s3").inputs
+    got = (ep["serviceName"], ep["vpcEndpointType"], ep["routeTableIds"])
+    assert got == (
+        "com.amazonaws.us-east-2.s3",
+        "Gateway",
+        [rid(one(east, "aws:ec2/routeTable:RouteTable", "private"))],
+    )
+
+
+@pytest.mark.parametrize("lt_name", ["gpu-lt", "system-lt"])
+def test_launch_templates_set_imds_hop_limit_1(east, lt_name):
+    hop = one(east, "aws:ec2/launchTemplate:LaunchTemplate", lt_name).inputs["metadataOptions"][
+        "httpPutResponseHopLimit"
+    ]
+    assert hop == 1, f"{lt_name}: hop limit {hop}, expected 1"
+
+
+def test_capacity_block_reaches_launch_template_and_node_group():
+    r = render("us-east-2", gpuCapacityReservationId="cr-0123456789abcdef0", gpuCapacityBlock="true")
+    market = one(r, "aws:ec2/launchTemplate:LaunchTemplate", "gpu-lt").inputs.get("instanceMarketOptions")
+    capacity_type = one(r, "aws:eks/nodeGroup:NodeGroup", "gpu-ng").inputs["capacityType"]
+    assert (market, capacity_type) == ({"marketType": "capacity-block"}, "CAPACITY_BLOCK"), (market, capacity_type)
+
+
+def test_existing_placement_group_is_used_and_none_is_created():
+    r = render("us-east-2", gpuPlacementGroupName="reserved-pg")
+    placement = one(r, "aws:ec2/launchTemplate:LaunchTemplate", "gpu-lt").inputs["placement"]
+    created = [x.name for x in every(r, "aws:ec2/placementGroup:PlacementGroup")]
+    assert (placement, created) == ({"groupName": "reserved-pg"}, []), f"placement {placement}, created {created}"
+
+
+def test_system_root_volume_follows_its_key():
+    r = render("us-east-2", systemRootVolumeGib="150")
+    sizes = [
+        b["ebs"]["volumeSize"]
+        for b in one(r, "aws:ec2/launchTemplate:LaunchTemplate", "system-lt").inputs["blockDeviceMappings"]
+    ]
+    assert sizes == [150], f"system root volume sizes {sizes}"
+
+
+def test_admin_role_gets_an_access_entry_and_the_cluster_admin_policy():
+    arn = "arn:aws:iam::123456789012:role/ci"
+    r = render("us-east-2", clusterAdminRoleArns=f'["{arn}"]')
+    entry = one(r, "aws:eks/accessEntry:AccessEntry").inputs
+    assoc = one(r, "aws:eks/accessPolicyAssociation:AccessPolicyAssociation").inputs
+    got = (entry["principalArn"], assoc["policyArn"], assoc["accessScope"])
+    assert got == (
+        arn,
+        "arn:aws:eks::aws:cluster-access-policy/AmazonEKSClusterAdminPolicy",
+        {"type": "cluster"},
+    ), f"admin access {got}"
+
+
+def test_no_admin_roles_means_no_access_entries(east):
+    assert every(east, "aws:eks/accessEntry:AccessEntry") == [], "access entries without clusterAdminRoleArns"

@@ -55,7 +55,7 @@ def test_defaults_are_the_reference_deployment():
     w = cfg.ray.worker
     got = (cfg.gpu_nodes.node_count, w.num_gpus, w.efa, w.cpu, w.memory, w.replicas, cfg.system_nodes.instance_type)
     assert got == (2, 4, 1, "40", "160Gi", 2, "m7i.xlarge"), f"unexpected defaults {got}"
-    assert cfg.ray.image == "public.ecr.aws/deep-learning-containers/ray:train-ml-cuda-v1.1"
+    assert cfg.ray.image == "public.ecr.aws/deep-learning-containers/ray:train-ml-cuda-v1.1.0"
     assert cfg.ray.version == "2.58.0"
     assert (cfg.charts.nvidia_device_plugin, cfg.charts.kuberay_operator) == ("0.20.0", "1.5.2")
     assert cfg.ray.head_service_name == "ray-efa-head-svc"
@@ -128,7 +128,7 @@ BAD_CONFIGS = {
     ),
     "memory over allocatable": (
         {"rayWorkerMemory": "190Gi"},
-        ["rayWorkerMemory '190Gi'", "g6.12xlarge", "set rayWorkerMemory to at most 172Gi"],
+        ["rayWorkerMemory '190Gi'", "g6.12xlarge", "set rayWorkerMemory to at most 167Gi"],
     ),
     "head over system node": ({"rayHeadMemory": "16Gi"}, ["rayHeadMemory '16Gi'", "m7i.xlarge", "set rayHeadMemory"]),
     "instance without EFA": (

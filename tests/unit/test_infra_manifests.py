@@ -119,8 +119,31 @@ def test_launch_template_requires_imdsv2():
     assert m.launch_template_metadata_options()["http_tokens"] == "required"
 
 
+def test_imds_hop_limit_keeps_pods_off_the_node_role():
+    hop = m.launch_template_metadata_options()["http_put_response_hop_limit"]
+    assert hop == 1, f"expected hop limit 1 (pods cannot reach IMDS), got {hop}"
+
+
+def test_capacity_block_sets_market_type_and_capacity_type(cfg):
+    gpu = replace(cfg.gpu_nodes, capacity_reservation_id="cr-0123456789abcdef0", capacity_block=True)
+    cap = m.gpu_capacity(gpu)
+    got = (cap.instance_market_options, cap.capacity_type)
+    assert got == ({"market_type": "capacity-block"}, "CAPACITY_BLOCK"), f"capacity block gave {got}"
+
+
+def test_on_demand_reservation_keeps_on_demand(cfg):
+    gpu = replace(cfg.gpu_nodes, capacity_reservation_id="cr-0123456789abcdef0", capacity_block=False)
+    cap = m.gpu_capacity(gpu)
+    got = (cap.capacity_reservation_specification, cap.instance_market_options, cap.capacity_type)
+    assert got == (
+        {"capacity_reservation_target": {"capacity_reservation_id": "cr-0123456789abcdef0"}},
+        None,
+        "ON_DEMAND",
+    ), f"on-demand reservation gave {got}"
+
+
 def test_gpu_root_volume_is_encrypted(cfg):
-    vol = m.root_volume(cfg.gpu_nodes)
+    vol = m.root_volume(cfg.gpu_nodes.root_volume_gib)
     assert vol["ebs"]["encrypted"] == "true" and vol["ebs"]["volume_size"] == cfg.gpu_nodes.root_volume_gib
 
 
@@ -172,7 +195,7 @@ def test_efa_plugin_lists_the_stack_instance_type():
 def test_ray_version_and_image_are_unchanged(cfg, spec):
     assert spec["rayVersion"] == "2.58.0"
     images = {_head_container(spec)["image"], _worker_container(spec)["image"]}
-    assert images == {"public.ecr.aws/deep-learning-containers/ray:train-ml-cuda-v1.1"}, f"images: {images}"
+    assert images == {"public.ecr.aws/deep-learning-containers/ray:train-ml-cuda-v1.1.0"}, f"images: {images}"
 
 
 @pytest.mark.parametrize("which", ["head", "worker"])
@@ -187,7 +210,24 @@ def test_worker_resources_are_the_reference_ones(spec):
         "memory": "160Gi",
         "nvidia.com/gpu": 4,
         "vpc.amazonaws.com/efa": 1,
+        "hugepages-2Mi": "5120Mi",
     }
+
+
+def test_worker_requests_the_efa_hugepages_in_requests_and_limits(spec):
+    res = _worker_container(spec)["resources"]
+    got = (res["requests"].get("hugepages-2Mi"), res["limits"].get("hugepages-2Mi"))
+    assert got == ("5120Mi", "5120Mi"), f"hugepages-2Mi (requests, limits): {got}"
+
+
+@pytest.mark.parametrize("which", ["head", "worker"])
+def test_ray_tmp_is_a_volume(spec, which):
+    pod = spec["headGroupSpec"]["template"] if which == "head" else _worker(spec)["template"]
+    mounts = {v["mountPath"]: v["name"] for v in pod["spec"]["containers"][0]["volumeMounts"]}
+    volumes = {v["name"]: v for v in pod["spec"]["volumes"]}
+    assert "/tmp/ray" in mounts and "emptyDir" in volumes.get(mounts["/tmp/ray"], {}), (
+        f"{which}: mounts {mounts}, volumes {list(volumes)}"
+    )
 
 
 def test_worker_num_gpus_equals_gpu_limit(cfg):

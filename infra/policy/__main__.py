@@ -1,0 +1,15 @@
+"""Entry point the pulumi CLI runs for `pulumi preview --policy-pack infra/policy`.
+
+Constructing the PolicyPack starts the policy server and blocks, so the tests import
+``policies.POLICIES`` instead (tests/pulumi/test_policy_pack.py).
+"""
+
+import sys
+from pathlib import Path
+
+from pulumi_policy import EnforcementLevel, PolicyPack
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # the CLI runs this file, not the package
+from policies import POLICIES  # noqa: E402
+
+PolicyPack(name="ray-efa-eks", enforcement_level=EnforcementLevel.MANDATORY, policies=POLICIES)

@@ -1,0 +1,485 @@
+"""The policies of the ray-efa-eks CrossGuard pack, one object per invariant.
+
+Each policy reads the engine's camelCase properties of the resources the program declares, says
+in its description why the invariant matters and where the fact comes from, and is mandatory
+when breaking it breaks EFA or security, advisory when it only costs money. Only pulumi-policy
+and the standard library are imported: the pack runs in its own virtualenv (requirements.txt).
+Facts about instance types come from the project's ``infra/data/instance_types.json``.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable
+from functools import cache
+from pathlib import Path
+from typing import Any
+
+from pulumi_policy import (
+    EnforcementLevel,
+    PolicyResource,
+    ReportViolation,
+    ResourceValidationArgs,
+    ResourceValidationPolicy,
+    StackValidationArgs,
+    StackValidationPolicy,
+)
+
+INSTANCE_DATA = Path(__file__).resolve().parents[1] / "data" / "instance_types.json"
+
+LAUNCH_TEMPLATE = "aws:ec2/launchTemplate:LaunchTemplate"
+NODE_GROUP = "aws:eks/nodeGroup:NodeGroup"
+PLACEMENT_GROUP = "aws:ec2/placementGroup:PlacementGroup"
+SUBNET = "aws:ec2/subnet:Subnet"
+NAT_GATEWAY = "aws:ec2/natGateway:NatGateway"
+VPC_ENDPOINT = "aws:ec2/vpcEndpoint:VpcEndpoint"
+SECURITY_GROUP = "aws:ec2/securityGroup:SecurityGroup"
+SG_RULE = "aws:ec2/securityGroupRule:SecurityGroupRule"
+SG_INGRESS = "aws:vpc/securityGroupIngressRule:SecurityGroupIngressRule"
+SG_EGRESS = "aws:vpc/securityGroupEgressRule:SecurityGroupEgressRule"
+RAY_CLUSTER = "kubernetes:ray.io/v1:RayCluster"
+POD_IDENTITY = "aws:eks/podIdentityAssociation:PodIdentityAssociation"
+BUCKETS = ("aws:s3/bucket:Bucket", "aws:s3/bucketV2:BucketV2")
+PUBLIC_ACCESS_BLOCK = "aws:s3/bucketPublicAccessBlock:BucketPublicAccessBlock"
+BUCKET_ENCRYPTION = (
+    "aws:s3/bucketServerSideEncryptionConfiguration:BucketServerSideEncryptionConfiguration",
+    "aws:s3/bucketServerSideEncryptionConfigurationV2:BucketServerSideEncryptionConfigurationV2",
+)
+IAM_POLICY_DOCS = {"aws:iam/policy:Policy": "policy", "aws:iam/rolePolicy:RolePolicy": "policy"}
+
+RAY_PORTS = (6379, 8265, 10001)  # GCS, dashboard (job submission), Ray client: remote code execution
+WORLD = ("0.0.0.0/0", "::/0")
+EFA_TYPES = ("efa", "efa-only")
+GPU_RESOURCE = "nvidia.com/gpu"
+EFA_RESOURCE = "vpc.amazonaws.com/efa"
+HUGEPAGES_RESOURCE = "hugepages-2Mi"
+PUBLIC_ACCESS_FLAGS = ("blockPublicAcls", "blockPublicPolicy", "ignorePublicAcls", "restrictPublicBuckets")
+
+
+@cache
+def max_efa_interfaces() -> dict[str, int]:
+    """Instance type -> maximum EFA interfaces, for the EFA-capable types the project knows."""
+    types = json.loads(INSTANCE_DATA.read_text())["instance_types"]
+    return {name: int(t["max_efa_interfaces"]) for name, t in types.items() if t["efa_supported"]}
+
+
+def _of(resources: Iterable[PolicyResource], *types: str) -> list[PolicyResource]:
+    return [r for r in resources if r.resource_type in types]
+
+
+def _efa_interfaces(lt_props: Any) -> list[dict]:
+    return [n for n in lt_props.get("networkInterfaces") or [] if n.get("interfaceType") in EFA_TYPES]
+
+
+def _num(value: Any) -> float | None:
+    try:
+        return float(value)
+    except (TypeError, ValueError):
+        return None
+
+
+# --------------------------------------------------------------------------- EFA wiring
+
+
+def _efa_interfaces_valid(args: StackValidationArgs, report: ReportViolation) -> None:
+    efa_groups = [
+        t
+        for ng in _of(args.resources, NODE_GROUP)
+        for t in ng.props.get("instanceTypes") or []
+        if t in max_efa_interfaces()
+    ]
+    wanted = {max_efa_interfaces()[t] for t in efa_groups}
+    for lt in _of(args.resources, LAUNCH_TEMPLATE):
+        nics = _efa_interfaces(lt.props)
+        if not nics:
+            continue
+        if not any(_num(n.get("networkCardIndex")) == 0 and _num(n.get("deviceIndex")) == 0 for n in nics):
+            report(f"{lt.name}: no EFA interface at network card 0, device index 0 (the primary interface)", lt.urn)
+        if len(wanted) == 1 and len(nics) != next(iter(wanted)):
+            report(
+                f"{lt.name}: {len(nics)} EFA interface(s) but the GPU instance type has {next(iter(wanted))}: "
+                "add one per network card",
+                lt.urn,
+            )
+
+
+efa_interfaces = StackValidationPolicy(
+    name="efa-interfaces-card0-and-max",
+    description=(
+        "An EFA launch template has its primary EFA interface at network card 0 / device index 0 and one EFA "
+        "interface per network card of the instance type; fewer leaves bandwidth unused, a missing primary "
+        "interface leaves the node without EFA. Source: "
+        "https://docs.aws.amazon.com/AWSEC2/latest/UserGuide/efa-acc-inst-types.html"
+    ),
+    validate=_efa_interfaces_valid,
+    enforcement_level=EnforcementLevel.MANDATORY,
+)
+
+
+def _placement_cluster(args: ResourceValidationArgs, report: ReportViolation) -> None:
+    if args.resource_type == PLACEMENT_GROUP and args.props.get("strategy") != "cluster":
+        report(f"placement group strategy is {args.props.get('strategy')!r}, not 'cluster'")
+    if args.resource_type == LAUNCH_TEMPLATE and _efa_interfaces(args.props):
+        if not (args.props.get("placement") or {}).get("groupName"):
+            report("an EFA launch template without a placement group: EFA needs a cluster placement group")
+
+
+placement_cluster = ResourceValidationPolicy(
+    name="efa-cluster-placement-group",
+    description=(
+        "EFA nodes launch into a 'cluster' placement group (one AZ, lowest latency between the instances); the "
+        "EFA launch template names it. Source: https://docs.aws.amazon.com/AWSEC2/latest/UserGuide/efa-start.html"
+    ),
+    validate=_placement_cluster,
+    enforcement_level=EnforcementLevel.MANDATORY,
+)
+
+
+def _gpu_one_subnet(args: ResourceValidationArgs, report: ReportViolation) -> None:
+    if args.resource_type != NODE_GROUP:
+        return
+    if not any(t in max_efa_interfaces() for t in args.props.get("instanceTypes") or []):
+        return
+    subnets = args.props.get("subnetIds") or []
+    if len(subnets) != 1:
+        report(f"EFA node group in {len(subnets)} subnets: a cluster placement group and EFA need exactly one")
+
+
+gpu_one_subnet = ResourceValidationPolicy(
+    name="efa-node-group-one-subnet",
+    description=(
+        "The EFA GPU node group has exactly one subnet: EFA traffic does not cross subnets/AZs and a cluster "
+        "placement group lives in one AZ. Source: https://docs.aws.amazon.com/eks/latest/userguide/node-efa.html"
+    ),
+    validate=_gpu_one_subnet,
+    enforcement_level=EnforcementLevel.MANDATORY,
+)
+
+
+def _self_rules(resources: list[PolicyResource]) -> dict[str, set[str]]:
+    """Security group id -> directions ('ingress', 'egress') that allow all traffic from/to itself."""
+    found: dict[str, set[str]] = {}
+    for r in _of(resources, SG_INGRESS, SG_EGRESS):
+        p = r.props
+        if p.get("ipProtocol") == "-1" and p.get("referencedSecurityGroupId") == p.get("securityGroupId"):
+            found.setdefault(p.get("securityGroupId"), set()).add(
+                "ingress" if r.resource_type == SG_INGRESS else "egress"
+            )
+    for r in _of(resources, SG_RULE):
+        p = r.props
+        if p.get("protocol") in ("-1", "all") and p.get("self"):
+            found.setdefault(p.get("securityGroupId"), set()).add(p.get("type"))
+    return found
+
+
+def _efa_sg_valid(args: StackValidationArgs, report: ReportViolation) -> None:
+    rules = _self_rules(args.resources)
+    for lt in _of(args.resources, LAUNCH_TEMPLATE):
+        for nic in _efa_interfaces(lt.props):
+            groups = nic.get("securityGroups") or []
+            if not any(rules.get(g) == {"ingress", "egress"} for g in groups):
+                report(
+                    f"{lt.name}: none of the EFA interface's security groups {groups} allows all traffic from and "
+                    "to itself in both directions",
+                    lt.urn,
+                )
+
+
+efa_security_group = StackValidationPolicy(
+    name="efa-security-group-self-all-traffic",
+    description=(
+        "Every EFA interface has a security group that allows all traffic from itself (ingress) and to itself "
+        "(egress); without the egress rule EFA's SRD traffic is dropped and NCCL hangs or falls back to sockets. "
+        "Source: https://docs.aws.amazon.com/AWSEC2/latest/UserGuide/efa-start.html#efa-start-security"
+    ),
+    validate=_efa_sg_valid,
+    enforcement_level=EnforcementLevel.MANDATORY,
+)
+
+
+# --------------------------------------------------------------------------- nodes and network security
+
+
+def _imds(args: ResourceValidationArgs, report: ReportViolation) -> None:
+    if args.resource_type != LAUNCH_TEMPLATE:
+        return
+    md = args.props.get("metadataOptions") or {}
+    if md.get("httpTokens") != "required":
+        report(f"metadataOptions.httpTokens is {md.get('httpTokens')!r}: set 'required' (IMDSv2 only)")
+    if _num(md.get("httpPutResponseHopLimit")) != 1:
+        report(
+            f"metadataOptions.httpPutResponseHopLimit is {md.get('httpPutResponseHopLimit')!r}: set 1 so pods "
+            "cannot read the node role's credentials"
+        )
+
+
+imds_v2_hop_1 = ResourceValidationPolicy(
+    name="imdsv2-hop-limit-1",
+    description=(
+        "Launch templates require IMDSv2 and a hop limit of 1, so containers cannot reach the node role's "
+        "credentials; pods that need AWS use EKS Pod Identity. Source: "
+        "https://docs.aws.amazon.com/eks/latest/best-practices/identity-and-access-management.html"
+    ),
+    validate=_imds,
+    enforcement_level=EnforcementLevel.MANDATORY,
+)
+
+
+def _covers_ray_port(protocol: Any, from_port: Any, to_port: Any) -> list[int]:
+    if str(protocol) in ("-1", "all"):
+        return list(RAY_PORTS)
+    if str(protocol) not in ("tcp", "6"):
+        return []
+    low, high = _num(from_port), _num(to_port)
+    if low is None or high is None:
+        return []
+    return [p for p in RAY_PORTS if low <= p <= high]
+
+
+def _world_ingress(resource_type: str, p: Any) -> list[tuple[list[str], list[int]]]:
+    """(world CIDRs, Ray ports) of each ingress rule a resource declares."""
+    if resource_type == SG_INGRESS:
+        cidrs = [c for c in (p.get("cidrIpv4"), p.get("cidrIpv6")) if c in WORLD]
+        return [(cidrs, _covers_ray_port(p.get("ipProtocol"), p.get("fromPort"), p.get("toPort")))]
+    if resource_type == SG_RULE and p.get("type") == "ingress":
+        cidrs = [c for c in [*(p.get("cidrBlocks") or []), *(p.get("ipv6CidrBlocks") or [])] if c in WORLD]
+        return [(cidrs, _covers_ray_port(p.get("protocol"), p.get("fromPort"), p.get("toPort")))]
+    if resource_type == SECURITY_GROUP:
+        out = []
+        for rule in p.get("ingress") or []:
+            cidrs = [c for c in [*(rule.get("cidrBlocks") or []), *(rule.get("ipv6CidrBlocks") or [])] if c in WORLD]
+            out.append((cidrs, _covers_ray_port(rule.get("protocol"), rule.get("fromPort"), rule.get("toPort"))))
+        return out
+    return []
+
+
+def _no_public_ray(args: ResourceValidationArgs, report: ReportViolation) -> None:
+    for cidrs, ports in _world_ingress(args.resource_type, args.props):
+        if cidrs and ports:
+            report(f"ingress from {cidrs} to Ray port(s) {ports}: Ray's ports run any code sent to them")
+
+
+no_public_ray_ports = ResourceValidationPolicy(
+    name="no-public-ray-ports",
+    description=(
+        "No security group admits 0.0.0.0/0 or ::/0 to Ray's GCS (6379), dashboard/job API (8265) or client "
+        "(10001) ports: Ray has no authentication and runs what it is sent. Source: "
+        "https://docs.ray.io/en/latest/ray-security/index.html"
+    ),
+    validate=_no_public_ray,
+    enforcement_level=EnforcementLevel.MANDATORY,
+)
+
+
+# --------------------------------------------------------------------------- Ray pods
+
+
+def _worker_problems(group: Any) -> list[str]:
+    name = group.get("groupName")
+    problems = []
+    num_gpus = (group.get("rayStartParams") or {}).get("num-gpus")
+    for c in ((group.get("template") or {}).get("spec") or {}).get("containers") or []:
+        res = c.get("resources") or {}
+        requests, limits = res.get("requests") or {}, res.get("limits") or {}
+        if requests != limits:
+            problems.append(f"{name}/{c.get('name')}: requests {requests} != limits {limits}")
+        if _num(limits.get(GPU_RESOURCE)) != _num(num_gpus):
+            problems.append(f"{name}: {GPU_RESOURCE} {limits.get(GPU_RESOURCE)} != Ray num-gpus {num_gpus}")
+        if not (_num(limits.get(EFA_RESOURCE)) or 0) >= 1:
+            problems.append(f"{name}: no {EFA_RESOURCE} in the limits: NCCL would use sockets")
+        if not limits.get(HUGEPAGES_RESOURCE):
+            problems.append(f"{name}: no {HUGEPAGES_RESOURCE} in the limits: libfabric's EFA buffers need them")
+    return problems
+
+
+def _ray_workers(args: ResourceValidationArgs, report: ReportViolation) -> None:
+    if args.resource_type != RAY_CLUSTER:
+        return
+    for group in (args.props.get("spec") or {}).get("workerGroupSpecs") or []:
+        for problem in _worker_problems(group):
+            report(problem)
+
+
+ray_worker_pods = ResourceValidationPolicy(
+    name="ray-worker-pods-efa-resources",
+    description=(
+        "Ray GPU worker pods have requests == limits (Guaranteed QoS), nvidia.com/gpu equal to Ray's num-gpus, "
+        "vpc.amazonaws.com/efa and hugepages-2Mi, as the EKS EFA guide's pods do. Source: "
+        "https://docs.aws.amazon.com/eks/latest/userguide/node-efa.html"
+    ),
+    validate=_ray_workers,
+    enforcement_level=EnforcementLevel.MANDATORY,
+)
+
+
+def _service_accounts(ray: PolicyResource) -> set[tuple[str, str]]:
+    spec, ns = ray.props.get("spec") or {}, (ray.props.get("metadata") or {}).get("namespace")
+    groups = [spec.get("headGroupSpec") or {}, *(spec.get("workerGroupSpecs") or [])]
+    names = {((g.get("template") or {}).get("spec") or {}).get("serviceAccountName") for g in groups}
+    return {(ns, n) for n in names if n}
+
+
+def _pod_identity_valid(args: StackValidationArgs, report: ReportViolation) -> None:
+    bound = {(a.props.get("namespace"), a.props.get("serviceAccount")) for a in _of(args.resources, POD_IDENTITY)}
+    for ray in _of(args.resources, RAY_CLUSTER):
+        for ns, sa in sorted(_service_accounts(ray)):
+            if (ns, sa) not in bound:
+                report(f"{ray.name}: service account {ns}/{sa} has no EKS Pod Identity association", ray.urn)
+
+
+ray_pod_identity = StackValidationPolicy(
+    name="ray-service-account-pod-identity",
+    description=(
+        "A service account the Ray pods run as is bound to an IAM role by an EKS Pod Identity association, the "
+        "only way the pods get AWS credentials once IMDS is closed to them (hop limit 1). Source: "
+        "https://docs.aws.amazon.com/eks/latest/userguide/pod-identities.html"
+    ),
+    validate=_pod_identity_valid,
+    enforcement_level=EnforcementLevel.MANDATORY,
+)
+
+
+# --------------------------------------------------------------------------- S3 and IAM
+
+
+def _bucket_keys(bucket: PolicyResource) -> set[str]:
+    return {k for k in (bucket.props.get("id"), bucket.props.get("bucket")) if k}
+
+
+def _buckets_valid(args: StackValidationArgs, report: ReportViolation) -> None:
+    blocked = {
+        p.props.get("bucket")
+        for p in _of(args.resources, PUBLIC_ACCESS_BLOCK)
+        if all(p.props.get(flag) is True for flag in PUBLIC_ACCESS_FLAGS)
+    }
+    encrypted = {
+        e.props.get("bucket")
+        for e in _of(args.resources, *BUCKET_ENCRYPTION)
+        if any(
+            ((r.get("applyServerSideEncryptionByDefault") or {}).get("sseAlgorithm"))
+            for r in e.props.get("rules") or []
+        )
+    }
+    for bucket in _of(args.resources, *BUCKETS):
+        keys = _bucket_keys(bucket)
+        if not keys & blocked:
+            report(f"{bucket.name}: no public access block with all four flags true", bucket.urn)
+        if not keys & encrypted:
+            report(f"{bucket.name}: no server-side encryption configuration", bucket.urn)
+
+
+s3_private_encrypted = StackValidationPolicy(
+    name="s3-bucket-private-and-encrypted",
+    description=(
+        "Every S3 bucket has a public access block with all four flags true and a default server-side "
+        "encryption rule: checkpoints and datasets stay private and encrypted at rest. Source: "
+        "https://docs.aws.amazon.com/AmazonS3/latest/userguide/access-control-block-public-access.html"
+    ),
+    validate=_buckets_valid,
+    enforcement_level=EnforcementLevel.MANDATORY,
+)
+
+
+def _as_list(value: Any) -> list:
+    return value if isinstance(value, list) else [value]
+
+
+def _s3_star_statements(document: Any) -> list[dict]:
+    doc = json.loads(document) if isinstance(document, str) else document or {}
+    return [
+        st
+        for st in _as_list(doc.get("Statement") or [])
+        if st.get("Effect", "Allow") == "Allow"
+        and "*" in _as_list(st.get("Resource"))
+        and {"s3:*", "*"} & set(_as_list(st.get("Action")))
+    ]
+
+
+def _iam_no_s3_star(args: ResourceValidationArgs, report: ReportViolation) -> None:
+    docs = []
+    if args.resource_type in IAM_POLICY_DOCS:
+        docs.append(args.props.get(IAM_POLICY_DOCS[args.resource_type]))
+    if args.resource_type == "aws:iam/role:Role":
+        docs += [p.get("policy") for p in args.props.get("inlinePolicies") or []]
+    for doc in docs:
+        for st in _s3_star_statements(doc):
+            report(f"statement {st.get('Sid', '')!r} allows {st.get('Action')} on Resource '*': name the bucket")
+
+
+iam_no_s3_star = ResourceValidationPolicy(
+    name="iam-no-s3-star-on-star",
+    description=(
+        "No IAM statement allows s3:* (or *) on Resource '*': the training role gets its own bucket only "
+        "(least privilege). Source: https://docs.aws.amazon.com/IAM/latest/UserGuide/best-practices.html"
+    ),
+    validate=_iam_no_s3_star,
+    enforcement_level=EnforcementLevel.MANDATORY,
+)
+
+
+# --------------------------------------------------------------------------- cost (advisory)
+
+
+def _nat_in_gpu_az(args: StackValidationArgs, report: ReportViolation) -> None:
+    subnet_az = {s.props.get("id"): s.props.get("availabilityZone") for s in _of(args.resources, SUBNET)}
+    gpu_azs = {
+        subnet_az.get(s)
+        for ng in _of(args.resources, NODE_GROUP)
+        if any(t in max_efa_interfaces() for t in ng.props.get("instanceTypes") or [])
+        for s in ng.props.get("subnetIds") or []
+    }
+    for nat in _of(args.resources, NAT_GATEWAY):
+        az = subnet_az.get(nat.props.get("subnetId"))
+        if gpu_azs and az not in gpu_azs:
+            report(f"{nat.name} is in {az}, the GPU nodes in {sorted(map(str, gpu_azs))}: traffic crosses AZs", nat.urn)
+
+
+nat_in_gpu_az = StackValidationPolicy(
+    name="nat-gateway-in-gpu-az",
+    description=(
+        "The NAT gateway is in the GPU nodes' AZ: a NAT gateway is zonal, so in another AZ every image pull "
+        "is billed as cross-AZ traffic and depends on that AZ. Source: "
+        "https://docs.aws.amazon.com/vpc/latest/userguide/nat-gateway-basics.html"
+    ),
+    validate=_nat_in_gpu_az,
+    enforcement_level=EnforcementLevel.ADVISORY,
+)
+
+
+def _s3_endpoint(args: StackValidationArgs, report: ReportViolation) -> None:
+    if not _of(args.resources, NAT_GATEWAY):
+        return
+    gateways = [
+        e
+        for e in _of(args.resources, VPC_ENDPOINT)
+        if e.props.get("vpcEndpointType") == "Gateway" and str(e.props.get("serviceName", "")).endswith(".s3")
+    ]
+    if not gateways:
+        report("a NAT gateway but no S3 gateway endpoint: S3 traffic pays the NAT's per-GB charge")
+
+
+s3_gateway_endpoint = StackValidationPolicy(
+    name="s3-gateway-endpoint",
+    description=(
+        "A VPC with a NAT gateway has an S3 gateway endpoint, which is free, so S3 traffic does not pay NAT "
+        "processing per GB. Source: https://docs.aws.amazon.com/vpc/latest/privatelink/vpc-endpoints-s3.html"
+    ),
+    validate=_s3_endpoint,
+    enforcement_level=EnforcementLevel.ADVISORY,
+)
+
+
+POLICIES: list[ResourceValidationPolicy | StackValidationPolicy] = [
+    efa_interfaces,
+    placement_cluster,
+    gpu_one_subnet,
+    efa_security_group,
+    imds_v2_hop_1,
+    no_public_ray_ports,
+    ray_worker_pods,
+    ray_pod_identity,
+    s3_private_encrypted,
+    iam_no_s3_star,
+    nat_in_gpu_az,
+    s3_gateway_endpoint,
+]

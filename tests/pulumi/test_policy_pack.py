@@ -1,0 +1,273 @@
+"""The CrossGuard pack (infra/policy) over the mock render of both stacks, and one breaking
+resource per policy. The policies' validate functions are called directly: constructing the
+PolicyPack would start the policy server and block (shared/ENVIRONMENT.md)."""
+
+from __future__ import annotations
+
+import copy
+import json
+from pathlib import Path
+
+import pytest
+from pulumi_policy import (
+    EnforcementLevel,
+    PolicyCustomTimeouts,
+    PolicyResource,
+    PolicyResourceOptions,
+    ResourceValidationArgs,
+    ResourceValidationPolicy,
+    StackValidationArgs,
+)
+
+from automation.render import run_program
+from infra.config import stack_config_values
+from infra.policy import policies as pp
+
+REPO = Path(__file__).resolve().parents[2]
+STACKS = ("us-east-2", "us-west-2")
+S3_EFA_MANDATORY = {p.name for p in pp.POLICIES} - {"nat-gateway-in-gpu-az", "s3-gateway-endpoint"}
+
+
+def _opts() -> PolicyResourceOptions:
+    return PolicyResourceOptions(False, [], None, [], PolicyCustomTimeouts(0, 0, 0), [])
+
+
+def resource(typ: str, name: str, props: dict) -> PolicyResource:
+    return PolicyResource(typ, props, f"urn:pulumi:test::ray-efa-eks::{typ}::{name}", name, _opts(), None, None, [], {})
+
+
+def from_render(stack: str) -> list[PolicyResource]:
+    """The render's resources as the engine hands them to a policy: inputs plus the mock's id."""
+    r = run_program(stack, REPO, config=stack_config_values(stack, REPO))
+    rows = json.loads(json.dumps([(x.type, x.name, x.inputs) for x in r.records], default=str))
+    return [resource(typ, name, {**inputs, "id": f"{name}-id"}) for typ, name, inputs in rows]
+
+
+def violations(policy, resources: list[PolicyResource]) -> list[str]:
+    """Messages ``policy`` reports over ``resources``."""
+    found: list[str] = []
+
+    def report(message: str, urn: str | None = None) -> None:
+        found.append(message)
+
+    if isinstance(policy, ResourceValidationPolicy):
+        for r in resources:
+            policy.validate(ResourceValidationArgs(r.resource_type, r.props, r.urn, r.name, _opts(), None), report)
+    else:
+        policy.validate(StackValidationArgs(resources), report)
+    return found
+
+
+@pytest.fixture(scope="module", params=STACKS)
+def rendered(request) -> list[PolicyResource]:
+    return from_render(request.param)
+
+
+@pytest.fixture(scope="module")
+def east() -> list[PolicyResource]:
+    return from_render("us-east-2")
+
+
+def edited(resources: list[PolicyResource], typ: str, name_part: str, edit) -> list[PolicyResource]:
+    """A copy of ``resources`` where ``edit(props)`` changed the one resource of ``typ`` named *name_part*."""
+    out, hits = [], 0
+    for r in resources:
+        if r.resource_type == typ and name_part in r.name:
+            props = copy.deepcopy(dict(r.props))
+            edit(props)
+            r, hits = resource(r.resource_type, r.name, props), hits + 1
+        out.append(r)
+    assert hits == 1, f"expected one {typ} named *{name_part}*, edited {hits}"
+    return out
+
+
+def only(policy_name: str):
+    return next(p for p in pp.POLICIES if p.name == policy_name)
+
+
+# --------------------------------------------------------------------------- the pack
+
+
+@pytest.mark.parametrize("policy", pp.POLICIES, ids=lambda p: p.name)
+def test_stack_render_passes_every_policy(rendered, policy):
+    found = violations(policy, rendered)
+    assert found == [], f"{policy.name} reports on the render: {found}"
+
+
+def test_each_policy_says_why_and_cites_a_source():
+    bad = [p.name for p in pp.POLICIES if "https://" not in p.description or len(p.description) < 80]
+    assert bad == [], f"policies without a reason and a source URL: {bad}"
+
+
+def test_efa_and_security_policies_are_mandatory_cost_ones_advisory():
+    levels = {p.name: p.enforcement_level for p in pp.POLICIES}
+    wrong = {
+        n: lvl
+        for n, lvl in levels.items()
+        if lvl != (EnforcementLevel.MANDATORY if n in S3_EFA_MANDATORY else EnforcementLevel.ADVISORY)
+    }
+    assert wrong == {}, f"unexpected enforcement levels: {wrong}"
+
+
+# --------------------------------------------------------------------------- counter-examples, one per policy
+
+LT, NG = pp.LAUNCH_TEMPLATE, pp.NODE_GROUP
+
+
+def test_efa_interface_off_card_0_is_reported(east):
+    def move(props):
+        props["networkInterfaces"][0]["networkCardIndex"] = 1
+
+    found = violations(only("efa-interfaces-card0-and-max"), edited(east, LT, "gpu-lt", move))
+    assert any("network card 0" in m for m in found), f"got {found}"
+
+
+def test_fewer_efa_interfaces_than_the_type_has_is_reported(east):
+    def p5(props):
+        props["instanceTypes"] = ["p5.48xlarge"]
+
+    found = violations(only("efa-interfaces-card0-and-max"), edited(east, NG, "gpu-ng", p5))
+    assert any("1 EFA interface(s) but the GPU instance type has 32" in m for m in found), f"got {found}"
+
+
+def test_spread_placement_group_is_reported(east):
+    def spread(props):
+        props["strategy"] = "spread"
+
+    found = violations(only("efa-cluster-placement-group"), edited(east, pp.PLACEMENT_GROUP, "gpu-pg", spread))
+    assert any("not 'cluster'" in m for m in found), f"got {found}"
+
+
+def test_gpu_node_group_in_two_subnets_is_reported(east):
+    def two(props):
+        props["subnetIds"] = props["subnetIds"] * 2
+
+    found = violations(only("efa-node-group-one-subnet"), edited(east, NG, "gpu-ng", two))
+    assert found == ["EFA node group in 2 subnets: a cluster placement group and EFA need exactly one"], found
+
+
+def test_efa_group_without_egress_self_rule_is_reported(east):
+    without = [r for r in east if r.resource_type != pp.SG_EGRESS]
+    found = violations(only("efa-security-group-self-all-traffic"), without)
+    assert any("both directions" in m for m in found), f"got {found}"
+
+
+@pytest.mark.parametrize("field, value", [("httpTokens", "optional"), ("httpPutResponseHopLimit", 2.0)])
+def test_imds_v1_or_hop_limit_2_is_reported(east, field, value):
+    def loosen(props):
+        props["metadataOptions"][field] = value
+
+    found = violations(only("imdsv2-hop-limit-1"), edited(east, LT, "system-lt", loosen))
+    assert len(found) == 1 and field in found[0], f"got {found}"
+
+
+@pytest.mark.parametrize("port", [6379, 8265, 10001])
+def test_world_open_ray_port_is_reported(port):
+    rule = resource(
+        pp.SG_INGRESS,
+        "open",
+        {"securityGroupId": "sg-1", "cidrIpv4": "0.0.0.0/0", "ipProtocol": "tcp", "fromPort": port, "toPort": port},
+    )
+    found = violations(only("no-public-ray-ports"), [rule])
+    assert found == [f"ingress from ['0.0.0.0/0'] to Ray port(s) [{port}]: Ray's ports run any code sent to them"]
+
+
+def test_ipv6_world_inline_ingress_to_all_ports_is_reported():
+    sg = resource(pp.SECURITY_GROUP, "inline", {"ingress": [{"protocol": "-1", "ipv6CidrBlocks": ["::/0"]}]})
+    found = violations(only("no-public-ray-ports"), [sg])
+    assert len(found) == 1 and "[6379, 8265, 10001]" in found[0], f"got {found}"
+
+
+def test_world_open_https_is_not_a_ray_port():
+    rule = resource(
+        pp.SG_INGRESS, "https", {"cidrIpv4": "0.0.0.0/0", "ipProtocol": "tcp", "fromPort": 443, "toPort": 443}
+    )
+    assert violations(only("no-public-ray-ports"), [rule]) == []
+
+
+@pytest.mark.parametrize(
+    "break_it, expected",
+    [
+        (lambda res: res["limits"].update(cpu="39"), "requests"),
+        (lambda res: [d.update({"nvidia.com/gpu": 2.0}) for d in res.values()], "Ray num-gpus"),
+        (lambda res: [d.pop("vpc.amazonaws.com/efa") for d in res.values()], "vpc.amazonaws.com/efa"),
+        (lambda res: [d.pop("hugepages-2Mi") for d in res.values()], "hugepages-2Mi"),
+    ],
+    ids=["requests-differ", "gpus-differ", "no-efa", "no-hugepages"],
+)
+def test_broken_worker_pod_is_reported(east, break_it, expected):
+    def edit(props):
+        break_it(props["spec"]["workerGroupSpecs"][0]["template"]["spec"]["containers"][0]["resources"])
+
+    found = violations(only("ray-worker-pods-efa-resources"), edited(east, pp.RAY_CLUSTER, "raycluster", edit))
+    assert len(found) == 1 and expected in found[0], f"expected one report about {expected}, got {found}"
+
+
+def _with_service_account(props):
+    props["spec"]["workerGroupSpecs"][0]["template"]["spec"]["serviceAccountName"] = "ray-train"
+
+
+def test_ray_service_account_without_pod_identity_is_reported(east):
+    found = violations(
+        only("ray-service-account-pod-identity"), edited(east, pp.RAY_CLUSTER, "raycluster", _with_service_account)
+    )
+    assert found == ["ray-efa-eks-ray-raycluster: service account ray/ray-train has no EKS Pod Identity association"]
+
+
+def test_ray_service_account_with_pod_identity_passes(east):
+    pia = resource(pp.POD_IDENTITY, "pia", {"namespace": "ray", "serviceAccount": "ray-train", "roleArn": "arn"})
+    resources = [*edited(east, pp.RAY_CLUSTER, "raycluster", _with_service_account), pia]
+    assert violations(only("ray-service-account-pod-identity"), resources) == []
+
+
+def _bucket_stack(block: dict | None = None, sse: str | None = "aws:kms") -> list[PolicyResource]:
+    flags = dict.fromkeys(pp.PUBLIC_ACCESS_FLAGS, True) | (block or {})
+    out = [
+        resource(pp.BUCKETS[0], "ckpt", {"id": "ckpt-bucket", "bucket": "ckpt-bucket"}),
+        resource(pp.PUBLIC_ACCESS_BLOCK, "ckpt-pab", {"bucket": "ckpt-bucket", **flags}),
+    ]
+    if sse:
+        rule = {"applyServerSideEncryptionByDefault": {"sseAlgorithm": sse}}
+        out.append(resource(pp.BUCKET_ENCRYPTION[0], "ckpt-sse", {"bucket": "ckpt-bucket", "rules": [rule]}))
+    return out
+
+
+def test_private_encrypted_bucket_passes():
+    assert violations(only("s3-bucket-private-and-encrypted"), _bucket_stack()) == []
+
+
+def test_bucket_with_public_policy_allowed_is_reported():
+    found = violations(only("s3-bucket-private-and-encrypted"), _bucket_stack(block={"blockPublicPolicy": False}))
+    assert found == ["ckpt: no public access block with all four flags true"], found
+
+
+def test_unencrypted_bucket_is_reported():
+    found = violations(only("s3-bucket-private-and-encrypted"), _bucket_stack(sse=None))
+    assert found == ["ckpt: no server-side encryption configuration"], found
+
+
+@pytest.mark.parametrize("action", ["s3:*", ["s3:GetObject", "*"]])
+def test_s3_star_on_every_resource_is_reported(action):
+    doc = json.dumps({"Statement": [{"Sid": "all", "Effect": "Allow", "Action": action, "Resource": "*"}]})
+    found = violations(only("iam-no-s3-star-on-star"), [resource("aws:iam/policy:Policy", "p", {"policy": doc})])
+    assert len(found) == 1 and "Resource '*'" in found[0], f"got {found}"
+
+
+def test_s3_star_on_one_bucket_passes():
+    doc = {"Statement": [{"Effect": "Allow", "Action": "s3:*", "Resource": ["arn:aws:s3:::ckpt/*"]}]}
+    role = resource("aws:iam/role:Role", "r", {"inlinePolicies": [{"name": "s3", "policy": json.dumps(doc)}]})
+    assert violations(only("iam-no-s3-star-on-star"), [role]) == []
+
+
+def test_nat_outside_the_gpu_az_is_advised(east):
+    def elsewhere(props):
+        props["subnetId"] = "ray-efa-eks-network-public-us-east-2a-id"
+
+    found = violations(only("nat-gateway-in-gpu-az"), edited(east, pp.NAT_GATEWAY, "nat", elsewhere))
+    assert len(found) == 1 and "is in us-east-2a, the GPU nodes in ['us-east-2b']" in found[0], f"got {found}"
+
+
+def test_nat_without_s3_endpoint_is_advised(east):
+    without = [r for r in east if r.resource_type != pp.VPC_ENDPOINT]
+    found = violations(only("s3-gateway-endpoint"), without)
+    assert len(found) == 1 and "no S3 gateway endpoint" in found[0], f"got {found}"

@@ -1,0 +1,80 @@
+"""The stack keys of issue 18 (AWS truth): each is read into the typed config and bad values name key, value and fix."""
+
+from __future__ import annotations
+
+import warnings
+from datetime import date
+from pathlib import Path
+
+import pytest
+
+from infra.config import ConfigError, ConfigWarning, StackConfig, read_project_schema, validate
+from infra.eks_facts import extended_support_note
+
+REPO = Path(__file__).resolve().parents[2]
+ADMIN = "arn:aws:iam::123456789012:role/ci-deployer"
+
+
+def _validate(overrides: dict) -> StackConfig:
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConfigWarning)
+        return validate(overrides, stack="test", region="us-west-2", schema=read_project_schema(REPO))
+
+
+def test_new_keys_reach_the_typed_config():
+    cfg = _validate(
+        {
+            "gpuCapacityReservationId": "cr-0123456789abcdef0",
+            "gpuCapacityBlock": True,
+            "gpuPlacementGroupName": "reserved-pg",
+            "systemRootVolumeGib": 150,
+            "clusterAdminRoleArns": [ADMIN],
+        }
+    )
+    got = (
+        cfg.gpu_nodes.capacity_block,
+        cfg.gpu_nodes.placement_group_name,
+        cfg.system_nodes.root_volume_gib,
+        cfg.cluster.admin_role_arns,
+    )
+    assert got == (True, "reserved-pg", 150, (ADMIN,)), f"typed config got {got}"
+
+
+def test_defaults_create_the_placement_group_and_give_no_extra_admin():
+    cfg = _validate({})
+    got = (cfg.gpu_nodes.capacity_block, cfg.gpu_nodes.placement_group_name, cfg.cluster.admin_role_arns)
+    assert got == (False, None, ()), f"defaults got {got}"
+
+
+def test_default_kubernetes_version_is_in_standard_support_today():
+    version = _validate({}).cluster.kubernetes_version
+    assert extended_support_note(version, date.today()) is None, f"default {version} is past its standard support"
+
+
+BAD = {
+    "capacity block without reservation": ({"gpuCapacityBlock": True}, "gpuCapacityBlock is true but"),
+    "placement group name": ({"gpuPlacementGroupName": "bad name!"}, "gpuPlacementGroupName 'bad name!'"),
+    "system volume too small": ({"systemRootVolumeGib": 20}, "systemRootVolumeGib 20"),
+    "admin not a role arn": ({"clusterAdminRoleArns": ["arn:aws:iam::1:user/x"]}, "clusterAdminRoleArns entry"),
+    "worker memory eats the huge pages": ({"rayWorkerMemory": "170Gi"}, "5120Mi of EFA huge pages"),
+}
+
+
+@pytest.mark.parametrize("overrides, expected", BAD.values(), ids=BAD.keys())
+def test_bad_new_key_is_refused_with_its_name(overrides, expected):
+    with pytest.raises(ConfigError) as err:
+        _validate(overrides)
+    assert expected in str(err.value), f"expected {expected!r} in: {err.value}"
+
+
+def test_version_past_standard_support_warns_with_the_date():
+    with pytest.warns(ConfigWarning, match=r"left EKS standard support on 2026-12-02"):
+        validate({"kubernetesVersion": "1.34"}, stack="t", region="us-west-2", schema=read_project_schema(REPO))
+
+
+def test_version_in_standard_support_has_no_note():
+    assert extended_support_note("1.35", date(2027, 3, 27)) is None
+
+
+def test_version_is_extended_the_day_after_its_end():
+    assert "2027-03-27" in (extended_support_note("1.35", date(2027, 3, 28)) or ""), "no note on 2027-03-28"
