@@ -277,15 +277,20 @@ def check_fields(cfg: TrainConfig, label: Callable[[str], str] = flag_of) -> Non
             raise ConfigError(f"{name} {value!r} must be above {meta['above']}: set a positive value")
 
 
-def validate(cfg: TrainConfig, label: Callable[[str], str] = flag_of) -> None:
+def validate(cfg: TrainConfig, label: Callable[[str], str] = flag_of, local_paths: bool = True) -> None:
     """Raise ConfigError for the first bad input. Touches the filesystem, never the network or Ray.
 
     ``label`` names a field in the messages (default: its CLI flag; the driver passes stack keys).
+    ``local_paths=False`` skips the checks of data and output paths on this machine, for a job
+    that runs elsewhere (a cluster's pods) or creates its own run directory.
     """
     check_fields(cfg, label)
     _check_batch(cfg, label)
     _check_seq_len(cfg, label)
-    _check_paths(cfg, label)
+    if local_paths:
+        _check_paths(cfg, label)
+    elif cfg.run_id and not _RUN_ID.match(cfg.run_id):
+        raise ConfigError(f"{label('run_id')} {cfg.run_id!r} is not a valid id: use letters, digits, '.', '_' or '-'")
     if cfg.use_gpu and cfg.launcher == "ray" and cfg.gpus_per_worker > 1 and cfg.gpus_per_worker % 1:
         raise ConfigError(
             f"{label('gpus_per_worker')} {cfg.gpus_per_worker:g}: a worker above one GPU takes whole GPUs; "
