@@ -107,16 +107,19 @@ class AwsTarget:
         return [Step(n, table[n]) for n in names]
 
     def job(self):
-        """The training job of this run (the stack's train: block over the cluster's defaults), checked."""
-        return cluster_job(self.cfg, self.run_id, self.steps_override, self.workers_override)
+        """The training job of this run (the stack's train: block over the cluster's defaults), checked.
 
-    def preflight(self, prior: Prior) -> StepResult:
+        A job the stack or the cluster cannot run is bad input: DriverError, exit status 2.
+        """
         from workloads.config import ConfigError
 
-        try:  # a job that cannot run on this cluster fails before anything is created
-            job = self.job()
+        try:
+            return cluster_job(self.cfg, self.run_id, self.steps_override, self.workers_override)
         except ConfigError as e:
-            return StepResult("preflight", "fail", f"training job: {e}")
+            raise DriverError(str(e), exit_code=2) from None
+
+    def preflight(self, prior: Prior) -> StepResult:
+        job = self.job()  # a job that cannot run on this cluster fails before anything is created
         note = one_node_note(job, self.cfg.gpu_nodes.node_count, self.cfg.gpu_nodes.gpus_per_node)
         if note:
             self.note(note)

@@ -167,3 +167,18 @@ def test_cluster_job_fits_an_l4_by_the_memory_estimate():
     )
     fits = est.largest_fitting_micro_batch(est.load_shape(train_cfg.preset), setting, est.DEFAULT_GPU_MEM_GIB)
     assert train_cfg.micro_batch <= fits, f"micro-batch {train_cfg.micro_batch} > {fits}, the largest that fits an L4"
+
+
+def test_aws_preflight_refuses_a_bad_train_block_before_calling_aws():
+    from automation.errors import DriverError
+    from automation.targets.aws import AwsDeps, AwsTarget
+
+    def no_aws(*_):
+        raise AssertionError("preflight called AWS despite a bad train: block")
+
+    target = AwsTarget(stack_cfg(num_workers=16, global_batch_size=64), AwsDeps(no_aws, no_aws, no_aws), "r1")
+    with pytest.raises(DriverError) as err:
+        target.preflight({})
+    assert err.value.exit_code == 2 and "num_workers 16" in str(err.value), (
+        f"got exit {err.value.exit_code}: {err.value}"
+    )
