@@ -364,3 +364,12 @@ def test_other_projects_file_is_refused(tmp_path):
 def test_good_stack_file_loads(tmp_path):
     cfg = _load_quiet("x", _project(tmp_path, GOOD))
     assert cfg.gpu_nodes.availability_zone == "us-west-2a", f"got {cfg.gpu_nodes.availability_zone!r}"
+
+
+def test_stack_train_block_reaches_the_config_and_the_engine_values(tmp_path):
+    from infra.config import stack_config_values
+
+    project = _project(tmp_path, GOOD + "  ray-efa-eks:train:\n    steps: 5\n")
+    train = _load_quiet("x", project).train
+    engine = stack_config_values("x", project)["ray-efa-eks:train"]
+    assert (train, engine) == ({"steps": 5}, '{"steps": 5}'), f"got {train!r} and {engine!r}"

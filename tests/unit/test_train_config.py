@@ -177,3 +177,11 @@ def test_unreadable_data_file_is_refused(tmp_path, capsys, monkeypatch):
     )
     rc, err = _run(capsys, "--data", str(corpus))
     assert rc == 2 and "is not readable" in err and "chmod" in err, err
+
+
+def test_help_text_comes_from_the_field_metadata(capsys):
+    with pytest.raises(SystemExit):
+        train.main(["--help"])
+    out = " ".join(capsys.readouterr().out.split())
+    field = next(f for f in dataclasses.fields(TrainConfig) if f.name == "global_batch_size")
+    assert field.metadata["help"] in out, f"expected {field.metadata['help']!r} in --help"
