@@ -245,10 +245,10 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
-EXIT_CODES = (
-    "exit status: 0 trained; 1 training failed (a worker raised, Ray Train gave up); "
-    "2 bad input (refused before Ray or torchrun starts, one line naming the flag, the value and the fix)"
-)
+EXIT_CODES = """exit status:
+  0  trained
+  1  training failed (a worker raised, Ray Train gave up)
+  2  bad input: refused before Ray or torchrun starts, one line naming the flag, the value and the fix"""
 
 
 def load_model_config(preset: str) -> dict:
@@ -317,8 +317,8 @@ def _check_seq_len(cfg: TrainConfig, label: Callable[[str], str]) -> None:
     limit = load_model_config(cfg.preset)["max_position_embeddings"]
     if cfg.seq_len > limit:
         raise ConfigError(
-            f"{label('seq_len')} {cfg.seq_len} exceeds preset {cfg.preset!r}'s {limit} positions "
-            f"(max_position_embeddings): set it to {limit} or less"
+            f"{label('seq_len')} {cfg.seq_len} exceeds the {limit} positions (max_position_embeddings) of "
+            f"preset {cfg.preset!r}: set it to {limit} or less"
         )
 
 

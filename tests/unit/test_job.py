@@ -68,7 +68,7 @@ def test_unknown_key_in_the_block_names_the_close_match():
 
 
 def test_bad_value_in_the_block_is_judged_by_trainconfig():
-    with pytest.raises(ConfigError, match=r"ray-efa-eks:train.seq_len 999999 exceeds preset 'qwen2.5-1.5b'"):
+    with pytest.raises(ConfigError, match=r"ray-efa-eks:train.seq_len 999999 exceeds the 131072 positions"):
         cluster_job(stack_cfg(seq_len=999999), "r1")
 
 
