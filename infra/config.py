@@ -198,10 +198,24 @@ def from_pulumi_config(project_dir: Path | None = None) -> StackConfig:
         check_project_file(Path(project_dir))
     cfg = pulumi.Config(PROJECT)
     raw = {k.name: cfg.get(k.name) for k in KEYS if cfg.get(k.name) is not None}
+    raw |= {k: v for k, v in _engine_keys().items() if k not in KEYS_BY_NAME}  # validate refuses these
     region = pulumi.Config("aws").get("region")
     with warnings.catch_warnings():  # the program reports StackConfig.warnings through pulumi.log
         warnings.simplefilter("ignore", ConfigWarning)
         return validate(raw, stack=pulumi.get_stack(), region=region)
+
+
+def _engine_keys() -> dict[str, Any]:
+    """Every ``ray-efa-eks:*`` key the engine passed, declared or not (unprefixed).
+
+    pulumi.Config reads one named key at a time; the whole bag is the runtime's config map and the
+    PULUMI_CONFIG environment variable (pulumi/runtime/config.py in the pulumi Python SDK).
+    """
+    from pulumi.runtime import config as runtime_config
+
+    bag = {**runtime_config.get_config_env(), **runtime_config.CONFIG.get()}
+    prefix = f"{PROJECT}:"
+    return {k[len(prefix) :]: v for k, v in bag.items() if k.startswith(prefix)}
 
 
 # --------------------------------------------------------------------------- validation
