@@ -152,3 +152,19 @@ def local_job(
 def command(job: TrainConfig) -> list[str]:
     """The arguments after `python` that run ``job``: the training module and the fields that differ."""
     return ["-m", "workloads.train", *job.to_argv()]
+
+
+def write_pulumi_yaml(project_dir: Path) -> bool:
+    """Render Pulumi.yaml's config: block from infra's key table and the train: block's fields."""
+    from infra.config_keys import write_pulumi_yaml as write
+
+    return write(Path(project_dir) / "Pulumi.yaml", {"train": stack_fields()})
+
+
+if __name__ == "__main__":
+    import sys
+
+    if sys.argv[1:] != ["--write-pulumi-yaml"]:
+        sys.exit("usage: python -m automation.job --write-pulumi-yaml")
+    root = Path(__file__).resolve().parent.parent
+    print(f"{root / 'Pulumi.yaml'}: {'rewritten' if write_pulumi_yaml(root) else 'already up to date'}")

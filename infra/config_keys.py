@@ -2,8 +2,9 @@
 
 Each ``Key`` holds its name, type, default, description, section and the check of its own value;
 ``infra/config.py`` validates against this table, and ``Pulumi.yaml``'s ``config:`` block is
-rendered from it (``python -m infra.config_keys --write``; a test fails when the file differs).
-Adding a key is one ``Key(...)`` line here plus the regenerated ``Pulumi.yaml``.
+rendered from it (``python -m automation.job --write-pulumi-yaml``, which also knows the train:
+block's keys; a test fails when the file differs). Adding a key is one ``Key(...)`` here plus the
+regenerated ``Pulumi.yaml``.
 
 Checks that need two keys (a pod that must fit its node, an AZ that must be in the region) are
 the named rules of ``infra/config_rules.py``.
@@ -15,7 +16,7 @@ import difflib
 import ipaddress
 import json
 import re
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -243,20 +244,11 @@ _RESERVATION = (
 )
 _TRAIN = (
     "The training job on this cluster: a mapping of TrainConfig fields (python -m workloads.train --help explains "
-    "each) that overrides the cluster's job defaults in automation/job.py key by key. Keys: {keys}. "
+    "each) that overrides the cluster's job defaults in automation/job.py key by key. "
     "The driver sets launcher, run_id, run_dir, nccl_log_dir, summary_json and name itself. No type is declared: "
     "Pulumi.yaml cannot type an object key (https://github.com/pulumi/pulumi/issues/11321, "
     "https://github.com/pulumi/pulumi/issues/16056)."
 )
-
-# The keys of TrainConfig a stack may set in its train: block; tests/unit/test_job.py proves this
-# list equals TrainConfig's fields less the ones the driver sets (infra never imports workloads).
-TRAIN_KEYS = (
-    "preset pretrained num_workers use_gpu gpus_per_worker cpus_per_worker steps global_batch_size micro_batch_size "
-    "seq_len lr weight_decay warmup_steps grad_clip seed task data tokenizer storage_path checkpoint_every "
-    "max_failures log_every activation_checkpointing compile loss loss_chunk_size reshard_after_forward "
-    "reduce_dtype param_dtype fail_at_step"
-).split()
 
 KEYS: tuple[Key, ...] = (
     # --- network
@@ -476,7 +468,7 @@ KEYS: tuple[Key, ...] = (
         _memory,
     ),
     # --- the training job
-    Key("train", "object", {}, _TRAIN.format(keys=", ".join(TRAIN_KEYS)), "training job"),
+    Key("train", "object", {}, _TRAIN, "training job"),
 )
 KEYS_BY_NAME = {k.name: k for k in KEYS}
 
@@ -513,8 +505,13 @@ def coerce(key: Key, value: Any) -> Any:
 # --------------------------------------------------------------------------- Pulumi.yaml
 
 
-def pulumi_yaml_config() -> str:
-    """Pulumi.yaml's ``config:`` block, rendered from KEYS (sections as comments)."""
+def pulumi_yaml_config(object_keys: Mapping[str, Sequence[str]]) -> str:
+    """Pulumi.yaml's ``config:`` block, rendered from KEYS (sections as comments).
+
+    ``object_keys`` lists, for each object key, the keys its mapping may hold: infra passes an
+    object through without knowing them (the train: block's are TrainConfig's fields), so the
+    caller that does know them supplies them for the documentation.
+    """
     import textwrap
 
     import yaml
@@ -530,31 +527,24 @@ def pulumi_yaml_config() -> str:
             section = key.section
             lines.append(f"  # --- {section} ---")
         lines.append(f"  {key.name}:")
-        if key.type != "object":  # Pulumi.yaml cannot type an object key (see _TRAIN)
+        description = key.description
+        if key.type == "object":  # Pulumi.yaml cannot type an object key (see _TRAIN)
+            description += f" Keys: {', '.join(object_keys[key.name])}."
+        else:
             lines.append(f"    type: {key.type}")
             if key.type == "array":
                 lines += ["    items:", "      type: string"]
             lines.append(f"    default: {scalar(key.default)}")
         lines.append("    description: >-")
-        lines += ["      " + line for line in textwrap.wrap(key.description, 100, break_on_hyphens=False)]
+        lines += ["      " + line for line in textwrap.wrap(description, 100, break_on_hyphens=False)]
     return "\n".join(lines) + "\n"
 
 
-def write_pulumi_yaml(path: Path) -> bool:
+def write_pulumi_yaml(path: Path, object_keys: Mapping[str, Sequence[str]]) -> bool:
     """Replace the ``config:`` block at the end of ``path`` with the rendered one; True if it changed."""
     text = path.read_text(encoding="utf-8")
     head = text[: text.index("\nconfig:\n") + 1]
-    new = head + pulumi_yaml_config()
+    new = head + pulumi_yaml_config(object_keys)
     if new != text:
         path.write_text(new, encoding="utf-8")
     return new != text
-
-
-if __name__ == "__main__":
-    import sys
-
-    target = Path(__file__).resolve().parent.parent / "Pulumi.yaml"
-    if sys.argv[1:] == ["--write"]:
-        print(f"{target}: {'rewritten' if write_pulumi_yaml(target) else 'already up to date'}")
-    else:
-        print(pulumi_yaml_config(), end="")
