@@ -344,7 +344,9 @@ def _check_paths(cfg: TrainConfig, label: Callable[[str], str]) -> None:
         _check_writable(label("summary_json"), str(Path(cfg.summary_json).absolute().parent))
 
 
-def check_gpu_capacity(cfg: TrainConfig, available_gpus: float, where: str = "this machine") -> None:
+def check_gpu_capacity(
+    cfg: TrainConfig, available_gpus: float, where: str = "this machine", workers_flag: str = "--num-workers"
+) -> None:
     """Refuse GPU workers beyond the GPUs of the cluster (or of this machine)."""
     if not cfg.use_gpu:
         return
@@ -355,9 +357,9 @@ def check_gpu_capacity(cfg: TrainConfig, available_gpus: float, where: str = "th
     needed = cfg.num_workers * cfg.gpus_per_worker
     if needed > available_gpus:
         fit = int(available_gpus // cfg.gpus_per_worker)
-        fix = f"lower --num-workers to {fit}" if fit else f"lower --gpus-per-worker to {available_gpus:g}"
+        fix = f"lower {workers_flag} to {fit}" if fit else f"lower --gpus-per-worker to {available_gpus:g}"
         raise ConfigError(
-            f"--num-workers {cfg.num_workers} x --gpus-per-worker {cfg.gpus_per_worker:g} needs {needed:g} GPUs "
+            f"{workers_flag} {cfg.num_workers} x --gpus-per-worker {cfg.gpus_per_worker:g} needs {needed:g} GPUs "
             f"but {where} has {available_gpus:g}: {fix} or add GPUs"
         )
 

@@ -139,10 +139,12 @@ def _check_local_gpus(cfg: TrainConfig) -> None:
         return
     import torch
 
-    if cfg.launcher == "torchrun":
+    if cfg.launcher == "torchrun":  # one GPU per process of this node
         local_world = int(os.environ.get("LOCAL_WORLD_SIZE", 1))
         cfg = dataclasses.replace(cfg, num_workers=local_world, gpus_per_worker=1)
-    check_gpu_capacity(cfg, torch.cuda.device_count())
+        check_gpu_capacity(cfg, torch.cuda.device_count(), workers_flag="torchrun --nproc-per-node")
+    else:
+        check_gpu_capacity(cfg, torch.cuda.device_count())
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -185,3 +185,12 @@ def test_help_text_comes_from_the_field_metadata(capsys):
     out = " ".join(capsys.readouterr().out.split())
     field = next(f for f in dataclasses.fields(TrainConfig) if f.name == "global_batch_size")
     assert field.metadata["help"] in out, f"expected {field.metadata['help']!r} in --help"
+
+
+def test_torchrun_with_more_processes_than_gpus_names_nproc_per_node(capsys, monkeypatch):
+    monkeypatch.setenv("LOCAL_WORLD_SIZE", "2")
+    monkeypatch.setenv("WORLD_SIZE", "2")
+    monkeypatch.setattr("torch.cuda.device_count", lambda: 1)
+    monkeypatch.setattr("workloads.train.run_torchrun", lambda cfg: pytest.fail("torchrun worker started"))
+    rc, err = _run(capsys, "--launcher", "torchrun", "--use-gpu", "--global-batch-size", "2")
+    assert rc == 2 and "lower torchrun --nproc-per-node to 1" in err, f"expected exit 2 and the fix, got {rc}: {err!r}"
