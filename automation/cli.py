@@ -41,9 +41,11 @@ def build_parser() -> argparse.ArgumentParser:
     common.add_argument(
         "--run-id", help="train/check: the run id (default: a new one for train, the newest run for check)"
     )
-    common.add_argument("--steps", type=int, help="training steps (default: 20 locally, the stack's trainSteps on aws)")
     common.add_argument(
-        "--num-workers", type=int, help="training workers (default: 2 locally, the stack's trainNumWorkers on aws)"
+        "--steps", type=int, help="training steps (default: 20 locally, the stack's train.steps on aws)"
+    )
+    common.add_argument(
+        "--num-workers", type=int, help="training workers (default: 2 locally, the stack's train.num_workers on aws)"
     )
     common.add_argument(
         "--use-gpu", action="store_true", help="local: train on this machine's GPUs with NCCL (default: CPU with gloo)"

@@ -22,82 +22,17 @@ from pathlib import Path
 from typing import Any
 
 from automation.errors import DriverError
+from automation.job import CLUSTER_ROOT, command
 from automation.kube import PodExec
 from automation.pipeline import StepResult
+from workloads.config import TrainConfig
 
 WORKLOADS_DIR = Path(__file__).resolve().parent.parent / "workloads"
 HEAD_JOB_SERVER = "http://127.0.0.1:8265"
-CLUSTER_ROOT = "/tmp/ray-efa-eks"  # exists in every pod of the RayCluster (infra mounts it)
 LOG_TAIL_LINES = 40
 _JOB_END = re.compile(r"Job '([^']+)' (succeeded|failed|was stopped)")
 _ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
 _STATUS_WORD = {"succeeded": "SUCCEEDED", "failed": "FAILED", "was stopped": "STOPPED"}
-
-
-@dataclass(frozen=True)
-class TrainArgs:
-    """The flags of `python -m workloads.train` that the driver sets."""
-
-    preset: str
-    num_workers: int
-    steps: int
-    batch_size: int
-    seq_len: int
-    run_id: str
-    run_dir: str
-    use_gpu: bool = False
-    gpus_per_worker: float = 1.0
-    cpus_per_worker: float | None = None
-    activation_checkpointing: bool = False
-    task: str = "random"
-    lr: float | None = None
-
-    @property
-    def summary_json(self) -> str:
-        return f"{self.run_dir}/summary.json"
-
-    @property
-    def nccl_log_dir(self) -> str:
-        return f"{self.run_dir}/nccl"
-
-    def argv(self) -> list[str]:
-        """The module arguments, after `python`."""
-        args = [
-            "-m",
-            "workloads.train",
-            "--preset",
-            self.preset,
-            "--num-workers",
-            str(self.num_workers),
-            "--steps",
-            str(self.steps),
-            "--batch-size",
-            str(self.batch_size),
-            "--seq-len",
-            str(self.seq_len),
-            "--run-id",
-            self.run_id,
-            "--run-dir",
-            self.run_dir,
-            "--nccl-log-dir",
-            self.nccl_log_dir,
-            "--summary-json",
-            self.summary_json,
-        ]
-        if self.use_gpu:
-            args += ["--use-gpu", "--gpus-per-worker", f"{self.gpus_per_worker:g}"]
-        if self.cpus_per_worker is not None:
-            args += ["--cpus-per-worker", f"{self.cpus_per_worker:g}"]
-        if self.activation_checkpointing:
-            args.append("--activation-checkpointing")
-        if self.task != "random":
-            args += ["--task", self.task]
-        if self.lr is not None:
-            args += ["--lr", f"{self.lr:g}"]
-        return args
-
-    def to_dict(self) -> dict[str, Any]:
-        return {**self.__dict__, "summary_json": self.summary_json, "nccl_log_dir": self.nccl_log_dir}
 
 
 @dataclass(frozen=True)
@@ -108,7 +43,7 @@ class TrainOutcome:
     status: str
     summary: dict | None
     log_tail: tuple[str, ...] = field(default_factory=tuple)
-    args: TrainArgs | None = None
+    args: TrainConfig | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -183,7 +118,7 @@ def upload_command(dest: str, payload_len: int) -> list[str]:
     return ["sh", "-c", f"rm -rf {q} && mkdir -p {q} && head -c {payload_len} | base64 -d | tar -xzf - -C {q}"]
 
 
-def submit_command(args: TrainArgs, working_dir: str, env_vars: dict[str, str] | None = None) -> list[str]:
+def submit_command(args: TrainConfig, working_dir: str, env_vars: dict[str, str] | None = None) -> list[str]:
     """`ray job submit` against the head pod's own job server, waiting for the job and streaming its logs."""
     runtime_env = {"env_vars": dict(env_vars or {})}
     return [
@@ -200,7 +135,7 @@ def submit_command(args: TrainArgs, working_dir: str, env_vars: dict[str, str] |
         json.dumps(runtime_env, sort_keys=True),
         "--",
         "python",
-        *args.argv(),
+        *command(args),
     ]
 
 
@@ -216,7 +151,7 @@ def submit_on_head(
     pod_exec: PodExec,
     head_pod: str,
     namespace: str,
-    args: TrainArgs,
+    args: TrainConfig,
     on_line: Callable[[str], None] = lambda s: None,
     env_vars: dict[str, str] | None = None,
     timeout_s: float = 3600,
@@ -259,7 +194,7 @@ def _parse_summary(text: str) -> dict | None:
 # ---- local: the job server on loopback -----------------------------------------------------------
 def submit_local(
     client: Any,
-    args: TrainArgs,
+    args: TrainConfig,
     working_dir: Path,
     python: str,
     on_line: Callable[[str], None] = lambda s: None,
@@ -271,7 +206,7 @@ def submit_local(
 
     # The SDK logs each package upload at INFO on stderr; the driver reports the job itself.
     logging.getLogger("ray").setLevel(logging.WARNING)
-    entry = " ".join(shlex.quote(a) for a in [python, *args.argv()])
+    entry = " ".join(shlex.quote(a) for a in [python, *command(args)])
     job_id = client.submit_job(
         entrypoint=entry, submission_id=args.run_id, runtime_env={"working_dir": str(working_dir)}
     )

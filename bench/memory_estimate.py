@@ -352,7 +352,7 @@ def _as_dict(e: Estimate) -> dict:
 def main(argv: list[str] | None = None) -> int:
     from workloads.config import TrainConfig
 
-    defaults = TrainConfig()
+    defaults = TrainConfig(preset="qwen2.5-1.5b")  # the cluster job's model; the module defaults to tiny
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument(
         "--world-size",

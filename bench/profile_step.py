@@ -58,7 +58,7 @@ def main(argv=None) -> int:
     torch.cuda.set_device(device)
     dist.init_process_group("cpu:gloo,cuda:nccl")
     cfg = TrainConfig(
-        preset=args.preset, use_gpu=True, batch_size=args.batch_size, seq_len=args.seq_len, num_workers=1
+        preset=args.preset, use_gpu=True, global_batch_size=args.batch_size, seq_len=args.seq_len, num_workers=1
     ).resolved()
     tr = build_training(cfg, device, 1)
     batches = MicroBatches(cfg, tr.vocab, 0, 1).iterate(0)

@@ -46,7 +46,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import torch  # noqa: E402
 import torch.distributed as dist  # noqa: E402
 
-from workloads.config import TrainConfig  # noqa: E402
+from workloads.config import TrainConfig, field_type  # noqa: E402
 from workloads.data import MicroBatches  # noqa: E402
 from workloads.loop import Training, build_training, train_step  # noqa: E402
 from workloads.model import count_params, flops_per_token, peak_tflops, qwen2_config  # noqa: E402
@@ -61,7 +61,7 @@ def _parse_overrides(text: str) -> dict:
         k, v = item.split("=", 1)
         if k not in fields:
             raise SystemExit(f"unknown TrainConfig field {k!r} in variant {text!r}")
-        kind = type(getattr(TrainConfig(), k))
+        kind = field_type(k)
         out[k] = (v.lower() in ("1", "true", "yes")) if kind is bool else kind(v)
     return out
 
@@ -163,13 +163,13 @@ def window(name: str, cfg: TrainConfig, device: torch.device, warmup: int, steps
     _sync(device)
     elapsed = time.perf_counter() - t0
     peak_gb = torch.cuda.max_memory_allocated(device) / 1e9 if device.type == "cuda" else None
-    tokens = steps * cfg.batch_size * cfg.seq_len
+    tokens = steps * cfg.global_batch_size * cfg.seq_len
     tps = tokens / elapsed
     peak = peak_tflops(device)
     fpt = flops_per_token(tr.n_params, tr.n_layers, tr.hidden, cfg.seq_len)
     row = {
         "variant": name,
-        "batch_size": cfg.batch_size,
+        "batch_size": cfg.global_batch_size,
         "micro_batch": run_cfg.micro_batch,
         "seq_len": cfg.seq_len,
         "tokens_per_s": tps,
@@ -273,7 +273,7 @@ def main(argv=None) -> int:
     for shape in args.shapes.split(","):
         b, t = map(int, shape.lower().split("x"))
         cfg = TrainConfig(
-            preset=args.preset, use_gpu=use_gpu, batch_size=b, seq_len=t, num_workers=1, **base_overrides
+            preset=args.preset, use_gpu=use_gpu, global_batch_size=b, seq_len=t, num_workers=1, **base_overrides
         ).resolved()
         names = only.get(shape, args.variants.split(","))
         for r in range(args.rounds):
@@ -319,7 +319,7 @@ def main(argv=None) -> int:
     if args.numerics_steps:
         b, t = map(int, (args.numerics_shape or args.shapes.split(",")[0]).lower().split("x"))
         cfg = TrainConfig(
-            preset=args.preset, use_gpu=use_gpu, batch_size=b, seq_len=t, num_workers=1, **base_overrides
+            preset=args.preset, use_gpu=use_gpu, global_batch_size=b, seq_len=t, num_workers=1, **base_overrides
         ).resolved()
         emit({"numerics": numerics(args.numerics_variants.split(","), cfg, device, args.numerics_steps)})
     dist.destroy_process_group()

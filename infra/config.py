@@ -1,61 +1,66 @@
-"""Typed, validated stack configuration.
+"""Typed, validated stack configuration: what the infra components consume.
 
-``Pulumi.yaml``'s ``config:`` block declares every key with its type, default and description;
-``Pulumi.<stack>.yaml`` sets ``aws:region`` and what differs. Two ways in, one validation:
+Every key is declared once, in ``infra/config_keys.py`` (name, type, default, description, check);
+``Pulumi.yaml``'s ``config:`` block is rendered from that table. ``Pulumi.<stack>.yaml`` sets
+``aws:region`` and what differs. Two ways in, one validation:
 
-- ``load_stack(stack, project_dir)`` reads both files without the pulumi CLI or runtime
+- ``load_stack(stack, project_dir)`` reads both files once, without the pulumi CLI or runtime
   (tests, the driver, the offline render);
-- ``from_pulumi_config(project_dir)`` reads the values the Pulumi engine hands the program.
+- ``from_pulumi_config()`` reads the values the Pulumi engine hands the program.
 
-Both end in ``validate(raw, stack=..., region=..., schema=...)``, which coerces each value to its
-declared type and applies the cross-field rules. A broken rule raises ``ConfigError`` whose
-message names the key, the value and the fix; a legal but doubtful setting (one GPU node, a
-public API open to the world) is returned in ``StackConfig.warnings`` and emitted as a
-``ConfigWarning``.
+Both end in ``validate(raw, stack=..., region=...)``, which checks in an order that blames the
+real cause first: the region, each key's type, each key's own value, then the cross-field rules
+of ``infra/config_rules.py``. A broken rule raises ``ConfigError`` whose message names the key,
+the value and the fix; a legal but doubtful setting (one GPU node, a public API open to the
+world) is returned in ``StackConfig.warnings`` and emitted as a ``ConfigWarning``.
 """
 
 from __future__ import annotations
 
-import ipaddress
 import json
-import re
 import warnings
 from collections.abc import Mapping
-from dataclasses import dataclass
-from datetime import date
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from infra.catalog import instance_spec, known_instance_types
-from infra.eks_facts import EFA_HUGEPAGES, EFA_HUGEPAGES_GIB, extended_support_note
+from infra.config_files import check_project_file, check_region, known_stacks, read_stack_file
+from infra.config_keys import (
+    KEYS,
+    KEYS_BY_NAME,
+    PROJECT,
+    ConfigError,
+    ConfigWarning,
+    coerce,
+    is_floating_image,
+    parse_quantity,
+)
+from infra.config_rules import NODE_CPU_HEADROOM, NODE_MEMORY_HEADROOM_GIB, NOTES, RULES
 
-PROJECT = "ray-efa-eks"
-
-# Room left on a node for the DaemonSets (aws-node, kube-proxy, the device plugins) and
-# system pods, so a pod sized to "allocatable" does not stay Pending.
-NODE_CPU_HEADROOM = 0.5
-NODE_MEMORY_HEADROOM_GIB = 1.0
-
-TRAIN_PRESETS = ("tiny", "qwen2.5-1.5b")
-CONTROL_PLANE_LOG_TYPES = ("api", "audit", "authenticator", "controllerManager", "scheduler")
-FLOATING_TAGS = frozenset({"latest", "stable", "nightly", "edge", "main", "master", "dev"})
-
-_EXACT_SEMVER = re.compile(r"^v?\d+\.\d+\.\d+$")
-_K8S_VERSION = re.compile(r"^1\.\d+$")
-_DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
-_CAPACITY_RESERVATION = re.compile(r"^cr-[0-9a-f]{8,17}$")
-_PLACEMENT_GROUP = re.compile(r"^[A-Za-z0-9._-]{1,255}$")
-_ROLE_ARN = re.compile(r"^arn:aws[a-z-]*:iam::\d{12}:role/[\w+=,.@/-]+$")
-_QUANTITY = re.compile(r"^(\d+(?:\.\d+)?)(m|Ki|Mi|Gi|Ti|k|M|G|T)?$")
-
-
-class ConfigError(ValueError):
-    """A stack configuration that cannot work; the message names key, value and fix."""
-
-
-class ConfigWarning(UserWarning):
-    """A stack configuration that works but probably not as the user hopes."""
-
+__all__ = [
+    "NODE_CPU_HEADROOM",
+    "NODE_MEMORY_HEADROOM_GIB",
+    "PROJECT",
+    "ChartsConfig",
+    "ClusterConfig",
+    "ConfigError",
+    "ConfigWarning",
+    "GpuNodesConfig",
+    "NetworkConfig",
+    "RayConfig",
+    "RayHeadConfig",
+    "RayWorkerConfig",
+    "StackConfig",
+    "SystemNodesConfig",
+    "from_pulumi_config",
+    "is_floating_image",
+    "known_stacks",
+    "load_stack",
+    "parse_quantity",
+    "require_gpu_az",
+    "stack_config_values",
+    "validate",
+]
 
 # --------------------------------------------------------------------------- typed config
 
@@ -136,17 +141,6 @@ class RayConfig:
 
 
 @dataclass(frozen=True)
-class TrainingConfig:
-    preset: str
-    steps: int
-    batch_size: int
-    seq_len: int
-    num_workers: int
-    gpus_per_worker: int
-    activation_checkpointing: bool = True
-
-
-@dataclass(frozen=True)
 class StackConfig:
     stack: str
     region: str
@@ -156,426 +150,135 @@ class StackConfig:
     gpu_nodes: GpuNodesConfig
     charts: ChartsConfig
     ray: RayConfig
-    training: TrainingConfig
+    # The stack's train: block, un-interpreted: automation/job.py parses it into a TrainConfig.
+    train: Mapping[str, Any] = field(default_factory=dict)
     warnings: tuple[str, ...] = ()
-
-
-# --------------------------------------------------------------------------- schema
-
-
-@dataclass(frozen=True)
-class KeySchema:
-    """One key of Pulumi.yaml's ``config:`` block."""
-
-    name: str
-    type: str  # string | integer | boolean | array
-    default: Any
-    description: str
-
-
-def read_project_schema(project_dir: Path) -> dict[str, KeySchema]:
-    """The typed keys declared in ``project_dir/Pulumi.yaml``, by name."""
-    import yaml  # pulumi itself depends on PyYAML, so the Pulumi virtualenv has it
-
-    project = yaml.safe_load((Path(project_dir) / "Pulumi.yaml").read_text())
-    schema = {}
-    for name, decl in (project.get("config") or {}).items():
-        if not isinstance(decl, dict) or "type" not in decl:
-            raise ConfigError(f"Pulumi.yaml config key {name!r} has no type: declare type, default and description")
-        schema[name] = KeySchema(name, decl["type"], decl.get("default"), decl.get("description", ""))
-    return schema
-
-
-def _coerce(key: str, kind: str, value: Any) -> Any:
-    """``value`` as the declared ``kind``; accepts the strings the Pulumi engine passes."""
-    article = "an" if kind[0] in "aeiou" else "a"
-    bad = ConfigError(f"{key} {value!r} is not {article} {kind}: set {PROJECT}:{key} to {article} {kind}")
-    if kind == "string":
-        if isinstance(value, (dict, list, bool)):
-            raise bad
-        return "" if value is None else str(value)
-    if kind == "integer":
-        if isinstance(value, bool):
-            raise bad
-        if isinstance(value, int):
-            return value
-        if isinstance(value, float) and value.is_integer():
-            return int(value)
-        if isinstance(value, str) and re.fullmatch(r"-?\d+", value.strip()):
-            return int(value)
-        raise bad
-    if kind == "boolean":
-        if isinstance(value, bool):
-            return value
-        if isinstance(value, str) and value.lower() in ("true", "false"):
-            return value.lower() == "true"
-        raise bad
-    if kind == "array":
-        if isinstance(value, str):
-            try:
-                value = json.loads(value)
-            except json.JSONDecodeError:
-                raise bad from None
-        if not isinstance(value, list):
-            raise bad
-        return tuple(str(v) for v in value)
-    raise ConfigError(f"Pulumi.yaml declares {key} with unsupported type {kind!r}")
 
 
 # --------------------------------------------------------------------------- loading
 
 
-def known_stacks(project_dir: Path) -> tuple[str, ...]:
-    """Stack names that have a ``Pulumi.<stack>.yaml`` in ``project_dir``."""
-    return tuple(sorted(p.name[len("Pulumi.") : -len(".yaml")] for p in Path(project_dir).glob("Pulumi.*.yaml")))
-
-
 def load_stack(stack: str, project_dir: Path) -> StackConfig:
-    """Read ``Pulumi.yaml`` defaults merged with ``Pulumi.<stack>.yaml`` and validate them.
+    """Read ``Pulumi.<stack>.yaml`` (and check ``Pulumi.yaml``) once, then validate.
 
-    Works offline without the pulumi CLI. Raises ConfigError for an unknown stack (listing the
-    known ones), an undeclared key, or any broken rule of ``validate``.
+    Works offline without the pulumi CLI. Raises ConfigError for a missing or broken file, an
+    unknown stack (listing the known ones), a misspelled key, or any broken rule of ``validate``.
     """
-    import yaml
-
-    project_dir = Path(project_dir)
-    path = project_dir / f"Pulumi.{stack}.yaml"
-    if not path.is_file():
-        raise ConfigError(
-            f"stack {stack!r} has no {path.name} in {project_dir}: known stacks are "
-            f"{', '.join(known_stacks(project_dir)) or '(none)'}"
-        )
-    stack_values = (yaml.safe_load(path.read_text()) or {}).get("config") or {}
-    schema = read_project_schema(project_dir)
-    raw: dict[str, Any] = {}
-    region = stack_values.get("aws:region")
-    for full_key, value in stack_values.items():
-        namespace, _, key = full_key.partition(":")
-        if namespace != PROJECT:
-            continue  # provider keys (aws:region, ...) are not ours to check
-        if key not in schema:
-            raise ConfigError(
-                f"{path.name} sets {full_key} which Pulumi.yaml does not declare: "
-                f"fix the name (known: {', '.join(sorted(schema))})"
-            )
-        raw[key] = value
-    return validate(raw, stack=stack, region=region, schema=schema)
+    check_project_file(Path(project_dir))
+    found = read_stack_file(stack, Path(project_dir))
+    return validate(found.values, stack=stack, region=found.region)
 
 
 def stack_config_values(stack: str, project_dir: Path) -> dict[str, str]:
     """The merged config of a stack as the Pulumi engine would pass it (``project:key`` -> string).
 
-    Used to run the program under Pulumi's mocks exactly as the engine would: defaults from
-    Pulumi.yaml, overridden by the stack file, arrays as JSON.
+    Used to run the program under Pulumi's mocks exactly as the engine would: the table's defaults,
+    overridden by the stack file, arrays and objects as JSON.
     """
-    import yaml
-
-    project_dir = Path(project_dir)
+    check_project_file(Path(project_dir))
+    found = read_stack_file(stack, Path(project_dir))
     with warnings.catch_warnings():  # the program reports the warnings when it validates again
         warnings.simplefilter("ignore", ConfigWarning)
-        load_stack(stack, project_dir)  # fail early, with the clear message
-    schema = read_project_schema(project_dir)
-    values: dict[str, Any] = {f"{PROJECT}:{k}": s.default for k, s in schema.items()}
-    stack_values = (yaml.safe_load((project_dir / f"Pulumi.{stack}.yaml").read_text()) or {}).get("config") or {}
-    values.update(stack_values)
-    return {k: json.dumps(v) if isinstance(v, (list, dict, bool)) else str(v) for k, v in values.items()}
+        validate(found.values, stack=stack, region=found.region)  # fail early, with the clear message
+    values: dict[str, Any] = {f"{PROJECT}:{k.name}": k.default for k in KEYS}
+    values.update(found.raw)
+
+    def text(v: Any) -> str:
+        return (
+            json.dumps(list(v) if isinstance(v, tuple) else v) if isinstance(v, (list, tuple, dict, bool)) else str(v)
+        )
+
+    return {k: text(v) for k, v in values.items()}
 
 
-def from_pulumi_config(project_dir: Path) -> StackConfig:
-    """The validated config of the running Pulumi program (stack, ``aws:region`` and our keys)."""
+def from_pulumi_config(project_dir: Path | None = None) -> StackConfig:
+    """The validated config of the running Pulumi program (stack, ``aws:region`` and our keys).
+
+    With ``project_dir``, its ``Pulumi.yaml`` is checked first (the engine has read it already).
+    """
     import pulumi
 
-    schema = read_project_schema(project_dir)
+    if project_dir is not None:
+        check_project_file(Path(project_dir))
     cfg = pulumi.Config(PROJECT)
-    raw = {key: cfg.get(key) for key in schema if cfg.get(key) is not None}
+    raw = {k.name: cfg.get(k.name) for k in KEYS if cfg.get(k.name) is not None}
+    raw |= {k: v for k, v in _engine_keys().items() if k not in KEYS_BY_NAME}  # validate refuses these
     region = pulumi.Config("aws").get("region")
     with warnings.catch_warnings():  # the program reports StackConfig.warnings through pulumi.log
         warnings.simplefilter("ignore", ConfigWarning)
-        return validate(raw, stack=pulumi.get_stack(), region=region, schema=schema)
+        return validate(raw, stack=pulumi.get_stack(), region=region)
+
+
+def _engine_keys() -> dict[str, Any]:
+    """Every ``ray-efa-eks:*`` key the engine passed, declared or not (unprefixed).
+
+    pulumi.Config reads one named key at a time; the whole bag is the runtime's config map and the
+    PULUMI_CONFIG environment variable (pulumi/runtime/config.py in the pulumi Python SDK).
+    """
+    from pulumi.runtime import config as runtime_config
+
+    bag = {**runtime_config.get_config_env(), **runtime_config.CONFIG.get()}
+    prefix = f"{PROJECT}:"
+    return {k[len(prefix) :]: v for k, v in bag.items() if k.startswith(prefix)}
 
 
 # --------------------------------------------------------------------------- validation
 
 
-def parse_quantity(key: str, value: str) -> float:
-    """A Kubernetes CPU or memory quantity in cores or GiB. ConfigError if malformed."""
-    m = _QUANTITY.fullmatch(str(value).strip())
-    if not m:
-        raise ConfigError(f"{key} {value!r} is not a Kubernetes quantity: use e.g. '40', '500m', '160Gi'")
-    number, unit = float(m.group(1)), m.group(2) or ""
-    factors = {
-        "": 1.0,
-        "m": 1e-3,
-        "Ki": 1 / 1024**2,
-        "Mi": 1 / 1024,
-        "Gi": 1.0,
-        "Ti": 1024.0,
-        "k": 1e3 / 1024**3,
-        "M": 1e6 / 1024**3,
-        "G": 1e9 / 1024**3,
-        "T": 1e12 / 1024**3,
-    }
-    return number * factors[unit]
+def validate(raw: Mapping[str, Any], *, stack: str, region: str | None) -> StackConfig:
+    """Coerce ``raw`` (our keys without the project prefix) over the table's defaults and check it.
 
-
-def _memory_gib(key: str, value: str) -> float:
-    text = str(value).strip()
-    if not re.search(r"(Ki|Mi|Gi|Ti|k|M|G|T)$", text):
-        raise ConfigError(f"{key} {value!r} has no unit: write memory as e.g. '160Gi'")
-    return parse_quantity(key, text)
-
-
-def _cpu_cores(key: str, value: str) -> float:
-    if re.search(r"(Ki|Mi|Gi|Ti|k|M|G|T)$", str(value).strip()):
-        raise ConfigError(f"{key} {value!r} is a memory unit: write CPU as cores ('40') or millicores ('500m')")
-    return parse_quantity(key, value)
-
-
-def is_floating_image(image: str) -> bool:
-    """True if ``image`` has no digest and no tag, or a tag that moves (latest, stable, ...)."""
-    if "@sha256:" in image:
-        return False
-    last = image.rsplit("/", 1)[-1]
-    if ":" not in last:
-        return True
-    tag = last.rsplit(":", 1)[1]
-    return tag.lower() in FLOATING_TAGS or tag.lower().endswith("-latest")
-
-
-def validate(
-    raw: Mapping[str, Any],
-    *,
-    stack: str,
-    region: str | None,
-    schema: Mapping[str, KeySchema],
-) -> StackConfig:
-    """Coerce ``raw`` (our keys without the project prefix) over the schema defaults and check it.
-
-    Raises ConfigError on the first broken rule; returns a StackConfig whose ``warnings`` list
-    the doubtful settings, each also emitted as a ConfigWarning.
+    Order: unknown keys, the region, every key's type, every key's own check, the cross-field
+    rules. Raises ConfigError on the first broken one; returns a StackConfig whose ``warnings``
+    list the doubtful settings, each also emitted as a ConfigWarning.
     """
-    unknown = sorted(set(raw) - set(schema))
-    if unknown:
-        raise ConfigError(
-            f"unknown config key(s) {', '.join(unknown)}: fix the name (known: {', '.join(sorted(schema))})"
-        )
-    v = {k: _coerce(k, s.type, raw.get(k, s.default)) for k, s in schema.items()}
-    notes: list[str] = []
+    from infra.config_keys import close_match
 
-    if not region:
-        raise ConfigError(
-            f"aws:region is not set for stack {stack!r}: add 'aws:region: <region>' to Pulumi.{stack}.yaml"
-        )
+    for name in raw:
+        if name not in KEYS_BY_NAME:
+            raise ConfigError(f"unknown config key {PROJECT}:{name}: {close_match(name, list(KEYS_BY_NAME))}")
+    region = check_region(stack, region)
+    v = {k.name: coerce(k, raw.get(k.name, k.default)) for k in KEYS}
+    for k in KEYS:
+        if k.check is not None:
+            k.check(k.name, v[k.name])
+    for rule in RULES:
+        rule(v, region)
+    notes = tuple(note for note in (n(v, region) for n in NOTES) if note)
+    for note in notes:
+        warnings.warn(note, ConfigWarning, stacklevel=2)
+    return _build(stack, region, v, notes)
 
-    # --- network
-    try:
-        vpc = ipaddress.IPv4Network(v["vpcCidr"])
-    except ValueError:
-        raise ConfigError(f"vpcCidr {v['vpcCidr']!r} is not an IPv4 network: use e.g. 10.0.0.0/16") from None
-    if not 16 <= vpc.prefixlen <= 22:
-        raise ConfigError(f"vpcCidr {v['vpcCidr']!r} has prefix /{vpc.prefixlen}: use a /16 to /22")
-    azs = v["availabilityZones"]
-    if len(set(azs)) != len(azs) or not 2 <= len(azs) <= 3:
-        raise ConfigError(
-            f"availabilityZones {list(azs)!r} must be 2 or 3 distinct AZs: the EKS control plane needs two; "
-            f"set e.g. [{region}a, {region}b]"
-        )
-    for az in azs:
-        if not re.fullmatch(re.escape(region) + r"[a-z]", az):
-            raise ConfigError(
-                f"availabilityZones entry {az!r} is not an AZ of aws:region {region!r}: use AZs such as {region}a"
-            )
-    gpu_az = v["gpuAvailabilityZone"]
-    # Empty is legal here: preflight chooses an AZ that offers the type and the driver sets it in
-    # the stack; the Pulumi program (require_gpu_az) refuses to build without one.
-    if gpu_az and gpu_az not in azs:
-        raise ConfigError(
-            f"gpuAvailabilityZone {gpu_az!r} is not one of the network's private-subnet AZs {list(azs)}: "
-            f"set gpuAvailabilityZone to one of them or add it to availabilityZones"
-        )
 
-    # --- cluster
-    if not _DNS_LABEL.fullmatch(v["clusterName"]) or len(v["clusterName"]) > 100:
-        raise ConfigError(
-            f"clusterName {v['clusterName']!r} is not a valid EKS name: use lowercase letters, digits and '-'"
-        )
-    if not _K8S_VERSION.fullmatch(v["kubernetesVersion"]) or int(v["kubernetesVersion"].split(".")[1]) < 30:
-        raise ConfigError(
-            f"kubernetesVersion {v['kubernetesVersion']!r} is not an EKS version 1.30 or newer (the AL2023 NVIDIA AMI "
-            f"needs it): set e.g. '1.35'"
-        )
-    public_cidrs: tuple[str, ...] = ()
-    if v["apiPublicAccess"]:
-        if not v["apiPublicAccessCidrs"]:
-            raise ConfigError(
-                "apiPublicAccessCidrs [] leaves the public endpoint reachable by nobody: list your address as x.x.x.x/32 "
-                "or set apiPublicAccess to false"
-            )
-        for cidr in v["apiPublicAccessCidrs"]:
-            try:
-                ipaddress.IPv4Network(cidr)
-            except ValueError:
-                raise ConfigError(
-                    f"apiPublicAccessCidrs entry {cidr!r} is not an IPv4 CIDR: use e.g. 203.0.113.7/32"
-                ) from None
-        public_cidrs = v["apiPublicAccessCidrs"]
-        if "0.0.0.0/0" in public_cidrs:
-            notes.append(
-                "apiPublicAccessCidrs includes 0.0.0.0/0: the Kubernetes API endpoint is reachable from anywhere "
-                "(IAM authentication still applies); set it to your address as x.x.x.x/32"
-            )
-    version_note = extended_support_note(v["kubernetesVersion"], date.today())
-    if version_note:
-        notes.append(version_note)
-    for arn in v["clusterAdminRoleArns"]:
-        if not _ROLE_ARN.fullmatch(arn):
-            raise ConfigError(
-                f"clusterAdminRoleArns entry {arn!r} is not an IAM role ARN: use arn:aws:iam::<account-id>:role/<name>"
-            )
-    bad_logs = [t for t in v["controlPlaneLogTypes"] if t not in CONTROL_PLANE_LOG_TYPES]
-    if bad_logs:
-        raise ConfigError(f"controlPlaneLogTypes {bad_logs!r} unknown: use some of {list(CONTROL_PLANE_LOG_TYPES)}")
+def _build(stack: str, region: str, v: Mapping[str, Any], notes: tuple[str, ...]) -> StackConfig:
+    from infra.catalog import instance_spec
 
-    # --- system nodes
-    system = _known_instance("systemInstanceType", v["systemInstanceType"])
-    if v["systemNodeCount"] < 1:
-        raise ConfigError(
-            f"systemNodeCount {v['systemNodeCount']} leaves no node for the operator and Ray head: set it to 1 or more"
-        )
-    if v["systemRootVolumeGib"] < 50:
-        raise ConfigError(
-            f"systemRootVolumeGib {v['systemRootVolumeGib']} cannot hold the Ray head's CUDA image: set 100 or more"
-        )
-
-    # --- GPU nodes
-    gpu = _known_instance("gpuInstanceType", v["gpuInstanceType"])
-    efa_types = [t for t in known_instance_types() if instance_spec(t).efa_supported and instance_spec(t).gpus]
-    if gpu.gpus == 0:
-        raise ConfigError(f"gpuInstanceType {gpu.instance_type!r} has no GPU: use one of {efa_types}")
-    if not gpu.efa_supported:
-        raise ConfigError(f"gpuInstanceType {gpu.instance_type!r} does not support EFA: use one of {efa_types}")
-    if v["gpuEfaInterfaces"] != gpu.max_efa_interfaces:
-        raise ConfigError(
-            f"gpuEfaInterfaces is {v['gpuEfaInterfaces']} but gpuInstanceType {gpu.instance_type!r} has "
-            f"{gpu.max_efa_interfaces} EFA interface(s) ({gpu.network_cards} network card(s)): "
-            f"set gpuEfaInterfaces to {gpu.max_efa_interfaces}"
-        )
-    if v["gpuNodeCount"] < 1:
-        raise ConfigError(f"gpuNodeCount {v['gpuNodeCount']} gives no GPU node: set it to 2 (or 1 for a smoke test)")
-    if v["gpuNodeCount"] == 1:
-        notes.append(
-            "gpuNodeCount is 1: NCCL keeps all traffic inside the node, so no inter-node traffic will exist to prove "
-            "EFA; set gpuNodeCount to 2 or more to test EFA"
-        )
-    reservation = v["gpuCapacityReservationId"] or None
-    if reservation is not None and not _CAPACITY_RESERVATION.fullmatch(reservation):
-        raise ConfigError(
-            f"gpuCapacityReservationId {reservation!r} is not a capacity reservation id: use cr-xxxxxxxxxxxxxxxxx or ''"
-        )
-    if v["gpuCapacityBlock"] and reservation is None:
-        raise ConfigError(
-            "gpuCapacityBlock is true but gpuCapacityReservationId is empty: set gpuCapacityReservationId to the "
-            "Capacity Block's cr-... id, or set gpuCapacityBlock to false"
-        )
-    placement_group = v["gpuPlacementGroupName"] or None
-    if placement_group is not None and not _PLACEMENT_GROUP.fullmatch(placement_group):
-        raise ConfigError(
-            f"gpuPlacementGroupName {placement_group!r} is not a placement group name: use letters, digits, '.', '_' "
-            f"and '-' (at most 255), or '' to let the stack create one"
-        )
-    if v["gpuRootVolumeGib"] < 50:
-        raise ConfigError(f"gpuRootVolumeGib {v['gpuRootVolumeGib']} cannot hold the training image: set 100 or more")
-
-    # --- charts: exact versions only
-    for key in ("nvidiaDevicePluginChartVersion", "efaDevicePluginChartVersion", "kuberayOperatorChartVersion"):
-        if not _EXACT_SEMVER.fullmatch(v[key]):
-            raise ConfigError(
-                f"{key} {v[key]!r} is not an exact chart version: pin one such as 1.5.2 (no ranges, no latest)"
-            )
-
-    # --- Ray
-    for key in ("rayNamespace", "rayClusterName", "rayWorkerGroupName"):
-        if not _DNS_LABEL.fullmatch(v[key]) or len(v[key]) > 50:
-            raise ConfigError(
-                f"{key} {v[key]!r} is not a DNS-1123 label of at most 50 characters: use lowercase letters, digits and '-'"
-            )
-    if is_floating_image(v["rayImage"]):
-        raise ConfigError(
-            f"rayImage {v['rayImage']!r} has a floating or missing tag: pin a version tag or a digest, e.g. "
-            f"public.ecr.aws/deep-learning-containers/ray:train-ml-cuda-v1.1.0"
-        )
-    if not _EXACT_SEMVER.fullmatch(v["rayVersion"]) or v["rayVersion"].startswith("v"):
-        raise ConfigError(f"rayVersion {v['rayVersion']!r} is not an exact Ray version: set e.g. 2.58.0")
-
-    if v["rayWorkerGpus"] != gpu.gpus:
-        raise ConfigError(
-            f"gpuInstanceType {gpu.instance_type!r} has {gpu.gpus} GPUs but rayWorkerGpus is {v['rayWorkerGpus']}: "
-            f"set rayWorkerGpus to {gpu.gpus} (one worker pod per node, Ray num-gpus = the pod's GPU limit)"
-        )
-    if v["rayWorkerEfa"] != v["gpuEfaInterfaces"]:
-        raise ConfigError(
-            f"rayWorkerEfa is {v['rayWorkerEfa']} but each node has {v['gpuEfaInterfaces']} EFA interface(s): "
-            f"set rayWorkerEfa to {v['gpuEfaInterfaces']}"
-        )
-    _check_fits("rayWorker", v["rayWorkerCpu"], v["rayWorkerMemory"], gpu, "gpuInstanceType", EFA_HUGEPAGES_GIB)
-    _check_fits("rayHead", v["rayHeadCpu"], v["rayHeadMemory"], system, "systemInstanceType")
-    shm = _memory_gib("rayWorkerShmSize", v["rayWorkerShmSize"])
-    worker_memory = _memory_gib("rayWorkerMemory", v["rayWorkerMemory"])
-    if not 1 <= shm <= worker_memory / 2:
-        raise ConfigError(
-            f"rayWorkerShmSize {v['rayWorkerShmSize']!r} must be between 1Gi and half of rayWorkerMemory "
-            f"({v['rayWorkerMemory']}): /dev/shm is memory-backed and counts against the pod's limit"
-        )
-
-    # --- training
-    if v["trainPreset"] not in TRAIN_PRESETS:
-        raise ConfigError(f"trainPreset {v['trainPreset']!r} unknown: use one of {list(TRAIN_PRESETS)}")
-    for key in ("trainSteps", "trainBatchSize", "trainSeqLen", "trainNumWorkers", "trainGpusPerWorker"):
-        if v[key] < 1:
-            raise ConfigError(f"{key} is {v[key]}: set it to 1 or more")
-    total_gpus = v["gpuNodeCount"] * gpu.gpus
-    wanted = v["trainNumWorkers"] * v["trainGpusPerWorker"]
-    if v["trainGpusPerWorker"] > gpu.gpus:
-        raise ConfigError(
-            f"trainGpusPerWorker {v['trainGpusPerWorker']} exceeds the {gpu.gpus} GPUs of one {gpu.instance_type}: "
-            f"set it to at most {gpu.gpus}"
-        )
-    if wanted > total_gpus:
-        raise ConfigError(
-            f"trainNumWorkers {v['trainNumWorkers']} x trainGpusPerWorker {v['trainGpusPerWorker']} = {wanted} GPUs "
-            f"but the cluster has {total_gpus}: set trainNumWorkers to at most {total_gpus // v['trainGpusPerWorker']}"
-        )
-    if v["gpuNodeCount"] > 1 and wanted <= gpu.gpus:
-        notes.append(
-            f"the training job uses {wanted} GPU(s), which fit on one node: Ray may place every worker on one node and "
-            f"no traffic would cross EFA; set trainNumWorkers to {total_gpus // v['trainGpusPerWorker']}"
-        )
-
-    cfg = StackConfig(
+    public = v["apiPublicAccess"]
+    return StackConfig(
         stack=stack,
         region=region,
-        network=NetworkConfig(vpc_cidr=str(vpc), azs=tuple(azs)),
+        network=NetworkConfig(vpc_cidr=str(v["vpcCidr"]), azs=tuple(v["availabilityZones"])),
         cluster=ClusterConfig(
             name=v["clusterName"],
             kubernetes_version=v["kubernetesVersion"],
-            endpoint_public_access=v["apiPublicAccess"],
-            public_access_cidrs=tuple(public_cidrs),
+            endpoint_public_access=public,
+            public_access_cidrs=tuple(v["apiPublicAccessCidrs"]) if public else (),
             log_types=tuple(v["controlPlaneLogTypes"]),
             admin_role_arns=tuple(v["clusterAdminRoleArns"]),
         ),
         system_nodes=SystemNodesConfig(
-            instance_type=system.instance_type, count=v["systemNodeCount"], root_volume_gib=v["systemRootVolumeGib"]
+            instance_type=v["systemInstanceType"], count=v["systemNodeCount"], root_volume_gib=v["systemRootVolumeGib"]
         ),
         gpu_nodes=GpuNodesConfig(
-            instance_type=gpu.instance_type,
+            instance_type=v["gpuInstanceType"],
             node_count=v["gpuNodeCount"],
-            availability_zone=gpu_az,
+            availability_zone=v["gpuAvailabilityZone"],
             efa_interfaces=v["gpuEfaInterfaces"],
-            gpus_per_node=gpu.gpus,
-            capacity_reservation_id=reservation,
+            gpus_per_node=instance_spec(v["gpuInstanceType"]).gpus,
+            capacity_reservation_id=v["gpuCapacityReservationId"] or None,
             root_volume_gib=v["gpuRootVolumeGib"],
             capacity_block=v["gpuCapacityBlock"],
-            placement_group_name=placement_group,
+            placement_group_name=v["gpuPlacementGroupName"] or None,
         ),
         charts=ChartsConfig(
             nvidia_device_plugin=v["nvidiaDevicePluginChartVersion"],
@@ -599,20 +302,9 @@ def validate(
                 shm_size=v["rayWorkerShmSize"],
             ),
         ),
-        training=TrainingConfig(
-            preset=v["trainPreset"],
-            steps=v["trainSteps"],
-            batch_size=v["trainBatchSize"],
-            seq_len=v["trainSeqLen"],
-            num_workers=v["trainNumWorkers"],
-            gpus_per_worker=v["trainGpusPerWorker"],
-            activation_checkpointing=v["trainActivationCheckpointing"],
-        ),
-        warnings=tuple(notes),
+        train=dict(v["train"]),
+        warnings=notes,
     )
-    for note in notes:
-        warnings.warn(note, ConfigWarning, stacklevel=2)
-    return cfg
 
 
 def require_gpu_az(cfg: StackConfig) -> str:
@@ -620,40 +312,10 @@ def require_gpu_az(cfg: StackConfig) -> str:
     az = cfg.gpu_nodes.availability_zone
     if not az:
         raise ConfigError(
-            f"gpuAvailabilityZone is empty for stack {cfg.stack!r}: run `python -m automation preflight --stack {cfg.stack}` "
+            f"gpuAvailabilityZone is empty for stack {cfg.stack!r}: "
+            f"run `python -m automation preflight --stack {cfg.stack}` "
             f"to see which of availabilityZones {list(cfg.network.azs)} offer {cfg.gpu_nodes.instance_type} "
             f"(`python -m automation run --stack {cfg.stack}` chooses one and sets it in the stack), "
             f"or set {PROJECT}:gpuAvailabilityZone in Pulumi.{cfg.stack}.yaml"
         )
     return az
-
-
-def _known_instance(key: str, instance_type: str):
-    try:
-        return instance_spec(instance_type)
-    except KeyError:
-        raise ConfigError(
-            f"{key} {instance_type!r} is not in infra/data/instance_types.json: use one of "
-            f"{list(known_instance_types())} or add its facts there"
-        ) from None
-
-
-def _check_fits(prefix: str, cpu: str, memory: str, spec, instance_key: str, hugepages_gib: float = 0.0) -> None:
-    """The pod fits the node; ``hugepages_gib`` is the node's huge-page pool, which allocatable memory loses."""
-    cores = _cpu_cores(f"{prefix}Cpu", cpu)
-    gib = _memory_gib(f"{prefix}Memory", memory)
-    cpu_room = round(spec.allocatable_cpu - NODE_CPU_HEADROOM, 2)
-    mem_room = round(spec.allocatable_memory_gib - NODE_MEMORY_HEADROOM_GIB - hugepages_gib, 1)
-    if cores <= 0 or cores > cpu_room:
-        raise ConfigError(
-            f"{prefix}Cpu {cpu!r} does not fit {instance_key} {spec.instance_type!r} (allocatable {spec.allocatable_cpu} "
-            f"CPU, {NODE_CPU_HEADROOM} kept for DaemonSets): set {prefix}Cpu to at most {int(cpu_room)}"
-        )
-    if gib <= 0 or gib > mem_room:
-        raise ConfigError(
-            f"{prefix}Memory {memory!r} does not fit {instance_key} {spec.instance_type!r} (allocatable "
-            f"{spec.allocatable_memory_gib} GiB, {NODE_MEMORY_HEADROOM_GIB} GiB kept for DaemonSets"
-            + (f", {EFA_HUGEPAGES} of EFA huge pages" if hugepages_gib else "")
-            + "): "
-            f"set {prefix}Memory to at most {int(mem_room)}Gi"
-        )

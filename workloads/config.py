@@ -6,15 +6,19 @@ re-parses the command line), so `train_loop_per_worker(config)` can rebuild it o
 
 from __future__ import annotations
 
+import argparse
 import dataclasses
+import difflib
 import json
 import os
 import re
 import secrets
 import tempfile
 import time
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 CONFIG_DIR = Path(__file__).parent / "configs"
 PRESETS = ("tiny", "qwen2.5-1.5b")
@@ -36,70 +40,150 @@ def new_run_id() -> str:
     return time.strftime("%Y%m%d-%H%M%S", time.gmtime()) + "-" + secrets.token_hex(3)
 
 
+def _opt(default, help: str, *, low=None, above=None, choices: tuple[str, ...] | None = None):
+    """A TrainConfig field: its default, its --help text and its own range or choices.
+
+    ``low`` is the smallest legal value, ``above`` a bound the value must exceed; ``choices`` the
+    legal strings. ``validate`` checks them all before anything starts.
+    """
+    meta = {"help": help, "low": low, "above": above, "choices": choices}
+    return field(default=default, metadata=meta)
+
+
 @dataclass(frozen=True)
 class TrainConfig:
-    """Everything one run needs. Field names are the CLI flags with `_` for `-`."""
+    """Everything one run needs: the only description of a training job.
 
-    preset: str = "qwen2.5-1.5b"
-    pretrained: str | None = None
-    launcher: str = "ray"
-    num_workers: int = 1
-    use_gpu: bool = False
-    gpus_per_worker: float = 1.0
-    cpus_per_worker: float = 1.0
-    steps: int = 20
-    batch_size: int = 8  # global: sequences per optimizer step, over all workers
-    micro_batch_size: int = 0  # per worker per forward; 0 means batch_size / num_workers
-    seq_len: int = 2048
-    lr: float = 3e-4
-    weight_decay: float = 0.1
-    warmup_steps: int = 0
-    grad_clip: float = 1.0
-    seed: int = 0
-    task: str = "random"
-    data: str | None = None
-    tokenizer: str | None = None
-    run_id: str = ""
-    run_dir: str = ""
-    nccl_log_dir: str = ""
-    storage_path: str = ""
-    name: str = ""
-    checkpoint_every: int = 0
-    max_failures: int = 0
-    summary_json: str | None = None
-    log_every: int = 1
-    activation_checkpointing: bool = False
-    compile: bool = True  # GPU only
-    loss: str = "chunked"
-    loss_chunk_size: int = 8192
-    reshard_after_forward: bool = False
-    reduce_dtype: str = "float32"  # FSDP2 gradient reduce-scatter dtype
-    param_dtype: str = "bfloat16"  # FSDP2 compute dtype; float32 is a full-precision reference
-    fail_at_step: int = 0  # fault injection: one worker dies once, at this step
+    Field names are the CLI flags with ``_`` for ``-`` and the keys of a stack's ``train:`` block;
+    each field's metadata carries its --help text and its range, so the parser, the launchers'
+    command lines (``to_argv``) and the checks all read the same declaration.
+    """
+
+    preset: str = _opt("tiny", "model architecture shipped in workloads/configs", choices=PRESETS)
+    pretrained: str | None = _opt(
+        None, "load weights with from_pretrained from a hub id or a local directory (offline) instead of random init"
+    )
+    launcher: str = _opt(
+        "ray",
+        "ray: start a Ray Train TorchTrainer from this process; "
+        "torchrun: this process is one worker of a torchrun launch",
+        choices=LAUNCHERS,
+    )
+    num_workers: int = _opt(1, "Ray Train workers (one process each; under torchrun WORLD_SIZE replaces it)", low=1)
+    use_gpu: bool = _opt(False, "train on GPUs with NCCL (default: CPU with gloo)")
+    gpus_per_worker: float = _opt(1.0, "GPUs each Ray worker requests", above=0)
+    cpus_per_worker: float = _opt(1.0, "CPUs each Ray worker requests", above=0)
+    steps: int = _opt(20, "optimizer steps", low=1)
+    global_batch_size: int = _opt(8, "sequences per optimizer step, summed over all workers", low=1)
+    micro_batch_size: int | None = _opt(
+        None,
+        "sequences per worker per forward pass; unset: global-batch-size / num-workers (no gradient accumulation)",
+        low=1,
+    )
+    seq_len: int = _opt(2048, "tokens per sequence (at most the preset's max_position_embeddings)", low=1)
+    lr: float = _opt(3e-4, "AdamW learning rate", above=0)
+    weight_decay: float = _opt(0.1, "AdamW weight decay", low=0)
+    warmup_steps: int = _opt(0, "linear learning-rate warm-up steps", low=0)
+    grad_clip: float = _opt(1.0, "gradient-norm clip", above=0)
+    seed: int = _opt(0, "seed of the initial weights and of synthetic data", low=0)
+    task: str = _opt(
+        "random",
+        "synthetic data when --data is not given (learnable: a next-token permutation a model can learn)",
+        choices=TASKS,
+    )
+    data: str | None = _opt(
+        None,
+        "real data: a .txt (one document per line), .jsonl (field text) or .parquet (column text) file or directory",
+    )
+    tokenizer: str | None = _opt(
+        None,
+        "tokenizer for --data: 'bytes' (built in), a local directory or a hub id "
+        "(unset: --pretrained, or bytes for tiny, else Qwen/Qwen2.5-1.5B)",
+    )
+    run_id: str = _opt("", "id of this run (empty: UTC time plus random hex); names the run directory")
+    run_dir: str = _opt("", "this run's directory (empty: runs/<run-id>)")
+    nccl_log_dir: str = _opt("", "where each worker writes its NCCL debug log (empty: <run-dir>/nccl)")
+    storage_path: str = _opt(
+        "", "Ray Train storage: a local directory or s3://bucket/prefix (empty: <run-dir>/ray_results)"
+    )
+    name: str = _opt("", "Ray Train run name under the storage path (empty: the run id)")
+    checkpoint_every: int = _opt(0, "save a sharded checkpoint every K steps (0: off, only a final summary)", low=0)
+    max_failures: int = _opt(
+        0, "how many worker-group failures Ray Train recovers from (resuming from the latest checkpoint)", low=0
+    )
+    summary_json: str | None = _opt(None, "write the run summary (throughput, MFU, losses, NCCL log dir) to this file")
+    log_every: int = _opt(1, "rank 0 prints a progress line every K steps", low=1)
+    activation_checkpointing: bool = _opt(
+        False, "recompute each decoder block's activations in backward (saves memory, costs ~1/3 more compute)"
+    )
+    compile: bool = _opt(True, "torch.compile each decoder block (GPU only: CPU runs never compile)")
+    loss: str = _opt("chunked", "loss head (chunked never materialises the full fp32 logits)", choices=LOSSES)
+    loss_chunk_size: int = _opt(8192, "tokens per chunk of the chunked loss", low=1)
+    reshard_after_forward: bool = _opt(
+        False, "FSDP2: free gathered block parameters after forward (saves memory, re-gathers in backward)"
+    )
+    reduce_dtype: str = _opt(
+        "float32",
+        "FSDP2: dtype of the gradient reduce-scatter (bfloat16 halves the bytes on the network, float32 sums exactly)",
+        choices=REDUCE_DTYPES,
+    )
+    param_dtype: str = _opt(
+        "bfloat16",
+        "FSDP2: dtype the blocks compute in (float32 is a slow full-precision reference for numerics)",
+        choices=PARAM_DTYPES,
+    )
+    fail_at_step: int = _opt(0, "fault drill: the last worker dies once at this step (0: off)", low=0)
 
     # ---- derived -------------------------------------------------------------------------
     @property
     def micro_batch(self) -> int:
-        return self.micro_batch_size or self.batch_size // max(self.num_workers, 1)
+        """Sequences per worker per forward pass."""
+        return self.micro_batch_size or self.global_batch_size // max(self.num_workers, 1)
 
     @property
     def grad_accum(self) -> int:
-        return self.batch_size // (self.num_workers * self.micro_batch)
+        return self.global_batch_size // (self.num_workers * self.micro_batch)
 
     @property
     def tokens_per_step(self) -> int:
-        return self.batch_size * self.seq_len
+        return self.global_batch_size * self.seq_len
 
     def to_dict(self) -> dict:
         return dataclasses.asdict(self)
 
     @classmethod
-    def from_dict(cls, d: dict) -> TrainConfig:
-        known = {f.name for f in dataclasses.fields(cls)}
-        unknown = sorted(set(d) - known)
-        if unknown:
-            raise ConfigError(f"unknown training option(s) {unknown}: known ones are {sorted(known)}")
-        return cls(**d)
+    def from_dict(cls, d: Mapping[str, Any], label: Callable[[str], str] | None = None) -> TrainConfig:
+        """A TrainConfig from field names; unknown names and values of the wrong type are refused.
+
+        ``label`` names a field in errors (default: its CLI flag), e.g. a stack key.
+        """
+        label = label or flag_of
+        fields = {f.name: f for f in dataclasses.fields(cls)}
+        for key in d:
+            if key not in fields:
+                near = difflib.get_close_matches(str(key), fields, n=1)
+                hint = f"did you mean {near[0]!r}?" if near else f"known ones are {', '.join(fields)}"
+                raise ConfigError(f"unknown training option {label(str(key))} ({key!r}): {hint}")
+        return cls(**{k: _typed(label(k), field_type(k), v) for k, v in d.items()})
+
+    def to_argv(self) -> list[str]:
+        """The command-line flags that rebuild this config: every field that differs from its default."""
+        argv: list[str] = []
+        for f in dataclasses.fields(self):
+            value = getattr(self, f.name)
+            if value == f.default:
+                continue
+            flag = flag_of(f.name)
+            if isinstance(value, bool):
+                argv.append(flag if value else "--no-" + flag[2:])
+            else:
+                argv += [flag, repr(value) if isinstance(value, float) else str(value)]
+        return argv
+
+    @classmethod
+    def from_argv(cls, argv: list[str]) -> TrainConfig:
+        """Parse the command line built by ``to_argv`` (or typed by a user); no defaults are resolved."""
+        return cls(**vars(build_parser().parse_args(argv)))
 
     def resolved(self) -> TrainConfig:
         """Fill the run id and the directories that default from it."""
@@ -116,6 +200,57 @@ class TrainConfig:
         )
 
 
+def flag_of(name: str) -> str:
+    """The CLI flag of a TrainConfig field."""
+    return "--" + name.replace("_", "-")
+
+
+_TYPES = {"int": int, "float": float, "str": str, "bool": bool}
+
+
+def field_type(name: str) -> type:
+    """The value type of a TrainConfig field (``int`` for ``int | None``)."""
+    annotation = {f.name: f.type for f in dataclasses.fields(TrainConfig)}[name]
+    return _TYPES[str(annotation).split(" | ")[0]]
+
+
+def _typed(label: str, kind: type, value: Any) -> Any:
+    """``value`` as ``kind`` (an int is a legal float); ConfigError naming ``label`` otherwise."""
+    if value is None:
+        return None  # a field whose default is not None refuses None in validate
+    if kind is float and isinstance(value, int) and not isinstance(value, bool):
+        return float(value)
+    if isinstance(value, kind) and not (kind is int and isinstance(value, bool)):
+        return value
+    raise ConfigError(f"{label} {value!r} is not a {kind.__name__}: set it to a {kind.__name__} value")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The training CLI: one flag per TrainConfig field, its help and default from the field."""
+    p = argparse.ArgumentParser(
+        prog="python -m workloads.train",
+        description="Train Qwen2.5 (or the tiny preset) with FSDP2 in bf16, under Ray Train or torchrun.",
+        epilog=EXIT_CODES,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    for f in dataclasses.fields(TrainConfig):
+        meta = f.metadata
+        shown = "unset" if f.default is None else repr(f.default) if f.default == "" else str(f.default)
+        extra = f" (one of {', '.join(meta['choices'])})" if meta["choices"] else ""
+        help_text = f"{meta['help']}{extra} [default: {shown}]"
+        if field_type(f.name) is bool:
+            p.add_argument(flag_of(f.name), action=argparse.BooleanOptionalAction, default=f.default, help=help_text)
+        else:
+            p.add_argument(flag_of(f.name), type=field_type(f.name), default=f.default, help=help_text)
+    return p
+
+
+EXIT_CODES = """exit status:
+  0  trained
+  1  training failed (a worker raised, Ray Train gave up)
+  2  bad input: refused before Ray or torchrun starts, one line naming the flag, the value and the fix"""
+
+
 def load_model_config(preset: str) -> dict:
     """The transformers Qwen2 config dict of a shipped preset."""
     if preset not in PRESETS:
@@ -125,85 +260,107 @@ def load_model_config(preset: str) -> dict:
     return d
 
 
-def validate(cfg: TrainConfig) -> None:
-    """Raise ConfigError for the first bad input. Touches the filesystem, never the network."""
+def check_fields(cfg: TrainConfig, label: Callable[[str], str] = flag_of) -> None:
+    """Each field against its own declaration: type, range, choices. ConfigError names the first bad one."""
+    for f in dataclasses.fields(cfg):
+        value, meta, name = getattr(cfg, f.name), f.metadata, label(f.name)
+        if value is None:
+            if f.default is not None:
+                raise ConfigError(f"{name} is unset but has no 'unset' meaning: set it (default {f.default!r})")
+            continue
+        _typed(name, field_type(f.name), value)
+        if meta["choices"] and value not in meta["choices"]:
+            raise ConfigError(f"{name} {value!r} is unknown: choose one of {', '.join(meta['choices'])}")
+        if meta["low"] is not None and value < meta["low"]:
+            raise ConfigError(f"{name} {value!r} is below {meta['low']}: set it to {meta['low']} or more")
+        if meta["above"] is not None and value <= meta["above"]:
+            raise ConfigError(f"{name} {value!r} must be above {meta['above']}: set a positive value")
 
-    def need(ok: bool, msg: str) -> None:
-        if not ok:
-            raise ConfigError(msg)
 
-    load_model_config(cfg.preset)
-    need(cfg.launcher in LAUNCHERS, f"--launcher {cfg.launcher!r} is unknown: choose ray or torchrun")
-    need(cfg.task in TASKS, f"--task {cfg.task!r} is unknown: choose one of {', '.join(TASKS)}")
-    need(cfg.loss in LOSSES, f"--loss {cfg.loss!r} is unknown: choose one of {', '.join(LOSSES)}")
-    need(
-        cfg.reduce_dtype in REDUCE_DTYPES,
-        f"--reduce-dtype {cfg.reduce_dtype!r} is unknown: choose one of {', '.join(REDUCE_DTYPES)}",
-    )
-    need(
-        cfg.param_dtype in PARAM_DTYPES,
-        f"--param-dtype {cfg.param_dtype!r} is unknown: choose one of {', '.join(PARAM_DTYPES)}",
-    )
-    need(cfg.seq_len > 0, f"--seq-len must be > 0 (got {cfg.seq_len}): pass a positive sequence length, e.g. 2048")
-    need(cfg.steps > 0, f"--steps must be > 0 (got {cfg.steps})")
-    need(cfg.num_workers > 0, f"--num-workers must be > 0 (got {cfg.num_workers})")
-    need(cfg.batch_size > 0, f"--batch-size must be > 0 (got {cfg.batch_size})")
-    need(
-        cfg.batch_size % cfg.num_workers == 0,
-        f"--batch-size {cfg.batch_size} does not divide over --num-workers {cfg.num_workers}: "
-        f"use a multiple of {cfg.num_workers}, e.g. {cfg.num_workers * max(1, cfg.batch_size // cfg.num_workers)}",
-    )
-    per_worker = cfg.batch_size // cfg.num_workers
-    need(cfg.micro_batch_size >= 0, f"--micro-batch-size must be >= 0 (got {cfg.micro_batch_size})")
-    need(
-        per_worker % cfg.micro_batch == 0,
-        f"--micro-batch-size {cfg.micro_batch} does not divide the per-worker batch {per_worker} "
-        f"(--batch-size {cfg.batch_size} / --num-workers {cfg.num_workers}): pick a divisor of {per_worker}",
-    )
-    need(cfg.lr > 0, f"--lr must be > 0 (got {cfg.lr})")
-    need(cfg.checkpoint_every >= 0, f"--checkpoint-every must be >= 0 (got {cfg.checkpoint_every})")
-    need(cfg.max_failures >= 0, f"--max-failures must be >= 0 (got {cfg.max_failures})")
-    need(cfg.loss_chunk_size > 0, f"--loss-chunk-size must be > 0 (got {cfg.loss_chunk_size})")
-    need(cfg.log_every > 0, f"--log-every must be > 0 (got {cfg.log_every})")
-    need(cfg.gpus_per_worker > 0, f"--gpus-per-worker must be > 0 (got {cfg.gpus_per_worker})")
-    need(cfg.cpus_per_worker > 0, f"--cpus-per-worker must be > 0 (got {cfg.cpus_per_worker})")
-    if cfg.run_id:
-        need(
-            bool(_RUN_ID.match(cfg.run_id)),
-            f"--run-id {cfg.run_id!r} is not a valid id: use letters, digits, '.', '_' or '-' (at most 63)",
+def validate(cfg: TrainConfig, label: Callable[[str], str] = flag_of, local_paths: bool = True) -> None:
+    """Raise ConfigError for the first bad input. Touches the filesystem, never the network or Ray.
+
+    ``label`` names a field in the messages (default: its CLI flag; the driver passes stack keys).
+    ``local_paths=False`` skips the checks of data and output paths on this machine, for a job
+    that runs elsewhere (a cluster's pods) or creates its own run directory.
+    """
+    check_fields(cfg, label)
+    _check_batch(cfg, label)
+    _check_seq_len(cfg, label)
+    if local_paths:
+        _check_paths(cfg, label)
+    elif cfg.run_id and not _RUN_ID.match(cfg.run_id):
+        raise ConfigError(f"{label('run_id')} {cfg.run_id!r} is not a valid id: use letters, digits, '.', '_' or '-'")
+    if cfg.use_gpu and cfg.launcher == "ray" and cfg.gpus_per_worker > 1 and cfg.gpus_per_worker % 1:
+        raise ConfigError(
+            f"{label('gpus_per_worker')} {cfg.gpus_per_worker:g}: a worker above one GPU takes whole GPUs; "
+            f"set {int(cfg.gpus_per_worker)} or {int(cfg.gpus_per_worker) + 1}"
+        )
+
+
+def _check_batch(cfg: TrainConfig, label: Callable[[str], str]) -> None:
+    gbs, workers = label("global_batch_size"), label("num_workers")
+    per_worker = cfg.global_batch_size // cfg.num_workers
+    if cfg.global_batch_size % cfg.num_workers:
+        raise ConfigError(
+            f"{gbs} {cfg.global_batch_size} does not divide over {workers} {cfg.num_workers}: "
+            f"use a multiple of {cfg.num_workers}, e.g. {cfg.num_workers * max(1, per_worker)}"
+        )
+    if per_worker % cfg.micro_batch:
+        raise ConfigError(
+            f"{label('micro_batch_size')} {cfg.micro_batch} does not divide the per-worker batch {per_worker} "
+            f"({gbs} {cfg.global_batch_size} / {workers} {cfg.num_workers}): pick a divisor of {per_worker}"
+        )
+
+
+def _check_seq_len(cfg: TrainConfig, label: Callable[[str], str]) -> None:
+    limit = load_model_config(cfg.preset)["max_position_embeddings"]
+    if cfg.seq_len > limit:
+        raise ConfigError(
+            f"{label('seq_len')} {cfg.seq_len} exceeds the {limit} positions (max_position_embeddings) of "
+            f"preset {cfg.preset!r}: set it to {limit} or less"
+        )
+
+
+def _check_paths(cfg: TrainConfig, label: Callable[[str], str]) -> None:
+    if cfg.run_id and not _RUN_ID.match(cfg.run_id):
+        raise ConfigError(
+            f"{label('run_id')} {cfg.run_id!r} is not a valid id: use letters, digits, '.', '_' or '-' (at most 63)"
         )
     if cfg.task != "random" and cfg.data:
-        raise ConfigError(f"--task {cfg.task} and --data both set: --data replaces the synthetic task, drop one")
+        raise ConfigError(
+            f"{label('task')} {cfg.task!r} and {label('data')} both set: --data replaces the synthetic task, drop one"
+        )
     if cfg.data:
         _check_readable(cfg.data)
-    if cfg.pretrained and _looks_local(cfg.pretrained):
-        need(
-            Path(cfg.pretrained).is_dir(),
-            f"--pretrained {cfg.pretrained!r} is not a directory: pass a local model directory or a hub id such as Qwen/Qwen2.5-1.5B",
+    if cfg.pretrained and _looks_local(cfg.pretrained) and not Path(cfg.pretrained).is_dir():
+        raise ConfigError(
+            f"{label('pretrained')} {cfg.pretrained!r} is not a directory: pass a local model directory "
+            "or a hub id such as Qwen/Qwen2.5-1.5B"
         )
     if cfg.storage_path and "://" not in cfg.storage_path:
-        _check_writable("--storage-path", cfg.storage_path)
+        _check_writable(label("storage_path"), cfg.storage_path)
     if cfg.summary_json:
-        _check_writable("--summary-json", str(Path(cfg.summary_json).absolute().parent))
-    if (
-        cfg.use_gpu
-        and cfg.launcher == "ray"
-        and cfg.gpus_per_worker != int(cfg.gpus_per_worker)
-        and cfg.gpus_per_worker > 1
-    ):
-        raise ConfigError(f"--gpus-per-worker {cfg.gpus_per_worker}: use a whole number above 1")
+        _check_writable(label("summary_json"), str(Path(cfg.summary_json).absolute().parent))
 
 
-def check_gpu_capacity(cfg: TrainConfig, available_gpus: float) -> None:
-    """Refuse more GPU workers than the cluster (or this machine) has GPUs."""
+def check_gpu_capacity(
+    cfg: TrainConfig, available_gpus: float, where: str = "this machine", workers_flag: str = "--num-workers"
+) -> None:
+    """Refuse GPU workers beyond the GPUs of the cluster (or of this machine)."""
     if not cfg.use_gpu:
         return
+    if available_gpus <= 0:
+        raise ConfigError(
+            f"--use-gpu is set but {where} has no GPU: drop --use-gpu to train on CPU (gloo), or run where GPUs are"
+        )
     needed = cfg.num_workers * cfg.gpus_per_worker
     if needed > available_gpus:
+        fit = int(available_gpus // cfg.gpus_per_worker)
+        fix = f"lower {workers_flag} to {fit}" if fit else f"lower --gpus-per-worker to {available_gpus:g}"
         raise ConfigError(
-            f"--num-workers {cfg.num_workers} x --gpus-per-worker {cfg.gpus_per_worker:g} needs {needed:g} GPUs "
-            f"but {available_gpus:g} are available: lower --num-workers to {int(available_gpus // cfg.gpus_per_worker)} "
-            "or add GPU nodes"
+            f"{workers_flag} {cfg.num_workers} x --gpus-per-worker {cfg.gpus_per_worker:g} needs {needed:g} GPUs "
+            f"but {where} has {available_gpus:g}: {fix} or add GPUs"
         )
 
 

@@ -317,7 +317,7 @@ def train_loop_per_worker(config: dict) -> dict | None:
         "device": torch.cuda.get_device_name(device) if device.type == "cuda" else "cpu",
         "steps": cfg.steps,
         "resumed_from_step": start or None,
-        "batch_size": cfg.batch_size,
+        "global_batch_size": cfg.global_batch_size,
         "seq_len": cfg.seq_len,
         "params": tr.n_params,
         "tokens_per_s": tokens_per_s,

@@ -5,94 +5,36 @@ Local CPU (2 Ray workers, gloo; about a minute on 2 cores):
 
 One GPU, no Ray (the same per-worker loop under torchrun):
     torchrun --nproc-per-node 1 -m workloads.train --launcher torchrun --use-gpu \\
-        --preset qwen2.5-1.5b --batch-size 8 --seq-len 2048 --steps 30
+        --preset qwen2.5-1.5b --global-batch-size 8 --seq-len 2048 --steps 30
 
 On the cluster (what `python -m automation train` runs inside the Ray head pod; 8 L4 GPUs on two
 g6.12xlarge, NCCL over EFA):
     ray job submit --address http://127.0.0.1:8265 --working-dir /tmp/ray-efa-eks/code -- \\
         python -m workloads.train --use-gpu --num-workers 8 --cpus-per-worker 8 \\
-        --preset qwen2.5-1.5b --batch-size 16 --seq-len 2048 --steps 50 \\
+        --preset qwen2.5-1.5b --global-batch-size 16 --seq-len 2048 --steps 50 \\
         --run-dir /tmp/ray-efa-eks/runs/RUN_ID --run-id RUN_ID --summary-json summary.json
 
 Each worker writes its NCCL_DEBUG=INFO output to <run-dir>/nccl/nccl.<run-id>.rank<R>.<host>.<pid>.log;
 `python -m workloads.nccl_check --require efa <run-dir>/nccl` then proves (or disproves) that the
 inter-node collectives went over EFA. Bad input is refused with one line naming the flag and the
-fix, before any worker starts (exit 2).
+fix, before Ray or torchrun starts (exit 2); `--help` lists every flag and the exit codes.
 """
 
 from __future__ import annotations
 
-import argparse
 import dataclasses
 import json
 import os
 import sys
 from pathlib import Path
 
-from workloads.config import LOSSES, PRESETS, TASKS, ConfigError, TrainConfig, check_gpu_capacity, validate
+from workloads.config import ConfigError, TrainConfig, build_parser, check_gpu_capacity, validate
 
-_HELP = {
-    "preset": f"model architecture shipped in workloads/configs ({', '.join(PRESETS)})",
-    "pretrained": "load weights with from_pretrained from a hub id or a local directory (offline) instead of random init",
-    "launcher": "ray: start a Ray Train TorchTrainer from this process; torchrun: this process is one worker of a torchrun launch",
-    "num_workers": "Ray Train workers (one process each; ignored under torchrun, which sets WORLD_SIZE)",
-    "use_gpu": "train on GPUs with NCCL (default: CPU with gloo)",
-    "gpus_per_worker": "GPUs each Ray worker requests",
-    "cpus_per_worker": "CPUs each Ray worker requests",
-    "steps": "optimizer steps",
-    "batch_size": "global batch in sequences per optimizer step (over all workers)",
-    "micro_batch_size": "sequences per worker per forward pass (0: batch-size / num-workers, no accumulation)",
-    "seq_len": "tokens per sequence",
-    "lr": "AdamW learning rate",
-    "weight_decay": "AdamW weight decay",
-    "warmup_steps": "linear learning-rate warm-up steps",
-    "grad_clip": "gradient-norm clip",
-    "seed": "seed of the initial weights and of synthetic data",
-    "task": f"synthetic data when --data is not given ({', '.join(TASKS)}; learnable: a next-token permutation a model can learn)",
-    "data": "real data: a .txt (one document per line), .jsonl (field text) or .parquet (column text) file or directory",
-    "tokenizer": "tokenizer for --data: 'bytes' (built in), a local directory or a hub id (default: --pretrained, or bytes for tiny, else Qwen/Qwen2.5-1.5B)",
-    "run_id": "id of this run (default: UTC time plus random hex); names the run directory",
-    "run_dir": "this run's directory (default runs/<run-id>)",
-    "nccl_log_dir": "where each worker writes its NCCL debug log (default <run-dir>/nccl)",
-    "storage_path": "Ray Train storage: a local directory or s3://bucket/prefix (default <run-dir>/ray_results)",
-    "name": "Ray Train run name under the storage path (default: the run id)",
-    "checkpoint_every": "save a sharded checkpoint every K steps (0: only a final summary)",
-    "max_failures": "how many worker-group failures Ray Train recovers from (resuming from the latest checkpoint)",
-    "summary_json": "write the run summary (throughput, MFU, losses, NCCL log dir) to this file",
-    "log_every": "rank 0 prints a progress line every K steps",
-    "activation_checkpointing": "recompute each decoder block's activations in backward (saves memory, costs ~1/3 more compute)",
-    "compile": "torch.compile each decoder block (GPU only: on CPU the flag is ignored)",
-    "loss": f"loss head ({', '.join(LOSSES)}; chunked never materialises the full fp32 logits)",
-    "loss_chunk_size": "tokens per chunk of the chunked loss",
-    "reshard_after_forward": "FSDP2: free gathered block parameters after forward (saves memory, re-gathers in backward)",
-    "reduce_dtype": "FSDP2: dtype of the gradient reduce-scatter (bfloat16 halves the bytes on the network, float32 sums exactly)",
-    "param_dtype": "FSDP2: dtype the blocks compute in (bfloat16; float32 is a slow full-precision reference for numerics)",
-    "fail_at_step": "fault drill: the last worker dies once at this step (0: off)",
-}
-
-
-def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(
-        prog="python -m workloads.train",
-        description=__doc__.split("\n\n")[0],
-        epilog="Exit status: 0 trained, 2 bad input, 1 training failed.",
-        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
-    )
-    defaults = TrainConfig()
-    for f in dataclasses.fields(TrainConfig):
-        flag = "--" + f.name.replace("_", "-")
-        default = getattr(defaults, f.name)
-        if isinstance(default, bool):
-            p.add_argument(flag, action=argparse.BooleanOptionalAction, default=default, help=_HELP[f.name])
-        else:
-            kind = {int: int, float: float}.get(type(default), str)
-            p.add_argument(flag, type=kind, default=default, help=_HELP[f.name])
-    return p
+__all__ = ["build_parser", "main", "parse_config", "run_ray", "run_torchrun"]
 
 
 def parse_config(argv: list[str] | None = None) -> TrainConfig:
-    ns = build_parser().parse_args(argv)
-    return TrainConfig(**vars(ns)).resolved()
+    return TrainConfig.from_argv(sys.argv[1:] if argv is None else argv).resolved()
 
 
 def _fail(msg: str) -> int:
@@ -110,7 +52,7 @@ def run_ray(cfg: TrainConfig) -> dict:
 
     if not ray.is_initialized():
         ray.init(log_to_driver=True)
-    check_gpu_capacity(cfg, ray.cluster_resources().get("GPU", 0.0))
+    check_gpu_capacity(cfg, ray.cluster_resources().get("GPU", 0.0), where="the Ray cluster")
     nodes = sum(1 for n in ray.nodes() if n.get("Alive"))
     if cfg.checkpoint_every and "://" not in cfg.storage_path and nodes > 1:
         raise ConfigError(
@@ -187,18 +129,37 @@ def run_torchrun(cfg: TrainConfig) -> dict | None:
             dist.destroy_process_group()
 
 
+def _check_local_gpus(cfg: TrainConfig) -> None:
+    """GPU workers against this machine's GPUs, before Ray or NCCL starts.
+
+    Under torchrun every process of this node needs one; a Ray launch with no RAY_ADDRESS starts
+    a Ray head on this machine (inside a Ray job the address is set and Ray's count is checked).
+    """
+    if not cfg.use_gpu or (cfg.launcher == "ray" and os.environ.get("RAY_ADDRESS")):
+        return
+    import torch
+
+    if cfg.launcher == "torchrun":  # one GPU per process of this node
+        local_world = int(os.environ.get("LOCAL_WORLD_SIZE", 1))
+        cfg = dataclasses.replace(cfg, num_workers=local_world, gpus_per_worker=1)
+        check_gpu_capacity(cfg, torch.cuda.device_count(), workers_flag="torchrun --nproc-per-node")
+    else:
+        check_gpu_capacity(cfg, torch.cuda.device_count())
+
+
 def main(argv: list[str] | None = None) -> int:
     cfg = parse_config(argv)
     if cfg.launcher == "torchrun":  # torchrun, not the flag, sets the world size
         cfg = dataclasses.replace(cfg, num_workers=int(os.environ.get("WORLD_SIZE", 1)))
     try:
         validate(cfg)
-        if cfg.launcher == "torchrun" and cfg.use_gpu:
-            import torch
-
-            local_world = int(os.environ.get("LOCAL_WORLD_SIZE", 1))
-            check_gpu_capacity(
-                dataclasses.replace(cfg, num_workers=local_world, gpus_per_worker=1), torch.cuda.device_count()
+        _check_local_gpus(cfg)
+        if int(os.environ.get("RANK", 0)) == 0:
+            print(
+                f"[train] starting run {cfg.run_id}: preset {cfg.preset}, {cfg.num_workers} "
+                f"{'GPU' if cfg.use_gpu else 'CPU'} worker(s) under {cfg.launcher}, {cfg.steps} steps of "
+                f"{cfg.global_batch_size} x {cfg.seq_len} tokens",
+                flush=True,
             )
         summary = run_ray(cfg) if cfg.launcher == "ray" else run_torchrun(cfg)
     except ConfigError as e:

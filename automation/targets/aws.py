@@ -8,7 +8,6 @@ the real path uses boto3, the Automation API and the kubernetes client.
 from __future__ import annotations
 
 import dataclasses
-import math
 import shutil
 import sys
 import tempfile
@@ -21,8 +20,9 @@ from automation import pulumi_steps
 from automation.check import assert_transport, check_result, collect_logs
 from automation.cost import CostEstimate, estimate
 from automation.errors import DriverError
+from automation.job import CLUSTER_ROOT, cluster_job, one_node_note
 from automation.kube import KubeApi, parse_kubeconfig, read_kubeconfig_file
-from automation.launch import CLUSTER_ROOT, TrainArgs, submit_on_head, train_result
+from automation.launch import submit_on_head, train_result
 from automation.pipeline import Advice, Prior, Step, StepResult
 from automation.preflight import AwsClients, run_preflight
 from automation.verify import expectations_from, head_pod_name, verify_cluster
@@ -60,32 +60,6 @@ class AwsDeps:
             # The Pricing API lives in us-east-1 whatever the stack's region.
             pricing=lambda: session.client("pricing", region_name="us-east-1"),
         )
-
-
-def train_args_for(cfg: Any, run_id: str, steps: int | None = None, num_workers: int | None = None) -> TrainArgs:
-    """The training command's flags on the cluster, from the stack's `train*` and `rayWorker*` keys."""
-    t = cfg.training
-    workers_per_pod = max(1, int(cfg.ray.worker.num_gpus // max(t.gpus_per_worker, 1)))
-    from infra.config import parse_quantity
-
-    pod_cpus = parse_quantity("rayWorkerCpu", cfg.ray.worker.cpu)
-    # Leave two cores per pod to Ray's own processes (raylet, agents, the object store).
-    cpus_per_worker = max(1, math.floor((pod_cpus - 2) / workers_per_pod))
-    workers = num_workers or t.num_workers
-    return TrainArgs(
-        # trainBatchSize is per worker; the training CLI's --batch-size is the global batch.
-        preset=t.preset,
-        num_workers=workers,
-        steps=steps or t.steps,
-        batch_size=t.batch_size * workers,
-        seq_len=t.seq_len,
-        run_id=run_id,
-        run_dir=f"{CLUSTER_ROOT}/runs/{run_id}",
-        use_gpu=True,
-        gpus_per_worker=t.gpus_per_worker,
-        cpus_per_worker=cpus_per_worker,
-        activation_checkpointing=t.activation_checkpointing,
-    )
 
 
 def newest_run(pod_exec: Any, pod: str, namespace: str) -> str:
@@ -132,7 +106,23 @@ class AwsTarget:
         }
         return [Step(n, table[n]) for n in names]
 
+    def job(self):
+        """The training job of this run (the stack's train: block over the cluster's defaults), checked.
+
+        A job the stack or the cluster cannot run is bad input: DriverError, exit status 2.
+        """
+        from workloads.config import ConfigError
+
+        try:
+            return cluster_job(self.cfg, self.run_id, self.steps_override, self.workers_override)
+        except ConfigError as e:
+            raise DriverError(str(e), exit_code=2) from None
+
     def preflight(self, prior: Prior) -> StepResult:
+        job = self.job()  # a job that cannot run on this cluster fails before anything is created
+        note = one_node_note(job, self.cfg.gpu_nodes.node_count, self.cfg.gpu_nodes.gpus_per_node)
+        if note:
+            self.note(note)
         c = self.deps.client
         result = run_preflight(self.cfg, AwsClients(sts=c("sts"), ec2=c("ec2"), quotas=c("service-quotas")))
         chosen = result.data.gpu_az if result.data is not None else None
@@ -256,7 +246,7 @@ class AwsTarget:
         kube = self.kube()
         exp = self.expectations()
         head = head_pod_name(kube, exp)
-        args = train_args_for(self.cfg, self.run_id, self.steps_override, self.workers_override)
+        args = self.job()
         self.on_progress(f"copying workloads/ into {head} and submitting job {args.run_id}")
         outcome = submit_on_head(
             kube.exec, head, exp.namespace, args, on_line=self.on_line, env_vars={"NCCL_DEBUG": "INFO"}

@@ -21,32 +21,27 @@ from typing import Any
 
 from automation.check import LOCAL_GPU_NOTE, assert_transport, check_result, not_applicable_on_cpu
 from automation.errors import DriverError
-from automation.launch import WORKLOADS_DIR, TrainArgs, submit_local, train_result, workloads_tarball
+from automation.job import local_job
+from automation.launch import WORKLOADS_DIR, submit_local, train_result, workloads_tarball
 from automation.local_ray import LocalRayCluster
 from automation.pipeline import Advice, Finding, Prior, Step, StepResult, verdict
 from automation.verify import RAY_RESOURCES_SNIPPET, parse_ray_resources
+from workloads.config import TrainConfig
 
 RESUME = "python -m automation run --target local"
 
 
 @dataclass(frozen=True)
 class LocalPlan:
-    """The local run: the `tiny` preset on CPU workers by default (about a minute on 2 cores)."""
+    """The local run: its training job (automation/job.py's LOCAL_JOB by default) and how long to wait for it."""
 
-    run_id: str
-    runs_root: Path
-    preset: str = "tiny"
-    num_workers: int = 2
-    steps: int = 20
-    batch_size: int = 4
-    seq_len: int = 64
-    cpus_per_worker: float = 1.0
-    use_gpu: bool = False
-    gpus_per_worker: float = 1.0
+    job: TrainConfig
     job_timeout_s: float = 600
-    # A task the tiny model can learn in 20 steps, so the report shows the loss falling.
-    task: str = "learnable"
-    lr: float = 3e-3
+
+    # Read from the job, never stored twice.
+    num_workers = property(lambda self: self.job.num_workers)
+    cpus_per_worker = property(lambda self: self.job.cpus_per_worker)
+    use_gpu = property(lambda self: self.job.use_gpu)
 
     @property
     def cpus_needed(self) -> float:
@@ -54,23 +49,7 @@ class LocalPlan:
 
     @property
     def gpus_needed(self) -> float:
-        return self.num_workers * self.gpus_per_worker if self.use_gpu else 0.0
-
-    def train_args(self) -> TrainArgs:
-        return TrainArgs(
-            preset=self.preset,
-            num_workers=self.num_workers,
-            steps=self.steps,
-            batch_size=self.batch_size,
-            seq_len=self.seq_len,
-            run_id=self.run_id,
-            run_dir=str((self.runs_root / self.run_id).absolute()),
-            use_gpu=self.use_gpu,
-            gpus_per_worker=self.gpus_per_worker,
-            cpus_per_worker=self.cpus_per_worker,
-            task=self.task,
-            lr=self.lr,
-        )
+        return self.num_workers * self.job.gpus_per_worker if self.use_gpu else 0.0
 
 
 def preflight_local(plan: LocalPlan, cpu_count: int | None = None, gpu_count: int | None = None) -> StepResult:
@@ -222,7 +201,7 @@ class LocalTarget:
         client = JobSubmissionClient(cluster.dashboard_url)
         outcome = submit_local(
             client,
-            self.plan.train_args(),
+            self.plan.job,
             workdir,
             sys.executable,
             on_line=self.on_line,
@@ -233,7 +212,7 @@ class LocalTarget:
     def _check(self, prior: Prior) -> StepResult:
         if not self.plan.use_gpu:
             return check_result(not_applicable_on_cpu())
-        args = self.plan.train_args()
+        args = self.plan.job
         files = nccl_files(Path(args.nccl_log_dir))
         return check_result(assert_transport(files, "any", args.run_id), note=LOCAL_GPU_NOTE)
 
@@ -253,19 +232,23 @@ def run_local(args: Any, ui: Any) -> int:
     """The CLI's local path: `run` (every step) or `preflight`; the report as a table or JSON."""
     from automation.pipeline import run_pipeline
     from automation.report import RunReport, render
-    from workloads.config import new_run_id
+    from workloads.config import ConfigError, new_run_id
 
     if args.command == "status":
         msg = "the local target keeps nothing between runs: `python -m automation run` starts its own Ray head and stops it"
         ui.emit_json({"target": "local", "status": msg}) if args.json else ui.note(msg)
         return 0
-    plan = LocalPlan(
-        run_id=args.run_id or new_run_id(),
-        runs_root=Path.cwd() / "runs",
-        steps=args.steps or LocalPlan.steps,
-        num_workers=args.num_workers or LocalPlan.num_workers,
-        use_gpu=bool(getattr(args, "use_gpu", False)),
-    )
+    try:
+        job = local_job(
+            args.run_id or new_run_id(),
+            Path.cwd() / "runs",
+            steps=args.steps,
+            num_workers=args.num_workers,
+            use_gpu=bool(getattr(args, "use_gpu", False)),
+        )
+    except ConfigError as e:
+        raise DriverError(str(e), exit_code=2) from None
+    plan = LocalPlan(job)
     target = LocalTarget(plan, on_line=ui.log, on_progress=ui.progress)
     steps = target.steps() if args.command == "run" else target.steps()[:1]
     try:

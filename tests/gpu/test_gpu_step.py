@@ -49,7 +49,7 @@ def test_nccl_output_goes_to_this_runs_rank_file(tmp_path):
             "tiny",
             "--steps",
             "3",
-            "--batch-size",
+            "--global-batch-size",
             "2",
             "--seq-len",
             "128",

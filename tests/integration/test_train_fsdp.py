@@ -61,7 +61,7 @@ def test_optimisation_flag_trains_a_step_on_cpu(venv_bin, repo_root, tmp_path, c
             "tiny",
             "--steps",
             "2",
-            "--batch-size",
+            "--global-batch-size",
             "2",
             "--seq-len",
             "32",

@@ -213,7 +213,6 @@ def test_multi_card_instance_gets_an_interface_per_card():
         gpuEfaInterfaces="32",
         rayWorkerGpus="8",
         rayWorkerEfa="32",
-        trainNumWorkers="16",
     )
     nics = ints(one(r, "aws:ec2/launchTemplate:LaunchTemplate", "gpu-lt").inputs["networkInterfaces"])
     got = [(n["networkCardIndex"], n["deviceIndex"], n["interfaceType"]) for n in nics]
@@ -311,7 +310,7 @@ def test_capacity_reservation_goes_into_the_launch_template(east):
 
 
 def test_single_gpu_node_renders_with_one_worker():
-    r = render("us-west-2", gpuNodeCount="1", trainNumWorkers="4")
+    r = render("us-west-2", gpuNodeCount="1")
     ng = ints(one(r, "aws:eks/nodeGroup:NodeGroup", "gpu-ng").inputs["scalingConfig"])
     workers = ints(one(r, "kubernetes:ray.io/v1:RayCluster").inputs["spec"]["workerGroupSpecs"][0])
     assert (ng["desiredSize"], workers["replicas"]) == (1, 1)

@@ -7,10 +7,10 @@ import io
 import json
 import tarfile
 
+from automation.job import command, with_run_paths
 from automation.kube import ExecResult
 from automation.launch import (
     HEAD_JOB_SERVER,
-    TrainArgs,
     TrainOutcome,
     job_status_from_output,
     submit_command,
@@ -19,18 +19,21 @@ from automation.launch import (
     upload_command,
     workloads_tarball,
 )
+from workloads.config import TrainConfig
 
-ARGS = TrainArgs(
-    preset="qwen2.5-1.5b",
-    num_workers=8,
-    steps=50,
-    batch_size=16,
-    seq_len=2048,
-    run_id="r1",
-    run_dir="/tmp/ray-efa-eks/runs/r1",
-    use_gpu=True,
-    gpus_per_worker=1,
-    cpus_per_worker=9,
+ARGS = with_run_paths(
+    TrainConfig(
+        preset="qwen2.5-1.5b",
+        num_workers=8,
+        steps=50,
+        global_batch_size=16,
+        seq_len=2048,
+        use_gpu=True,
+        gpus_per_worker=1,
+        cpus_per_worker=9,
+    ),
+    "r1",
+    "/tmp/ray-efa-eks/runs/r1",
 )
 
 
@@ -56,21 +59,22 @@ def test_entrypoint_is_the_training_module_with_the_run_directories():
     cmd = submit_command(ARGS, "/src")
     entry = cmd[cmd.index("--") + 1 :]
     assert entry[:3] == ["python", "-m", "workloads.train"], f"got {entry[:3]}"
-    flags = dict(zip(entry[3::2], entry[4::2]))
-    for flag, value in {
-        "--run-id": "r1",
-        "--run-dir": "/tmp/ray-efa-eks/runs/r1",
-        "--summary-json": "/tmp/ray-efa-eks/runs/r1/summary.json",
-        "--nccl-log-dir": "/tmp/ray-efa-eks/runs/r1/nccl",
-        "--num-workers": "8",
-    }.items():
-        assert flags.get(flag) == value, f"expected {flag} {value}, got {flags.get(flag)}"
+    job = TrainConfig.from_argv(entry[3:])
+    got = (job.run_id, job.run_dir, job.summary_json, job.nccl_log_dir, job.num_workers)
+    want = (
+        "r1",
+        "/tmp/ray-efa-eks/runs/r1",
+        "/tmp/ray-efa-eks/runs/r1/summary.json",
+        "/tmp/ray-efa-eks/runs/r1/nccl",
+        8,
+    )
+    assert got == want, f"expected {want}, got {got}"
 
 
 def test_training_cli_accepts_the_submitted_arguments():
     from workloads.train import build_parser
 
-    ns = build_parser().parse_args(ARGS.argv()[2:])  # after "-m workloads.train"
+    ns = build_parser().parse_args(command(ARGS)[2:])  # after "-m workloads.train"
     got = (ns.preset, ns.num_workers, ns.use_gpu, ns.gpus_per_worker, ns.cpus_per_worker, ns.run_id)
     assert got == ("qwen2.5-1.5b", 8, True, 1.0, 9.0, "r1"), f"got {got}"
 
@@ -142,69 +146,3 @@ def test_failed_job_surfaces_with_its_log_tail():
 def test_succeeded_job_without_summary_fails():
     result = train_result(TrainOutcome("r1", "SUCCEEDED", None, (), ARGS))
     assert result.status == "fail" and "wrote no summary" in result.summary, result.summary
-
-
-def stack_cfg():
-    import warnings
-    from pathlib import Path
-
-    from infra.config import load_stack
-
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        return load_stack("us-west-2", Path(__file__).resolve().parents[2])
-
-
-def test_cluster_job_uses_the_global_batch_of_the_stacks_per_worker_batch():
-    from automation.targets.aws import train_args_for
-
-    cfg = stack_cfg()
-    args = train_args_for(cfg, "r1")
-    expected = cfg.training.batch_size * cfg.training.num_workers
-    assert args.batch_size == expected, f"expected global batch {expected}, got {args.batch_size}"
-
-
-def test_cluster_job_workers_fit_in_their_pods_cpus():
-    from automation.targets.aws import train_args_for
-    from infra.config import parse_quantity
-
-    cfg = stack_cfg()
-    args = train_args_for(cfg, "r1")
-    per_pod = cfg.ray.worker.num_gpus // cfg.training.gpus_per_worker
-    assert args.cpus_per_worker * per_pod < parse_quantity("cpu", cfg.ray.worker.cpu), (
-        f"{per_pod} workers x {args.cpus_per_worker} CPUs must leave room in a {cfg.ray.worker.cpu}-CPU pod"
-    )
-    assert args.use_gpu and args.run_dir == "/tmp/ray-efa-eks/runs/r1", f"got {args}"
-
-
-def test_cluster_job_fits_an_l4_by_the_memory_estimate():
-    """The stack's default job, as the driver submits it, must fit a 22 GiB L4 per
-    bench/memory_estimate.py (activation checkpointing is what makes 4 x 2048 tokens fit)."""
-    import importlib.util
-    import sys
-    from pathlib import Path
-
-    from automation.targets.aws import train_args_for
-    from workloads.train import parse_config
-
-    spec = importlib.util.spec_from_file_location(
-        "memory_estimate", Path(__file__).resolve().parents[2] / "bench" / "memory_estimate.py"
-    )
-    est = importlib.util.module_from_spec(spec)
-    sys.modules["memory_estimate"] = est  # dataclasses look their module up while the class is built
-    spec.loader.exec_module(est)
-    cfg = stack_cfg()
-    args = train_args_for(cfg, "r1")
-    train_cfg = parse_config(args.argv()[2:])
-    assert train_cfg.activation_checkpointing, "the stack's default job must recompute activations on L4"
-    setting = est.Setting(
-        micro_batch=1,
-        seq_len=train_cfg.seq_len,
-        world_size=train_cfg.num_workers,
-        reshard_after_forward=train_cfg.reshard_after_forward,
-        activation_checkpointing=True,
-        loss=train_cfg.loss,
-        loss_chunk_size=train_cfg.loss_chunk_size,
-    )
-    fits = est.largest_fitting_micro_batch(est.load_shape(train_cfg.preset), setting, est.DEFAULT_GPU_MEM_GIB)
-    assert train_cfg.micro_batch <= fits, f"micro-batch {train_cfg.micro_batch} > {fits}, the largest that fits an L4"

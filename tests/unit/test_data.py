@@ -38,7 +38,7 @@ def test_text_corpus_is_packed_and_each_token_seen_once_per_epoch_over_two_ranks
     txt = _write_corpus(tmp_path)
     tok = ByteTokenizer()
     expected = Counter(t for d in DOCS for t in encode(tok, d) + [tok.eos_token_id])
-    cfg = TrainConfig(preset="tiny", data=str(txt), seq_len=16, batch_size=2, num_workers=2)
+    cfg = TrainConfig(preset="tiny", data=str(txt), seq_len=16, global_batch_size=2, num_workers=2)
     seen = Counter()
     for rank in range(2):
         mb = MicroBatches(cfg, 512, rank, 2)
@@ -61,7 +61,7 @@ def test_jsonl_and_parquet_read_the_same_documents(tmp_path):
 
 def test_resumed_stream_continues_at_the_same_position(tmp_path):
     txt = _write_corpus(tmp_path)
-    cfg = TrainConfig(preset="tiny", data=str(txt), seq_len=8, batch_size=2, num_workers=1, micro_batch_size=1)
+    cfg = TrainConfig(preset="tiny", data=str(txt), seq_len=8, global_batch_size=2, num_workers=1, micro_batch_size=1)
     it = MicroBatches(cfg, 512, 0, 1).iterate(0)
     full = [next(it)[0] for _ in range(6)]
     resumed = MicroBatches(cfg, 512, 0, 1).iterate(1)  # step 1 = after 2 micro-batches

@@ -4,21 +4,19 @@ from __future__ import annotations
 
 import warnings
 from datetime import date
-from pathlib import Path
 
 import pytest
 
-from infra.config import ConfigError, ConfigWarning, StackConfig, read_project_schema, validate
+from infra.config import ConfigError, ConfigWarning, StackConfig, validate
 from infra.eks_facts import extended_support_note
 
-REPO = Path(__file__).resolve().parents[2]
 ADMIN = "arn:aws:iam::123456789012:role/ci-deployer"
 
 
 def _validate(overrides: dict) -> StackConfig:
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", ConfigWarning)
-        return validate(overrides, stack="test", region="us-west-2", schema=read_project_schema(REPO))
+        return validate(overrides, stack="test", region="us-west-2")
 
 
 def test_new_keys_reach_the_typed_config():
@@ -69,7 +67,7 @@ def test_bad_new_key_is_refused_with_its_name(overrides, expected):
 
 def test_version_past_standard_support_warns_with_the_date():
     with pytest.warns(ConfigWarning, match=r"left EKS standard support on 2026-12-02"):
-        validate({"kubernetesVersion": "1.34"}, stack="t", region="us-west-2", schema=read_project_schema(REPO))
+        validate({"kubernetesVersion": "1.34"}, stack="t", region="us-west-2")
 
 
 def test_version_in_standard_support_has_no_note():

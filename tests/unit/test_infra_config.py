@@ -1,4 +1,5 @@
-"""infra.config: the stack files load, every bad config names key, value and fix."""
+"""infra.config: the stack files load, every bad config (or broken file) names key, value and fix,
+and Pulumi.yaml's config: block is the key table's rendering."""
 
 from __future__ import annotations
 
@@ -9,15 +10,16 @@ from pathlib import Path
 import pytest
 import yaml
 
+from automation.job import stack_fields
 from infra.config import (
     ConfigError,
     ConfigWarning,
     StackConfig,
     is_floating_image,
     load_stack,
-    read_project_schema,
     validate,
 )
+from infra.config_keys import KEYS, KEYS_BY_NAME, MAX_NODES_PER_MANAGED_NODE_GROUP, pulumi_yaml_config
 
 REPO = Path(__file__).resolve().parents[2]
 STACKS = ("us-east-2", "us-west-2")
@@ -33,7 +35,7 @@ def _validate(overrides: dict, region: str = "us-west-2") -> StackConfig:
     """The defaults of Pulumi.yaml with ``overrides`` (our keys, unprefixed), validated."""
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", ConfigWarning)
-        return validate(overrides, stack="test", region=region, schema=read_project_schema(REPO))
+        return validate(overrides, stack="test", region=region)
 
 
 @pytest.mark.parametrize("stack", STACKS)
@@ -67,18 +69,24 @@ def test_config_is_frozen():
         cfg.gpu_nodes.node_count = 3  # type: ignore[misc]
 
 
-def test_every_declared_key_has_type_default_and_description():
+def test_pulumi_yaml_config_block_is_rendered_from_the_key_table():
+    text = (REPO / "Pulumi.yaml").read_text()
+    block = text[text.index("\nconfig:\n") + 1 :]
+    assert block == pulumi_yaml_config({"train": stack_fields()}), (
+        "Pulumi.yaml's config: block differs from infra/config_keys.py's table: "
+        "run `python -m automation.job --write-pulumi-yaml`"
+    )
+
+
+def test_pulumi_yaml_declares_only_types_the_cli_accepts():
     project = yaml.safe_load((REPO / "Pulumi.yaml").read_text())
-    missing = {
-        key: sorted({"type", "default", "description"} - set(decl))
-        for key, decl in project["config"].items()
-        if not {"type", "default", "description"} <= set(decl)
-    }
-    assert not missing, f"keys without type/default/description: {missing}"
-    bad_types = {
-        k: d["type"] for k, d in project["config"].items() if d["type"] not in ("string", "integer", "boolean", "array")
-    }
-    assert not bad_types, f"Pulumi project config supports string/integer/boolean/array, got {bad_types}"
+    bad = {k: d.get("type") for k, d in project["config"].items() if d.get("type", "string") not in _YAML_TYPES}
+    assert not bad, f"Pulumi project config supports string/integer/boolean/array (or no type), got {bad}"
+
+
+def test_every_key_has_a_description_and_a_section():
+    bare = [k.name for k in KEYS if not k.description or not k.section]
+    assert not bare, f"keys without description or section: {bare}"
 
 
 def test_unknown_stack_lists_the_known_ones():
@@ -146,6 +154,10 @@ BAD_CONFIGS = {
         ["gpuInstanceType 'm7i.2xlarge' has no GPU", "use one of"],
     ),
     "unknown instance": ({"gpuInstanceType": "g7.12xlarge"}, ["gpuInstanceType 'g7.12xlarge'", "instance_types.json"]),
+    "misspelled instance": ({"gpuInstanceType": "g6.12xlarg"}, ["gpuInstanceType 'g6.12xlarg'", "'g6.12xlarge'?"]),
+    "list where a string belongs": ({"clusterName": ["a"]}, ["clusterName ['a'] is not a string"]),
+    "train block not a mapping": ({"train": "steps=5"}, ["train 'steps=5' is not an object"]),
+    "unknown key": ({"gpuNodeCont": 3}, ["ray-efa-eks:gpuNodeCont", "did you mean 'gpuNodeCount'?"]),
     "EFA count mismatch": (
         {"gpuInstanceType": "p5.48xlarge", "rayWorkerGpus": 8},
         ["gpuEfaInterfaces is 1", "p5.48xlarge", "32 EFA interface(s)", "set gpuEfaInterfaces to 32"],
@@ -173,15 +185,14 @@ BAD_CONFIGS = {
         {"nvidiaDevicePluginChartVersion": "latest"},
         ["nvidiaDevicePluginChartVersion 'latest'", "pin one"],
     ),
-    "zero GPU nodes": ({"gpuNodeCount": 0}, ["gpuNodeCount 0", "set it to 2"]),
+    "zero GPU nodes": ({"gpuNodeCount": 0}, ["gpuNodeCount 0", "2 or more", "within 1..450"]),
+    "GPU nodes over the node group quota": ({"gpuNodeCount": 100000}, ["gpuNodeCount 100000", "450", "within 1..450"]),
+    "system nodes over the node group quota": ({"systemNodeCount": 451}, ["systemNodeCount 451", "within 1..450"]),
+    "root volume too small": ({"gpuRootVolumeGib": 20}, ["gpuRootVolumeGib 20", "within 50..16384"]),
     "bad integer": ({"gpuNodeCount": "two"}, ["gpuNodeCount 'two' is not an integer"]),
     "bad reservation id": (
         {"gpuCapacityReservationId": "reservation-1"},
         ["gpuCapacityReservationId 'reservation-1'", "cr-"],
-    ),
-    "too many train GPUs": (
-        {"trainNumWorkers": 16},
-        ["trainNumWorkers 16", "16 GPUs", "the cluster has 8", "at most 8"],
     ),
     "public endpoint for nobody": (
         {"apiPublicAccessCidrs": []},
@@ -203,12 +214,7 @@ def test_bad_config_names_key_value_and_fix(overrides, expected):
 
 def test_single_gpu_node_is_allowed_but_warns_about_efa():
     with pytest.warns(ConfigWarning, match="no inter-node traffic will exist to prove EFA"):
-        cfg = validate(
-            {"gpuNodeCount": 1, "trainNumWorkers": 4, "apiPublicAccessCidrs": ["203.0.113.7/32"]},
-            stack="t",
-            region="us-west-2",
-            schema=read_project_schema(REPO),
-        )
+        cfg = validate({"gpuNodeCount": 1, "apiPublicAccessCidrs": ["203.0.113.7/32"]}, stack="t", region="us-west-2")
     assert cfg.gpu_nodes.node_count == 1 and cfg.ray.worker.replicas == 1
     assert any("prove EFA" in w for w in cfg.warnings), f"warnings: {cfg.warnings}"
 
@@ -218,9 +224,15 @@ def test_two_gpu_nodes_do_not_warn_about_efa():
     assert cfg.warnings == (), f"expected no warnings, got {cfg.warnings}"
 
 
-def test_training_that_fits_one_node_warns():
-    cfg = _validate({"trainNumWorkers": 4})
-    assert any("fit on one node" in w for w in cfg.warnings), f"warnings: {cfg.warnings}"
+def test_train_block_passes_through_uninterpreted():
+    block = {"steps": 5, "not_a_field": "infra does not judge it"}
+    got = _validate({"train": block}).train
+    assert got == block, f"expected the block as given, got {got}"
+
+
+def test_train_block_arrives_from_the_engine_as_json():
+    got = _validate({"train": '{"steps": 5}'}).train
+    assert got == {"steps": 5}, f"expected {{'steps': 5}}, got {got}"
 
 
 def test_open_public_endpoint_warns():
@@ -255,7 +267,7 @@ _YAML_TYPES = {"string": str, "integer": int, "boolean": bool, "array": list}
 
 def test_defaults_and_stack_values_have_the_declared_types():
     """The pulumi CLI rejects a value whose YAML type differs from the declared one."""
-    project = yaml.safe_load((REPO / "Pulumi.yaml").read_text())["config"]
+    project = {k: d for k, d in yaml.safe_load((REPO / "Pulumi.yaml").read_text())["config"].items() if "type" in d}
     wrong = {
         k: type(d["default"]).__name__ for k, d in project.items() if type(d["default"]) is not _YAML_TYPES[d["type"]]
     }
@@ -265,17 +277,100 @@ def test_defaults_and_stack_values_have_the_declared_types():
             {
                 f"{stack}:{k}": type(v).__name__
                 for k, v in values.items()
-                if k.startswith("ray-efa-eks:") and type(v) is not _YAML_TYPES[project[k.split(":", 1)[1]]["type"]]
+                if k.startswith("ray-efa-eks:")
+                and k.split(":", 1)[1] in project
+                and type(v) is not _YAML_TYPES[project[k.split(":", 1)[1]]["type"]]
             }
         )
     assert not wrong, f"values whose YAML type differs from the declaration: {wrong}"
 
 
 def test_gpu_az_defaults_to_empty_for_preflight_to_choose():
-    default = read_project_schema(REPO)["gpuAvailabilityZone"].default
+    default = KEYS_BY_NAME["gpuAvailabilityZone"].default
     assert default == "", f"expected an empty default (no region's AZ fits every stack), got {default!r}"
 
 
 def test_empty_gpu_az_is_accepted_with_a_capacity_reservation():
     cfg = _validate({"gpuAvailabilityZone": "", "gpuCapacityReservationId": "cr-0123456789abcdef0"})
     assert cfg.gpu_nodes.availability_zone == "", f"got {cfg.gpu_nodes.availability_zone!r}"
+
+
+def test_quota_bound_is_the_eks_default():
+    assert MAX_NODES_PER_MANAGED_NODE_GROUP == 450, "EKS quota 'Nodes per managed node group' defaults to 450"
+
+
+# --------------------------------------------------------------------------- broken files
+
+
+def _project(tmp_path: Path, stack_text: str | bytes) -> Path:
+    shutil.copy(REPO / "Pulumi.yaml", tmp_path / "Pulumi.yaml")
+    path = tmp_path / "Pulumi.x.yaml"
+    path.write_bytes(stack_text if isinstance(stack_text, bytes) else stack_text.encode())
+    return tmp_path
+
+
+def _load_error(project_dir: Path) -> str:
+    with pytest.raises(ConfigError) as err:
+        _load_quiet("x", project_dir)
+    return str(err.value)
+
+
+GOOD = "config:\n  aws:region: us-west-2\n  ray-efa-eks:gpuAvailabilityZone: us-west-2a\n"
+
+BROKEN_FILES = {
+    "not YAML": ("config: [broken", ["Pulumi.x.yaml is not valid YAML", "line 1", "fix the syntax"]),
+    "not UTF-8": (b"config:\n  aws:region: us-west-2\xff\n", ["not UTF-8", "0xff", "save it as UTF-8"]),
+    "not a mapping": ("- a\n- b\n", ["not a Pulumi stack file", "config:"]),
+    "misspelled region": (
+        "config:\n  aws:region: us-wset-2\n",
+        ["aws:region 'us-wset-2' is not an AWS region", "did you mean 'us-west-2'?"],
+    ),
+    "misspelled namespace": (
+        GOOD + "  ray-efa-ek:gpuNodeCount: 40\n",
+        ["ray-efa-ek:gpuNodeCount", "unknown namespace 'ray-efa-ek'", "did you mean 'ray-efa-eks'?"],
+    ),
+    "bare key": (GOOD + "  gpuNodeCount: 40\n", ["'gpuNodeCount' without a namespace", "ray-efa-eks:gpuNodeCount"]),
+    "unknown aws key": (GOOD + "  aws:regoin: us-west-2\n", ["aws:regoin", "did you mean 'region'?"]),
+    "count beyond the quota": (GOOD + "  ray-efa-eks:gpuNodeCount: 100000\n", ["gpuNodeCount 100000", "450"]),
+}
+
+
+@pytest.mark.parametrize("text, expected", BROKEN_FILES.values(), ids=BROKEN_FILES.keys())
+def test_broken_stack_file_names_the_cause(tmp_path, text, expected):
+    message = _load_error(_project(tmp_path, text))
+    missing = [t for t in expected if t not in message]
+    assert not missing, f"error lacks {missing}; got: {message}"
+
+
+def test_missing_project_file_is_named(tmp_path):
+    (tmp_path / "Pulumi.x.yaml").write_text(GOOD)
+    message = _load_error(tmp_path)
+    assert "Pulumi.yaml does not exist" in message, f"got: {message}"
+
+
+def test_broken_project_file_is_named(tmp_path):
+    _project(tmp_path, GOOD)
+    (tmp_path / "Pulumi.yaml").write_text("name: [ray-efa-eks\n")
+    message = _load_error(tmp_path)
+    assert "Pulumi.yaml is not valid YAML" in message, f"got: {message}"
+
+
+def test_other_projects_file_is_refused(tmp_path):
+    _project(tmp_path, GOOD)
+    (tmp_path / "Pulumi.yaml").write_text("name: other\nruntime: python\n")
+    message = _load_error(tmp_path)
+    assert "names project 'other'" in message, f"got: {message}"
+
+
+def test_good_stack_file_loads(tmp_path):
+    cfg = _load_quiet("x", _project(tmp_path, GOOD))
+    assert cfg.gpu_nodes.availability_zone == "us-west-2a", f"got {cfg.gpu_nodes.availability_zone!r}"
+
+
+def test_stack_train_block_reaches_the_config_and_the_engine_values(tmp_path):
+    from infra.config import stack_config_values
+
+    project = _project(tmp_path, GOOD + "  ray-efa-eks:train:\n    steps: 5\n")
+    train = _load_quiet("x", project).train
+    engine = stack_config_values("x", project)["ray-efa-eks:train"]
+    assert (train, engine) == ({"steps": 5}, '{"steps": 5}'), f"got {train!r} and {engine!r}"

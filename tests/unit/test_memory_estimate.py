@@ -37,7 +37,9 @@ def test_param_count_equals_meta_qwen2_with_tied_embedding_once(shape):
     from workloads.model import count_params, qwen2_config
 
     with torch.device("meta"):
-        lm = Qwen2ForCausalLM._from_config(qwen2_config(TrainConfig()), attn_implementation="sdpa", dtype=torch.float32)
+        lm = Qwen2ForCausalLM._from_config(
+            qwen2_config(TrainConfig(preset="qwen2.5-1.5b")), attn_implementation="sdpa", dtype=torch.float32
+        )
     expected = count_params(lm)
     got = me.total_params(shape)
     assert got == expected, f"expected the meta model's {expected} parameters, got {got}"

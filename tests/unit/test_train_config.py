@@ -1,7 +1,10 @@
-"""Bad input to the training CLI is refused with one line naming the flag and the fix, before any
-worker starts (exit status 2)."""
+"""TrainConfig is the one description of a training job: bad input to the training CLI is refused
+with one line naming the flag, the value and the fix, before Ray or torchrun starts (exit status 2);
+the command line and --help come from the fields."""
 
 from __future__ import annotations
+
+import dataclasses
 
 import pytest
 
@@ -17,15 +20,21 @@ def _run(capsys, *args) -> tuple[int, str]:
 @pytest.mark.parametrize(
     "args, flag, fix",
     [
-        (["--seq-len", "0"], "--seq-len", "positive"),
-        (["--seq-len", "-5"], "--seq-len", "positive"),
-        (["--num-workers", "3", "--batch-size", "8"], "--batch-size 8", "multiple of 3"),
+        (["--seq-len", "0"], "--seq-len 0", "set it to 1 or more"),
+        (["--seq-len", "-5"], "--seq-len -5", "set it to 1 or more"),
+        (["--seq-len", "99999999"], "--seq-len 99999999", "set it to 4096 or less"),
+        (["--num-workers", "0"], "--num-workers 0", "set it to 1 or more"),
+        (["--micro-batch-size", "0"], "--micro-batch-size 0", "set it to 1 or more"),
+        (["--warmup-steps", "-1"], "--warmup-steps -1", "set it to 0 or more"),
+        (["--grad-clip", "0"], "--grad-clip 0.0", "positive"),
+        (["--num-workers", "3", "--global-batch-size", "8"], "--global-batch-size 8", "multiple of 3"),
         (
-            ["--num-workers", "2", "--batch-size", "8", "--micro-batch-size", "3"],
+            ["--num-workers", "2", "--global-batch-size", "8", "--micro-batch-size", "3"],
             "--micro-batch-size 3",
             "divisor of 4",
         ),
         (["--preset", "huge"], "--preset 'huge'", "tiny, qwen2.5-1.5b"),
+        (["--gpus-per-worker", "1.5", "--use-gpu"], "--gpus-per-worker 1.5", "set 1 or 2"),
         (["--data", "/nonexistent/corpus.txt"], "--data '/nonexistent/corpus.txt'", "does not exist"),
         (["--storage-path", "/etc/passwd/results"], "--storage-path '/etc/passwd/results'", "writable directory"),
         (["--task", "words"], "--task 'words'", "random, learnable"),
@@ -48,17 +57,80 @@ def test_empty_data_directory_is_refused(tmp_path, capsys):
 
 def test_more_gpu_workers_than_gpus_is_refused():
     cfg = TrainConfig(use_gpu=True, num_workers=8, gpus_per_worker=1)
-    with pytest.raises(ConfigError, match=r"needs 8 GPUs but 4 are available: lower --num-workers to 4"):
+    with pytest.raises(ConfigError, match=r"needs 8 GPUs but this machine has 4: lower --num-workers to 4"):
         check_gpu_capacity(cfg, 4.0)
+
+
+def test_use_gpu_without_a_gpu_advises_dropping_the_flag():
+    with pytest.raises(ConfigError) as err:
+        check_gpu_capacity(TrainConfig(use_gpu=True, num_workers=2), 0.0)
+    assert "drop --use-gpu" in str(err.value) and "to 0" not in str(err.value), f"got: {err.value}"
+
+
+def test_use_gpu_on_a_machine_without_gpus_exits_2_before_ray_starts(capsys, monkeypatch):
+    monkeypatch.delenv("RAY_ADDRESS", raising=False)
+    monkeypatch.setattr("workloads.train.run_ray", lambda cfg: pytest.fail("Ray started despite no GPU"))
+    monkeypatch.setattr("torch.cuda.device_count", lambda: 0)
+    rc, err = _run(capsys, "--use-gpu")
+    assert rc == 2 and "has no GPU: drop --use-gpu" in err, f"expected exit 2 and the advice, got {rc}: {err!r}"
+
+
+def test_bad_value_is_refused_before_ray_starts(capsys, monkeypatch):
+    monkeypatch.setattr("workloads.train.run_ray", lambda cfg: pytest.fail("Ray started with a bad --seq-len"))
+    rc, _ = _run(capsys, "--seq-len", "99999999")
+    assert rc == 2, f"expected exit 2, got {rc}"
 
 
 def test_gpu_capacity_is_not_checked_on_cpu():
     check_gpu_capacity(TrainConfig(use_gpu=False, num_workers=8), 0.0)  # no error: CPU workers need no GPU
 
 
-def test_unknown_option_in_worker_config_is_refused():
-    with pytest.raises(ConfigError, match="unknown training option"):
-        TrainConfig.from_dict({"preset": "tiny", "sequence_length": 5})
+def test_unknown_option_in_worker_config_is_refused_with_the_close_match():
+    with pytest.raises(ConfigError, match="did you mean 'seq_len'"):
+        TrainConfig.from_dict({"preset": "tiny", "seq_lenn": 5})
+
+
+def test_option_of_the_wrong_type_is_refused():
+    with pytest.raises(ConfigError, match="--steps 'ten' is not a int"):
+        TrainConfig.from_dict({"steps": "ten"})
+
+
+def test_whole_number_is_accepted_for_a_float_option():
+    got = TrainConfig.from_dict({"gpus_per_worker": 2}).gpus_per_worker
+    assert got == 2.0 and isinstance(got, float), f"expected 2.0 as a float, got {got!r}"
+
+
+SAMPLE = TrainConfig(
+    preset="qwen2.5-1.5b",
+    num_workers=8,
+    use_gpu=True,
+    gpus_per_worker=1.0,
+    cpus_per_worker=4.5,
+    global_batch_size=64,
+    micro_batch_size=4,
+    lr=1e-5,
+    compile=False,
+    activation_checkpointing=True,
+    run_id="r1",
+    summary_json="/tmp/x/summary.json",
+)
+
+
+def test_command_line_rebuilds_the_same_config():
+    argv = SAMPLE.to_argv()
+    assert TrainConfig.from_argv(argv) == SAMPLE, f"argv {argv} parsed into a different config"
+
+
+def test_command_line_holds_only_what_differs_from_the_defaults():
+    assert TrainConfig().to_argv() == [], f"expected no flags for the defaults, got {TrainConfig().to_argv()}"
+
+
+def test_false_boolean_over_a_true_default_becomes_a_no_flag():
+    assert "--no-compile" in SAMPLE.to_argv(), f"expected --no-compile in {SAMPLE.to_argv()}"
+
+
+def test_no_arguments_trains_the_tiny_preset():
+    assert TrainConfig.from_argv([]).preset == "tiny", "python -m workloads.train alone should not train a 1.5B model"
 
 
 def test_defaults_resolve_absolute_run_directories_from_run_id(tmp_path, monkeypatch):
@@ -70,7 +142,7 @@ def test_defaults_resolve_absolute_run_directories_from_run_id(tmp_path, monkeyp
 
 
 def test_grad_accumulation_follows_micro_batch():
-    cfg = TrainConfig(num_workers=2, batch_size=16, micro_batch_size=2)
+    cfg = TrainConfig(num_workers=2, global_batch_size=16, micro_batch_size=2)
     validate(cfg)
     assert (cfg.micro_batch, cfg.grad_accum) == (2, 4)
 
@@ -79,10 +151,20 @@ def test_help_documents_every_flag(capsys):
     with pytest.raises(SystemExit):
         train.main(["--help"])
     out = capsys.readouterr().out
-    import dataclasses
-
     missing = [f.name for f in dataclasses.fields(TrainConfig) if "--" + f.name.replace("_", "-") not in out]
     assert not missing, f"flags missing from --help: {missing}"
+
+
+def test_help_documents_the_exit_codes(capsys):
+    with pytest.raises(SystemExit):
+        train.main(["--help"])
+    out = " ".join(capsys.readouterr().out.split())
+    assert all(c in out for c in ("0 trained", "1 training failed", "2 bad input")), f"exit codes missing in {out!r}"
+
+
+def test_every_field_has_help_text():
+    bare = [f.name for f in dataclasses.fields(TrainConfig) if not f.metadata.get("help")]
+    assert not bare, f"fields without help text: {bare}"
 
 
 def test_unreadable_data_file_is_refused(tmp_path, capsys, monkeypatch):
@@ -95,3 +177,20 @@ def test_unreadable_data_file_is_refused(tmp_path, capsys, monkeypatch):
     )
     rc, err = _run(capsys, "--data", str(corpus))
     assert rc == 2 and "is not readable" in err and "chmod" in err, err
+
+
+def test_help_text_comes_from_the_field_metadata(capsys):
+    with pytest.raises(SystemExit):
+        train.main(["--help"])
+    out = " ".join(capsys.readouterr().out.split())
+    field = next(f for f in dataclasses.fields(TrainConfig) if f.name == "global_batch_size")
+    assert field.metadata["help"] in out, f"expected {field.metadata['help']!r} in --help"
+
+
+def test_torchrun_with_more_processes_than_gpus_names_nproc_per_node(capsys, monkeypatch):
+    monkeypatch.setenv("LOCAL_WORLD_SIZE", "2")
+    monkeypatch.setenv("WORLD_SIZE", "2")
+    monkeypatch.setattr("torch.cuda.device_count", lambda: 1)
+    monkeypatch.setattr("workloads.train.run_torchrun", lambda cfg: pytest.fail("torchrun worker started"))
+    rc, err = _run(capsys, "--launcher", "torchrun", "--use-gpu", "--global-batch-size", "2")
+    assert rc == 2 and "lower torchrun --nproc-per-node to 1" in err, f"expected exit 2 and the fix, got {rc}: {err!r}"

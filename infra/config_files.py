@@ -1,0 +1,141 @@
+"""Reading ``Pulumi.yaml`` and ``Pulumi.<stack>.yaml`` once each, with one clear error per broken file.
+
+A file that is missing, not UTF-8, not YAML or not shaped like a Pulumi file raises ConfigError
+naming the file, where it broke and the fix; a stack key in an unknown namespace, a provider key
+Pulumi does not know, or a key without a namespace is refused with the closest known name.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from functools import cache
+from pathlib import Path
+from typing import Any
+
+from infra.config_keys import KEYS_BY_NAME, PROJECT, ConfigError, close_match
+
+REGIONS_FILE = Path(__file__).parent / "data" / "regions.json"
+
+# Configuration keys of the pulumi-aws provider
+# (https://www.pulumi.com/registry/packages/aws/installation-configuration/#configuration-options).
+AWS_PROVIDER_KEYS = (
+    "accessKey allowedAccountIds assumeRole assumeRoleWithWebIdentity assumeRoles customCaBundle defaultTags "
+    "ec2MetadataServiceEndpoint ec2MetadataServiceEndpointMode endpoints forbiddenAccountIds httpProxy httpsProxy "
+    "ignoreTags insecure maxRetries noProxy profile region retryMode s3UsePathStyle secretKey sharedConfigFiles "
+    "sharedCredentialsFiles skipCredentialsValidation skipMetadataApiCheck skipRegionValidation "
+    "skipRequestingAccountId stsRegion token tokenBucketRateLimiterCapacity useDualstackEndpoint useFipsEndpoint"
+).split()
+# Namespaces of the providers this program uses; keys of eks: and kubernetes: pass unchecked.
+NAMESPACES = (PROJECT, "aws", "eks", "kubernetes", "pulumi")
+
+
+@dataclass(frozen=True)
+class StackFile:
+    """What one ``Pulumi.<stack>.yaml`` sets: our keys (unprefixed) and ``aws:region``."""
+
+    path: Path
+    values: dict[str, Any]
+    region: str | None
+    raw: dict[str, Any]  # every key as written, provider keys included
+
+
+def read_yaml(path: Path, fix: str) -> Any:
+    """The YAML document at ``path``; ConfigError for a missing, non-UTF-8 or malformed file."""
+    import yaml  # pulumi itself depends on PyYAML, so the Pulumi virtualenv has it
+
+    try:
+        data = path.read_bytes()
+    except FileNotFoundError:
+        raise ConfigError(f"{path} does not exist: {fix}") from None
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as e:
+        raise ConfigError(
+            f"{path.name} is not UTF-8 text (byte 0x{data[e.start]:02x} at offset {e.start}): save it as UTF-8"
+        ) from None
+    try:
+        return yaml.safe_load(text)
+    except yaml.YAMLError as e:
+        mark = getattr(e, "problem_mark", None)
+        where = f"line {mark.line + 1}, column {mark.column + 1}" if mark else "somewhere"
+        problem = getattr(e, "problem", None) or str(e).splitlines()[0]
+        raise ConfigError(f"{path.name} is not valid YAML ({where}: {problem}): fix the syntax there") from None
+
+
+def check_project_file(project_dir: Path) -> None:
+    """``Pulumi.yaml`` exists, parses and names this project."""
+    path = Path(project_dir) / "Pulumi.yaml"
+    doc = read_yaml(path, f"run from the project directory (the one holding {PROJECT}'s Pulumi.yaml)")
+    if not isinstance(doc, dict) or doc.get("name") != PROJECT:
+        name = doc.get("name") if isinstance(doc, dict) else None
+        raise ConfigError(f"{path} names project {name!r}, not {PROJECT!r}: restore the project's Pulumi.yaml")
+
+
+def known_stacks(project_dir: Path) -> tuple[str, ...]:
+    """Stack names that have a ``Pulumi.<stack>.yaml`` in ``project_dir``."""
+    return tuple(sorted(p.name[len("Pulumi.") : -len(".yaml")] for p in Path(project_dir).glob("Pulumi.*.yaml")))
+
+
+def read_stack_file(stack: str, project_dir: Path) -> StackFile:
+    """Our keys and the region that ``Pulumi.<stack>.yaml`` sets, every key checked by name."""
+    path = Path(project_dir) / f"Pulumi.{stack}.yaml"
+    if not path.is_file():
+        raise ConfigError(
+            f"stack {stack!r} has no {path.name} in {project_dir}: known stacks are "
+            f"{', '.join(known_stacks(project_dir)) or '(none)'}"
+        )
+    doc = read_yaml(path, "create it")
+    config = doc.get("config") if isinstance(doc, dict) else None
+    if doc is not None and (not isinstance(doc, dict) or not isinstance(config, (dict, type(None)))):
+        raise ConfigError(f"{path.name} is not a Pulumi stack file: write 'config:' followed by 'key: value' lines")
+    values: dict[str, Any] = {}
+    region = None
+    for full_key, value in (config or {}).items():
+        namespace, key = split_key(path.name, str(full_key))
+        if namespace == PROJECT:
+            values[key] = value
+        elif namespace == "aws" and key == "region":
+            region = value
+    return StackFile(path, values, region, dict(config or {}))
+
+
+def split_key(file: str, full_key: str) -> tuple[str, str]:
+    """(namespace, key) of a stack key; ConfigError for a name Pulumi or this program would not read."""
+    namespace, colon, key = full_key.partition(":")
+    if not colon:
+        suggestion = f"{PROJECT}:{full_key}" if full_key in KEYS_BY_NAME else f"{PROJECT}:<key>"
+        raise ConfigError(f"{file} sets {full_key!r} without a namespace: write it as {suggestion}")
+    if namespace not in NAMESPACES:
+        raise ConfigError(
+            f"{file} sets {full_key} in unknown namespace {namespace!r}: {close_match(namespace, NAMESPACES)}"
+        )
+    if namespace == PROJECT and key not in KEYS_BY_NAME:
+        raise ConfigError(
+            f"{file} sets {full_key} which {PROJECT} does not declare: {close_match(key, list(KEYS_BY_NAME))}"
+        )
+    if namespace == "aws" and key not in AWS_PROVIDER_KEYS:
+        raise ConfigError(
+            f"{file} sets {full_key}, not a key of the aws provider: {close_match(key, AWS_PROVIDER_KEYS)}"
+        )
+    return namespace, key
+
+
+@cache
+def known_regions() -> tuple[str, ...]:
+    """AWS region codes, from infra/data/regions.json (its $comment names the source)."""
+    return tuple(json.loads(REGIONS_FILE.read_text())["regions"])
+
+
+def check_region(stack: str, region: Any) -> str:
+    """``region`` if it is a known AWS region; ConfigError naming the missing key or the closest region."""
+    if not region:
+        raise ConfigError(
+            f"aws:region is not set for stack {stack!r}: add 'aws:region: <region>' to Pulumi.{stack}.yaml"
+        )
+    if region not in known_regions():
+        raise ConfigError(
+            f"aws:region {region!r} is not an AWS region: {close_match(str(region), known_regions())} "
+            f"(the list is {REGIONS_FILE.name}; add a new region there)"
+        )
+    return str(region)

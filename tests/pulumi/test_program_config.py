@@ -1,0 +1,36 @@
+"""from_pulumi_config: the program reads every ray-efa-eks key the engine passes, so a key that no
+declaration knows (a leftover or a typo) fails the program instead of being ignored."""
+
+from __future__ import annotations
+
+import contextvars
+from pathlib import Path
+
+import pulumi
+import pytest
+
+from automation.render import RenderMocks
+from infra.config import PROJECT, ConfigError, from_pulumi_config, stack_config_values
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def _in_program(values: dict[str, str]):
+    def run():
+        pulumi.runtime.set_all_config(values, [])
+        pulumi.runtime.set_mocks(RenderMocks(), project=PROJECT, stack="us-east-2", preview=False)
+        return from_pulumi_config(REPO)
+
+    return contextvars.Context().run(run)
+
+
+def test_program_refuses_an_undeclared_key_with_the_close_match():
+    values = {**stack_config_values("us-east-2", REPO), f"{PROJECT}:gpuNodeCont": "3"}
+    with pytest.raises(ConfigError, match="gpuNodeCont: did you mean 'gpuNodeCount'"):
+        _in_program(values)
+
+
+def test_program_reads_the_train_block_from_json():
+    values = {**stack_config_values("us-east-2", REPO), f"{PROJECT}:train": '{"steps": 5}'}
+    got = _in_program(values).train
+    assert got == {"steps": 5}, f"expected the block as JSON-decoded, got {got}"

@@ -1,0 +1,179 @@
+"""automation.job: the stack's train: block becomes one TrainConfig, judged by TrainConfig's checks
+and by the rules that need the cluster and the job together."""
+
+from __future__ import annotations
+
+import dataclasses
+import importlib.util
+import sys
+import warnings
+from pathlib import Path
+
+import pytest
+import yaml
+
+from automation.job import (
+    CLUSTER_JOB,
+    DRIVER_FIELDS,
+    check_fits_cluster,
+    cluster_job,
+    command,
+    local_job,
+    one_node_note,
+    stack_fields,
+)
+from infra.config import ConfigWarning, load_stack, parse_quantity
+from workloads.config import ConfigError, TrainConfig
+from workloads.train import parse_config
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def stack_cfg(**train):
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConfigWarning)
+        cfg = load_stack("us-west-2", REPO)
+    return dataclasses.replace(cfg, train=train)
+
+
+def test_pulumi_yaml_documents_exactly_the_fields_a_stack_may_set():
+    description = yaml.safe_load((REPO / "Pulumi.yaml").read_text())["config"]["train"]["description"]
+    keys = description.split("Keys: ", 1)[1].removesuffix(".").split(", ")
+    assert keys == list(stack_fields()), f"Pulumi.yaml documents {keys}, TrainConfig offers {list(stack_fields())}"
+
+
+def test_cluster_defaults_are_the_reference_job():
+    job = cluster_job(stack_cfg(), "r1")
+    got = (job.preset, job.num_workers, job.gpus_per_worker, job.use_gpu, job.micro_batch, job.seq_len)
+    assert got == ("qwen2.5-1.5b", 8, 1.0, True, 4, 2048), f"unexpected cluster job {got}"
+    assert job.activation_checkpointing, "the cluster job must recompute activations to fit an L4"
+
+
+def test_stack_block_overrides_a_default_key_by_key():
+    job = cluster_job(stack_cfg(steps=7), "r1")
+    assert (job.steps, job.preset) == (7, CLUSTER_JOB["preset"]), f"got steps {job.steps}, preset {job.preset}"
+
+
+def test_unknown_key_in_the_block_names_the_close_match():
+    with pytest.raises(ConfigError) as err:
+        cluster_job(stack_cfg(global_batchsize=64), "r1")
+    assert "ray-efa-eks:train.global_batchsize" in str(err.value) and "'global_batch_size'" in str(err.value), str(
+        err.value
+    )
+
+
+def test_bad_value_in_the_block_is_judged_by_trainconfig():
+    with pytest.raises(ConfigError, match=r"ray-efa-eks:train.seq_len 999999 exceeds the 131072 positions"):
+        cluster_job(stack_cfg(seq_len=999999), "r1")
+
+
+def test_driver_fields_are_refused_in_the_block():
+    with pytest.raises(ConfigError, match="ray-efa-eks:train.run_dir is set by the driver"):
+        cluster_job(stack_cfg(run_dir="/x"), "r1")
+
+
+def test_driver_fields_are_not_documented_for_stacks():
+    leaked = set(DRIVER_FIELDS) & set(stack_fields())
+    assert not leaked, f"driver-set fields offered to stacks: {leaked}"
+
+
+def test_more_gpus_than_the_cluster_has_is_refused():
+    with pytest.raises(ConfigError) as err:
+        cluster_job(stack_cfg(num_workers=16, global_batch_size=64), "r1")
+    for text in ("ray-efa-eks:train.num_workers 16", "16 GPUs", "has 8", "at most 8"):
+        assert text in str(err.value), f"expected {text!r} in {err.value}"
+
+
+def test_more_gpus_per_worker_than_a_node_has_is_refused():
+    job = TrainConfig(use_gpu=True, num_workers=1, gpus_per_worker=8.0)
+    with pytest.raises(ConfigError, match="exceeds the 4 GPUs of one node"):
+        check_fits_cluster(job, nodes=2, gpus_per_node=4)
+
+
+def test_cpu_job_is_refused_on_the_gpu_cluster():
+    with pytest.raises(ConfigError, match="ray-efa-eks:train.use_gpu is false"):
+        cluster_job(stack_cfg(use_gpu=False), "r1")
+
+
+def test_job_that_fits_one_of_several_nodes_warns():
+    note = one_node_note(TrainConfig(use_gpu=True, num_workers=4), nodes=2, gpus_per_node=4)
+    assert note and "fit on one node" in note, f"expected a one-node warning, got {note!r}"
+
+
+def test_job_spanning_the_nodes_does_not_warn():
+    note = one_node_note(TrainConfig(use_gpu=True, num_workers=8), nodes=2, gpus_per_node=4)
+    assert note is None, f"expected no warning, got {note!r}"
+
+
+def test_cluster_job_workers_fit_in_their_pods_cpus():
+    cfg = stack_cfg()
+    job = cluster_job(cfg, "r1")
+    per_pod = cfg.ray.worker.num_gpus // job.gpus_per_worker
+    assert job.cpus_per_worker * per_pod < parse_quantity("cpu", cfg.ray.worker.cpu), (
+        f"{per_pod} workers x {job.cpus_per_worker} CPUs must leave room in a {cfg.ray.worker.cpu}-CPU pod"
+    )
+
+
+def test_cluster_job_writes_under_the_cluster_run_directory():
+    job = cluster_job(stack_cfg(), "r1")
+    got = (job.run_dir, job.nccl_log_dir, job.summary_json)
+    want = ("/tmp/ray-efa-eks/runs/r1", "/tmp/ray-efa-eks/runs/r1/nccl", "/tmp/ray-efa-eks/runs/r1/summary.json")
+    assert got == want, f"expected {want}, got {got}"
+
+
+def test_cli_overrides_win_over_the_block():
+    job = cluster_job(stack_cfg(steps=7), "r1", steps=3, num_workers=4)
+    assert (job.steps, job.num_workers) == (3, 4), f"got steps {job.steps}, workers {job.num_workers}"
+
+
+def test_submitted_command_parses_back_into_the_same_job():
+    job = cluster_job(stack_cfg(lr=1e-5), "r1")
+    assert TrainConfig.from_argv(command(job)[2:]) == job, f"command {command(job)} does not rebuild the job"
+
+
+def test_local_job_is_the_tiny_preset_on_cpu(tmp_path):
+    job = local_job("r1", tmp_path)
+    got = (job.preset, job.use_gpu, job.num_workers, job.run_dir)
+    assert got == ("tiny", False, 2, str(tmp_path / "r1")), f"got {got}"
+
+
+def test_local_job_bad_override_is_refused(tmp_path):
+    with pytest.raises(ConfigError, match="--num-workers 0 is below 1"):
+        local_job("r1", tmp_path, num_workers=0)
+
+
+def test_cluster_job_fits_an_l4_by_the_memory_estimate():
+    """The stack's default job, as the driver submits it, must fit a 22 GiB L4 per
+    bench/memory_estimate.py (activation checkpointing is what makes 4 x 2048 tokens fit)."""
+    spec = importlib.util.spec_from_file_location("memory_estimate", REPO / "bench" / "memory_estimate.py")
+    est = importlib.util.module_from_spec(spec)
+    sys.modules["memory_estimate"] = est  # dataclasses look their module up while the class is built
+    spec.loader.exec_module(est)
+    train_cfg = parse_config(command(cluster_job(stack_cfg(), "r1"))[2:])
+    assert train_cfg.activation_checkpointing, "the stack's default job must recompute activations on L4"
+    setting = est.Setting(
+        micro_batch=1,
+        seq_len=train_cfg.seq_len,
+        world_size=train_cfg.num_workers,
+        reshard_after_forward=train_cfg.reshard_after_forward,
+        activation_checkpointing=True,
+        loss=train_cfg.loss,
+        loss_chunk_size=train_cfg.loss_chunk_size,
+    )
+    fits = est.largest_fitting_micro_batch(est.load_shape(train_cfg.preset), setting, est.DEFAULT_GPU_MEM_GIB)
+    assert train_cfg.micro_batch <= fits, f"micro-batch {train_cfg.micro_batch} > {fits}, the largest that fits an L4"
+
+
+def test_aws_preflight_refuses_a_bad_train_block_before_calling_aws():
+    from automation.errors import DriverError
+    from automation.targets.aws import AwsDeps, AwsTarget
+
+    def no_aws(*_):
+        raise AssertionError("preflight called AWS despite a bad train: block")
+
+    target = AwsTarget(stack_cfg(num_workers=16, global_batch_size=64), AwsDeps(no_aws, no_aws, no_aws), "r1")
+    with pytest.raises(DriverError) as err:
+        target.preflight({})
+    assert err.value.exit_code == 2 and "num_workers 16" in str(err.value), (
+        f"got exit {err.value.exit_code}: {err.value}"
+    )
