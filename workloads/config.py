@@ -23,6 +23,7 @@ LAUNCHERS = ("ray", "torchrun")
 LOSSES = ("chunked", "full")
 REDUCE_DTYPES = ("float32", "bfloat16")
 PARAM_DTYPES = ("bfloat16", "float32")
+MESHES = ("fsdp", "hsdp")
 
 _RUN_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,62}$")
 
@@ -75,6 +76,8 @@ class TrainConfig:
     reshard_after_forward: bool = False
     reduce_dtype: str = "float32"  # FSDP2 gradient reduce-scatter dtype
     param_dtype: str = "bfloat16"  # FSDP2 compute dtype; float32 is a full-precision reference
+    mesh: str = "fsdp"  # fsdp: shard over all ranks; hsdp: shard inside a node, replicate across nodes
+    shard_size: int = 0  # hsdp: ranks per shard group; 0 means the ranks of one node
     fail_at_step: int = 0  # fault injection: one worker dies once, at this step
 
     # ---- derived -------------------------------------------------------------------------
@@ -144,6 +147,8 @@ def validate(cfg: TrainConfig) -> None:
         cfg.param_dtype in PARAM_DTYPES,
         f"--param-dtype {cfg.param_dtype!r} is unknown: choose one of {', '.join(PARAM_DTYPES)}",
     )
+    need(cfg.mesh in MESHES, f"--mesh {cfg.mesh!r} is unknown: choose one of {', '.join(MESHES)}")
+    need(cfg.shard_size >= 0, f"--shard-size must be >= 0 (got {cfg.shard_size}): 0 shards over the ranks of a node")
     need(cfg.seq_len > 0, f"--seq-len must be > 0 (got {cfg.seq_len}): pass a positive sequence length, e.g. 2048")
     need(cfg.steps > 0, f"--steps must be > 0 (got {cfg.steps})")
     need(cfg.num_workers > 0, f"--num-workers must be > 0 (got {cfg.num_workers})")

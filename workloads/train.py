@@ -41,7 +41,8 @@ _HELP = {
     "cpus_per_worker": "CPUs each Ray worker requests",
     "steps": "optimizer steps",
     "batch_size": "global batch in sequences per optimizer step (over all workers)",
-    "micro_batch_size": "sequences per worker per forward pass (0: batch-size / num-workers, no accumulation)",
+    "micro_batch_size": "sequences per worker per forward pass (0: batch-size / num-workers, no accumulation); "
+    "accumulated micro-batches reduce gradients only on the last one (FSDP2 no-sync)",
     "seq_len": "tokens per sequence",
     "lr": "AdamW learning rate",
     "weight_decay": "AdamW weight decay",
@@ -67,6 +68,9 @@ _HELP = {
     "reshard_after_forward": "FSDP2: free gathered block parameters after forward (saves memory, re-gathers in backward)",
     "reduce_dtype": "FSDP2: dtype of the gradient reduce-scatter (bfloat16 halves the bytes on the network, float32 sums exactly)",
     "param_dtype": "FSDP2: dtype the blocks compute in (bfloat16; float32 is a slow full-precision reference for numerics)",
+    "mesh": "fsdp: shard parameters, gradients and optimizer state over all workers; hsdp: shard inside a "
+    "node and replicate across nodes (only the gradient all-reduce crosses nodes)",
+    "shard_size": "hsdp: workers per shard group (0: the workers of one node); must divide the number of workers",
     "fail_at_step": "fault drill: the last worker dies once at this step (0: off)",
 }
 
