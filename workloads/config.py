@@ -149,6 +149,11 @@ def validate(cfg: TrainConfig) -> None:
     )
     need(cfg.mesh in MESHES, f"--mesh {cfg.mesh!r} is unknown: choose one of {', '.join(MESHES)}")
     need(cfg.shard_size >= 0, f"--shard-size must be >= 0 (got {cfg.shard_size}): 0 shards over the ranks of a node")
+    need(
+        cfg.mesh != "hsdp" or not cfg.shard_size or cfg.num_workers % cfg.shard_size == 0,
+        f"--shard-size {cfg.shard_size} does not divide --num-workers {cfg.num_workers}: "
+        "pass a divisor (e.g. the GPUs of one node) or 0 for the workers of a node",
+    )
     need(cfg.seq_len > 0, f"--seq-len must be > 0 (got {cfg.seq_len}): pass a positive sequence length, e.g. 2048")
     need(cfg.steps > 0, f"--steps must be > 0 (got {cfg.steps})")
     need(cfg.num_workers > 0, f"--num-workers must be > 0 (got {cfg.num_workers})")
