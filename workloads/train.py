@@ -66,10 +66,12 @@ _HELP = {
     "loss": f"loss head ({', '.join(LOSSES)}; chunked never materialises the full fp32 logits)",
     "loss_chunk_size": "tokens per chunk of the chunked loss",
     "reshard_after_forward": "FSDP2: free gathered block parameters after forward (saves memory, re-gathers in backward)",
-    "reduce_dtype": "FSDP2: dtype of the gradient reduce-scatter (bfloat16 halves the bytes on the network, float32 sums exactly)",
+    "reduce_dtype": "FSDP2: dtype of the gradient reduce-scatter and all-reduce (bfloat16 halves the bytes on the "
+    "network, float32 sums exactly; 2 x g6.12xlarge: bfloat16, BENCHMARKS.md)",
     "param_dtype": "FSDP2: dtype the blocks compute in (bfloat16; float32 is a slow full-precision reference for numerics)",
     "mesh": "fsdp: shard parameters, gradients and optimizer state over all workers; hsdp: shard inside a "
-    "node and replicate across nodes (only the gradient all-reduce crosses nodes)",
+    "node and replicate across nodes (only the gradient all-reduce crosses nodes; on one node the same as fsdp). "
+    "2 x g6.12xlarge: hsdp, micro-batch 8 x 2048, bfloat16 reduce, activation checkpointing (BENCHMARKS.md)",
     "shard_size": "hsdp: workers per shard group (0: the workers of one node); must divide the number of workers",
     "fail_at_step": "fault drill: the last worker dies once at this step (0: off)",
 }
