@@ -203,7 +203,13 @@ class Training:
 
 
 def ranks_per_node(env: WorkerEnv) -> int:
-    """Workers on this node: Ray Train's local world size, or torchrun's LOCAL_WORLD_SIZE."""
+    """Workers on this node: Ray Train's local world size, or torchrun's LOCAL_WORLD_SIZE.
+
+    HSDP's shard groups are runs of this many consecutive ranks, one node each, because both
+    launchers number a node's workers consecutively: Ray Train groups workers by node before it
+    assigns world ranks (ray 2.58, ray/train/v2/_internal/execution/worker_group/worker_group.py,
+    `_sort_workers_by_gpu_id_grouped_by_node`), torchrun gives rank = node rank x nproc-per-node +
+    local rank (https://pytorch.org/docs/stable/elastic/run.html)."""
     if env.under_ray:
         import ray.train
 
