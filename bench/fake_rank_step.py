@@ -57,18 +57,26 @@ def parse_config(spec: str, base: TrainConfig, world: int) -> TrainConfig:
             continue
         if key not in fields:
             raise SystemExit(f"config {spec!r}: unknown TrainConfig field {key!r} (use a field of workloads/config.py)")
-        default = getattr(base, key)
-        if isinstance(default, bool):
-            over[key] = raw.lower() in ("1", "true", "yes", "on")
-        elif isinstance(default, int):
-            over[key] = int(raw)
-        elif isinstance(default, float):
-            over[key] = float(raw)
-        else:
-            over[key] = raw
+        over[key] = _value(getattr(base, key), raw)
     cfg = dataclasses.replace(base, **over)
     mb = cfg.micro_batch_size or 4
-    return dataclasses.replace(cfg, micro_batch_size=mb, batch_size=world * mb * accum)
+    # The global batch field is `batch_size`, renamed `global_batch_size` by the TrainConfig table.
+    batch = "global_batch_size" if "global_batch_size" in fields else "batch_size"
+    return dataclasses.replace(cfg, micro_batch_size=mb, **{batch: world * mb * accum})
+
+
+def _value(default, raw: str):
+    """`raw` as the type of the field's default (a number if the default is None)."""
+    if isinstance(default, bool):
+        return raw.lower() in ("1", "true", "yes", "on")
+    for kind in (int, float):
+        if isinstance(default, kind) or default is None:
+            try:
+                return kind(raw)
+            except ValueError:
+                if default is not None:
+                    raise
+    return raw
 
 
 def _free(device: torch.device) -> None:
