@@ -13,7 +13,7 @@ import pytest
 
 pytestmark = pytest.mark.slow
 
-COMMON = ["--preset", "tiny", "--batch-size", "2", "--seq-len", "32", "--param-dtype", "float32"]
+COMMON = ["--preset", "tiny", "--seq-len", "32", "--param-dtype", "float32"]
 COMMON += ["--lr", "0.01", "--warmup-steps", "4", "--task", "learnable", "--run-id", "resume-schedule"]
 
 

@@ -45,7 +45,7 @@ def test_each_of_two_ranks_holds_about_half_of_the_parameters(venv_bin, repo_roo
         ["--reduce-dtype", "bfloat16"],
         ["--param-dtype", "float32"],
         ["--mesh", "hsdp"],
-        ["--batch-size", "4", "--micro-batch-size", "1", "--mesh", "hsdp", "--reduce-dtype", "bfloat16"],
+        ["--micro-batch-size", "1", "--mesh", "hsdp", "--reduce-dtype", "bfloat16"],
     ],
     ids=lambda f: " ".join(f),
 )

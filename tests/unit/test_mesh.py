@@ -28,7 +28,7 @@ def test_hsdp_shard_size_that_does_not_divide_the_world_is_refused_by_flag():
 
 
 def test_validate_refuses_a_shard_size_that_does_not_divide_the_workers():
-    cfg = TrainConfig(preset="tiny", mesh="hsdp", shard_size=3, num_workers=4, batch_size=4)
+    cfg = TrainConfig(preset="tiny", mesh="hsdp", shard_size=3, num_workers=4)
     with pytest.raises(ConfigError, match=r"--shard-size 3 does not divide --num-workers 4"):
         validate(cfg)
 
