@@ -1,5 +1,11 @@
 """Estimate the per-GPU memory of the reference job from the model's shapes: an estimate, not a measurement.
 
+Measured numbers supersede it: `bench/fake_rank_step.py` runs the real step as rank 0 of a fake
+world of 8 on a GPU and reports PyTorch's peak allocated and reserved memory (BENCHMARKS.md, "Memory
+per rank, measured"). For the fsdp, 4 x 2048, activation-checkpointing job this estimate says
+19.6 GiB where 11.5 GiB allocated / 15.1 GiB reserved were measured (2026-12-04, H200): it errs
+high, which keeps the stack's fit test on the safe side.
+
 The reference job: Qwen2.5-1.5B (workloads/configs/qwen2.5-1.5b.json), FSDP2 full shard as
 `workloads.model.apply_fsdp` does it (`fully_shard` per decoder block, then the root), bf16 compute
 parameters (MixedPrecisionPolicy param_dtype=bf16, reduce_dtype=fp32), fp32 sharded master

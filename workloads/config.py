@@ -27,6 +27,7 @@ LAUNCHERS = ("ray", "torchrun")
 LOSSES = ("chunked", "full")
 REDUCE_DTYPES = ("float32", "bfloat16")
 PARAM_DTYPES = ("bfloat16", "float32")
+MESHES = ("fsdp", "hsdp")
 
 _RUN_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,62}$")
 
@@ -77,7 +78,8 @@ class TrainConfig:
     global_batch_size: int = _opt(8, "sequences per optimizer step, summed over all workers", low=1)
     micro_batch_size: int | None = _opt(
         None,
-        "sequences per worker per forward pass; unset: global-batch-size / num-workers (no gradient accumulation)",
+        "sequences per worker per forward pass; unset: global-batch-size / num-workers (no gradient accumulation); "
+        "accumulated micro-batches reduce gradients only on the last one (FSDP2 no-sync)",
         low=1,
     )
     seq_len: int = _opt(2048, "tokens per sequence (at most the preset's max_position_embeddings)", low=1)
@@ -124,13 +126,24 @@ class TrainConfig:
     )
     reduce_dtype: str = _opt(
         "float32",
-        "FSDP2: dtype of the gradient reduce-scatter (bfloat16 halves the bytes on the network, float32 sums exactly)",
+        "FSDP2: dtype of the gradient reduce-scatter and all-reduce (bfloat16 halves the bytes on the network, "
+        "float32 sums exactly; 2 x g6.12xlarge: bfloat16, BENCHMARKS.md)",
         choices=REDUCE_DTYPES,
     )
     param_dtype: str = _opt(
         "bfloat16",
         "FSDP2: dtype the blocks compute in (float32 is a slow full-precision reference for numerics)",
         choices=PARAM_DTYPES,
+    )
+    mesh: str = _opt(
+        "fsdp",
+        "fsdp: shard parameters, gradients and optimizer state over all workers; hsdp: shard inside a node and "
+        "replicate across nodes (only the gradient all-reduce crosses nodes; on one node the same as fsdp). "
+        "2 x g6.12xlarge: hsdp, micro-batch 8 x 2048, bfloat16 reduce, activation checkpointing (BENCHMARKS.md)",
+        choices=MESHES,
+    )
+    shard_size: int = _opt(
+        0, "hsdp: workers per shard group (0: the workers of one node); must divide the number of workers", low=0
     )
     fail_at_step: int = _opt(0, "fault drill: the last worker dies once at this step (0: off)", low=0)
 
@@ -287,6 +300,7 @@ def validate(cfg: TrainConfig, label: Callable[[str], str] = flag_of, local_path
     check_fields(cfg, label)
     _check_batch(cfg, label)
     _check_seq_len(cfg, label)
+    _check_mesh(cfg, label)
     if local_paths:
         _check_paths(cfg, label)
     elif cfg.run_id and not _RUN_ID.match(cfg.run_id):
@@ -310,6 +324,14 @@ def _check_batch(cfg: TrainConfig, label: Callable[[str], str]) -> None:
         raise ConfigError(
             f"{label('micro_batch_size')} {cfg.micro_batch} does not divide the per-worker batch {per_worker} "
             f"({gbs} {cfg.global_batch_size} / {workers} {cfg.num_workers}): pick a divisor of {per_worker}"
+        )
+
+
+def _check_mesh(cfg: TrainConfig, label: Callable[[str], str]) -> None:
+    if cfg.mesh == "hsdp" and cfg.shard_size and cfg.num_workers % cfg.shard_size:
+        raise ConfigError(
+            f"{label('shard_size')} {cfg.shard_size} does not divide {label('num_workers')} {cfg.num_workers}: "
+            "pass a divisor (e.g. the GPUs of one node) or 0 for the workers of a node"
         )
 
 

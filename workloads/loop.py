@@ -24,7 +24,7 @@ import torch.distributed as dist
 
 from workloads.config import TrainConfig
 from workloads.data import MicroBatches
-from workloads.model import apply_fsdp, build_model, count_params, flops_per_token, peak_tflops
+from workloads.model import apply_fsdp, build_mesh, build_model, count_params, flops_per_token, peak_tflops
 from workloads.nccl_check import run_marker
 
 STATE_FILE = "state.json"
@@ -202,11 +202,25 @@ class Training:
     hidden: int
 
 
-def build_training(cfg: TrainConfig, device: torch.device, world: int) -> Training:
-    """Build the model on `device`, shard it with FSDP2 over `world` ranks, make the optimizer."""
-    from torch.distributed.device_mesh import init_device_mesh
+def ranks_per_node(env: WorkerEnv) -> int:
+    """Workers on this node: Ray Train's local world size, or torchrun's LOCAL_WORLD_SIZE.
 
-    mesh = init_device_mesh(device.type, (world,))
+    HSDP's shard groups are runs of this many consecutive ranks, one node each, because both
+    launchers number a node's workers consecutively: Ray Train groups workers by node before it
+    assigns world ranks (ray 2.58, ray/train/v2/_internal/execution/worker_group/worker_group.py,
+    `_sort_workers_by_gpu_id_grouped_by_node`), torchrun gives rank = node rank x nproc-per-node +
+    local rank (https://pytorch.org/docs/stable/elastic/run.html)."""
+    if env.under_ray:
+        import ray.train
+
+        return ray.train.get_context().get_local_world_size()
+    return int(os.environ.get("LOCAL_WORLD_SIZE", env.world))
+
+
+def build_training(cfg: TrainConfig, device: torch.device, world: int, per_node: int | None = None) -> Training:
+    """Build the model on `device`, shard it with FSDP2 over `world` ranks (`cfg.mesh`: fsdp, or
+    hsdp with shard groups of `cfg.shard_size` or `per_node` ranks), make the optimizer."""
+    mesh = build_mesh(cfg, device.type, world, per_node or world)
     model = build_model(cfg, device)
     lm_cfg = model.lm.config
     n_params = count_params(model)
@@ -225,12 +239,23 @@ def train_step(
     model, optimizer, batches, grad_accum: int, grad_clip: float, device: torch.device, vocab: int
 ) -> torch.Tensor:
     """One optimizer step over `grad_accum` micro-batches; returns this rank's mean loss on the
-    device, without synchronising (the caller decides when to read it)."""
+    device, without synchronising (the caller decides when to read it).
+
+    Each micro-batch's loss is divided by `grad_accum`, so the step's gradient is the mean over
+    all its micro-batches, as one batch `grad_accum` times larger would give. Only the last
+    micro-batch reduces gradients over the ranks (FSDP2's `set_requires_gradient_sync`, its no_sync:
+    https://pytorch.org/docs/stable/distributed.fsdp.fully_shard.html); the others accumulate
+    unsharded gradients locally, so the gradient bytes on the network per optimizer step do not
+    grow with `grad_accum`.
+    """
     total = torch.zeros(1, device=device)
-    for _ in range(grad_accum):
+    set_sync = getattr(model, "set_requires_gradient_sync", None)  # None: not FSDP2 (the bench's FSDP1 reference)
+    for micro in range(grad_accum):
         ids, labels = next(batches)
         if int(ids.max()) >= vocab:
             raise RuntimeError(f"token id {int(ids.max())} >= vocab {vocab}: the tokenizer does not fit the model")
+        if set_sync is not None:
+            set_sync(micro == grad_accum - 1)
         loss = model(ids.to(device, non_blocking=True), labels.to(device, non_blocking=True)) / grad_accum
         loss.backward()
         total += loss.detach().float()
@@ -252,7 +277,7 @@ def train_loop_per_worker(config: dict) -> dict | None:
     device = _device(env, cfg.use_gpu)
     if device.type == "cuda":
         torch.cuda.set_device(device)
-    tr = build_training(cfg, device, env.world)
+    tr = build_training(cfg, device, env.world, ranks_per_node(env))
     model, optimizer, vocab = tr.model, tr.optimizer, tr.vocab
     sched = torch.optim.lr_scheduler.LambdaLR(
         optimizer, lambda s: min(1.0, (s + 1) / cfg.warmup_steps) if cfg.warmup_steps else 1.0

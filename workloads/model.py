@@ -76,12 +76,43 @@ def build_model(cfg: TrainConfig, device: torch.device) -> CausalLM:
     return CausalLM(lm, cfg.loss, cfg.loss_chunk_size)
 
 
+def mesh_shape(mesh: str, world: int, shard_size: int, ranks_per_node: int) -> tuple[int, ...]:
+    """The device-mesh shape of `--mesh`: (world,) for fsdp; (replicas, shard) for hsdp, where the
+    shard group is `shard_size` ranks (0: the ranks of one node). Raises ConfigError if it does not
+    divide the world.
+
+    FSDP2 treats a 2-D mesh as HSDP: parameters are sharded over the last dimension and replicated
+    over the first (https://pytorch.org/docs/stable/distributed.fsdp.fully_shard.html, `mesh`).
+    """
+    from workloads.config import ConfigError
+
+    if mesh == "fsdp":
+        return (world,)
+    shard = shard_size or ranks_per_node
+    if shard <= 0 or world % shard:
+        raise ConfigError(
+            f"--mesh hsdp with --shard-size {shard} does not divide {world} workers: "
+            f"pass a --shard-size that divides {world} (e.g. the GPUs of one node)"
+        )
+    return (world // shard, shard)
+
+
+def build_mesh(cfg: TrainConfig, device_type: str, world: int, ranks_per_node: int):
+    """The DeviceMesh FSDP2 shards over (see `mesh_shape`)."""
+    from torch.distributed.device_mesh import init_device_mesh
+
+    shape = mesh_shape(cfg.mesh, world, cfg.shard_size, ranks_per_node)
+    names = ("shard",) if len(shape) == 1 else ("replicate", "shard")
+    return init_device_mesh(device_type, shape, mesh_dim_names=names)
+
+
 def apply_fsdp(model: CausalLM, cfg: TrainConfig, mesh) -> CausalLM:
     """`fully_shard` each decoder block, then the root: parameters computed in `cfg.param_dtype`
     (bf16 by default; fp32 gives a full-precision reference), gradient reductions in
     `cfg.reduce_dtype` (fp32 by default).
 
-    Optional per block, before sharding: activation checkpointing and `torch.compile`.
+    Optional per block, before sharding: activation checkpointing and `torch.compile`. A 1-D mesh
+    shards over all its ranks; a 2-D (replicate, shard) mesh is HSDP.
     """
     from torch.distributed.fsdp import MixedPrecisionPolicy, fully_shard
 

@@ -44,6 +44,8 @@ def test_each_of_two_ranks_holds_about_half_of_the_parameters(venv_bin, repo_roo
         ["--micro-batch-size", "1"],
         ["--reduce-dtype", "bfloat16"],
         ["--param-dtype", "float32"],
+        ["--mesh", "hsdp"],
+        ["--micro-batch-size", "1", "--mesh", "hsdp", "--reduce-dtype", "bfloat16"],
     ],
     ids=lambda f: " ".join(f),
 )

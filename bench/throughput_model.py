@@ -1,0 +1,241 @@
+"""Predict step time, tokens/s and MFU of candidate configs on 2 x g6.12xlarge (8 x L4), from measured
+compute and counted bytes. A prediction, not a measurement: nobody has run this project on L4s.
+
+    python bench/throughput_model.py                     # the committed H200 rows of 2026-12-04
+    python bench/throughput_model.py --rows a.jsonl --json
+
+Inputs, each measured or cited:
+- per config, from `bench/fake_rank_step.py` on one H200 as rank 0 of a fake world of 8 (2 nodes
+  x 4): the compute-only step time `t_h200` (collectives return at once), the bytes each node's NIC
+  sends across nodes per optimizer step `B_nic` and each GPU sends inside its node `B_pcie`
+  (NCCL ring model, `bench/collectives.py`), and peak allocated/reserved memory per rank;
+- H200 bf16 matmul rate 790 TFLOP/s, measured on this card type (.library device KINDS.md: an
+  8192^3 bf16 product at 788 TFLOP/s);
+- L4 dense bf16 peak 121 TFLOP/s (NVIDIA L4 datasheet, https://www.nvidia.com/en-us/data-center/l4/,
+  242 TFLOP/s with sparsity) and an achievable L4 bf16 matmul rate of 54-71 TFLOP/s (the card is
+  capped at 72 W; the range is the published matmul sweep quoted in issue 21);
+- link rates: the g6.12xlarge NIC carries 40 Gbps = 5 GB/s in each direction at once
+  (https://aws.amazon.com/ec2/instance-types/g6/ and
+  https://docs.aws.amazon.com/AWSEC2/latest/UserGuide/ec2-instance-network-bandwidth.html: "apply to
+  both inbound and outbound traffic"); EFA is taken at that rate. TCP sockets are a bracket:
+  at best the same 40 Gbps (multi-flow traffic inside a Region "can utilize the full network
+  bandwidth"), at worst 10 Gbps (the single-flow limit inside a cluster placement group, same page).
+  L4-to-L4 inside a node: PCIe Gen4 x16, 32 GB/s each way (64 GB/s both ways, L4 datasheet).
+
+Formula, per config (k micro-batches per optimizer step, all times per optimizer step):
+
+    t_compute = t_h200 * 790 / R_L4                 ASSUMPTION: the whole step scales with the matmul rate
+    t_nic     = B_nic / bw_nic                      bw_nic: EFA 5 GB/s; TCP 1.25-5 GB/s
+    t_pcie    = B_pcie / 32 GB/s
+    no overlap: t = t_compute + t_nic + t_pcie
+    overlap:    t = max(t_compute + f * t_comm, t_comm + f * t_compute),  t_comm = max(t_nic, t_pcie),
+                f = 2 / (L + 1)
+                (FSDP2 overlaps each block's collectives with another block's compute, and the NIC
+                and PCIe hops of a ring run at once; of the L + 1 FSDP groups, the first gather and
+                the last reduction have no compute to hide behind, nor the first and last blocks'
+                compute any communication)
+    tokens/s  = 8 * tokens per rank per step / t
+    MFU       = tokens/s * (6 N + 12 L d T) / (8 * R), R = 121 (peak) or R_L4 (achievable)
+
+Link rates are never fitted to the AWS sample's published steps/s; `predict_aws_sample` checks the
+model against them instead.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+RESULTS = REPO / "bench" / "results" / "2026-12-04-h200"
+DEFAULT_ROWS = [RESULTS / "run1.jsonl", RESULTS / "run2-plain.jsonl"]
+EXPANDABLE_ROWS = RESULTS / "run2-expandable.jsonl"
+SAMPLE_ROWS = RESULTS / "run2-seq128.jsonl"
+
+H200_MATMUL_TFLOPS = 790.0  # measured on this card type (device KINDS.md)
+L4_PEAK_TFLOPS = 121.0  # NVIDIA L4 datasheet, dense bf16
+L4_ACHIEVABLE_TFLOPS = (54.0, 71.0)  # published matmul sweep, as quoted in issue 21
+L4_MEMORY_GIB = 22888 / 1024  # EC2 DescribeInstanceTypes: 22888 MiB per L4 on g6.12xlarge
+MEMORY_MARGIN = 0.90  # a config "fits" when its measured reserved peak is at most 90% of that
+GB = 1e9
+NIC_GBPS = {"efa": 40.0, "tcp_best": 40.0, "tcp_worst": 10.0}
+PCIE_BYTES_PER_S = 32e9
+
+# The AWS sample (2 x g6.12xlarge, FSDP1 through Ray Train, bf16 model, 1 x 128 tokens per rank, 20 steps)
+AWS_SAMPLE_STEPS_PER_S = {"efa": 0.5173, "tcp": 0.2513}
+
+
+@dataclass(frozen=True)
+class Link:
+    nic_bytes: float  # per NIC, each direction, per optimizer step
+    pcie_bytes: float  # per GPU, each direction, per optimizer step
+    groups: int  # FSDP groups (decoder blocks + root)
+
+
+def step_time(t_compute: float, link: Link, nic_gbps: float, overlap: bool) -> float:
+    """Predicted seconds per optimizer step (see the module docstring)."""
+    t_nic = link.nic_bytes / (nic_gbps * GB / 8)
+    t_pcie = link.pcie_bytes / PCIE_BYTES_PER_S
+    if not overlap:
+        return t_compute + t_nic + t_pcie
+    t_comm, f = max(t_nic, t_pcie), 2 / link.groups
+    return max(t_compute + f * t_comm, t_comm + f * t_compute)
+
+
+def flops_per_token(row: dict) -> float:
+    return 6.0 * row["n_params"] + 12.0 * row["n_layers"] * row["hidden"] * row["seq_len"]
+
+
+def predict(row: dict, rate: float) -> dict:
+    """One config at one achievable L4 rate: compute-only, and each transport with and without overlap."""
+    link = Link(
+        row["collectives"]["inter_node_bytes_per_nic"],
+        row["collectives"]["intra_node_bytes_per_gpu"],
+        row["n_layers"] + 1,
+    )
+    t_compute = row["step_time_s"] * H200_MATMUL_TFLOPS / rate
+    tokens = 8 * row["tokens_per_rank_step"]
+    out = {"rate": rate, "t_compute": t_compute}
+    for name, gbps in NIC_GBPS.items():
+        for overlap in (True, False):
+            t = step_time(t_compute, link, gbps, overlap)
+            key = f"{name}{'' if overlap else '_serial'}"
+            tps = tokens / t
+            out[key] = {
+                "t": t,
+                "tokens_per_s": tps,
+                "mfu_peak": tps * flops_per_token(row) / (8 * L4_PEAK_TFLOPS * 1e12),
+                "mfu_achievable": tps * flops_per_token(row) / (8 * rate * 1e12),
+            }
+    return out
+
+
+def predict_aws_sample(fsdp_bf16_row: dict) -> dict:
+    """The sample's steps/s over EFA and TCP, from bytes alone (its 128 tokens per rank make compute
+    small; the measured H200 step at that size is reported beside it, not scaled: see BENCHMARKS).
+
+    Bytes: FSDP1 FULL_SHARD gathers the bf16 parameters in forward and again in backward (it
+    reshards after forward: https://pytorch.org/docs/stable/fsdp.html, ShardingStrategy.FULL_SHARD)
+    and reduce-scatters bf16 gradients once, all over the 8 ranks. The gather and reduce-scatter
+    sizes are the counted ones of the module's fsdp row with a bf16 reduce (same parameters)."""
+    by = fsdp_bf16_row["collectives"]["by_kind"]
+    gather = by["all_gather/bfloat16/8-rank"]["bytes"]
+    reduce = by["reduce_scatter/bfloat16/8-rank"]["bytes"]
+    full = 2 * gather + reduce
+    link = Link(7 / 8 * full, 7 / 8 * full * 6 / 8, fsdp_bf16_row["n_layers"] + 1)
+    rows = {}
+    for name, gbps in NIC_GBPS.items():
+        for overlap in (True, False):
+            t = step_time(0.0, link, gbps, overlap)
+            measured = AWS_SAMPLE_STEPS_PER_S["efa" if name == "efa" else "tcp"]
+            rows[f"{name}{'' if overlap else '_serial'}"] = {
+                "steps_per_s": 1 / t,
+                "measured": measured,
+                "error": (1 / t - measured) / measured,
+            }
+    return {"nic_bytes": link.nic_bytes, "pcie_bytes": link.pcie_bytes, "predictions": rows}
+
+
+def load_rows(paths: list[Path]) -> list[dict]:
+    rows = []
+    for p in paths:
+        rows += [json.loads(line) for line in p.read_text().splitlines() if line.strip()]
+    return [r for r in rows if "oom" not in r]
+
+
+def candidate_table(rows: list[dict], expandable: dict[str, dict]) -> list[dict]:
+    """Every config with its counted bytes, measured memory and predictions at both L4 rates."""
+    table = []
+    for row in rows:
+        exp = expandable.get(row["config"], {})
+        table.append(
+            {
+                "config": row["config"],
+                "tokens_per_rank_step": row["tokens_per_rank_step"],
+                "nic_gb": row["collectives"]["inter_node_bytes_per_nic"] / GB,
+                "pcie_gb": row["collectives"]["intra_node_bytes_per_gpu"] / GB,
+                "t_h200": row["step_time_s"],
+                "alloc_gib": row["peak_allocated_gib"],
+                "reserved_gib": row["peak_reserved_gib"],
+                "reserved_expandable_gib": exp.get("peak_reserved_gib"),
+                "fits": min(row["peak_reserved_gib"], exp.get("peak_reserved_gib") or 1e9)
+                <= MEMORY_MARGIN * L4_MEMORY_GIB,
+                "low": predict(row, L4_ACHIEVABLE_TFLOPS[0]),
+                "high": predict(row, L4_ACHIEVABLE_TFLOPS[1]),
+            }
+        )
+    return table
+
+
+def choose_default(table: list[dict]) -> dict:
+    """Among configs that fit with margin and whose EFA step (overlap, slow L4) is within 15% of
+    compute-only, the one with the most predicted tokens/s at the TCP worst case, then over EFA."""
+
+    def hidden(c: dict) -> bool:
+        return c["low"]["efa"]["t"] <= 1.15 * c["low"]["t_compute"]
+
+    ok = [c for c in table if c["fits"] and hidden(c)]
+    if not ok:
+        raise SystemExit("no candidate fits an L4 with margin and hides the network over EFA")
+    return max(ok, key=lambda c: (c["low"]["tcp_worst"]["tokens_per_s"], c["low"]["efa"]["tokens_per_s"]))
+
+
+def _fmt(c: dict) -> str:
+    lo, hi = c["low"], c["high"]
+
+    def span(key, field, scale=1.0, f="{:,.0f}"):
+        a, b = lo[key][field] * scale, hi[key][field] * scale
+        return f"{f.format(a)}-{f.format(b)}"
+
+    efa = lo["efa"]["tokens_per_s"]
+    ratio = f"{efa / lo['tcp_best']['tokens_per_s']:.2f}-{efa / lo['tcp_worst']['tokens_per_s']:.2f}"
+    exp = c["reserved_expandable_gib"]
+    mem = f"{c['alloc_gib']:.1f}/{c['reserved_gib']:.1f}" + (f" ({exp:.1f})" if exp else "")
+    return (
+        f"| {c['config']} | {c['nic_gb']:.2f} | {c['pcie_gb']:.2f} | {lo['t_compute']:.2f}-{hi['t_compute']:.2f} "
+        f"| {lo['efa']['t']:.2f}-{hi['efa']['t']:.2f} | {span('efa', 'tokens_per_s')} "
+        f"| {span('efa', 'mfu_peak', 100, '{:.1f}')}% | {lo['efa']['mfu_achievable']:.0%} "
+        f"| {span('tcp_worst', 'tokens_per_s')} | {ratio} | {mem} | {'yes' if c['fits'] else 'no'} |"
+    )
+
+
+HEADER = (
+    "| config | NIC GB/step | PCIe GB/GPU/step | compute s (L4 54-71) | EFA step s | EFA tokens/s | MFU vs 121 "
+    "| MFU vs achievable | TCP@10Gbps tokens/s | EFA/TCP ratio (TCP 40-10 Gbps) "
+    "| GiB alloc/reserved (expandable) | fits |\n"
+    "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- |"
+)
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--rows", nargs="*", type=Path, default=DEFAULT_ROWS, help="fake_rank_step.py JSON rows")
+    p.add_argument("--expandable", type=Path, default=EXPANDABLE_ROWS, help="rows measured with expandable_segments")
+    p.add_argument("--json", action="store_true", help="print the whole table as JSON")
+    a = p.parse_args(argv)
+    rows = load_rows(a.rows)
+    expandable = {r["config"]: r for r in load_rows([a.expandable])} if a.expandable.exists() else {}
+    table = candidate_table(rows, expandable)
+    sample_row = next(r for r in rows if r["config"].startswith("mesh=fsdp") and r["reduce_dtype"] == "bfloat16")
+    sample = predict_aws_sample(sample_row)
+    best = choose_default(table)
+    if a.json:
+        print(json.dumps({"candidates": table, "aws_sample": sample, "default": best["config"]}, indent=2))
+        return 0
+    print(HEADER)
+    for c in table:
+        print(_fmt(c))
+    print(f"\nchosen default: {best['config']}")
+    print(
+        f"\nAWS sample: {sample['nic_bytes'] / GB:.2f} GB per NIC per step, {sample['pcie_bytes'] / GB:.2f} GB per GPU"
+    )
+    for k, v in sample["predictions"].items():
+        print(f"  {k:16s} predicted {v['steps_per_s']:.3f} steps/s, published {v['measured']}, error {v['error']:+.0%}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

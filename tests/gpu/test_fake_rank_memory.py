@@ -1,0 +1,41 @@
+"""On a CUDA machine (`pytest -m gpu`): the chosen cluster default, as rank 0 of a fake world of 8 on
+2 nodes of 4 (bench/fake_rank_step.py), fits an L4 with margin and sends only the bf16 gradient
+all-reduce across nodes."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+pytestmark = [pytest.mark.gpu, pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")]
+
+REPO = Path(__file__).resolve().parents[2]
+# The default bench/throughput_model.py chose on 2026-12-04 (BENCHMARKS.md says why).
+DEFAULT = "mesh=hsdp+micro_batch_size=8+activation_checkpointing=1+reduce_dtype=bfloat16"
+L4_GIB = 22888 / 1024  # EC2 DescribeInstanceTypes, g6.12xlarge
+N_PARAMS = 1_543_714_304  # Qwen2.5-1.5B, tied embedding once
+
+
+@pytest.fixture(scope="module")
+def row(tmp_path_factory) -> dict:
+    out = tmp_path_factory.mktemp("fake") / "row.jsonl"
+    cmd = [sys.executable, "bench/fake_rank_step.py", "--configs", DEFAULT, "--steps", "2", "--out", str(out)]
+    r = subprocess.run(cmd, cwd=REPO, capture_output=True, text=True, timeout=600)
+    assert r.returncode == 0, r.stderr[-3000:]
+    return json.loads(out.read_text().splitlines()[0])
+
+
+def test_default_reserves_at_most_nine_tenths_of_an_l4(row):
+    assert "oom" not in row, f"expected the default to run, got {row}"
+    got = row["peak_reserved_gib"]
+    assert got <= 0.9 * L4_GIB, f"expected at most {0.9 * L4_GIB:.2f} GiB reserved per rank, got {got:.2f} GiB"
+
+
+def test_default_sends_one_bf16_copy_of_the_parameters_per_nic_per_step(row):
+    got = row["collectives"]["inter_node_bytes_per_nic"]
+    assert got == pytest.approx(2 * N_PARAMS, rel=1e-3), f"expected about {2 * N_PARAMS} B per NIC, got {got}"
