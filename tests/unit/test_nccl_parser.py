@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from workloads.nccl_check import ScanState, classify_transport
-from workloads.nccl_check.model import FileStatus
+from workloads.nccl_check.records import FileStatus
 from workloads.nccl_check.stream import scan_stream
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "nccl"

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from workloads.nccl_check import ScanState, run_marker, stream
-from workloads.nccl_check.model import FileStatus
+from workloads.nccl_check.records import FileStatus
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "nccl"
 LOGS = sorted(FIXTURES.glob("*.log"))

@@ -20,7 +20,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
-from .model import CommInfo, Connection, Evidence, ProcessInfo, ProcKey, Transport
+from .records import CommInfo, Connection, Evidence, ProcessInfo, ProcKey, Transport
 
 RUN_MARKER = "ray-efa-eks nccl-run"
 MAX_WARNINGS = 50

@@ -6,7 +6,7 @@ import os
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from .model import Evidence, FileStatus
+from .records import Evidence, FileStatus
 from .parser import ScanState
 from .scope import discover
 from .stream import scan_stream

@@ -27,7 +27,7 @@ from collections.abc import Iterable, Iterator
 from itertools import compress, repeat
 from typing import BinaryIO
 
-from .model import Connection, Evidence, FileStatus, ProcKey
+from .records import Connection, Evidence, FileStatus, ProcKey
 from .parser import (
     ANSI,
     CONNECTION_B,

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from .model import CommInfo, Connection, Evidence, ProcessInfo, ProcKey
+from .records import CommInfo, Connection, Evidence, ProcessInfo, ProcKey
 from .parser import ScanState, network_family
 
 REQUIREMENTS = ("efa", "socket", "any")

@@ -1,4 +1,5 @@
-"""Plain data shared by the parser, the verdict and the report (standard library only)."""
+"""The records the check builds from a log (evidence lines, processes, communicators, channel
+connections, file statuses) and shares with the verdict and the report (standard library only)."""
 
 from __future__ import annotations
 
