@@ -6,8 +6,8 @@ import os
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from .records import Evidence, FileStatus
 from .parser import ScanState
+from .records import Evidence, FileStatus
 from .scope import discover
 from .stream import scan_stream
 from .verdict import REQUIREMENTS, decide

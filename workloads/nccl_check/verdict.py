@@ -20,8 +20,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from .records import CommInfo, Connection, Evidence, ProcessInfo, ProcKey
 from .parser import ScanState, network_family
+from .records import CommInfo, Connection, Evidence, ProcessInfo, ProcKey
 
 REQUIREMENTS = ("efa", "socket", "any")
 MAX_EVIDENCE_CONNECTIONS = 6
