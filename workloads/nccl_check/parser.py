@@ -47,6 +47,9 @@ _NETWORK = re.compile(
     r"(?: to comm)?\s*$"
 )
 _INIT_FAILED = re.compile(r"Failed to initialize NET plugin (.+?)\s*$")
+# NCCL of the 2.4 era names the network it chose only here: "CUDA Dev 0[0], Socket NIC distance :  PHB"
+# (NVIDIA/nccl#226, a 2019 multi-node log), "..., IB NIC distance : SYS".
+_NIC_DISTANCE = re.compile(r"CUDA Dev \d+\[\d+\], (.+?) NIC distance")
 _COMM = re.compile(r"comm (0x[0-9a-f]+) rank (\d+) nRanks (\d+) nNodes (\d+) localRanks (\d+) localRank (\d+)")
 _COMM_INIT = re.compile(
     r"comm (0x[0-9a-f]+) rank (\d+) nranks (\d+)\b.*?(?:commId (0x[0-9a-f]+))?.*- Init (?:START|COMPLETE)"
@@ -72,7 +75,7 @@ TAGGED = re.compile(
     rb"NCCL INFO (?:" + _CONNECTION + rb"([^\n]*)"
     rb"|NET/OFI (?:Selected|Initializing|Using aws|Unable|Couldn't|OFI)|NET/Plugin|Using network"
     rb"|Using internal|NCCL version|comm 0x|ncclComm|Initialized NET plugin|Assigned NET plugin"
-    rb"|Failed to initialize NET plugin)"
+    rb"|Failed to initialize NET plugin|NET/Socket : Using|CUDA Dev)"
 )
 # A tagged communicator line that apply_message reads only with one of COMM_SHAPES in it (not,
 # e.g., "comm 0x... Destroy COMPLETE").
@@ -80,18 +83,18 @@ COMM_STARTS = (b"comm 0x", b"ncclComm")
 COMM_SHAPES = (b"nNodes", b"- Init")
 # A line without an NCCL tag that is an NCCL message all the same: from excerpts without
 # NCCL's prefix, the bare version line of older releases, the training module's run markers.
-# (Ring listings and lines about sockets or IB carry nothing the check uses, so a bare one is
-# not read.)
+# (Ring listings and other lines about IB carry nothing the check uses, so a bare one is not read.)
 UNPREFIXED = re.compile(
-    _CHANNEL_WORD + rb" \d+(?:/\d+)? : \d[^\n]* via |NCCL version|NET/(?:OFI|Plugin)"
-    rb"|Using network|comm 0x[0-9a-f]+ rank [^\n]*(?:nNodes|- Init)|" + MARKER_B
+    _CHANNEL_WORD + rb" \d+(?:/\d+)? : \d[^\n]* via |NCCL version|NET/(?:OFI|Plugin|Socket : Using)"
+    rb"|Using network|CUDA Dev \d+\[\d+\], [^\n]*NIC distance|comm 0x[0-9a-f]+ rank [^\n]*(?:nNodes|- Init)|" + MARKER_B
 )
 # Every line apply_message uses holds one of these or WARN_TAG (both in ALL_LITERALS): a message
 # of TAGGED, an UNPREFIXED line. "NET" stands for NET/OFI, NET/Plugin and the Initialized,
 # Assigned and Failed to initialize NET plugin lines; " rank " for the communicator lines, which
 # apply_message reads only as "comm 0x... rank R ..." ("comm 0x" itself would also find every line
-# of NCCL_DEBUG_SUBSYS=COLL). Each one more costs the block reader a pass over every block.
-LITERALS = (b" via ", b"NET", b"Using ", b" rank ", b"NCCL version", MARKER_B)
+# of NCCL_DEBUG_SUBSYS=COLL); "NIC distance" for the network NCCL 2.4 chose. Each one more
+# costs the block reader a pass over every block.
+LITERALS = (b" via ", b"NET", b"Using ", b" rank ", b"NCCL version", b"NIC distance", MARKER_B)
 ALL_LITERALS = (WARN_TAG, *LITERALS)
 ANY_LITERAL = re.compile(b"|".join(re.escape(lit) for lit in ALL_LITERALS))
 
@@ -115,6 +118,9 @@ _OFI_FAILURES = (
     "OFI plugin initNet() failed",
     "fi_getinfo",
     "No eligible providers",
+    # aws-ofi-nccl 1.0-1.1 (ofi_init) when libfabric offers no efa provider: it returns an error
+    # and NCCL falls back (https://github.com/aws/aws-ofi-nccl, src/nccl_ofi_net.c of those releases)
+    "Only EFA provider is supported",
 )
 _PLUGIN_MISSING_RE = re.compile("|".join(re.escape(f) for f in _PLUGIN_MISSING))
 _OFI_FAIL_RE = re.compile("|".join(re.escape(f) for f in _OFI_FAILURES))
@@ -317,6 +323,10 @@ def apply_message(
             if info.ofi_failure is None and _OFI_FAIL_RE.search(msg):
                 info.ofi_failure = ev.ev("aws-ofi-nccl failed to start")
             return REPEAT_NOTHING
+        if msg.startswith("NET/Socket : Using"):
+            if info.socket_interface is None:
+                info.socket_interface = ev.ev("NCCL's socket transport started")
+            return REPEAT_NOTHING
         if msg.startswith("NET/Plugin"):
             if "ncclCollNetPlugin" in msg or "CollNet" in msg:
                 return REPEAT_NOTHING  # a missing CollNet symbol says nothing about the net plugin
@@ -336,6 +346,12 @@ def apply_message(
             info = state.process(proc)
             if name not in info.networks:
                 info.networks[name] = ev.ev("network chosen")
+        return REPEAT_NOTHING
+    if msg.startswith("CUDA Dev"):
+        m = _NIC_DISTANCE.match(msg)
+        if m is not None:
+            info = state.process(proc)
+            info.networks.setdefault(m.group(1), ev.ev("network chosen"))
         return REPEAT_NOTHING
     if msg.startswith("Failed to initialize NET plugin"):
         m = _INIT_FAILED.match(msg)

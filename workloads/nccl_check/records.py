@@ -88,6 +88,9 @@ class ProcessInfo:
     nics: int | None = None
     provider_evidence: Evidence | None = None
     networks: dict[str, Evidence] = field(default_factory=dict)  # network name -> first line
+    # "NET/Socket : Using [0]eth0:...": NCCL's socket transport started (the network only when
+    # no other is named; see verdict.networks_of)
+    socket_interface: Evidence | None = None
 
     @property
     def host(self) -> str:
@@ -112,6 +115,7 @@ class ProcessInfo:
             "fabric": self.fabric,
             "nics": self.nics,
             "networks": sorted(self.networks),
+            "socket_interface": ev(self.socket_interface),
         }
 
 
