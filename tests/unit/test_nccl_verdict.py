@@ -179,3 +179,50 @@ def test_collnet_fallback_to_ib_fails_efa_citing_the_warning():
 def test_rdma_sharp_plugin_network_fails_efa_as_ib():
     r = verdict("rdma_plugin_nvls_nccl2.26.2.log")
     assert r.verdict == "fail" and r.cause.startswith("NCCL used InfiniBand/RoCE verbs"), f"got {r.verdict}: {r.cause}"
+
+
+# -- several hosts whose only network is Socket, no channel line (issue 20, item 2) ------------
+
+
+def test_nccl_2_4_socket_nic_distance_on_several_hosts_fails_efa_naming_the_lines():
+    r = verdict("socket_nic_distance_multihost_nccl226.log")
+    cited = [e.line for e in r.evidence if "Socket NIC distance" in e.text]
+    assert (r.verdict, r.exit_code) == ("fail", 1) and cited[:1] == [1], (
+        f"expected fail/1 citing line 1 (Socket NIC distance), got {r.verdict}/{r.exit_code} citing {cited}: {r.cause}"
+    )
+
+
+def test_socket_on_several_hosts_fails_efa_naming_the_hosts():
+    r = verdict("socket_interface_2hosts_nccl2.5.6_nccl278.log")
+    assert r.verdict == "fail" and "2 hosts (sh-01, sh-03)" in r.cause and "cannot have used EFA" in r.cause, (
+        f"expected fail naming hosts sh-01 and sh-03, got {r.verdict}: {r.cause}"
+    )
+
+
+def test_ofi_refusing_a_non_efa_provider_then_socket_fails_efa_citing_both_lines():
+    r = verdict("ofi_only_efa_socket_nccl398.log")
+    texts = [e.text for e in r.evidence]
+    refused = any("Only EFA provider is supported" in t for t in texts)
+    socket = any("NET/Socket : Using" in t for t in texts)
+    assert (r.verdict, refused, socket) == ("fail", True, True), (
+        f"expected fail citing the OFI refusal and the NET/Socket line, got {r.verdict}: {r.cause} {texts}"
+    )
+
+
+def test_socket_on_several_hosts_is_no_pass_for_require_socket_without_channel_lines():
+    r = verdict("socket_nic_distance_multihost_nccl226.log", "socket")
+    assert r.verdict == "inconclusive", (
+        f"expected inconclusive (a pass needs channel lines), got {r.verdict}: {r.cause}"
+    )
+
+
+def test_socket_on_several_hosts_fails_efa_even_with_intra_node_channel_lines(tmp_path):
+    # two real logs joined: two hosts that chose Socket, and one host's SHM channels
+    log = tmp_path / "joined.log"
+    log.write_bytes(
+        (FIXTURES / "socket_interface_2hosts_nccl2.5.6_nccl278.log").read_bytes()
+        + (FIXTURES / "single_node_shm_nccl1609.log").read_bytes()
+    )
+    r = check_logs([log], require="efa")
+    assert r.verdict == "fail" and "cannot have used EFA" in r.cause, f"expected fail, got {r.verdict}: {r.cause}"
+
