@@ -226,3 +226,18 @@ def test_socket_on_several_hosts_fails_efa_even_with_intra_node_channel_lines(tm
     r = check_logs([log], require="efa")
     assert r.verdict == "fail" and "cannot have used EFA" in r.cause, f"expected fail, got {r.verdict}: {r.cause}"
 
+
+# -- what a PASS needs (issue 20, item 6) -----------------------------------------------------
+
+
+def test_efa_provider_without_a_channel_line_is_no_pass(tmp_path):
+    # the real EFA log without its channel lines: provider efa and "Using network AWS Libfabric" only
+    lines = (FIXTURES / "efa_gdrdma_sagemaker_ofi1.11.log").read_bytes().splitlines(keepends=True)
+    log = tmp_path / "efa_no_channels.log"
+    log.write_bytes(b"".join(line for line in lines if b" via " not in line))
+    r = check_logs([log], require="efa")
+    provider = [p.provider for p in r.state.processes.values()]
+    assert (r.verdict, r.exit_code) == ("inconclusive", 2) and "efa" in provider, (
+        f"expected inconclusive/2 with provider efa parsed, got {r.verdict}/{r.exit_code} (providers {provider}): "
+        f"{r.cause}"
+    )
