@@ -73,17 +73,25 @@ def scan_stream(
     status: FileStatus,
     run_id: str | None,
     in_scope_at_start: bool,
+    max_bytes: int | None = None,
 ) -> None:
     """Read one binary stream into ``state`` and ``status``.
 
     Only lines in scope count: the whole file when ``in_scope_at_start``; otherwise (a combined
     log given a run id) the lines after a ``run_marker(run_id)`` line and before a marker of
-    another run.
+    another run. Raises LogTooLarge once more than ``max_bytes`` were read (a file that keeps
+    growing must not be read forever).
     """
     scan = _Scan(label, state, run_id, in_scope_at_start)
     for block in _blocks(stream):
         scan.block(block)
+        if max_bytes is not None and stream.tell() > max_bytes:
+            raise LogTooLarge(f"more than {max_bytes} bytes")
     scan.report(status, stream.tell())
+
+
+class LogTooLarge(Exception):
+    """A stream went on past the most bytes a log may have."""
 
 
 def scan_lines(
