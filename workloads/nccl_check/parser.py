@@ -307,38 +307,7 @@ def apply_message(
                 info.nccl_version = m.group(1)
         return REPEAT_NOTHING
     if msg.startswith("NET/"):
-        info = state.process(proc)
-        if msg.startswith("NET/OFI"):
-            m = _PROVIDER.match(msg)
-            if m is not None:
-                args = (proc, m.group(1), m.group(2), int(m.group(3)) if m.group(3) else None)
-                _fold_provider(state, ev, *args)
-                return (_fold_provider, args)
-            m = _OFI_INIT.match(msg)
-            if m is not None:
-                if info.plugin is None:
-                    info.plugin = f"aws-ofi-nccl {m.group(1)}"
-                    info.plugin_evidence = ev.ev("net plugin loaded")
-                return REPEAT_NOTHING
-            if info.ofi_failure is None and _OFI_FAIL_RE.search(msg):
-                info.ofi_failure = ev.ev("aws-ofi-nccl failed to start")
-            return REPEAT_NOTHING
-        if msg.startswith("NET/Socket : Using"):
-            if info.socket_interface is None:
-                info.socket_interface = ev.ev("NCCL's socket transport started")
-            return REPEAT_NOTHING
-        if msg.startswith("NET/Plugin"):
-            if "ncclCollNetPlugin" in msg or "CollNet" in msg:
-                return REPEAT_NOTHING  # a missing CollNet symbol says nothing about the net plugin
-            if _PLUGIN_MISSING_RE.search(msg):
-                if info.plugin_missing is None:
-                    info.plugin_missing = ev.ev("net plugin not found")
-                return REPEAT_NOTHING
-            m = _LOADED.search(msg)
-            if m is not None and info.plugin is None:
-                info.plugin = m.group(1)
-                info.plugin_evidence = ev.ev("net plugin loaded")
-        return REPEAT_NOTHING
+        return _apply_net(state, proc, msg, ev)
     if msg.startswith(("Using", "Assigned", "Initialized")):
         m = _NETWORK.match(msg)
         if m is not None:
@@ -375,6 +344,43 @@ def apply_message(
             args = (proc, tid, m.group(1), int(m.group(2)), int(m.group(3)), m.group(4), msg.endswith("Init START"))
             _fold_comm_init(state, ev, *args)
             return (_fold_comm_init, args)
+    return REPEAT_NOTHING
+
+
+def _apply_net(state: ScanState, proc: ProcKey, msg: str, ev: LazyLine) -> Repeat:
+    """A "NET/..." message: aws-ofi-nccl's provider, start or failure, the socket transport's
+    start, the net plugin found or not."""
+    info = state.process(proc)
+    if msg.startswith("NET/OFI"):
+        m = _PROVIDER.match(msg)
+        if m is not None:
+            args = (proc, m.group(1), m.group(2), int(m.group(3)) if m.group(3) else None)
+            _fold_provider(state, ev, *args)
+            return (_fold_provider, args)
+        m = _OFI_INIT.match(msg)
+        if m is not None:
+            if info.plugin is None:
+                info.plugin = f"aws-ofi-nccl {m.group(1)}"
+                info.plugin_evidence = ev.ev("net plugin loaded")
+            return REPEAT_NOTHING
+        if info.ofi_failure is None and _OFI_FAIL_RE.search(msg):
+            info.ofi_failure = ev.ev("aws-ofi-nccl failed to start")
+        return REPEAT_NOTHING
+    if msg.startswith("NET/Socket : Using"):
+        if info.socket_interface is None:
+            info.socket_interface = ev.ev("NCCL's socket transport started")
+        return REPEAT_NOTHING
+    if msg.startswith("NET/Plugin"):
+        if "ncclCollNetPlugin" in msg or "CollNet" in msg:
+            return REPEAT_NOTHING  # a missing CollNet symbol says nothing about the net plugin
+        if _PLUGIN_MISSING_RE.search(msg):
+            if info.plugin_missing is None:
+                info.plugin_missing = ev.ev("net plugin not found")
+            return REPEAT_NOTHING
+        m = _LOADED.search(msg)
+        if m is not None and info.plugin is None:
+            info.plugin = m.group(1)
+            info.plugin_evidence = ev.ev("net plugin loaded")
     return REPEAT_NOTHING
 
 

@@ -154,22 +154,7 @@ def decide(state: ScanState, require: str) -> Decision:
             )
         return _no_inter(state, conns, require)
 
-    good, bad, unknown = [], [], []
-    for c in inter:
-        t = c.transport
-        if require == "socket":
-            (good if t.net == "socket" else bad).append(c)
-            continue
-        if t.net == "libfabric":
-            prov = _provider_for(state.processes.get(c.proc), run_providers)
-            if prov is None:
-                unknown.append(c)
-            elif _is_efa(prov):
-                good.append(c)
-            else:
-                bad.append(c)
-        else:
-            bad.append(c)
+    good, bad, unknown = _sort_inter(state, inter, require, run_providers)
 
     if bad:
         cause = _bad_cause(state, bad, run_providers, require)
@@ -229,6 +214,30 @@ def multi_host(state: ScanState) -> tuple[list[str], list[Evidence]]:
     hosts = sorted({p.host for p in state.processes.values() if not p.host.startswith("file:") and p.host != "ray:?"})
     wide = [c.evidence for c in state.comms.values() if c.nnodes and c.nnodes > 1 and c.evidence]
     return (hosts if len(hosts) > 1 else []), wide
+
+
+def _sort_inter(
+    state: ScanState, inter: list[Connection], require: str, run_providers: set[str]
+) -> tuple[list[Connection], list[Connection], list[Connection]]:
+    """Inter-node connections as (good, bad, unknown) for ``require`` 'efa' or 'socket'; unknown:
+    over Libfabric with no provider logged."""
+    good, bad, unknown = [], [], []
+    for c in inter:
+        t = c.transport
+        if require == "socket":
+            (good if t.net == "socket" else bad).append(c)
+            continue
+        if t.net == "libfabric":
+            prov = _provider_for(state.processes.get(c.proc), run_providers)
+            if prov is None:
+                unknown.append(c)
+            elif _is_efa(prov):
+                good.append(c)
+            else:
+                bad.append(c)
+        else:
+            bad.append(c)
+    return good, bad, unknown
 
 
 def _no_inter(state: ScanState, conns: list[Connection], require: str) -> Decision:
