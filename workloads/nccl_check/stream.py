@@ -8,13 +8,14 @@ A Python loop over every line of a log costs several times more than reading it 
   lines read before do, both in C; Python then handles only the lines that do something again
   (a connection, a communicator, a warning) and those not seen before;
 - by hits, when they do not (a time in front of every line): ``bytes.find``, in C over the whole
-  block, finds the lines that hold one of a few literals (``LITERALS``), and only those are
-  read. Every line the check uses holds one: channel connections (`` via ``), networks,
-  plugins, communicators, versions, warnings, run markers. The cache is then keyed on the line
+  block, finds the lines that hold one of a few literals (``parser.ALL_LITERALS``), and only
+  those are read. Every line the check uses holds one: channel connections (`` via ``),
+  networks, plugins, communicators, versions, warnings, run markers. The cache is then keyed on the line
   without its time, so a repeat at another time is not parsed again either.
 The NCCL tags of the lines not read (ring listings, topology, tuning: the bulk of an init log)
 are only counted. A line is parsed by the same code that ``scan_lines`` runs on every line, and
-the tests hold both ways of reading a block to it.
+the tests hold both ways of reading a block to it. What a line says (its grammar, the
+literals, the state it folds into) is ``parser.py``'s alone.
 
 Memory: one block, one line of at most ``MAX_LINE_BYTES`` (longer lines are cut there), the
 caches (at most 8 MiB of lines and 16k prefixes of at most 512 B) and the aggregates.
