@@ -194,8 +194,8 @@ def test_nccl_2_4_socket_nic_distance_on_several_hosts_fails_efa_naming_the_line
 
 def test_socket_on_several_hosts_fails_efa_naming_the_hosts():
     r = verdict("socket_interface_2hosts_nccl2.5.6_nccl278.log")
-    assert r.verdict == "fail" and "2 hosts (sh-01, sh-03)" in r.cause and "cannot have used EFA" in r.cause, (
-        f"expected fail naming hosts sh-01 and sh-03, got {r.verdict}: {r.cause}"
+    assert r.verdict == "fail" and "2 hosts (sh-01, sh-03) chose only Socket, so" in r.cause, (
+        f"expected fail naming hosts sh-01 and sh-03 and Socket, got {r.verdict}: {r.cause}"
     )
 
 
@@ -225,6 +225,31 @@ def test_socket_on_several_hosts_fails_efa_even_with_intra_node_channel_lines(tm
     )
     r = check_logs([log], require="efa")
     assert r.verdict == "fail" and "cannot have used EFA" in r.cause, f"expected fail, got {r.verdict}: {r.cause}"
+
+
+def test_socket_hosts_beside_an_efa_host_are_not_called_socket_only(tmp_path):
+    # three real logs joined: two hosts that chose Socket, one whose aws-ofi-nccl selected efa
+    # (its channel lines left out), one host's SHM channels; the run's networks are not only Socket
+    efa = (FIXTURES / "efa_gdrdma_sagemaker_ofi1.11.log").read_bytes().splitlines(keepends=True)
+    log = tmp_path / "joined.log"
+    log.write_bytes(
+        (FIXTURES / "socket_interface_2hosts_nccl2.5.6_nccl278.log").read_bytes()
+        + b"".join(line for line in efa if b" via " not in line)
+        + (FIXTURES / "single_node_shm_nccl1609.log").read_bytes()
+    )
+    r = check_logs([log], require="efa")
+    assert r.verdict == "inconclusive", f"expected inconclusive (not socket-only), got {r.verdict}: {r.cause}"
+
+
+def test_socket_requirement_fails_when_a_later_inter_node_connection_is_not_socket(tmp_path):
+    # two real logs joined: Socket channels first, then EFA channels
+    log = tmp_path / "joined.log"
+    log.write_bytes(
+        (FIXTURES / "socket_cluster_nccl952.log").read_bytes()
+        + (FIXTURES / "efa_gdrdma_sagemaker_ofi1.11.log").read_bytes()
+    )
+    r = check_logs([log], require="socket")
+    assert r.verdict == "fail", f"expected fail (EFA channels are not Socket), got {r.verdict}: {r.cause}"
 
 
 # -- what a PASS needs (issue 20, item 6) -----------------------------------------------------
