@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from workloads.nccl_check import ScanState, classify_transport
-from workloads.nccl_check.model import FileStatus
+from workloads.nccl_check.records import FileStatus
 from workloads.nccl_check.stream import scan_stream
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "nccl"
@@ -182,3 +182,27 @@ def test_nvls_head_and_tree_lines_are_not_connections():
         state = scan_file(name)
         kinds = {c.transport.kind for c in state.connections.values()}
         assert "NVLS" not in kinds, f"{name}: 'NVLS Head' / 'Connected NVLS tree' name no peer, got {kinds}"
+
+
+def test_nic_distance_line_names_the_network_nccl_2_4_chose():
+    state = scan_file("socket_nic_distance_multihost_nccl226.log")
+    got = sorted((p.host, tuple(p.networks)) for p in state.processes.values())
+    want = [(h, ("Socket",)) for h in ("ip-172-31-1-46", "ip-172-31-10-149", "ip-172-31-7-227", "ip-172-31-8-230")]
+    assert got == want, f"expected Socket for each of the four hosts, got {got}"
+
+
+def test_socket_transport_start_is_kept_apart_from_a_chosen_network():
+    state = scan_file("socket_interface_2hosts_nccl2.5.6_nccl278.log")
+    got = sorted(
+        (p.host, p.socket_interface.line if p.socket_interface else None, dict(p.networks))
+        for p in state.processes.values()
+    )
+    assert got == [("sh-01", 2, {}), ("sh-03", 4, {})], (
+        f"expected lines 2 and 4 as socket starts, no network, got {got}"
+    )
+
+
+def test_ofi_refusing_a_non_efa_provider_is_an_ofi_failure():
+    state = scan_file("ofi_only_efa_socket_nccl398.log")
+    failed = sorted(p.pid for p in state.processes.values() if p.ofi_failure is not None)
+    assert failed == [8159, 8164, 8166], f"expected the three processes that warned, got {failed}"

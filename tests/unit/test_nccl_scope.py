@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
@@ -141,3 +142,17 @@ def test_a_directory_of_per_rank_files_is_read_recursively():
     r = check_logs([FIXTURES / "h200_debugfile"])
     got = (r.verdict, [Path(f.path).name for f in r.files if f.status == "read"])
     assert got == ("inconclusive", ["nccl.rank0.vm.686.log"]), f"got {got}: {r.cause}"
+
+
+def test_fifo_in_another_runs_folder_is_skipped_not_bad_input(runs):
+    os.mkfifo(runs / "old" / "nccl" / "stray.fifo")
+    r = check_logs([runs], run_id="new")
+    assert r.verdict == "pass", f"expected the FIFO of run old to be out of scope (pass), got {r.verdict}: {r.cause}"
+
+
+def test_empty_log_of_another_run_is_no_finding(runs):
+    (runs / "old" / "nccl" / "nccl.rank1.ip-10-0-1-6.4243.log").write_bytes(b"")
+    r = check_logs([runs], run_id="new")
+    assert r.verdict == "pass", (
+        f"expected the empty log of run old to be out of scope (pass), got {r.verdict}: {r.cause}"
+    )

@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from workloads.nccl_check import ScanState, run_marker, stream
-from workloads.nccl_check.model import FileStatus
+from workloads.nccl_check import ScanState, parser, run_marker, stream
+from workloads.nccl_check.records import FileStatus
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "nccl"
 LOGS = sorted(FIXTURES.glob("*.log"))
@@ -172,7 +172,7 @@ def test_the_reader_reads_repeats_by_lines_and_unique_lines_by_hits(monkeypatch,
 
 
 def test_every_line_the_reader_uses_holds_one_of_the_literals_it_looks_for():
-    literals = stream._LITERALS + (stream._WARN,)
+    literals = parser.ALL_LITERALS
     empty = by_lines(b"")["state"]
     for log in LOGS:
         for n, line in enumerate(log.read_bytes().splitlines(), 1):

@@ -179,3 +179,90 @@ def test_collnet_fallback_to_ib_fails_efa_citing_the_warning():
 def test_rdma_sharp_plugin_network_fails_efa_as_ib():
     r = verdict("rdma_plugin_nvls_nccl2.26.2.log")
     assert r.verdict == "fail" and r.cause.startswith("NCCL used InfiniBand/RoCE verbs"), f"got {r.verdict}: {r.cause}"
+
+
+# -- several hosts whose only network is Socket, no channel line (issue 20, item 2) ------------
+
+
+def test_nccl_2_4_socket_nic_distance_on_several_hosts_fails_efa_naming_the_lines():
+    r = verdict("socket_nic_distance_multihost_nccl226.log")
+    cited = [e.line for e in r.evidence if "Socket NIC distance" in e.text]
+    assert (r.verdict, r.exit_code) == ("fail", 1) and cited[:1] == [1], (
+        f"expected fail/1 citing line 1 (Socket NIC distance), got {r.verdict}/{r.exit_code} citing {cited}: {r.cause}"
+    )
+
+
+def test_socket_on_several_hosts_fails_efa_naming_the_hosts():
+    r = verdict("socket_interface_2hosts_nccl2.5.6_nccl278.log")
+    assert r.verdict == "fail" and "2 hosts (sh-01, sh-03) chose only Socket, so" in r.cause, (
+        f"expected fail naming hosts sh-01 and sh-03 and Socket, got {r.verdict}: {r.cause}"
+    )
+
+
+def test_ofi_refusing_a_non_efa_provider_then_socket_fails_efa_citing_both_lines():
+    r = verdict("ofi_only_efa_socket_nccl398.log")
+    texts = [e.text for e in r.evidence]
+    refused = any("Only EFA provider is supported" in t for t in texts)
+    socket = any("NET/Socket : Using" in t for t in texts)
+    assert (r.verdict, refused, socket) == ("fail", True, True), (
+        f"expected fail citing the OFI refusal and the NET/Socket line, got {r.verdict}: {r.cause} {texts}"
+    )
+
+
+def test_socket_on_several_hosts_is_no_pass_for_require_socket_without_channel_lines():
+    r = verdict("socket_nic_distance_multihost_nccl226.log", "socket")
+    assert r.verdict == "inconclusive", (
+        f"expected inconclusive (a pass needs channel lines), got {r.verdict}: {r.cause}"
+    )
+
+
+def test_socket_on_several_hosts_fails_efa_even_with_intra_node_channel_lines(tmp_path):
+    # two real logs joined: two hosts that chose Socket, and one host's SHM channels
+    log = tmp_path / "joined.log"
+    log.write_bytes(
+        (FIXTURES / "socket_interface_2hosts_nccl2.5.6_nccl278.log").read_bytes()
+        + (FIXTURES / "single_node_shm_nccl1609.log").read_bytes()
+    )
+    r = check_logs([log], require="efa")
+    assert r.verdict == "fail" and "cannot have used EFA" in r.cause, f"expected fail, got {r.verdict}: {r.cause}"
+
+
+def test_socket_hosts_beside_an_efa_host_are_not_called_socket_only(tmp_path):
+    # three real logs joined: two hosts that chose Socket, one whose aws-ofi-nccl selected efa
+    # (its channel lines left out), one host's SHM channels; the run's networks are not only Socket
+    efa = (FIXTURES / "efa_gdrdma_sagemaker_ofi1.11.log").read_bytes().splitlines(keepends=True)
+    log = tmp_path / "joined.log"
+    log.write_bytes(
+        (FIXTURES / "socket_interface_2hosts_nccl2.5.6_nccl278.log").read_bytes()
+        + b"".join(line for line in efa if b" via " not in line)
+        + (FIXTURES / "single_node_shm_nccl1609.log").read_bytes()
+    )
+    r = check_logs([log], require="efa")
+    assert r.verdict == "inconclusive", f"expected inconclusive (not socket-only), got {r.verdict}: {r.cause}"
+
+
+def test_socket_requirement_fails_when_a_later_inter_node_connection_is_not_socket(tmp_path):
+    # two real logs joined: Socket channels first, then EFA channels
+    log = tmp_path / "joined.log"
+    log.write_bytes(
+        (FIXTURES / "socket_cluster_nccl952.log").read_bytes()
+        + (FIXTURES / "efa_gdrdma_sagemaker_ofi1.11.log").read_bytes()
+    )
+    r = check_logs([log], require="socket")
+    assert r.verdict == "fail", f"expected fail (EFA channels are not Socket), got {r.verdict}: {r.cause}"
+
+
+# -- what a PASS needs (issue 20, item 6) -----------------------------------------------------
+
+
+def test_efa_provider_without_a_channel_line_is_no_pass(tmp_path):
+    # the real EFA log without its channel lines: provider efa and "Using network AWS Libfabric" only
+    lines = (FIXTURES / "efa_gdrdma_sagemaker_ofi1.11.log").read_bytes().splitlines(keepends=True)
+    log = tmp_path / "efa_no_channels.log"
+    log.write_bytes(b"".join(line for line in lines if b" via " not in line))
+    r = check_logs([log], require="efa")
+    provider = [p.provider for p in r.state.processes.values()]
+    assert (r.verdict, r.exit_code) == ("inconclusive", 2) and "efa" in provider, (
+        f"expected inconclusive/2 with provider efa parsed, got {r.verdict}/{r.exit_code} (providers {provider}): "
+        f"{r.cause}"
+    )

@@ -8,8 +8,8 @@ the evidence. Standard library only: it runs in the training container and in th
 CLI: ``python -m workloads.nccl_check --require efa [--run-id ID] [--json] PATH...``
 """
 
-from .model import Connection, Evidence, FileStatus, ProcessInfo, Transport
 from .parser import RUN_MARKER, ScanState, classify_transport, run_marker
+from .records import Connection, Evidence, FileStatus, ProcessInfo, Transport
 from .report import EXIT_CODES, Report, check_logs
 from .verdict import REQUIREMENTS
 

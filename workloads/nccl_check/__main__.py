@@ -6,16 +6,18 @@ import argparse
 import json
 import sys
 
-from .report import check_logs
+from .report import MAX_LOG_BYTES, check_logs
 from .verdict import REQUIREMENTS
 
-EPILOG = """exit codes:
+EPILOG = f"""exit codes:
   0  pass          the requirement is proven by inter-node channel connections
   1  fail          fallback or wrong transport (e.g. NET/Socket, NET/IB, a non-efa provider)
-  2  inconclusive  no inter-node traffic (single node) or the provider was not logged:
-                   EFA not proven
-  3  bad input     a path is missing, empty or unreadable, no NCCL_DEBUG=INFO output
-                   (of this run) was found, or the command line is wrong
+  2  inconclusive  no inter-node traffic (single node), the provider was not logged, or a
+                   log in scope is empty (that rank wrote nothing): EFA not proven
+  3  bad input     a path is missing or unreadable, a path in scope is not a regular file
+                   (a FIFO, a device such as /dev/zero, a socket) or is larger than any log
+                   ({MAX_LOG_BYTES >> 30} GiB), no NCCL_DEBUG=INFO output (of this run) was found, or the
+                   command line is wrong
 
 run scoping (--run-id ID): files under a folder named ID, or whose name contains ID, are read
 whole; other files found in directories are skipped; other files named here are read as
@@ -50,6 +52,10 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
+    # a file name that is not UTF-8 must not end the report with an encoding traceback
+    for out in (sys.stdout, sys.stderr):
+        if hasattr(out, "reconfigure"):
+            out.reconfigure(errors="backslashreplace")
     args = build_parser().parse_args(argv)
     report = check_logs(args.paths, require=args.require, run_id=args.run_id)
     if args.json:

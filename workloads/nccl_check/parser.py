@@ -13,6 +13,10 @@ Accepted around the NCCL message, in any combination:
   ``kubectl logs --timestamps``, NCCL 2.28's ``[2026-12-02 16:26:37]``) and ANSI colour codes;
 - no prefix at all (NCCL prints ``NCCL version ...`` bare in older releases; issue reports
   often trim prefixes).
+
+This module is the one place that knows what a line says: the line grammar (the patterns below,
+including the ones ``stream.py`` uses to find lines worth reading) and the state it folds them
+into. ``stream.py`` reads a file, whole line by line or in blocks, and calls into it.
 """
 
 from __future__ import annotations
@@ -20,7 +24,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
-from .model import CommInfo, Connection, Evidence, ProcessInfo, ProcKey, Transport
+from .records import CommInfo, Connection, Evidence, ProcessInfo, ProcKey, Transport
 
 RUN_MARKER = "ray-efa-eks nccl-run"
 MAX_WARNINGS = 50
@@ -43,18 +47,65 @@ _NETWORK = re.compile(
     r"(?: to comm)?\s*$"
 )
 _INIT_FAILED = re.compile(r"Failed to initialize NET plugin (.+?)\s*$")
+# NCCL of the 2.4 era names the network it chose only here: "CUDA Dev 0[0], Socket NIC distance :  PHB"
+# (NVIDIA/nccl#226, a 2019 multi-node log), "..., IB NIC distance : SYS".
+_NIC_DISTANCE = re.compile(r"CUDA Dev \d+\[\d+\], (.+?) NIC distance")
 _COMM = re.compile(r"comm (0x[0-9a-f]+) rank (\d+) nRanks (\d+) nNodes (\d+) localRanks (\d+) localRank (\d+)")
 _COMM_INIT = re.compile(
     r"comm (0x[0-9a-f]+) rank (\d+) nranks (\d+)\b.*?(?:commId (0x[0-9a-f]+))?.*- Init (?:START|COMPLETE)"
 )
-# "Channel 00/0 : 3[3] -> 4[0] [send] via ...", older "Ring 00 : 3 -> 4 via ...", and CollNet's
-# one-rank form "CollNet 00/0 : 0 [receive] via COLLNET/SHARP/1/GDRDMA" (the peer is the network).
-CONNECTION_B = re.compile(
-    rb"(?:Channel|Ring|CollNet|NVLS) (\d+)(?:/(\d+))? : (\d+)(?:\[[0-9a-fx]+\])?(?: -> (\d+)"
+# A channel connection: "Channel 00/0 : 3[3] -> 4[0] [send] via ...", older "Ring 00 : 3 -> 4
+# via ...", and CollNet's one-rank form "CollNet 00/0 : 0 [receive] via COLLNET/SHARP/1/GDRDMA"
+# (the peer is the network). Groups 1-5: channel, sub-channel, source, destination, direction.
+CHANNEL_WORDS = ("Channel", "Ring", "CollNet", "NVLS")
+_CHANNEL_WORD = b"(?:" + b"|".join(w.encode() for w in CHANNEL_WORDS) + b")"
+_CONNECTION = (
+    _CHANNEL_WORD + rb" (\d+)(?:/(\d+))? : (\d+)(?:\[[0-9a-fx]+\])?(?: -> (\d+)"
     rb"(?:\[[0-9a-fx]+\])?)?(?: \[(send|receive)\])? via "
 )
+CONNECTION_B = re.compile(_CONNECTION)
 MARKER = re.compile(re.escape(RUN_MARKER) + r" run_id=(\S+)")
 MARKER_B = RUN_MARKER.encode()
+
+INFO_TAG = b"NCCL INFO "
+WARN_TAG = b"NCCL WARN"
+# An INFO message apply_message reads, matched at its tag; groups 1-5 as in CONNECTION_B, group 6
+# the rest of a connection line after "via ".
+TAGGED = re.compile(
+    rb"NCCL INFO (?:" + _CONNECTION + rb"([^\n]*)"
+    rb"|NET/OFI (?:Selected|Initializing|Using aws|Unable|Couldn't|OFI)|NET/Plugin|Using network"
+    rb"|Using internal|NCCL version|comm 0x|ncclComm|Initialized NET plugin|Assigned NET plugin"
+    rb"|Failed to initialize NET plugin|NET/Socket : Using|CUDA Dev)"
+)
+# A tagged communicator line that apply_message reads only with one of COMM_SHAPES in it (not,
+# e.g., "comm 0x... Destroy COMPLETE").
+COMM_STARTS = (b"comm 0x", b"ncclComm")
+COMM_SHAPES = (b"nNodes", b"- Init")
+# A line without an NCCL tag that is an NCCL message all the same: from excerpts without
+# NCCL's prefix, the bare version line of older releases, the training module's run markers.
+# (Ring listings and other lines about IB carry nothing the check uses, so a bare one is not read.)
+UNPREFIXED = re.compile(
+    _CHANNEL_WORD + rb" \d+(?:/\d+)? : \d[^\n]* via |NCCL version|NET/(?:OFI|Plugin|Socket : Using)"
+    rb"|Using network|CUDA Dev \d+\[\d+\], [^\n]*NIC distance|comm 0x[0-9a-f]+ rank [^\n]*(?:nNodes|- Init)|" + MARKER_B
+)
+# Every line apply_message uses holds one of these or WARN_TAG (both in ALL_LITERALS): a message
+# of TAGGED, an UNPREFIXED line. "NET" stands for NET/OFI, NET/Plugin and the Initialized,
+# Assigned and Failed to initialize NET plugin lines; " rank " for the communicator lines, which
+# apply_message reads only as "comm 0x... rank R ..." ("comm 0x" itself would also find every line
+# of NCCL_DEBUG_SUBSYS=COLL); "NIC distance" for the network NCCL 2.4 chose. Each one more
+# costs the block reader a pass over every block.
+LITERALS = (b" via ", b"NET", b"Using ", b" rank ", b"NCCL version", b"NIC distance", MARKER_B)
+ALL_LITERALS = (WARN_TAG, *LITERALS)
+ANY_LITERAL = re.compile(b"|".join(re.escape(lit) for lit in ALL_LITERALS))
+
+# Timestamps in front of a line: kubectl logs --timestamps (2026-12-03T20:00:00.123456789Z),
+# CloudWatch exports ("  | 2025-05-16T16:39:51.208-07:00 | "), NCCL 2.28 ([2026-12-02 16:26:37]).
+# Only a timestamp followed by a space, tab or "|" counts: NCCL's host name, which cannot hold
+# those, does not begin inside it, so the line means the same without it.
+_LEADING_TIME = re.compile(
+    rb"[ \t|]*(?:\[?\d{4}-\d\d-\d\d[T ]\d\d:\d\d:\d\d(?:[.,]\d+)?(?:Z|[+-]\d\d:?\d\d)?\]?[ \t|]+)+"
+)
+_TIME_FIRST = frozenset(b"0123456789[ \t|")  # what a line that starts with one begins with
 # How "NET plugin not found" reads across releases (2.4-2.18: "No plugin found", 2.19+:
 # "Could not find: ...", 2.12-2.18 also "Plugin load (...) returned 2 : ...").
 _PLUGIN_MISSING = ("No plugin found", "Could not find:", "Plugin load (", "dlerror=")
@@ -67,6 +118,9 @@ _OFI_FAILURES = (
     "OFI plugin initNet() failed",
     "fi_getinfo",
     "No eligible providers",
+    # aws-ofi-nccl 1.0-1.1 (ofi_init) when libfabric offers no efa provider: it returns an error
+    # and NCCL falls back (https://github.com/aws/aws-ofi-nccl, src/nccl_ofi_net.c of those releases)
+    "Only EFA provider is supported",
 )
 _PLUGIN_MISSING_RE = re.compile("|".join(re.escape(f) for f in _PLUGIN_MISSING))
 _OFI_FAIL_RE = re.compile("|".join(re.escape(f) for f in _OFI_FAILURES))
@@ -118,6 +172,16 @@ def network_family(name: str) -> str:
     return classify_transport(f"NET/{name}/0").net or "other"
 
 
+def untimed(raw: bytes) -> bytes:
+    """``raw`` without the timestamps in front of it (``raw`` itself where it has none): the key
+    under which what a line does is kept, for it does the same at any time (its evidence, read
+    from the line itself, keeps them)."""
+    if not raw or raw[0] not in _TIME_FIRST:
+        return raw
+    m = _LEADING_TIME.match(raw)
+    return raw if m is None else raw[m.end() :]
+
+
 @dataclass
 class ScanState:
     """Aggregates over every in-scope line of every file read."""
@@ -128,14 +192,39 @@ class ScanState:
     warnings: list[Evidence] = field(default_factory=list)
     warning_count: int = 0
     markers: dict[str, Evidence] = field(default_factory=dict)  # run id -> first marker line
-    # thread -> comm pointer it last initialised, so channel lines can be tied to a comm
-    _thread_comm: dict[tuple, str] = field(default_factory=dict)
+    # (process, thread id) and (process, None) -> the comm pointer that thread (any thread of the
+    # process) last initialised: a channel line belongs to it (see comm_at)
+    thread_comm: dict[tuple, str] = field(default_factory=dict)
 
     def process(self, key: ProcKey) -> ProcessInfo:
         info = self.processes.get(key)
         if info is None:
             info = self.processes[key] = ProcessInfo(key)
         return info
+
+    def comm_at(self, thread: tuple, any_thread: tuple) -> str | None:
+        """The comm a channel line of ``thread`` = (process, tid) belongs to now: the one that
+        thread initialised last, else the one its process (``any_thread`` = (process, None)) did."""
+        return self.thread_comm.get(thread) or self.thread_comm.get(any_thread)
+
+    def connect(self, thread: tuple, any_thread: tuple, proc: ProcKey, rest: tuple, line: LazyLine) -> str | None:
+        """Keep a channel connection, once per (process, comm, transport, channel, ranks); ``rest``
+        is (the transport after "via " as bytes, then CONNECTION_B's groups). Returns its comm."""
+        comm = self.comm_at(thread, any_thread)
+        key = (proc, comm, *rest)
+        if key not in self.connections:
+            via, channel, _sub, src, dst, direction = rest
+            self.connections[key] = Connection(
+                proc,
+                comm,
+                int(channel),
+                int(src),
+                int(dst) if dst else None,
+                direction.decode() if direction else None,
+                classify_transport(via.decode("utf-8", "replace")),
+                line.ev(),
+            )
+        return comm
 
 
 def clip(text: str) -> str:
@@ -144,9 +233,8 @@ def clip(text: str) -> str:
 
 def identity(prefix: str, file_label: str) -> tuple[ProcKey, int | None]:
     """(process key, thread id) from whatever comes before the NCCL message."""
-    m = None
-    for m in _NCCL_PREFIX.finditer(prefix):
-        pass  # the last match is the one next to the message (launchers add their own before)
+    # the last match is the one next to the message (launchers add their own before)
+    m = next(reversed(list(_NCCL_PREFIX.finditer(prefix))), None)
     if m is not None:
         return (m.group(1), int(m.group(2))), int(m.group(3))
     r = _RAY_PREFIX.search(prefix)
@@ -204,23 +292,12 @@ def apply_message(
             why = "no usable network plugin"
         _fold_warning(state, ev, proc, why)
         return (_fold_warning, (proc, why))
-    first = msg[:4]
-    if first in ("Chan", "Ring", "Coll", "NVLS"):
+    if msg.startswith(CHANNEL_WORDS):
         raw = msg.encode()
         m = CONNECTION_B.match(raw)
         if m is None:
             return REPEAT_NOTHING  # ring/tree listings ("Channel 00/02 :    0   1 ...") carry no transport
-        via_b = via_text(raw[m.end() :])
-        channel, _sub, src, dst, direction = (g.decode() if g is not None else None for g in m.groups())
-        via = via_b.decode("utf-8", "replace")
-        comm = state._thread_comm.get((proc, tid)) or state._thread_comm.get((proc, None))
-        # the same key as the tagged lines' (stream.py), so a connection is kept once
-        key = (proc, comm, via_b) + m.groups()
-        if key not in state.connections:
-            transport = classify_transport(via)
-            state.connections[key] = Connection(
-                proc, comm, int(channel), int(src), int(dst) if dst else None, direction, transport, ev.ev()
-            )
+        state.connect((proc, tid), (proc, None), proc, (via_text(raw[m.end() :]), *m.groups()), ev)
         return None
     if msg.startswith("NCCL version"):
         m = _VERSION.match(msg)
@@ -230,34 +307,7 @@ def apply_message(
                 info.nccl_version = m.group(1)
         return REPEAT_NOTHING
     if msg.startswith("NET/"):
-        info = state.process(proc)
-        if msg.startswith("NET/OFI"):
-            m = _PROVIDER.match(msg)
-            if m is not None:
-                args = (proc, m.group(1), m.group(2), int(m.group(3)) if m.group(3) else None)
-                _fold_provider(state, ev, *args)
-                return (_fold_provider, args)
-            m = _OFI_INIT.match(msg)
-            if m is not None:
-                if info.plugin is None:
-                    info.plugin = f"aws-ofi-nccl {m.group(1)}"
-                    info.plugin_evidence = ev.ev("net plugin loaded")
-                return REPEAT_NOTHING
-            if info.ofi_failure is None and _OFI_FAIL_RE.search(msg):
-                info.ofi_failure = ev.ev("aws-ofi-nccl failed to start")
-            return REPEAT_NOTHING
-        if msg.startswith("NET/Plugin"):
-            if "ncclCollNetPlugin" in msg or "CollNet" in msg:
-                return REPEAT_NOTHING  # a missing CollNet symbol says nothing about the net plugin
-            if _PLUGIN_MISSING_RE.search(msg):
-                if info.plugin_missing is None:
-                    info.plugin_missing = ev.ev("net plugin not found")
-                return REPEAT_NOTHING
-            m = _LOADED.search(msg)
-            if m is not None and info.plugin is None:
-                info.plugin = m.group(1)
-                info.plugin_evidence = ev.ev("net plugin loaded")
-        return REPEAT_NOTHING
+        return _apply_net(state, proc, msg, ev)
     if msg.startswith(("Using", "Assigned", "Initialized")):
         m = _NETWORK.match(msg)
         if m is not None:
@@ -265,6 +315,12 @@ def apply_message(
             info = state.process(proc)
             if name not in info.networks:
                 info.networks[name] = ev.ev("network chosen")
+        return REPEAT_NOTHING
+    if msg.startswith("CUDA Dev"):
+        m = _NIC_DISTANCE.match(msg)
+        if m is not None:
+            info = state.process(proc)
+            info.networks.setdefault(m.group(1), ev.ev("network chosen"))
         return REPEAT_NOTHING
     if msg.startswith("Failed to initialize NET plugin"):
         m = _INIT_FAILED.match(msg)
@@ -288,6 +344,43 @@ def apply_message(
             args = (proc, tid, m.group(1), int(m.group(2)), int(m.group(3)), m.group(4), msg.endswith("Init START"))
             _fold_comm_init(state, ev, *args)
             return (_fold_comm_init, args)
+    return REPEAT_NOTHING
+
+
+def _apply_net(state: ScanState, proc: ProcKey, msg: str, ev: LazyLine) -> Repeat:
+    """A "NET/..." message: aws-ofi-nccl's provider, start or failure, the socket transport's
+    start, the net plugin found or not."""
+    info = state.process(proc)
+    if msg.startswith("NET/OFI"):
+        m = _PROVIDER.match(msg)
+        if m is not None:
+            args = (proc, m.group(1), m.group(2), int(m.group(3)) if m.group(3) else None)
+            _fold_provider(state, ev, *args)
+            return (_fold_provider, args)
+        m = _OFI_INIT.match(msg)
+        if m is not None:
+            if info.plugin is None:
+                info.plugin = f"aws-ofi-nccl {m.group(1)}"
+                info.plugin_evidence = ev.ev("net plugin loaded")
+            return REPEAT_NOTHING
+        if info.ofi_failure is None and _OFI_FAIL_RE.search(msg):
+            info.ofi_failure = ev.ev("aws-ofi-nccl failed to start")
+        return REPEAT_NOTHING
+    if msg.startswith("NET/Socket : Using"):
+        if info.socket_interface is None:
+            info.socket_interface = ev.ev("NCCL's socket transport started")
+        return REPEAT_NOTHING
+    if msg.startswith("NET/Plugin"):
+        if "ncclCollNetPlugin" in msg or "CollNet" in msg:
+            return REPEAT_NOTHING  # a missing CollNet symbol says nothing about the net plugin
+        if _PLUGIN_MISSING_RE.search(msg):
+            if info.plugin_missing is None:
+                info.plugin_missing = ev.ev("net plugin not found")
+            return REPEAT_NOTHING
+        m = _LOADED.search(msg)
+        if m is not None and info.plugin is None:
+            info.plugin = m.group(1)
+            info.plugin_evidence = ev.ev("net plugin loaded")
     return REPEAT_NOTHING
 
 
@@ -330,8 +423,8 @@ def _fold_comm_nodes(
         c.evidence = ev.ev(f"nNodes {nnodes}")
     c.rank, c.nranks = rank, nranks
     c.nnodes, c.local_ranks = nnodes, local_ranks
-    state._thread_comm[(proc, tid)] = ptr
-    state._thread_comm[(proc, None)] = ptr
+    state.thread_comm[(proc, tid)] = ptr
+    state.thread_comm[(proc, None)] = ptr
 
 
 def _fold_comm_init(
@@ -353,8 +446,8 @@ def _fold_comm_init(
     if c.evidence is None:
         c.evidence = ev.ev("communicator")
     if start or c.nnodes is None:
-        state._thread_comm[(proc, tid)] = ptr
-        state._thread_comm[(proc, None)] = ptr
+        state.thread_comm[(proc, tid)] = ptr
+        state.thread_comm[(proc, None)] = ptr
 
 
 def _comm(state: ScanState, proc: ProcKey, ptr: str) -> CommInfo:

@@ -3,17 +3,24 @@
 from __future__ import annotations
 
 import os
+import stat
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from .model import Evidence, FileStatus
 from .parser import ScanState
-from .scope import discover
-from .stream import scan_stream
-from .verdict import REQUIREMENTS, decide
+from .records import Evidence, FileStatus
+from .scope import Candidate, discover, special_kind
+from .stream import LogTooLarge, scan_stream
+from .verdict import REQUIREMENTS, Decision, decide
 
 EXIT_CODES = {"pass": 0, "fail": 1, "inconclusive": 2, "bad-input": 3}
 _READ_BUFFER = 1 << 20  # large reads: the parser's cost per line, not I/O, should dominate
+# No log is larger: the per-rank NCCL_DEBUG=INFO logs of the fixtures are a few kB to tens of kB and
+# the rate bench's 1 GB log is a million times the init log it repeats. A larger file is named by
+# mistake, or keeps growing.
+MAX_LOG_BYTES = 16 << 30
+# Statuses of a file that make the whole input bad, wherever the file came from.
+_BAD_ANYWHERE = ("not-regular", "too-large")
 
 
 @dataclass(frozen=True)
@@ -133,54 +140,98 @@ class Report:
 def check_logs(paths: Sequence[str | os.PathLike], require: str = "efa", run_id: str | None = None) -> Report:
     """Check NCCL_DEBUG=INFO logs (files or directories) of one run against ``require``.
 
-    Never raises for bad input: missing, unreadable or empty paths, or no NCCL content in
-    scope, give the verdict 'bad-input'. ``require`` outside ('efa', 'socket', 'any') raises
-    ValueError.
+    Never raises for bad input: missing, unreadable or empty paths, FIFOs, devices and other
+    files that are not regular, files larger than MAX_LOG_BYTES, or no NCCL content in scope,
+    give the verdict 'bad-input'. ``require`` outside ('efa', 'socket', 'any') raises ValueError.
     """
     if require not in REQUIREMENTS:
         raise ValueError(f"require must be one of {REQUIREMENTS}, got {require!r}")
     if isinstance(paths, (str, os.PathLike)):
         paths = [paths]  # one path, not a sequence of characters
     state = ScanState()
-    statuses: list[FileStatus] = []
     if not paths:
         return Report("bad-input", "no log path given", [], require, run_id, (), state)
     candidates, problems, skipped = discover(paths, run_id)
-    for path, why in problems:
-        statuses.append(FileStatus(str(path), why, True, detail="no such file or directory"))
-    for path in skipped:
-        statuses.append(FileStatus(str(path), "out-of-scope", False, detail=f"path does not name run {run_id}"))
-    for cand in candidates:
-        status = FileStatus(str(cand.path), "read", cand.named)
+    statuses = [FileStatus(str(path), why, True, detail=detail) for path, why, detail in problems]
+    statuses += [FileStatus(str(p), "out-of-scope", False, detail=f"path does not name run {run_id}") for p in skipped]
+    statuses += [_read(cand, state, run_id) for cand in candidates]
+    files = tuple(statuses)
+    bad = _bad_input_cause(files, paths, run_id)
+    if bad is not None:
+        return Report("bad-input", bad, [], require, run_id, files, state)
+    decision = _with_empty_logs(decide(state, require), [f for f in files if f.status == "empty"])
+    return Report(decision.verdict, decision.cause, list(decision.evidence), require, run_id, files, state)
+
+
+def _read(cand: Candidate, state: ScanState, run_id: str | None) -> FileStatus:
+    """Read one candidate into ``state``; its status says how that went."""
+    status = FileStatus(str(cand.path), "read", cand.named)
+    try:
+        # O_NONBLOCK: a FIFO put in place of the file since it was looked at opens at once
+        # instead of waiting for a writer, and is turned down below.
+        fd = os.open(cand.path, os.O_RDONLY | os.O_NONBLOCK)
+    except OSError as exc:
+        status.status, status.detail = "unreadable", exc.strerror or str(exc)
+        return status
+    with open(fd, "rb", buffering=_READ_BUFFER) as stream:
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode):
+            status.status = "not-regular"
+            status.detail = f"{special_kind(info.st_mode)}, not a regular file: name NCCL log files or their folders"
+            return status
+        if info.st_size > MAX_LOG_BYTES:
+            status.status, status.detail = "too-large", _too_large(info.st_size)
+            return status
         try:
-            with open(cand.path, "rb", buffering=_READ_BUFFER) as stream:
-                scan_stream(stream, str(cand.path), state, status, run_id, cand.whole)
+            scan_stream(stream, str(cand.path), state, status, run_id, cand.whole, MAX_LOG_BYTES)
+        except LogTooLarge:
+            status.status, status.detail = "too-large", _too_large(stream.tell())
+            return status
         except OSError as exc:
             status.status, status.detail = "unreadable", exc.strerror or str(exc)
-        else:
-            if status.bytes == 0:
-                status.status = "empty"
-            elif status.nccl_lines == 0 and status.out_of_scope_lines > 0:
-                status.status, status.detail = "out-of-scope", f"no line after a marker of run {run_id}"
-            elif status.nccl_lines == 0:
-                status.status, status.detail = "not-nccl", "no NCCL_DEBUG=INFO line"
-        statuses.append(status)
+            return status
+    if status.bytes == 0:
+        status.status, status.detail = "empty", "an empty file"
+    elif status.nccl_lines == 0 and status.out_of_scope_lines > 0:
+        status.status, status.detail = "out-of-scope", f"no line after a marker of run {run_id}"
+    elif status.nccl_lines == 0:
+        status.status, status.detail = "not-nccl", "no NCCL_DEBUG=INFO line"
+    return status
 
-    files = tuple(statuses)
-    broken = [f for f in files if f.named and f.status in ("missing", "unreadable")]
+
+def _too_large(nbytes: int) -> str:
+    return f"{nbytes} bytes or more, larger than any NCCL log ({MAX_LOG_BYTES >> 30} GiB at most): name the log files"
+
+
+def _bad_input_cause(files: tuple[FileStatus, ...], paths: Sequence, run_id: str | None) -> str | None:
+    """Why the input as a whole is bad, or None when there is something to decide on."""
+    broken = [f for f in files if (f.named and f.status in ("missing", "unreadable")) or f.status in _BAD_ANYWHERE]
     if broken:
-        cause = "cannot read " + ", ".join(f"{f.path} ({f.status}: {f.detail})" for f in broken)
-        return Report("bad-input", cause, [], require, run_id, files, state)
-    if not any(f.status == "read" for f in files):
-        if not files:
-            cause = "no files found under " + ", ".join(str(p) for p in paths)
-        elif run_id is not None and any(f.status == "out-of-scope" for f in files):
-            cause = (
-                f"no NCCL output of run {run_id}: no file path names it and no combined log holds its "
-                f"marker line; check --run-id and the run directory"
-            )
-        else:
-            cause = "no NCCL_DEBUG=INFO output in " + ", ".join(f"{f.path} ({f.status})" for f in files[:5])
-        return Report("bad-input", cause, [], require, run_id, files, state)
-    decision = decide(state, require)
-    return Report(decision.verdict, decision.cause, list(decision.evidence), require, run_id, files, state)
+        return "cannot read " + ", ".join(f"{f.path} ({f.status}: {f.detail})" for f in broken[:5])
+    if any(f.status == "read" for f in files):
+        return None
+    if not files:
+        return "no files found under " + ", ".join(str(p) for p in paths)
+    if run_id is not None and any(f.status == "out-of-scope" for f in files):
+        return (
+            f"no NCCL output of run {run_id}: no file path names it and no combined log holds its "
+            f"marker line; check --run-id and the run directory"
+        )
+    return "no NCCL_DEBUG=INFO output in " + ", ".join(f"{f.path} ({f.status})" for f in files[:5])
+
+
+def _with_empty_logs(decision: Decision, empty: list[FileStatus]) -> Decision:
+    """An empty log in scope is a finding, not a footnote: that rank logged nothing, so whatever
+    the other logs prove says nothing about it. It turns a pass into 'inconclusive' (EFA is not
+    proven for that rank; nothing shows it fell back either, which a 'fail' would claim) and is
+    named in the cause of any other verdict; a fail stays a fail."""
+    if not empty:
+        return decision
+    names = ", ".join(f.path for f in empty[:5]) + (f" and {len(empty) - 5} more" if len(empty) > 5 else "")
+    finding = (
+        f"{len(empty)} log(s) in scope are empty ({names}): those ranks wrote no NCCL output (NCCL_DEBUG=INFO "
+        "not set there, the worker died before NCCL started, or the file was not copied whole)"
+    )
+    if decision.verdict == "pass":
+        return Decision("inconclusive", f"{finding}; the other logs pass: {decision.cause}", decision.evidence)
+    return Decision(decision.verdict, f"{decision.cause}; and {finding}", decision.evidence)

@@ -8,13 +8,14 @@ A Python loop over every line of a log costs several times more than reading it 
   lines read before do, both in C; Python then handles only the lines that do something again
   (a connection, a communicator, a warning) and those not seen before;
 - by hits, when they do not (a time in front of every line): ``bytes.find``, in C over the whole
-  block, finds the lines that hold one of a few literals (``_LITERALS``), and only those are
-  read. Every line the check uses holds one: channel connections (`` via ``), networks,
-  plugins, communicators, versions, warnings, run markers. The cache is then keyed on the line
+  block, finds the lines that hold one of a few literals (``parser.ALL_LITERALS``), and only
+  those are read. Every line the check uses holds one: channel connections (`` via ``),
+  networks, plugins, communicators, versions, warnings, run markers. The cache is then keyed on the line
   without its time, so a repeat at another time is not parsed again either.
 The NCCL tags of the lines not read (ring listings, topology, tuning: the bulk of an init log)
 are only counted. A line is parsed by the same code that ``scan_lines`` runs on every line, and
-the tests hold both ways of reading a block to it.
+the tests hold both ways of reading a block to it. What a line says (its grammar, the
+literals, the state it folds into) is ``parser.py``'s alone.
 
 Memory: one block, one line of at most ``MAX_LINE_BYTES`` (longer lines are cut there), the
 caches (at most 8 MiB of lines and 16k prefixes of at most 512 B) and the aggregates.
@@ -22,28 +23,35 @@ caches (at most 8 MiB of lines and 16k prefixes of at most 512 B) and the aggreg
 
 from __future__ import annotations
 
-import re
 from collections.abc import Iterable, Iterator
 from itertools import compress, repeat
 from typing import BinaryIO
 
-from .model import Connection, Evidence, FileStatus, ProcKey
 from .parser import (
+    ALL_LITERALS,
     ANSI,
+    ANY_LITERAL,
+    COMM_SHAPES,
+    COMM_STARTS,
     CONNECTION_B,
+    INFO_TAG,
     MARKER,
     MARKER_B,
     REPEAT_NOTHING,
     REPEATED,
+    TAGGED,
+    UNPREFIXED,
+    WARN_TAG,
     LazyLine,
     Repeat,
     ScanState,
     apply_message,
-    classify_transport,
     clip,
     identity,
+    untimed,
     via_text,
 )
+from .records import Evidence, FileStatus, ProcKey
 
 BLOCK_BYTES = 1 << 20
 MAX_LINE_BYTES = 1 << 20
@@ -56,59 +64,7 @@ _CACHE_BYTES = 8 << 20
 _PREFIX_BYTES = 512
 _CONNECT = object()  # [_CONNECT, connect's args, comm]: the Repeat of a channel connection
 _UNTAGGED = object()  # [_UNTAGGED, Repeat]: a line without an NCCL tag, counted one by one
-
-_INFO = b"NCCL INFO "
-_WARN = b"NCCL WARN"
-# An INFO message the parser reads, matched at its tag. Groups 1-6: a channel connection
-# (channel, sub-channel, source, destination, direction, the rest of the line after "via "):
-# "Channel 00/0 : 3[3] -> 4[0] [send] via ...", older "Ring 00 : 3 -> 4 via ...", and CollNet's
-# one-rank form "CollNet 00/0 : 0 [receive] via COLLNET/SHARP/1/GDRDMA" (the peer is the network).
-_TAGGED = re.compile(
-    rb"NCCL INFO (?:"
-    rb"(?:Channel|Ring|CollNet|NVLS) (\d+)(?:/(\d+))? : (\d+)(?:\[[0-9a-fx]+\])?(?: -> (\d+)"
-    rb"(?:\[[0-9a-fx]+\])?)?(?: \[(send|receive)\])? via ([^\n]*)"
-    rb"|NET/OFI (?:Selected|Initializing|Using aws|Unable|Couldn't|OFI)|NET/Plugin|Using network"
-    rb"|Using internal|NCCL version|comm 0x|ncclComm|Initialized NET plugin|Assigned NET plugin"
-    rb"|Failed to initialize NET plugin)"
-)
-_COMM_STARTS = (b"comm 0x", b"ncclComm")
-# A line without an NCCL tag that is an NCCL message all the same: from excerpts without
-# NCCL's prefix, the bare version line of older releases, the training module's run markers.
-# (Ring listings and lines about sockets or IB carry nothing the check uses, so a bare one is
-# not read.)
-UNPREFIXED = re.compile(
-    rb"(?:Channel|Ring|CollNet|NVLS) \d+(?:/\d+)? : \d[^\n]* via |NCCL version|NET/(?:OFI|Plugin)"
-    rb"|Using network|comm 0x[0-9a-f]+ rank [^\n]*(?:nNodes|- Init)|" + MARKER_B
-)
-# Every line the parser uses holds one of these or _WARN (both in _ALL_LITERALS): a
-# message of _TAGGED, an UNPREFIXED line. "NET" stands for NET/OFI, NET/Plugin and the
-# Initialized, Assigned and Failed to initialize NET plugin lines; " rank " for the communicator
-# lines, which apply_message reads only as "comm 0x... rank R ..." ("comm 0x" itself would also
-# find every line of NCCL_DEBUG_SUBSYS=COLL). Each one more costs a pass over every block.
-_LITERALS = (b" via ", b"NET", b"Using ", b" rank ", b"NCCL version", MARKER_B)
-_ALL_LITERALS = (_WARN, *_LITERALS)
-_ANY_LITERAL = re.compile(b"|".join(re.escape(lit) for lit in _ALL_LITERALS))
 _UNSEEN = object()  # what the cache of repeats gives for a line not in it
-
-
-# Timestamps in front of a line: kubectl logs --timestamps (2026-12-03T20:00:00.123456789Z),
-# CloudWatch exports ("  | 2025-05-16T16:39:51.208-07:00 | "), NCCL 2.28 ([2026-12-02 16:26:37]).
-# Only a timestamp followed by a space, tab or "|" counts: NCCL's host name, which cannot hold
-# those, does not begin inside it, so the line means the same without it.
-_LEADING_TIME = re.compile(
-    rb"[ \t|]*(?:\[?\d{4}-\d\d-\d\d[T ]\d\d:\d\d:\d\d(?:[.,]\d+)?(?:Z|[+-]\d\d:?\d\d)?\]?[ \t|]+)+"
-)
-_TIME_FIRST = frozenset(b"0123456789[ \t|")  # what a line that starts with one begins with
-
-
-def untimed(raw: bytes) -> bytes:
-    """``raw`` without the timestamps in front of it (``raw`` itself where it has none): the key
-    under which what a line does is kept, for it does the same at any time (its evidence, read
-    from the line itself, keeps them)."""
-    if not raw or raw[0] not in _TIME_FIRST:
-        return raw
-    m = _LEADING_TIME.match(raw)
-    return raw if m is None else raw[m.end() :]
 
 
 def scan_stream(
@@ -118,17 +74,25 @@ def scan_stream(
     status: FileStatus,
     run_id: str | None,
     in_scope_at_start: bool,
+    max_bytes: int | None = None,
 ) -> None:
     """Read one binary stream into ``state`` and ``status``.
 
     Only lines in scope count: the whole file when ``in_scope_at_start``; otherwise (a combined
     log given a run id) the lines after a ``run_marker(run_id)`` line and before a marker of
-    another run.
+    another run. Raises LogTooLarge once more than ``max_bytes`` were read (a file that keeps
+    growing must not be read forever).
     """
     scan = _Scan(label, state, run_id, in_scope_at_start)
     for block in _blocks(stream):
         scan.block(block)
+        if max_bytes is not None and stream.tell() > max_bytes:
+            raise LogTooLarge(f"more than {max_bytes} bytes")
     scan.report(status, stream.tell())
+
+
+class LogTooLarge(Exception):
+    """A stream went on past the most bytes a log may have."""
 
 
 def scan_lines(
@@ -241,35 +205,16 @@ class _Scan:
         return apply_message(self.state, proc, tid, msg, warn, LazyLine(self.label, lineno, raw))
 
     def connection(self, lineno: int, raw: bytes, prefix: bytes, groups: tuple, via: bytes) -> list:
-        """A channel connection; kept once per (process, comm, transport, channel, ranks). The
-        comm is the one its thread initialised last, so its repeats are connected again (the
-        Repeat remembers the comm it was last connected under)."""
+        """A channel connection (see ScanState.connect). Its comm is the one its thread initialised
+        last, so its repeats are connected again when that changes (the Repeat remembers the comm
+        it was last connected under)."""
         found = self._ident_cache.get(prefix)
         proc, tid = found if found is not None else self.ident(prefix)
         args = ((proc, tid), (proc, None), proc, (via, *groups))
-        return [_CONNECT, args, self.connect(lineno, raw, *args)]
+        return [_CONNECT, args, self.connect(lineno, raw, args)]
 
-    def connect(
-        self, lineno: int, raw: bytes, thread: tuple, any_thread: tuple, proc: ProcKey, rest: tuple
-    ) -> str | None:
-        """Keep the connection under its thread's comm, if new; returns that comm."""
-        thread_comm = self.state._thread_comm
-        comm = thread_comm.get(thread) or thread_comm.get(any_thread)
-        key = (proc, comm, *rest)
-        connections = self.state.connections
-        if key not in connections:
-            via, channel, _sub, src, dst, direction = rest
-            connections[key] = Connection(
-                proc,
-                comm,
-                int(channel),
-                int(src),
-                int(dst) if dst else None,
-                direction.decode() if direction else None,
-                classify_transport(via.decode("utf-8", "replace")),
-                Evidence(self.label, lineno, clip(raw.decode("utf-8", "replace").strip())),
-            )
-        return comm
+    def connect(self, lineno: int, raw: bytes, args: tuple) -> str | None:
+        return self.state.connect(*args, LazyLine(self.label, lineno, raw))
 
     def untagged(self, lineno: int, raw: bytes, start: int) -> list | None:
         """A line without an NCCL tag whose text matched UNPREFIXED at ``start``. Returns what its
@@ -302,15 +247,15 @@ class _Scan:
         repeats in scope do, or None where they have to be read again."""
         if raw.find(b"\x1b") >= 0:
             raw = ANSI.sub(b"", raw)
-        i = raw.find(_INFO)
-        k = raw.find(_WARN) if i < 0 else -1
+        i = raw.find(INFO_TAG)
+        k = raw.find(WARN_TAG) if i < 0 else -1
         if i < 0 and k < 0:
             m = UNPREFIXED.search(raw)
             if m is None:
                 return REPEAT_NOTHING
             return self.untagged(lineno, raw, m.start())  # counted one by one, not by block
         if count_tags:
-            n = raw.count(_INFO) + raw.count(_WARN)
+            n = raw.count(INFO_TAG) + raw.count(WARN_TAG)
             if self.in_scope:
                 self.nccl_lines += n
             else:
@@ -318,14 +263,14 @@ class _Scan:
         if not self.in_scope:
             return None
         if k >= 0:
-            return self.message(lineno, raw, raw[:k], raw[k + len(_WARN) :], True)
-        m = _TAGGED.match(raw, i)
+            return self.message(lineno, raw, raw[:k], raw[k + len(WARN_TAG) :], True)
+        m = TAGGED.match(raw, i)
         if m is None:
             return REPEAT_NOTHING
         if m.group(6) is not None:
             return self.connection(lineno, raw, raw[:i], m.group(1, 2, 3, 4, 5), via_text(m.group(6)))
-        j = i + len(_INFO)
-        if raw.startswith(_COMM_STARTS, j) and raw.find(b"nNodes", j) < 0 and raw.find(b"- Init", j) < 0:
+        j = i + len(INFO_TAG)
+        if raw.startswith(COMM_STARTS, j) and all(raw.find(s, j) < 0 for s in COMM_SHAPES):
             return REPEAT_NOTHING  # e.g. "comm 0x... Destroy COMPLETE": nothing about the network
         return self.message(lineno, raw, raw[:i], raw[j:], False)
 
@@ -362,9 +307,9 @@ class _Scan:
                 return
             fold, args = rep[0], rep[1]
         if fold is _CONNECT:
-            thread_comm = self.state._thread_comm
+            thread_comm = self.state.thread_comm
             if (thread_comm.get(args[0]) or thread_comm.get(args[1])) != rep[2]:
-                rep[2] = self.connect(lineno, raw, *args)  # its thread is on another comm now
+                rep[2] = self.connect(lineno, raw, args)  # its thread is on another comm now
         else:
             fold(self.state, LazyLine(self.label, lineno, raw), *args)
 
@@ -382,8 +327,8 @@ class _Scan:
     def _by_lines(self, blk: bytes, lines: list[bytes]) -> int:
         """Read a block split into ``lines``; returns how many were not in the cache."""
         reps = list(map(self._repeats.get, lines, repeat(_UNSEEN)))
-        thread_comm = self.state._thread_comm
-        has_literal = _ANY_LITERAL.search
+        thread_comm = self.state.thread_comm
+        has_literal = ANY_LITERAL.search
         first = self.lineno  # lines before this block
         in_scope = in_scope_at_start = self.in_scope
         flips: list[tuple[int, bool]] = []  # (index of a marker line, the scope after it)
@@ -418,19 +363,19 @@ class _Scan:
         return unseen
 
     def _by_hits(self, blk: bytes) -> bool:
-        """Read the lines of a block that hold one of _LITERALS or _WARN, in order. Returns
+        """Read the lines of a block that hold one of LITERALS or WARN_TAG, in order. Returns
         whether reading by lines may pay: not when most of those lines begin with a time."""
         find, rfind, count = blk.find, blk.rfind, blk.count
         hits: list[int] = []
         add = hits.append
-        for lit in _ALL_LITERALS:
+        for lit in ALL_LITERALS:
             k = find(lit)
             while k >= 0:
                 add(k)
                 k = find(lit, k + 1)
         hits.sort()
         repeats = self._repeats
-        thread_comm = self.state._thread_comm
+        thread_comm = self.state.thread_comm
         first = self.lineno  # lines before this block
         in_scope = in_scope_at_start = self.in_scope
         flips: list[tuple[int, bool]] = []  # (where a marker line starts, the scope after it)
@@ -474,7 +419,7 @@ class _Scan:
         marker line, the scope from there on), in order."""
         start = 0
         for stop, after in flips + [(len(blk), in_scope)]:
-            n = blk.count(_INFO, start, stop) + blk.count(_WARN, start, stop)
+            n = blk.count(INFO_TAG, start, stop) + blk.count(WARN_TAG, start, stop)
             if in_scope:
                 self.nccl_lines += n
             else:

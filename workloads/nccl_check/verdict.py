@@ -11,17 +11,22 @@ Rules (``require``):
 - socket: pass only when inter-node connections exist and all went over NET/Socket.
 - any: pass when any inter-node connection exists.
 - No inter-node connection: inconclusive ("no inter-node traffic, EFA not proven"), never a
-  pass. One exception: when no channel line was logged at all, a process that chose a network
-  the requirement rules out (Socket, IB, a failed aws-ofi-nccl, a non-efa provider) fails the
-  run, unless every communicator logged says nNodes 1.
+  pass. Two exceptions, both failures, where a process chose a network the requirement rules out
+  (Socket, IB, a failed aws-ofi-nccl, a non-efa provider) and no process chose one it allows:
+  the logs show several hosts (processes on two hosts or more, or a communicator with nNodes > 1),
+  for a multi-host communicator whose only network is, say, Socket cannot have used EFA; or no
+  channel line was logged at all and not every communicator logged says nNodes 1.
+A process's network is what it named ("Using network X", NCCL 2.4's "X NIC distance"), else
+Socket when NCCL's socket transport started ("NET/Socket : Using [0]eth0") and no libfabric
+provider was selected.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-from .model import CommInfo, Connection, Evidence, ProcessInfo, ProcKey
 from .parser import ScanState, network_family
+from .records import CommInfo, Connection, Evidence, ProcessInfo, ProcKey
 
 REQUIREMENTS = ("efa", "socket", "any")
 MAX_EVIDENCE_CONNECTIONS = 6
@@ -149,22 +154,7 @@ def decide(state: ScanState, require: str) -> Decision:
             )
         return _no_inter(state, conns, require)
 
-    good, bad, unknown = [], [], []
-    for c in inter:
-        t = c.transport
-        if require == "socket":
-            (good if t.net == "socket" else bad).append(c)
-            continue
-        if t.net == "libfabric":
-            prov = _provider_for(state.processes.get(c.proc), run_providers)
-            if prov is None:
-                unknown.append(c)
-            elif _is_efa(prov):
-                good.append(c)
-            else:
-                bad.append(c)
-        else:
-            bad.append(c)
+    good, bad, unknown = _sort_inter(state, inter, require, run_providers)
 
     if bad:
         cause = _bad_cause(state, bad, run_providers, require)
@@ -212,11 +202,65 @@ def decide(state: ScanState, require: str) -> Decision:
     return _no_inter(state, conns, require)
 
 
+def networks_of(p: ProcessInfo) -> dict[str, Evidence]:
+    """The networks a process chose (name -> first line), see the module's docstring."""
+    if p.networks or p.socket_interface is None or p.provider is not None:
+        return p.networks
+    return {"Socket": p.socket_interface}
+
+
+def multi_host(state: ScanState) -> tuple[list[str], list[Evidence]]:
+    """Hosts the logged processes ran on (when two or more) and communicators with nNodes > 1."""
+    hosts = sorted({p.host for p in state.processes.values() if not p.host.startswith("file:") and p.host != "ray:?"})
+    wide = [c.evidence for c in state.comms.values() if c.nnodes and c.nnodes > 1 and c.evidence]
+    return (hosts if len(hosts) > 1 else []), wide
+
+
+def _sort_inter(
+    state: ScanState, inter: list[Connection], require: str, run_providers: set[str]
+) -> tuple[list[Connection], list[Connection], list[Connection]]:
+    """Inter-node connections as (good, bad, unknown) for ``require`` 'efa' or 'socket'; unknown:
+    over Libfabric with no provider logged."""
+    good, bad, unknown = [], [], []
+    for c in inter:
+        t = c.transport
+        if require == "socket":
+            (good if t.net == "socket" else bad).append(c)
+            continue
+        if t.net == "libfabric":
+            prov = _provider_for(state.processes.get(c.proc), run_providers)
+            if prov is None:
+                unknown.append(c)
+            elif _is_efa(prov):
+                good.append(c)
+            else:
+                bad.append(c)
+        else:
+            bad.append(c)
+    return good, bad, unknown
+
+
 def _no_inter(state: ScanState, conns: list[Connection], require: str) -> Decision:
-    """No inter-node connection: fail on a ruled-out network unless every comm says nNodes 1."""
+    """No inter-node connection: fail on a ruled-out network when the logs show several hosts, or
+    show no channel line and not every comm says nNodes 1; else inconclusive."""
     nnodes = [c.nnodes for c in state.comms.values() if c.nnodes is not None]
     single_node = bool(nnodes) and all(n == 1 for n in nnodes)
-    offenders = [p for p in state.processes.values() if _rules_out(p, require)] if require != "any" else []
+    procs = list(state.processes.values())
+    offenders = [p for p in procs if _rules_out(p, require)] if require != "any" else []
+    allowed = [p for p in procs if _allows(p, require)]
+    hosts, wide = multi_host(state)
+    if offenders and not allowed and (hosts or wide):
+        # Several hosts and no network but a ruled-out one: their traffic cannot have gone over
+        # what is required, channel lines or not (a PASS still needs them).
+        where = f"processes on {len(hosts)} hosts ({', '.join(hosts[:4])})" if hosts else "a communicator"
+        span = " with nNodes > 1" if wide else ""
+        chosen = ", ".join(sorted({c for p in offenders for c in _choices(p)}))
+        cause = (
+            f"{where}{span} chose only {chosen}, so this multi-host run cannot have used {_what(require)}: "
+            + _proc_cause(offenders[0], require)
+        )
+        evidence = _proc_evidence(state, [p.key for p in offenders], limit=3) + wide[:2] + state.warnings[:5]
+        return Decision("fail", cause, tuple(_dedupe(evidence)))
     if offenders and not single_node and not conns:
         # Without channel lines the network each process chose is the only evidence; it fails
         # the run unless the communicators show a single node.
@@ -227,7 +271,7 @@ def _no_inter(state: ScanState, conns: list[Connection], require: str) -> Decisi
             cause + " (no channel lines were logged; this is what the processes chose)",
             tuple(_dedupe(evidence)),
         )
-    what = "EFA" if require == "efa" else ("TCP sockets" if require == "socket" else "the transport")
+    what = _what(require)
     evidence = [c.evidence for c in state.comms.values() if c.evidence and c.nnodes is not None][:4]
     evidence += _conn_evidence([c for c in conns if c.scope == "intra"], "intra-node connection", limit=4)
     evidence += _proc_evidence(state, list(state.processes), limit=2)
@@ -238,13 +282,34 @@ def _no_inter(state: ScanState, conns: list[Connection], require: str) -> Decisi
     else:
         reason = "no channel connection was logged (was NCCL_DEBUG=INFO set, and did a collective run?)"
     if offenders:
-        chosen = sorted({n for p in offenders for n in p.networks}) or ["a failed net plugin"]
+        chosen = sorted({n for p in offenders for n in networks_of(p)}) or ["a failed net plugin"]
         reason += f"; and a multi-node run would use {', '.join(chosen)}, not {what}"
     return Decision("inconclusive", f"no inter-node traffic, {what} not proven: {reason}", tuple(_dedupe(evidence)))
 
 
+def _choices(p: ProcessInfo) -> list[str]:
+    """What a process chose, in words: its networks, else its provider or its failed plugin."""
+    if networks_of(p):
+        return list(networks_of(p))
+    if p.provider:
+        return [f"libfabric provider {p.provider}"]
+    return ["a failed aws-ofi-nccl" if p.ofi_failure else "no network"]
+
+
+def _what(require: str) -> str:
+    return "EFA" if require == "efa" else ("TCP sockets" if require == "socket" else "the transport")
+
+
+def _allows(p: ProcessInfo, require: str) -> bool:
+    """The process chose a network the requirement allows (whatever else it says)."""
+    families = {network_family(n) for n in networks_of(p)}
+    if require == "socket":
+        return "socket" in families
+    return "libfabric" in families or _is_efa(p.provider)
+
+
 def _rules_out(p: ProcessInfo, require: str) -> bool:
-    families = {network_family(n) for n in p.networks}
+    families = {network_family(n) for n in networks_of(p)}
     if require == "socket":
         return bool(families) and "socket" not in families
     if p.ofi_failure is not None:
@@ -257,7 +322,7 @@ def _rules_out(p: ProcessInfo, require: str) -> bool:
 def _proc_cause(p: ProcessInfo, require: str) -> str:
     if require == "socket":
         return (
-            f"expected TCP sockets for the baseline but {p.host} chose {', '.join(sorted(p.networks))}: "
+            f"expected TCP sockets for the baseline but {p.host} chose {', '.join(sorted(networks_of(p)))}: "
             "set NCCL_NET=Socket for the TCP side of the benchmark"
         )
     if p.plugin_missing is not None and p.plugin is None and p.provider is None:
@@ -266,7 +331,7 @@ def _proc_cause(p: ProcessInfo, require: str) -> str:
         return FIX_OFI_FAILED
     if p.provider and not _is_efa(p.provider):
         return _provider_cause(p.provider)
-    families = {network_family(n) for n in p.networks}
+    families = {network_family(n) for n in networks_of(p)}
     if "ib" in families:
         return FIX_IB
     if p.plugin_missing is not None:
@@ -339,7 +404,7 @@ def _proc_evidence(state: ScanState, keys: list[ProcKey], limit: int = 2) -> lis
         for e in (p.plugin_missing, p.ofi_failure, p.provider_evidence):
             if e is not None:
                 out.append(e)
-        out += list(p.networks.values())[:2]
+        out += list(networks_of(p).values())[:2]
         if len(seen) >= limit:
             break
     return out

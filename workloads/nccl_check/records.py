@@ -1,4 +1,5 @@
-"""Plain data shared by the parser, the verdict and the report (standard library only)."""
+"""The records the check builds from a log (evidence lines, processes, communicators, channel
+connections, file statuses) and shares with the verdict and the report (standard library only)."""
 
 from __future__ import annotations
 
@@ -87,6 +88,9 @@ class ProcessInfo:
     nics: int | None = None
     provider_evidence: Evidence | None = None
     networks: dict[str, Evidence] = field(default_factory=dict)  # network name -> first line
+    # "NET/Socket : Using [0]eth0:...": NCCL's socket transport started (the network only when
+    # no other is named; see verdict.networks_of)
+    socket_interface: Evidence | None = None
 
     @property
     def host(self) -> str:
@@ -111,6 +115,7 @@ class ProcessInfo:
             "fabric": self.fabric,
             "nics": self.nics,
             "networks": sorted(self.networks),
+            "socket_interface": ev(self.socket_interface),
         }
 
 
