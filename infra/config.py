@@ -42,6 +42,10 @@ _EXACT_SEMVER = re.compile(r"^v?\d+\.\d+\.\d+$")
 _K8S_VERSION = re.compile(r"^1\.\d+$")
 _DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
 _CAPACITY_RESERVATION = re.compile(r"^cr-[0-9a-f]{8,17}$")
+# https://docs.aws.amazon.com/AmazonS3/latest/userguide/bucketnamingrules.html (no dots: TLS to
+# virtual-hosted names with dots fails certificate checks).
+_BUCKET_NAME = re.compile(r"^[a-z0-9][a-z0-9-]{1,61}[a-z0-9]$")
+BUCKET_PREFIX_MAX = 37  # aws.s3.Bucket's bucketPrefix limit (the provider adds a 26-character suffix)
 _QUANTITY = re.compile(r"^(\d+(?:\.\d+)?)(m|Ki|Mi|Gi|Ti|k|M|G|T)?$")
 
 
@@ -139,6 +143,15 @@ class TrainingConfig:
 
 
 @dataclass(frozen=True)
+class StorageConfig:
+    bucket_name: str  # empty: Pulumi names it from bucket_prefix
+    bucket_prefix: str  # <clusterName>-<stack>-, used when bucket_name is empty
+    object_prefix: str  # the stack name: every key the Ray pods may touch starts with "<object_prefix>/"
+    retention_days: int  # 0: objects never expire
+    force_destroy: bool
+
+
+@dataclass(frozen=True)
 class StackConfig:
     stack: str
     region: str
@@ -149,6 +162,7 @@ class StackConfig:
     charts: ChartsConfig
     ray: RayConfig
     training: TrainingConfig
+    storage: StorageConfig
     warnings: tuple[str, ...] = ()
 
 
@@ -520,6 +534,8 @@ def validate(
             f"no traffic would cross EFA; set trainNumWorkers to {total_gpus // v['trainGpusPerWorker']}"
         )
 
+    storage = _storage(v, stack)
+
     cfg = StackConfig(
         stack=stack,
         region=region,
@@ -572,11 +588,38 @@ def validate(
             gpus_per_worker=v["trainGpusPerWorker"],
             activation_checkpointing=v["trainActivationCheckpointing"],
         ),
+        storage=storage,
         warnings=tuple(notes),
     )
     for note in notes:
         warnings.warn(note, ConfigWarning, stacklevel=2)
     return cfg
+
+
+def _storage(v: Mapping[str, Any], stack: str) -> StorageConfig:
+    name = v["storageBucketName"]
+    if name and (not _BUCKET_NAME.fullmatch(name) or "--" in name):
+        raise ConfigError(
+            f"storageBucketName {name!r} is not a valid S3 bucket name: use 3-63 lowercase letters, digits and '-' "
+            "(no dots), or '' to let Pulumi name it"
+        )
+    prefix = f"{v['clusterName']}-{stack}-"
+    if not name and len(prefix) > BUCKET_PREFIX_MAX:
+        raise ConfigError(
+            f"the bucket name prefix {prefix!r} (clusterName-stack-) is longer than {BUCKET_PREFIX_MAX} characters: "
+            f"set {PROJECT}:storageBucketName to a bucket name"
+        )
+    if v["storageRetentionDays"] < 0:
+        raise ConfigError(
+            f"storageRetentionDays is {v['storageRetentionDays']}: set 0 (keep forever) or a number of days"
+        )
+    return StorageConfig(
+        bucket_name=name,
+        bucket_prefix=prefix,
+        object_prefix=stack,
+        retention_days=v["storageRetentionDays"],
+        force_destroy=v["storageForceDestroy"],
+    )
 
 
 def require_gpu_az(cfg: StackConfig) -> str:
