@@ -51,7 +51,7 @@ _HELP = {
     "task": f"synthetic data when --data is not given ({', '.join(TASKS)}; learnable: a next-token permutation a model can learn)",
     "data": "real data: a .txt (one document per line), .jsonl (field text) or .parquet (column text) file or directory",
     "tokenizer": "tokenizer for --data: 'bytes' (built in), a local directory or a hub id (default: --pretrained, or bytes for tiny, else Qwen/Qwen2.5-1.5B)",
-    "run_id": "id of this run (default: UTC time plus random hex); names the run directory",
+    "run_id": "id of this run, naming its directory (default: TORCHELASTIC_RUN_ID under torchrun, else UTC time + hex)",
     "run_dir": "this run's directory (default runs/<run-id>)",
     "nccl_log_dir": "where each worker writes its NCCL debug log (default <run-dir>/nccl)",
     "storage_path": "Ray Train storage: a local directory or s3://bucket/prefix (default <run-dir>/ray_results)",
@@ -90,9 +90,25 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
-def parse_config(argv: list[str] | None = None) -> TrainConfig:
-    ns = build_parser().parse_args(argv)
-    return TrainConfig(**vars(ns)).resolved()
+def elastic_run_id(environ: dict[str, str]) -> str:
+    """torchrun's rendezvous id (TORCHELASTIC_RUN_ID), or "" when it names no particular run.
+
+    It is the same in every worker and across torchrun's restarts of the worker group, so a
+    restarted group finds the checkpoints of the run it continues. torchrun sets it to "none" when a
+    multi-node launch gives no --rdzv-id, and to a fresh uuid per invocation on one node
+    (https://github.com/pytorch/pytorch/blob/main/torch/distributed/run.py).
+    """
+    run_id = environ.get("TORCHELASTIC_RUN_ID", "")
+    return "" if run_id == "none" else run_id
+
+
+def parse_config(argv: list[str] | None = None, environ: dict[str, str] | None = None) -> TrainConfig:
+    """The resolved config of a command line. Under torchrun without --run-id, the run id is
+    torchrun's (``elastic_run_id``), so every restart of the worker group resumes the same run."""
+    cfg = TrainConfig(**vars(build_parser().parse_args(argv)))
+    if cfg.launcher == "torchrun" and not cfg.run_id:
+        cfg = dataclasses.replace(cfg, run_id=elastic_run_id(os.environ if environ is None else environ))
+    return cfg.resolved()
 
 
 def _fail(msg: str) -> int:
