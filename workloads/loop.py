@@ -97,6 +97,18 @@ def _peak_mem_gb(device: torch.device) -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1e6  # Linux reports KiB
 
 
+def latest_complete(root: Path) -> Path | None:
+    """The newest ``checkpoint_*`` under ``root`` whose save finished, or None.
+
+    Finished means both markers exist: DCP's ``.metadata`` (written by the coordinator only after
+    every rank's shards are written) and our ``state.json`` (written by rank 0 after that).
+    """
+    if not root.is_dir():
+        return None
+    done = [p for p in root.glob("checkpoint_*") if (p / STATE_FILE).is_file() and (p / ".metadata").is_file()]
+    return max(done, key=lambda p: p.name) if done else None
+
+
 class Checkpointer:
     """Sharded checkpoints with torch.distributed.checkpoint, stored by Ray Train or on a path."""
 
@@ -106,7 +118,11 @@ class Checkpointer:
 
     # -- restore ---------------------------------------------------------------------------
     def restore(self, model, optimizer) -> dict:
-        """Load the latest checkpoint into model and optimizer; return its state (step 0 if none)."""
+        """Load the latest checkpoint into model and optimizer; return its state (step 0 if none).
+
+        Every rank must call it. Under Ray Train the controller hands every worker the same
+        checkpoint; on a plain launch rank 0 chooses and broadcasts it (``agreed_checkpoint``).
+        """
         if self.env.under_ray:
             import ray.train
 
@@ -115,14 +131,21 @@ class Checkpointer:
                 return {"step": 0, "losses": []}
             with ckpt.as_directory() as d:
                 return self._load_dir(Path(d), model, optimizer)
-        latest = self._latest_plain()
-        return self._load_dir(latest, model, optimizer) if latest else {"step": 0, "losses": []}
+        chosen = self.agreed_checkpoint()
+        return self._load_dir(chosen, model, optimizer) if chosen else {"step": 0, "losses": []}
 
-    def _latest_plain(self) -> Path | None:
-        if not self.plain_root or not self.plain_root.is_dir():
-            return None
-        done = sorted(p for p in self.plain_root.glob("checkpoint_*") if (p / STATE_FILE).exists())
-        return done[-1] if done else None
+    def agreed_checkpoint(self) -> Path | None:
+        """The checkpoint every rank of a plain launch resumes from: rank 0's choice, broadcast.
+
+        Ranks may see the storage differently (a save still landing, a stale NFS cache on one
+        node); if each chose its own latest, two ranks could load different steps and the run
+        would silently diverge or hang in its first collective.
+        """
+        latest = latest_complete(self.plain_root) if self.env.rank == 0 and self.plain_root else None
+        choice = [str(latest) if latest else ""]
+        if self.env.world > 1:
+            dist.broadcast_object_list(choice, src=0, device=torch.device("cpu"))
+        return Path(choice[0]) if choice[0] else None
 
     def _load_dir(self, d: Path, model, optimizer) -> dict:
         import torch.distributed.checkpoint as dcp
