@@ -55,7 +55,13 @@ def trust_policy(cluster_name: str, namespace: str, service_account: str) -> dic
 def storage_access_policy(bucket_arn: str, prefix: str) -> dict[str, Any]:
     """Object actions on ``<bucket>/<prefix>/*`` and listing of that prefix only: no ``s3:*``, no
     ``Resource: *``. ListBucket's ``s3:prefix`` condition is how S3 scopes a listing to a folder
-    (https://docs.aws.amazon.com/AmazonS3/latest/userguide/example-policies-s3.html)."""
+    (https://docs.aws.amazon.com/AmazonS3/latest/userguide/example-policies-s3.html).
+
+    ``IfExists``: pyarrow's ``create_dir``, which Ray Train calls on its storage path, first sends
+    HeadBucket (seen against moto: ``HEAD /<bucket>`` before the directory markers), which S3
+    authorises as ``s3:ListBucket`` with no ``s3:prefix``; a plain ``StringLike`` would deny it and
+    Ray Train could not start. A listing that names another prefix is still denied.
+    """
     return {
         "Version": "2012-10-17",
         "Statement": [
@@ -70,7 +76,7 @@ def storage_access_policy(bucket_arn: str, prefix: str) -> dict[str, Any]:
                 "Effect": "Allow",
                 "Action": ["s3:ListBucket"],
                 "Resource": [bucket_arn],
-                "Condition": {"StringLike": {"s3:prefix": [prefix, f"{prefix}/*"]}},
+                "Condition": {"StringLikeIfExists": {"s3:prefix": [prefix, f"{prefix}/*"]}},
             },
         ],
     }

@@ -143,7 +143,7 @@ def test_role_may_touch_objects_only_under_the_stack_prefix(west, bucket_arn):
 def test_role_may_list_only_the_stack_prefix(west, bucket_arn):
     listing = _statements(one(west, "aws:iam/rolePolicy:RolePolicy", "pod-identity"))["ListRunPrefix"]
     assert (listing["Action"], listing["Resource"]) == (["s3:ListBucket"], [bucket_arn]), listing
-    assert listing["Condition"] == {"StringLike": {"s3:prefix": [STACK, f"{STACK}/*"]}}, listing["Condition"]
+    assert listing["Condition"] == {"StringLikeIfExists": {"s3:prefix": [STACK, f"{STACK}/*"]}}, listing["Condition"]
 
 
 def test_no_statement_grants_a_wildcard_action_or_resource(west):
