@@ -160,13 +160,22 @@ class Checkpointer:
         return state
 
     # -- save ------------------------------------------------------------------------------
-    def save(self, state: dict, model=None, optimizer=None, summary: dict | None = None) -> str | None:
+    def save(
+        self, state: dict, model=None, optimizer=None, summary: dict | None = None, data_position: dict | None = None
+    ) -> str | None:
         """Write this rank's shards (and, on rank 0, the step state) and hand them over.
 
-        Every rank must call it at the same step. Returns the checkpoint's location (rank 0).
+        Every rank must call it at the same step. ``data_position`` is this rank's place in the
+        corpus; the state keeps every rank's, by rank, under "data". Returns the checkpoint's
+        location (rank 0, plain launches).
         """
         import torch.distributed.checkpoint as dcp
         from torch.distributed.checkpoint.state_dict import get_state_dict
+
+        if data_position is not None:
+            positions: list = [None] * self.env.world
+            dist.all_gather_object(positions, data_position)
+            state = {**state, "data": positions}
 
         if self.env.under_ray:
             d = Path(tempfile.mkdtemp(prefix=f"ckpt-{self.cfg.run_id}-"))
@@ -294,7 +303,8 @@ def train_loop_per_worker(config: dict) -> dict | None:
         import ray.train
 
         dataset = ray.train.get_dataset_shard("train")  # unsplit: every document (DataConfig in train.py)
-    batches = MicroBatches(cfg, vocab, env.rank, env.world, dataset).iterate(start)
+    stream = MicroBatches(cfg, vocab, env.rank, env.world, dataset)
+    batches = stream.iterate(start, state["data"][env.rank] if "data" in state else None)
 
     fpt = flops_per_token(tr.n_params, tr.n_layers, tr.hidden, cfg.seq_len)
     peak = peak_tflops(device)
@@ -329,7 +339,12 @@ def train_loop_per_worker(config: dict) -> dict | None:
             )
         done = step + 1
         if cfg.checkpoint_every and done % cfg.checkpoint_every == 0 and done < cfg.steps:
-            ckpt.save({"step": done, "losses": losses, "run_id": cfg.run_id}, model, optimizer)
+            ckpt.save(
+                {"step": done, "losses": losses, "run_id": cfg.run_id},
+                model,
+                optimizer,
+                data_position=stream.position(),
+            )
 
     tokens_per_s = cfg.tokens_per_step * timed_steps / timed_s if timed_s else None
     summary = {
@@ -359,7 +374,11 @@ def train_loop_per_worker(config: dict) -> dict | None:
     if cfg.checkpoint_every:
         # None under Ray: the launcher fills in the stored path.
         summary["checkpoint"] = ckpt.save(
-            {"step": cfg.steps, "losses": losses, "run_id": cfg.run_id}, model, optimizer, summary=summary
+            {"step": cfg.steps, "losses": losses, "run_id": cfg.run_id},
+            model,
+            optimizer,
+            summary=summary,
+            data_position=stream.position(),
         )
     if env.under_ray and env.rank == 0:
         import ray

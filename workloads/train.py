@@ -141,9 +141,9 @@ def run_ray(cfg: TrainConfig) -> dict:
         resources["GPU"] = cfg.gpus_per_worker
     datasets = {}
     if cfg.data:
-        from workloads.data import default_tokenizer_ref, ray_dataset
+        from workloads.data import ray_dataset
 
-        datasets["train"] = ray_dataset(cfg.data, default_tokenizer_ref(cfg.preset, cfg.tokenizer, cfg.pretrained))
+        datasets["train"] = ray_dataset(cfg.data)  # lists the files first: a bad --data fails here, exit 2
     trainer = TorchTrainer(
         train_loop_per_worker,
         train_loop_config=cfg.to_dict(),
@@ -209,6 +209,10 @@ def main(argv: list[str] | None = None) -> int:
         cfg = dataclasses.replace(cfg, num_workers=int(os.environ.get("WORLD_SIZE", 1)))
     try:
         validate(cfg)
+        if cfg.data:
+            from workloads.data import list_data
+
+            list_data(cfg.data)  # a malformed URI, an empty prefix, an unknown format: exit 2 before any worker
         if cfg.launcher == "torchrun" and cfg.use_gpu:
             import torch
 
