@@ -41,6 +41,11 @@ def build_parser() -> argparse.ArgumentParser:
     common.add_argument(
         "--run-id", help="train/check: the run id (default: a new one for train, the newest run for check)"
     )
+    common.add_argument(
+        "--resume",
+        metavar="RUN_ID",
+        help="run/train on aws: continue run RUN_ID from its last checkpoint in the stack's run bucket",
+    )
     common.add_argument("--steps", type=int, help="training steps (default: 20 locally, the stack's trainSteps on aws)")
     common.add_argument(
         "--num-workers", type=int, help="training workers (default: 2 locally, the stack's trainNumWorkers on aws)"

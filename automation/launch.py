@@ -51,6 +51,11 @@ class TrainArgs:
     activation_checkpointing: bool = False
     task: str = "random"
     lr: float | None = None
+    # A run that survives its workers (automation/storage.py): shared storage, checkpoints, retries.
+    storage_path: str | None = None
+    checkpoint_every: int = 0
+    max_failures: int = 0
+    submission_id: str | None = None  # Ray job id; differs from run_id when a job resumes a run
 
     @property
     def summary_json(self) -> str:
@@ -94,6 +99,12 @@ class TrainArgs:
             args += ["--task", self.task]
         if self.lr is not None:
             args += ["--lr", f"{self.lr:g}"]
+        if self.storage_path:
+            args += ["--storage-path", self.storage_path]
+        if self.checkpoint_every:
+            args += ["--checkpoint-every", str(self.checkpoint_every)]
+        if self.max_failures:
+            args += ["--max-failures", str(self.max_failures)]
         return args
 
     def to_dict(self) -> dict[str, Any]:
@@ -195,7 +206,7 @@ def submit_command(args: TrainArgs, working_dir: str, env_vars: dict[str, str] |
         "--working-dir",
         working_dir,
         "--submission-id",
-        args.run_id,
+        args.submission_id or args.run_id,
         "--runtime-env-json",
         json.dumps(runtime_env, sort_keys=True),
         "--",

@@ -139,3 +139,20 @@ def test_bad_s3_data_is_refused_before_training(s3, capsys, put, uri_tail, expec
     rc = train.main([*TINY, "--steps", "1", "--data", f"s3://{BUCKET}/{uri_tail}"])
     err = capsys.readouterr().err
     assert rc == 2 and expected in err, f"expected exit 2 with {expected!r}, got {rc}: {err}"
+
+
+@pytest.mark.parametrize("bucket,ok", [(BUCKET, True), ("no-such-bucket", False)], ids=["reachable", "missing bucket"])
+def test_marker_probe_writes_reads_and_deletes_on_real_s3(s3, venv_bin, monkeypatch, bucket, ok):
+    """The verify step's probe, run here as the worker pod would run it, against moto's server."""
+    import os
+    import subprocess
+
+    from automation.storage import marker_probe_command
+
+    marker = f"s3://{bucket}/stack/runs/.verify/probe"
+    env = {**os.environ, "PATH": f"{venv_bin}:{os.environ['PATH']}"}
+    r = subprocess.run(marker_probe_command(marker), capture_output=True, text=True, timeout=60, env=env)
+    assert (r.returncode == 0) == ok, f"expected {'success' if ok else 'failure'}, got rc {r.returncode}: {r.stderr}"
+    if ok:
+        left = _keys(s3, "stack/runs/.verify/")
+        assert "stack/runs/.verify/probe" not in left, f"the marker must be deleted after the probe, found {left}"
