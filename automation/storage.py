@@ -59,6 +59,17 @@ def run_locations(storage_uri: str, run_id: str) -> tuple[str, ...]:
     )
 
 
+def kept_bucket_line(outputs: dict, force_destroy: bool) -> str | None:
+    """What ``destroy`` left behind: the run bucket, unless storageForceDestroy deleted it."""
+    bucket = outputs.get("bucket_name")
+    if force_destroy or not bucket:
+        return None
+    return (
+        f"kept bucket {bucket} and its runs ({outputs.get('storage_uri')}) because storageForceDestroy is false; "
+        f"delete it yourself with: aws s3 rb s3://{bucket} --force"
+    )
+
+
 def require_run(s3: Any, storage_uri: str, run_id: str) -> None:
     """DriverError (exit 2), before any training, when ``run_id`` has nothing under the storage URI;
     the message lists the runs that do exist."""

@@ -25,7 +25,7 @@ from automation.kube import KubeApi, parse_kubeconfig, read_kubeconfig_file
 from automation.launch import CLUSTER_ROOT, TrainArgs, submit_on_head, train_result
 from automation.pipeline import Advice, Prior, Step, StepResult
 from automation.preflight import AwsClients, run_preflight
-from automation.storage import Durability, Identity, require_run, run_locations, verify_storage
+from automation.storage import Durability, Identity, kept_bucket_line, require_run, run_locations, verify_storage
 from automation.verify import expectations_from, head_pod_name, verify_cluster
 from workloads.config import new_run_id
 
@@ -217,7 +217,10 @@ class AwsTarget:
     def destroy(self, prior: Prior) -> StepResult:
         if not self.yes and not self.deps.confirm(f"destroy every resource of stack {self.cfg.stack}?"):
             raise DriverError("not confirmed: nothing was deleted")
-        return pulumi_steps.destroy(self.stack(), self.on_progress)
+        before = self.outputs()  # read first: a destroyed stack has no outputs left
+        done = pulumi_steps.destroy(self.stack(), self.on_progress)
+        kept = kept_bucket_line(before, self.cfg.storage.force_destroy)
+        return dataclasses.replace(done, summary=f"{done.summary}; {kept}") if kept else done
 
     def outputs(self) -> dict:
         """The stack outputs (from this run's `up`, else the stack); {} when --kubeconfig replaces them."""

@@ -73,3 +73,12 @@ def test_marker_probe_runs_in_the_worker_pod_under_the_prefix():
     res = verify_storage(ok, "worker-0", IDENTITY, URI, "r1")
     assert res.ok and seen and seen[0][:2] == ("worker-0", "ray"), (res, seen)
     assert f"{URI}/.verify/worker-0-r1" in seen[0][2], f"marker not under the prefix: {seen[0][2]}"
+
+
+def test_destroy_says_which_bucket_it_kept_and_how_to_delete_it():
+    from automation.storage import kept_bucket_line
+
+    outputs = {"bucket_name": "runs-bucket", "storage_uri": URI}
+    line = kept_bucket_line(outputs, force_destroy=False)
+    assert line and "kept bucket runs-bucket" in line and URI in line and "aws s3 rb s3://runs-bucket" in line, line
+    assert kept_bucket_line(outputs, force_destroy=True) is None, "a forced destroy deleted the bucket: nothing kept"
