@@ -49,7 +49,7 @@ _HELP = {
     "grad_clip": "gradient-norm clip",
     "seed": "seed of the initial weights and of synthetic data",
     "task": f"synthetic data when --data is not given ({', '.join(TASKS)}; learnable: a next-token permutation a model can learn)",
-    "data": "real data: a .txt (one document per line), .jsonl (field text) or .parquet (column text) file or directory",
+    "data": "real data: .txt (a document a line), .jsonl (field text) or .parquet (column text): file, dir or s3://b/prefix/",
     "tokenizer": "tokenizer for --data: 'bytes' (built in), a local directory or a hub id (default: --pretrained, or bytes for tiny, else Qwen/Qwen2.5-1.5B)",
     "run_id": "id of this run, naming its directory (default: TORCHELASTIC_RUN_ID under torchrun, else UTC time + hex)",
     "run_dir": "this run's directory (default runs/<run-id>)",
