@@ -160,6 +160,11 @@ def main(argv: Sequence[str] | None = None) -> int:
             warnings.simplefilter("ignore")
             target = resolve_target(args)
             if target == "local":
+                if getattr(args, "resume", None):
+                    raise DriverError(
+                        f"--resume {args.resume}: runs are kept in a stack's run bucket; pass --stack STACK",
+                        exit_code=2,
+                    )
                 from automation.targets.local import run_local
 
                 return run_local(args, ui)
