@@ -73,8 +73,17 @@ def kept_bucket_line(outputs: dict, force_destroy: bool) -> str | None:
 def require_run(s3: Any, storage_uri: str, run_id: str) -> None:
     """DriverError (exit 2), before any training, when ``run_id`` has nothing under the storage URI;
     the message lists the runs that do exist."""
+    from botocore.exceptions import ClientError
+
     bucket, prefix = split_s3_uri(storage_uri)
-    found = s3.list_objects_v2(Bucket=bucket, Prefix=f"{prefix}/{run_id}/", MaxKeys=1)
+    try:
+        found = s3.list_objects_v2(Bucket=bucket, Prefix=f"{prefix}/{run_id}/", MaxKeys=1)
+    except ClientError as e:
+        raise DriverError(
+            f"--resume {run_id!r}: cannot list {storage_uri} ({e.response['Error'].get('Code', e)}): check that the "
+            "stack is up and that your AWS credentials may list the run bucket",
+            exit_code=2,
+        ) from None
     if found.get("KeyCount", 0):
         return
     listing = s3.list_objects_v2(Bucket=bucket, Prefix=f"{prefix}/", Delimiter="/", MaxKeys=20)
