@@ -260,18 +260,21 @@ class AwsTarget:
             return cluster
         out = self.outputs()
         selector = f"ray.io/cluster={exp.raycluster},ray.io/node-type=worker"
-        pod = kube.list_pods(exp.namespace, selector)[0]["metadata"]["name"]
+        worker = kube.list_pods(exp.namespace, selector)[0]["metadata"]["name"]
         identity = Identity(
             str(out.get("pod_role_arn")),
             str(out.get("pod_identity_association_id")),
             str(out.get("ray_service_account")),
             exp.namespace,
         )
-        self.on_progress(f"writing a marker object to the run bucket from {pod}")
-        storage = verify_storage(kube.exec, pod, identity, self.storage_uri(), self.run_id)
-        if not storage.ok:
-            return storage
-        return dataclasses.replace(cluster, summary=f"{cluster.summary}; {storage.summary}")
+        # Workers write checkpoint shards; the head runs the job's driver and Ray Train's controller,
+        # which write the run's own state to the same storage path.
+        for pod in (worker, head_pod_name(kube, exp)):
+            self.on_progress(f"writing a marker object to the run bucket from {pod}")
+            storage = verify_storage(kube.exec, pod, identity, self.storage_uri(), self.run_id)
+            if not storage.ok:
+                return storage
+        return dataclasses.replace(cluster, summary=f"{cluster.summary}; {storage.summary} (and from {worker})")
 
     def storage_uri(self) -> str:
         uri = self.outputs().get("storage_uri")

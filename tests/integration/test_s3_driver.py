@@ -11,6 +11,7 @@ import pytest
 from test_driver_pipeline import REGION, aws, cluster_exec, make_target, outputs, run  # noqa: F401 (aws: fixture)
 
 from automation.errors import DriverError
+from automation.kube import ExecResult
 from automation.storage import CHECKPOINT_EVERY, MAX_FAILURES
 
 STEPS = ("train",)
@@ -61,3 +62,31 @@ def test_resume_of_an_unknown_run_stops_before_submitting():
             run(target, STEPS)
     submitted = [c for c in pod_exec.calls if c[2][:3] == ["ray", "job", "submit"]]
     assert not submitted, f"a job was submitted for an unknown run: {submitted}"
+
+
+def test_verify_writes_a_marker_from_a_worker_and_from_the_head():
+    pod_exec = cluster_exec()
+    with helpers.FakeKubeApi() as api:
+        target = make_target(api, helpers.FakeStack(REGION, outputs=outputs(api)), pod_exec=pod_exec)
+        result = run(target, ("verify",))
+    assert result.ok, result.reason
+    probed = [pod for pod, _, cmd, _ in pod_exec.calls if cmd[:2] == ["sh", "-c"] and "pyarrow.fs" in cmd[2]]
+    kinds = sorted("head" if "head" in p else "worker" for p in probed)
+    assert kinds == ["head", "worker"], f"expected the marker probe in one worker and the head, ran in {probed}"
+
+
+def test_verify_fails_before_training_when_a_pod_cannot_write():
+    ok = cluster_exec()
+
+    def answer(pod, cmd, stdin):
+        if cmd[:2] == ["sh", "-c"] and "pyarrow.fs" in cmd[2]:
+            return ExecResult(1, "", "OSError: AWS Error ACCESS_DENIED during PutObject operation")
+        return ok.answer(pod, cmd, stdin)
+
+    with helpers.FakeKubeApi() as api:
+        target = make_target(
+            api, helpers.FakeStack(REGION, outputs=outputs(api)), pod_exec=helpers.ScriptedExec(answer)
+        )
+        result = run(target, ("verify", "train"))
+    assert result.failed_step == "verify" and "ACCESS_DENIED" in result.reason, (result.failed_step, result.reason)
+    assert "ray-pods" in result.reason and "a-123" in result.reason and "ray/ray-train" in result.reason, result.reason
