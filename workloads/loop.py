@@ -109,6 +109,21 @@ def latest_complete(root: Path) -> Path | None:
     return max(done, key=lambda p: p.name) if done else None
 
 
+def data_position_of(state: dict, rank: int, world: int) -> dict | None:
+    """This rank's data position in a restored state (None: synthetic data or no checkpoint).
+
+    Positions are per rank, so a checkpoint resumes only with the world size that wrote it."""
+    positions = state.get("data")
+    if positions is None:
+        return None
+    if len(positions) != world:
+        raise RuntimeError(
+            f"the checkpoint at step {state.get('step')} holds the data positions of {len(positions)} ranks but this "
+            f"run has {world}: resume with --num-workers {len(positions)}"
+        )
+    return positions[rank]
+
+
 class Checkpointer:
     """Sharded checkpoints with torch.distributed.checkpoint, stored by Ray Train or on a path."""
 
@@ -304,7 +319,7 @@ def train_loop_per_worker(config: dict) -> dict | None:
 
         dataset = ray.train.get_dataset_shard("train")  # unsplit: every document (DataConfig in train.py)
     stream = MicroBatches(cfg, vocab, env.rank, env.world, dataset)
-    batches = stream.iterate(start, state["data"][env.rank] if "data" in state else None)
+    batches = stream.iterate(start, data_position_of(state, env.rank, env.world))
 
     fpt = flops_per_token(tr.n_params, tr.n_layers, tr.hidden, cfg.seq_len)
     peak = peak_tflops(device)
