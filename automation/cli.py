@@ -42,6 +42,11 @@ def build_parser() -> argparse.ArgumentParser:
         "--run-id", help="train/check: the run id (default: a new one for train, the newest run for check)"
     )
     common.add_argument(
+        "--resume",
+        metavar="RUN_ID",
+        help="run/train on aws: continue run RUN_ID from its last checkpoint in the stack's run bucket",
+    )
+    common.add_argument(
         "--steps", type=int, help="training steps (default: 20 locally, the stack's train.steps on aws)"
     )
     common.add_argument(
@@ -157,6 +162,11 @@ def main(argv: Sequence[str] | None = None) -> int:
             warnings.simplefilter("ignore")
             target = resolve_target(args)
             if target == "local":
+                if getattr(args, "resume", None):
+                    raise DriverError(
+                        f"--resume {args.resume}: runs are kept in a stack's run bucket; pass --stack STACK",
+                        exit_code=2,
+                    )
                 from automation.targets.local import run_local
 
                 return run_local(args, ui)

@@ -118,8 +118,13 @@ def upload_command(dest: str, payload_len: int) -> list[str]:
     return ["sh", "-c", f"rm -rf {q} && mkdir -p {q} && head -c {payload_len} | base64 -d | tar -xzf - -C {q}"]
 
 
-def submit_command(args: TrainConfig, working_dir: str, env_vars: dict[str, str] | None = None) -> list[str]:
-    """`ray job submit` against the head pod's own job server, waiting for the job and streaming its logs."""
+def submit_command(
+    args: TrainConfig, working_dir: str, env_vars: dict[str, str] | None = None, submission_id: str | None = None
+) -> list[str]:
+    """`ray job submit` against the head pod's own job server, waiting for the job and streaming its logs.
+
+    ``submission_id`` is the Ray job id (default: the run id); a job that resumes a run needs its own,
+    because Ray keeps a finished job's id."""
     runtime_env = {"env_vars": dict(env_vars or {})}
     return [
         "ray",
@@ -130,7 +135,7 @@ def submit_command(args: TrainConfig, working_dir: str, env_vars: dict[str, str]
         "--working-dir",
         working_dir,
         "--submission-id",
-        args.run_id,
+        submission_id or args.run_id,
         "--runtime-env-json",
         json.dumps(runtime_env, sort_keys=True),
         "--",
@@ -155,6 +160,7 @@ def submit_on_head(
     on_line: Callable[[str], None] = lambda s: None,
     env_vars: dict[str, str] | None = None,
     timeout_s: float = 3600,
+    submission_id: str | None = None,
 ) -> TrainOutcome:
     """Copy `workloads/` into the head pod, submit the job there, follow it, and read its summary."""
     src_dir = f"{CLUSTER_ROOT}/src/{args.run_id}"
@@ -171,7 +177,9 @@ def submit_on_head(
         tail.append(s)
         on_line(s)
 
-    res = pod_exec(head_pod, namespace, submit_command(args, src_dir, env_vars), on_line=line, timeout_s=timeout_s)
+    res = pod_exec(
+        head_pod, namespace, submit_command(args, src_dir, env_vars, submission_id), on_line=line, timeout_s=timeout_s
+    )
     if not tail:
         tail.extend(strip_ansi(l) for l in (res.stdout + res.stderr).splitlines()[-200:])
     status = job_status_from_output(res.stdout + res.stderr, res.rc)

@@ -70,6 +70,11 @@ class RenderMocks(Mocks):
             state.setdefault("nodeGroupName", name)
         elif typ == "aws:ec2/placementGroup:PlacementGroup":
             state.setdefault("name", name)
+        elif typ == "aws:s3/bucket:Bucket":
+            state.setdefault("bucket", f"{state.get('bucketPrefix', '')}render")
+            state["arn"] = f"arn:aws:s3:::{state['bucket']}"
+        elif typ == "aws:eks/podIdentityAssociation:PodIdentityAssociation":
+            state["associationId"] = f"a-{fake_id}"
         elif typ in ("aws:iam/role:Role", "aws:kms/key:Key"):
             state.setdefault("name", name)
             state["arn"] = f"arn:aws:render::123456789012:{name}"
@@ -88,6 +93,8 @@ class ResourceRecord:
     provider: str | None = None  # name of the explicit provider resource, if any
     urn: str = ""
     parent_urn: str = ""
+    depends_on: tuple[str, ...] = ()  # names of the resources it waits for (data and explicit)
+    retain_on_delete: bool = False  # `destroy` leaves it in the cloud
 
 
 class RecordingMonitor(MockMonitor):
@@ -114,6 +121,8 @@ class RecordingMonitor(MockMonitor):
                     provider=self._names_by_urn.get(request.provider.rsplit("::", 1)[0]) if request.provider else None,
                     urn=response.urn,
                     parent_urn=request.parent,
+                    depends_on=tuple(self._names_by_urn.get(u, u) for u in request.dependencies),
+                    retain_on_delete=request.retainOnDelete,
                 )
             )
         return response

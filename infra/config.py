@@ -51,6 +51,7 @@ __all__ = [
     "RayHeadConfig",
     "RayWorkerConfig",
     "StackConfig",
+    "StorageConfig",
     "SystemNodesConfig",
     "from_pulumi_config",
     "is_floating_image",
@@ -141,6 +142,15 @@ class RayConfig:
 
 
 @dataclass(frozen=True)
+class StorageConfig:
+    bucket_name: str  # empty: Pulumi names it from bucket_prefix
+    bucket_prefix: str  # <clusterName>-<stack>-, used when bucket_name is empty
+    object_prefix: str  # the stack name: every key the Ray pods may touch starts with "<object_prefix>/"
+    retention_days: int  # 0: objects never expire
+    force_destroy: bool
+
+
+@dataclass(frozen=True)
 class StackConfig:
     stack: str
     region: str
@@ -150,6 +160,7 @@ class StackConfig:
     gpu_nodes: GpuNodesConfig
     charts: ChartsConfig
     ray: RayConfig
+    storage: StorageConfig
     # The stack's train: block, un-interpreted: automation/job.py parses it into a TrainConfig.
     train: Mapping[str, Any] = field(default_factory=dict)
     warnings: tuple[str, ...] = ()
@@ -302,8 +313,29 @@ def _build(stack: str, region: str, v: Mapping[str, Any], notes: tuple[str, ...]
                 shm_size=v["rayWorkerShmSize"],
             ),
         ),
+        storage=_storage(v, stack),
         train=dict(v["train"]),
         warnings=notes,
+    )
+
+
+BUCKET_PREFIX_MAX = 37  # aws.s3.Bucket's bucketPrefix limit (the provider adds a 26-character suffix)
+
+
+def _storage(v: Mapping[str, Any], stack: str) -> StorageConfig:
+    name = v["storageBucketName"]
+    prefix = f"{v['clusterName']}-{stack}-"
+    if not name and len(prefix) > BUCKET_PREFIX_MAX:
+        raise ConfigError(
+            f"the bucket name prefix {prefix!r} (clusterName-stack-) is longer than {BUCKET_PREFIX_MAX} characters: "
+            f"set {PROJECT}:storageBucketName to a bucket name"
+        )
+    return StorageConfig(
+        bucket_name=name,
+        bucket_prefix=prefix,
+        object_prefix=stack,
+        retention_days=v["storageRetentionDays"],
+        force_destroy=v["storageForceDestroy"],
     )
 
 

@@ -38,6 +38,9 @@ _EXACT_SEMVER = re.compile(r"^v?\d+\.\d+\.\d+$")
 _K8S_VERSION = re.compile(r"^1\.\d+$")
 _DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
 _CAPACITY_RESERVATION = re.compile(r"^cr-[0-9a-f]{8,17}$")
+# https://docs.aws.amazon.com/AmazonS3/latest/userguide/bucketnamingrules.html (no dots: TLS to
+# virtual-hosted names with dots fails certificate checks).
+_BUCKET_NAME = re.compile(r"^[a-z0-9][a-z0-9-]{1,61}[a-z0-9]$")
 _PLACEMENT_GROUP = re.compile(r"^[A-Za-z0-9._-]{1,255}$")
 _ROLE_ARN = re.compile(r"^arn:aws[a-z-]*:iam::\d{12}:role/[\w+=,.@/-]+$")
 _QUANTITY = re.compile(r"^(\d+(?:\.\d+)?)(m|Ki|Mi|Gi|Ti|k|M|G|T)?$")
@@ -205,6 +208,14 @@ def role_arns(key: str, value: tuple[str, ...]) -> None:
     for arn in value:
         if not _ROLE_ARN.fullmatch(arn):
             raise ConfigError(f"{key} entry {arn!r} is not an IAM role ARN: use arn:aws:iam::<account-id>:role/<name>")
+
+
+def bucket_name(key: str, value: str) -> None:
+    if value and (not _BUCKET_NAME.fullmatch(value) or "--" in value):
+        raise ConfigError(
+            f"{key} {value!r} is not a valid S3 bucket name: use 3-63 lowercase letters, digits and '-' "
+            "(no dots), or '' to let Pulumi name it"
+        )
 
 
 def ray_version(key: str, value: str) -> None:
@@ -528,6 +539,34 @@ KEYS: tuple[Key, ...] = (
         "store); counts against rayWorkerMemory.",
         "ray",
         _memory,
+    ),
+    # --- storage (the run bucket every Ray pod reaches through EKS Pod Identity)
+    Key(
+        "storageBucketName",
+        "string",
+        "",
+        "Name of the private S3 bucket that holds Ray Train's checkpoints under s3://<bucket>/<stack>/runs. Empty "
+        "means Pulumi names it <clusterName>-<stack>- plus a random suffix; a set name must be a valid S3 bucket "
+        "name (3-63 lowercase letters, digits and '-', no dots).",
+        "storage",
+        bucket_name,
+    ),
+    Key(
+        "storageRetentionDays",
+        "integer",
+        30,
+        "Days after which objects under <stack>/ in the bucket expire (a lifecycle rule); 0 keeps them forever. "
+        "Incomplete multipart uploads are always aborted after 1 day.",
+        "storage",
+        between(0, 36500, "0 keeps objects forever"),
+    ),
+    Key(
+        "storageForceDestroy",
+        "boolean",
+        False,
+        "Whether `destroy` deletes the bucket with every checkpoint in it. The default (false) keeps the bucket "
+        "and its data: destroy leaves it in the account (Pulumi's retainOnDelete) and prints its name.",
+        "storage",
     ),
     # --- the training job
     Key("train", "object", {}, _TRAIN, "training job"),

@@ -264,6 +264,8 @@ RUN_ROOT = "/tmp/ray-efa-eks"  # the driver passes --run-dir /tmp/ray-efa-eks/ru
 # writable layer; KubeRay's own examples mount an emptyDir at /tmp/ray for the same reason
 # (https://docs.ray.io/en/latest/cluster/kubernetes/user-guides/logging.html).
 RAY_TMP = "/tmp/ray"
+# The Ray pods' ServiceAccount; EKS Pod Identity maps it to the storage role (infra/pod_identity.py).
+RAY_SERVICE_ACCOUNT = "ray-train"
 RAY_PORTS = {"gcs-server": 6379, "dashboard": 8265, "client": 10001}
 
 NCCL_EFA_ENV = {
@@ -309,6 +311,7 @@ def ray_head_template(ray: RayConfig) -> dict[str, Any]:
     return {
         "metadata": {"labels": {"app.kubernetes.io/name": ray.cluster_name, "ray-efa-eks/role": "head"}},
         "spec": {
+            "serviceAccountName": RAY_SERVICE_ACCOUNT,
             "nodeSelector": {ROLE_LABEL: SYSTEM_ROLE},
             "containers": [
                 {
@@ -336,6 +339,7 @@ def ray_worker_template(ray: RayConfig) -> dict[str, Any]:
     return {
         "metadata": {"labels": {"app.kubernetes.io/name": ray.cluster_name, "ray-efa-eks/role": "gpu-worker"}},
         "spec": {
+            "serviceAccountName": RAY_SERVICE_ACCOUNT,
             "nodeSelector": {ROLE_LABEL: GPU_ROLE},
             "tolerations": [dict(GPU_TOLERATION)],
             "containers": [
@@ -406,6 +410,12 @@ def raycluster_manifest(ray: RayConfig) -> dict[str, Any]:
         "metadata": {"name": ray.cluster_name, "namespace": ray.namespace},
         "spec": raycluster_spec(ray),
     }
+
+
+def service_account_manifest(namespace: str) -> dict[str, Any]:
+    """The core v1 ServiceAccount the Ray head and workers run as."""
+    metadata = {"name": RAY_SERVICE_ACCOUNT, "namespace": namespace}
+    return {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": metadata}
 
 
 def namespace_manifest(name: str) -> dict[str, Any]:

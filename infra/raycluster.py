@@ -9,7 +9,7 @@ import pulumi
 import pulumi_kubernetes as k8s
 
 from infra.config import RayConfig
-from infra.manifests import RAY_API_VERSION, RAY_KIND, namespace_manifest, raycluster_spec
+from infra.manifests import RAY_API_VERSION, RAY_KIND, namespace_manifest, raycluster_spec, service_account_manifest
 
 
 @dataclass(frozen=True)
@@ -32,13 +32,21 @@ class RayCluster(pulumi.ComponentResource):
             metadata=ns["metadata"],
             opts=pulumi.ResourceOptions(parent=self, provider=args.provider),
         )
+        account = k8s.core.v1.ServiceAccount(
+            f"{name}-service-account",
+            metadata={
+                **service_account_manifest(args.ray.namespace)["metadata"],
+                "namespace": namespace.metadata["name"],
+            },
+            opts=pulumi.ResourceOptions(parent=self, provider=args.provider),
+        )
         cluster = k8s.apiextensions.CustomResource(
             f"{name}-raycluster",
             api_version=RAY_API_VERSION,
             kind=RAY_KIND,
             metadata={"name": args.ray.cluster_name, "namespace": namespace.metadata["name"]},
             spec=raycluster_spec(args.ray),
-            opts=pulumi.ResourceOptions(parent=self, provider=args.provider, depends_on=list(args.depends_on)),
+            opts=pulumi.ResourceOptions(parent=self, provider=args.provider, depends_on=[*args.depends_on, account]),
         )
         self.name: pulumi.Output[str] = cluster.metadata["name"]
         self.namespace: pulumi.Output[str] = namespace.metadata["name"]

@@ -11,9 +11,11 @@ from infra.config import StackConfig, require_gpu_az
 from infra.device_plugins import DevicePlugins, DevicePluginsArgs
 from infra.efa_nodegroup import EfaNodeGroup, EfaNodeGroupArgs
 from infra.kuberay import KubeRay, KubeRayArgs
-from infra.manifests import chart_pins
+from infra.manifests import RAY_SERVICE_ACCOUNT, chart_pins
 from infra.network import Network, NetworkArgs
+from infra.pod_identity import PodIdentity, PodIdentityArgs
 from infra.raycluster import RayCluster, RayClusterArgs
+from infra.storage import RunBucket, RunBucketArgs
 
 OUTPUT_NAMES = (
     "region",
@@ -24,6 +26,11 @@ OUTPUT_NAMES = (
     "raycluster_name",
     "raycluster_namespace",
     "head_service_name",
+    "bucket_name",
+    "storage_uri",
+    "pod_role_arn",
+    "pod_identity_association_id",
+    "ray_service_account",
 )
 
 
@@ -77,10 +84,20 @@ def build(cfg: StackConfig) -> dict[str, Any]:
         f"{name}-kuberay",
         KubeRayArgs(chart=pins["kuberay-operator"], provider=cluster.provider, system_nodes=cluster),
     )
-    ray = RayCluster(
-        f"{name}-ray",
-        RayClusterArgs(ray=cfg.ray, provider=cluster.provider, depends_on=(kuberay.release, *plugins.releases)),
+    bucket = RunBucket(f"{name}-runs", RunBucketArgs(storage=cfg.storage))
+    identity = PodIdentity(
+        f"{name}-pod-identity",
+        PodIdentityArgs(
+            cluster_name=cluster.cluster_name,
+            namespace=cfg.ray.namespace,
+            service_account=RAY_SERVICE_ACCOUNT,
+            bucket_arn=bucket.arn,
+            prefix=cfg.storage.object_prefix,
+        ),
     )
+    # A pod gets Pod Identity credentials only if its association exists when the pod is created.
+    before_pods = (kuberay.release, *plugins.releases, identity.addon, identity.association)
+    ray = RayCluster(f"{name}-ray", RayClusterArgs(ray=cfg.ray, provider=cluster.provider, depends_on=before_pods))
     return {
         "region": cfg.region,
         "gpu_az": gpu_az,
@@ -90,6 +107,11 @@ def build(cfg: StackConfig) -> dict[str, Any]:
         "raycluster_name": ray.name,
         "raycluster_namespace": ray.namespace,
         "head_service_name": ray.head_service_name,
+        "bucket_name": bucket.bucket,
+        "storage_uri": bucket.uri,
+        "pod_role_arn": identity.role_arn,
+        "pod_identity_association_id": identity.association_id,
+        "ray_service_account": RAY_SERVICE_ACCOUNT,
     }
 
 

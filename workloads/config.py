@@ -95,14 +95,17 @@ class TrainConfig:
     )
     data: str | None = _opt(
         None,
-        "real data: a .txt (one document per line), .jsonl (field text) or .parquet (column text) file or directory",
+        "real data: .txt (a document a line), .jsonl (field text) or .parquet (column text): a file, a directory or "
+        "an s3://bucket/prefix/",
     )
     tokenizer: str | None = _opt(
         None,
         "tokenizer for --data: 'bytes' (built in), a local directory or a hub id "
         "(unset: --pretrained, or bytes for tiny, else Qwen/Qwen2.5-1.5B)",
     )
-    run_id: str = _opt("", "id of this run (empty: UTC time plus random hex); names the run directory")
+    run_id: str = _opt(
+        "", "id of this run, naming its directory (empty: TORCHELASTIC_RUN_ID under torchrun, else UTC time + hex)"
+    )
     run_dir: str = _opt("", "this run's directory (empty: runs/<run-id>)")
     nccl_log_dir: str = _opt("", "where each worker writes its NCCL debug log (empty: <run-dir>/nccl)")
     storage_path: str = _opt(

@@ -3,27 +3,33 @@
 - `random`: uniform random token ids (the reference job's default).
 - `learnable`: a synthetic task a model can learn (each next token is a fixed permutation of the
   current one), so tests can demand that the loss falls.
-- `--data PATH`: text (.txt, one document per line), JSONL (field "text") or Parquet (column
-  "text"), tokenised, packed into fixed-length sequences with EOS between documents, the last
-  partial sequence padded with labels ignored, so every token is trained on exactly once per epoch.
-  Documents are tokenised by Ray Data under Ray (from the local file under torchrun), and each rank
-  keeps the documents whose index is congruent to its rank. Ray Train's own split
-  (`streaming_split(equal=True)`) is not used: it may drop rows to even the shards out and hands
-  blocks to whichever worker asks first, so neither "every token once" nor an exact resume would
-  hold. The price: every worker reads the whole token stream and keeps 1/world of it.
+- `--data PATH|s3://bucket/prefix/`: text (.txt, one document per line), JSONL (field "text") or
+  Parquet (column "text") files, one format per prefix, listed and read through pyarrow's
+  filesystem (Ray Data under Ray, this process under torchrun). Each rank keeps the documents whose
+  index is congruent to its rank, tokenises them (and only them, once, with a tokenizer loaded once
+  per process), and packs them into fixed-length sequences with EOS between documents, the last
+  partial sequence padded with labels ignored: every token is trained on exactly once per epoch.
+  Ray Train's own split (`streaming_split`) is not used: it hands blocks to whichever worker asks
+  first and may drop rows to even the shards out, so neither "every token once" nor an exact resume
+  would hold. The price: every worker reads the whole raw text stream and keeps 1/world of it.
 
-Synthetic batches are a pure function of (seed, step, rank, micro-step), and real data is read in a
-fixed order, so a run resumed from a checkpoint continues at the same data position.
+Synthetic batches are a pure function of (seed, step, rank, micro-step). For real data each rank's
+position (epoch, documents packed, tokens carried over) goes into every checkpoint; a resumed rank
+skips the documents before it without tokenising them and continues at the same token.
 """
 
 from __future__ import annotations
 
+import functools
 import json
+import re
 from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import torch
 
+from workloads.config import ConfigError
 from workloads.loss import IGNORE_INDEX
 
 TEXT_SUFFIXES = {".txt": "text", ".jsonl": "json", ".json": "json", ".parquet": "parquet"}
@@ -69,8 +75,9 @@ def default_tokenizer_ref(preset: str, tokenizer: str | None, pretrained: str | 
     return tokenizer or pretrained or ("bytes" if preset == "tiny" else "Qwen/Qwen2.5-1.5B")
 
 
+@functools.lru_cache(maxsize=4)
 def load_tokenizer(ref: str):
-    """'bytes', a local tokenizer directory (offline), or a hub id."""
+    """'bytes', a local tokenizer directory (offline), or a hub id; loaded once per process."""
     if ref == "bytes":
         return ByteTokenizer()
     from transformers import AutoTokenizer
@@ -97,71 +104,133 @@ def pack(docs: Iterable[list[int]], seq_len: int, eos: int, pad: int = 0) -> Ite
         buf.extend(doc)
         buf.append(eos)
         while len(buf) >= seq_len:
-            chunk, buf = buf[:seq_len], buf[seq_len:]
+            chunk = buf[:seq_len]
+            del buf[:seq_len]
             yield chunk, list(chunk)
     if buf:
-        n = len(buf)
-        yield buf + [pad] * (seq_len - n), buf + [IGNORE_INDEX] * (seq_len - n)
+        yield padded_tail(buf, seq_len, pad)
 
 
-def _files(path: str) -> list[Path]:
-    p = Path(path)
-    if p.is_file():
-        return [p]
-    return sorted(f for f in p.rglob("*") if f.is_file() and f.suffix in TEXT_SUFFIXES)
+def padded_tail(buf: list[int], seq_len: int, pad: int = 0) -> tuple[list[int], list[int]]:
+    n = len(buf)
+    return buf + [pad] * (seq_len - n), buf + [IGNORE_INDEX] * (seq_len - n)
+
+
+# ---- where the documents are ----------------------------------------------------------------------
+# https://docs.aws.amazon.com/AmazonS3/latest/userguide/bucketnamingrules.html
+_S3_URI = re.compile(r"^s3://([a-z0-9][a-z0-9.-]{1,61}[a-z0-9])(/.*)?$")
+
+
+@dataclass(frozen=True)
+class DataFiles:
+    """The files of ``--data``: one format, a fixed order; ``uris`` are what Ray Data reads."""
+
+    kind: str  # text | json | parquet
+    uris: tuple[str, ...]
+
+
+def _bad(uri: str, why: str) -> ConfigError:
+    return ConfigError(f"--data {uri!r} {why}")
+
+
+def list_data(uri: str) -> DataFiles:
+    """List ``--data`` (a local file or directory, or an s3:// object or prefix) through pyarrow's
+    filesystem, the same one Ray Data reads with. ConfigError, before any training, for a malformed
+    s3:// URI, an empty prefix, files of no known format, or formats mixed under one prefix."""
+    import pyarrow.fs as pafs
+
+    if uri.startswith("s3:") and not _S3_URI.match(uri):
+        raise _bad(uri, "is not an S3 URI: write s3://<bucket>/<prefix>/ (a lowercase bucket name, then the prefix)")
+    if "://" in uri:
+        fs, root = pafs.FileSystem.from_uri(uri)
+        scheme = uri.split("://", 1)[0] + "://"
+    else:
+        fs, root, scheme = pafs.LocalFileSystem(), str(Path(uri).expanduser().absolute()), ""
+    info = fs.get_file_info(root)
+    if info.type == pafs.FileType.File:
+        paths = [root]
+    elif info.type == pafs.FileType.Directory:
+        found = fs.get_file_info(pafs.FileSelector(root, recursive=True))
+        paths = sorted(f.path for f in found if f.type == pafs.FileType.File)
+    else:
+        paths = []
+    if not paths:
+        raise _bad(uri, "is empty or does not exist: point it at .txt, .jsonl or .parquet files")
+    kinds = {TEXT_SUFFIXES[Path(p).suffix] for p in paths if Path(p).suffix in TEXT_SUFFIXES}
+    if not kinds:
+        names = ", ".join(Path(p).name for p in paths[:3])
+        raise _bad(uri, f"holds no file of a known format ({names}): use .txt, .jsonl or .parquet")
+    if len(kinds) > 1:
+        raise _bad(uri, f"mixes formats {sorted(kinds)}: put one format under one prefix")
+    (kind,) = kinds
+    return DataFiles(kind, tuple(scheme + p for p in paths if TEXT_SUFFIXES.get(Path(p).suffix) == kind))
 
 
 def read_documents(path: str) -> Iterator[str]:
-    """Documents of a local file or directory, in a fixed order (no Ray)."""
-    for f in _files(path):
-        kind = TEXT_SUFFIXES.get(f.suffix, "text")
-        if kind == "parquet":
-            import pyarrow.parquet as pq
+    """Documents of ``--data``, in a fixed order, read in this process (no Ray)."""
+    import pyarrow.fs as pafs
+    import pyarrow.parquet as pq
 
-            for text in pq.read_table(f, columns=["text"]).column("text").to_pylist():
-                yield text
+    files = list_data(path)
+    for uri in files.uris:
+        fs, p = pafs.FileSystem.from_uri(uri) if "://" in uri else (pafs.LocalFileSystem(), uri)
+        if files.kind == "parquet":
+            yield from pq.read_table(p, columns=["text"], filesystem=fs).column("text").to_pylist()
             continue
-        with open(f, encoding="utf-8") as fh:
-            for line in fh:
-                if kind == "json":
-                    if line.strip():
-                        yield json.loads(line)["text"]
-                elif line.strip():
-                    yield line.rstrip("\n")
+        with fs.open_input_stream(p) as stream:
+            for line in stream.read().decode("utf-8").splitlines():
+                if line.strip():
+                    yield json.loads(line)["text"] if files.kind == "json" else line
 
 
-def ray_dataset(path: str, tokenizer_ref: str):
-    """A Ray Data dataset of tokenised documents (column 'ids'), read in a fixed order."""
+def ray_dataset(path: str):
+    """A Ray Data dataset of raw documents (column 'text'), read in a fixed order.
+
+    Not tokenised here: each worker tokenises only its own documents, once, with a tokenizer it
+    loads once, and a resumed worker skips the documents it already trained on without tokenising
+    them (``MicroBatches``)."""
     import ray.data
 
     ray.data.DataContext.get_current().execution_options.preserve_order = True
-    files = [str(f) for f in _files(path)] if "://" not in path else [path]
-    kind = TEXT_SUFFIXES.get(Path(files[0]).suffix, "text")
-    if kind == "parquet":
-        ds = ray.data.read_parquet(files, columns=["text"])
-    elif kind == "json":
-        ds = ray.data.read_json(files, lines=True)
-    else:
-        ds = ray.data.read_text(files, drop_empty_lines=True)
-
-    def tokenize(batch):
-        tok = load_tokenizer(tokenizer_ref)
-        return {"ids": [encode(tok, t) for t in batch["text"]]}
-
-    return ds.map_batches(tokenize, batch_format="numpy")
+    files = list_data(path)
+    uris = list(files.uris)
+    if files.kind == "parquet":
+        return ray.data.read_parquet(uris, columns=["text"])
+    if files.kind == "json":
+        return ray.data.read_json(uris, lines=True).select_columns(["text"])
+    return ray.data.read_text(uris, drop_empty_lines=True)
 
 
 # ---- what the training loop consumes ----------------------------------------------------------
+@dataclass
+class DataPosition:
+    """Where one rank is in the corpus at a step boundary: the epoch, how many of its own documents
+    it has packed, and the tokens packed but not yet trained on. JSON-able (``vars``)."""
+
+    epoch: int = 0
+    docs: int = 0
+    carry: list[int] = field(default_factory=list)
+
+
 class MicroBatches:
     """An endless iterator of (input_ids, labels) micro-batches for one rank, starting at a step."""
 
     def __init__(self, cfg, vocab: int, rank: int, world: int, dataset=None):
-        """`dataset`: a Ray Data iterator over every tokenised document (column 'ids'), or None
-        to read `cfg.data` here."""
+        """`dataset`: a Ray Data iterator over every raw document (column 'text'), or None to read
+        `cfg.data` here."""
         self.cfg, self.vocab, self.rank, self.world = cfg, vocab, rank, world
         self.dataset = dataset
+        self.pos = DataPosition()
 
-    def iterate(self, start_step: int) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
+    def position(self) -> dict | None:
+        """This rank's data position now (None for synthetic data, a pure function of the step)."""
+        if not self.cfg.data:
+            return None
+        return {"epoch": self.pos.epoch, "docs": self.pos.docs, "carry": list(self.pos.carry)}
+
+    def iterate(self, start_step: int, position: dict | None = None) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
+        """Micro-batches from ``start_step``; real data resumes at ``position`` (this rank's, from
+        the checkpoint), else from the corpus' start."""
         cfg = self.cfg
         if not cfg.data:
             step = start_step
@@ -171,7 +240,10 @@ class MicroBatches:
                         cfg.task, self.vocab, cfg.micro_batch, cfg.seq_len, cfg.seed, step, self.rank, micro
                     )
                 step += 1
-        skip = start_step * cfg.grad_accum * cfg.micro_batch  # sequences already trained on
+        self.pos = DataPosition(**position) if position else DataPosition()
+        # A checkpoint without a data position (written before positions were saved): re-pack from
+        # the start and skip the sequences already trained on.
+        skip = start_step * cfg.grad_accum * cfg.micro_batch if position is None else 0
         rows: list[tuple[list[int], list[int]]] = []
         for seq in self._sequences_forever():
             if skip:
@@ -182,23 +254,39 @@ class MicroBatches:
                 yield torch.tensor([r[0] for r in rows]), torch.tensor([r[1] for r in rows])
                 rows = []
 
+    def _my_documents(self) -> Iterator[str]:
+        """This rank's documents of one epoch: every world-th, in the corpus' fixed order."""
+        if self.dataset is not None:
+            every = (t for b in self.dataset.iter_batches(batch_size=256, batch_format="numpy") for t in b["text"])
+        else:
+            every = read_documents(self.cfg.data)
+        return (str(t) for i, t in enumerate(every) if i % self.world == self.rank)
+
     def _sequences_forever(self) -> Iterator[tuple[list[int], list[int]]]:
-        cfg = self.cfg
-        tok_ref = default_tokenizer_ref(cfg.preset, cfg.tokenizer, cfg.pretrained)
-        tok = load_tokenizer(tok_ref)
+        """Packed sequences from ``self.pos`` on, keeping ``self.pos`` current at every yield."""
+        cfg, pos = self.cfg, self.pos
+        tok = load_tokenizer(default_tokenizer_ref(cfg.preset, cfg.tokenizer, cfg.pretrained))
+        eos = eos_id(tok)
         while True:  # epochs
-            if self.dataset is not None:
-                every = (
-                    ids for b in self.dataset.iter_batches(batch_size=64, batch_format="numpy") for ids in b["ids"]
-                )
-                docs = (list(map(int, ids)) for i, ids in enumerate(every) if i % self.world == self.rank)
-            else:
-                docs = (encode(tok, t) for i, t in enumerate(read_documents(cfg.data)) if i % self.world == self.rank)
+            resumed = pos.docs > 0 or bool(pos.carry)
             n = 0
-            for seq in pack(docs, cfg.seq_len, eos_id(tok)):
+            for i, text in enumerate(self._my_documents()):
+                if i < pos.docs:
+                    continue  # trained on before the checkpoint: skipped without tokenising
+                pos.carry.extend(encode(tok, text))
+                pos.carry.append(eos)
+                pos.docs = i + 1
+                while len(pos.carry) >= cfg.seq_len:
+                    chunk = pos.carry[: cfg.seq_len]
+                    del pos.carry[: cfg.seq_len]
+                    n += 1
+                    yield chunk, list(chunk)
+            tail = list(pos.carry)
+            pos.epoch, pos.docs, pos.carry = pos.epoch + 1, 0, []
+            if tail:
                 n += 1
-                yield seq
-            if n == 0:
+                yield padded_tail(tail, cfg.seq_len)
+            if n == 0 and not resumed:
                 raise RuntimeError(
                     f"rank {self.rank}: --data {cfg.data!r} gave this rank no tokens: use fewer workers or more data"
                 )

@@ -97,6 +97,33 @@ def _peak_mem_gb(device: torch.device) -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1e6  # Linux reports KiB
 
 
+def latest_complete(root: Path) -> Path | None:
+    """The newest ``checkpoint_*`` under ``root`` whose save finished, or None.
+
+    Finished means both markers exist: DCP's ``.metadata`` (written by the coordinator only after
+    every rank's shards are written) and our ``state.json`` (written by rank 0 after that).
+    """
+    if not root.is_dir():
+        return None
+    done = [p for p in root.glob("checkpoint_*") if (p / STATE_FILE).is_file() and (p / ".metadata").is_file()]
+    return max(done, key=lambda p: p.name) if done else None
+
+
+def data_position_of(state: dict, rank: int, world: int) -> dict | None:
+    """This rank's data position in a restored state (None: synthetic data or no checkpoint).
+
+    Positions are per rank, so a checkpoint resumes only with the world size that wrote it."""
+    positions = state.get("data")
+    if positions is None:
+        return None
+    if len(positions) != world:
+        raise RuntimeError(
+            f"the checkpoint at step {state.get('step')} holds the data positions of {len(positions)} ranks but this "
+            f"run has {world}: resume with --num-workers {len(positions)}"
+        )
+    return positions[rank]
+
+
 class Checkpointer:
     """Sharded checkpoints with torch.distributed.checkpoint, stored by Ray Train or on a path."""
 
@@ -106,7 +133,11 @@ class Checkpointer:
 
     # -- restore ---------------------------------------------------------------------------
     def restore(self, model, optimizer) -> dict:
-        """Load the latest checkpoint into model and optimizer; return its state (step 0 if none)."""
+        """Load the latest checkpoint into model and optimizer; return its state (step 0 if none).
+
+        Every rank must call it. Under Ray Train the controller hands every worker the same
+        checkpoint; on a plain launch rank 0 chooses and broadcasts it (``agreed_checkpoint``).
+        """
         if self.env.under_ray:
             import ray.train
 
@@ -115,14 +146,21 @@ class Checkpointer:
                 return {"step": 0, "losses": []}
             with ckpt.as_directory() as d:
                 return self._load_dir(Path(d), model, optimizer)
-        latest = self._latest_plain()
-        return self._load_dir(latest, model, optimizer) if latest else {"step": 0, "losses": []}
+        chosen = self.agreed_checkpoint()
+        return self._load_dir(chosen, model, optimizer) if chosen else {"step": 0, "losses": []}
 
-    def _latest_plain(self) -> Path | None:
-        if not self.plain_root or not self.plain_root.is_dir():
-            return None
-        done = sorted(p for p in self.plain_root.glob("checkpoint_*") if (p / STATE_FILE).exists())
-        return done[-1] if done else None
+    def agreed_checkpoint(self) -> Path | None:
+        """The checkpoint every rank of a plain launch resumes from: rank 0's choice, broadcast.
+
+        Ranks may see the storage differently (a save still landing, a stale NFS cache on one
+        node); if each chose its own latest, two ranks could load different steps and the run
+        would silently diverge or hang in its first collective.
+        """
+        latest = latest_complete(self.plain_root) if self.env.rank == 0 and self.plain_root else None
+        choice = [str(latest) if latest else ""]
+        if self.env.world > 1:
+            dist.broadcast_object_list(choice, src=0, device=torch.device("cpu"))
+        return Path(choice[0]) if choice[0] else None
 
     def _load_dir(self, d: Path, model, optimizer) -> dict:
         import torch.distributed.checkpoint as dcp
@@ -137,13 +175,22 @@ class Checkpointer:
         return state
 
     # -- save ------------------------------------------------------------------------------
-    def save(self, state: dict, model=None, optimizer=None, summary: dict | None = None) -> str | None:
+    def save(
+        self, state: dict, model=None, optimizer=None, summary: dict | None = None, data_position: dict | None = None
+    ) -> str | None:
         """Write this rank's shards (and, on rank 0, the step state) and hand them over.
 
-        Every rank must call it at the same step. Returns the checkpoint's location (rank 0).
+        Every rank must call it at the same step. ``data_position`` is this rank's place in the
+        corpus; the state keeps every rank's, by rank, under "data". Returns the checkpoint's
+        location (rank 0, plain launches).
         """
         import torch.distributed.checkpoint as dcp
         from torch.distributed.checkpoint.state_dict import get_state_dict
+
+        if data_position is not None:
+            positions: list = [None] * self.env.world
+            dist.all_gather_object(positions, data_position)
+            state = {**state, "data": positions}
 
         if self.env.under_ray:
             d = Path(tempfile.mkdtemp(prefix=f"ckpt-{self.cfg.run_id}-"))
@@ -296,7 +343,8 @@ def train_loop_per_worker(config: dict) -> dict | None:
         import ray.train
 
         dataset = ray.train.get_dataset_shard("train")  # unsplit: every document (DataConfig in train.py)
-    batches = MicroBatches(cfg, vocab, env.rank, env.world, dataset).iterate(start)
+    stream = MicroBatches(cfg, vocab, env.rank, env.world, dataset)
+    batches = stream.iterate(start, data_position_of(state, env.rank, env.world))
 
     fpt = flops_per_token(tr.n_params, tr.n_layers, tr.hidden, cfg.seq_len)
     peak = peak_tflops(device)
@@ -331,7 +379,12 @@ def train_loop_per_worker(config: dict) -> dict | None:
             )
         done = step + 1
         if cfg.checkpoint_every and done % cfg.checkpoint_every == 0 and done < cfg.steps:
-            ckpt.save({"step": done, "losses": losses, "run_id": cfg.run_id}, model, optimizer)
+            ckpt.save(
+                {"step": done, "losses": losses, "run_id": cfg.run_id},
+                model,
+                optimizer,
+                data_position=stream.position(),
+            )
 
     tokens_per_s = cfg.tokens_per_step * timed_steps / timed_s if timed_s else None
     summary = {
@@ -361,7 +414,11 @@ def train_loop_per_worker(config: dict) -> dict | None:
     if cfg.checkpoint_every:
         # None under Ray: the launcher fills in the stored path.
         summary["checkpoint"] = ckpt.save(
-            {"step": cfg.steps, "losses": losses, "run_id": cfg.run_id}, model, optimizer, summary=summary
+            {"step": cfg.steps, "losses": losses, "run_id": cfg.run_id},
+            model,
+            optimizer,
+            summary=summary,
+            data_position=stream.position(),
         )
     if env.under_ray and env.rank == 0:
         import ray

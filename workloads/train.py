@@ -26,6 +26,7 @@ import dataclasses
 import json
 import os
 import sys
+from collections.abc import Mapping
 from pathlib import Path
 
 from workloads.config import ConfigError, TrainConfig, build_parser, check_gpu_capacity, validate
@@ -33,8 +34,25 @@ from workloads.config import ConfigError, TrainConfig, build_parser, check_gpu_c
 __all__ = ["build_parser", "main", "parse_config", "run_ray", "run_torchrun"]
 
 
-def parse_config(argv: list[str] | None = None) -> TrainConfig:
-    return TrainConfig.from_argv(sys.argv[1:] if argv is None else argv).resolved()
+def elastic_run_id(environ: Mapping[str, str]) -> str:
+    """torchrun's rendezvous id (TORCHELASTIC_RUN_ID), or "" when it names no particular run.
+
+    It is the same in every worker and across torchrun's restarts of the worker group, so a
+    restarted group finds the checkpoints of the run it continues. torchrun sets it to "none" when a
+    multi-node launch gives no --rdzv-id, and to a fresh uuid per invocation on one node
+    (https://github.com/pytorch/pytorch/blob/main/torch/distributed/run.py).
+    """
+    run_id = environ.get("TORCHELASTIC_RUN_ID", "")
+    return "" if run_id == "none" else run_id
+
+
+def parse_config(argv: list[str] | None = None, environ: Mapping[str, str] | None = None) -> TrainConfig:
+    """The resolved config of a command line. Under torchrun without --run-id, the run id is
+    torchrun's (``elastic_run_id``), so every restart of the worker group resumes the same run."""
+    cfg = TrainConfig.from_argv(sys.argv[1:] if argv is None else argv)
+    if cfg.launcher == "torchrun" and not cfg.run_id:
+        cfg = dataclasses.replace(cfg, run_id=elastic_run_id(os.environ if environ is None else environ))
+    return cfg.resolved()
 
 
 def _fail(msg: str) -> int:
@@ -67,9 +85,9 @@ def run_ray(cfg: TrainConfig) -> dict:
         resources["GPU"] = cfg.gpus_per_worker
     datasets = {}
     if cfg.data:
-        from workloads.data import default_tokenizer_ref, ray_dataset
+        from workloads.data import ray_dataset
 
-        datasets["train"] = ray_dataset(cfg.data, default_tokenizer_ref(cfg.preset, cfg.tokenizer, cfg.pretrained))
+        datasets["train"] = ray_dataset(cfg.data)  # raw text rows: each rank tokenises its own documents
     trainer = TorchTrainer(
         train_loop_per_worker,
         train_loop_config=cfg.to_dict(),
@@ -153,6 +171,10 @@ def main(argv: list[str] | None = None) -> int:
         cfg = dataclasses.replace(cfg, num_workers=int(os.environ.get("WORLD_SIZE", 1)))
     try:
         validate(cfg)
+        if cfg.data:
+            from workloads.data import list_data
+
+            list_data(cfg.data)  # a malformed URI, an empty prefix, an unknown format: exit 2 before any worker
         _check_local_gpus(cfg)
         if int(os.environ.get("RANK", 0)) == 0:
             print(

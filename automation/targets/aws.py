@@ -25,7 +25,9 @@ from automation.kube import KubeApi, parse_kubeconfig, read_kubeconfig_file
 from automation.launch import submit_on_head, train_result
 from automation.pipeline import Advice, Prior, Step, StepResult
 from automation.preflight import AwsClients, run_preflight
+from automation.storage import Durability, Identity, kept_bucket_line, require_run, run_locations, verify_storage
 from automation.verify import expectations_from, head_pod_name, verify_cluster
+from workloads.config import new_run_id
 
 PIPELINE = ("preflight", "preview", "up", "verify", "train", "check")
 GPU_AZ_KEY = "ray-efa-eks:gpuAvailabilityZone"
@@ -79,6 +81,7 @@ class AwsTarget:
     deps: AwsDeps
     run_id: str
     run_id_given: bool = False
+    resume: bool = False  # continue run_id from its last checkpoint in the run bucket
     yes: bool = False
     kubeconfig_path: Path | None = None
     steps_override: int | None = None
@@ -204,7 +207,10 @@ class AwsTarget:
     def destroy(self, prior: Prior) -> StepResult:
         if not self.yes and not self.deps.confirm(f"destroy every resource of stack {self.cfg.stack}?"):
             raise DriverError("not confirmed: nothing was deleted")
-        return pulumi_steps.destroy(self.stack(), self.on_progress)
+        before = self.outputs()  # read first: a destroyed stack has no outputs left
+        done = pulumi_steps.destroy(self.stack(), self.on_progress)
+        kept = kept_bucket_line(before, self.cfg.storage.force_destroy)
+        return dataclasses.replace(done, summary=f"{done.summary}; {kept}") if kept else done
 
     def outputs(self) -> dict:
         """The stack outputs (from this run's `up`, else the stack); {} when --kubeconfig replaces them."""
@@ -238,18 +244,59 @@ class AwsTarget:
 
     def verify(self, prior: Prior) -> StepResult:
         kube = self.kube()
-        return verify_cluster(
-            kube, self.expectations(), kube.exec, self.node_wait_s, self.pod_wait_s, on_progress=self.on_progress
+        exp = self.expectations()
+        cluster = verify_cluster(kube, exp, kube.exec, self.node_wait_s, self.pod_wait_s, on_progress=self.on_progress)
+        if not cluster.ok:
+            return cluster
+        out = self.outputs()
+        selector = f"ray.io/cluster={exp.raycluster},ray.io/node-type=worker"
+        worker = kube.list_pods(exp.namespace, selector)[0]["metadata"]["name"]
+        identity = Identity(
+            str(out.get("pod_role_arn")),
+            str(out.get("pod_identity_association_id")),
+            str(out.get("ray_service_account")),
+            exp.namespace,
         )
+        # Workers write checkpoint shards; the head runs the job's driver and Ray Train's controller,
+        # which write the run's own state to the same storage path.
+        for pod in (worker, head_pod_name(kube, exp)):
+            self.on_progress(f"writing a marker object to the run bucket from {pod}")
+            storage = verify_storage(kube.exec, pod, identity, self.storage_uri(), self.run_id)
+            if not storage.ok:
+                return storage
+        return dataclasses.replace(cluster, summary=f"{cluster.summary}; {storage.summary} (and from {worker})")
+
+    def storage_uri(self) -> str:
+        uri = self.outputs().get("storage_uri")
+        if not uri:
+            raise DriverError(
+                f"stack {self.cfg.stack} exports no storage_uri (created before the run bucket existed): "
+                f"run `python -m automation up --stack {self.cfg.stack}`",
+                exit_code=2,
+            )
+        return str(uri)
 
     def train(self, prior: Prior) -> StepResult:
         kube = self.kube()
         exp = self.expectations()
         head = head_pod_name(kube, exp)
         args = self.job()
+        uri = self.storage_uri()
+        if self.resume:
+            require_run(self.deps.client("s3"), uri, self.run_id)
+        args = dataclasses.replace(args, **vars(Durability(storage_path=uri)))
+        # Ray keeps a finished job's id: a resumed run needs a job id of its own.
+        submission_id = f"{self.run_id}-resumed-{new_run_id()}" if self.resume else None
+        self.notes.extend(run_locations(uri, self.run_id))
         self.on_progress(f"copying workloads/ into {head} and submitting job {args.run_id}")
         outcome = submit_on_head(
-            kube.exec, head, exp.namespace, args, on_line=self.on_line, env_vars={"NCCL_DEBUG": "INFO"}
+            kube.exec,
+            head,
+            exp.namespace,
+            args,
+            on_line=self.on_line,
+            env_vars={"NCCL_DEBUG": "INFO"},
+            submission_id=submission_id,
         )
         return train_result(outcome)
 
@@ -392,7 +439,6 @@ def run_aws(args: Any, ui: Any, deps: AwsDeps | None = None) -> int:
     """The CLI's AWS path: load and validate the stack, run the command's steps, print the report."""
     from automation.pipeline import run_pipeline
     from automation.report import RunReport, render
-    from workloads.config import new_run_id
 
     if args.command == "render":
         return run_render(args, ui)
@@ -408,8 +454,9 @@ def run_aws(args: Any, ui: Any, deps: AwsDeps | None = None) -> int:
     target = AwsTarget(
         cfg=cfg,
         deps=deps,
-        run_id=args.run_id or new_run_id(),
-        run_id_given=bool(args.run_id),
+        run_id=getattr(args, "resume", None) or args.run_id or new_run_id(),
+        run_id_given=bool(getattr(args, "resume", None) or args.run_id),
+        resume=bool(getattr(args, "resume", None)),
         yes=args.yes,
         kubeconfig_path=args.kubeconfig,
         steps_override=args.steps,

@@ -140,7 +140,7 @@ def test_ray_data_stream_gives_each_token_to_exactly_one_rank_per_epoch(ray_clus
     corpus.write_text("\n".join(docs) + "\n")
     tok = ByteTokenizer()
     want = Counter(t for d in docs for t in encode(tok, d) + [tok.eos_token_id])
-    ds = ray_dataset(str(corpus), "bytes")
+    ds = ray_dataset(str(corpus))
     cfg = TrainConfig(preset="tiny", data=str(corpus), seq_len=32, global_batch_size=2, num_workers=2)
     got = Counter()
     for rank in range(2):

@@ -95,3 +95,65 @@ def test_local_tokenizer_directory_loads_offline(tmp_path):
     tok = load_tokenizer(str(tmp_path / "tok"))
     assert encode(tok, "lorem ipsum lorem") == [2, 3, 2]
     assert tok.eos_token_id == 1
+
+
+def test_resume_from_a_saved_position_gives_the_uninterrupted_batches_over_an_epoch_end(tmp_path):
+    txt = _write_corpus(tmp_path)
+    cfg = TrainConfig(preset="tiny", data=str(txt), seq_len=8, global_batch_size=2, num_workers=2, micro_batch_size=1)
+    stream = MicroBatches(cfg, 512, 1, 2)
+    it = stream.iterate(0)
+    full = [next(it)[0] for _ in range(40)]  # rank 1 has about 25 sequences an epoch: 40 crosses into the next
+    for cut in (3, 31):
+        stream = MicroBatches(cfg, 512, 1, 2)
+        it = stream.iterate(0)
+        for _ in range(cut):
+            next(it)
+        resumed = MicroBatches(cfg, 512, 1, 2).iterate(cut, stream.position())
+        got = [next(resumed)[0] for _ in range(40 - cut)]
+        first_bad = next(
+            (i for i, (a, b) in enumerate(zip(got, full[cut:], strict=True)) if not torch.equal(a, b)), None
+        )
+        assert first_bad is None, f"resumed after {cut} micro-batches: micro-batch {cut + first_bad} differs"
+
+
+def test_resume_tokenises_no_document_trained_on_before(tmp_path, monkeypatch):
+    import workloads.data as data
+
+    txt = _write_corpus(tmp_path)
+    cfg = TrainConfig(preset="tiny", data=str(txt), seq_len=8, global_batch_size=1, num_workers=1)
+    stream = MicroBatches(cfg, 512, 0, 1)
+    it = stream.iterate(0)
+    for _ in range(10):
+        next(it)
+    position = stream.position()
+    seen: list[str] = []
+    real_encode = data.encode
+    monkeypatch.setattr(data, "encode", lambda tok, text: seen.append(text) or real_encode(tok, text))
+    next(MicroBatches(cfg, 512, 0, 1).iterate(10, position))
+    already = DOCS[: position["docs"]]
+    again = [t for t in seen if t in already]
+    assert not again, f"resume tokenised {len(again)} document(s) trained on before the checkpoint: {again[:2]}"
+
+
+def test_malformed_s3_uri_is_refused_naming_flag_and_fix():
+    import pytest
+
+    from workloads.config import ConfigError
+    from workloads.data import list_data
+
+    with pytest.raises(ConfigError) as err:
+        list_data("s3://Bad_Bucket/prefix/")
+    assert "--data 's3://Bad_Bucket/prefix/' is not an S3 URI: write s3://<bucket>/<prefix>/" in str(err.value), str(
+        err.value
+    )
+
+
+def test_local_directory_of_unknown_format_is_refused(tmp_path):
+    import pytest
+
+    from workloads.config import ConfigError
+    from workloads.data import list_data
+
+    (tmp_path / "a.csv").write_text("text\nx\n")
+    with pytest.raises(ConfigError, match=r"holds no file of a known format \(a.csv\)"):
+        list_data(str(tmp_path))

@@ -1,0 +1,145 @@
+"""The run bucket as the driver sees it: the durable job's flags, `--resume` of an earlier run, and
+the verify probe that proves a worker pod can write, read and delete under the stack's prefix.
+
+Where things live: Ray Train keeps run RUN_ID under ``<storage_uri>/RUN_ID/`` (``RunConfig(name=
+run_id, storage_path=storage_uri)``); a new job with the same name and storage path continues from
+that run's latest checkpoint (Ray Train V2 reloads its checkpoint manager's snapshot from there:
+ray/train/v2/_internal/execution/checkpoint/checkpoint_manager.py, ``_maybe_load_state_from_storage``).
+"""
+
+from __future__ import annotations
+
+import re
+import shlex
+from dataclasses import dataclass
+from typing import Any
+
+from automation.errors import DriverError
+from automation.launch import CLUSTER_ROOT
+from automation.pipeline import StepResult
+
+# One failure loses at most this many steps of the whole cluster's work (the steps since the last
+# checkpoint); a quarter of the cluster job's default train.steps (100), so a run that loses a node once
+# still finishes with at least three quarters of its work kept.
+CHECKPOINT_EVERY = 25
+# Recoveries Ray Train attempts before the job fails: more than one reclaimed node or lost pod per
+# run, but a crash that repeats at every restart stops after three tries instead of looping.
+MAX_FAILURES = 3
+
+_S3 = re.compile(r"^s3://([^/]+)/(.+?)/*$")
+
+
+def split_s3_uri(uri: str) -> tuple[str, str]:
+    """(bucket, key prefix without slashes at the ends) of ``s3://bucket/prefix``."""
+    m = _S3.match(uri or "")
+    if not m:
+        raise DriverError(
+            f"storage_uri {uri!r} is not s3://<bucket>/<prefix>: run `python -m automation up` so the stack "
+            "exports its bucket (stack output storage_uri)",
+            exit_code=2,
+        )
+    return m.group(1), m.group(2).strip("/")
+
+
+@dataclass(frozen=True)
+class Durability:
+    """The job flags that let a run outlive its workers."""
+
+    storage_path: str
+    checkpoint_every: int = CHECKPOINT_EVERY
+    max_failures: int = MAX_FAILURES
+
+
+def run_locations(storage_uri: str, run_id: str) -> tuple[str, ...]:
+    """Report lines: where the run's checkpoints and NCCL logs are."""
+    return (
+        f"checkpoints of run {run_id}: {storage_uri.rstrip('/')}/{run_id}/ "
+        f"(continue it: python -m automation run --stack <stack> --resume {run_id})",
+        f"NCCL logs of run {run_id}: {CLUSTER_ROOT}/runs/{run_id}/nccl/ in each worker pod (collected by `check`)",
+    )
+
+
+def kept_bucket_line(outputs: dict, force_destroy: bool) -> str | None:
+    """What ``destroy`` left behind: the run bucket, unless storageForceDestroy deleted it."""
+    bucket = outputs.get("bucket_name")
+    if force_destroy or not bucket:
+        return None
+    return (
+        f"kept bucket {bucket} and its runs ({outputs.get('storage_uri')}) because storageForceDestroy is false; "
+        f"delete it yourself with: aws s3 rb s3://{bucket} --force"
+    )
+
+
+def require_run(s3: Any, storage_uri: str, run_id: str) -> None:
+    """DriverError (exit 2), before any training, when ``run_id`` has nothing under the storage URI;
+    the message lists the runs that do exist."""
+    from botocore.exceptions import ClientError
+
+    bucket, prefix = split_s3_uri(storage_uri)
+    try:
+        found = s3.list_objects_v2(Bucket=bucket, Prefix=f"{prefix}/{run_id}/", MaxKeys=1)
+    except ClientError as e:
+        raise DriverError(
+            f"--resume {run_id!r}: cannot list {storage_uri} ({e.response['Error'].get('Code', e)}): check that the "
+            "stack is up and that your AWS credentials may list the run bucket",
+            exit_code=2,
+        ) from None
+    if found.get("KeyCount", 0):
+        return
+    listing = s3.list_objects_v2(Bucket=bucket, Prefix=f"{prefix}/", Delimiter="/", MaxKeys=20)
+    known = [p["Prefix"][len(prefix) + 1 :].strip("/") for p in listing.get("CommonPrefixes", [])]
+    raise DriverError(
+        f"--resume {run_id!r}: no run under {storage_uri.rstrip('/')}/{run_id}/ — "
+        f"known runs: {', '.join(known) or '(none)'}; pass one of them or drop --resume to start a new run",
+        exit_code=2,
+    )
+
+
+# Runs in a worker pod with the pod's own credentials; pyarrow is what Ray Train writes with.
+_PROBE = """
+import sys, pyarrow.fs as pafs
+fs, path = pafs.FileSystem.from_uri(sys.argv[1])
+body = b"ray-efa-eks verify"
+try:
+    with fs.open_output_stream(path) as f:
+        f.write(body)
+    with fs.open_input_stream(path) as f:
+        assert f.read() == body, "read back different bytes"
+    fs.delete_file(path)
+except Exception as e:
+    print(f"{type(e).__name__}: {e}", file=sys.stderr)
+    sys.exit(1)
+print("ok")
+"""
+
+
+def marker_probe_command(marker_uri: str) -> list[str]:
+    """Write, read back and delete ``marker_uri`` from inside a pod."""
+    return ["sh", "-c", f"python -c {shlex.quote(_PROBE)} {shlex.quote(marker_uri)}"]
+
+
+@dataclass(frozen=True)
+class Identity:
+    """What gives the pods their AWS credentials, named in every storage error."""
+
+    role_arn: str
+    association_id: str
+    service_account: str
+    namespace: str
+
+
+def verify_storage(pod_exec: Any, pod: str, identity: Identity, storage_uri: str, tag: str) -> StepResult:
+    """Prove from inside worker ``pod`` that it can write, read and delete a marker under the prefix."""
+    marker = f"{storage_uri.rstrip('/')}/.verify/{pod}-{tag}"
+    res = pod_exec(pod, identity.namespace, marker_probe_command(marker), timeout_s=120)
+    if res.rc == 0 and res.stdout.strip().endswith("ok"):
+        return StepResult("verify", "pass", f"{identity.namespace}/{pod} wrote, read and deleted {marker}")
+    why = (res.stderr or res.stdout).strip().splitlines()[-1:] or ["no output"]
+    return StepResult(
+        "verify",
+        "fail",
+        f"{identity.namespace}/{pod} cannot write, read and delete {marker}: {why[0]} — check IAM role "
+        f"{identity.role_arn} (its policy must allow the prefix), pod identity association {identity.association_id} "
+        f"and service account {identity.namespace}/{identity.service_account} (the pod must run as it; pods created "
+        f"before the association have no credentials: delete them so KubeRay recreates them)",
+    )

@@ -1,0 +1,94 @@
+"""The driver's run-bucket parts: the durable job flags, `--resume` of an unknown run, the verify
+probe's failure naming what gives the pod its credentials."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import boto3
+import pytest
+from moto import mock_aws
+
+from automation.errors import DriverError
+from automation.kube import ExecResult
+from automation.storage import CHECKPOINT_EVERY, MAX_FAILURES, Durability, Identity, require_run, verify_storage
+from workloads.config import TrainConfig
+
+URI = "s3://runs-bucket/us-west-2/runs"
+IDENTITY = Identity("arn:aws:iam::123456789012:role/ray-pods", "a-0123", "ray-train", "ray")
+
+
+def _flag(argv: list[str], name: str) -> str | None:
+    return argv[argv.index(name) + 1] if name in argv else None
+
+
+def test_durable_job_gets_storage_checkpoints_and_retries():
+    job = dataclasses.replace(TrainConfig(run_id="r1"), **vars(Durability(storage_path=URI)))
+    argv = job.to_argv()
+    got = {f: _flag(argv, f) for f in ("--storage-path", "--checkpoint-every", "--max-failures")}
+    want = {"--storage-path": URI, "--checkpoint-every": str(CHECKPOINT_EVERY), "--max-failures": str(MAX_FAILURES)}
+    assert got == want, f"expected {want}, got {got}"
+    assert int(got["--max-failures"]) >= 1
+
+
+@pytest.fixture
+def s3(monkeypatch):
+    for k, v in {"AWS_ACCESS_KEY_ID": "x", "AWS_SECRET_ACCESS_KEY": "x", "AWS_DEFAULT_REGION": "us-east-1"}.items():
+        monkeypatch.setenv(k, v)
+    monkeypatch.delenv("AWS_ENDPOINT_URL_S3", raising=False)
+    with mock_aws():
+        client = boto3.client("s3", region_name="us-east-1")
+        client.create_bucket(Bucket="runs-bucket")
+        client.put_object(Bucket="runs-bucket", Key="us-west-2/runs/old-run/checkpoint_000025/state.json", Body=b"{}")
+        yield client
+
+
+def test_resume_of_a_known_run_passes(s3):
+    require_run(s3, URI, "old-run")
+
+
+def test_resume_of_an_unknown_run_is_refused_listing_the_known_ones(s3):
+    with pytest.raises(DriverError) as err:
+        require_run(s3, URI, "nope")
+    msg = str(err.value)
+    assert err.value.exit_code == 2 and "--resume 'nope': no run under" in msg and "known runs: old-run" in msg, msg
+
+
+def test_marker_probe_failure_names_role_association_and_service_account():
+    def denied(pod, namespace, command, **kw):
+        return ExecResult(1, "", "OSError: When initiating multiple part upload: AWS Error ACCESS_DENIED")
+
+    res = verify_storage(denied, "worker-0", IDENTITY, URI, "r1")
+    named = [
+        x for x in (IDENTITY.role_arn, IDENTITY.association_id, "ray/ray-train", "ACCESS_DENIED") if x in res.summary
+    ]
+    assert res.status == "fail" and len(named) == 4, f"expected a failure naming all four, got: {res.summary}"
+
+
+def test_marker_probe_runs_in_the_worker_pod_under_the_prefix():
+    seen = []
+
+    def ok(pod, namespace, command, **kw):
+        seen.append((pod, namespace, command[-1]))
+        return ExecResult(0, "ok\n", "")
+
+    res = verify_storage(ok, "worker-0", IDENTITY, URI, "r1")
+    assert res.ok and seen and seen[0][:2] == ("worker-0", "ray"), (res, seen)
+    assert f"{URI}/.verify/worker-0-r1" in seen[0][2], f"marker not under the prefix: {seen[0][2]}"
+
+
+def test_destroy_says_which_bucket_it_kept_and_how_to_delete_it():
+    from automation.storage import kept_bucket_line
+
+    outputs = {"bucket_name": "runs-bucket", "storage_uri": URI}
+    line = kept_bucket_line(outputs, force_destroy=False)
+    assert line and "kept bucket runs-bucket" in line and URI in line and "aws s3 rb s3://runs-bucket" in line, line
+    assert kept_bucket_line(outputs, force_destroy=True) is None, "a forced destroy deleted the bucket: nothing kept"
+
+
+def test_resume_without_a_stack_is_refused_not_ignored(capsys):
+    from automation.cli import main
+
+    rc = main(["run", "--resume", "r1"])
+    err = capsys.readouterr().err
+    assert rc == 2 and "--resume r1" in err and "--stack" in err, f"expected exit 2 naming --stack, got {rc}: {err}"
