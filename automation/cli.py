@@ -28,6 +28,7 @@ LOCAL_COMMANDS = ("preflight", "run", "status")
 # Stand-alone commands: each module has add_parser(sub, parents) and run(args, ui) -> int.
 COMMAND_MODULES = {
     "report": "automation.commands.report",
+    "dashboard": "automation.commands.dashboard",
 }
 
 
