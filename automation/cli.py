@@ -29,6 +29,7 @@ LOCAL_COMMANDS = ("preflight", "run", "status")
 COMMAND_MODULES = {
     "report": "automation.commands.report",
     "dashboard": "automation.commands.dashboard",
+    "logs": "automation.commands.logs",
 }
 
 
