@@ -81,7 +81,9 @@ def run(args: argparse.Namespace, ui: Any, deps: Any = None) -> int:
     """Stream the lines to stdout until the job ends (driver log) or Ctrl-C; the command's exit status.
     `deps` (an AwsDeps) replaces the real Kubernetes client in tests."""
     if not args.stack:
-        raise DriverError("logs needs --stack NAME (e.g. --stack us-west-2): the job runs on that stack's cluster")
+        raise DriverError(
+            "logs needs --stack NAME (e.g. --stack us-west-2): the job runs on that stack's cluster", exit_code=2
+        )
     if args.worker is not None and args.worker < 0:
         raise DriverError(f"--worker {args.worker}: ranks start at 0", exit_code=2)
     cluster = open_cluster(args, deps)
