@@ -39,6 +39,7 @@ class Cluster:
     kube: Any  # automation.kube.KubeApi or a stand-in
     namespace: str
     raycluster: str
+    stack: str = ""
 
     def pods(self, node_type: str) -> list[str]:
         """Running pods of the RayCluster of one node type (head or worker), by name."""
@@ -68,7 +69,7 @@ def open_cluster(args: argparse.Namespace, deps: Any = None) -> Cluster:
         deps = AwsDeps.real(cfg, args.project_dir)
     target = AwsTarget(cfg=cfg, deps=deps, run_id="-", kubeconfig_path=args.kubeconfig)
     exp = target.expectations()
-    return Cluster(target.kube(), exp.namespace, exp.raycluster)
+    return Cluster(target.kube(), exp.namespace, exp.raycluster, args.stack)
 
 
 def add_cluster_flags(p: argparse.ArgumentParser, local_ok: bool) -> None:

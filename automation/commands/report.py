@@ -16,8 +16,11 @@ from __future__ import annotations
 import argparse
 import base64
 import html
+import io
 import json
+import shlex
 import statistics
+import tarfile
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -321,6 +324,67 @@ def write_report(runs: list[RunData], out_dir: Path) -> ReportFiles:
     return ReportFiles(page, plots)
 
 
+# ---- from the cluster -------------------------------------------------------------------------------
+def _pack_command(run_dir: str, names: tuple[str, ...]) -> list[str]:
+    """The files of `names` that exist in `run_dir`, as a base64 tar (empty output when none does)."""
+    q = shlex.quote(run_dir)
+    listed = " ".join(shlex.quote(n) for n in names)
+    return ["sh", "-c", f"cd {q} 2>/dev/null && ls {listed} 2>/dev/null | tar -czf - -T - | base64 -w0 || true"]
+
+
+def _unpack(blob: str, dest: Path) -> list[str]:
+    if not blob.strip():
+        return []
+    with tarfile.open(fileobj=io.BytesIO(base64.b64decode(blob)), mode="r:gz") as tar:
+        tar.extractall(dest, filter="data")
+        return tar.getnames()
+
+
+def _fetch(cluster: Any, pod: str, run_dir: str, names: tuple[str, ...], dest: Path) -> list[str]:
+    res = cluster.kube.exec(pod, cluster.namespace, _pack_command(run_dir, names), timeout_s=300)
+    if res.rc != 0:
+        raise DriverError(f"reading {run_dir} in {cluster.namespace}/{pod} failed (rc {res.rc}): {res.stderr[-300:]}")
+    return _unpack(res.stdout, dest)
+
+
+def fetch_run(cluster: Any, run_id: str, dest: Path) -> Path:
+    """Copy a run's files from the cluster's pods into `dest`: the summary from the head pod (the
+    job's driver runs there), metrics and run info from the pod of rank 0, NCCL logs from every worker."""
+    from automation.check import collect_logs
+    from automation.launch import CLUSTER_ROOT
+
+    run_dir = f"{CLUSTER_ROOT}/runs/{run_id}"
+    head, workers = cluster.head_pod(), cluster.pods("worker")
+    dest.mkdir(parents=True, exist_ok=True)
+    _fetch(cluster, head, run_dir, (SUMMARY_FILE,), dest)
+    for pod in [*workers, head]:  # rank 0 runs in one of the worker pods
+        if METRICS_FILE in _fetch(cluster, pod, run_dir, (METRICS_FILE, RUN_INFO_FILE), dest):
+            break
+    else:
+        raise DriverError(
+            f"run {run_id}: no {METRICS_FILE} under {run_dir} in pods {', '.join([head, *workers])}: check the "
+            f"run id (`python -m automation logs --stack {cluster.stack}` follows the newest) or whether it trained",
+            exit_code=2,
+        )
+    collect_logs(cluster.kube.exec, workers, cluster.namespace, f"{run_dir}/nccl", dest / "nccl")
+    if not (dest / DRIVER_FILE).exists():  # so the report holds the run to the cluster's standard: EFA
+        (dest / DRIVER_FILE).write_text(json.dumps({"target": "aws", "stack": cluster.stack}) + "\n")
+    return dest
+
+
+def after_aws_run(target: Any, runs_root: Path, doc: dict) -> dict[str, str | None]:
+    """`after_run` for the AWS target: first copy the run from the cluster into `runs_root/<run id>`."""
+    from automation.commands.dashboard import Cluster
+
+    try:
+        exp = target.expectations()
+        cluster = Cluster(target.kube(), exp.namespace, exp.raycluster, target.cfg.stack)
+        run_dir = fetch_run(cluster, target.run_id, runs_root / target.run_id)
+    except DriverError as e:
+        return {"report": None, "metrics": None, "report_error": f"copying the run from the cluster: {e}"}
+    return after_run(run_dir, doc)
+
+
 # ---- entry points --------------------------------------------------------------------------------------
 def after_run(run_dir: Path, doc: dict) -> dict[str, str | None]:
     """What `automation run` calls at its end: keep the driver's view of the run (target, stack, NCCL
@@ -359,15 +423,25 @@ def add_parser(sub: Any, parents: list[argparse.ArgumentParser]) -> argparse.Arg
     p.add_argument("--compare", metavar="RUN2", help="a second run to draw on the same axes")
     p.add_argument("--out", type=Path, help="directory for report.html and the PNGs (default: RUN/report)")
     p.add_argument("--runs-root", type=Path, default=Path("runs"), help="where run ids are looked up")
+    p.add_argument("--stack", help="copy RUN (and RUN2) from this stack's cluster into --runs-root first")
+    p.add_argument("--kubeconfig", type=Path, help="with --stack: this kubeconfig instead of the stack's output")
     p.add_argument(
         "--no-verdict", action="store_true", help="report a NCCL run whose NCCL logs are missing, without a verdict"
     )
     return p
 
 
-def run(args: argparse.Namespace, ui: Any) -> int:
-    """Write the report of RUN (and RUN2); print where it is, or a JSON document with the paths."""
+def run(args: argparse.Namespace, ui: Any, deps: Any = None) -> int:
+    """Write the report of RUN (and RUN2); print where it is, or a JSON document with the paths.
+    `deps` (an AwsDeps) replaces the real Kubernetes client in tests."""
     refs = [args.run] + ([args.compare] if args.compare else [])
+    if args.stack:
+        from automation.commands.dashboard import open_cluster
+
+        cluster = open_cluster(args, deps)
+        for ref in refs:
+            ui.note(f"copying run {ref} from stack {args.stack} into {args.runs_root / ref}")
+            fetch_run(cluster, ref, args.runs_root / ref)
     runs = [load_run(find_run_dir(ref, args.runs_root), not args.no_verdict) for ref in refs]
     out = args.out or runs[0].dir / (REPORT_DIR if not args.compare else f"{REPORT_DIR}-vs-{runs[1].run_id}")
     files = write_report(runs, out)
