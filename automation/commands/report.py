@@ -222,7 +222,7 @@ def headline(run: RunData) -> dict[str, Any]:
         "steps": f"{last['step']} / {last['total_steps']}",
         "workers": s.get("world_size") or (run.info or {}).get("world_size"),
         "device": f"{s.get('device', '?')} ({s.get('backend', '?')})",
-        "loss": f"{run.metrics[0]['loss']:.4f} -> {last['loss']:.4f}" if last.get("loss") is not None else None,
+        "loss": _loss_change(run.metrics[0].get("loss"), last.get("loss")),
         "tokens/s (median)": _fmt(_median(run, "tokens_per_s"), ",.0f"),
         "tokens/s per GPU (median)": _fmt(_median(run, "tokens_per_s_per_gpu"), ",.0f"),
         "MFU (median)": _fmt(_median(run, "mfu"), ".1%"),
@@ -249,6 +249,10 @@ def cost_rows(run: RunData) -> dict[str, Any]:
         "price (On-Demand)": f"${per_hour:,.2f}/h" if per_hour else f"unknown ({cost.get('note', '')})",
         "cost estimate": est,
     }
+
+
+def _loss_change(first: float | None, last: float | None) -> str:
+    return f"{_fmt(first, '.4f') or 'n/a (not finite)'} -> {_fmt(last, '.4f') or 'n/a (not finite)'}"
 
 
 def _fmt(v: Any, spec: str, unit: str = "") -> str | None:
@@ -381,7 +385,7 @@ def after_aws_run(target: Any, runs_root: Path, doc: dict) -> dict[str, str | No
         cluster = Cluster(target.kube(), exp.namespace, exp.raycluster, target.cfg.stack)
         run_dir = fetch_run(cluster, target.run_id, runs_root / target.run_id)
     except DriverError as e:
-        return {"report": None, "metrics": None, "report_error": f"copying the run from the cluster: {e}"}
+        return {"report": None, "metrics_file": None, "report_error": f"copying the run from the cluster: {e}"}
     return after_run(run_dir, doc)
 
 
@@ -393,20 +397,20 @@ def after_run(run_dir: Path, doc: dict) -> dict[str, str | None]:
     the run's own outcome is what the user asked for."""
     metrics = run_dir / METRICS_FILE
     if not metrics.is_file():
-        return {"report": None, "metrics": None, "report_error": f"no {METRICS_FILE} in {run_dir}"}
+        return {"report": None, "metrics_file": None, "report_error": f"no {METRICS_FILE} in {run_dir}"}
     keep = {k: doc.get(k) for k in ("target", "stack", "job_id", "transport", "cost", "ok")}
     (run_dir / DRIVER_FILE).write_text(json.dumps(keep, indent=2, default=str) + "\n")
     try:
         files = write_report([load_run(run_dir)], run_dir / REPORT_DIR)
     except DriverError as e:
-        return {"report": None, "metrics": str(metrics), "report_error": str(e)}
-    return {"report": str(files.html), "metrics": str(metrics)}
+        return {"report": None, "metrics_file": str(metrics), "report_error": str(e)}
+    return {"report": str(files.html), "metrics_file": str(metrics)}
 
 
 def announce(files: dict[str, str | None], ui: Any) -> None:
     """The closing line of `automation run`: where the report is, or why there is none."""
     if files.get("report"):
-        ui.note(f"report: {files['report']}  (metrics: {files['metrics']})")
+        ui.note(f"report: {files['report']}  (metrics: {files['metrics_file']})")
     elif files.get("report_error"):
         ui.note(f"no report: {files['report_error']}")
 
@@ -451,7 +455,7 @@ def run(args: argparse.Namespace, ui: Any, deps: Any = None) -> int:
                 "ok": True,
                 "report": str(files.html),
                 "plots": {k: str(v) for k, v in files.plots.items()},
-                "metrics": [str(r.dir / METRICS_FILE) for r in runs],
+                "metrics_files": [str(r.dir / METRICS_FILE) for r in runs],
             }
         )
     else:

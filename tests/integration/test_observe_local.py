@@ -64,12 +64,17 @@ class Page(HTMLParser):
 
 
 def test_run_json_names_the_report_and_the_metrics_file(run_doc):
-    missing = [k for k in ("report", "metrics") if not run_doc.get(k) or not Path(run_doc[k]).is_file()]
+    missing = [k for k in ("report", "metrics_file") if not run_doc.get(k) or not Path(run_doc[k]).is_file()]
     assert not missing, f"expected existing files for {missing}, got report={run_doc.get('report')!r}"
 
 
+def test_run_json_keeps_the_training_metrics_beside_the_file_paths(run_doc):
+    steps = (run_doc.get("metrics") or {}).get("steps")
+    assert steps == 20, f"expected doc['metrics'] to stay the training summary (20 steps), got {run_doc.get('metrics')}"
+
+
 def test_real_run_wrote_one_schema_line_per_step(run_doc):
-    records = read_metrics(run_doc["metrics"])
+    records = read_metrics(run_doc["metrics_file"])
     steps = [r["step"] for r in records]
     assert steps == list(range(1, 21)), f"expected steps 1..20, got {steps}"
     bad = [r["step"] for r in records if sorted(r) != sorted(FIELDS)]
@@ -77,7 +82,7 @@ def test_real_run_wrote_one_schema_line_per_step(run_doc):
 
 
 def test_real_run_metrics_carry_a_gradient_norm(run_doc):
-    norms = [r["grad_norm"] for r in read_metrics(run_doc["metrics"])]
+    norms = [r["grad_norm"] for r in read_metrics(run_doc["metrics_file"])]
     assert all(isinstance(n, float) and n > 0 for n in norms), f"expected a positive grad norm each step, got {norms}"
 
 
@@ -114,7 +119,7 @@ def test_compare_overlays_two_runs(run_doc, tmp_path):
     """The second run is the real run's directory under another id with every loss halved."""
     from PIL import Image
 
-    first = Path(run_doc["metrics"]).parent
+    first = Path(run_doc["metrics_file"]).parent
     second = tmp_path / "runs" / "second-run"
     shutil.copytree(first, second, ignore=shutil.ignore_patterns("report*", "ray_results", "tensorboard"))
     lines = [json.loads(x) for x in (second / METRICS_FILE).read_text().splitlines()]

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from automation.cli import main
-from automation.commands.report import after_run, cost_rows, find_run_dir, load_run
+from automation.commands.report import after_run, announce, cost_rows, find_run_dir, load_run
 from automation.errors import DriverError
 from workloads.metrics import METRICS_FILE, MetricsWriter, StepMetrics
 
@@ -98,3 +98,11 @@ def test_report_help_documents_compare(capsys):
         main(["report", "--help"])
     out = capsys.readouterr().out
     assert "--compare RUN2" in out and "report.html" in out, f"expected --compare and report.html in help: {out}"
+
+
+def test_run_end_names_the_report(tmp_path):
+    run_dir = make_run(tmp_path, "r1")
+    files = after_run(run_dir, {"target": "local"})
+    notes = []
+    announce(files, type("Ui", (), {"note": lambda self, t: notes.append(t)})())
+    assert notes == [f"report: {run_dir}/report/report.html  (metrics: {run_dir}/{METRICS_FILE})"], f"got {notes}"
