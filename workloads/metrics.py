@@ -35,7 +35,7 @@ FIELDS: dict[str, str] = {
     "time": "Unix time (s) when the step ended",
     "step": "optimizer steps done, 1-based",
     "total_steps": "optimizer steps the run will make",
-    "loss": "mean training loss of the step over all ranks",
+    "loss": "mean training loss of the step over all ranks (null when not finite)",
     "lr": "learning rate the step used",
     "tokens_per_s": "tokens of the global batch / step time",
     "tokens_per_s_per_gpu": "tokens_per_s / world size (null on CPU)",
@@ -117,7 +117,7 @@ class MetricsWriter:
 
     def write(self, m: StepMetrics) -> dict:
         record = {"schema": SCHEMA_VERSION, "run_id": self.run_id, "time": round(time.time(), 3), **asdict(m)}
-        line = json.dumps(record, allow_nan=False, default=_finite)
+        line = json.dumps(record, allow_nan=False, default=_not_json)
         self._file.write(line + "\n")
         self._file.flush()  # into the kernel: survives the process being killed (not the machine)
         if self.echo:
@@ -136,7 +136,7 @@ class MetricsWriter:
             self._tb.close()
 
 
-def _finite(v: Any) -> Any:
+def _not_json(v: Any) -> Any:
     raise TypeError(f"metrics value {v!r} of type {type(v).__name__} is not JSON")
 
 

@@ -149,3 +149,39 @@ def test_tensorboard_event_file_holds_the_loss_curve(tmp_path):
     acc.Reload()
     got = [(e.step, e.value) for e in acc.Scalars("train/loss")]
     assert got == [(1, 1.0), (2, 2.0), (3, 3.0)], f"expected the three losses by step, got {got}"
+
+
+def test_remote_storage_gets_a_copy_at_the_end(tmp_path):
+    from workloads.config import TrainConfig
+    from workloads.metrics import StepRecorder
+
+    store = tmp_path / "store"
+    cfg = TrainConfig(preset="tiny", run_dir=str(tmp_path / "run"), storage_path=f"file://{store}").resolved()
+    rec = StepRecorder(cfg, rank=0, world=1, flops_per_token=1.0, peak_tflops=None, gpu=False)
+    rec.record(1, 2.0, 1e-3, 0.5, 0.0, 1.0, None)
+    rec.close()
+    copied = store / cfg.name / METRICS_FILE
+    assert copied.is_file() and read_metrics(copied)[0]["step"] == 1, f"expected a copy with step 1 at {copied}"
+
+
+def test_non_finite_loss_is_recorded_as_null(tmp_path):
+    from workloads.config import TrainConfig
+    from workloads.metrics import StepRecorder
+
+    cfg = TrainConfig(preset="tiny", run_dir=str(tmp_path / "run")).resolved()
+    rec = StepRecorder(cfg, rank=0, world=1, flops_per_token=1.0, peak_tflops=None, gpu=False)
+    rec.record(1, float("nan"), 1e-3, 0.5, 0.0, 1.0, None)
+    rec.close()
+    loss = read_metrics(tmp_path / "run" / METRICS_FILE)[0]["loss"]
+    assert loss is None, f"expected null for a NaN loss, got {loss!r}"
+
+
+def test_only_rank_0_writes(tmp_path):
+    from workloads.config import TrainConfig
+    from workloads.metrics import StepRecorder
+
+    cfg = TrainConfig(preset="tiny", run_dir=str(tmp_path / "run")).resolved()
+    StepRecorder(cfg, rank=1, world=2, flops_per_token=1.0, peak_tflops=None, gpu=False).record(
+        1, 2.0, 1e-3, 0.5, 0, 1, None
+    )
+    assert not (tmp_path / "run" / METRICS_FILE).exists(), "expected no metrics file from rank 1"
