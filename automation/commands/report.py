@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import base64
+import dataclasses
 import html
 import io
 import json
@@ -96,7 +97,7 @@ def load_run(run_dir: Path, require_verdict: bool = True) -> RunData:
         raise DriverError(f"{path} holds no step: the run stopped before its first step ended", exit_code=2)
     summary, info, driver = (_json_file(run_dir / n) for n in (SUMMARY_FILE, RUN_INFO_FILE, DRIVER_FILE))
     run = RunData(metrics[0].get("run_id") or run_dir.name, run_dir, metrics, summary, info, driver)
-    return RunData(**{**run.__dict__, "verdict": nccl_verdict(run, require_verdict)})
+    return dataclasses.replace(run, verdict=nccl_verdict(run, require_verdict))
 
 
 def _uses_nccl(run: RunData) -> bool:
@@ -118,8 +119,8 @@ def nccl_verdict(run: RunData, required: bool = True) -> dict:
         if not required:
             return {"verdict": "not-checked", "cause": f"no NCCL logs in {nccl_dir} (--no-verdict)", "evidence": []}
         raise DriverError(
-            f"run {run.run_id} used NCCL but {nccl_dir} holds no NCCL log: copy the workers' logs there "
-            "(`python -m automation check --stack S --run-id RUN` collects them) or pass --no-verdict",
+            f"run {run.run_id} used NCCL but {nccl_dir} holds no NCCL log: copy the run from its cluster "
+            f"(`python -m automation report {run.run_id} --stack S`) or pass --no-verdict",
             exit_code=2,
         )
     from automation.check import assert_transport
@@ -135,8 +136,11 @@ def _series(run: RunData, key: str) -> tuple[list[int], list[float]]:
 
 
 def _figure(title: str):
-    import matplotlib
-    import matplotlib.ticker
+    try:
+        import matplotlib
+        import matplotlib.ticker
+    except ImportError:
+        raise DriverError("the report's plots need matplotlib: pip install -e '.[observe]'", exit_code=2) from None
 
     matplotlib.use("Agg")  # no display: files only
     import matplotlib.pyplot as plt

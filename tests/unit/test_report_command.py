@@ -4,6 +4,7 @@ bad input is refused with one line, the verdict and the cost come from what the 
 from __future__ import annotations
 
 import json
+import sys
 from pathlib import Path
 
 import pytest
@@ -106,3 +107,11 @@ def test_run_end_names_the_report(tmp_path):
     notes = []
     announce(files, type("Ui", (), {"note": lambda self, t: notes.append(t)})())
     assert notes == [f"report: {run_dir}/report/report.html  (metrics: {run_dir}/{METRICS_FILE})"], f"got {notes}"
+
+
+def test_missing_matplotlib_is_named_with_its_install_command(tmp_path, monkeypatch, capsys):
+    run_dir = make_run(tmp_path, "r1")
+    monkeypatch.setitem(sys.modules, "matplotlib", None)  # makes `import matplotlib` raise ImportError
+    rc = main(["report", str(run_dir)])
+    err = capsys.readouterr().err
+    assert rc == 2 and "pip install -e '.[observe]'" in err, f"expected exit 2 naming the extra, got {rc}: {err!r}"
