@@ -20,7 +20,7 @@ from pathlib import Path
 import pytest
 
 from automation.commands.report import PLOT_DPI, PLOT_SIZE_IN, PLOTS
-from workloads.metrics import FIELDS, METRICS_FILE, read_metrics
+from workloads.metrics import FIELDS, METRICS_FILE, parse_echo, read_metrics
 
 REPO = Path(__file__).resolve().parents[2]
 pytestmark = pytest.mark.slow
@@ -79,6 +79,13 @@ def test_real_run_wrote_one_schema_line_per_step(run_doc):
     assert steps == list(range(1, 21)), f"expected steps 1..20, got {steps}"
     bad = [r["step"] for r in records if sorted(r) != sorted(FIELDS)]
     assert not bad, f"expected every line to hold exactly the schema's fields; steps {bad} differ"
+
+
+def test_metrics_lines_reach_the_driver_through_the_job_log(run_doc):
+    """What feeds the progress bar: rank 0's echoed records, as the job log delivers them."""
+    tail = next(s["data"]["log_tail"] for s in run_doc["steps"] if s["step"] == "train")
+    steps = [rec["step"] for rec in map(parse_echo, tail) if rec is not None]
+    assert steps and steps[-1] == 20, f"expected echoed records up to step 20 in the job log, got steps {steps}"
 
 
 def test_real_run_metrics_carry_a_gradient_norm(run_doc):
