@@ -185,3 +185,18 @@ def test_only_rank_0_writes(tmp_path):
         1, 2.0, 1e-3, 0.5, 0, 1, None
     )
     assert not (tmp_path / "run" / METRICS_FILE).exists(), "expected no metrics file from rank 1"
+
+
+def test_gpu_record_holds_per_gpu_throughput_and_mfu_by_the_stated_formula(tmp_path):
+    from workloads.config import TrainConfig
+    from workloads.metrics import StepRecorder
+
+    cfg = TrainConfig(preset="tiny", batch_size=8, seq_len=2048, run_dir=str(tmp_path / "run")).resolved()
+    fpt, peak, world, step_s = 9.3e9, 989.0, 2, 0.5
+    rec = StepRecorder(cfg, rank=0, world=world, flops_per_token=fpt, peak_tflops=peak, gpu=True)
+    rec.record(1, 2.0, 1e-3, step_s, 0.0, 1.0, None)
+    rec.close()
+    got = read_metrics(tmp_path / "run" / METRICS_FILE)[0]
+    tps = 8 * 2048 / step_s
+    expected = {"tokens_per_s": tps, "tokens_per_s_per_gpu": tps / world, "mfu": tps * fpt / (world * peak * 1e12)}
+    assert {k: got[k] for k in expected} == pytest.approx(expected), f"expected {expected}, got {got}"
