@@ -200,3 +200,28 @@ def test_gpu_record_holds_per_gpu_throughput_and_mfu_by_the_stated_formula(tmp_p
     tps = 8 * 2048 / step_s
     expected = {"tokens_per_s": tps, "tokens_per_s_per_gpu": tps / world, "mfu": tps * fpt / (world * peak * 1e12)}
     assert {k: got[k] for k in expected} == pytest.approx(expected), f"expected {expected}, got {got}"
+
+
+class Partial:  # named like torch's placement: grad_norm_value reads the class name
+    pass
+
+
+class NormOnShards:
+    placements = (Partial(),)
+
+    def to_local(self):
+        raise AssertionError("a partial norm must not be read as the whole norm")
+
+
+def test_grad_norm_of_a_plain_tensor_is_its_value():
+    import torch
+
+    from workloads.metrics import grad_norm_value
+
+    assert grad_norm_value(torch.tensor(2.5)) == 2.5
+
+
+def test_grad_norm_that_would_need_a_collective_is_unknown():
+    from workloads.metrics import grad_norm_value
+
+    assert grad_norm_value(NormOnShards()) is None
