@@ -14,6 +14,7 @@ on stderr and a non-zero exit: 2 for bad input, 1 for a failed step, 130 when in
 from __future__ import annotations
 
 import argparse
+import importlib
 import signal
 import warnings
 from collections.abc import Sequence
@@ -24,6 +25,12 @@ from automation.errors import DriverError
 PROJECT_DIR = Path(__file__).resolve().parent.parent
 COMMANDS = ("preflight", "preview", "up", "verify", "train", "check", "destroy", "run", "status", "render")
 LOCAL_COMMANDS = ("preflight", "run", "status")
+# Stand-alone commands: each module has add_parser(sub, parents) and run(args, ui) -> int.
+COMMAND_MODULES = {
+    "report": "automation.commands.report",
+    "dashboard": "automation.commands.dashboard",
+    "logs": "automation.commands.logs",
+}
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -76,6 +83,11 @@ def build_parser() -> argparse.ArgumentParser:
     }
     for name in COMMANDS:
         sub.add_parser(name, parents=[common], help=helps[name], description=helps[name])
+    base = argparse.ArgumentParser(add_help=False)
+    base.add_argument("--json", action="store_true", help="print one JSON document on stdout and nothing else")
+    base.add_argument("--project-dir", type=Path, default=PROJECT_DIR, help=argparse.SUPPRESS)
+    for module in COMMAND_MODULES.values():
+        importlib.import_module(module).add_parser(sub, [base])
     return parser
 
 
@@ -160,6 +172,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         with warnings.catch_warnings():
             # ConfigWarnings are shown as notes in the output, not as Python warnings.
             warnings.simplefilter("ignore")
+            if args.command in COMMAND_MODULES:
+                return importlib.import_module(COMMAND_MODULES[args.command]).run(args, ui)
             target = resolve_target(args)
             if target == "local":
                 if getattr(args, "resume", None):

@@ -24,6 +24,7 @@ class Ui:
         self.console = Console(stderr=json_mode, highlight=False, soft_wrap=False)
         self.verbose_logs = verbose_logs and not json_mode
         self._status = None
+        self._bar = None  # the training progress bar, fed by rank 0's metrics lines
 
     # ---- progress ------------------------------------------------------------------------------
     def step_started(self, name: str) -> None:
@@ -39,7 +40,12 @@ class Ui:
 
     def log(self, text: str) -> None:
         from automation.launch import worth_showing
+        from workloads.metrics import parse_echo
 
+        record = parse_echo(text)
+        if record is not None:
+            self.train_progress(record)
+            return
         if self.verbose_logs and worth_showing(text):
             self.console.print(f"[dim]{escape(text)}[/]")
         self.progress(text)
@@ -53,10 +59,22 @@ class Ui:
         if r.findings:
             self.findings(r)
 
+    def train_progress(self, record: dict) -> None:
+        """Move the training bar to this metrics record (replacing the step's spinner); silent with --json."""
+        if self.json_mode:
+            return
+        if self._bar is None:
+            self._stop_status()
+            self._bar = TrainBar(self.console, record["total_steps"])
+        self._bar.update(record)
+
     def _stop_status(self) -> None:
         if self._status is not None:
             self._status.stop()
             self._status = None
+        if self._bar is not None:
+            self._bar.stop()
+            self._bar = None
 
     # ---- tables --------------------------------------------------------------------------------
     def findings(self, result: StepResult) -> None:
@@ -80,3 +98,36 @@ class Ui:
 
     def close(self) -> None:
         self._stop_status()
+
+
+class TrainBar:
+    """step/total, loss, tokens/s and ETA of the running job (rich's Progress)."""
+
+    def __init__(self, console: Console, total: int):
+        from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
+
+        self.progress = Progress(
+            TextColumn("[bold]train[/] step"),
+            MofNCompleteColumn(),
+            BarColumn(),
+            TextColumn("loss {task.fields[loss]}  {task.fields[tps]} tokens/s  ETA"),
+            TimeRemainingColumn(),
+            console=console,
+            transient=True,
+        )
+        self.task = self.progress.add_task("train", total=total, loss="…", tps="…")
+        self.progress.start()
+
+    def update(self, record: dict) -> None:
+        loss, tps = record.get("loss"), record.get("tokens_per_s")
+        self.progress.update(
+            self.task,
+            completed=record["step"],
+            total=record["total_steps"],
+            loss=f"{loss:.4f}" if loss is not None else "n/a",
+            tps=f"{tps:,.0f}" if tps is not None else "n/a",
+        )
+        self.progress.refresh()  # at most once a step: the bar shows each step as it lands
+
+    def stop(self) -> None:
+        self.progress.stop()

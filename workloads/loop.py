@@ -24,6 +24,7 @@ import torch.distributed as dist
 
 from workloads.config import TrainConfig
 from workloads.data import MicroBatches
+from workloads.metrics import DataWait, StepRecorder
 from workloads.model import apply_fsdp, build_mesh, build_model, count_params, flops_per_token, peak_tflops
 from workloads.nccl_check import run_marker
 
@@ -283,7 +284,7 @@ def build_training(cfg: TrainConfig, device: torch.device, world: int, per_node:
 
 
 def train_step(
-    model, optimizer, batches, grad_accum: int, grad_clip: float, device: torch.device, vocab: int
+    model, optimizer, batches, grad_accum: int, grad_clip: float, device: torch.device, vocab: int, stats=None
 ) -> torch.Tensor:
     """One optimizer step over `grad_accum` micro-batches; returns this rank's mean loss on the
     device, without synchronising (the caller decides when to read it).
@@ -294,6 +295,7 @@ def train_step(
     https://pytorch.org/docs/stable/distributed.fsdp.fully_shard.html); the others accumulate
     unsharded gradients locally, so the gradient bytes on the network per optimizer step do not
     grow with `grad_accum`.
+    A `stats` dict receives the gradient norm before clipping, as `grad_norm` (a tensor, not read back here).
     """
     total = torch.zeros(1, device=device)
     set_sync = getattr(model, "set_requires_gradient_sync", None)  # None: not FSDP2 (the bench's FSDP1 reference)
@@ -306,7 +308,9 @@ def train_step(
         loss = model(ids.to(device, non_blocking=True), labels.to(device, non_blocking=True)) / grad_accum
         loss.backward()
         total += loss.detach().float()
-    torch.nn.utils.clip_grad_norm_(model.parameters(), grad_clip)
+    grad_norm = torch.nn.utils.clip_grad_norm_(model.parameters(), grad_clip)
+    if stats is not None:
+        stats["grad_norm"] = grad_norm
     optimizer.step()
     optimizer.zero_grad(set_to_none=True)
     return total
@@ -348,6 +352,9 @@ def train_loop_per_worker(config: dict) -> dict | None:
 
     fpt = flops_per_token(tr.n_params, tr.n_layers, tr.hidden, cfg.seq_len)
     peak = peak_tflops(device)
+    batches = DataWait(batches)
+    recorder = StepRecorder(cfg, env.rank, env.world, fpt, peak, gpu=device.type == "cuda")
+    stats: dict = {}
     warmup = min(2, max(0, cfg.steps - start - 1))  # steps excluded from throughput (compile, allocator)
     timed_steps, timed_s = 0, 0.0
     step_times: list[float] = []
@@ -360,11 +367,13 @@ def train_loop_per_worker(config: dict) -> dict | None:
         _maybe_fail(cfg, env, step)
         sync()
         t0 = time.perf_counter()
-        loss_buf = train_step(model, optimizer, batches, cfg.grad_accum, cfg.grad_clip, device, vocab)
+        lr = optimizer.param_groups[0]["lr"]
+        loss_buf = train_step(model, optimizer, batches, cfg.grad_accum, cfg.grad_clip, device, vocab, stats)
         sched.step()
         dist.all_reduce(loss_buf, op=dist.ReduceOp.SUM)
         loss_val = loss_buf.item() / env.world  # .item() syncs the device too
         dt = time.perf_counter() - t0
+        recorder.record(step + 1, loss_val, lr, dt, batches.take(), _peak_mem_gb(device), stats.get("grad_norm"))
         losses.append(loss_val)
         step_times.append(dt)
         if step - start >= warmup:
@@ -386,6 +395,7 @@ def train_loop_per_worker(config: dict) -> dict | None:
                 data_position=stream.position(),
             )
 
+    recorder.close()
     tokens_per_s = cfg.tokens_per_step * timed_steps / timed_s if timed_s else None
     summary = {
         "run_id": cfg.run_id,

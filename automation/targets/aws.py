@@ -482,8 +482,12 @@ def run_aws(args: Any, ui: Any, deps: AwsDeps | None = None) -> int:
         cost=target.cost() if args.command in ("run", "up") else None,
         notes=tuple(cfg.warnings) + tuple(target.notes),
     )
+    from automation.commands.report import after_aws_run, announce
+
+    files = after_aws_run(target, Path.cwd() / "runs", report.to_dict()) if train is not None else {}
     if args.json:
-        ui.emit_json(report.to_dict())
+        ui.emit_json({**report.to_dict(), **files})
     else:
         render(report, ui.console)
+        announce(files, ui)
     return 0 if result.ok else 1

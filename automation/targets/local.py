@@ -268,8 +268,12 @@ def run_local(args: Any, ui: Any) -> int:
         cost=None,
         notes=tuple(target.notes),
     )
+    from automation.commands.report import after_run, announce
+
+    files = after_run(Path(plan.job.run_dir), report.to_dict()) if train is not None else {}
     if args.json:
-        ui.emit_json(report.to_dict())
+        ui.emit_json({**report.to_dict(), **files})
     else:
         render(report, ui.console)
+        announce(files, ui)
     return 0 if result.ok else 1

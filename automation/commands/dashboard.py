@@ -1,0 +1,273 @@
+"""`python -m automation dashboard --stack S`: Ray's dashboard on 127.0.0.1 of this machine, until Ctrl-C.
+
+    python -m automation dashboard --stack us-west-2              # forwards the head pod's 8265
+    python -m automation dashboard --stack us-west-2 --port 8265  # a fixed local port
+    python -m automation dashboard --target local                 # the URL of a Ray dashboard running here
+
+The dashboard is reached the way `kubectl port-forward` reaches a pod: through the Kubernetes API's
+portforward subresource (a websocket to the API server), one tunnel per browser connection. Nothing
+is exposed: no Service, no Ingress, and the local end listens on 127.0.0.1 only.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import re
+import shutil
+import socket
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from automation.errors import DriverError
+from infra.manifests import RAY_PORTS
+
+DASHBOARD_PORT = RAY_PORTS["dashboard"]
+LOOPBACK = "127.0.0.1"
+HELP = "forward Ray's dashboard from the head pod to 127.0.0.1 (a port-forward, never a Service)"
+
+
+# ---- the cluster the stand-alone commands talk to ----------------------------------------------------
+@dataclass(frozen=True)
+class Cluster:
+    """The Kubernetes API of a stack's cluster and where its RayCluster lives."""
+
+    kube: Any  # automation.kube.KubeApi or a stand-in
+    namespace: str
+    raycluster: str
+    stack: str = ""
+
+    def pods(self, node_type: str) -> list[str]:
+        """Running pods of the RayCluster of one node type (head or worker), by name."""
+        sel = f"ray.io/cluster={self.raycluster},ray.io/node-type={node_type}"
+        items = self.kube.list_pods(self.namespace, sel)
+        return sorted(p["metadata"]["name"] for p in items if p.get("status", {}).get("phase") == "Running")
+
+    def head_pod(self) -> str:
+        heads = self.pods("head")
+        if not heads:
+            raise DriverError(
+                f"no running head pod of RayCluster {self.namespace}/{self.raycluster}: "
+                f"`python -m automation verify --stack S` says why"
+            )
+        return heads[0]
+
+
+def open_cluster(args: argparse.Namespace, deps: Any = None) -> Cluster:
+    """The stack's cluster: its kubeconfig from --kubeconfig or the stack's output, as `train` finds it."""
+    from automation import pulumi_steps
+    from automation.targets.aws import AwsDeps, AwsTarget, load_config
+
+    cfg = load_config(args.stack, args.project_dir)
+    if deps is None:
+        if args.kubeconfig is None and shutil.which("pulumi") is None:
+            raise DriverError(pulumi_steps.PULUMI_MISSING + " (or pass --kubeconfig PATH)", exit_code=2)
+        deps = AwsDeps.real(cfg, args.project_dir)
+    target = AwsTarget(cfg=cfg, deps=deps, run_id="-", kubeconfig_path=args.kubeconfig)
+    exp = target.expectations()
+    return Cluster(target.kube(), exp.namespace, exp.raycluster, args.stack)
+
+
+def add_cluster_flags(p: argparse.ArgumentParser, local_ok: bool) -> None:
+    p.add_argument("--stack", help="Pulumi stack of the cluster (e.g. us-west-2)")
+    p.add_argument("--kubeconfig", type=Path, help="use this kubeconfig instead of the stack's `kubeconfig` output")
+    if local_ok:
+        p.add_argument("--target", choices=("aws", "local"), help="local: a Ray cluster on this machine")
+
+
+# ---- the tunnel ----------------------------------------------------------------------------------------
+Connect = Callable[[], Any]  # -> a connected socket-like object (recv, sendall, shutdown, close)
+
+
+def kube_connector(kube: Any, pod: str, namespace: str, port: int) -> Connect:
+    """A new portforward websocket to `pod:port` per call, as the kubernetes client's own example does
+    (https://github.com/kubernetes-client/python/blob/master/examples/pod_portforward.py)."""
+
+    def connect() -> Any:
+        from kubernetes.stream import portforward
+
+        pf = portforward(kube.core.connect_get_namespaced_pod_portforward, pod, namespace, ports=str(port))
+        return _ForwardedSocket(pf, port)
+
+    return connect
+
+
+class _ForwardedSocket:
+    """One port of a kubernetes PortForward; closing it closes the websocket too."""
+
+    def __init__(self, pf: Any, port: int):
+        self.pf, self.sock = pf, pf.socket(port)
+
+    def recv(self, n: int) -> bytes:
+        return self.sock.recv(n)
+
+    def sendall(self, data: bytes) -> None:
+        self.sock.sendall(data)
+
+    def shutdown(self, how: int) -> None:
+        self.sock.shutdown(how)
+
+    def close(self) -> None:
+        self.pf.close()
+
+
+class PortForward:
+    """Listens on 127.0.0.1:`local_port` (0: any free port); each accepted connection gets its own
+    tunnel from `connect()`, pumped both ways by two threads. `close()` stops and joins them all."""
+
+    def __init__(self, connect: Connect, local_port: int = 0):
+        self.connect = connect
+        self.listener = socket.create_server((LOOPBACK, local_port))
+        # accept() is not woken by close() from another thread (Linux): poll, so close() can stop it.
+        self.listener.settimeout(0.2)
+        self.port = self.listener.getsockname()[1]
+        self._closing = threading.Event()
+        self._threads: list[threading.Thread] = []
+        self._open: list[Any] = []
+        self._lock = threading.Lock()
+        self.errors: list[str] = []
+        self._acceptor = self._spawn(self._accept_loop, "accept")
+
+    @property
+    def url(self) -> str:
+        return f"http://{LOOPBACK}:{self.port}"
+
+    def _spawn(self, fn: Callable, name: str, *args: Any) -> threading.Thread:
+        t = threading.Thread(target=fn, args=args, name=f"dashboard-forward-{name}", daemon=True)
+        with self._lock:
+            self._threads.append(t)
+        t.start()
+        return t
+
+    def _accept_loop(self) -> None:
+        while not self._closing.is_set():
+            try:
+                client, _ = self.listener.accept()
+            except TimeoutError:
+                continue
+            except OSError:  # the listener was closed: we are stopping
+                return
+            try:
+                remote = self.connect()
+            except Exception as e:  # noqa: BLE001 - one failed tunnel must not stop the others
+                self.errors.append(f"cannot open a tunnel: {e}")
+                client.close()
+                continue
+            with self._lock:
+                if self._closing.is_set():  # close() ran meanwhile and will not see this pair
+                    client.close()
+                    remote.close()
+                    return
+                self._open += [client, remote]
+            self._spawn(_pump, "up", client, remote)
+            self._spawn(_pump, "down", remote, client)
+
+    def close(self) -> None:
+        with self._lock:
+            self._closing.set()
+            conns = list(self._open)
+        self.listener.close()
+        self._acceptor.join(timeout=10)  # after it, no thread is added
+        with self._lock:
+            threads = list(self._threads)
+        for c in conns:
+            with contextlib.suppress(OSError):
+                c.shutdown(socket.SHUT_RDWR)
+            with contextlib.suppress(OSError):
+                c.close()
+        for t in threads:
+            t.join(timeout=10)
+
+
+def _pump(src: Any, dst: Any) -> None:
+    """Copy bytes from src to dst until either side closes; then half-close dst."""
+    try:
+        while data := src.recv(65536):
+            dst.sendall(data)
+    except OSError:
+        pass
+    with contextlib.suppress(OSError):
+        dst.shutdown(socket.SHUT_WR)
+
+
+# ---- local -------------------------------------------------------------------------------------------
+_DASHBOARD_ARG = re.compile(r"--(host|port)=(\S+)")
+
+
+def local_dashboards(proc_root: Path = Path("/proc")) -> list[str]:
+    """URLs of the Ray dashboards running on this machine, from their processes' command lines
+    (Ray starts `dashboard/dashboard.py --host=H --port=P`: ray/_private/services.py)."""
+    urls = []
+    for cmdline in proc_root.glob("[0-9]*/cmdline"):
+        try:
+            argv = cmdline.read_bytes().split(b"\0")
+        except OSError:  # the process ended while we looked
+            continue
+        args = [a.decode(errors="replace") for a in argv if a]
+        if not any(a.endswith("dashboard/dashboard.py") for a in args):
+            continue
+        found = dict(m.groups() for a in args if (m := _DASHBOARD_ARG.fullmatch(a)))
+        if "port" in found:
+            host = found.get("host", LOOPBACK)
+            urls.append(f"http://{LOOPBACK if host in ('0.0.0.0', 'localhost') else host}:{found['port']}")
+    return sorted(set(urls))
+
+
+def run_local(args: argparse.Namespace, ui: Any) -> int:
+    urls = local_dashboards()
+    if not urls:
+        raise DriverError(
+            "no Ray dashboard runs on this machine: `python -m automation run` starts one for its run "
+            "(its start step prints the URL), or start one with `ray start --head`",
+            exit_code=1,
+        )
+    ui.emit_json({"ok": True, "urls": urls}) if args.json else ui.note("\n".join(f"Ray dashboard: {u}" for u in urls))
+    return 0
+
+
+# ---- the command -----------------------------------------------------------------------------------
+def add_parser(sub: Any, parents: list[argparse.ArgumentParser]) -> argparse.ArgumentParser:
+    p = sub.add_parser(
+        "dashboard",
+        parents=parents,
+        help=HELP,
+        description=HELP[0].upper() + HELP[1:] + ".\n\n" + __doc__.split("\n\n", 1)[1],
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    add_cluster_flags(p, local_ok=True)
+    p.add_argument("--port", type=int, default=0, help="local port on 127.0.0.1 (default: a free one)")
+    return p
+
+
+def run(args: argparse.Namespace, ui: Any, connect_factory: Callable[..., Connect] = kube_connector) -> int:
+    """Forward until Ctrl-C (or SIGTERM); everything opened is closed before returning."""
+    if (args.target or ("aws" if args.stack else "local")) == "local":
+        return run_local(args, ui)
+    if not args.stack:
+        raise DriverError("dashboard --target aws needs --stack NAME (e.g. --stack us-west-2)", exit_code=2)
+    cluster = open_cluster(args)
+    head = cluster.head_pod()
+    try:
+        fwd = PortForward(connect_factory(cluster.kube, head, cluster.namespace, DASHBOARD_PORT), args.port)
+    except OSError as e:
+        raise DriverError(
+            f"--port {args.port}: cannot listen on {LOOPBACK} ({e.strerror}): pick another port"
+        ) from None
+    where = f"{cluster.namespace}/{head}:{DASHBOARD_PORT}"
+    if args.json:
+        ui.emit_json({"ok": True, "url": fwd.url, "pod": where})
+    else:
+        ui.note(f"Ray dashboard of stack {args.stack}: {fwd.url}  (forwarded from {where}; Ctrl-C stops)")
+    try:
+        while True:
+            time.sleep(3600)
+    except KeyboardInterrupt:
+        return 0
+    finally:
+        fwd.close()
+        if fwd.errors:
+            ui.error(f"{len(fwd.errors)} connection(s) could not be forwarded; the first: {fwd.errors[0]}")

@@ -1,0 +1,108 @@
+"""`python -m automation logs --stack S [RUN]`: follow a job's output, as `kubectl logs -f` would.
+
+    python -m automation logs --stack us-west-2                # the newest run's driver output
+    python -m automation logs --stack us-west-2 RUN            # one run's driver output
+    python -m automation logs --stack us-west-2 RUN --worker 3 # Ray Train rank 3's own log
+
+Both go through the Kubernetes exec API, like `train`: the driver output with `ray job logs --follow`
+against the head pod's own job server (127.0.0.1:8265 inside the pod), a worker's log with `tail -F`
+of its Ray session log file in the worker pod that holds it. Training workers write their output
+there, not to the container's stdout, which is why `kubectl logs` does not show it. Ctrl-C stops
+following; the job goes on.
+"""
+
+from __future__ import annotations
+
+import argparse
+import shlex
+from typing import Any
+
+from automation.commands.dashboard import Cluster, add_cluster_flags, open_cluster
+from automation.errors import DriverError
+from automation.launch import HEAD_JOB_SERVER, strip_ansi
+from workloads.nccl_check import run_marker
+
+HELP = "follow a running job's driver output, or one Ray Train worker's log (--worker N)"
+RAY_LOGS = "/tmp/ray/session_latest/logs"  # Ray's default session directory inside the pods
+FOLLOW_S = 7 * 24 * 3600.0  # follow as long as the job runs; Ctrl-C ends it sooner
+
+
+def driver_log_command(run_id: str) -> list[str]:
+    """`ray job logs --follow` of the job submitted under the run id (`train` uses it as submission id)."""
+    return ["ray", "job", "logs", "--address", HEAD_JOB_SERVER, "--follow", run_id]
+
+
+def find_worker_log_command(run_id: str, rank: int) -> list[str]:
+    """The Ray worker log file in which rank `rank` of the run printed its run marker (empty if none)."""
+    marker = shlex.quote(run_marker(run_id, rank))
+    return ["sh", "-c", f"grep -l -F -x -- {marker} {RAY_LOGS}/worker-*.out 2>/dev/null | head -n 1"]
+
+
+def follow_file_command(path: str) -> list[str]:
+    return ["tail", "-n", "+1", "-F", path]
+
+
+def worker_log(cluster: Cluster, run_id: str, rank: int) -> tuple[str, str]:
+    """(pod, file) of rank `rank`'s log: searched in every running worker pod, then the head."""
+    pods = cluster.pods("worker") + cluster.pods("head")
+    for pod in pods:
+        res = cluster.kube.exec(pod, cluster.namespace, find_worker_log_command(run_id, rank), timeout_s=60)
+        path = res.stdout.strip()
+        if res.rc == 0 and path:
+            return pod, path
+    raise DriverError(
+        f"--worker {rank}: no log of rank {rank} of run {run_id} in {RAY_LOGS} of pods {', '.join(pods) or '(none)'}: "
+        "check the rank (0 to num-workers - 1) and the run id, or whether the job has started",
+        exit_code=2,
+    )
+
+
+def newest_run_id(cluster: Cluster, head: str) -> str:
+    from automation.targets.aws import newest_run
+
+    return newest_run(cluster.kube.exec, head, cluster.namespace)
+
+
+def add_parser(sub: Any, parents: list[argparse.ArgumentParser]) -> argparse.ArgumentParser:
+    p = sub.add_parser(
+        "logs",
+        parents=parents,
+        help=HELP,
+        description=HELP[0].upper() + HELP[1:] + ".\n\n" + __doc__.split("\n\n", 1)[1],
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    add_cluster_flags(p, local_ok=False)
+    p.add_argument("run", metavar="RUN", nargs="?", help="the run id (default: the newest run on the cluster)")
+    p.add_argument("--worker", type=int, metavar="N", help="follow Ray Train rank N's log instead of the driver's")
+    return p
+
+
+def run(args: argparse.Namespace, ui: Any, deps: Any = None) -> int:
+    """Stream the lines to stdout until the job ends (driver log) or Ctrl-C; the command's exit status.
+    `deps` (an AwsDeps) replaces the real Kubernetes client in tests."""
+    if not args.stack:
+        raise DriverError(
+            "logs needs --stack NAME (e.g. --stack us-west-2): the job runs on that stack's cluster", exit_code=2
+        )
+    if args.worker is not None and args.worker < 0:
+        raise DriverError(f"--worker {args.worker}: ranks start at 0", exit_code=2)
+    cluster = open_cluster(args, deps)
+    head = cluster.head_pod()
+    run_id = args.run or newest_run_id(cluster, head)
+    if args.worker is None:
+        pod, command = head, driver_log_command(run_id)
+    else:
+        pod, path = worker_log(cluster, run_id, args.worker)
+        command = follow_file_command(path)
+    ui.note(f"following {' '.join(command[:4])} … in {cluster.namespace}/{pod} (Ctrl-C stops)")
+    try:
+        res = cluster.kube.exec(
+            pod, cluster.namespace, command, on_line=lambda s: print(strip_ansi(s)), timeout_s=FOLLOW_S
+        )
+    except KeyboardInterrupt:
+        return 0
+    if res.rc != 0:
+        raise DriverError(
+            f"`{' '.join(command)}` in {cluster.namespace}/{pod} ended with rc {res.rc}: {res.stderr.strip()[-300:]}"
+        )
+    return 0

@@ -1,0 +1,469 @@
+"""`python -m automation report RUN`: one self-contained HTML page and its PNG plots for a run.
+
+    python -m automation report 20261204-170000-abc123            # a run id under ./runs
+    python -m automation report runs/20261204-170000-abc123       # or a run directory
+    python -m automation report RUN --compare RUN2                # two runs on the same axes
+
+It reads what the run left in its directory: `metrics.jsonl` (one line per step, workloads/metrics.py),
+`summary.json` (the training summary), `run_info.json` (config and versions), `driver.json` (what
+`automation run` knew: target, stack, NCCL verdict, cost per hour) and, when the verdict is not there,
+the NCCL logs under `nccl/`. It writes `<run>/report/report.html` (plots embedded, so the page is one
+file) beside `loss.png`, `throughput.png` and `memory.png`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import base64
+import dataclasses
+import html
+import io
+import json
+import shlex
+import statistics
+import tarfile
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from automation.errors import DriverError
+from workloads.metrics import METRICS_FILE, RUN_INFO_FILE, MetricsError, latest_per_step, read_metrics
+
+REPORT_DIR = "report"
+DRIVER_FILE = "driver.json"
+SUMMARY_FILE = "summary.json"
+PLOT_SIZE_IN = (8.0, 4.5)
+PLOT_DPI = 100  # so every PNG is 800 x 450 pixels
+PLOTS = {
+    "loss": "Loss vs step",
+    "throughput": "Tokens/s and MFU vs step",
+    "memory": "Peak memory and step time vs step",
+}
+HELP = "write an HTML report with plots (loss, throughput, MFU, memory) of a finished run"
+
+
+@dataclass(frozen=True)
+class RunData:
+    """Everything a report shows about one run."""
+
+    run_id: str
+    dir: Path
+    metrics: list[dict]
+    summary: dict | None
+    info: dict | None
+    driver: dict | None
+    verdict: dict = field(default_factory=dict)
+
+    @property
+    def label(self) -> str:
+        return self.run_id
+
+
+def find_run_dir(ref: str, runs_root: Path) -> Path:
+    """A run directory from a path or a run id under `runs_root`; unknown runs are bad input."""
+    for candidate in (Path(ref), runs_root / ref):
+        if candidate.is_dir():
+            return candidate.resolve()
+    known = sorted(p.name for p in runs_root.iterdir() if p.is_dir()) if runs_root.is_dir() else []
+    hint = f"known runs in {runs_root}: {', '.join(known[-5:])}" if known else f"{runs_root} holds no runs"
+    raise DriverError(f"run {ref!r} not found (no directory {ref} or {runs_root / ref}): {hint}", exit_code=2)
+
+
+def _json_file(path: Path) -> dict | None:
+    if not path.is_file():
+        return None
+    try:
+        data = json.loads(path.read_text())
+    except json.JSONDecodeError as e:
+        raise DriverError(
+            f"{path} is not JSON ({e.msg} at line {e.lineno}): the file is damaged", exit_code=2
+        ) from None
+    return data if isinstance(data, dict) else None
+
+
+def load_run(run_dir: Path, require_verdict: bool = True) -> RunData:
+    """Read a run directory; a run without step metrics, or a NCCL run without its logs, is bad input."""
+    path = run_dir / METRICS_FILE
+    if not path.is_file():
+        raise DriverError(
+            f"{path} does not exist: the run wrote no per-step metrics (it never trained, or predates them)",
+            exit_code=2,
+        )
+    try:
+        metrics = latest_per_step(read_metrics(path))
+    except MetricsError as e:
+        raise DriverError(str(e), exit_code=2) from None
+    if not metrics:
+        raise DriverError(f"{path} holds no step: the run stopped before its first step ended", exit_code=2)
+    summary, info, driver = (_json_file(run_dir / n) for n in (SUMMARY_FILE, RUN_INFO_FILE, DRIVER_FILE))
+    run = RunData(metrics[0].get("run_id") or run_dir.name, run_dir, metrics, summary, info, driver)
+    return dataclasses.replace(run, verdict=nccl_verdict(run, require_verdict))
+
+
+def _uses_nccl(run: RunData) -> bool:
+    if run.summary and run.summary.get("backend"):
+        return run.summary["backend"] == "nccl"
+    return bool(((run.info or {}).get("config") or {}).get("use_gpu"))
+
+
+def nccl_verdict(run: RunData, required: bool = True) -> dict:
+    """The driver's verdict if `automation run` saved one; else the NCCL check over `<run>/nccl`."""
+    saved = (run.driver or {}).get("transport")
+    if saved:
+        return saved
+    if not _uses_nccl(run):
+        return {"verdict": "not-applicable", "cause": "the run used gloo on CPU: no NCCL, no EFA", "evidence": []}
+    nccl_dir = run.dir / "nccl"
+    files = sorted(nccl_dir.rglob("*.log")) if nccl_dir.is_dir() else []
+    if not files:
+        if not required:
+            return {"verdict": "not-checked", "cause": f"no NCCL logs in {nccl_dir} (--no-verdict)", "evidence": []}
+        raise DriverError(
+            f"run {run.run_id} used NCCL but {nccl_dir} holds no NCCL log: copy the run from its cluster "
+            f"(`python -m automation report {run.run_id} --stack S`) or pass --no-verdict",
+            exit_code=2,
+        )
+    from automation.check import assert_transport
+
+    require = "efa" if (run.driver or {}).get("target") == "aws" else "any"
+    return assert_transport(files, require, run.run_id).to_dict()
+
+
+# ---- plots -----------------------------------------------------------------------------------------
+def _series(run: RunData, key: str) -> tuple[list[int], list[float]]:
+    pts = [(r["step"], r[key]) for r in run.metrics if r.get(key) is not None]
+    return [s for s, _ in pts], [v for _, v in pts]
+
+
+def _figure(title: str):
+    try:
+        import matplotlib
+        import matplotlib.ticker
+    except ImportError:
+        raise DriverError("the report's plots need matplotlib: pip install -e '.[observe]'", exit_code=2) from None
+
+    matplotlib.use("Agg")  # no display: files only
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=PLOT_SIZE_IN, dpi=PLOT_DPI)
+    ax.set_title(title)
+    ax.set_xlabel("step")
+    ax.xaxis.set_major_locator(matplotlib.ticker.MaxNLocator(integer=True))
+    ax.grid(True, alpha=0.3)
+    return fig, ax
+
+
+def _save(fig, path: Path) -> Path:
+    import matplotlib.pyplot as plt
+
+    fig.tight_layout()
+    fig.savefig(path, dpi=PLOT_DPI)  # no bbox_inches="tight": it would change the pixel size
+    plt.close(fig)
+    return path
+
+
+def plot_loss(runs: list[RunData], path: Path) -> Path:
+    fig, ax = _figure(PLOTS["loss"])
+    for run in runs:
+        ax.plot(*_series(run, "loss"), marker=".", label=run.label)
+    ax.set_ylabel("loss")
+    ax.legend(loc="upper right")
+    return _save(fig, path)
+
+
+def plot_throughput(runs: list[RunData], path: Path) -> Path:
+    """tokens/s on the left axis; MFU (where the peak is known, i.e. on GPUs) on the right, dashed."""
+    fig, ax = _figure(PLOTS["throughput"])
+    mfu_ax = None
+    for run in runs:
+        (line,) = ax.plot(*_series(run, "tokens_per_s"), marker=".", label=f"{run.label} tokens/s")
+        steps, mfu = _series(run, "mfu")
+        if mfu:
+            mfu_ax = mfu_ax or ax.twinx()
+            mfu_ax.plot(steps, [100 * v for v in mfu], "--", color=line.get_color(), label=f"{run.label} MFU")
+    ax.set_ylabel("tokens/s (global)")
+    if mfu_ax is not None:
+        mfu_ax.set_ylabel("MFU (%)")
+    ax.legend(loc="lower right")
+    return _save(fig, path)
+
+
+def plot_memory(runs: list[RunData], path: Path) -> Path:
+    fig, ax = _figure(PLOTS["memory"])
+    time_ax = ax.twinx()
+    for run in runs:
+        (line,) = ax.plot(*_series(run, "peak_mem_gb"), marker=".", label=f"{run.label} peak memory")
+        steps, st = _series(run, "step_time_s")
+        time_ax.plot(steps, st, ":", color=line.get_color(), label=f"{run.label} step time")
+    ax.set_ylabel("peak memory (GB), rank 0")
+    time_ax.set_ylabel("step time (s), dotted")
+    ax.legend(loc="lower right")
+    return _save(fig, path)
+
+
+def write_plots(runs: list[RunData], out_dir: Path) -> dict[str, Path]:
+    makers = {"loss": plot_loss, "throughput": plot_throughput, "memory": plot_memory}
+    return {name: makers[name](runs, out_dir / f"{name}.png") for name in PLOTS}
+
+
+# ---- numbers -----------------------------------------------------------------------------------------
+def _median(run: RunData, key: str, skip: int = 2) -> float | None:
+    """Median over the steps after the first `skip` (compilation, allocator warm-up), when there are any."""
+    vals = [r[key] for r in run.metrics[skip:] or run.metrics if r.get(key) is not None]
+    return statistics.median(vals) if vals else None
+
+
+def wall_time_s(run: RunData) -> float:
+    """From the start of the first recorded step to the end of the last."""
+    first, last = run.metrics[0], run.metrics[-1]
+    return last["time"] - first["time"] + first["step_time_s"]
+
+
+def headline(run: RunData) -> dict[str, Any]:
+    """The numbers at the top of the page (medians skip the first two steps)."""
+    s, last = run.summary or {}, run.metrics[-1]
+    return {
+        "steps": f"{last['step']} / {last['total_steps']}",
+        "workers": s.get("world_size") or (run.info or {}).get("world_size"),
+        "device": f"{s.get('device', '?')} ({s.get('backend', '?')})",
+        "loss": _loss_change(run.metrics[0].get("loss"), last.get("loss")),
+        "tokens/s (median)": _fmt(_median(run, "tokens_per_s"), ",.0f"),
+        "tokens/s per GPU (median)": _fmt(_median(run, "tokens_per_s_per_gpu"), ",.0f"),
+        "MFU (median)": _fmt(_median(run, "mfu"), ".1%"),
+        "step time (median)": _fmt(_median(run, "step_time_s"), ".3f", " s"),
+        "data wait (median)": _fmt(_median(run, "data_wait_s"), ".4f", " s"),
+        "peak memory, rank 0": _fmt(max(r["peak_mem_gb"] for r in run.metrics), ".2f", " GB"),
+        "gradient norm (last)": _fmt(last.get("grad_norm"), ".3f"),
+        "training wall time": _fmt(wall_time_s(run), ".1f", " s"),
+    }
+
+
+def cost_rows(run: RunData) -> dict[str, Any]:
+    """Instance type and cost: the driver's On-Demand price per hour times this run's training wall time."""
+    d = run.driver or {}
+    if d.get("target") != "aws":
+        return {"target": d.get("target", "local"), "instance type": "this machine", "cost estimate": "n/a (local)"}
+    cost = d.get("cost") or {}
+    items = cost.get("items") or []
+    per_hour = cost.get("usd_per_hour")
+    est = f"${per_hour * wall_time_s(run) / 3600:,.2f} for the training steps" if per_hour else "unknown"
+    return {
+        "target": f"aws, stack {d.get('stack')}",
+        "instance type": ", ".join(f"{i['count']} x {i['instance_type']}" for i in items) or "unknown",
+        "price (On-Demand)": f"${per_hour:,.2f}/h" if per_hour else f"unknown ({cost.get('note', '')})",
+        "cost estimate": est,
+    }
+
+
+def _loss_change(first: float | None, last: float | None) -> str:
+    return f"{_fmt(first, '.4f') or 'n/a (not finite)'} -> {_fmt(last, '.4f') or 'n/a (not finite)'}"
+
+
+def _fmt(v: Any, spec: str, unit: str = "") -> str | None:
+    return None if v is None else format(v, spec) + unit
+
+
+# ---- the page ------------------------------------------------------------------------------------------
+_CSS = """body{font-family:system-ui,sans-serif;margin:2em auto;max-width:62em;color:#222}
+table{border-collapse:collapse;margin:.5em 0 1.5em}td,th{border:1px solid #ccc;padding:.2em .6em;text-align:left}
+th{background:#f3f3f3}img{max-width:100%;border:1px solid #ddd}.pass{color:#080}.fail{color:#b00}
+pre{background:#f6f6f6;padding:.6em;overflow-x:auto;font-size:.85em}"""
+
+
+def _table(rows: dict[str, Any], head: tuple[str, ...] = ()) -> str:
+    th = "<tr>" + "".join(f"<th>{html.escape(h)}</th>" for h in head) + "</tr>" if head else ""
+    body = "".join(
+        f"<tr><th>{html.escape(str(k))}</th><td>{html.escape('n/a' if v is None else str(v))}</td></tr>"
+        for k, v in rows.items()
+    )
+    return f"<table>{th}{body}</table>"
+
+
+def _verdict_html(run: RunData) -> str:
+    v = run.verdict
+    word = str(v.get("verdict", "?"))
+    cls = "pass" if word == "pass" else "fail" if word in ("fail", "bad-input") else ""
+    evidence = "\n".join(v.get("evidence") or []) or "(no evidence lines: nothing was checked)"
+    return (
+        f'<p>NCCL transport verdict for {html.escape(run.run_id)}: <b class="{cls}">{html.escape(word)}</b>'
+        f"{' (require ' + html.escape(str(v['require'])) + ')' if v.get('require') else ''}: "
+        f"{html.escape(str(v.get('cause', '')))}</p><pre>{html.escape(evidence)}</pre>"
+    )
+
+
+def _img(name: str, path: Path) -> str:
+    data = base64.b64encode(path.read_bytes()).decode()
+    return (
+        f'<figure id="plot-{name}"><img src="data:image/png;base64,{data}" alt="{html.escape(PLOTS[name])}">'
+        f'<figcaption>{html.escape(PLOTS[name])} (<a href="{path.name}">{path.name}</a>)</figcaption></figure>'
+    )
+
+
+def render_html(runs: list[RunData], plots: dict[str, Path]) -> str:
+    title = "Run report: " + " vs ".join(r.run_id for r in runs)
+    parts = [f"<!doctype html><html><head><meta charset='utf-8'><title>{html.escape(title)}</title>"]
+    parts.append(f"<style>{_CSS}</style></head><body><h1>{html.escape(title)}</h1>")
+    for run in runs:
+        parts.append(f"<h2>{html.escape(run.run_id)}</h2><p>{html.escape(str(run.dir))}</p>")
+        parts.append(_table({**headline(run), **cost_rows(run)}))
+    parts.append("<h2>Curves</h2>" + "".join(_img(name, path) for name, path in plots.items()))
+    parts.append("<h2>NCCL verdict</h2>" + "".join(_verdict_html(r) for r in runs))
+    for run in runs:
+        info = run.info or {}
+        parts.append(f"<h2>Config and versions of {html.escape(run.run_id)}</h2>")
+        parts.append(_table(info.get("versions") or {}, ("package", "version")))
+        parts.append(_table(info.get("config") or {}, ("option", "value")))
+    parts.append("</body></html>")
+    return "\n".join(parts)
+
+
+@dataclass(frozen=True)
+class ReportFiles:
+    html: Path
+    plots: dict[str, Path]
+
+
+def write_report(runs: list[RunData], out_dir: Path) -> ReportFiles:
+    """Write the PNGs and the page that embeds them into `out_dir`."""
+    out_dir.mkdir(parents=True, exist_ok=True)
+    plots = write_plots(runs, out_dir)
+    page = out_dir / "report.html"
+    page.write_text(render_html(runs, plots), encoding="utf-8")
+    return ReportFiles(page, plots)
+
+
+# ---- from the cluster -------------------------------------------------------------------------------
+def _pack_command(run_dir: str, names: tuple[str, ...]) -> list[str]:
+    """The files of `names` that exist in `run_dir`, as a base64 tar (empty output when none does)."""
+    q = shlex.quote(run_dir)
+    listed = " ".join(shlex.quote(n) for n in names)
+    return ["sh", "-c", f"cd {q} 2>/dev/null && ls {listed} 2>/dev/null | tar -czf - -T - | base64 -w0 || true"]
+
+
+def _unpack(blob: str, dest: Path) -> list[str]:
+    if not blob.strip():
+        return []
+    with tarfile.open(fileobj=io.BytesIO(base64.b64decode(blob)), mode="r:gz") as tar:
+        tar.extractall(dest, filter="data")
+        return tar.getnames()
+
+
+def _fetch(cluster: Any, pod: str, run_dir: str, names: tuple[str, ...], dest: Path) -> list[str]:
+    res = cluster.kube.exec(pod, cluster.namespace, _pack_command(run_dir, names), timeout_s=300)
+    if res.rc != 0:
+        raise DriverError(f"reading {run_dir} in {cluster.namespace}/{pod} failed (rc {res.rc}): {res.stderr[-300:]}")
+    return _unpack(res.stdout, dest)
+
+
+def fetch_run(cluster: Any, run_id: str, dest: Path) -> Path:
+    """Copy a run's files from the cluster's pods into `dest`: the summary from the head pod (the
+    job's driver runs there), metrics and run info from the pod of rank 0, NCCL logs from every worker."""
+    from automation.check import collect_logs
+    from automation.launch import CLUSTER_ROOT
+
+    run_dir = f"{CLUSTER_ROOT}/runs/{run_id}"
+    head, workers = cluster.head_pod(), cluster.pods("worker")
+    dest.mkdir(parents=True, exist_ok=True)
+    _fetch(cluster, head, run_dir, (SUMMARY_FILE,), dest)
+    for pod in [*workers, head]:  # rank 0 runs in one of the worker pods
+        if METRICS_FILE in _fetch(cluster, pod, run_dir, (METRICS_FILE, RUN_INFO_FILE), dest):
+            break
+    else:
+        raise DriverError(
+            f"run {run_id}: no {METRICS_FILE} under {run_dir} in pods {', '.join([head, *workers])}: check the "
+            f"run id (`python -m automation logs --stack {cluster.stack}` follows the newest) or whether it trained",
+            exit_code=2,
+        )
+    collect_logs(cluster.kube.exec, workers, cluster.namespace, f"{run_dir}/nccl", dest / "nccl")
+    if not (dest / DRIVER_FILE).exists():  # so the report holds the run to the cluster's standard: EFA
+        (dest / DRIVER_FILE).write_text(json.dumps({"target": "aws", "stack": cluster.stack}) + "\n")
+    return dest
+
+
+def after_aws_run(target: Any, runs_root: Path, doc: dict) -> dict[str, str | None]:
+    """`after_run` for the AWS target: first copy the run from the cluster into `runs_root/<run id>`."""
+    from automation.commands.dashboard import Cluster
+
+    try:
+        exp = target.expectations()
+        cluster = Cluster(target.kube(), exp.namespace, exp.raycluster, target.cfg.stack)
+        run_dir = fetch_run(cluster, target.run_id, runs_root / target.run_id)
+    except DriverError as e:
+        return {"report": None, "metrics_file": None, "report_error": f"copying the run from the cluster: {e}"}
+    return after_run(run_dir, doc)
+
+
+# ---- entry points --------------------------------------------------------------------------------------
+def after_run(run_dir: Path, doc: dict) -> dict[str, str | None]:
+    """What `automation run` calls at its end: keep the driver's view of the run (target, stack, NCCL
+    verdict, cost) in the run directory and write the report. Returns the report's and the metrics
+    file's paths for the JSON document; a report that cannot be made is named, never raised, since
+    the run's own outcome is what the user asked for."""
+    metrics = run_dir / METRICS_FILE
+    if not metrics.is_file():
+        return {"report": None, "metrics_file": None, "report_error": f"no {METRICS_FILE} in {run_dir}"}
+    keep = {k: doc.get(k) for k in ("target", "stack", "job_id", "transport", "cost", "ok")}
+    (run_dir / DRIVER_FILE).write_text(json.dumps(keep, indent=2, default=str) + "\n")
+    try:
+        files = write_report([load_run(run_dir)], run_dir / REPORT_DIR)
+    except DriverError as e:
+        return {"report": None, "metrics_file": str(metrics), "report_error": str(e)}
+    return {"report": str(files.html), "metrics_file": str(metrics)}
+
+
+def announce(files: dict[str, str | None], ui: Any) -> None:
+    """The closing line of `automation run`: where the report is, or why there is none."""
+    if files.get("report"):
+        ui.note(f"report: {files['report']}  (metrics: {files['metrics_file']})")
+    elif files.get("report_error"):
+        ui.note(f"no report: {files['report_error']}")
+
+
+def add_parser(sub: Any, parents: list[argparse.ArgumentParser]) -> argparse.ArgumentParser:
+    p = sub.add_parser(
+        "report",
+        parents=parents,
+        help=HELP,
+        description=HELP[0].upper() + HELP[1:] + ".\n\n" + __doc__.split("\n\n", 1)[1],
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    p.add_argument("run", metavar="RUN", help="a run id (a directory under --runs-root) or a run directory")
+    p.add_argument("--compare", metavar="RUN2", help="a second run to draw on the same axes")
+    p.add_argument("--out", type=Path, help="directory for report.html and the PNGs (default: RUN/report)")
+    p.add_argument("--runs-root", type=Path, default=Path("runs"), help="where run ids are looked up")
+    p.add_argument("--stack", help="copy RUN (and RUN2) from this stack's cluster into --runs-root first")
+    p.add_argument("--kubeconfig", type=Path, help="with --stack: this kubeconfig instead of the stack's output")
+    p.add_argument(
+        "--no-verdict", action="store_true", help="report a NCCL run whose NCCL logs are missing, without a verdict"
+    )
+    return p
+
+
+def run(args: argparse.Namespace, ui: Any, deps: Any = None) -> int:
+    """Write the report of RUN (and RUN2); print where it is, or a JSON document with the paths.
+    `deps` (an AwsDeps) replaces the real Kubernetes client in tests."""
+    refs = [args.run] + ([args.compare] if args.compare else [])
+    if args.stack:
+        from automation.commands.dashboard import open_cluster
+
+        cluster = open_cluster(args, deps)
+        for ref in refs:
+            ui.note(f"copying run {ref} from stack {args.stack} into {args.runs_root / ref}")
+            fetch_run(cluster, ref, args.runs_root / ref)
+    runs = [load_run(find_run_dir(ref, args.runs_root), not args.no_verdict) for ref in refs]
+    out = args.out or runs[0].dir / (REPORT_DIR if not args.compare else f"{REPORT_DIR}-vs-{runs[1].run_id}")
+    files = write_report(runs, out)
+    if args.json:
+        ui.emit_json(
+            {
+                "ok": True,
+                "report": str(files.html),
+                "plots": {k: str(v) for k, v in files.plots.items()},
+                "metrics_files": [str(r.dir / METRICS_FILE) for r in runs],
+            }
+        )
+    else:
+        ui.note(f"report: {files.html}")
+        for name, path in files.plots.items():
+            ui.note(f"  {name}: {path}")
+    return 0

@@ -1,0 +1,147 @@
+"""`automation dashboard` against the fake Kubernetes API: the head pod's 8265, forwarded to 127.0.0.1
+only, and nothing left open after Ctrl-C.
+
+The fake API serves plain HTTP, not the portforward websocket, so the tunnel itself is a stand-in
+(a socketpair with an echoing far end) handed in where `kube_connector` would open the websocket.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import signal
+import socket
+import threading
+import time
+
+import _driver_helpers as helpers
+import pytest
+
+from automation.cli import build_parser
+from automation.commands import dashboard
+from automation.commands.dashboard import DASHBOARD_PORT, PortForward, local_dashboards
+
+
+class FakeTunnels:
+    """Records which pod, namespace and port each tunnel goes to; the far end echoes upper-cased."""
+
+    def __init__(self):
+        self.targets: list[tuple[str, str, int]] = []
+        self.far_ends: list[socket.socket] = []
+        self.near_ends: list[socket.socket] = []
+
+    def factory(self, kube, pod, namespace, port):
+        self.targets.append((pod, namespace, port))
+
+        def connect():
+            near, far = socket.socketpair()
+            self.near_ends.append(near)
+            self.far_ends.append(far)
+            threading.Thread(target=self._echo, args=(far,), daemon=True).start()
+            return near
+
+        return connect
+
+    @staticmethod
+    def _echo(far: socket.socket) -> None:
+        while data := far.recv(1024):
+            far.sendall(data.upper())
+        far.close()
+
+
+class NoteUi:
+    def __init__(self):
+        self.notes: list[str] = []
+        self.url = threading.Event()
+
+    def note(self, text: str) -> None:
+        self.notes.append(text)
+        self.url.set()
+
+    def error(self, text: str) -> None:
+        self.notes.append("error: " + text)
+
+
+def forwarder_threads() -> list[str]:
+    return [t.name for t in threading.enumerate() if t.name.startswith("dashboard-forward")]
+
+
+def round_trip(url: str, payload: bytes = b"get /") -> bytes:
+    host, port = re.fullmatch(r"http://([\d.]+):(\d+)", url).groups()
+    with socket.create_connection((host, int(port)), timeout=10) as c:
+        c.sendall(payload)
+        return c.recv(1024)
+
+
+@pytest.fixture
+def dashboard_session(tmp_path):
+    """`dashboard --stack us-west-2 --kubeconfig K` run to its end: a client round trip, then SIGINT."""
+    tunnels, ui, seen = FakeTunnels(), NoteUi(), {}
+    with helpers.FakeKubeApi() as api:
+        kubeconfig = tmp_path / "kubeconfig"
+        kubeconfig.write_text(json.dumps(api.kubeconfig()))
+        args = build_parser().parse_args(["dashboard", "--stack", "us-west-2", "--kubeconfig", str(kubeconfig)])
+
+        def browser():
+            assert ui.url.wait(30), "the command printed no URL"
+            seen["url"] = re.search(r"http://\S+", ui.notes[0]).group(0)
+            seen["reply"] = round_trip(seen["url"])
+            time.sleep(0.2)  # let the main thread settle into its wait
+            os.kill(os.getpid(), signal.SIGINT)  # what Ctrl-C sends
+
+        t = threading.Thread(target=browser)
+        t.start()
+        rc = dashboard.run(args, ui, connect_factory=tunnels.factory)
+        t.join(30)
+    return rc, tunnels, seen
+
+
+def test_dashboard_forwards_the_head_pods_dashboard_port(dashboard_session):
+    _, tunnels, _ = dashboard_session
+    expected = [("ray-efa-head-9xk2q", "ray", DASHBOARD_PORT)]
+    assert tunnels.targets == expected, f"expected a tunnel to {expected}, got {tunnels.targets}"
+
+
+def test_dashboard_url_is_on_loopback_and_carries_bytes_both_ways(dashboard_session):
+    rc, _, seen = dashboard_session
+    assert seen["url"].startswith("http://127.0.0.1:"), f"expected a 127.0.0.1 URL, got {seen['url']}"
+    assert seen["reply"] == b"GET /", f"expected the far end's echo b'GET /', got {seen['reply']!r}"
+
+
+def test_ctrl_c_exits_0_and_leaves_no_thread_or_socket(dashboard_session):
+    rc, tunnels, seen = dashboard_session
+    assert rc == 0, f"expected exit 0 after Ctrl-C, got {rc}"
+    assert forwarder_threads() == [], f"expected no forwarding thread left, got {forwarder_threads()}"
+    open_ends = [s for s in tunnels.near_ends if s.fileno() != -1]
+    assert not open_ends, f"expected every tunnel closed, {len(open_ends)} still open"
+    with pytest.raises(ConnectionRefusedError):
+        round_trip(seen["url"])
+
+
+def test_forward_listens_on_loopback_only():
+    fwd = PortForward(lambda: socket.socketpair()[0])
+    try:
+        assert fwd.listener.getsockname()[0] == "127.0.0.1", f"got {fwd.listener.getsockname()}"
+    finally:
+        fwd.close()
+
+
+def test_busy_local_port_is_bad_input_naming_the_flag(tmp_path):
+    with socket.create_server(("127.0.0.1", 0)) as taken, helpers.FakeKubeApi() as api:
+        kubeconfig = tmp_path / "kubeconfig"
+        kubeconfig.write_text(json.dumps(api.kubeconfig()))
+        port = taken.getsockname()[1]
+        args = build_parser().parse_args(
+            ["dashboard", "--stack", "us-west-2", "--kubeconfig", str(kubeconfig), "--port", str(port)]
+        )
+        with pytest.raises(dashboard.DriverError, match=rf"--port {port}: cannot listen on 127.0.0.1"):
+            dashboard.run(args, NoteUi(), connect_factory=FakeTunnels().factory)
+
+
+def test_local_dashboards_are_read_from_ray_processes(tmp_path):
+    ray_dash = [b"python", b"/venv/ray/dashboard/dashboard.py", b"--host=0.0.0.0", b"--port=8266", b"--temp-dir=/t"]
+    for pid, argv in (("101", ray_dash), ("102", [b"python", b"other.py", b"--port=9"])):
+        (tmp_path / pid).mkdir()
+        (tmp_path / pid / "cmdline").write_bytes(b"\0".join(argv) + b"\0")
+    assert local_dashboards(tmp_path) == ["http://127.0.0.1:8266"]

@@ -1,0 +1,117 @@
+"""`python -m automation report` on run directories made with the real metrics writer (no Ray):
+bad input is refused with one line, the verdict and the cost come from what the run left."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import pytest
+
+from automation.cli import main
+from automation.commands.report import after_run, announce, cost_rows, find_run_dir, load_run
+from automation.errors import DriverError
+from workloads.metrics import METRICS_FILE, MetricsWriter, StepMetrics
+
+
+def make_run(root: Path, run_id: str, backend: str = "gloo", steps: int = 4) -> Path:
+    run_dir = root / run_id
+    w = MetricsWriter(run_dir, run_id, echo=False, tensorboard=False)
+    for n in range(1, steps + 1):
+        w.write(StepMetrics(n, steps, 5.0 - n, 1e-3, 1000.0 * n, None, None, 2.0, 0.01, 1.0, 0.5))
+    w.close()
+    (run_dir / "summary.json").write_text(json.dumps({"run_id": run_id, "backend": backend, "world_size": 2}))
+    return run_dir
+
+
+def test_unknown_run_is_bad_input_naming_it(tmp_path):
+    with pytest.raises(DriverError, match=r"run 'nope' not found") as e:
+        find_run_dir("nope", tmp_path / "runs")
+    assert e.value.exit_code == 2, f"expected exit 2 (bad input), got {e.value.exit_code}"
+
+
+def test_run_id_resolves_under_the_runs_root(tmp_path):
+    run_dir = make_run(tmp_path / "runs", "r1")
+    assert find_run_dir("r1", tmp_path / "runs") == run_dir.resolve()
+
+
+def test_empty_metrics_is_bad_input(tmp_path):
+    run_dir = tmp_path / "r-empty"
+    run_dir.mkdir()
+    (run_dir / METRICS_FILE).write_text("")
+    with pytest.raises(DriverError, match=r"metrics.jsonl holds no step"):
+        load_run(run_dir)
+
+
+def test_missing_metrics_file_is_bad_input(tmp_path):
+    (tmp_path / "r-none").mkdir()
+    with pytest.raises(DriverError, match=r"metrics.jsonl does not exist"):
+        load_run(tmp_path / "r-none")
+
+
+def test_nccl_run_without_nccl_logs_is_bad_input_naming_the_way_out(tmp_path):
+    run_dir = make_run(tmp_path, "r-gpu", backend="nccl")
+    with pytest.raises(DriverError, match=r"used NCCL but .*nccl holds no NCCL log.*--no-verdict"):
+        load_run(run_dir)
+
+
+def test_no_verdict_reports_a_nccl_run_without_logs(tmp_path):
+    run = load_run(make_run(tmp_path, "r-gpu", backend="nccl"), require_verdict=False)
+    assert run.verdict["verdict"] == "not-checked", f"expected not-checked, got {run.verdict}"
+
+
+def test_gloo_run_has_no_nccl_verdict_to_make(tmp_path):
+    run = load_run(make_run(tmp_path, "r-cpu"))
+    assert run.verdict["verdict"] == "not-applicable", f"expected not-applicable, got {run.verdict}"
+
+
+def test_cost_estimate_is_price_times_training_wall_time(tmp_path):
+    run_dir = make_run(tmp_path, "r-aws")
+    driver = {"target": "aws", "stack": "us-west-2", "cost": {"usd_per_hour": 36.0, "items": []}}
+    (run_dir / "driver.json").write_text(json.dumps(driver))
+    run = load_run(run_dir)
+    wall = run.metrics[-1]["time"] - run.metrics[0]["time"] + run.metrics[0]["step_time_s"]
+    expected = f"${36.0 * wall / 3600:,.2f} for the training steps"
+    assert cost_rows(run)["cost estimate"] == expected
+
+
+def test_report_command_writes_the_page_and_prints_its_path(tmp_path, capsys):
+    run_dir = make_run(tmp_path, "r1")
+    rc = main(["report", str(run_dir), "--json"])
+    doc = json.loads(capsys.readouterr().out)
+    assert rc == 0 and Path(doc["report"]).is_file(), f"expected exit 0 and a report file, got rc {rc}, {doc}"
+
+
+def test_report_command_refuses_an_unknown_run_with_exit_2(tmp_path, capsys):
+    rc = main(["report", "no-such-run", "--runs-root", str(tmp_path)])
+    err = capsys.readouterr().err
+    assert rc == 2 and "no-such-run" in err, f"expected exit 2 naming the run, got rc {rc}, stderr {err!r}"
+
+
+def test_after_run_without_metrics_says_why_instead_of_raising(tmp_path):
+    files = after_run(tmp_path, {"target": "local"})
+    assert files["report"] is None and METRICS_FILE in files["report_error"], f"got {files}"
+
+
+def test_report_help_documents_compare(capsys):
+    with pytest.raises(SystemExit):
+        main(["report", "--help"])
+    out = capsys.readouterr().out
+    assert "--compare RUN2" in out and "report.html" in out, f"expected --compare and report.html in help: {out}"
+
+
+def test_run_end_names_the_report(tmp_path):
+    run_dir = make_run(tmp_path, "r1")
+    files = after_run(run_dir, {"target": "local"})
+    notes = []
+    announce(files, type("Ui", (), {"note": lambda self, t: notes.append(t)})())
+    assert notes == [f"report: {run_dir}/report/report.html  (metrics: {run_dir}/{METRICS_FILE})"], f"got {notes}"
+
+
+def test_missing_matplotlib_is_named_with_its_install_command(tmp_path, monkeypatch, capsys):
+    run_dir = make_run(tmp_path, "r1")
+    monkeypatch.setitem(sys.modules, "matplotlib", None)  # makes `import matplotlib` raise ImportError
+    rc = main(["report", str(run_dir)])
+    err = capsys.readouterr().err
+    assert rc == 2 and "pip install -e '.[observe]'" in err, f"expected exit 2 naming the extra, got {rc}: {err!r}"
