@@ -38,7 +38,7 @@ class Ui:
             self._status.update(f"[bold]{self._current}[/] {escape(text[:120])}")
 
     def log(self, text: str) -> None:
-        from automation.launch import worth_showing
+        from automation.steps.train import worth_showing
 
         if self.verbose_logs and worth_showing(text):
             self.console.print(f"[dim]{escape(text)}[/]")

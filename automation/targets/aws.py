@@ -17,15 +17,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from automation import pulumi_steps
-from automation.check import assert_transport, check_result, collect_logs
+from automation.steps import stack as pulumi_steps
+from automation.steps.check import assert_transport, check_result, collect_logs
 from automation.cost import CostEstimate, estimate
 from automation.errors import DriverError
 from automation.kube import KubeApi, parse_kubeconfig, read_kubeconfig_file
-from automation.launch import CLUSTER_ROOT, TrainArgs, submit_on_head, train_result
+from automation.steps.train import CLUSTER_ROOT, TrainArgs, submit_on_head, train_result
 from automation.pipeline import Advice, Prior, Step, StepResult
-from automation.preflight import AwsClients, run_preflight
-from automation.verify import expectations_from, head_pod_name, verify_cluster
+from automation.steps.preflight import AwsClients, run_preflight
+from automation.steps.verify import expectations_from, head_pod_name, verify_cluster
 
 PIPELINE = ("preflight", "preview", "up", "verify", "train", "check")
 GPU_AZ_KEY = "ray-efa-eks:gpuAvailabilityZone"
@@ -346,7 +346,7 @@ def load_config(stack: str, project_dir: Path) -> Any:
 
 
 def run_render(args: Any, ui: Any) -> int:
-    from automation.render import format_render, render_stack
+    from infra.mock_render import format_render, render_stack
     from infra.config import ConfigError
 
     load_config(args.stack, args.project_dir)  # the clear message for a bad stack, before Pulumi's mocks

@@ -19,12 +19,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from automation.check import LOCAL_GPU_NOTE, assert_transport, check_result, not_applicable_on_cpu
+from automation.steps.check import LOCAL_GPU_NOTE, assert_transport, check_result, not_applicable_on_cpu
 from automation.errors import DriverError
-from automation.launch import WORKLOADS_DIR, TrainArgs, submit_local, train_result, workloads_tarball
+from automation.steps.train import WORKLOADS_DIR, TrainArgs, submit_local, train_result, workloads_tarball
 from automation.local_ray import LocalRayCluster
 from automation.pipeline import Advice, Finding, Prior, Step, StepResult, verdict
-from automation.verify import RAY_RESOURCES_SNIPPET, parse_ray_resources
+from automation.steps.verify import RAY_RESOURCES_SNIPPET, parse_ray_resources
 
 RESUME = "python -m automation run --target local"
 

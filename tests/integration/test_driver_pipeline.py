@@ -20,7 +20,7 @@ from automation.errors import DriverError
 from automation.kube import ExecResult, KubeApi
 from automation.pipeline import run_pipeline
 from automation.targets.aws import GPU_AZ_KEY, PIPELINE, PLAN, AwsDeps, AwsTarget
-from automation.verify import RESOURCES_MARK
+from automation.steps.verify import RESOURCES_MARK
 
 REGION = "us-west-2"
 NCCL = helpers.REPO / "tests" / "fixtures" / "nccl"

@@ -8,7 +8,7 @@ import json
 import tarfile
 
 from automation.kube import ExecResult
-from automation.launch import (
+from automation.steps.train import (
     HEAD_JOB_SERVER,
     TrainArgs,
     TrainOutcome,

@@ -25,7 +25,7 @@ from automation.errors import DriverError
 from automation.kube import PodExec
 from automation.pipeline import StepResult
 
-WORKLOADS_DIR = Path(__file__).resolve().parent.parent / "workloads"
+WORKLOADS_DIR = Path(__file__).resolve().parents[2] / "workloads"
 HEAD_JOB_SERVER = "http://127.0.0.1:8265"
 CLUSTER_ROOT = "/tmp/ray-efa-eks"  # exists in every pod of the RayCluster (infra mounts it)
 LOG_TAIL_LINES = 40
