@@ -9,21 +9,29 @@
 
 `--target` defaults to `local` without `--stack` and to `aws` with one. Every error is one line
 on stderr and a non-zero exit: 2 for bad input, 1 for a failed step, 130 when interrupted.
+
+This module alone parses arguments and dispatches: pipeline commands to the steps in
+automation/steps/ over a target from automation/targets/, the others to automation/commands/.
 """
 
 from __future__ import annotations
 
 import argparse
+import importlib
 import signal
 import warnings
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 from automation.errors import DriverError
 
 PROJECT_DIR = Path(__file__).resolve().parent.parent
 COMMANDS = ("preflight", "preview", "up", "verify", "train", "check", "destroy", "run", "status", "render")
 LOCAL_COMMANDS = ("preflight", "run", "status")
+# Commands that are not pipeline steps: a module under automation/commands/ with `run(args, ui) -> int`.
+STANDALONE = {"render": "automation.commands.render", "status": "automation.commands.status"}
+TARGETS = {"aws": "automation.targets.aws", "local": "automation.targets.local"}
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -99,32 +107,22 @@ def _on_sigterm(signum, frame):  # noqa: ANN001
     raise KeyboardInterrupt
 
 
-def _report_aws_interrupt(e: KeyboardInterrupt, args: argparse.Namespace, ui) -> None:  # noqa: ANN001
-    """Which step was interrupted, what may exist in AWS now, and the commands to resume or tear down.
-
-    Nothing is stopped locally for AWS: the cluster (or half of it) keeps running and costing money.
-    """
+def _report_interrupt(e: KeyboardInterrupt, target: Any, ui: Any) -> None:
+    """Which step was interrupted, what exists now, and the commands to resume or tear down."""
     from automation.pipeline import StepInterrupted
 
     step = e.step if isinstance(e, StepInterrupted) else None
-    advice = e.advice if isinstance(e, StepInterrupted) else None
-    stack = args.stack
-    if advice is None:  # outside a step (loading the config, printing the report) or no advice to be had
-        from automation.pipeline import Advice
-
-        advice = Advice(
-            f"stack {stack} may exist in part (GPU nodes cost money while they exist): "
-            f"`python -m automation status --stack {stack}` lists what is there",
-            (
-                f"resume (idempotent): python -m automation run --stack {stack}",
-                f"or tear down: python -m automation destroy --stack {stack}",
-            ),
-        )
+    if target is None:
+        ui.error("interrupted before any step began: nothing was started")
+        if ui.json_mode:
+            ui.emit_json({"ok": False, "error": "interrupted before any step", "interrupted_step": None})
+        return
+    advice = target.interrupted(e.advice if isinstance(e, StepInterrupted) else None)
     where = f"during step {step}" if step else "outside any step"
-    ui.error(f"interrupted {where} of stack {stack}: {advice.exists}")
+    ui.error(f"interrupted {where}{target.where()}: {advice.exists}")
     for cmd in advice.next_commands:
         ui.note(f"  {cmd}")
-    if args.json:
+    if ui.json_mode:
         ui.emit_json(
             {
                 "ok": False,
@@ -134,6 +132,17 @@ def _report_aws_interrupt(e: KeyboardInterrupt, args: argparse.Namespace, ui) ->
                 "next": list(advice.next_commands),
             }
         )
+
+
+def run_steps(args: argparse.Namespace, ui: Any, started: list) -> int:
+    """A pipeline command: its steps on the chosen target, then the one report every target shares."""
+    from automation import steps
+    from automation.report import build_report, show
+
+    target = importlib.import_module(TARGETS[args.target]).from_args(args, ui)
+    started.append(target)
+    result = steps.run(target.pipeline(args.command, args.plan), target, ui.step_started, ui.step_finished)
+    return show(build_report(target, result, args.command), ui)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -148,29 +157,22 @@ def main(argv: Sequence[str] | None = None) -> int:
     # neither stop the run nor the Ray processes it started.
     previous = signal.signal(signal.SIGTERM, _on_sigterm)
     previous_int = signal.signal(signal.SIGINT, signal.default_int_handler)
-    target = None
+    started: list = []
     try:
         with warnings.catch_warnings():
             # ConfigWarnings are shown as notes in the output, not as Python warnings.
             warnings.simplefilter("ignore")
-            target = resolve_target(args)
-            if target == "local":
-                from automation.targets.local import run_local
-
-                return run_local(args, ui)
-            from automation.targets.aws import run_aws
-
-            return run_aws(args, ui)
+            args.target = resolve_target(args)
+            if args.command in STANDALONE:
+                return importlib.import_module(STANDALONE[args.command]).run(args, ui)
+            return run_steps(args, ui, started)
     except DriverError as e:
         ui.error(str(e))
         if args.json:
             ui.emit_json({"ok": False, "error": str(e)})
         return e.exit_code
     except KeyboardInterrupt as e:
-        if target == "aws":
-            _report_aws_interrupt(e, args, ui)
-        else:
-            ui.error("interrupted: what this run started locally has been stopped")
+        _report_interrupt(e, started[0] if started else None, ui)
         return 130
     finally:
         ui.close()

@@ -1,13 +1,16 @@
 """report: one summary of a run (step timings, throughput, MFU, loss, transport verdict, cost per hour),
-as a human table and as JSON."""
+built the same way for every target, as a human table and as JSON."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from automation.cost import CostEstimate
 from automation.pipeline import PipelineResult
+
+if TYPE_CHECKING:
+    from automation.targets import Target
 
 
 @dataclass(frozen=True)
@@ -52,6 +55,32 @@ class RunReport:
             "cost_per_hour": self.cost.text() if self.cost else "n/a",
             "notes": list(self.notes),
         }
+
+
+def build_report(target: Target, result: PipelineResult, command: str) -> RunReport:
+    """The report of `command`'s run on `target`: call it after the target is closed, so its notes are all in."""
+    train = result.result("train")
+    check = result.result("check")
+    outcome = train.data if train is not None else None
+    return RunReport(
+        target=target.name,
+        stack=target.stack_name,
+        pipeline=result,
+        training=getattr(outcome, "summary", None),
+        job_id=getattr(outcome, "job_id", None),
+        transport=check.data.to_dict() if check is not None and check.data is not None else None,
+        cost=target.cost(command),
+        notes=tuple(target.notes),
+    )
+
+
+def show(report: RunReport, ui: Any) -> int:
+    """Print the report (JSON or tables) and return the exit code: 0 when every step passed, else 1."""
+    if ui.json_mode:
+        ui.emit_json(report.to_dict())
+    else:
+        render(report, ui.console)
+    return 0 if report.ok else 1
 
 
 def _fmt(v: Any, spec: str = "") -> str:

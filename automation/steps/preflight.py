@@ -8,11 +8,14 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from botocore.exceptions import BotoCoreError, ClientError, NoCredentialsError
 
-from automation.pipeline import Finding, StepResult, verdict
+from automation.pipeline import Finding, Prior, StepResult, verdict
+
+if TYPE_CHECKING:
+    from automation.targets import Target
 
 # The On-Demand vCPU quota that covers an instance family (EC2's "Running On-Demand ... instances").
 QUOTA_BY_FAMILY = {
@@ -320,3 +323,8 @@ def run_preflight(cfg: Any, clients: AwsClients) -> StepResult:
     return verdict(
         "preflight", rows, facts, ok_summary=f"account {account}: {g.node_count} x {g.instance_type} fit in {az}"
     )
+
+
+def run(target: Target, prior: Prior) -> StepResult:
+    """preflight: the target's read-only checks (on AWS the ones above; locally the machine's), before any change."""
+    return target.preflight(prior)

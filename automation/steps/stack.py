@@ -1,4 +1,4 @@
-"""preview, up and destroy through the Pulumi Automation API on the project directory.
+"""stack: preview, up and destroy through the Pulumi Automation API on the project directory.
 
 The stack object is passed in: the real one comes from `open_stack` (LocalWorkspace,
 create-or-select), tests hand in an object with the same methods. Engine events become progress
@@ -176,3 +176,69 @@ def nodegroup_failure_cause(eks: Any, autoscaling: Any, cluster_name: str) -> st
                 text += f"; last scaling activity of {asg['name']} ({a.get('StatusCode')}): {a.get('StatusMessage') or a.get('Description')}"
         parts.append(text)
     return " | ".join(parts) or f"no node group of cluster {cluster_name} reports a problem"
+
+
+# ---- the steps ---------------------------------------------------------------------------------------
+class StackTarget(Protocol):
+    """What preview, up and destroy need from a target that has a Pulumi stack (the AWS one)."""
+
+    on_progress: Callable[[str], None]
+
+    @property
+    def stack_name(self) -> str | None: ...
+
+    def stack(self) -> StackLike: ...
+
+    def before_change(self, prior: Mapping[str, StepResult]) -> None:
+        """Settle what the program needs before preview or up (a preflight-chosen AZ)."""
+        ...
+
+    def up_question(self, changes: str) -> str:
+        """The question asked before `up` makes `changes` that cost money."""
+        ...
+
+    def confirm(self, question: str) -> bool:
+        """True to go ahead (always with --yes)."""
+        ...
+
+    def explain_up_failure(self) -> str: ...
+
+    def stack_changed(self, summary: ChangeSummary) -> None:
+        """Called after a successful `up` with its outputs."""
+        ...
+
+
+class ClusterTarget(Protocol):
+    """A target whose cluster lives only for one run (the local one): `start` is its `up`."""
+
+    def start(self, prior: Mapping[str, StepResult]) -> StepResult: ...
+
+
+def run_preview(target: StackTarget, prior: Mapping[str, StepResult]) -> StepResult:
+    target.before_change(prior)
+    return preview(target.stack(), target.on_progress)
+
+
+def run_up(target: StackTarget, prior: Mapping[str, StepResult]) -> StepResult:
+    """`up`, after asking unless preview saw nothing that costs money; DriverError when declined."""
+    target.before_change(prior)
+    previewed = prior.get("preview")
+    summary = previewed.data if previewed is not None else None
+    if summary is None or summary.costs_money:
+        question = target.up_question(summary.line() if summary is not None else "changes not previewed")
+        if not target.confirm(question):
+            raise DriverError("not confirmed: nothing was changed (pass --yes to skip the question)")
+    result = up(target.stack(), target.on_progress, explain_failure=target.explain_up_failure)
+    if result.data is not None:
+        target.stack_changed(result.data)
+    return result
+
+
+def run_destroy(target: StackTarget, prior: Mapping[str, StepResult]) -> StepResult:
+    if not target.confirm(f"destroy every resource of stack {target.stack_name}?"):
+        raise DriverError("not confirmed: nothing was deleted")
+    return destroy(target.stack(), target.on_progress)
+
+
+def run_start(target: ClusterTarget, prior: Mapping[str, StepResult]) -> StepResult:
+    return target.start(prior)

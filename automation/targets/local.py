@@ -1,4 +1,4 @@
-"""The local target: the same training job and report without AWS, Kubernetes or the pulumi CLI.
+"""The local target: what the steps do without AWS, Kubernetes or the pulumi CLI.
 
 It starts a Ray head on 127.0.0.1 with its job server, checks that Ray's resources cover the
 workers, submits `python -m workloads.train` to that job server with `workloads/` as the
@@ -19,14 +19,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from automation.steps.check import LOCAL_GPU_NOTE, assert_transport, check_result, not_applicable_on_cpu
 from automation.errors import DriverError
-from automation.steps.train import WORKLOADS_DIR, TrainArgs, submit_local, train_result, workloads_tarball
 from automation.local_ray import LocalRayCluster
-from automation.pipeline import Advice, Finding, Prior, Step, StepResult, verdict
+from automation.pipeline import Advice, Finding, Prior, StepResult, verdict
+from automation.steps.check import LOCAL_GPU_NOTE, TransportVerdict, assert_transport, not_applicable_on_cpu
+from automation.steps.train import WORKLOADS_DIR, TrainArgs, TrainOutcome, submit_local, workloads_tarball
 from automation.steps.verify import RAY_RESOURCES_SNIPPET, parse_ray_resources
 
 RESUME = "python -m automation run --target local"
+PIPELINE = ("preflight", "start", "verify", "train", "check")
 
 
 @dataclass(frozen=True)
@@ -181,29 +182,28 @@ def nccl_files(nccl_dir: Path) -> list[Path]:
 
 @dataclass
 class LocalTarget:
-    """Builds the local steps around one LocalRayCluster, which `close()` always stops."""
+    """The steps' view of one local run around one LocalRayCluster, which `close()` always stops."""
 
     plan: LocalPlan
     on_line: Callable[[str], None] = lambda s: None
     on_progress: Callable[[str], None] = lambda s: None
     cluster: LocalRayCluster | None = None
     notes: list[str] = field(default_factory=list)
+    name: str = "local"
+    stack_name: str | None = None
 
-    def steps(self) -> list[Step]:
-        return [
-            Step("preflight", lambda prior: preflight_local(self.plan)),
-            Step("start", self._start),
-            Step("verify", lambda prior: check_resources(ray_resources(self._cluster().gcs_address), self.plan)),
-            Step("train", self._train),
-            Step("check", self._check),
-        ]
+    def pipeline(self, command: str, plan: bool) -> tuple[str, ...]:
+        return PIPELINE if command == "run" else ("preflight",)
+
+    def preflight(self, prior: Prior) -> StepResult:
+        return preflight_local(self.plan)
 
     def _cluster(self) -> LocalRayCluster:
         if self.cluster is None:
             raise DriverError("the local Ray cluster is not running")
         return self.cluster
 
-    def _start(self, prior: Prior) -> StepResult:
+    def start(self, prior: Prior) -> StepResult:
         gpus = int(self.plan.gpus_needed) if self.plan.use_gpu else 0
         self.cluster = LocalRayCluster(num_cpus=max(1, int(round(self.plan.cpus_needed + 0.499))), num_gpus=gpus)
         self.cluster.start()
@@ -214,28 +214,28 @@ class LocalTarget:
             data={"job_server": self.cluster.dashboard_url, "temp_dir": self.cluster.temp_dir},
         )
 
-    def _train(self, prior: Prior) -> StepResult:
+    def verify(self, prior: Prior) -> StepResult:
+        return check_resources(ray_resources(self._cluster().gcs_address), self.plan)
+
+    def train_args(self) -> TrainArgs:
+        return self.plan.train_args()
+
+    def submit(self, args: TrainArgs) -> TrainOutcome:
         from ray.job_submission import JobSubmissionClient
 
         cluster = self._cluster()
         workdir = stage_workloads(Path(cluster.temp_dir) / "src")
         client = JobSubmissionClient(cluster.dashboard_url)
-        outcome = submit_local(
-            client,
-            self.plan.train_args(),
-            workdir,
-            sys.executable,
-            on_line=self.on_line,
-            timeout_s=self.plan.job_timeout_s,
+        return submit_local(
+            client, args, workdir, sys.executable, on_line=self.on_line, timeout_s=self.plan.job_timeout_s
         )
-        return train_result(outcome)
 
-    def _check(self, prior: Prior) -> StepResult:
+    def transport(self, prior: Prior) -> tuple[TransportVerdict, str]:
         if not self.plan.use_gpu:
-            return check_result(not_applicable_on_cpu())
+            return not_applicable_on_cpu(), ""
         args = self.plan.train_args()
         files = nccl_files(Path(args.nccl_log_dir))
-        return check_result(assert_transport(files, "any", args.run_id), note=LOCAL_GPU_NOTE)
+        return assert_transport(files, "any", args.run_id), LOCAL_GPU_NOTE
 
     def advise(self, failed: str, prior: Prior) -> Advice:
         return Advice(
@@ -243,22 +243,26 @@ class LocalTarget:
             next_commands=(RESUME,),
         )
 
+    def interrupted(self, advice: Advice | None) -> Advice:
+        return Advice("what this run started locally has been stopped", (RESUME,))
+
+    def where(self) -> str:
+        return ""
+
+    def cost(self, command: str) -> None:
+        return None
+
     def close(self) -> None:
         if self.cluster is not None:
             self.cluster.stop()
+            self.cluster = None
             self.notes.append("the local Ray cluster started by this run was stopped")
 
 
-def run_local(args: Any, ui: Any) -> int:
-    """The CLI's local path: `run` (every step) or `preflight`; the report as a table or JSON."""
-    from automation.pipeline import run_pipeline
-    from automation.report import RunReport, render
+def from_args(args: Any, ui: Any) -> LocalTarget:
+    """The local target for the CLI's arguments: the `tiny` preset unless flags say otherwise."""
     from workloads.config import new_run_id
 
-    if args.command == "status":
-        msg = "the local target keeps nothing between runs: `python -m automation run` starts its own Ray head and stops it"
-        ui.emit_json({"target": "local", "status": msg}) if args.json else ui.note(msg)
-        return 0
     plan = LocalPlan(
         run_id=args.run_id or new_run_id(),
         runs_root=Path.cwd() / "runs",
@@ -266,27 +270,4 @@ def run_local(args: Any, ui: Any) -> int:
         num_workers=args.num_workers or LocalPlan.num_workers,
         use_gpu=bool(getattr(args, "use_gpu", False)),
     )
-    target = LocalTarget(plan, on_line=ui.log, on_progress=ui.progress)
-    steps = target.steps() if args.command == "run" else target.steps()[:1]
-    try:
-        result = run_pipeline(steps, target.advise, ui.step_started, ui.step_finished)
-    finally:
-        target.close()
-    train = result.result("train")
-    check = result.result("check")
-    outcome = train.data if train is not None else None
-    report = RunReport(
-        target="local",
-        stack=None,
-        pipeline=result,
-        training=getattr(outcome, "summary", None),
-        job_id=getattr(outcome, "job_id", None),
-        transport=check.data.to_dict() if check is not None and check.data is not None else None,
-        cost=None,
-        notes=tuple(target.notes),
-    )
-    if args.json:
-        ui.emit_json(report.to_dict())
-    else:
-        render(report, ui.console)
-    return 0 if result.ok else 1
+    return LocalTarget(plan, on_line=ui.log, on_progress=ui.progress)

@@ -120,21 +120,22 @@ def test_target_defaults_to_aws_with_a_stack():
 
 
 def _aws_steps(monkeypatch, **behaviour):
-    """The AWS target with each named step replaced: an exception to raise, or a passing result."""
+    """The AWS pipeline with each named step replaced: an exception to raise, or a passing result."""
+    from automation import steps
     from automation.pipeline import StepResult
     from automation.targets import aws
 
     monkeypatch.setattr(aws.shutil, "which", lambda name: "/usr/local/bin/pulumi")
-    monkeypatch.setattr(aws.AwsTarget, "cost", lambda self: aws.CostEstimate(None, (), "not priced in tests"))
+    monkeypatch.setattr(aws.AwsTarget, "price", lambda self: aws.CostEstimate(None, (), "not priced in tests"))
     for name in aws.PIPELINE:
         outcome = behaviour.get(name)
 
-        def step(self, prior, name=name, outcome=outcome):
+        def step(target, prior, name=name, outcome=outcome):
             if outcome is not None:
                 raise outcome
             return StepResult(name, "pass", f"{name} ok")
 
-        monkeypatch.setattr(aws.AwsTarget, name, step)
+        monkeypatch.setitem(steps.STEPS, name, step)
 
 
 def test_bad_input_error_after_up_prints_the_destroy_advice(capsys, monkeypatch):

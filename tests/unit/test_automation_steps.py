@@ -7,8 +7,8 @@ import json
 import boto3
 from botocore.stub import Stubber
 
-from automation.steps.check import LOCAL_GPU_NOTE, TransportVerdict, check_result, not_applicable_on_cpu
 from automation.cost import estimate
+from automation.steps.check import LOCAL_GPU_NOTE, TransportVerdict, check_result, not_applicable_on_cpu
 from automation.steps.preflight import family, quota_for
 from automation.steps.stack import ChangeSummary, describe_event
 
