@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from automation.errors import DriverError
-from automation.local_ray import LocalRayCluster
+from automation.local_ray import INHERITED_ADDRESS, LocalRayCluster, client_env
 from automation.pipeline import Advice, Finding, Prior, StepResult, verdict
 from automation.steps.check import LOCAL_GPU_NOTE, TransportVerdict, assert_transport, not_applicable_on_cpu
 from automation.steps.train import WORKLOADS_DIR, TrainArgs, TrainOutcome, submit_local, workloads_tarball
@@ -134,7 +134,7 @@ def _local_gpus() -> int:
 
 def ray_resources(gcs_address: str, timeout_s: float = 120) -> dict[str, float]:
     """What the running cluster advertises (ray.cluster_resources()), read in a child process."""
-    env = dict(os.environ, RAY_ADDRESS=gcs_address)
+    env = client_env(dict(os.environ), gcs_address)
     proc = subprocess.run(
         [sys.executable, "-c", RAY_RESOURCES_SNIPPET], capture_output=True, text=True, env=env, timeout=timeout_s
     )
@@ -187,10 +187,12 @@ class LocalTarget:
     plan: LocalPlan
     on_line: Callable[[str], None] = lambda s: None
     on_progress: Callable[[str], None] = lambda s: None
+    on_note: Callable[[str], None] = lambda s: None
     cluster: LocalRayCluster | None = None
     notes: list[str] = field(default_factory=list)
     name: str = "local"
     stack_name: str | None = None
+    _inherited_address: str | None = None
 
     def pipeline(self, command: str, plan: bool) -> tuple[str, ...]:
         return PIPELINE if command == "run" else ("preflight",)
@@ -203,7 +205,19 @@ class LocalTarget:
             raise DriverError("the local Ray cluster is not running")
         return self.cluster
 
+    def note(self, text: str) -> None:
+        """A line for the user now (on_note) and again among the report's notes."""
+        self.notes.append(text)
+        self.on_note(text)
+
     def start(self, prior: Prior) -> StepResult:
+        # The job client in this process reads it too (a GCS timeout after 40 s): out until close().
+        self._inherited_address = os.environ.pop(INHERITED_ADDRESS, None)
+        if self._inherited_address is not None:
+            self.note(
+                f"{INHERITED_ADDRESS}={self._inherited_address} from the environment is not used: the local target "
+                f"starts its own Ray head on 127.0.0.1 and leaves {INHERITED_ADDRESS} out of its processes' environment"
+            )
         gpus = int(self.plan.gpus_needed) if self.plan.use_gpu else 0
         self.cluster = LocalRayCluster(num_cpus=max(1, int(round(self.plan.cpus_needed + 0.499))), num_gpus=gpus)
         self.cluster.start()
@@ -253,6 +267,9 @@ class LocalTarget:
         return None
 
     def close(self) -> None:
+        if self._inherited_address is not None:
+            os.environ[INHERITED_ADDRESS] = self._inherited_address
+            self._inherited_address = None
         if self.cluster is not None:
             self.cluster.stop()
             self.cluster = None
@@ -270,4 +287,4 @@ def from_args(args: Any, ui: Any) -> LocalTarget:
         num_workers=args.num_workers or LocalPlan.num_workers,
         use_gpu=bool(getattr(args, "use_gpu", False)),
     )
-    return LocalTarget(plan, on_line=ui.log, on_progress=ui.progress)
+    return LocalTarget(plan, on_line=ui.log, on_progress=ui.progress, on_note=ui.note)
