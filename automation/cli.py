@@ -34,50 +34,134 @@ STANDALONE = {"render": "automation.commands.render", "status": "automation.comm
 TARGETS = {"aws": "automation.targets.aws", "local": "automation.targets.local"}
 
 
-def build_parser() -> argparse.ArgumentParser:
-    common = argparse.ArgumentParser(add_help=False)
-    common.add_argument("--stack", help="Pulumi stack (one per region, e.g. us-west-2); implies --target aws")
-    common.add_argument(
-        "--target", choices=("aws", "local"), help="where to run (default: local without --stack, aws with one)"
-    )
-    common.add_argument("--plan", action="store_true", help="run: stop after preview (no change is made)")
-    common.add_argument("--yes", action="store_true", help="do not ask before changes that cost money")
-    common.add_argument("--json", action="store_true", help="print one JSON document on stdout and nothing else")
-    common.add_argument(
-        "--kubeconfig", type=Path, help="aws: use this kubeconfig instead of the stack's `kubeconfig` output"
-    )
-    common.add_argument(
-        "--run-id", help="train/check: the run id (default: a new one for train, the newest run for check)"
-    )
-    common.add_argument("--steps", type=int, help="training steps (default: 20 locally, the stack's trainSteps on aws)")
-    common.add_argument(
-        "--num-workers", type=int, help="training workers (default: 2 locally, the stack's trainNumWorkers on aws)"
-    )
-    common.add_argument(
-        "--use-gpu", action="store_true", help="local: train on this machine's GPUs with NCCL (default: CPU with gloo)"
-    )
-    common.add_argument("--project-dir", type=Path, default=PROJECT_DIR, help=argparse.SUPPRESS)
+HELPS = {
+    "preflight": "check AWS (or this machine) before any change",
+    "preview": "show what `up` would change",
+    "up": "create or update the stack",
+    "verify": "check the cluster: GPU/EFA nodes, device plugins, KubeRay, the RayCluster",
+    "train": "submit the training job from inside the Ray head pod and follow it",
+    "check": "assert from the workers' NCCL logs that collectives went over EFA",
+    "destroy": "delete the stack's resources",
+    "run": "all steps in order, stopping at the first failure",
+    "status": "what exists now",
+    "render": "list the resources the Pulumi program declares (offline, no CLI)",
+}
+# The flags each command takes (every command also takes --json); a flag a command lacks is an
+# argparse error ("unrecognized arguments"), never silently ignored.
+TARGET_FLAGS = ("stack", "target")
+COMMAND_FLAGS: dict[str, tuple[str, ...]] = {
+    "preflight": (*TARGET_FLAGS, "num_workers", "use_gpu"),
+    "preview": TARGET_FLAGS,
+    "up": (*TARGET_FLAGS, "yes"),
+    "verify": (*TARGET_FLAGS, "kubeconfig"),
+    "train": (*TARGET_FLAGS, "kubeconfig", "run_id", "steps", "num_workers"),
+    "check": (*TARGET_FLAGS, "kubeconfig", "run_id"),
+    "destroy": (*TARGET_FLAGS, "yes"),
+    "run": (*TARGET_FLAGS, "plan", "yes", "kubeconfig", "run_id", "steps", "num_workers", "use_gpu"),
+    "status": (*TARGET_FLAGS, "kubeconfig"),
+    "render": ("stack",),
+}
+# What a command that lacks a flag sees for it, so the code reads every attribute the same way.
+FLAG_DEFAULTS = {
+    "stack": None,
+    "target": None,
+    "plan": False,
+    "yes": False,
+    "kubeconfig": None,
+    "run_id": None,
+    "steps": None,
+    "num_workers": None,
+    "use_gpu": False,
+}
 
+
+def stack_name(text: str) -> str:
+    if not text.strip():
+        raise argparse.ArgumentTypeError(
+            "an empty name is no stack: pass one (e.g. us-west-2, from Pulumi.us-west-2.yaml), "
+            "or leave --stack out to run locally"
+        )
+    return text
+
+
+def whole_number(text: str) -> int:
+    """A count of 1 or more; 0 is refused rather than read as "the default"."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number: pass a whole number >= 1") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"{value} is below 1: pass a whole number >= 1, or leave the flag out")
+    return value
+
+
+def run_id(text: str) -> str:
+    """A run id the training module accepts (workloads/config.py, `_RUN_ID`): it names directories."""
+    from workloads.config import _RUN_ID
+
+    if not _RUN_ID.match(text):
+        raise argparse.ArgumentTypeError(
+            f"{text!r} is not a run id: use letters, digits, '.', '_' or '-' (at most 63, no '/'), "
+            "starting with a letter or digit"
+        )
+    return text
+
+
+def _add_flag(p: argparse.ArgumentParser, name: str) -> None:
+    adders = {
+        "stack": lambda: p.add_argument(
+            "--stack", type=stack_name, help="Pulumi stack (one per region, e.g. us-west-2); implies --target aws"
+        ),
+        "target": lambda: p.add_argument(
+            "--target", choices=("aws", "local"), help="where to run (default: local without --stack, aws with one)"
+        ),
+        "plan": lambda: p.add_argument("--plan", action="store_true", help="aws: stop after preview (no change)"),
+        "yes": lambda: p.add_argument("--yes", action="store_true", help="do not ask before changes that cost money"),
+        "kubeconfig": lambda: p.add_argument(
+            "--kubeconfig", type=Path, help="aws: use this kubeconfig instead of the stack's `kubeconfig` output"
+        ),
+        "run_id": lambda: p.add_argument(
+            "--run-id", type=run_id, help="the run id (default: a new one for train/run, the newest run for check)"
+        ),
+        "steps": lambda: p.add_argument(
+            "--steps", type=whole_number, help="training steps (default: 20 locally, the stack's trainSteps on aws)"
+        ),
+        "num_workers": lambda: p.add_argument(
+            "--num-workers",
+            type=whole_number,
+            help="training workers (default: 2 locally, the stack's trainNumWorkers on aws)",
+        ),
+        "use_gpu": lambda: p.add_argument(
+            "--use-gpu", action="store_true", help="local: train on this machine's GPUs with NCCL (default: CPU, gloo)"
+        ),
+    }
+    adders[name]()
+
+
+def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="python -m automation",
         description="Provision, verify and use an EKS cluster for Ray Train over EFA, or run the same job locally.",
     )
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
-    helps = {
-        "preflight": "check AWS (or this machine) before any change",
-        "preview": "show what `up` would change",
-        "up": "create or update the stack",
-        "verify": "check the cluster: GPU/EFA nodes, device plugins, KubeRay, the RayCluster",
-        "train": "submit the training job from inside the Ray head pod and follow it",
-        "check": "assert from the workers' NCCL logs that collectives went over EFA",
-        "destroy": "delete the stack's resources",
-        "run": "all steps in order, stopping at the first failure",
-        "status": "what exists now",
-        "render": "list the resources the Pulumi program declares (offline, no CLI)",
-    }
     for name in COMMANDS:
-        sub.add_parser(name, parents=[common], help=helps[name], description=helps[name])
+        p = sub.add_parser(name, help=HELPS[name], description=HELPS[name])
+        for flag in COMMAND_FLAGS[name]:
+            _add_flag(p, flag)
+        p.add_argument("--json", action="store_true", help="print one JSON document on stdout and nothing else")
+        p.add_argument("--project-dir", type=Path, default=PROJECT_DIR, help=argparse.SUPPRESS)
+        p.set_defaults(**{k: v for k, v in FLAG_DEFAULTS.items() if k not in COMMAND_FLAGS[name]})
     return parser
+
+
+def parse(parser: argparse.ArgumentParser, argv: Sequence[str] | None) -> argparse.Namespace:
+    """`parser.parse_args`, except that a flag the command does not take is named with the flags it does."""
+    args, extra = parser.parse_known_args(argv)
+    if extra:
+        command_parser = parser._subparsers._group_actions[0].choices[args.command]  # noqa: SLF001
+        takes = ", ".join(a.option_strings[0] for a in command_parser._actions if a.help != argparse.SUPPRESS)  # noqa: SLF001
+        command_parser.error(f"unrecognized arguments: {' '.join(extra)} (`{args.command}` takes {takes})")
+    return args
 
 
 def resolve_target(args: argparse.Namespace) -> str:
@@ -86,10 +170,8 @@ def resolve_target(args: argparse.Namespace) -> str:
     if target == "aws" and not args.stack:
         from infra.config import known_stacks
 
-        raise DriverError(
-            f"--target aws needs --stack NAME: known stacks are {', '.join(known_stacks(args.project_dir)) or '(none)'}",
-            exit_code=2,
-        )
+        known = ", ".join(known_stacks(args.project_dir)) or "(none)"
+        raise DriverError(f"--target aws needs --stack NAME: known stacks are {known}", exit_code=2)
     if target == "local" and args.stack:
         raise DriverError(
             f"--stack {args.stack} is an AWS stack: leave out --target local, or drop --stack", exit_code=2
@@ -100,7 +182,23 @@ def resolve_target(args: argparse.Namespace) -> str:
             f"use `python -m automation run --target local`, or pass --stack NAME for AWS",
             exit_code=2,
         )
+    check_target_flags(args, target)
     return target
+
+
+# Flags that exist for one target only: (flag, its attribute, the target it is for, what to do instead).
+ONE_TARGET_FLAGS = (
+    ("--plan", "plan", "aws", "the local target has no preview and changes nothing in the cloud: leave out --plan"),
+    ("--kubeconfig", "kubeconfig", "aws", "the local target talks to its own Ray head: leave out --kubeconfig"),
+    ("--use-gpu", "use_gpu", "local", "on AWS the stack's GPU nodes train (trainGpusPerWorker): leave out --use-gpu"),
+)
+
+
+def check_target_flags(args: argparse.Namespace, target: str) -> None:
+    """Refuse a flag meant for the other target before anything starts (no cloud call, no Ray)."""
+    for flag, attr, meant_for, instead in ONE_TARGET_FLAGS:
+        if getattr(args, attr) and target != meant_for:
+            raise DriverError(f"{flag} is for --target {meant_for}, this is --target {target}: {instead}", exit_code=2)
 
 
 def _on_sigterm(signum, frame):  # noqa: ANN001
@@ -146,8 +244,7 @@ def run_steps(args: argparse.Namespace, ui: Any, started: list) -> int:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = build_parser()
-    args = parser.parse_args(argv)
+    args = parse(build_parser(), argv)
     from automation.ui import Ui
 
     ui = Ui(json_mode=args.json)

@@ -23,6 +23,7 @@ class RunReport:
     transport: dict | None = None  # TransportVerdict.to_dict()
     cost: CostEstimate | None = None
     notes: tuple[str, ...] = field(default_factory=tuple)
+    files: str | None = None  # where the run's files are (summary, NCCL logs), when it wrote any
 
     @property
     def ok(self) -> bool:
@@ -54,6 +55,7 @@ class RunReport:
             "cost": self.cost.to_dict() if self.cost else None,
             "cost_per_hour": self.cost.text() if self.cost else "n/a",
             "notes": list(self.notes),
+            "files": self.files,
         }
 
 
@@ -71,6 +73,7 @@ def build_report(target: Target, result: PipelineResult, command: str) -> RunRep
         transport=check.data.to_dict() if check is not None and check.data is not None else None,
         cost=target.cost(command),
         notes=tuple(target.notes),
+        files=target.files(result) if result.result("train") is not None else None,
     )
 
 
@@ -113,6 +116,8 @@ def render(report: RunReport, console: Any) -> None:
 
     for note in report.notes:
         console.print(f"[yellow]note:[/] {note}")
+    if report.files:
+        console.print(f"[bold]files:[/] {report.files}")
     if report.training is None and report.transport is None and report.cost is None:
         _advice(report, console)
         return

@@ -74,7 +74,10 @@ def check_credentials(sts: Any) -> tuple[Finding, str | None]:
         ident = sts.get_caller_identity()
     except NoCredentialsError:
         return Finding(
-            "credentials", "fail", "no AWS credentials found", "aws configure  (or export AWS_PROFILE=<profile>)"
+            "credentials",
+            "fail",
+            "no AWS credentials found",
+            "aws configure  (or export AWS_PROFILE=<profile>); `python -m automation run` runs locally without AWS",
         ), None
     except (ClientError, BotoCoreError) as e:
         return Finding(

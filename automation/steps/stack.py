@@ -20,7 +20,8 @@ PULUMI_INSTALL_URL = "https://www.pulumi.com/docs/install/"
 PULUMI_MISSING = (
     "the pulumi CLI is not installed (the Automation API runs it): install it from "
     f"{PULUMI_INSTALL_URL} (curl -fsSL https://get.pulumi.com | sh), log in (pulumi login), then run this again; "
-    "`python -m automation render --stack NAME` works without it"
+    "`python -m automation render --stack NAME` works without it, and `python -m automation run` "
+    "(no --stack) runs the same job locally"
 )
 
 

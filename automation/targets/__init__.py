@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Protocol
 
 if TYPE_CHECKING:
     from automation.cost import CostEstimate
-    from automation.pipeline import Advice, Prior, StepResult
+    from automation.pipeline import Advice, PipelineResult, Prior, StepResult
     from automation.steps.check import TransportVerdict
     from automation.steps.train import TrainArgs, TrainOutcome
 
@@ -55,6 +55,10 @@ class Target(Protocol):
         ...
 
     def cost(self, command: str) -> CostEstimate | None: ...
+
+    def files(self, result: PipelineResult) -> str:
+        """Where the run's files are (its summary, its NCCL logs), for a run that reached `train`."""
+        ...
 
     def close(self) -> None:
         """Stop whatever this run started and must not outlive it; idempotent."""

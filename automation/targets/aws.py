@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import os
 import shutil
 import sys
 import tempfile
@@ -20,7 +21,7 @@ from typing import Any
 from automation.cost import CostEstimate, estimate
 from automation.errors import DriverError
 from automation.kube import KubeApi, parse_kubeconfig, read_kubeconfig_file
-from automation.pipeline import Advice, Prior, StepResult
+from automation.pipeline import Advice, PipelineResult, Prior, StepResult
 from automation.steps import stack as pulumi_steps
 from automation.steps.check import TransportVerdict, assert_transport, collect_logs
 from automation.steps.preflight import AwsClients, run_preflight
@@ -51,8 +52,16 @@ class AwsDeps:
     @classmethod
     def real(cls, cfg: Any, project_dir: Path) -> AwsDeps:
         import boto3
+        from botocore.exceptions import ProfileNotFound
 
-        session = boto3.Session(region_name=cfg.region)
+        try:
+            session = boto3.Session(region_name=cfg.region)
+        except ProfileNotFound as e:
+            raise DriverError(
+                f"AWS_PROFILE={os.environ.get('AWS_PROFILE', '')!r}: {e}: pick one of `aws configure list-profiles` "
+                "or unset AWS_PROFILE; `python -m automation run` (no --stack) runs the same job locally without AWS",
+                exit_code=2,
+            ) from None
         return cls(
             client=lambda name: session.client(name),
             stack=lambda: pulumi_steps.open_stack(cfg.stack, project_dir),
@@ -308,6 +317,14 @@ class AwsTarget:
 
     def where(self) -> str:
         return f" of stack {self.cfg.stack}"
+
+    def files(self, result: PipelineResult) -> str:
+        trained = result.result("train")
+        run_id = trained.data.job_id if trained is not None and trained.data is not None else self.run_id
+        return (
+            f"{CLUSTER_ROOT}/runs/{run_id} in the RayCluster's pods of stack {self.cfg.stack} "
+            "(summary.json in the head pod, nccl/ in each worker pod)"
+        )
 
     def close(self) -> None:
         """Nothing to stop: what the stack created outlives the run on purpose."""

@@ -21,7 +21,7 @@ from typing import Any
 
 from automation.errors import DriverError
 from automation.local_ray import INHERITED_ADDRESS, LocalRayCluster, client_env
-from automation.pipeline import Advice, Finding, Prior, StepResult, verdict
+from automation.pipeline import Advice, Finding, PipelineResult, Prior, StepResult, verdict
 from automation.steps.check import LOCAL_GPU_NOTE, TransportVerdict, assert_transport, not_applicable_on_cpu
 from automation.steps.train import WORKLOADS_DIR, TrainArgs, TrainOutcome, submit_local, workloads_tarball
 from automation.steps.verify import RAY_RESOURCES_SNIPPET, parse_ray_resources
@@ -265,6 +265,9 @@ class LocalTarget:
 
     def cost(self, command: str) -> None:
         return None
+
+    def files(self, result: PipelineResult) -> str:
+        return f"{self.plan.train_args().run_dir} (summary.json, nccl/)"
 
     def close(self) -> None:
         if self._inherited_address is not None:
