@@ -6,6 +6,7 @@
     python -m automation run --stack us-west-2 --yes        # preflight, preview, up, verify, train, check
     python -m automation destroy --stack us-west-2
     python -m automation render --stack us-west-2           # the resources the program declares, offline
+    python -m automation clean --keep 3                     # delete local runs/ but the newest 3
 
 `--target` defaults to `local` without `--stack` and to `aws` with one. Every error is one line
 on stderr and a non-zero exit: 2 for bad input, 1 for a failed step, 130 when interrupted.
@@ -27,10 +28,14 @@ from typing import Any
 from automation.errors import DriverError
 
 PROJECT_DIR = Path(__file__).resolve().parent.parent
-COMMANDS = ("preflight", "preview", "up", "verify", "train", "check", "destroy", "run", "status", "render")
-LOCAL_COMMANDS = ("preflight", "run", "status")
+COMMANDS = ("preflight", "preview", "up", "verify", "train", "check", "destroy", "run", "status", "render", "clean")
+LOCAL_COMMANDS = ("preflight", "run", "status", "clean")
 # Commands that are not pipeline steps: a module under automation/commands/ with `run(args, ui) -> int`.
-STANDALONE = {"render": "automation.commands.render", "status": "automation.commands.status"}
+STANDALONE = {
+    "render": "automation.commands.render",
+    "status": "automation.commands.status",
+    "clean": "automation.commands.clean",
+}
 TARGETS = {"aws": "automation.targets.aws", "local": "automation.targets.local"}
 
 
@@ -45,6 +50,7 @@ HELPS = {
     "run": "all steps in order, stopping at the first failure",
     "status": "what exists now",
     "render": "list the resources the Pulumi program declares (offline, no CLI)",
+    "clean": "delete the local runs' directories under ./runs, keeping the newest --keep",
 }
 # The flags each command takes (every command also takes --json); a flag a command lacks is an
 # argparse error ("unrecognized arguments"), never silently ignored.
@@ -60,6 +66,7 @@ COMMAND_FLAGS: dict[str, tuple[str, ...]] = {
     "run": (*TARGET_FLAGS, "plan", "yes", "kubeconfig", "run_id", "steps", "num_workers", "use_gpu"),
     "status": (*TARGET_FLAGS, "kubeconfig"),
     "render": ("stack",),
+    "clean": ("keep", "yes"),
 }
 # What a command that lacks a flag sees for it, so the code reads every attribute the same way.
 FLAG_DEFAULTS = {
@@ -72,6 +79,7 @@ FLAG_DEFAULTS = {
     "steps": None,
     "num_workers": None,
     "use_gpu": False,
+    "keep": 0,
 }
 
 
@@ -92,6 +100,17 @@ def whole_number(text: str) -> int:
         raise argparse.ArgumentTypeError(f"{text!r} is not a whole number: pass a whole number >= 1") from None
     if value < 1:
         raise argparse.ArgumentTypeError(f"{value} is below 1: pass a whole number >= 1, or leave the flag out")
+    return value
+
+
+def count(text: str) -> int:
+    """A count of 0 or more."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number: pass a whole number >= 0") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"{value} is below 0: pass a whole number >= 0")
     return value
 
 
@@ -130,6 +149,9 @@ def _add_flag(p: argparse.ArgumentParser, name: str) -> None:
             "--num-workers",
             type=whole_number,
             help="training workers (default: 2 locally, the stack's trainNumWorkers on aws)",
+        ),
+        "keep": lambda: p.add_argument(
+            "--keep", type=count, default=0, help="clean: how many of the newest runs to keep (default: 0)"
         ),
         "use_gpu": lambda: p.add_argument(
             "--use-gpu", action="store_true", help="local: train on this machine's GPUs with NCCL (default: CPU, gloo)"

@@ -47,8 +47,9 @@ class Ui:
     def step_finished(self, timed: Timed) -> None:
         self._stop_status()
         r = timed.result
+        first = r.summary.splitlines()[0] if r.summary else ""
         self.console.print(
-            f"[{_STYLE[r.status]}]{r.status:>4}[/] [bold]{r.step}[/] ({timed.seconds:.1f} s) {escape(r.summary.splitlines()[0] if r.summary else '')}"
+            f"[{_STYLE[r.status]}]{r.status:>4}[/] [bold]{r.step}[/] ({timed.seconds:.1f} s) {escape(first)}"
         )
         if r.findings:
             self.findings(r)
@@ -80,3 +81,12 @@ class Ui:
 
     def close(self) -> None:
         self._stop_status()
+
+
+def tty_confirm(question: str) -> bool:
+    """Ask `question` on the terminal; without one, a bad-input error that says to pass --yes."""
+    from automation.errors import DriverError
+
+    if not sys.stdin.isatty():
+        raise DriverError(f"{question} — no terminal to ask on: pass --yes to go ahead", exit_code=2)
+    return input(f"{question} [y/N] ").strip().lower() in ("y", "yes")

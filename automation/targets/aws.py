@@ -11,7 +11,6 @@ import dataclasses
 import math
 import os
 import shutil
-import sys
 import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -27,16 +26,11 @@ from automation.steps.check import TransportVerdict, assert_transport, collect_l
 from automation.steps.preflight import AwsClients, run_preflight
 from automation.steps.train import CLUSTER_ROOT, TrainArgs, TrainOutcome, submit_on_head
 from automation.steps.verify import expectations_from, head_pod_name, verify_cluster
+from automation.ui import tty_confirm
 
 PIPELINE = ("preflight", "preview", "up", "verify", "train", "check")
 GPU_AZ_KEY = "ray-efa-eks:gpuAvailabilityZone"
 PLAN = ("preflight", "preview")
-
-
-def _tty_confirm(question: str) -> bool:
-    if not sys.stdin.isatty():
-        raise DriverError(f"{question} — no terminal to ask on: pass --yes to go ahead", exit_code=2)
-    return input(f"{question} [y/N] ").strip().lower() in ("y", "yes")
 
 
 @dataclass
@@ -46,7 +40,7 @@ class AwsDeps:
     client: Callable[[str], Any]  # boto3 client by service name, in the stack's region
     stack: Callable[[], pulumi_steps.StackLike]
     kube: Callable[[dict], Any]  # kubeconfig dict -> KubeApi-like (reads + exec)
-    confirm: Callable[[str], bool] = _tty_confirm
+    confirm: Callable[[str], bool] = tty_confirm
     pricing: Callable[[], Any] | None = None
 
     @classmethod

@@ -28,6 +28,7 @@ from automation.steps.verify import RAY_RESOURCES_SNIPPET, parse_ray_resources
 
 RESUME = "python -m automation run --target local"
 PIPELINE = ("preflight", "start", "verify", "train", "check")
+RUNS_DIR = "runs"  # each run's directory goes under it, relative to where the driver runs
 
 
 @dataclass(frozen=True)
@@ -285,7 +286,7 @@ def from_args(args: Any, ui: Any) -> LocalTarget:
 
     plan = LocalPlan(
         run_id=args.run_id or new_run_id(),
-        runs_root=Path.cwd() / "runs",
+        runs_root=Path.cwd() / RUNS_DIR,
         steps=args.steps or LocalPlan.steps,
         num_workers=args.num_workers or LocalPlan.num_workers,
         use_gpu=bool(getattr(args, "use_gpu", False)),
