@@ -14,6 +14,7 @@ import os
 import subprocess
 import sys
 import tarfile
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -147,6 +148,22 @@ def ray_resources(gcs_address: str, timeout_s: float = 120) -> dict[str, float]:
         ) from None
 
 
+def read_resources(
+    gcs_address: str, attempts: int = 3, pause_s: float = 2.0, read: Callable[[str], dict] = ray_resources
+) -> dict[str, float]:
+    """`ray_resources`, tried `attempts` times: on a loaded machine the raylet of a head that has only just
+    started can drop the reader's registration ("Failed to register worker to Raylet: ... End of file")."""
+    for _ in range(attempts - 1):
+        try:
+            return read(gcs_address)
+        except DriverError:
+            time.sleep(pause_s)
+    try:
+        return read(gcs_address)
+    except DriverError as e:
+        raise DriverError(f"{e} (tried {attempts} times, {pause_s:g} s apart)") from None
+
+
 def check_resources(resources: dict[str, float], plan: LocalPlan) -> StepResult:
     rows = [
         Finding(
@@ -230,7 +247,7 @@ class LocalTarget:
         )
 
     def verify(self, prior: Prior) -> StepResult:
-        return check_resources(ray_resources(self._cluster().gcs_address), self.plan)
+        return check_resources(read_resources(self._cluster().gcs_address), self.plan)
 
     def train_args(self) -> TrainArgs:
         return self.plan.train_args()
