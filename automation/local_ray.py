@@ -1,8 +1,15 @@
 """A Ray head on 127.0.0.1 that this process starts, owns and stops, leaving no Ray process behind.
 
+Every Ray port listens on 127.0.0.1 only: Ray's servers bind to loopback when the node's address is
+127.0.0.1, and `ray start` keeps that address only when Ray believes it runs alone
+(RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER=0); otherwise it swaps loopback for the host's own address and
+its GCS, raylet, agents and workers listen on every interface, unauthenticated.
+
 `ray stop` would kill every Ray process of the user on the machine, including clusters that other
 programs started; so the head runs as `ray start --head --block` in its own session and temp dir,
-and stopping it signals that session, then ends any process still naming the temp dir, by pid.
+and stopping it signals the process groups of that process's whole tree at once (the job server
+starts each job's entrypoint in a group of its own), kills what is left after a short grace, and
+only then sweeps for any process still naming the temp dir.
 """
 
 from __future__ import annotations
@@ -20,7 +27,13 @@ import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
 
+import psutil
+
 from automation.errors import DriverError
+
+# Set by the shell for `ray.init()` to join a cluster; inherited by the head, the job's `ray.init()`
+# would try to join that cluster instead of this one and give up after a GCS timeout.
+INHERITED_ADDRESS = "RAY_ADDRESS"
 
 
 def free_port() -> int:
@@ -83,6 +96,51 @@ def head_command(temp_dir: str, ports: HeadPorts, num_cpus: int, num_gpus: int) 
     ]
 
 
+def head_env(environ: dict[str, str]) -> dict[str, str]:
+    """The head's environment: `environ` without RAY_ADDRESS, with every Ray server bound to loopback.
+
+    RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER=0 makes `ray start` keep --node-ip-address 127.0.0.1
+    (ray python/ray/_private/services.py, `resolve_ip_for_localhost` and `get_node_ip_address`), and
+    a node address of 127.0.0.1 makes Ray's gRPC servers listen on 127.0.0.1 instead of 0.0.0.0
+    (ray src/ray/rpc/grpc_server.cc, `GrpcServer::Run` with `listen_to_localhost_only`;
+    https://github.com/ray-project/ray/blob/master/src/ray/rpc/grpc_server.cc).
+    tests/integration/test_driver_local.py lists the sockets to prove it.
+    """
+    env = {k: v for k, v in environ.items() if k != INHERITED_ADDRESS}
+    env.update(RAY_USAGE_STATS_ENABLED="0", RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER="0")
+    return env
+
+
+def client_env(environ: dict[str, str], gcs_address: str) -> dict[str, str]:
+    """The environment of a process that joins the head at `gcs_address` (`ray.init()` with no argument).
+
+    It needs the head's loopback setting too: without it Ray looks for this node's raylet at the
+    host's own address and waits for one that never comes.
+    """
+    return dict(head_env(environ), RAY_ADDRESS=gcs_address)
+
+
+def process_tree(pid: int) -> list[psutil.Process]:
+    """`pid` and every process below it, as far as they still exist."""
+    try:
+        root = psutil.Process(pid)
+        return [root, *root.children(recursive=True)]
+    except psutil.NoSuchProcess:
+        return []
+
+
+def process_groups(procs: list[psutil.Process]) -> set[int]:
+    """The process groups of `procs`, never this process's own group."""
+    groups = set()
+    for p in procs:
+        try:
+            groups.add(os.getpgid(p.pid))
+        except ProcessLookupError:
+            continue
+    groups.discard(os.getpgrp())
+    return groups
+
+
 def processes_naming(text: str) -> list[int]:
     """Pids of processes (other than this one) whose command line contains `text`.
 
@@ -126,7 +184,7 @@ class LocalRayCluster:
     def start(self) -> None:
         """Start the head and return once its job server answers; raise DriverError otherwise."""
         cmd = head_command(self.temp_dir, self.ports, self.num_cpus, self.num_gpus)
-        env = dict(os.environ, RAY_USAGE_STATS_ENABLED="0")
+        env = head_env(dict(os.environ))
         with open(self._log_path, "wb") as log:
             self._proc = subprocess.Popen(
                 cmd,
@@ -165,24 +223,29 @@ class LocalRayCluster:
     def leftover_pids(self) -> list[int]:
         return processes_naming(self.temp_dir)
 
-    def stop(self, grace_s: float = 20.0) -> None:
-        """Stop the head and every process it started; idempotent, safe to call from a signal handler path."""
+    def stop(self, grace_s: float = 3.0) -> None:
+        """Stop the head and every process it started, within about `grace_s` + 5 s; idempotent.
+
+        The process groups of the head's whole tree get SIGTERM at once (a graceful `ray start`
+        shutdown, child by child, takes 10-20 s while the training job keeps running), then SIGKILL
+        for whatever is still alive after `grace_s`.
+        """
         proc = self._proc
-        if proc is not None and proc.poll() is None:
-            # Only the `ray start --block` process: on SIGTERM it shuts its own children down in
-            # order; signalling the whole group at once leaves it waiting on dead children.
-            _signal(proc.pid, signal.SIGTERM)
-            try:
-                proc.wait(timeout=grace_s)
-            except subprocess.TimeoutExpired:
-                _kill_group(proc.pid)
-                proc.wait(timeout=5)
-        # Workers and agents that re-parented or left the session still carry the temp dir in argv.
-        deadline = time.monotonic() + grace_s
-        while (pids := self.leftover_pids()) and time.monotonic() < deadline:
-            for pid in pids:
-                _signal(pid, signal.SIGTERM)
-            time.sleep(0.5)
+        if proc is not None:
+            tree = process_tree(proc.pid)
+            groups = process_groups(tree)
+            for group in groups:
+                _signal_group(group, signal.SIGTERM)
+            _, alive = psutil.wait_procs(tree, timeout=grace_s)
+            for group in process_groups(alive) & groups:
+                _signal_group(group, signal.SIGKILL)
+            for p in alive:
+                _kill(p)
+            psutil.wait_procs(alive, timeout=5)
+            if proc.poll() is None:
+                proc.kill()
+            proc.wait(timeout=5)
+        # A process that left the tree before the stop (its parent died) still names the temp dir.
         for pid in self.leftover_pids():
             _signal(pid, signal.SIGKILL)
         self._proc = None
@@ -200,10 +263,17 @@ class LocalRayCluster:
         self.stop()
 
 
-def _kill_group(pgid: int) -> None:
+def _signal_group(pgid: int, sig: int) -> None:
     try:
-        os.killpg(pgid, signal.SIGKILL)
-    except ProcessLookupError:
+        os.killpg(pgid, sig)
+    except (ProcessLookupError, PermissionError):
+        pass
+
+
+def _kill(p: psutil.Process) -> None:
+    try:
+        p.kill()
+    except psutil.NoSuchProcess:
         pass
 
 

@@ -1,13 +1,16 @@
 """report: one summary of a run (step timings, throughput, MFU, loss, transport verdict, cost per hour),
-as a human table and as JSON."""
+built the same way for every target, as a human table and as JSON."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from automation.cost import CostEstimate
 from automation.pipeline import PipelineResult
+
+if TYPE_CHECKING:
+    from automation.targets import Target
 
 
 @dataclass(frozen=True)
@@ -20,6 +23,7 @@ class RunReport:
     transport: dict | None = None  # TransportVerdict.to_dict()
     cost: CostEstimate | None = None
     notes: tuple[str, ...] = field(default_factory=tuple)
+    files: str | None = None  # where the run's files are (summary, NCCL logs), when it wrote any
 
     @property
     def ok(self) -> bool:
@@ -51,7 +55,40 @@ class RunReport:
             "cost": self.cost.to_dict() if self.cost else None,
             "cost_per_hour": self.cost.text() if self.cost else "n/a",
             "notes": list(self.notes),
+            "files": self.files,
         }
+
+
+def build_report(target: Target, result: PipelineResult, command: str) -> RunReport:
+    """The report of `command`'s run on `target`: call it after the target is closed, so its notes are all in."""
+    train = result.result("train")
+    check = result.result("check")
+    outcome = train.data if train is not None else None
+    return RunReport(
+        target=target.name,
+        stack=target.stack_name,
+        pipeline=result,
+        training=getattr(outcome, "summary", None),
+        job_id=getattr(outcome, "job_id", None),
+        transport=check.data.to_dict() if check is not None and check.data is not None else None,
+        cost=target.cost(command),
+        notes=tuple(target.notes),
+        files=target.files(result) if result.result("train") is not None else None,
+    )
+
+
+def show(report: RunReport, ui: Any, files: dict[str, str | None] | None = None) -> int:
+    """Print the report (JSON or tables) with where its HTML report and metrics are (``files``), and
+    return the exit code: 0 when every step passed, else 1."""
+    files = files or {}
+    if ui.json_mode:
+        ui.emit_json({**report.to_dict(), **files})
+    else:
+        from automation.commands.report import announce
+
+        render(report, ui.console)
+        announce(files, ui)
+    return 0 if report.ok else 1
 
 
 def _fmt(v: Any, spec: str = "") -> str:
@@ -84,6 +121,8 @@ def render(report: RunReport, console: Any) -> None:
 
     for note in report.notes:
         console.print(f"[yellow]note:[/] {note}")
+    if report.files:
+        console.print(f"[bold]files:[/] {report.files}")
     if report.training is None and report.transport is None and report.cost is None:
         _advice(report, console)
         return

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from automation.errors import DriverError
-from automation.launch import CLUSTER_ROOT
+from automation.job import CLUSTER_ROOT
 from automation.pipeline import StepResult
 
 # One failure loses at most this many steps of the whole cluster's work (the steps since the last

@@ -39,7 +39,7 @@ class Ui:
             self._status.update(f"[bold]{self._current}[/] {escape(text[:120])}")
 
     def log(self, text: str) -> None:
-        from automation.launch import worth_showing
+        from automation.steps.train import worth_showing
         from workloads.metrics import parse_echo
 
         record = parse_echo(text)
@@ -53,8 +53,9 @@ class Ui:
     def step_finished(self, timed: Timed) -> None:
         self._stop_status()
         r = timed.result
+        first = r.summary.splitlines()[0] if r.summary else ""
         self.console.print(
-            f"[{_STYLE[r.status]}]{r.status:>4}[/] [bold]{r.step}[/] ({timed.seconds:.1f} s) {escape(r.summary.splitlines()[0] if r.summary else '')}"
+            f"[{_STYLE[r.status]}]{r.status:>4}[/] [bold]{r.step}[/] ({timed.seconds:.1f} s) {escape(first)}"
         )
         if r.findings:
             self.findings(r)
@@ -131,3 +132,12 @@ class TrainBar:
 
     def stop(self) -> None:
         self.progress.stop()
+
+
+def tty_confirm(question: str) -> bool:
+    """Ask `question` on the terminal; without one, a bad-input error that says to pass --yes."""
+    from automation.errors import DriverError
+
+    if not sys.stdin.isatty():
+        raise DriverError(f"{question} — no terminal to ask on: pass --yes to go ahead", exit_code=2)
+    return input(f"{question} [y/N] ").strip().lower() in ("y", "yes")

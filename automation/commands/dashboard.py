@@ -59,7 +59,7 @@ class Cluster:
 
 def open_cluster(args: argparse.Namespace, deps: Any = None) -> Cluster:
     """The stack's cluster: its kubeconfig from --kubeconfig or the stack's output, as `train` finds it."""
-    from automation import pulumi_steps
+    from automation.steps import stack as pulumi_steps
     from automation.targets.aws import AwsDeps, AwsTarget, load_config
 
     cfg = load_config(args.stack, args.project_dir)

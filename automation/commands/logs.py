@@ -19,7 +19,7 @@ from typing import Any
 
 from automation.commands.dashboard import Cluster, add_cluster_flags, open_cluster
 from automation.errors import DriverError
-from automation.launch import HEAD_JOB_SERVER, strip_ansi
+from automation.steps.train import HEAD_JOB_SERVER, strip_ansi
 from workloads.nccl_check import run_marker
 
 HELP = "follow a running job's driver output, or one Ray Train worker's log (--worker N)"

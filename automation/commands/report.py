@@ -123,7 +123,7 @@ def nccl_verdict(run: RunData, required: bool = True) -> dict:
             f"(`python -m automation report {run.run_id} --stack S`) or pass --no-verdict",
             exit_code=2,
         )
-    from automation.check import assert_transport
+    from automation.steps.check import assert_transport
 
     require = "efa" if (run.driver or {}).get("target") == "aws" else "any"
     return assert_transport(files, require, run.run_id).to_dict()
@@ -358,8 +358,8 @@ def _fetch(cluster: Any, pod: str, run_dir: str, names: tuple[str, ...], dest: P
 def fetch_run(cluster: Any, run_id: str, dest: Path) -> Path:
     """Copy a run's files from the cluster's pods into `dest`: the summary from the head pod (the
     job's driver runs there), metrics and run info from the pod of rank 0, NCCL logs from every worker."""
-    from automation.check import collect_logs
-    from automation.launch import CLUSTER_ROOT
+    from automation.job import CLUSTER_ROOT
+    from automation.steps.check import collect_logs
 
     run_dir = f"{CLUSTER_ROOT}/runs/{run_id}"
     head, workers = cluster.head_pod(), cluster.pods("worker")

@@ -1,4 +1,4 @@
-"""The AWS target: preflight, preview, up, verify, train and check against one Pulumi stack.
+"""The AWS target: what the steps do against one Pulumi stack, its EKS cluster and its RayCluster.
 
 Every outside system comes through `AwsDeps` (boto3 clients, the Pulumi stack, the Kubernetes API,
 the confirmation prompt), so tests hand in moto clients, a fake stack and recorded API objects while
@@ -8,36 +8,31 @@ the real path uses boto3, the Automation API and the kubernetes client.
 from __future__ import annotations
 
 import dataclasses
+import os
 import shutil
-import sys
 import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from automation import pulumi_steps
-from automation.check import assert_transport, check_result, collect_logs
 from automation.cost import CostEstimate, estimate
 from automation.errors import DriverError
 from automation.job import CLUSTER_ROOT, cluster_job, one_node_note
 from automation.kube import KubeApi, parse_kubeconfig, read_kubeconfig_file
-from automation.launch import submit_on_head, train_result
-from automation.pipeline import Advice, Prior, Step, StepResult
-from automation.preflight import AwsClients, run_preflight
+from automation.pipeline import Advice, PipelineResult, Prior, StepResult
+from automation.steps import stack as pulumi_steps
+from automation.steps.check import TransportVerdict, assert_transport, collect_logs
+from automation.steps.preflight import AwsClients, run_preflight
+from automation.steps.train import TrainOutcome, submit_on_head
+from automation.steps.verify import expectations_from, head_pod_name, verify_cluster
 from automation.storage import Durability, Identity, kept_bucket_line, require_run, run_locations, verify_storage
-from automation.verify import expectations_from, head_pod_name, verify_cluster
-from workloads.config import new_run_id
+from automation.ui import tty_confirm
+from workloads.config import TrainConfig, new_run_id
 
 PIPELINE = ("preflight", "preview", "up", "verify", "train", "check")
 GPU_AZ_KEY = "ray-efa-eks:gpuAvailabilityZone"
 PLAN = ("preflight", "preview")
-
-
-def _tty_confirm(question: str) -> bool:
-    if not sys.stdin.isatty():
-        raise DriverError(f"{question} — no terminal to ask on: pass --yes to go ahead", exit_code=2)
-    return input(f"{question} [y/N] ").strip().lower() in ("y", "yes")
 
 
 @dataclass
@@ -47,14 +42,22 @@ class AwsDeps:
     client: Callable[[str], Any]  # boto3 client by service name, in the stack's region
     stack: Callable[[], pulumi_steps.StackLike]
     kube: Callable[[dict], Any]  # kubeconfig dict -> KubeApi-like (reads + exec)
-    confirm: Callable[[str], bool] = _tty_confirm
+    confirm: Callable[[str], bool] = tty_confirm
     pricing: Callable[[], Any] | None = None
 
     @classmethod
     def real(cls, cfg: Any, project_dir: Path) -> AwsDeps:
         import boto3
+        from botocore.exceptions import ProfileNotFound
 
-        session = boto3.Session(region_name=cfg.region)
+        try:
+            session = boto3.Session(region_name=cfg.region)
+        except ProfileNotFound as e:
+            raise DriverError(
+                f"AWS_PROFILE={os.environ.get('AWS_PROFILE', '')!r}: {e}: pick one of `aws configure list-profiles` "
+                "or unset AWS_PROFILE; `python -m automation run` (no --stack) runs the same job locally without AWS",
+                exit_code=2,
+            ) from None
         return cls(
             client=lambda name: session.client(name),
             stack=lambda: pulumi_steps.open_stack(cfg.stack, project_dir),
@@ -77,6 +80,8 @@ def newest_run(pod_exec: Any, pod: str, namespace: str) -> str:
 
 @dataclass
 class AwsTarget:
+    """The steps' view of one stack (see automation.targets.Target and steps.stack.StackTarget)."""
+
     cfg: Any
     deps: AwsDeps
     run_id: str
@@ -95,21 +100,18 @@ class AwsTarget:
     _kube: Any = None
     _outputs: dict | None = None
     notes: list[str] = field(default_factory=list)
+    name: str = "aws"
 
-    # ---- the steps ---------------------------------------------------------------------------------
-    def steps(self, names: tuple[str, ...]) -> list[Step]:
-        table = {
-            "preflight": self.preflight,
-            "preview": self.preview,
-            "up": self.up,
-            "verify": self.verify,
-            "train": self.train,
-            "check": self.check,
-            "destroy": self.destroy,
-        }
-        return [Step(n, table[n]) for n in names]
+    @property
+    def stack_name(self) -> str:
+        return self.cfg.stack
 
-    def job(self):
+    def pipeline(self, command: str, plan: bool) -> tuple[str, ...]:
+        if command == "run":
+            return PLAN if plan else PIPELINE
+        return (command,)
+
+    def job(self) -> TrainConfig:
         """The training job of this run (the stack's train: block over the cluster's defaults), checked.
 
         A job the stack or the cluster cannot run is bad input: DriverError, exit status 2.
@@ -143,7 +145,7 @@ class AwsTarget:
         self.notes.append(text)
         self.on_note(text)
 
-    def settle_gpu_az(self, prior: Prior) -> None:
+    def before_change(self, prior: Prior) -> None:
         """Before preview/up: a stack that left gpuAvailabilityZone empty gets the AZ a passing preflight chose.
 
         The value goes into the stack with the Automation API (`pulumi config set`, which writes
@@ -175,42 +177,24 @@ class AwsTarget:
             self._stack = self.deps.stack()
         return self._stack
 
-    def preview(self, prior: Prior) -> StepResult:
-        self.settle_gpu_az(prior)
-        return pulumi_steps.preview(self.stack(), self.on_progress)
-
-    def up(self, prior: Prior) -> StepResult:
-        self.settle_gpu_az(prior)
-        previewed = prior.get("preview")
-        changes = (
-            previewed.data.line() if previewed is not None and previewed.data is not None else "changes not previewed"
-        )
-        question = (
+    def up_question(self, changes: str) -> str:
+        return (
             f"`up` on stack {self.cfg.stack} ({changes}) creates resources that cost money "
             f"({self.cfg.gpu_nodes.node_count} x {self.cfg.gpu_nodes.instance_type}). Go ahead?"
         )
-        if previewed is not None and previewed.data is not None and not previewed.data.costs_money:
-            question = ""
-        if question and not self.yes and not self.deps.confirm(question):
-            raise DriverError("not confirmed: nothing was changed (pass --yes to skip the question)")
-        c = self.deps.client
-        result = pulumi_steps.up(
-            self.stack(),
-            self.on_progress,
-            explain_failure=lambda: pulumi_steps.nodegroup_failure_cause(
-                c("eks"), c("autoscaling"), self.cfg.cluster.name
-            ),
-        )
-        self._outputs = dict(result.data.outputs) if result.data else None
-        return result
 
-    def destroy(self, prior: Prior) -> StepResult:
-        if not self.yes and not self.deps.confirm(f"destroy every resource of stack {self.cfg.stack}?"):
-            raise DriverError("not confirmed: nothing was deleted")
-        before = self.outputs()  # read first: a destroyed stack has no outputs left
-        done = pulumi_steps.destroy(self.stack(), self.on_progress)
-        kept = kept_bucket_line(before, self.cfg.storage.force_destroy)
-        return dataclasses.replace(done, summary=f"{done.summary}; {kept}") if kept else done
+    def confirm(self, question: str) -> bool:
+        return self.yes or self.deps.confirm(question)
+
+    def explain_up_failure(self) -> str:
+        c = self.deps.client
+        return pulumi_steps.nodegroup_failure_cause(c("eks"), c("autoscaling"), self.cfg.cluster.name)
+
+    def stack_changed(self, summary: pulumi_steps.ChangeSummary) -> None:
+        self._outputs = dict(summary.outputs)
+
+    def kept_on_destroy(self) -> str | None:
+        return kept_bucket_line(self.outputs(), self.cfg.storage.force_destroy)
 
     def outputs(self) -> dict:
         """The stack outputs (from this run's `up`, else the stack); {} when --kubeconfig replaces them."""
@@ -276,20 +260,22 @@ class AwsTarget:
             )
         return str(uri)
 
-    def train(self, prior: Prior) -> StepResult:
-        kube = self.kube()
-        exp = self.expectations()
-        head = head_pod_name(kube, exp)
-        args = self.job()
+    def train_args(self) -> TrainConfig:
+        """The job, made durable: checkpoints and Ray Train's state in the run bucket, retries on failure."""
         uri = self.storage_uri()
         if self.resume:
             require_run(self.deps.client("s3"), uri, self.run_id)
-        args = dataclasses.replace(args, **vars(Durability(storage_path=uri)))
+        self.notes.extend(run_locations(uri, self.run_id))
+        return dataclasses.replace(self.job(), **vars(Durability(storage_path=uri)))
+
+    def submit(self, args: TrainConfig) -> TrainOutcome:
+        kube = self.kube()
+        exp = self.expectations()
+        head = head_pod_name(kube, exp)
         # Ray keeps a finished job's id: a resumed run needs a job id of its own.
         submission_id = f"{self.run_id}-resumed-{new_run_id()}" if self.resume else None
-        self.notes.extend(run_locations(uri, self.run_id))
-        self.on_progress(f"copying workloads/ into {head} and submitting job {args.run_id}")
-        outcome = submit_on_head(
+        self.on_progress(f"copying workloads/ into {head} and submitting job {submission_id or args.run_id}")
+        return submit_on_head(
             kube.exec,
             head,
             exp.namespace,
@@ -298,9 +284,8 @@ class AwsTarget:
             env_vars={"NCCL_DEBUG": "INFO"},
             submission_id=submission_id,
         )
-        return train_result(outcome)
 
-    def check(self, prior: Prior) -> StepResult:
+    def transport(self, prior: Prior) -> tuple[TransportVerdict, str]:
         kube = self.kube()
         exp = self.expectations()
         selector = f"ray.io/cluster={exp.raycluster},ray.io/node-type=worker"
@@ -319,7 +304,7 @@ class AwsTarget:
             # Keep the run id in the local paths: the NCCL check scopes files to a run by their path.
             files = collect_logs(kube.exec, pods, exp.namespace, nccl_dir, Path(tmp) / run_id)
             self.on_progress(f"{len(files)} NCCL log files from {len(pods)} worker pods")
-            return check_result(assert_transport(files, "efa", run_id))
+            return assert_transport(files, "efa", run_id), ""
 
     # ---- after a failure ---------------------------------------------------------------------------
     def advise(self, failed: str, prior: Prior) -> Advice:
@@ -347,7 +332,45 @@ class AwsTarget:
             ),
         )
 
-    def cost(self) -> CostEstimate:
+    def interrupted(self, advice: Advice | None) -> Advice:
+        """Nothing is stopped for AWS: the cluster (or half of it) keeps running and costing money."""
+        if advice is not None:
+            return advice
+        stack = self.cfg.stack
+        return Advice(
+            f"stack {stack} may exist in part (GPU nodes cost money while they exist): "
+            f"`python -m automation status --stack {stack}` lists what is there",
+            (
+                f"resume (idempotent): python -m automation run --stack {stack}",
+                f"or tear down: python -m automation destroy --stack {stack}",
+            ),
+        )
+
+    def where(self) -> str:
+        return f" of stack {self.cfg.stack}"
+
+    def files(self, result: PipelineResult) -> str:
+        trained = result.result("train")
+        run_id = trained.data.job_id if trained is not None and trained.data is not None else self.run_id
+        return (
+            f"{CLUSTER_ROOT}/runs/{run_id} in the RayCluster's pods of stack {self.cfg.stack} "
+            "(summary.json in the head pod, nccl/ in each worker pod)"
+        )
+
+    def report_files(self, doc: dict) -> dict[str, str | None]:
+        """The run copied from the cluster into ./runs/<run id>, then its report written there."""
+        from automation.commands.report import after_aws_run
+
+        return after_aws_run(self, Path.cwd() / "runs", doc)
+
+    def close(self) -> None:
+        """Nothing to stop: what the stack created outlives the run on purpose."""
+
+    def cost(self, command: str) -> CostEstimate | None:
+        """The cluster's On-Demand price per hour after `run` or `up`; None after the other commands."""
+        return self.price() if command in ("run", "up") else None
+
+    def price(self) -> CostEstimate:
         if self.deps.pricing is None:
             return CostEstimate(None, (), "no Pricing API client")
         try:
@@ -361,17 +384,6 @@ class AwsTarget:
         return estimate(pricing, self.cfg.region, groups)
 
 
-COMMAND_STEPS = {
-    "preflight": ("preflight",),
-    "preview": ("preview",),
-    "up": ("up",),
-    "verify": ("verify",),
-    "train": ("train",),
-    "check": ("check",),
-    "destroy": ("destroy",),
-}
-
-
 def load_config(stack: str, project_dir: Path) -> Any:
     """The validated stack config; its ConfigError becomes a one-line bad-input error."""
     from infra.config import ConfigError, load_stack
@@ -382,81 +394,30 @@ def load_config(stack: str, project_dir: Path) -> Any:
         raise DriverError(str(e), exit_code=2) from None
 
 
-def run_render(args: Any, ui: Any) -> int:
-    from automation.render import format_render, render_stack
-    from infra.config import ConfigError
-
-    load_config(args.stack, args.project_dir)  # the clear message for a bad stack, before Pulumi's mocks
-    try:
-        rows = render_stack(args.stack, args.project_dir)
-    except ConfigError as e:  # what only the program checks (an empty gpuAvailabilityZone)
-        raise DriverError(str(e), exit_code=2) from None
-    if args.json:
-        ui.emit_json({"stack": args.stack, "resources": rows})
-    else:
-        ui.console.print(format_render(rows), markup=False, highlight=False, soft_wrap=True)
-    return 0
+def needs_pulumi(command: str, kubeconfig: Path | None) -> bool:
+    """Whether `command` reads or changes the stack through the Automation API (and so the pulumi CLI)."""
+    return command in ("preview", "up", "destroy", "run") or (
+        command in ("verify", "train", "check", "status") and kubeconfig is None
+    )
 
 
-def run_status(target: AwsTarget, args: Any, ui: Any) -> int:
-    """The stack's outputs and, when the cluster answers, its GPU nodes and the RayCluster's state."""
-    outputs = {} if args.kubeconfig else target.outputs()
-    doc: dict[str, Any] = {
-        "stack": target.cfg.stack,
-        "region": target.cfg.region,
-        "outputs": {k: ("[secret]" if k in pulumi_steps.SECRET_OUTPUTS else v) for k, v in outputs.items()},
-    }
-    if not args.kubeconfig and not outputs:
-        doc["cluster"] = "the stack has no outputs: nothing is up"
-    else:
-        kube = target.kube()
-        exp = target.expectations()
-        nodes = kube.list_nodes("role=gpu-worker")
-        ready = sum(
-            any(
-                c.get("type") == "Ready" and c.get("status") == "True"
-                for c in n.get("status", {}).get("conditions", [])
-            )
-            for n in nodes
-        )
-        rc = kube.get_raycluster(exp.namespace, exp.raycluster)
-        doc["cluster"] = {
-            "gpu_nodes_ready": ready,
-            "gpu_nodes": len(nodes),
-            "raycluster": f"{exp.namespace}/{exp.raycluster}",
-            "raycluster_state": rc.get("status", {}).get("state"),
-        }
-    if args.json:
-        ui.emit_json(doc)
-    else:
-        from rich.pretty import Pretty
+def from_args(args: Any, ui: Any, deps: AwsDeps | None = None) -> AwsTarget:
+    """The AWS target for the CLI's arguments: the validated stack config, the real outside world.
 
-        ui.console.print(Pretty(doc))
-    return 0
-
-
-def run_aws(args: Any, ui: Any, deps: AwsDeps | None = None) -> int:
-    """The CLI's AWS path: load and validate the stack, run the command's steps, print the report."""
-    from automation.pipeline import run_pipeline
-    from automation.report import RunReport, render
-
-    if args.command == "render":
-        return run_render(args, ui)
+    A missing pulumi CLI is reported here, before any step: preflight passing and then `preview`
+    failing would waste the user's time.
+    """
     cfg = load_config(args.stack, args.project_dir)
     if deps is None:
-        needs_pulumi = args.command in ("preview", "up", "destroy", "run") or (
-            args.command in ("verify", "train", "check", "status") and args.kubeconfig is None
-        )
-        if needs_pulumi and shutil.which("pulumi") is None:
-            # Before any step: preflight passing and then `preview` failing would waste the user's time.
+        if needs_pulumi(args.command, args.kubeconfig) and shutil.which("pulumi") is None:
             raise DriverError(pulumi_steps.PULUMI_MISSING, exit_code=2)
         deps = AwsDeps.real(cfg, args.project_dir)
-    target = AwsTarget(
+    return AwsTarget(
         cfg=cfg,
         deps=deps,
-        run_id=getattr(args, "resume", None) or args.run_id or new_run_id(),
-        run_id_given=bool(getattr(args, "resume", None) or args.run_id),
-        resume=bool(getattr(args, "resume", None)),
+        run_id=args.resume or args.run_id or new_run_id(),
+        run_id_given=bool(args.resume or args.run_id),
+        resume=bool(args.resume),
         yes=args.yes,
         kubeconfig_path=args.kubeconfig,
         steps_override=args.steps,
@@ -464,30 +425,6 @@ def run_aws(args: Any, ui: Any, deps: AwsDeps | None = None) -> int:
         on_line=ui.log,
         on_progress=ui.progress,
         on_note=ui.note,
+        # ConfigWarnings open the report's notes, before what the run itself has to say.
+        notes=list(cfg.warnings),
     )
-    if args.command == "status":
-        return run_status(target, args, ui)
-    names = (PLAN if args.plan else PIPELINE) if args.command == "run" else COMMAND_STEPS[args.command]
-    result = run_pipeline(target.steps(names), target.advise, ui.step_started, ui.step_finished)
-    train = result.result("train")
-    check = result.result("check")
-    outcome = train.data if train is not None else None
-    report = RunReport(
-        target="aws",
-        stack=cfg.stack,
-        pipeline=result,
-        training=getattr(outcome, "summary", None),
-        job_id=getattr(outcome, "job_id", None),
-        transport=check.data.to_dict() if check is not None and check.data is not None else None,
-        cost=target.cost() if args.command in ("run", "up") else None,
-        notes=tuple(cfg.warnings) + tuple(target.notes),
-    )
-    from automation.commands.report import after_aws_run, announce
-
-    files = after_aws_run(target, Path.cwd() / "runs", report.to_dict()) if train is not None else {}
-    if args.json:
-        ui.emit_json({**report.to_dict(), **files})
-    else:
-        render(report, ui.console)
-        announce(files, ui)
-    return 0 if result.ok else 1

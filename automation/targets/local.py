@@ -1,4 +1,4 @@
-"""The local target: the same training job and report without AWS, Kubernetes or the pulumi CLI.
+"""The local target: what the steps do without AWS, Kubernetes or the pulumi CLI.
 
 It starts a Ray head on 127.0.0.1 with its job server, checks that Ray's resources cover the
 workers, submits `python -m workloads.train` to that job server with `workloads/` as the
@@ -14,21 +14,24 @@ import os
 import subprocess
 import sys
 import tarfile
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from automation.check import LOCAL_GPU_NOTE, assert_transport, check_result, not_applicable_on_cpu
 from automation.errors import DriverError
 from automation.job import local_job
-from automation.launch import WORKLOADS_DIR, submit_local, train_result, workloads_tarball
-from automation.local_ray import LocalRayCluster
-from automation.pipeline import Advice, Finding, Prior, Step, StepResult, verdict
-from automation.verify import RAY_RESOURCES_SNIPPET, parse_ray_resources
+from automation.local_ray import INHERITED_ADDRESS, LocalRayCluster, client_env
+from automation.pipeline import Advice, Finding, PipelineResult, Prior, StepResult, verdict
+from automation.steps.check import LOCAL_GPU_NOTE, TransportVerdict, assert_transport, not_applicable_on_cpu
+from automation.steps.train import WORKLOADS_DIR, TrainOutcome, submit_local, workloads_tarball
+from automation.steps.verify import RAY_RESOURCES_SNIPPET, parse_ray_resources
 from workloads.config import TrainConfig
 
 RESUME = "python -m automation run --target local"
+PIPELINE = ("preflight", "start", "verify", "train", "check")
+RUNS_DIR = "runs"  # each run's directory goes under it, relative to where the driver runs
 
 
 @dataclass(frozen=True)
@@ -112,7 +115,7 @@ def _local_gpus() -> int:
 
 def ray_resources(gcs_address: str, timeout_s: float = 120) -> dict[str, float]:
     """What the running cluster advertises (ray.cluster_resources()), read in a child process."""
-    env = dict(os.environ, RAY_ADDRESS=gcs_address)
+    env = client_env(dict(os.environ), gcs_address)
     proc = subprocess.run(
         [sys.executable, "-c", RAY_RESOURCES_SNIPPET], capture_output=True, text=True, env=env, timeout=timeout_s
     )
@@ -122,6 +125,22 @@ def ray_resources(gcs_address: str, timeout_s: float = 120) -> dict[str, float]:
         raise DriverError(
             f"cannot read the local Ray cluster's resources (rc {proc.returncode}): {e} {proc.stderr.strip()[-300:]}"
         ) from None
+
+
+def read_resources(
+    gcs_address: str, attempts: int = 3, pause_s: float = 2.0, read: Callable[[str], dict] = ray_resources
+) -> dict[str, float]:
+    """`ray_resources`, tried `attempts` times: on a loaded machine the raylet of a head that has only just
+    started can drop the reader's registration ("Failed to register worker to Raylet: ... End of file")."""
+    for _ in range(attempts - 1):
+        try:
+            return read(gcs_address)
+        except DriverError:
+            time.sleep(pause_s)
+    try:
+        return read(gcs_address)
+    except DriverError as e:
+        raise DriverError(f"{e} (tried {attempts} times, {pause_s:g} s apart)") from None
 
 
 def check_resources(resources: dict[str, float], plan: LocalPlan) -> StepResult:
@@ -160,29 +179,42 @@ def nccl_files(nccl_dir: Path) -> list[Path]:
 
 @dataclass
 class LocalTarget:
-    """Builds the local steps around one LocalRayCluster, which `close()` always stops."""
+    """The steps' view of one local run around one LocalRayCluster, which `close()` always stops."""
 
     plan: LocalPlan
     on_line: Callable[[str], None] = lambda s: None
     on_progress: Callable[[str], None] = lambda s: None
+    on_note: Callable[[str], None] = lambda s: None
     cluster: LocalRayCluster | None = None
     notes: list[str] = field(default_factory=list)
+    name: str = "local"
+    stack_name: str | None = None
+    _inherited_address: str | None = None
 
-    def steps(self) -> list[Step]:
-        return [
-            Step("preflight", lambda prior: preflight_local(self.plan)),
-            Step("start", self._start),
-            Step("verify", lambda prior: check_resources(ray_resources(self._cluster().gcs_address), self.plan)),
-            Step("train", self._train),
-            Step("check", self._check),
-        ]
+    def pipeline(self, command: str, plan: bool) -> tuple[str, ...]:
+        return PIPELINE if command == "run" else ("preflight",)
+
+    def preflight(self, prior: Prior) -> StepResult:
+        return preflight_local(self.plan)
 
     def _cluster(self) -> LocalRayCluster:
         if self.cluster is None:
             raise DriverError("the local Ray cluster is not running")
         return self.cluster
 
-    def _start(self, prior: Prior) -> StepResult:
+    def note(self, text: str) -> None:
+        """A line for the user now (on_note) and again among the report's notes."""
+        self.notes.append(text)
+        self.on_note(text)
+
+    def start(self, prior: Prior) -> StepResult:
+        # The job client in this process reads it too (a GCS timeout after 40 s): out until close().
+        self._inherited_address = os.environ.pop(INHERITED_ADDRESS, None)
+        if self._inherited_address is not None:
+            self.note(
+                f"{INHERITED_ADDRESS}={self._inherited_address} from the environment is not used: the local target "
+                f"starts its own Ray head on 127.0.0.1 and leaves {INHERITED_ADDRESS} out of its processes' environment"
+            )
         gpus = int(self.plan.gpus_needed) if self.plan.use_gpu else 0
         self.cluster = LocalRayCluster(num_cpus=max(1, int(round(self.plan.cpus_needed + 0.499))), num_gpus=gpus)
         self.cluster.start()
@@ -193,28 +225,28 @@ class LocalTarget:
             data={"job_server": self.cluster.dashboard_url, "temp_dir": self.cluster.temp_dir},
         )
 
-    def _train(self, prior: Prior) -> StepResult:
+    def verify(self, prior: Prior) -> StepResult:
+        return check_resources(read_resources(self._cluster().gcs_address), self.plan)
+
+    def train_args(self) -> TrainConfig:
+        return self.plan.job
+
+    def submit(self, args: TrainConfig) -> TrainOutcome:
         from ray.job_submission import JobSubmissionClient
 
         cluster = self._cluster()
         workdir = stage_workloads(Path(cluster.temp_dir) / "src")
         client = JobSubmissionClient(cluster.dashboard_url)
-        outcome = submit_local(
-            client,
-            self.plan.job,
-            workdir,
-            sys.executable,
-            on_line=self.on_line,
-            timeout_s=self.plan.job_timeout_s,
+        return submit_local(
+            client, args, workdir, sys.executable, on_line=self.on_line, timeout_s=self.plan.job_timeout_s
         )
-        return train_result(outcome)
 
-    def _check(self, prior: Prior) -> StepResult:
+    def transport(self, prior: Prior) -> tuple[TransportVerdict, str]:
         if not self.plan.use_gpu:
-            return check_result(not_applicable_on_cpu())
+            return not_applicable_on_cpu(), ""
         args = self.plan.job
         files = nccl_files(Path(args.nccl_log_dir))
-        return check_result(assert_transport(files, "any", args.run_id), note=LOCAL_GPU_NOTE)
+        return assert_transport(files, "any", args.run_id), LOCAL_GPU_NOTE
 
     def advise(self, failed: str, prior: Prior) -> Advice:
         return Advice(
@@ -222,58 +254,45 @@ class LocalTarget:
             next_commands=(RESUME,),
         )
 
+    def interrupted(self, advice: Advice | None) -> Advice:
+        return Advice("what this run started locally has been stopped", (RESUME,))
+
+    def where(self) -> str:
+        return ""
+
+    def cost(self, command: str) -> None:
+        return None
+
+    def files(self, result: PipelineResult) -> str:
+        return f"{self.plan.job.run_dir} (summary.json, metrics.jsonl, report/, nccl/)"
+
+    def report_files(self, doc: dict) -> dict[str, str | None]:
+        from automation.commands.report import after_run
+
+        return after_run(Path(self.plan.job.run_dir), doc)
+
     def close(self) -> None:
+        if self._inherited_address is not None:
+            os.environ[INHERITED_ADDRESS] = self._inherited_address
+            self._inherited_address = None
         if self.cluster is not None:
             self.cluster.stop()
+            self.cluster = None
             self.notes.append("the local Ray cluster started by this run was stopped")
 
 
-def run_local(args: Any, ui: Any) -> int:
-    """The CLI's local path: `run` (every step) or `preflight`; the report as a table or JSON."""
-    from automation.pipeline import run_pipeline
-    from automation.report import RunReport, render
+def from_args(args: Any, ui: Any) -> LocalTarget:
+    """The local target for the CLI's arguments: the `tiny` preset unless flags say otherwise."""
     from workloads.config import ConfigError, new_run_id
 
-    if args.command == "status":
-        msg = "the local target keeps nothing between runs: `python -m automation run` starts its own Ray head and stops it"
-        ui.emit_json({"target": "local", "status": msg}) if args.json else ui.note(msg)
-        return 0
     try:
         job = local_job(
             args.run_id or new_run_id(),
-            Path.cwd() / "runs",
+            Path.cwd() / RUNS_DIR,
             steps=args.steps,
             num_workers=args.num_workers,
             use_gpu=bool(getattr(args, "use_gpu", False)),
         )
     except ConfigError as e:
         raise DriverError(str(e), exit_code=2) from None
-    plan = LocalPlan(job)
-    target = LocalTarget(plan, on_line=ui.log, on_progress=ui.progress)
-    steps = target.steps() if args.command == "run" else target.steps()[:1]
-    try:
-        result = run_pipeline(steps, target.advise, ui.step_started, ui.step_finished)
-    finally:
-        target.close()
-    train = result.result("train")
-    check = result.result("check")
-    outcome = train.data if train is not None else None
-    report = RunReport(
-        target="local",
-        stack=None,
-        pipeline=result,
-        training=getattr(outcome, "summary", None),
-        job_id=getattr(outcome, "job_id", None),
-        transport=check.data.to_dict() if check is not None and check.data is not None else None,
-        cost=None,
-        notes=tuple(target.notes),
-    )
-    from automation.commands.report import after_run, announce
-
-    files = after_run(Path(plan.job.run_dir), report.to_dict()) if train is not None else {}
-    if args.json:
-        ui.emit_json({**report.to_dict(), **files})
-    else:
-        render(report, ui.console)
-        announce(files, ui)
-    return 0 if result.ok else 1
+    return LocalTarget(LocalPlan(job), on_line=ui.log, on_progress=ui.progress, on_note=ui.note)

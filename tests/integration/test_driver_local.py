@@ -1,22 +1,28 @@
-"""The local target end to end: a real Ray head on 127.0.0.1, the real training job, the report,
-and no Ray process left behind, also when the run is interrupted."""
+"""The local target end to end: a real Ray head on 127.0.0.1 whose ports listen on loopback only,
+the real training job, the report, and no process or temp directory left behind, also when the run
+is interrupted in the middle of training."""
 
 from __future__ import annotations
 
 import json
 import os
+import select
 import signal
 import subprocess
 import sys
 import time
 from pathlib import Path
 
+import psutil
 import pytest
 
-from automation.local_ray import processes_naming
+from automation.local_ray import LocalRayCluster, client_env, process_tree, processes_naming
 
 REPO = Path(__file__).resolve().parents[2]
 pytestmark = pytest.mark.slow
+# An address where no Ray cluster answers, as a shell may have left it: the local run must not use it.
+STALE_RAY_ADDRESS = "127.0.0.1:1"
+LOOPBACK = {"127.0.0.1", "::ffff:127.0.0.1", "::1"}
 
 
 def driver_env() -> dict[str, str]:
@@ -26,12 +32,13 @@ def driver_env() -> dict[str, str]:
 
 @pytest.fixture(scope="module")
 def local_run(tmp_path_factory):
-    """One `python -m automation run --json` (the README's embedded default, as JSON)."""
+    """One `python -m automation run --json` (the README's embedded default, as JSON), run from a
+    shell that left a stale RAY_ADDRESS behind."""
     cwd = tmp_path_factory.mktemp("local-run")
     proc = subprocess.run(
         [sys.executable, "-m", "automation", "run", "--target", "local", "--json"],
         cwd=cwd,
-        env=driver_env(),
+        env=dict(driver_env(), RAY_ADDRESS=STALE_RAY_ADDRESS),
         capture_output=True,
         text=True,
         timeout=300,
@@ -81,13 +88,85 @@ def test_local_run_leaves_no_ray_process(local_run):
     assert left == [], f"expected no process naming {temp_dir}, got pids {left}"
 
 
-@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT])
-def test_interrupted_run_leaves_no_ray_process(tmp_path, sig):
+def test_inherited_ray_address_is_named_and_not_used(local_run):
+    notes = doc_of(local_run)["notes"]
+    named = [n for n in notes if f"RAY_ADDRESS={STALE_RAY_ADDRESS}" in n and "not used" in n]
+    assert named, f"expected a note naming RAY_ADDRESS={STALE_RAY_ADDRESS} as not used, got notes {notes}"
+
+
+ACTOR_SCRIPT = """
+import sys, ray
+ray.init(logging_level="ERROR")
+@ray.remote(num_cpus=0)
+class Probe:
+    def ping(self):
+        return 1
+probe = Probe.remote()
+ray.get(probe.ping.remote())
+print("ready", flush=True)
+sys.stdin.read()
+"""
+
+
+def listening_addresses(procs: list[psutil.Process]) -> list[tuple[str, str, int]]:
+    """(process name, address, port) of every listening TCP socket of `procs`."""
+    found = []
+    for p in procs:
+        try:
+            conns = p.net_connections(kind="tcp")
+            name = p.name()
+        except psutil.NoSuchProcess:
+            continue
+        found += [(name, c.laddr.ip, c.laddr.port) for c in conns if c.status == psutil.CONN_LISTEN]
+    return found
+
+
+def test_every_ray_port_of_the_local_cluster_listens_on_loopback_only():
+    with LocalRayCluster(num_cpus=1) as cluster:
+        # A driver with an actor, so a worker's own gRPC server is among the listeners.
+        env = client_env(driver_env(), cluster.gcs_address)
+        driver = subprocess.Popen(
+            [sys.executable, "-c", ACTOR_SCRIPT], env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
+        )
+        try:
+            ready, _, _ = select.select([driver.stdout], [], [], 120)
+            line = driver.stdout.readline().strip() if ready else "(nothing within 120 s)"
+            assert line == "ready", f"expected the probe driver to print ready once its actor runs, got {line!r}"
+            listening = listening_addresses(process_tree(cluster._proc.pid))
+        finally:
+            driver.stdin.close()  # ends the probe's wait on stdin
+            try:
+                driver.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                driver.kill()
+    names = {name for name, _, _ in listening}
+    assert {"gcs_server", "raylet"} <= names, f"expected the GCS and the raylet among the listeners, got {listening}"
+    exposed = [entry for entry in listening if entry[1] not in LOOPBACK]
+    assert exposed == [], f"expected every listening socket on loopback, these listen beyond it: {exposed}"
+
+
+def training_process(run_id: str, timeout_s: float = 180) -> psutil.Process:
+    """The job's entrypoint, `python -m workloads.train ... --run-id run_id`, once it runs."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        for p in psutil.process_iter(["cmdline"]):
+            cmd = " ".join(p.info["cmdline"] or ())
+            if "workloads.train" in cmd and run_id in cmd:
+                return p
+        time.sleep(0.5)
+    raise AssertionError(f"no training process of run {run_id} within {timeout_s:.0f} s")
+
+
+@pytest.fixture(scope="module", params=[signal.SIGTERM, signal.SIGINT], ids=["SIGTERM", "SIGINT"])
+def interrupted_run(request, tmp_path_factory):
+    """`python -m automation run --json`, sent `request.param` while its training job runs."""
+    sig = request.param
+    run_id = f"interrupt-{sig.name.lower()}-{os.getpid()}"
     # Started with SIGINT ignored, as a non-interactive shell starts a background job (CI does):
     # the driver must still take Ctrl-C and SIGTERM as an interrupt.
     proc = subprocess.Popen(
-        [sys.executable, "-m", "automation", "run", "--json"],
-        cwd=tmp_path,
+        [sys.executable, "-m", "automation", "run", "--json", "--run-id", run_id],
+        cwd=tmp_path_factory.mktemp("interrupted"),
         env=driver_env(),
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
@@ -96,22 +175,44 @@ def test_interrupted_run_leaves_no_ray_process(tmp_path, sig):
     )
     temp_dir = None
     try:
-        # In --json mode the progress goes to stderr; wait until the head is up and training begins.
+        # In --json mode the progress goes to stderr; the start step names the temp dir.
         for line in proc.stderr:
             if "temp dir " in line:
                 temp_dir = line.rsplit("temp dir ", 1)[1].strip()
-            if line.lstrip().startswith("pass verify"):
                 break
         assert temp_dir, "the start step never reported its temp dir"
-        assert processes_naming(temp_dir), "expected Ray processes running before the interrupt"
+        training = training_process(run_id)
+        started = process_tree(proc.pid)[1:]
+        assert training in started, f"expected the training process {training.pid} among the driver's descendants"
+        t0 = time.monotonic()
         proc.send_signal(sig)
         rc = proc.wait(timeout=90)
+        seconds = time.monotonic() - t0
         rest = proc.stderr.read()
     finally:
         if proc.poll() is None:
             proc.kill()
-    assert rc == 130, f"expected exit 130 after {sig.name}, got {rc}; stderr after the signal:\n{rest[-3000:]}"
-    deadline = time.monotonic() + 10  # the kernel reaps killed processes asynchronously
-    while processes_naming(temp_dir) and time.monotonic() < deadline:
-        time.sleep(0.5)
-    assert processes_naming(temp_dir) == [], f"Ray processes of {temp_dir} survived {sig.name}"
+    _, alive = psutil.wait_procs(started, timeout=10)  # the kernel reaps killed processes asynchronously
+    survivors = [p for p in alive if p.is_running() and p.status() != psutil.STATUS_ZOMBIE]
+    return {"sig": sig.name, "rc": rc, "seconds": seconds, "stderr": rest, "temp_dir": temp_dir, "alive": survivors}
+
+
+def test_interrupted_run_exits_130(interrupted_run):
+    r = interrupted_run
+    assert r["rc"] == 130, f"expected exit 130 after {r['sig']}, got {r['rc']}; stderr after it:\n{r['stderr'][-3000:]}"
+
+
+def test_interrupted_run_leaves_no_process_it_started(interrupted_run):
+    r = interrupted_run
+    alive = [(p.pid, p.name()) for p in r["alive"]]
+    assert alive == [], f"expected every process the run started gone after {r['sig']}, alive: {alive}"
+
+
+def test_interrupted_run_removes_its_temp_dir(interrupted_run):
+    r = interrupted_run
+    assert not Path(r["temp_dir"]).exists(), f"expected {r['temp_dir']} removed after {r['sig']}"
+
+
+def test_interrupted_run_returns_within_seconds(interrupted_run):
+    r = interrupted_run
+    assert r["seconds"] < 15, f"expected the driver back within 15 s of {r['sig']}, it took {r['seconds']:.1f} s"

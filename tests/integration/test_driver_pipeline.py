@@ -16,11 +16,12 @@ import pytest
 from botocore.stub import Stubber
 from moto import mock_aws
 
+from automation import steps
 from automation.errors import DriverError
 from automation.kube import ExecResult, KubeApi
 from automation.pipeline import run_pipeline
+from automation.steps.verify import RESOURCES_MARK
 from automation.targets.aws import GPU_AZ_KEY, PIPELINE, PLAN, AwsDeps, AwsTarget
-from automation.verify import RESOURCES_MARK
 
 REGION = "us-west-2"
 NCCL = helpers.REPO / "tests" / "fixtures" / "nccl"
@@ -132,7 +133,7 @@ def outputs(api):
 
 
 def run(target, names):
-    return run_pipeline(target.steps(names), target.advise)
+    return run_pipeline(steps.build(names, target), target.advise)
 
 
 def step_names(result):

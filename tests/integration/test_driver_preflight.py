@@ -11,7 +11,7 @@ import pytest
 from botocore.stub import Stubber
 from moto import mock_aws
 
-from automation.preflight import AwsClients, check_aws_cli, check_capacity_reservation, run_preflight
+from automation.steps.preflight import AwsClients, check_aws_cli, check_capacity_reservation, run_preflight
 
 REGION = "us-west-2"
 

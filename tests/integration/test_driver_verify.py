@@ -10,7 +10,7 @@ import pytest
 
 from automation.errors import DriverError
 from automation.kube import ExecResult, KubeApi
-from automation.verify import RESOURCES_MARK, Expectations, verify_cluster
+from automation.steps.verify import RESOURCES_MARK, Expectations, verify_cluster
 
 EXP = Expectations(
     node_count=2,

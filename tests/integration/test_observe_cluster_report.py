@@ -151,6 +151,6 @@ class AwsLike:
         return self._kube
 
     def expectations(self):
-        from automation.verify import expectations_from
+        from automation.steps.verify import expectations_from
 
         return expectations_from(self.cfg, {})

@@ -10,9 +10,9 @@ from pathlib import Path
 import pulumi
 import pytest
 
-from automation.render import Render, RenderMocks, run_program
 from infra.config import PROJECT, ConfigError, ConfigWarning, from_pulumi_config, load_stack, stack_config_values
 from infra.manifests import raycluster_spec
+from infra.mock_render import Render, RenderMocks, run_program
 from infra.stack import OUTPUT_NAMES
 
 REPO = Path(__file__).resolve().parents[2]

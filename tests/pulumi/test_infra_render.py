@@ -1,4 +1,4 @@
-"""automation.render: the offline render lists every resource with type, name, parent and
+"""infra.mock_render: the offline render lists every resource with type, name, parent and
 inputs, masks secrets, and says it is not a preview."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from automation.render import MASK, format_render, mask_secrets, render_stack
+from infra.mock_render import MASK, format_render, mask_secrets, render_stack
 
 REPO = Path(__file__).resolve().parents[2]
 

@@ -19,8 +19,8 @@ from pulumi_policy import (
     StackValidationArgs,
 )
 
-from automation.render import run_program
 from infra.config import stack_config_values
+from infra.mock_render import run_program
 from infra.policy import policies as pp
 
 REPO = Path(__file__).resolve().parents[2]

@@ -9,8 +9,8 @@ from pathlib import Path
 import pulumi
 import pytest
 
-from automation.render import RenderMocks
 from infra.config import PROJECT, ConfigError, from_pulumi_config, stack_config_values
+from infra.mock_render import RenderMocks
 
 REPO = Path(__file__).resolve().parents[2]
 

@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from automation.render import Render, run_program
 from infra.config import PROJECT, ConfigError, ConfigWarning, load_stack, stack_config_values
 from infra.manifests import RAY_SERVICE_ACCOUNT
+from infra.mock_render import Render, run_program
 
 REPO = Path(__file__).resolve().parents[2]
 STACK = "us-west-2"

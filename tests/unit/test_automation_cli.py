@@ -120,21 +120,22 @@ def test_target_defaults_to_aws_with_a_stack():
 
 
 def _aws_steps(monkeypatch, **behaviour):
-    """The AWS target with each named step replaced: an exception to raise, or a passing result."""
+    """The AWS pipeline with each named step replaced: an exception to raise, or a passing result."""
+    from automation import steps
     from automation.pipeline import StepResult
     from automation.targets import aws
 
     monkeypatch.setattr(aws.shutil, "which", lambda name: "/usr/local/bin/pulumi")
-    monkeypatch.setattr(aws.AwsTarget, "cost", lambda self: aws.CostEstimate(None, (), "not priced in tests"))
+    monkeypatch.setattr(aws.AwsTarget, "price", lambda self: aws.CostEstimate(None, (), "not priced in tests"))
     for name in aws.PIPELINE:
         outcome = behaviour.get(name)
 
-        def step(self, prior, name=name, outcome=outcome):
+        def step(target, prior, name=name, outcome=outcome):
             if outcome is not None:
                 raise outcome
             return StepResult(name, "pass", f"{name} ok")
 
-        monkeypatch.setattr(aws.AwsTarget, name, step)
+        monkeypatch.setitem(steps.STEPS, name, step)
 
 
 def test_bad_input_error_after_up_prints_the_destroy_advice(capsys, monkeypatch):
@@ -166,3 +167,97 @@ def test_aws_interrupt_names_the_step_and_what_exists(capsys, monkeypatch):
         "python -m automation destroy --stack us-west-2",
     ):
         assert expected in text, f"expected {expected!r} in {text!r}"
+
+
+# ---- bad input is refused before any cloud call or Ray start -------------------------------------
+def no_ray_start(monkeypatch):
+    monkeypatch.setattr(
+        "automation.local_ray.LocalRayCluster.start", lambda self: pytest.fail("bad input must not start Ray")
+    )
+
+
+def test_empty_stack_is_refused_not_read_as_local(capsys, monkeypatch):
+    no_ray_start(monkeypatch)
+    rc, out, err = run_cli(capsys, "run", "--stack", "")
+    assert rc == 2 and "argument --stack: an empty name is no stack" in err, f"got rc={rc}: {err}"
+
+
+@pytest.mark.parametrize(
+    ("argv", "takes"),
+    [
+        (["destroy", "--stack", "us-west-2", "--plan"], "`destroy` takes"),
+        (["render", "--steps", "3"], "`render` takes"),
+    ],
+    ids=["destroy --plan", "render --steps"],
+)
+def test_flag_the_command_does_not_take_is_refused_naming_the_command(capsys, argv, takes):
+    rc, out, err = run_cli(capsys, *argv)
+    text = " ".join(err.split())
+    assert rc == 2 and "unrecognized arguments" in text and takes in text, f"got rc={rc}: {text}"
+
+
+def test_plan_is_refused_for_the_local_target(capsys, monkeypatch):
+    no_ray_start(monkeypatch)
+    rc, out, err = run_cli(capsys, "run", "--plan")
+    assert rc == 2 and "--plan is for --target aws" in " ".join(err.split()), f"got rc={rc}: {err}"
+
+
+def test_use_gpu_is_refused_for_the_aws_target(capsys, monkeypatch):
+    monkeypatch.setattr(
+        "automation.targets.aws.load_config", lambda *a: pytest.fail("bad input must be refused before the stack")
+    )
+    rc, out, err = run_cli(capsys, "run", "--stack", "us-west-2", "--use-gpu")
+    assert rc == 2 and "--use-gpu is for --target local" in " ".join(err.split()), f"got rc={rc}: {err}"
+
+
+@pytest.mark.parametrize(
+    ("flag", "value"), [("--steps", "0"), ("--num-workers", "0"), ("--num-workers", "-1"), ("--steps", "two")]
+)
+def test_count_below_one_is_refused_not_read_as_the_default(capsys, monkeypatch, flag, value):
+    no_ray_start(monkeypatch)
+    rc, out, err = run_cli(capsys, "run", flag, value)
+    assert rc == 2 and f"argument {flag}: " in err and "pass a whole number >= 1" in err, f"got rc={rc}: {err}"
+
+
+def test_run_id_that_is_a_path_is_refused(capsys):
+    rc, out, err = run_cli(capsys, "train", "--stack", "us-west-2", "--run-id", "../x")
+    text = " ".join(err.split())
+    assert rc == 2 and "argument --run-id: '../x' is not a run id" in text, f"got rc={rc}: {text}"
+
+
+def test_unknown_aws_profile_is_one_line_that_names_it_and_the_local_run(capsys, monkeypatch):
+    monkeypatch.setenv("AWS_PROFILE", "no-such-profile-for-tests")
+    monkeypatch.setenv("AWS_CONFIG_FILE", "/dev/null")
+    monkeypatch.setenv("AWS_SHARED_CREDENTIALS_FILE", "/dev/null")
+    rc, out, err = run_cli(capsys, "preflight", "--stack", "us-west-2")
+    text = " ".join(err.split())
+    assert rc == 2 and "AWS_PROFILE='no-such-profile-for-tests'" in text, f"got rc={rc}: {text}"
+    assert "`python -m automation run` (no --stack) runs the same job locally" in text, text
+    assert "Traceback" not in out + err
+
+
+def test_missing_pulumi_cli_mentions_the_local_run(capsys, monkeypatch):
+    monkeypatch.setattr("automation.targets.aws.shutil.which", lambda name: None)
+    rc, out, err = run_cli(capsys, "up", "--stack", "us-west-2")
+    text = " ".join(err.split())
+    assert rc == 2 and "`python -m automation run` (no --stack) runs the same job locally" in text, text
+
+
+def test_missing_credentials_fix_mentions_the_local_run():
+    from botocore.exceptions import NoCredentialsError
+
+    from automation.steps.preflight import check_credentials
+
+    class NoCredentials:
+        def get_caller_identity(self):
+            raise NoCredentialsError()
+
+    finding, _ = check_credentials(NoCredentials())
+    assert finding.status == "fail" and "`python -m automation run` runs locally" in finding.fix, f"got {finding}"
+
+
+def test_report_says_where_the_run_files_are(capsys, monkeypatch):
+    _aws_steps(monkeypatch)
+    rc, out, err = run_cli(capsys, "run", "--stack", "us-west-2", "--yes", "--run-id", "r7", "--json")
+    doc = json.loads(out)
+    assert (rc, doc["files"].split(" ")[0]) == (0, "/tmp/ray-efa-eks/runs/r7"), f"got rc={rc}, files={doc['files']!r}"

@@ -9,7 +9,7 @@ import tarfile
 
 from automation.job import command, with_run_paths
 from automation.kube import ExecResult
-from automation.launch import (
+from automation.steps.train import (
     HEAD_JOB_SERVER,
     TrainOutcome,
     job_status_from_output,

@@ -7,10 +7,10 @@ import json
 import boto3
 from botocore.stub import Stubber
 
-from automation.check import LOCAL_GPU_NOTE, TransportVerdict, check_result, not_applicable_on_cpu
 from automation.cost import estimate
-from automation.preflight import family, quota_for
-from automation.pulumi_steps import ChangeSummary, describe_event
+from automation.steps.check import LOCAL_GPU_NOTE, TransportVerdict, check_result, not_applicable_on_cpu
+from automation.steps.preflight import family, quota_for
+from automation.steps.stack import ChangeSummary, describe_event
 
 
 def engine_event(**body):

@@ -91,4 +91,4 @@ def test_resume_without_a_stack_is_refused_not_ignored(capsys):
 
     rc = main(["run", "--resume", "r1"])
     err = capsys.readouterr().err
-    assert rc == 2 and "--resume r1" in err and "--stack" in err, f"expected exit 2 naming --stack, got {rc}: {err}"
+    assert rc == 2 and "--resume" in err and "--stack STACK" in err, f"expected exit 2 naming --stack, got {rc}: {err}"

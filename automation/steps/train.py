@@ -19,15 +19,18 @@ from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from automation.errors import DriverError
 from automation.job import CLUSTER_ROOT, command
 from automation.kube import PodExec
-from automation.pipeline import StepResult
+from automation.pipeline import Prior, StepResult
 from workloads.config import TrainConfig
 
-WORKLOADS_DIR = Path(__file__).resolve().parent.parent / "workloads"
+if TYPE_CHECKING:
+    from automation.targets import Target
+
+WORKLOADS_DIR = Path(__file__).resolve().parents[2] / "workloads"
 HEAD_JOB_SERVER = "http://127.0.0.1:8265"
 LOG_TAIL_LINES = 40
 _JOB_END = re.compile(r"Job '([^']+)' (succeeded|failed|was stopped)")
@@ -241,3 +244,9 @@ def submit_local(
     if status == "SUCCEEDED" and path.is_file():
         summary = _parse_summary(path.read_text())
     return TrainOutcome(job_id, status, summary, tuple(tail), args)
+
+
+# ---- the step ------------------------------------------------------------------------------------
+def run(target: Target, prior: Prior) -> StepResult:
+    """train: the target's training command, submitted to its job server and followed to the end."""
+    return train_result(target.submit(target.train_args()))

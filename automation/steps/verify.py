@@ -12,11 +12,14 @@ import json
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from automation.errors import DriverError
 from automation.kube import PodExec
-from automation.pipeline import Finding, StepResult, verdict
+from automation.pipeline import Finding, Prior, StepResult, verdict
+
+if TYPE_CHECKING:
+    from automation.targets import Target
 
 GPU_RESOURCE = "nvidia.com/gpu"
 EFA_RESOURCE = "vpc.amazonaws.com/efa"
@@ -349,3 +352,8 @@ def verify_cluster(
         exp,
         ok_summary=f"{exp.node_count} GPU nodes in {exp.gpu_az}, RayCluster {exp.raycluster} provisioned",
     )
+
+
+def run(target: Target, prior: Prior) -> StepResult:
+    """verify: the target's cluster is what it promised (on AWS `verify_cluster`; locally Ray's resources)."""
+    return target.verify(prior)

@@ -1,4 +1,4 @@
-"""preview, up and destroy through the Pulumi Automation API on the project directory.
+"""stack: preview, up and destroy through the Pulumi Automation API on the project directory.
 
 The stack object is passed in: the real one comes from `open_stack` (LocalWorkspace,
 create-or-select), tests hand in an object with the same methods. Engine events become progress
@@ -7,6 +7,7 @@ lines; when `up` fails, the cause the node group's Auto Scaling group reports is
 
 from __future__ import annotations
 
+import dataclasses
 import shutil
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -20,7 +21,8 @@ PULUMI_INSTALL_URL = "https://www.pulumi.com/docs/install/"
 PULUMI_MISSING = (
     "the pulumi CLI is not installed (the Automation API runs it): install it from "
     f"{PULUMI_INSTALL_URL} (curl -fsSL https://get.pulumi.com | sh), log in (pulumi login), then run this again; "
-    "`python -m automation render --stack NAME` works without it"
+    "`python -m automation render --stack NAME` works without it, and `python -m automation run` "
+    "(no --stack) runs the same job locally"
 )
 
 
@@ -176,3 +178,75 @@ def nodegroup_failure_cause(eks: Any, autoscaling: Any, cluster_name: str) -> st
                 text += f"; last scaling activity of {asg['name']} ({a.get('StatusCode')}): {a.get('StatusMessage') or a.get('Description')}"
         parts.append(text)
     return " | ".join(parts) or f"no node group of cluster {cluster_name} reports a problem"
+
+
+# ---- the steps ---------------------------------------------------------------------------------------
+class StackTarget(Protocol):
+    """What preview, up and destroy need from a target that has a Pulumi stack (the AWS one)."""
+
+    on_progress: Callable[[str], None]
+
+    @property
+    def stack_name(self) -> str | None: ...
+
+    def stack(self) -> StackLike: ...
+
+    def before_change(self, prior: Mapping[str, StepResult]) -> None:
+        """Settle what the program needs before preview or up (a preflight-chosen AZ)."""
+        ...
+
+    def up_question(self, changes: str) -> str:
+        """The question asked before `up` makes `changes` that cost money."""
+        ...
+
+    def confirm(self, question: str) -> bool:
+        """True to go ahead (always with --yes)."""
+        ...
+
+    def explain_up_failure(self) -> str: ...
+
+    def stack_changed(self, summary: ChangeSummary) -> None:
+        """Called after a successful `up` with its outputs."""
+        ...
+
+    def kept_on_destroy(self) -> str | None:
+        """What `destroy` will leave behind on purpose (the run bucket), read while the stack still exists."""
+        ...
+
+
+class ClusterTarget(Protocol):
+    """A target whose cluster lives only for one run (the local one): `start` is its `up`."""
+
+    def start(self, prior: Mapping[str, StepResult]) -> StepResult: ...
+
+
+def run_preview(target: StackTarget, prior: Mapping[str, StepResult]) -> StepResult:
+    target.before_change(prior)
+    return preview(target.stack(), target.on_progress)
+
+
+def run_up(target: StackTarget, prior: Mapping[str, StepResult]) -> StepResult:
+    """`up`, after asking unless preview saw nothing that costs money; DriverError when declined."""
+    target.before_change(prior)
+    previewed = prior.get("preview")
+    summary = previewed.data if previewed is not None else None
+    if summary is None or summary.costs_money:
+        question = target.up_question(summary.line() if summary is not None else "changes not previewed")
+        if not target.confirm(question):
+            raise DriverError("not confirmed: nothing was changed (pass --yes to skip the question)")
+    result = up(target.stack(), target.on_progress, explain_failure=target.explain_up_failure)
+    if result.data is not None:
+        target.stack_changed(result.data)
+    return result
+
+
+def run_destroy(target: StackTarget, prior: Mapping[str, StepResult]) -> StepResult:
+    if not target.confirm(f"destroy every resource of stack {target.stack_name}?"):
+        raise DriverError("not confirmed: nothing was deleted")
+    kept = target.kept_on_destroy()  # before: a destroyed stack has no outputs left
+    done = destroy(target.stack(), target.on_progress)
+    return dataclasses.replace(done, summary=f"{done.summary}; {kept}") if kept else done
+
+
+def run_start(target: ClusterTarget, prior: Mapping[str, StepResult]) -> StepResult:
+    return target.start(prior)

@@ -14,11 +14,14 @@ import tarfile
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from automation.errors import DriverError
 from automation.kube import PodExec
-from automation.pipeline import Finding, StepResult
+from automation.pipeline import Finding, Prior, StepResult
+
+if TYPE_CHECKING:
+    from automation.targets import Target
 
 CPU_SKIP_REASON = "no NCCL on CPU/gloo, EFA not applicable"
 LOCAL_GPU_NOTE = "local GPUs talk within one node: the NCCL check is inconclusive for EFA"
@@ -115,3 +118,10 @@ def collect_logs(pod_exec: PodExec, pods: Sequence[str], namespace: str, nccl_di
             tar.extractall(target, filter="data")
         files += sorted(p for p in target.rglob("*.log") if p.is_file())
     return files
+
+
+# ---- the step ------------------------------------------------------------------------------------
+def run(target: Target, prior: Prior) -> StepResult:
+    """check: the NCCL verdict on this run's logs, as the target can give it."""
+    verdict, note = target.transport(prior)
+    return check_result(verdict, note)

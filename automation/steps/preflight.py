@@ -10,11 +10,14 @@ import math
 import shutil
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from botocore.exceptions import BotoCoreError, ClientError, NoCredentialsError
 
-from automation.pipeline import Finding, StepResult, verdict
+from automation.pipeline import Finding, Prior, StepResult, verdict
+
+if TYPE_CHECKING:
+    from automation.targets import Target
 
 # The On-Demand vCPU quota that covers an instance family (EC2's "Running On-Demand ... instances").
 QUOTA_BY_FAMILY = {
@@ -95,7 +98,10 @@ def check_credentials(sts: Any) -> tuple[Finding, str | None]:
         ident = sts.get_caller_identity()
     except NoCredentialsError:
         return Finding(
-            "credentials", "fail", "no AWS credentials found", "aws configure  (or export AWS_PROFILE=<profile>)"
+            "credentials",
+            "fail",
+            "no AWS credentials found",
+            "aws configure  (or export AWS_PROFILE=<profile>); `python -m automation run` runs locally without AWS",
         ), None
     except (ClientError, BotoCoreError) as e:
         return Finding(
@@ -408,3 +414,8 @@ def run_preflight(cfg: Any, clients: AwsClients, which: Callable[[str], str | No
     return verdict(
         "preflight", rows, facts, ok_summary=f"account {account}: {g.node_count} x {g.instance_type} fit in {az}"
     )
+
+
+def run(target: Target, prior: Prior) -> StepResult:
+    """preflight: the target's read-only checks (on AWS the ones above; locally the machine's), before any change."""
+    return target.preflight(prior)

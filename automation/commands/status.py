@@ -1,0 +1,55 @@
+"""`python -m automation status`: what exists now (the stack's outputs, its GPU nodes and RayCluster)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from automation.steps.stack import SECRET_OUTPUTS
+
+LOCAL_STATUS = (
+    "the local target keeps nothing between runs: `python -m automation run` starts its own Ray head and stops it"
+)
+
+
+def run(args: Any, ui: Any) -> int:
+    if args.target == "local":
+        ui.emit_json({"target": "local", "status": LOCAL_STATUS}) if args.json else ui.note(LOCAL_STATUS)
+        return 0
+    from automation.targets import aws
+
+    doc = aws_status(aws.from_args(args, ui), bool(args.kubeconfig))
+    if args.json:
+        ui.emit_json(doc)
+    else:
+        from rich.pretty import Pretty
+
+        ui.console.print(Pretty(doc))
+    return 0
+
+
+def aws_status(target: Any, kubeconfig_given: bool) -> dict[str, Any]:
+    """The stack's outputs and, when the cluster answers, its GPU nodes and the RayCluster's state."""
+    outputs = {} if kubeconfig_given else target.outputs()
+    doc: dict[str, Any] = {
+        "stack": target.cfg.stack,
+        "region": target.cfg.region,
+        "outputs": {k: ("[secret]" if k in SECRET_OUTPUTS else v) for k, v in outputs.items()},
+    }
+    if not kubeconfig_given and not outputs:
+        doc["cluster"] = "the stack has no outputs: nothing is up"
+        return doc
+    kube = target.kube()
+    exp = target.expectations()
+    nodes = kube.list_nodes("role=gpu-worker")
+    ready = sum(
+        any(c.get("type") == "Ready" and c.get("status") == "True" for c in n.get("status", {}).get("conditions", []))
+        for n in nodes
+    )
+    rc = kube.get_raycluster(exp.namespace, exp.raycluster)
+    doc["cluster"] = {
+        "gpu_nodes_ready": ready,
+        "gpu_nodes": len(nodes),
+        "raycluster": f"{exp.namespace}/{exp.raycluster}",
+        "raycluster_state": rc.get("status", {}).get("state"),
+    }
+    return doc

@@ -1,0 +1,46 @@
+"""The pipeline steps, one module each: preflight, stack (preview, up, destroy), verify, train, check.
+
+Each step is a function `(target, prior) -> StepResult` over the target interface
+(automation.targets.Target); `STEPS` names them, `build` turns a target's step names into
+pipeline steps and `run` runs them, always closing the target.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Any
+
+from automation.pipeline import PipelineResult, Prior, Step, StepResult, Timed, run_pipeline
+from automation.steps import check, preflight, stack, train, verify
+
+if TYPE_CHECKING:
+    from automation.targets import Target
+
+STEPS: dict[str, Callable[[Any, Prior], StepResult]] = {
+    "preflight": preflight.run,
+    "preview": stack.run_preview,
+    "up": stack.run_up,
+    "start": stack.run_start,
+    "verify": verify.run,
+    "train": train.run,
+    "check": check.run,
+    "destroy": stack.run_destroy,
+}
+
+
+def build(names: Sequence[str], target: Target) -> list[Step]:
+    """The steps `names`, in that order, each bound to `target`."""
+    return [Step(name, lambda prior, fn=STEPS[name]: fn(target, prior)) for name in names]
+
+
+def run(
+    names: Sequence[str],
+    target: Target,
+    on_start: Callable[[str], None] = lambda name: None,
+    on_finish: Callable[[Timed], None] = lambda timed: None,
+) -> PipelineResult:
+    """Run the steps `names` on `target` and close it, also when a step raises or the run is interrupted."""
+    try:
+        return run_pipeline(build(names, target), target.advise, on_start, on_finish)
+    finally:
+        target.close()

@@ -1,0 +1,36 @@
+"""The local target's pure parts: reading Ray's resources again when a just-started raylet drops the reader."""
+
+from __future__ import annotations
+
+import pytest
+
+from automation.errors import DriverError
+from automation.targets.local import read_resources
+
+DROPPED = "cannot read the local Ray cluster's resources (rc 1): Failed to register worker to Raylet"
+
+
+def reader(failures: int):
+    """A stand-in for ray_resources that fails `failures` times, then answers; `calls` counts the calls."""
+    calls = []
+
+    def read(address: str) -> dict[str, float]:
+        calls.append(address)
+        if len(calls) <= failures:
+            raise DriverError(DROPPED)
+        return {"CPU": 2.0}
+
+    return read, calls
+
+
+def test_resources_are_read_again_after_a_dropped_registration():
+    read, calls = reader(failures=2)
+    got = read_resources("127.0.0.1:1", attempts=3, pause_s=0, read=read)
+    assert (got, len(calls)) == ({"CPU": 2.0}, 3), f"expected CPU 2 on the third call, got {got} after {len(calls)}"
+
+
+def test_resources_that_never_answer_fail_naming_the_attempts():
+    read, calls = reader(failures=5)
+    with pytest.raises(DriverError) as e:
+        read_resources("127.0.0.1:1", attempts=3, pause_s=0, read=read)
+    assert len(calls) == 3 and "tried 3 times" in str(e.value), f"got {len(calls)} calls: {e.value}"
