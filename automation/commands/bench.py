@@ -348,7 +348,15 @@ def run(args: argparse.Namespace, ui: Any, deps: Any = None, **target_opts: Any)
     require_stack(args)
     targets = make_targets(args, ui, deps, **target_opts)
     job = targets[EFA].job()  # a job the stack cannot run is refused before anything is submitted
-    legs = run_legs(targets, ui)
+    try:
+        legs = run_legs(targets, ui)
+    except KeyboardInterrupt:
+        ids = " and ".join(t.run_id for t in targets.values())
+        raise DriverError(
+            f"interrupted: the jobs {ids} may still run on the cluster of stack {args.stack}; "
+            f"`python -m automation logs --stack {args.stack} RUN` follows one",
+            exit_code=130,
+        ) from None
     error = failure(legs)
     reports = write_reports([leg for leg in legs if leg.outcome is not None], args.runs_root)
     doc = document(legs, prediction(job, targets[EFA].cfg), reports, error)

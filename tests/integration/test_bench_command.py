@@ -264,3 +264,23 @@ def test_bench_without_stack_is_refused_naming_the_flag(capsys):
     rc = cli.main(["bench"])
     err = capsys.readouterr().err
     assert rc == 2 and "--stack NAME" in err, f"expected exit 2 naming --stack, got {rc}: {err!r}"
+
+
+def test_interrupt_names_both_jobs_that_may_still_run(tmp_path):
+    cluster = Cluster(tmp_path, {"efa": EFA_LOG, "tcp": SOCKET_LOG})
+    answer = cluster.answer
+
+    def interrupted(pod, cmd, stdin):
+        if cmd[:3] == ["ray", "job", "submit"]:
+            raise KeyboardInterrupt
+        return answer(pod, cmd, stdin)
+
+    cluster.exec = helpers.ScriptedExec(interrupted)
+    argv = ["bench", "--stack", "us-west-2", "--run-id", BASE, "--runs-root", str(tmp_path / "runs")]
+    with helpers.FakeKubeApi() as api:
+        stack = helpers.FakeStack("us-west-2", outputs=outputs(api))
+        deps = AwsDeps(client=None, stack=lambda: stack, kube=lambda kc: KubeWithExec(kc, cluster.exec))
+        with pytest.raises(bench.DriverError) as e:
+            bench.run(cli.build_parser().parse_args(argv), Ui(), deps, node_wait_s=0, pod_wait_s=0)
+    said = (e.value.exit_code, f"{BASE}-efa and {BASE}-tcp" in str(e.value))
+    assert said == (130, True), f"expected exit 130 naming both jobs, got {e.value.exit_code}: {e.value}"
