@@ -97,6 +97,25 @@ def require_stack(args: argparse.Namespace) -> None:
         )
 
 
+def require_two_nodes(job: Any, cfg: Any) -> None:
+    """Refuse a job whose workers fit on one GPU node: nothing need cross the network bench compares."""
+    nodes, per_node = cfg.gpu_nodes.node_count, cfg.gpu_nodes.gpus_per_node
+    if nodes < 2:
+        raise DriverError(
+            f"stack {cfg.stack} has gpuNodeCount {nodes}: EFA against TCP needs traffic between two GPU nodes; "
+            "set gpuNodeCount to 2 or more",
+            exit_code=2,
+        )
+    wanted = job.num_workers * job.gpus_per_worker
+    if wanted <= per_node:
+        fill = int(nodes * per_node // job.gpus_per_worker)
+        raise DriverError(
+            f"--num-workers {job.num_workers}: the job's {wanted:g} GPUs fit on one {per_node}-GPU node, so no "
+            f"traffic need cross the network bench compares; pass --num-workers {fill}",
+            exit_code=2,
+        )
+
+
 def make_targets(args: argparse.Namespace, ui: Any, deps: Any, **opts: Any) -> dict[str, Any]:
     """The EFA and TCP targets over one stack: the same job, two run ids, the TCP one forced onto sockets."""
     from automation.steps import stack as pulumi_steps
@@ -348,6 +367,7 @@ def run(args: argparse.Namespace, ui: Any, deps: Any = None, **target_opts: Any)
     require_stack(args)
     targets = make_targets(args, ui, deps, **target_opts)
     job = targets[EFA].job()  # a job the stack cannot run is refused before anything is submitted
+    require_two_nodes(job, targets[EFA].cfg)
     try:
         legs = run_legs(targets, ui)
     except KeyboardInterrupt:

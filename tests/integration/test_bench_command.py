@@ -284,3 +284,15 @@ def test_interrupt_names_both_jobs_that_may_still_run(tmp_path):
             bench.run(cli.build_parser().parse_args(argv), Ui(), deps, node_wait_s=0, pod_wait_s=0)
     said = (e.value.exit_code, f"{BASE}-efa and {BASE}-tcp" in str(e.value))
     assert said == (130, True), f"expected exit 130 naming both jobs, got {e.value.exit_code}: {e.value}"
+
+
+def test_job_that_fits_one_node_is_refused_before_any_submit(tmp_path):
+    cluster = Cluster(tmp_path, {"efa": EFA_LOG, "tcp": SOCKET_LOG})
+    argv = ["bench", "--stack", "us-west-2", "--num-workers", "4", "--runs-root", str(tmp_path / "runs")]
+    with helpers.FakeKubeApi() as api:
+        stack = helpers.FakeStack("us-west-2", outputs=outputs(api))
+        deps = AwsDeps(client=None, stack=lambda: stack, kube=lambda kc: KubeWithExec(kc, cluster.exec))
+        with pytest.raises(bench.DriverError) as e:
+            bench.run(cli.build_parser().parse_args(argv), Ui(), deps)
+    said = (e.value.exit_code, "--num-workers 4" in str(e.value), cluster.exec.calls)
+    assert said == (2, True, []), f"expected exit 2 naming --num-workers 4 and no pod command, got {said}: {e.value}"
