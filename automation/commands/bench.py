@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from automation.errors import DriverError
+from automation.job import stack_label
 
 HELP = "run the training job over EFA and again over TCP sockets on the cluster, and compare them"
 EFA, TCP = "efa", "tcp"
@@ -86,6 +87,18 @@ def run_ids(base: str) -> dict[str, str]:
     return {EFA: f"{base}-{EFA}", TCP: f"{base}-{TCP}"}
 
 
+def base_run_id(text: str) -> str:
+    """A --run-id whose two runs' ids (`<id>-efa`, `<id>-tcp`) are run ids the training module accepts."""
+    from automation.cli import run_id
+
+    for name in run_ids(text).values():
+        try:
+            run_id(name)
+        except argparse.ArgumentTypeError as e:
+            raise argparse.ArgumentTypeError(f"bench runs {name!r} from it, and {e}") from None
+    return text
+
+
 def require_stack(args: argparse.Namespace) -> None:
     if not args.stack:
         from infra.config import known_stacks
@@ -97,8 +110,9 @@ def require_stack(args: argparse.Namespace) -> None:
         )
 
 
-def require_two_nodes(job: Any, cfg: Any) -> None:
-    """Refuse a job whose workers fit on one GPU node: nothing need cross the network bench compares."""
+def require_two_nodes(job: Any, cfg: Any, flag: str) -> None:
+    """Refuse a job whose workers fit on one GPU node: nothing need cross the network bench compares
+    (`flag` names where the worker count came from: --num-workers or the stack's train block)."""
     nodes, per_node = cfg.gpu_nodes.node_count, cfg.gpu_nodes.gpus_per_node
     if nodes < 2:
         raise DriverError(
@@ -110,7 +124,7 @@ def require_two_nodes(job: Any, cfg: Any) -> None:
     if wanted <= per_node:
         fill = int(nodes * per_node // job.gpus_per_worker)
         raise DriverError(
-            f"--num-workers {job.num_workers}: the job's {wanted:g} GPUs fit on one {per_node}-GPU node, so no "
+            f"{flag} {job.num_workers}: the job's {wanted:g} GPUs fit on one {per_node}-GPU node, so no "
             f"traffic need cross the network bench compares; pass --num-workers {fill}",
             exit_code=2,
         )
@@ -343,7 +357,7 @@ def document(legs: list[Leg], pred: dict[str, Any], reports: dict[str, Any], err
 
 # ---- the command -----------------------------------------------------------------------------------------
 def add_parser(sub: Any, parents: list[argparse.ArgumentParser]) -> argparse.ArgumentParser:
-    from automation.cli import run_id, stack_name, whole_number
+    from automation.cli import stack_name, whole_number
 
     p = sub.add_parser(
         "bench",
@@ -356,7 +370,9 @@ def add_parser(sub: Any, parents: list[argparse.ArgumentParser]) -> argparse.Arg
     p.add_argument("--kubeconfig", type=Path, help="use this kubeconfig instead of the stack's `kubeconfig` output")
     p.add_argument("--steps", type=whole_number, help="training steps of each run (default: the stack's train.steps)")
     p.add_argument("--num-workers", type=whole_number, help="training workers (default: the stack's train.num_workers)")
-    p.add_argument("--run-id", type=run_id, help="base of the two run ids, <id>-efa and <id>-tcp (default: a new one)")
+    p.add_argument(
+        "--run-id", type=base_run_id, help="base of the two run ids, <id>-efa and <id>-tcp (default: a new one)"
+    )
     p.add_argument("--runs-root", type=Path, default=Path("runs"), help="where both runs are copied for the report")
     return p
 
@@ -367,7 +383,7 @@ def run(args: argparse.Namespace, ui: Any, deps: Any = None, **target_opts: Any)
     require_stack(args)
     targets = make_targets(args, ui, deps, **target_opts)
     job = targets[EFA].job()  # a job the stack cannot run is refused before anything is submitted
-    require_two_nodes(job, targets[EFA].cfg)
+    require_two_nodes(job, targets[EFA].cfg, "--num-workers" if args.num_workers else stack_label("num_workers"))
     try:
         legs = run_legs(targets, ui)
     except KeyboardInterrupt:

@@ -57,3 +57,12 @@ def test_prediction_ratio_spans_the_models_efa_over_tcp_at_both_l4_rates(cfg):
     ratios = [p["efa"]["tokens_per_s"] / p[k]["tokens_per_s"] for p in at for k in ("tcp_best", "tcp_worst")]
     got = bench.prediction(job, cfg)["ratio"]
     assert got == [min(ratios), max(ratios)], f"expected [{min(ratios)}, {max(ratios)}], got {got}"
+
+
+def test_run_id_too_long_for_its_tcp_suffix_is_refused_naming_the_flag(capsys):
+    from automation import cli
+
+    with pytest.raises(SystemExit) as e:
+        cli.build_parser().parse_args(["bench", "--stack", "us-west-2", "--run-id", "a" * 61])
+    err = capsys.readouterr().err
+    assert e.value.code == 2 and "--run-id" in err, f"expected exit 2 naming --run-id, got {e.value.code}: {err!r}"
