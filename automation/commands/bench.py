@@ -35,8 +35,11 @@ EFA, TCP = "efa", "tcp"
 # against the net's name ("Socket" is NCCL's internal TCP one) and NCCL_NET_PLUGIN=none skips the
 # external plugin (https://docs.nvidia.com/deeplearning/nccl/user-guide/docs/env.html, NCCL_NET and
 # NCCL_NET_PLUGIN; NVIDIA/nccl src/plugin/net.cc, initPluginLibsOnceFunc and ncclNetInit). Ray's
-# runtime env_vars override variables of the same name that the pods set
-# (https://docs.ray.io/en/latest/ray-core/handling-dependencies.html, API reference, env_vars).
+# runtime env_vars override variables of the same name that the pods set, and a job's env_vars are
+# merged key by key into the runtime env of its actors, so Ray Train's workers, whose own
+# worker_runtime_env (workloads/train.py) sets other keys, inherit them
+# (https://docs.ray.io/en/latest/ray-core/handling-dependencies.html, "Inheritance" and the env_vars
+# API reference; ray-project/ray#16378). If an image defeats this, the TCP run's check says so.
 TCP_ENV = {"NCCL_NET": "Socket", "NCCL_NET_PLUGIN": "none"}
 REQUIRE = {EFA: "efa", TCP: "socket"}
 THROUGHPUT_MODEL = Path(__file__).resolve().parents[2] / "bench" / "throughput_model.py"
