@@ -91,6 +91,10 @@ class AwsTarget:
     kubeconfig_path: Path | None = None
     steps_override: int | None = None
     workers_override: int | None = None
+    # The job's runtime env on top of NCCL_DEBUG=INFO, and what its NCCL logs must show (check's
+    # require): `bench` runs a TCP baseline with NCCL_NET=Socket and require "socket".
+    job_env: dict[str, str] = field(default_factory=dict)
+    require: str = "efa"
     on_line: Callable[[str], None] = lambda s: None
     on_progress: Callable[[str], None] = lambda s: None
     on_note: Callable[[str], None] = lambda s: None
@@ -281,7 +285,7 @@ class AwsTarget:
             exp.namespace,
             args,
             on_line=self.on_line,
-            env_vars={"NCCL_DEBUG": "INFO"},
+            env_vars={"NCCL_DEBUG": "INFO", **self.job_env},
             submission_id=submission_id,
         )
 
@@ -304,7 +308,7 @@ class AwsTarget:
             # Keep the run id in the local paths: the NCCL check scopes files to a run by their path.
             files = collect_logs(kube.exec, pods, exp.namespace, nccl_dir, Path(tmp) / run_id)
             self.on_progress(f"{len(files)} NCCL log files from {len(pods)} worker pods")
-            return assert_transport(files, "efa", run_id), ""
+            return assert_transport(files, self.require, run_id), ""
 
     # ---- after a failure ---------------------------------------------------------------------------
     def advise(self, failed: str, prior: Prior) -> Advice:

@@ -1,0 +1,410 @@
+"""`python -m automation bench --stack S`: the same training job twice on the cluster, over EFA and over TCP.
+
+    python -m automation bench --stack us-west-2               # verify, the EFA run, the TCP run, a table
+    python -m automation bench --stack us-west-2 --steps 30    # shorter runs
+    python -m automation bench --stack us-west-2 --json        # one JSON document
+
+The first run is the job as the stack configures it (the pods' env: NCCL_NET_PLUGIN=ofi,
+FI_PROVIDER=efa); its NCCL logs must pass `--require efa`. The second is the same job with
+NCCL_NET=Socket and NCCL_NET_PLUGIN=none in its runtime env, which overrides the pods' env in every
+worker; its logs must show TCP sockets (`--require socket`), else the comparison is void and the
+command fails naming the lines that show the other network. Each run has its own run id (`<id>-efa`,
+`<id>-tcp`, neither a part of the other), and the NCCL check scopes log files by run id, so neither
+run's lines can count in the other's verdict. It prints tokens/s, MFU and step time (the job's own
+summary: step time is the median step) for both, their ratio, and bench/throughput_model.py's
+prediction for the job's layout; with both runs' metrics it writes their report side by side
+(automation/commands/report.py, --compare).
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from automation.errors import DriverError
+from automation.job import stack_label
+
+HELP = "run the training job over EFA and again over TCP sockets on the cluster, and compare them"
+EFA, TCP = "efa", "tcp"
+# The TCP baseline: force NCCL's internal socket network and load no external net plugin (so not
+# aws-ofi-nccl). NCCL_NET names the network a communicator must use, matched case-insensitively
+# against the net's name ("Socket" is NCCL's internal TCP one) and NCCL_NET_PLUGIN=none skips the
+# external plugin (https://docs.nvidia.com/deeplearning/nccl/user-guide/docs/env.html, NCCL_NET and
+# NCCL_NET_PLUGIN; NVIDIA/nccl src/plugin/net.cc, initPluginLibsOnceFunc and ncclNetInit). Ray's
+# runtime env_vars override variables of the same name that the pods set, and a job's env_vars are
+# merged key by key into the runtime env of its actors, so Ray Train's workers, whose own
+# worker_runtime_env (workloads/train.py) sets other keys, inherit them
+# (https://docs.ray.io/en/latest/ray-core/handling-dependencies.html, "Inheritance" and the env_vars
+# API reference; ray-project/ray#16378). If an image defeats this, the TCP run's check says so.
+TCP_ENV = {"NCCL_NET": "Socket", "NCCL_NET_PLUGIN": "none"}
+REQUIRE = {EFA: "efa", TCP: "socket"}
+THROUGHPUT_MODEL = Path(__file__).resolve().parents[2] / "bench" / "throughput_model.py"
+
+
+@dataclass(frozen=True)
+class Leg:
+    """One of the two runs: its name (efa or tcp), target, and what its steps returned."""
+
+    name: str
+    target: Any
+    result: Any = None  # automation.pipeline.PipelineResult
+
+    @property
+    def outcome(self) -> Any:
+        trained = self.result.result("train") if self.result is not None else None
+        return trained.data if trained is not None else None
+
+    @property
+    def verdict(self) -> Any:
+        checked = self.result.result("check") if self.result is not None else None
+        return checked.data if checked is not None else None
+
+    def to_dict(self) -> dict[str, Any]:
+        summary = (self.outcome.summary if self.outcome is not None else None) or {}
+        v = self.verdict
+        return {
+            "run_id": self.target.run_id,
+            "job_env": dict(self.target.job_env),
+            "require": self.target.require,
+            "ran": self.result is not None,
+            "ok": bool(self.result is not None and self.result.ok),
+            "failed_step": self.result.failed_step if self.result is not None else None,
+            "reason": self.result.reason if self.result is not None else None,
+            "status": self.outcome.status if self.outcome is not None else None,
+            "verdict": v.verdict if v is not None else None,
+            "cause": v.cause if v is not None else None,
+            "evidence": list(v.evidence) if v is not None else [],
+            "tokens_per_s": summary.get("tokens_per_s"),
+            "mfu": summary.get("mfu"),
+            "step_time_s": summary.get("step_time_s"),
+        }
+
+
+def run_ids(base: str) -> dict[str, str]:
+    """The two runs' ids: `<base>-efa` and `<base>-tcp` (neither contains the other, so the NCCL
+    check, which takes a file whose name or folder contains the run id, never mixes them)."""
+    return {EFA: f"{base}-{EFA}", TCP: f"{base}-{TCP}"}
+
+
+def base_run_id(text: str) -> str:
+    """A --run-id whose two runs' ids (`<id>-efa`, `<id>-tcp`) are run ids the training module accepts."""
+    from automation.cli import run_id
+
+    for name in run_ids(text).values():
+        try:
+            run_id(name)
+        except argparse.ArgumentTypeError as e:
+            raise argparse.ArgumentTypeError(f"bench runs {name!r} from it, and {e}") from None
+    return text
+
+
+def require_stack(args: argparse.Namespace) -> None:
+    if not args.stack:
+        from infra.config import known_stacks
+
+        known = ", ".join(known_stacks(args.project_dir)) or "(none)"
+        raise DriverError(
+            f"bench needs --stack NAME: EFA against TCP runs only on a stack's cluster (known stacks: {known})",
+            exit_code=2,
+        )
+
+
+def require_two_nodes(job: Any, cfg: Any, flag: str) -> None:
+    """Refuse a job whose workers fit on one GPU node: nothing need cross the network bench compares
+    (`flag` names where the worker count came from: --num-workers or the stack's train block)."""
+    nodes, per_node = cfg.gpu_nodes.node_count, cfg.gpu_nodes.gpus_per_node
+    if nodes < 2:
+        raise DriverError(
+            f"stack {cfg.stack} has gpuNodeCount {nodes}: EFA against TCP needs traffic between two GPU nodes; "
+            "set gpuNodeCount to 2 or more",
+            exit_code=2,
+        )
+    wanted = job.num_workers * job.gpus_per_worker
+    if wanted <= per_node:
+        fill = int(nodes * per_node // job.gpus_per_worker)
+        raise DriverError(
+            f"{flag} {job.num_workers}: the job's {wanted:g} GPUs fit on one {per_node}-GPU node, so no "
+            f"traffic need cross the network bench compares; pass --num-workers {fill}",
+            exit_code=2,
+        )
+
+
+def make_targets(args: argparse.Namespace, ui: Any, deps: Any, **opts: Any) -> dict[str, Any]:
+    """The EFA and TCP targets over one stack: the same job, two run ids, the TCP one forced onto sockets."""
+    from automation.steps import stack as pulumi_steps
+    from automation.targets.aws import AwsDeps, AwsTarget, load_config
+    from workloads.config import new_run_id
+
+    cfg = load_config(args.stack, args.project_dir)
+    if deps is None:
+        import shutil
+
+        if args.kubeconfig is None and shutil.which("pulumi") is None:
+            raise DriverError(pulumi_steps.PULUMI_MISSING + " (or pass --kubeconfig PATH)", exit_code=2)
+        deps = AwsDeps.real(cfg, args.project_dir)
+    ids = run_ids(args.run_id or new_run_id())
+    common = dict(
+        cfg=cfg,
+        deps=deps,
+        run_id_given=True,
+        kubeconfig_path=args.kubeconfig,
+        steps_override=args.steps,
+        workers_override=args.num_workers,
+        on_line=ui.log,
+        on_progress=ui.progress,
+        on_note=ui.note,
+        **opts,
+    )
+    return {
+        EFA: AwsTarget(run_id=ids[EFA], require=REQUIRE[EFA], **common),
+        TCP: AwsTarget(run_id=ids[TCP], require=REQUIRE[TCP], job_env=dict(TCP_ENV), **common),
+    }
+
+
+# ---- the two runs --------------------------------------------------------------------------------------
+def run_legs(targets: dict[str, Any], ui: Any) -> list[Leg]:
+    """verify once, then train and check the EFA run, then the TCP run; stop at the first failure
+    (a TCP number beside a failed EFA run compares nothing)."""
+    from automation import steps
+
+    legs = []
+    for name, names in ((EFA, ("verify", "train", "check")), (TCP, ("train", "check"))):
+        target = targets[name]
+        how = " ".join(f"{k}={v}" for k, v in target.job_env.items()) or "the stack's own NCCL env"
+        ui.note(f"{name.upper()} run {target.run_id} ({how}; its NCCL logs must show {target.require})")
+        result = steps.run(names, target, ui.step_started, ui.step_finished)
+        legs.append(Leg(name, target, result))
+        if not result.ok:
+            break
+    return legs
+
+
+def failure(legs: list[Leg]) -> str | None:
+    """Why the comparison does not stand (one line), or None when both runs passed their checks."""
+    for leg in legs:
+        if leg.result.ok:
+            continue
+        run_id = leg.target.run_id
+        if leg.name == TCP and leg.result.failed_step == "check" and leg.verdict is not None:
+            forced = " ".join(f"{k}={v}" for k, v in leg.target.job_env.items())
+            evidence = "; ".join(leg.verdict.evidence[:3]) or "no evidence line"
+            return (
+                f"the TCP run {run_id} was not found on TCP sockets although its job set {forced}, so the "
+                f"comparison is void (the override did not reach NCCL, e.g. an image that ignores it): "
+                f"{leg.verdict.cause}; evidence: {evidence}"
+            )
+        return f"the {leg.name.upper()} run {run_id} failed at {leg.result.failed_step}: {leg.result.reason}"
+    if len(legs) < 2:
+        return "the TCP run did not start"
+    return None
+
+
+def ratio(legs: list[Leg]) -> float | None:
+    """EFA tokens/s over TCP tokens/s, only when both runs passed their NCCL checks."""
+    if len(legs) < 2 or not all(leg.result.ok for leg in legs):
+        return None
+    efa, tcp = (leg.to_dict()["tokens_per_s"] for leg in legs)
+    return efa / tcp if efa and tcp else None
+
+
+# ---- the model's prediction ------------------------------------------------------------------------------
+def load_model() -> Any:
+    """bench/throughput_model.py, loaded by path as its tests load it (bench/ is scripts, not a package)."""
+    spec = importlib.util.spec_from_file_location("bench_throughput_model", THROUGHPUT_MODEL)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+def model_row(rows: list[dict], job: Any, gpus_per_node: int) -> dict | None:
+    """The measured row of the model with this job's layout, or None when the model has none."""
+    want = {
+        "mesh": job.mesh,
+        "world": job.num_workers,
+        "gpus_per_node": gpus_per_node,
+        "micro_batch": job.micro_batch,
+        "accum": job.grad_accum,
+        "seq_len": job.seq_len,
+        "reduce_dtype": job.reduce_dtype,
+        "activation_checkpointing": job.activation_checkpointing,
+    }
+    return next((r for r in rows if all(r.get(k) == v for k, v in want.items())), None)
+
+
+def _span(values: list[float]) -> list[float]:
+    return [min(values), max(values)]
+
+
+def prediction(job: Any, cfg: Any, model: Any = None) -> dict[str, Any]:
+    """The model's EFA and TCP tokens/s, step time and MFU for this job, as ranges over the L4's
+    achievable matmul rate (54-71 TFLOP/s) and, for TCP, its 10-40 Gbps bracket; or why there is none."""
+    if cfg.gpu_nodes.instance_type != "g6.12xlarge":
+        return {
+            "config": None,
+            "note": f"the model covers g6.12xlarge only, the stack has {cfg.gpu_nodes.instance_type}",
+        }
+    model = model or load_model()
+    row = model_row(model.load_rows(model.DEFAULT_ROWS), job, cfg.gpu_nodes.gpus_per_node)
+    if row is None:
+        return {"config": None, "note": "the model has no measured row with this job's layout (mesh, batch, dtype)"}
+    at = [model.predict(row, rate) for rate in model.L4_ACHIEVABLE_TFLOPS]
+    tcp = [p[k] for p in at for k in ("tcp_best", "tcp_worst")]
+    return {
+        "config": row["config"],
+        "l4_tflops": list(model.L4_ACHIEVABLE_TFLOPS),
+        "tcp_gbps": [model.NIC_GBPS["tcp_worst"], model.NIC_GBPS["tcp_best"]],
+        "efa": {
+            "tokens_per_s": _span([p["efa"]["tokens_per_s"] for p in at]),
+            "step_time_s": _span([p["efa"]["t"] for p in at]),
+            "mfu": _span([p["efa"]["mfu_peak"] for p in at]),
+        },
+        "tcp": {
+            "tokens_per_s": _span([t["tokens_per_s"] for t in tcp]),
+            "step_time_s": _span([t["t"] for t in tcp]),
+            "mfu": _span([t["mfu_peak"] for t in tcp]),
+        },
+        "ratio": _span(
+            [p["efa"]["tokens_per_s"] / p[k]["tokens_per_s"] for p in at for k in ("tcp_best", "tcp_worst")]
+        ),
+    }
+
+
+# ---- the report ------------------------------------------------------------------------------------------
+def write_reports(legs: list[Leg], runs_root: Path) -> dict[str, Any]:
+    """Copy both runs from the cluster, each with its own verdict, and write their report side by side."""
+    from automation.commands import report
+
+    files = {}
+    for leg in legs:
+        doc = {"target": "aws", "stack": leg.target.cfg.stack, "job_id": leg.target.run_id, "ok": leg.result.ok}
+        doc["transport"] = leg.verdict.to_dict() if leg.verdict is not None else None
+        files[leg.name] = report.after_aws_run(leg.target, runs_root, doc)
+    missing = [f"{n}: {f.get('report_error')}" for n, f in files.items() if not f.get("metrics_file")]
+    if len(legs) < 2 or missing:
+        return {"report": None, "report_error": "; ".join(missing) or "the TCP run did not run", "runs": files}
+    try:
+        runs = [report.load_run(runs_root / leg.target.run_id) for leg in legs]
+        out = report.write_report(runs, runs[0].dir / f"{report.REPORT_DIR}-vs-{runs[1].run_id}")
+    except DriverError as e:
+        return {"report": None, "report_error": str(e), "runs": files}
+    return {"report": str(out.html), "runs": files}
+
+
+# ---- output ----------------------------------------------------------------------------------------------
+def _fmt(v: Any, spec: str, unit: str = "") -> str:
+    return "n/a" if v is None else format(v, spec) + unit
+
+
+def _range(pair: list[float] | None, spec: str, unit: str = "") -> str:
+    return "n/a" if not pair else f"{format(pair[0], spec)}-{format(pair[1], spec)}{unit}"
+
+
+def table(doc: dict[str, Any]) -> list[str]:
+    """The human form of the JSON document: one column per run, then the model's column."""
+    efa, tcp, pred = doc["runs"].get(EFA, {}), doc["runs"].get(TCP, {}), doc["prediction"]
+    pe, pt = pred.get(EFA) or {}, pred.get(TCP) or {}
+    rows = [
+        ("", "EFA", "TCP (" + " ".join(f"{k}={v}" for k, v in TCP_ENV.items()) + ")", "model: EFA / TCP"),
+        ("run id", efa.get("run_id", "n/a"), tcp.get("run_id", "n/a"), pred.get("config") or pred.get("note")),
+        ("NCCL verdict", _verdict(efa), _verdict(tcp), ""),
+        (
+            "tokens/s",
+            _fmt(efa.get("tokens_per_s"), ",.0f"),
+            _fmt(tcp.get("tokens_per_s"), ",.0f"),
+            f"{_range(pe.get('tokens_per_s'), ',.0f')} / {_range(pt.get('tokens_per_s'), ',.0f')}",
+        ),
+        (
+            "MFU",
+            _fmt(efa.get("mfu"), ".1%"),
+            _fmt(tcp.get("mfu"), ".1%"),
+            f"{_range(_pct(pe.get('mfu')), '.1f', '%')} / {_range(_pct(pt.get('mfu')), '.1f', '%')}",
+        ),
+        (
+            "step time (median)",
+            _fmt(efa.get("step_time_s"), ".3f", " s"),
+            _fmt(tcp.get("step_time_s"), ".3f", " s"),
+            f"{_range(pe.get('step_time_s'), '.2f', ' s')} / {_range(pt.get('step_time_s'), '.2f', ' s')}",
+        ),
+        ("EFA/TCP tokens/s", _fmt(doc["ratio"], ".2f"), "", _range(pred.get("ratio"), ".2f")),
+    ]
+    widths = [max(len(str(r[i])) for r in rows) for i in range(4)]
+    return ["  ".join(str(c).ljust(w) for c, w in zip(r, widths, strict=True)).rstrip() for r in rows]
+
+
+def _pct(pair: list[float] | None) -> list[float] | None:
+    return [100 * v for v in pair] if pair else None
+
+
+def _verdict(leg: dict) -> str:
+    if not leg or not leg.get("ran"):
+        return "not run"
+    return f"{leg.get('verdict') or 'n/a'} (require {leg['require']})"
+
+
+def document(legs: list[Leg], pred: dict[str, Any], reports: dict[str, Any], error: str | None) -> dict[str, Any]:
+    return {
+        "ok": error is None,
+        "error": error,
+        "runs": {leg.name: leg.to_dict() for leg in legs},
+        "ratio": ratio(legs),
+        "prediction": pred,
+        "report": reports.get("report"),
+        "report_error": reports.get("report_error"),
+    }
+
+
+# ---- the command -----------------------------------------------------------------------------------------
+def add_parser(sub: Any, parents: list[argparse.ArgumentParser]) -> argparse.ArgumentParser:
+    from automation.cli import stack_name, whole_number
+
+    p = sub.add_parser(
+        "bench",
+        parents=parents,
+        help=HELP,
+        description=HELP[0].upper() + HELP[1:] + ".\n\n" + __doc__.split("\n\n", 1)[1],
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    p.add_argument("--stack", type=stack_name, help="Pulumi stack whose cluster runs both jobs (required)")
+    p.add_argument("--kubeconfig", type=Path, help="use this kubeconfig instead of the stack's `kubeconfig` output")
+    p.add_argument("--steps", type=whole_number, help="training steps of each run (default: the stack's train.steps)")
+    p.add_argument("--num-workers", type=whole_number, help="training workers (default: the stack's train.num_workers)")
+    p.add_argument(
+        "--run-id", type=base_run_id, help="base of the two run ids, <id>-efa and <id>-tcp (default: a new one)"
+    )
+    p.add_argument("--runs-root", type=Path, default=Path("runs"), help="where both runs are copied for the report")
+    return p
+
+
+def run(args: argparse.Namespace, ui: Any, deps: Any = None, **target_opts: Any) -> int:
+    """Both runs, the comparison and the report; exit 0 only when the EFA run passed its NCCL check
+    and the TCP run was found on sockets. `deps` (an AwsDeps) and `target_opts` are for tests."""
+    require_stack(args)
+    targets = make_targets(args, ui, deps, **target_opts)
+    job = targets[EFA].job()  # a job the stack cannot run is refused before anything is submitted
+    require_two_nodes(job, targets[EFA].cfg, "--num-workers" if args.num_workers else stack_label("num_workers"))
+    try:
+        legs = run_legs(targets, ui)
+    except KeyboardInterrupt:
+        ids = " and ".join(t.run_id for t in targets.values())
+        raise DriverError(
+            f"interrupted: the jobs {ids} may still run on the cluster of stack {args.stack}; "
+            f"`python -m automation logs --stack {args.stack} RUN` follows one",
+            exit_code=130,
+        ) from None
+    error = failure(legs)
+    reports = write_reports([leg for leg in legs if leg.outcome is not None], args.runs_root)
+    doc = document(legs, prediction(job, targets[EFA].cfg), reports, error)
+    if args.json:
+        ui.emit_json(doc)
+    else:
+        for line in table(doc):
+            ui.note(line)
+        ui.note(f"report: {doc['report']}" if doc["report"] else f"no side-by-side report: {doc['report_error']}")
+        if error:
+            ui.error(error)
+    return 0 if error is None else 1

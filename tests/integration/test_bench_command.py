@@ -1,0 +1,298 @@
+"""`python -m automation bench --stack S` against the fake Kubernetes API: the same job submitted twice
+from the head pod (through a scripted exec), once as configured and once forced onto TCP sockets, each
+judged from its own NCCL logs; the NCCL logs are real ones from tests/fixtures/nccl (README there)."""
+
+from __future__ import annotations
+
+import base64
+import io
+import json
+import re
+import tarfile
+from pathlib import Path
+
+import _driver_helpers as helpers  # tests/integration is on pytest's pythonpath
+import pytest
+
+from automation import cli
+from automation.commands import bench
+from automation.kube import ExecResult, KubeApi
+from automation.steps.verify import RESOURCES_MARK
+from automation.targets.aws import AwsDeps
+from workloads.metrics import METRICS_FILE, MetricsWriter, StepMetrics
+
+HEAD = "ray-efa-head-9xk2q"
+RANK0_POD = "ray-efa-gpu-workers-worker-tz8mb"
+NCCL = helpers.REPO / "tests" / "fixtures" / "nccl"
+EFA_LOG = NCCL / "efa_unprefixed_ofi1.20.log"  # aws-ofi-nccl 1.20 over EFA, `via NET/Libfabric/0`
+SOCKET_LOG = NCCL / "socket_cluster_nccl952.log"  # a multi-node run over `NET/Socket`
+TOKENS_PER_S = {"efa": 52000.0, "tcp": 20800.0}
+BASE = "b1"
+
+
+def tar_b64(files: dict[str, bytes]) -> str:
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w:gz") as tar:
+        for name, data in files.items():
+            info = tarfile.TarInfo(name)
+            info.size = len(data)
+            tar.addfile(info, io.BytesIO(data))
+    return base64.b64encode(buf.getvalue()).decode()
+
+
+def leg_of(run_id: str) -> str:
+    return run_id.rsplit("-", 1)[1]
+
+
+def summary(run_id: str) -> dict:
+    tps = TOKENS_PER_S[leg_of(run_id)]
+    return {
+        "run_id": run_id,
+        "backend": "nccl",
+        "world_size": 8,
+        "steps": 3,
+        "tokens_per_s": tps,
+        "mfu": tps * 1.0e10 / (8 * 121e12),
+        "step_time_s": 8 * 16384 / tps,
+        "loss_first": 4.0,
+        "loss_last": 2.0,
+    }
+
+
+def metrics_files(tmp: Path, run_id: str) -> dict[str, bytes]:
+    w = MetricsWriter(tmp / "made" / run_id, run_id, echo=False, tensorboard=False)
+    for n in (1, 2, 3):
+        w.write(StepMetrics(n, 3, 4.0 - n, 1e-4, TOKENS_PER_S[leg_of(run_id)], 1e3, 0.3, 1.2, 0.01, 18.0, 0.9))
+    w.close()
+    return {METRICS_FILE: (tmp / "made" / run_id / METRICS_FILE).read_bytes(), "run_info.json": b'{"config": {}}'}
+
+
+class Cluster:
+    """Answers what the driver runs in the pods; `logs` maps efa/tcp to the NCCL log that run leaves."""
+
+    def __init__(self, tmp: Path, logs: dict[str, Path], failed: tuple[str, ...] = ()):
+        self.tmp, self.logs, self.failed = tmp, logs, failed
+        self.submitted: list[tuple[str, dict]] = []  # (submission id, runtime env)
+        self.collected: list[str] = []  # NCCL directories read by the checks
+        self.exec = helpers.ScriptedExec(self.answer)
+
+    def answer(self, pod: str, cmd: list[str], stdin: str | None) -> ExecResult:
+        text = " ".join(cmd)
+        run = re.search(r"runs/([^/' ]+)", text)
+        if "base64 -d | tar" in text:
+            return ExecResult(0, "", "")
+        if cmd[:3] == ["ray", "job", "submit"]:
+            job = cmd[cmd.index("--submission-id") + 1]
+            self.submitted.append((job, json.loads(cmd[cmd.index("--runtime-env-json") + 1])))
+            word = "failed" if leg_of(job) in self.failed else "succeeded"
+            return ExecResult(0 if word == "succeeded" else 1, f"[train] step 3/3\nJob '{job}' {word}\n", "")
+        if cmd[0] == "cat":
+            return ExecResult(0, json.dumps(summary(run.group(1))), "")
+        if "pyarrow.fs" in text:  # the run-bucket marker probe of verify
+            return ExecResult(0, "ok\n", "")
+        if cmd[:2] == ["python", "-c"]:
+            return ExecResult(0, f"{RESOURCES_MARK}{json.dumps({'GPU': 8.0, 'CPU': 82.0})}\n", "")
+        if "-T -" in text:  # the report copying a run's files
+            return self.pack(pod, run.group(1), "summary.json" in text)
+        if "tar -czf - -C" in text:  # the NCCL check collecting one run's logs
+            self.collected.append(run.group(1))
+            log = self.logs[leg_of(run.group(1))].read_bytes()
+            return ExecResult(
+                0, tar_b64({f"./nccl.{run.group(1)}.rank0.host.1.log": log}) if pod == RANK0_POD else "", ""
+            )
+        raise AssertionError(f"unexpected command {cmd} in {pod}")
+
+    def pack(self, pod: str, run_id: str, wants_summary: bool) -> ExecResult:
+        if wants_summary:
+            return ExecResult(
+                0, tar_b64({"summary.json": json.dumps(summary(run_id)).encode()}) if pod == HEAD else "", ""
+            )
+        return ExecResult(0, tar_b64(metrics_files(self.tmp, run_id)) if pod == RANK0_POD else "", "")
+
+
+class KubeWithExec(KubeApi):
+    def __init__(self, kubeconfig, pod_exec):
+        super().__init__(kubeconfig)
+        self.exec = pod_exec
+
+
+class Ui:
+    def __init__(self):
+        self.notes, self.errors, self.doc = [], [], None
+
+    def note(self, text):
+        self.notes.append(text)
+
+    def error(self, text):
+        self.errors.append(text)
+
+    def emit_json(self, doc):
+        self.doc = doc
+
+    def log(self, text):
+        pass
+
+    progress = log
+    step_started = log
+    step_finished = log
+
+
+def outputs(api) -> dict:
+    return {
+        "kubeconfig": json.dumps(api.kubeconfig()),
+        "raycluster_name": "ray-efa",
+        "raycluster_namespace": "ray",
+        "storage_uri": "s3://ray-efa-eks-us-west-2-render/us-west-2/runs",
+        "pod_role_arn": "arn:aws:iam::123456789012:role/ray-pods",
+        "pod_identity_association_id": "a-123",
+        "ray_service_account": "ray-train",
+    }
+
+
+def run_bench(tmp_path, logs=None, failed=(), json_mode=True):
+    cluster = Cluster(tmp_path, logs or {"efa": EFA_LOG, "tcp": SOCKET_LOG}, failed)
+    ui = Ui()
+    argv = ["bench", "--stack", "us-west-2", "--run-id", BASE, "--runs-root", str(tmp_path / "runs")]
+    with helpers.FakeKubeApi() as api:
+        stack = helpers.FakeStack("us-west-2", outputs=outputs(api))
+        deps = AwsDeps(client=None, stack=lambda: stack, kube=lambda kc: KubeWithExec(kc, cluster.exec))
+        args = cli.build_parser().parse_args(argv + (["--json"] if json_mode else []))
+        rc = bench.run(args, ui, deps, node_wait_s=0, pod_wait_s=0)
+    return rc, ui, cluster
+
+
+@pytest.fixture(scope="module")
+def passing(tmp_path_factory):
+    """One bench whose EFA run used EFA and whose TCP run used sockets (shared: it costs a few seconds)."""
+    return run_bench(tmp_path_factory.mktemp("bench"))
+
+
+def test_both_jobs_are_submitted_with_distinct_run_ids(passing):
+    _, _, cluster = passing
+    jobs = [job for job, _ in cluster.submitted]
+    assert jobs == [f"{BASE}-efa", f"{BASE}-tcp"], f"expected the EFA then the TCP job, got {jobs}"
+
+
+def test_tcp_job_env_forces_sockets_without_the_ofi_plugin(passing):
+    _, _, cluster = passing
+    env = cluster.submitted[1][1]["env_vars"]
+    forced = {k: env.get(k) for k in ("NCCL_NET", "NCCL_NET_PLUGIN")}
+    assert forced == {"NCCL_NET": "Socket", "NCCL_NET_PLUGIN": "none"}, f"TCP job's env_vars: {env}"
+
+
+def test_efa_job_keeps_the_pods_own_nccl_env(passing):
+    _, _, cluster = passing
+    env = cluster.submitted[0][1]["env_vars"]
+    assert not {"NCCL_NET", "NCCL_NET_PLUGIN"} & set(env), f"expected no network override in the EFA job, got {env}"
+
+
+def test_each_check_reads_only_its_own_runs_nccl_logs(passing):
+    _, _, cluster = passing
+    # One read per worker pod: the EFA check, the TCP check, then the report's copies of both runs.
+    expected = ([f"{BASE}-efa"] * 2 + [f"{BASE}-tcp"] * 2) * 2
+    assert cluster.collected == expected, f"expected each run's own nccl/ from both workers, got {cluster.collected}"
+
+
+def test_efa_run_passes_and_tcp_run_is_found_on_sockets(passing):
+    rc, ui, _ = passing
+    got = {name: (leg["verdict"], leg["require"]) for name, leg in ui.doc["runs"].items()}
+    assert (rc, got) == (0, {"efa": ("pass", "efa"), "tcp": ("pass", "socket")}), f"rc {rc}, verdicts {got}"
+
+
+def test_ratio_is_efa_tokens_per_s_over_tcp(passing):
+    _, ui, _ = passing
+    expected = TOKENS_PER_S["efa"] / TOKENS_PER_S["tcp"]
+    assert ui.doc["ratio"] == pytest.approx(expected), f"expected {expected}, got {ui.doc['ratio']}"
+
+
+def test_each_run_reports_tokens_per_s_mfu_and_step_time_from_its_summary(passing):
+    _, ui, _ = passing
+    got = {name: [leg[k] for k in ("tokens_per_s", "mfu", "step_time_s")] for name, leg in ui.doc["runs"].items()}
+    expected = {name: [summary(f"{BASE}-{name}")[k] for k in ("tokens_per_s", "mfu", "step_time_s")] for name in got}
+    assert got == expected, f"expected each run's summary numbers {expected}, got {got}"
+
+
+def test_prediction_is_for_the_layout_the_model_chose_as_the_cluster_job(passing):
+    _, ui, _ = passing
+    model = bench.load_model()
+    chosen = model.choose_default(model.candidate_table(model.load_rows(model.DEFAULT_ROWS), {}))["config"]
+    got = ui.doc["prediction"]["config"]
+    assert got == chosen, f"expected the prediction of the model's chosen default {chosen!r}, got {got!r}"
+
+
+def test_side_by_side_report_shows_both_runs_with_their_own_requirement(passing):
+    _, ui, _ = passing
+    page = Path(ui.doc["report"]).read_text()
+    wanted = ['<b class="pass">pass</b> (require efa)', '<b class="pass">pass</b> (require socket)']
+    missing = [w for w in wanted if w not in page]
+    assert not missing, f"expected both verdicts in {ui.doc['report']}, missing {missing}"
+
+
+def test_tcp_run_found_on_efa_fails_naming_the_evidence(tmp_path):
+    rc, ui, _ = run_bench(tmp_path, logs={"efa": EFA_LOG, "tcp": EFA_LOG})
+    error = ui.doc["error"] or ""
+    assert rc == 1 and "NET/Libfabric" in error and "NCCL_NET=Socket" in error, f"rc {rc}, error {error!r}"
+
+
+def test_tcp_run_found_on_efa_gives_no_ratio(tmp_path):
+    _, ui, _ = run_bench(tmp_path, logs={"efa": EFA_LOG, "tcp": EFA_LOG})
+    assert ui.doc["ratio"] is None, f"expected no ratio from a void TCP run, got {ui.doc['ratio']}"
+
+
+def test_efa_run_on_sockets_fails_before_the_tcp_job(tmp_path):
+    rc, ui, cluster = run_bench(tmp_path, logs={"efa": SOCKET_LOG, "tcp": SOCKET_LOG})
+    jobs = [job for job, _ in cluster.submitted]
+    assert (rc, jobs) == (1, [f"{BASE}-efa"]), (
+        f"expected exit 1 and only the EFA job, got {rc}, {jobs}: {ui.doc['error']}"
+    )
+
+
+def test_failed_efa_job_names_its_step(tmp_path):
+    rc, ui, _ = run_bench(tmp_path, failed=("efa",))
+    error = ui.doc["error"] or ""
+    assert rc == 1 and f"EFA run {BASE}-efa failed at train" in error, f"rc {rc}, error {error!r}"
+
+
+def test_table_has_a_row_per_measure(tmp_path):
+    _, ui, _ = run_bench(tmp_path, json_mode=False)
+    firsts = [line.split("  ")[0] for line in ui.notes[2:9]]
+    expected = ["", "run id", "NCCL verdict", "tokens/s", "MFU", "step time (median)", "EFA/TCP tokens/s"]
+    assert firsts == expected, f"expected the table's rows {expected}, got {ui.notes}"
+
+
+def test_bench_without_stack_is_refused_naming_the_flag(capsys):
+    rc = cli.main(["bench"])
+    err = capsys.readouterr().err
+    assert rc == 2 and "--stack NAME" in err, f"expected exit 2 naming --stack, got {rc}: {err!r}"
+
+
+def test_interrupt_names_both_jobs_that_may_still_run(tmp_path):
+    cluster = Cluster(tmp_path, {"efa": EFA_LOG, "tcp": SOCKET_LOG})
+    answer = cluster.answer
+
+    def interrupted(pod, cmd, stdin):
+        if cmd[:3] == ["ray", "job", "submit"]:
+            raise KeyboardInterrupt
+        return answer(pod, cmd, stdin)
+
+    cluster.exec = helpers.ScriptedExec(interrupted)
+    argv = ["bench", "--stack", "us-west-2", "--run-id", BASE, "--runs-root", str(tmp_path / "runs")]
+    with helpers.FakeKubeApi() as api:
+        stack = helpers.FakeStack("us-west-2", outputs=outputs(api))
+        deps = AwsDeps(client=None, stack=lambda: stack, kube=lambda kc: KubeWithExec(kc, cluster.exec))
+        with pytest.raises(bench.DriverError) as e:
+            bench.run(cli.build_parser().parse_args(argv), Ui(), deps, node_wait_s=0, pod_wait_s=0)
+    said = (e.value.exit_code, f"{BASE}-efa and {BASE}-tcp" in str(e.value))
+    assert said == (130, True), f"expected exit 130 naming both jobs, got {e.value.exit_code}: {e.value}"
+
+
+def test_job_that_fits_one_node_is_refused_before_any_submit(tmp_path):
+    cluster = Cluster(tmp_path, {"efa": EFA_LOG, "tcp": SOCKET_LOG})
+    argv = ["bench", "--stack", "us-west-2", "--num-workers", "4", "--runs-root", str(tmp_path / "runs")]
+    with helpers.FakeKubeApi() as api:
+        stack = helpers.FakeStack("us-west-2", outputs=outputs(api))
+        deps = AwsDeps(client=None, stack=lambda: stack, kube=lambda kc: KubeWithExec(kc, cluster.exec))
+        with pytest.raises(bench.DriverError) as e:
+            bench.run(cli.build_parser().parse_args(argv), Ui(), deps)
+    said = (e.value.exit_code, "--num-workers 4" in str(e.value), cluster.exec.calls)
+    assert said == (2, True, []), f"expected exit 2 naming --num-workers 4 and no pod command, got {said}: {e.value}"
