@@ -24,6 +24,7 @@ import torch.distributed as dist
 
 from workloads.config import TrainConfig
 from workloads.data import MicroBatches
+from workloads.env import NCCL_DEBUG_LEVEL
 from workloads.metrics import DataWait, StepRecorder
 from workloads.model import apply_fsdp, build_mesh, build_model, count_params, flops_per_token, peak_tflops
 from workloads.nccl_check import run_marker
@@ -66,7 +67,7 @@ def route_nccl_log(cfg: TrainConfig, rank: int) -> str:
     Path(cfg.nccl_log_dir).mkdir(parents=True, exist_ok=True)
     path = str(Path(cfg.nccl_log_dir).absolute() / f"nccl.{cfg.run_id}.rank{rank}.%h.%p.log")
     os.environ["NCCL_DEBUG_FILE"] = path
-    os.environ.setdefault("NCCL_DEBUG", "INFO")
+    os.environ.setdefault("NCCL_DEBUG", NCCL_DEBUG_LEVEL)
     return path
 
 
