@@ -160,7 +160,8 @@ def check_device_plugins(daemonsets: Sequence[dict], min_ready: int) -> list[Fin
                 Finding(
                     label,
                     "pass" if ok else "fail",
-                    f"daemonset {ds['metadata'].get('namespace')}/{_name(ds)}: {ready}/{want} ready, expected >= {min_ready}",
+                    f"daemonset {ds['metadata'].get('namespace')}/{_name(ds)}: {ready}/{want} ready, "
+                    f"expected >= {min_ready}",
                     "" if ok else f"kubectl -n {ds['metadata'].get('namespace')} describe ds {_name(ds)}",
                 )
             )
@@ -200,7 +201,8 @@ def check_raycluster(rc: dict, exp: Expectations) -> list[Finding]:
                 + (f" ({c.get('reason')}: {c.get('message')})" if c and not ok else ""),
                 ""
                 if ok
-                else f"kubectl -n {exp.namespace} describe raycluster {exp.raycluster}; kubectl -n {exp.namespace} get pods",
+                else f"kubectl -n {exp.namespace} describe raycluster {exp.raycluster}; "
+                f"kubectl -n {exp.namespace} get pods",
             )
         )
     return rows

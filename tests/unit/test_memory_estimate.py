@@ -94,7 +94,8 @@ def test_case_that_cannot_fit_is_reported_as_not_fitting(shape):
     setting = me.Setting(micro_batch=8, reshard_after_forward=False, activation_checkpointing=False, loss="full")
     e = me.estimate(shape, setting, gpu_mem_gib=22.5)
     assert not e.fits, (
-        f"expected micro-batch 8 without checkpointing, full loss, not to fit in 22.5 GiB; total {e.total / me.GIB:.1f} GiB"
+        "expected micro-batch 8 without checkpointing, full loss, not to fit in 22.5 GiB; "
+        f"total {e.total / me.GIB:.1f} GiB"
     )
 
 
