@@ -6,11 +6,9 @@ import dataclasses
 import importlib.util
 import json
 import sys
-from pathlib import Path
 
 import pytest
-
-REPO = Path(__file__).resolve().parents[2]
+from conftest import REPO
 
 
 def _load_script():
