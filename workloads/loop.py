@@ -404,6 +404,24 @@ def _summary(
     }
 
 
+def _hand_over(cfg: TrainConfig, env: WorkerEnv, ckpt: Checkpointer, summary: dict, model, optimizer, stream) -> None:
+    """Save the final checkpoint (its path into ``summary``) and, under Ray, give rank 0's summary to
+    the launcher's actor."""
+    if cfg.checkpoint_every:
+        # None under Ray: the launcher fills in the stored path.
+        summary["checkpoint"] = ckpt.save(
+            {"step": cfg.steps, "losses": summary["losses"], "run_id": cfg.run_id},
+            model,
+            optimizer,
+            summary=summary,
+            data_position=stream.position(),
+        )
+    if env.under_ray and env.rank == 0:
+        import ray
+
+        ray.get(ray.get_actor(summary_actor_name(cfg.run_id)).put.remote(summary))
+
+
 def train_loop_per_worker(config: dict) -> dict | None:
     """Train per the config; returns the summary on rank 0 of a plain (non-Ray) launch."""
     cfg = TrainConfig.from_dict(config)
@@ -460,18 +478,6 @@ def train_loop_per_worker(config: dict) -> dict | None:
     recorder.close()
     tokens_per_s = cfg.tokens_per_step * timed_steps / timed_s if timed_s else None
     summary = _summary(cfg, env, device, tr, start, losses, step_times, tokens_per_s, fpt, peak)
-    if cfg.checkpoint_every:
-        # None under Ray: the launcher fills in the stored path.
-        summary["checkpoint"] = ckpt.save(
-            {"step": cfg.steps, "losses": losses, "run_id": cfg.run_id},
-            model,
-            optimizer,
-            summary=summary,
-            data_position=stream.position(),
-        )
-    if env.under_ray and env.rank == 0:
-        import ray
-
-        ray.get(ray.get_actor(summary_actor_name(cfg.run_id)).put.remote(summary))
+    _hand_over(cfg, env, ckpt, summary, model, optimizer, stream)
     dist.barrier()
     return summary if env.rank == 0 else None
