@@ -331,14 +331,12 @@ def _join(cfg: TrainConfig) -> tuple[WorkerEnv, torch.device]:
     return env, device
 
 
-def _warmup_schedule(cfg: TrainConfig, optimizer, start: int) -> torch.optim.lr_scheduler.LambdaLR:
-    """Linear warm-up over ``cfg.warmup_steps``, stepped ``start`` times for a resumed run."""
-    sched = torch.optim.lr_scheduler.LambdaLR(
+def _warmup_schedule(cfg: TrainConfig, optimizer) -> torch.optim.lr_scheduler.LambdaLR:
+    """Linear warm-up over ``cfg.warmup_steps``. Made before a checkpoint restores the optimizer, so
+    its base rates are the config's, not the restored ones; a resumed run then steps it once per step done."""
+    return torch.optim.lr_scheduler.LambdaLR(
         optimizer, lambda s: min(1.0, (s + 1) / cfg.warmup_steps) if cfg.warmup_steps else 1.0
     )
-    for _ in range(start):
-        sched.step()
-    return sched
 
 
 def _micro_batches(cfg: TrainConfig, env: WorkerEnv, vocab: int) -> MicroBatches:
@@ -428,11 +426,13 @@ def train_loop_per_worker(config: dict) -> dict | None:
     env, device = _join(cfg)
     tr = build_training(cfg, device, env.world, ranks_per_node(env))
     model, optimizer, vocab = tr.model, tr.optimizer, tr.vocab
+    sched = _warmup_schedule(cfg, optimizer)
     ckpt = Checkpointer(cfg, env)
     state = ckpt.restore(model, optimizer)
     start = int(state["step"])
     losses: list[float] = list(state.get("losses", []))
-    sched = _warmup_schedule(cfg, optimizer, start)
+    for _ in range(start):
+        sched.step()
     if env.rank == 0 and start:
         say(f"[train] resumed from checkpoint at step {start}")
 
