@@ -15,9 +15,9 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from infra.names import RUN_ROOT as CLUSTER_ROOT  # mounted in every pod of the RayCluster
 from workloads.config import ConfigError, TrainConfig, validate
 
-CLUSTER_ROOT = "/tmp/ray-efa-eks"  # exists in every pod of the RayCluster (infra mounts it)
 STACK_KEY = "ray-efa-eks:train"
 
 # Fields the driver sets for every run; a stack's train: block may not.

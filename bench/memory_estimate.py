@@ -338,12 +338,16 @@ def _gib(n: int) -> str:
 
 
 def format_table(rows: list[Estimate]) -> str:
-    head = f"{'b':>2} {'reshard':>7} {'AC':>3} {'loss':>7} | {'states':>6} {'blocks':>6} {'root':>6} {'acts':>6} {'loss':>6} | {'total':>6}  fits"
+    head = (
+        f"{'b':>2} {'reshard':>7} {'AC':>3} {'loss':>7} | "
+        f"{'states':>6} {'blocks':>6} {'root':>6} {'acts':>6} {'loss':>6} | {'total':>6}  fits"
+    )
     lines = [head, "-" * len(head)]
     for e in rows:
         st = e.setting
         lines.append(
-            f"{st.micro_batch:>2} {str(st.reshard_after_forward):>7} {'on' if st.activation_checkpointing else 'off':>3} "
+            f"{st.micro_batch:>2} {str(st.reshard_after_forward):>7} "
+            f"{'on' if st.activation_checkpointing else 'off':>3} "
             f"{st.loss:>7} | {_gib(e.states)} {_gib(e.blocks)} {_gib(e.root)} {_gib(e.activations)} {_gib(e.loss)} | "
             f"{_gib(e.total)}  {'yes' if e.fits else 'NO'}"
         )

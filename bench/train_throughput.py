@@ -199,9 +199,11 @@ def numerics(names: list[str], cfg: TrainConfig, device, n_steps: int) -> dict:
         "steps": n_steps,
         "task": "learnable",
         "curves": curves,
-        "max_abs_diff": {n: max(abs(a - b) for a, b in zip(base, c)) for n, c in curves.items()},
-        "max_rel_diff": {n: max(abs(a - b) / abs(b) for a, b in zip(base, c)) for n, c in curves.items()},
-        "mean_abs_diff": {n: statistics.fmean(abs(a - b) for a, b in zip(base, c)) for n, c in curves.items()},
+        "max_abs_diff": {n: max(abs(a - b) for a, b in zip(base, c, strict=True)) for n, c in curves.items()},
+        "max_rel_diff": {n: max(abs(a - b) / abs(b) for a, b in zip(base, c, strict=True)) for n, c in curves.items()},
+        "mean_abs_diff": {
+            n: statistics.fmean(abs(a - b) for a, b in zip(base, c, strict=True)) for n, c in curves.items()
+        },
     }
 
 
@@ -286,7 +288,8 @@ def main(argv=None) -> int:
                 emit({k: v for k, v in row.items() if k != "losses"})
                 results.append(row)
     print(
-        "\nvariant                      shape     tokens/s   MFU    step ms  own peak GB  (median of rounds; peak memory less what earlier windows left held)"
+        "\nvariant                      shape     tokens/s   MFU    step ms  own peak GB  "
+        "(median of rounds; peak memory less what earlier windows left held)"
     )
     for shape in args.shapes.split(","):
         b, t = map(int, shape.lower().split("x"))

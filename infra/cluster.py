@@ -60,39 +60,7 @@ class Cluster(pulumi.ComponentResource):
         child = pulumi.ResourceOptions(parent=self)
         c = args.cluster
 
-        key = aws.kms.Key(
-            f"{name}-secrets-key",
-            description=f"Envelope encryption of Kubernetes secrets in EKS cluster {c.name}",
-            enable_key_rotation=True,
-            deletion_window_in_days=7,
-            opts=child,
-        )
-
-        eks_cluster = eks.Cluster(
-            f"{name}-eks",
-            name=c.name,
-            version=c.kubernetes_version,
-            vpc_id=args.vpc_id,
-            private_subnet_ids=args.private_subnet_ids,
-            node_associate_public_ip_address=False,
-            # Node groups are explicit aws.eks.NodeGroup resources (below and in
-            # efa_nodegroup.py), so every setting is visible to review and tests.
-            skip_default_node_group=True,
-            # No extra pulumi-eks security groups: every node gets the EKS-created cluster
-            # security group, which already allows all traffic between the nodes and the
-            # control plane, so system and GPU nodes share one group.
-            skip_default_security_groups=True,
-            # Managed node groups get their access entries from EKS itself in API mode.
-            authentication_mode="API",
-            create_oidc_provider=True,
-            encryption_config_key_arn=key.arn,
-            enabled_cluster_log_types=list(c.log_types),
-            endpoint_private_access=True,
-            endpoint_public_access=c.endpoint_public_access,
-            public_access_cidrs=list(c.public_access_cidrs) if c.endpoint_public_access else None,
-            opts=child,
-        )
-
+        eks_cluster = self._control_plane(name, args)
         # pulumi-eks exposes no plain name output; deriving it from the URN makes everything
         # that names the cluster wait for it, without a depends_on.
         cluster_name = eks_cluster.urn.apply(lambda _: c.name)
@@ -104,32 +72,7 @@ class Cluster(pulumi.ComponentResource):
             )
             for arn in NODE_POLICY_ARNS
         ]
-
-        system_lt = aws.ec2.LaunchTemplate(
-            f"{name}-system-lt",
-            metadata_options=launch_template_metadata_options(),
-            block_device_mappings=[root_volume(args.system_nodes.root_volume_gib)],
-            update_default_version=True,
-            opts=child,
-        )
-        system = aws.eks.NodeGroup(
-            f"{name}-system",
-            cluster_name=cluster_name,
-            node_role_arn=node_role.arn,
-            subnet_ids=args.private_subnet_ids,
-            instance_types=[args.system_nodes.instance_type],
-            ami_type=SYSTEM_AMI_TYPE,
-            launch_template={"id": system_lt.id, "version": system_lt.latest_version.apply(str)},
-            scaling_config={
-                "desired_size": args.system_nodes.count,
-                "min_size": args.system_nodes.count,
-                "max_size": args.system_nodes.count,
-            },
-            labels=system_node_labels(),
-            # Nodes cannot join before the role's policies are attached; nothing in the data says so.
-            opts=pulumi.ResourceOptions(parent=self, depends_on=attachments),
-        )
-
+        system = self._system_node_group(name, args, cluster_name, node_role, attachments)
         _cluster_admins(name, cluster_name, c.admin_role_arns, child)
 
         self.provider = k8s.Provider(
@@ -155,6 +98,76 @@ class Cluster(pulumi.ComponentResource):
                 "oidc_provider_arn": self.oidc_provider_arn,
                 "system_node_group_name": self.system_node_group_name,
             }
+        )
+
+    def _control_plane(self, name: str, args: ClusterArgs) -> eks.Cluster:
+        """The EKS control plane (pulumi-eks) with its own KMS key for envelope encryption of secrets."""
+        child = pulumi.ResourceOptions(parent=self)
+        c = args.cluster
+        key = aws.kms.Key(
+            f"{name}-secrets-key",
+            description=f"Envelope encryption of Kubernetes secrets in EKS cluster {c.name}",
+            enable_key_rotation=True,
+            deletion_window_in_days=7,
+            opts=child,
+        )
+        return eks.Cluster(
+            f"{name}-eks",
+            name=c.name,
+            version=c.kubernetes_version,
+            vpc_id=args.vpc_id,
+            private_subnet_ids=args.private_subnet_ids,
+            node_associate_public_ip_address=False,
+            # Node groups are explicit aws.eks.NodeGroup resources (below and in
+            # efa_nodegroup.py), so every setting is visible to review and tests.
+            skip_default_node_group=True,
+            # No extra pulumi-eks security groups: every node gets the EKS-created cluster
+            # security group, which already allows all traffic between the nodes and the
+            # control plane, so system and GPU nodes share one group.
+            skip_default_security_groups=True,
+            # Managed node groups get their access entries from EKS itself in API mode.
+            authentication_mode="API",
+            create_oidc_provider=True,
+            encryption_config_key_arn=key.arn,
+            enabled_cluster_log_types=list(c.log_types),
+            endpoint_private_access=True,
+            endpoint_public_access=c.endpoint_public_access,
+            public_access_cidrs=list(c.public_access_cidrs) if c.endpoint_public_access else None,
+            opts=child,
+        )
+
+    def _system_node_group(
+        self,
+        name: str,
+        args: ClusterArgs,
+        cluster_name: pulumi.Output[str],
+        node_role: aws.iam.Role,
+        attachments: list[aws.iam.RolePolicyAttachment],
+    ) -> aws.eks.NodeGroup:
+        """The system node group (CoreDNS, KubeRay operator, Ray head) and its IMDSv2 launch template."""
+        system_lt = aws.ec2.LaunchTemplate(
+            f"{name}-system-lt",
+            metadata_options=launch_template_metadata_options(),
+            block_device_mappings=[root_volume(args.system_nodes.root_volume_gib)],
+            update_default_version=True,
+            opts=pulumi.ResourceOptions(parent=self),
+        )
+        return aws.eks.NodeGroup(
+            f"{name}-system",
+            cluster_name=cluster_name,
+            node_role_arn=node_role.arn,
+            subnet_ids=args.private_subnet_ids,
+            instance_types=[args.system_nodes.instance_type],
+            ami_type=SYSTEM_AMI_TYPE,
+            launch_template={"id": system_lt.id, "version": system_lt.latest_version.apply(str)},
+            scaling_config={
+                "desired_size": args.system_nodes.count,
+                "min_size": args.system_nodes.count,
+                "max_size": args.system_nodes.count,
+            },
+            labels=system_node_labels(),
+            # Nodes cannot join before the role's policies are attached; nothing in the data says so.
+            opts=pulumi.ResourceOptions(parent=self, depends_on=attachments),
         )
 
 

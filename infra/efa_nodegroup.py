@@ -12,6 +12,7 @@ import pulumi_aws as aws
 from infra.config import GpuNodesConfig
 from infra.manifests import (
     GPU_AMI_TYPE,
+    GpuCapacity,
     efa_network_interfaces,
     efa_security_group_rules,
     gpu_capacity,
@@ -53,46 +54,10 @@ class EfaNodeGroup(pulumi.ComponentResource):
         else:
             placement_group_name = aws.ec2.PlacementGroup(f"{name}-pg", strategy="cluster", opts=child).name
 
-        efa_sg = aws.ec2.SecurityGroup(
-            f"{name}-efa-sg",
-            vpc_id=args.vpc_id,
-            description="EFA: all traffic between the GPU nodes' EFA interfaces",
-            opts=child,
-        )
-        for rule in efa_security_group_rules():
-            kind = (
-                aws.vpc.SecurityGroupIngressRule if rule["direction"] == "ingress" else aws.vpc.SecurityGroupEgressRule
-            )
-            kind(
-                f"{name}-efa-{rule['direction']}-self",
-                security_group_id=efa_sg.id,
-                referenced_security_group_id=efa_sg.id,
-                ip_protocol=rule["ip_protocol"],
-                description=rule["description"],
-                opts=child,
-            )
+        efa_sg = self._efa_security_group(name, args.vpc_id)
 
-        # The EFA group plus the cluster's: the nodes still need to reach the control plane and
-        # the system node (CoreDNS, the Ray head) through the shared cluster group.
-        security_groups = [efa_sg.id, args.cluster_security_group_id]
-        interfaces = [{**nic, "security_groups": security_groups} for nic in efa_network_interfaces(gpu.efa_interfaces)]
-        # Instances in a cluster placement group only use reservations made for that group
-        # (https://docs.aws.amazon.com/AWSEC2/latest/UserGuide/cr-cpg.html); Pulumi.yaml's
-        # gpuCapacityReservationId description tells the user so.
         capacity = gpu_capacity(gpu)
-        template = aws.ec2.LaunchTemplate(
-            f"{name}-lt",
-            description=f"EFA GPU nodes ({gpu.instance_type}, {gpu.efa_interfaces} EFA interface(s))",
-            network_interfaces=interfaces,
-            metadata_options=launch_template_metadata_options(),
-            block_device_mappings=[root_volume(gpu.root_volume_gib)],
-            placement={"group_name": placement_group_name},
-            capacity_reservation_specification=capacity.capacity_reservation_specification,
-            instance_market_options=capacity.instance_market_options,
-            update_default_version=True,
-            tag_specifications=[{"resource_type": "instance", "tags": {"Name": f"{name}-gpu"}}],
-            opts=child,
-        )
+        template = self._launch_template(name, args, efa_sg, placement_group_name, capacity)
 
         node_group = aws.eks.NodeGroup(
             f"{name}-ng",
@@ -123,4 +88,59 @@ class EfaNodeGroup(pulumi.ComponentResource):
                 "placement_group_name": self.placement_group_name,
                 "launch_template_id": self.launch_template_id,
             }
+        )
+
+    def _efa_security_group(self, name: str, vpc_id: pulumi.Input[str]) -> aws.ec2.SecurityGroup:
+        """A security group allowing all traffic from and to itself, which EFA requires."""
+        child = pulumi.ResourceOptions(parent=self)
+        efa_sg = aws.ec2.SecurityGroup(
+            f"{name}-efa-sg",
+            vpc_id=vpc_id,
+            description="EFA: all traffic between the GPU nodes' EFA interfaces",
+            opts=child,
+        )
+        for rule in efa_security_group_rules():
+            kind = (
+                aws.vpc.SecurityGroupIngressRule if rule["direction"] == "ingress" else aws.vpc.SecurityGroupEgressRule
+            )
+            kind(
+                f"{name}-efa-{rule['direction']}-self",
+                security_group_id=efa_sg.id,
+                referenced_security_group_id=efa_sg.id,
+                ip_protocol=rule["ip_protocol"],
+                description=rule["description"],
+                opts=child,
+            )
+        return efa_sg
+
+    def _launch_template(
+        self,
+        name: str,
+        args: EfaNodeGroupArgs,
+        efa_sg: aws.ec2.SecurityGroup,
+        placement_group_name: pulumi.Input[str],
+        capacity: GpuCapacity,
+    ) -> aws.ec2.LaunchTemplate:
+        """The GPU nodes' launch template: EFA interfaces, IMDSv2, the placement group, the reservation."""
+        child = pulumi.ResourceOptions(parent=self)
+        gpu = args.gpu
+        # The EFA group plus the cluster's: the nodes still need to reach the control plane and
+        # the system node (CoreDNS, the Ray head) through the shared cluster group.
+        security_groups = [efa_sg.id, args.cluster_security_group_id]
+        interfaces = [{**nic, "security_groups": security_groups} for nic in efa_network_interfaces(gpu.efa_interfaces)]
+        # Instances in a cluster placement group only use reservations made for that group
+        # (https://docs.aws.amazon.com/AWSEC2/latest/UserGuide/cr-cpg.html); Pulumi.yaml's
+        # gpuCapacityReservationId description tells the user so.
+        return aws.ec2.LaunchTemplate(
+            f"{name}-lt",
+            description=f"EFA GPU nodes ({gpu.instance_type}, {gpu.efa_interfaces} EFA interface(s))",
+            network_interfaces=interfaces,
+            metadata_options=launch_template_metadata_options(),
+            block_device_mappings=[root_volume(gpu.root_volume_gib)],
+            placement={"group_name": placement_group_name},
+            capacity_reservation_specification=capacity.capacity_reservation_specification,
+            instance_market_options=capacity.instance_market_options,
+            update_default_version=True,
+            tag_specifications=[{"resource_type": "instance", "tags": {"Name": f"{name}-gpu"}}],
+            opts=child,
         )

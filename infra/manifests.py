@@ -15,19 +15,24 @@ from typing import Any
 
 from infra.config import GpuNodesConfig, RayConfig, StackConfig
 from infra.eks_facts import EFA_HUGEPAGES, EFA_HUGEPAGES_RESOURCE
+from infra.names import (
+    EFA_RESOURCE,
+    GPU_RESOURCE,
+    GPU_ROLE,
+    NCCL_DEBUG_LEVEL,
+    ROLE_LABEL,
+    RUN_ROOT,
+    SYSTEM_ROLE,
+)
 
 # --------------------------------------------------------------------------- labels, taints
 
-ROLE_LABEL = "role"
-SYSTEM_ROLE = "system"
-GPU_ROLE = "gpu-worker"
 # The NVIDIA device plugin chart's default node affinity requires one of its "GPU present"
 # labels; without node-feature-discovery nothing sets it, so the node group does.
 NVIDIA_GPU_PRESENT_LABEL = "nvidia.com/gpu.present"
-GPU_TAINT = {"key": "nvidia.com/gpu", "value": "true", "effect": "NO_SCHEDULE"}
-GPU_TOLERATION = {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}
-GPU_RESOURCE = "nvidia.com/gpu"
-EFA_RESOURCE = "vpc.amazonaws.com/efa"
+GPU_TAINT_KEY = "nvidia.com/gpu"  # the node group's taint and the worker pods' toleration must match
+GPU_TAINT = {"key": GPU_TAINT_KEY, "value": "true", "effect": "NO_SCHEDULE"}
+GPU_TOLERATION = {"key": GPU_TAINT_KEY, "operator": "Exists", "effect": "NoSchedule"}
 # The EKS-optimized Amazon Linux 2023 AMI with the NVIDIA driver and container toolkit; the EFA
 # kernel module ships in it as well.
 GPU_AMI_TYPE = "AL2023_x86_64_NVIDIA"
@@ -259,7 +264,6 @@ def kuberay_operator_values() -> dict[str, Any]:
 
 RAY_API_VERSION = "ray.io/v1"
 RAY_KIND = "RayCluster"
-RUN_ROOT = "/tmp/ray-efa-eks"  # the driver passes --run-dir /tmp/ray-efa-eks/runs/<run_id>
 # Ray's temp root: session logs and object-store spill. A volume keeps them off the container's
 # writable layer; KubeRay's own examples mount an emptyDir at /tmp/ray for the same reason
 # (https://docs.ray.io/en/latest/cluster/kubernetes/user-guides/logging.html).
@@ -272,7 +276,7 @@ NCCL_EFA_ENV = {
     "FI_PROVIDER": "efa",
     "NCCL_NET_PLUGIN": "ofi",
     "NCCL_SOCKET_IFNAME": "eth0",
-    "NCCL_DEBUG": "INFO",
+    "NCCL_DEBUG": NCCL_DEBUG_LEVEL,
 }
 
 
@@ -337,7 +341,7 @@ def ray_worker_template(ray: RayConfig) -> dict[str, Any]:
     runs_volume, runs_mount = _runs_volume()
     tmp_volume, tmp_mount = _ray_tmp_volume()
     return {
-        "metadata": {"labels": {"app.kubernetes.io/name": ray.cluster_name, "ray-efa-eks/role": "gpu-worker"}},
+        "metadata": {"labels": {"app.kubernetes.io/name": ray.cluster_name, "ray-efa-eks/role": GPU_ROLE}},
         "spec": {
             "serviceAccountName": RAY_SERVICE_ACCOUNT,
             "nodeSelector": {ROLE_LABEL: GPU_ROLE},

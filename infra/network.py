@@ -8,7 +8,7 @@ from dataclasses import dataclass
 import pulumi
 import pulumi_aws as aws
 
-from infra.manifests import private_subnet_tags, public_subnet_tags, subnet_plan
+from infra.manifests import SubnetPlan, private_subnet_tags, public_subnet_tags, subnet_plan
 
 
 @dataclass(frozen=True)
@@ -43,70 +43,10 @@ class Network(pulumi.ComponentResource):
         igw = aws.ec2.InternetGateway(
             f"{name}-igw", vpc_id=vpc.id, tags={"Name": f"{args.cluster_name}-igw"}, opts=child
         )
-
         plan = subnet_plan(args.vpc_cidr, args.azs)
-        public_rt = aws.ec2.RouteTable(
-            f"{name}-public-rt", vpc_id=vpc.id, tags={"Name": f"{args.cluster_name}-public"}, opts=child
-        )
-        aws.ec2.Route(
-            f"{name}-public-default",
-            route_table_id=public_rt.id,
-            destination_cidr_block="0.0.0.0/0",
-            gateway_id=igw.id,
-            opts=child,
-        )
-
-        public_subnets, private_subnets = {}, []
-        for p in plan:
-            public = aws.ec2.Subnet(
-                f"{name}-public-{p.az}",
-                vpc_id=vpc.id,
-                cidr_block=p.public_cidr,
-                availability_zone=p.az,
-                map_public_ip_on_launch=False,  # only the NAT gateway lives here, with its own EIP
-                tags={"Name": f"{args.cluster_name}-public-{p.az}", **public_subnet_tags(args.cluster_name)},
-                opts=child,
-            )
-            aws.ec2.RouteTableAssociation(
-                f"{name}-public-{p.az}", subnet_id=public.id, route_table_id=public_rt.id, opts=child
-            )
-            public_subnets[p.az] = public
-
-        # One NAT gateway keeps the cost down. It sits in the GPU nodes' AZ: a NAT gateway is zonal, so
-        # in another AZ every image pull of the GPU nodes would cross AZs (billed per GB) and fail with
-        # that AZ (https://docs.aws.amazon.com/vpc/latest/userguide/nat-gateway-basics.html).
-        eip = aws.ec2.Eip(f"{name}-nat-eip", domain="vpc", tags={"Name": f"{args.cluster_name}-nat"}, opts=child)
-        nat = aws.ec2.NatGateway(
-            f"{name}-nat",
-            allocation_id=eip.id,
-            subnet_id=public_subnets[args.nat_az].id,
-            tags={"Name": f"{args.cluster_name}-nat"},
-            opts=pulumi.ResourceOptions(parent=self, depends_on=[igw]),
-        )
-        private_rt = aws.ec2.RouteTable(
-            f"{name}-private-rt", vpc_id=vpc.id, tags={"Name": f"{args.cluster_name}-private"}, opts=child
-        )
-        aws.ec2.Route(
-            f"{name}-private-default",
-            route_table_id=private_rt.id,
-            destination_cidr_block="0.0.0.0/0",
-            nat_gateway_id=nat.id,
-            opts=child,
-        )
-        for p in plan:
-            private = aws.ec2.Subnet(
-                f"{name}-private-{p.az}",
-                vpc_id=vpc.id,
-                cidr_block=p.private_cidr,
-                availability_zone=p.az,
-                map_public_ip_on_launch=False,
-                tags={"Name": f"{args.cluster_name}-private-{p.az}", **private_subnet_tags(args.cluster_name)},
-                opts=child,
-            )
-            aws.ec2.RouteTableAssociation(
-                f"{name}-private-{p.az}", subnet_id=private.id, route_table_id=private_rt.id, opts=child
-            )
-            private_subnets.append(private)
+        public_subnets = self._public_subnets(name, args, vpc, igw, plan)
+        private_rt = self._private_route_table(name, args, vpc, igw, public_subnets[args.nat_az])
+        private_subnets = self._private_subnets(name, args, vpc, private_rt, plan)
 
         # S3 traffic (checkpoints, datasets, ECR's image layers) goes through a free gateway endpoint
         # instead of the NAT gateway's per-GB charge
@@ -139,3 +79,90 @@ class Network(pulumi.ComponentResource):
                 "s3_endpoint_id": self.s3_endpoint_id,
             }
         )
+
+    def _public_subnets(
+        self, name: str, args: NetworkArgs, vpc: aws.ec2.Vpc, igw: aws.ec2.InternetGateway, plan: tuple[SubnetPlan, ...]
+    ) -> dict[str, aws.ec2.Subnet]:
+        """One public subnet per AZ, routed to the internet gateway; they hold only the NAT gateway."""
+        child = pulumi.ResourceOptions(parent=self)
+        public_rt = aws.ec2.RouteTable(
+            f"{name}-public-rt", vpc_id=vpc.id, tags={"Name": f"{args.cluster_name}-public"}, opts=child
+        )
+        aws.ec2.Route(
+            f"{name}-public-default",
+            route_table_id=public_rt.id,
+            destination_cidr_block="0.0.0.0/0",
+            gateway_id=igw.id,
+            opts=child,
+        )
+        public_subnets = {}
+        for p in plan:
+            public = aws.ec2.Subnet(
+                f"{name}-public-{p.az}",
+                vpc_id=vpc.id,
+                cidr_block=p.public_cidr,
+                availability_zone=p.az,
+                map_public_ip_on_launch=False,  # only the NAT gateway lives here, with its own EIP
+                tags={"Name": f"{args.cluster_name}-public-{p.az}", **public_subnet_tags(args.cluster_name)},
+                opts=child,
+            )
+            aws.ec2.RouteTableAssociation(
+                f"{name}-public-{p.az}", subnet_id=public.id, route_table_id=public_rt.id, opts=child
+            )
+            public_subnets[p.az] = public
+        return public_subnets
+
+    def _private_route_table(
+        self, name: str, args: NetworkArgs, vpc: aws.ec2.Vpc, igw: aws.ec2.InternetGateway, nat_subnet: aws.ec2.Subnet
+    ) -> aws.ec2.RouteTable:
+        """The private subnets' route table, its default route through the one NAT gateway."""
+        child = pulumi.ResourceOptions(parent=self)
+        # One NAT gateway keeps the cost down. It sits in the GPU nodes' AZ: a NAT gateway is zonal, so
+        # in another AZ every image pull of the GPU nodes would cross AZs (billed per GB) and fail with
+        # that AZ (https://docs.aws.amazon.com/vpc/latest/userguide/nat-gateway-basics.html).
+        eip = aws.ec2.Eip(f"{name}-nat-eip", domain="vpc", tags={"Name": f"{args.cluster_name}-nat"}, opts=child)
+        nat = aws.ec2.NatGateway(
+            f"{name}-nat",
+            allocation_id=eip.id,
+            subnet_id=nat_subnet.id,
+            tags={"Name": f"{args.cluster_name}-nat"},
+            opts=pulumi.ResourceOptions(parent=self, depends_on=[igw]),
+        )
+        private_rt = aws.ec2.RouteTable(
+            f"{name}-private-rt", vpc_id=vpc.id, tags={"Name": f"{args.cluster_name}-private"}, opts=child
+        )
+        aws.ec2.Route(
+            f"{name}-private-default",
+            route_table_id=private_rt.id,
+            destination_cidr_block="0.0.0.0/0",
+            nat_gateway_id=nat.id,
+            opts=child,
+        )
+        return private_rt
+
+    def _private_subnets(
+        self,
+        name: str,
+        args: NetworkArgs,
+        vpc: aws.ec2.Vpc,
+        private_rt: aws.ec2.RouteTable,
+        plan: tuple[SubnetPlan, ...],
+    ) -> list[aws.ec2.Subnet]:
+        """One private subnet per AZ (nodes, control-plane ENIs), ordered like ``plan``."""
+        child = pulumi.ResourceOptions(parent=self)
+        private_subnets = []
+        for p in plan:
+            private = aws.ec2.Subnet(
+                f"{name}-private-{p.az}",
+                vpc_id=vpc.id,
+                cidr_block=p.private_cidr,
+                availability_zone=p.az,
+                map_public_ip_on_launch=False,
+                tags={"Name": f"{args.cluster_name}-private-{p.az}", **private_subnet_tags(args.cluster_name)},
+                opts=child,
+            )
+            aws.ec2.RouteTableAssociation(
+                f"{name}-private-{p.az}", subnet_id=private.id, route_table_id=private_rt.id, opts=child
+            )
+            private_subnets.append(private)
+        return private_subnets

@@ -24,6 +24,7 @@ import torch.distributed as dist
 
 from workloads.config import TrainConfig
 from workloads.data import MicroBatches
+from workloads.env import NCCL_DEBUG_LEVEL
 from workloads.metrics import DataWait, StepRecorder
 from workloads.model import apply_fsdp, build_mesh, build_model, count_params, flops_per_token, peak_tflops
 from workloads.nccl_check import run_marker
@@ -66,7 +67,7 @@ def route_nccl_log(cfg: TrainConfig, rank: int) -> str:
     Path(cfg.nccl_log_dir).mkdir(parents=True, exist_ok=True)
     path = str(Path(cfg.nccl_log_dir).absolute() / f"nccl.{cfg.run_id}.rank{rank}.%h.%p.log")
     os.environ["NCCL_DEBUG_FILE"] = path
-    os.environ.setdefault("NCCL_DEBUG", "INFO")
+    os.environ.setdefault("NCCL_DEBUG", NCCL_DEBUG_LEVEL)
     return path
 
 
@@ -316,9 +317,8 @@ def train_step(
     return total
 
 
-def train_loop_per_worker(config: dict) -> dict | None:
-    """Train per the config; returns the summary on rank 0 of a plain (non-Ray) launch."""
-    cfg = TrainConfig.from_dict(config)
+def _join(cfg: TrainConfig) -> tuple[WorkerEnv, torch.device]:
+    """Route this rank's NCCL log, print its run marker, join the process group, pick its device."""
     env = WorkerEnv.detect()
     route_nccl_log(cfg, env.rank)
     # Lets the NCCL check cut a combined log (Ray job log, kubectl logs) down to this run.
@@ -328,76 +328,55 @@ def train_loop_per_worker(config: dict) -> dict | None:
     device = _device(env, cfg.use_gpu)
     if device.type == "cuda":
         torch.cuda.set_device(device)
-    tr = build_training(cfg, device, env.world, ranks_per_node(env))
-    model, optimizer, vocab = tr.model, tr.optimizer, tr.vocab
-    sched = torch.optim.lr_scheduler.LambdaLR(
+    return env, device
+
+
+def _warmup_schedule(cfg: TrainConfig, optimizer) -> torch.optim.lr_scheduler.LambdaLR:
+    """Linear warm-up over ``cfg.warmup_steps``. Made before a checkpoint restores the optimizer, so
+    its base rates are the config's, not the restored ones; a resumed run then steps it once per step done."""
+    return torch.optim.lr_scheduler.LambdaLR(
         optimizer, lambda s: min(1.0, (s + 1) / cfg.warmup_steps) if cfg.warmup_steps else 1.0
     )
-    ckpt = Checkpointer(cfg, env)
-    state = ckpt.restore(model, optimizer)
-    start = int(state["step"])
-    losses: list[float] = list(state.get("losses", []))
-    for _ in range(start):
-        sched.step()
-    if env.rank == 0 and start:
-        say(f"[train] resumed from checkpoint at step {start}")
 
+
+def _micro_batches(cfg: TrainConfig, env: WorkerEnv, vocab: int) -> MicroBatches:
+    """This rank's micro-batch stream: the Ray dataset shard when Ray Train holds the data, else its own."""
     dataset = None
     if cfg.data and env.under_ray:
         import ray.train
 
         dataset = ray.train.get_dataset_shard("train")  # unsplit: every document (DataConfig in train.py)
-    stream = MicroBatches(cfg, vocab, env.rank, env.world, dataset)
-    batches = stream.iterate(start, data_position_of(state, env.rank, env.world))
+    return MicroBatches(cfg, vocab, env.rank, env.world, dataset)
 
-    fpt = flops_per_token(tr.n_params, tr.n_layers, tr.hidden, cfg.seq_len)
-    peak = peak_tflops(device)
-    batches = DataWait(batches)
-    recorder = StepRecorder(cfg, env.rank, env.world, fpt, peak, gpu=device.type == "cuda")
-    stats: dict = {}
-    warmup = min(2, max(0, cfg.steps - start - 1))  # steps excluded from throughput (compile, allocator)
-    timed_steps, timed_s = 0, 0.0
-    step_times: list[float] = []
 
-    def sync():
-        if device.type == "cuda":
-            torch.cuda.synchronize(device)
+def _say_step(
+    cfg: TrainConfig, env: WorkerEnv, step: int, loss: float, dt: float, fpt: float, peak: float | None, device
+) -> None:
+    """Rank 0's progress line every ``cfg.log_every`` steps and at the last one."""
+    if env.rank != 0 or ((step + 1) % cfg.log_every and step + 1 != cfg.steps):
+        return
+    tps = cfg.tokens_per_step / dt
+    mfu = f" mfu {tps * fpt / (env.world * peak * 1e12):.1%}" if peak else ""
+    say(
+        f"[train] step {step + 1}/{cfg.steps} loss {loss:.4f} step_time {dt * 1e3:.0f} ms "
+        f"tokens/s {tps:,.0f}{mfu} peak_mem {_peak_mem_gb(device):.2f} GB"
+    )
 
-    for step in range(start, cfg.steps):
-        _maybe_fail(cfg, env, step)
-        sync()
-        t0 = time.perf_counter()
-        lr = optimizer.param_groups[0]["lr"]
-        loss_buf = train_step(model, optimizer, batches, cfg.grad_accum, cfg.grad_clip, device, vocab, stats)
-        sched.step()
-        dist.all_reduce(loss_buf, op=dist.ReduceOp.SUM)
-        loss_val = loss_buf.item() / env.world  # .item() syncs the device too
-        dt = time.perf_counter() - t0
-        recorder.record(step + 1, loss_val, lr, dt, batches.take(), _peak_mem_gb(device), stats.get("grad_norm"))
-        losses.append(loss_val)
-        step_times.append(dt)
-        if step - start >= warmup:
-            timed_steps += 1
-            timed_s += dt
-        if env.rank == 0 and ((step + 1) % cfg.log_every == 0 or step + 1 == cfg.steps):
-            tps = cfg.tokens_per_step / dt
-            mfu = f" mfu {tps * fpt / (env.world * peak * 1e12):.1%}" if peak else ""
-            say(
-                f"[train] step {step + 1}/{cfg.steps} loss {loss_val:.4f} step_time {dt * 1e3:.0f} ms "
-                f"tokens/s {tps:,.0f}{mfu} peak_mem {_peak_mem_gb(device):.2f} GB"
-            )
-        done = step + 1
-        if cfg.checkpoint_every and done % cfg.checkpoint_every == 0 and done < cfg.steps:
-            ckpt.save(
-                {"step": done, "losses": losses, "run_id": cfg.run_id},
-                model,
-                optimizer,
-                data_position=stream.position(),
-            )
 
-    recorder.close()
-    tokens_per_s = cfg.tokens_per_step * timed_steps / timed_s if timed_s else None
-    summary = {
+def _summary(
+    cfg: TrainConfig,
+    env: WorkerEnv,
+    device: torch.device,
+    tr: Training,
+    start: int,
+    losses: list[float],
+    step_times: list[float],
+    tokens_per_s: float | None,
+    fpt: float,
+    peak: float | None,
+) -> dict:
+    """The run's summary (summary.json), as rank 0 reports it."""
+    return {
         "run_id": cfg.run_id,
         "preset": cfg.preset,
         "world_size": env.world,
@@ -421,10 +400,15 @@ def train_loop_per_worker(config: dict) -> dict | None:
         "nccl_log_host": socket.gethostname(),
         "checkpoint": None,
     }
+
+
+def _hand_over(cfg: TrainConfig, env: WorkerEnv, ckpt: Checkpointer, summary: dict, model, optimizer, stream) -> None:
+    """Save the final checkpoint (its path into ``summary``) and, under Ray, give rank 0's summary to
+    the launcher's actor."""
     if cfg.checkpoint_every:
         # None under Ray: the launcher fills in the stored path.
         summary["checkpoint"] = ckpt.save(
-            {"step": cfg.steps, "losses": losses, "run_id": cfg.run_id},
+            {"step": cfg.steps, "losses": summary["losses"], "run_id": cfg.run_id},
             model,
             optimizer,
             summary=summary,
@@ -434,5 +418,66 @@ def train_loop_per_worker(config: dict) -> dict | None:
         import ray
 
         ray.get(ray.get_actor(summary_actor_name(cfg.run_id)).put.remote(summary))
+
+
+def train_loop_per_worker(config: dict) -> dict | None:
+    """Train per the config; returns the summary on rank 0 of a plain (non-Ray) launch."""
+    cfg = TrainConfig.from_dict(config)
+    env, device = _join(cfg)
+    tr = build_training(cfg, device, env.world, ranks_per_node(env))
+    model, optimizer, vocab = tr.model, tr.optimizer, tr.vocab
+    sched = _warmup_schedule(cfg, optimizer)
+    ckpt = Checkpointer(cfg, env)
+    state = ckpt.restore(model, optimizer)
+    start = int(state["step"])
+    losses: list[float] = list(state.get("losses", []))
+    for _ in range(start):
+        sched.step()
+    if env.rank == 0 and start:
+        say(f"[train] resumed from checkpoint at step {start}")
+
+    stream = _micro_batches(cfg, env, vocab)
+    batches = stream.iterate(start, data_position_of(state, env.rank, env.world))
+
+    fpt = flops_per_token(tr.n_params, tr.n_layers, tr.hidden, cfg.seq_len)
+    peak = peak_tflops(device)
+    batches = DataWait(batches)
+    recorder = StepRecorder(cfg, env.rank, env.world, fpt, peak, gpu=device.type == "cuda")
+    stats: dict = {}
+    warmup = min(2, max(0, cfg.steps - start - 1))  # steps excluded from throughput (compile, allocator)
+    timed_steps, timed_s = 0, 0.0
+    step_times: list[float] = []
+
+    for step in range(start, cfg.steps):
+        _maybe_fail(cfg, env, step)
+        if device.type == "cuda":
+            torch.cuda.synchronize(device)
+        t0 = time.perf_counter()
+        lr = optimizer.param_groups[0]["lr"]
+        loss_buf = train_step(model, optimizer, batches, cfg.grad_accum, cfg.grad_clip, device, vocab, stats)
+        sched.step()
+        dist.all_reduce(loss_buf, op=dist.ReduceOp.SUM)
+        loss_val = loss_buf.item() / env.world  # .item() syncs the device too
+        dt = time.perf_counter() - t0
+        recorder.record(step + 1, loss_val, lr, dt, batches.take(), _peak_mem_gb(device), stats.get("grad_norm"))
+        losses.append(loss_val)
+        step_times.append(dt)
+        if step - start >= warmup:
+            timed_steps += 1
+            timed_s += dt
+        _say_step(cfg, env, step, loss_val, dt, fpt, peak, device)
+        done = step + 1
+        if cfg.checkpoint_every and done % cfg.checkpoint_every == 0 and done < cfg.steps:
+            ckpt.save(
+                {"step": done, "losses": losses, "run_id": cfg.run_id},
+                model,
+                optimizer,
+                data_position=stream.position(),
+            )
+
+    recorder.close()
+    tokens_per_s = cfg.tokens_per_step * timed_steps / timed_s if timed_s else None
+    summary = _summary(cfg, env, device, tr, start, losses, step_times, tokens_per_s, fpt, peak)
+    _hand_over(cfg, env, ckpt, summary, model, optimizer, stream)
     dist.barrier()
     return summary if env.rank == 0 else None

@@ -30,6 +30,7 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from workloads.config import ConfigError, TrainConfig, build_parser, check_gpu_capacity, validate
+from workloads.env import WORKER_ENV
 
 __all__ = ["build_parser", "main", "parse_config", "run_ray", "run_torchrun"]
 
@@ -98,7 +99,7 @@ def run_ray(cfg: TrainConfig) -> dict:
             failure_config=FailureConfig(max_failures=cfg.max_failures),
             checkpoint_config=CheckpointConfig(num_to_keep=2),
             # NCCL reads these when its first communicator starts inside each worker.
-            worker_runtime_env={"env_vars": {"NCCL_DEBUG": "INFO", "TORCH_NCCL_ASYNC_ERROR_HANDLING": "1"}},
+            worker_runtime_env={"env_vars": dict(WORKER_ENV)},
         ),
         datasets=datasets or None,
         # Every worker sees every document and keeps its own share (workloads/data.py says why).

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from automation.steps.stack import SECRET_OUTPUTS
+from infra.names import GPU_NODE_SELECTOR
 
 LOCAL_STATUS = (
     "the local target keeps nothing between runs: `python -m automation run` starts its own Ray head and stops it"
@@ -40,7 +41,7 @@ def aws_status(target: Any, kubeconfig_given: bool) -> dict[str, Any]:
         return doc
     kube = target.kube()
     exp = target.expectations()
-    nodes = kube.list_nodes("role=gpu-worker")
+    nodes = kube.list_nodes(GPU_NODE_SELECTOR)
     ready = sum(
         any(c.get("type") == "Ready" and c.get("status") == "True" for c in n.get("status", {}).get("conditions", []))
         for n in nodes

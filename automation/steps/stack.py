@@ -151,7 +151,7 @@ def _run(stack: StackLike, op: str, on_line: Callable[[str], None]) -> Any:
 
 
 def _last_lines(text: str, n: int = 6) -> str:
-    lines = [l.strip() for l in text.strip().splitlines() if l.strip()]
+    lines = [line.strip() for line in text.strip().splitlines() if line.strip()]
     return " | ".join(lines[-n:])
 
 
@@ -175,7 +175,10 @@ def nodegroup_failure_cause(eks: Any, autoscaling: Any, cluster_name: str) -> st
             acts = autoscaling.describe_scaling_activities(AutoScalingGroupName=asg["name"], MaxRecords=1)["Activities"]
             if acts:
                 a = acts[0]
-                text += f"; last scaling activity of {asg['name']} ({a.get('StatusCode')}): {a.get('StatusMessage') or a.get('Description')}"
+                text += (
+                    f"; last scaling activity of {asg['name']} ({a.get('StatusCode')}): "
+                    f"{a.get('StatusMessage') or a.get('Description')}"
+                )
         parts.append(text)
     return " | ".join(parts) or f"no node group of cluster {cluster_name} reports a problem"
 

@@ -69,7 +69,8 @@ def train_result(outcome: TrainOutcome) -> StepResult:
         return StepResult(
             "train",
             "fail",
-            f"job {outcome.job_id} SUCCEEDED but wrote no summary at {outcome.args.summary_json if outcome.args else '?'}",
+            f"job {outcome.job_id} SUCCEEDED but wrote no summary at "
+            f"{outcome.args.summary_json if outcome.args else '?'}",
             data=outcome,
         )
     s = outcome.summary
@@ -77,7 +78,8 @@ def train_result(outcome: TrainOutcome) -> StepResult:
         "train",
         "pass",
         f"job {outcome.job_id} SUCCEEDED: {s.get('steps')} steps on {s.get('world_size')} workers, "
-        f"loss {_num(s.get('loss_first'), '.4f')} -> {_num(s.get('loss_last'), '.4f')}, {_num(s.get('tokens_per_s'), ',.0f')} tokens/s",
+        f"loss {_num(s.get('loss_first'), '.4f')} -> {_num(s.get('loss_last'), '.4f')}, "
+        f"{_num(s.get('tokens_per_s'), ',.0f')} tokens/s",
         data=outcome,
     )
 
@@ -184,7 +186,7 @@ def submit_on_head(
         head_pod, namespace, submit_command(args, src_dir, env_vars, submission_id), on_line=line, timeout_s=timeout_s
     )
     if not tail:
-        tail.extend(strip_ansi(l) for l in (res.stdout + res.stderr).splitlines()[-200:])
+        tail.extend(strip_ansi(raw) for raw in (res.stdout + res.stderr).splitlines()[-200:])
     status = job_status_from_output(res.stdout + res.stderr, res.rc)
     summary = None
     if status == "SUCCEEDED":

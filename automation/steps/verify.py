@@ -17,14 +17,12 @@ from typing import TYPE_CHECKING, Any, Protocol
 from automation.errors import DriverError
 from automation.kube import PodExec
 from automation.pipeline import Finding, Prior, StepResult, verdict
+from infra.names import EFA_RESOURCE, GPU_NODE_SELECTOR, GPU_RESOURCE
 
 if TYPE_CHECKING:
     from automation.targets import Target
 
-GPU_RESOURCE = "nvidia.com/gpu"
-EFA_RESOURCE = "vpc.amazonaws.com/efa"
 ZONE_LABEL = "topology.kubernetes.io/zone"
-GPU_NODE_SELECTOR = "role=gpu-worker"
 DEVICE_PLUGINS = {"nvidia-device-plugin": "NVIDIA device plugin", "efa": "EFA device plugin"}
 RESOURCES_MARK = "RAY_CLUSTER_RESOURCES "
 # Run in the head pod: what Ray itself advertises, which is what Ray Train schedules against.
@@ -136,7 +134,7 @@ def check_nodes(nodes: Sequence[dict], exp: Expectations) -> list[Finding]:
             f"expected {exp.node_count} Ready nodes labelled {GPU_NODE_SELECTOR}, got {ready} Ready of {len(nodes)}",
             ""
             if count_ok
-            else "kubectl get nodes -l role=gpu-worker; the node group's last scaling activity: "
+            else f"kubectl get nodes -l {GPU_NODE_SELECTOR}; the node group's last scaling activity: "
             "aws autoscaling describe-scaling-activities --auto-scaling-group-name <asg> --max-items 1",
         ),
     )
@@ -162,7 +160,8 @@ def check_device_plugins(daemonsets: Sequence[dict], min_ready: int) -> list[Fin
                 Finding(
                     label,
                     "pass" if ok else "fail",
-                    f"daemonset {ds['metadata'].get('namespace')}/{_name(ds)}: {ready}/{want} ready, expected >= {min_ready}",
+                    f"daemonset {ds['metadata'].get('namespace')}/{_name(ds)}: {ready}/{want} ready, "
+                    f"expected >= {min_ready}",
                     "" if ok else f"kubectl -n {ds['metadata'].get('namespace')} describe ds {_name(ds)}",
                 )
             )
@@ -202,7 +201,8 @@ def check_raycluster(rc: dict, exp: Expectations) -> list[Finding]:
                 + (f" ({c.get('reason')}: {c.get('message')})" if c and not ok else ""),
                 ""
                 if ok
-                else f"kubectl -n {exp.namespace} describe raycluster {exp.raycluster}; kubectl -n {exp.namespace} get pods",
+                else f"kubectl -n {exp.namespace} describe raycluster {exp.raycluster}; "
+                f"kubectl -n {exp.namespace} get pods",
             )
         )
     return rows

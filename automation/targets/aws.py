@@ -29,6 +29,7 @@ from automation.steps.verify import expectations_from, head_pod_name, verify_clu
 from automation.storage import Durability, Identity, kept_bucket_line, require_run, run_locations, verify_storage
 from automation.ui import tty_confirm
 from workloads.config import TrainConfig, new_run_id
+from workloads.env import NCCL_DEBUG_LEVEL
 
 PIPELINE = ("preflight", "preview", "up", "verify", "train", "check")
 GPU_AZ_KEY = "ray-efa-eks:gpuAvailabilityZone"
@@ -285,7 +286,7 @@ class AwsTarget:
             exp.namespace,
             args,
             on_line=self.on_line,
-            env_vars={"NCCL_DEBUG": "INFO", **self.job_env},
+            env_vars={"NCCL_DEBUG": NCCL_DEBUG_LEVEL, **self.job_env},
             submission_id=submission_id,
         )
 

@@ -9,7 +9,9 @@ from pathlib import Path
 
 from pulumi_policy import EnforcementLevel, PolicyPack
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))  # the CLI runs this file, not the package
+# The CLI runs this file, not the package: the pack's directory for `policies`, the repository root for
+# `infra.names` (the names the cluster and the policies must spell alike; policies.py says why it may).
+sys.path[:0] = [str(Path(__file__).resolve().parent), str(Path(__file__).resolve().parents[2])]
 from policies import POLICIES  # noqa: E402
 
 PolicyPack(name="ray-efa-eks", enforcement_level=EnforcementLevel.MANDATORY, policies=POLICIES)

@@ -2,9 +2,10 @@
 
 Each policy reads the engine's camelCase properties of the resources the program declares, says
 in its description why the invariant matters and where the fact comes from, and is mandatory
-when breaking it breaks EFA or security, advisory when it only costs money. Only pulumi-policy
-and the standard library are imported: the pack runs in its own virtualenv (requirements.txt).
-Facts about instance types come from the project's ``infra/data/instance_types.json``.
+when breaking it breaks EFA or security, advisory when it only costs money. Only pulumi-policy,
+the standard library and ``infra.names`` (which imports nothing) are imported: the pack runs in its
+own virtualenv (requirements.txt). Facts about instance types come from the project's
+``infra/data/instance_types.json``.
 """
 
 from __future__ import annotations
@@ -24,6 +25,11 @@ from pulumi_policy import (
     StackValidationArgs,
     StackValidationPolicy,
 )
+
+# The pack may import infra.names: it runs only from this repository (`--policy-pack infra/policy`, and it
+# reads infra/data/ already), and infra/names.py and infra/__init__.py import nothing, so the pack's own
+# virtualenv (pulumi-policy only) is enough. __main__.py puts the repository root on the path for it.
+from infra.names import EFA_RESOURCE, GPU_RESOURCE
 
 INSTANCE_DATA = Path(__file__).resolve().parents[1] / "data" / "instance_types.json"
 
@@ -50,8 +56,6 @@ IAM_POLICY_DOCS = {"aws:iam/policy:Policy": "policy", "aws:iam/rolePolicy:RolePo
 RAY_PORTS = (6379, 8265, 10001)  # GCS, dashboard (job submission), Ray client: remote code execution
 WORLD = ("0.0.0.0/0", "::/0")
 EFA_TYPES = ("efa", "efa-only")
-GPU_RESOURCE = "nvidia.com/gpu"
-EFA_RESOURCE = "vpc.amazonaws.com/efa"
 HUGEPAGES_RESOURCE = "hugepages-2Mi"
 PUBLIC_ACCESS_FLAGS = ("blockPublicAcls", "blockPublicPolicy", "ignorePublicAcls", "restrictPublicBuckets")
 

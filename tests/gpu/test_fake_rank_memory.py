@@ -7,14 +7,13 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
 import torch
+from conftest import REPO
 
 pytestmark = [pytest.mark.gpu, pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")]
 
-REPO = Path(__file__).resolve().parents[2]
 # The default bench/throughput_model.py chose on 2026-12-04 (BENCHMARKS.md says why).
 DEFAULT = "mesh=hsdp+micro_batch_size=8+activation_checkpointing=1+reduce_dtype=bfloat16"
 L4_GIB = 22888 / 1024  # EC2 DescribeInstanceTypes, g6.12xlarge

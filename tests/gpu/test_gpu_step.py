@@ -27,8 +27,8 @@ def test_compiled_chunked_loss_matches_full_on_gpu():
         loss = fn(hh, ww, y)
         loss.backward()
         out.append((loss.detach().float(), hh.grad.float(), ww.grad.float()))
-    for name, a, b in zip(("loss", "grad_hidden", "grad_weight"), *out):
-        torch.testing.assert_close(b, a, rtol=2e-2, atol=2e-3, msg=lambda m: f"{name}: {m}")
+    for name, a, b in zip(("loss", "grad_hidden", "grad_weight"), *out, strict=True):
+        torch.testing.assert_close(b, a, rtol=2e-2, atol=2e-3, msg=lambda m, name=name: f"{name}: {m}")
 
 
 def test_nccl_output_goes_to_this_runs_rank_file(tmp_path):

@@ -11,13 +11,13 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qs, urlparse
 
+from conftest import REPO
+
 from automation.kube import ExecResult
 
-REPO = Path(__file__).resolve().parents[2]
 K8S_FIXTURES = REPO / "tests" / "fixtures" / "k8s"
 
 

@@ -15,10 +15,10 @@ from pathlib import Path
 
 import psutil
 import pytest
+from conftest import REPO
 
 from automation.local_ray import LocalRayCluster, client_env, process_tree, processes_naming
 
-REPO = Path(__file__).resolve().parents[2]
 pytestmark = pytest.mark.slow
 # An address where no Ray cluster answers, as a shell may have left it: the local run must not use it.
 STALE_RAY_ADDRESS = "127.0.0.1:1"

@@ -216,7 +216,8 @@ def test_up_failure_reports_the_scaling_activity_cause(aws):
                     "Cause": "user request",
                     "StartTime": "2026-12-02T10:00:00Z",
                     "StatusCode": "Failed",
-                    "StatusMessage": "We currently do not have sufficient g6.12xlarge capacity in the Availability Zone you requested (us-west-2a).",
+                    "StatusMessage": "We currently do not have sufficient g6.12xlarge capacity in the "
+                    "Availability Zone you requested (us-west-2a).",
                 }
             ]
         },

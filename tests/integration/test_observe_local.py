@@ -18,11 +18,11 @@ from html.parser import HTMLParser
 from pathlib import Path
 
 import pytest
+from conftest import REPO
 
 from automation.commands.report import PLOT_DPI, PLOT_SIZE_IN, PLOTS
 from workloads.metrics import FIELDS, METRICS_FILE, parse_echo, read_metrics
 
-REPO = Path(__file__).resolve().parents[2]
 pytestmark = pytest.mark.slow
 EXPECTED_PX = (int(PLOT_SIZE_IN[0] * PLOT_DPI), int(PLOT_SIZE_IN[1] * PLOT_DPI))
 

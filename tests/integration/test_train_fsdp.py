@@ -77,4 +77,6 @@ def test_optimisation_flag_trains_a_step_on_cpu(venv_bin, repo_root, tmp_path, c
     )
     assert r.returncode == 0, r.stderr[-2000:]
     s = json.loads(out.read_text())
-    assert s["steps"] == 2 and len(s["losses"]) == 2 and all(l == l and l > 0 for l in s["losses"]), s["losses"]
+    assert s["steps"] == 2 and len(s["losses"]) == 2 and all(loss == loss and loss > 0 for loss in s["losses"]), s[
+        "losses"
+    ]

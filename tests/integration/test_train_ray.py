@@ -110,7 +110,7 @@ def test_torchrun_and_ray_launchers_give_the_same_losses(ray_cluster, tmp_path, 
     assert r.returncode == 0, r.stderr[-2000:]
     tr_s = json.loads(out.read_text())
     assert tr_s["world_size"] == 2
-    for i, (a, b) in enumerate(zip(ray_s["losses"], tr_s["losses"])):
+    for i, (a, b) in enumerate(zip(ray_s["losses"], tr_s["losses"], strict=True)):
         assert math.isclose(a, b, rel_tol=1e-5), f"step {i + 1}: ray {a:.6f} vs torchrun {b:.6f}"
 
 
@@ -146,7 +146,7 @@ def test_ray_data_stream_gives_each_token_to_exactly_one_rank_per_epoch(ray_clus
     for rank in range(2):
         seqs = MicroBatches(cfg, 512, rank, 2, ds.iterator())._sequences_forever()
         for ids, labels in seqs:  # the padded tail ends this rank's epoch
-            got.update(t for t, l in zip(ids, labels) if l != IGNORE_INDEX)
+            got.update(t for t, label in zip(ids, labels, strict=True) if label != IGNORE_INDEX)
             if labels[-1] == IGNORE_INDEX:
                 break
     assert got == want

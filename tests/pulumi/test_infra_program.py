@@ -5,17 +5,16 @@ from __future__ import annotations
 
 import contextvars
 import warnings
-from pathlib import Path
 
 import pulumi
 import pytest
+from conftest import REPO
 
 from infra.config import PROJECT, ConfigError, ConfigWarning, from_pulumi_config, load_stack, stack_config_values
 from infra.manifests import raycluster_spec
 from infra.mock_render import Render, RenderMocks, run_program
 from infra.stack import OUTPUT_NAMES
 
-REPO = Path(__file__).resolve().parents[2]
 STACKS = ("us-east-2", "us-west-2")
 
 SG_RULE_TYPES = (

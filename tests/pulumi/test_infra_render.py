@@ -4,13 +4,11 @@ inputs, masks secrets, and says it is not a preview."""
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 import pytest
+from conftest import REPO
 
 from infra.mock_render import MASK, format_render, mask_secrets, render_stack
-
-REPO = Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture(scope="module")

@@ -6,9 +6,9 @@ from __future__ import annotations
 
 import copy
 import json
-from pathlib import Path
 
 import pytest
+from conftest import REPO
 from pulumi_policy import (
     EnforcementLevel,
     PolicyCustomTimeouts,
@@ -23,7 +23,6 @@ from infra.config import stack_config_values
 from infra.mock_render import run_program
 from infra.policy import policies as pp
 
-REPO = Path(__file__).resolve().parents[2]
 STACKS = ("us-east-2", "us-west-2")
 S3_EFA_MANDATORY = {p.name for p in pp.POLICIES} - {"nat-gateway-in-gpu-az", "s3-gateway-endpoint"}
 

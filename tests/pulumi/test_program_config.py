@@ -4,15 +4,13 @@ declaration knows (a leftover or a typo) fails the program instead of being igno
 from __future__ import annotations
 
 import contextvars
-from pathlib import Path
 
 import pulumi
 import pytest
+from conftest import REPO
 
 from infra.config import PROJECT, ConfigError, from_pulumi_config, stack_config_values
 from infra.mock_render import RenderMocks
-
-REPO = Path(__file__).resolve().parents[2]
 
 
 def _in_program(values: dict[str, str]):

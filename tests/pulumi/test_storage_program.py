@@ -5,15 +5,14 @@ from __future__ import annotations
 
 import json
 import warnings
-from pathlib import Path
 
 import pytest
+from conftest import REPO
 
 from infra.config import PROJECT, ConfigError, ConfigWarning, load_stack, stack_config_values
 from infra.manifests import RAY_SERVICE_ACCOUNT
 from infra.mock_render import Render, run_program
 
-REPO = Path(__file__).resolve().parents[2]
 STACK = "us-west-2"
 
 

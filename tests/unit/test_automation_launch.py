@@ -45,7 +45,7 @@ def test_submit_goes_to_the_head_pods_own_job_server():
 
 def test_submit_passes_working_dir_submission_id_and_runtime_env():
     cmd = submit_command(ARGS, "/tmp/ray-efa-eks/src/r1", {"NCCL_DEBUG": "INFO"})
-    opts = dict(zip(cmd[3 : cmd.index("--")][::2], cmd[3 : cmd.index("--")][1::2]))
+    opts = dict(zip(cmd[3 : cmd.index("--")][::2], cmd[3 : cmd.index("--")][1::2], strict=True))
     expected = {
         "--address": HEAD_JOB_SERVER,
         "--working-dir": "/tmp/ray-efa-eks/src/r1",

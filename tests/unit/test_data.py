@@ -22,13 +22,13 @@ def _write_corpus(tmp_path):
 
 def _trained_tokens(seqs):
     """Tokens whose label counts (not padding)."""
-    return Counter(t for ids, labels in seqs for t, l in zip(ids, labels) if l != IGNORE_INDEX)
+    return Counter(t for ids, labels in seqs for t, label in zip(ids, labels, strict=True) if label != IGNORE_INDEX)
 
 
 def test_pack_covers_every_token_once_and_pads_the_tail():
     docs = [[5, 6, 7], [8], [9, 10, 11, 12]]  # 11 tokens with EOS: a tail of 3
     seqs = list(pack(docs, seq_len=4, eos=1))
-    assert all(len(i) == 4 and len(l) == 4 for i, l in seqs)
+    assert all(len(ids) == 4 and len(labels) == 4 for ids, labels in seqs)
     flat = [t for d in docs for t in d + [1]]
     assert _trained_tokens(seqs) == Counter(flat)
     assert seqs[-1][1][-1] == IGNORE_INDEX, "the padded tail must be ignored by the loss"
@@ -79,7 +79,7 @@ def test_learnable_task_follows_one_permutation():
     ids, labels = synthetic_batch("learnable", 50, 4, 12, seed=0, step=0, rank=0, micro=0)
     nxt = {}
     for row in ids.tolist():
-        for a, b in zip(row, row[1:]):
+        for a, b in zip(row, row[1:], strict=False):  # each token beside its successor
             assert nxt.setdefault(a, b) == b, f"token {a} is followed by both {nxt[a]} and {b}"
     assert torch.equal(ids, labels)
 

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 import yaml
+from conftest import REPO
 
 from automation.job import stack_fields
 from infra.config import (
@@ -21,7 +22,6 @@ from infra.config import (
 )
 from infra.config_keys import KEYS, KEYS_BY_NAME, MAX_NODES_PER_MANAGED_NODE_GROUP, pulumi_yaml_config
 
-REPO = Path(__file__).resolve().parents[2]
 STACKS = ("us-east-2", "us-west-2")
 
 

@@ -7,15 +7,13 @@ import ipaddress
 import re
 import warnings
 from dataclasses import replace
-from pathlib import Path
 
 import pytest
+from conftest import REPO
 
 from infra import manifests as m
 from infra.catalog import instance_spec, known_instance_types
 from infra.config import ConfigWarning, load_stack
-
-REPO = Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture(scope="module")

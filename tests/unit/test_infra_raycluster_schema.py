@@ -7,16 +7,15 @@ import copy
 import json
 import warnings
 from functools import cache
-from pathlib import Path
 
 import jsonschema
 import kubernetes_validate
 import pytest
+from conftest import REPO
 
 from infra import manifests as m
 from infra.config import ConfigWarning, load_stack
 
-REPO = Path(__file__).resolve().parents[2]
 SCHEMA_DIR = REPO / "tests" / "fixtures" / "kuberay"
 SHARED_SCHEMA_DIR = REPO.parent / "shared" / "schemas" / "kuberay"
 

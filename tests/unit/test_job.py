@@ -6,10 +6,10 @@ from __future__ import annotations
 import dataclasses
 import json
 import warnings
-from pathlib import Path
 
 import pytest
 import yaml
+from conftest import REPO
 
 from automation.job import (
     CLUSTER_JOB,
@@ -24,8 +24,6 @@ from automation.job import (
 from infra.config import ConfigWarning, load_stack, parse_quantity
 from workloads.config import ConfigError, TrainConfig
 from workloads.train import parse_config
-
-REPO = Path(__file__).resolve().parents[2]
 
 
 def stack_cfg(**train):

@@ -30,8 +30,8 @@ def test_chunked_loss_matches_full_in_fp32(chunk):
     h, w, y = _case(torch.float32)
     ref = _loss_and_grads(full_cross_entropy, h, w, y)
     got = _loss_and_grads(lambda a, b, c: chunked_cross_entropy(a, b, c, chunk), h, w, y)
-    for name, r, g in zip(("loss", "grad_hidden", "grad_weight"), ref, got):
-        torch.testing.assert_close(g, r, rtol=1e-5, atol=1e-6, msg=lambda m: f"{name} (chunk {chunk}): {m}")
+    for name, r, g in zip(("loss", "grad_hidden", "grad_weight"), ref, got, strict=True):
+        torch.testing.assert_close(g, r, rtol=1e-5, atol=1e-6, msg=lambda m, name=name: f"{name} (chunk {chunk}): {m}")
 
 
 def test_chunked_loss_matches_full_in_bf16():
@@ -39,8 +39,8 @@ def test_chunked_loss_matches_full_in_bf16():
     ref = _loss_and_grads(full_cross_entropy, h, w, y)
     got = _loss_and_grads(lambda a, b, c: chunked_cross_entropy(a, b, c, 16), h, w, y)
     assert got[1].dtype == torch.bfloat16 and got[2].dtype == torch.bfloat16, "gradients must keep the parameter dtype"
-    for name, r, g in zip(("loss", "grad_hidden", "grad_weight"), ref, got):
-        torch.testing.assert_close(g.float(), r.float(), rtol=2e-2, atol=2e-3, msg=lambda m: f"{name}: {m}")
+    for name, r, g in zip(("loss", "grad_hidden", "grad_weight"), ref, got, strict=True):
+        torch.testing.assert_close(g.float(), r.float(), rtol=2e-2, atol=2e-3, msg=lambda m, name=name: f"{name}: {m}")
 
 
 def test_all_ignored_labels_give_zero_loss_and_gradient():

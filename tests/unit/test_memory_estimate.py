@@ -6,11 +6,9 @@ import dataclasses
 import importlib.util
 import json
 import sys
-from pathlib import Path
 
 import pytest
-
-REPO = Path(__file__).resolve().parents[2]
+from conftest import REPO
 
 
 def _load_script():
@@ -94,7 +92,8 @@ def test_case_that_cannot_fit_is_reported_as_not_fitting(shape):
     setting = me.Setting(micro_batch=8, reshard_after_forward=False, activation_checkpointing=False, loss="full")
     e = me.estimate(shape, setting, gpu_mem_gib=22.5)
     assert not e.fits, (
-        f"expected micro-batch 8 without checkpointing, full loss, not to fit in 22.5 GiB; total {e.total / me.GIB:.1f} GiB"
+        "expected micro-batch 8 without checkpointing, full loss, not to fit in 22.5 GiB; "
+        f"total {e.total / me.GIB:.1f} GiB"
     )
 
 

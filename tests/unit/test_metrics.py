@@ -11,6 +11,7 @@ import time
 from pathlib import Path
 
 import pytest
+from conftest import REPO
 
 from workloads.metrics import (
     ECHO_PREFIX,
@@ -24,8 +25,6 @@ from workloads.metrics import (
     parse_echo,
     read_metrics,
 )
-
-REPO = Path(__file__).resolve().parents[2]
 
 
 def step(n: int, loss: float = 2.0) -> StepMetrics:

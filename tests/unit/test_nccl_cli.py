@@ -9,12 +9,13 @@ import sys
 from pathlib import Path
 
 import pytest
+from conftest import FIXTURES as FIXTURE_ROOT
+from conftest import REPO
 
 from workloads.nccl_check import report
 from workloads.nccl_check.__main__ import main
 
-FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "nccl"
-REPO = Path(__file__).resolve().parents[2]
+FIXTURES = FIXTURE_ROOT / "nccl"
 
 
 def test_exit_code_is_0_on_pass(capsys):

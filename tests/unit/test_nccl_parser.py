@@ -3,15 +3,15 @@
 from __future__ import annotations
 
 import io
-from pathlib import Path
 
 import pytest
+from conftest import FIXTURES as FIXTURE_ROOT
 
 from workloads.nccl_check import ScanState, classify_transport
 from workloads.nccl_check.records import FileStatus
 from workloads.nccl_check.stream import scan_stream
 
-FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "nccl"
+FIXTURES = FIXTURE_ROOT / "nccl"
 
 
 def scan_text(text: str, label: str = "log") -> ScanState:

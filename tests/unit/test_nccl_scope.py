@@ -6,10 +6,11 @@ import os
 from pathlib import Path
 
 import pytest
+from conftest import FIXTURES as FIXTURE_ROOT
 
 from workloads.nccl_check import check_logs, run_marker
 
-FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "nccl"
+FIXTURES = FIXTURE_ROOT / "nccl"
 SOCKET = (FIXTURES / "socket_plugin_missing_2nodes.log").read_text()
 EFA = (FIXTURES / "efa_gdrdma_sagemaker_ofi1.11.log").read_text()
 

@@ -6,14 +6,14 @@ from __future__ import annotations
 import dataclasses
 import io
 import random
-from pathlib import Path
 
 import pytest
+from conftest import FIXTURES as FIXTURE_ROOT
 
 from workloads.nccl_check import ScanState, parser, run_marker, stream
 from workloads.nccl_check.records import FileStatus
 
-FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "nccl"
+FIXTURES = FIXTURE_ROOT / "nccl"
 LOGS = sorted(FIXTURES.glob("*.log"))
 ALL = b"".join(p.read_bytes().rstrip(b"\n") + b"\n" for p in LOGS)
 

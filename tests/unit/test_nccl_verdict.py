@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
+from conftest import FIXTURES as FIXTURE_ROOT
 
 from workloads.nccl_check import check_logs
 
-FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "nccl"
+FIXTURES = FIXTURE_ROOT / "nccl"
 
 
 def verdict(name: str, require: str = "efa"):

@@ -3,14 +3,12 @@
 from __future__ import annotations
 
 import warnings
-from pathlib import Path
 
 import kubernetes_validate
+from conftest import REPO
 
 from infra import manifests as m
 from infra.config import ConfigWarning, load_stack
-
-REPO = Path(__file__).resolve().parents[2]
 
 
 def _cfg():

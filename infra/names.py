@@ -1,0 +1,31 @@
+"""Names the cluster defines and the code that talks to it must spell the same way.
+
+Each name is defined here once and imported: by infra's builders (manifests.py), by the driver
+(`automation` imports `infra`), and by the policy pack (infra/policy/policies.py, which runs in
+its own virtualenv and adds the repository root to its path for this module only). This module
+and ``infra/__init__.py`` import nothing, so any of them can import it without the Pulumi SDKs.
+
+The training module cannot import ``infra`` (imports point one way), so what it needs of the
+same settings lives in ``workloads/env.py``; tests/unit/test_shared_names.py proves the two agree.
+Where each shared name lives is listed in CONTRIBUTING.md, with the greps that check it.
+"""
+
+from __future__ import annotations
+
+# Node labels: the node groups set them, pods select on them, verify and status list nodes by them.
+ROLE_LABEL = "role"
+SYSTEM_ROLE = "system"
+GPU_ROLE = "gpu-worker"
+GPU_NODE_SELECTOR = f"{ROLE_LABEL}={GPU_ROLE}"  # Kubernetes label-selector spelling
+
+# Extended resources the device plugins advertise on a node and the worker pods request
+# (https://github.com/NVIDIA/k8s-device-plugin; https://docs.aws.amazon.com/eks/latest/userguide/node-efa.html).
+GPU_RESOURCE = "nvidia.com/gpu"
+EFA_RESOURCE = "vpc.amazonaws.com/efa"
+
+# Mounted (an emptyDir) in every Ray pod: runs live under RUN_ROOT/runs/<run-id>, the job's code
+# under RUN_ROOT/src/<run-id>.
+RUN_ROOT = "/tmp/ray-efa-eks"
+
+# NCCL's log level on the cluster: the NCCL check reads only INFO output (workloads/nccl_check).
+NCCL_DEBUG_LEVEL = "INFO"
