@@ -45,6 +45,7 @@ COMMAND_MODULES = {
     "report": "automation.commands.report",
     "dashboard": "automation.commands.dashboard",
     "logs": "automation.commands.logs",
+    "drill": "automation.commands.drill",
 }
 TARGETS = {"aws": "automation.targets.aws", "local": "automation.targets.local"}
 
