@@ -47,6 +47,8 @@ def durable(job: TrainConfig, storage_path: str | None = None) -> TrainConfig:
     checkpoints under ``<run-dir>/ray_results`` or ``storage_path`` (a directory or s3://bucket/prefix),
     a checkpoint every LOCAL_CHECKPOINT_EVERY steps, MAX_FAILURES recoveries."""
     where = storage_path or str(Path(job.run_dir) / LOCAL_STORAGE_DIR)
+    if "://" not in where:  # Ray Train's workers run in directories of their own
+        where = str(Path(where).expanduser().absolute())
     kept = Durability(storage_path=where, checkpoint_every=LOCAL_CHECKPOINT_EVERY, max_failures=MAX_FAILURES)
     return dataclasses.replace(job, **vars(kept))
 

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
 from automation.job import local_job
 from automation.storage import MAX_FAILURES
 from automation.targets.local import LOCAL_CHECKPOINT_EVERY, LocalPlan, LocalTarget, durable
@@ -50,3 +52,29 @@ def test_local_target_submits_the_durable_job(tmp_path):
         f"expected the job submitted with storage {tmp_path / 'store'} and checkpoints every "
         f"{LOCAL_CHECKPOINT_EVERY}, got {job.storage_path} every {job.checkpoint_every}"
     )
+
+
+def test_local_job_makes_a_relative_storage_directory_absolute(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    job = durable(_job(tmp_path), "ckpts")
+    assert job.storage_path == str(tmp_path / "ckpts"), f"expected {tmp_path / 'ckpts'}, got {job.storage_path}"
+
+
+def test_run_passes_its_storage_path_to_the_local_target(tmp_path, monkeypatch):
+    from automation.cli import build_parser, parse
+    from automation.targets.local import from_args
+    from automation.ui import Ui
+
+    monkeypatch.chdir(tmp_path)
+    args = parse(build_parser(), ["run", "--storage-path", "s3://bucket/runs"])
+    target = from_args(args, Ui(json_mode=True))
+    assert target.plan.storage_path == "s3://bucket/runs", f"expected s3://bucket/runs, got {target.plan.storage_path}"
+
+
+def test_storage_path_on_aws_is_refused_naming_the_flag():
+    from automation.cli import build_parser, check_target_flags, parse
+    from automation.errors import DriverError
+
+    args = parse(build_parser(), ["run", "--stack", "us-west-2", "--storage-path", "/tmp/x"])
+    with pytest.raises(DriverError, match="--storage-path is for --target local"):
+        check_target_flags(args, "aws")
