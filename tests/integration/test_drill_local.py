@@ -49,8 +49,8 @@ def test_drill_killed_a_real_worker_process(drill):
 
 
 def test_drill_resumed_from_the_checkpoint_ray_train_had_registered(drill):
-    assert drill["resumed_from_step"] == drill["registered_checkpoint_at_kill"], (
-        f"expected a resume from step {drill['registered_checkpoint_at_kill']}, got {drill['resumed_from_step']}"
+    assert drill["resumed_from_step"] >= drill["registered_checkpoint_at_kill"] > 0, (
+        f"expected a resume from {drill['registered_checkpoint_at_kill']} or later, got {drill['resumed_from_step']}"
     )
 
 

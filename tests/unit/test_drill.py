@@ -99,7 +99,12 @@ def test_drill_fails_a_run_that_lost_more_than_the_checkpoint_interval():
 def test_drill_fails_a_resume_from_an_older_checkpoint_than_the_registered_one():
     rec = Recovery(step_at_kill=13, resumed_from_step=5, steps_lost=8, final_step=20, recovery_seconds=7.0)
     why = verdict(rec, 20, 10, 10, True)
-    assert why == ["resumed_from_step 5, expected the registered checkpoint's 10"], f"got {why}"
+    assert why == ["resumed_from_step 5, older than the registered checkpoint 10"], f"got {why}"
+
+
+def test_drill_passes_a_resume_from_a_checkpoint_registered_after_the_kill():
+    rec = Recovery(step_at_kill=20, resumed_from_step=20, steps_lost=0, final_step=40, recovery_seconds=7.0)
+    assert verdict(rec, 40, 10, 10, True) == [], f"got {verdict(rec, 40, 10, 10, True)}"
 
 
 def test_drill_fails_a_run_that_stopped_short_of_its_steps():
