@@ -15,8 +15,8 @@ reports: the step reached before the kill, `resumed_from_step` (the step before 
 written after the kill), `steps_lost` (their difference), `final_step`, `recovery_seconds` (kill
 to the first step done after the restart) and `final_loss_matches` (the final loss equals the
 reference's). It passes when the run ends at its last step, resumed from the checkpoint Ray Train
-had registered at the kill (or a later one), lost no more steps than the checkpoint interval, and ends at the
-reference's loss. Exit 0 pass, 1 fail, 2 bad input.
+had registered at the kill (or a later one), lost no more steps than the checkpoint interval, and
+ends at the reference's loss. Exit 0 pass, 1 fail, 2 bad input.
 """
 
 from __future__ import annotations
