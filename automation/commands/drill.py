@@ -30,6 +30,7 @@ import re
 import signal
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -80,8 +81,12 @@ def add_parser(sub: Any, parents: list[argparse.ArgumentParser]) -> argparse.Arg
         description=HELP[0].upper() + HELP[1:] + ".\n\n" + __doc__.split("\n\n", 1)[1],
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    p.add_argument("--target", choices=("local",), default="local", help="where to drill (only local)")
-    p.add_argument("--steps", type=drill_steps, default=DRILL_STEPS, help=f"steps of each run (default {DRILL_STEPS})")
+    p.add_argument("--target", choices=("local",), help="drill on this machine (the default without --stack)")
+    p.add_argument("--stack", help="drill on this stack's cluster: delete a worker pod (implies AWS)")
+    p.add_argument("--kubeconfig", type=Path, help="aws: use this kubeconfig instead of the stack's output")
+    p.add_argument(
+        "--steps", type=drill_steps, help=f"steps of each run (default: {DRILL_STEPS} locally, the stack's on AWS)"
+    )
     p.add_argument(
         "--storage-path", help="Ray Train storage of both runs: a directory or s3://bucket/prefix (default: run dir)"
     )
@@ -199,29 +204,33 @@ def verdict(rec: Recovery, total_steps: int, checkpoint_every: int, registered: 
     return why
 
 
-# ---- the local drill -------------------------------------------------------------------------------
+# ---- killing between two checkpoints ---------------------------------------------------------------
 @dataclass(frozen=True)
 class Kill:
-    pid: int
     rank: int
     time: float
     registered_step: int  # the checkpoint Ray Train had registered when the worker died
+    pid: int | None = None  # local: the process killed
+    pod: str | None = None  # AWS: the pod deleted
 
 
-def kill_between_checkpoints(job: Any, lines: list[str], running: threading.Thread, timeout_s: float) -> Kill:
-    """SIGKILL the last rank's worker once Ray Train has registered a mid-run checkpoint and the run has not
-    yet passed the next one, so the restart must resume from the registered one."""
-    metrics = Path(job.run_dir) / METRICS_FILE
+def kill_between_checkpoints(
+    job: Any,
+    running: threading.Thread,
+    timeout_s: float,
+    progress: Callable[[], tuple[int | None, int]],
+    kill: Callable[[int], Kill | None],
+) -> Kill:
+    """`kill(registered)` once Ray Train has registered a mid-run checkpoint and the run has not yet passed the
+    next one, so the restart must resume from the registered one. `progress()` is (registered step, last step
+    done); `kill` returns None while it cannot kill yet (the workers not known)."""
     deadline = time.monotonic() + timeout_s
     while running.is_alive() and time.monotonic() < deadline:
-        registered = read_registered(job.storage_path, job.name or job.run_id)
-        pids = worker_pids(list(lines), job.run_id)
-        done = last_step(metrics)
-        if registered and pids and done < job.steps and done <= registered + job.checkpoint_every:
-            rank = max(pids)
-            kill_time = time.time()
-            kill_worker(pids[rank])
-            return Kill(pids[rank], rank, kill_time, registered)
+        registered, done = progress()
+        if registered and done < job.steps and done <= registered + job.checkpoint_every:
+            killed = kill(registered)
+            if killed is not None:
+                return killed
         time.sleep(POLL_S)
     raise DriverError(
         f"run {job.run_id} ended (or {timeout_s:g} s passed) before a worker could be killed between two "
@@ -238,16 +247,62 @@ def _submit(target: Any, job: Any, what: str) -> Any:
     return outcome
 
 
+def run_and_kill(target: Any, job: Any, reference: Any, timeout_s: float, kill_for: Callable) -> tuple[Kill, list]:
+    """The reference run to its end, then the drill run with one kill; (the kill, the drill run's log lines).
+
+    `kill_for(lines)` gives (progress, kill) for `kill_between_checkpoints` from the drill run's log so far."""
+    target.on_progress(f"reference run {reference.run_id}: {reference.steps} steps, uninterrupted")
+    _submit(target, reference, "reference")
+    lines: list[str] = []
+    target.on_line = lines.append
+    outcome: list = []
+    running = threading.Thread(target=lambda: outcome.append(target.submit(job)), daemon=True)
+    target.on_progress(f"drill run {job.run_id}: {job.steps} steps, one worker killed after a checkpoint")
+    running.start()
+    kill = kill_between_checkpoints(job, running, timeout_s, *kill_for(lines))
+    target.on_progress(
+        f"killed rank {kill.rank} ({kill.pod or f'pid {kill.pid}'}) after checkpoint {kill.registered_step}"
+    )
+    running.join(timeout_s)
+    if not outcome or outcome[0].status != "SUCCEEDED":
+        status = outcome[0].status if outcome else "still running"
+        raise DriverError(f"the killed run {job.run_id} did not recover: its job ended {status}", exit_code=1)
+    return kill, lines
+
+
+# ---- the local drill -------------------------------------------------------------------------------
+def local_kill_for(job: Any) -> Callable:
+    """Progress from the run's storage and metrics file; SIGKILL of the highest rank's process found in the log."""
+    metrics = Path(job.run_dir) / METRICS_FILE
+
+    def bind(lines: list[str]) -> tuple[Callable, Callable]:
+        def progress() -> tuple[int | None, int]:
+            return read_registered(job.storage_path, job.name or job.run_id), last_step(metrics)
+
+        def kill(registered: int) -> Kill | None:
+            pids = worker_pids(list(lines), job.run_id)
+            if not pids:
+                return None
+            rank = max(pids)
+            at = time.time()
+            kill_worker(pids[rank])
+            return Kill(rank, at, registered, pid=pids[rank])
+
+        return progress, kill
+
+    return bind
+
+
 def drill_local(args: argparse.Namespace, ui: Any) -> dict:
     """Reference run, killed run, their numbers; the local Ray cluster is stopped whatever happens."""
     from automation.job import local_job
     from automation.targets.local import RUNS_DIR, LocalPlan, LocalTarget, durable
     from workloads.config import ConfigError, new_run_id
 
-    run_id, runs = new_run_id(), Path.cwd() / RUNS_DIR
+    run_id, runs, steps = new_run_id(), Path.cwd() / RUNS_DIR, args.steps or DRILL_STEPS
     try:
-        job = durable(local_job(run_id, runs, steps=args.steps), args.storage_path)
-        reference = durable(local_job(f"{run_id}-reference", runs, steps=args.steps), args.storage_path)
+        job = durable(local_job(run_id, runs, steps=steps), args.storage_path)
+        reference = durable(local_job(f"{run_id}-reference", runs, steps=steps), args.storage_path)
     except ConfigError as e:
         raise DriverError(str(e), exit_code=2) from None
     target = LocalTarget(LocalPlan(job, storage_path=args.storage_path), on_progress=ui.progress, on_note=ui.note)
@@ -255,40 +310,124 @@ def drill_local(args: argparse.Namespace, ui: Any) -> dict:
     os.environ[HEALTH_CHECK_ENV] = DRILL_HEALTH_CHECK_S  # the head's environment, inherited by its jobs
     try:
         target.start(None)
-        ui.progress(f"reference run {reference.run_id}: {job.steps} steps, uninterrupted")
-        _submit(target, reference, "reference")
-        lines: list[str] = []
-        target.on_line = lines.append
-        outcome: list = []
-        running = threading.Thread(target=lambda: outcome.append(target.submit(job)), daemon=True)
-        ui.progress(f"drill run {job.run_id}: {job.steps} steps, one worker killed after a checkpoint")
-        running.start()
-        kill = kill_between_checkpoints(job, lines, running, target.plan.job_timeout_s)
-        ui.progress(f"killed rank {kill.rank} (pid {kill.pid}) after checkpoint {kill.registered_step}")
-        running.join(target.plan.job_timeout_s)
+        kill, _ = run_and_kill(target, job, reference, target.plan.job_timeout_s, local_kill_for(job))
     finally:
         target.close()
         os.environ.pop(HEALTH_CHECK_ENV) if before is None else os.environ.update({HEALTH_CHECK_ENV: before})
-    if not outcome or outcome[0].status != "SUCCEEDED":
-        status = outcome[0].status if outcome else "still running"
-        raise DriverError(f"the killed run {job.run_id} did not recover: its job ended {status}", exit_code=1)
-    return report(job, reference, kill)
-
-
-def report(job: Any, reference: Any, kill: Kill) -> dict:
-    """The drill's JSON document from both runs' metrics files."""
     records = read_metrics(Path(job.run_dir) / METRICS_FILE)
+    ref_records = read_metrics(Path(reference.run_dir) / METRICS_FILE)
+    return {**report(job, reference, kill, records, ref_records), "target": "local", "run_dir": job.run_dir}
+
+
+# ---- the AWS drill ---------------------------------------------------------------------------------
+# The TrainController's "Started training worker group" lines, one per worker (ray 2.58, seen in the job log of
+# every run): `- (ip=10.30.1.61, pid=212) world_rank=5, local_rank=1, node_rank=1`.
+_GROUP_LINE = re.compile(r"- \(ip=([0-9A-Fa-f.:]+), pid=(\d+)\) world_rank=(\d+)")
+AWS_JOB_TIMEOUT_S = 3600.0
+
+
+def worker_ips(lines: list[str]) -> dict[int, str]:
+    """{rank: node IP} of the worker group the controller started last (a restart announces a new one)."""
+    found: dict[int, str] = {}
+    for line in lines:
+        m = _GROUP_LINE.search(line)
+        if m:
+            found[int(m.group(3))] = m.group(1)
+    return found
+
+
+def worker_pod_to_delete(pods: list[dict], rank_ips: dict[int, str]) -> tuple[str, int]:
+    """(pod, rank): the running worker pod of the highest rank whose pod does not hold rank 0, which writes and
+    echoes the metrics the drill reads. DriverError when every known rank shares rank 0's pod."""
+    running = {
+        p["status"].get("podIP"): p["metadata"]["name"]
+        for p in pods
+        if p["status"].get("phase") == "Running" and not p["metadata"].get("deletionTimestamp")
+    }
+    for rank in sorted(rank_ips, reverse=True):
+        ip = rank_ips[rank]
+        if ip in running and ip != rank_ips.get(0):
+            return running[ip], rank
+    raise DriverError(
+        f"no running worker pod holds a rank other than rank 0's (ranks on {sorted(set(rank_ips.values()))}, "
+        f"pods on {sorted(ip for ip in running if ip)}): the drill needs workers on two pods; raise "
+        "ray-efa-eks:train.num_workers so they span both GPU nodes",
+        exit_code=2,
+    )
+
+
+def echoed_records(lines: list[str]) -> list[dict]:
+    """The metrics records rank 0 echoed into the job log, in order."""
+    from workloads.metrics import parse_echo
+
+    return [r for r in map(parse_echo, lines) if r is not None]
+
+
+def aws_kill_for(job: Any, kube: Any, namespace: str, selector: str) -> Callable:
+    """Progress from the run bucket and the job log's echoed metrics; deletion of a worker pod."""
+
+    def bind(lines: list[str]) -> tuple[Callable, Callable]:
+        def progress() -> tuple[int | None, int]:
+            done = max((r["step"] for r in echoed_records(list(lines))), default=0)
+            return read_registered(job.storage_path, job.name or job.run_id), done
+
+        def kill(registered: int) -> Kill | None:
+            ips = worker_ips(list(lines))
+            if not ips:
+                return None
+            pod, rank = worker_pod_to_delete(kube.list_pods(namespace, selector), ips)
+            at = time.time()
+            kube.delete_pod(namespace, pod)
+            return Kill(rank, at, registered, pod=pod)
+
+        return progress, kill
+
+    return bind
+
+
+def drill_aws(args: argparse.Namespace, ui: Any, deps: Any = None) -> dict:
+    """The drill on the stack's cluster: the stack's durable job, a worker pod deleted through the Kubernetes API."""
+    from automation.job import CLUSTER_ROOT, with_run_paths
+    from automation.targets.aws import from_args
+
+    train = argparse.Namespace(
+        command="train", stack=args.stack, project_dir=args.project_dir, kubeconfig=args.kubeconfig,
+        resume=None, run_id=None, yes=False, steps=args.steps, num_workers=None,
+    )  # fmt: skip
+    target = from_args(train, ui, deps)
+    try:
+        job = target.train_args()
+        ref_id = f"{job.run_id}-reference"
+        reference = with_run_paths(job, ref_id, f"{CLUSTER_ROOT}/runs/{ref_id}")
+        exp = target.expectations()
+        selector = f"ray.io/cluster={exp.raycluster},ray.io/node-type=worker"
+        ref_lines: list[str] = []
+        target.on_line = ref_lines.append
+        kill_for = aws_kill_for(job, target.kube(), exp.namespace, selector)
+        kill, lines = run_and_kill(target, job, reference, AWS_JOB_TIMEOUT_S, kill_for)
+    finally:
+        target.close()
+    doc = report(job, reference, kill, echoed_records(lines), echoed_records(ref_lines))
+    return {**doc, "target": "aws", "stack": args.stack}
+
+
+def report(job: Any, reference: Any, kill: Kill, records: list[dict], ref_records: list[dict]) -> dict:
+    """The drill's JSON document from both runs' metrics records."""
     rec = recovery(records, kill.time)
-    loss, ref_loss = final_loss(records), final_loss(read_metrics(Path(reference.run_dir) / METRICS_FILE))
+    loss, ref_loss = final_loss(records), final_loss(ref_records)
     matches = losses_match(loss, ref_loss)
     why = verdict(rec, job.steps, job.checkpoint_every, kill.registered_step, matches)
+    killed = (
+        {"rank": kill.rank, "pid": kill.pid, "signal": "SIGKILL"}
+        if kill.pod is None
+        else {"rank": kill.rank, "pod": kill.pod}
+    )
     return {
         "ok": not why,
         "failures": why,
-        "target": "local",
         "run_id": job.run_id,
         "reference_run_id": reference.run_id,
-        "killed": {"rank": kill.rank, "pid": kill.pid, "signal": "SIGKILL"},
+        "killed": killed,
         "checkpoint_every": job.checkpoint_every,
         "registered_checkpoint_at_kill": kill.registered_step,
         **dataclasses.asdict(rec),
@@ -296,13 +435,26 @@ def report(job: Any, reference: Any, kill: Kill) -> dict:
         "final_loss": loss,
         "reference_final_loss": ref_loss,
         "final_loss_matches": matches,
-        "run_dir": job.run_dir,
         "storage_path": job.storage_path,
     }
 
 
 def run(args: argparse.Namespace, ui: Any) -> int:
-    doc = drill_local(args, ui)
+    if args.stack is None and args.kubeconfig is not None:
+        raise DriverError(
+            "--kubeconfig is for the AWS drill: pass --stack STACK too, or leave out --kubeconfig", exit_code=2
+        )
+    if args.stack is not None and args.target == "local":
+        raise DriverError(
+            f"--stack {args.stack} is an AWS stack: leave out --target local, or drop --stack", exit_code=2
+        )
+    if args.stack is not None and args.storage_path is not None:
+        raise DriverError(
+            f"--storage-path {args.storage_path!r} is for the local drill: on AWS the stack's run bucket holds the "
+            "runs; leave out --storage-path",
+            exit_code=2,
+        )
+    doc = drill_aws(args, ui) if args.stack else drill_local(args, ui)
     if ui.json_mode:
         ui.emit_json(doc)
     else:
@@ -310,5 +462,5 @@ def run(args: argparse.Namespace, ui: Any) -> int:
             ui.note(f"{key}: {doc[key]}")
         for line in doc["failures"]:
             ui.error(line)
-        ui.note(f"drill {'passed' if doc['ok'] else 'failed'}: run {doc['run_id']} in {doc['run_dir']}")
+        ui.note(f"drill {'passed' if doc['ok'] else 'failed'}: run {doc['run_id']}")
     return 0 if doc["ok"] else 1
