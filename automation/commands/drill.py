@@ -2,13 +2,15 @@
 
     python -m automation drill --json                        # on this machine (the local target)
     python -m automation drill --steps 60 --storage-path s3://bucket/prefix
+    python -m automation drill --stack us-west-2 --json      # on the stack's cluster: a worker pod deleted
 
 The drill starts a local Ray head, trains the local job once without interruption (the reference),
 then trains it again under a new run id with the same seed and, once Ray Train has registered a
 checkpoint, SIGKILLs one Ray Train worker process of that run: the process whose log line carries
-the run's marker for the last rank (`(RayTrainWorker pid=N) ray-efa-eks nccl-run run_id=RUN rank=R`).
-Ray Train then restarts the worker group from the newest registered checkpoint (max_failures 3).
-Both runs are durable through automation/storage.py's Durability, as every local run is.
+the run's marker for the highest rank shown (`(RayTrainWorker pid=N) ray-efa-eks nccl-run run_id=RUN
+rank=R`). Ray Train then restarts the worker group from the newest registered checkpoint (max_failures
+3). Both runs are durable through automation/storage.py's Durability, as every local run is. On AWS
+(--stack) it deletes a worker pod instead and reads the steps from the metrics echoed in the job log.
 
 From the killed run's metrics.jsonl (rank 0 appends a line per step, again after the restart) it
 reports: the step reached before the kill, `resumed_from_step` (the step before the first line
@@ -47,7 +49,9 @@ DRILL_STEPS = 40  # four checkpoints at the local interval (10): room to kill be
 LOSS_RTOL = 1e-5
 WORKER_CLASS = "RayTrainWorker"  # the Ray Train V2 actor that runs train_loop_per_worker
 # Where Ray Train V2's controller records the checkpoints it has registered (the ones a restart uses):
-# ray/train/v2/_internal/execution/checkpoint/checkpoint_manager.py (ray 2.58), `_save_state`.
+# ray/train/v2/_internal/execution/checkpoint/checkpoint_manager.py (ray 2.58), `register_checkpoint` ->
+# `_save_state_and_delete_old_checkpoints` -> `_write_state_to_storage`; the file name is
+# CHECKPOINT_MANAGER_SNAPSHOT_FILENAME in ray/train/v2/_internal/constants.py.
 SNAPSHOT_FILE = "checkpoint_manager_snapshot.json"
 POLL_S = 0.05
 # Ray Train's controller registers a reported checkpoint when it next polls the workers, every 2 s by default
