@@ -46,6 +46,7 @@ COMMAND_MODULES = {
     "dashboard": "automation.commands.dashboard",
     "logs": "automation.commands.logs",
     "bench": "automation.commands.bench",
+    "drill": "automation.commands.drill",
 }
 TARGETS = {"aws": "automation.targets.aws", "local": "automation.targets.local"}
 
@@ -74,7 +75,18 @@ COMMAND_FLAGS: dict[str, tuple[str, ...]] = {
     "train": (*TARGET_FLAGS, "kubeconfig", "run_id", "resume", "steps", "num_workers"),
     "check": (*TARGET_FLAGS, "kubeconfig", "run_id"),
     "destroy": (*TARGET_FLAGS, "yes"),
-    "run": (*TARGET_FLAGS, "plan", "yes", "kubeconfig", "run_id", "resume", "steps", "num_workers", "use_gpu"),
+    "run": (
+        *TARGET_FLAGS,
+        "plan",
+        "yes",
+        "kubeconfig",
+        "run_id",
+        "resume",
+        "steps",
+        "num_workers",
+        "use_gpu",
+        "storage_path",
+    ),
     "status": (*TARGET_FLAGS, "kubeconfig"),
     "render": ("stack",),
     "clean": ("keep", "yes"),
@@ -92,6 +104,7 @@ FLAG_DEFAULTS = {
     "num_workers": None,
     "use_gpu": False,
     "keep": 0,
+    "storage_path": None,
 }
 
 
@@ -174,6 +187,11 @@ def _add_flag(p: argparse.ArgumentParser, name: str) -> None:
         "use_gpu": lambda: p.add_argument(
             "--use-gpu", action="store_true", help="local: train on this machine's GPUs with NCCL (default: CPU, gloo)"
         ),
+        "storage_path": lambda: p.add_argument(
+            "--storage-path",
+            help="local: keep checkpoints and Ray Train's state here, a directory or s3://bucket/prefix "
+            "(default: runs/<run-id>/ray_results)",
+        ),
     }
     adders[name]()
 
@@ -237,6 +255,7 @@ ONE_TARGET_FLAGS = (
     ("--kubeconfig", "kubeconfig", "aws", "the local target talks to its own Ray head: leave out --kubeconfig"),
     ("--use-gpu", "use_gpu", "local", "on AWS the stack's GPU nodes train (train.use_gpu): leave out --use-gpu"),
     ("--resume", "resume", "aws", "runs are kept in a stack's run bucket: pass --stack STACK, or leave out --resume"),
+    ("--storage-path", "storage_path", "local", "on AWS the stack's run bucket holds runs: leave out --storage-path"),
 )
 
 

@@ -111,6 +111,12 @@ class KubeApi:
             f"list pods in {namespace}", self.core.list_namespaced_pod, namespace, label_selector=label_selector
         )["items"]
 
+    def delete_pod(self, namespace: str, name: str) -> dict:
+        """Delete a pod at once (grace 0), as a reclaimed node loses it; its controller makes a new one."""
+        return self._json(
+            f"delete pod {namespace}/{name}", self.core.delete_namespaced_pod, name, namespace, grace_period_seconds=0
+        )
+
     def list_daemonsets(self) -> list[dict]:
         return self._json("list daemonsets", self.apps.list_daemon_set_for_all_namespaces)["items"]
 

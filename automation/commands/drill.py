@@ -1,0 +1,470 @@
+"""`python -m automation drill`: kill one training worker mid-run and prove the run recovers.
+
+    python -m automation drill --json                        # on this machine (the local target)
+    python -m automation drill --steps 60 --storage-path s3://bucket/prefix
+    python -m automation drill --stack us-west-2 --json      # on the stack's cluster: a worker pod deleted
+
+The drill starts a local Ray head, trains the local job once without interruption (the reference),
+then trains it again under a new run id with the same seed and, once Ray Train has registered a
+checkpoint, SIGKILLs one Ray Train worker process of that run: the process whose log line carries
+the run's marker for the highest rank shown (`(RayTrainWorker pid=N) ray-efa-eks nccl-run run_id=RUN
+rank=R`). Ray Train then restarts the worker group from the newest registered checkpoint (max_failures
+3). Both runs are durable through automation/storage.py's Durability, as every local run is. On AWS
+(--stack) it deletes a worker pod instead and reads the steps from the metrics echoed in the job log.
+
+From the killed run's metrics.jsonl (rank 0 appends a line per step, again after the restart) it
+reports: the step reached before the kill, `resumed_from_step` (the step before the first line
+written after the kill), `steps_lost` (their difference), `final_step`, `recovery_seconds` (kill
+to the first step done after the restart) and `final_loss_matches` (the final loss equals the
+reference's). It passes when the run ends at its last step, resumed from the checkpoint Ray Train
+had registered at the kill (or a later one), lost no more steps than the checkpoint interval, and
+ends at the reference's loss. Exit 0 pass, 1 fail, 2 bad input.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import math
+import os
+import re
+import signal
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from automation.errors import DriverError
+from workloads.metrics import METRICS_FILE, read_metrics
+from workloads.nccl_check import run_marker
+
+HELP = "kill one training worker mid-run and check that the run resumes from its last checkpoint"
+DRILL_STEPS = 40  # four checkpoints at the local interval (10): room to kill between two of them
+# Relative tolerance of "the same final loss": a CPU run resumed from its checkpoint repeats the same
+# arithmetic, so it lands on the reference's loss to float32 rounding; a resume one scheduler step
+# off (5.9572 against 5.9530, commit b568b05) is 7e-4 away and must fail.
+LOSS_RTOL = 1e-5
+WORKER_CLASS = "RayTrainWorker"  # the Ray Train V2 actor that runs train_loop_per_worker
+# Where Ray Train V2's controller records the checkpoints it has registered (the ones a restart uses):
+# ray/train/v2/_internal/execution/checkpoint/checkpoint_manager.py (ray 2.58), `register_checkpoint` ->
+# `_save_state_and_delete_old_checkpoints` -> `_write_state_to_storage`; the file name is
+# CHECKPOINT_MANAGER_SNAPSHOT_FILENAME in ray/train/v2/_internal/constants.py.
+SNAPSHOT_FILE = "checkpoint_manager_snapshot.json"
+POLL_S = 0.05
+# Ray Train's controller registers a reported checkpoint when it next polls the workers, every 2 s by default
+# (ray/train/v2/_internal/constants.py, RAY_TRAIN_HEALTH_CHECK_INTERVAL_S, passed on from the job's driver to
+# the controller). A tiny-preset step takes about 0.05 s on 2 cores, so a 2 s poll registers a checkpoint some
+# 40 steps late and no kill could land between two registered checkpoints; on the cluster a step takes
+# seconds and the default is fine. The drill's own Ray head (and so its jobs) polls every 0.2 s.
+HEALTH_CHECK_ENV = "RAY_TRAIN_HEALTH_CHECK_INTERVAL_S"
+DRILL_HEALTH_CHECK_S = "0.2"
+
+
+def drill_steps(text: str) -> int:
+    """--steps: enough for two checkpoints at the local interval, so a kill can land after the first."""
+    from automation.cli import whole_number
+    from automation.targets.local import LOCAL_CHECKPOINT_EVERY
+
+    steps, least = whole_number(text), 2 * LOCAL_CHECKPOINT_EVERY
+    if steps < least:
+        raise argparse.ArgumentTypeError(
+            f"{steps} steps leave no room to kill a worker between two checkpoints (one every "
+            f"{LOCAL_CHECKPOINT_EVERY} steps): pass --steps {least} or more"
+        )
+    return steps
+
+
+def add_parser(sub: Any, parents: list[argparse.ArgumentParser]) -> argparse.ArgumentParser:
+    p = sub.add_parser(
+        "drill",
+        parents=parents,
+        help=HELP,
+        description=HELP[0].upper() + HELP[1:] + ".\n\n" + __doc__.split("\n\n", 1)[1],
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    p.add_argument("--target", choices=("local",), help="drill on this machine (the default without --stack)")
+    p.add_argument("--stack", help="drill on this stack's cluster: delete a worker pod (implies AWS)")
+    p.add_argument("--kubeconfig", type=Path, help="aws: use this kubeconfig instead of the stack's output")
+    p.add_argument(
+        "--steps", type=drill_steps, help=f"steps of each run (default: {DRILL_STEPS} locally, the stack's on AWS)"
+    )
+    p.add_argument(
+        "--storage-path", help="Ray Train storage of both runs: a directory or s3://bucket/prefix (default: run dir)"
+    )
+    return p
+
+
+# ---- the worker to kill ----------------------------------------------------------------------------
+def worker_pids(lines: list[str], run_id: str) -> dict[int, int]:
+    """{rank: pid} of the run's Ray Train workers, from the marker each prints as its first line
+    (workloads/loop.py) behind Ray's `(RayTrainWorker pid=N)` prefix; a restarted rank's newest pid wins."""
+    pattern = re.compile(rf"\({WORKER_CLASS} pid=(\d+)\)\s*{re.escape(run_marker(run_id))} rank=(\d+)\s*$")
+    found: dict[int, int] = {}
+    for line in lines:
+        m = pattern.search(line)
+        if m:
+            found[int(m.group(2))] = int(m.group(1))
+    return found
+
+
+def kill_worker(pid: int) -> None:
+    """SIGKILL `pid` after checking it is still a Ray Train worker (a pid may be reused)."""
+    import psutil
+
+    try:
+        cmdline = " ".join(psutil.Process(pid).cmdline())
+    except psutil.NoSuchProcess:
+        raise DriverError(f"worker pid {pid} exited before the drill could kill it") from None
+    if WORKER_CLASS not in cmdline:
+        raise DriverError(f"pid {pid} is no longer a {WORKER_CLASS} ({cmdline[:80]!r}): not killing it")
+    os.kill(pid, signal.SIGKILL)
+
+
+def snapshot_step(snapshot: dict) -> int | None:
+    """The step of the newest mid-run checkpoint in Ray Train's checkpoint manager snapshot (the one a
+    restart resumes from), or None (none yet, or the final checkpoint, whose metrics are the summary)."""
+    latest = snapshot.get("latest_checkpoint_result") or {}
+    step = (latest.get("metrics") or {}).get("step")
+    return int(step) if isinstance(step, (int, float)) else None
+
+
+def read_registered(storage_path: str, name: str) -> int | None:
+    """`snapshot_step` of run `name` under a storage directory or s3:// URI (read with pyarrow, as Ray Train writes)."""
+    import pyarrow.fs as pafs
+
+    fs, path = pafs.FileSystem.from_uri(f"{storage_path.rstrip('/')}/{name}/{SNAPSHOT_FILE}")
+    try:
+        with fs.open_input_stream(path) as f:
+            return snapshot_step(json.loads(f.read()))
+    except (OSError, json.JSONDecodeError):  # not written yet, or caught mid-write
+        return None
+
+
+def last_step(metrics_file: Path) -> int:
+    """The newest step rank 0 has recorded (0 before the first)."""
+    try:
+        return max((r["step"] for r in read_metrics(metrics_file)), default=0)
+    except (OSError, ValueError):
+        return 0
+
+
+# ---- the arithmetic --------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class Recovery:
+    """What the killed run's metrics say about its recovery."""
+
+    step_at_kill: int  # newest step recorded before the kill
+    resumed_from_step: int  # the step the restarted workers started after (their checkpoint's)
+    steps_lost: int  # steps done before the kill that the restart did again
+    final_step: int
+    recovery_seconds: float  # from the kill to the first step done after the restart
+
+
+def recovery(records: list[dict], kill_time: float) -> Recovery:
+    """The recovery of a run killed at Unix time `kill_time`, from its metrics records in file order.
+
+    ValueError when no step was recorded before the kill or none after it (the run did not resume)."""
+    before = [r for r in records if r["time"] <= kill_time]
+    after = [r for r in records if r["time"] > kill_time]
+    if not before:
+        raise ValueError("no step was recorded before the kill: the worker was killed before training began")
+    if not after:
+        raise ValueError("no step was recorded after the kill: Ray Train did not resume the run")
+    step_at_kill = max(r["step"] for r in before)
+    resumed_from = after[0]["step"] - 1
+    return Recovery(
+        step_at_kill=step_at_kill,
+        resumed_from_step=resumed_from,
+        steps_lost=step_at_kill - resumed_from,
+        final_step=records[-1]["step"],
+        recovery_seconds=round(after[0]["time"] - kill_time, 2),
+    )
+
+
+def final_loss(records: list[dict]) -> float | None:
+    return records[-1].get("loss") if records else None
+
+
+def losses_match(loss: float | None, reference: float | None, rtol: float = LOSS_RTOL) -> bool:
+    return loss is not None and reference is not None and math.isclose(loss, reference, rel_tol=rtol)
+
+
+def verdict(rec: Recovery, total_steps: int, checkpoint_every: int, registered: int | None, matches: bool) -> list[str]:
+    """Why the drill fails (empty: it passes)."""
+    why = []
+    if rec.final_step != total_steps:
+        why.append(f"final_step {rec.final_step}, expected {total_steps}")
+    # A later checkpoint than the one registered at the kill may be registered before the restart; an older one
+    # would mean Ray Train lost a checkpoint it had.
+    if registered is not None and rec.resumed_from_step < registered:
+        why.append(f"resumed_from_step {rec.resumed_from_step}, older than the registered checkpoint {registered}")
+    if rec.steps_lost > checkpoint_every:
+        why.append(f"steps_lost {rec.steps_lost} exceeds the checkpoint interval {checkpoint_every}")
+    if not matches:
+        why.append("the final loss differs from the uninterrupted run's")
+    return why
+
+
+# ---- killing between two checkpoints ---------------------------------------------------------------
+@dataclass(frozen=True)
+class Kill:
+    rank: int
+    time: float
+    registered_step: int  # the checkpoint Ray Train had registered when the worker died
+    pid: int | None = None  # local: the process killed
+    pod: str | None = None  # AWS: the pod deleted
+
+
+def kill_between_checkpoints(
+    job: Any,
+    running: threading.Thread,
+    timeout_s: float,
+    progress: Callable[[], tuple[int | None, int]],
+    kill: Callable[[int], Kill | None],
+) -> Kill:
+    """`kill(registered)` once Ray Train has registered a mid-run checkpoint and the run has not yet passed the
+    next one, so the restart must resume from the registered one. `progress()` is (registered step, last step
+    done); `kill` returns None while it cannot kill yet (the workers not known)."""
+    deadline = time.monotonic() + timeout_s
+    while running.is_alive() and time.monotonic() < deadline:
+        registered, done = progress()
+        if registered and done < job.steps and done <= registered + job.checkpoint_every:
+            killed = kill(registered)
+            if killed is not None:
+                return killed
+        time.sleep(POLL_S)
+    raise DriverError(
+        f"run {job.run_id} ended (or {timeout_s:g} s passed) before a worker could be killed between two "
+        f"checkpoints: pass a larger --steps (now {job.steps}; a checkpoint every {job.checkpoint_every})",
+        exit_code=1,
+    )
+
+
+def _submit(target: Any, job: Any, what: str) -> Any:
+    outcome = target.submit(job)
+    if outcome.status != "SUCCEEDED":
+        tail = "\n".join(outcome.log_tail[-20:])
+        raise DriverError(f"the {what} run {job.run_id} ended {outcome.status}; last log lines:\n{tail}", exit_code=1)
+    return outcome
+
+
+def run_and_kill(target: Any, job: Any, reference: Any, timeout_s: float, kill_for: Callable) -> tuple[Kill, list]:
+    """The reference run to its end, then the drill run with one kill; (the kill, the drill run's log lines).
+
+    `kill_for(lines)` gives (progress, kill) for `kill_between_checkpoints` from the drill run's log so far."""
+    target.on_progress(f"reference run {reference.run_id}: {reference.steps} steps, uninterrupted")
+    _submit(target, reference, "reference")
+    lines: list[str] = []
+    target.on_line = lines.append
+    outcome: list = []
+    running = threading.Thread(target=lambda: outcome.append(target.submit(job)), daemon=True)
+    target.on_progress(f"drill run {job.run_id}: {job.steps} steps, one worker killed after a checkpoint")
+    running.start()
+    kill = kill_between_checkpoints(job, running, timeout_s, *kill_for(lines))
+    target.on_progress(
+        f"killed rank {kill.rank} ({kill.pod or f'pid {kill.pid}'}) after checkpoint {kill.registered_step}"
+    )
+    running.join(timeout_s)
+    if not outcome or outcome[0].status != "SUCCEEDED":
+        status = outcome[0].status if outcome else "still running"
+        raise DriverError(f"the killed run {job.run_id} did not recover: its job ended {status}", exit_code=1)
+    return kill, lines
+
+
+# ---- the local drill -------------------------------------------------------------------------------
+def local_kill_for(job: Any) -> Callable:
+    """Progress from the run's storage and metrics file; SIGKILL of the highest rank's process found in the log."""
+    metrics = Path(job.run_dir) / METRICS_FILE
+
+    def bind(lines: list[str]) -> tuple[Callable, Callable]:
+        def progress() -> tuple[int | None, int]:
+            return read_registered(job.storage_path, job.name or job.run_id), last_step(metrics)
+
+        def kill(registered: int) -> Kill | None:
+            pids = worker_pids(list(lines), job.run_id)
+            if not pids:
+                return None
+            rank = max(pids)
+            at = time.time()
+            kill_worker(pids[rank])
+            return Kill(rank, at, registered, pid=pids[rank])
+
+        return progress, kill
+
+    return bind
+
+
+def drill_local(args: argparse.Namespace, ui: Any) -> dict:
+    """Reference run, killed run, their numbers; the local Ray cluster is stopped whatever happens."""
+    from automation.job import local_job
+    from automation.targets.local import RUNS_DIR, LocalPlan, LocalTarget, durable
+    from workloads.config import ConfigError, new_run_id
+
+    run_id, runs, steps = new_run_id(), Path.cwd() / RUNS_DIR, args.steps or DRILL_STEPS
+    try:
+        job = durable(local_job(run_id, runs, steps=steps), args.storage_path)
+        reference = durable(local_job(f"{run_id}-reference", runs, steps=steps), args.storage_path)
+    except ConfigError as e:
+        raise DriverError(str(e), exit_code=2) from None
+    target = LocalTarget(LocalPlan(job, storage_path=args.storage_path), on_progress=ui.progress, on_note=ui.note)
+    before = os.environ.get(HEALTH_CHECK_ENV)
+    os.environ[HEALTH_CHECK_ENV] = DRILL_HEALTH_CHECK_S  # the head's environment, inherited by its jobs
+    try:
+        target.start(None)
+        kill, _ = run_and_kill(target, job, reference, target.plan.job_timeout_s, local_kill_for(job))
+    finally:
+        target.close()
+        os.environ.pop(HEALTH_CHECK_ENV) if before is None else os.environ.update({HEALTH_CHECK_ENV: before})
+    records = read_metrics(Path(job.run_dir) / METRICS_FILE)
+    ref_records = read_metrics(Path(reference.run_dir) / METRICS_FILE)
+    return {**report(job, reference, kill, records, ref_records), "target": "local", "run_dir": job.run_dir}
+
+
+# ---- the AWS drill ---------------------------------------------------------------------------------
+# The TrainController's "Started training worker group" lines, one per worker (ray 2.58, seen in the job log of
+# every run): `- (ip=10.30.1.61, pid=212) world_rank=5, local_rank=1, node_rank=1`.
+_GROUP_LINE = re.compile(r"- \(ip=([0-9A-Fa-f.:]+), pid=(\d+)\) world_rank=(\d+)")
+AWS_JOB_TIMEOUT_S = 3600.0
+
+
+def worker_ips(lines: list[str]) -> dict[int, str]:
+    """{rank: node IP} of the worker group the controller started last (a restart announces a new one)."""
+    found: dict[int, str] = {}
+    for line in lines:
+        m = _GROUP_LINE.search(line)
+        if m:
+            found[int(m.group(3))] = m.group(1)
+    return found
+
+
+def worker_pod_to_delete(pods: list[dict], rank_ips: dict[int, str]) -> tuple[str, int]:
+    """(pod, rank): the running worker pod of the highest rank whose pod does not hold rank 0, which writes and
+    echoes the metrics the drill reads. DriverError when every known rank shares rank 0's pod."""
+    running = {
+        p["status"].get("podIP"): p["metadata"]["name"]
+        for p in pods
+        if p["status"].get("phase") == "Running" and not p["metadata"].get("deletionTimestamp")
+    }
+    for rank in sorted(rank_ips, reverse=True):
+        ip = rank_ips[rank]
+        if ip in running and ip != rank_ips.get(0):
+            return running[ip], rank
+    raise DriverError(
+        f"no running worker pod holds a rank other than rank 0's (ranks on {sorted(set(rank_ips.values()))}, "
+        f"pods on {sorted(ip for ip in running if ip)}): the drill needs workers on two pods; raise "
+        "ray-efa-eks:train.num_workers so they span both GPU nodes",
+        exit_code=2,
+    )
+
+
+def echoed_records(lines: list[str]) -> list[dict]:
+    """The metrics records rank 0 echoed into the job log, in order."""
+    from workloads.metrics import parse_echo
+
+    return [r for r in map(parse_echo, lines) if r is not None]
+
+
+def aws_kill_for(job: Any, kube: Any, namespace: str, selector: str) -> Callable:
+    """Progress from the run bucket and the job log's echoed metrics; deletion of a worker pod."""
+
+    def bind(lines: list[str]) -> tuple[Callable, Callable]:
+        def progress() -> tuple[int | None, int]:
+            done = max((r["step"] for r in echoed_records(list(lines))), default=0)
+            return read_registered(job.storage_path, job.name or job.run_id), done
+
+        def kill(registered: int) -> Kill | None:
+            ips = worker_ips(list(lines))
+            if not ips:
+                return None
+            pod, rank = worker_pod_to_delete(kube.list_pods(namespace, selector), ips)
+            at = time.time()
+            kube.delete_pod(namespace, pod)
+            return Kill(rank, at, registered, pod=pod)
+
+        return progress, kill
+
+    return bind
+
+
+def drill_aws(args: argparse.Namespace, ui: Any, deps: Any = None) -> dict:
+    """The drill on the stack's cluster: the stack's durable job, a worker pod deleted through the Kubernetes API."""
+    from automation.job import CLUSTER_ROOT, with_run_paths
+    from automation.targets.aws import from_args
+
+    train = argparse.Namespace(
+        command="train", stack=args.stack, project_dir=args.project_dir, kubeconfig=args.kubeconfig,
+        resume=None, run_id=None, yes=False, steps=args.steps, num_workers=None,
+    )  # fmt: skip
+    target = from_args(train, ui, deps)
+    try:
+        job = target.train_args()
+        ref_id = f"{job.run_id}-reference"
+        reference = with_run_paths(job, ref_id, f"{CLUSTER_ROOT}/runs/{ref_id}")
+        exp = target.expectations()
+        selector = f"ray.io/cluster={exp.raycluster},ray.io/node-type=worker"
+        ref_lines: list[str] = []
+        target.on_line = ref_lines.append
+        kill_for = aws_kill_for(job, target.kube(), exp.namespace, selector)
+        kill, lines = run_and_kill(target, job, reference, AWS_JOB_TIMEOUT_S, kill_for)
+    finally:
+        target.close()
+    doc = report(job, reference, kill, echoed_records(lines), echoed_records(ref_lines))
+    return {**doc, "target": "aws", "stack": args.stack}
+
+
+def report(job: Any, reference: Any, kill: Kill, records: list[dict], ref_records: list[dict]) -> dict:
+    """The drill's JSON document from both runs' metrics records."""
+    rec = recovery(records, kill.time)
+    loss, ref_loss = final_loss(records), final_loss(ref_records)
+    matches = losses_match(loss, ref_loss)
+    why = verdict(rec, job.steps, job.checkpoint_every, kill.registered_step, matches)
+    killed = (
+        {"rank": kill.rank, "pid": kill.pid, "signal": "SIGKILL"}
+        if kill.pod is None
+        else {"rank": kill.rank, "pod": kill.pod}
+    )
+    return {
+        "ok": not why,
+        "failures": why,
+        "run_id": job.run_id,
+        "reference_run_id": reference.run_id,
+        "killed": killed,
+        "checkpoint_every": job.checkpoint_every,
+        "registered_checkpoint_at_kill": kill.registered_step,
+        **dataclasses.asdict(rec),
+        "total_steps": job.steps,
+        "final_loss": loss,
+        "reference_final_loss": ref_loss,
+        "final_loss_matches": matches,
+        "storage_path": job.storage_path,
+    }
+
+
+def run(args: argparse.Namespace, ui: Any) -> int:
+    if args.stack is None and args.kubeconfig is not None:
+        raise DriverError(
+            "--kubeconfig is for the AWS drill: pass --stack STACK too, or leave out --kubeconfig", exit_code=2
+        )
+    if args.stack is not None and args.target == "local":
+        raise DriverError(
+            f"--stack {args.stack} is an AWS stack: leave out --target local, or drop --stack", exit_code=2
+        )
+    if args.stack is not None and args.storage_path is not None:
+        raise DriverError(
+            f"--storage-path {args.storage_path!r} is for the local drill: on AWS the stack's run bucket holds the "
+            "runs; leave out --storage-path",
+            exit_code=2,
+        )
+    doc = drill_aws(args, ui) if args.stack else drill_local(args, ui)
+    if ui.json_mode:
+        ui.emit_json(doc)
+    else:
+        for key in ("resumed_from_step", "steps_lost", "final_step", "recovery_seconds", "final_loss_matches"):
+            ui.note(f"{key}: {doc[key]}")
+        for line in doc["failures"]:
+            ui.error(line)
+        ui.note(f"drill {'passed' if doc['ok'] else 'failed'}: run {doc['run_id']}")
+    return 0 if doc["ok"] else 1
