@@ -374,3 +374,45 @@ def test_matrix_has_at_least_60_cases_over_four_entry_points():
         f"expected >= 60 cases over automation, train, nccl and render, got {len(CASES)} over {kinds}, "
         f"{len(renders)} renders"
     )
+
+
+# --- the Pulumi program as `pulumi preview` runs it: Pulumi's Python host prints a pulumi.RunError as
+# one error line and any other exception with its traceback
+# (https://github.com/pulumi/pulumi/blob/master/sdk/python/cmd/pulumi-language-python-exec) ---
+PROGRAM_CASES = {
+    "gpu-node-count-huge": ({"ray-efa-eks:gpuNodeCount": "100000"}, ("gpuNodeCount", "100000")),
+    "region-misspelled": ({"aws:region": "us-wset-2"}, ("aws:region", "us-wset-2")),
+    "gpu-az-empty": ({"ray-efa-eks:gpuAvailabilityZone": ""}, ("gpuAvailabilityZone", "preflight --stack us-west-2")),
+}
+
+
+def program_error(overrides: dict[str, str]) -> BaseException | None:
+    """What the program raises for the us-west-2 stack's config with `overrides`, under Pulumi's mocks."""
+    import warnings
+
+    from infra.mock_render import run_program, stack_config_values
+
+    values = {**stack_config_values("us-west-2", REPO), **overrides}
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            run_program("us-west-2", REPO, config=values)
+    except Exception as e:  # noqa: BLE001 - the exception is what is judged
+        return e
+    return None
+
+
+@pytest.mark.parametrize("name", list(PROGRAM_CASES))
+def test_pulumi_program_raises_bad_config_as_a_run_error(name):
+    import pulumi
+
+    err = program_error(PROGRAM_CASES[name][0])
+    assert isinstance(err, pulumi.RunError), f"expected a pulumi.RunError (one line under pulumi), got {err!r}"
+
+
+@pytest.mark.parametrize("name", list(PROGRAM_CASES))
+def test_pulumi_program_error_names_the_key_and_value(name):
+    overrides, names = PROGRAM_CASES[name]
+    text = str(program_error(overrides))
+    missing = [n for n in names if n not in text]
+    assert missing == [], f"expected the program's error to name {missing}, got {text!r}"
