@@ -1,4 +1,4 @@
-"""Ctrl-C (SIGINT) and SIGTERM at each step of the local `python -m automation run`: the driver exits
+"""Ctrl-C (SIGINT) at each step of the local `python -m automation run`, and SIGTERM at two: the driver exits
 130 and leaves no Ray process, no temp directory and no half-written run file; afterwards a rerun in
 the same directory succeeds.
 
@@ -86,8 +86,9 @@ def interrupt_at(step: str, sig: signal.Signals, cwd: Path) -> dict:
     return {"rc": proc.returncode, "stderr": proc.stderr, "temp_dirs": temp_dirs, "run_id": run_id, "cwd": cwd}
 
 
+# SIGTERM over two steps only: test_driver_local.py already sends it mid-training.
 CASES = [(s, signal.SIGINT) for s in ("preflight", "start", "verify", "train", "check")] + [
-    (s, signal.SIGTERM) for s in ("start", "train")
+    (s, signal.SIGTERM) for s in ("start", "verify")
 ]
 
 
