@@ -371,11 +371,12 @@ class AwsTarget:
         return self.price() if command in ("run", "up") else None
 
     def cost_line(self) -> str:
-        """What the whole stack's nodes cost per hour while they stay up, or why that is unknown."""
+        """What the node groups' instances cost per hour while they stay up (On-Demand, from the Pricing
+        API; the EKS control plane and the NAT gateway come on top), or why that is unknown."""
         est = self.price()
-        nodes = ", ".join(f"{n} x {t}" for t, n, _ in est.items) or "its node groups"
         if est.usd_per_hour is None:
             return f"cost per hour unknown: {est.note}"
+        nodes = ", ".join(f"{n} x {t}" for t, n, _ in est.items)
         return f"{est.text()} On-Demand for {nodes}"
 
     def price(self) -> CostEstimate:
