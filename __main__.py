@@ -8,10 +8,19 @@ from pathlib import Path
 
 import pulumi
 
-from infra.config import from_pulumi_config
+from infra.config import ConfigError, from_pulumi_config
 from infra.stack import build, export
 
-cfg = from_pulumi_config(Path(__file__).resolve().parent)
-for note in cfg.warnings:
-    pulumi.log.warn(note)
-export(build(cfg))
+
+class StackConfigError(ConfigError, pulumi.RunError):
+    """Pulumi's Python host prints a RunError as one error line, any other exception with its traceback
+    (https://github.com/pulumi/pulumi/blob/master/sdk/python/cmd/pulumi-language-python-exec)."""
+
+
+try:
+    cfg = from_pulumi_config(Path(__file__).resolve().parent)
+    for note in cfg.warnings:
+        pulumi.log.warn(note)
+    export(build(cfg))
+except ConfigError as e:
+    raise StackConfigError(str(e)) from None

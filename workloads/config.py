@@ -230,6 +230,9 @@ def field_type(name: str) -> type:
     return _TYPES[str(annotation).split(" | ")[0]]
 
 
+_KIND_NAMES = {int: "a whole number", float: "a number", str: "a string", bool: "true or false"}
+
+
 def _typed(label: str, kind: type, value: Any) -> Any:
     """``value`` as ``kind`` (an int is a legal float); ConfigError naming ``label`` otherwise."""
     if value is None:
@@ -238,7 +241,8 @@ def _typed(label: str, kind: type, value: Any) -> Any:
         return float(value)
     if isinstance(value, kind) and not (kind is int and isinstance(value, bool)):
         return value
-    raise ConfigError(f"{label} {value!r} is not a {kind.__name__}: set it to a {kind.__name__} value")
+    kind_name = _KIND_NAMES.get(kind, kind.__name__)
+    raise ConfigError(f"{label} {value!r} is not {kind_name}: set it to {kind_name}")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -257,8 +261,24 @@ def build_parser() -> argparse.ArgumentParser:
         if field_type(f.name) is bool:
             p.add_argument(flag_of(f.name), action=argparse.BooleanOptionalAction, default=f.default, help=help_text)
         else:
-            p.add_argument(flag_of(f.name), type=field_type(f.name), default=f.default, help=help_text)
+            p.add_argument(flag_of(f.name), type=_parse_as(field_type(f.name)), default=f.default, help=help_text)
     return p
+
+
+def _parse_as(kind: type) -> Callable[[str], Any]:
+    """An argparse type whose error says what the flag needs (argparse's own names only the type)."""
+
+    def parse(text: str) -> Any:
+        try:
+            return kind(text)
+        except ValueError:
+            name = _KIND_NAMES.get(kind, kind.__name__)
+            raise argparse.ArgumentTypeError(
+                f"{text!r} is not {name}: pass {name} (--help shows the default)"
+            ) from None
+
+    parse.__name__ = kind.__name__
+    return parse
 
 
 EXIT_CODES = """exit status:

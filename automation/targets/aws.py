@@ -322,14 +322,14 @@ class AwsTarget:
             )
         if failed == "up":
             return Advice(
-                f"stack {s} may be partly created (GPU nodes cost money while they exist): "
-                f"`python -m automation status --stack {s}` lists what is there",
+                f"stack {s} may be partly created (GPU nodes cost money while they exist; "
+                f"{self.cost_line()}): `python -m automation status --stack {s}` lists what is there",
                 (f"resume (idempotent): {resume}", f"or tear down: {teardown}"),
             )
         if failed == "destroy":
             return Advice(f"some resources of stack {s} may remain", (f"retry: {teardown}",))
         return Advice(
-            f"the cluster of stack {s} is up and costs money until destroyed",
+            f"the cluster of stack {s} is up and costs money until destroyed ({self.cost_line()})",
             (
                 f"resume (idempotent): {resume}",
                 f"or only this step: python -m automation {failed} --stack {s}",
@@ -374,6 +374,15 @@ class AwsTarget:
     def cost(self, command: str) -> CostEstimate | None:
         """The cluster's On-Demand price per hour after `run` or `up`; None after the other commands."""
         return self.price() if command in ("run", "up") else None
+
+    def cost_line(self) -> str:
+        """What the node groups' instances cost per hour while they stay up (On-Demand, from the Pricing
+        API; the EKS control plane and the NAT gateway come on top), or why that is unknown."""
+        est = self.price()
+        if est.usd_per_hour is None:
+            return f"cost per hour unknown: {est.note}"
+        nodes = ", ".join(f"{n} x {t}" for t, n, _ in est.items)
+        return f"{est.text()} On-Demand for {nodes}"
 
     def price(self) -> CostEstimate:
         if self.deps.pricing is None:

@@ -91,7 +91,7 @@ def test_unknown_option_in_worker_config_is_refused_with_the_close_match():
 
 
 def test_option_of_the_wrong_type_is_refused():
-    with pytest.raises(ConfigError, match="--steps 'ten' is not a int"):
+    with pytest.raises(ConfigError, match="--steps 'ten' is not a whole number"):
         TrainConfig.from_dict({"steps": "ten"})
 
 
