@@ -8,12 +8,15 @@ Objects carry only the fields verify reads, in the Kubernetes API's shapes
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 
 from automation.errors import DriverError
 from automation.verify import (
     Expectations,
     check_device_plugins,
+    check_nodes,
     check_operator,
     check_ray_gpus,
     check_raycluster,
@@ -263,3 +266,71 @@ def test_no_running_head_pod_is_a_driver_error_with_the_command():
     kube = Pods([{"metadata": {"name": "rc-head-x"}}])
     with pytest.raises(DriverError, match=r"no running head pod of RayCluster ray/rc: kubectl -n ray get pods"):
         head_pod_name(kube, EXP)
+
+
+# --------------------------------------------------------------------------- nodes and row wording
+
+
+def test_bare_node_fails_on_every_fact_with_each_fix():
+    rows = check_nodes([{"metadata": {"name": "n1"}}], replace(EXP, node_count=1))
+    row = rows[1]
+    expected_detail = (
+        "zone <none>, NotReady, nvidia.com/gpu 0, vpc.amazonaws.com/efa 0; not Ready; "
+        "zone <none> is not the GPU AZ us-west-2a; expected nvidia.com/gpu 4, got 0; "
+        "expected vpc.amazonaws.com/efa >= 1, got 0"
+    )
+    assert (row.check, row.status, row.detail) == ("node n1", "fail", expected_detail), f"got {row}"
+    assert row.fix.startswith("kubectl describe node n1; give the GPU node group only the subnet"), f"got {row.fix!r}"
+
+
+def test_healthy_node_row_says_ready_with_no_fix():
+    labels = {"topology.kubernetes.io/zone": "us-west-2a"}
+    status = {
+        "conditions": [{"type": "Ready", "status": "True"}],
+        "allocatable": {GPU: "4", "vpc.amazonaws.com/efa": "1"},
+    }
+    rows = check_nodes([{"metadata": {"name": "n1", "labels": labels}, "status": status}], replace(EXP, node_count=1))
+    got = [(r.check, r.status, r.detail, r.fix) for r in rows]
+    expected = [
+        ("GPU nodes Ready", "pass", "expected 1 Ready nodes labelled role=gpu-worker, got 1 Ready of 1", ""),
+        ("node n1", "pass", "zone us-west-2a, Ready, nvidia.com/gpu 4, vpc.amazonaws.com/efa 1", ""),
+    ]
+    assert got == expected, f"expected {expected}, got {got}"
+
+
+def test_enough_nodes_but_one_not_ready_fails_the_count_row_first():
+    nodes = [
+        {"metadata": {"name": f"n{i}"}, "status": {"conditions": [{"type": "Ready", "status": s}]}}
+        for i, s in enumerate(("True", "False"))
+    ]
+    row = check_nodes(nodes, EXP)[0]
+    assert (row.check, row.status) == ("GPU nodes Ready", "fail"), (
+        f"expected the count row first and failing, got {row}"
+    )
+    assert row.fix.startswith("kubectl get nodes -l role=gpu-worker;"), f"got {row.fix!r}"
+
+
+def test_failed_device_plugin_and_operator_rows_name_what_was_seen():
+    ds = daemonset("nvidia-device-plugin", desired=2, ready=1)
+    missing = check_device_plugins([ds], min_ready=2)
+    got = [(r.check, r.detail) for r in missing]
+    expected = [
+        ("NVIDIA device plugin", "daemonset kube-system/nvidia-device-plugin: 1/2 ready, expected >= 2"),
+        ("EFA device plugin", "no daemonset named like 'efa'"),
+    ]
+    assert got == expected, f"expected {expected}, got {got}"
+    row = check_operator([])
+    assert (row.check, row.detail) == ("KubeRay operator", "no deployment named like 'kuberay-operator'"), f"got {row}"
+
+
+def test_available_operator_row_is_named():
+    row = check_operator([deployment("kuberay-operator", "True")])
+    assert row.check == "KubeRay operator", f"expected the row 'KubeRay operator', got {row.check!r}"
+
+
+def test_worker_pod_count_row_is_named_and_pods_without_a_name_show_a_question_mark():
+    rows = check_worker_pods(
+        [{"status": {"phase": "Running", "conditions": [{"type": "Ready", "status": "True"}]}}], EXP
+    )
+    got = [r.check for r in rows]
+    assert got == ["Ray worker pods Running", "pod ? requests == limits"], f"got {got}"
