@@ -280,7 +280,14 @@ def test_bare_node_fails_on_every_fact_with_each_fix():
         "expected vpc.amazonaws.com/efa >= 1, got 0"
     )
     assert (row.check, row.status, row.detail) == ("node n1", "fail", expected_detail), f"got {row}"
-    assert row.fix.startswith("kubectl describe node n1; give the GPU node group only the subnet"), f"got {row.fix!r}"
+    expected_fix = (
+        "kubectl describe node n1; "
+        "give the GPU node group only the subnet of gpu_nodes.availability_zone and run `up` again; "
+        "check the NVIDIA device plugin pod on n1 (kubectl -n kube-system get pods -o wide | grep nvidia); "
+        "check the EFA device plugin pod on n1 (kubectl -n kube-system get pods -o wide | grep efa) "
+        "and that the launch template attaches EFA interfaces"
+    )
+    assert row.fix == expected_fix, f"expected {expected_fix!r}, got {row.fix!r}"
 
 
 def test_healthy_node_row_says_ready_with_no_fix():
@@ -307,7 +314,11 @@ def test_enough_nodes_but_one_not_ready_fails_the_count_row_first():
     assert (row.check, row.status) == ("GPU nodes Ready", "fail"), (
         f"expected the count row first and failing, got {row}"
     )
-    assert row.fix.startswith("kubectl get nodes -l role=gpu-worker;"), f"got {row.fix!r}"
+    expected_fix = (
+        "kubectl get nodes -l role=gpu-worker; the node group's last scaling activity: "
+        "aws autoscaling describe-scaling-activities --auto-scaling-group-name <asg> --max-items 1"
+    )
+    assert row.fix == expected_fix, f"expected {expected_fix!r}, got {row.fix!r}"
 
 
 def test_failed_device_plugin_and_operator_rows_name_what_was_seen():
@@ -334,3 +345,9 @@ def test_worker_pod_count_row_is_named_and_pods_without_a_name_show_a_question_m
     )
     got = [r.check for r in rows]
     assert got == ["Ray worker pods Running", "pod ? requests == limits"], f"got {got}"
+
+
+def test_every_request_limit_difference_is_listed():
+    row = check_worker_pods([pod("w0", {"cpu": "40", GPU: "4"}, {"cpu": "20", GPU: "2"})], EXP)[1]
+    expected = f"cpu: request 40 limit 20; {GPU}: request 4 limit 2"
+    assert row.detail == expected, f"expected {expected!r}, got {row.detail!r}"

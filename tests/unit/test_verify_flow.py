@@ -195,3 +195,60 @@ def test_expectations_serialise_every_field():
         "raycluster": "ray-efa",
         "worker_replicas": 2,
     }, f"got {got}"
+
+
+# --------------------------------------------------------------------------- early stops and the exec
+
+
+class Exec:
+    """Records each exec into a pod and answers with `answer`."""
+
+    def __init__(self, answer: ExecResult):
+        self.answer, self.calls = answer, []
+
+    def __call__(self, pod, namespace, command, timeout_s):
+        self.calls.append((pod, namespace, command, timeout_s))
+        return self.answer
+
+
+def test_addon_failure_stops_before_the_worker_pods():
+    result = verify_cluster(Cluster(broken=("daemonsets",)), EXP, None, pod_wait_s=0, sleep=lambda s: None)
+    checks = [f.check for f in result.findings]
+    assert "Ray worker pods Running" not in checks, f"expected no worker-pod rows after an add-on failure, got {checks}"
+
+
+def test_worker_pod_failure_stops_before_asking_ray():
+    pod_exec = Exec(ExecResult(0, f'{RESOURCES_MARK}{{"GPU": 4}}\n', ""))
+    verify_cluster(Cluster(broken=("pods",)), EXP, pod_exec, pod_wait_s=0, sleep=lambda s: None)
+    assert pod_exec.calls == [], f"expected no exec into the head pod after a worker-pod failure, got {pod_exec.calls}"
+
+
+def test_ray_resources_are_read_by_python_in_the_head_pods_namespace():
+    pod_exec = Exec(ExecResult(0, f'{RESOURCES_MARK}{{"GPU": 4}}\n', ""))
+    run(Cluster(), pod_exec)
+    (pod, namespace, command, timeout_s), *_ = pod_exec.calls
+    got = (pod, namespace, command[:2], timeout_s > 0)
+    assert got == ("rc-head", "ray", ["python", "-c"], True), (
+        f"expected rc-head in ray, python -c, a timeout; got {got}"
+    )
+
+
+def test_unreadable_ray_resources_fail_quoting_rc_and_stderr_tail():
+    pod_exec = Exec(ExecResult(1, "Traceback ...", "@" + "e" * 300))
+    result = run(Cluster(), pod_exec)
+    row = result.findings[-1]
+    got = (result.step, result.status, result.data, row.check, row.status, row.fix)
+    expected = (
+        "verify",
+        "fail",
+        EXP,
+        "Ray GPUs == Kubernetes GPU requests",
+        "fail",
+        "kubectl -n ray exec rc-head -- ray status",
+    )
+    assert got == expected, f"expected {expected}, got {got}"
+    assert row.detail.startswith("cannot read Ray's resources in rc-head (rc 1): no line starting with"), row.detail
+    assert row.detail.endswith(" " + "e" * 300) and "@" not in row.detail, (
+        f"expected the last 300 stderr chars: {row.detail!r}"
+    )
+    assert len(result.findings) > 3, f"expected the earlier rows kept, got {result.findings}"
