@@ -252,3 +252,9 @@ def test_unreadable_ray_resources_fail_quoting_rc_and_stderr_tail():
         f"expected the last 300 stderr chars: {row.detail!r}"
     )
     assert len(result.findings) > 3, f"expected the earlier rows kept, got {result.findings}"
+
+
+def test_passing_verify_summarises_nodes_az_and_raycluster():
+    result = run(Cluster(), ray_has(4))
+    expected = "1 GPU nodes in us-west-2a, RayCluster rc provisioned"
+    assert (result.status, result.summary) == ("pass", expected), f"expected pass, {expected!r}; got {result}"
