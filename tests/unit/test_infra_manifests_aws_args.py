@@ -1,0 +1,105 @@
+"""The exact AWS arguments the pure builders hand to the EFA node group, the launch templates and the VPC.
+
+These dicts go to pulumi-aws as they are, so a changed key or value is a changed (or refused) resource:
+launch-template block devices, metadata options and network interfaces
+(https://www.pulumi.com/registry/packages/aws/api-docs/ec2/launchtemplate/), the subnet plan and its tags.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import warnings
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+
+from infra import manifests as m
+from infra.config import ConfigWarning, load_stack
+
+REPO = Path(__file__).resolve().parents[2]
+RESERVATION = "cr-0123456789abcdef0"
+
+
+@pytest.fixture(scope="module")
+def gpu():
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConfigWarning)
+        return load_stack("us-west-2", REPO).gpu_nodes
+
+
+# --------------------------------------------------------------------------- launch template
+
+
+def test_root_volume_is_an_encrypted_gp3_xvda_deleted_with_the_node():
+    # /dev/xvda is the root device of the EKS AL2023 AMIs (infra/manifests.py, root_volume's docstring);
+    # a mapping on another device adds a second disk and leaves the root at the AMI's default size.
+    expected = {
+        "device_name": "/dev/xvda",
+        "ebs": {"volume_size": 250, "volume_type": "gp3", "encrypted": "true", "delete_on_termination": "true"},
+    }
+    got = m.root_volume(250)
+    assert got == expected, f"expected {expected}, got {got}"
+
+
+def test_metadata_options_keep_imds_on_and_v2_only():
+    # The kubelet, the VPC CNI and the Pod Identity agent read IMDS on the host: it stays enabled, v2 only.
+    expected = {"http_endpoint": "enabled", "http_tokens": "required", "http_put_response_hop_limit": 1}
+    got = m.launch_template_metadata_options()
+    assert got == expected, f"expected {expected}, got {got}"
+
+
+def test_every_efa_interface_is_deleted_with_its_node():
+    # Otherwise each terminated GPU node leaves its EFA ENIs behind, holding subnet addresses and blocking destroy.
+    flags = [n.get("delete_on_termination") for n in m.efa_network_interfaces(4)]
+    assert flags == ["true"] * 4, f"expected delete_on_termination 'true' on all 4 interfaces, got {flags}"
+
+
+def test_zero_efa_interfaces_is_refused_naming_the_count():
+    with pytest.raises(ValueError, match=r"at least one EFA interface, got 0"):
+        m.efa_network_interfaces(0)
+
+
+def test_no_reservation_buys_plain_on_demand(gpu):
+    cap = m.gpu_capacity(replace(gpu, capacity_reservation_id=None, capacity_block=False))
+    got = (cap.capacity_reservation_specification, cap.instance_market_options, cap.capacity_type)
+    assert got == (None, None, "ON_DEMAND"), f"expected (None, None, 'ON_DEMAND'), got {got}"
+
+
+def test_capacity_block_targets_its_reservation(gpu):
+    # A Capacity Block is a reservation too: without the target the instances would not land in it.
+    cap = m.gpu_capacity(replace(gpu, capacity_reservation_id=RESERVATION, capacity_block=True))
+    expected = {"capacity_reservation_target": {"capacity_reservation_id": RESERVATION}}
+    got = cap.capacity_reservation_specification
+    assert got == expected, f"expected {expected}, got {got}"
+
+
+def test_efa_security_group_rules_carry_what_the_component_reads():
+    # infra/efa_nodegroup.py reads rule["direction"], rule["ip_protocol"] and rule["description"].
+    missing = [sorted({"direction", "ip_protocol", "description"} - set(r)) for r in m.efa_security_group_rules()]
+    assert missing == [[], []], f"expected both rules to carry direction, ip_protocol, description; missing {missing}"
+
+
+# --------------------------------------------------------------------------- network
+
+
+def test_subnet_plan_gives_private_subnets_a_quarter_and_public_ones_a_sixty_fourth():
+    plan = m.subnet_plan("10.0.0.0/16", ("a", "b", "c"))
+    got = [
+        (ipaddress.ip_network(p.private_cidr).prefixlen, ipaddress.ip_network(p.public_cidr).prefixlen) for p in plan
+    ]
+    assert got == [(18, 22)] * 3, f"expected (/18 private, /22 public) per AZ in a /16, got {got}"
+
+
+def test_four_azs_are_refused_naming_the_count():
+    # The fourth quarter holds the public subnets, so a fourth private quarter would overlap them.
+    with pytest.raises(ValueError, match=r"at most 3 AZs fit the subnet plan, got 4"):
+        m.subnet_plan("10.0.0.0/16", ("a", "b", "c", "d"))
+
+
+def test_public_subnets_carry_the_elb_and_cluster_tags():
+    # Tags the AWS Load Balancer Controller and EKS read
+    # (https://docs.aws.amazon.com/eks/latest/userguide/network-load-balancing.html).
+    expected = {"kubernetes.io/role/elb": "1", "kubernetes.io/cluster/c1": "shared"}
+    got = m.public_subnet_tags("c1")
+    assert got == expected, f"expected {expected}, got {got}"

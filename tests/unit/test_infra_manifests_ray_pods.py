@@ -1,0 +1,96 @@
+"""Settings of the Ray head and worker pods (and the NVIDIA plugin beside them) that decide whether Ray starts.
+
+`rayStartParams` become `ray start --<key>=<value>` flags (KubeRay,
+https://docs.ray.io/en/latest/cluster/kubernetes/user-guides/config.html#ray-start-parameters), so a
+key must be an option of the `ray start` of the container's Ray, 2.58.0, which is the version
+pyproject.toml pins here.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import warnings
+from pathlib import Path
+
+import pytest
+from ray.scripts.scripts import start as ray_start
+
+from infra import manifests as m
+from infra.config import ConfigWarning, load_stack
+
+REPO = Path(__file__).resolve().parents[2]
+RAY_START_OPTIONS = {opt for param in ray_start.params for opt in param.opts}
+
+
+@pytest.fixture(scope="module")
+def cfg():
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConfigWarning)
+        return load_stack("us-west-2", REPO)
+
+
+def groups(cfg) -> dict[str, dict]:
+    spec = m.raycluster_spec(cfg.ray)
+    return {"head": spec["headGroupSpec"], "worker": spec["workerGroupSpecs"][0]}
+
+
+def container(cfg, group: str) -> dict:
+    return groups(cfg)[group]["template"]["spec"]["containers"][0]
+
+
+@pytest.mark.parametrize("group", ["head", "worker"])
+def test_ray_start_params_are_options_of_ray_start(cfg, group):
+    keys = groups(cfg)[group]["rayStartParams"]
+    unknown = sorted(k for k in keys if f"--{k}" not in RAY_START_OPTIONS)
+    assert not unknown, f"{group}: expected every rayStartParams key to be a `ray start` option, got unknown {unknown}"
+
+
+def test_head_dashboard_host_is_an_ip_address(cfg):
+    host = groups(cfg)["head"]["rayStartParams"]["dashboard-host"]
+    try:
+        ipaddress.ip_address(host)
+    except ValueError:
+        pytest.fail(f"expected dashboard-host to be an IP address the dashboard can bind, got {host!r}")
+
+
+def test_worker_group_is_one_host_per_replica_without_autoscaling(cfg):
+    spec = m.raycluster_spec(cfg.ray)
+    got = (spec["enableInTreeAutoscaling"], spec["workerGroupSpecs"][0]["numOfHosts"])
+    # numOfHosts > 1 is KubeRay's multi-host (TPU) group: it multiplies the pods per replica.
+    assert got == (False, 1), f"expected (enableInTreeAutoscaling False, numOfHosts 1), got {got}"
+
+
+@pytest.mark.parametrize("group", ["head", "worker"])
+def test_pre_stop_runs_ray_stop_through_a_shell(cfg, group):
+    command = container(cfg, group)["lifecycle"]["preStop"]["exec"]["command"]
+    assert command == ["/bin/sh", "-c", "ray stop"], f"{group}: expected ['/bin/sh', '-c', 'ray stop'], got {command}"
+
+
+def test_worker_may_lock_memory_for_efa(cfg):
+    # libfabric registers (pins) NCCL's buffers; without IPC_LOCK the EFA provider cannot.
+    caps = container(cfg, "worker")["securityContext"]["capabilities"]["add"]
+    assert caps == ["IPC_LOCK"], f"expected capabilities.add ['IPC_LOCK'], got {caps}"
+
+
+def test_head_requests_its_configured_cpu_and_memory(cfg):
+    expected = {"cpu": cfg.ray.head.cpu, "memory": cfg.ray.head.memory}
+    got = container(cfg, "head")["resources"]["requests"]
+    assert got == expected, f"expected head requests {expected}, got {got}"
+
+
+def test_worker_mounts_dev_shm(cfg):
+    paths = [vm["mountPath"] for vm in container(cfg, "worker")["volumeMounts"]]
+    assert "/dev/shm" in paths, f"expected a mount at /dev/shm (NCCL and the object store), got {paths}"
+
+
+def test_nvidia_plugin_runs_without_gpu_feature_discovery():
+    gfd = m.nvidia_device_plugin_values()["gfd"]
+    assert gfd == {"enabled": False}, f"expected gfd {{'enabled': False}} (no NFD DaemonSets), got {gfd}"
+
+
+def test_nvidia_plugin_tolerates_critical_addons_only():
+    # The upstream chart's default toleration (github.com/NVIDIA/k8s-device-plugin, deployments/helm values.yaml),
+    # kept because setting `tolerations` replaces the chart's list: the plugin is a critical add-on.
+    tolerations = m.nvidia_device_plugin_values()["tolerations"]
+    expected = {"key": "CriticalAddonsOnly", "operator": "Exists"}
+    assert expected in tolerations, f"expected {expected} in {tolerations}"
