@@ -161,10 +161,15 @@ def command(job: TrainConfig) -> list[str]:
 
 
 def write_pulumi_yaml(project_dir: Path) -> bool:
-    """Render Pulumi.yaml's config: block from infra's key table and the train: block's fields."""
+    """Render Pulumi.yaml's config: block from infra's key table and the train: block's fields, and
+    infra/data/train_keys.json, by which the Pulumi program refuses an unknown train: key; True if
+    either changed."""
+    from infra.config_keys import TRAIN_KEYS_FILE, write_train_keys
     from infra.config_keys import write_pulumi_yaml as write
 
-    return write(Path(project_dir) / "Pulumi.yaml", {"train": stack_fields()})
+    keys_file = Path(project_dir) / "infra" / "data" / TRAIN_KEYS_FILE.name
+    keys_changed = write_train_keys(stack_fields(), DRIVER_FIELDS, keys_file)
+    return write(Path(project_dir) / "Pulumi.yaml", {"train": stack_fields()}) or keys_changed
 
 
 if __name__ == "__main__":
@@ -173,4 +178,7 @@ if __name__ == "__main__":
     if sys.argv[1:] != ["--write-pulumi-yaml"]:
         sys.exit("usage: python -m automation.job --write-pulumi-yaml")
     root = Path(__file__).resolve().parent.parent
-    print(f"{root / 'Pulumi.yaml'}: {'rewritten' if write_pulumi_yaml(root) else 'already up to date'}")
+    changed = write_pulumi_yaml(root)
+    print(
+        f"{root / 'Pulumi.yaml'} and {root / 'infra/data/train_keys.json'}: {'rewritten' if changed else 'up to date'}"
+    )

@@ -61,9 +61,8 @@ class Cluster(pulumi.ComponentResource):
         c = args.cluster
 
         eks_cluster = self._control_plane(name, args)
-        # pulumi-eks exposes no plain name output; deriving it from the URN makes everything
-        # that names the cluster wait for it, without a depends_on.
-        cluster_name = eks_cluster.urn.apply(lambda _: c.name)
+        # The inner aws.eks.Cluster's name: everything that names the cluster waits for it.
+        cluster_name = eks_cluster.eks_cluster.name
 
         node_role = aws.iam.Role(f"{name}-node-role", assume_role_policy=node_assume_role_policy(), opts=child)
         attachments = [

@@ -58,6 +58,7 @@ class RenderMocks(Mocks):
         fake_id = f"{name}-id"
         if typ == "eks:index:Cluster":
             state.update(
+                eksCluster=_inner_eks_cluster(name, state.get("name") or name),
                 kubeconfigJson=json.dumps(_FAKE_KUBECONFIG),
                 kubeconfig=_FAKE_KUBECONFIG,
                 clusterSecurityGroupId="sg-render-cluster",
@@ -82,6 +83,23 @@ class RenderMocks(Mocks):
 
     def call(self, args: pulumi.runtime.MockCallArgs) -> tuple[dict, list | None]:
         return {}, None
+
+
+def _inner_eks_cluster(component_name: str, cluster_name: str) -> dict:
+    """A reference to the ``aws.eks.Cluster`` that pulumi-eks's ``Cluster`` exports as ``eksCluster``.
+
+    The remote component reaches the mock as one opaque resource, so the inner cluster is
+    registered here, with the URN pulumi-eks gives it (child ``<name>-eksCluster``), for the
+    SDK's ``getResource`` call that rehydrates the reference. pulumi-eks 4.4.0's output:
+    ``pulumi_eks/cluster.py`` ``Cluster.eks_cluster -> Output[pulumi_aws.eks.Cluster]``.
+    """
+    typ = "eks:index:Cluster$aws:eks/cluster:Cluster"
+    urn = f"urn:pulumi:{pulumi.get_stack()}::{pulumi.get_project()}::{typ}::{component_name}-eksCluster"
+    fake_id = f"{cluster_name}-id"
+    monitor = pulumi.runtime.settings.get_monitor()
+    monitor.resources[urn] = MockMonitor.ResourceRegistration(urn, fake_id, {"name": cluster_name, "id": fake_id})
+    # The wire form of a resource reference (pulumi/runtime/rpc.py, _special_resource_sig).
+    return {rpc._special_sig_key: rpc._special_resource_sig, "urn": urn, "id": fake_id}
 
 
 @dataclass

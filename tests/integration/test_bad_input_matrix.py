@@ -383,6 +383,7 @@ PROGRAM_CASES = {
     "gpu-node-count-huge": ({"ray-efa-eks:gpuNodeCount": "100000"}, ("gpuNodeCount", "100000")),
     "region-misspelled": ({"aws:region": "us-wset-2"}, ("aws:region", "us-wset-2")),
     "gpu-az-empty": ({"ray-efa-eks:gpuAvailabilityZone": ""}, ("gpuAvailabilityZone", "preflight --stack us-west-2")),
+    "train-key-misspelled": ({"ray-efa-eks:train": '{"stepz": 5}'}, ("ray-efa-eks:train.stepz", "'steps'")),
 }
 
 

@@ -10,6 +10,7 @@ import pulumi
 import pytest
 from conftest import REPO
 
+from infra import mock_render
 from infra.config import PROJECT, ConfigError, ConfigWarning, from_pulumi_config, load_stack, stack_config_values
 from infra.manifests import raycluster_spec
 from infra.mock_render import Render, RenderMocks, run_program
@@ -448,3 +449,22 @@ def test_admin_role_gets_an_access_entry_and_the_cluster_admin_policy():
 
 def test_no_admin_roles_means_no_access_entries(east):
     assert every(east, "aws:eks/accessEntry:AccessEntry") == [], "access entries without clusterAdminRoleArns"
+
+
+def test_resources_naming_the_cluster_take_the_eks_cluster_output_name(monkeypatch):
+    """The name comes from pulumi-eks's ``eksCluster`` output, not from the config: the mock's
+    inner cluster reports a name the config never set, and every consumer must carry it."""
+    inner = mock_render._inner_eks_cluster
+    monkeypatch.setattr(mock_render, "_inner_eks_cluster", lambda component, _name: inner(component, "from-eks"))
+    r = render("us-east-2", clusterAdminRoleArns='["arn:aws:iam::123456789012:role/ci"]')
+    consumers = (
+        "aws:eks/nodeGroup:NodeGroup",
+        "aws:eks/addon:Addon",
+        "aws:eks/podIdentityAssociation:PodIdentityAssociation",
+        "aws:eks/accessEntry:AccessEntry",
+        "aws:eks/accessPolicyAssociation:AccessPolicyAssociation",
+    )
+    got = {(x.type, x.name, x.inputs.get("clusterName")) for x in r.records if x.type in consumers}
+    assert {t for t, _, _ in got} == set(consumers), f"expected each of {consumers}, got {sorted(got)}"
+    wrong = sorted((n, c) for _, n, c in got if c != "from-eks")
+    assert wrong == [], f"expected clusterName 'from-eks' (the eksCluster output) everywhere, got {wrong}"

@@ -63,6 +63,20 @@ def test_defaults_are_the_reference_deployment():
     assert cfg.ray.head_service_name == "ray-efa-head-svc"
 
 
+def test_unknown_train_key_is_refused_by_infra_naming_the_close_match():
+    with pytest.raises(ConfigError) as err:
+        _validate({"train": {"stepz": 5}})
+    text = str(err.value)
+    assert "ray-efa-eks:train.stepz" in text and "did you mean 'steps'?" in text, (
+        f"expected the key ray-efa-eks:train.stepz and the match 'steps', got {text!r}"
+    )
+
+
+def test_driver_set_train_key_is_refused_by_infra():
+    with pytest.raises(ConfigError, match=r"ray-efa-eks:train\.run_id is set by the driver"):
+        _validate({"train": {"run_id": "x"}})
+
+
 def test_config_is_frozen():
     cfg = _load_quiet("us-west-2")
     with pytest.raises(AttributeError):
@@ -224,8 +238,8 @@ def test_two_gpu_nodes_do_not_warn_about_efa():
     assert cfg.warnings == (), f"expected no warnings, got {cfg.warnings}"
 
 
-def test_train_block_passes_through_uninterpreted():
-    block = {"steps": 5, "not_a_field": "infra does not judge it"}
+def test_train_block_values_pass_through_unjudged():
+    block = {"steps": -5, "global_batch_size": "TrainConfig judges it"}
     got = _validate({"train": block}).train
     assert got == block, f"expected the block as given, got {got}"
 

@@ -39,6 +39,27 @@ def test_pulumi_yaml_documents_exactly_the_fields_a_stack_may_set():
     assert keys == list(stack_fields()), f"Pulumi.yaml documents {keys}, TrainConfig offers {list(stack_fields())}"
 
 
+def test_infra_train_keys_file_matches_trainconfig_fields():
+    """infra reads the train: block's keys from this file, as it may not import TrainConfig."""
+    from infra.config_keys import TRAIN_KEYS_FILE, train_keys_json
+
+    assert TRAIN_KEYS_FILE.read_text(encoding="utf-8") == train_keys_json(stack_fields(), DRIVER_FIELDS), (
+        f"{TRAIN_KEYS_FILE} differs from TrainConfig's fields: run python -m automation.job --write-pulumi-yaml"
+    )
+
+
+def test_write_pulumi_yaml_writes_the_train_keys_file(tmp_path):
+    from automation.job import write_pulumi_yaml
+    from infra.config_keys import train_keys_json
+
+    (tmp_path / "infra" / "data").mkdir(parents=True)
+    (tmp_path / "Pulumi.yaml").write_text((REPO / "Pulumi.yaml").read_text())
+    write_pulumi_yaml(tmp_path)
+    written = json.loads((tmp_path / "infra" / "data" / "train_keys.json").read_text())
+    expected = json.loads(train_keys_json(stack_fields(), DRIVER_FIELDS))
+    assert written == expected, f"expected {expected}, got {written}"
+
+
 def test_cluster_defaults_are_the_reference_job():
     job = cluster_job(stack_cfg(), "r1")
     got = (job.preset, job.num_workers, job.gpus_per_worker, job.use_gpu, job.micro_batch, job.seq_len)
