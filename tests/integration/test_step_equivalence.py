@@ -22,12 +22,26 @@ FSDP4 = {"mesh": "fsdp", "micro": 2, "global_batch": 8, "steps": 3, "optimizer":
 HSDP22 = {**FSDP4, "mesh": "hsdp", "shard_size": 2}
 
 
+# A gloo rank sometimes dies with SIGABRT and only "terminate called without an active exception"
+# on its stderr (seen on the 2-core CI machine under load, 2026-12-04; the same probe passes when
+# rerun, so the cause is not the step's arithmetic). Such a run is retried; any other failure, or
+# the abort on every attempt, fails with the stderr of each attempt.
+GLOO_ABORT = "terminate called without an active exception"
+ATTEMPTS = 3
+
+
 def _probe(venv_bin, repo_root, out: Path, nproc: int, spec: dict) -> dict:
-    out.mkdir(parents=True)
     cmd = [str(venv_bin / "torchrun"), "--nproc-per-node", str(nproc), str(HERE / "_step_probe.py"), str(out)]
-    r = subprocess.run([*cmd, json.dumps(spec)], cwd=repo_root, capture_output=True, text=True, timeout=300)
-    assert r.returncode == 0, f"probe {spec} failed:\n{r.stderr[-3000:]}"
-    return json.loads((out / "result.json").read_text())
+    tails = []
+    for _ in range(ATTEMPTS):
+        out.mkdir(parents=True, exist_ok=True)
+        r = subprocess.run([*cmd, json.dumps(spec)], cwd=repo_root, capture_output=True, text=True, timeout=300)
+        if r.returncode == 0:
+            return json.loads((out / "result.json").read_text())
+        tails.append(r.stderr[-3000:])
+        if GLOO_ABORT not in r.stderr:
+            break
+    raise AssertionError(f"probe {spec} failed {len(tails)} time(s):\n" + "\n---\n".join(tails))
 
 
 @pytest.fixture(scope="module")
