@@ -117,26 +117,23 @@ def stack_name(text: str) -> str:
     return text
 
 
-def whole_number(text: str) -> int:
-    """A count of 1 or more; 0 is refused rather than read as "the default"."""
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number: pass a whole number >= 1") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"{value} is below 1: pass a whole number >= 1, or leave the flag out")
-    return value
+def _at_least(low: int, hint: str = ""):
+    """An argparse type: a whole number of ``low`` or more (0 is never read as "the default")."""
+
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{text!r} is not a whole number: pass a whole number >= {low}") from None
+        if value < low:
+            raise argparse.ArgumentTypeError(f"{value} is below {low}: pass a whole number >= {low}{hint}")
+        return value
+
+    return parse
 
 
-def count(text: str) -> int:
-    """A count of 0 or more."""
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number: pass a whole number >= 0") from None
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"{value} is below 0: pass a whole number >= 0")
-    return value
+whole_number = _at_least(1, ", or leave the flag out")  # a count of 1 or more
+count = _at_least(0)  # a count of 0 or more
 
 
 def run_id(text: str) -> str:
