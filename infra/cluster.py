@@ -132,6 +132,10 @@ class Cluster(pulumi.ComponentResource):
             endpoint_private_access=True,
             endpoint_public_access=c.endpoint_public_access,
             public_access_cidrs=list(c.public_access_cidrs) if c.endpoint_public_access else None,
+            # pulumi-eks manages vpc-cni as an EKS add-on and, without a version, takes the newest for the
+            # cluster's Kubernetes version at every `up`: pod networking would change unasked. Pinned by the
+            # vpcCniVersion key (https://docs.aws.amazon.com/eks/latest/userguide/vpc-add-on-update.html).
+            vpc_cni_options=eks.VpcCniOptionsArgs(addon_version=c.vpc_cni_version),
             opts=child,
         )
 

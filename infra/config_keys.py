@@ -40,6 +40,9 @@ TRAIN_KEYS_FILE = Path(__file__).parent / "data" / "train_keys.json"
 
 _EXACT_SEMVER = re.compile(r"^v?\d+\.\d+\.\d+$")
 _K8S_VERSION = re.compile(r"^1\.\d+$")
+# An EKS add-on version: major.minor.patch-eksbuild.build
+# (https://docs.aws.amazon.com/eks/latest/userguide/managing-vpc-cni.html, "Considerations").
+_ADDON_VERSION = re.compile(r"^v\d+\.\d+\.\d+-eksbuild\.\d+$")
 _DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
 _CAPACITY_RESERVATION = re.compile(r"^cr-[0-9a-f]{8,17}$")
 # https://docs.aws.amazon.com/AmazonS3/latest/userguide/bucketnamingrules.html (no dots: TLS to
@@ -153,6 +156,15 @@ def kubernetes_version(key: str, value: str) -> None:
     if not _K8S_VERSION.fullmatch(value) or int(value.split(".")[1]) < 30:
         raise ConfigError(
             f"{key} {value!r} is not an EKS version 1.30 or newer (the AL2023 NVIDIA AMI needs it): set e.g. '1.35'"
+        )
+
+
+def addon_version(key: str, value: str) -> None:
+    if not _ADDON_VERSION.fullmatch(value):
+        raise ConfigError(
+            f"{key} {value!r} is not an EKS add-on version (vMAJOR.MINOR.PATCH-eksbuild.N): list the versions for "
+            "your cluster with `aws eks describe-addon-versions --addon-name vpc-cni --kubernetes-version 1.35 "
+            "--query 'addons[].addonVersions[].addonVersion'`"
         )
 
 
@@ -328,6 +340,18 @@ KEYS: tuple[Key, ...] = (
         "(https://docs.aws.amazon.com/eks/latest/userguide/kubernetes-versions.html).",
         "cluster",
         kubernetes_version,
+    ),
+    Key(
+        "vpcCniVersion",
+        "string",
+        "v1.22.4-eksbuild.3",
+        "Version of the EKS-managed VPC CNI add-on (vpc-cni), pinned so that a later `pulumi up` never changes "
+        "pod networking unasked (pulumi-eks otherwise takes the newest for the cluster's Kubernetes version). "
+        "v1.22.4-eksbuild.3 is the version EKS offered for Kubernetes 1.31 to 1.36 in published records of "
+        "2026; check yours with `aws eks describe-addon-versions --addon-name vpc-cni --kubernetes-version "
+        "1.35` before changing kubernetesVersion.",
+        "cluster",
+        addon_version,
     ),
     Key(
         "apiPublicAccess",

@@ -163,6 +163,12 @@ def test_eks_cluster_security_settings(east):
     }
 
 
+def test_vpc_cni_add_on_is_pinned_to_the_stack_key(east):
+    chosen = render("us-west-2", vpcCniVersion="v1.21.1-eksbuild.7")
+    got = tuple(one(r, "eks:index:Cluster").inputs.get("vpcCniOptions", {}).get("addonVersion") for r in (east, chosen))
+    assert got == ("v1.22.4-eksbuild.3", "v1.21.1-eksbuild.7"), f"vpc-cni addonVersion (default, key set): {got}"
+
+
 def test_private_only_endpoint_has_no_public_access():
     c = one(render("us-west-2", apiPublicAccess="false"), "eks:index:Cluster").inputs
     assert (c["endpointPublicAccess"], c.get("publicAccessCidrs")) == (False, None)

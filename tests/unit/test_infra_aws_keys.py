@@ -55,6 +55,8 @@ BAD = {
     "system volume too small": ({"systemRootVolumeGib": 20}, "systemRootVolumeGib 20"),
     "admin not a role arn": ({"clusterAdminRoleArns": ["arn:aws:iam::1:user/x"]}, "clusterAdminRoleArns entry"),
     "worker memory eats the huge pages": ({"rayWorkerMemory": "170Gi"}, "5120Mi of EFA huge pages"),
+    "vpc-cni version without its eksbuild": ({"vpcCniVersion": "v1.22.4"}, "vpcCniVersion 'v1.22.4'"),
+    "vpc-cni version floating": ({"vpcCniVersion": "latest"}, "vpcCniVersion 'latest'"),
 }
 
 
