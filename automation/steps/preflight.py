@@ -68,6 +68,7 @@ class AwsClients:
     sts: Any
     ec2: Any
     quotas: Any
+    eks: Any = None  # None: the add-on version row is skipped
 
 
 def _err(e: Exception) -> str:
@@ -358,6 +359,37 @@ def check_system_quota(cfg: Any, clients: AwsClients) -> Finding:
     return row
 
 
+def check_vpc_cni_version(eks: Any, version: str, kubernetes_version: str, region: str) -> Finding:
+    """The pinned vpc-cni add-on version is one EKS offers for the cluster's Kubernetes version.
+
+    EKS creates the add-on after the control plane: a version it does not offer fails `up` with the
+    cluster already billing (https://docs.aws.amazon.com/eks/latest/APIReference/API_DescribeAddonVersions.html).
+    """
+    check = "vpc-cni add-on"
+    listing = (
+        f"aws eks describe-addon-versions --addon-name vpc-cni --kubernetes-version {kubernetes_version} "
+        f"--region {region} --query 'addons[].addonVersions[].addonVersion'"
+    )
+    if eks is None:
+        return Finding(check, "skip", f"{version} not checked: no EKS client")
+    try:
+        pages = eks.get_paginator("describe_addon_versions").paginate(
+            addonName="vpc-cni", kubernetesVersion=kubernetes_version
+        )
+        offered = [v["addonVersion"] for page in pages for a in page["addons"] for v in a["addonVersions"]]
+    except (ClientError, BotoCoreError) as e:
+        return Finding(check, "skip", f"{version} not checked ({_err(e)}); EKS checks it at `up`", listing)
+    if version not in offered:
+        newest = ", ".join(offered[:3]) or "none"
+        return Finding(
+            check,
+            "fail",
+            f"{version} is not offered for Kubernetes {kubernetes_version} in {region} (newest offered: {newest})",
+            f"set ray-efa-eks:vpcCniVersion to one of: {listing}",
+        )
+    return Finding(check, "pass", f"{version} is offered for Kubernetes {kubernetes_version}")
+
+
 def _reservation_kind(cr: dict) -> str:
     rtype = cr.get("ReservationType", "default")
     return "a Capacity Block for ML" if rtype == CAPACITY_BLOCK else f"an On-Demand Capacity Reservation ({rtype})"
@@ -391,6 +423,8 @@ def run_preflight(cfg: Any, clients: AwsClients, which: Callable[[str], str | No
     quota_row, need, free = check_quota(clients.quotas, clients.ec2, g.instance_type, vcpus, g.node_count, cfg.region)
     rows.append(quota_row)
     rows.append(check_system_quota(cfg, clients))
+    c = cfg.cluster
+    rows.append(check_vpc_cni_version(clients.eks, c.vpc_cni_version, c.kubernetes_version, cfg.region))
     rows.append(
         check_capacity_reservation(
             clients.ec2,

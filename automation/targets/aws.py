@@ -134,7 +134,9 @@ class AwsTarget:
         if note:
             self.note(note)
         c = self.deps.client
-        result = run_preflight(self.cfg, AwsClients(sts=c("sts"), ec2=c("ec2"), quotas=c("service-quotas")))
+        result = run_preflight(
+            self.cfg, AwsClients(sts=c("sts"), ec2=c("ec2"), quotas=c("service-quotas"), eks=c("eks"))
+        )
         chosen = result.data.gpu_az if result.data is not None else None
         if result.ok and chosen and not self.cfg.gpu_nodes.availability_zone:
             s = self.cfg.stack

@@ -1,5 +1,5 @@
-"""preflight against moto (EC2, STS) and botocore's Stubber (Service Quotas and capacity
-reservations, which moto 5.2.5 does not model)."""
+"""preflight against moto (EC2, STS) and botocore's Stubber (Service Quotas, capacity
+reservations and EKS add-on versions, which moto 5.2.5 does not model)."""
 
 from __future__ import annotations
 
@@ -11,7 +11,13 @@ import pytest
 from botocore.stub import Stubber
 from moto import mock_aws
 
-from automation.steps.preflight import AwsClients, check_aws_cli, check_capacity_reservation, run_preflight
+from automation.steps.preflight import (
+    AwsClients,
+    check_aws_cli,
+    check_capacity_reservation,
+    check_vpc_cni_version,
+    run_preflight,
+)
 
 REGION = "us-west-2"
 
@@ -274,3 +280,46 @@ def test_reservation_for_the_configured_placement_group_passes():
         "reserved-pg",
     )
     assert row.status == "pass", f"got {row}"
+
+
+def addon_versions_client(*versions: str, error: str | None = None):
+    """EKS answering DescribeAddonVersions for vpc-cni with ``versions`` (newest first), or ``error``."""
+    client = boto3.client("eks", region_name=REGION)
+    stub = Stubber(client)
+    expected = {"addonName": "vpc-cni", "kubernetesVersion": "1.35"}
+    if error:
+        stub.add_client_error("describe_addon_versions", error, "denied", expected_params=expected)
+    else:
+        answer = {"addons": [{"addonName": "vpc-cni", "addonVersions": [{"addonVersion": v} for v in versions]}]}
+        stub.add_response("describe_addon_versions", answer, expected)
+    stub.activate()
+    return client
+
+
+def test_pinned_vpc_cni_version_offered_for_the_kubernetes_version_passes():
+    eks = addon_versions_client("v1.22.4-eksbuild.3", "v1.21.1-eksbuild.7")
+    row = check_vpc_cni_version(eks, "v1.21.1-eksbuild.7", "1.35", REGION)
+    assert row.status == "pass", f"got {row}"
+
+
+def test_pinned_vpc_cni_version_not_offered_fails_before_up_with_the_listing_command():
+    eks = addon_versions_client("v1.22.4-eksbuild.3", "v1.21.1-eksbuild.7")
+    row = check_vpc_cni_version(eks, "v1.18.0-eksbuild.1", "1.35", REGION)
+    expected = ("fail", "newest offered: v1.22.4-eksbuild.3", "set ray-efa-eks:vpcCniVersion")
+    got = (row.status, row.detail, row.fix)
+    assert got[0] == expected[0] and expected[1] in got[1] and got[2].startswith(expected[2]), f"got {got}"
+
+
+def test_vpc_cni_version_unlistable_is_skipped_not_failed():
+    row = check_vpc_cni_version(
+        addon_versions_client(error="AccessDeniedException"), "v1.22.4-eksbuild.3", "1.35", REGION
+    )
+    assert (row.status, "AccessDeniedException" in row.detail) == ("skip", True), f"got {row}"
+
+
+def test_preflight_fails_on_a_vpc_cni_version_the_cluster_cannot_get():
+    aws = dataclasses.replace(clients(quota=192), eks=addon_versions_client("v1.22.4-eksbuild.3"))
+    cfg = config()
+    cfg = dataclasses.replace(cfg, cluster=dataclasses.replace(cfg.cluster, vpc_cni_version="v1.9.0-eksbuild.1"))
+    result = run(cfg, aws)
+    assert (result.status, rows(result)["vpc-cni add-on"].status) == ("fail", "fail"), f"got {result.summary}"
