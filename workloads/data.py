@@ -4,24 +4,24 @@
 - `learnable`: a synthetic task a model can learn (each next token is a fixed permutation of the
   current one), so tests can demand that the loss falls.
 - `--data PATH|s3://bucket/prefix/`: text (.txt, one document per line), JSONL (field "text") or
-  Parquet (column "text") files, one format per prefix, listed and read through pyarrow's
-  filesystem (Ray Data under Ray, this process under torchrun). Each rank keeps the documents whose
-  index is congruent to its rank, tokenises them (and only them, once, with a tokenizer loaded once
-  per process), and packs them into fixed-length sequences with EOS between documents, the last
-  partial sequence padded with labels ignored: every token is trained on exactly once per epoch.
+  Parquet (column "text") files, one format per prefix, listed through pyarrow's filesystem. Each rank
+  reads only its own share of the corpus (``workloads/shards.py``: a contiguous 1/world of its bytes
+  or rows, cut at document boundaries), through a Ray Data dataset of that share under Ray Train and
+  directly under torchrun; it tokenises its documents once, with a tokenizer loaded once per process,
+  and packs them into fixed-length sequences with EOS between documents, the last partial sequence
+  padded with labels ignored: every token is trained on exactly once per epoch.
   Ray Train's own split (`streaming_split`) is not used: it hands blocks to whichever worker asks
   first and may drop rows to even the shards out, so neither "every token once" nor an exact resume
-  would hold. The price: every worker reads the whole raw text stream and keeps 1/world of it.
+  would hold. The shares here are fixed by (corpus, rank, world) alone.
 
 Synthetic batches are a pure function of (seed, step, rank, micro-step). For real data each rank's
-position (epoch, documents packed, tokens carried over) goes into every checkpoint; a resumed rank
-skips the documents before it without tokenising them and continues at the same token.
+position (epoch, the cursor where its next document starts, tokens carried over) goes into every
+checkpoint; a resumed rank reads from the cursor, reading and tokenising nothing before it.
 """
 
 from __future__ import annotations
 
 import functools
-import json
 import re
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
@@ -31,6 +31,7 @@ import torch
 
 from workloads.config import ConfigError
 from workloads.loss import IGNORE_INDEX
+from workloads.shards import Space, iterate_ray_share, ray_share, read_range, space_of
 
 TEXT_SUFFIXES = {".txt": "text", ".jsonl": "json", ".json": "json", ".parquet": "parquet"}
 
@@ -123,10 +124,15 @@ _S3_URI = re.compile(r"^s3://([a-z0-9][a-z0-9.-]{1,61}[a-z0-9])(/.*)?$")
 
 @dataclass(frozen=True)
 class DataFiles:
-    """The files of ``--data``: one format, a fixed order; ``uris`` are what Ray Data reads."""
+    """The files of ``--data``: one format, a fixed order, and each file's size in bytes."""
 
     kind: str  # text | json | parquet
     uris: tuple[str, ...]
+    sizes: tuple[int, ...]
+
+    def space(self) -> Space:
+        """The files as one space of bytes (text, JSONL) or rows (Parquet) that ranks share."""
+        return space_of(self.kind, self.uris, self.sizes)
 
 
 def _bad(uri: str, why: str) -> ConfigError:
@@ -148,12 +154,13 @@ def list_data(uri: str) -> DataFiles:
         fs, root, scheme = pafs.LocalFileSystem(), str(Path(uri).expanduser().absolute()), ""
     info = fs.get_file_info(root)
     if info.type == pafs.FileType.File:
-        paths = [root]
+        found = [info]
     elif info.type == pafs.FileType.Directory:
-        found = fs.get_file_info(pafs.FileSelector(root, recursive=True))
-        paths = sorted(f.path for f in found if f.type == pafs.FileType.File)
+        found = [f for f in fs.get_file_info(pafs.FileSelector(root, recursive=True)) if f.type == pafs.FileType.File]
     else:
-        paths = []
+        found = []
+    sizes = {f.path: f.size for f in found}
+    paths = sorted(sizes)
     if not paths:
         raise _bad(uri, "is empty or does not exist: point it at .txt, .jsonl or .parquet files")
     kinds = {TEXT_SUFFIXES[Path(p).suffix] for p in paths if Path(p).suffix in TEXT_SUFFIXES}
@@ -163,74 +170,49 @@ def list_data(uri: str) -> DataFiles:
     if len(kinds) > 1:
         raise _bad(uri, f"mixes formats {sorted(kinds)}: put one format under one prefix")
     (kind,) = kinds
-    return DataFiles(kind, tuple(scheme + p for p in paths if TEXT_SUFFIXES.get(Path(p).suffix) == kind))
+    mine = [p for p in paths if TEXT_SUFFIXES.get(Path(p).suffix) == kind]
+    return DataFiles(kind, tuple(scheme + p for p in mine), tuple(sizes[p] for p in mine))
 
 
 def read_documents(path: str) -> Iterator[str]:
-    """Documents of ``--data``, in a fixed order, read in this process (no Ray)."""
-    import pyarrow.fs as pafs
-    import pyarrow.parquet as pq
-
-    files = list_data(path)
-    for uri in files.uris:
-        fs, p = pafs.FileSystem.from_uri(uri) if "://" in uri else (pafs.LocalFileSystem(), uri)
-        if files.kind == "parquet":
-            yield from pq.read_table(p, columns=["text"], filesystem=fs).column("text").to_pylist()
-            continue
-        with fs.open_input_stream(p) as stream:
-            for line in stream.read().decode("utf-8").splitlines():
-                if line.strip():
-                    yield json.loads(line)["text"] if files.kind == "json" else line
-
-
-def ray_dataset(path: str):
-    """A Ray Data dataset of raw documents (column 'text'), read in a fixed order.
-
-    Not tokenised here: each worker tokenises only its own documents, once, with a tokenizer it
-    loads once, and a resumed worker skips the documents it already trained on without tokenising
-    them (``MicroBatches``)."""
-    import ray.data
-
-    ray.data.DataContext.get_current().execution_options.preserve_order = True
-    files = list_data(path)
-    uris = list(files.uris)
-    if files.kind == "parquet":
-        return ray.data.read_parquet(uris, columns=["text"])
-    if files.kind == "json":
-        return ray.data.read_json(uris, lines=True).select_columns(["text"])
-    return ray.data.read_text(uris, drop_empty_lines=True)
+    """Every document of ``--data``, in the corpus' fixed order, read in this process."""
+    space = list_data(path).space()
+    return (text for text, _ in read_range(space, 0, space.total))
 
 
 # ---- what the training loop consumes ----------------------------------------------------------
 @dataclass
 class DataPosition:
-    """Where one rank is in the corpus at a step boundary: the epoch, how many of its own documents
-    it has packed, and the tokens packed but not yet trained on. JSON-able (``vars``)."""
+    """Where one rank is in its share at a step boundary: the epoch, how many documents of the share
+    it has packed, the cursor where its next document starts (``workloads/shards.py``), the size of
+    the corpus it was taken in, and the tokens packed but not yet trained on. JSON-able (``vars``)."""
 
     epoch: int = 0
     docs: int = 0
     carry: list[int] = field(default_factory=list)
+    cursor: int | None = None
+    total: int | None = None
 
 
 class MicroBatches:
     """An endless iterator of (input_ids, labels) micro-batches for one rank, starting at a step."""
 
-    def __init__(self, cfg, vocab: int, rank: int, world: int, dataset=None):
-        """`dataset`: a Ray Data iterator over every raw document (column 'text'), or None to read
-        `cfg.data` here."""
+    def __init__(self, cfg, vocab: int, rank: int, world: int, ray_data: bool = False):
+        """``ray_data``: read this rank's share through a Ray Data dataset (inside a Ray Train worker),
+        else in this process."""
         self.cfg, self.vocab, self.rank, self.world = cfg, vocab, rank, world
-        self.dataset = dataset
+        self.ray_data = ray_data
         self.pos = DataPosition()
 
     def position(self) -> dict | None:
         """This rank's data position now (None for synthetic data, a pure function of the step)."""
         if not self.cfg.data:
             return None
-        return {"epoch": self.pos.epoch, "docs": self.pos.docs, "carry": list(self.pos.carry)}
+        return {**vars(self.pos), "carry": list(self.pos.carry)}
 
     def iterate(self, start_step: int, position: dict | None = None) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
         """Micro-batches from ``start_step``; real data resumes at ``position`` (this rank's, from
-        the checkpoint), else from the corpus' start."""
+        the checkpoint), else from the share's start."""
         cfg = self.cfg
         if not cfg.data:
             step = start_step
@@ -254,35 +236,56 @@ class MicroBatches:
                 yield torch.tensor([r[0] for r in rows]), torch.tensor([r[1] for r in rows])
                 rows = []
 
-    def _my_documents(self) -> Iterator[str]:
-        """This rank's documents of one epoch: every world-th, in the corpus' fixed order."""
-        if self.dataset is not None:
-            every = (t for b in self.dataset.iter_batches(batch_size=256, batch_format="numpy") for t in b["text"])
-        else:
-            every = read_documents(self.cfg.data)
-        return (str(t) for i, t in enumerate(every) if i % self.world == self.rank)
+    def _documents(self, space: Space, lo: int, hi: int) -> Iterator[tuple[str, int]]:
+        """(document, cursor after it) of [lo, hi) of this rank's share."""
+        if self.ray_data:
+            return iterate_ray_share(ray_share(space, lo, hi))
+        return read_range(space, lo, hi)
+
+    def _resume_cursor(self, space: Space, lo: int, hi: int) -> int:
+        """Where this epoch's reading starts: the saved cursor, checked against the corpus and the share."""
+        pos, data = self.pos, self.cfg.data
+        if pos.cursor is None:
+            return lo
+        if pos.total is not None and pos.total != space.total:
+            raise ConfigError(
+                f"--data {data!r} changed since the checkpoint (its size was {pos.total}, now {space.total}): "
+                "resume with the same corpus, or start a new run"
+            )
+        if not lo <= pos.cursor <= hi:
+            raise ConfigError(
+                f"rank {self.rank}: the checkpoint's data cursor {pos.cursor} lies outside this rank's share "
+                f"[{lo}, {hi}) of --data {data!r}: resume with the number of workers the run started with"
+            )
+        return pos.cursor
 
     def _sequences_forever(self) -> Iterator[tuple[list[int], list[int]]]:
         """Packed sequences from ``self.pos`` on, keeping ``self.pos`` current at every yield."""
         cfg, pos = self.cfg, self.pos
         tok = load_tokenizer(default_tokenizer_ref(cfg.preset, cfg.tokenizer, cfg.pretrained))
         eos = eos_id(tok)
+        space = list_data(cfg.data).space()
+        lo, hi = space.share(self.rank, self.world)
+        start = self._resume_cursor(space, lo, hi)
+        pos.total = space.total
         while True:  # epochs
-            resumed = pos.docs > 0 or bool(pos.carry)
-            n = 0
-            for i, text in enumerate(self._my_documents()):
-                if i < pos.docs:
+            resumed, n = start > lo or bool(pos.carry), 0
+            legacy_skip = pos.docs if pos.cursor is None else 0  # a position saved before cursors
+            for text, cursor in self._documents(space, start, hi):
+                if legacy_skip:
+                    legacy_skip -= 1
                     continue  # trained on before the checkpoint: skipped without tokenising
                 pos.carry.extend(encode(tok, text))
                 pos.carry.append(eos)
-                pos.docs = i + 1
+                pos.docs, pos.cursor = pos.docs + 1, cursor
                 while len(pos.carry) >= cfg.seq_len:
                     chunk = pos.carry[: cfg.seq_len]
                     del pos.carry[: cfg.seq_len]
                     n += 1
                     yield chunk, list(chunk)
             tail = list(pos.carry)
-            pos.epoch, pos.docs, pos.carry = pos.epoch + 1, 0, []
+            pos.epoch, pos.docs, pos.cursor, pos.carry = pos.epoch + 1, 0, lo, []
+            start = lo
             if tail:
                 n += 1
                 yield padded_tail(tail, cfg.seq_len)

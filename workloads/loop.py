@@ -340,13 +340,8 @@ def _warmup_schedule(cfg: TrainConfig, optimizer) -> torch.optim.lr_scheduler.La
 
 
 def _micro_batches(cfg: TrainConfig, env: WorkerEnv, vocab: int) -> MicroBatches:
-    """This rank's micro-batch stream: the Ray dataset shard when Ray Train holds the data, else its own."""
-    dataset = None
-    if cfg.data and env.under_ray:
-        import ray.train
-
-        dataset = ray.train.get_dataset_shard("train")  # unsplit: every document (DataConfig in train.py)
-    return MicroBatches(cfg, vocab, env.rank, env.world, dataset)
+    """This rank's micro-batch stream: its share of ``--data`` through Ray Data under Ray Train, else read here."""
+    return MicroBatches(cfg, vocab, env.rank, env.world, ray_data=bool(cfg.data) and env.under_ray)
 
 
 def _say_step(

@@ -64,7 +64,7 @@ def _fail(msg: str) -> int:
 def run_ray(cfg: TrainConfig) -> dict:
     """Launch `train_loop_per_worker` on cfg.num_workers Ray Train workers; return the summary."""
     import ray
-    from ray.train import CheckpointConfig, DataConfig, FailureConfig, RunConfig, ScalingConfig
+    from ray.train import CheckpointConfig, FailureConfig, RunConfig, ScalingConfig
     from ray.train.torch import TorchTrainer
 
     from workloads.loop import summary_actor_name, train_loop_per_worker
@@ -84,11 +84,6 @@ def run_ray(cfg: TrainConfig) -> dict:
     resources = {"CPU": cfg.cpus_per_worker}
     if cfg.use_gpu:
         resources["GPU"] = cfg.gpus_per_worker
-    datasets = {}
-    if cfg.data:
-        from workloads.data import ray_dataset
-
-        datasets["train"] = ray_dataset(cfg.data)  # raw text rows: each rank tokenises its own documents
     trainer = TorchTrainer(
         train_loop_per_worker,
         train_loop_config=cfg.to_dict(),
@@ -101,9 +96,8 @@ def run_ray(cfg: TrainConfig) -> dict:
             # NCCL reads these when its first communicator starts inside each worker.
             worker_runtime_env={"env_vars": dict(WORKER_ENV)},
         ),
-        datasets=datasets or None,
-        # Every worker sees every document and keeps its own share (workloads/data.py says why).
-        dataset_config=DataConfig(datasets_to_split=[]),
+        # No `datasets`: each worker reads only its own share of --data through a Ray Data dataset it
+        # makes itself, from its checkpoint's cursor on (workloads/data.py and workloads/shards.py say why).
     )
     result = trainer.fit()
     if result.error:

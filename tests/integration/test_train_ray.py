@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 import math
 import subprocess
-from collections import Counter
 
 import pytest
 
@@ -128,28 +127,33 @@ def test_real_text_data_trains_through_ray_data(ray_cluster, tmp_path):
     assert len(s["losses"]) == 3 and s["loss_first"] > 0
 
 
-def test_ray_data_stream_gives_each_token_to_exactly_one_rank_per_epoch(ray_cluster, tmp_path):
-    """What each Ray Train worker gets with DataConfig(datasets_to_split=[]): the whole tokenised
-    stream, of which it keeps every world-th document."""
-    from workloads.config import TrainConfig
-    from workloads.data import ByteTokenizer, MicroBatches, encode, ray_dataset
-    from workloads.loss import IGNORE_INDEX
+@pytest.mark.parametrize("kind", ["txt", "parquet"])
+def test_ray_data_share_of_each_rank_is_the_share_torchrun_reads(ray_cluster, tmp_path, kind):
+    """A worker's Ray Data dataset (several read tasks) yields, in order and with the same cursors, the
+    documents of its share that torchrun reads in process; the shares cover the corpus once."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
 
-    docs = [f"doc {i} " + "x" * (i % 13) for i in range(60)]
-    corpus = tmp_path / "c.txt"
-    corpus.write_text("\n".join(docs) + "\n")
-    tok = ByteTokenizer()
-    want = Counter(t for d in docs for t in encode(tok, d) + [tok.eos_token_id])
-    ds = ray_dataset(str(corpus))
-    cfg = TrainConfig(preset="tiny", data=str(corpus), seq_len=32, global_batch_size=2, num_workers=2)
-    got = Counter()
-    for rank in range(2):
-        seqs = MicroBatches(cfg, 512, rank, 2, ds.iterator())._sequences_forever()
-        for ids, labels in seqs:  # the padded tail ends this rank's epoch
-            got.update(t for t, label in zip(ids, labels, strict=True) if label != IGNORE_INDEX)
-            if labels[-1] == IGNORE_INDEX:
-                break
-    assert got == want
+    from workloads.data import list_data
+    from workloads.shards import iterate_ray_share, ray_share, read_range
+
+    docs = [f"doc {i} " + "x" * (i % 13) for i in range(300)]
+    (tmp_path / "c").mkdir()
+    for part in range(2):
+        mine = docs[part * 150 : (part + 1) * 150]
+        if kind == "txt":
+            (tmp_path / "c" / f"{part}.txt").write_text("\n".join(mine) + "\n")
+        else:
+            pq.write_table(pa.table({"text": mine}), tmp_path / "c" / f"{part}.parquet", row_group_size=16)
+    space = list_data(str(tmp_path / "c")).space()
+    everything = []
+    for rank in range(3):
+        lo, hi = space.share(rank, 3)
+        local = list(read_range(space, lo, hi))
+        via_ray = list(iterate_ray_share(ray_share(space, lo, hi, task_size=max((hi - lo) // 5, 1))))
+        assert via_ray == local, f"rank {rank}: Ray Data gave {len(via_ray)} documents, the local reader {len(local)}"
+        everything += [t for t, _ in local]
+    assert everything == docs
 
 
 def test_more_gpu_workers_than_the_cluster_has_is_refused(ray_cluster, capsys):
