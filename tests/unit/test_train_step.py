@@ -1,0 +1,184 @@
+"""The training step, the warm-up schedule and the checkpoint choice, in process and on CPU.
+
+The torchrun tests (tests/integration/test_step_equivalence.py, test_resume_schedule.py,
+test_torchrun_resume.py) prove the same promises end to end under FSDP2, in minutes; these take
+seconds, so that mutation testing can run them for every mutant (TESTING.md). The model is a
+plain module with the loop's calling convention, `model(ids, labels) -> mean loss`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+import torch
+import torch.distributed as dist
+import torch.nn.functional as F
+
+from workloads.config import TrainConfig
+from workloads.loop import STATE_FILE, Checkpointer, WorkerEnv, _warmup_schedule, latest_complete, train_step
+
+VOCAB = 11
+CPU = torch.device("cpu")
+PLAIN = WorkerEnv(rank=0, world=1, local_rank=0, under_ray=False)
+
+
+class TinyLM(torch.nn.Module):
+    """Mean next-token cross-entropy of an embedding and a linear head."""
+
+    def __init__(self, seed: int = 0):
+        super().__init__()
+        torch.manual_seed(seed)
+        self.emb = torch.nn.Embedding(VOCAB, 4)
+        self.head = torch.nn.Linear(4, VOCAB)
+
+    def forward(self, ids, labels):
+        return F.cross_entropy(self.head(self.emb(ids)).flatten(0, 1), labels.flatten())
+
+
+class SyncRecorder(TinyLM):
+    """Records what `train_step` asks of FSDP2's gradient sync, micro-batch by micro-batch."""
+
+    def __init__(self):
+        super().__init__()
+        self.sync_calls: list[bool] = []
+
+    def set_requires_gradient_sync(self, sync: bool) -> None:
+        self.sync_calls.append(sync)
+
+
+def _batch(rows: int, seed: int) -> torch.Tensor:
+    return torch.randint(0, VOCAB, (rows, 5), generator=torch.Generator().manual_seed(seed))
+
+
+def _sgd_step(model, micro_batches, clip=1e9, stats=None):
+    opt = torch.optim.SGD(model.parameters(), lr=0.5)
+    batches = iter((m, m) for m in micro_batches)
+    loss = train_step(model, opt, batches, len(micro_batches), clip, CPU, VOCAB, stats)
+    return loss, opt
+
+
+def _flat(model) -> torch.Tensor:
+    return torch.cat([p.detach().reshape(-1) for p in model.parameters()])
+
+
+def test_accumulated_micro_batches_give_the_loss_and_update_of_one_batch():
+    data = _batch(4, seed=1)
+    one, accum = TinyLM(), TinyLM()
+    loss_one, _ = _sgd_step(one, [data])
+    loss_accum, _ = _sgd_step(accum, list(data.split(1)))
+    torch.testing.assert_close(loss_accum, loss_one, msg=lambda m: f"loss of 4 micro-batches vs one batch: {m}")
+    gap = (_flat(accum) - _flat(one)).abs().max().item()
+    assert gap < 1e-6, f"expected the parameters of one SGD step on the whole batch, largest difference {gap:.3g}"
+
+
+def test_only_the_last_micro_batch_syncs_gradients():
+    model = SyncRecorder()
+    _sgd_step(model, list(_batch(3, seed=2).split(1)))
+    assert model.sync_calls == [False, False, True], f"expected sync on the last of 3 only, got {model.sync_calls}"
+
+
+def test_gradients_do_not_leak_into_the_next_step():
+    data = [_batch(2, seed=3), _batch(2, seed=4)]
+    stepped, fresh = TinyLM(), TinyLM()
+    _sgd_step(stepped, [data[0]])
+    _sgd_step(stepped, [data[1]])
+    _sgd_step(fresh, [data[0]])
+    expected = TinyLM()
+    expected.load_state_dict(fresh.state_dict())
+    _sgd_step(expected, [data[1]])
+    gap = (_flat(stepped) - _flat(expected)).abs().max().item()
+    assert gap < 1e-6, f"the second step's update carried the first step's gradient (difference {gap:.3g})"
+
+
+def test_gradient_norm_is_reported_before_clipping_and_the_update_is_clipped():
+    model, stats = TinyLM(), {}
+    before = _flat(model).clone()
+    _sgd_step(model, [_batch(4, seed=5)], clip=1e-3, stats=stats)
+    moved = (_flat(model) - before).norm().item()
+    assert stats["grad_norm"].item() > 1e-2, f"expected the unclipped norm, got {stats['grad_norm']}"
+    assert moved == pytest.approx(0.5 * 1e-3, rel=1e-3), f"expected an update of lr x clip = 5e-4, got {moved:.3g}"
+
+
+def test_token_id_equal_to_the_vocabulary_size_is_refused():
+    ids = torch.tensor([[0, VOCAB]])
+    with pytest.raises(RuntimeError, match=f"token id {VOCAB} >= vocab {VOCAB}"):
+        _sgd_step(TinyLM(), [ids])
+
+
+def test_largest_token_id_of_the_vocabulary_trains():
+    loss, _ = _sgd_step(TinyLM(), [torch.tensor([[0, VOCAB - 1]])])
+    assert torch.isfinite(loss).all(), f"expected a finite loss, got {loss}"
+
+
+@pytest.mark.parametrize(("warmup", "expected"), [(4, [0.25, 0.5, 0.75, 1.0, 1.0, 1.0]), (0, [1.0] * 6)])
+def test_warmup_rises_linearly_to_the_configured_rate_then_holds(warmup, expected):
+    opt = torch.optim.SGD(TinyLM().parameters(), lr=0.2)
+    sched = _warmup_schedule(TrainConfig(preset="tiny", lr=0.2, warmup_steps=warmup), opt)
+    got = []
+    for _ in expected:
+        got.append(round(opt.param_groups[0]["lr"] / 0.2, 6))
+        opt.step()
+        sched.step()
+    assert got == expected, f"expected rates (x lr) {expected} over the first steps, got {got}"
+
+
+def _checkpoint(root, step: int, state: bool = True, metadata: bool = True):
+    d = root / f"checkpoint_{step:06d}"
+    d.mkdir(parents=True)
+    if state:
+        (d / STATE_FILE).write_text("{}")
+    if metadata:
+        (d / ".metadata").write_text("")
+    return d
+
+
+def test_newest_complete_checkpoint_is_chosen_over_newer_incomplete_ones(tmp_path):
+    _checkpoint(tmp_path, 2)
+    chosen = _checkpoint(tmp_path, 10)
+    _checkpoint(tmp_path, 12, metadata=False)  # DCP's save still landing
+    _checkpoint(tmp_path, 14, state=False)  # rank 0 has not written the step state yet
+    assert latest_complete(tmp_path) == chosen, f"expected {chosen.name}, got {latest_complete(tmp_path)}"
+
+
+def test_no_checkpoint_without_a_complete_one(tmp_path):
+    _checkpoint(tmp_path, 2, metadata=False)
+    assert latest_complete(tmp_path) is None
+    assert latest_complete(tmp_path / "absent") is None
+
+
+@pytest.fixture
+def process_group(tmp_path):
+    """A one-rank gloo group: the checkpointer's barriers and gathers need one."""
+    dist.init_process_group("gloo", init_method=f"file://{tmp_path / 'pg'}", rank=0, world_size=1)
+    yield
+    dist.destroy_process_group()
+
+
+def _cfg(tmp_path) -> TrainConfig:
+    cfg = TrainConfig(preset="tiny", run_id="ckpt", run_dir=str(tmp_path / "run")).resolved()
+    return dataclasses.replace(cfg, storage_path=str(tmp_path / "store"))
+
+
+def test_fresh_run_restores_step_zero(tmp_path):
+    model = TinyLM()
+    state = Checkpointer(_cfg(tmp_path), PLAIN).restore(model, torch.optim.SGD(model.parameters(), lr=0.1))
+    assert state == {"step": 0, "losses": []}, f"expected a fresh start, got {state}"
+
+
+def test_restore_loads_the_newest_saved_step_with_its_weights_and_data_position(tmp_path, process_group):
+    cfg = _cfg(tmp_path)
+    model = TinyLM(seed=1)
+    _, opt = _sgd_step(model, [_batch(2, seed=6)])
+    ckpt = Checkpointer(cfg, PLAIN)
+    ckpt.save({"step": 2, "losses": [3.0, 2.0]}, model, opt, data_position={"docs": 1})
+    _sgd_step(model, [_batch(2, seed=7)])
+    saved = _flat(model).clone()
+    path = ckpt.save({"step": 4, "losses": [3.0, 2.0, 1.5, 1.0]}, model, opt, data_position={"docs": 2})
+
+    fresh = TinyLM(seed=2)
+    state = Checkpointer(cfg, PLAIN).restore(fresh, torch.optim.SGD(fresh.parameters(), lr=0.5))
+    assert path.endswith("checkpoint_000004"), f"expected the step-4 checkpoint's path, got {path}"
+    assert (state["step"], state["data"]) == (4, [{"docs": 2}]), f"expected step 4 at docs 2, got {state}"
+    gap = (_flat(fresh) - saved).abs().max().item()
+    assert gap == 0.0, f"expected the saved weights of step 4, largest difference {gap:.3g}"
