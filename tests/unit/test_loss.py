@@ -48,3 +48,13 @@ def test_all_ignored_labels_give_zero_loss_and_gradient():
     y[:] = IGNORE_INDEX
     loss, gh, gw = _loss_and_grads(lambda a, b, c: chunked_cross_entropy(a, b, c, 8), h, w, y)
     assert loss.item() == 0.0 and gh.abs().max().item() == 0.0 and gw.abs().max().item() == 0.0
+
+
+def test_single_counted_label_is_averaged_over_one_token():
+    h, w, y = _case(torch.float32)
+    y[:] = IGNORE_INDEX
+    y[3] = 7  # one token counts: the mean is that token's loss, not half of it
+    ref = _loss_and_grads(full_cross_entropy, h, w, y)
+    got = _loss_and_grads(lambda a, b, c: chunked_cross_entropy(a, b, c, 8), h, w, y)
+    for name, r, g in zip(("loss", "grad_hidden", "grad_weight"), ref, got, strict=True):
+        torch.testing.assert_close(g, r, rtol=1e-5, atol=1e-6, msg=lambda m, name=name: f"{name}: {m}")
