@@ -20,6 +20,8 @@ def test_state_without_positions_resumes_synthetic_data():
 
 def test_other_world_size_is_refused_naming_the_fix():
     with pytest.raises(
-        RuntimeError, match="holds the data positions of 2 ranks but this run has 4: resume with --num-workers 2"
+        RuntimeError,
+        match="the checkpoint at step 8 holds the data positions of 2 ranks but this run has 4: "
+        "resume with --num-workers 2",
     ):
         data_position_of(STATE, 0, 4)
