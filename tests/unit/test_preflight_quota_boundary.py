@@ -25,22 +25,30 @@ class Quotas:
 
 
 class Ec2:
-    """`running` g6.12xlarge instances are pending or running."""
+    """`running` g6.12xlarge instances are running and `pending` are pending; the paginator honours
+    DescribeInstances' instance-state-name filter as EC2 does."""
 
-    def __init__(self, running: int):
-        self.running = running
+    def __init__(self, running: int, pending: int = 0):
+        self.instances = [{"InstanceType": "g6.12xlarge", "State": {"Name": "running"}}] * running
+        self.instances += [{"InstanceType": "g6.12xlarge", "State": {"Name": "pending"}}] * pending
 
     def get_paginator(self, name: str):
         assert name == "describe_instances", f"expected the describe_instances paginator, got {name!r}"
-        instances = [{"InstanceType": "g6.12xlarge"}] * self.running
-        return type("Paginator", (), {"paginate": lambda _self, **kw: [{"Reservations": [{"Instances": instances}]}]})()
+
+        def paginate(_self, Filters=()):  # noqa: N803
+            states = [f["Values"] for f in Filters if f["Name"] == "instance-state-name"]
+            found = [i for i in self.instances if not states or i["State"]["Name"] in states[0]]
+            return [{"Reservations": [{"Instances": found}]}]
+
+        return type("Paginator", (), {"paginate": paginate})()
 
     def describe_instance_types(self, InstanceTypes: list[str]) -> dict:  # noqa: N803
         return {"InstanceTypes": [{"InstanceType": t, "VCpuInfo": {"DefaultVCpus": G6_VCPUS}} for t in InstanceTypes]}
 
 
-def quota_row(quota: float, running: int, nodes: int = 2):
-    finding, need, free = check_quota(Quotas(quota), Ec2(running), "g6.12xlarge", G6_VCPUS, nodes, "us-west-2")
+def quota_row(quota: float, running: int, nodes: int = 2, pending: int = 0):
+    ec2 = Ec2(running, pending)
+    finding, need, free = check_quota(Quotas(quota), ec2, "g6.12xlarge", G6_VCPUS, nodes, "us-west-2")
     return finding, need, free
 
 
@@ -56,4 +64,12 @@ def test_quota_one_vcpu_short_fails_asking_for_exactly_the_need():
     expected = "--desired-value 144 "
     assert finding.status == "fail" and expected in finding.fix, (
         f"expected a fail whose fix contains {expected!r}, got {finding}"
+    )
+
+
+@pytest.mark.parametrize(("running", "pending"), [(2, 0), (1, 1)], ids=["two-running", "one-running-one-pending"])
+def test_every_running_or_pending_node_counts_against_the_quota(running, pending):
+    finding, _, free = quota_row(191, running, pending=pending)
+    assert (free, finding.status) == (95, "fail"), (
+        f"expected 191 - 2 x 48 = 95 vCPUs free, short of 96, got {free} free and {finding.status}"
     )
