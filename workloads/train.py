@@ -22,17 +22,23 @@ fix, before Ray or torchrun starts (exit 2); `--help` lists every flag and the e
 
 from __future__ import annotations
 
+import ctypes
 import dataclasses
 import json
+import logging
 import os
 import sys
 from collections.abc import Mapping
 from pathlib import Path
+from typing import NoReturn
 
 from workloads.config import ConfigError, TrainConfig, build_parser, check_gpu_capacity, validate
 from workloads.env import WORKER_ENV
 
-__all__ = ["build_parser", "main", "parse_config", "run_ray", "run_torchrun"]
+__all__ = ["build_parser", "exit_without_finalizing", "main", "parse_config", "run_ray", "run_torchrun"]
+
+# Set once this process has joined a torchrun process group: it then ends with exit_without_finalizing.
+_ran_collectives = False
 
 
 def elastic_run_id(environ: Mapping[str, str]) -> str:
@@ -130,6 +136,8 @@ def run_torchrun(cfg: TrainConfig) -> dict | None:
 
     from workloads.loop import train_loop_per_worker
 
+    global _ran_collectives
+    _ran_collectives = True
     # gloo carries the CPU-side agreement below, so NCCL starts only once its log file is routed.
     dist.init_process_group(backend="cpu:gloo,cuda:nccl" if cfg.use_gpu else "gloo")
     try:
@@ -140,6 +148,26 @@ def run_torchrun(cfg: TrainConfig) -> dict | None:
     finally:
         if dist.is_initialized():
             dist.destroy_process_group()
+
+
+def exit_without_finalizing(code: int) -> NoReturn:
+    """End this process with exit status ``code`` at once, its output flushed, without the
+    interpreter's finalization (so atexit handlers do not run).
+
+    For a process that ran gloo collectives. PyTorch keeps the gloo process group, and its worker
+    threads, alive after destroy_process_group once a functional collective has used it (DTensor's,
+    so FSDP2's, are such). A worker thread that drops the last reference to a tensor Python has let
+    go of takes the GIL; if the interpreter is finalizing by then, Python 3.11 ends that thread
+    inside a C++ destructor and the process aborts with "terminate called without an active
+    exception" (the path decref -> gil_scoped_acquire -> take_gil -> PyThread_exit_thread in
+    https://github.com/pytorch/pytorch/issues/190489). A loaded machine delays that thread past
+    the main thread's exit; no barrier orders the two, as the barrier can run on the other thread.
+    """
+    sys.stdout.flush()
+    sys.stderr.flush()
+    logging.shutdown()
+    ctypes.CDLL(None).fflush(None)  # C streams too: NCCL's debug file
+    os._exit(code)
 
 
 def _check_local_gpus(cfg: TrainConfig) -> None:
@@ -200,4 +228,7 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    code = main()
+    if _ran_collectives:
+        exit_without_finalizing(code)
+    sys.exit(code)
