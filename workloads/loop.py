@@ -222,21 +222,51 @@ class Checkpointer:
 
 
 def _maybe_fail(cfg: TrainConfig, env: WorkerEnv, step: int) -> None:
-    """Fault injection for tests and drills: the last rank dies once, hard, at `fail_at_step`."""
-    if not cfg.fail_at_step or step != cfg.fail_at_step or env.rank != env.world - 1:
+    """Fault injection for tests and drills: the last rank dies once, hard, at `fail_at_step`.
+
+    Every rank calls it. Under Ray Train the ranks first wait until the controller has taken their
+    reports, so the death cannot race the registration of the last checkpoint."""
+    if not cfg.fail_at_step or step != cfg.fail_at_step:
+        return
+    if env.under_ray:
+        _wait_until_reports_taken()
+        dist.barrier()
+        time.sleep(REPORT_REPLY_S)
+    if env.rank != env.world - 1:
         return
     marker = Path(cfg.run_dir) / f".failed-at-{step}"
     if marker.exists():
         return
     marker.parent.mkdir(parents=True, exist_ok=True)
     marker.write_text(str(os.getpid()))
-    if env.under_ray:
-        # Ray Train's controller collects reports when it polls the workers (every
-        # RAY_TRAIN_HEALTH_CHECK_INTERVAL_S, 2 s by default); a death before that poll loses the
-        # last checkpoint. Wait out two polls so the drill tests our resume, not that race.
-        time.sleep(2.5 * float(os.environ.get("RAY_TRAIN_HEALTH_CHECK_INTERVAL_S", 2.0)))
     say(f"[fault injection] rank {env.rank} exits at step {step}")
     os._exit(17)
+
+
+# Ray Train V2's controller takes a worker's reports from its result queue (maxsize 1) when it polls
+# the workers, every RAY_TRAIN_HEALTH_CHECK_INTERVAL_S (2 s by default), and registers a checkpoint
+# once every worker's report of it is in, before it polls again (ray 2.58:
+# ray/train/v2/_internal/execution/worker_group/worker.py `poll_status`,
+# .../checkpoint/report_handler.py `after_worker_group_poll_status`). A worker that dies before its
+# report is taken loses that checkpoint, and a loaded machine can delay a poll by several intervals,
+# so no fixed sleep is enough (the sleep of 2.5 intervals used before is the likeliest cause of the S3
+# kill-and-resume test's one failure in six runs under load).
+# Once every rank's queue is empty, a death is seen at the next poll, after the registration; the
+# short sleep lets the reply of a poll that has just emptied a queue leave the process.
+REPORT_REPLY_S = 0.5
+REPORTS_TAKEN_TIMEOUT_S = 300.0
+
+
+def _wait_until_reports_taken(timeout_s: float = REPORTS_TAKEN_TIMEOUT_S) -> None:
+    """Block until Ray Train's controller has taken this worker's reports; RuntimeError past `timeout_s`."""
+    from ray.train.v2._internal.execution.context import get_train_context
+
+    queue = get_train_context().get_result_queue()
+    deadline = time.monotonic() + timeout_s
+    while not queue.empty():
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"Ray Train's controller took no report of this worker in {timeout_s:.0f} s")
+        time.sleep(0.05)
 
 
 @dataclass
