@@ -1,0 +1,189 @@
+"""preflight's rows one by one: the check each names, its verdict, what it saw, and the fix it gives.
+
+Each row function takes its AWS answer (or a stand-in client) as an argument, so no account is needed;
+the answers' shapes are those of STS GetCallerIdentity and EC2 DescribeInstanceTypes.
+"""
+
+from __future__ import annotations
+
+import pytest
+from botocore.exceptions import ClientError, EndpointConnectionError, NoCredentialsError
+
+from automation.steps.preflight import (
+    PreflightFacts,
+    check_aws_cli,
+    check_credentials,
+    check_instance_type,
+    describe_type,
+    family,
+    quota_for,
+)
+
+ARN = "arn:aws:iam::123456789012:user/trainer"
+
+
+class _Sts:
+    def __init__(self, error: Exception | None = None):
+        self.error = error
+
+    def get_caller_identity(self) -> dict:
+        if self.error:
+            raise self.error
+        return {"Account": "123456789012", "Arn": ARN, "UserId": "AIDA"}
+
+
+def _client_error(code: str, message: str, op: str = "GetCallerIdentity") -> ClientError:
+    return ClientError({"Error": {"Code": code, "Message": message}}, op)
+
+
+# ---- credentials -----------------------------------------------------------------------------------
+def test_credentials_pass_names_the_account_and_the_principal():
+    row, account = check_credentials(_Sts())
+    assert (row.check, row.status, account) == ("credentials", "pass", "123456789012"), f"got {row}, {account}"
+    assert row.detail == f"account 123456789012 as {ARN}", f"got {row.detail!r}"
+
+
+def test_no_credentials_fail_with_the_configure_fix_and_no_account():
+    row, account = check_credentials(_Sts(NoCredentialsError()))
+    assert (row.check, row.status, account) == ("credentials", "fail", None), f"got {row}, {account}"
+    assert row.detail == "no AWS credentials found", f"got {row.detail!r}"
+    assert row.fix.startswith("aws configure  (or export AWS_PROFILE=<profile>)"), f"got {row.fix!r}"
+
+
+def test_rejected_credentials_fail_naming_the_error_code_and_the_refresh():
+    row, account = check_credentials(_Sts(_client_error("ExpiredToken", "The security token included is expired")))
+    assert (row.check, row.status, account) == ("credentials", "fail", None), f"got {row}, {account}"
+    assert row.detail == "ExpiredToken: The security token included is expired", f"got {row.detail!r}"
+    assert row.fix == "aws sts get-caller-identity; refresh the credentials (aws sso login)", f"got {row.fix!r}"
+
+
+def test_unreachable_sts_fails_naming_the_exception():
+    row, _ = check_credentials(_Sts(EndpointConnectionError(endpoint_url="https://sts.us-west-2.amazonaws.com")))
+    assert row.status == "fail", f"got {row}"
+    assert row.detail.startswith("EndpointConnectionError: Could not connect"), f"got {row.detail!r}"
+
+
+# ---- AWS CLI ---------------------------------------------------------------------------------------
+def test_aws_cli_row_is_named_and_passes_with_its_path():
+    row = check_aws_cli(which=lambda name: "/usr/local/bin/aws" if name == "aws" else None)
+    assert (row.check, row.status, row.fix) == ("AWS CLI", "pass", ""), f"got {row}"
+    assert row.detail == "/usr/local/bin/aws (the kubeconfig runs `aws eks get-token`)", f"got {row.detail!r}"
+
+
+def test_missing_aws_cli_says_when_up_would_fail():
+    row = check_aws_cli(which=lambda name: None)
+    assert (row.check, row.status) == ("AWS CLI", "fail"), f"got {row}"
+    assert row.detail.startswith("`aws` is not on PATH"), f"got {row.detail!r}"
+    assert row.detail.endswith("so `up` would fail after the cluster and GPU nodes exist"), f"got {row.detail!r}"
+
+
+# ---- instance type ---------------------------------------------------------------------------------
+def _type(efa: bool = True, max_efa: int = 1, gpus: int = 4) -> dict:
+    net = {"EfaSupported": efa, **({"EfaInfo": {"MaximumEfaInterfaces": max_efa}} if efa else {})}
+    return {"VCpuInfo": {"DefaultVCpus": 48}, "NetworkInfo": net, "GpuInfo": {"Gpus": [{"Count": gpus}]}}
+
+
+LIST_EFA_TYPES = (
+    "aws ec2 describe-instance-types --region us-west-2 --filters Name=network-info.efa-supported,Values=true "
+    "--query 'InstanceTypes[].InstanceType'"
+)
+
+
+def test_unknown_type_fails_with_the_key_and_the_command_that_lists_efa_types():
+    rows = check_instance_type(None, "g6.13xlarge", "us-west-2", 1, 4, "us-west-2")
+    assert [(r.check, r.status) for r in rows] == [("instance type", "fail")], f"got {rows}"
+    assert rows[0].detail == "g6.13xlarge does not exist in us-west-2", f"got {rows[0].detail!r}"
+    expected = f"set ray-efa-eks:gpuInstanceType in Pulumi.us-west-2.yaml to one of: {LIST_EFA_TYPES}"
+    assert rows[0].fix == expected, f"expected {expected!r}, got {rows[0].fix!r}"
+
+
+def test_type_without_efa_fails_with_the_list_command():
+    rows = check_instance_type(_type(efa=False), "g6.4xlarge", "us-west-2", 1, 4, "us-west-2")
+    assert [(r.check, r.status) for r in rows] == [("instance type", "pass"), ("EFA support", "fail")], f"got {rows}"
+    assert rows[1].fix == f"choose an EFA type: {LIST_EFA_TYPES}", f"got {rows[1].fix!r}"
+
+
+def test_good_type_passes_every_row_with_no_fix():
+    rows = check_instance_type(_type(), "g6.12xlarge", "us-west-2", 1, 4, "us-west-2")
+    got = [(r.check, r.status, r.fix) for r in rows]
+    expected = [("instance type", "pass", ""), ("EFA support", "pass", ""), ("GPUs per node", "pass", "")]
+    assert got == expected, f"expected {expected}, got {got}"
+    assert rows[0].detail == "g6.12xlarge: 48 vCPUs, 4 GPUs", f"got {rows[0].detail!r}"
+
+
+@pytest.mark.parametrize(("max_efa", "status"), [(1, "fail"), (2, "pass"), (3, "pass")])
+def test_efa_interfaces_fit_when_the_type_has_at_least_as_many(max_efa, status):
+    rows = check_instance_type(_type(max_efa=max_efa), "p4d.24xlarge", "us-west-2", 2, 4, "us-west-2")
+    efa = rows[1]
+    assert efa.status == status, f"{max_efa} interfaces for 2 asked: expected {status}, got {efa}"
+    fix = "" if status == "pass" else f"set 'ray-efa-eks:gpuEfaInterfaces: {max_efa}' in Pulumi.us-west-2.yaml"
+    assert efa.fix == fix, f"expected fix {fix!r}, got {efa.fix!r}"
+
+
+@pytest.mark.parametrize("gpus", [2, 8])
+def test_gpu_count_other_than_the_catalog_fails_naming_both(gpus):
+    rows = check_instance_type(_type(gpus=gpus), "g6.12xlarge", "us-west-2", 1, 4, "us-west-2")
+    assert rows[2].status == "fail", f"{gpus} GPUs against 4: got {rows[2]}"
+    assert rows[2].fix.startswith(f"infra/data/instance_types.json says 4 GPUs for g6.12xlarge, EC2 says {gpus}")
+
+
+def test_gpus_are_summed_over_every_gpu_entry():
+    info = {**_type(), "GpuInfo": {"Gpus": [{"Count": 2}, {"Count": 2}]}}
+    rows = check_instance_type(info, "g6.12xlarge", "us-west-2", 1, 4, "us-west-2")
+    assert rows[2].status == "pass", f"2 + 2 GPUs against 4: got {rows[2]}"
+
+
+class _Ec2:
+    def __init__(self, answer):
+        self.answer = answer
+
+    def describe_instance_types(self, InstanceTypes):  # noqa: N803 (boto3's argument name)
+        if isinstance(self.answer, Exception):
+            raise self.answer
+        return {"InstanceTypes": self.answer}
+
+
+def test_describe_type_returns_ec2s_entry():
+    assert describe_type(_Ec2([{"InstanceType": "g6.12xlarge"}]), "g6.12xlarge") == {"InstanceType": "g6.12xlarge"}
+
+
+@pytest.mark.parametrize(
+    "answer", [[], _client_error("InvalidInstanceType", "not valid", "DescribeInstanceTypes")], ids=["empty", "invalid"]
+)
+def test_describe_type_of_an_unknown_type_is_none(answer):
+    assert describe_type(_Ec2(answer), "g6.13xlarge") is None
+
+
+def test_describe_type_raises_other_errors():
+    with pytest.raises(ClientError, match="UnauthorizedOperation"):
+        describe_type(_Ec2(_client_error("UnauthorizedOperation", "no", "DescribeInstanceTypes")), "g6.12xlarge")
+
+
+# ---- families and facts ----------------------------------------------------------------------------
+@pytest.mark.parametrize(
+    ("instance_type", "fam"),
+    [("g6.12xlarge", "g"), ("vt1.3xlarge", "vt"), ("p5.48xlarge", "p"), ("trn1.32xlarge", "trn"), ("m7i.large", "m")],
+)
+def test_family_is_the_letters_before_the_generation(instance_type, fam):
+    assert family(instance_type) == fam
+
+
+def test_family_of_a_name_without_a_dot_or_digit_is_the_whole_name():
+    assert family("g") == "g"
+
+
+def test_quota_of_a_family_without_its_own_is_the_standard_one():
+    assert quota_for("m7i.large")[0] == "L-1216C47A" and quota_for("g6.12xlarge")[0] == "L-DB2E81BA"
+
+
+def test_facts_to_dict_keeps_every_fact_and_lists_the_azs():
+    facts = PreflightFacts("123456789012", "us-west-2a", ("us-west-2a", "us-west-2b"), 96, 128.0, 1)
+    expected = {
+        "account": "123456789012",
+        "gpu_az": "us-west-2a",
+        "valid_azs": ["us-west-2a", "us-west-2b"],
+        "vcpus_needed": 96,
+        "vcpus_free": 128.0,
+        "efa_interfaces": 1,
+    }
+    assert facts.to_dict() == expected, f"got {facts.to_dict()}"
