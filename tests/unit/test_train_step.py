@@ -9,6 +9,8 @@ plain module with the loop's calling convention, `model(ids, labels) -> mean los
 from __future__ import annotations
 
 import dataclasses
+import json
+from pathlib import Path
 
 import pytest
 import torch
@@ -16,7 +18,15 @@ import torch.distributed as dist
 import torch.nn.functional as F
 
 from workloads.config import TrainConfig
-from workloads.loop import STATE_FILE, Checkpointer, WorkerEnv, _warmup_schedule, latest_complete, train_step
+from workloads.loop import (
+    STATE_FILE,
+    SUMMARY_FILE,
+    Checkpointer,
+    WorkerEnv,
+    _warmup_schedule,
+    latest_complete,
+    train_step,
+)
 
 VOCAB = 11
 CPU = torch.device("cpu")
@@ -182,3 +192,40 @@ def test_restore_loads_the_newest_saved_step_with_its_weights_and_data_position(
     assert (state["step"], state["data"]) == (4, [{"docs": 2}]), f"expected step 4 at docs 2, got {state}"
     gap = (_flat(fresh) - saved).abs().max().item()
     assert gap == 0.0, f"expected the saved weights of step 4, largest difference {gap:.3g}"
+
+
+def test_step_returns_the_batch_mean_loss_as_one_positive_element():
+    model, batch = TinyLM(seed=3), _batch(4, seed=8)
+    with torch.no_grad():
+        expected = model(batch, batch).item()
+    loss, _ = _sgd_step(model, [batch[:2], batch[2:]])
+    assert loss.shape == (1,), f"expected one element for the all-reduce and .item(), got shape {tuple(loss.shape)}"
+    assert loss.item() == pytest.approx(expected, rel=1e-5), f"expected the batch's mean loss {expected}, got {loss}"
+
+
+def test_step_frees_the_gradients_it_applied():
+    model = TinyLM()
+    _sgd_step(model, [_batch(2, seed=9)])
+    kept = [name for name, p in model.named_parameters() if p.grad is not None]
+    assert not kept, f"expected no gradient kept between steps (set_to_none frees their memory), got {kept}"
+
+
+def test_save_over_an_incomplete_checkpoint_of_the_same_step_replaces_it(tmp_path, process_group):
+    """A run that died while saving step 4 and resumed from step 2 saves step 4 again into the same folder."""
+    cfg = _cfg(tmp_path)
+    model = TinyLM(seed=1)
+    _, opt = _sgd_step(model, [_batch(2, seed=6)])
+    ckpt = Checkpointer(cfg, PLAIN)
+    _checkpoint(Path(ckpt.plain_root), 4, state=False, metadata=False)  # the dead run's partial save
+    path = ckpt.save({"step": 4, "losses": [1.0] * 4}, model, opt)
+    assert latest_complete(Path(ckpt.plain_root)) == Path(path), f"expected {path} complete after the second save"
+
+
+@pytest.mark.parametrize("summary", [None, {"loss_last": 1.25, "steps": 4}], ids=["mid-run", "final"])
+def test_only_the_final_save_writes_the_run_summary(tmp_path, process_group, summary):
+    model = TinyLM()
+    _, opt = _sgd_step(model, [_batch(2, seed=6)])
+    path = Path(Checkpointer(_cfg(tmp_path), PLAIN).save({"step": 4, "losses": []}, model, opt, summary=summary))
+    written = json.loads((path / SUMMARY_FILE).read_text()) if (path / SUMMARY_FILE).exists() else "no file"
+    expected = summary or "no file"
+    assert written == expected, f"expected summary {expected}, got {written}"
