@@ -43,3 +43,10 @@ def test_type_offered_only_outside_the_stack_fails_naming_where_and_how_to_list_
 def test_type_offered_nowhere_says_so():
     row, _, _ = check_az(set(), STACK_AZS, "", "p5e.48xlarge", "us-west-2")
     assert row.status == "fail" and "is offered in no AZ but" in row.detail, f"expected 'offered in no AZ', got {row}"
+
+
+def test_configured_az_that_offers_the_type_passes_as_is():
+    row, az, valid = check_az(STACK_AZS, STACK_AZS, "us-west-2b", "g6.12xlarge", "us-west-2")
+    assert (row.check, row.status, az) == ("GPU availability zone", "pass", "us-west-2b"), f"got {row}, {az}"
+    expected = "us-west-2b offers g6.12xlarge (valid: us-west-2a, us-west-2b)"
+    assert row.detail == expected, f"expected {expected!r}, got {row.detail!r}"

@@ -12,6 +12,7 @@ from botocore.exceptions import ClientError, EndpointConnectionError, NoCredenti
 from automation.steps.preflight import (
     PreflightFacts,
     check_aws_cli,
+    check_capacity_reservation,
     check_credentials,
     check_instance_type,
     describe_type,
@@ -187,3 +188,100 @@ def test_facts_to_dict_keeps_every_fact_and_lists_the_azs():
         "efa_interfaces": 1,
     }
     assert facts.to_dict() == expected, f"got {facts.to_dict()}"
+
+
+def test_efa_and_gpu_rows_say_what_the_type_has_and_what_the_stack_asks():
+    rows = check_instance_type(_type(max_efa=2, gpus=4), "g6.12xlarge", "us-west-2", 1, 4, "us-west-2")
+    got = [rows[1].detail, rows[2].detail]
+    expected = [
+        "g6.12xlarge supports EFA with up to 2 interfaces; the stack asks for 1",
+        "g6.12xlarge has 4 GPUs; the stack counts on 4",
+    ]
+    assert got == expected, f"expected {expected}, got {got}"
+
+
+# EC2 leaves out what a type does not have: no GpuInfo on a CPU type (c5n.18xlarge supports EFA), no
+# EfaInfo when EFA is unsupported. Each absence is a failed row, never a crash.
+def test_type_without_gpus_fails_the_gpu_row():
+    info = {k: v for k, v in _type().items() if k != "GpuInfo"}
+    rows = check_instance_type(info, "c5n.18xlarge", "us-west-2", 1, 4, "us-west-2")
+    assert (rows[2].status, rows[2].detail) == ("fail", "c5n.18xlarge has 0 GPUs; the stack counts on 4"), rows[2]
+
+
+def test_gpu_entry_without_a_count_counts_none():
+    info = {**_type(), "GpuInfo": {"Gpus": [{"Count": 4}, {"Name": "L4"}]}}
+    rows = check_instance_type(info, "g6.12xlarge", "us-west-2", 1, 4, "us-west-2")
+    assert rows[2].status == "pass", f"an entry without Count adds no GPU: got {rows[2]}"
+
+
+def test_gpu_info_without_a_gpu_list_counts_none():
+    info = {**_type(), "GpuInfo": {}}
+    rows = check_instance_type(info, "g6.12xlarge", "us-west-2", 1, 4, "us-west-2")
+    assert rows[2].detail == "g6.12xlarge has 0 GPUs; the stack counts on 4", rows[2]
+
+
+def test_efa_support_without_interface_info_counts_no_interface():
+    info = {**_type(), "NetworkInfo": {"EfaSupported": True}}
+    rows = check_instance_type(info, "g6.12xlarge", "us-west-2", 1, 4, "us-west-2")
+    assert (rows[1].status, rows[1].fix) == ("fail", "set 'ray-efa-eks:gpuEfaInterfaces: 0' in Pulumi.us-west-2.yaml")
+
+
+def test_type_without_network_info_has_no_efa():
+    info = {k: v for k, v in _type().items() if k != "NetworkInfo"}
+    rows = check_instance_type(info, "g6.12xlarge", "us-west-2", 1, 4, "us-west-2")
+    assert (rows[1].check, rows[1].status) == ("EFA support", "fail"), f"got {rows[1]}"
+
+
+# ---- capacity reservation --------------------------------------------------------------------------
+class _Reservations:
+    """DescribeCapacityReservations' answer, or its error."""
+
+    def __init__(self, answer):
+        self.answer = answer
+
+    def describe_capacity_reservations(self, CapacityReservationIds):  # noqa: N803 (boto3's argument name)
+        if isinstance(self.answer, Exception):
+            raise self.answer
+        return {"CapacityReservations": self.answer}
+
+
+SHOW_CR = "aws ec2 describe-capacity-reservations --capacity-reservation-ids cr-0123 --region us-west-2"
+
+
+def _reservation_row(answer, reservation_id="cr-0123", az="us-west-2a"):
+    return check_capacity_reservation(_Reservations(answer), reservation_id, "g6.12xlarge", az, 2, "us-west-2")
+
+
+def test_no_reservation_skips_on_demand():
+    row = _reservation_row([], reservation_id=None)
+    assert (row.check, row.status, row.detail) == (
+        "capacity reservation",
+        "skip",
+        "none configured: On-Demand capacity",
+    )
+
+
+def test_unreadable_reservation_fails_with_the_error_and_the_show_command():
+    error = _client_error("InvalidCapacityReservationId.Malformed", "bad id", "DescribeCapacityReservations")
+    row = _reservation_row(error)
+    expected = ("capacity reservation", "fail", "cr-0123: InvalidCapacityReservationId.Malformed: bad id", SHOW_CR)
+    assert (row.check, row.status, row.detail, row.fix) == expected, f"got {row}"
+
+
+def test_reservation_not_in_the_region_fails_with_the_show_command():
+    row = _reservation_row([])
+    expected = ("capacity reservation", "fail", "cr-0123 not found in us-west-2", SHOW_CR)
+    assert (row.check, row.status, row.detail, row.fix) == expected, f"got {row}"
+
+
+def test_reservation_in_another_az_fails_naming_both_azs():
+    cr = {
+        "State": "active",
+        "InstanceType": "g6.12xlarge",
+        "AvailabilityZone": "us-west-2b",
+        "AvailableInstanceCount": 2,
+        "TotalInstanceCount": 2,
+        "ReservationType": "default",
+    }
+    row = _reservation_row([cr])
+    assert row.status == "fail" and "it is in us-west-2b, not the GPU AZ us-west-2a" in row.detail, f"got {row}"
