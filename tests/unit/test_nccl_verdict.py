@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 from conftest import FIXTURES as FIXTURE_ROOT
 
@@ -265,3 +267,180 @@ def test_efa_provider_without_a_channel_line_is_no_pass(tmp_path):
         f"expected inconclusive/2 with provider efa parsed, got {r.verdict}/{r.exit_code} (providers {provider}): "
         f"{r.cause}"
     )
+
+
+# -- verdict-changing mutants that survived the mutation run (TESTING.md, "NCCL verdict") -----
+# Small logs below are built from lines of the fixtures (each names the file it comes from); where
+# a line is placed under another line's prefix, or a count in it changed, the comment says so.
+
+H200 = "vm:523:523 [0] NCCL INFO "  # NCCL's prefix in h200_socket.log
+P5 = "(RayTrainWorker pid=950, ip=10.67.132.202) ini-worker-ray-worker-p5:950:3034 [0] NCCL INFO "
+
+
+def _log(tmp_path, name: str, *parts: str | bytes) -> Path:
+    """A log file of the given text (str) and fixture bytes (bytes), in order."""
+    path = tmp_path / name
+    path.write_bytes(b"".join(p if isinstance(p, bytes) else p.encode() for p in parts))
+    return path
+
+
+def _fixture(name: str, drop_channels: bool = False) -> bytes:
+    data = (FIXTURES / name).read_bytes()
+    if drop_channels:
+        data = b"".join(line for line in data.splitlines(keepends=True) if b" via " not in line)
+    return data
+
+
+def _one_node_net_log(tmp_path) -> Path:
+    # NCCL_P2P_DISABLE=1 NCCL_SHM_DISABLE=1 on one node: NET between local GPUs. h200_socket.log's
+    # network line and its two communicator lines (parent and split; nRanks and localRanks 1 -> 2),
+    # then socket_plugin_missing_2nodes.log's channel lines under h200's prefix.
+    return _log(
+        tmp_path,
+        "one_node_net.log",
+        H200 + "Using network Socket\n",
+        H200 + "comm 0x3e47dd90 rank 0 nRanks 2 nNodes 1 localRanks 2 localRank 0 MNNVL 0\n",
+        H200 + "comm 0x468b60b0 rank 0 nRanks 2 nNodes 1 localRanks 2 localRank 0 MNNVL 0\n",
+        H200 + "Channel 00/0 : 0[0] -> 1[0] [send] via NET/Socket/0\n",
+        H200 + "Channel 01/0 : 0[0] -> 1[0] [send] via NET/Socket/0\n",
+    )
+
+
+def test_net_channel_inside_a_one_node_communicator_is_no_inter_node_pass(tmp_path):
+    r = check_logs([_one_node_net_log(tmp_path)], require="any")
+    assert (r.verdict, r.cause.split(":")[0]) == ("inconclusive", "no inter-node traffic, the transport not proven"), (
+        f"expected inconclusive (NET inside an nNodes 1 communicator is intra-node), got {r.verdict}: {r.cause}"
+    )
+
+
+def test_every_net_channel_of_a_one_node_communicator_is_classed_intra_node(tmp_path):
+    r = check_logs([_one_node_net_log(tmp_path)], require="any")
+    got = [(c.channel, c.scope, c.scope_reason) for c in r.state.connections.values()]
+    want = [(0, "intra", "communicator has nNodes 1"), (1, "intra", "communicator has nNodes 1")]
+    assert got == want, f"expected {want}, got {got}"
+
+
+def _cut_transport_log(tmp_path) -> Path:
+    # A channel line cut off right after "via " (a rank killed mid-write), then efa_ring's lines.
+    cut = b"ip-172-31-6-104:9922:9980 [1] NCCL INFO Channel 00 : 9[101d0] -> 8[101c0] via \n"
+    return _log(tmp_path, "cut.log", cut, _fixture("efa_ring_nccl2.7.8_ofi1.1.2.log"))
+
+
+def test_a_channel_line_cut_before_its_transport_is_not_inter_node_traffic(tmp_path):
+    r = check_logs([_cut_transport_log(tmp_path)], require="any")
+    got = [(c.evidence.line, c.transport.kind, c.scope) for c in r.state.connections.values()]
+    want = [(1, "OTHER", "intra"), (2, "P2P", "intra"), (5, "NET", "inter"), (6, "NET", "inter")]
+    assert got == want, f"expected (line, kind, scope) {want}, got {got}"
+
+
+def _same_host_net_log(tmp_path) -> Path:
+    # efa_ring_nccl2.7.8_ofi1.1.2.log's lines 1-3 and 7, with line 1's "via P2P/IPC/read" -> "via
+    # NET/AWS Libfabric/0" (what NCCL prints there with P2P and SHM disabled): ranks 8 and 9, both on
+    # ip-172-31-6-104 by their communicator lines.
+    lines = _fixture("efa_ring_nccl2.7.8_ofi1.1.2.log").splitlines(keepends=True)
+    first = lines[0].replace(b"via P2P/IPC/read", b"via NET/AWS Libfabric/0")
+    return _log(tmp_path, "same_host.log", first, lines[1], lines[2], lines[6])
+
+
+def test_net_connection_between_two_ranks_on_one_host_is_no_inter_node_pass(tmp_path):
+    r = check_logs([_same_host_net_log(tmp_path)], require="any")
+    reasons = [c.scope_reason for c in r.state.connections.values()]
+    assert (r.verdict, reasons) == ("inconclusive", ["both ranks on ip-172-31-6-104"]), (
+        f"expected inconclusive with both ranks on ip-172-31-6-104, got {r.verdict} {reasons}: {r.cause}"
+    )
+
+
+def test_unprefixed_communicator_line_does_not_hide_the_hosts_of_later_ones(tmp_path):
+    # efa_ring's line 3 without NCCL's prefix (as issue reports trim it), in its own file, read first
+    bare = _log(tmp_path, "a_bare.log", b"comm 0x7fdc3c000dc0 rank 8 nranks 16 cudaDev 0 busId 101c0 - Init COMPLETE\n")
+    r = check_logs([bare, _same_host_net_log(tmp_path)], require="any")
+    assert r.verdict == "inconclusive", f"expected inconclusive (both ranks on one host), got {r.verdict}: {r.cause}"
+
+
+def test_net_connection_whose_ranks_no_line_places_is_inter_node(tmp_path):
+    # roce_nccl2.5.7.log (host and pid trimmed by the reporter) with a communicator line in the same
+    # trimmed prefix, ray_train_p5_awsome386.log's "nRanks 16 nNodes 2 localRanks 8": no host is known
+    # for any rank, so the NET/IB ring connections stay inter-node
+    comm = b" [0] NCCL INFO comm 0x7f25293fcdd0 rank 0 nRanks 16 nNodes 2 localRanks 8 localRank 0 MNNVL 0\n"
+    r = check_logs([_log(tmp_path, "roce.log", comm, _fixture("roce_nccl2.5.7.log"))], require="efa")
+    assert r.verdict == "fail" and r.cause.startswith("NCCL used InfiniBand/RoCE verbs"), (
+        f"expected fail naming NET/IB, got {r.verdict}: {r.cause}"
+    )
+
+
+def test_two_unprefixed_logs_are_not_two_hosts(tmp_path):
+    # two per-rank files of bare lines (as efa_unprefixed_ofi1.20.log quotes them): h200_socket.log's
+    # "Using network Socket" and a channel line of single_node_shm_nccl1609.log, without prefixes
+    a = _log(tmp_path, "rank0.log", "Using network Socket\n", "Channel 07 : 2[6] -> 3[7] via SHM/direct/direct\n")
+    b = _log(tmp_path, "rank1.log", "Using network Socket\n", "Channel 00 : 3[7] -> 2[6] via SHM/direct/direct\n")
+    r = check_logs([a, b], require="efa")
+    assert r.verdict == "inconclusive", f"expected inconclusive (files are not hosts), got {r.verdict}: {r.cause}"
+
+
+@pytest.mark.parametrize(
+    ("network", "require", "cause"),
+    [
+        (
+            "Socket",
+            "efa",
+            "a communicator with nNodes > 1 chose only Socket, so this multi-host run cannot have used EFA",
+        ),
+        (
+            "AWS Libfabric",
+            "socket",
+            "a communicator with nNodes > 1 chose only AWS Libfabric, so this multi-host run cannot have used "
+            "TCP sockets: expected TCP sockets for the baseline",
+        ),
+    ],
+)
+def test_one_rank_of_a_two_node_communicator_fails_on_a_ruled_out_network(tmp_path, network, require, cause):
+    # ray_train_p5_awsome386.log (nRanks 16 nNodes 2, one host logged), with a network line (h200_socket's
+    # or efa_gdrdma_sagemaker_ofi1.11.log's) and a P2P channel to rank 7, its ring neighbour (the
+    # transport of socket_cluster_nccl952.log's P2P lines), under its prefix
+    log = _log(
+        tmp_path,
+        "p5.log",
+        _fixture("ray_train_p5_awsome386.log"),
+        P5 + f"Using network {network}\n",
+        P5 + "Channel 00/0 : 0[0] -> 7[7] via P2P/IPC/read\n",
+    )
+    r = check_logs([log], require=require)
+    assert (r.verdict, r.cause[: len(cause)]) == ("fail", cause), (
+        f"expected fail: {cause!r}, got {r.verdict}: {r.cause}"
+    )
+
+
+def test_libfabric_channels_of_a_process_on_provider_tcp_fail_beside_an_efa_process(tmp_path):
+    # provider_tcp_nccl2.4.6.log (provider tcp;ofi_rxm) with efa_unprefixed_ofi1.20.log's channel line
+    # under its first host's prefix, then efa_unprefixed_ofi1.20.log itself (provider efa): two providers
+    tcp = b"ip-192-168-16-255:25604:25604 [0] NCCL INFO Channel 00/0 : 7[3] -> 0[0] [receive] via NET/Libfabric/0\n"
+    log = _log(tmp_path, "two_providers.log", _fixture("provider_tcp_nccl2.4.6.log"), tcp)
+    r = check_logs([log, FIXTURES / "efa_unprefixed_ofi1.20.log"], require="efa")
+    assert (r.verdict, "provider 'tcp;ofi_rxm'" in r.cause) == ("fail", True), (
+        f"expected fail naming provider 'tcp;ofi_rxm', got {r.verdict}: {r.cause}"
+    )
+
+
+def test_libfabric_channels_of_a_rank_without_a_provider_line_fail_on_the_runs_only_provider_tcp(tmp_path):
+    # two real logs joined: provider tcp;ofi_rxm on two hosts, and algo-1's libfabric channel lines
+    lines = _fixture("efa_gdrdma_sagemaker_ofi1.11.log").splitlines(keepends=True)
+    channels = b"".join(line for line in lines if b" via " in line)
+    log = _log(tmp_path, "joined.log", _fixture("provider_tcp_nccl2.4.6.log"), channels)
+    r = check_logs([log], require="efa")
+    assert (r.verdict, "provider 'tcp;ofi_rxm'" in r.cause) == ("fail", True), (
+        f"expected fail naming provider 'tcp;ofi_rxm', got {r.verdict}: {r.cause}"
+    )
+
+
+def test_provider_efa_layered_on_rxr_counts_as_efa(tmp_path):
+    # "efa;ofi_rxr": libfabric's EFA RDM provider as aws-ofi-nccl 0.9.1 names it (its RELEASENOTES.md
+    # lists it among the providers tested), in provider_tcp_nccl2.4.6.log's "Selected Provider is
+    # tcp;ofi_rxm" line, before efa_unprefixed_ofi1.20.log's channel line (all bare)
+    log = _log(
+        tmp_path,
+        "rxr.log",
+        "NET/OFI Selected Provider is efa;ofi_rxr\n",
+        "Channel 00/0 : 7[3] -> 0[0] [receive] via NET/Libfabric/0\n",
+    )
+    r = check_logs([log], require="efa")
+    assert r.verdict == "pass", f"expected pass (efa;ofi_rxr is efa), got {r.verdict}: {r.cause}"
