@@ -7,7 +7,8 @@ from pathlib import Path
 import pytest
 from conftest import FIXTURES as FIXTURE_ROOT
 
-from workloads.nccl_check import check_logs
+from workloads.nccl_check import ScanState, check_logs
+from workloads.nccl_check.verdict import FIX_SOCKET, decide
 
 FIXTURES = FIXTURE_ROOT / "nccl"
 
@@ -444,3 +445,111 @@ def test_provider_efa_layered_on_rxr_counts_as_efa(tmp_path):
     )
     r = check_logs([log], require="efa")
     assert r.verdict == "pass", f"expected pass (efa;ofi_rxr is efa), got {r.verdict}: {r.cause}"
+
+
+# -- what causes and evidence say (cheap code mutants of the same run) -------------------------
+
+ALL_LOGS = sorted(p.name for p in FIXTURES.glob("*.log"))
+
+
+def test_decide_rejects_an_unknown_requirement_naming_it():
+    with pytest.raises(ValueError, match="require must be one of .* got 'ib'"):
+        decide(ScanState(), "ib")
+
+
+@pytest.mark.parametrize(
+    ("name", "cause"),
+    [
+        ("ib_nccl2.2x_1412.log", "4 inter-node connection(s) seen (NET/IB x4)"),
+        ("collnet_sharp_nccl2.23.4.log", "4 inter-node connection(s) seen (COLLNET x4)"),
+    ],
+)
+def test_any_pass_counts_the_inter_node_connections_by_transport(name, cause):
+    got = verdict(name, "any").cause
+    assert got == cause, f"{name}: expected {cause!r}, got {got!r}"
+
+
+@pytest.mark.parametrize("require", ["efa", "socket", "any"])
+@pytest.mark.parametrize("name", ALL_LOGS)
+def test_report_text_never_says_none(name, require):
+    text = verdict(name, require).render()
+    assert "None" not in text, f"{name} --require {require}: 'None' in the report:\n{text}"
+
+
+@pytest.mark.parametrize("require", ["efa", "socket", "any"])
+@pytest.mark.parametrize("name", ALL_LOGS)
+def test_evidence_cites_each_line_once(name, require):
+    cited = [(e.file, e.line) for e in verdict(name, require).evidence]
+    assert len(cited) == len(set(cited)), f"{name} --require {require}: a line cited twice in {cited}"
+
+
+def test_require_any_never_fails_a_run_without_inter_node_connections():
+    r = verdict("socket_interface_2hosts_nccl2.5.6_nccl278.log", "any")
+    want = "no inter-node traffic, the transport not proven: no channel connection was logged"
+    assert (r.verdict, r.cause[: len(want)]) == ("inconclusive", want), (
+        f"expected inconclusive: {want!r}, got {r.cause}"
+    )
+
+
+@pytest.mark.parametrize("name", ["socket_interface_2hosts_nccl2.5.6_nccl278.log", "socket_cluster_nccl952.log"])
+def test_socket_without_a_plugin_line_names_the_socket_fix(name):
+    cause = verdict(name).cause
+    assert cause.endswith(FIX_SOCKET), f"{name}: expected the cause to end with {FIX_SOCKET!r}, got {cause!r}"
+
+
+def test_efa_pass_cause_names_the_provider():
+    cause = verdict("efa_unprefixed_ofi1.20.log").cause
+    want = "1 inter-node connection(s), all over aws-ofi-nccl (NET/Libfabric) with provider efa, without GPUDirect RDMA"
+    assert cause == want, f"expected {want!r}, got {cause!r}"
+
+
+def test_efa_pass_cites_the_channel_line_and_the_provider_line():
+    lines = [e.line for e in verdict("efa_unprefixed_ofi1.20.log").evidence]
+    assert lines == [3, 2], f"expected lines 3 (channel) then 2 (provider), got {lines}"
+
+
+@pytest.mark.parametrize(
+    ("name", "why"),
+    [
+        ("single_node_shm_nccl1609.log", "intra-node connection (SHM works inside one node)"),
+        ("h200_socket.log", "nNodes 1"),
+    ],
+)
+def test_inconclusive_cites_the_lines_that_show_one_node(name, why):
+    whys = [e.why for e in verdict(name).evidence]
+    assert why in whys, f"{name}: expected a line cited as {why!r}, got {whys}"
+
+
+def test_libfabric_network_without_channel_lines_fails_require_socket_naming_the_baseline(tmp_path):
+    # the real EFA log without its channel lines: one host that chose AWS Libfabric
+    log = _log(tmp_path, "efa_no_channels.log", _fixture("efa_gdrdma_sagemaker_ofi1.11.log", drop_channels=True))
+    r = check_logs([log], require="socket")
+    want = "expected TCP sockets for the baseline but algo-1 chose AWS Libfabric"
+    assert (r.verdict, r.cause[: len(want)]) == ("fail", want), f"expected fail: {want!r}, got {r.verdict}: {r.cause}"
+
+
+def test_an_efa_provider_line_alone_counts_as_choosing_efa_beside_socket_hosts(tmp_path):
+    # three real logs joined: two hosts that chose Socket, efa_unprefixed_ofi1.20.log's plugin and
+    # provider lines (no "Using network" line, its channel line left out), one host's SHM channels
+    log = _log(
+        tmp_path,
+        "joined.log",
+        _fixture("socket_interface_2hosts_nccl2.5.6_nccl278.log"),
+        _fixture("efa_unprefixed_ofi1.20.log", drop_channels=True),
+        _fixture("single_node_shm_nccl1609.log"),
+    )
+    r = check_logs([log], require="efa")
+    assert r.verdict == "inconclusive", f"expected inconclusive (not socket-only), got {r.verdict}: {r.cause}"
+
+
+def test_socket_hosts_beside_an_efa_host_are_no_fail_for_require_socket(tmp_path):
+    # the same three real logs as test_socket_hosts_beside_an_efa_host_are_not_called_socket_only
+    log = _log(
+        tmp_path,
+        "joined.log",
+        _fixture("socket_interface_2hosts_nccl2.5.6_nccl278.log"),
+        _fixture("efa_gdrdma_sagemaker_ofi1.11.log", drop_channels=True),
+        _fixture("single_node_shm_nccl1609.log"),
+    )
+    r = check_logs([log], require="socket")
+    assert r.verdict == "inconclusive", f"expected inconclusive (Socket hosts exist), got {r.verdict}: {r.cause}"
