@@ -8,7 +8,7 @@ import pytest
 from conftest import FIXTURES as FIXTURE_ROOT
 
 from workloads.nccl_check import ScanState, check_logs
-from workloads.nccl_check.verdict import FIX_SOCKET, decide
+from workloads.nccl_check.verdict import FIX_OFI_FAILED, FIX_SOCKET, decide
 
 FIXTURES = FIXTURE_ROOT / "nccl"
 
@@ -322,8 +322,9 @@ def test_every_net_channel_of_a_one_node_communicator_is_classed_intra_node(tmp_
 
 
 def _cut_transport_log(tmp_path) -> Path:
-    # A channel line cut off right after "via " (a rank killed mid-write), then efa_ring's lines.
-    cut = b"ip-172-31-6-104:9922:9980 [1] NCCL INFO Channel 00 : 9[101d0] -> 8[101c0] via \n"
+    # efa_ring_nccl2.7.8_ofi1.1.2.log's line 5 cut off right after "via " (a rank killed mid-write),
+    # then that whole log: its ranks 9 and 0 are on two hosts by the communicator lines
+    cut = b"ip-172-31-6-104:9922:9980 [1] NCCL INFO Channel 01 : 9[101d0] -> 0[101c0] [send] via \n"
     return _log(tmp_path, "cut.log", cut, _fixture("efa_ring_nccl2.7.8_ofi1.1.2.log"))
 
 
@@ -345,9 +346,10 @@ def _same_host_net_log(tmp_path) -> Path:
 
 def test_net_connection_between_two_ranks_on_one_host_is_no_inter_node_pass(tmp_path):
     r = check_logs([_same_host_net_log(tmp_path)], require="any")
-    reasons = [c.scope_reason for c in r.state.connections.values()]
-    assert (r.verdict, reasons) == ("inconclusive", ["both ranks on ip-172-31-6-104"]), (
-        f"expected inconclusive with both ranks on ip-172-31-6-104, got {r.verdict} {reasons}: {r.cause}"
+    scopes = [(c.scope, c.scope_reason) for c in r.state.connections.values()]
+    want = [("intra", "both ranks on ip-172-31-6-104")]
+    assert (r.verdict, scopes) == ("inconclusive", want), (
+        f"expected inconclusive with {want}, got {r.verdict} {scopes}: {r.cause}"
     )
 
 
@@ -528,14 +530,32 @@ def test_libfabric_network_without_channel_lines_fails_require_socket_naming_the
     assert (r.verdict, r.cause[: len(want)]) == ("fail", want), f"expected fail: {want!r}, got {r.verdict}: {r.cause}"
 
 
-def test_an_efa_provider_line_alone_counts_as_choosing_efa_beside_socket_hosts(tmp_path):
-    # three real logs joined: two hosts that chose Socket, efa_unprefixed_ofi1.20.log's plugin and
-    # provider lines (no "Using network" line, its channel line left out), one host's SHM channels
+def _without(data: bytes, word: bytes) -> bytes:
+    return b"".join(line for line in data.splitlines(keepends=True) if word not in line)
+
+
+@pytest.mark.parametrize(
+    "efa_lines",
+    [
+        # efa_unprefixed_ofi1.20.log's plugin and provider lines: no "Using network" line
+        pytest.param(_fixture("efa_unprefixed_ofi1.20.log", drop_channels=True), id="provider-line-alone"),
+        # efa_gdrdma_sagemaker_ofi1.11.log without its provider lines: "Using network AWS Libfabric" alone
+        pytest.param(
+            _without(_fixture("efa_gdrdma_sagemaker_ofi1.11.log", drop_channels=True), b"Selected Provider"),
+            id="network-line-alone",
+        ),
+    ],
+)
+def test_an_efa_provider_or_libfabric_network_line_alone_counts_as_choosing_efa_beside_socket_hosts(
+    tmp_path, efa_lines
+):
+    # three real logs joined: two hosts that chose Socket, one process's EFA lines (its channel
+    # lines left out), one host's SHM channels
     log = _log(
         tmp_path,
         "joined.log",
         _fixture("socket_interface_2hosts_nccl2.5.6_nccl278.log"),
-        _fixture("efa_unprefixed_ofi1.20.log", drop_channels=True),
+        efa_lines,
         _fixture("single_node_shm_nccl1609.log"),
     )
     r = check_logs([log], require="efa")
@@ -553,3 +573,73 @@ def test_socket_hosts_beside_an_efa_host_are_no_fail_for_require_socket(tmp_path
     )
     r = check_logs([log], require="socket")
     assert r.verdict == "inconclusive", f"expected inconclusive (Socket hosts exist), got {r.verdict}: {r.cause}"
+
+
+def test_ray_worker_known_only_by_its_pid_is_not_a_second_host(tmp_path):
+    # h200_socket.log's network line and single_node_shm_nccl1609.log's SHM channel lines on one
+    # host (vm), and a Ray worker line with neither NCCL's prefix nor an ip (ray_train_p5's Ray
+    # prefix, its ip and NCCL prefix trimmed) that chose Socket too
+    log = _log(
+        tmp_path,
+        "ray.log",
+        H200 + "Using network Socket\n",
+        H200 + "Channel 07 : 2[6] -> 3[7] via SHM/direct/direct\n",
+        "(RayTrainWorker pid=950) NCCL INFO Using network Socket\n",
+    )
+    r = check_logs([log], require="efa")
+    assert r.verdict == "inconclusive", f"expected inconclusive (one host), got {r.verdict}: {r.cause}"
+
+
+def test_non_efa_provider_cause_names_the_fi_provider_value():
+    cause = verdict("provider_tcp_nccl2.4.6.log").cause
+    assert cause.endswith("or FI_PROVIDER is set to 'tcp'"), f"expected FI_PROVIDER 'tcp' at the end, got {cause!r}"
+
+
+@pytest.mark.parametrize(
+    ("names", "require", "cause"),
+    [
+        (
+            ["mixed_efa_socket.log"],
+            "efa",
+            "mixed transports: 2 inter-node connection(s) over EFA but 2 over NET/Socket x2; ",
+        ),
+        (
+            ["socket_cluster_nccl952.log", "efa_gdrdma_sagemaker_ofi1.11.log"],
+            "socket",
+            "mixed transports: 6 inter-node connection(s) over Socket but 6 over NET/AWS Libfabric x6; ",
+        ),
+        (
+            ["collnet_fallback_ibext_nccltests311.log"],
+            "socket",
+            "expected TCP sockets for the baseline but inter-node traffic went over COLLNET x1, NET/IBext_v8 x3: ",
+        ),
+    ],
+)
+def test_fail_cause_counts_what_went_over_each_transport(tmp_path, names, require, cause):
+    log = _log(tmp_path, "joined.log", *(_fixture(n) for n in names))
+    got = check_logs([log], require=require).cause
+    assert got.startswith(cause), f"{names} --require {require}: expected {cause!r} first, got {got!r}"
+
+
+def test_socket_pass_cause_says_all_went_over_tcp_sockets():
+    cause = verdict("socket_plugin_missing_2nodes.log", "socket").cause
+    want = "9 inter-node connection(s), all over TCP sockets (NET/Socket)"
+    assert cause == want, f"expected {want!r}, got {cause!r}"
+
+
+def test_one_node_socket_run_cause_says_why_and_what_a_multi_node_run_would_use():
+    cause = verdict("h200_socket.log").cause
+    want = (
+        "no inter-node traffic, EFA not proven: every communicator reports nNodes 1; "
+        "and a multi-node run would use Socket, not EFA"
+    )
+    assert cause == want, f"expected {want!r}, got {cause!r}"
+
+
+def test_socket_channels_after_aws_ofi_nccl_failed_name_the_failed_plugin(tmp_path):
+    # ofi_init_failed_cloudwatch.log (aws-ofi-nccl failed, "Using network Socket"), then
+    # socket_plugin_missing_2nodes.log's channel line under its prefix
+    channel = b"ip-10-36-29-253:86:2554 [0] NCCL INFO Channel 00/0 : 0[0] -> 1[0] [send] via NET/Socket/0\n"
+    log = _log(tmp_path, "ofi_failed.log", _fixture("ofi_init_failed_cloudwatch.log"), channel)
+    cause = check_logs([log], require="efa").cause
+    assert cause == FIX_OFI_FAILED, f"expected {FIX_OFI_FAILED!r}, got {cause!r}"
