@@ -7,8 +7,8 @@ from pathlib import Path
 import pytest
 from conftest import FIXTURES as FIXTURE_ROOT
 
-from workloads.nccl_check import ScanState, check_logs
-from workloads.nccl_check.verdict import FIX_OFI_FAILED, FIX_SOCKET, decide
+from workloads.nccl_check import Connection, Evidence, ScanState, Transport, check_logs
+from workloads.nccl_check.verdict import FIX_OFI_FAILED, FIX_SOCKET, classify_connections, decide
 
 FIXTURES = FIXTURE_ROOT / "nccl"
 
@@ -335,6 +335,26 @@ def test_a_channel_line_cut_before_its_transport_is_not_inter_node_traffic(tmp_p
     assert got == want, f"expected (line, kind, scope) {want}, got {got}"
 
 
+def test_a_channel_line_cut_before_its_transport_says_it_names_no_network(tmp_path):
+    r = check_logs([_cut_transport_log(tmp_path)], require="any")
+    reason = next(iter(r.state.connections.values())).scope_reason
+    assert reason == "transport is not a network", f"expected 'transport is not a network', got {reason!r}"
+
+
+@pytest.mark.parametrize("kind", ["P2P", "SHM", "NVLS"])
+def test_intra_node_transports_are_intra_node_without_a_communicator(kind):
+    # the rule itself, on a record: no fixture has a channel line "via NVLS..." (the NVLS lines of
+    # the fixtures name no peer), so the connection is built, not parsed
+    state = ScanState()
+    ev = Evidence("records", 1, f"Channel 00/0 : 0[0] -> 1[1] via {kind}")
+    state.connections["c"] = Connection(("h", 1), None, 0, 0, 1, None, Transport(kind, kind, None, None, False), ev)
+    classify_connections(state)
+    c = state.connections["c"]
+    assert (c.scope, c.scope_reason) == ("intra", f"{kind} works inside one node"), (
+        f"expected intra ({kind} works inside one node), got {c.scope} ({c.scope_reason})"
+    )
+
+
 def _same_host_net_log(tmp_path) -> Path:
     # efa_ring_nccl2.7.8_ofi1.1.2.log's lines 1-3 and 7, with line 1's "via P2P/IPC/read" -> "via
     # NET/AWS Libfabric/0" (what NCCL prints there with P2P and SHM disabled): ranks 8 and 9, both on
@@ -392,7 +412,8 @@ def test_two_unprefixed_logs_are_not_two_hosts(tmp_path):
             "AWS Libfabric",
             "socket",
             "a communicator with nNodes > 1 chose only AWS Libfabric, so this multi-host run cannot have used "
-            "TCP sockets: expected TCP sockets for the baseline",
+            "TCP sockets: expected TCP sockets for the baseline but ini-worker-ray-worker-p5 chose AWS "
+            "Libfabric: set NCCL_NET=Socket for the TCP side of the benchmark",
         ),
     ],
 )
@@ -627,13 +648,59 @@ def test_socket_pass_cause_says_all_went_over_tcp_sockets():
     assert cause == want, f"expected {want!r}, got {cause!r}"
 
 
-def test_one_node_socket_run_cause_says_why_and_what_a_multi_node_run_would_use():
-    cause = verdict("h200_socket.log").cause
-    want = (
-        "no inter-node traffic, EFA not proven: every communicator reports nNodes 1; "
-        "and a multi-node run would use Socket, not EFA"
-    )
-    assert cause == want, f"expected {want!r}, got {cause!r}"
+@pytest.mark.parametrize(
+    ("name", "want"),
+    [
+        (
+            "h200_socket.log",
+            "no inter-node traffic, EFA not proven: every communicator reports nNodes 1; "
+            "and a multi-node run would use Socket, not EFA",
+        ),
+        ("single_node_shm_nccl1609.log", "no inter-node traffic, EFA not proven: all connections are intra-node"),
+        (
+            "ray_train_p5_awsome386.log",
+            "no inter-node traffic, EFA not proven: no channel connection was logged (was NCCL_DEBUG=INFO set, "
+            "and did a collective run?)",
+        ),
+        (
+            "ofi_init_failed_cloudwatch.log",
+            FIX_OFI_FAILED + " (no channel lines were logged; this is what the processes chose)",
+        ),
+        (
+            "efa_ring_nccl2.7.8_ofi1.1.2.log",
+            "inter-node connections went over NET/Libfabric but no process logged which libfabric provider it "
+            "selected ('NET/OFI Selected provider is ...'), so EFA is not proven: keep NCCL_DEBUG=INFO with the "
+            "INIT and NET subsystems and read every rank's log",
+        ),
+    ],
+)
+def test_efa_cause_without_a_pass_says_what_the_logs_lack(name, want):
+    cause = verdict(name).cause
+    assert cause == want, f"{name}: expected {want!r}, got {cause!r}"
+
+
+@pytest.mark.parametrize(
+    ("name", "require", "why"),
+    [
+        ("collnet_sharp_nccl2.23.4.log", "any", "inter-node connection (CollNet reduces in the network, across nodes)"),
+        ("ib_nccl2.2x_1412.log", "any", "inter-node connection (network transport between ranks)"),
+        (
+            "socket_plugin_missing_2nodes.log",
+            "socket",
+            "inter-node connection over Socket (network transport between ranks)",
+        ),
+        ("efa_unprefixed_ofi1.20.log", "efa", "inter-node connection over EFA (network transport between ranks)"),
+        ("mixed_efa_socket.log", "efa", "inter-node connection not over efa (network transport between ranks)"),
+        (
+            "efa_ring_nccl2.7.8_ofi1.1.2.log",
+            "efa",
+            "provider not logged (ranks on ip-172-31-6-104 and ip-172-31-13-103)",
+        ),
+    ],
+)
+def test_a_cited_connection_says_why_it_is_cited(name, require, why):
+    whys = [e.why for e in verdict(name, require).evidence]
+    assert why in whys, f"{name} --require {require}: expected a line cited as {why!r}, got {whys}"
 
 
 def test_socket_channels_after_aws_ofi_nccl_failed_name_the_failed_plugin(tmp_path):
