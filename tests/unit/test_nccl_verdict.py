@@ -8,7 +8,7 @@ import pytest
 from conftest import FIXTURES as FIXTURE_ROOT
 
 from workloads.nccl_check import Connection, Evidence, ScanState, Transport, check_logs
-from workloads.nccl_check.verdict import FIX_OFI_FAILED, FIX_SOCKET, classify_connections, decide
+from workloads.nccl_check.verdict import FIX_IB, FIX_OFI_FAILED, FIX_SOCKET, classify_connections, decide
 
 FIXTURES = FIXTURE_ROOT / "nccl"
 
@@ -710,3 +710,31 @@ def test_socket_channels_after_aws_ofi_nccl_failed_name_the_failed_plugin(tmp_pa
     log = _log(tmp_path, "ofi_failed.log", _fixture("ofi_init_failed_cloudwatch.log"), channel)
     cause = check_logs([log], require="efa").cause
     assert cause == FIX_OFI_FAILED, f"expected {FIX_OFI_FAILED!r}, got {cause!r}"
+
+
+def test_ib_network_without_channel_lines_names_the_ib_fix(tmp_path):
+    # ib_nccl2.2x_1412.log without its channel lines, and NCCL's "Using network IB" under its prefix
+    # (the line h200_socket.log prints as "Using network Socket", with the network of that log)
+    log = _log(
+        tmp_path,
+        "ib_no_channels.log",
+        _fixture("ib_nccl2.2x_1412.log", drop_channels=True),
+        b"swat1-04:2017630:2017669 [0] NCCL INFO Using network IB\n",
+    )
+    cause = check_logs([log], require="efa").cause
+    want = FIX_IB + " (no channel lines were logged; this is what the processes chose)"
+    assert cause == want, f"expected {want!r}, got {cause!r}"
+
+
+def test_efa_provider_with_socket_chosen_names_the_socket_fix(tmp_path):
+    # efa_unprefixed_ofi1.20.log's first two lines (aws-ofi-nccl selected efa) and h200_socket.log's
+    # "Using network Socket", bare: NCCL_NET=Socket chooses Socket over a working plugin
+    log = _log(
+        tmp_path,
+        "efa_then_socket.log",
+        _fixture("efa_unprefixed_ofi1.20.log", drop_channels=True),
+        "Using network Socket\n",
+    )
+    cause = check_logs([log], require="efa").cause
+    want = FIX_SOCKET + " (no channel lines were logged; this is what the processes chose)"
+    assert cause == want, f"expected {want!r}, got {cause!r}"
