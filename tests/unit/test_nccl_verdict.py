@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 from conftest import FIXTURES as FIXTURE_ROOT
 
-from workloads.nccl_check import check_logs
+from workloads.nccl_check import Connection, Evidence, ScanState, Transport, check_logs
+from workloads.nccl_check.verdict import FIX_IB, FIX_OFI_FAILED, FIX_SOCKET, classify_connections, decide
 
 FIXTURES = FIXTURE_ROOT / "nccl"
 
@@ -265,3 +268,473 @@ def test_efa_provider_without_a_channel_line_is_no_pass(tmp_path):
         f"expected inconclusive/2 with provider efa parsed, got {r.verdict}/{r.exit_code} (providers {provider}): "
         f"{r.cause}"
     )
+
+
+# -- verdict-changing mutants that survived the mutation run (TESTING.md, "NCCL verdict") -----
+# Small logs below are built from lines of the fixtures (each names the file it comes from); where
+# a line is placed under another line's prefix, or a count in it changed, the comment says so.
+
+H200 = "vm:523:523 [0] NCCL INFO "  # NCCL's prefix in h200_socket.log
+P5 = "(RayTrainWorker pid=950, ip=10.67.132.202) ini-worker-ray-worker-p5:950:3034 [0] NCCL INFO "
+
+
+def _log(tmp_path, name: str, *parts: str | bytes) -> Path:
+    """A log file of the given text (str) and fixture bytes (bytes), in order."""
+    path = tmp_path / name
+    path.write_bytes(b"".join(p if isinstance(p, bytes) else p.encode() for p in parts))
+    return path
+
+
+def _fixture(name: str, drop_channels: bool = False) -> bytes:
+    data = (FIXTURES / name).read_bytes()
+    if drop_channels:
+        data = b"".join(line for line in data.splitlines(keepends=True) if b" via " not in line)
+    return data
+
+
+def _one_node_net_log(tmp_path) -> Path:
+    # NCCL_P2P_DISABLE=1 NCCL_SHM_DISABLE=1 on one node: NET between local GPUs. h200_socket.log's
+    # network line and its two communicator lines (parent and split; nRanks and localRanks 1 -> 2),
+    # then socket_plugin_missing_2nodes.log's channel lines under h200's prefix.
+    return _log(
+        tmp_path,
+        "one_node_net.log",
+        H200 + "Using network Socket\n",
+        H200 + "comm 0x3e47dd90 rank 0 nRanks 2 nNodes 1 localRanks 2 localRank 0 MNNVL 0\n",
+        H200 + "comm 0x468b60b0 rank 0 nRanks 2 nNodes 1 localRanks 2 localRank 0 MNNVL 0\n",
+        H200 + "Channel 00/0 : 0[0] -> 1[0] [send] via NET/Socket/0\n",
+        H200 + "Channel 01/0 : 0[0] -> 1[0] [send] via NET/Socket/0\n",
+    )
+
+
+def test_net_channel_inside_a_one_node_communicator_is_no_inter_node_pass(tmp_path):
+    r = check_logs([_one_node_net_log(tmp_path)], require="any")
+    assert (r.verdict, r.cause.split(":")[0]) == ("inconclusive", "no inter-node traffic, the transport not proven"), (
+        f"expected inconclusive (NET inside an nNodes 1 communicator is intra-node), got {r.verdict}: {r.cause}"
+    )
+
+
+def test_every_net_channel_of_a_one_node_communicator_is_classed_intra_node(tmp_path):
+    r = check_logs([_one_node_net_log(tmp_path)], require="any")
+    got = [(c.channel, c.scope, c.scope_reason) for c in r.state.connections.values()]
+    want = [(0, "intra", "communicator has nNodes 1"), (1, "intra", "communicator has nNodes 1")]
+    assert got == want, f"expected {want}, got {got}"
+
+
+def _cut_transport_log(tmp_path) -> Path:
+    # efa_ring_nccl2.7.8_ofi1.1.2.log's line 5 cut off right after "via " (a rank killed mid-write),
+    # then that whole log: its ranks 9 and 0 are on two hosts by the communicator lines
+    cut = b"ip-172-31-6-104:9922:9980 [1] NCCL INFO Channel 01 : 9[101d0] -> 0[101c0] [send] via \n"
+    return _log(tmp_path, "cut.log", cut, _fixture("efa_ring_nccl2.7.8_ofi1.1.2.log"))
+
+
+def test_a_channel_line_cut_before_its_transport_is_not_inter_node_traffic(tmp_path):
+    r = check_logs([_cut_transport_log(tmp_path)], require="any")
+    got = [(c.evidence.line, c.transport.kind, c.scope) for c in r.state.connections.values()]
+    want = [(1, "OTHER", "intra"), (2, "P2P", "intra"), (5, "NET", "inter"), (6, "NET", "inter")]
+    assert got == want, f"expected (line, kind, scope) {want}, got {got}"
+
+
+def test_a_channel_line_cut_before_its_transport_says_it_names_no_network(tmp_path):
+    r = check_logs([_cut_transport_log(tmp_path)], require="any")
+    reason = next(iter(r.state.connections.values())).scope_reason
+    assert reason == "transport is not a network", f"expected 'transport is not a network', got {reason!r}"
+
+
+@pytest.mark.parametrize("kind", ["P2P", "SHM", "NVLS"])
+def test_intra_node_transports_are_intra_node_without_a_communicator(kind):
+    # the rule itself, on a record: no fixture has a channel line "via NVLS..." (the NVLS lines of
+    # the fixtures name no peer), so the connection is built, not parsed
+    state = ScanState()
+    ev = Evidence("records", 1, f"Channel 00/0 : 0[0] -> 1[1] via {kind}")
+    state.connections["c"] = Connection(("h", 1), None, 0, 0, 1, None, Transport(kind, kind, None, None, False), ev)
+    classify_connections(state)
+    c = state.connections["c"]
+    assert (c.scope, c.scope_reason) == ("intra", f"{kind} works inside one node"), (
+        f"expected intra ({kind} works inside one node), got {c.scope} ({c.scope_reason})"
+    )
+
+
+def _same_host_net_log(tmp_path) -> Path:
+    # efa_ring_nccl2.7.8_ofi1.1.2.log's lines 1-3 and 7, with line 1's "via P2P/IPC/read" -> "via
+    # NET/AWS Libfabric/0" (what NCCL prints there with P2P and SHM disabled): ranks 8 and 9, both on
+    # ip-172-31-6-104 by their communicator lines.
+    lines = _fixture("efa_ring_nccl2.7.8_ofi1.1.2.log").splitlines(keepends=True)
+    first = lines[0].replace(b"via P2P/IPC/read", b"via NET/AWS Libfabric/0")
+    return _log(tmp_path, "same_host.log", first, lines[1], lines[2], lines[6])
+
+
+def test_net_connection_between_two_ranks_on_one_host_is_no_inter_node_pass(tmp_path):
+    r = check_logs([_same_host_net_log(tmp_path)], require="any")
+    scopes = [(c.scope, c.scope_reason) for c in r.state.connections.values()]
+    want = [("intra", "both ranks on ip-172-31-6-104")]
+    assert (r.verdict, scopes) == ("inconclusive", want), (
+        f"expected inconclusive with {want}, got {r.verdict} {scopes}: {r.cause}"
+    )
+
+
+def test_unprefixed_communicator_line_does_not_hide_the_hosts_of_later_ones(tmp_path):
+    # efa_ring's line 3 without NCCL's prefix (as issue reports trim it), in its own file, read first
+    bare = _log(tmp_path, "a_bare.log", b"comm 0x7fdc3c000dc0 rank 8 nranks 16 cudaDev 0 busId 101c0 - Init COMPLETE\n")
+    r = check_logs([bare, _same_host_net_log(tmp_path)], require="any")
+    assert r.verdict == "inconclusive", f"expected inconclusive (both ranks on one host), got {r.verdict}: {r.cause}"
+
+
+def test_net_connection_whose_ranks_no_line_places_is_inter_node(tmp_path):
+    # roce_nccl2.5.7.log (host and pid trimmed by the reporter) with a communicator line in the same
+    # trimmed prefix, ray_train_p5_awsome386.log's "nRanks 16 nNodes 2 localRanks 8": no host is known
+    # for any rank, so the NET/IB ring connections stay inter-node
+    comm = b" [0] NCCL INFO comm 0x7f25293fcdd0 rank 0 nRanks 16 nNodes 2 localRanks 8 localRank 0 MNNVL 0\n"
+    r = check_logs([_log(tmp_path, "roce.log", comm, _fixture("roce_nccl2.5.7.log"))], require="efa")
+    assert r.verdict == "fail" and r.cause.startswith("NCCL used InfiniBand/RoCE verbs"), (
+        f"expected fail naming NET/IB, got {r.verdict}: {r.cause}"
+    )
+
+
+def test_two_unprefixed_logs_are_not_two_hosts(tmp_path):
+    # two per-rank files of bare lines (as efa_unprefixed_ofi1.20.log quotes them): h200_socket.log's
+    # "Using network Socket" and a channel line of single_node_shm_nccl1609.log, without prefixes
+    a = _log(tmp_path, "rank0.log", "Using network Socket\n", "Channel 07 : 2[6] -> 3[7] via SHM/direct/direct\n")
+    b = _log(tmp_path, "rank1.log", "Using network Socket\n", "Channel 00 : 3[7] -> 2[6] via SHM/direct/direct\n")
+    r = check_logs([a, b], require="efa")
+    assert r.verdict == "inconclusive", f"expected inconclusive (files are not hosts), got {r.verdict}: {r.cause}"
+
+
+@pytest.mark.parametrize(
+    ("network", "require", "cause"),
+    [
+        (
+            "Socket",
+            "efa",
+            "a communicator with nNodes > 1 chose only Socket, so this multi-host run cannot have used EFA",
+        ),
+        (
+            "AWS Libfabric",
+            "socket",
+            "a communicator with nNodes > 1 chose only AWS Libfabric, so this multi-host run cannot have used "
+            "TCP sockets: expected TCP sockets for the baseline but ini-worker-ray-worker-p5 chose AWS "
+            "Libfabric: set NCCL_NET=Socket for the TCP side of the benchmark",
+        ),
+    ],
+)
+def test_one_rank_of_a_two_node_communicator_fails_on_a_ruled_out_network(tmp_path, network, require, cause):
+    # ray_train_p5_awsome386.log (nRanks 16 nNodes 2, one host logged), with a network line (h200_socket's
+    # or efa_gdrdma_sagemaker_ofi1.11.log's) and a P2P channel to rank 7, its ring neighbour (the
+    # transport of socket_cluster_nccl952.log's P2P lines), under its prefix
+    log = _log(
+        tmp_path,
+        "p5.log",
+        _fixture("ray_train_p5_awsome386.log"),
+        P5 + f"Using network {network}\n",
+        P5 + "Channel 00/0 : 0[0] -> 7[7] via P2P/IPC/read\n",
+    )
+    r = check_logs([log], require=require)
+    assert (r.verdict, r.cause[: len(cause)]) == ("fail", cause), (
+        f"expected fail: {cause!r}, got {r.verdict}: {r.cause}"
+    )
+
+
+def test_libfabric_channels_of_a_process_on_provider_tcp_fail_beside_an_efa_process(tmp_path):
+    # provider_tcp_nccl2.4.6.log (provider tcp;ofi_rxm) with efa_unprefixed_ofi1.20.log's channel line
+    # under its first host's prefix, then efa_unprefixed_ofi1.20.log itself (provider efa): two providers
+    tcp = b"ip-192-168-16-255:25604:25604 [0] NCCL INFO Channel 00/0 : 7[3] -> 0[0] [receive] via NET/Libfabric/0\n"
+    log = _log(tmp_path, "two_providers.log", _fixture("provider_tcp_nccl2.4.6.log"), tcp)
+    r = check_logs([log, FIXTURES / "efa_unprefixed_ofi1.20.log"], require="efa")
+    assert (r.verdict, "provider 'tcp;ofi_rxm'" in r.cause) == ("fail", True), (
+        f"expected fail naming provider 'tcp;ofi_rxm', got {r.verdict}: {r.cause}"
+    )
+
+
+def test_libfabric_channels_of_a_rank_without_a_provider_line_fail_on_the_runs_only_provider_tcp(tmp_path):
+    # two real logs joined: provider tcp;ofi_rxm on two hosts, and algo-1's libfabric channel lines
+    lines = _fixture("efa_gdrdma_sagemaker_ofi1.11.log").splitlines(keepends=True)
+    channels = b"".join(line for line in lines if b" via " in line)
+    log = _log(tmp_path, "joined.log", _fixture("provider_tcp_nccl2.4.6.log"), channels)
+    r = check_logs([log], require="efa")
+    assert (r.verdict, "provider 'tcp;ofi_rxm'" in r.cause) == ("fail", True), (
+        f"expected fail naming provider 'tcp;ofi_rxm', got {r.verdict}: {r.cause}"
+    )
+
+
+def test_provider_efa_layered_on_rxr_counts_as_efa(tmp_path):
+    # "efa;ofi_rxr": libfabric's EFA RDM provider as aws-ofi-nccl 0.9.1 names it (its RELEASENOTES.md
+    # lists it among the providers tested), in provider_tcp_nccl2.4.6.log's "Selected Provider is
+    # tcp;ofi_rxm" line, before efa_unprefixed_ofi1.20.log's channel line (all bare)
+    log = _log(
+        tmp_path,
+        "rxr.log",
+        "NET/OFI Selected Provider is efa;ofi_rxr\n",
+        "Channel 00/0 : 7[3] -> 0[0] [receive] via NET/Libfabric/0\n",
+    )
+    r = check_logs([log], require="efa")
+    assert r.verdict == "pass", f"expected pass (efa;ofi_rxr is efa), got {r.verdict}: {r.cause}"
+
+
+# -- what causes and evidence say (cheap code mutants of the same run) -------------------------
+
+ALL_LOGS = sorted(p.name for p in FIXTURES.glob("*.log"))
+
+
+def test_decide_rejects_an_unknown_requirement_naming_it():
+    with pytest.raises(ValueError, match="require must be one of .* got 'ib'"):
+        decide(ScanState(), "ib")
+
+
+@pytest.mark.parametrize(
+    ("name", "cause"),
+    [
+        ("ib_nccl2.2x_1412.log", "4 inter-node connection(s) seen (NET/IB x4)"),
+        ("collnet_sharp_nccl2.23.4.log", "4 inter-node connection(s) seen (COLLNET x4)"),
+    ],
+)
+def test_any_pass_counts_the_inter_node_connections_by_transport(name, cause):
+    got = verdict(name, "any").cause
+    assert got == cause, f"{name}: expected {cause!r}, got {got!r}"
+
+
+@pytest.mark.parametrize("require", ["efa", "socket", "any"])
+@pytest.mark.parametrize("name", ALL_LOGS)
+def test_report_text_never_says_none(name, require):
+    text = verdict(name, require).render()
+    assert "None" not in text, f"{name} --require {require}: 'None' in the report:\n{text}"
+
+
+@pytest.mark.parametrize("require", ["efa", "socket", "any"])
+@pytest.mark.parametrize("name", ALL_LOGS)
+def test_evidence_cites_each_line_once(name, require):
+    cited = [(e.file, e.line) for e in verdict(name, require).evidence]
+    assert len(cited) == len(set(cited)), f"{name} --require {require}: a line cited twice in {cited}"
+
+
+def test_require_any_never_fails_a_run_without_inter_node_connections():
+    r = verdict("socket_interface_2hosts_nccl2.5.6_nccl278.log", "any")
+    want = "no inter-node traffic, the transport not proven: no channel connection was logged"
+    assert (r.verdict, r.cause[: len(want)]) == ("inconclusive", want), (
+        f"expected inconclusive: {want!r}, got {r.cause}"
+    )
+
+
+@pytest.mark.parametrize("name", ["socket_interface_2hosts_nccl2.5.6_nccl278.log", "socket_cluster_nccl952.log"])
+def test_socket_without_a_plugin_line_names_the_socket_fix(name):
+    cause = verdict(name).cause
+    assert cause.endswith(FIX_SOCKET), f"{name}: expected the cause to end with {FIX_SOCKET!r}, got {cause!r}"
+
+
+def test_efa_pass_cause_names_the_provider():
+    cause = verdict("efa_unprefixed_ofi1.20.log").cause
+    want = "1 inter-node connection(s), all over aws-ofi-nccl (NET/Libfabric) with provider efa, without GPUDirect RDMA"
+    assert cause == want, f"expected {want!r}, got {cause!r}"
+
+
+def test_efa_pass_cites_the_channel_line_and_the_provider_line():
+    lines = [e.line for e in verdict("efa_unprefixed_ofi1.20.log").evidence]
+    assert lines == [3, 2], f"expected lines 3 (channel) then 2 (provider), got {lines}"
+
+
+@pytest.mark.parametrize(
+    ("name", "why"),
+    [
+        ("single_node_shm_nccl1609.log", "intra-node connection (SHM works inside one node)"),
+        ("h200_socket.log", "nNodes 1"),
+    ],
+)
+def test_inconclusive_cites_the_lines_that_show_one_node(name, why):
+    whys = [e.why for e in verdict(name).evidence]
+    assert why in whys, f"{name}: expected a line cited as {why!r}, got {whys}"
+
+
+def test_libfabric_network_without_channel_lines_fails_require_socket_naming_the_baseline(tmp_path):
+    # the real EFA log without its channel lines: one host that chose AWS Libfabric
+    log = _log(tmp_path, "efa_no_channels.log", _fixture("efa_gdrdma_sagemaker_ofi1.11.log", drop_channels=True))
+    r = check_logs([log], require="socket")
+    want = "expected TCP sockets for the baseline but algo-1 chose AWS Libfabric"
+    assert (r.verdict, r.cause[: len(want)]) == ("fail", want), f"expected fail: {want!r}, got {r.verdict}: {r.cause}"
+
+
+def _without(data: bytes, word: bytes) -> bytes:
+    return b"".join(line for line in data.splitlines(keepends=True) if word not in line)
+
+
+@pytest.mark.parametrize(
+    "efa_lines",
+    [
+        # efa_unprefixed_ofi1.20.log's plugin and provider lines: no "Using network" line
+        pytest.param(_fixture("efa_unprefixed_ofi1.20.log", drop_channels=True), id="provider-line-alone"),
+        # efa_gdrdma_sagemaker_ofi1.11.log without its provider lines: "Using network AWS Libfabric" alone
+        pytest.param(
+            _without(_fixture("efa_gdrdma_sagemaker_ofi1.11.log", drop_channels=True), b"Selected Provider"),
+            id="network-line-alone",
+        ),
+    ],
+)
+def test_an_efa_provider_or_libfabric_network_line_alone_counts_as_choosing_efa_beside_socket_hosts(
+    tmp_path, efa_lines
+):
+    # three real logs joined: two hosts that chose Socket, one process's EFA lines (its channel
+    # lines left out), one host's SHM channels
+    log = _log(
+        tmp_path,
+        "joined.log",
+        _fixture("socket_interface_2hosts_nccl2.5.6_nccl278.log"),
+        efa_lines,
+        _fixture("single_node_shm_nccl1609.log"),
+    )
+    r = check_logs([log], require="efa")
+    assert r.verdict == "inconclusive", f"expected inconclusive (not socket-only), got {r.verdict}: {r.cause}"
+
+
+def test_socket_hosts_beside_an_efa_host_are_no_fail_for_require_socket(tmp_path):
+    # the same three real logs as test_socket_hosts_beside_an_efa_host_are_not_called_socket_only
+    log = _log(
+        tmp_path,
+        "joined.log",
+        _fixture("socket_interface_2hosts_nccl2.5.6_nccl278.log"),
+        _fixture("efa_gdrdma_sagemaker_ofi1.11.log", drop_channels=True),
+        _fixture("single_node_shm_nccl1609.log"),
+    )
+    r = check_logs([log], require="socket")
+    assert r.verdict == "inconclusive", f"expected inconclusive (Socket hosts exist), got {r.verdict}: {r.cause}"
+
+
+def test_ray_worker_known_only_by_its_pid_is_not_a_second_host(tmp_path):
+    # h200_socket.log's network line and single_node_shm_nccl1609.log's SHM channel lines on one
+    # host (vm), and a Ray worker line with neither NCCL's prefix nor an ip (ray_train_p5's Ray
+    # prefix, its ip and NCCL prefix trimmed) that chose Socket too
+    log = _log(
+        tmp_path,
+        "ray.log",
+        H200 + "Using network Socket\n",
+        H200 + "Channel 07 : 2[6] -> 3[7] via SHM/direct/direct\n",
+        "(RayTrainWorker pid=950) NCCL INFO Using network Socket\n",
+    )
+    r = check_logs([log], require="efa")
+    assert r.verdict == "inconclusive", f"expected inconclusive (one host), got {r.verdict}: {r.cause}"
+
+
+def test_non_efa_provider_cause_names_the_fi_provider_value():
+    cause = verdict("provider_tcp_nccl2.4.6.log").cause
+    assert cause.endswith("or FI_PROVIDER is set to 'tcp'"), f"expected FI_PROVIDER 'tcp' at the end, got {cause!r}"
+
+
+@pytest.mark.parametrize(
+    ("names", "require", "cause"),
+    [
+        (
+            ["mixed_efa_socket.log"],
+            "efa",
+            "mixed transports: 2 inter-node connection(s) over EFA but 2 over NET/Socket x2; ",
+        ),
+        (
+            ["socket_cluster_nccl952.log", "efa_gdrdma_sagemaker_ofi1.11.log"],
+            "socket",
+            "mixed transports: 6 inter-node connection(s) over Socket but 6 over NET/AWS Libfabric x6; ",
+        ),
+        (
+            ["collnet_fallback_ibext_nccltests311.log"],
+            "socket",
+            "expected TCP sockets for the baseline but inter-node traffic went over COLLNET x1, NET/IBext_v8 x3: ",
+        ),
+    ],
+)
+def test_fail_cause_counts_what_went_over_each_transport(tmp_path, names, require, cause):
+    log = _log(tmp_path, "joined.log", *(_fixture(n) for n in names))
+    got = check_logs([log], require=require).cause
+    assert got.startswith(cause), f"{names} --require {require}: expected {cause!r} first, got {got!r}"
+
+
+def test_socket_pass_cause_says_all_went_over_tcp_sockets():
+    cause = verdict("socket_plugin_missing_2nodes.log", "socket").cause
+    want = "9 inter-node connection(s), all over TCP sockets (NET/Socket)"
+    assert cause == want, f"expected {want!r}, got {cause!r}"
+
+
+@pytest.mark.parametrize(
+    ("name", "want"),
+    [
+        (
+            "h200_socket.log",
+            "no inter-node traffic, EFA not proven: every communicator reports nNodes 1; "
+            "and a multi-node run would use Socket, not EFA",
+        ),
+        ("single_node_shm_nccl1609.log", "no inter-node traffic, EFA not proven: all connections are intra-node"),
+        (
+            "ray_train_p5_awsome386.log",
+            "no inter-node traffic, EFA not proven: no channel connection was logged (was NCCL_DEBUG=INFO set, "
+            "and did a collective run?)",
+        ),
+        (
+            "ofi_init_failed_cloudwatch.log",
+            FIX_OFI_FAILED + " (no channel lines were logged; this is what the processes chose)",
+        ),
+        (
+            "efa_ring_nccl2.7.8_ofi1.1.2.log",
+            "inter-node connections went over NET/Libfabric but no process logged which libfabric provider it "
+            "selected ('NET/OFI Selected provider is ...'), so EFA is not proven: keep NCCL_DEBUG=INFO with the "
+            "INIT and NET subsystems and read every rank's log",
+        ),
+    ],
+)
+def test_efa_cause_without_a_pass_says_what_the_logs_lack(name, want):
+    cause = verdict(name).cause
+    assert cause == want, f"{name}: expected {want!r}, got {cause!r}"
+
+
+@pytest.mark.parametrize(
+    ("name", "require", "why"),
+    [
+        ("collnet_sharp_nccl2.23.4.log", "any", "inter-node connection (CollNet reduces in the network, across nodes)"),
+        ("ib_nccl2.2x_1412.log", "any", "inter-node connection (network transport between ranks)"),
+        (
+            "socket_plugin_missing_2nodes.log",
+            "socket",
+            "inter-node connection over Socket (network transport between ranks)",
+        ),
+        ("efa_unprefixed_ofi1.20.log", "efa", "inter-node connection over EFA (network transport between ranks)"),
+        ("mixed_efa_socket.log", "efa", "inter-node connection not over efa (network transport between ranks)"),
+        (
+            "efa_ring_nccl2.7.8_ofi1.1.2.log",
+            "efa",
+            "provider not logged (ranks on ip-172-31-6-104 and ip-172-31-13-103)",
+        ),
+    ],
+)
+def test_a_cited_connection_says_why_it_is_cited(name, require, why):
+    whys = [e.why for e in verdict(name, require).evidence]
+    assert why in whys, f"{name} --require {require}: expected a line cited as {why!r}, got {whys}"
+
+
+def test_socket_channels_after_aws_ofi_nccl_failed_name_the_failed_plugin(tmp_path):
+    # ofi_init_failed_cloudwatch.log (aws-ofi-nccl failed, "Using network Socket"), then
+    # socket_plugin_missing_2nodes.log's channel line under its prefix
+    channel = b"ip-10-36-29-253:86:2554 [0] NCCL INFO Channel 00/0 : 0[0] -> 1[0] [send] via NET/Socket/0\n"
+    log = _log(tmp_path, "ofi_failed.log", _fixture("ofi_init_failed_cloudwatch.log"), channel)
+    cause = check_logs([log], require="efa").cause
+    assert cause == FIX_OFI_FAILED, f"expected {FIX_OFI_FAILED!r}, got {cause!r}"
+
+
+def test_ib_network_without_channel_lines_names_the_ib_fix(tmp_path):
+    # ib_nccl2.2x_1412.log without its channel lines, and NCCL's "Using network IB" under its prefix
+    # (the line h200_socket.log prints as "Using network Socket", with the network of that log)
+    log = _log(
+        tmp_path,
+        "ib_no_channels.log",
+        _fixture("ib_nccl2.2x_1412.log", drop_channels=True),
+        b"swat1-04:2017630:2017669 [0] NCCL INFO Using network IB\n",
+    )
+    cause = check_logs([log], require="efa").cause
+    want = FIX_IB + " (no channel lines were logged; this is what the processes chose)"
+    assert cause == want, f"expected {want!r}, got {cause!r}"
+
+
+def test_efa_provider_with_socket_chosen_names_the_socket_fix(tmp_path):
+    # efa_unprefixed_ofi1.20.log's first two lines (aws-ofi-nccl selected efa) and h200_socket.log's
+    # "Using network Socket", bare: NCCL_NET=Socket chooses Socket over a working plugin
+    log = _log(
+        tmp_path,
+        "efa_then_socket.log",
+        _fixture("efa_unprefixed_ofi1.20.log", drop_channels=True),
+        "Using network Socket\n",
+    )
+    cause = check_logs([log], require="efa").cause
+    want = FIX_SOCKET + " (no channel lines were logged; this is what the processes chose)"
+    assert cause == want, f"expected {want!r}, got {cause!r}"
