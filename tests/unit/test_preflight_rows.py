@@ -10,11 +10,13 @@ import pytest
 from botocore.exceptions import ClientError, EndpointConnectionError, NoCredentialsError
 
 from automation.steps.preflight import (
+    AwsClients,
     PreflightFacts,
     check_aws_cli,
     check_capacity_reservation,
     check_credentials,
     check_instance_type,
+    check_system_quota,
     describe_type,
     family,
     quota_for,
@@ -285,3 +287,88 @@ def test_reservation_in_another_az_fails_naming_both_azs():
     }
     row = _reservation_row([cr])
     assert row.status == "fail" and "it is in us-west-2b, not the GPU AZ us-west-2a" in row.detail, f"got {row}"
+
+
+def _cr(**over) -> dict:
+    cr = {
+        "State": "active",
+        "InstanceType": "g6.12xlarge",
+        "AvailabilityZone": "us-west-2a",
+        "AvailableInstanceCount": 2,
+        "TotalInstanceCount": 2,
+        "ReservationType": "default",
+    }
+    return {k: v for k, v in {**cr, **over}.items() if v is not None}
+
+
+def test_usable_reservation_passes_saying_what_it_holds():
+    row = _reservation_row([_cr()])
+    expected = (
+        "capacity reservation",
+        "pass",
+        "cr-0123: an On-Demand Capacity Reservation (default), active, g6.12xlarge in us-west-2a, 2 available",
+    )
+    assert (row.check, row.status, row.detail) == expected, f"got {row}"
+
+
+def test_unusable_reservation_fails_with_every_problem_and_the_fix():
+    row = _reservation_row([_cr(State="expired", AvailableInstanceCount=None)])
+    expected = (
+        "capacity reservation",
+        "fail",
+        "cr-0123: state is expired, not active; 0 of 2 instances available, 2 needed",
+        f"{SHOW_CR}; fix or remove gpuCapacityReservationId",
+    )
+    assert (row.check, row.status, row.detail, row.fix) == expected, f"got {row}"
+
+
+def test_capacity_block_declared_as_on_demand_names_the_key_to_set():
+    row = _reservation_row([_cr(ReservationType="capacity-block")])
+    assert "but gpuCapacityBlock is false: set ray-efa-eks:gpuCapacityBlock to true" in row.detail, f"got {row}"
+
+
+def test_reservation_for_a_placement_group_without_one_configured_names_the_key():
+    arn = "arn:aws:ec2:us-west-2:123456789012:placement-group/train-pg"
+    row = _reservation_row([_cr(PlacementGroupArn=arn)])
+    expected = (
+        "it is reserved for placement group train-pg, not the one the stack creates: "
+        "set ray-efa-eks:gpuPlacementGroupName to train-pg"
+    )
+    assert expected in row.detail, f"expected {expected!r} in {row.detail!r}"
+
+
+# ---- the system node group's quota -----------------------------------------------------------------
+def _system_cfg():
+    from types import SimpleNamespace
+
+    return SimpleNamespace(
+        system_nodes=SimpleNamespace(instance_type="m7i.xlarge", count=2),
+        gpu_nodes=SimpleNamespace(instance_type="g6.12xlarge"),
+        region="us-west-2",
+        stack="us-west-2",
+    )
+
+
+def test_system_type_ec2_will_not_describe_fails_naming_the_permission():
+    clients = AwsClients(
+        sts=None, ec2=_Ec2(_client_error("UnauthorizedOperation", "denied", "DescribeInstanceTypes")), quotas=None
+    )
+    row = check_system_quota(_system_cfg(), clients)
+    expected = (
+        "system vCPU quota",
+        "fail",
+        "UnauthorizedOperation: denied",
+        "check the EC2 permissions (ec2:DescribeInstanceTypes)",
+    )
+    assert (row.check, row.status, row.detail, row.fix) == expected, f"got {row}"
+
+
+def test_system_type_unknown_in_the_region_fails_naming_the_key():
+    row = check_system_quota(_system_cfg(), AwsClients(sts=None, ec2=_Ec2([]), quotas=None))
+    expected = (
+        "system vCPU quota",
+        "fail",
+        "m7i.xlarge does not exist in us-west-2",
+        "set ray-efa-eks:systemInstanceType in Pulumi.us-west-2.yaml to a type offered there",
+    )
+    assert (row.check, row.status, row.detail, row.fix) == expected, f"got {row}"
