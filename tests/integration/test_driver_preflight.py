@@ -13,6 +13,7 @@ from moto import mock_aws
 
 from automation.steps.preflight import (
     AwsClients,
+    PreflightFacts,
     check_aws_cli,
     check_capacity_reservation,
     check_vpc_cni_version,
@@ -323,3 +324,52 @@ def test_preflight_fails_on_a_vpc_cni_version_the_cluster_cannot_get():
     cfg = dataclasses.replace(cfg, cluster=dataclasses.replace(cfg.cluster, vpc_cni_version="v1.9.0-eksbuild.1"))
     result = run(cfg, aws)
     assert (result.status, rows(result)["vpc-cni add-on"].status) == ("fail", "fail"), f"got {result.summary}"
+
+
+# ---- where preflight stops early: nothing after a row that the later rows depend on ----------------
+class _NoCredentials:
+    def get_caller_identity(self):
+        from botocore.exceptions import NoCredentialsError
+
+        raise NoCredentialsError()
+
+
+class _Ec2Denied:
+    """EC2 that refuses DescribeInstanceTypes, as a role without ec2:Describe* does."""
+
+    def describe_instance_types(self, **_):
+        from botocore.exceptions import ClientError
+
+        raise ClientError({"Error": {"Code": "UnauthorizedOperation", "Message": "denied"}}, "DescribeInstanceTypes")
+
+
+def _checks(result) -> list[tuple[str, str]]:
+    return [(f.check, f.status) for f in result.findings]
+
+
+def test_no_credentials_stop_preflight_after_the_credentials_row():
+    result = run(config(), dataclasses.replace(clients(), sts=_NoCredentials()))
+    expected = [("AWS CLI", "pass"), ("credentials", "fail")]
+    assert (result.step, result.status, _checks(result)) == ("preflight", "fail", expected), f"got {result}"
+    assert result.data == PreflightFacts(), f"expected no facts without an account, got {result.data}"
+
+
+def test_ec2_refusing_to_describe_the_type_stops_with_the_permission_fix():
+    result = run(config(), dataclasses.replace(clients(), ec2=_Ec2Denied()))
+    last = result.findings[-1]
+    expected = (
+        "instance type",
+        "fail",
+        "UnauthorizedOperation: denied",
+        "check the region and the EC2 permissions (ec2:DescribeInstanceTypes)",
+    )
+    assert (result.step, len(result.findings)) == ("preflight", 3), f"expected a stop after 3 rows, got {result}"
+    assert (last.check, last.status, last.detail, last.fix) == expected, f"got {last}"
+    assert result.data == PreflightFacts(account="123456789012"), f"expected the account alone, got {result.data}"
+
+
+def test_unknown_type_stops_after_the_instance_type_row_naming_the_stack_file():
+    result = run(config(instance_type="g6.13xlarge"), clients())
+    assert _checks(result)[2:] == [("instance type", "fail")], f"expected nothing after the type, got {_checks(result)}"
+    assert "in Pulumi.us-west-2.yaml" in result.findings[-1].fix, f"got {result.findings[-1].fix!r}"
+    assert (result.step, result.data) == ("preflight", PreflightFacts(account="123456789012")), f"got {result}"

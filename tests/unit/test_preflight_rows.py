@@ -17,6 +17,7 @@ from automation.steps.preflight import (
     check_credentials,
     check_instance_type,
     check_system_quota,
+    check_vpc_cni_version,
     describe_type,
     family,
     quota_for,
@@ -372,3 +373,68 @@ def test_system_type_unknown_in_the_region_fails_naming_the_key():
         "set ray-efa-eks:systemInstanceType in Pulumi.us-west-2.yaml to a type offered there",
     )
     assert (row.check, row.status, row.detail, row.fix) == expected, f"got {row}"
+
+
+def test_reservation_without_a_type_is_an_on_demand_one():
+    row = _reservation_row([_cr(ReservationType=None)])
+    assert "an On-Demand Capacity Reservation (default)" in row.detail, f"got {row.detail!r}"
+
+
+# ---- the vpc-cni add-on version ---------------------------------------------------------------------
+class _Eks:
+    """DescribeAddonVersions through its paginator: the versions offered, or an error."""
+
+    def __init__(self, answer):
+        self.answer = answer
+
+    def get_paginator(self, name):
+        assert name == "describe_addon_versions", name
+        return self
+
+    def paginate(self, **_):
+        if isinstance(self.answer, Exception):
+            raise self.answer
+        return [{"addons": [{"addonVersions": [{"addonVersion": v} for v in self.answer]}]}]
+
+
+LIST_CNI = (
+    "aws eks describe-addon-versions --addon-name vpc-cni --kubernetes-version 1.35 --region us-west-2 "
+    "--query 'addons[].addonVersions[].addonVersion'"
+)
+
+
+def test_cni_version_without_an_eks_client_is_skipped_saying_so():
+    row = check_vpc_cni_version(None, "v1.22.4-eksbuild.3", "1.35", "us-west-2")
+    expected = ("vpc-cni add-on", "skip", "v1.22.4-eksbuild.3 not checked: no EKS client")
+    assert (row.check, row.status, row.detail) == expected, f"got {row}"
+
+
+def test_cni_version_eks_will_not_list_is_skipped_with_the_listing_command():
+    error = _client_error("AccessDeniedException", "no", "DescribeAddonVersions")
+    row = check_vpc_cni_version(_Eks(error), "v1.22.4-eksbuild.3", "1.35", "us-west-2")
+    expected = (
+        "vpc-cni add-on",
+        "skip",
+        "v1.22.4-eksbuild.3 not checked (AccessDeniedException: no); EKS checks it at `up`",
+        LIST_CNI,
+    )
+    assert (row.check, row.status, row.detail, row.fix) == expected, f"got {row}"
+
+
+def test_cni_version_offered_passes():
+    row = check_vpc_cni_version(
+        _Eks(["v1.22.5-eksbuild.1", "v1.22.4-eksbuild.3"]), "v1.22.4-eksbuild.3", "1.35", "us-west-2"
+    )
+    expected = ("vpc-cni add-on", "pass", "v1.22.4-eksbuild.3 is offered for Kubernetes 1.35")
+    assert (row.check, row.status, row.detail) == expected, f"got {row}"
+
+
+@pytest.mark.parametrize(
+    ("offered", "newest"),
+    [([], "none"), (["v4", "v3", "v2", "v1"], "v4, v3, v2")],
+    ids=["none-offered", "four-offered"],
+)
+def test_cni_version_not_offered_fails_naming_the_three_newest(offered, newest):
+    row = check_vpc_cni_version(_Eks(offered), "v0", "1.35", "us-west-2")
+    detail = f"v0 is not offered for Kubernetes 1.35 in us-west-2 (newest offered: {newest})"
+    assert (row.status, row.detail, row.fix) == ("fail", detail, f"set ray-efa-eks:vpcCniVersion to one of: {LIST_CNI}")
