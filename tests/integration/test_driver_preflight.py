@@ -373,3 +373,92 @@ def test_unknown_type_stops_after_the_instance_type_row_naming_the_stack_file():
     assert _checks(result)[2:] == [("instance type", "fail")], f"expected nothing after the type, got {_checks(result)}"
     assert "in Pulumi.us-west-2.yaml" in result.findings[-1].fix, f"got {result.findings[-1].fix!r}"
     assert (result.step, result.data) == ("preflight", PreflightFacts(account="123456789012")), f"got {result}"
+
+
+# ---- what run_preflight hands each row: the stack's own values -------------------------------------
+class _Ec2WithReservation:
+    """The moto EC2 client, answering DescribeCapacityReservations with one reservation (moto has none)."""
+
+    def __init__(self, ec2, reservation: dict):
+        self._ec2, self._reservation = ec2, reservation
+
+    def describe_capacity_reservations(self, CapacityReservationIds):  # noqa: N803 (boto3's argument name)
+        assert CapacityReservationIds == [self._reservation["CapacityReservationId"]], CapacityReservationIds
+        return {"CapacityReservations": [self._reservation]}
+
+    def __getattr__(self, name):
+        return getattr(self._ec2, name)
+
+
+def _reserved_run(az: str, placement_group: str | None = "reserved-pg"):
+    cfg = config(reservation=RESERVATION["CapacityReservationId"])
+    cfg = dataclasses.replace(cfg, gpu_nodes=dataclasses.replace(cfg.gpu_nodes, placement_group_name=placement_group))
+    n = cfg.gpu_nodes.node_count
+    cr = {**RESERVATION, "AvailabilityZone": az, "AvailableInstanceCount": n, "PlacementGroupArn": PG_ARN}
+    aws = clients(quota=192)
+    return run(cfg, dataclasses.replace(aws, ec2=_Ec2WithReservation(aws.ec2, cr))), n
+
+
+def test_preflight_checks_the_configured_reservation_against_the_stacks_type_az_count_and_group():
+    result, n = _reserved_run("us-west-2a")
+    row = rows(result)["capacity reservation"]
+    expected = (
+        f"cr-0123456789abcdef0: an On-Demand Capacity Reservation (default), active, g6.12xlarge in us-west-2a, "
+        f"{n} available"
+    )
+    assert (row.status, row.detail) == ("pass", expected), f"got {row}"
+
+
+def test_preflight_refuses_a_reservation_outside_the_gpu_az_with_the_regions_show_command():
+    result, _ = _reserved_run("us-west-2b")
+    row = rows(result)["capacity reservation"]
+    assert row.status == "fail" and "it is in us-west-2b, not the GPU AZ us-west-2a" in row.detail, f"got {row}"
+    assert "--region us-west-2;" in row.fix, f"expected the show command for us-west-2, got {row.fix!r}"
+
+
+def test_preflight_az_row_names_the_type_and_the_stack_file():
+    result = run(config(az="us-west-2d"), clients(quota=192))
+    row = rows(result)["GPU availability zone"]
+    assert row.detail.startswith("us-west-2d does not offer g6.12xlarge"), f"got {row.detail!r}"
+    assert "in Pulumi.us-west-2.yaml" in row.fix, f"got {row.fix!r}"
+
+
+def test_preflight_cni_row_names_the_pinned_version_and_the_region():
+    aws = dataclasses.replace(clients(quota=192), eks=addon_versions_client("v1.22.4-eksbuild.3"))
+    cfg = config()
+    cfg = dataclasses.replace(cfg, cluster=dataclasses.replace(cfg.cluster, vpc_cni_version="v1.9.0-eksbuild.1"))
+    row = rows(run(cfg, aws))["vpc-cni add-on"]
+    expected = "v1.9.0-eksbuild.1 is not offered for Kubernetes 1.35 in us-west-2"
+    assert row.detail.startswith(expected), f"expected {expected!r}..., got {row.detail!r}"
+
+
+def test_preflight_hands_the_account_to_later_steps():
+    result = run(config(), clients(quota=192))
+    assert result.data.account == "123456789012", f"got {result.data}"
+
+
+def test_system_nodes_under_their_own_quota_get_their_own_row():
+    result = run(config(), clients(quota=192))
+    row = rows(result)["vCPU quota L-1216C47A"]
+    assert "plus the GPU nodes" not in row.detail, f"m7i nodes do not share the G quota, got {row.detail!r}"
+
+
+def _same_quota_client(value: float):
+    """Service Quotas answering the G and VT quota twice: for the GPU nodes, then for G-family system nodes."""
+    client = boto3.client("service-quotas", region_name=REGION)
+    stub = Stubber(client)
+    quota = {"ServiceCode": "ec2", "QuotaCode": "L-DB2E81BA", "QuotaName": "G and VT", "Value": value, "Unit": "None"}
+    for _ in range(2):
+        stub.add_response("get_service_quota", {"Quota": quota}, {"ServiceCode": "ec2", "QuotaCode": "L-DB2E81BA"})
+    stub.activate()
+    return client
+
+
+def test_system_nodes_under_the_gpu_quota_say_the_gpu_nodes_count_too():
+    cfg = config()
+    cfg = dataclasses.replace(cfg, system_nodes=dataclasses.replace(cfg.system_nodes, instance_type="g4dn.xlarge"))
+    result = run(cfg, dataclasses.replace(clients(), quotas=_same_quota_client(1)))
+    system = [f for f in result.findings if f.check == "vCPU quota L-DB2E81BA"][-1]
+    assert system.status == "fail", f"1 vCPU cannot hold a g4dn.xlarge: got {system}"
+    assert system.detail.endswith("(plus the GPU nodes under the same quota)"), f"got {system.detail!r}"
+    assert system.fix.endswith("--region us-west-2"), f"expected the increase for us-west-2, got {system.fix!r}"
