@@ -462,3 +462,20 @@ def test_system_nodes_under_the_gpu_quota_say_the_gpu_nodes_count_too():
     assert system.status == "fail", f"1 vCPU cannot hold a g4dn.xlarge: got {system}"
     assert system.detail.endswith("(plus the GPU nodes under the same quota)"), f"got {system.detail!r}"
     assert system.fix.endswith("--region us-west-2"), f"expected the increase for us-west-2, got {system.fix!r}"
+
+
+def test_passing_preflight_hands_on_every_fact_and_sums_up_the_fit():
+    cfg = config()
+    n = cfg.gpu_nodes.node_count
+    result = run(cfg, clients(quota=192))
+    facts = PreflightFacts(
+        account="123456789012",
+        gpu_az="us-west-2a",
+        valid_azs=("us-west-2a", "us-west-2b"),
+        vcpus_needed=48 * n,  # g6.12xlarge: 48 vCPUs (EC2's DescribeInstanceTypes, as moto answers it)
+        vcpus_free=192.0,
+        efa_interfaces=1,
+    )
+    assert (result.step, result.status, result.data) == ("preflight", "pass", facts), f"got {result}"
+    expected = f"account 123456789012: {n} x g6.12xlarge fit in us-west-2a"
+    assert result.summary == expected, f"expected {expected!r}, got {result.summary!r}"
