@@ -479,3 +479,32 @@ def test_passing_preflight_hands_on_every_fact_and_sums_up_the_fit():
     assert (result.step, result.status, result.data) == ("preflight", "pass", facts), f"got {result}"
     expected = f"account 123456789012: {n} x g6.12xlarge fit in us-west-2a"
     assert result.summary == expected, f"expected {expected!r}, got {result.summary!r}"
+
+
+class _Ec2Doctored:
+    """The moto EC2 client with `change` applied to DescribeInstanceTypes' answer (what EC2 leaves out)."""
+
+    def __init__(self, ec2, change):
+        self._ec2, self._change = ec2, change
+
+    def describe_instance_types(self, **kwargs):
+        answer = self._ec2.describe_instance_types(**kwargs)
+        return {**answer, "InstanceTypes": [self._change(dict(t)) for t in answer["InstanceTypes"]]}
+
+    def __getattr__(self, name):
+        return getattr(self._ec2, name)
+
+
+@pytest.mark.parametrize(
+    "change",
+    [
+        lambda t: {k: v for k, v in t.items() if k != "NetworkInfo"},
+        lambda t: {**t, "NetworkInfo": {"EfaSupported": True}},
+    ],
+    ids=["no-network-info", "efa-without-interface-info"],
+)
+def test_type_without_efa_details_fails_its_efa_row_and_hands_on_no_interface(change):
+    aws = clients(quota=192)
+    result = run(config(), dataclasses.replace(aws, ec2=_Ec2Doctored(aws.ec2, change)))
+    assert (rows(result)["EFA support"].status, result.status) == ("fail", "fail"), f"got {result.summary}"
+    assert result.data.efa_interfaces == 0, f"expected 0 EFA interfaces handed on, got {result.data}"
