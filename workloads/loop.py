@@ -213,12 +213,19 @@ class Checkpointer:
             return str(d)
         import ray.train
 
-        metrics = {k: v for k, v in (summary or state).items() if isinstance(v, (int, float, str)) or v is None}
+        metrics = report_metrics(state, summary)
         try:
             ray.train.report(metrics, checkpoint=ray.train.Checkpoint.from_directory(str(d)))
         finally:
             shutil.rmtree(d, ignore_errors=True)
         return None
+
+
+def report_metrics(state: dict, summary: dict | None = None) -> dict:
+    """What Ray Train records beside a checkpoint: the scalar fields (numbers, text, None) of the run's
+    summary on the final save, else of the step state. Ray keeps them as the checkpoint's metrics, in
+    its checkpoint manager's snapshot too, where `automation drill` reads the registered step from."""
+    return {k: v for k, v in (summary or state).items() if isinstance(v, (int, float, str)) or v is None}
 
 
 def _maybe_fail(cfg: TrainConfig, env: WorkerEnv, step: int) -> None:

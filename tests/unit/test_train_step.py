@@ -25,6 +25,7 @@ from workloads.loop import (
     WorkerEnv,
     _warmup_schedule,
     latest_complete,
+    report_metrics,
     train_step,
 )
 
@@ -229,3 +230,15 @@ def test_only_the_final_save_writes_the_run_summary(tmp_path, process_group, sum
     written = json.loads((path / SUMMARY_FILE).read_text()) if (path / SUMMARY_FILE).exists() else "no file"
     expected = summary or "no file"
     assert written == expected, f"expected summary {expected}, got {written}"
+
+
+def test_ray_records_the_step_states_scalars_beside_a_mid_run_checkpoint():
+    state = {"step": 4, "losses": [2.0, 1.5], "run_id": "r1", "data": [{"docs": 3}], "note": None}
+    got = report_metrics(state)
+    assert got == {"step": 4, "run_id": "r1", "note": None}, f"expected the step (automation drill reads it), got {got}"
+
+
+def test_ray_records_the_summarys_scalars_beside_the_final_checkpoint():
+    summary = {"loss_last": 1.25, "mfu": None, "losses": [2.0, 1.25], "backend": "gloo"}
+    got = report_metrics({"step": 20, "losses": []}, summary)
+    assert got == {"loss_last": 1.25, "mfu": None, "backend": "gloo"}, f"got {got}"
