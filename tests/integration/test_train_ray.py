@@ -5,6 +5,8 @@ from __future__ import annotations
 import json
 import math
 import subprocess
+import tempfile
+from pathlib import Path
 
 import pytest
 
@@ -63,6 +65,8 @@ def test_killed_worker_resumes_from_checkpoint_and_matches_uninterrupted_run(
     assert s["resumed_from_step"] == 4, f"expected a resume from the step-4 checkpoint, got {s['resumed_from_step']}"
     assert len(s["losses"]) == 12, "the step counter must continue, not restart"
     assert s["checkpoint"], "a run with --checkpoint-every reports its final checkpoint"
+    left = sorted(Path(tempfile.gettempdir()).glob(f"ckpt-{s['run_id']}-*"))
+    assert not left, f"each checkpoint's local copy must be removed once Ray Train has it, found {left}"
     clean = _train(tmp_path, *common, "--run-dir", str(tmp_path / "clean"))
     assert math.isclose(s["loss_last"], clean["loss_last"], rel_tol=1e-3), (
         f"resumed final loss {s['loss_last']:.5f} != uninterrupted {clean['loss_last']:.5f}"
