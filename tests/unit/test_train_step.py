@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import shutil
 from pathlib import Path
 
 import pytest
@@ -242,3 +243,80 @@ def test_ray_records_the_summarys_scalars_beside_the_final_checkpoint():
     summary = {"loss_last": 1.25, "mfu": None, "losses": [2.0, 1.25], "backend": "gloo"}
     got = report_metrics({"step": 20, "losses": []}, summary)
     assert got == {"loss_last": 1.25, "mfu": None, "backend": "gloo"}, f"got {got}"
+
+
+# ---- under Ray Train: the checkpoint goes through ray.train.report and comes back through get_checkpoint.
+# Ray Train itself runs in tests/integration/test_train_ray.py (a killed worker resumes); here its two calls
+# are stood in for, so that the checkpointer's side of them runs in seconds.
+RAY = WorkerEnv(rank=0, world=1, local_rank=0, under_ray=True)
+
+
+class _RayTrainStandIn:
+    """ray.train.report keeps a copy of each reported checkpoint (Ray uploads it to storage); get_checkpoint
+    hands the newest back, as the controller does to a restarted worker group."""
+
+    def __init__(self, store: Path):
+        self.store, self.reports = store, []
+
+    def report(self, metrics, checkpoint=None):
+        kept = None
+        if checkpoint is not None:
+            kept = self.store / f"checkpoint_{len(self.reports)}"
+            shutil.copytree(checkpoint.path, kept)
+        self.reports.append({"metrics": metrics, "checkpoint": kept, "local": checkpoint and checkpoint.path})
+
+    def get_checkpoint(self):
+        import ray.train
+
+        kept = [r["checkpoint"] for r in self.reports if r["checkpoint"]]
+        return ray.train.Checkpoint.from_directory(str(kept[-1])) if kept else None
+
+
+@pytest.fixture
+def ray_train(tmp_path, monkeypatch):
+    import ray.train
+
+    stand_in = _RayTrainStandIn(tmp_path / "ray-storage")
+    monkeypatch.setattr(ray.train, "report", stand_in.report)
+    monkeypatch.setattr(ray.train, "get_checkpoint", stand_in.get_checkpoint)
+    return stand_in
+
+
+def test_ray_save_reports_the_checkpoint_with_its_scalars_and_removes_the_local_copy(
+    tmp_path, process_group, ray_train
+):
+    model = TinyLM(seed=1)
+    _, opt = _sgd_step(model, [_batch(2, seed=6)])
+    returned = Checkpointer(_cfg(tmp_path), RAY).save({"step": 4, "losses": [2.0, 1.0], "run_id": "ckpt"}, model, opt)
+    [report] = ray_train.reports
+    assert returned is None, f"under Ray the stored path comes from Ray Train, got {returned}"
+    assert report["metrics"] == {"step": 4, "run_id": "ckpt"}, f"got {report['metrics']}"
+    assert json.loads((report["checkpoint"] / STATE_FILE).read_text())["step"] == 4, "the step state was not reported"
+    assert (report["checkpoint"] / ".metadata").exists(), "the model and optimizer shards were not reported"
+    assert not Path(report["local"]).exists(), f"the local copy {report['local']} was left behind"
+
+
+def test_ray_final_save_reports_the_summarys_scalars(tmp_path, process_group, ray_train):
+    model = TinyLM()
+    _, opt = _sgd_step(model, [_batch(2, seed=6)])
+    summary = {"loss_last": 1.0, "losses": [1.0]}
+    Checkpointer(_cfg(tmp_path), RAY).save({"step": 4, "losses": [1.0]}, model, opt, summary=summary)
+    assert ray_train.reports[0]["metrics"] == {"loss_last": 1.0}, f"got {ray_train.reports[0]['metrics']}"
+
+
+def test_ray_restore_loads_the_checkpoint_ray_train_hands_over(tmp_path, process_group, ray_train):
+    cfg = _cfg(tmp_path)
+    model = TinyLM(seed=1)
+    _, opt = _sgd_step(model, [_batch(2, seed=6)])
+    Checkpointer(cfg, RAY).save({"step": 4, "losses": [2.0, 1.0]}, model, opt, data_position={"docs": 2})
+    fresh = TinyLM(seed=2)
+    state = Checkpointer(cfg, RAY).restore(fresh, torch.optim.SGD(fresh.parameters(), lr=0.5))
+    assert (state["step"], state["losses"], state["data"]) == (4, [2.0, 1.0], [{"docs": 2}]), f"got {state}"
+    gap = (_flat(fresh) - _flat(model)).abs().max().item()
+    assert gap == 0.0, f"expected the reported weights, largest difference {gap:.3g}"
+
+
+def test_ray_restore_without_a_checkpoint_starts_fresh(tmp_path, ray_train):
+    model = TinyLM()
+    state = Checkpointer(_cfg(tmp_path), RAY).restore(model, torch.optim.SGD(model.parameters(), lr=0.1))
+    assert state == {"step": 0, "losses": []}, f"expected a fresh start, got {state}"
