@@ -91,8 +91,14 @@ def dashboard_session(tmp_path):
             os.kill(os.getpid(), signal.SIGINT)  # what Ctrl-C sends
 
         t = threading.Thread(target=browser)
-        t.start()
-        rc = dashboard.run(args, ui, connect_factory=tunnels.factory)
+        # Ctrl-C raises KeyboardInterrupt, as in a terminal, even where pytest was started with SIGINT
+        # ignored (a shell's background job): Python then installs no handler of its own.
+        before = signal.signal(signal.SIGINT, signal.default_int_handler)
+        try:
+            t.start()
+            rc = dashboard.run(args, ui, connect_factory=tunnels.factory)
+        finally:
+            signal.signal(signal.SIGINT, before)
         t.join(30)
     return rc, tunnels, seen
 
