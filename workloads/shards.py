@@ -69,11 +69,11 @@ def _filesystem(uri: str):
     return pafs.FileSystem.from_uri(uri) if "://" in uri else (pafs.LocalFileSystem(), uri)
 
 
-def space_of(kind: str, uris: tuple[str, ...], sizes: tuple[int, ...] | None = None) -> Space:
-    """The space of a file list; text sizes come from the listing, Parquet row counts from each
-    file's footer (a few kB read per file)."""
+def space_of(kind: str, uris: tuple[str, ...], sizes: tuple[int, ...]) -> Space:
+    """The space of a file list: text files by their listed ``sizes`` in bytes, Parquet files by the
+    row counts in their footers (a few kB read per file)."""
     if kind != "parquet":
-        return Space(kind, uris, tuple(sizes))
+        return Space(kind, uris, sizes)
     import pyarrow.parquet as pq
 
     rows = []

@@ -230,15 +230,9 @@ def test_socket_on_several_hosts_fails_efa_even_with_intra_node_channel_lines(tm
 
 
 def test_socket_hosts_beside_an_efa_host_are_not_called_socket_only(tmp_path):
-    # three real logs joined: two hosts that chose Socket, one whose aws-ofi-nccl selected efa
-    # (its channel lines left out), one host's SHM channels; the run's networks are not only Socket
-    efa = (FIXTURES / "efa_gdrdma_sagemaker_ofi1.11.log").read_bytes().splitlines(keepends=True)
-    log = tmp_path / "joined.log"
-    log.write_bytes(
-        (FIXTURES / "socket_interface_2hosts_nccl2.5.6_nccl278.log").read_bytes()
-        + b"".join(line for line in efa if b" via " not in line)
-        + (FIXTURES / "single_node_shm_nccl1609.log").read_bytes()
-    )
+    # one whose aws-ofi-nccl selected efa (its channel lines left out) beside the Socket hosts: the
+    # run's networks are not only Socket
+    log = _beside_socket_hosts(tmp_path, _fixture("efa_gdrdma_sagemaker_ofi1.11.log", drop_channels=True))
     r = check_logs([log], require="efa")
     assert r.verdict == "inconclusive", f"expected inconclusive (not socket-only), got {r.verdict}: {r.cause}"
 
@@ -285,11 +279,20 @@ def _log(tmp_path, name: str, *parts: str | bytes) -> Path:
     return path
 
 
+def _without(data: bytes, word: bytes) -> bytes:
+    return b"".join(line for line in data.splitlines(keepends=True) if word not in line)
+
+
 def _fixture(name: str, drop_channels: bool = False) -> bytes:
     data = (FIXTURES / name).read_bytes()
-    if drop_channels:
-        data = b"".join(line for line in data.splitlines(keepends=True) if b" via " not in line)
-    return data
+    return _without(data, b" via ") if drop_channels else data
+
+
+def _beside_socket_hosts(tmp_path, efa_lines: bytes) -> Path:
+    """Three real logs joined: two hosts that chose Socket, ``efa_lines`` of one EFA process, one
+    host's SHM channels."""
+    socket_hosts = _fixture("socket_interface_2hosts_nccl2.5.6_nccl278.log")
+    return _log(tmp_path, "joined.log", socket_hosts, efa_lines, _fixture("single_node_shm_nccl1609.log"))
 
 
 def _one_node_net_log(tmp_path) -> Path:
@@ -551,10 +554,6 @@ def test_libfabric_network_without_channel_lines_fails_require_socket_naming_the
     assert (r.verdict, r.cause[: len(want)]) == ("fail", want), f"expected fail: {want!r}, got {r.verdict}: {r.cause}"
 
 
-def _without(data: bytes, word: bytes) -> bytes:
-    return b"".join(line for line in data.splitlines(keepends=True) if word not in line)
-
-
 @pytest.mark.parametrize(
     "efa_lines",
     [
@@ -570,28 +569,15 @@ def _without(data: bytes, word: bytes) -> bytes:
 def test_an_efa_provider_or_libfabric_network_line_alone_counts_as_choosing_efa_beside_socket_hosts(
     tmp_path, efa_lines
 ):
-    # three real logs joined: two hosts that chose Socket, one process's EFA lines (its channel
-    # lines left out), one host's SHM channels
-    log = _log(
-        tmp_path,
-        "joined.log",
-        _fixture("socket_interface_2hosts_nccl2.5.6_nccl278.log"),
-        efa_lines,
-        _fixture("single_node_shm_nccl1609.log"),
-    )
+    # one process's EFA lines (its channel lines left out) beside the Socket hosts
+    log = _beside_socket_hosts(tmp_path, efa_lines)
     r = check_logs([log], require="efa")
     assert r.verdict == "inconclusive", f"expected inconclusive (not socket-only), got {r.verdict}: {r.cause}"
 
 
 def test_socket_hosts_beside_an_efa_host_are_no_fail_for_require_socket(tmp_path):
     # the same three real logs as test_socket_hosts_beside_an_efa_host_are_not_called_socket_only
-    log = _log(
-        tmp_path,
-        "joined.log",
-        _fixture("socket_interface_2hosts_nccl2.5.6_nccl278.log"),
-        _fixture("efa_gdrdma_sagemaker_ofi1.11.log", drop_channels=True),
-        _fixture("single_node_shm_nccl1609.log"),
-    )
+    log = _beside_socket_hosts(tmp_path, _fixture("efa_gdrdma_sagemaker_ofi1.11.log", drop_channels=True))
     r = check_logs([log], require="socket")
     assert r.verdict == "inconclusive", f"expected inconclusive (Socket hosts exist), got {r.verdict}: {r.cause}"
 

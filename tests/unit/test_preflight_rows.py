@@ -138,13 +138,22 @@ def test_gpus_are_summed_over_every_gpu_entry():
 
 
 class _Ec2:
+    """EC2 answering the describe call a row makes with ``answer`` (a list, under that call's key), or
+    raising it."""
+
     def __init__(self, answer):
         self.answer = answer
 
-    def describe_instance_types(self, InstanceTypes):  # noqa: N803 (boto3's argument name)
+    def _answer(self, key: str) -> dict:
         if isinstance(self.answer, Exception):
             raise self.answer
-        return {"InstanceTypes": self.answer}
+        return {key: self.answer}
+
+    def describe_instance_types(self, InstanceTypes):  # noqa: N803 (boto3's argument name)
+        return self._answer("InstanceTypes")
+
+    def describe_capacity_reservations(self, CapacityReservationIds):  # noqa: N803 (boto3's argument name)
+        return self._answer("CapacityReservations")
 
 
 def test_describe_type_returns_ec2s_entry():
@@ -236,23 +245,11 @@ def test_type_without_network_info_has_no_efa():
 
 
 # ---- capacity reservation --------------------------------------------------------------------------
-class _Reservations:
-    """DescribeCapacityReservations' answer, or its error."""
-
-    def __init__(self, answer):
-        self.answer = answer
-
-    def describe_capacity_reservations(self, CapacityReservationIds):  # noqa: N803 (boto3's argument name)
-        if isinstance(self.answer, Exception):
-            raise self.answer
-        return {"CapacityReservations": self.answer}
-
-
 SHOW_CR = "aws ec2 describe-capacity-reservations --capacity-reservation-ids cr-0123 --region us-west-2"
 
 
 def _reservation_row(answer, reservation_id="cr-0123", az="us-west-2a"):
-    return check_capacity_reservation(_Reservations(answer), reservation_id, "g6.12xlarge", az, 2, "us-west-2")
+    return check_capacity_reservation(_Ec2(answer), reservation_id, "g6.12xlarge", az, 2, "us-west-2")
 
 
 def test_no_reservation_skips_on_demand():
