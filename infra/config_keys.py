@@ -282,10 +282,13 @@ _GPU_AZ = (
 )
 _RESERVATION = (
     "Optional targeted capacity reservation (cr-...) for the GPU nodes, in gpuAvailabilityZone: an On-Demand Capacity "
-    "Reservation or, with gpuCapacityBlock true, a Capacity Block for ML. Instances in a cluster placement group use "
-    "only a reservation made for that placement group, and such a reservation can only be made once the group exists: "
-    "create the group first, make the reservation for it, and set gpuPlacementGroupName to the group's name. "
-    "Empty for plain on-demand capacity."
+    "Reservation or, with gpuCapacityBlock true, a Capacity Block for ML. A matching open On-Demand Capacity "
+    "Reservation is used by instances in a cluster placement group too; AWS recommends (does not require) making the "
+    "reservation in the cluster placement group, which needs the group to exist first: create it, make the reservation "
+    "in it, and set gpuPlacementGroupName to its name "
+    "(https://docs.aws.amazon.com/AWSEC2/latest/UserGuide/placement-groups-limitations.html, "
+    "https://docs.aws.amazon.com/AWSEC2/latest/UserGuide/cr-cpg.html). A reservation made in a placement group is "
+    "used only by instances in that group; preflight checks it. Empty for plain on-demand capacity."
 )
 
 
@@ -453,9 +456,14 @@ KEYS: tuple[Key, ...] = (
         "boolean",
         False,
         "True when gpuCapacityReservationId is a Capacity Block for ML (its ReservationType is capacity-block): the "
-        "launch template then sets the capacity-block market type and the node group the CAPACITY_BLOCK capacity "
-        "type (https://docs.aws.amazon.com/eks/latest/userguide/capacity-blocks-mng.html). Preflight reads the "
-        "reservation's type and says which value to set.",
+        "launch template then names the instance type and sets the capacity-block market type, and the node group "
+        "takes the CAPACITY_BLOCK capacity type and lists no instance types "
+        "(https://docs.aws.amazon.com/eks/latest/userguide/capacity-blocks-mng.html). Capacity Blocks exist only "
+        "for some types (P4d, P5, P5e, P5en, P6, Trn1, Trn2: "
+        "https://docs.aws.amazon.com/AWSEC2/latest/UserGuide/ec2-capacity-blocks.html); config refuses true for "
+        "any other gpuInstanceType (g6 included). EKS updates a node group on a Capacity Block only at desired "
+        "size 0: scale it to 0 before an `up` that changes it. Preflight reads the reservation's type and says "
+        "which value to set.",
         "gpu nodes",
     ),
     Key(
@@ -463,8 +471,8 @@ KEYS: tuple[Key, ...] = (
         "string",
         "",
         "Name of an existing cluster placement group in gpuAvailabilityZone for the GPU nodes (needed with a "
-        "capacity reservation made for a placement group). Empty makes the stack create its own cluster placement "
-        "group.",
+        "capacity reservation made in a placement group, which only instances in that group use). Empty makes the "
+        "stack create its own cluster placement group.",
         "gpu nodes",
         placement_group,
     ),

@@ -14,7 +14,14 @@ from typing import Any
 
 from infra.catalog import instance_spec
 from infra.config_keys import ConfigError, cpu_cores, memory_gib
-from infra.eks_facts import EFA_HUGEPAGES, EFA_HUGEPAGES_GIB, extended_support_note
+from infra.eks_facts import (
+    CAPACITY_BLOCK_UPDATE_NOTE,
+    EFA_HUGEPAGES,
+    EFA_HUGEPAGES_GIB,
+    capacity_block_eligible,
+    capacity_block_refusal,
+    extended_support_note,
+)
 
 # Room left on a node for the DaemonSets (aws-node, kube-proxy, the device plugins) and
 # system pods, so a pod sized to "allocatable" does not stay Pending.
@@ -126,6 +133,15 @@ def capacity_block_has_reservation(v: Values, region: str) -> None:
         )
 
 
+def capacity_block_type_eligible(v: Values, region: str) -> None:
+    if v["gpuCapacityBlock"] and not capacity_block_eligible(v["gpuInstanceType"]):
+        raise ConfigError(capacity_block_refusal(v["gpuInstanceType"]))
+
+
+def capacity_block_update_note(v: Values, region: str) -> str | None:
+    return CAPACITY_BLOCK_UPDATE_NOTE if v["gpuCapacityBlock"] else None
+
+
 def extended_support(v: Values, region: str) -> str | None:
     return extended_support_note(v["kubernetesVersion"], date.today())
 
@@ -159,5 +175,11 @@ RULES: tuple[Callable[[Values, str], None], ...] = (
     head_fits_system_node,
     shm_within_worker_memory,
     capacity_block_has_reservation,
+    capacity_block_type_eligible,
 )
-NOTES: tuple[Callable[[Values, str], str | None], ...] = (single_gpu_node_note, open_endpoint_note, extended_support)
+NOTES: tuple[Callable[[Values, str], str | None], ...] = (
+    single_gpu_node_note,
+    open_endpoint_note,
+    extended_support,
+    capacity_block_update_note,
+)

@@ -39,6 +39,10 @@ class EfaNodeGroup(pulumi.ComponentResource):
 
     Public outputs: ``node_group_name``, ``security_group_id``, ``placement_group_name``,
     ``launch_template_id``.
+
+    On a Capacity Block (``gpu.capacity_block``) the launch template names the instance type and the
+    node group lists none, and EKS updates the node group only at desired size 0: scale it to 0 before an
+    ``up`` that changes it (config validation emits the same note as a warning).
     """
 
     def __init__(self, name: str, args: EfaNodeGroupArgs, opts: pulumi.ResourceOptions | None = None):
@@ -65,7 +69,7 @@ class EfaNodeGroup(pulumi.ComponentResource):
             node_role_arn=args.node_role_arn,
             # Exactly one subnet: a cluster placement group cannot span AZs.
             subnet_ids=[args.subnet_id],
-            instance_types=[gpu.instance_type],
+            instance_types=capacity.node_group_instance_types,
             ami_type=GPU_AMI_TYPE,
             capacity_type=capacity.capacity_type,
             launch_template={"id": template.id, "version": template.latest_version.apply(str)},
@@ -128,12 +132,14 @@ class EfaNodeGroup(pulumi.ComponentResource):
         # the system node (CoreDNS, the Ray head) through the shared cluster group.
         security_groups = [efa_sg.id, args.cluster_security_group_id]
         interfaces = [{**nic, "security_groups": security_groups} for nic in efa_network_interfaces(gpu.efa_interfaces)]
-        # Instances in a cluster placement group only use reservations made for that group
-        # (https://docs.aws.amazon.com/AWSEC2/latest/UserGuide/cr-cpg.html); Pulumi.yaml's
-        # gpuCapacityReservationId description tells the user so.
+        # An open On-Demand Capacity Reservation that matches is used by instances in a placement group too;
+        # AWS recommends, not requires, making the reservation in the cluster placement group
+        # (https://docs.aws.amazon.com/AWSEC2/latest/UserGuide/placement-groups-limitations.html); one made
+        # for a group is used only by instances in that group (preflight checks gpuPlacementGroupName).
         return aws.ec2.LaunchTemplate(
             f"{name}-lt",
             description=f"EFA GPU nodes ({gpu.instance_type}, {gpu.efa_interfaces} EFA interface(s))",
+            instance_type=capacity.launch_template_instance_type,
             network_interfaces=interfaces,
             metadata_options=launch_template_metadata_options(),
             block_device_mappings=[root_volume(gpu.root_volume_gib)],

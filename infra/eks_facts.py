@@ -8,6 +8,49 @@ from __future__ import annotations
 
 from datetime import date
 
+# Instance families that Capacity Blocks for ML exist for, from the EC2 user guide's "Supported
+# instance types and Regions" (https://docs.aws.amazon.com/AWSEC2/latest/UserGuide/ec2-capacity-blocks.html
+# and .../capacity-blocks-using.html#capacity-blocks-prerequisites, read 2026-12-05): P4d, P5, P5e,
+# P5en, P6-B200, P6e-GB200, Trn1, Trn2 (P4de from the SageMaker reserved-capacity list of the same
+# offering). EKS takes a managed node group on a Capacity Block only for such a type
+# (https://docs.aws.amazon.com/eks/latest/userguide/capacity-blocks-mng.html). A family added later
+# is refused here until it is added: preflight and config name the command that lists offerings.
+CAPACITY_BLOCK_FAMILIES = frozenset({"p4d", "p4de", "p5", "p5e", "p5en", "p6-b200", "p6e-gb200", "trn1", "trn2"})
+CAPACITY_BLOCKS_GUIDE = "https://docs.aws.amazon.com/AWSEC2/latest/UserGuide/ec2-capacity-blocks.html"
+
+
+def capacity_block_eligible(instance_type: str) -> bool:
+    """Whether EC2 sells Capacity Blocks for ML of ``instance_type`` (its family, before the '.')."""
+    return instance_type.split(".", 1)[0] in CAPACITY_BLOCK_FAMILIES
+
+
+def capacity_block_fix(instance_type: str) -> str:
+    """The two ways out when ``instance_type`` cannot run on a Capacity Block."""
+    return (
+        f"set gpuCapacityBlock to false (an On-Demand Capacity Reservation of {instance_type} needs only "
+        f"gpuCapacityReservationId), or choose a type of {', '.join(sorted(CAPACITY_BLOCK_FAMILIES))} "
+        f"(aws ec2 describe-capacity-block-offerings --instance-type <type> --instance-count 1 "
+        f"--capacity-duration-hours 24 lists the blocks on sale)"
+    )
+
+
+def capacity_block_refusal(instance_type: str) -> str:
+    """Why ``instance_type`` cannot run on a Capacity Block, with the fix."""
+    return (
+        f"gpuCapacityBlock is true but Capacity Blocks for ML do not exist for {instance_type} "
+        f"({CAPACITY_BLOCKS_GUIDE}): {capacity_block_fix(instance_type)}"
+    )
+
+
+# A managed node group on a Capacity Block may be updated (AMI, launch template version, Kubernetes
+# version) only while its desired size is 0 (EKS guide capacity-blocks-mng, "Considerations").
+CAPACITY_BLOCK_UPDATE_NOTE = (
+    "gpuCapacityBlock is true: EKS updates a node group on a Capacity Block only at desired size 0, so before an "
+    "`up` that changes the GPU node group (launch template, AMI, kubernetesVersion) scale it to 0 "
+    "(aws eks update-nodegroup-config --scaling-config minSize=0,maxSize=<n>,desiredSize=0), then back "
+    "(https://docs.aws.amazon.com/eks/latest/userguide/capacity-blocks-mng.html)"
+)
+
 # EFA instances pre-allocate 2 MiB huge pages for libfabric's buffers, and the EKS user guide's
 # EFA pods request this much in requests and limits:
 # https://docs.aws.amazon.com/eks/latest/userguide/node-efa.html (example manifest,

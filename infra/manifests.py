@@ -166,26 +166,36 @@ def root_volume(size_gib: int) -> dict[str, Any]:
 
 @dataclass(frozen=True)
 class GpuCapacity:
-    """How the GPU nodes buy capacity: launch-template arguments and the node group's capacity type."""
+    """How the GPU nodes buy capacity: launch-template arguments and the node group's capacity type.
+
+    ``launch_template_instance_type`` and ``node_group_instance_types`` hold the instance type in
+    exactly one of the two places: EKS rejects a node group that lists instance types when its launch
+    template names one (https://docs.aws.amazon.com/eks/latest/userguide/launch-templates.html).
+    """
 
     capacity_reservation_specification: dict[str, Any] | None
     instance_market_options: dict[str, Any] | None
     capacity_type: str
+    launch_template_instance_type: str | None
+    node_group_instance_types: list[str] | None
 
 
 def gpu_capacity(gpu: GpuNodesConfig) -> GpuCapacity:
     """On-Demand, a targeted On-Demand Capacity Reservation, or a Capacity Block for ML.
 
-    A Capacity Block needs the launch template's market type ``capacity-block`` and the managed node
-    group's capacity type ``CAPACITY_BLOCK``; without them EKS rejects the node group
-    (https://docs.aws.amazon.com/eks/latest/userguide/capacity-blocks-mng.html).
+    A Capacity Block needs, in the launch template, the market type ``capacity-block``, the reservation
+    and the instance type, and on the managed node group the capacity type ``CAPACITY_BLOCK`` and no
+    instance types; otherwise EKS rejects the node group
+    (https://docs.aws.amazon.com/eks/latest/userguide/capacity-blocks-mng.html). Config validation
+    admits the flag only for the types Capacity Blocks exist for (infra/eks_facts.py).
     """
+    types = [gpu.instance_type]
     if not gpu.capacity_reservation_id:
-        return GpuCapacity(None, None, "ON_DEMAND")
+        return GpuCapacity(None, None, "ON_DEMAND", None, types)
     target = {"capacity_reservation_target": {"capacity_reservation_id": gpu.capacity_reservation_id}}
     if gpu.capacity_block:
-        return GpuCapacity(target, {"market_type": "capacity-block"}, "CAPACITY_BLOCK")
-    return GpuCapacity(target, None, "ON_DEMAND")
+        return GpuCapacity(target, {"market_type": "capacity-block"}, "CAPACITY_BLOCK", gpu.instance_type, None)
+    return GpuCapacity(target, None, "ON_DEMAND", None, types)
 
 
 # --------------------------------------------------------------------------- Helm charts

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 from botocore.exceptions import BotoCoreError, ClientError, NoCredentialsError
 
 from automation.pipeline import Finding, Prior, StepResult, verdict
+from infra.eks_facts import CAPACITY_BLOCKS_GUIDE, capacity_block_eligible, capacity_block_fix
 
 if TYPE_CHECKING:
     from automation.targets import Target
@@ -288,8 +289,10 @@ def check_capacity_reservation(
 ) -> Finding:
     """An optional capacity reservation is active, for this type and AZ, with room for the node group, of the
     kind (On-Demand Capacity Reservation or Capacity Block) that gpuCapacityBlock declares, and, when it was made
-    for a placement group, for the one in gpuPlacementGroupName (only instances in that group use it:
-    https://docs.aws.amazon.com/AWSEC2/latest/UserGuide/cr-cpg.html)."""
+    in a placement group, for the one in gpuPlacementGroupName (only instances in that group use it:
+    https://docs.aws.amazon.com/AWSEC2/latest/UserGuide/cr-cpg.html). One made outside any group is used by
+    matching instances in a cluster placement group too
+    (https://docs.aws.amazon.com/AWSEC2/latest/UserGuide/placement-groups-limitations.html)."""
     if not reservation_id:
         return Finding("capacity reservation", "skip", "none configured: On-Demand capacity")
     fix_show = f"aws ec2 describe-capacity-reservations --capacity-reservation-ids {reservation_id} --region {region}"
@@ -335,6 +338,26 @@ def check_capacity_reservation(
         "pass",
         f"{reservation_id}: {kind}, active, {instance_type} in {cr.get('AvailabilityZone')}, {available} available",
     )
+
+
+def check_capacity_block_type(instance_type: str, capacity_block: bool, stack: str) -> Finding:
+    """With gpuCapacityBlock, the GPU type is one Capacity Blocks for ML exist for (infra/eks_facts.py).
+
+    Config validation refuses the same; this row says it again beside the reservation, for a stack whose
+    config reached preflight some other way.
+    """
+    check = "Capacity Block type"
+    if not capacity_block:
+        return Finding(check, "skip", "gpuCapacityBlock is false")
+    if not capacity_block_eligible(instance_type):
+        return Finding(
+            check,
+            "fail",
+            f"gpuCapacityBlock is true but Capacity Blocks for ML do not exist for {instance_type} "
+            f"({CAPACITY_BLOCKS_GUIDE})",
+            f"in Pulumi.{stack}.yaml: {capacity_block_fix(instance_type)}",
+        )
+    return Finding(check, "pass", f"Capacity Blocks for ML exist for {instance_type}")
 
 
 def check_system_quota(cfg: Any, clients: AwsClients) -> Finding:
@@ -425,6 +448,7 @@ def run_preflight(cfg: Any, clients: AwsClients, which: Callable[[str], str | No
     rows.append(check_system_quota(cfg, clients))
     c = cfg.cluster
     rows.append(check_vpc_cni_version(clients.eks, c.vpc_cni_version, c.kubernetes_version, cfg.region))
+    rows.append(check_capacity_block_type(g.instance_type, g.capacity_block, cfg.stack))
     rows.append(
         check_capacity_reservation(
             clients.ec2,

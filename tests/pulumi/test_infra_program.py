@@ -417,11 +417,38 @@ def test_launch_templates_set_imds_hop_limit_1(east, lt_name):
     assert hop == 1, f"{lt_name}: hop limit {hop}, expected 1"
 
 
-def test_capacity_block_reaches_launch_template_and_node_group():
-    r = render("us-east-2", gpuCapacityReservationId="cr-0123456789abcdef0", gpuCapacityBlock="true")
-    market = one(r, "aws:ec2/launchTemplate:LaunchTemplate", "gpu-lt").inputs.get("instanceMarketOptions")
-    capacity_type = one(r, "aws:eks/nodeGroup:NodeGroup", "gpu-ng").inputs["capacityType"]
+P5_BLOCK = {
+    "gpuInstanceType": "p5.48xlarge",
+    "gpuEfaInterfaces": "32",
+    "rayWorkerEfa": "32",
+    "rayWorkerGpus": "8",
+    "gpuCapacityReservationId": "cr-0123456789abcdef0",
+    "gpuCapacityBlock": "true",
+}
+
+
+@pytest.fixture(scope="module")
+def capacity_block() -> Render:
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConfigWarning)
+        return render("us-east-2", **P5_BLOCK)
+
+
+def test_capacity_block_reaches_launch_template_and_node_group(capacity_block):
+    market = one(capacity_block, "aws:ec2/launchTemplate:LaunchTemplate", "gpu-lt").inputs.get("instanceMarketOptions")
+    capacity_type = one(capacity_block, "aws:eks/nodeGroup:NodeGroup", "gpu-ng").inputs["capacityType"]
     assert (market, capacity_type) == ({"marketType": "capacity-block"}, "CAPACITY_BLOCK"), (market, capacity_type)
+
+
+def test_capacity_block_type_is_in_the_launch_template_and_not_on_the_node_group(capacity_block):
+    lt_type = one(capacity_block, "aws:ec2/launchTemplate:LaunchTemplate", "gpu-lt").inputs.get("instanceType")
+    ng_types = one(capacity_block, "aws:eks/nodeGroup:NodeGroup", "gpu-ng").inputs.get("instanceTypes")
+    assert (lt_type, ng_types) == ("p5.48xlarge", None), f"launch template type {lt_type}, node group types {ng_types}"
+
+
+def test_capacity_block_on_g6_stops_the_program_with_the_fix():
+    with pytest.raises(ConfigError, match="set gpuCapacityBlock to false"):
+        render("us-east-2", gpuCapacityReservationId="cr-0123456789abcdef0", gpuCapacityBlock="true")
 
 
 def test_existing_placement_group_is_used_and_none_is_created():

@@ -11,6 +11,8 @@ from infra.config import ConfigError, ConfigWarning, StackConfig, validate
 from infra.eks_facts import extended_support_note
 
 ADMIN = "arn:aws:iam::123456789012:role/ci-deployer"
+# A type Capacity Blocks exist for, with the keys that must follow it (32 EFA interfaces, 8 GPUs).
+P5 = {"gpuInstanceType": "p5.48xlarge", "gpuEfaInterfaces": 32, "rayWorkerEfa": 32, "rayWorkerGpus": 8}
 
 
 def _validate(overrides: dict) -> StackConfig:
@@ -22,6 +24,7 @@ def _validate(overrides: dict) -> StackConfig:
 def test_new_keys_reach_the_typed_config():
     cfg = _validate(
         {
+            **P5,
             "gpuCapacityReservationId": "cr-0123456789abcdef0",
             "gpuCapacityBlock": True,
             "gpuPlacementGroupName": "reserved-pg",
@@ -65,6 +68,23 @@ def test_bad_new_key_is_refused_with_its_name(overrides, expected):
     with pytest.raises(ConfigError) as err:
         _validate(overrides)
     assert expected in str(err.value), f"expected {expected!r} in: {err.value}"
+
+
+def test_capacity_block_on_a_type_without_capacity_blocks_is_refused_with_the_fix():
+    with pytest.raises(ConfigError) as err:
+        _validate({"gpuCapacityReservationId": "cr-0123456789abcdef0", "gpuCapacityBlock": True})
+    expected = ("do not exist for g6.12xlarge", "set gpuCapacityBlock to false", "describe-capacity-block-offerings")
+    missing = [e for e in expected if e not in str(err.value)]
+    assert not missing, f"expected {missing} in: {err.value}"
+
+
+def test_capacity_block_warns_that_updates_need_desired_size_zero():
+    with pytest.warns(ConfigWarning, match=r"only at desired size 0"):
+        validate(
+            {**P5, "gpuCapacityReservationId": "cr-0123456789abcdef0", "gpuCapacityBlock": True},
+            stack="t",
+            region="us-west-2",
+        )
 
 
 def test_version_past_standard_support_warns_with_the_date():

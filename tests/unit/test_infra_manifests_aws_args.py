@@ -103,3 +103,20 @@ def test_public_subnets_carry_the_elb_and_cluster_tags():
     expected = {"kubernetes.io/role/elb": "1", "kubernetes.io/cluster/c1": "shared"}
     got = m.public_subnet_tags("c1")
     assert got == expected, f"expected {expected}, got {got}"
+
+
+def test_capacity_block_names_the_type_in_the_launch_template_and_none_on_the_node_group(gpu):
+    # EKS guide capacity-blocks-mng: the launch template names the type; a node group whose launch template
+    # names one may not list instance types.
+    cap = m.gpu_capacity(
+        replace(gpu, instance_type="p5.48xlarge", capacity_reservation_id=RESERVATION, capacity_block=True)
+    )
+    got = (cap.launch_template_instance_type, cap.node_group_instance_types)
+    assert got == ("p5.48xlarge", None), f"expected ('p5.48xlarge', None), got {got}"
+
+
+@pytest.mark.parametrize("reservation", [None, RESERVATION])
+def test_without_a_capacity_block_the_node_group_lists_the_type_and_the_template_none(gpu, reservation):
+    cap = m.gpu_capacity(replace(gpu, capacity_reservation_id=reservation, capacity_block=False))
+    got = (cap.launch_template_instance_type, cap.node_group_instance_types)
+    assert got == (None, [gpu.instance_type]), f"expected (None, [{gpu.instance_type!r}]), got {got}"
