@@ -125,6 +125,7 @@ class RayWorkerConfig:
     memory: str
     efa: int
     shm_size: str
+    hugepages: bool = True  # request the EFA huge pages (rayWorkerHugepages)
 
 
 @dataclass(frozen=True)
@@ -135,6 +136,7 @@ class RayConfig:
     version: str
     head: RayHeadConfig
     worker: RayWorkerConfig
+    region: str  # aws:region of the stack: the pods' AWS_REGION / AWS_DEFAULT_REGION
 
     @property
     def head_service_name(self) -> str:
@@ -313,7 +315,9 @@ def _build(stack: str, region: str, v: Mapping[str, Any], notes: tuple[str, ...]
                 memory=v["rayWorkerMemory"],
                 efa=v["rayWorkerEfa"],
                 shm_size=v["rayWorkerShmSize"],
+                hugepages=v["rayWorkerHugepages"],
             ),
+            region=region,
         ),
         storage=_storage(v, stack),
         train=dict(v["train"]),

@@ -590,6 +590,16 @@ KEYS: tuple[Key, ...] = (
         "ray",
         _memory,
     ),
+    Key(
+        "rayWorkerHugepages",
+        "boolean",
+        True,
+        "Whether each worker pod requests hugepages-2Mi: 5120Mi, as the EKS EFA guide's pods do, from the pool the "
+        "GPU nodes reserve at boot (their launch template's user data). false leaves the request out and sets "
+        "FI_EFA_USE_HUGE_PAGE=0, so libfabric uses ordinary pages (a small performance cost): for an AMI or node "
+        "where the pool cannot be reserved.",
+        "ray",
+    ),
     # --- storage (the run bucket every Ray pod reaches through EKS Pod Identity)
     Key(
         "storageBucketName",

@@ -13,7 +13,7 @@ import ipaddress
 from dataclasses import dataclass
 from typing import Any
 
-from infra.config import GpuNodesConfig, RayConfig, StackConfig
+from infra.config import GpuNodesConfig, RayConfig, RayWorkerConfig, StackConfig
 from infra.eks_facts import EFA_HUGEPAGES, EFA_HUGEPAGES_RESOURCE
 from infra.names import (
     EFA_RESOURCE,
@@ -294,6 +294,17 @@ def _env(pairs: dict[str, str]) -> list[dict[str, str]]:
     return [{"name": k, "value": v} for k, v in pairs.items()]
 
 
+def aws_region_env(region: str) -> dict[str, str]:
+    """The stack's region for every AWS SDK in a Ray pod.
+
+    EKS Pod Identity injects credentials, not a region, and with the IMDS hop limit of 1 an SDK's
+    fallback to instance metadata times out from a pod. ``AWS_REGION`` is what the AWS SDKs read (the
+    C++ SDK inside pyarrow's S3 filesystem included), ``AWS_DEFAULT_REGION`` what boto3 and the AWS CLI read
+    (https://docs.aws.amazon.com/sdkref/latest/guide/feature-region.html).
+    """
+    return {"AWS_REGION": region, "AWS_DEFAULT_REGION": region}
+
+
 def _pre_stop_ray_stop() -> dict[str, Any]:
     # Lets Ray leave the cluster cleanly (drains, tells the GCS) before the container dies.
     return {"preStop": {"exec": {"command": ["/bin/sh", "-c", "ray stop"]}}}
@@ -334,7 +345,7 @@ def ray_head_template(ray: RayConfig) -> dict[str, Any]:
                     "resources": _equal_requests_limits({"cpu": ray.head.cpu, "memory": ray.head.memory}),
                     # The training image is a CUDA image: without this the NVIDIA runtime would
                     # try to expose GPUs to a pod on a node that has none.
-                    "env": _env({"NVIDIA_VISIBLE_DEVICES": "void"}),
+                    "env": _env({"NVIDIA_VISIBLE_DEVICES": "void", **aws_region_env(ray.region)}),
                     "ports": [{"name": n, "containerPort": p} for n, p in RAY_PORTS.items()],
                     "lifecycle": _pre_stop_ray_stop(),
                     "volumeMounts": [runs_mount, tmp_mount],
@@ -343,6 +354,23 @@ def ray_head_template(ray: RayConfig) -> dict[str, Any]:
             "volumes": [runs_volume, tmp_volume],
         },
     }
+
+
+def _worker_resources(w: RayWorkerConfig) -> dict[str, Any]:
+    # The EKS guide's EFA pods also take the huge pages libfabric allocates its buffers from
+    # (infra/eks_facts.py); the GPU nodes reserve the pool at boot (gpu_node_user_data) and config
+    # validation counts it against the node's memory. rayWorkerHugepages false leaves the request out.
+    resources: dict[str, Any] = {"cpu": w.cpu, "memory": w.memory, GPU_RESOURCE: w.num_gpus, EFA_RESOURCE: w.efa}
+    if w.hugepages:
+        resources[EFA_HUGEPAGES_RESOURCE] = EFA_HUGEPAGES
+    return resources
+
+
+def _hugepages_env(hugepages: bool) -> dict[str, str]:
+    # A pod without a hugepages-2Mi limit gets a hugetlb limit of 0, so libfabric is told not to try them:
+    # FI_EFA_USE_HUGE_PAGE=0 (libfabric's efa provider, fi_efa(7); aws-samples/awsome-distributed-training
+    # EFA cheatsheet: "a minor performance hit").
+    return {} if hugepages else {"FI_EFA_USE_HUGE_PAGE": "0"}
 
 
 def ray_worker_template(ray: RayConfig) -> dict[str, Any]:
@@ -360,18 +388,8 @@ def ray_worker_template(ray: RayConfig) -> dict[str, Any]:
                 {
                     "name": "ray-worker",
                     "image": ray.image,
-                    # The EKS guide's EFA pods also take the huge pages libfabric allocates its buffers from
-                    # (infra/eks_facts.py); config validation counts the pool against the node's memory.
-                    "resources": _equal_requests_limits(
-                        {
-                            "cpu": w.cpu,
-                            "memory": w.memory,
-                            GPU_RESOURCE: w.num_gpus,
-                            EFA_RESOURCE: w.efa,
-                            EFA_HUGEPAGES_RESOURCE: EFA_HUGEPAGES,
-                        }
-                    ),
-                    "env": _env(NCCL_EFA_ENV),
+                    "resources": _equal_requests_limits(_worker_resources(w)),
+                    "env": _env({**NCCL_EFA_ENV, **_hugepages_env(w.hugepages), **aws_region_env(ray.region)}),
                     # libfabric pins (registers) the buffers NCCL sends over EFA.
                     "securityContext": {"capabilities": {"add": ["IPC_LOCK"]}},
                     "lifecycle": _pre_stop_ray_stop(),

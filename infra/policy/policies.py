@@ -291,8 +291,12 @@ def _worker_problems(group: Any) -> list[str]:
             problems.append(f"{name}: {GPU_RESOURCE} {limits.get(GPU_RESOURCE)} != Ray num-gpus {num_gpus}")
         if not (_num(limits.get(EFA_RESOURCE)) or 0) >= 1:
             problems.append(f"{name}: no {EFA_RESOURCE} in the limits: NCCL would use sockets")
-        if not limits.get(HUGEPAGES_RESOURCE):
-            problems.append(f"{name}: no {HUGEPAGES_RESOURCE} in the limits: libfabric's EFA buffers need them")
+        env = {e.get("name"): e.get("value") for e in c.get("env") or []}
+        if not limits.get(HUGEPAGES_RESOURCE) and env.get("FI_EFA_USE_HUGE_PAGE") != "0":
+            problems.append(
+                f"{name}: no {HUGEPAGES_RESOURCE} in the limits and no FI_EFA_USE_HUGE_PAGE=0: libfabric's EFA "
+                "buffers would ask for huge pages the pod may not use"
+            )
     return problems
 
 
@@ -308,7 +312,8 @@ ray_worker_pods = ResourceValidationPolicy(
     name="ray-worker-pods-efa-resources",
     description=(
         "Ray GPU worker pods have requests == limits (Guaranteed QoS), nvidia.com/gpu equal to Ray's num-gpus, "
-        "vpc.amazonaws.com/efa and hugepages-2Mi, as the EKS EFA guide's pods do. Source: "
+        "vpc.amazonaws.com/efa and hugepages-2Mi, as the EKS EFA guide's pods do (or, with the huge-page request "
+        "turned off, FI_EFA_USE_HUGE_PAGE=0 so libfabric does not ask for them). Source: "
         "https://docs.aws.amazon.com/eks/latest/userguide/node-efa.html"
     ),
     validate=_ray_workers,

@@ -353,6 +353,24 @@ def test_raycluster_resource_carries_the_built_spec(east):
     assert ints(rc["spec"]) == raycluster_spec(cfg.ray), "the engine did not receive the spec manifests.py built"
 
 
+@pytest.mark.parametrize("stack", STACKS)
+def test_ray_containers_get_the_region_of_their_stack(stack):
+    spec = one(render(stack), "kubernetes:ray.io/v1:RayCluster").inputs["spec"]
+    pods = [spec["headGroupSpec"], *spec["workerGroupSpecs"]]
+    regions = [
+        {e["name"]: e["value"] for e in c["env"]}.get("AWS_REGION")
+        for g in pods
+        for c in g["template"]["spec"]["containers"]
+    ]
+    assert regions == [stack] * len(regions), f"expected AWS_REGION {stack} on every container, got {regions}"
+
+
+def test_worker_hugepages_key_off_reaches_the_raycluster():
+    spec = one(render("us-east-2", rayWorkerHugepages="false"), "kubernetes:ray.io/v1:RayCluster").inputs["spec"]
+    limits = spec["workerGroupSpecs"][0]["template"]["spec"]["containers"][0]["resources"]["limits"]
+    assert "hugepages-2Mi" not in limits, f"expected no hugepages-2Mi limit, got {limits}"
+
+
 def test_raycluster_worker_requests_equal_limits_and_num_gpus(east):
     worker = ints(one(east, "kubernetes:ray.io/v1:RayCluster").inputs["spec"]["workerGroupSpecs"][0])
     res = worker["template"]["spec"]["containers"][0]["resources"]

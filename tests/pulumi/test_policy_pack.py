@@ -202,6 +202,16 @@ def test_broken_worker_pod_is_reported(east, break_it, expected):
     assert len(found) == 1 and expected in found[0], f"expected one report about {expected}, got {found}"
 
 
+def test_worker_without_hugepages_but_told_libfabric_passes(east):
+    def edit(props):
+        c = props["spec"]["workerGroupSpecs"][0]["template"]["spec"]["containers"][0]
+        [d.pop("hugepages-2Mi") for d in c["resources"].values()]
+        c["env"].append({"name": "FI_EFA_USE_HUGE_PAGE", "value": "0"})
+
+    found = violations(only("ray-worker-pods-efa-resources"), edited(east, pp.RAY_CLUSTER, "raycluster", edit))
+    assert found == [], f"expected no report with FI_EFA_USE_HUGE_PAGE=0, got {found}"
+
+
 def _with_service_account(props):
     props["spec"]["workerGroupSpecs"][0]["template"]["spec"]["serviceAccountName"] = "ray-train"
 

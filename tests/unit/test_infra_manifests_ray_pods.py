@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import ipaddress
 import warnings
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -94,3 +95,24 @@ def test_nvidia_plugin_tolerates_critical_addons_only():
     tolerations = m.nvidia_device_plugin_values()["tolerations"]
     expected = {"key": "CriticalAddonsOnly", "operator": "Exists"}
     assert expected in tolerations, f"expected {expected} in {tolerations}"
+
+
+@pytest.mark.parametrize("group", ["head", "worker"])
+def test_every_ray_container_knows_the_stack_region(cfg, group):
+    # Pod Identity gives credentials, not a region; IMDS is out of reach (hop limit 1).
+    env = {e["name"]: e["value"] for e in container(cfg, group)["env"]}
+    got = (env.get("AWS_REGION"), env.get("AWS_DEFAULT_REGION"))
+    assert got == ("us-west-2", "us-west-2"), f"{group}: expected AWS_REGION/AWS_DEFAULT_REGION us-west-2, got {got}"
+
+
+def test_worker_requests_the_efa_huge_pages_by_default(cfg):
+    limits = container(cfg, "worker")["resources"]["limits"]
+    assert limits.get("hugepages-2Mi") == "5120Mi", f"expected hugepages-2Mi 5120Mi, got {limits}"
+
+
+def test_worker_hugepages_off_drops_the_request_and_tells_libfabric(cfg):
+    ray = replace(cfg.ray, worker=replace(cfg.ray.worker, hugepages=False))
+    worker = m.raycluster_spec(ray)["workerGroupSpecs"][0]["template"]["spec"]["containers"][0]
+    env = {e["name"]: e["value"] for e in worker["env"]}
+    got = ("hugepages-2Mi" in worker["resources"]["limits"], env.get("FI_EFA_USE_HUGE_PAGE"))
+    assert got == (False, "0"), f"expected (no hugepages limit, FI_EFA_USE_HUGE_PAGE=0), got {got}"
