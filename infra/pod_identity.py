@@ -57,10 +57,16 @@ def storage_access_policy(bucket_arn: str, prefix: str) -> dict[str, Any]:
     ``Resource: *``. ListBucket's ``s3:prefix`` condition is how S3 scopes a listing to a folder
     (https://docs.aws.amazon.com/AmazonS3/latest/userguide/example-policies-s3.html).
 
-    ``IfExists``: pyarrow's ``create_dir``, which Ray Train calls on its storage path, first sends
-    HeadBucket (seen against moto: ``HEAD /<bucket>`` before the directory markers), which S3
-    authorises as ``s3:ListBucket`` with no ``s3:prefix``; a plain ``StringLike`` would deny it and
-    Ray Train could not start. A listing that names another prefix is still denied.
+    Why ``StringLikeIfExists`` and not ``StringLike`` (issue 26 asked): pyarrow's ``create_dir``, which
+    Ray Train calls on its storage path, first sends HeadBucket to see whether the bucket exists
+    (apache/arrow cpp/src/arrow/filesystem/s3fs.cc, CreateDir; seen against moto: ``HEAD /<bucket>``
+    before the directory markers). S3 authorises HeadBucket as ``s3:ListBucket``
+    (https://docs.aws.amazon.com/AmazonS3/latest/API/API_HeadBucket.html) and the request carries no
+    ``s3:prefix``, exactly like a listing of the whole bucket, so no IAM condition can allow the one and
+    deny the other: ``StringLike`` would deny HeadBucket and Ray Train could not start. What the
+    ``IfExists`` form lets through is a listing of key names (not contents: object actions stay under
+    the prefix) of a bucket that by default holds this stack's keys only; a listing that names another
+    prefix is denied. The policy pack (``iam-s3-scoped-to-a-prefix``) holds both halves.
     """
     return {
         "Version": "2012-10-17",

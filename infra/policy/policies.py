@@ -404,13 +404,18 @@ def _s3_star_statements(document: Any) -> list[dict]:
     ]
 
 
-def _iam_no_s3_star(args: ResourceValidationArgs, report: ReportViolation) -> None:
+def _iam_documents(args: ResourceValidationArgs) -> list[Any]:
+    """The policy documents a resource declares: a policy's own, or a role's inline ones."""
     docs = []
     if args.resource_type in IAM_POLICY_DOCS:
         docs.append(args.props.get(IAM_POLICY_DOCS[args.resource_type]))
     if args.resource_type == "aws:iam/role:Role":
         docs += [p.get("policy") for p in args.props.get("inlinePolicies") or []]
-    for doc in docs:
+    return docs
+
+
+def _iam_no_s3_star(args: ResourceValidationArgs, report: ReportViolation) -> None:
+    for doc in _iam_documents(args):
         for st in _s3_star_statements(doc):
             report(f"statement {st.get('Sid', '')!r} allows {st.get('Action')} on Resource '*': name the bucket")
 
@@ -422,6 +427,44 @@ iam_no_s3_star = ResourceValidationPolicy(
         "(least privilege). Source: https://docs.aws.amazon.com/IAM/latest/UserGuide/best-practices.html"
     ),
     validate=_iam_no_s3_star,
+    enforcement_level=EnforcementLevel.MANDATORY,
+)
+
+
+def _s3_scope_problems(document: Any) -> list[str]:
+    """Statements that reach past a key prefix: object actions on ``bucket/*``, or ListBucket without an
+    ``s3:prefix`` condition naming one."""
+    doc = json.loads(document) if isinstance(document, str) else document or {}
+    problems = []
+    for st in _as_list(doc.get("Statement") or []):
+        actions = set(_as_list(st.get("Action")))
+        if st.get("Effect", "Allow") != "Allow" or not any(a.startswith("s3:") for a in actions):
+            continue
+        sid = st.get("Sid", "")
+        objects = [r for r in _as_list(st.get("Resource")) if str(r).startswith("arn:aws:s3:::") and "/" in str(r)]
+        problems += [f"statement {sid!r} reaches every key of {r[: -len('/*')]}" for r in objects if r.count("/") < 2]
+        if "s3:ListBucket" in actions:
+            conditions = st.get("Condition") or {}
+            prefixes = [v for c in conditions.values() for v in _as_list((c or {}).get("s3:prefix") or [])]
+            if not prefixes or any(v in ("", "*") for v in prefixes):
+                problems.append(f"statement {sid!r} lists the bucket without an s3:prefix condition naming a prefix")
+    return problems
+
+
+def _iam_s3_prefix(args: ResourceValidationArgs, report: ReportViolation) -> None:
+    for doc in _iam_documents(args):
+        for problem in _s3_scope_problems(doc):
+            report(problem)
+
+
+iam_s3_prefix = ResourceValidationPolicy(
+    name="iam-s3-scoped-to-a-prefix",
+    description=(
+        "An IAM statement with S3 object actions names a key prefix (bucket/<prefix>/*, not bucket/*), and "
+        "s3:ListBucket carries an s3:prefix condition naming that prefix: the pods reach their stack's keys only. "
+        "Source: https://docs.aws.amazon.com/AmazonS3/latest/userguide/example-policies-s3.html"
+    ),
+    validate=_iam_s3_prefix,
     enforcement_level=EnforcementLevel.MANDATORY,
 )
 
@@ -489,6 +532,7 @@ POLICIES: list[ResourceValidationPolicy | StackValidationPolicy] = [
     ray_pod_identity,
     s3_private_encrypted,
     iam_no_s3_star,
+    iam_s3_prefix,
     nat_in_gpu_az,
     s3_gateway_endpoint,
 ]

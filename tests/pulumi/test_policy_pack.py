@@ -269,6 +269,27 @@ def test_s3_star_on_one_bucket_passes():
     assert violations(only("iam-no-s3-star-on-star"), [role]) == []
 
 
+def _role_policy(statement: dict) -> list[PolicyResource]:
+    doc = json.dumps({"Statement": [{"Sid": "s", "Effect": "Allow", **statement}]})
+    return [resource("aws:iam/rolePolicy:RolePolicy", "p", {"policy": doc})]
+
+
+def test_object_actions_on_every_key_of_the_bucket_are_reported():
+    found = violations(
+        only("iam-s3-scoped-to-a-prefix"), _role_policy({"Action": "s3:GetObject", "Resource": "arn:aws:s3:::b/*"})
+    )
+    assert found == ["statement 's' reaches every key of arn:aws:s3:::b"], found
+
+
+@pytest.mark.parametrize("condition", [None, {"StringLike": {"s3:prefix": "*"}}], ids=["none", "star"])
+def test_listing_without_a_prefix_condition_is_reported(condition):
+    statement = {"Action": ["s3:ListBucket"], "Resource": "arn:aws:s3:::b"} | (
+        {"Condition": condition} if condition else {}
+    )
+    found = violations(only("iam-s3-scoped-to-a-prefix"), _role_policy(statement))
+    assert found == ["statement 's' lists the bucket without an s3:prefix condition naming a prefix"], found
+
+
 def test_nat_outside_the_gpu_az_is_advised(east):
     def elsewhere(props):
         props["subnetId"] = "ray-efa-eks-network-public-us-east-2a-id"
