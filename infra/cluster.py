@@ -136,6 +136,9 @@ class Cluster(pulumi.ComponentResource):
             # cluster's Kubernetes version at every `up`: pod networking would change unasked. Pinned by the
             # vpcCniVersion key (https://docs.aws.amazon.com/eks/latest/userguide/vpc-add-on-update.html).
             vpc_cni_options=eks.VpcCniOptionsArgs(addon_version=c.vpc_cni_version),
+            # kube-proxy likewise (kubeProxyVersion): pulumi-eks manages it as an add-on and takes the newest
+            # without a version (https://docs.aws.amazon.com/eks/latest/userguide/managing-kube-proxy.html).
+            kube_proxy_addon_options=eks.KubeProxyAddonOptionsArgs(version=c.kube_proxy_version),
             opts=child,
         )
 

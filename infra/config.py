@@ -80,6 +80,7 @@ class ClusterConfig:
     public_access_cidrs: tuple[str, ...]  # empty when the endpoint is private only
     log_types: tuple[str, ...]
     vpc_cni_version: str  # the EKS-managed vpc-cni add-on's version, pinned
+    kube_proxy_version: str  # the EKS-managed kube-proxy add-on's version, pinned
     admin_role_arns: tuple[str, ...] = ()  # given cluster-admin through an EKS access entry
 
 
@@ -280,6 +281,7 @@ def _build(stack: str, region: str, v: Mapping[str, Any], notes: tuple[str, ...]
             log_types=tuple(v["controlPlaneLogTypes"]),
             admin_role_arns=tuple(v["clusterAdminRoleArns"]),
             vpc_cni_version=v["vpcCniVersion"],
+            kube_proxy_version=v["kubeProxyVersion"],
         ),
         system_nodes=SystemNodesConfig(
             instance_type=v["systemInstanceType"], count=v["systemNodeCount"], root_volume_gib=v["systemRootVolumeGib"]

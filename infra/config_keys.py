@@ -155,7 +155,7 @@ def log_types(key: str, value: tuple[str, ...]) -> None:
 def kubernetes_version(key: str, value: str) -> None:
     if not _K8S_VERSION.fullmatch(value) or int(value.split(".")[1]) < 30:
         raise ConfigError(
-            f"{key} {value!r} is not an EKS version 1.30 or newer (the AL2023 NVIDIA AMI needs it): set e.g. '1.35'"
+            f"{key} {value!r} is not an EKS version 1.30 or newer (the AL2023 NVIDIA AMI needs it): set e.g. '1.36'"
         )
 
 
@@ -163,8 +163,8 @@ def addon_version(key: str, value: str) -> None:
     if not _ADDON_VERSION.fullmatch(value):
         raise ConfigError(
             f"{key} {value!r} is not an EKS add-on version (vMAJOR.MINOR.PATCH-eksbuild.N): list the versions for "
-            "your cluster with `aws eks describe-addon-versions --addon-name vpc-cni --kubernetes-version 1.35 "
-            "--query 'addons[].addonVersions[].addonVersion'`"
+            "your cluster with `aws eks describe-addon-versions --addon-name <vpc-cni|kube-proxy> "
+            "--kubernetes-version 1.36 --query 'addons[].addonVersions[].addonVersion'`"
         )
 
 
@@ -336,10 +336,13 @@ KEYS: tuple[Key, ...] = (
     Key(
         "kubernetesVersion",
         "string",
-        "1.35",
-        "EKS Kubernetes version (major.minor); the AL2023 NVIDIA AMI type needs 1.30 or newer. 1.35 is in EKS "
-        "standard support until 2027-03-27 (1.34's ended on 2026-12-02); a version past its standard support is "
-        "accepted with a warning, because EKS bills extended support per cluster hour "
+        "1.36",
+        "EKS Kubernetes version (major.minor); the AL2023 NVIDIA AMI type needs 1.30 or newer. 1.36 is in EKS "
+        "standard support until 2027-08-02 (EKS released it on 2026-06-02; standard support lasts 14 months: "
+        "https://endoflife.date/amazon-eks), 1.35 until 2027-03-27; 1.34's ended on 2026-12-02. AWS's own Ray "
+        "Train sample defaults to 1.36 (aws-samples/sample-aws-deep-learning-containers, "
+        "training/ray-train/scripts/env.sh). A version past its standard support is accepted with a warning, because "
+        "EKS bills extended support per cluster hour "
         "(https://docs.aws.amazon.com/eks/latest/userguide/kubernetes-versions.html).",
         "cluster",
         kubernetes_version,
@@ -351,8 +354,22 @@ KEYS: tuple[Key, ...] = (
         "Version of the EKS-managed VPC CNI add-on (vpc-cni), pinned so that a later `pulumi up` never changes "
         "pod networking unasked (pulumi-eks otherwise takes the newest for the cluster's Kubernetes version). "
         "v1.22.4-eksbuild.3 is the version EKS offered for Kubernetes 1.31 to 1.36 in published records of "
-        "2026; check yours with `aws eks describe-addon-versions --addon-name vpc-cni --kubernetes-version "
-        "1.35` before changing kubernetesVersion.",
+        "2026, one of them an EKS 1.36 cluster that resolved to it; the EKS guide's managing-vpc-cni table read "
+        "here stops before 1.36. Preflight checks it with `aws eks describe-addon-versions --addon-name vpc-cni "
+        "--kubernetes-version <kubernetesVersion>`.",
+        "cluster",
+        addon_version,
+    ),
+    Key(
+        "kubeProxyVersion",
+        "string",
+        "v1.36.0-eksbuild.21",
+        "Version of the EKS-managed kube-proxy add-on, pinned like vpcCniVersion (pulumi-eks otherwise takes the "
+        "newest at every `up`). kube-proxy follows the Kubernetes minor version, so change it with "
+        "kubernetesVersion. v1.36.0-eksbuild.21 is what an EKS 1.36 cluster resolved to in a published record of "
+        "2026-09 (beside vpc-cni v1.22.4-eksbuild.3); the EKS guide's managing-kube-proxy table read here stops "
+        "before 1.36. Preflight checks it with `aws eks describe-addon-versions --addon-name kube-proxy "
+        "--kubernetes-version <kubernetesVersion>`.",
         "cluster",
         addon_version,
     ),

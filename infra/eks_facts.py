@@ -63,7 +63,8 @@ EFA_HUGEPAGES_GIB = 5.0
 # End of EKS standard support per Kubernetes minor version: 14 months after EKS released it, then
 # 12 months of extended support at extra cost per cluster hour
 # (https://docs.aws.amazon.com/eks/latest/userguide/kubernetes-versions.html). Dates as listed
-# by https://endoflife.date/amazon-eks (which follows the EKS release calendar), read 2026-12-04.
+# by https://endoflife.date/amazon-eks (which follows the EKS release calendar), read 2026-12-04;
+# 1.36 from its releases list read 2026-12-05 (EKS release 2026-06-02, eol 2027-08-02: 14 months).
 # A version missing here is newer than this table: no warning.
 STANDARD_SUPPORT_ENDS = {
     "1.30": date(2025, 7, 23),
@@ -72,6 +73,7 @@ STANDARD_SUPPORT_ENDS = {
     "1.33": date(2026, 7, 29),
     "1.34": date(2026, 12, 2),
     "1.35": date(2027, 3, 27),
+    "1.36": date(2027, 8, 2),
 }
 
 

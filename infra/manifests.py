@@ -227,7 +227,10 @@ def chart_pins(cfg: StackConfig) -> dict[str, ChartPin]:
         # v0.5.30 only adds EFA instance types (aws/eks-charts#1337, commit bfe91c4b9257, Chart.yaml and
         # values.yaml of stable/aws-efa-k8s-device-plugin). The v0.5.21-eksbuild.9 image came later
         # (aws/eks-charts#1363) in a chart version not checked here:
-        # `helm search repo eks/aws-efa-k8s-device-plugin -l`.
+        # `helm search repo eks/aws-efa-k8s-device-plugin -l`. AWS's Ray Train sample pins v0.5.32
+        # (aws-samples/sample-aws-deep-learning-containers training/ray-train/scripts/env.sh), but the
+        # newest eks-charts snapshot read (5239609, 2026-08-03) ends at v0.5.30, so the default stays
+        # there; supportedInstanceLabels below makes the chart's allow-list moot for the stack's type.
         "aws-efa-k8s-device-plugin": ChartPin(
             "aws-efa-k8s-device-plugin",
             "aws-efa-k8s-device-plugin",

@@ -382,22 +382,23 @@ def check_system_quota(cfg: Any, clients: AwsClients) -> Finding:
     return row
 
 
-def check_vpc_cni_version(eks: Any, version: str, kubernetes_version: str, region: str) -> Finding:
-    """The pinned vpc-cni add-on version is one EKS offers for the cluster's Kubernetes version.
+def check_addon_version(eks: Any, addon: str, key: str, version: str, kubernetes_version: str, region: str) -> Finding:
+    """The pinned version of EKS add-on ``addon`` (stack key ``key``) is one EKS offers for the cluster's
+    Kubernetes version.
 
-    EKS creates the add-on after the control plane: a version it does not offer fails `up` with the
+    EKS creates the add-ons after the control plane: a version it does not offer fails `up` with the
     cluster already billing (https://docs.aws.amazon.com/eks/latest/APIReference/API_DescribeAddonVersions.html).
     """
-    check = "vpc-cni add-on"
+    check = f"{addon} add-on"
     listing = (
-        f"aws eks describe-addon-versions --addon-name vpc-cni --kubernetes-version {kubernetes_version} "
+        f"aws eks describe-addon-versions --addon-name {addon} --kubernetes-version {kubernetes_version} "
         f"--region {region} --query 'addons[].addonVersions[].addonVersion'"
     )
     if eks is None:
         return Finding(check, "skip", f"{version} not checked: no EKS client")
     try:
         pages = eks.get_paginator("describe_addon_versions").paginate(
-            addonName="vpc-cni", kubernetesVersion=kubernetes_version
+            addonName=addon, kubernetesVersion=kubernetes_version
         )
         offered = [v["addonVersion"] for page in pages for a in page["addons"] for v in a["addonVersions"]]
     except (ClientError, BotoCoreError) as e:
@@ -408,9 +409,19 @@ def check_vpc_cni_version(eks: Any, version: str, kubernetes_version: str, regio
             check,
             "fail",
             f"{version} is not offered for Kubernetes {kubernetes_version} in {region} (newest offered: {newest})",
-            f"set ray-efa-eks:vpcCniVersion to one of: {listing}",
+            f"set ray-efa-eks:{key} to one of: {listing}",
         )
     return Finding(check, "pass", f"{version} is offered for Kubernetes {kubernetes_version}")
+
+
+def check_vpc_cni_version(eks: Any, version: str, kubernetes_version: str, region: str) -> Finding:
+    """The vpc-cni row: vpcCniVersion is offered for kubernetesVersion."""
+    return check_addon_version(eks, "vpc-cni", "vpcCniVersion", version, kubernetes_version, region)
+
+
+def check_kube_proxy_version(eks: Any, version: str, kubernetes_version: str, region: str) -> Finding:
+    """The kube-proxy row: kubeProxyVersion is offered for kubernetesVersion (kube-proxy follows its minor)."""
+    return check_addon_version(eks, "kube-proxy", "kubeProxyVersion", version, kubernetes_version, region)
 
 
 def _reservation_kind(cr: dict) -> str:
@@ -448,6 +459,7 @@ def run_preflight(cfg: Any, clients: AwsClients, which: Callable[[str], str | No
     rows.append(check_system_quota(cfg, clients))
     c = cfg.cluster
     rows.append(check_vpc_cni_version(clients.eks, c.vpc_cni_version, c.kubernetes_version, cfg.region))
+    rows.append(check_kube_proxy_version(clients.eks, c.kube_proxy_version, c.kubernetes_version, cfg.region))
     rows.append(check_capacity_block_type(g.instance_type, g.capacity_block, cfg.stack))
     rows.append(
         check_capacity_reservation(

@@ -283,29 +283,33 @@ def test_reservation_for_the_configured_placement_group_passes():
     assert row.status == "pass", f"got {row}"
 
 
-def addon_versions_client(*versions: str, error: str | None = None):
-    """EKS answering DescribeAddonVersions for vpc-cni with ``versions`` (newest first), or ``error``."""
+def addon_versions_client(*versions: str, error: str | None = None, proxy: tuple[str, ...] = ()):
+    """EKS answering DescribeAddonVersions for vpc-cni with ``versions`` (newest first), or ``error``; then,
+    when ``proxy`` is given, for kube-proxy with those versions (preflight asks in that order)."""
     client = boto3.client("eks", region_name=REGION)
     stub = Stubber(client)
-    expected = {"addonName": "vpc-cni", "kubernetesVersion": "1.35"}
-    if error:
-        stub.add_client_error("describe_addon_versions", error, "denied", expected_params=expected)
-    else:
-        answer = {"addons": [{"addonName": "vpc-cni", "addonVersions": [{"addonVersion": v} for v in versions]}]}
-        stub.add_response("describe_addon_versions", answer, expected)
+    for addon, offered in (("vpc-cni", versions), ("kube-proxy", proxy)):
+        if addon == "kube-proxy" and not proxy:
+            break
+        expected = {"addonName": addon, "kubernetesVersion": "1.36"}
+        if error:
+            stub.add_client_error("describe_addon_versions", error, "denied", expected_params=expected)
+        else:
+            answer = {"addons": [{"addonName": addon, "addonVersions": [{"addonVersion": v} for v in offered]}]}
+            stub.add_response("describe_addon_versions", answer, expected)
     stub.activate()
     return client
 
 
 def test_pinned_vpc_cni_version_offered_for_the_kubernetes_version_passes():
     eks = addon_versions_client("v1.22.4-eksbuild.3", "v1.21.1-eksbuild.7")
-    row = check_vpc_cni_version(eks, "v1.21.1-eksbuild.7", "1.35", REGION)
+    row = check_vpc_cni_version(eks, "v1.21.1-eksbuild.7", "1.36", REGION)
     assert row.status == "pass", f"got {row}"
 
 
 def test_pinned_vpc_cni_version_not_offered_fails_before_up_with_the_listing_command():
     eks = addon_versions_client("v1.22.4-eksbuild.3", "v1.21.1-eksbuild.7")
-    row = check_vpc_cni_version(eks, "v1.18.0-eksbuild.1", "1.35", REGION)
+    row = check_vpc_cni_version(eks, "v1.18.0-eksbuild.1", "1.36", REGION)
     expected = ("fail", "newest offered: v1.22.4-eksbuild.3", "set ray-efa-eks:vpcCniVersion")
     got = (row.status, row.detail, row.fix)
     assert got[0] == expected[0] and expected[1] in got[1] and got[2].startswith(expected[2]), f"got {got}"
@@ -313,7 +317,7 @@ def test_pinned_vpc_cni_version_not_offered_fails_before_up_with_the_listing_com
 
 def test_vpc_cni_version_unlistable_is_skipped_not_failed():
     row = check_vpc_cni_version(
-        addon_versions_client(error="AccessDeniedException"), "v1.22.4-eksbuild.3", "1.35", REGION
+        addon_versions_client(error="AccessDeniedException"), "v1.22.4-eksbuild.3", "1.36", REGION
     )
     assert (row.status, "AccessDeniedException" in row.detail) == ("skip", True), f"got {row}"
 
@@ -324,6 +328,22 @@ def test_preflight_fails_on_a_vpc_cni_version_the_cluster_cannot_get():
     cfg = dataclasses.replace(cfg, cluster=dataclasses.replace(cfg.cluster, vpc_cni_version="v1.9.0-eksbuild.1"))
     result = run(cfg, aws)
     assert (result.status, rows(result)["vpc-cni add-on"].status) == ("fail", "fail"), f"got {result.summary}"
+
+
+def test_preflight_fails_on_a_kube_proxy_version_the_cluster_cannot_get_with_the_key():
+    eks = addon_versions_client("v1.22.4-eksbuild.3", proxy=("v1.36.0-eksbuild.21",))
+    aws = dataclasses.replace(clients(quota=192), eks=eks)
+    cfg = config()
+    cfg = dataclasses.replace(cfg, cluster=dataclasses.replace(cfg.cluster, kube_proxy_version="v1.35.0-eksbuild.2"))
+    row = rows(run(cfg, aws))["kube-proxy add-on"]
+    got = (row.status, row.detail.startswith("v1.35.0-eksbuild.2 is not offered for Kubernetes 1.36"), row.fix)
+    assert got[:2] == ("fail", True) and "set ray-efa-eks:kubeProxyVersion" in got[2], f"got {row}"
+
+
+def test_preflight_passes_the_pinned_kube_proxy_version_when_eks_offers_it():
+    eks = addon_versions_client("v1.22.4-eksbuild.3", proxy=("v1.36.0-eksbuild.25", "v1.36.0-eksbuild.21"))
+    row = rows(run(config(), dataclasses.replace(clients(quota=192), eks=eks)))["kube-proxy add-on"]
+    assert (row.status, row.detail) == ("pass", "v1.36.0-eksbuild.21 is offered for Kubernetes 1.36"), f"got {row}"
 
 
 # ---- where preflight stops early: nothing after a row that the later rows depend on ----------------
@@ -428,7 +448,7 @@ def test_preflight_cni_row_names_the_pinned_version_and_the_region():
     cfg = config()
     cfg = dataclasses.replace(cfg, cluster=dataclasses.replace(cfg.cluster, vpc_cni_version="v1.9.0-eksbuild.1"))
     row = rows(run(cfg, aws))["vpc-cni add-on"]
-    expected = "v1.9.0-eksbuild.1 is not offered for Kubernetes 1.35 in us-west-2"
+    expected = "v1.9.0-eksbuild.1 is not offered for Kubernetes 1.36 in us-west-2"
     assert row.detail.startswith(expected), f"expected {expected!r}..., got {row.detail!r}"
 
 

@@ -169,6 +169,14 @@ def test_vpc_cni_add_on_is_pinned_to_the_stack_key(east):
     assert got == ("v1.22.4-eksbuild.3", "v1.21.1-eksbuild.7"), f"vpc-cni addonVersion (default, key set): {got}"
 
 
+def test_kube_proxy_add_on_is_pinned_to_the_stack_key(east):
+    chosen = render("us-west-2", kubeProxyVersion="v1.36.0-eksbuild.25")
+    got = tuple(
+        one(r, "eks:index:Cluster").inputs.get("kubeProxyAddonOptions", {}).get("version") for r in (east, chosen)
+    )
+    assert got == ("v1.36.0-eksbuild.21", "v1.36.0-eksbuild.25"), f"kube-proxy add-on versions {got}"
+
+
 def test_private_only_endpoint_has_no_public_access():
     c = one(render("us-west-2", apiPublicAccess="false"), "eks:index:Cluster").inputs
     assert (c["endpointPublicAccess"], c.get("publicAccessCidrs")) == (False, None)

@@ -60,6 +60,7 @@ BAD = {
     "worker memory eats the huge pages": ({"rayWorkerMemory": "170Gi"}, "5120Mi of EFA huge pages"),
     "vpc-cni version without its eksbuild": ({"vpcCniVersion": "v1.22.4"}, "vpcCniVersion 'v1.22.4'"),
     "vpc-cni version floating": ({"vpcCniVersion": "latest"}, "vpcCniVersion 'latest'"),
+    "kube-proxy version without its eksbuild": ({"kubeProxyVersion": "v1.36.0"}, "kubeProxyVersion 'v1.36.0'"),
 }
 
 
@@ -85,6 +86,20 @@ def test_capacity_block_warns_that_updates_need_desired_size_zero():
             stack="t",
             region="us-west-2",
         )
+
+
+def test_kubernetes_1_36_leaves_standard_support_on_2027_08_02():
+    got = (
+        extended_support_note("1.36", date(2027, 8, 2)),
+        "2027-08-02" in (extended_support_note("1.36", date(2027, 8, 3)) or ""),
+    )
+    assert got == (None, True), f"expected no note on 2027-08-02 and one naming it the day after, got {got}"
+
+
+def test_default_kubernetes_and_kube_proxy_versions_agree_on_the_minor():
+    c = _validate({}).cluster
+    got = (c.kubernetes_version, c.kube_proxy_version.split(".")[:2])
+    assert got == ("1.36", ["v1", "36"]), f"expected 1.36 with a v1.36 kube-proxy, got {got}"
 
 
 def test_version_past_standard_support_warns_with_the_date():
