@@ -4,6 +4,7 @@ interface per network card, and a managed node group pinned to one private subne
 
 from __future__ import annotations
 
+import base64
 from dataclasses import dataclass
 
 import pulumi
@@ -18,6 +19,7 @@ from infra.manifests import (
     gpu_capacity,
     gpu_node_labels,
     gpu_node_taints,
+    gpu_node_user_data,
     launch_template_metadata_options,
     root_volume,
 )
@@ -125,7 +127,8 @@ class EfaNodeGroup(pulumi.ComponentResource):
         placement_group_name: pulumi.Input[str],
         capacity: GpuCapacity,
     ) -> aws.ec2.LaunchTemplate:
-        """The GPU nodes' launch template: EFA interfaces, IMDSv2, the placement group, the reservation."""
+        """The GPU nodes' launch template: EFA interfaces, IMDSv2, the placement group, the reservation, and the
+        user data that reserves the EFA huge pages."""
         child = pulumi.ResourceOptions(parent=self)
         gpu = args.gpu
         # The EFA group plus the cluster's: the nodes still need to reach the control plane and
@@ -140,6 +143,8 @@ class EfaNodeGroup(pulumi.ComponentResource):
             f"{name}-lt",
             description=f"EFA GPU nodes ({gpu.instance_type}, {gpu.efa_interfaces} EFA interface(s))",
             instance_type=capacity.launch_template_instance_type,
+            # Huge pages for libfabric reserved by the node itself, before the kubelet starts.
+            user_data=base64.b64encode(gpu_node_user_data().encode()).decode(),
             network_interfaces=interfaces,
             metadata_options=launch_template_metadata_options(),
             block_device_mappings=[root_volume(gpu.root_volume_gib)],

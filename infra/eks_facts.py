@@ -59,6 +59,13 @@ CAPACITY_BLOCK_UPDATE_NOTE = (
 EFA_HUGEPAGES_RESOURCE = "hugepages-2Mi"
 EFA_HUGEPAGES = "5120Mi"
 EFA_HUGEPAGES_GIB = 5.0
+# The pool the GPU nodes reserve at boot, in 2 MiB pages: what one worker pod requests (5120Mi).
+# The EFA installer's efa-config reserves its own pool on full installs, but its rule is not in any
+# authoritative source read here (a third-party Terraform module says /opt/amazon/bin/efa-hugepages-reserve.sh
+# reserves about 110 MiB per vCPU; not verified), and the AL2023 NVIDIA AMI installs EFA with
+# `efa_installer.sh --minimal` (awslabs/amazon-eks-ami templates/al2023/provisioners/install-efa.sh),
+# whose pool is unstated. So the nodes reserve the worker's request themselves, never lowering a larger pool.
+EFA_HUGEPAGES_PAGES = 2560
 
 # End of EKS standard support per Kubernetes minor version: 14 months after EKS released it, then
 # 12 months of extended support at extra cost per cluster hour

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from infra.config import GpuNodesConfig, RayConfig, RayWorkerConfig, StackConfig
-from infra.eks_facts import EFA_HUGEPAGES, EFA_HUGEPAGES_RESOURCE
+from infra.eks_facts import EFA_HUGEPAGES, EFA_HUGEPAGES_PAGES, EFA_HUGEPAGES_RESOURCE
 from infra.names import (
     EFA_RESOURCE,
     GPU_RESOURCE,
@@ -162,6 +162,42 @@ def root_volume(size_gib: int) -> dict[str, Any]:
             "delete_on_termination": "true",
         },
     }
+
+
+USER_DATA_BOUNDARY = "==RAYEFAEKS=="
+HUGEPAGES_SYSCTL_FILE = "/etc/sysctl.d/90-ray-efa-eks-hugepages.conf"
+
+
+def gpu_node_user_data(hugepages_2mi: int = EFA_HUGEPAGES_PAGES) -> str:
+    """The GPU launch template's user data: MIME multi-part with one shell part that reserves
+    ``hugepages_2mi`` 2 MiB huge pages (never fewer than the node already has) before the kubelet starts.
+
+    The kubelet reads the huge-page pool once, at start, into the node's allocatable ``hugepages-2Mi``; a pool
+    made later is never offered to pods. On AL2023, ``nodeadm-run.service`` (which starts the kubelet) runs
+    ``After=cloud-final.service``, the unit that runs user-data scripts (awslabs/amazon-eks-ami
+    templates/al2023/runtime/rootfs/etc/systemd/system/nodeadm-run.service), so this part runs first. EKS merges
+    its own NodeConfig part into MIME multi-part user data of a managed node group that uses the EKS AMI
+    (https://docs.aws.amazon.com/eks/latest/userguide/launch-templates.html). The sysctl.d file keeps the pool
+    across a reboot, when cloud-init does not run user scripts again.
+    """
+    script = f"""#!/bin/bash
+# ray-efa-eks: reserve the EFA huge pages before nodeadm starts the kubelet (it reads the pool once).
+want={hugepages_2mi}
+have=$(cat /proc/sys/vm/nr_hugepages)
+if [ "$have" -lt "$want" ]; then
+  echo "vm.nr_hugepages = $want" > {HUGEPAGES_SYSCTL_FILE}
+  sysctl -w vm.nr_hugepages="$want"
+fi
+echo "ray-efa-eks: vm.nr_hugepages=$(cat /proc/sys/vm/nr_hugepages) (wanted $want)"
+"""
+    return (
+        "MIME-Version: 1.0\n"
+        f'Content-Type: multipart/mixed; boundary="{USER_DATA_BOUNDARY}"\n\n'
+        f"--{USER_DATA_BOUNDARY}\n"
+        'Content-Type: text/x-shellscript; charset="us-ascii"\n\n'
+        f"{script}\n"
+        f"--{USER_DATA_BOUNDARY}--\n"
+    )
 
 
 @dataclass(frozen=True)

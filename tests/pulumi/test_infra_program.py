@@ -3,6 +3,7 @@ as the engine would receive it, for both example stacks and for config variants.
 
 from __future__ import annotations
 
+import base64
 import contextvars
 import warnings
 
@@ -12,7 +13,7 @@ from conftest import REPO
 
 from infra import mock_render
 from infra.config import PROJECT, ConfigError, ConfigWarning, from_pulumi_config, load_stack, stack_config_values
-from infra.manifests import raycluster_spec
+from infra.manifests import gpu_node_user_data, raycluster_spec
 from infra.mock_render import Render, RenderMocks, run_program
 from infra.stack import OUTPUT_NAMES
 
@@ -475,6 +476,16 @@ def test_capacity_block_type_is_in_the_launch_template_and_not_on_the_node_group
 def test_capacity_block_on_g6_stops_the_program_with_the_fix():
     with pytest.raises(ConfigError, match="set gpuCapacityBlock to false"):
         render("us-east-2", gpuCapacityReservationId="cr-0123456789abcdef0", gpuCapacityBlock="true")
+
+
+def test_gpu_launch_template_carries_the_huge_page_user_data(east):
+    encoded = one(east, "aws:ec2/launchTemplate:LaunchTemplate", "gpu-lt").inputs.get("userData", "")
+    assert base64.b64decode(encoded).decode() == gpu_node_user_data(), "the GPU launch template lacks the user data"
+
+
+def test_system_launch_template_reserves_no_huge_pages(east):
+    user_data = one(east, "aws:ec2/launchTemplate:LaunchTemplate", "system-lt").inputs.get("userData")
+    assert user_data is None, f"expected no user data on the system nodes, got {user_data!r}"
 
 
 def test_existing_placement_group_is_used_and_none_is_created():

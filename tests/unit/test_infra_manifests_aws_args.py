@@ -7,7 +7,10 @@ launch-template block devices, metadata options and network interfaces
 
 from __future__ import annotations
 
+import email
 import ipaddress
+import shutil
+import subprocess
 import warnings
 from dataclasses import replace
 from pathlib import Path
@@ -120,3 +123,39 @@ def test_without_a_capacity_block_the_node_group_lists_the_type_and_the_template
     cap = m.gpu_capacity(replace(gpu, capacity_reservation_id=reservation, capacity_block=False))
     got = (cap.launch_template_instance_type, cap.node_group_instance_types)
     assert got == (None, [gpu.instance_type]), f"expected (None, [{gpu.instance_type!r}]), got {got}"
+
+
+# --------------------------------------------------------------------------- GPU node user data
+
+
+def _shell_parts(user_data: str) -> list[str]:
+    message = email.message_from_string(user_data)
+    return [p.get_payload() for p in message.walk() if p.get_content_type() == "text/x-shellscript"]
+
+
+def test_gpu_user_data_is_mime_multipart_with_one_shell_part():
+    # EKS merges its NodeConfig into MIME multi-part user data (EKS guide launch-templates); a bare script is refused.
+    message = email.message_from_string(m.gpu_node_user_data())
+    got = (message.is_multipart(), len(_shell_parts(m.gpu_node_user_data())))
+    assert got == (True, 1), f"expected a multipart message with one text/x-shellscript part, got {got}"
+
+
+def test_gpu_user_data_reserves_the_worker_request_in_2mib_pages_and_keeps_it_across_reboots():
+    (script,) = _shell_parts(m.gpu_node_user_data())
+    expected = ["want=2560", 'sysctl -w vm.nr_hugepages="$want"', "> /etc/sysctl.d/90-ray-efa-eks-hugepages.conf"]
+    missing = [e for e in expected if e not in script]
+    assert not missing, f"expected {missing} in the shell part:\n{script}"
+
+
+def test_gpu_user_data_never_lowers_a_larger_pool():
+    (script,) = _shell_parts(m.gpu_node_user_data(10))
+    assert 'if [ "$have" -lt "$want" ]; then' in script, f"expected the raise-only guard in:\n{script}"
+
+
+@pytest.mark.skipif(shutil.which("bash") is None, reason="needs bash")
+def test_gpu_user_data_shell_part_is_valid_bash(tmp_path):
+    (script,) = _shell_parts(m.gpu_node_user_data())
+    path = tmp_path / "part.sh"
+    path.write_text(script)
+    done = subprocess.run(["bash", "-n", str(path)], capture_output=True, text=True)
+    assert done.returncode == 0, f"bash -n failed: {done.stderr}"
