@@ -51,7 +51,7 @@ class Cluster(pulumi.ComponentResource):
 
     Public outputs: ``cluster_name``, ``kubeconfig`` (secret), ``cluster_security_group_id``
     (the EKS-created group shared by the control plane and every node), ``node_role_arn``,
-    ``oidc_provider_arn``, ``system_node_group_name``. Handles for wiring, not outputs:
+    ``oidc_provider_arn``, ``oidc_issuer``, ``system_node_group_name``. Handles for wiring, not outputs:
     ``provider`` (the Kubernetes provider) and ``node_role_attachments``.
     """
 
@@ -86,6 +86,8 @@ class Cluster(pulumi.ComponentResource):
         self.cluster_security_group_id: pulumi.Output[str] = eks_cluster.cluster_security_group_id
         self.node_role_arn: pulumi.Output[str] = node_role.arn
         self.oidc_provider_arn: pulumi.Output[str] = eks_cluster.oidc_provider_arn
+        # The issuer without https://: the prefix of an IRSA trust policy's :sub and :aud conditions.
+        self.oidc_issuer: pulumi.Output[str] = eks_cluster.oidc_issuer
         self.system_node_group_name: pulumi.Output[str] = system.node_group_name
         self.node_role_attachments = attachments
         self.register_outputs(
@@ -95,6 +97,7 @@ class Cluster(pulumi.ComponentResource):
                 "cluster_security_group_id": self.cluster_security_group_id,
                 "node_role_arn": self.node_role_arn,
                 "oidc_provider_arn": self.oidc_provider_arn,
+                "oidc_issuer": self.oidc_issuer,
                 "system_node_group_name": self.system_node_group_name,
             }
         )

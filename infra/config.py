@@ -26,8 +26,10 @@ from typing import Any
 
 from infra.config_files import check_project_file, check_region, known_stacks, read_stack_file
 from infra.config_keys import (
+    IRSA,
     KEYS,
     KEYS_BY_NAME,
+    POD_IDENTITY,
     PROJECT,
     ConfigError,
     ConfigWarning,
@@ -38,8 +40,10 @@ from infra.config_keys import (
 from infra.config_rules import NODE_CPU_HEADROOM, NODE_MEMORY_HEADROOM_GIB, NOTES, RULES
 
 __all__ = [
+    "IRSA",
     "NODE_CPU_HEADROOM",
     "NODE_MEMORY_HEADROOM_GIB",
+    "POD_IDENTITY",
     "PROJECT",
     "ChartsConfig",
     "ClusterConfig",
@@ -152,6 +156,7 @@ class StorageConfig:
     object_prefix: str  # the stack name: every key the Ray pods may touch starts with "<object_prefix>/"
     retention_days: int  # 0: objects never expire
     force_destroy: bool
+    pod_identity_mode: str = POD_IDENTITY  # how the pods get the bucket's role: POD_IDENTITY | IRSA
 
 
 @dataclass(frozen=True)
@@ -344,6 +349,7 @@ def _storage(v: Mapping[str, Any], stack: str) -> StorageConfig:
         object_prefix=stack,
         retention_days=v["storageRetentionDays"],
         force_destroy=v["storageForceDestroy"],
+        pod_identity_mode=v["podIdentityMode"],
     )
 
 

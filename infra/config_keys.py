@@ -188,6 +188,17 @@ def efa_gpu_instance(key: str, value: str) -> None:
         raise ConfigError(f"{key} {value!r} does not support EFA: use one of {efa_types}")
 
 
+POD_IDENTITY, IRSA = "pod-identity", "irsa"
+POD_IDENTITY_MODES = (POD_IDENTITY, IRSA)
+
+
+def pod_identity_mode(key: str, value: str) -> None:
+    if value not in POD_IDENTITY_MODES:
+        raise ConfigError(
+            f"{key} {value!r} is not one of {list(POD_IDENTITY_MODES)}: {close_match(value, POD_IDENTITY_MODES)}"
+        )
+
+
 def reservation_id(key: str, value: str) -> None:
     if value and not _CAPACITY_RESERVATION.fullmatch(value):
         raise ConfigError(f"{key} {value!r} is not a capacity reservation id: use cr-xxxxxxxxxxxxxxxxx or ''")
@@ -644,6 +655,21 @@ KEYS: tuple[Key, ...] = (
         "Whether `destroy` deletes the bucket with every checkpoint in it. The default (false) keeps the bucket "
         "and its data: destroy leaves it in the account (Pulumi's retainOnDelete) and prints its name.",
         "storage",
+    ),
+    Key(
+        "podIdentityMode",
+        "string",
+        POD_IDENTITY,
+        "How the Ray pods get the run bucket's role. pod-identity: EKS Pod Identity (an agent add-on and an "
+        "association; https://docs.aws.amazon.com/eks/latest/userguide/pod-identities.html). irsa: IAM roles for "
+        "service accounts through the cluster's OIDC provider (a role trusting sts:AssumeRoleWithWebIdentity for "
+        "the ray-train ServiceAccount only, which carries the eks.amazonaws.com/role-arn annotation; no Pod "
+        "Identity association; https://docs.aws.amazon.com/eks/latest/userguide/iam-roles-for-service-accounts.html). "
+        "Use irsa when the pods' AWS SDK is too old for Pod Identity: pyarrow's S3 filesystem needs the AWS SDK for "
+        "C++ 1.11.263 or newer (https://docs.aws.amazon.com/eks/latest/userguide/pod-id-minimum-sdk.html). The S3 "
+        "permissions are the same policy document in both modes.",
+        "storage",
+        pod_identity_mode,
     ),
     # --- the training job
     Key("train", "object", {}, _TRAIN, "training job", train_block),

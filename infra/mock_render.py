@@ -63,7 +63,8 @@ class RenderMocks(Mocks):
                 kubeconfig=_FAKE_KUBECONFIG,
                 clusterSecurityGroupId="sg-render-cluster",
                 nodeSecurityGroupId="sg-render-cluster",
-                oidcProviderArn=f"arn:aws:iam::123456789012:oidc-provider/render/{name}",
+                oidcProviderArn=f"arn:aws:iam::123456789012:oidc-provider/oidc.eks.render.amazonaws.com/id/{name}",
+                oidcIssuer=f"oidc.eks.render.amazonaws.com/id/{name}",
             )
         elif typ == "aws:ec2/launchTemplate:LaunchTemplate":
             state.update(latestVersion=1, arn=f"arn:aws:ec2:render:123456789012:launch-template/{fake_id}")

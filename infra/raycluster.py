@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 import pulumi
@@ -19,6 +20,8 @@ class RayClusterArgs:
     # The CRD comes with the operator and the pods need the device plugins' resources;
     # neither is a data dependency.
     depends_on: tuple[pulumi.Resource, ...] = ()
+    # What the Ray ServiceAccount carries: under IRSA the role annotation (infra/pod_identity.py).
+    service_account_annotations: Mapping[str, pulumi.Input[str]] | None = None
 
 
 class RayCluster(pulumi.ComponentResource):
@@ -37,6 +40,7 @@ class RayCluster(pulumi.ComponentResource):
             metadata={
                 **service_account_manifest(args.ray.namespace)["metadata"],
                 "namespace": namespace.metadata["name"],
+                **({"annotations": dict(args.service_account_annotations)} if args.service_account_annotations else {}),
             },
             opts=pulumi.ResourceOptions(parent=self, provider=args.provider),
         )

@@ -31,6 +31,7 @@ OUTPUT_NAMES = (
     "pod_role_arn",
     "pod_identity_association_id",
     "ray_service_account",
+    "pod_identity_mode",
 )
 
 
@@ -93,11 +94,21 @@ def build(cfg: StackConfig) -> dict[str, Any]:
             service_account=RAY_SERVICE_ACCOUNT,
             bucket_arn=bucket.arn,
             prefix=cfg.storage.object_prefix,
+            mode=cfg.storage.pod_identity_mode,
+            oidc_provider_arn=cluster.oidc_provider_arn,
+            oidc_issuer=cluster.oidc_issuer,
         ),
     )
-    # A pod gets Pod Identity credentials only if its association exists when the pod is created.
-    before_pods = (kuberay.release, *plugins.releases, identity.addon, identity.association)
-    ray = RayCluster(f"{name}-ray", RayClusterArgs(ray=cfg.ray, provider=cluster.provider, depends_on=before_pods))
+    before_pods = (kuberay.release, *plugins.releases, *identity.ready)
+    ray = RayCluster(
+        f"{name}-ray",
+        RayClusterArgs(
+            ray=cfg.ray,
+            provider=cluster.provider,
+            depends_on=before_pods,
+            service_account_annotations=identity.service_account_annotations,
+        ),
+    )
     return {
         "region": cfg.region,
         "gpu_az": gpu_az,
@@ -112,6 +123,7 @@ def build(cfg: StackConfig) -> dict[str, Any]:
         "pod_role_arn": identity.role_arn,
         "pod_identity_association_id": identity.association_id,
         "ray_service_account": RAY_SERVICE_ACCOUNT,
+        "pod_identity_mode": cfg.storage.pod_identity_mode,
     }
 
 

@@ -45,6 +45,8 @@ SG_INGRESS = "aws:vpc/securityGroupIngressRule:SecurityGroupIngressRule"
 SG_EGRESS = "aws:vpc/securityGroupEgressRule:SecurityGroupEgressRule"
 RAY_CLUSTER = "kubernetes:ray.io/v1:RayCluster"
 POD_IDENTITY = "aws:eks/podIdentityAssociation:PodIdentityAssociation"
+SERVICE_ACCOUNT = "kubernetes:core/v1:ServiceAccount"
+IRSA_ROLE_ANNOTATION = "eks.amazonaws.com/role-arn"
 BUCKETS = ("aws:s3/bucket:Bucket", "aws:s3/bucketV2:BucketV2")
 PUBLIC_ACCESS_BLOCK = "aws:s3/bucketPublicAccessBlock:BucketPublicAccessBlock"
 BUCKET_ENCRYPTION = (
@@ -328,20 +330,37 @@ def _service_accounts(ray: PolicyResource) -> set[tuple[str, str]]:
     return {(ns, n) for n in names if n}
 
 
+def _irsa_bound(resources: list[PolicyResource]) -> set[tuple[str, str]]:
+    """ServiceAccounts that carry the IRSA role annotation."""
+    out = set()
+    for account in _of(resources, SERVICE_ACCOUNT):
+        meta = account.props.get("metadata") or {}
+        if (meta.get("annotations") or {}).get(IRSA_ROLE_ANNOTATION):
+            out.add((meta.get("namespace"), meta.get("name")))
+    return out
+
+
 def _pod_identity_valid(args: StackValidationArgs, report: ReportViolation) -> None:
     bound = {(a.props.get("namespace"), a.props.get("serviceAccount")) for a in _of(args.resources, POD_IDENTITY)}
+    bound |= _irsa_bound(args.resources)
     for ray in _of(args.resources, RAY_CLUSTER):
         for ns, sa in sorted(_service_accounts(ray)):
             if (ns, sa) not in bound:
-                report(f"{ray.name}: service account {ns}/{sa} has no EKS Pod Identity association", ray.urn)
+                report(
+                    f"{ray.name}: service account {ns}/{sa} has no EKS Pod Identity association and no "
+                    f"{IRSA_ROLE_ANNOTATION} annotation",
+                    ray.urn,
+                )
 
 
 ray_pod_identity = StackValidationPolicy(
     name="ray-service-account-pod-identity",
     description=(
-        "A service account the Ray pods run as is bound to an IAM role by an EKS Pod Identity association, the "
-        "only way the pods get AWS credentials once IMDS is closed to them (hop limit 1). Source: "
-        "https://docs.aws.amazon.com/eks/latest/userguide/pod-identities.html"
+        "A service account the Ray pods run as is bound to an IAM role, by an EKS Pod Identity association or "
+        "(podIdentityMode irsa) by the eks.amazonaws.com/role-arn annotation: the only ways the pods get AWS "
+        "credentials once IMDS is closed to them (hop limit 1). Sources: "
+        "https://docs.aws.amazon.com/eks/latest/userguide/pod-identities.html, "
+        "https://docs.aws.amazon.com/eks/latest/userguide/iam-roles-for-service-accounts.html"
     ),
     validate=_pod_identity_valid,
     enforcement_level=EnforcementLevel.MANDATORY,
@@ -469,6 +488,43 @@ iam_s3_prefix = ResourceValidationPolicy(
 )
 
 
+def _web_identity_problems(document: Any) -> list[str]:
+    """Statements letting an OIDC token assume the role without pinning one ServiceAccount and the STS audience."""
+    doc = json.loads(document) if isinstance(document, str) else document or {}
+    problems = []
+    for st in _as_list(doc.get("Statement") or []):
+        if "sts:AssumeRoleWithWebIdentity" not in _as_list(st.get("Action")) or st.get("Effect", "Allow") != "Allow":
+            continue
+        equals = (st.get("Condition") or {}).get("StringEquals") or {}
+        subs = [v for k, v in equals.items() if k.endswith(":sub")]
+        auds = [v for k, v in equals.items() if k.endswith(":aud")]
+        if len(subs) != 1 or not str(subs[0]).startswith("system:serviceaccount:") or "*" in str(subs[0]):
+            problems.append(f"statement {st.get('Sid', '')!r}: no StringEquals :sub naming one ServiceAccount")
+        if auds != ["sts.amazonaws.com"]:
+            problems.append(f"statement {st.get('Sid', '')!r}: no StringEquals :aud of sts.amazonaws.com")
+    return problems
+
+
+def _irsa_trust(args: ResourceValidationArgs, report: ReportViolation) -> None:
+    if args.resource_type != "aws:iam/role:Role":
+        return
+    for problem in _web_identity_problems(args.props.get("assumeRolePolicy")):
+        report(problem)
+
+
+irsa_trust_scoped = ResourceValidationPolicy(
+    name="irsa-trust-scoped-to-a-service-account",
+    description=(
+        "A role that an OIDC token may assume (sts:AssumeRoleWithWebIdentity, IRSA) pins one ServiceAccount with "
+        "a StringEquals :sub condition and the audience sts.amazonaws.com with :aud; without them any pod of the "
+        "cluster could take the role. Source: "
+        "https://docs.aws.amazon.com/eks/latest/userguide/associate-service-account-role.html"
+    ),
+    validate=_irsa_trust,
+    enforcement_level=EnforcementLevel.MANDATORY,
+)
+
+
 # --------------------------------------------------------------------------- cost (advisory)
 
 
@@ -533,6 +589,7 @@ POLICIES: list[ResourceValidationPolicy | StackValidationPolicy] = [
     s3_private_encrypted,
     iam_no_s3_star,
     iam_s3_prefix,
+    irsa_trust_scoped,
     nat_in_gpu_az,
     s3_gateway_endpoint,
 ]

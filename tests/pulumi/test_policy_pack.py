@@ -221,13 +221,53 @@ def test_ray_service_account_without_pod_identity_is_reported(east):
     found = violations(
         only("ray-service-account-pod-identity"), edited(unbound, pp.RAY_CLUSTER, "raycluster", _with_service_account)
     )
-    assert found == ["ray-efa-eks-ray-raycluster: service account ray/ray-train has no EKS Pod Identity association"]
+    assert found == [
+        "ray-efa-eks-ray-raycluster: service account ray/ray-train has no EKS Pod Identity association and no "
+        "eks.amazonaws.com/role-arn annotation"
+    ], found
 
 
 def test_ray_service_account_with_pod_identity_passes(east):
     pia = resource(pp.POD_IDENTITY, "pia", {"namespace": "ray", "serviceAccount": "ray-train", "roleArn": "arn"})
     resources = [*edited(east, pp.RAY_CLUSTER, "raycluster", _with_service_account), pia]
     assert violations(only("ray-service-account-pod-identity"), resources) == []
+
+
+@pytest.fixture(scope="module")
+def irsa() -> list[PolicyResource]:
+    values = {**stack_config_values("us-east-2", REPO), "ray-efa-eks:podIdentityMode": "irsa"}
+    r = run_program("us-east-2", REPO, config=values)
+    rows = json.loads(json.dumps([(x.type, x.name, x.inputs) for x in r.records], default=str))
+    return [resource(typ, name, {**inputs, "id": f"{name}-id"}) for typ, name, inputs in rows]
+
+
+@pytest.mark.parametrize("policy", pp.POLICIES, ids=lambda p: p.name)
+def test_irsa_render_passes_every_policy(irsa, policy):
+    assert violations(policy, irsa) == [], f"{policy.name} reported on the irsa render"
+
+
+def test_irsa_service_account_without_the_annotation_is_reported(irsa):
+    found = violations(
+        only("ray-service-account-pod-identity"),
+        edited(irsa, pp.SERVICE_ACCOUNT, "service-account", lambda props: props["metadata"].pop("annotations")),
+    )
+    assert len(found) == 1 and "no EKS Pod Identity association" in found[0], found
+
+
+@pytest.mark.parametrize(
+    "condition, expected",
+    [
+        ({}, ":sub naming one ServiceAccount"),
+        ({"StringEquals": {"oidc/x:sub": "system:serviceaccount:ray:*"}}, ":sub naming one ServiceAccount"),
+        ({"StringEquals": {"oidc/x:sub": "system:serviceaccount:ray:ray-train"}}, ":aud of sts.amazonaws.com"),
+    ],
+    ids=["no-condition", "wildcard-sub", "no-aud"],
+)
+def test_web_identity_trust_without_sub_and_aud_is_reported(condition, expected):
+    statement = {"Sid": "t", "Effect": "Allow", "Action": "sts:AssumeRoleWithWebIdentity", "Condition": condition}
+    role = resource("aws:iam/role:Role", "r", {"assumeRolePolicy": json.dumps({"Statement": [statement]})})
+    found = violations(only("irsa-trust-scoped-to-a-service-account"), [role])
+    assert any(expected in f for f in found), f"expected a report about {expected!r}, got {found}"
 
 
 def _bucket_stack(block: dict | None = None, sse: str | None = "aws:kms") -> list[PolicyResource]:

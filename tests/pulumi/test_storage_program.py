@@ -207,3 +207,60 @@ def test_bad_storage_config_is_refused_naming_key_and_fix(tmp_path, key, value, 
         warnings.simplefilter("ignore", ConfigWarning)
         load_stack(STACK, tmp_path)
     assert fix in str(err.value), f"expected {fix!r} in the error, got: {err.value}"
+
+
+# --------------------------------------------------------------------------- IRSA fallback (podIdentityMode: irsa)
+
+
+@pytest.fixture(scope="module")
+def irsa() -> Render:
+    return render(podIdentityMode="irsa")
+
+
+def test_irsa_role_trusts_only_the_cluster_oidc_provider_for_the_ray_service_account(irsa):
+    (stmt,) = json.loads(one(irsa, "aws:iam/role:Role", "pod-identity").inputs["assumeRolePolicy"])["Statement"]
+    issuer = "oidc.eks.render.amazonaws.com/id/ray-efa-eks-eks"
+    expected = (
+        {"Federated": f"arn:aws:iam::123456789012:oidc-provider/{issuer}"},
+        "sts:AssumeRoleWithWebIdentity",
+        {
+            "StringEquals": {
+                f"{issuer}:sub": f"system:serviceaccount:ray:{RAY_SERVICE_ACCOUNT}",
+                f"{issuer}:aud": "sts.amazonaws.com",
+            }
+        },
+    )
+    got = (stmt["Principal"], stmt["Action"], stmt["Condition"])
+    assert got == expected, f"expected {expected}, got {got}"
+
+
+def test_irsa_creates_no_pod_identity_association_or_agent(irsa):
+    found = [
+        x.name
+        for x in irsa.records
+        if x.type == "aws:eks/podIdentityAssociation:PodIdentityAssociation"
+        or (x.type == "aws:eks/addon:Addon" and x.inputs.get("addonName") == "eks-pod-identity-agent")
+    ]
+    assert found == [], f"expected no Pod Identity resources under irsa, got {found}"
+
+
+def test_irsa_annotates_the_ray_service_account_with_the_role(irsa):
+    account = one(irsa, "kubernetes:core/v1:ServiceAccount").inputs["metadata"]
+    role_arn = f"arn:aws:render::123456789012:{one(irsa, 'aws:iam/role:Role', 'pod-identity').name}"
+    got = (account["name"], account.get("annotations"))
+    assert got == (RAY_SERVICE_ACCOUNT, {"eks.amazonaws.com/role-arn": role_arn}), f"got {got}"
+
+
+def test_pod_identity_mode_leaves_the_service_account_unannotated(west):
+    account = one(west, "kubernetes:core/v1:ServiceAccount").inputs["metadata"]
+    assert "annotations" not in account, f"expected no annotations under pod-identity, got {account}"
+
+
+def test_both_modes_attach_the_same_s3_policy_document(west, irsa):
+    docs = [one(r, "aws:iam/rolePolicy:RolePolicy", "pod-identity").inputs["policy"] for r in (west, irsa)]
+    assert docs[0] == docs[1], f"S3 permissions differ between modes:\n{docs[0]}\n{docs[1]}"
+
+
+def test_unknown_pod_identity_mode_is_refused_with_the_close_match():
+    with pytest.raises(ConfigError, match=r"podIdentityMode 'irs' is not one of \['pod-identity', 'irsa'\]"):
+        render(podIdentityMode="irs")
