@@ -142,6 +142,19 @@ def capacity_block_update_note(v: Values, region: str) -> str | None:
     return CAPACITY_BLOCK_UPDATE_NOTE if v["gpuCapacityBlock"] else None
 
 
+def kube_proxy_minor_note(v: Values, region: str) -> str | None:
+    # kube-proxy follows the cluster's minor version (the EKS guide's managing-kube-proxy table pairs each
+    # Kubernetes version with its own kube-proxy), so a kubernetesVersion changed alone leaves an old pin.
+    proxy_minor = ".".join(v["kubeProxyVersion"].lstrip("v").split(".")[:2])
+    if proxy_minor != v["kubernetesVersion"]:
+        return (
+            f"kubeProxyVersion {v['kubeProxyVersion']!r} is for Kubernetes {proxy_minor} but kubernetesVersion is "
+            f"{v['kubernetesVersion']!r}: set kubeProxyVersion to a v{v['kubernetesVersion']}.x version "
+            f"(aws eks describe-addon-versions --addon-name kube-proxy --kubernetes-version {v['kubernetesVersion']})"
+        )
+    return None
+
+
 def extended_support(v: Values, region: str) -> str | None:
     return extended_support_note(v["kubernetesVersion"], date.today())
 
@@ -182,4 +195,5 @@ NOTES: tuple[Callable[[Values, str], str | None], ...] = (
     open_endpoint_note,
     extended_support,
     capacity_block_update_note,
+    kube_proxy_minor_note,
 )

@@ -11,11 +11,14 @@ from datetime import date
 # Instance families that Capacity Blocks for ML exist for, from the EC2 user guide's "Supported
 # instance types and Regions" (https://docs.aws.amazon.com/AWSEC2/latest/UserGuide/ec2-capacity-blocks.html
 # and .../capacity-blocks-using.html#capacity-blocks-prerequisites, read 2026-12-05): P4d, P5, P5e,
-# P5en, P6-B200, P6e-GB200, Trn1, Trn2 (P4de from the SageMaker reserved-capacity list of the same
-# offering). EKS takes a managed node group on a Capacity Block only for such a type
+# P5en, P6-B200, P6e-GB200, Trn1, Trn2 (P6-B300 from the AWS PCS guide's Capacity Blocks page,
+# https://docs.aws.amazon.com/pcs/latest/userguide/capacity-blocks.html; P4de from the SageMaker
+# reserved-capacity list of the same offering). EKS takes a managed node group on a Capacity Block only for such a type
 # (https://docs.aws.amazon.com/eks/latest/userguide/capacity-blocks-mng.html). A family added later
 # is refused here until it is added: preflight and config name the command that lists offerings.
-CAPACITY_BLOCK_FAMILIES = frozenset({"p4d", "p4de", "p5", "p5e", "p5en", "p6-b200", "p6e-gb200", "trn1", "trn2"})
+CAPACITY_BLOCK_FAMILIES = frozenset(
+    {"p4d", "p4de", "p5", "p5e", "p5en", "p6-b200", "p6-b300", "p6e-gb200", "trn1", "trn2"}
+)
 CAPACITY_BLOCKS_GUIDE = "https://docs.aws.amazon.com/AWSEC2/latest/UserGuide/ec2-capacity-blocks.html"
 
 

@@ -102,6 +102,16 @@ def test_default_kubernetes_and_kube_proxy_versions_agree_on_the_minor():
     assert got == ("1.36", ["v1", "36"]), f"expected 1.36 with a v1.36 kube-proxy, got {got}"
 
 
+def test_kubernetes_version_changed_without_kube_proxy_warns_with_the_listing_command():
+    with pytest.warns(ConfigWarning, match=r"kubeProxyVersion 'v1.36.0-eksbuild.21' is for Kubernetes 1.36 but"):
+        validate({"kubernetesVersion": "1.35"}, stack="t", region="us-west-2")
+
+
+def test_matching_kube_proxy_and_kubernetes_versions_give_no_kube_proxy_note():
+    notes = [w for w in _validate({}).warnings if "kubeProxyVersion" in w]
+    assert notes == [], f"expected no kube-proxy note for the defaults, got {notes}"
+
+
 def test_version_past_standard_support_warns_with_the_date():
     with pytest.warns(ConfigWarning, match=r"left EKS standard support on 2026-12-02"):
         validate({"kubernetesVersion": "1.34"}, stack="t", region="us-west-2")
