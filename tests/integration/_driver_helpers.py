@@ -11,6 +11,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qs, urlparse
 
@@ -32,9 +33,9 @@ def fi_info_answer(devices: bool = True, fixture: str | None = "fi_info_efa.txt"
     return ExecResult(0, f"{head}{text}FI_INFO_RC {rc}\n", "")
 
 
-def load_k8s() -> dict[str, Any]:
-    """A fresh, mutable copy of every recorded object list, by file stem."""
-    return {p.stem: json.loads(p.read_text()) for p in K8S_FIXTURES.glob("*.json")}
+def load_k8s(directory: Path = K8S_FIXTURES) -> dict[str, Any]:
+    """A fresh, mutable copy of every recorded object list in `directory`, by file stem."""
+    return {p.stem: json.loads(p.read_text()) for p in directory.glob("*.json")}
 
 
 def _matches(obj: dict, selector: str) -> bool:
