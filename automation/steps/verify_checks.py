@@ -221,7 +221,7 @@ def check_fi_info(pod: str, node: str, rc: int, output: str) -> Finding:
     """An FI_EP_RDM endpoint of the efa provider in `pod`, else the cause: no device, no tool, no provider."""
     check = f"EFA RDM endpoint in {pod}"
     lines = output.splitlines()
-    rdm = [p for p, t in efa_endpoints(output) if t == "FI_EP_RDM" and p.split(";")[0] == "efa"]
+    rdm = [p for p, t in efa_endpoints(output) if (p, t) == ("efa", "FI_EP_RDM")]
     if rdm:
         return Finding(check, "pass", f"on {node}: fi_info -p efa lists {len(rdm)} FI_EP_RDM endpoint(s) of efa")
     if "EFA_DEVICES none" in lines:

@@ -247,3 +247,16 @@ def test_insufficient_gpu_event_is_waited_out_while_the_nodes_can_hold_the_pod()
 
     result = verify_until_first_sleep(objects, on_sleep=plugin_registers)
     assert (result.status, len(sleeps)) == ("pass", 1), f"expected a pass after one wait: {failing(result)}, {sleeps}"
+
+
+def test_huge_page_check_is_skipped_when_the_workers_request_none():
+    objects = helpers.load_k8s()
+    worlds.hugepages_short(objects)
+    objects = {**objects, "pods": helpers.load_k8s()["pods"], "raycluster": helpers.load_k8s()["raycluster"]}
+    group = objects["raycluster"]["spec"]["workerGroupSpecs"][0]["template"]["spec"]["containers"][0]["resources"]
+    for res in [group, *(p["spec"]["containers"][0]["resources"] for p in worlds.workers(objects))]:
+        res["requests"].pop("hugepages-2Mi")
+        res["limits"].pop("hugepages-2Mi")
+    result = run_verify(objects)
+    rows = {f.check: f.status for f in result.findings}
+    assert (result.status, rows.get("GPU nodes hugepages-2Mi")) == ("pass", "skip"), f"got {result.status}: {rows}"

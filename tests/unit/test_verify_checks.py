@@ -24,7 +24,7 @@ from automation.steps.verify import (
     parse_ray_resources,
     requested_gpus,
 )
-from automation.steps.verify_checks import check_daemonsets
+from automation.steps.verify_checks import check_daemonsets, check_fi_info
 
 EXP = Expectations(
     node_count=2,
@@ -397,3 +397,21 @@ def test_every_request_limit_difference_is_listed():
     row = check_worker_pods([pod("w0", {"cpu": "40", GPU: "4"}, {"cpu": "20", GPU: "2"})], EXP)[1]
     expected = f"cpu: request 40 limit 20; {GPU}: request 4 limit 2"
     assert row.detail == expected, f"expected {expected!r}, got {row.detail!r}"
+
+
+# --------------------------------------------------------------------------- fi_info
+
+
+def test_only_the_efa_providers_own_rdm_endpoint_counts():
+    """`efa;ofi_rxd` is RxD layered over EFA's datagrams, not the SRD endpoint aws-ofi-nccl uses."""
+    output = (
+        "EFA_DEVICES present\nprovider: efa\n    type: FI_EP_DGRAM\n"
+        "provider: efa;ofi_rxd\n    type: FI_EP_RDM\nFI_INFO_RC 0\n"
+    )
+    row = check_fi_info("w0", "n1", 0, output)
+    assert (row.status, "no FI_EP_RDM endpoint" in row.detail) == ("fail", True), f"got {row}"
+
+
+def test_efa_rdm_endpoint_passes_naming_the_node():
+    row = check_fi_info("w0", "n1", 0, "EFA_DEVICES present\nprovider: efa\n    type: FI_EP_RDM\nFI_INFO_RC 0\n")
+    assert (row.check, row.status, row.detail.startswith("on n1:")) == ("EFA RDM endpoint in w0", "pass", True), row
