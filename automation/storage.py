@@ -119,10 +119,13 @@ except Exception as e:
     sys.exit(1)
 print("ok")
 """
-# EKS Pod Identity needs the AWS SDK for C++ >= 1.11.263 (EKS user guide, pod-id-minimum-sdk). pyarrow
-# wheels bundle the SDK from their vcpkg baseline; up to pyarrow 16 that baseline (2023.11.20) holds
-# 1.11.201 (apache/arrow#42154), so those wheels find no credentials under Pod Identity and S3 answers
-# AccessDenied (apache/arrow#45603). Which later pyarrow first bundles >= 1.11.263 is not confirmed here.
+# EKS Pod Identity needs the AWS SDK for C++ >= 1.11.263 (EKS user guide, pod-id-minimum-sdk); pyarrow's
+# S3 filesystem asks the SDK's DefaultAWSCredentialsProviderChain (arrow cpp/src/arrow/filesystem/s3fs.cc).
+# The Linux and macOS wheels take the SDK from the vcpkg release in apache/arrow's .env (VCPKG=):
+# pyarrow 16.0.0 builds with vcpkg 2023.11.20, whose aws-sdk-cpp is 1.11.201 (apache/arrow#42154), too old:
+# no credentials, unsigned requests, AccessDenied (apache/arrow#45603); pyarrow 17.0.0 builds with vcpkg
+# 2024.04.26, whose aws-sdk-cpp is 1.11.285 (microsoft/vcpkg ports/aws-sdk-cpp/vcpkg.json at 943c5ef),
+# the first new enough. A pyarrow from elsewhere (conda-forge) links its own SDK and may differ.
 LAST_PYARROW_WITHOUT_POD_IDENTITY = 16
 POD_IDENTITY_MODE_KEY = "podIdentityMode"
 
@@ -167,7 +170,8 @@ def storage_cause(why: str, facts: ProbeFacts, identity: Identity, stack_hint: s
         return (
             f"pyarrow {facts.pyarrow} in the pod bundles an AWS SDK for C++ older than 1.11.263, which cannot use "
             "EKS Pod Identity credentials, so its requests go unsigned and S3 denies them (EKS user guide "
-            "pod-id-minimum-sdk; apache/arrow#42154, #45603) — fix: "
+            "pod-id-minimum-sdk; pyarrow wheels bundle 1.11.285 from 17.0.0 on, 1.11.201 in 16; apache/arrow#42154, "
+            "#45603) — fix: "
             f"{irsa} (IRSA through the cluster's OIDC provider, which that SDK reads), or use an image whose "
             "pyarrow bundles SDK >= 1.11.263"
         )
@@ -177,16 +181,11 @@ def storage_cause(why: str, facts: ProbeFacts, identity: Identity, stack_hint: s
             f"{identity.namespace}/{identity.service_account}, and pods created before the association "
             f"{identity.association_id} have none: delete them so KubeRay recreates them"
         )
-    also = (
-        f"; if the policy is right, pyarrow {facts.pyarrow}'s bundled SDK may still predate Pod Identity: {irsa}"
-        if denied and facts.credentials == "pod-identity"
-        else ""
-    )
     return (
         f"check IAM role {identity.role_arn} (its policy must allow the prefix), pod identity association "
         f"{identity.association_id} and service account {identity.namespace}/{identity.service_account} (the pod "
         f"must run as it; pods created before the association have no credentials: delete them so KubeRay "
-        f"recreates them){also}"
+        f"recreates them)"
     )
 
 

@@ -135,11 +135,11 @@ def test_access_denied_with_pod_identity_and_an_old_pyarrow_blames_the_sdk_and_n
     assert IDENTITY.role_arn not in res.summary, f"expected the SDK, not the role, blamed: {res.summary}"
 
 
-def test_access_denied_with_a_recent_pyarrow_blames_the_role_first():
-    res = verify_storage(probe_answer("21.0.0", "pod-identity", DENIED), "worker-0", IDENTITY, URI, "r1")
-    text = res.summary
-    role_first = text.index(IDENTITY.role_arn) < text.index("podIdentityMode: irsa")
-    assert "older than 1.11.263" not in text and role_first, f"expected the role, then the IRSA hint: {text}"
+def test_access_denied_with_pyarrow_17_or_later_blames_the_role_not_the_sdk():
+    """pyarrow 17.0.0's wheels are the first to bundle an SDK Pod Identity works with (1.11.285)."""
+    res = verify_storage(probe_answer("17.0.0", "pod-identity", DENIED), "worker-0", IDENTITY, URI, "r1")
+    got = (IDENTITY.role_arn in res.summary, "older than 1.11.263" in res.summary, "podIdentityMode" in res.summary)
+    assert got == (True, False, False), f"expected the role named and the SDK not blamed: {res.summary}"
 
 
 def test_a_pod_without_injected_credentials_is_told_to_be_recreated():
