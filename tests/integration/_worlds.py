@@ -80,6 +80,37 @@ def workers_unschedulable(objects: dict, resource: str, count: str) -> None:
     _raycluster_not_provisioned(objects)
 
 
+def _workers_respecified(objects: dict, change, message: str) -> None:
+    """`change(pod_spec)` applied to the worker group and its pods, which then stay Pending with `message`."""
+    change(objects["raycluster"]["spec"]["workerGroupSpecs"][0]["template"]["spec"])
+    for pod in workers(objects):
+        change(pod["spec"])
+        _pending(pod, message)
+        _event(objects, pod, message)
+    _raycluster_not_provisioned(objects)
+
+
+def workers_without_gpu_toleration(objects: dict) -> None:
+    """The worker group lost its toleration of the GPU nodes' taint."""
+    _workers_respecified(
+        objects,
+        lambda spec: spec.pop("tolerations", None),
+        "0/3 nodes are available: 1 node(s) didn't match Pod's node affinity/selector, 2 node(s) had untolerated "
+        "taint {nvidia.com/gpu: true}. preemption: 0/3 nodes are available: 3 Preemption is not helpful for "
+        "scheduling.",
+    )
+
+
+def workers_selecting_no_node(objects: dict) -> None:
+    """The worker group's nodeSelector names a label value no node has."""
+    _workers_respecified(
+        objects,
+        lambda spec: spec.update(nodeSelector={"role": "gpu"}),
+        "0/3 nodes are available: 3 node(s) didn't match Pod's node affinity/selector. preemption: 0/3 nodes are "
+        "available: 3 Preemption is not helpful for scheduling.",
+    )
+
+
 def hugepages_short(objects: dict) -> None:
     """The GPU nodes reserve no huge pages (AMI build without them, no user data): the workers stay Pending."""
     for name in (GPU_NODE, OTHER_GPU_NODE):
@@ -152,4 +183,6 @@ WORLDS: dict[str, Any] = {
     "efa-plugin-crashloop": efa_plugin_crashlooping,
     "node-not-ready": node_not_ready,
     "image-pull": image_pull_failing,
+    "untolerated-taint": workers_without_gpu_toleration,
+    "node-selector": workers_selecting_no_node,
 }

@@ -311,6 +311,8 @@ WORLD_CAUSES = {
     "efa-plugin-crashloop": (f"node {worlds.GPU_NODE}", "vpc.amazonaws.com/efa >= 1, got 0", "EFA device plugin pod"),
     "node-not-ready": (f"node {worlds.GPU_NODE}", "NotReady", f"kubectl describe node {worlds.GPU_NODE}"),
     "image-pull": ("Ray worker pods cannot start", "ImagePullBackOff", "rayImage"),
+    "untolerated-taint": ("Ray worker pods cannot start", "is Pending: untolerated taint", "toleration"),
+    "node-selector": ("Ray worker pods cannot start", "is Pending: node selector/affinity", "nodeSelector"),
 }
 
 
