@@ -29,7 +29,8 @@ from infra.names import EFA_RESOURCE, GPU_RESOURCE
 CANNOT_START = "Ray worker pods cannot start"
 PULL_FAILED = ("ImagePullBackOff", "InvalidImageName", "ErrImageNeverPull")
 _HEAD = re.compile(r"\s*0/\d+ nodes are available:\s*(.*)", re.S)
-_ITEM = re.compile(r"(\d+)\s+(.+)")
+# A reason without its count (the message of a PreFilter plugin, which stands for every node) counts 0.
+_ITEM = re.compile(r"(?:(\d+)\s+)?(.+)")
 TAINT, SELECTOR, NOT_READY = "untolerated taint", "node selector/affinity", "NotReady"
 FIXES = {
     f"Insufficient {EFA_HUGEPAGES_RESOURCE}": HUGEPAGES_FIX,
@@ -50,7 +51,8 @@ def scheduling_reasons(message: str) -> dict[str, int]:
         return {}
     first = re.split(r"\.(?:\s|$)", m.group(1), maxsplit=1)[0]
     items = re.split(r",\s*(?=\d+\s)", first)
-    return {m.group(2).strip(): int(m.group(1)) for m in map(_ITEM.fullmatch, (i.strip() for i in items)) if m}
+    found = (_ITEM.fullmatch(i.strip()) for i in items if i.strip())
+    return {m.group(2).strip(): int(m.group(1) or 0) for m in found if m}
 
 
 def normalise(reason: str) -> str:

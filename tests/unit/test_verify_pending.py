@@ -114,3 +114,9 @@ def test_first_image_pull_error_is_waited_out_and_the_backoff_is_not():
     assert (first, later) == ([], [CANNOT_START]), (
         f"expected to wait on ErrImagePull, fail on back-off: {first}, {later}"
     )
+
+
+def test_a_reason_without_a_count_is_still_read():
+    """A PreFilter plugin's message stands for every node and carries no count (synthetic example)."""
+    got = scheduling_reasons("0/3 nodes are available: node(s) didn't match Pod's node affinity/selector.")
+    assert got == {"node(s) didn't match Pod's node affinity/selector": 0}, f"got {got}"
