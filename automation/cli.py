@@ -87,7 +87,7 @@ COMMAND_FLAGS: dict[str, tuple[str, ...]] = {
         "use_gpu",
         "storage_path",
     ),
-    "status": (*TARGET_FLAGS, "kubeconfig"),
+    "status": (*TARGET_FLAGS, "kubeconfig", "capture"),
     "render": ("stack",),
     "clean": ("keep", "yes"),
 }
@@ -105,6 +105,7 @@ FLAG_DEFAULTS = {
     "use_gpu": False,
     "keep": 0,
     "storage_path": None,
+    "capture": None,
 }
 
 
@@ -184,6 +185,13 @@ def _add_flag(p: argparse.ArgumentParser, name: str) -> None:
         "use_gpu": lambda: p.add_argument(
             "--use-gpu", action="store_true", help="local: train on this machine's GPUs with NCCL (default: CPU, gloo)"
         ),
+        "capture": lambda: p.add_argument(
+            "--capture",
+            type=Path,
+            metavar="DIR",
+            help="aws: also write the cluster's nodes, DaemonSets, Deployments, pods, events and RayCluster as JSON "
+            "into DIR (the layout of tests/fixtures/k8s/), AWS account ids redacted",
+        ),
         "storage_path": lambda: p.add_argument(
             "--storage-path",
             help="local: keep checkpoints and Ray Train's state here, a directory or s3://bucket/prefix "
@@ -253,6 +261,7 @@ ONE_TARGET_FLAGS = (
     ("--use-gpu", "use_gpu", "local", "on AWS the stack's GPU nodes train (train.use_gpu): leave out --use-gpu"),
     ("--resume", "resume", "aws", "runs are kept in a stack's run bucket: pass --stack STACK, or leave out --resume"),
     ("--storage-path", "storage_path", "local", "on AWS the stack's run bucket holds runs: leave out --storage-path"),
+    ("--capture", "capture", "aws", "the local target has no Kubernetes cluster to record: pass --stack STACK"),
 )
 
 
@@ -327,6 +336,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                 return importlib.import_module(COMMAND_MODULES[args.command]).run(args, ui)
             args.target = resolve_target(args)
             if args.command in STANDALONE:
+                check_target_flags(args, args.target)
                 return importlib.import_module(STANDALONE[args.command]).run(args, ui)
             return run_steps(args, ui, started)
     except DriverError as e:

@@ -111,6 +111,14 @@ class KubeApi:
             f"list pods in {namespace}", self.core.list_namespaced_pod, namespace, label_selector=label_selector
         )["items"]
 
+    def list_all_pods(self) -> list[dict]:
+        """Every pod of every namespace (`kubectl get pods -A`)."""
+        return self._json("list pods", self.core.list_pod_for_all_namespaces)["items"]
+
+    def list_events(self, namespace: str) -> list[dict]:
+        """The namespace's events (core/v1, as `kubectl get events -o json`): FailedScheduling and the like."""
+        return self._json(f"list events in {namespace}", self.core.list_namespaced_event, namespace)["items"]
+
     def delete_pod(self, namespace: str, name: str) -> dict:
         """Delete a pod at once (grace 0), as a reclaimed node loses it; its controller makes a new one."""
         return self._json(

@@ -95,12 +95,20 @@ def require_run(s3: Any, storage_uri: str, run_id: str) -> None:
     )
 
 
-# Runs in a worker pod with the pod's own credentials; pyarrow is what Ray Train writes with.
+# Runs in a pod with the pod's own credentials, through the client Ray Train writes with: Ray Train
+# opens its storage_path with pyarrow.fs.FileSystem.from_uri, which gives an S3FileSystem for s3://.
+# It first prints the pod's pyarrow version and which credentials EKS injected (Pod Identity sets
+# AWS_CONTAINER_AUTHORIZATION_TOKEN_FILE, IRSA sets AWS_WEB_IDENTITY_TOKEN_FILE), so a failure can be
+# told apart by its cause.
 _PROBE = """
-import sys, pyarrow.fs as pafs
-fs, path = pafs.FileSystem.from_uri(sys.argv[1])
+import os, sys, pyarrow, pyarrow.fs as pafs
+creds = "pod-identity" if os.environ.get("AWS_CONTAINER_AUTHORIZATION_TOKEN_FILE") else (
+    "irsa" if os.environ.get("AWS_WEB_IDENTITY_TOKEN_FILE") else "none")
+print("PYARROW", pyarrow.__version__, "CREDENTIALS", creds)
 body = b"ray-efa-eks verify"
 try:
+    fs, path = pafs.FileSystem.from_uri(sys.argv[1])
+    print("FILESYSTEM", type(fs).__name__)
     with fs.open_output_stream(path) as f:
         f.write(body)
     with fs.open_input_stream(path) as f:
@@ -111,6 +119,15 @@ except Exception as e:
     sys.exit(1)
 print("ok")
 """
+# EKS Pod Identity needs the AWS SDK for C++ >= 1.11.263 (EKS user guide, pod-id-minimum-sdk); pyarrow's
+# S3 filesystem asks the SDK's DefaultAWSCredentialsProviderChain (arrow cpp/src/arrow/filesystem/s3fs.cc).
+# The Linux and macOS wheels take the SDK from the vcpkg release in apache/arrow's .env (VCPKG=):
+# pyarrow 16.0.0 builds with vcpkg 2023.11.20, whose aws-sdk-cpp is 1.11.201 (apache/arrow#42154), too old:
+# no credentials, unsigned requests, AccessDenied (apache/arrow#45603); pyarrow 17.0.0 builds with vcpkg
+# 2024.04.26, whose aws-sdk-cpp is 1.11.285 (microsoft/vcpkg ports/aws-sdk-cpp/vcpkg.json at 943c5ef),
+# the first new enough. A pyarrow from elsewhere (conda-forge) links its own SDK and may differ.
+LAST_PYARROW_WITHOUT_POD_IDENTITY = 16
+POD_IDENTITY_MODE_KEY = "podIdentityMode"
 
 
 def marker_probe_command(marker_uri: str) -> list[str]:
@@ -128,18 +145,67 @@ class Identity:
     namespace: str
 
 
-def verify_storage(pod_exec: Any, pod: str, identity: Identity, storage_uri: str, tag: str) -> StepResult:
-    """Prove from inside worker ``pod`` that it can write, read and delete a marker under the prefix."""
+@dataclass(frozen=True)
+class ProbeFacts:
+    """What the probe printed about the pod: its pyarrow version and which credentials EKS injected."""
+
+    pyarrow: str = "?"
+    credentials: str = "?"
+
+    @classmethod
+    def parse(cls, stdout: str) -> ProbeFacts:
+        m = re.search(r"^PYARROW (\S+) CREDENTIALS (\S+)$", stdout, re.M)
+        return cls(m.group(1), m.group(2)) if m else cls()
+
+    def sdk_too_old(self) -> bool:
+        major = self.pyarrow.split(".")[0]
+        return major.isdigit() and int(major) <= LAST_PYARROW_WITHOUT_POD_IDENTITY
+
+
+def storage_cause(why: str, facts: ProbeFacts, identity: Identity, stack_hint: str = "<stack>") -> str:
+    """The cause of a failed probe and its fix: the SDK's age, missing credentials, or the role."""
+    denied = "ACCESS_DENIED" in why or "AccessDenied" in why
+    irsa = f"set `ray-efa-eks:{POD_IDENTITY_MODE_KEY}: irsa` in Pulumi.{stack_hint}.yaml and run `up`"
+    if denied and facts.credentials == "pod-identity" and facts.sdk_too_old():
+        return (
+            f"pyarrow {facts.pyarrow} in the pod bundles an AWS SDK for C++ older than 1.11.263, which cannot use "
+            "EKS Pod Identity credentials, so its requests go unsigned and S3 denies them (EKS user guide "
+            "pod-id-minimum-sdk; pyarrow wheels bundle 1.11.285 from 17.0.0 on, 1.11.201 in 16; apache/arrow#42154, "
+            "#45603) — fix: "
+            f"{irsa} (IRSA through the cluster's OIDC provider, which that SDK reads), or use an image whose "
+            "pyarrow bundles SDK >= 1.11.263"
+        )
+    if facts.credentials == "none":
+        return (
+            f"the pod has no AWS credentials (no Pod Identity or IRSA variables): it must run as service account "
+            f"{identity.namespace}/{identity.service_account}, and pods created before the association "
+            f"{identity.association_id} have none: delete them so KubeRay recreates them"
+        )
+    return (
+        f"check IAM role {identity.role_arn} (its policy must allow the prefix), pod identity association "
+        f"{identity.association_id} and service account {identity.namespace}/{identity.service_account} (the pod "
+        f"must run as it; pods created before the association have no credentials: delete them so KubeRay "
+        f"recreates them)"
+    )
+
+
+def verify_storage(
+    pod_exec: Any, pod: str, identity: Identity, storage_uri: str, tag: str, stack: str = "<stack>"
+) -> StepResult:
+    """Prove from inside ``pod``, through pyarrow's S3 filesystem, that it can write, read and delete a
+    marker under the job's storage path; on failure say whether the SDK's age, missing credentials or
+    the role is the cause."""
     marker = f"{storage_uri.rstrip('/')}/.verify/{pod}-{tag}"
     res = pod_exec(pod, identity.namespace, marker_probe_command(marker), timeout_s=120)
+    facts = ProbeFacts.parse(res.stdout)
     if res.rc == 0 and res.stdout.strip().endswith("ok"):
-        return StepResult("verify", "pass", f"{identity.namespace}/{pod} wrote, read and deleted {marker}")
+        return StepResult(
+            "verify", "pass", f"{identity.namespace}/{pod} wrote, read and deleted {marker} (pyarrow {facts.pyarrow})"
+        )
     why = (res.stderr or res.stdout).strip().splitlines()[-1:] or ["no output"]
     return StepResult(
         "verify",
         "fail",
-        f"{identity.namespace}/{pod} cannot write, read and delete {marker}: {why[0]} — check IAM role "
-        f"{identity.role_arn} (its policy must allow the prefix), pod identity association {identity.association_id} "
-        f"and service account {identity.namespace}/{identity.service_account} (the pod must run as it; pods created "
-        f"before the association have no credentials: delete them so KubeRay recreates them)",
+        f"{identity.namespace}/{pod} (pyarrow {facts.pyarrow}, credentials {facts.credentials}) cannot write, "
+        f"read and delete {marker}: {why[0]} — {storage_cause(why[0], facts, identity, stack)}",
     )

@@ -1,4 +1,5 @@
-"""`python -m automation status`: what exists now (the stack's outputs, its GPU nodes and RayCluster)."""
+"""`python -m automation status`: what exists now (the stack's outputs, its GPU nodes and RayCluster);
+with `--capture DIR` also the cluster's objects as JSON, in the layout of tests/fixtures/k8s/."""
 
 from __future__ import annotations
 
@@ -18,7 +19,14 @@ def run(args: Any, ui: Any) -> int:
         return 0
     from automation.targets import aws
 
-    doc = aws_status(aws.from_args(args, ui), bool(args.kubeconfig))
+    target = aws.from_args(args, ui)
+    doc = aws_status(target, bool(args.kubeconfig))
+    if args.capture is not None and isinstance(doc.get("cluster"), dict):
+        from automation.capture import capture_cluster
+
+        exp = target.expectations()
+        paths = capture_cluster(target.kube(), exp.namespace, exp.raycluster, args.capture)
+        doc["captured"] = [str(p) for p in paths]
     if args.json:
         ui.emit_json(doc)
     else:

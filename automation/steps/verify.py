@@ -2,8 +2,10 @@
 
 Node facts (count, AZ, GPU and EFA allocatable) are checked first and fail fast with a table of
 every GPU node, because a missing device plugin otherwise shows up only as pods that never schedule.
-Only then does the step wait for the device-plugin daemonsets, the KubeRay operator, the RayCluster
-and its worker pods.
+Then the DaemonSets that target the GPU nodes and the KubeRay operator, the nodes' huge pages against
+the worker request, the RayCluster and its workers (a Pending worker fails the step as soon as its
+cause is certain: automation/steps/verify_pending.py), `fi_info -p efa` in one worker per node, and
+the GPUs Ray advertises. The pure checks live in verify_checks.py.
 """
 
 from __future__ import annotations
@@ -17,13 +19,23 @@ from typing import TYPE_CHECKING, Any, Protocol
 from automation.errors import DriverError
 from automation.kube import PodExec
 from automation.pipeline import Finding, Prior, StepResult, verdict
+from automation.steps.verify_checks import (
+    check_daemonsets,
+    check_fi_info,
+    check_hugepages,
+    fi_info_command,
+    worker_requests,
+)
+from automation.steps.verify_checks import is_ready as _ready
+from automation.steps.verify_checks import name_of as _name
+from automation.steps.verify_checks import quantity as _quantity
+from automation.steps.verify_pending import CANNOT_START, diagnose
 from infra.names import EFA_RESOURCE, GPU_NODE_SELECTOR, GPU_RESOURCE
 
 if TYPE_CHECKING:
     from automation.targets import Target
 
 ZONE_LABEL = "topology.kubernetes.io/zone"
-DEVICE_PLUGINS = {"nvidia-device-plugin": "NVIDIA device plugin", "efa": "EFA device plugin"}
 RESOURCES_MARK = "RAY_CLUSTER_RESOURCES "
 # Run in the head pod: what Ray itself advertises, which is what Ray Train schedules against.
 RAY_RESOURCES_SNIPPET = (
@@ -38,6 +50,7 @@ class KubeReader(Protocol):
     def list_daemonsets(self) -> list[dict]: ...
     def list_deployments(self) -> list[dict]: ...
     def get_raycluster(self, namespace: str, name: str) -> dict: ...
+    def list_events(self, namespace: str) -> list[dict]: ...
 
 
 @dataclass(frozen=True)
@@ -67,22 +80,6 @@ def expectations_from(cfg: Any, outputs: Mapping[str, Any]) -> Expectations:
         raycluster=str(outputs.get("raycluster_name") or cfg.ray.cluster_name),
         worker_replicas=int(cfg.ray.worker.replicas),
     )
-
-
-def _quantity(value: Any) -> float:
-    from kubernetes.utils.quantity import parse_quantity
-
-    return float(parse_quantity(str(value)))
-
-
-def _ready(obj: dict, kind: str = "Ready") -> bool:
-    return any(
-        c.get("type") == kind and c.get("status") == "True" for c in obj.get("status", {}).get("conditions") or []
-    )
-
-
-def _name(obj: dict) -> str:
-    return obj.get("metadata", {}).get("name", "?")
 
 
 # ---- nodes ---------------------------------------------------------------------------------------
@@ -125,13 +122,14 @@ def check_nodes(nodes: Sequence[dict], exp: Expectations) -> list[Finding]:
                 "; ".join(fixes),
             )
         )
-    count_ok = len(nodes) == exp.node_count and ready == exp.node_count
+    # The count row fails only on the count: a NotReady node fails its own row, once.
+    count_ok = len(nodes) == exp.node_count
     rows.insert(
         0,
         Finding(
             "GPU nodes Ready",
             "pass" if count_ok else "fail",
-            f"expected {exp.node_count} Ready nodes labelled {GPU_NODE_SELECTOR}, got {ready} Ready of {len(nodes)}",
+            f"expected {exp.node_count} nodes labelled {GPU_NODE_SELECTOR}, got {len(nodes)} ({ready} Ready)",
             ""
             if count_ok
             else f"kubectl get nodes -l {GPU_NODE_SELECTOR}; the node group's last scaling activity: "
@@ -142,32 +140,6 @@ def check_nodes(nodes: Sequence[dict], exp: Expectations) -> list[Finding]:
 
 
 # ---- add-ons -------------------------------------------------------------------------------------
-def check_device_plugins(daemonsets: Sequence[dict], min_ready: int) -> list[Finding]:
-    """Each device plugin's daemonset exists and has at least `min_ready` pods ready, all it wants."""
-    rows = []
-    for key, label in DEVICE_PLUGINS.items():
-        found = [d for d in daemonsets if key in _name(d)]
-        if not found:
-            rows.append(
-                Finding(label, "fail", f"no daemonset named like '{key}'", "install its Helm chart: run `up` again")
-            )
-            continue
-        for ds in found:
-            st = ds.get("status", {})
-            want, ready = int(st.get("desiredNumberScheduled", 0)), int(st.get("numberReady", 0))
-            ok = ready == want and ready >= min_ready
-            rows.append(
-                Finding(
-                    label,
-                    "pass" if ok else "fail",
-                    f"daemonset {ds['metadata'].get('namespace')}/{_name(ds)}: {ready}/{want} ready, "
-                    f"expected >= {min_ready}",
-                    "" if ok else f"kubectl -n {ds['metadata'].get('namespace')} describe ds {_name(ds)}",
-                )
-            )
-    return rows
-
-
 def check_operator(deployments: Sequence[dict]) -> Finding:
     found = [d for d in deployments if "kuberay-operator" in _name(d)]
     if not found:
@@ -271,14 +243,22 @@ def check_ray_gpus(ray_resources: Mapping[str, float], pods: Sequence[dict]) -> 
 
 
 # ---- the step ------------------------------------------------------------------------------------
+def _failed(rows: Sequence[Finding]) -> bool:
+    return any(r.status == "fail" for r in rows)
+
+
 def poll(
-    check: Callable[[], list[Finding]], wait_s: float, sleep: Callable[[float], None], interval_s: float = 10
+    check: Callable[[], list[Finding]],
+    wait_s: float,
+    sleep: Callable[[float], None],
+    interval_s: float = 10,
+    decisive: Callable[[list[Finding]], bool] = lambda rows: False,
 ) -> list[Finding]:
-    """Re-run `check` until none of its findings fail or `wait_s` has passed; return the last findings."""
+    """Re-run `check` until none of its findings fail, a decisive failure comes or `wait_s` has passed."""
     deadline = time.monotonic() + wait_s
     while True:
         rows = check()
-        if all(r.status != "fail" for r in rows) or time.monotonic() >= deadline:
+        if not _failed(rows) or decisive(rows) or time.monotonic() >= deadline:
             return rows
         sleep(interval_s)
 
@@ -294,6 +274,47 @@ def head_pod_name(kube: KubeReader, exp: Expectations) -> str:
     return _name(running[0])
 
 
+def worker_selector(exp: Expectations) -> str:
+    return f"ray.io/cluster={exp.raycluster},ray.io/node-type=worker"
+
+
+def check_workers(kube: KubeReader, exp: Expectations) -> list[Finding]:
+    """The RayCluster and its workers, or the one certain reason its Pending workers cannot start."""
+    pods = kube.list_pods(exp.namespace, worker_selector(exp))
+    if any(p.get("status", {}).get("phase") == "Pending" for p in pods):
+        blocked = diagnose(pods, kube.list_events(exp.namespace), kube.list_nodes(GPU_NODE_SELECTOR))
+        if blocked:
+            return blocked
+    return [*check_raycluster(kube.get_raycluster(exp.namespace, exp.raycluster), exp), *check_worker_pods(pods, exp)]
+
+
+def check_efa_in_pods(kube: KubeReader, exp: Expectations, pod_exec: PodExec) -> list[Finding]:
+    """`fi_info -p efa` in one worker pod per GPU node: an FI_EP_RDM endpoint before any training."""
+    per_node: dict[str, str] = {}
+    for pod in sorted(kube.list_pods(exp.namespace, worker_selector(exp)), key=_name):
+        per_node.setdefault(pod.get("spec", {}).get("nodeName", "?"), _name(pod))
+    rows = []
+    for node, pod in sorted(per_node.items()):
+        res = pod_exec(pod, exp.namespace, fi_info_command(), timeout_s=60)
+        rows.append(check_fi_info(pod, node, res.rc, res.stdout + res.stderr))
+    return rows
+
+
+def verify_ray_gpus(kube: KubeReader, exp: Expectations, pod_exec: PodExec) -> Finding:
+    head = head_pod_name(kube, exp)
+    res = pod_exec(head, exp.namespace, ["python", "-c", RAY_RESOURCES_SNIPPET], timeout_s=120)
+    try:
+        resources = parse_ray_resources(res.stdout)
+    except ValueError as e:
+        return Finding(
+            "Ray GPUs == Kubernetes GPU requests",
+            "fail",
+            f"cannot read Ray's resources in {head} (rc {res.rc}): {e} {res.stderr[-300:]}",
+            f"kubectl -n {exp.namespace} exec {head} -- ray status",
+        )
+    return check_ray_gpus(resources, kube.list_pods(exp.namespace, worker_selector(exp)))
+
+
 def verify_cluster(
     kube: KubeReader,
     exp: Expectations,
@@ -303,49 +324,39 @@ def verify_cluster(
     sleep: Callable[[float], None] = time.sleep,
     on_progress: Callable[[str], None] = lambda s: None,
 ) -> StepResult:
-    """Check nodes (fail fast), then wait for add-ons, the RayCluster and its workers, then Ray's GPUs."""
+    """Nodes (fail fast), add-ons, huge pages, then the workers (failing as soon as a cause is certain),
+    EFA inside them and Ray's GPUs."""
     on_progress("GPU nodes: count, AZ, GPU and EFA allocatable")
-    node_rows = poll(lambda: check_nodes(kube.list_nodes(GPU_NODE_SELECTOR), exp), node_wait_s, sleep)
-    if any(r.status == "fail" for r in node_rows):
-        return verdict("verify", node_rows, exp)
+    rows = poll(lambda: check_nodes(kube.list_nodes(GPU_NODE_SELECTOR), exp), node_wait_s, sleep)
+    if _failed(rows):
+        return verdict("verify", rows, exp)
 
-    on_progress("device plugins, KubeRay operator, RayCluster")
-    addon_rows = poll(
+    on_progress("device plugins, KubeRay operator, huge pages")
+    rows += poll(
         lambda: [
-            *check_device_plugins(kube.list_daemonsets(), exp.node_count),
+            *check_daemonsets(kube.list_daemonsets(), kube.list_nodes(GPU_NODE_SELECTOR)),
             check_operator(kube.list_deployments()),
-            *check_raycluster(kube.get_raycluster(exp.namespace, exp.raycluster), exp),
         ],
         pod_wait_s,
         sleep,
     )
-    rows = node_rows + addon_rows
-    if any(r.status == "fail" for r in addon_rows):
+    if not _failed(rows):
+        rc = kube.get_raycluster(exp.namespace, exp.raycluster)
+        rows += check_hugepages(kube.list_nodes(GPU_NODE_SELECTOR), worker_requests(rc))
+    if _failed(rows):
         return verdict("verify", rows, exp)
 
-    on_progress("Ray worker pods")
-    selector = f"ray.io/cluster={exp.raycluster},ray.io/node-type=worker"
-    pod_rows = poll(lambda: check_worker_pods(kube.list_pods(exp.namespace, selector), exp), pod_wait_s, sleep)
-    rows += pod_rows
-    if any(r.status == "fail" for r in pod_rows) or pod_exec is None:
+    on_progress("RayCluster and its worker pods")
+    rows += poll(
+        lambda: check_workers(kube, exp), pod_wait_s, sleep, decisive=lambda r: any(f.check == CANNOT_START for f in r)
+    )
+    if _failed(rows) or pod_exec is None:
         return verdict("verify", rows, exp)
 
-    on_progress("GPUs Ray advertises")
-    head = head_pod_name(kube, exp)
-    res = pod_exec(head, exp.namespace, ["python", "-c", RAY_RESOURCES_SNIPPET], timeout_s=120)
-    try:
-        resources = parse_ray_resources(res.stdout)
-    except ValueError as e:
-        rows.append(
-            Finding(
-                "Ray GPUs == Kubernetes GPU requests",
-                "fail",
-                f"cannot read Ray's resources in {head} (rc {res.rc}): {e} {res.stderr[-300:]}",
-                f"kubectl -n {exp.namespace} exec {head} -- ray status",
-            )
-        )
-        return verdict("verify", rows, exp)
-    rows.append(check_ray_gpus(resources, kube.list_pods(exp.namespace, selector)))
+    on_progress("EFA inside the worker pods, GPUs Ray advertises")
+    rows += check_efa_in_pods(kube, exp, pod_exec)
+    if not _failed(rows):
+        rows.append(verify_ray_gpus(kube, exp, pod_exec))
     return verdict(
         "verify",
         rows,

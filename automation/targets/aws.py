@@ -252,7 +252,7 @@ class AwsTarget:
         # which write the run's own state to the same storage path.
         for pod in (worker, head_pod_name(kube, exp)):
             self.on_progress(f"writing a marker object to the run bucket from {pod}")
-            storage = verify_storage(kube.exec, pod, identity, self.storage_uri(), self.run_id)
+            storage = verify_storage(kube.exec, pod, identity, self.storage_uri(), self.run_id, self.cfg.stack)
             if not storage.ok:
                 return storage
         return dataclasses.replace(cluster, summary=f"{cluster.summary}; {storage.summary} (and from {worker})")

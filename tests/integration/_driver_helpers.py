@@ -11,6 +11,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qs, urlparse
 
@@ -19,11 +20,22 @@ from conftest import REPO
 from automation.kube import ExecResult
 
 K8S_FIXTURES = REPO / "tests" / "fixtures" / "k8s"
+EFA_FIXTURES = REPO / "tests" / "fixtures" / "efa"
 
 
-def load_k8s() -> dict[str, Any]:
-    """A fresh, mutable copy of every recorded object list, by file stem."""
-    return {p.stem: json.loads(p.read_text()) for p in K8S_FIXTURES.glob("*.json")}
+def fi_info_answer(devices: bool = True, fixture: str | None = "fi_info_efa.txt") -> ExecResult:
+    """What verify's fi_info script prints in a worker pod: the device line, then `fi_info -p efa`."""
+    head = f"EFA_DEVICES {'present' if devices else 'none'}\n"
+    if fixture is None:
+        return ExecResult(0, head + "FI_INFO missing\n", "")
+    text = (EFA_FIXTURES / fixture).read_text()
+    rc = 0 if "FI_EP_RDM" in text else 61
+    return ExecResult(0, f"{head}{text}FI_INFO_RC {rc}\n", "")
+
+
+def load_k8s(directory: Path = K8S_FIXTURES) -> dict[str, Any]:
+    """A fresh, mutable copy of every recorded object list in `directory`, by file stem."""
+    return {p.stem: json.loads(p.read_text()) for p in directory.glob("*.json")}
 
 
 def _matches(obj: dict, selector: str) -> bool:
@@ -75,6 +87,12 @@ class FakeKubeApi:
         if m := re.fullmatch(r"/api/v1/namespaces/([^/]+)/pods", u.path):
             code, lst = listed("pods")
             lst["items"] = [p for p in lst["items"] if p["metadata"]["namespace"] == m.group(1)]
+            return code, lst
+        if u.path == "/api/v1/pods":
+            return listed("pods")
+        if m := re.fullmatch(r"/api/v1/namespaces/([^/]+)/events", u.path):
+            code, lst = listed("events")
+            lst["items"] = [e for e in lst["items"] if e["metadata"]["namespace"] == m.group(1)]
             return code, lst
         if u.path == "/apis/apps/v1/daemonsets":
             return listed("daemonsets")

@@ -88,6 +88,8 @@ class Cluster:
             return ExecResult(0 if word == "succeeded" else 1, f"[train] step 3/3\nJob '{job}' {word}\n", "")
         if cmd[0] == "cat":
             return ExecResult(0, json.dumps(summary(run.group(1))), "")
+        if "fi_info -p efa" in text:  # verify's libfabric check in each worker pod
+            return helpers.fi_info_answer()
         if "pyarrow.fs" in text:  # the run-bucket marker probe of verify
             return ExecResult(0, "ok\n", "")
         if cmd[:2] == ["python", "-c"]:

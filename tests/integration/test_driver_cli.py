@@ -11,6 +11,9 @@ import _driver_helpers as helpers  # tests/integration is on pytest's pythonpath
 import yaml
 
 from automation import cli
+from automation.capture import REDACTED_ACCOUNT
+from automation.kube import KubeApi
+from automation.steps.verify import Expectations, verify_cluster
 
 
 def test_status_reads_nodes_and_raycluster_through_the_kubeconfig(tmp_path, capsys):
@@ -21,6 +24,36 @@ def test_status_reads_nodes_and_raycluster_through_the_kubeconfig(tmp_path, caps
     doc = json.loads(capsys.readouterr().out)
     expected = {"gpu_nodes_ready": 2, "gpu_nodes": 2, "raycluster": "ray/ray-efa", "raycluster_state": "ready"}
     assert (rc, doc["cluster"]) == (0, expected), f"expected 0 and {expected}, got {rc} and {doc.get('cluster')}"
+
+
+def capture(tmp_path, objects=None) -> tuple[int, dict, object]:
+    with helpers.FakeKubeApi(objects) as api:
+        path = tmp_path / "kubeconfig"
+        path.write_text(yaml.safe_dump(api.kubeconfig()))
+        rc = cli.main(["status", "--stack", "us-west-2", "--kubeconfig", str(path), "--capture", str(tmp_path / "cap")])
+    return rc, {p.name: p.read_text() for p in sorted((tmp_path / "cap").glob("*"))}, tmp_path / "cap"
+
+
+def test_status_capture_writes_the_fixture_layout_with_account_ids_redacted(tmp_path):
+    rc, files, _ = capture(tmp_path)
+    expected = ["daemonsets.json", "deployments.json", "events.json", "nodes.json", "pods.json", "raycluster.json"]
+    leaked = [name for name, text in files.items() if "602401143452" in text]
+    assert (rc, sorted(files), leaked) == (0, expected, []), f"got rc {rc}, files {sorted(files)}, leaked in {leaked}"
+    assert f"{REDACTED_ACCOUNT}.dkr.ecr.us-west-2.amazonaws.com" in files["daemonsets.json"], "expected the ECR image"
+
+
+def test_a_capture_replaces_the_recorded_fixtures_and_verify_reads_it(tmp_path):
+    _, _, directory = capture(tmp_path)
+    exp = Expectations(2, "us-west-2a", 4, 1, "ray", "ray-efa", 2)
+    with helpers.FakeKubeApi(helpers.load_k8s(directory)) as api:
+        result = verify_cluster(KubeApi(api.kubeconfig()), exp, None, node_wait_s=0, pod_wait_s=0, sleep=lambda s: None)
+    assert result.status == "pass", f"expected verify to pass on the capture, got {result.summary}"
+
+
+def test_capture_is_refused_on_the_local_target(tmp_path, capsys):
+    rc = cli.main(["status", "--target", "local", "--capture", str(tmp_path)])
+    err = capsys.readouterr().err
+    assert rc == 2 and "--capture is for --target aws" in err, f"expected exit 2 naming --capture, got {rc}: {err}"
 
 
 def test_render_lists_the_declared_resources_offline():

@@ -11,6 +11,7 @@ import tarfile
 from pathlib import Path
 
 import _driver_helpers as helpers  # tests/integration is on pytest's pythonpath
+import _worlds as worlds
 import boto3
 import pytest
 from botocore.stub import Stubber
@@ -52,14 +53,16 @@ def cluster_exec(nccl_log: Path = NCCL / "efa_unprefixed_ofi1.20.log", job_line:
 
     def answer(pod, cmd, stdin):
         text = " ".join(cmd)
+        if "fi_info -p efa" in text:  # verify's libfabric check in each worker pod
+            return helpers.fi_info_answer()
         if "base64 -d | tar" in text:
             return ExecResult(0, "", "")
         if cmd[:3] == ["ray", "job", "submit"]:
             return ExecResult(0 if "succeeded" in job_line else 1, f"[train] step 100/100 loss 7.9\n{job_line}\n", "")
         if cmd[0] == "cat":
             return ExecResult(0, json.dumps(SUMMARY), "")
-        if cmd[:2] == ["sh", "-c"] and "pyarrow.fs" in text:  # the run-bucket marker probe
-            return ExecResult(0, "ok\n", "")
+        if cmd[:2] == ["sh", "-c"] and "pyarrow.fs" in text:  # the run-bucket marker probe (version illustrative)
+            return ExecResult(0, "PYARROW 21.0.0 CREDENTIALS pod-identity\nFILESYSTEM S3FileSystem\nok\n", "")
         if cmd[:2] == ["python", "-c"]:
             return ExecResult(0, f"{RESOURCES_MARK}{json.dumps({'GPU': 8.0, 'CPU': 82.0})}\n", "")
         if "tar -czf -" in text:
@@ -296,3 +299,56 @@ def test_up_without_az_and_without_preflight_changes_nothing(aws):
         f"got {err.value.exit_code}: {err.value}"
     )
     assert stack.calls == [], f"expected no stack call, got {stack.calls}"
+
+
+# --------------------------------------------------------------------------- failure worlds, whole pipeline
+
+WORLD_CAUSES = {
+    # world: (the one failing check, words of its detail, words of its fix)
+    "hugepages": ("GPU nodes hugepages-2Mi", f"{worlds.GPU_NODE} has 0Mi", "vm.nr_hugepages"),
+    "efa": ("Ray worker pods cannot start", "Insufficient vpc.amazonaws.com/efa", "EFA device plugin"),
+    "gpus": ("Ray worker pods cannot start", "Insufficient nvidia.com/gpu", "NVIDIA device plugin"),
+    "efa-plugin-crashloop": (f"node {worlds.GPU_NODE}", "vpc.amazonaws.com/efa >= 1, got 0", "EFA device plugin pod"),
+    "node-not-ready": (f"node {worlds.GPU_NODE}", "NotReady", f"kubectl describe node {worlds.GPU_NODE}"),
+    "image-pull": ("Ray worker pods cannot start", "ImagePullBackOff", "rayImage"),
+    "untolerated-taint": ("Ray worker pods cannot start", "is Pending: untolerated taint", "toleration"),
+    "node-selector": ("Ray worker pods cannot start", "is Pending: node selector/affinity", "nodeSelector"),
+}
+
+
+@pytest.mark.parametrize("world", sorted(WORLD_CAUSES))
+def test_failure_world_stops_the_pipeline_at_verify_with_one_finding_naming_cause_and_fix(aws, world):
+    objects = helpers.load_k8s()
+    worlds.WORLDS[world](objects)
+    with helpers.FakeKubeApi(objects) as api:
+        stack = helpers.FakeStack("us-west-2", outputs=outputs(api))
+        result = run(make_target(api, stack), PIPELINE)
+    verify = result.result("verify")
+    failed = [(f.check, f.detail, f.fix) for f in (verify.findings if verify else ()) if f.status == "fail"]
+    check, cause, fix = WORLD_CAUSES[world]
+    assert result.failed_step == "verify" and len(failed) == 1, f"expected one failing verify finding, got {failed}"
+    got_check, detail, got_fix = failed[0]
+    assert (got_check, cause in detail, fix in got_fix) == (check, True, True), (
+        f"expected {check}/{cause}/{fix}: {failed}"
+    )
+
+
+def test_s3_access_denied_from_an_old_pyarrow_stops_verify_naming_the_sdk_and_the_irsa_key(aws):
+    ok = cluster_exec()
+
+    def answer(pod, cmd, stdin):
+        if cmd[:2] == ["sh", "-c"] and "pyarrow.fs" in cmd[2]:
+            return ExecResult(
+                1,
+                "PYARROW 16.1.0 CREDENTIALS pod-identity\nFILESYSTEM S3FileSystem\n",
+                "OSError: When initiating multiple part upload for key 'k' in bucket 'b': AWS Error ACCESS_DENIED "
+                "during CreateMultipartUpload operation: Access Denied",
+            )
+        return ok.answer(pod, cmd, stdin)
+
+    with helpers.FakeKubeApi() as api:
+        stack = helpers.FakeStack("us-west-2", outputs=outputs(api))
+        result = run(make_target(api, stack, pod_exec=helpers.ScriptedExec(answer)), PIPELINE)
+    wanted = ("pyarrow 16.1.0", "older than 1.11.263", "ray-efa-eks:podIdentityMode: irsa")
+    missing = [w for w in wanted if w not in result.reason]
+    assert result.failed_step == "verify" and not missing, f"{result.failed_step}: missing {missing} in {result.reason}"

@@ -6,6 +6,7 @@ import json
 import socket
 
 import _driver_helpers as helpers  # tests/integration is on pytest's pythonpath
+import _worlds as worlds
 import pytest
 
 from automation.errors import DriverError
@@ -24,10 +25,15 @@ EXP = Expectations(
 GPU_NODE = "ip-10-30-1-17.us-west-2.compute.internal"
 
 
-def ray_says(gpus: float):
-    return helpers.ScriptedExec(
-        lambda pod, cmd, stdin: ExecResult(0, f"{RESOURCES_MARK}{json.dumps({'CPU': 82.0, 'GPU': gpus})}\n", "")
-    )
+def ray_says(gpus: float, fi_info: ExecResult | None = None):
+    """The head pod answers Ray's resources; worker pods answer verify's fi_info script."""
+
+    def answer(pod, cmd, stdin):
+        if "fi_info" in " ".join(cmd):
+            return fi_info or helpers.fi_info_answer()
+        return ExecResult(0, f"{RESOURCES_MARK}{json.dumps({'CPU': 82.0, 'GPU': gpus})}\n", "")
+
+    return helpers.ScriptedExec(answer)
 
 
 def run_verify(objects, pod_exec=None):
@@ -85,7 +91,7 @@ def test_wrong_number_of_gpu_nodes_fails():
     objects = helpers.load_k8s()
     objects["nodes"]["items"] = [n for n in objects["nodes"]["items"] if n["metadata"]["name"] != GPU_NODE]
     rows = failing(run_verify(objects))
-    assert "expected 2 Ready nodes labelled role=gpu-worker, got 1 Ready of 1" in rows.get("GPU nodes Ready", ""), rows
+    assert "expected 2 nodes labelled role=gpu-worker, got 1 (1 Ready)" in rows.get("GPU nodes Ready", ""), rows
 
 
 def test_raycluster_not_provisioned_fails():
@@ -124,8 +130,8 @@ def test_ray_gpus_differing_from_kubernetes_requests_fail():
 def test_ray_resources_are_read_in_the_head_pod():
     pod_exec = ray_says(8)
     run_verify(helpers.load_k8s(), pod_exec)
-    pods = [c[0] for c in pod_exec.calls]
-    assert pods == ["ray-efa-head-9xk2q"], f"expected one exec into the head pod, got {pods}"
+    pods = [c[0] for c in pod_exec.calls if c[2][:2] == ["python", "-c"]]
+    assert pods == ["ray-efa-head-9xk2q"], f"expected one exec of Ray's resources, in the head pod, got {pods}"
 
 
 def test_unreachable_cluster_is_a_clear_error():
@@ -136,3 +142,121 @@ def test_unreachable_cluster_is_a_clear_error():
     with pytest.raises(DriverError) as err:
         kube.list_nodes("role=gpu-worker")
     assert f"cannot reach the Kubernetes API at http://127.0.0.1:{port}" in str(err.value), str(err.value)
+
+
+# --------------------------------------------------------------------------- DaemonSets by where they run
+
+
+def test_mps_control_daemon_that_targets_no_gpu_node_is_listed_not_failed():
+    result = run_verify(helpers.load_k8s())
+    rows = {f.check: (f.status, f.detail) for f in result.findings}
+    status, detail = rows.get("daemonset nvidia-device-plugin-mps-control-daemon", ("absent", ""))
+    assert (result.status, status) == ("pass", "skip"), f"expected a pass listing the MPS daemon as skipped: {rows}"
+    assert "targets none of the 2 GPU nodes" in detail, detail
+
+
+def test_device_plugin_whose_selector_misses_the_gpu_nodes_fails():
+    objects = helpers.load_k8s()
+    worlds.daemonset(objects, "nvidia-device-plugin")["spec"]["template"]["spec"]["nodeSelector"] = {"role": "system"}
+    rows = failing(run_verify(objects))
+    expected = "no daemonset named like 'nvidia-device-plugin' targets all 2 GPU nodes"
+    assert rows.get("NVIDIA device plugin") == expected, f"expected {expected!r}, got {rows}"
+
+
+# --------------------------------------------------------------------------- huge pages, EFA in the pods
+
+
+def test_gpu_nodes_short_of_huge_pages_fail_before_waiting_on_pods():
+    objects = helpers.load_k8s()
+    worlds.hugepages_short(objects)
+    with helpers.FakeKubeApi(objects) as api:
+        result = verify_cluster(
+            KubeApi(api.kubeconfig()), EXP, ray_says(8), node_wait_s=0, pod_wait_s=900, sleep=lambda s: 1 / 0
+        )
+        pod_reads = [p for p in api.requests if "/pods" in p]
+    rows = failing(result)
+    assert list(rows) == ["GPU nodes hugepages-2Mi"] and pod_reads == [], f"got {rows}, pod reads {pod_reads}"
+    assert f"{worlds.GPU_NODE} has 0Mi" in rows["GPU nodes hugepages-2Mi"], rows
+
+
+def test_efa_is_checked_with_fi_info_in_one_worker_pod_per_gpu_node():
+    pod_exec = ray_says(8)
+    run_verify(helpers.load_k8s(), pod_exec)
+    got = sorted(c[0] for c in pod_exec.calls if "fi_info -p efa" in " ".join(c[2]))
+    expected = ["ray-efa-gpu-workers-worker-4kq7d", "ray-efa-gpu-workers-worker-tz8mb"]
+    assert got == expected, f"expected fi_info in {expected}, got {got}"
+
+
+@pytest.mark.parametrize(
+    ("answer", "cause"),
+    [
+        (helpers.fi_info_answer(devices=False, fixture="fi_info_no_provider.txt"), "no EFA device in the pod"),
+        (helpers.fi_info_answer(fixture=None), "fi_info is not in the image"),
+        (helpers.fi_info_answer(fixture="fi_info_no_provider.txt"), "efa provider offers no FI_EP_RDM endpoint"),
+    ],
+    ids=["no-device", "no-fi_info", "no-provider"],
+)
+def test_missing_efa_rdm_endpoint_fails_naming_the_cause_before_ray_is_asked(answer, cause):
+    pod_exec = ray_says(8, fi_info=answer)
+    result = run_verify(helpers.load_k8s(), pod_exec)
+    rows = failing(result)
+    asked_ray = [c for c in pod_exec.calls if c[2][:2] == ["python", "-c"]]
+    assert rows and all(cause in d for d in rows.values()) and not asked_ray, f"expected {cause!r} only: {rows}"
+
+
+# --------------------------------------------------------------------------- Pending workers say why
+
+
+def verify_until_first_sleep(objects, on_sleep=lambda: 1 / 0):
+    """verify with 900 s to wait; the first sleep calls `on_sleep` (by default: fail, it should not wait)."""
+    with helpers.FakeKubeApi(objects) as api:
+        return verify_cluster(
+            KubeApi(api.kubeconfig()), EXP, ray_says(8), node_wait_s=0, pod_wait_s=900, sleep=lambda s: on_sleep()
+        )
+
+
+@pytest.mark.parametrize(
+    ("world", "cause"), [("efa", "Insufficient vpc.amazonaws.com/efa"), ("gpus", "Insufficient nvidia.com/gpu")]
+)
+def test_unschedulable_workers_fail_at_once_with_the_cause(world, cause):
+    objects = helpers.load_k8s()
+    worlds.WORLDS[world](objects)
+    rows = failing(verify_until_first_sleep(objects))
+    assert list(rows) == ["Ray worker pods cannot start"], f"expected one finding, got {rows}"
+    assert f"is Pending: {cause} (scheduler:" in rows["Ray worker pods cannot start"], rows
+
+
+def test_image_pull_backoff_fails_at_once_naming_the_image():
+    objects = helpers.load_k8s()
+    worlds.image_pull_failing(objects)
+    rows = failing(verify_until_first_sleep(objects))
+    detail = rows.get("Ray worker pods cannot start", "")
+    assert "cannot pull image public.ecr.aws/deep-learning-containers/ray:no-such-tag: ImagePullBackOff" in detail, rows
+
+
+def test_insufficient_gpu_event_is_waited_out_while_the_nodes_can_hold_the_pod():
+    """A node that just joined: the event says Insufficient nvidia.com/gpu, its allocatable already has them."""
+    objects = helpers.load_k8s()
+    healthy = helpers.load_k8s()
+    worlds.workers_unschedulable(objects, "nvidia.com/gpu", "4")  # the request the nodes do hold
+    sleeps = []
+
+    def plugin_registers():
+        sleeps.append(1)
+        objects.update(healthy)
+
+    result = verify_until_first_sleep(objects, on_sleep=plugin_registers)
+    assert (result.status, len(sleeps)) == ("pass", 1), f"expected a pass after one wait: {failing(result)}, {sleeps}"
+
+
+def test_huge_page_check_is_skipped_when_the_workers_request_none():
+    objects = helpers.load_k8s()
+    worlds.hugepages_short(objects)
+    objects = {**objects, "pods": helpers.load_k8s()["pods"], "raycluster": helpers.load_k8s()["raycluster"]}
+    group = objects["raycluster"]["spec"]["workerGroupSpecs"][0]["template"]["spec"]["containers"][0]["resources"]
+    for res in [group, *(p["spec"]["containers"][0]["resources"] for p in worlds.workers(objects))]:
+        res["requests"].pop("hugepages-2Mi")
+        res["limits"].pop("hugepages-2Mi")
+    result = run_verify(objects)
+    rows = {f.check: f.status for f in result.findings}
+    assert (result.status, rows.get("GPU nodes hugepages-2Mi")) == ("pass", "skip"), f"got {result.status}: {rows}"

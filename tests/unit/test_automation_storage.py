@@ -4,14 +4,25 @@ probe's failure naming what gives the pod its credentials."""
 from __future__ import annotations
 
 import dataclasses
+import subprocess
+import sys
 
 import boto3
+import pyarrow
 import pytest
 from moto import mock_aws
 
 from automation.errors import DriverError
 from automation.kube import ExecResult
-from automation.storage import CHECKPOINT_EVERY, MAX_FAILURES, Durability, Identity, require_run, verify_storage
+from automation.storage import (
+    CHECKPOINT_EVERY,
+    MAX_FAILURES,
+    Durability,
+    Identity,
+    marker_probe_command,
+    require_run,
+    verify_storage,
+)
 from workloads.config import TrainConfig
 
 URI = "s3://runs-bucket/us-west-2/runs"
@@ -92,3 +103,53 @@ def test_resume_without_a_stack_is_refused_not_ignored(capsys):
     rc = main(["run", "--resume", "r1"])
     err = capsys.readouterr().err
     assert rc == 2 and "--resume" in err and "--stack STACK" in err, f"expected exit 2 naming --stack, got {rc}: {err}"
+
+
+# --------------------------------------------------------------------------- the probe's cause
+
+
+def probe_answer(pyarrow: str, credentials: str, error: str):
+    def answer(pod, namespace, command, **kw):
+        return ExecResult(1, f"PYARROW {pyarrow} CREDENTIALS {credentials}\nFILESYSTEM S3FileSystem\n", error)
+
+    return answer
+
+
+DENIED = "OSError: When initiating multiple part upload for key 'x' in bucket 'b': AWS Error ACCESS_DENIED"
+
+
+def test_probe_prints_pyarrow_version_and_runs_through_pyarrow_from_uri(tmp_path):
+    """The probe itself, run here on a local path: the same from_uri call Ray Train makes on its storage_path."""
+    cmd = marker_probe_command((tmp_path / "marker").as_uri())
+    cmd[2] = cmd[2].replace("python -c", f"{sys.executable} -c", 1)
+    out = subprocess.run(cmd, capture_output=True, text=True, timeout=60, env={"PATH": "/usr/bin:/bin"})
+    expected = [f"PYARROW {pyarrow.__version__} CREDENTIALS none", "FILESYSTEM LocalFileSystem", "ok"]
+    assert out.stdout.splitlines() == expected and not (tmp_path / "marker").exists(), (out.stdout, out.stderr)
+
+
+def test_access_denied_with_pod_identity_and_an_old_pyarrow_blames_the_sdk_and_names_the_irsa_key():
+    res = verify_storage(probe_answer("16.1.0", "pod-identity", DENIED), "worker-0", IDENTITY, URI, "r1", "us-west-2")
+    wanted = ["pyarrow 16.1.0", "older than 1.11.263", "`ray-efa-eks:podIdentityMode: irsa` in Pulumi.us-west-2.yaml"]
+    missing = [w for w in wanted if w not in res.summary]
+    assert res.status == "fail" and not missing, f"expected {missing} in: {res.summary}"
+    assert IDENTITY.role_arn not in res.summary, f"expected the SDK, not the role, blamed: {res.summary}"
+
+
+def test_access_denied_with_pyarrow_17_or_later_blames_the_role_not_the_sdk():
+    """pyarrow 17.0.0's wheels are the first to bundle an SDK Pod Identity works with (1.11.285)."""
+    res = verify_storage(probe_answer("17.0.0", "pod-identity", DENIED), "worker-0", IDENTITY, URI, "r1")
+    got = (IDENTITY.role_arn in res.summary, "older than 1.11.263" in res.summary, "podIdentityMode" in res.summary)
+    assert got == (True, False, False), f"expected the role named and the SDK not blamed: {res.summary}"
+
+
+def test_a_pod_without_injected_credentials_is_told_to_be_recreated():
+    res = verify_storage(probe_answer("16.1.0", "none", DENIED), "worker-0", IDENTITY, URI, "r1")
+    assert "the pod has no AWS credentials" in res.summary and "delete them" in res.summary, res.summary
+
+
+def test_passing_probe_reports_the_pods_pyarrow_version():
+    def ok(pod, namespace, command, **kw):
+        return ExecResult(0, "PYARROW 21.0.0 CREDENTIALS pod-identity\nFILESYSTEM S3FileSystem\nok\n", "")
+
+    res = verify_storage(ok, "worker-0", IDENTITY, URI, "r1")
+    assert res.ok and res.summary.endswith("(pyarrow 21.0.0)"), res.summary

@@ -15,7 +15,6 @@ import pytest
 from automation.errors import DriverError
 from automation.steps.verify import (
     Expectations,
-    check_device_plugins,
     check_nodes,
     check_operator,
     check_ray_gpus,
@@ -25,6 +24,7 @@ from automation.steps.verify import (
     parse_ray_resources,
     requested_gpus,
 )
+from automation.steps.verify_checks import check_daemonsets, check_fi_info
 
 EXP = Expectations(
     node_count=2,
@@ -69,28 +69,70 @@ WORKER = {"cpu": "40", "memory": "160Gi", GPU: "4"}
 
 # --------------------------------------------------------------------------- device plugins
 
+GPU_NODES = [{"metadata": {"name": f"n{i}", "labels": {"role": "gpu-worker"}}} for i in range(2)]
+
 
 def test_missing_device_plugin_fails_its_row_and_still_checks_the_other():
-    rows = check_device_plugins([daemonset("aws-efa-k8s-device-plugin", 2, 2)], min_ready=2)
-    got = [(r.check, r.status, r.fix) for r in rows]
-    expected = [
-        ("NVIDIA device plugin", "fail", "install its Helm chart: run `up` again"),
-        ("EFA device plugin", "pass", ""),
-    ]
+    rows = check_daemonsets([daemonset("aws-efa-k8s-device-plugin", 2, 2)], GPU_NODES)
+    got = [(r.check, r.status) for r in rows]
+    expected = [("EFA device plugin", "pass"), ("NVIDIA device plugin", "fail")]
     assert got == expected, f"expected {expected}, got {got}"
+    assert rows[1].fix.endswith("run `up` again"), rows[1].fix
 
 
 def test_daemonset_short_of_its_desired_pods_fails_even_above_the_minimum():
     ds = daemonset("nvidia-device-plugin", desired=2, ready=1)
-    rows = check_device_plugins([ds, daemonset("aws-efa-k8s-device-plugin", 1, 1)], min_ready=1)
-    got = (rows[0].status, rows[0].fix)
-    expected = ("fail", "kubectl -n kube-system describe ds nvidia-device-plugin")
+    rows = check_daemonsets([ds, daemonset("aws-efa-k8s-device-plugin", 2, 2)], GPU_NODES)
+    got = (rows[1].check, rows[1].status, rows[1].fix.split(";")[0])
+    expected = ("NVIDIA device plugin", "fail", "kubectl -n kube-system describe ds nvidia-device-plugin")
     assert got == expected, f"expected {expected}, got {got}"
 
 
 def test_daemonset_without_status_fails_instead_of_crashing():
-    rows = check_device_plugins([{"metadata": {"name": "nvidia-device-plugin"}}], min_ready=1)
+    rows = check_daemonsets([{"metadata": {"name": "nvidia-device-plugin"}}], GPU_NODES)
     assert rows[0].status == "fail", f"expected a fail row for a daemonset with no status yet, got {rows[0]}"
+
+
+def test_daemonset_whose_node_selector_no_gpu_node_has_is_skipped():
+    ds = daemonset("nvidia-device-plugin-mps-control-daemon", 0, 0)
+    ds["spec"] = {"template": {"spec": {"nodeSelector": {"nvidia.com/mps.capable": "true"}}}}
+    rows = check_daemonsets([ds], GPU_NODES)
+    assert (rows[0].check, rows[0].status) == ("daemonset nvidia-device-plugin-mps-control-daemon", "skip"), rows
+
+
+def test_daemonset_that_does_not_tolerate_the_gpu_taint_targets_no_gpu_node():
+    tainted = [
+        {**n, "spec": {"taints": [{"key": "nvidia.com/gpu", "value": "true", "effect": "NoSchedule"}]}}
+        for n in GPU_NODES
+    ]
+    plain, tolerant = daemonset("efa", 0, 0), daemonset("efa-tolerant", 2, 2)
+    tolerant["spec"] = {"template": {"spec": {"tolerations": [{"key": "nvidia.com/gpu", "operator": "Exists"}]}}}
+    got = [(r.check, r.status) for r in check_daemonsets([plain, tolerant], tainted)[:2]]
+    assert got == [("daemonset efa", "skip"), ("EFA device plugin", "pass")], got
+
+
+def test_required_node_affinity_terms_are_ored_and_expressions_anded():
+    term = {
+        "matchExpressions": [
+            {"key": "role", "operator": "In", "values": ["gpu-worker"]},
+            {"key": "x", "operator": "DoesNotExist"},
+        ]
+    }
+    miss = {"matchExpressions": [{"key": "role", "operator": "NotIn", "values": ["gpu-worker"]}]}
+    ds = daemonset("nvidia-device-plugin", 2, 2)
+    ds["spec"] = {
+        "template": {
+            "spec": {
+                "affinity": {
+                    "nodeAffinity": {
+                        "requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [miss, term]}
+                    }
+                }
+            }
+        }
+    }
+    rows = check_daemonsets([ds], GPU_NODES)
+    assert rows[0].status == "pass" and "targets 2 GPU node(s)" in rows[0].detail, rows
 
 
 # --------------------------------------------------------------------------- KubeRay operator
@@ -299,21 +341,26 @@ def test_healthy_node_row_says_ready_with_no_fix():
     rows = check_nodes([{"metadata": {"name": "n1", "labels": labels}, "status": status}], replace(EXP, node_count=1))
     got = [(r.check, r.status, r.detail, r.fix) for r in rows]
     expected = [
-        ("GPU nodes Ready", "pass", "expected 1 Ready nodes labelled role=gpu-worker, got 1 Ready of 1", ""),
+        ("GPU nodes Ready", "pass", "expected 1 nodes labelled role=gpu-worker, got 1 (1 Ready)", ""),
         ("node n1", "pass", "zone us-west-2a, Ready, nvidia.com/gpu 4, vpc.amazonaws.com/efa 1", ""),
     ]
     assert got == expected, f"expected {expected}, got {got}"
 
 
-def test_enough_nodes_but_one_not_ready_fails_the_count_row_first():
+def test_one_not_ready_node_fails_its_own_row_and_not_the_count_row():
     nodes = [
         {"metadata": {"name": f"n{i}"}, "status": {"conditions": [{"type": "Ready", "status": s}]}}
         for i, s in enumerate(("True", "False"))
     ]
-    row = check_nodes(nodes, EXP)[0]
-    assert (row.check, row.status) == ("GPU nodes Ready", "fail"), (
-        f"expected the count row first and failing, got {row}"
-    )
+    rows = check_nodes(nodes, EXP)
+    got = [(r.check, r.status, "not Ready" in r.detail) for r in rows]
+    expected = [("GPU nodes Ready", "pass", False), ("node n0", "fail", False), ("node n1", "fail", True)]
+    assert got == expected, f"expected {expected} (n0 fails on its zone and devices only), got {got}"
+
+
+def test_too_few_nodes_fails_the_count_row_first_with_the_scaling_activity_command():
+    row = check_nodes([{"metadata": {"name": "n0"}}], EXP)[0]
+    assert (row.check, row.status) == ("GPU nodes Ready", "fail"), f"expected the count row first and failing: {row}"
     expected_fix = (
         "kubectl get nodes -l role=gpu-worker; the node group's last scaling activity: "
         "aws autoscaling describe-scaling-activities --auto-scaling-group-name <asg> --max-items 1"
@@ -323,11 +370,10 @@ def test_enough_nodes_but_one_not_ready_fails_the_count_row_first():
 
 def test_failed_device_plugin_and_operator_rows_name_what_was_seen():
     ds = daemonset("nvidia-device-plugin", desired=2, ready=1)
-    missing = check_device_plugins([ds], min_ready=2)
-    got = [(r.check, r.detail) for r in missing]
+    got = [(r.check, r.detail) for r in check_daemonsets([ds], GPU_NODES)]
     expected = [
-        ("NVIDIA device plugin", "daemonset kube-system/nvidia-device-plugin: 1/2 ready, expected >= 2"),
-        ("EFA device plugin", "no daemonset named like 'efa'"),
+        ("NVIDIA device plugin", "daemonset kube-system/nvidia-device-plugin: 1/2 ready, targets 2 GPU node(s)"),
+        ("EFA device plugin", "no daemonset named like 'efa' targets all 2 GPU nodes"),
     ]
     assert got == expected, f"expected {expected}, got {got}"
     row = check_operator([])
@@ -351,3 +397,21 @@ def test_every_request_limit_difference_is_listed():
     row = check_worker_pods([pod("w0", {"cpu": "40", GPU: "4"}, {"cpu": "20", GPU: "2"})], EXP)[1]
     expected = f"cpu: request 40 limit 20; {GPU}: request 4 limit 2"
     assert row.detail == expected, f"expected {expected!r}, got {row.detail!r}"
+
+
+# --------------------------------------------------------------------------- fi_info
+
+
+def test_only_the_efa_providers_own_rdm_endpoint_counts():
+    """`efa;ofi_rxd` is RxD layered over EFA's datagrams, not the SRD endpoint aws-ofi-nccl uses."""
+    output = (
+        "EFA_DEVICES present\nprovider: efa\n    type: FI_EP_DGRAM\n"
+        "provider: efa;ofi_rxd\n    type: FI_EP_RDM\nFI_INFO_RC 0\n"
+    )
+    row = check_fi_info("w0", "n1", 0, output)
+    assert (row.status, "no FI_EP_RDM endpoint" in row.detail) == ("fail", True), f"got {row}"
+
+
+def test_efa_rdm_endpoint_passes_naming_the_node():
+    row = check_fi_info("w0", "n1", 0, "EFA_DEVICES present\nprovider: efa\n    type: FI_EP_RDM\nFI_INFO_RC 0\n")
+    assert (row.check, row.status, row.detail.startswith("on n1:")) == ("EFA RDM endpoint in w0", "pass", True), row

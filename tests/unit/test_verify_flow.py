@@ -64,6 +64,9 @@ class Cluster:
         conds = [{"type": t, "status": "True"} for t in ("HeadPodReady", "RayClusterProvisioned")]
         return {"status": {"conditions": conds}}
 
+    def list_events(self, namespace: str) -> list[dict]:
+        return []
+
     def list_pods(self, namespace: str, label_selector: str) -> list[dict]:
         if "node-type=head" in label_selector:
             return [{"metadata": {"name": "rc-head"}, "status": {"phase": "Running"}}]
@@ -73,8 +76,18 @@ class Cluster:
         return [{"metadata": {"name": "w0"}, **pod, "status": {"phase": phase, "conditions": READY}}]
 
 
+FI_INFO_RDM = ExecResult(0, "EFA_DEVICES present\nprovider: efa\n    type: FI_EP_RDM\nFI_INFO_RC 0\n", "")
+
+
 def ray_has(gpus: float):
-    return lambda pod, ns, cmd, timeout_s: ExecResult(0, f'{RESOURCES_MARK}{{"GPU": {gpus}}}\n', "")
+    """The head answers Ray's resources; a worker answers verify's fi_info script with an RDM endpoint."""
+
+    def answer(pod, ns, cmd, timeout_s):
+        if "fi_info" in " ".join(cmd):
+            return FI_INFO_RDM
+        return ExecResult(0, f'{RESOURCES_MARK}{{"GPU": {gpus}}}\n', "")
+
+    return answer
 
 
 def run(cluster: Cluster, pod_exec=None, sleeps: list | None = None, progress: list | None = None):
@@ -102,9 +115,9 @@ def test_progress_names_each_phase_in_order():
     run(Cluster(), ray_has(4), progress=progress)
     expected = [
         "GPU nodes: count, AZ, GPU and EFA allocatable",
-        "device plugins, KubeRay operator, RayCluster",
-        "Ray worker pods",
-        "GPUs Ray advertises",
+        "device plugins, KubeRay operator, huge pages",
+        "RayCluster and its worker pods",
+        "EFA inside the worker pods, GPUs Ray advertises",
     ]
     assert progress == expected, f"expected {expected}, got {progress}"
 
@@ -201,12 +214,14 @@ def test_expectations_serialise_every_field():
 
 
 class Exec:
-    """Records each exec into a pod and answers with `answer`."""
+    """Records each exec into a pod and answers with `answer`; verify's fi_info script gets an RDM endpoint."""
 
     def __init__(self, answer: ExecResult):
         self.answer, self.calls = answer, []
 
     def __call__(self, pod, namespace, command, timeout_s):
+        if "fi_info" in " ".join(command):
+            return FI_INFO_RDM
         self.calls.append((pod, namespace, command, timeout_s))
         return self.answer
 

@@ -1,0 +1,239 @@
+"""verify's pure checks over Kubernetes API objects (the wire JSON, as `kubectl get -o json` shows it).
+
+Which nodes a pod template may land on (node selector, required node affinity, taints against
+tolerations), which DaemonSets must be ready on the GPU nodes, whether the nodes hold the huge
+pages the workers ask for, and what `fi_info -p efa` says inside a worker pod. The scheduler's own
+rules are the reference: https://kubernetes.io/docs/concepts/scheduling-eviction/assign-pod-node/
+and https://kubernetes.io/docs/concepts/scheduling-eviction/taint-and-toleration/.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from automation.pipeline import Finding
+from infra.eks_facts import EFA_HUGEPAGES_RESOURCE
+
+NO_SCHEDULE_EFFECTS = ("NoSchedule", "NoExecute")
+# The device plugins verify requires on every GPU node, found among the DaemonSets that target them.
+DEVICE_PLUGINS = {"nvidia-device-plugin": "NVIDIA device plugin", "efa": "EFA device plugin"}
+
+
+def quantity(value: Any) -> float:
+    from kubernetes.utils.quantity import parse_quantity
+
+    return float(parse_quantity(str(value)))
+
+
+def name_of(obj: Mapping) -> str:
+    return obj.get("metadata", {}).get("name", "?")
+
+
+def is_ready(obj: Mapping, kind: str = "Ready") -> bool:
+    """Whether `obj` (a node, pod or deployment) has condition `kind` with status True."""
+    return any(
+        c.get("type") == kind and c.get("status") == "True" for c in obj.get("status", {}).get("conditions") or []
+    )
+
+
+def labels_of(obj: Mapping) -> dict[str, str]:
+    return obj.get("metadata", {}).get("labels") or {}
+
+
+# ---- where a pod template may run ----------------------------------------------------------------
+def _expression_holds(labels: Mapping[str, str], expr: Mapping) -> bool:
+    key, op, values = expr.get("key", ""), expr.get("operator", "In"), expr.get("values") or []
+    if op == "In":
+        return key in labels and labels[key] in values
+    if op == "NotIn":
+        return labels.get(key) not in values
+    if op == "Exists":
+        return key in labels
+    if op == "DoesNotExist":
+        return key not in labels
+    if op in ("Gt", "Lt") and key in labels and values:
+        try:
+            have, bound = int(labels[key]), int(values[0])
+        except ValueError:
+            return False
+        return have > bound if op == "Gt" else have < bound
+    return False
+
+
+def _required_terms(pod_spec: Mapping) -> list[dict]:
+    node_affinity = (pod_spec.get("affinity") or {}).get("nodeAffinity") or {}
+    required = node_affinity.get("requiredDuringSchedulingIgnoredDuringExecution") or {}
+    return required.get("nodeSelectorTerms") or []
+
+
+def selects(pod_spec: Mapping, node: Mapping) -> bool:
+    """The node's labels satisfy the pod's nodeSelector and (any term of) its required node affinity."""
+    labels = labels_of(node)
+    if any(labels.get(k) != v for k, v in (pod_spec.get("nodeSelector") or {}).items()):
+        return False
+    terms = _required_terms(pod_spec)
+    return not terms or any(all(_expression_holds(labels, e) for e in t.get("matchExpressions") or []) for t in terms)
+
+
+def _tolerated(taint: Mapping, tolerations: Sequence[Mapping]) -> bool:
+    for t in tolerations:
+        if t.get("effect") and t.get("effect") != taint.get("effect"):
+            continue
+        if t.get("operator") == "Exists" and (not t.get("key") or t.get("key") == taint.get("key")):
+            return True
+        if t.get("key") == taint.get("key") and (t.get("value") or "") == (taint.get("value") or ""):
+            return True
+    return False
+
+
+def untolerated_taints(pod_spec: Mapping, node: Mapping) -> list[str]:
+    """The node's scheduling taints (NoSchedule, NoExecute) the pod does not tolerate, as key=value:effect."""
+    tolerations = pod_spec.get("tolerations") or []
+    return [
+        f"{t.get('key')}={t.get('value', '')}:{t.get('effect')}"
+        for t in node.get("spec", {}).get("taints") or []
+        if t.get("effect") in NO_SCHEDULE_EFFECTS and not _tolerated(t, tolerations)
+    ]
+
+
+def targets(pod_spec: Mapping, node: Mapping) -> bool:
+    """Whether the scheduler may place a pod of `pod_spec` on `node` (labels and taints; not resources)."""
+    return selects(pod_spec, node) and not untolerated_taints(pod_spec, node)
+
+
+def _template_spec(ds: Mapping) -> Mapping:
+    return ds.get("spec", {}).get("template", {}).get("spec") or {}
+
+
+def _ds_row(ds: Mapping, targeted: int) -> Finding:
+    ns, name = ds.get("metadata", {}).get("namespace"), name_of(ds)
+    label = next((v for k, v in DEVICE_PLUGINS.items() if k in name), "DaemonSet")
+    st = ds.get("status", {})
+    want, ready = int(st.get("desiredNumberScheduled", 0)), int(st.get("numberReady", 0))
+    ok = ready == want and ready >= targeted
+    return Finding(
+        label,
+        "pass" if ok else "fail",
+        f"daemonset {ns}/{name}: {ready}/{want} ready, targets {targeted} GPU node(s)",
+        "" if ok else f"kubectl -n {ns} describe ds {name}; kubectl -n {ns} get pods -o wide | grep {name}",
+    )
+
+
+def check_daemonsets(daemonsets: Sequence[Mapping], gpu_nodes: Sequence[Mapping]) -> list[Finding]:
+    """Every DaemonSet that targets a GPU node is ready there; each device plugin targets them all.
+
+    A DaemonSet judged by where it may run, not by its name: one that targets none of the GPU nodes
+    (the NVIDIA chart's MPS control daemon selects `nvidia.com/mps.capable=true`) is listed as skipped.
+    """
+    rows, covering = [], {k: False for k in DEVICE_PLUGINS}
+    for ds in sorted(daemonsets, key=name_of):
+        targeted = sum(targets(_template_spec(ds), n) for n in gpu_nodes)
+        if not targeted:
+            selector = _template_spec(ds).get("nodeSelector") or {}
+            rows.append(
+                Finding(
+                    f"daemonset {name_of(ds)}",
+                    "skip",
+                    f"targets none of the {len(gpu_nodes)} GPU nodes (nodeSelector {selector or '{}'}, "
+                    "node affinity or taints exclude them): not required",
+                )
+            )
+            continue
+        rows.append(_ds_row(ds, targeted))
+        for key in DEVICE_PLUGINS:
+            covering[key] |= key in name_of(ds) and targeted == len(gpu_nodes)
+    for key, label in DEVICE_PLUGINS.items():
+        if not covering[key]:
+            rows.append(
+                Finding(
+                    label,
+                    "fail",
+                    f"no daemonset named like '{key}' targets all {len(gpu_nodes)} GPU nodes",
+                    "install its Helm chart with the GPU nodes' nodeSelector and taint toleration: run `up` again",
+                )
+            )
+    return rows
+
+
+# ---- huge pages ------------------------------------------------------------------------------------
+HUGEPAGES_FIX = (
+    "the GPU nodes reserve huge pages in their launch template's user data (vm.nr_hugepages, read once by the "
+    "kubelet at start): run `up` again so the node group rolls to that template, or turn the workers' huge-page "
+    "request off in the stack config"
+)
+
+
+def worker_requests(raycluster: Mapping) -> dict[str, str]:
+    """The resource requests of the RayCluster's first worker group's first container ({} if none)."""
+    groups = raycluster.get("spec", {}).get("workerGroupSpecs") or [{}]
+    containers = groups[0].get("template", {}).get("spec", {}).get("containers") or [{}]
+    return dict((containers[0].get("resources") or {}).get("requests") or {})
+
+
+def check_hugepages(gpu_nodes: Sequence[Mapping], requests: Mapping[str, str]) -> list[Finding]:
+    """One row: each GPU node's allocatable hugepages-2Mi holds what one worker pod requests (skip if none)."""
+    key = EFA_HUGEPAGES_RESOURCE
+    want = quantity(requests.get(key, 0))
+    if not want:
+        return [Finding(f"GPU nodes {key}", "skip", f"the worker pods request no {key}")]
+    have = {name_of(n): quantity(n.get("status", {}).get("allocatable", {}).get(key, 0)) for n in gpu_nodes}
+    short = [f"{n} has {v / 2**20:g}Mi" for n, v in sorted(have.items()) if v < want]
+    if not short:
+        return [Finding(f"GPU nodes {key}", "pass", f"{len(have)} GPU nodes hold a worker's {requests[key]}")]
+    return [
+        Finding(
+            f"GPU nodes {key}",
+            "fail",
+            f"a worker pod requests {key} {requests[key]}, allocatable: {'; '.join(short)}",
+            HUGEPAGES_FIX,
+        )
+    ]
+
+
+# ---- libfabric inside a worker pod ----------------------------------------------------------------
+FI_INFO_SCRIPT = (
+    'export PATH="$PATH:/opt/amazon/efa/bin"; '
+    "if ls /dev/infiniband/uverbs* >/dev/null 2>&1; then echo EFA_DEVICES present; else echo EFA_DEVICES none; fi; "
+    "command -v fi_info >/dev/null 2>&1 || { echo FI_INFO missing; exit 0; }; "
+    "fi_info -p efa 2>&1; echo FI_INFO_RC $?"
+)
+
+
+def fi_info_command() -> list[str]:
+    """List the EFA devices in the pod, then run `fi_info -p efa` (the EFA installer's /opt/amazon/efa/bin)."""
+    return ["sh", "-c", FI_INFO_SCRIPT]
+
+
+def efa_endpoints(output: str) -> list[tuple[str, str]]:
+    """(provider, endpoint type) of each fi_info entry in `output` (`provider: efa` then `    type: FI_EP_RDM`)."""
+    found, provider = [], None
+    for line in output.splitlines():
+        key, _, value = line.strip().partition(":")
+        if key == "provider":
+            provider = value.strip()
+        elif key == "type" and provider is not None:
+            found.append((provider, value.strip()))
+    return found
+
+
+def check_fi_info(pod: str, node: str, rc: int, output: str) -> Finding:
+    """An FI_EP_RDM endpoint of the efa provider in `pod`, else the cause: no device, no tool, no provider."""
+    check = f"EFA RDM endpoint in {pod}"
+    lines = output.splitlines()
+    rdm = [p for p, t in efa_endpoints(output) if (p, t) == ("efa", "FI_EP_RDM")]
+    if rdm:
+        return Finding(check, "pass", f"on {node}: fi_info -p efa lists {len(rdm)} FI_EP_RDM endpoint(s) of efa")
+    if "EFA_DEVICES none" in lines:
+        why = "no EFA device in the pod (/dev/infiniband/uverbs* absent)"
+        fix = (
+            "the worker must request vpc.amazonaws.com/efa and the EFA device plugin must run on "
+            f"{node} (kubectl -n kube-system get pods -o wide | grep efa)"
+        )
+    elif "FI_INFO missing" in lines:
+        why = "fi_info is not in the image (no libfabric from the EFA installer)"
+        fix = "use a training image with the EFA installer's libfabric (rayImage in the stack config)"
+    else:
+        why = f"libfabric's efa provider offers no FI_EP_RDM endpoint: {' '.join(lines[-3:]) or f'rc {rc}'}"
+        fix = f"check the EFA kernel module and the launch template's EFA interface on {node}: fi_info -p efa -v"
+    return Finding(check, "fail", f"on {node}: {why}", fix)

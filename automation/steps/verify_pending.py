@@ -1,0 +1,142 @@
+"""Why a Ray worker pod is not running yet, decided from the cluster's own objects as soon as it is certain.
+
+Two kinds of evidence, each checked against the other before verify gives up waiting:
+
+- the scheduler's FailedScheduling event: ``0/N nodes are available: <count> <reason>, ...`` then,
+  since Kubernetes 1.24, a ``preemption: ...`` clause (later versions add further clauses). Only the
+  ``<count> <reason>`` items of the first clause are read, never whole sentences, because the
+  wording around them changes between versions (tests/fixtures/k8s/failed_scheduling.jsonl keeps
+  real messages with their sources);
+- the GPU nodes themselves: a reason counts only when the nodes confirm it (allocatable short of the
+  request, a taint the pod does not tolerate, labels its selector misses) and no GPU node could hold
+  the pod. A node that has just joined reports ``Insufficient nvidia.com/gpu`` for a few seconds
+  until its device plugin registers; its allocatable then shows the GPUs, so verify keeps waiting.
+
+An image that cannot be pulled is certain once the kubelet backs off (ImagePullBackOff) or the name
+is invalid; the first ErrImagePull may be a passing registry error.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping, Sequence
+
+from automation.pipeline import Finding
+from automation.steps.verify_checks import HUGEPAGES_FIX, is_ready, name_of, quantity, selects, untolerated_taints
+from infra.eks_facts import EFA_HUGEPAGES_RESOURCE
+from infra.names import EFA_RESOURCE, GPU_RESOURCE
+
+CANNOT_START = "Ray worker pods cannot start"
+PULL_FAILED = ("ImagePullBackOff", "InvalidImageName", "ErrImageNeverPull")
+_HEAD = re.compile(r"\s*0/\d+ nodes are available:\s*(.*)", re.S)
+# A reason without its count (the message of a PreFilter plugin, which stands for every node) counts 0.
+_ITEM = re.compile(r"(?:(\d+)\s+)?(.+)")
+TAINT, SELECTOR, NOT_READY = "untolerated taint", "node selector/affinity", "NotReady"
+FIXES = {
+    f"Insufficient {EFA_HUGEPAGES_RESOURCE}": HUGEPAGES_FIX,
+    f"Insufficient {EFA_RESOURCE}": "the EFA device plugin advertises no EFA device: kubectl -n kube-system logs "
+    "ds/aws-efa-k8s-device-plugin; the launch template must attach an EFA interface (gpuEfaInterfaces)",
+    f"Insufficient {GPU_RESOURCE}": "the NVIDIA device plugin advertises fewer GPUs than a worker requests: "
+    "kubectl -n kube-system logs ds/nvidia-device-plugin; ray.worker num_gpus must not exceed the type's GPUs",
+    TAINT: "give the worker group a toleration for the GPU nodes' taint, or take the taint off the node group",
+    SELECTOR: "the worker group's nodeSelector must match the GPU nodes' labels (role=gpu-worker)",
+    NOT_READY: "kubectl describe node <node>: the GPU nodes are not Ready",
+}
+
+
+def scheduling_reasons(message: str) -> dict[str, int]:
+    """`{reason: node count}` from the first clause of a FailedScheduling message ({} if it is not one)."""
+    m = _HEAD.match(message)
+    if not m:
+        return {}
+    first = re.split(r"\.(?:\s|$)", m.group(1), maxsplit=1)[0]
+    items = re.split(r",\s*(?=\d+\s)", first)
+    found = (_ITEM.fullmatch(i.strip()) for i in items if i.strip())
+    return {m.group(2).strip(): int(m.group(1) or 0) for m in found if m}
+
+
+def normalise(reason: str) -> str:
+    """A scheduler reason as verify names it: `Insufficient <resource>`, a taint, the selector."""
+    if reason.startswith("Insufficient "):
+        return "Insufficient " + reason.split()[1]
+    if "taint" in reason:
+        return TAINT
+    if "didn't match" in reason and ("selector" in reason or "affinity" in reason):
+        return SELECTOR
+    return reason
+
+
+def node_shortfalls(pod: Mapping, node: Mapping) -> set[str]:
+    """What keeps `pod` off `node` by the node's own object (empty: the node could hold it)."""
+    spec = pod.get("spec", {})
+    short = set()
+    if not is_ready(node):
+        short.add(NOT_READY)
+    if not selects(spec, node):
+        short.add(SELECTOR)
+    if untolerated_taints(spec, node):
+        short.add(TAINT)
+    alloc = node.get("status", {}).get("allocatable", {})
+    for container in spec.get("containers") or []:
+        for key, value in ((container.get("resources") or {}).get("requests") or {}).items():
+            if quantity(alloc.get(key, 0)) < quantity(value):
+                short.add(f"Insufficient {key}")
+    return short
+
+
+def _latest_scheduling_message(pod: Mapping, events: Sequence[Mapping]) -> str:
+    mine = [
+        e
+        for e in events
+        if e.get("reason") == "FailedScheduling" and e.get("involvedObject", {}).get("name") == name_of(pod)
+    ]
+    mine.sort(key=lambda e: e.get("lastTimestamp") or e.get("eventTime") or "")
+    return mine[-1].get("message", "") if mine else ""
+
+
+def unschedulable(pod: Mapping, events: Sequence[Mapping], gpu_nodes: Sequence[Mapping]) -> Finding | None:
+    """A failing finding when the scheduler's event and the GPU nodes agree the pod fits nowhere, else None."""
+    per_node = {name_of(n): node_shortfalls(pod, n) for n in gpu_nodes}
+    if not per_node or any(not s for s in per_node.values()):
+        return None
+    message = _latest_scheduling_message(pod, events)
+    said = [normalise(r) for r in scheduling_reasons(message)]
+    seen = set().union(*per_node.values())
+    confirmed = [r for r in dict.fromkeys(said) if r in seen]
+    if not confirmed:
+        return None
+    nodes = "; ".join(f"{n}: {', '.join(sorted(s))}" for n, s in sorted(per_node.items()))
+    return Finding(
+        CANNOT_START,
+        "fail",
+        f"pod {name_of(pod)} is Pending: {', '.join(confirmed)} (scheduler: {message.strip()!r}; GPU nodes: {nodes})",
+        "; ".join(FIXES.get(r, f"kubectl describe pod {name_of(pod)}") for r in confirmed),
+    )
+
+
+def image_pull_failure(pod: Mapping) -> Finding | None:
+    """A failing finding when a container of `pod` waits on an image the kubelet has given up pulling."""
+    for status in pod.get("status", {}).get("containerStatuses") or []:
+        waiting = (status.get("state") or {}).get("waiting") or {}
+        if waiting.get("reason") in PULL_FAILED:
+            return Finding(
+                CANNOT_START,
+                "fail",
+                f"pod {name_of(pod)} cannot pull image {status.get('image')}: {waiting.get('reason')}: "
+                f"{waiting.get('message', '')}",
+                "set rayImage in the stack config to an image the nodes can pull (public.ecr.aws needs no "
+                "credentials; a private registry needs the node role's ECR read policy), then run `up` again",
+            )
+    return None
+
+
+def diagnose(pods: Sequence[Mapping], events: Sequence[Mapping], gpu_nodes: Sequence[Mapping]) -> list[Finding]:
+    """One failing finding for the first worker pod whose cause is certain; [] while waiting may still help."""
+    pending = [p for p in sorted(pods, key=name_of) if p.get("status", {}).get("phase") == "Pending"]
+    for pod in pending:
+        row = image_pull_failure(pod) or unschedulable(pod, events, gpu_nodes)
+        if row:
+            others = len(pending) - 1
+            more = f" ({others} more worker pod(s) Pending)" if others else ""
+            return [Finding(row.check, row.status, row.detail + more, row.fix)]
+    return []

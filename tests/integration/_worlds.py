@@ -1,0 +1,188 @@
+"""Failure worlds, each derived from the healthy recorded cluster (tests/fixtures/k8s/) by the few
+changes the failure makes on a real cluster, so a test shows exactly what differs.
+
+Each builder takes the loaded objects (helpers.load_k8s()) and changes them in place. Scheduler
+messages follow the shape of the recorded ones in tests/fixtures/k8s/failed_scheduling.jsonl,
+counted for this cluster's three nodes (two GPU nodes, one system node).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+GPU_NODE = "ip-10-30-1-17.us-west-2.compute.internal"
+OTHER_GPU_NODE = "ip-10-30-1-204.us-west-2.compute.internal"
+HUGEPAGES = "hugepages-2Mi"
+EFA = "vpc.amazonaws.com/efa"
+GPU = "nvidia.com/gpu"
+
+
+def node(objects: dict, name: str = GPU_NODE) -> dict:
+    return next(n for n in objects["nodes"]["items"] if n["metadata"]["name"] == name)
+
+
+def workers(objects: dict) -> list[dict]:
+    return [p for p in objects["pods"]["items"] if p["metadata"]["labels"]["ray.io/node-type"] == "worker"]
+
+
+def daemonset(objects: dict, name: str) -> dict:
+    return next(d for d in objects["daemonsets"]["items"] if d["metadata"]["name"] == name)
+
+
+def _pending(pod: dict, message: str) -> None:
+    """The pod as the scheduler leaves it: Pending, PodScheduled False, no node, and its event."""
+    pod["spec"].pop("nodeName", None)
+    pod["status"] = {
+        "phase": "Pending",
+        "qosClass": "Guaranteed",
+        "conditions": [{"type": "PodScheduled", "status": "False", "reason": "Unschedulable", "message": message}],
+    }
+
+
+def _event(objects: dict, pod: dict, message: str) -> None:
+    name = pod["metadata"]["name"]
+    objects["events"]["items"] = [e for e in objects["events"]["items"] if e["involvedObject"]["name"] != name]
+    objects["events"]["items"].append(
+        {
+            "metadata": {"name": f"{name}.18a0f0c0d0e0f001", "namespace": pod["metadata"]["namespace"]},
+            "involvedObject": {"kind": "Pod", "namespace": pod["metadata"]["namespace"], "name": name},
+            "reason": "FailedScheduling",
+            "message": message,
+            "source": {"component": "default-scheduler"},
+            "type": "Warning",
+            "count": 3,
+            "eventTime": "2026-12-02T10:12:07.000000Z",
+            "reportingComponent": "default-scheduler",
+        }
+    )
+
+
+def _raycluster_not_provisioned(objects: dict) -> None:
+    for c in objects["raycluster"]["status"]["conditions"]:
+        if c["type"] == "RayClusterProvisioned":
+            c.update(status="False", reason="RayClusterPodsProvisioning", message="")
+
+
+def workers_unschedulable(objects: dict, resource: str, count: str) -> None:
+    """Every worker requests `count` of `resource`, more than a GPU node has: Pending, FailedScheduling."""
+    message = (
+        f"0/3 nodes are available: 1 node(s) didn't match Pod's node affinity/selector, 2 Insufficient {resource}. "
+        "preemption: 0/3 nodes are available: 1 Preemption is not helpful for scheduling, "
+        "2 No preemption victims found for incoming pod."
+    )
+    for pod in workers(objects):
+        res = pod["spec"]["containers"][0]["resources"]
+        res["requests"][resource] = res["limits"][resource] = count
+        _pending(pod, message)
+        _event(objects, pod, message)
+    group = objects["raycluster"]["spec"]["workerGroupSpecs"][0]["template"]["spec"]["containers"][0]["resources"]
+    group["requests"][resource] = group["limits"][resource] = count
+    _raycluster_not_provisioned(objects)
+
+
+def _workers_respecified(objects: dict, change, message: str) -> None:
+    """`change(pod_spec)` applied to the worker group and its pods, which then stay Pending with `message`."""
+    change(objects["raycluster"]["spec"]["workerGroupSpecs"][0]["template"]["spec"])
+    for pod in workers(objects):
+        change(pod["spec"])
+        _pending(pod, message)
+        _event(objects, pod, message)
+    _raycluster_not_provisioned(objects)
+
+
+def workers_without_gpu_toleration(objects: dict) -> None:
+    """The worker group lost its toleration of the GPU nodes' taint."""
+    _workers_respecified(
+        objects,
+        lambda spec: spec.pop("tolerations", None),
+        "0/3 nodes are available: 1 node(s) didn't match Pod's node affinity/selector, 2 node(s) had untolerated "
+        "taint {nvidia.com/gpu: true}. preemption: 0/3 nodes are available: 3 Preemption is not helpful for "
+        "scheduling.",
+    )
+
+
+def workers_selecting_no_node(objects: dict) -> None:
+    """The worker group's nodeSelector names a label value no node has."""
+    _workers_respecified(
+        objects,
+        lambda spec: spec.update(nodeSelector={"role": "gpu"}),
+        "0/3 nodes are available: 3 node(s) didn't match Pod's node affinity/selector. preemption: 0/3 nodes are "
+        "available: 3 Preemption is not helpful for scheduling.",
+    )
+
+
+def hugepages_short(objects: dict) -> None:
+    """The GPU nodes reserve no huge pages (AMI build without them, no user data): the workers stay Pending."""
+    for name in (GPU_NODE, OTHER_GPU_NODE):
+        for part in ("capacity", "allocatable"):
+            node(objects, name)["status"][part][HUGEPAGES] = "0"
+    message = (
+        "0/3 nodes are available: 1 node(s) didn't match Pod's node affinity/selector, 2 Insufficient hugepages-2Mi. "
+        "preemption: 0/3 nodes are available: 1 Preemption is not helpful for scheduling, "
+        "2 No preemption victims found for incoming pod."
+    )
+    for pod in workers(objects):
+        _pending(pod, message)
+        _event(objects, pod, message)
+    _raycluster_not_provisioned(objects)
+
+
+def efa_plugin_crashlooping(objects: dict) -> None:
+    """The EFA plugin's pod on one GPU node crash-loops: it never registers, so the node has no EFA."""
+    ds = daemonset(objects, "aws-efa-k8s-device-plugin")
+    ds["status"].update(numberReady=1, numberAvailable=1, numberUnavailable=1)
+    for part in ("capacity", "allocatable"):
+        node(objects)["status"][part].pop(EFA, None)
+
+
+def node_not_ready(objects: dict) -> None:
+    """One GPU node stops posting status: Ready Unknown, and the node lifecycle controller's taints."""
+    n = node(objects)
+    for c in n["status"]["conditions"]:
+        if c["type"] == "Ready":
+            c.update(status="Unknown", reason="NodeStatusUnknown", message="Kubelet stopped posting node status.")
+    n["spec"]["taints"] = [
+        *n["spec"].get("taints", []),
+        {"key": "node.kubernetes.io/unreachable", "effect": "NoSchedule"},
+        {"key": "node.kubernetes.io/unreachable", "effect": "NoExecute"},
+    ]
+
+
+def image_pull_failing(objects: dict, image: str = "public.ecr.aws/deep-learning-containers/ray:no-such-tag") -> None:
+    """The workers' image cannot be pulled: scheduled on their nodes, Pending, ImagePullBackOff."""
+    for pod in workers(objects):
+        pod["spec"]["containers"][0]["image"] = image
+        pod["status"] = {
+            "phase": "Pending",
+            "qosClass": "Guaranteed",
+            "conditions": [{"type": "PodScheduled", "status": "True"}, {"type": "Ready", "status": "False"}],
+            "containerStatuses": [
+                {
+                    "name": "ray-worker",
+                    "image": image,
+                    "imageID": "",
+                    "ready": False,
+                    "restartCount": 0,
+                    "started": False,
+                    "state": {
+                        "waiting": {
+                            "reason": "ImagePullBackOff",
+                            "message": f'Back-off pulling image "{image}"',
+                        }
+                    },
+                }
+            ],
+        }
+    _raycluster_not_provisioned(objects)
+
+
+WORLDS: dict[str, Any] = {
+    "hugepages": hugepages_short,
+    "efa": lambda objects: workers_unschedulable(objects, EFA, "2"),
+    "gpus": lambda objects: workers_unschedulable(objects, GPU, "8"),
+    "efa-plugin-crashloop": efa_plugin_crashlooping,
+    "node-not-ready": node_not_ready,
+    "image-pull": image_pull_failing,
+    "untolerated-taint": workers_without_gpu_toleration,
+    "node-selector": workers_selecting_no_node,
+}

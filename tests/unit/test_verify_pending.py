@@ -1,0 +1,122 @@
+"""Reading why a worker pod is Pending: the scheduler's `<count> <reason>` items from recorded
+FailedScheduling messages (tests/fixtures/k8s/failed_scheduling.jsonl, each with its source) and the
+cross-check against the nodes' own objects."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from conftest import FIXTURES
+
+from automation.steps.verify_pending import (
+    CANNOT_START,
+    diagnose,
+    node_shortfalls,
+    normalise,
+    scheduling_reasons,
+)
+
+RECORDED = [json.loads(line) for line in (FIXTURES / "k8s" / "failed_scheduling.jsonl").read_text().splitlines()]
+TAINT = {"key": "nvidia.com/gpu", "value": "true", "effect": "NoSchedule"}
+
+
+@pytest.mark.parametrize("recorded", RECORDED, ids=[r["source"].split()[0] for r in RECORDED])
+def test_recorded_failed_scheduling_messages_parse_into_their_count_reason_items(recorded):
+    got = scheduling_reasons(recorded["message"])
+    assert got == recorded["reasons"], f"expected {recorded['reasons']}, got {got}"
+
+
+def test_a_message_that_is_not_the_schedulers_summary_gives_no_reasons():
+    assert scheduling_reasons("skip schedule deleting pod: default/x") == {}, "expected no reasons"
+
+
+@pytest.mark.parametrize(
+    ("reason", "expected"),
+    [
+        ("Insufficient hugepages-2Mi", "Insufficient hugepages-2Mi"),
+        ("node(s) had untolerated taint {nvidia.com/gpu: true}", "untolerated taint"),
+        ("node(s) had taints that the pod didn't tolerate", "untolerated taint"),
+        ("node(s) didn't match Pod's node affinity/selector", "node selector/affinity"),
+        ("node(s) didn't match node selector", "node selector/affinity"),
+    ],
+)
+def test_reasons_of_either_kubernetes_wording_mean_the_same_cause(reason, expected):
+    assert normalise(reason) == expected, f"expected {expected!r} for {reason!r}, got {normalise(reason)!r}"
+
+
+def gpu_node(efa: str = "1", taints=(TAINT,)) -> dict:
+    return {
+        "metadata": {"name": "n1", "labels": {"role": "gpu-worker"}},
+        "spec": {"taints": list(taints)},
+        "status": {
+            "conditions": [{"type": "Ready", "status": "True"}],
+            "allocatable": {"vpc.amazonaws.com/efa": efa, "nvidia.com/gpu": "4"},
+        },
+    }
+
+
+def worker(tolerations=({"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"},)) -> dict:
+    return {
+        "metadata": {"name": "w0"},
+        "spec": {
+            "nodeSelector": {"role": "gpu-worker"},
+            "tolerations": list(tolerations),
+            "containers": [{"resources": {"requests": {"vpc.amazonaws.com/efa": "1", "nvidia.com/gpu": "4"}}}],
+        },
+        "status": {"phase": "Pending"},
+    }
+
+
+def event(message: str) -> dict:
+    return {"reason": "FailedScheduling", "involvedObject": {"name": "w0"}, "message": message}
+
+
+def test_a_node_short_of_a_requested_resource_says_which():
+    assert node_shortfalls(worker(), gpu_node(efa="0")) == {"Insufficient vpc.amazonaws.com/efa"}
+
+
+def test_an_untolerated_taint_keeps_the_pod_off_the_node():
+    assert node_shortfalls(worker(tolerations=()), gpu_node()) == {"untolerated taint"}
+
+
+def test_event_confirmed_by_every_gpu_node_fails_with_the_cause_and_its_fix():
+    message = (
+        "0/2 nodes are available: 1 node(s) didn't match Pod's node affinity/selector, "
+        "1 Insufficient vpc.amazonaws.com/efa."
+    )
+    rows = diagnose([worker()], [event(message)], [gpu_node(efa="0")])
+    got = [
+        (r.check, "Insufficient vpc.amazonaws.com/efa (scheduler:" in r.detail, "EFA device plugin" in r.fix)
+        for r in rows
+    ]
+    assert got == [(CANNOT_START, True, True)], f"expected one finding naming EFA and its plugin, got {rows}"
+
+
+def test_event_the_nodes_contradict_is_not_yet_a_cause():
+    """A node that just joined: the event predates its device plugin; the node now has the GPUs."""
+    message = (
+        "0/2 nodes are available: 1 Insufficient nvidia.com/gpu, 1 node(s) didn't match Pod's node affinity/selector."
+    )
+    assert diagnose([worker()], [event(message)], [gpu_node()]) == [], "expected no finding: the node can hold the pod"
+
+
+def test_nodes_that_cannot_hold_the_pod_without_a_scheduler_event_are_not_yet_a_cause():
+    assert diagnose([worker()], [], [gpu_node(efa="0")]) == [], "expected no finding before the scheduler says why"
+
+
+def test_first_image_pull_error_is_waited_out_and_the_backoff_is_not():
+    pod = worker()
+    pod["status"]["containerStatuses"] = [{"image": "img", "state": {"waiting": {"reason": "ErrImagePull"}}}]
+    first = diagnose([pod], [], [gpu_node()])
+    pod["status"]["containerStatuses"][0]["state"]["waiting"]["reason"] = "ImagePullBackOff"
+    later = [r.check for r in diagnose([pod], [], [gpu_node()])]
+    assert (first, later) == ([], [CANNOT_START]), (
+        f"expected to wait on ErrImagePull, fail on back-off: {first}, {later}"
+    )
+
+
+def test_a_reason_without_a_count_is_still_read():
+    """A PreFilter plugin's message stands for every node and carries no count (synthetic example)."""
+    got = scheduling_reasons("0/3 nodes are available: node(s) didn't match Pod's node affinity/selector.")
+    assert got == {"node(s) didn't match Pod's node affinity/selector": 0}, f"got {got}"
