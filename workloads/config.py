@@ -10,6 +10,7 @@ import argparse
 import dataclasses
 import difflib
 import json
+import math
 import os
 import re
 import secrets
@@ -305,6 +306,8 @@ def check_fields(cfg: TrainConfig, label: Callable[[str], str] = flag_of) -> Non
                 raise ConfigError(f"{name} is unset but has no 'unset' meaning: set it (default {f.default!r})")
             continue
         _typed(name, field_type(f.name), value)
+        if isinstance(value, float) and not math.isfinite(value):
+            raise ConfigError(f"{name} {value!r} is not a finite number: set a number such as {f.default!r}")
         if meta["choices"] and value not in meta["choices"]:
             raise ConfigError(f"{name} {value!r} is unknown: choose one of {', '.join(meta['choices'])}")
         if meta["low"] is not None and value < meta["low"]:
