@@ -34,6 +34,7 @@ from typing import NoReturn
 
 from workloads.config import ConfigError, TrainConfig, build_parser, check_gpu_capacity, validate
 from workloads.env import WORKER_ENV
+from workloads.metrics import mark_run_dir
 
 __all__ = ["build_parser", "exit_without_finalizing", "main", "parse_config", "run_ray", "run_torchrun"]
 
@@ -200,6 +201,7 @@ def main(argv: list[str] | None = None) -> int:
             list_data(cfg.data)  # a malformed URI, an empty prefix, an unknown format: exit 2 before any worker
         _check_local_gpus(cfg)
         if int(os.environ.get("RANK", 0)) == 0:
+            mark_run_dir(cfg.run_dir, cfg.run_id)
             print(
                 f"[train] starting run {cfg.run_id}: preset {cfg.preset}, {cfg.num_workers} "
                 f"{'GPU' if cfg.use_gpu else 'CPU'} worker(s) under {cfg.launcher}, {cfg.steps} steps of "

@@ -27,7 +27,14 @@ from pathlib import Path
 from typing import Any
 
 from automation.errors import DriverError
-from workloads.metrics import METRICS_FILE, RUN_INFO_FILE, MetricsError, latest_per_step, read_metrics
+from workloads.metrics import (
+    METRICS_FILE,
+    RUN_INFO_FILE,
+    MetricsError,
+    latest_per_step,
+    mark_run_dir,
+    read_metrics,
+)
 
 REPORT_DIR = "report"
 DRIVER_FILE = "driver.json"
@@ -363,7 +370,7 @@ def fetch_run(cluster: Any, run_id: str, dest: Path) -> Path:
 
     run_dir = f"{CLUSTER_ROOT}/runs/{run_id}"
     head, workers = cluster.head_pod(), cluster.pods("worker")
-    dest.mkdir(parents=True, exist_ok=True)
+    mark_run_dir(dest, run_id)
     _fetch(cluster, head, run_dir, (SUMMARY_FILE,), dest)
     for pod in [*workers, head]:  # rank 0 runs in one of the worker pods
         if METRICS_FILE in _fetch(cluster, pod, run_dir, (METRICS_FILE, RUN_INFO_FILE), dest):
