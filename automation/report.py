@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from automation.cost import CostEstimate
-from automation.pipeline import PipelineResult
+from automation.pipeline import PipelineResult, cluster_seen
 
 if TYPE_CHECKING:
     from automation.targets import Target
@@ -71,7 +71,7 @@ def build_report(target: Target, result: PipelineResult, command: str) -> RunRep
         training=getattr(outcome, "summary", None),
         job_id=getattr(outcome, "job_id", None),
         transport=check.data.to_dict() if check is not None and check.data is not None else None,
-        cost=target.cost(command),
+        cost=target.cost(command) if cluster_seen({t.result.step: t.result for t in result.steps}) else None,
         notes=tuple(target.notes),
         files=target.files(result) if result.result("train") is not None else None,
     )

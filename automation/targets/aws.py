@@ -20,7 +20,7 @@ from automation.cost import CostEstimate, estimate
 from automation.errors import DriverError
 from automation.job import CLUSTER_ROOT, cluster_job, one_node_note
 from automation.kube import KubeApi, parse_kubeconfig, read_kubeconfig_file
-from automation.pipeline import Advice, PipelineResult, Prior, StepResult
+from automation.pipeline import Advice, PipelineResult, Prior, StepResult, cluster_seen
 from automation.steps import stack as pulumi_steps
 from automation.steps.check import TransportVerdict, assert_transport, collect_logs
 from automation.steps.preflight import AwsClients, run_preflight
@@ -330,6 +330,13 @@ class AwsTarget:
             )
         if failed == "destroy":
             return Advice(f"some resources of stack {s} may remain", (f"retry: {teardown}",))
+        if not cluster_seen(prior):
+            return Advice(
+                f"this command has not seen the cluster of stack {s} (no `up` ran and `verify` did not reach it): "
+                f"`python -m automation status --stack {s}` says what exists; a cluster costs money until "
+                f"destroyed ({self.cost_line()})",
+                (f"resume (idempotent): {resume}", f"tear down if it exists: {teardown}"),
+            )
         return Advice(
             f"the cluster of stack {s} is up and costs money until destroyed ({self.cost_line()})",
             (
