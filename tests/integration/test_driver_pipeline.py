@@ -244,6 +244,16 @@ def test_socket_fallback_fails_the_pipeline(aws):
     assert "NET/Socket" in result.reason, result.reason
 
 
+def test_single_node_nccl_log_on_aws_fails_the_pipeline_as_inconclusive(aws):
+    # an inconclusive verdict proves no EFA: the run must not end "NCCL over efa" with exit 0
+    with helpers.FakeKubeApi() as api:
+        stack = helpers.FakeStack("us-west-2", outputs=outputs(api))
+        target = make_target(api, stack, pod_exec=cluster_exec(nccl_log=NCCL / "single_node_shm_nccl1609.log"))
+        result = run(target, PIPELINE)
+    assert result.failed_step == "check", f"expected check to fail, got {result.failed_step}: {result.reason}"
+    assert "inconclusive" in result.reason, f"expected the inconclusive verdict named, got {result.reason!r}"
+
+
 def test_failed_job_stops_before_check_with_its_log_tail(aws):
     with helpers.FakeKubeApi() as api:
         stack = helpers.FakeStack("us-west-2", outputs=outputs(api))
