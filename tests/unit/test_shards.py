@@ -161,3 +161,42 @@ def test_resume_on_a_changed_corpus_or_another_world_size_is_refused(tmp_path):
     (tmp_path / "c" / "part-9.txt").write_text("one more document\n")
     with pytest.raises(ConfigError, match="changed since the checkpoint"):
         next(_stream(tmp_path, rank=1).iterate(5, position))
+
+
+@pytest.mark.parametrize("world", [2, 3, 4, 7])
+def test_shares_cover_the_whole_space_when_its_size_is_no_multiple_of_the_workers(world):
+    from workloads.shards import Space
+
+    for total in range(world * 3 + 1):
+        if total % world == 0:
+            continue
+        space = Space("text", ("a.txt",), (total,))
+        shares = [space.share(r, world) for r in range(world)]
+        ends = [lo for lo, _ in shares] + [shares[-1][1]]
+        assert (
+            ends[0] == 0 and ends[-1] == total and all(a[1] == b[0] for a, b in zip(shares, shares[1:], strict=False))
+        ), f"expected contiguous shares of [0, {total}) over {world} ranks, got {shares}"
+
+
+def test_short_last_documents_past_the_even_split_are_still_read(tmp_path):
+    # 10 one-letter lines are 20 bytes: over 3 ranks an even split ends at 18 and would drop "j"
+    (tmp_path / "c").mkdir()
+    docs = list("abcdefghij")
+    (tmp_path / "c" / "t.txt").write_text("".join(d + "\n" for d in docs))
+    shares = _share_docs(list_data(str(tmp_path / "c")).space(), 3)
+    assert [d for s in shares for d in s] == docs, f"expected every document once, got {shares}"
+
+
+def test_parquet_rows_past_the_even_split_are_still_read(tmp_path):
+    (tmp_path / "p").mkdir()
+    docs = [f"row {i}" for i in range(10)]
+    pq.write_table(pa.table({"text": docs}), tmp_path / "p" / "a.parquet", row_group_size=3)
+    shares = _share_docs(list_data(str(tmp_path / "p")).space(), 4)
+    assert [d for s in shares for d in s] == docs, f"expected all 10 rows over 4 ranks, got {shares}"
+
+
+def test_read_task_cuts_cover_a_share_that_is_no_multiple_of_the_task_size():
+    from workloads.shards import _task_cuts
+
+    cuts = _task_cuts(5, 27, 10)
+    assert cuts == [(5, 15), (15, 25), (25, 27)], f"expected the short last task kept, got {cuts}"
