@@ -37,6 +37,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from automation.cli import location
 from automation.errors import DriverError
 from workloads.metrics import METRICS_FILE, read_metrics
 from workloads.nccl_check import run_marker
@@ -92,7 +93,9 @@ def add_parser(sub: Any, parents: list[argparse.ArgumentParser]) -> argparse.Arg
         "--steps", type=drill_steps, help=f"steps of each run (default: {DRILL_STEPS} locally, the stack's on AWS)"
     )
     p.add_argument(
-        "--storage-path", help="Ray Train storage of both runs: a directory or s3://bucket/prefix (default: run dir)"
+        "--storage-path",
+        type=location(),
+        help="Ray Train storage of both runs: a directory or s3://bucket/prefix (default: run dir)",
     )
     return p
 

@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from automation.cli import location
 from automation.errors import DriverError
 from workloads.metrics import (
     METRICS_FILE,
@@ -436,7 +437,11 @@ def add_parser(sub: Any, parents: list[argparse.ArgumentParser]) -> argparse.Arg
     )
     p.add_argument("run", metavar="RUN", help="a run id (a directory under --runs-root) or a run directory")
     p.add_argument("--compare", metavar="RUN2", help="a second run to draw on the same axes")
-    p.add_argument("--out", type=Path, help="directory for report.html and the PNGs (default: RUN/report)")
+    p.add_argument(
+        "--out",
+        type=lambda text: Path(location(remote=False)(text)),
+        help="directory for report.html and the PNGs (default: RUN/report)",
+    )
     p.add_argument("--runs-root", type=Path, default=Path("runs"), help="where run ids are looked up")
     p.add_argument("--stack", help="copy RUN (and RUN2) from this stack's cluster into --runs-root first")
     p.add_argument("--kubeconfig", type=Path, help="with --stack: this kubeconfig instead of the stack's output")
@@ -446,10 +451,24 @@ def add_parser(sub: Any, parents: list[argparse.ArgumentParser]) -> argparse.Arg
     return p
 
 
+def check_out_dir(out: Path) -> None:
+    """--out before anything is copied or drawn: a folder that exists, or one that can be made."""
+    if out.exists() and not out.is_dir():
+        raise DriverError(f"--out {str(out)!r} is a file: name a folder for report.html and the PNGs", exit_code=2)
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+    except OSError as e:
+        raise DriverError(
+            f"--out {str(out)!r} cannot be made ({e.strerror or e}): name a writable folder", exit_code=2
+        ) from None
+
+
 def run(args: argparse.Namespace, ui: Any, deps: Any = None) -> int:
     """Write the report of RUN (and RUN2); print where it is, or a JSON document with the paths.
     `deps` (an AwsDeps) replaces the real Kubernetes client in tests."""
     refs = [args.run] + ([args.compare] if args.compare else [])
+    if args.out is not None:
+        check_out_dir(args.out)
     if args.stack:
         from automation.commands.dashboard import open_cluster
 
