@@ -140,11 +140,15 @@ def list_data(uri: str) -> DataFiles:
     filesystem, the same one Ray Data reads with. ConfigError, before any training, for a malformed
     s3:// URI, an empty prefix, files of no known format, or formats mixed under one prefix."""
     where = parse_location("--data", uri)
-    if where.remote:
-        sizes = within(NETWORK_TIMEOUT_S, f"listing --data {uri!r}", lambda: _list_files(where.uri))
-        scheme = "s3://"
-    else:
-        sizes, scheme = _list_files(str(Path(where.path).absolute())), ""
+    try:
+        if where.remote:
+            sizes = within(NETWORK_TIMEOUT_S, f"listing --data {uri!r}", lambda: _list_files(where.uri))
+            scheme = "s3://"
+        else:
+            sizes, scheme = _list_files(str(Path(where.path).absolute())), ""
+    except OSError as e:  # pyarrow's: access denied, no such bucket, no credentials
+        cause = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+        raise _bad(uri, f"cannot be listed ({cause}): check the path, or the AWS credentials and region") from None
     paths = sorted(sizes)
     if not paths:
         raise _bad(uri, "is empty or does not exist: point it at .txt, .jsonl or .parquet files")

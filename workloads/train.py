@@ -74,7 +74,7 @@ def run_ray(cfg: TrainConfig) -> dict:
     from ray.train import CheckpointConfig, FailureConfig, RunConfig, ScalingConfig
     from ray.train.torch import TorchTrainer
 
-    from workloads.loop import summary_actor_name, train_loop_per_worker
+    from workloads.loop import summary_actor_name
 
     if not ray.is_initialized():
         ray.init(log_to_driver=True)
@@ -92,7 +92,7 @@ def run_ray(cfg: TrainConfig) -> dict:
     if cfg.use_gpu:
         resources["GPU"] = cfg.gpus_per_worker
     trainer = TorchTrainer(
-        train_loop_per_worker,
+        worker_entry,
         train_loop_config=cfg.to_dict(),
         scaling_config=ScalingConfig(num_workers=cfg.num_workers, use_gpu=cfg.use_gpu, resources_per_worker=resources),
         run_config=RunConfig(
@@ -108,13 +108,40 @@ def run_ray(cfg: TrainConfig) -> dict:
     )
     result = trainer.fit()
     if result.error:
-        raise result.error
+        raise config_error_in(result.error) or result.error
     summary = ray.get(sink.get.remote())
     ray.kill(sink)
     if summary is None:
         raise RuntimeError("training finished but rank 0 reported no summary")
     summary["checkpoint"] = result.checkpoint.path if cfg.checkpoint_every and result.checkpoint else None
     return summary
+
+
+def worker_entry(config: dict) -> dict | None:
+    """A Ray Train worker: the training loop, and bad input it finds past the launcher's checks (a
+    record deep in --data) printed as one line before Ray's traceback of the worker buries it."""
+    from workloads.loop import train_loop_per_worker
+
+    try:
+        return train_loop_per_worker(config)
+    except ConfigError as e:
+        print(f"error: {e}", file=sys.stderr, flush=True)
+        raise
+
+
+def config_error_in(error: BaseException, depth: int = 0) -> ConfigError | None:
+    """The ConfigError a worker raised, found inside Ray Train's error (its worker failures, causes
+    and contexts), or None: the launcher then ends with that one line and exit 2."""
+    if isinstance(error, ConfigError):
+        return ConfigError(str(error).splitlines()[0] if str(error) else "bad input in a worker")
+    if depth > 8:
+        return None
+    inner = list(getattr(error, "worker_failures", {}).values()) + [error.__cause__, error.__context__]
+    inner.append(getattr(error, "cause", None))
+    for e in inner:
+        if isinstance(e, BaseException) and (found := config_error_in(e, depth + 1)) is not None:
+            return found
+    return None
 
 
 class _SummarySink:
@@ -195,10 +222,11 @@ def main(argv: list[str] | None = None) -> int:
         cfg = dataclasses.replace(cfg, num_workers=int(os.environ.get("WORLD_SIZE", 1)))
     try:
         validate(cfg)
-        if cfg.data:
-            from workloads.data import list_data
+        if cfg.data and int(os.environ.get("RANK", 0)) == 0:
+            from workloads.data_check import check_data
 
-            list_data(cfg.data)  # a malformed URI, an empty prefix, an unknown format: exit 2 before any worker
+            # a malformed URI, an empty file, a record without text, another encoding: exit 2 before any worker
+            check_data(cfg.data, cfg.num_workers)
         _check_local_gpus(cfg)
         if int(os.environ.get("RANK", 0)) == 0:
             mark_run_dir(cfg.run_dir, cfg.run_id)

@@ -18,7 +18,7 @@ from typing import Any
 
 from automation.cost import CostEstimate, estimate
 from automation.errors import DriverError
-from automation.job import CLUSTER_ROOT, cluster_job, one_node_note
+from automation.job import CLUSTER_ROOT, cluster_job, one_node_note, stack_label
 from automation.kube import KubeApi, parse_kubeconfig, read_kubeconfig_file
 from automation.pipeline import Advice, PipelineResult, Prior, StepResult, cluster_seen
 from automation.steps import stack as pulumi_steps
@@ -130,6 +130,7 @@ class AwsTarget:
 
     def preflight(self, prior: Prior) -> StepResult:
         job = self.job()  # a job that cannot run on this cluster fails before anything is created
+        check_job_data(job)
         note = one_node_note(job, self.cfg.gpu_nodes.node_count, self.cfg.gpu_nodes.gpus_per_node)
         if note:
             self.note(note)
@@ -405,6 +406,20 @@ class AwsTarget:
             (self.cfg.system_nodes.instance_type, self.cfg.system_nodes.count),
         ]
         return estimate(pricing, self.cfg.region, groups)
+
+
+def check_job_data(job: TrainConfig) -> None:
+    """The train block's s3:// data, the head of each object read from this machine before anything is
+    created (workloads/data_check.py); a path of the pods' own is theirs to check."""
+    from workloads.config import ConfigError
+    from workloads.data_check import check_data
+    from workloads.uri import parse_location
+
+    try:
+        if job.data and parse_location(stack_label("data"), job.data).remote:
+            check_data(job.data, job.num_workers, flag=stack_label("data"))
+    except ConfigError as e:
+        raise DriverError(str(e), exit_code=2) from None
 
 
 def load_config(stack: str, project_dir: Path) -> Any:

@@ -112,8 +112,22 @@ def test_a_parquet_rank_reads_only_the_row_groups_of_its_share(tmp_path):
 
 def test_a_malformed_jsonl_line_is_a_config_error_naming_the_file_and_offset(tmp_path):
     (tmp_path / "a.jsonl").write_text('{"text": "fine"}\n{"txt": "no text field"}\n')
-    with pytest.raises(ConfigError, match=r"a\.jsonl'.*byte 17 is not a JSON object with a 'text' field"):
+    with pytest.raises(ConfigError, match=r"a\.jsonl' line at byte 17 has no 'text' field \(it has 'txt'\)"):
         list(read_documents(str(tmp_path / "a.jsonl")))
+
+
+@pytest.mark.parametrize("record", ['{"text": null}', '{"text": 7}', '{"text": ""}'])
+def test_the_reader_refuses_a_record_without_usable_text_past_any_head(tmp_path, record):
+    # null was once trained on as the string "None"; the reader is the workers' second line of defence
+    (tmp_path / "a.jsonl").write_text('{"text": "fine"}\n' + record + "\n")
+    with pytest.raises(ConfigError, match=r"a\.jsonl' line at byte 17 has (text null|text of type int|empty text)"):
+        list(read_documents(str(tmp_path / "a.jsonl")))
+
+
+def test_the_reader_refuses_a_line_that_is_not_utf8(tmp_path):
+    (tmp_path / "a.txt").write_bytes(b"fine\ncaf\xe9\n")
+    with pytest.raises(ConfigError, match=r"a\.txt' line at byte 5 is not UTF-8"):
+        list(read_documents(str(tmp_path / "a.txt")))
 
 
 def _stream(tmp_path, rank=0, world=2):
