@@ -323,7 +323,7 @@ def validate(cfg: TrainConfig, label: Callable[[str], str] = flag_of, local_path
     that runs elsewhere (a cluster's pods) or creates its own run directory.
     """
     check_fields(cfg, label)
-    _check_locations(cfg, label)
+    check_locations(cfg, label)
     _check_batch(cfg, label)
     _check_seq_len(cfg, label)
     _check_mesh(cfg, label)
@@ -374,7 +374,7 @@ def _check_seq_len(cfg: TrainConfig, label: Callable[[str], str]) -> None:
 PATH_FIELDS = {"data": True, "storage_path": True, "summary_json": False, "run_dir": False, "nccl_log_dir": False}
 
 
-def _check_locations(cfg: TrainConfig, label: Callable[[str], str]) -> None:
+def check_locations(cfg: TrainConfig, label: Callable[[str], str] = flag_of) -> None:
     """Every path field in a form this project reads (workloads/uri.py), wherever the job runs."""
     for name, remote in PATH_FIELDS.items():
         value = getattr(cfg, name)

@@ -32,7 +32,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import NoReturn
 
-from workloads.config import ConfigError, TrainConfig, build_parser, check_gpu_capacity, validate
+from workloads.config import ConfigError, TrainConfig, build_parser, check_gpu_capacity, check_locations, validate
 from workloads.env import WORKER_ENV
 from workloads.metrics import mark_run_dir
 
@@ -58,6 +58,7 @@ def parse_config(argv: list[str] | None = None, environ: Mapping[str, str] | Non
     """The resolved config of a command line. Under torchrun without --run-id, the run id is
     torchrun's (``elastic_run_id``), so every restart of the worker group resumes the same run."""
     cfg = TrainConfig.from_argv(sys.argv[1:] if argv is None else argv)
+    check_locations(cfg)  # before resolved() makes "s3://b/x" an absolute local path
     if cfg.launcher == "torchrun" and not cfg.run_id:
         cfg = dataclasses.replace(cfg, run_id=elastic_run_id(os.environ if environ is None else environ))
     return cfg.resolved()
@@ -217,7 +218,10 @@ def _check_local_gpus(cfg: TrainConfig) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    cfg = parse_config(argv)
+    try:
+        cfg = parse_config(argv)
+    except ConfigError as e:
+        return _fail(str(e))
     if cfg.launcher == "torchrun":  # torchrun, not the flag, sets the world size
         cfg = dataclasses.replace(cfg, num_workers=int(os.environ.get("WORLD_SIZE", 1)))
     try:

@@ -51,6 +51,7 @@ class AwsDeps:
         import boto3
         from botocore.exceptions import ProfileNotFound
 
+        check_aws_files(os.environ)
         try:
             session = boto3.Session(region_name=cfg.region)
         except ProfileNotFound as e:
@@ -66,6 +67,40 @@ class AwsDeps:
             # The Pricing API lives in us-east-1 whatever the stack's region.
             pricing=lambda: session.client("pricing", region_name="us-east-1"),
         )
+
+
+# The files the AWS SDK and CLI read, by the variable that moves each (AWS CLI v2 user guide,
+# https://docs.aws.amazon.com/cli/latest/userguide/cli-configure-files.html).
+AWS_FILES = (("AWS_CONFIG_FILE", "~/.aws/config"), ("AWS_SHARED_CREDENTIALS_FILE", "~/.aws/credentials"))
+
+
+def check_aws_files(environ: Any) -> None:
+    """The AWS config and credentials files read with botocore's own parser before any AWS call:
+    one line naming the file and the fix for a folder, an unreadable file or one botocore cannot
+    parse (it raised ConfigParseError, or PermissionError, with a traceback; a folder it ignored)."""
+    from botocore.configloader import raw_config_parse
+    from botocore.exceptions import ConfigParseError
+
+    for var, default in AWS_FILES:
+        path = Path(environ.get(var) or default).expanduser()
+        named = f"{path} ({var})" if environ.get(var) else str(path)
+        if path.is_dir():
+            raise DriverError(f"AWS file {named} is a folder: point {var} at a file, or unset it", exit_code=2)
+        if not path.exists():
+            continue
+        try:
+            raw_config_parse(str(path))
+        except ConfigParseError:
+            raise DriverError(
+                f"AWS file {named} cannot be parsed: it must be INI sections such as [default] with key = value "
+                "lines (`aws configure` writes one)",
+                exit_code=2,
+            ) from None
+        except (OSError, UnicodeDecodeError) as e:
+            why = e.strerror if isinstance(e, OSError) and e.strerror else type(e).__name__
+            raise DriverError(
+                f"AWS file {named} cannot be read ({why}): fix its permissions or encoding", exit_code=2
+            ) from None
 
 
 def newest_run(pod_exec: Any, pod: str, namespace: str) -> str:
