@@ -74,12 +74,12 @@ def project_yaml(text: str | None) -> Callable[[Path], None]:
     return setup
 
 
-def files(contents: dict[str, str]) -> Callable[[Path], None]:
+def files(contents: dict[str, str | bytes]) -> Callable[[Path], None]:
     def setup(d: Path) -> None:
         for name, text in contents.items():
             path = d / name
             path.parent.mkdir(parents=True, exist_ok=True)
-            path.write_text(text)
+            path.write_bytes(text if isinstance(text, bytes) else text.encode())
 
     return setup
 
@@ -277,16 +277,6 @@ CASES: dict[str, Case] = {
 
 
 # --- issue 28: an adversarial pass of new bad inputs, one class at a time (TESTING.md counts them) ---
-def raw_files(contents: dict[str, bytes]) -> Callable[[Path], None]:
-    def setup(d: Path) -> None:
-        for name, body in contents.items():
-            path = d / name
-            path.parent.mkdir(parents=True, exist_ok=True)
-            path.write_bytes(body)
-
-    return setup
-
-
 def parquet(name: str, columns: dict[str, list]) -> Callable[[Path], None]:
     def setup(d: Path) -> None:
         import pyarrow as pa
@@ -300,7 +290,7 @@ def parquet(name: str, columns: dict[str, list]) -> Callable[[Path], None]:
 def data_case(name: str, body: bytes, why: str) -> Case:
     """`python -m workloads.train --data FILE` on 2 workers: refused before Ray, naming the file."""
     argv = ("--preset", "tiny", "--num-workers", "2", "--global-batch-size", "2", "--data", f"{{dir}}/{name}")
-    return Case("train", argv, 2, (name, why), raw_files({name: body}))
+    return Case("train", argv, 2, (name, why), files({name: body}))
 
 
 def train_flag(flag: str, value: str, *names: str) -> Case:
@@ -472,28 +462,28 @@ ISSUE_28: dict[str, Case] = {
         ("--preset", "tiny", "--data", "{dir}/c"),
         2,
         ("b.txt", "is empty"),
-        raw_files({"c/a.txt": b"one\ntwo\n", "c/b.txt": b""}),
+        files({"c/a.txt": b"one\ntwo\n", "c/b.txt": b""}),
     ),
     "data-too-small-for-the-ranks": Case(
         "train",
         ("--preset", "tiny", "--num-workers", "4", "--global-batch-size", "4", "--data", "{dir}/one.txt"),
         2,
         ("--data", "fewer workers"),
-        raw_files({"one.txt": b"a single document\n"}),
+        files({"one.txt": b"a single document\n"}),
     ),
     "data-fewer-bytes-than-workers": Case(
         "train",
         ("--preset", "tiny", "--num-workers", "4", "--global-batch-size", "4", "--data", "{dir}/t.txt"),
         2,
         ("--data", "2 bytes, fewer than the 4 workers"),
-        raw_files({"t.txt": b"a\n"}),
+        files({"t.txt": b"a\n"}),
     ),
     "data-mixed-formats": Case(
         "train",
         ("--preset", "tiny", "--data", "{dir}/m"),
         2,
         ("--data", "mixes formats"),
-        raw_files({"m/a.txt": b"x\n", "m/b.jsonl": JSONL_OK}),
+        files({"m/a.txt": b"x\n", "m/b.jsonl": JSONL_OK}),
     ),
     # 4. the user's own files: AWS config and credentials, kubeconfig
     "aws-config-unparsable": aws_file("AWS_CONFIG_FILE", b"[default\nregion=x\n", "cannot be parsed"),
