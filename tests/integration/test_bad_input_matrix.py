@@ -505,6 +505,37 @@ ISSUE_28: dict[str, Case] = {
     "kubeconfig-folder-logs": kubeconfig(("logs", "--stack", "us-west-2"), None, "is a folder"),
     "kubeconfig-not-yaml-dashboard": kubeconfig(("dashboard", "--stack", "us-west-2"), b"a: [\n", "not YAML"),
     "kubeconfig-binary-report": kubeconfig(("report", "r1", "--stack", "us-west-2"), b"\x00\x01", "not YAML or JSON"),
+    # 3. stack files read as Pulumi reads them (YAML 1.2, no key twice, Pulumi.yaml as the table declares)
+    "stack-key-twice": Case(
+        A, bad_stack(), 2, ("gpuNodeCount", "twice"), stack_keys("  ray-efa-eks:gpuNodeCount: 2\n" * 2)
+    ),
+    "stack-train-key-twice": Case(A, bad_stack(), 2, ("'steps' twice",), train_block("steps: 5\n    steps: 6")),
+    "stack-region-twice": Case(
+        A, bad_stack(), 2, ("aws:region", "twice"), stack_file("config:\n  aws:region: us-west-2\n" + STACK_KEYS_OK)
+    ),
+    "stack-bool-yes": Case(
+        A, bad_stack(), 2, ("apiPublicAccess", "'yes'"), stack_keys("  ray-efa-eks:apiPublicAccess: yes\n")
+    ),
+    "stack-bool-on": Case(
+        A, bad_stack(), 2, ("apiPublicAccess", "'on'"), stack_keys("  ray-efa-eks:apiPublicAccess: on\n")
+    ),
+    "render-key-twice": Case(
+        A, render_bad(), 2, ("gpuNodeCount", "twice"), stack_keys("  ray-efa-eks:gpuNodeCount: 2\n" * 2)
+    ),
+    "project-yaml-default-edited": Case(
+        A,
+        bad_stack(),
+        2,
+        ("Pulumi.yaml", "gpuNodeCount has default 4", "--write-pulumi-yaml"),
+        project_yaml(
+            (REPO / "Pulumi.yaml")
+            .read_text()
+            .replace("type: integer\n    default: 2\n", "type: integer\n    default: 4\n", 1)
+        ),
+    ),
+    "project-yaml-key-twice": Case(
+        A, bad_stack(), 2, ("Pulumi.yaml", "'name' twice"), project_yaml("name: ray-efa-eks\nname: other\n")
+    ),
 }
 CASES.update(ISSUE_28)
 
