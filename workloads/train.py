@@ -253,7 +253,7 @@ def main(argv: list[str] | None = None) -> int:
     print(
         f"[train] done: {summary['steps']} steps on {summary['world_size']} workers ({summary['backend']}), "
         f"loss {summary['loss_first']:.4f} -> {summary['loss_last']:.4f}, "
-        f"{tps:,.0f} tokens/s{mfu}, run {summary['run_id']}"
+        f"{tps:,.0f} tokens/s (mean after warm-up){mfu}, run {summary['run_id']}"
         if tps
         else f"[train] done: run {summary['run_id']}",
         flush=True,

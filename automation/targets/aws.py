@@ -86,8 +86,8 @@ def check_aws_files(environ: Any) -> None:
         named = f"{path} ({var})" if environ.get(var) else str(path)
         if path.is_dir():
             raise DriverError(f"AWS file {named} is a folder: point {var} at a file, or unset it", exit_code=2)
-        if not path.exists():
-            continue
+        if not path.is_file():
+            continue  # absent, or /dev/null: botocore reads no profiles from it, as it should
         try:
             raw_config_parse(str(path))
         except ConfigParseError:

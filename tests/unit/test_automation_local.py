@@ -34,3 +34,21 @@ def test_resources_that_never_answer_fail_naming_the_attempts():
     with pytest.raises(DriverError) as e:
         read_resources("127.0.0.1:1", attempts=3, pause_s=0, read=read)
     assert len(calls) == 3 and "tried 3 times" in str(e.value), f"got {len(calls)} calls: {e.value}"
+
+
+def test_rays_uploading_package_line_stays_out_of_the_run_output(capsys):
+    import logging
+
+    from automation.targets.local import RAY_SDK_LOGGER, quiet_ray_sdk
+
+    quiet_ray_sdk()
+    logger = logging.getLogger(RAY_SDK_LOGGER)
+    handler = logging.StreamHandler()
+    logging.getLogger().addHandler(handler)
+    try:
+        logger.info("Uploading package gcs://_ray_pkg_0123.zip.")
+        logger.warning("a warning still shows")
+    finally:
+        logging.getLogger().removeHandler(handler)
+    err = capsys.readouterr().err
+    assert "Uploading package" not in err and "a warning still shows" in err, f"got {err!r}"
