@@ -38,6 +38,14 @@ class Ui:
         if self._status is not None:
             self._status.update(f"[bold]{self._current}[/] {escape(text[:120])}")
 
+    def milestone(self, text: str) -> None:
+        """A long command's progress: on the spinner on a terminal, else a line of its own (a spinner
+        off a terminal shows nothing, and a drill then said nothing for minutes)."""
+        if self.console.is_terminal:
+            self.progress(text)
+        else:
+            self.note(text)
+
     def log(self, text: str) -> None:
         from automation.steps.train import is_step_line, worth_showing
         from workloads.metrics import parse_echo

@@ -52,3 +52,35 @@ def test_rays_uploading_package_line_stays_out_of_the_run_output(capsys):
         logging.getLogger().removeHandler(handler)
     err = capsys.readouterr().err
     assert "Uploading package" not in err and "a warning still shows" in err, f"got {err!r}"
+
+
+def test_local_dashboard_of_a_stopped_cluster_is_not_offered(capsys):
+    # a dashboard process that is exiting still has its command line but no listener
+    import argparse
+    import socket
+
+    from automation.commands.dashboard import run_local
+    from automation.errors import DriverError
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        dead = f"http://127.0.0.1:{s.getsockname()[1]}"  # bound, never listening
+        args = argparse.Namespace(json=False)
+        with pytest.raises(DriverError) as err:
+            run_local(args, None, find=lambda: [dead])
+    assert "stops its Ray cluster" in str(err.value) and "report" in str(err.value), str(err.value)
+
+
+def test_local_dashboard_that_answers_is_printed(capsys):
+    import argparse
+    import socket
+
+    from automation.commands.dashboard import run_local
+    from automation.ui import Ui
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        s.listen()
+        live = f"http://127.0.0.1:{s.getsockname()[1]}"
+        rc = run_local(argparse.Namespace(json=False), Ui(), find=lambda: [live])
+    assert rc == 0 and live in capsys.readouterr().out, f"expected {live} printed"
