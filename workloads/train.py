@@ -27,6 +27,7 @@ import dataclasses
 import json
 import logging
 import os
+import re
 import sys
 from collections.abc import Mapping
 from pathlib import Path
@@ -107,7 +108,13 @@ def run_ray(cfg: TrainConfig) -> dict:
         # No `datasets`: each worker reads only its own share of --data through a Ray Data dataset it
         # makes itself, from its checkpoint's cursor on (workloads/data.py and workloads/shards.py say why).
     )
-    result = trainer.fit()
+    try:
+        result = trainer.fit()
+    except Exception as e:  # Ray Train 2.58 raises the workers' failures (WorkerGroupError) from fit()
+        found = config_error_in(e)
+        if found is None:
+            raise
+        raise found from None
     if result.error:
         raise config_error_in(result.error) or result.error
     summary = ray.get(sink.get.remote())
@@ -126,15 +133,20 @@ def worker_entry(config: dict) -> dict | None:
     try:
         return train_loop_per_worker(config)
     except ConfigError as e:
-        print(f"error: {e}", file=sys.stderr, flush=True)
+        print(f"error: {config_error_in(e)}", file=sys.stderr, flush=True)
         raise
 
 
 def config_error_in(error: BaseException, depth: int = 0) -> ConfigError | None:
     """The ConfigError a worker raised, found inside Ray Train's error (its worker failures, causes
     and contexts), or None: the launcher then ends with that one line and exit 2."""
-    if isinstance(error, ConfigError):
-        return ConfigError(str(error).splitlines()[0] if str(error) else "bad input in a worker")
+    said = re.search(r"ConfigError: ([^\n]+)", str(error))
+    if isinstance(error, ConfigError):  # Ray's RayTaskError(ConfigError) is one too, its text a traceback
+        cause = getattr(error, "cause", None)
+        if isinstance(cause, ConfigError) and cause is not error:
+            return config_error_in(cause, depth + 1)
+        lines = str(error).splitlines()
+        return ConfigError(said.group(1) if said else lines[0] if lines else "bad input in a worker")
     if depth > 8:
         return None
     inner = list(getattr(error, "worker_failures", {}).values()) + [error.__cause__, error.__context__]
@@ -142,7 +154,8 @@ def config_error_in(error: BaseException, depth: int = 0) -> ConfigError | None:
     for e in inner:
         if isinstance(e, BaseException) and (found := config_error_in(e, depth + 1)) is not None:
             return found
-    return None
+    # A worker's exception may reach here only as the text of its traceback.
+    return ConfigError(said.group(1)) if said else None
 
 
 class _SummarySink:

@@ -155,3 +155,12 @@ def test_an_s3_object_with_a_null_record_fails_the_aws_preflight_before_anything
 def test_an_s3_prefix_that_does_not_exist_is_refused(s3_server):
     with pytest.raises(ConfigError, match=r"is empty or does not exist"):
         check_data("s3://corpus-bucket/absent/", world=1)
+
+
+def test_a_worker_config_error_known_only_by_its_traceback_text_is_found():
+    text = (
+        "Training failed due to worker errors:\n[Rank 1]\nTraceback (most recent call last):\n  ...\n"
+        "workloads.errors.ConfigError: --data file 'c.jsonl' line at byte 1270 has text null: drop the record\n"
+    )
+    got = train.config_error_in(RuntimeError(text))
+    assert str(got) == "--data file 'c.jsonl' line at byte 1270 has text null: drop the record", f"got {got!r}"
