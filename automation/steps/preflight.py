@@ -89,7 +89,7 @@ def aws_cli_version(path: str) -> str:
 
 
 def check_aws_cli(
-    which: Callable[[str], str | None] = shutil.which, version: Callable[[str], str] = aws_cli_version
+    which: Callable[[str], str | None] = shutil.which, version: Callable[[str], str] | None = None
 ) -> Finding:
     """The `aws` command is on PATH and is v2: pulumi-eks's kubeconfig runs `aws eks get-token` for every
     Kubernetes call, and the README requires v2.
@@ -105,7 +105,7 @@ def check_aws_cli(
             "cluster and GPU nodes exist",
             f"install AWS CLI v2 ({AWS_CLI_INSTALL}), then check with: aws --version",
         )
-    said = version(path)
+    said = (version or aws_cli_version)(path)
     major = re.match(r"aws-cli/(\d+)\.", said)
     if major and int(major.group(1)) < 2:
         return Finding(

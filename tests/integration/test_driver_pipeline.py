@@ -83,6 +83,11 @@ def aws(monkeypatch):
         "AWS_DEFAULT_REGION": REGION,
     }.items():
         monkeypatch.setenv(k, v)
+    # The machine's own `aws` may be v1 (preflight fails it): these tests stand in v2's `aws --version`
+    # line (AWS CLI user guide's example) so that the pipeline, not this machine, decides the result.
+    monkeypatch.setattr(
+        "automation.steps.preflight.aws_cli_version", lambda path: "aws-cli/2.22.0 Python/3.12.6 Linux/6.1.0"
+    )
     with mock_aws():
         yield
 

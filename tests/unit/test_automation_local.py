@@ -43,13 +43,13 @@ def test_rays_uploading_package_line_stays_out_of_the_run_output(capsys):
 
     quiet_ray_sdk()
     logger = logging.getLogger(RAY_SDK_LOGGER)
-    handler = logging.StreamHandler()
-    logging.getLogger().addHandler(handler)
+    handler = logging.StreamHandler()  # on the logger itself: Ray's own loggers may not propagate to the root
+    logger.addHandler(handler)
     try:
         logger.info("Uploading package gcs://_ray_pkg_0123.zip.")
         logger.warning("a warning still shows")
     finally:
-        logging.getLogger().removeHandler(handler)
+        logger.removeHandler(handler)
     err = capsys.readouterr().err
     assert "Uploading package" not in err and "a warning still shows" in err, f"got {err!r}"
 
