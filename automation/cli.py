@@ -149,6 +149,22 @@ def run_id(text: str) -> str:
     return text
 
 
+def location(remote: bool = True):
+    """An argparse type: a path in a form this project reads (workloads/uri.py), else its error."""
+
+    def parse(text: str) -> str:
+        from workloads.config import ConfigError
+        from workloads.uri import parse_location
+
+        try:
+            parse_location("", text, remote=remote)
+        except ConfigError as e:
+            raise argparse.ArgumentTypeError(str(e).strip()) from None
+        return text
+
+    return parse
+
+
 def _add_flag(p: argparse.ArgumentParser, name: str) -> None:
     adders = {
         "stack": lambda: p.add_argument(
@@ -194,6 +210,7 @@ def _add_flag(p: argparse.ArgumentParser, name: str) -> None:
         ),
         "storage_path": lambda: p.add_argument(
             "--storage-path",
+            type=location(),
             help="local: keep checkpoints and Ray Train's state here, a directory or s3://bucket/prefix "
             "(default: runs/<run-id>/ray_results)",
         ),

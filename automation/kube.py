@@ -46,7 +46,9 @@ def parse_kubeconfig(text: str, source: str) -> dict:
     try:
         data = yaml.safe_load(text)
     except yaml.YAMLError as e:
-        raise DriverError(f"the kubeconfig from {source} is not YAML or JSON: {e}", exit_code=2) from None
+        mark = getattr(e, "problem_mark", None)
+        where = f" (line {mark.line + 1}, column {mark.column + 1}: {getattr(e, 'problem', '')})" if mark else ""
+        raise DriverError(f"the kubeconfig from {source} is not YAML or JSON{where}", exit_code=2) from None
     if not isinstance(data, dict) or not data.get("clusters"):
         raise DriverError(
             f"the kubeconfig from {source} has no clusters: regenerate it (`python -m automation up`)", exit_code=2
@@ -55,13 +57,22 @@ def parse_kubeconfig(text: str, source: str) -> dict:
 
 
 def read_kubeconfig_file(path: Path) -> dict:
+    if path.is_dir():
+        raise DriverError(f"kubeconfig {str(path)!r} is a folder: pass the kubeconfig file in it", exit_code=2)
     if not path.is_file():
         raise DriverError(
             f"kubeconfig {str(path)!r} does not exist: pass the path of the cluster's kubeconfig "
             "or leave --kubeconfig out to use the stack's `kubeconfig` output",
             exit_code=2,
         )
-    return parse_kubeconfig(path.read_text(), str(path))
+    try:
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as e:
+        why = e.strerror if isinstance(e, OSError) and e.strerror else "not UTF-8 text"
+        raise DriverError(
+            f"kubeconfig {str(path)!r} cannot be read ({why}): pass a kubeconfig file", exit_code=2
+        ) from None
+    return parse_kubeconfig(text, str(path))
 
 
 class KubeApi:

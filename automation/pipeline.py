@@ -64,6 +64,14 @@ def verdict(step: str, findings: Sequence[Finding], data: Any = None, ok_summary
 
 
 Prior = Mapping[str, StepResult]
+# The steps whose pass means the cluster was seen: `up` made or updated it, `verify` reached its nodes.
+SEEING_STEPS = ("up", "verify")
+
+
+def cluster_seen(results: Prior) -> bool:
+    """Whether a step of this command has seen the cluster exist (a config or an unreachable
+    kubeconfig is no proof: a command says "up and costs money" only after this)."""
+    return any(results.get(name) is not None and results[name].status == "pass" for name in SEEING_STEPS)
 
 
 @dataclass(frozen=True)

@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from automation.cost import CostEstimate
-from automation.pipeline import PipelineResult
+from automation.pipeline import PipelineResult, cluster_seen
 
 if TYPE_CHECKING:
     from automation.targets import Target
@@ -71,7 +71,7 @@ def build_report(target: Target, result: PipelineResult, command: str) -> RunRep
         training=getattr(outcome, "summary", None),
         job_id=getattr(outcome, "job_id", None),
         transport=check.data.to_dict() if check is not None and check.data is not None else None,
-        cost=target.cost(command),
+        cost=target.cost(command) if cluster_seen({t.result.step: t.result for t in result.steps}) else None,
         notes=tuple(target.notes),
         files=target.files(result) if result.result("train") is not None else None,
     )
@@ -132,7 +132,9 @@ def render(report: RunReport, console: Any) -> None:
     res.add_column("value", overflow="fold")
     res.add_row("job", _fmt(report.job_id))
     res.add_row(
-        "throughput", f"{_fmt(m['tokens_per_s'], ',.0f')} tokens/s ({_fmt(m['tokens_per_s_per_gpu'], ',.0f')} per GPU)"
+        "throughput",
+        f"{_fmt(m['tokens_per_s'], ',.0f')} tokens/s ({_fmt(m['tokens_per_s_per_gpu'], ',.0f')} per GPU), "
+        "mean over the steps after warm-up (the report's headline is the median step)",
     )
     res.add_row("MFU", _fmt(m["mfu"], ".1%") if m["mfu"] is not None else "n/a (CPU)" if report.training else "n/a")
     res.add_row("loss", f"{_fmt(m['loss_first'], '.4f')} -> {_fmt(m['loss_last'], '.4f')}")

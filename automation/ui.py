@@ -38,14 +38,24 @@ class Ui:
         if self._status is not None:
             self._status.update(f"[bold]{self._current}[/] {escape(text[:120])}")
 
+    def milestone(self, text: str) -> None:
+        """A long command's progress: on the spinner on a terminal, else a line of its own (a spinner
+        off a terminal shows nothing, and a drill then said nothing for minutes)."""
+        if self.console.is_terminal:
+            self.progress(text)
+        else:
+            self.note(text)
+
     def log(self, text: str) -> None:
-        from automation.steps.train import worth_showing
+        from automation.steps.train import is_step_line, worth_showing
         from workloads.metrics import parse_echo
 
         record = parse_echo(text)
         if record is not None:
             self.train_progress(record)
             return
+        if self.console.is_terminal and is_step_line(text):
+            return  # the bar shows this step already: printed too, every step came out twice
         if self.verbose_logs and worth_showing(text):
             self.console.print(f"[dim]{escape(text)}[/]")
         self.progress(text)
@@ -111,7 +121,7 @@ class TrainBar:
             TextColumn("[bold]train[/] step"),
             MofNCompleteColumn(),
             BarColumn(),
-            TextColumn("loss {task.fields[loss]}  {task.fields[tps]} tokens/s  ETA"),
+            TextColumn("loss {task.fields[loss]}  {task.fields[tps]} tokens/s (last step)  ETA"),
             TimeRemainingColumn(),
             console=console,
             transient=True,

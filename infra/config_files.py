@@ -13,7 +13,7 @@ from functools import cache
 from pathlib import Path
 from typing import Any
 
-from infra.config_keys import KEYS_BY_NAME, PROJECT, ConfigError, close_match
+from infra.config_keys import KEYS_BY_NAME, PROJECT, ConfigError, close_match, coerce
 
 REGIONS_FILE = Path(__file__).parent / "data" / "regions.json"
 
@@ -40,9 +40,17 @@ class StackFile:
     raw: dict[str, Any]  # every key as written, provider keys included
 
 
-def read_yaml(path: Path, fix: str) -> Any:
-    """The YAML document at ``path``; ConfigError for a missing, non-UTF-8 or malformed file."""
-    import yaml  # pulumi itself depends on PyYAML, so the Pulumi virtualenv has it
+def read_yaml(path: Path, fix: str, config_as_text: bool = False) -> Any:
+    """The YAML 1.2 document at ``path``, read as the Pulumi engine reads it; ConfigError for a missing,
+    non-UTF-8 or malformed file, or a mapping that sets one key twice.
+
+    YAML 1.2 (ruamel.yaml), not PyYAML's 1.1: ``3e-4`` is a number and ``yes`` a string, as for the
+    engine. ``config_as_text``: the scalars directly under ``config:`` come back as the text written
+    (null as ""), because the engine hands a stack key to the program as that text (``1.30`` stays
+    "1.30"), and the key's declared type reads it; nested values (the train: block, arrays) are typed.
+    """
+    from ruamel.yaml import YAML
+    from ruamel.yaml.error import YAMLError
 
     try:
         data = path.read_bytes()
@@ -54,22 +62,101 @@ def read_yaml(path: Path, fix: str) -> Any:
         raise ConfigError(
             f"{path.name} is not UTF-8 text (byte 0x{data[e.start]:02x} at offset {e.start}): save it as UTF-8"
         ) from None
+    yaml = YAML(typ="safe", pure=True)
     try:
-        return yaml.safe_load(text)
-    except yaml.YAMLError as e:
+        node = yaml.compose(text)
+        if node is None:
+            return None
+        refuse_duplicate_keys(path.name, node)
+        return _engine_document(yaml, node) if config_as_text else yaml.constructor.construct_document(node)
+    except YAMLError as e:
         mark = getattr(e, "problem_mark", None)
         where = f"line {mark.line + 1}, column {mark.column + 1}" if mark else "somewhere"
         problem = getattr(e, "problem", None) or str(e).splitlines()[0]
         raise ConfigError(f"{path.name} is not valid YAML ({where}: {problem}): fix the syntax there") from None
 
 
+def refuse_duplicate_keys(file: str, node: Any) -> None:
+    """ConfigError for a mapping anywhere in ``node`` that sets a key twice (PyYAML kept the last)."""
+    from ruamel.yaml.nodes import MappingNode, SequenceNode
+
+    if isinstance(node, MappingNode):
+        seen: dict[str, int] = {}
+        for key, value in node.value:
+            name = str(key.value)
+            line = key.start_mark.line + 1
+            if name in seen:
+                raise ConfigError(
+                    f"{file} sets {name!r} twice (lines {seen[name]} and {line}): keep one; Pulumi refuses the file"
+                )
+            seen[name] = line
+            refuse_duplicate_keys(file, value)
+    elif isinstance(node, SequenceNode):
+        for item in node.value:
+            refuse_duplicate_keys(file, item)
+
+
+def _engine_document(yaml: Any, node: Any) -> Any:
+    """A stack file's document with the scalars under ``config:`` as the engine passes them: their text."""
+    from ruamel.yaml.nodes import MappingNode, ScalarNode
+
+    build = yaml.constructor.construct_document
+    if not isinstance(node, MappingNode):
+        return build(node)
+    doc: dict[Any, Any] = {}
+    for key, value in node.value:
+        name = build(key)
+        if name == "config" and isinstance(value, MappingNode):
+            doc[name] = {
+                str(build(k)): ("" if v.tag.endswith(":null") else v.value) if isinstance(v, ScalarNode) else build(v)
+                for k, v in value.value
+            }
+        else:
+            doc[name] = build(value)
+    return doc
+
+
 def check_project_file(project_dir: Path) -> None:
-    """``Pulumi.yaml`` exists, parses and names this project."""
+    """``Pulumi.yaml`` exists, parses, names this project and declares exactly the key table's config."""
     path = Path(project_dir) / "Pulumi.yaml"
     doc = read_yaml(path, f"run from the project directory (the one holding {PROJECT}'s Pulumi.yaml)")
     if not isinstance(doc, dict) or doc.get("name") != PROJECT:
         name = doc.get("name") if isinstance(doc, dict) else None
         raise ConfigError(f"{path} names project {name!r}, not {PROJECT!r}: restore the project's Pulumi.yaml")
+    drift = schema_drift(doc.get("config"))
+    if drift:
+        raise ConfigError(
+            f"Pulumi.yaml's config: block differs from the key table in infra/config_keys.py ({drift}): the Pulumi "
+            "engine would apply Pulumi.yaml's defaults and render/preflight the table's. Set a stack's own value in "
+            f"Pulumi.<stack>.yaml, and regenerate Pulumi.yaml with `{REGENERATE}`"
+        )
+
+
+REGENERATE = "python -m automation.job --write-pulumi-yaml"
+
+
+def schema_drift(block: Any) -> str | None:
+    """What differs between Pulumi.yaml's ``config:`` block and KEYS (name, type, default), or None."""
+    if not isinstance(block, dict):
+        return "it is not a mapping of keys"
+    for name in block:
+        if str(name).removeprefix(f"{PROJECT}:") not in KEYS_BY_NAME:
+            return f"{name} is not in the table"
+    for key in KEYS_BY_NAME.values():
+        spec = block.get(key.name, block.get(f"{PROJECT}:{key.name}"))
+        if not isinstance(spec, dict):
+            return f"{key.name} is missing"
+        if key.type == "object":
+            continue  # Pulumi.yaml cannot type an object key: none is declared
+        if spec.get("type") != key.type:
+            return f"{key.name} has type {spec.get('type')!r}, the table {key.type!r}"
+        try:
+            same = "default" in spec and coerce(key, spec["default"]) == coerce(key, key.default)
+        except ConfigError:
+            same = False
+        if not same:
+            return f"{key.name} has default {spec.get('default')!r}, the table {key.default!r}"
+    return None
 
 
 def known_stacks(project_dir: Path) -> tuple[str, ...]:
@@ -85,7 +172,7 @@ def read_stack_file(stack: str, project_dir: Path) -> StackFile:
             f"stack {stack!r} has no {path.name} in {project_dir}: known stacks are "
             f"{', '.join(known_stacks(project_dir)) or '(none)'}"
         )
-    doc = read_yaml(path, "create it")
+    doc = read_yaml(path, "create it", config_as_text=True)
     config = doc.get("config") if isinstance(doc, dict) else None
     if doc is not None and (not isinstance(doc, dict) or not isinstance(config, (dict, type(None)))):
         raise ConfigError(f"{path.name} is not a Pulumi stack file: write 'config:' followed by 'key: value' lines")

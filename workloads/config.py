@@ -10,6 +10,7 @@ import argparse
 import dataclasses
 import difflib
 import json
+import math
 import os
 import re
 import secrets
@@ -19,6 +20,9 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+
+from workloads.errors import ConfigError
+from workloads.uri import parse_location
 
 CONFIG_DIR = Path(__file__).parent / "configs"
 PRESETS = ("tiny", "qwen2.5-1.5b")
@@ -30,10 +34,6 @@ PARAM_DTYPES = ("bfloat16", "float32")
 MESHES = ("fsdp", "hsdp")
 
 _RUN_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,62}$")
-
-
-class ConfigError(ValueError):
-    """Bad input, with a message that names the flag, the value and the fix."""
 
 
 def new_run_id() -> str:
@@ -305,6 +305,8 @@ def check_fields(cfg: TrainConfig, label: Callable[[str], str] = flag_of) -> Non
                 raise ConfigError(f"{name} is unset but has no 'unset' meaning: set it (default {f.default!r})")
             continue
         _typed(name, field_type(f.name), value)
+        if isinstance(value, float) and not math.isfinite(value):
+            raise ConfigError(f"{name} {value!r} is not a finite number: set a number such as {f.default!r}")
         if meta["choices"] and value not in meta["choices"]:
             raise ConfigError(f"{name} {value!r} is unknown: choose one of {', '.join(meta['choices'])}")
         if meta["low"] is not None and value < meta["low"]:
@@ -321,6 +323,7 @@ def validate(cfg: TrainConfig, label: Callable[[str], str] = flag_of, local_path
     that runs elsewhere (a cluster's pods) or creates its own run directory.
     """
     check_fields(cfg, label)
+    check_locations(cfg, label)
     _check_batch(cfg, label)
     _check_seq_len(cfg, label)
     _check_mesh(cfg, label)
@@ -367,6 +370,18 @@ def _check_seq_len(cfg: TrainConfig, label: Callable[[str], str]) -> None:
         )
 
 
+# The fields that name a place, and whether s3:// is legal there (the others are written on the machine).
+PATH_FIELDS = {"data": True, "storage_path": True, "summary_json": False, "run_dir": False, "nccl_log_dir": False}
+
+
+def check_locations(cfg: TrainConfig, label: Callable[[str], str] = flag_of) -> None:
+    """Every path field in a form this project reads (workloads/uri.py), wherever the job runs."""
+    for name, remote in PATH_FIELDS.items():
+        value = getattr(cfg, name)
+        if value is not None and (value or name == "data"):
+            parse_location(label(name), value, remote=remote)
+
+
 def _check_paths(cfg: TrainConfig, label: Callable[[str], str]) -> None:
     if cfg.run_id and not _RUN_ID.match(cfg.run_id):
         raise ConfigError(
@@ -377,16 +392,16 @@ def _check_paths(cfg: TrainConfig, label: Callable[[str], str]) -> None:
             f"{label('task')} {cfg.task!r} and {label('data')} both set: --data replaces the synthetic task, drop one"
         )
     if cfg.data:
-        _check_readable(cfg.data)
+        _check_readable(label("data"), cfg.data)
     if cfg.pretrained and _looks_local(cfg.pretrained) and not Path(cfg.pretrained).is_dir():
         raise ConfigError(
             f"{label('pretrained')} {cfg.pretrained!r} is not a directory: pass a local model directory "
             "or a hub id such as Qwen/Qwen2.5-1.5B"
         )
-    if cfg.storage_path and "://" not in cfg.storage_path:
-        _check_writable(label("storage_path"), cfg.storage_path)
+    if cfg.storage_path and not parse_location(label("storage_path"), cfg.storage_path).remote:
+        _check_writable(label("storage_path"), parse_location(label("storage_path"), cfg.storage_path).path)
     if cfg.summary_json:
-        _check_writable(label("summary_json"), str(Path(cfg.summary_json).absolute().parent))
+        check_output_file(label("summary_json"), parse_location(label("summary_json"), cfg.summary_json).path)
 
 
 def check_gpu_capacity(
@@ -413,20 +428,33 @@ def _looks_local(ref: str) -> bool:
     return ref.startswith((".", "/", "~")) or os.path.exists(ref)
 
 
-def _check_readable(path: str) -> None:
-    if "://" in path:
-        return  # remote data is read by Ray Data on the workers; its errors name the URI
-    p = Path(path)
+def _check_readable(flag: str, path: str) -> None:
+    where = parse_location(flag, path)
+    if where.remote:
+        return  # listed and its heads read by workloads.data.check_data, with a deadline
+    p = Path(where.path)
     if not p.exists():
         raise ConfigError(
-            f"--data {path!r} does not exist: pass a .txt, .jsonl or .parquet file or a directory of them"
+            f"{flag} {path!r} does not exist: pass a .txt, .jsonl or .parquet file or a directory of them"
         )
     files = [p] if p.is_file() else [f for f in p.rglob("*") if f.is_file()]
     if not files:
-        raise ConfigError(f"--data {path!r} is an empty directory: put .txt, .jsonl or .parquet files in it")
+        raise ConfigError(f"{flag} {path!r} is an empty directory: put .txt, .jsonl or .parquet files in it")
     for f in files:
         if not os.access(f, os.R_OK):
-            raise ConfigError(f"--data file {str(f)!r} is not readable: fix its permissions (chmod a+r)")
+            raise ConfigError(f"{flag} file {str(f)!r} is not readable: fix its permissions (chmod a+r)")
+
+
+def check_output_file(flag: str, path: str) -> None:
+    """A file this run writes at its end, checked before it starts: not a folder, in a writable folder."""
+    p = Path(path).expanduser()
+    if p.is_dir():
+        raise ConfigError(f"{flag} {path!r} is a folder: name a file in it, e.g. {str(p / 'summary.json')!r}")
+    if p.exists() and not os.access(p, os.W_OK):
+        raise ConfigError(f"{flag} {path!r} exists and cannot be written: fix its permissions or name another file")
+    if p.parent.exists() and not p.parent.is_dir():
+        raise ConfigError(f"{flag} {path!r}: {str(p.parent)!r} is a file, not a folder: name a file in a folder")
+    _check_writable(flag, str(p.absolute().parent))
 
 
 def _check_writable(flag: str, path: str) -> None:

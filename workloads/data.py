@@ -22,7 +22,6 @@ checkpoint; a resumed rank reads from the cursor, reading and tokenising nothing
 from __future__ import annotations
 
 import functools
-import re
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -32,6 +31,7 @@ import torch
 from workloads.config import ConfigError
 from workloads.loss import IGNORE_INDEX
 from workloads.shards import Space, iterate_ray_share, ray_share, read_range, space_of
+from workloads.uri import NETWORK_TIMEOUT_S, parse_location, within
 
 TEXT_SUFFIXES = {".txt": "text", ".jsonl": "json", ".json": "json", ".parquet": "parquet"}
 
@@ -118,10 +118,6 @@ def padded_tail(buf: list[int], seq_len: int, pad: int = 0) -> tuple[list[int], 
 
 
 # ---- where the documents are ----------------------------------------------------------------------
-# https://docs.aws.amazon.com/AmazonS3/latest/userguide/bucketnamingrules.html
-_S3_URI = re.compile(r"^s3://([a-z0-9][a-z0-9.-]{1,61}[a-z0-9])(/.*)?$")
-
-
 @dataclass(frozen=True)
 class DataFiles:
     """The files of ``--data``: one format, a fixed order, and each file's size in bytes."""
@@ -143,23 +139,16 @@ def list_data(uri: str) -> DataFiles:
     """List ``--data`` (a local file or directory, or an s3:// object or prefix) through pyarrow's
     filesystem, the same one Ray Data reads with. ConfigError, before any training, for a malformed
     s3:// URI, an empty prefix, files of no known format, or formats mixed under one prefix."""
-    import pyarrow.fs as pafs
-
-    if uri.startswith("s3:") and not _S3_URI.match(uri):
-        raise _bad(uri, "is not an S3 URI: write s3://<bucket>/<prefix>/ (a lowercase bucket name, then the prefix)")
-    if "://" in uri:
-        fs, root = pafs.FileSystem.from_uri(uri)
-        scheme = uri.split("://", 1)[0] + "://"
-    else:
-        fs, root, scheme = pafs.LocalFileSystem(), str(Path(uri).expanduser().absolute()), ""
-    info = fs.get_file_info(root)
-    if info.type == pafs.FileType.File:
-        found = [info]
-    elif info.type == pafs.FileType.Directory:
-        found = [f for f in fs.get_file_info(pafs.FileSelector(root, recursive=True)) if f.type == pafs.FileType.File]
-    else:
-        found = []
-    sizes = {f.path: f.size for f in found}
+    where = parse_location("--data", uri)
+    try:
+        if where.remote:
+            sizes = within(NETWORK_TIMEOUT_S, f"listing --data {uri!r}", lambda: _list_files(where.uri))
+            scheme = "s3://"
+        else:
+            sizes, scheme = _list_files(str(Path(where.path).absolute())), ""
+    except OSError as e:  # pyarrow's: access denied, no such bucket, no credentials
+        cause = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+        raise _bad(uri, f"cannot be listed ({cause}): check the path, or the AWS credentials and region") from None
     paths = sorted(sizes)
     if not paths:
         raise _bad(uri, "is empty or does not exist: point it at .txt, .jsonl or .parquet files")
@@ -172,6 +161,21 @@ def list_data(uri: str) -> DataFiles:
     (kind,) = kinds
     mine = [p for p in paths if TEXT_SUFFIXES.get(Path(p).suffix) == kind]
     return DataFiles(kind, tuple(scheme + p for p in mine), tuple(sizes[p] for p in mine))
+
+
+def _list_files(uri: str) -> dict[str, int]:
+    """Path -> size of every file at ``uri`` (a file, or a directory or prefix, recursively)."""
+    import pyarrow.fs as pafs
+
+    fs, root = pafs.FileSystem.from_uri(uri) if "://" in uri else (pafs.LocalFileSystem(), uri)
+    info = fs.get_file_info(root)
+    if info.type == pafs.FileType.File:
+        found = [info]
+    elif info.type == pafs.FileType.Directory:
+        found = [f for f in fs.get_file_info(pafs.FileSelector(root, recursive=True)) if f.type == pafs.FileType.File]
+    else:
+        found = []
+    return {f.path: f.size for f in found}
 
 
 def read_documents(path: str) -> Iterator[str]:

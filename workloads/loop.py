@@ -108,7 +108,10 @@ def latest_complete(root: Path) -> Path | None:
     if not root.is_dir():
         return None
     done = [p for p in root.glob("checkpoint_*") if (p / STATE_FILE).is_file() and (p / ".metadata").is_file()]
-    return max(done, key=lambda p: p.name) if done else None
+    steps = {p: p.name.removeprefix("checkpoint_") for p in done}
+    # By step number, not by name: "checkpoint_9" sorts after "checkpoint_10" as text.
+    numbered = [p for p in done if steps[p].isdigit()]
+    return max(numbered, key=lambda p: int(steps[p])) if numbered else None
 
 
 def data_position_of(state: dict, rank: int, world: int) -> dict | None:

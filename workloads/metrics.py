@@ -27,6 +27,9 @@ SCHEMA_VERSION = 1
 METRICS_FILE = "metrics.jsonl"
 RUN_INFO_FILE = "run_info.json"
 TENSORBOARD_DIR = "tensorboard"
+# Written into every run directory as soon as it exists: `automation clean` deletes only folders
+# holding it, so a folder a user keeps under runs/ is never taken for a run.
+RUN_MARKER_FILE = ".ray-efa-eks-run"
 ECHO_PREFIX = "[metrics] "
 
 FIELDS: dict[str, str] = {
@@ -108,8 +111,7 @@ class MetricsWriter:
     """Appends StepMetrics as JSON lines (flushed each time), echoes them, and mirrors them to TensorBoard."""
 
     def __init__(self, run_dir: str | Path, run_id: str, echo: bool = True, tensorboard: bool = True):
-        self.run_dir = Path(run_dir)
-        self.run_dir.mkdir(parents=True, exist_ok=True)
+        self.run_dir = mark_run_dir(run_dir, run_id)
         self.path = self.run_dir / METRICS_FILE
         self.run_id, self.echo = run_id, echo
         self._file = self.path.open("a", encoding="utf-8")
@@ -147,6 +149,22 @@ def _tensorboard_writer(logdir: Path) -> Any:
     except ImportError:  # tensorboard is an optional extra
         return None
     return SummaryWriter(log_dir=str(logdir))
+
+
+def mark_run_dir(run_dir: str | Path, run_id: str) -> Path:
+    """Create ``run_dir`` if needed and mark it as a run's directory (RUN_MARKER_FILE)."""
+    path = Path(run_dir)
+    path.mkdir(parents=True, exist_ok=True)
+    marker = path / RUN_MARKER_FILE
+    if not marker.is_file():
+        marker.write_text(json.dumps({"run_id": run_id}) + "\n")
+    return path
+
+
+def is_run_dir(path: Path) -> bool:
+    """Whether ``path`` is a run's directory: a real directory holding the marker as a regular file."""
+    marker = path / RUN_MARKER_FILE
+    return path.is_dir() and not path.is_symlink() and marker.is_file() and not marker.is_symlink()
 
 
 def write_run_info(run_dir: str | Path, config: dict, extra: dict | None = None) -> Path:

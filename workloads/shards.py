@@ -142,23 +142,41 @@ def _text_documents(space: Space, index: int, start: int, end: int, stats: ReadS
     fs, path = _filesystem(uri)
     with fs.open_input_file(path) as f:
         for raw, after in _Lines(f, start, end, stats):
-            text = raw.decode("utf-8").rstrip("\r")
+            try:
+                text = raw.decode("utf-8").rstrip("\r")
+            except UnicodeDecodeError:
+                raise ConfigError(
+                    f"--data file {uri!r} line at byte {after - len(raw) - 1} is not UTF-8: save the file as UTF-8"
+                ) from None
             if not text.strip():
                 continue
             if space.kind == "json":
-                text = _json_text(text, uri, after - len(raw) - 1)
+                text = json_record_text(text, uri, f"line at byte {after - len(raw) - 1}")
             yield text, after
 
 
-def _json_text(line: str, uri: str, offset: int) -> str:
+def json_record_text(line: str, name: str, where: str, flag: str = "--data") -> str:
+    """The ``text`` of one JSONL record, or ConfigError naming the file, ``where`` and the fix."""
     try:
         doc = json.loads(line)
-        text = doc["text"]
-    except (ValueError, KeyError, TypeError) as e:
+    except ValueError as e:
         raise ConfigError(
-            f"--data {uri!r}: the line at byte {offset} is not a JSON object with a 'text' field ({e!r})"
+            f"{flag} file {name!r} {where} is not JSON ({e.msg} at column {e.colno}): write one JSON object a line, "
+            'e.g. {"text": "..."}'
         ) from None
-    return str(text)
+    if not isinstance(doc, dict):
+        raise ConfigError(f'{flag} file {name!r} {where} is a JSON {type(doc).__name__}, not an object {{"text": ...}}')
+    if "text" not in doc:
+        has = ", ".join(map(repr, list(doc)[:5])) or "no field"
+        raise ConfigError(f"{flag} file {name!r} {where} has no 'text' field (it has {has}): name the field 'text'")
+    text = doc["text"]
+    if text is None:
+        raise ConfigError(f"{flag} file {name!r} {where} has text null: drop the record or give it text")
+    if not isinstance(text, str):
+        raise ConfigError(f"{flag} file {name!r} {where} has text of type {type(text).__name__}: make it a string")
+    if not text.strip():
+        raise ConfigError(f"{flag} file {name!r} {where} has empty text: drop the record or give it text")
+    return text
 
 
 # ---- Parquet -------------------------------------------------------------------------------------

@@ -27,13 +27,15 @@ import dataclasses
 import json
 import logging
 import os
+import re
 import sys
 from collections.abc import Mapping
 from pathlib import Path
 from typing import NoReturn
 
-from workloads.config import ConfigError, TrainConfig, build_parser, check_gpu_capacity, validate
+from workloads.config import ConfigError, TrainConfig, build_parser, check_gpu_capacity, check_locations, validate
 from workloads.env import WORKER_ENV
+from workloads.metrics import mark_run_dir
 
 __all__ = ["build_parser", "exit_without_finalizing", "main", "parse_config", "run_ray", "run_torchrun"]
 
@@ -57,6 +59,7 @@ def parse_config(argv: list[str] | None = None, environ: Mapping[str, str] | Non
     """The resolved config of a command line. Under torchrun without --run-id, the run id is
     torchrun's (``elastic_run_id``), so every restart of the worker group resumes the same run."""
     cfg = TrainConfig.from_argv(sys.argv[1:] if argv is None else argv)
+    check_locations(cfg)  # before resolved() makes "s3://b/x" an absolute local path
     if cfg.launcher == "torchrun" and not cfg.run_id:
         cfg = dataclasses.replace(cfg, run_id=elastic_run_id(os.environ if environ is None else environ))
     return cfg.resolved()
@@ -73,7 +76,7 @@ def run_ray(cfg: TrainConfig) -> dict:
     from ray.train import CheckpointConfig, FailureConfig, RunConfig, ScalingConfig
     from ray.train.torch import TorchTrainer
 
-    from workloads.loop import summary_actor_name, train_loop_per_worker
+    from workloads.loop import summary_actor_name
 
     if not ray.is_initialized():
         ray.init(log_to_driver=True)
@@ -91,7 +94,7 @@ def run_ray(cfg: TrainConfig) -> dict:
     if cfg.use_gpu:
         resources["GPU"] = cfg.gpus_per_worker
     trainer = TorchTrainer(
-        train_loop_per_worker,
+        worker_entry,
         train_loop_config=cfg.to_dict(),
         scaling_config=ScalingConfig(num_workers=cfg.num_workers, use_gpu=cfg.use_gpu, resources_per_worker=resources),
         run_config=RunConfig(
@@ -105,15 +108,54 @@ def run_ray(cfg: TrainConfig) -> dict:
         # No `datasets`: each worker reads only its own share of --data through a Ray Data dataset it
         # makes itself, from its checkpoint's cursor on (workloads/data.py and workloads/shards.py say why).
     )
-    result = trainer.fit()
+    try:
+        result = trainer.fit()
+    except Exception as e:  # Ray Train 2.58 raises the workers' failures (WorkerGroupError) from fit()
+        found = config_error_in(e)
+        if found is None:
+            raise
+        raise found from None
     if result.error:
-        raise result.error
+        raise config_error_in(result.error) or result.error
     summary = ray.get(sink.get.remote())
     ray.kill(sink)
     if summary is None:
         raise RuntimeError("training finished but rank 0 reported no summary")
     summary["checkpoint"] = result.checkpoint.path if cfg.checkpoint_every and result.checkpoint else None
     return summary
+
+
+def worker_entry(config: dict) -> dict | None:
+    """A Ray Train worker: the training loop, and bad input it finds past the launcher's checks (a
+    record deep in --data) printed as one line before Ray's traceback of the worker buries it."""
+    from workloads.loop import train_loop_per_worker
+
+    try:
+        return train_loop_per_worker(config)
+    except ConfigError as e:
+        print(f"error: {config_error_in(e)}", file=sys.stderr, flush=True)
+        raise
+
+
+def config_error_in(error: BaseException, depth: int = 0) -> ConfigError | None:
+    """The ConfigError a worker raised, found inside Ray Train's error (its worker failures, causes
+    and contexts), or None: the launcher then ends with that one line and exit 2."""
+    said = re.search(r"ConfigError: ([^\n]+)", str(error))
+    if isinstance(error, ConfigError):  # Ray's RayTaskError(ConfigError) is one too, its text a traceback
+        cause = getattr(error, "cause", None)
+        if isinstance(cause, ConfigError) and cause is not error:
+            return config_error_in(cause, depth + 1)
+        lines = str(error).splitlines()
+        return ConfigError(said.group(1) if said else lines[0] if lines else "bad input in a worker")
+    if depth > 8:
+        return None
+    inner = list(getattr(error, "worker_failures", {}).values()) + [error.__cause__, error.__context__]
+    inner.append(getattr(error, "cause", None))
+    for e in inner:
+        if isinstance(e, BaseException) and (found := config_error_in(e, depth + 1)) is not None:
+            return found
+    # A worker's exception may reach here only as the text of its traceback.
+    return ConfigError(said.group(1)) if said else None
 
 
 class _SummarySink:
@@ -189,17 +231,22 @@ def _check_local_gpus(cfg: TrainConfig) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    cfg = parse_config(argv)
+    try:
+        cfg = parse_config(argv)
+    except ConfigError as e:
+        return _fail(str(e))
     if cfg.launcher == "torchrun":  # torchrun, not the flag, sets the world size
         cfg = dataclasses.replace(cfg, num_workers=int(os.environ.get("WORLD_SIZE", 1)))
     try:
         validate(cfg)
-        if cfg.data:
-            from workloads.data import list_data
+        if cfg.data and int(os.environ.get("RANK", 0)) == 0:
+            from workloads.data_check import check_data
 
-            list_data(cfg.data)  # a malformed URI, an empty prefix, an unknown format: exit 2 before any worker
+            # a malformed URI, an empty file, a record without text, another encoding: exit 2 before any worker
+            check_data(cfg.data, cfg.num_workers)
         _check_local_gpus(cfg)
         if int(os.environ.get("RANK", 0)) == 0:
+            mark_run_dir(cfg.run_dir, cfg.run_id)
             print(
                 f"[train] starting run {cfg.run_id}: preset {cfg.preset}, {cfg.num_workers} "
                 f"{'GPU' if cfg.use_gpu else 'CPU'} worker(s) under {cfg.launcher}, {cfg.steps} steps of "
@@ -219,7 +266,7 @@ def main(argv: list[str] | None = None) -> int:
     print(
         f"[train] done: {summary['steps']} steps on {summary['world_size']} workers ({summary['backend']}), "
         f"loss {summary['loss_first']:.4f} -> {summary['loss_last']:.4f}, "
-        f"{tps:,.0f} tokens/s{mfu}, run {summary['run_id']}"
+        f"{tps:,.0f} tokens/s (mean after warm-up){mfu}, run {summary['run_id']}"
         if tps
         else f"[train] done: run {summary['run_id']}",
         flush=True,

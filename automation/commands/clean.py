@@ -1,8 +1,9 @@
 """`python -m automation clean`: delete the local target's run directories under ./runs.
 
-Every local run leaves `runs/<run-id>/` (summary.json, checkpoints, NCCL logs) in the directory the
-driver ran in; this deletes them, newest last, keeping the newest `--keep`, after asking (or --yes).
-Only directories whose name is a run id are touched.
+Every run leaves `runs/<run-id>/` (summary.json, checkpoints, NCCL logs) in the directory the
+driver ran in, marked by the file `workloads.metrics.RUN_MARKER_FILE` the run writes as it starts.
+This deletes those runs, keeping the newest `--keep`, after listing them and asking (or --yes).
+A folder without the marker is no run and is never touched, whatever its name.
 """
 
 from __future__ import annotations
@@ -14,15 +15,14 @@ from typing import Any
 from automation.errors import DriverError
 from automation.targets.local import RUNS_DIR
 from automation.ui import tty_confirm
+from workloads.metrics import RUN_MARKER_FILE, is_run_dir
 
 
 def run_dirs(root: Path) -> list[Path]:
-    """The run directories under `root`, newest first."""
-    from workloads.config import _RUN_ID
-
+    """The run directories under `root` (those holding the run marker), newest first."""
     if not root.is_dir():
         return []
-    found = [p for p in root.iterdir() if p.is_dir() and not p.is_symlink() and _RUN_ID.match(p.name)]
+    found = [p for p in root.iterdir() if is_run_dir(p)]
     return sorted(found, key=lambda p: p.stat().st_mtime, reverse=True)
 
 
@@ -34,9 +34,15 @@ def run(args: Any, ui: Any, confirm: Any = tty_confirm) -> int:
     root = Path.cwd() / RUNS_DIR
     runs = run_dirs(root)
     doomed = runs[args.keep :]
+    others = sorted(p.name for p in root.iterdir() if p not in runs) if root.is_dir() else []
     doc = {"runs_dir": str(root), "runs": len(runs), "kept": len(runs) - len(doomed), "deleted": []}
+    doc["not_runs"] = others
+    if others and not args.json:
+        ui.note(f"left alone under {root} (no {RUN_MARKER_FILE}, so no run): {', '.join(others)}")
     if doomed:
         mib = size_of(doomed) / 2**20
+        if not args.json:
+            ui.note(f"would delete, oldest last: {', '.join(p.name for p in doomed)}")
         question = (
             f"delete {len(doomed)} of the {len(runs)} runs under {root} ({mib:.1f} MiB), "
             f"keeping the newest {args.keep}?"

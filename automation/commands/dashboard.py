@@ -217,12 +217,24 @@ def local_dashboards(proc_root: Path = Path("/proc")) -> list[str]:
     return sorted(set(urls))
 
 
-def run_local(args: argparse.Namespace, ui: Any) -> int:
-    urls = local_dashboards()
+def answers(url: str, timeout_s: float = 1.0) -> bool:
+    """Whether something listens at ``url``'s host and port (a dashboard process that is exiting, or one
+    of a cluster that has stopped, leaves a command line but no listener)."""
+    host, _, port = url.removeprefix("http://").partition(":")
+    try:
+        with socket.create_connection((host, int(port)), timeout=timeout_s):
+            return True
+    except (OSError, ValueError):
+        return False
+
+
+def run_local(args: argparse.Namespace, ui: Any, find: Callable[[], list[str]] = local_dashboards) -> int:
+    urls = [u for u in find() if answers(u)]
     if not urls:
         raise DriverError(
-            "no Ray dashboard runs on this machine: `python -m automation run` starts one for its run "
-            "(its start step prints the URL), or start one with `ray start --head`",
+            "no Ray dashboard answers on this machine: the local `python -m automation run` stops its Ray "
+            "cluster, dashboard included, when the run ends, so open the URL its start step prints while it "
+            "trains; for a finished run, `python -m automation report` draws its metrics",
             exit_code=1,
         )
     ui.emit_json({"ok": True, "urls": urls}) if args.json else ui.note("\n".join(f"Ray dashboard: {u}" for u in urls))

@@ -37,6 +37,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from automation.cli import location
 from automation.errors import DriverError
 from workloads.metrics import METRICS_FILE, read_metrics
 from workloads.nccl_check import run_marker
@@ -92,7 +93,9 @@ def add_parser(sub: Any, parents: list[argparse.ArgumentParser]) -> argparse.Arg
         "--steps", type=drill_steps, help=f"steps of each run (default: {DRILL_STEPS} locally, the stack's on AWS)"
     )
     p.add_argument(
-        "--storage-path", help="Ray Train storage of both runs: a directory or s3://bucket/prefix (default: run dir)"
+        "--storage-path",
+        type=location(),
+        help="Ray Train storage of both runs: a directory or s3://bucket/prefix (default: run dir)",
     )
     return p
 
@@ -309,7 +312,7 @@ def drill_local(args: argparse.Namespace, ui: Any) -> dict:
         reference = durable(local_job(f"{run_id}-reference", runs, steps=steps), args.storage_path)
     except ConfigError as e:
         raise DriverError(str(e), exit_code=2) from None
-    target = LocalTarget(LocalPlan(job, storage_path=args.storage_path), on_progress=ui.progress, on_note=ui.note)
+    target = LocalTarget(LocalPlan(job, storage_path=args.storage_path), on_progress=ui.milestone, on_note=ui.note)
     before = os.environ.get(HEALTH_CHECK_ENV)
     os.environ[HEALTH_CHECK_ENV] = DRILL_HEALTH_CHECK_S  # the head's environment, inherited by its jobs
     try:
@@ -399,6 +402,7 @@ def drill_aws(args: argparse.Namespace, ui: Any, deps: Any = None) -> dict:
         resume=None, run_id=None, yes=False, steps=args.steps, num_workers=None,
     )  # fmt: skip
     target = from_args(train, ui, deps)
+    target.on_progress = ui.milestone
     try:
         job = target.train_args()
         ref_id = f"{job.run_id}-reference"
@@ -462,7 +466,8 @@ def run(args: argparse.Namespace, ui: Any) -> int:
     if ui.json_mode:
         ui.emit_json(doc)
     else:
-        for key in ("resumed_from_step", "steps_lost", "final_step", "recovery_seconds", "final_loss_matches"):
+        keys = ("step_at_kill", "resumed_from_step", "steps_lost", "final_step", "recovery_seconds")
+        for key in (*keys, "final_loss_matches"):
             ui.note(f"{key}: {doc[key]}")
         for line in doc["failures"]:
             ui.error(line)

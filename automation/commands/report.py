@@ -1,5 +1,6 @@
 """`python -m automation report RUN`: one self-contained HTML page and its PNG plots for a run.
 
+    python -m automation report                                   # the newest run under ./runs
     python -m automation report 20261204-170000-abc123            # a run id under ./runs
     python -m automation report runs/20261204-170000-abc123       # or a run directory
     python -m automation report RUN --compare RUN2                # two runs on the same axes
@@ -26,8 +27,16 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from automation.cli import location
 from automation.errors import DriverError
-from workloads.metrics import METRICS_FILE, RUN_INFO_FILE, MetricsError, latest_per_step, read_metrics
+from workloads.metrics import (
+    METRICS_FILE,
+    RUN_INFO_FILE,
+    MetricsError,
+    latest_per_step,
+    mark_run_dir,
+    read_metrics,
+)
 
 REPORT_DIR = "report"
 DRIVER_FILE = "driver.json"
@@ -67,6 +76,20 @@ def find_run_dir(ref: str, runs_root: Path) -> Path:
     known = sorted(p.name for p in runs_root.iterdir() if p.is_dir()) if runs_root.is_dir() else []
     hint = f"known runs in {runs_root}: {', '.join(known[-5:])}" if known else f"{runs_root} holds no runs"
     raise DriverError(f"run {ref!r} not found (no directory {ref} or {runs_root / ref}): {hint}", exit_code=2)
+
+
+def newest_run(runs_root: Path) -> str:
+    """The newest run under ``runs_root`` that has step metrics (by the metrics file's time)."""
+    found = (
+        [p for p in runs_root.iterdir() if p.is_dir() and (p / METRICS_FILE).is_file()] if runs_root.is_dir() else []
+    )
+    if not found:
+        raise DriverError(
+            f"no run with {METRICS_FILE} under {runs_root}: run `python -m automation run` first, or pass RUN "
+            "(a run id or a run directory)",
+            exit_code=2,
+        )
+    return str(max(found, key=lambda p: (p / METRICS_FILE).stat().st_mtime))
 
 
 def _json_file(path: Path) -> dict | None:
@@ -197,7 +220,11 @@ def plot_memory(runs: list[RunData], path: Path) -> Path:
         time_ax.plot(steps, st, ":", color=line.get_color(), label=f"{run.label} step time")
     ax.set_ylabel("peak memory (GB), rank 0")
     time_ax.set_ylabel("step time (s), dotted")
-    ax.legend(loc="lower right")
+    # From 0: a few MB of allocator noise on a 1 GB peak drawn over a 2 MB axis looked like a cliff.
+    ax.set_ylim(0, max((ax.get_ylim()[1], 1e-3)) * 1.1)
+    time_ax.set_ylim(0, max((time_ax.get_ylim()[1], 1e-3)) * 1.1)
+    lines = ax.get_lines() + time_ax.get_lines()  # one legend for both axes: the step time's too
+    ax.legend(lines, [line.get_label() for line in lines], loc="lower right")
     return _save(fig, path)
 
 
@@ -235,7 +262,18 @@ def headline(run: RunData) -> dict[str, Any]:
         "peak memory, rank 0": _fmt(max(r["peak_mem_gb"] for r in run.metrics), ".2f", " GB"),
         "gradient norm (last)": _fmt(last.get("grad_norm"), ".3f"),
         "training wall time": _fmt(wall_time_s(run), ".1f", " s"),
+        "checkpoints": checkpoints_of(run),
     }
+
+
+def checkpoints_of(run: RunData) -> str:
+    """Where the run's checkpoints are (the storage path and run name it trained with), or why none."""
+    config, summary = (run.info or {}).get("config") or {}, run.summary or {}
+    if not config.get("checkpoint_every"):
+        return "none (checkpoint_every 0)"
+    where = f"{str(config.get('storage_path') or '?').rstrip('/')}/{config.get('name') or run.run_id}/"
+    last = summary.get("checkpoint")
+    return f"{where} (last: {last})" if last else where
 
 
 def cost_rows(run: RunData) -> dict[str, Any]:
@@ -363,7 +401,7 @@ def fetch_run(cluster: Any, run_id: str, dest: Path) -> Path:
 
     run_dir = f"{CLUSTER_ROOT}/runs/{run_id}"
     head, workers = cluster.head_pod(), cluster.pods("worker")
-    dest.mkdir(parents=True, exist_ok=True)
+    mark_run_dir(dest, run_id)
     _fetch(cluster, head, run_dir, (SUMMARY_FILE,), dest)
     for pod in [*workers, head]:  # rank 0 runs in one of the worker pods
         if METRICS_FILE in _fetch(cluster, pod, run_dir, (METRICS_FILE, RUN_INFO_FILE), dest):
@@ -427,9 +465,18 @@ def add_parser(sub: Any, parents: list[argparse.ArgumentParser]) -> argparse.Arg
         description=HELP[0].upper() + HELP[1:] + ".\n\n" + __doc__.split("\n\n", 1)[1],
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    p.add_argument("run", metavar="RUN", help="a run id (a directory under --runs-root) or a run directory")
+    p.add_argument(
+        "run",
+        metavar="RUN",
+        nargs="?",
+        help="a run id (a directory under --runs-root) or a run directory (default: the newest local run)",
+    )
     p.add_argument("--compare", metavar="RUN2", help="a second run to draw on the same axes")
-    p.add_argument("--out", type=Path, help="directory for report.html and the PNGs (default: RUN/report)")
+    p.add_argument(
+        "--out",
+        type=lambda text: Path(location(remote=False)(text)),
+        help="directory for report.html and the PNGs (default: RUN/report)",
+    )
     p.add_argument("--runs-root", type=Path, default=Path("runs"), help="where run ids are looked up")
     p.add_argument("--stack", help="copy RUN (and RUN2) from this stack's cluster into --runs-root first")
     p.add_argument("--kubeconfig", type=Path, help="with --stack: this kubeconfig instead of the stack's output")
@@ -439,10 +486,29 @@ def add_parser(sub: Any, parents: list[argparse.ArgumentParser]) -> argparse.Arg
     return p
 
 
+def check_out_dir(out: Path) -> None:
+    """--out before anything is copied or drawn: a folder that exists, or one that can be made."""
+    if out.exists() and not out.is_dir():
+        raise DriverError(f"--out {str(out)!r} is a file: name a folder for report.html and the PNGs", exit_code=2)
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+    except OSError as e:
+        raise DriverError(
+            f"--out {str(out)!r} cannot be made ({e.strerror or e}): name a writable folder", exit_code=2
+        ) from None
+
+
 def run(args: argparse.Namespace, ui: Any, deps: Any = None) -> int:
     """Write the report of RUN (and RUN2); print where it is, or a JSON document with the paths.
     `deps` (an AwsDeps) replaces the real Kubernetes client in tests."""
+    if args.run is None:
+        if args.stack:
+            raise DriverError("report --stack needs RUN: the run id to copy from the cluster", exit_code=2)
+        args.run = newest_run(args.runs_root)
+        ui.note(f"the newest run under {args.runs_root}: {Path(args.run).name}")
     refs = [args.run] + ([args.compare] if args.compare else [])
+    if args.out is not None:
+        check_out_dir(args.out)
     if args.stack:
         from automation.commands.dashboard import open_cluster
 

@@ -7,7 +7,9 @@ before any change and costs nothing.
 from __future__ import annotations
 
 import math
+import re
 import shutil
+import subprocess
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -78,8 +80,20 @@ def _err(e: Exception) -> str:
     return f"{type(e).__name__}: {e}"
 
 
-def check_aws_cli(which: Callable[[str], str | None] = shutil.which) -> Finding:
-    """The `aws` command is on PATH: pulumi-eks's kubeconfig runs `aws eks get-token` for every Kubernetes call.
+def aws_cli_version(path: str) -> str:
+    """What `aws --version` prints (v1 prints to stderr, v2 to stdout: `aws-cli/2.22.0 Python/...`), or ""."""
+    try:
+        done = subprocess.run([path, "--version"], capture_output=True, text=True, timeout=20, check=False)
+    except (OSError, subprocess.SubprocessError):
+        return ""
+    return (done.stdout + done.stderr).strip()
+
+
+def check_aws_cli(
+    which: Callable[[str], str | None] = shutil.which, version: Callable[[str], str] | None = None
+) -> Finding:
+    """The `aws` command is on PATH and is v2: pulumi-eks's kubeconfig runs `aws eks get-token` for every
+    Kubernetes call, and the README requires v2.
 
     Without it `up` creates the cluster and the GPU nodes (which bill) and then fails at the first Helm release.
     """
@@ -92,7 +106,17 @@ def check_aws_cli(which: Callable[[str], str | None] = shutil.which) -> Finding:
             "cluster and GPU nodes exist",
             f"install AWS CLI v2 ({AWS_CLI_INSTALL}), then check with: aws --version",
         )
-    return Finding("AWS CLI", "pass", f"{path} (the kubeconfig runs `aws eks get-token`)")
+    said = (version or aws_cli_version)(path)
+    major = re.match(r"aws-cli/(\d+)\.", said)
+    if major and int(major.group(1)) < 2:
+        return Finding(
+            "AWS CLI",
+            "fail",
+            f"{path} is AWS CLI v{major.group(1)} ({said.split()[0]}); this project needs v2",
+            f"install AWS CLI v2 ({AWS_CLI_INSTALL}) ahead of v1 on PATH, then check with: aws --version",
+        )
+    shown = said.split()[0] if said else "version unknown"
+    return Finding("AWS CLI", "pass", f"{path}, {shown} (the kubeconfig runs `aws eks get-token`)")
 
 
 def check_credentials(sts: Any) -> tuple[Finding, str | None]:

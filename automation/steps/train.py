@@ -93,6 +93,14 @@ def strip_ansi(line: str) -> str:
     return _ANSI.sub("", line)
 
 
+_STEP_LINE = re.compile(r"\[train\] step \d+/\d+ ")
+
+
+def is_step_line(line: str) -> bool:
+    """Rank 0's per-step progress line (workloads/loop.py), which the progress bar also shows."""
+    return _STEP_LINE.search(line) is not None
+
+
 def worth_showing(line: str) -> bool:
     """Lines printed while a job runs: rank 0's progress and errors; the spinner shows the rest."""
     return "[train]" in line or "Error" in line or "Traceback" in line or line.startswith("Job '")

@@ -18,9 +18,9 @@ from typing import Any
 
 from automation.cost import CostEstimate, estimate
 from automation.errors import DriverError
-from automation.job import CLUSTER_ROOT, cluster_job, one_node_note
+from automation.job import CLUSTER_ROOT, cluster_job, one_node_note, stack_label
 from automation.kube import KubeApi, parse_kubeconfig, read_kubeconfig_file
-from automation.pipeline import Advice, PipelineResult, Prior, StepResult
+from automation.pipeline import Advice, PipelineResult, Prior, StepResult, cluster_seen
 from automation.steps import stack as pulumi_steps
 from automation.steps.check import TransportVerdict, assert_transport, collect_logs
 from automation.steps.preflight import AwsClients, run_preflight
@@ -51,6 +51,7 @@ class AwsDeps:
         import boto3
         from botocore.exceptions import ProfileNotFound
 
+        check_aws_files(os.environ)
         try:
             session = boto3.Session(region_name=cfg.region)
         except ProfileNotFound as e:
@@ -66,6 +67,40 @@ class AwsDeps:
             # The Pricing API lives in us-east-1 whatever the stack's region.
             pricing=lambda: session.client("pricing", region_name="us-east-1"),
         )
+
+
+# The files the AWS SDK and CLI read, by the variable that moves each (AWS CLI v2 user guide,
+# https://docs.aws.amazon.com/cli/latest/userguide/cli-configure-files.html).
+AWS_FILES = (("AWS_CONFIG_FILE", "~/.aws/config"), ("AWS_SHARED_CREDENTIALS_FILE", "~/.aws/credentials"))
+
+
+def check_aws_files(environ: Any) -> None:
+    """The AWS config and credentials files read with botocore's own parser before any AWS call:
+    one line naming the file and the fix for a folder, an unreadable file or one botocore cannot
+    parse (it raised ConfigParseError, or PermissionError, with a traceback; a folder it ignored)."""
+    from botocore.configloader import raw_config_parse
+    from botocore.exceptions import ConfigParseError
+
+    for var, default in AWS_FILES:
+        path = Path(environ.get(var) or default).expanduser()
+        named = f"{path} ({var})" if environ.get(var) else str(path)
+        if path.is_dir():
+            raise DriverError(f"AWS file {named} is a folder: point {var} at a file, or unset it", exit_code=2)
+        if not path.is_file():
+            continue  # absent, or /dev/null: botocore reads no profiles from it, as it should
+        try:
+            raw_config_parse(str(path))
+        except ConfigParseError:
+            raise DriverError(
+                f"AWS file {named} cannot be parsed: it must be INI sections such as [default] with key = value "
+                "lines (`aws configure` writes one)",
+                exit_code=2,
+            ) from None
+        except (OSError, UnicodeDecodeError) as e:
+            why = e.strerror if isinstance(e, OSError) and e.strerror else type(e).__name__
+            raise DriverError(
+                f"AWS file {named} cannot be read ({why}): fix its permissions or encoding", exit_code=2
+            ) from None
 
 
 def newest_run(pod_exec: Any, pod: str, namespace: str) -> str:
@@ -130,6 +165,7 @@ class AwsTarget:
 
     def preflight(self, prior: Prior) -> StepResult:
         job = self.job()  # a job that cannot run on this cluster fails before anything is created
+        check_job_data(job)
         note = one_node_note(job, self.cfg.gpu_nodes.node_count, self.cfg.gpu_nodes.gpus_per_node)
         if note:
             self.note(note)
@@ -330,6 +366,13 @@ class AwsTarget:
             )
         if failed == "destroy":
             return Advice(f"some resources of stack {s} may remain", (f"retry: {teardown}",))
+        if not cluster_seen(prior):
+            return Advice(
+                f"this command has not seen the cluster of stack {s} (no `up` ran and `verify` did not reach it): "
+                f"`python -m automation status --stack {s}` says what exists; a cluster costs money until "
+                f"destroyed ({self.cost_line()})",
+                (f"resume (idempotent): {resume}", f"tear down if it exists: {teardown}"),
+            )
         return Advice(
             f"the cluster of stack {s} is up and costs money until destroyed ({self.cost_line()})",
             (
@@ -398,6 +441,20 @@ class AwsTarget:
             (self.cfg.system_nodes.instance_type, self.cfg.system_nodes.count),
         ]
         return estimate(pricing, self.cfg.region, groups)
+
+
+def check_job_data(job: TrainConfig) -> None:
+    """The train block's s3:// data, the head of each object read from this machine before anything is
+    created (workloads/data_check.py); a path of the pods' own is theirs to check."""
+    from workloads.config import ConfigError
+    from workloads.data_check import check_data
+    from workloads.uri import parse_location
+
+    try:
+        if job.data and parse_location(stack_label("data"), job.data).remote:
+            check_data(job.data, job.num_workers, flag=stack_label("data"))
+    except ConfigError as e:
+        raise DriverError(str(e), exit_code=2) from None
 
 
 def load_config(stack: str, project_dir: Path) -> Any:

@@ -11,6 +11,7 @@ from __future__ import annotations
 import dataclasses
 import importlib.util
 import io
+import logging
 import os
 import subprocess
 import sys
@@ -185,6 +186,16 @@ def check_resources(resources: dict[str, float], plan: LocalPlan) -> StepResult:
     return verdict("verify", rows, resources, ok_summary=f"Ray's resources cover {plan.num_workers} workers")
 
 
+# Ray's job SDK logs "Uploading package gcs://..." at INFO on every submit (ray 2.58,
+# ray/dashboard/modules/dashboard_sdk.py `_upload_package_if_needed`): noise between our own lines.
+RAY_SDK_LOGGER = "ray.dashboard.modules.dashboard_sdk"
+
+
+def quiet_ray_sdk() -> None:
+    """Keep the Ray job SDK's INFO lines out of the run's output; its warnings and errors still show."""
+    logging.getLogger(RAY_SDK_LOGGER).setLevel(logging.WARNING)
+
+
 def stage_workloads(dest: Path) -> Path:
     """Unpack the same `workloads/` tarball the AWS path sends, as the job's working_dir."""
     dest.mkdir(parents=True, exist_ok=True)
@@ -260,6 +271,7 @@ class LocalTarget:
         cluster = self._cluster()
         workdir = stage_workloads(Path(cluster.temp_dir) / "src")
         client = JobSubmissionClient(cluster.dashboard_url)
+        quiet_ray_sdk()
         return submit_local(
             client, args, workdir, sys.executable, on_line=self.on_line, timeout_s=self.plan.job_timeout_s
         )

@@ -15,6 +15,7 @@ import os
 import shutil
 import subprocess
 import sys
+import zlib
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -73,12 +74,12 @@ def project_yaml(text: str | None) -> Callable[[Path], None]:
     return setup
 
 
-def files(contents: dict[str, str]) -> Callable[[Path], None]:
+def files(contents: dict[str, str | bytes]) -> Callable[[Path], None]:
     def setup(d: Path) -> None:
         for name, text in contents.items():
             path = d / name
             path.parent.mkdir(parents=True, exist_ok=True)
-            path.write_text(text)
+            path.write_bytes(text if isinstance(text, bytes) else text.encode())
 
     return setup
 
@@ -275,8 +276,276 @@ CASES: dict[str, Case] = {
 }
 
 
+# --- issue 28: an adversarial pass of new bad inputs, one class at a time (TESTING.md counts them) ---
+def parquet(name: str, columns: dict[str, list]) -> Callable[[Path], None]:
+    def setup(d: Path) -> None:
+        import pyarrow as pa
+        import pyarrow.parquet as pq
+
+        pq.write_table(pa.table(columns), d / name)
+
+    return setup
+
+
+def data_case(name: str, body: bytes, why: str) -> Case:
+    """`python -m workloads.train --data FILE` on 2 workers: refused before Ray, naming the file."""
+    argv = ("--preset", "tiny", "--num-workers", "2", "--global-batch-size", "2", "--data", f"{{dir}}/{name}")
+    return Case("train", argv, 2, (name, why), files({name: body}))
+
+
+def train_flag(flag: str, value: str, *names: str) -> Case:
+    return Case("train", ("--preset", "tiny", flag, value), 2, (flag, *names))
+
+
+def aws_file(var: str, body: bytes | None, *names: str) -> Case:
+    """`preflight --stack us-west-2` with ``var`` (AWS_CONFIG_FILE / AWS_SHARED_CREDENTIALS_FILE) naming a bad file
+    (``body``) or a folder (None). The path is fixed per case: env values cannot hold {dir}."""
+    path = Path("/tmp/ray-efa-eks-matrix") / f"{var}-{zlib.crc32(body or b'')}"
+
+    def setup(d: Path) -> None:
+        if path.is_dir():
+            shutil.rmtree(path)
+        elif path.exists():
+            path.unlink()
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.mkdir() if body is None else path.write_bytes(body)
+
+    return Case(A, ("preflight", "--stack", "us-west-2"), 2, (str(path), *names), setup, env={var: str(path)})
+
+
+def kubeconfig(command: tuple[str, ...], body: bytes | None, *names: str) -> Case:
+    """``command`` with --kubeconfig {dir}/kc holding ``body`` (None: a folder)."""
+
+    def setup(d: Path) -> None:
+        (d / "kc").mkdir() if body is None else (d / "kc").write_bytes(body)
+
+    return Case(A, (*command, "--kubeconfig", "{dir}/kc"), 2, ("kc", *names), setup)
+
+
+def train_block(line: str) -> Callable[[Path], None]:
+    return stack_keys(f"  ray-efa-eks:train:\n    {line}\n")
+
+
+URI_FORMS = "s3://bucket/prefix"
+BAD_URIS = {
+    "s3-one-slash": ("s3:/bucket/x", "two slashes"),
+    "s3-no-slash": ("s3:bucket/x", "two slashes"),
+    "s3-no-bucket": ("s3://", "names no bucket"),
+    "s3-triple-slash": ("s3:///x", "names no bucket"),
+    "s3-upper-bucket": ("s3://MyBucket/x", "no valid bucket name"),
+    "gs": ("gs://bucket/x", "gs: is not read here"),
+    "http": ("http://example.com/x", "http: is not read here"),
+    "https": ("https://example.com/x", "https: is not read here"),
+    "hdfs": ("hdfs://namenode/x", "hdfs: is not read here"),
+    "ftp": ("ftp://host/x", "ftp: is not read here"),
+    "file-relative": ("file://x/y", "file: is not read here"),
+}
+JSONL_OK = b'{"text": "a"}\n'
+ISSUE_28: dict[str, Case] = {
+    # 5. nothing passes by accident: an unset shell variable as the run id
+    "nccl-run-id-empty": Case("nccl", ("--run-id", "", str(EFA_LOG)), 3, ("--run-id", "is no run id")),
+    "nccl-run-id-space": Case("nccl", ("--run-id", " ", str(EFA_LOG)), 3, ("--run-id", "is no run id")),
+    "nccl-run-id-tab": Case("nccl", ("--run-id", "\t", str(EFA_LOG)), 3, ("--run-id", "is no run id")),
+    "nccl-run-id-padded": Case("nccl", ("--run-id", " r1", str(EFA_LOG)), 3, ("--run-id", "' r1'")),
+    "nccl-run-id-newline": Case("nccl", ("--run-id", "r1\n", str(EFA_LOG)), 3, ("--run-id", "is no run id")),
+    "nccl-proc-run-id-empty": Case("nccl-proc", ("--run-id", "", str(EFA_LOG)), 3, ("--run-id", "is no run id")),
+    "policy-proc-as-a-command": Case("policy-proc", (), 2, ("policy pack", "pulumi preview --stack")),
+    # 5. NaN and infinite hyperparameters
+    "train-lr-nan": train_flag("--lr", "nan", "not a finite number"),
+    "train-lr-NaN": train_flag("--lr", "NaN", "not a finite number"),
+    "train-lr-inf": train_flag("--lr", "inf", "not a finite number"),
+    "train-lr-1e400": train_flag("--lr", "1e400", "not a finite number"),
+    "train-lr-minus-inf": Case("train", ("--preset", "tiny", "--lr=-inf"), 2, ("--lr", "not a finite number")),
+    "train-weight-decay-nan": train_flag("--weight-decay", "nan", "not a finite number"),
+    "train-grad-clip-inf": train_flag("--grad-clip", "infinity", "not a finite number"),
+    "train-gpus-per-worker-nan": train_flag("--gpus-per-worker", "nan", "not a finite number"),
+    "train-cpus-per-worker-inf": train_flag("--cpus-per-worker", "inf", "not a finite number"),
+    "stack-train-lr-nan": Case(A, bad_stack(), 2, ("lr", "nan"), train_block("lr: .nan")),
+    "stack-train-lr-inf": Case(A, bad_stack(), 2, ("lr", "inf"), train_block("lr: .inf")),
+    "stack-train-grad-clip-neg-inf": Case(A, bad_stack(), 2, ("grad_clip", "inf"), train_block("grad_clip: -.inf")),
+    # 2. one URI parser: every path flag and key
+    **{f"train-data-{k}": train_flag("--data", v, repr(v), why, URI_FORMS) for k, (v, why) in BAD_URIS.items()},
+    **{
+        f"train-storage-{k}": train_flag("--storage-path", v, repr(v), why, URI_FORMS)
+        for k, (v, why) in BAD_URIS.items()
+        if k in ("s3-one-slash", "s3-no-slash", "s3-no-bucket", "gs", "http", "file-relative")
+    },
+    **{
+        f"run-storage-{k}": Case(A, ("run", "--storage-path", v), 2, ("--storage-path", repr(v), why))
+        for k, (v, why) in BAD_URIS.items()
+        if k in ("s3-one-slash", "s3-no-slash", "s3-no-bucket", "s3-upper-bucket", "gs", "http", "file-relative")
+    },
+    **{
+        f"drill-storage-{k}": Case(A, ("drill", "--storage-path", v), 2, ("--storage-path", repr(v), why))
+        for k, (v, why) in BAD_URIS.items()
+        if k in ("s3-one-slash", "gs", "https")
+    },
+    **{
+        f"stack-train-data-{k}": Case(A, bad_stack(), 2, ("train.data", repr(v), why), train_block(f"data: '{v}'"))
+        for k, (v, why) in BAD_URIS.items()
+        if k in ("s3-one-slash", "s3-no-slash", "gs", "http")
+    },
+    "stack-train-summary-json-s3": Case(
+        A, bad_stack(), 2, ("train.summary_json", "is set by the driver"), train_block("summary_json: s3://b-1/s.json")
+    ),
+    "train-data-empty-string": train_flag("--data", "", "is empty"),
+    "train-data-nul": train_flag("--data", "a\0b", "NUL byte"),
+    "train-summary-json-s3": train_flag("--summary-json", "s3://b-1/s.json", "is remote"),
+    "train-summary-json-gs": train_flag("--summary-json", "gs://b/s.json", "gs: is not read here"),
+    "train-summary-json-folder": Case(
+        "train", ("--preset", "tiny", "--summary-json", "{dir}"), 2, ("--summary-json", "is a folder")
+    ),
+    "train-summary-json-under-a-file": Case(
+        "train",
+        ("--preset", "tiny", "--summary-json", "{dir}/f/s.json"),
+        2,
+        ("--summary-json", "is a file, not a folder"),
+        files({"f": "x"}),
+    ),
+    "train-run-dir-s3": train_flag("--run-dir", "s3://b-1/x", "is remote"),
+    "train-nccl-log-dir-http": train_flag("--nccl-log-dir", "http://h/x", "http: is not read here"),
+    "run-storage-empty": Case(A, ("run", "--storage-path", ""), 2, ("--storage-path", "is empty")),
+    "report-out-a-file": Case(
+        A,
+        ("report", "{dir}/runs/r1", "--out", "{dir}/f"),
+        2,
+        ("--out", "is a file"),
+        files({"runs/r1/metrics.jsonl": METRICS_LINE, "f": "x"}),
+    ),
+    "report-out-under-a-file": Case(
+        A,
+        ("report", "{dir}/runs/r1", "--out", "{dir}/f/out"),
+        2,
+        ("--out", "cannot be made"),
+        files({"runs/r1/metrics.jsonl": METRICS_LINE, "f": "x"}),
+    ),
+    "report-out-s3": Case(A, ("report", "r1", "--out", "s3://b-1/x"), 2, ("--out", "is remote")),
+    "report-out-s3-one-slash": Case(A, ("report", "r1", "--out", "s3:/b/x"), 2, ("--out", "two slashes")),
+    # 1. training data, before any worker starts
+    "data-empty-file": data_case("empty.txt", b"", "is empty"),
+    "data-blank-lines": data_case("blank.txt", b"\n \n\t\n", "only blank lines"),
+    "data-latin1-text": data_case("latin1.txt", "café\n".encode("latin-1"), "is not UTF-8"),
+    "data-latin1-jsonl": data_case("latin1.jsonl", '{"text": "café"}\n'.encode("latin-1"), "is not UTF-8"),
+    "data-utf16": data_case("utf16.txt", "hello\n".encode("utf-16"), "UTF-16"),
+    "data-utf8-bom": data_case("bom.jsonl", b"\xef\xbb\xbf" + JSONL_OK, "byte-order mark"),
+    "data-jsonl-null-text": data_case("null.jsonl", JSONL_OK + b'{"text": null}\n', "line 2 has text null"),
+    "data-jsonl-no-text-field": data_case("body.jsonl", b'{"body": "a"}\n', "no 'text' field (it has 'body')"),
+    "data-jsonl-number-text": data_case("num.jsonl", b'{"text": 5}\n', "text of type int"),
+    "data-jsonl-bool-text": data_case("bool.jsonl", b'{"text": true}\n', "text of type bool"),
+    "data-jsonl-object-text": data_case("obj.jsonl", b'{"text": {"a": 1}}\n', "text of type dict"),
+    "data-jsonl-list-text": data_case("lst.jsonl", b'{"text": ["a"]}\n', "text of type list"),
+    "data-jsonl-empty-text": data_case("e.jsonl", b'{"text": ""}\n', "empty text"),
+    "data-jsonl-blank-text": data_case("b.jsonl", b'{"text": "   "}\n', "empty text"),
+    "data-jsonl-array-line": data_case("arr.jsonl", b'["a"]\n', "JSON list"),
+    "data-jsonl-string-line": data_case("str.jsonl", b'"just a string"\n', "JSON str"),
+    "data-jsonl-not-json": data_case("words.jsonl", b"plain words\n", "is not JSON"),
+    "data-jsonl-trailing-comma": data_case("comma.jsonl", JSONL_OK + b'{"text": "b",}\n', "line 2 is not JSON"),
+    "data-jsonl-one-pretty-object": data_case("pretty.jsonl", b'{\n  "text": "a"\n}\n', "line 1 is not JSON"),
+    "data-json-suffix-null": data_case("n.json", b'{"text": null}\n', "text null"),
+    "data-not-parquet": data_case("fake.parquet", b"PAR1 not really", "is not a Parquet file"),
+    "data-parquet-no-text-column": Case(
+        "train",
+        ("--preset", "tiny", "--data", "{dir}/a.parquet"),
+        2,
+        ("a.parquet", "no 'text' column (it has body)"),
+        parquet("a.parquet", {"body": ["x", "y"]}),
+    ),
+    "data-parquet-int-text": Case(
+        "train",
+        ("--preset", "tiny", "--data", "{dir}/i.parquet"),
+        2,
+        ("i.parquet", "of type int64"),
+        parquet("i.parquet", {"text": [1, 2]}),
+    ),
+    "data-folder-with-an-empty-file": Case(
+        "train",
+        ("--preset", "tiny", "--data", "{dir}/c"),
+        2,
+        ("b.txt", "is empty"),
+        files({"c/a.txt": b"one\ntwo\n", "c/b.txt": b""}),
+    ),
+    "data-too-small-for-the-ranks": Case(
+        "train",
+        ("--preset", "tiny", "--num-workers", "4", "--global-batch-size", "4", "--data", "{dir}/one.txt"),
+        2,
+        ("--data", "fewer workers"),
+        files({"one.txt": b"a single document\n"}),
+    ),
+    "data-fewer-bytes-than-workers": Case(
+        "train",
+        ("--preset", "tiny", "--num-workers", "4", "--global-batch-size", "4", "--data", "{dir}/t.txt"),
+        2,
+        ("--data", "2 bytes, fewer than the 4 workers"),
+        files({"t.txt": b"a\n"}),
+    ),
+    "data-mixed-formats": Case(
+        "train",
+        ("--preset", "tiny", "--data", "{dir}/m"),
+        2,
+        ("--data", "mixes formats"),
+        files({"m/a.txt": b"x\n", "m/b.jsonl": JSONL_OK}),
+    ),
+    # 4. the user's own files: AWS config and credentials, kubeconfig
+    "aws-config-unparsable": aws_file("AWS_CONFIG_FILE", b"[default\nregion=x\n", "cannot be parsed"),
+    "aws-config-binary": aws_file("AWS_CONFIG_FILE", b"\x00\xff\xfe garbage", "cannot be parsed"),
+    "aws-config-folder": aws_file("AWS_CONFIG_FILE", None, "is a folder"),
+    "aws-config-key-before-section": aws_file("AWS_CONFIG_FILE", b"region = us-west-2\n", "cannot be parsed"),
+    "aws-credentials-unparsable": aws_file("AWS_SHARED_CREDENTIALS_FILE", b"[default\nx=y\n", "cannot be parsed"),
+    "aws-credentials-latin1": aws_file("AWS_SHARED_CREDENTIALS_FILE", b"caf\xe9=1\n", "cannot be parsed"),
+    "aws-credentials-folder": aws_file("AWS_SHARED_CREDENTIALS_FILE", None, "is a folder"),
+    "aws-config-unclosed-profile": aws_file("AWS_CONFIG_FILE", b"[profile\n", "cannot be parsed"),
+    "aws-credentials-continuation-first": aws_file(
+        "AWS_SHARED_CREDENTIALS_FILE", b"  indented = first\n[default]\n", "cannot be parsed"
+    ),
+    "kubeconfig-folder-verify": kubeconfig(("verify", "--stack", "us-west-2"), None, "is a folder"),
+    "kubeconfig-not-yaml-verify": kubeconfig(("verify", "--stack", "us-west-2"), b"clusters: [\n", "line 2"),
+    "kubeconfig-binary-status": kubeconfig(("status", "--stack", "us-west-2"), b"\xff\xfe\x00", "not UTF-8"),
+    "kubeconfig-a-list-check": kubeconfig(("check", "--stack", "us-west-2"), b"- a\n- b\n", "no clusters"),
+    "kubeconfig-broken-json-verify": kubeconfig(("verify", "--stack", "us-west-2"), b'{"clusters": [', "not YAML"),
+    "kubeconfig-folder-logs": kubeconfig(("logs", "--stack", "us-west-2"), None, "is a folder"),
+    "kubeconfig-not-yaml-dashboard": kubeconfig(("dashboard", "--stack", "us-west-2"), b"a: [\n", "not YAML"),
+    "kubeconfig-binary-report": kubeconfig(("report", "r1", "--stack", "us-west-2"), b"\x00\x01", "not YAML or JSON"),
+    # 3. stack files read as Pulumi reads them (YAML 1.2, no key twice, Pulumi.yaml as the table declares)
+    "stack-key-twice": Case(
+        A, bad_stack(), 2, ("gpuNodeCount", "twice"), stack_keys("  ray-efa-eks:gpuNodeCount: 2\n" * 2)
+    ),
+    "stack-train-key-twice": Case(A, bad_stack(), 2, ("'steps' twice",), train_block("steps: 5\n    steps: 6")),
+    "stack-region-twice": Case(
+        A, bad_stack(), 2, ("aws:region", "twice"), stack_file("config:\n  aws:region: us-west-2\n" + STACK_KEYS_OK)
+    ),
+    "stack-bool-yes": Case(
+        A, bad_stack(), 2, ("apiPublicAccess", "'yes'"), stack_keys("  ray-efa-eks:apiPublicAccess: yes\n")
+    ),
+    "stack-bool-on": Case(
+        A, bad_stack(), 2, ("apiPublicAccess", "'on'"), stack_keys("  ray-efa-eks:apiPublicAccess: on\n")
+    ),
+    "render-key-twice": Case(
+        A, render_bad(), 2, ("gpuNodeCount", "twice"), stack_keys("  ray-efa-eks:gpuNodeCount: 2\n" * 2)
+    ),
+    "project-yaml-default-edited": Case(
+        A,
+        bad_stack(),
+        2,
+        ("Pulumi.yaml", "gpuNodeCount has default 4", "--write-pulumi-yaml"),
+        project_yaml(
+            (REPO / "Pulumi.yaml")
+            .read_text()
+            .replace("type: integer\n    default: 2\n", "type: integer\n    default: 4\n", 1)
+        ),
+    ),
+    "project-yaml-key-twice": Case(
+        A, bad_stack(), 2, ("Pulumi.yaml", "'name' twice"), project_yaml("name: ray-efa-eks\nname: other\n")
+    ),
+}
+CASES.update(ISSUE_28)
+
 MAINS = {"automation": "automation.cli", "train": "workloads.train", "nccl": "workloads.nccl_check.__main__"}
-MODULES = {"automation-proc": "automation", "train-proc": "workloads.train", "nccl-proc": "workloads.nccl_check"}
+MODULES = {
+    "automation-proc": "automation",
+    "train-proc": "workloads.train",
+    "nccl-proc": "workloads.nccl_check",
+    "policy-proc": "infra.policy",
+}
 
 
 @dataclass(frozen=True)
@@ -367,8 +636,15 @@ def test_bad_input_prints_no_traceback(outcome, request):
     assert "Traceback" not in outcome.output, f"expected one clear line, got a traceback:\n{outcome.output[-3000:]}"
 
 
+def test_issue_28_pass_has_at_least_100_new_cases_over_every_class():
+    entries = {c.entry.removesuffix("-proc") for c in ISSUE_28.values()}
+    assert len(ISSUE_28) >= 100 and {"automation", "train", "nccl", "policy"} <= entries, (
+        f"expected >= 100 cases of issue 28 over automation, train, nccl and policy, got {len(ISSUE_28)} over {entries}"
+    )
+
+
 def test_matrix_has_at_least_60_cases_over_four_entry_points():
-    kinds = {c.entry.removesuffix("-proc") for c in CASES.values()}
+    kinds = {c.entry.removesuffix("-proc") for c in CASES.values() if c.entry != "policy-proc"}
     renders = [c for c in CASES.values() if c.argv[:1] == ("render",)]
     assert (len(CASES) >= 60, kinds, bool(renders)) == (True, {"automation", "train", "nccl"}, True), (
         f"expected >= 60 cases over automation, train, nccl and render, got {len(CASES)} over {kinds}, "

@@ -86,6 +86,11 @@ def aws(monkeypatch):
         "AWS_DEFAULT_REGION": REGION,
     }.items():
         monkeypatch.setenv(k, v)
+    # The machine's own `aws` may be v1 (preflight fails it): these tests stand in v2's `aws --version`
+    # line (AWS CLI user guide's example) so that the pipeline, not this machine, decides the result.
+    monkeypatch.setattr(
+        "automation.steps.preflight.aws_cli_version", lambda path: "aws-cli/2.22.0 Python/3.12.6 Linux/6.1.0"
+    )
     with mock_aws():
         yield
 
@@ -245,6 +250,16 @@ def test_socket_fallback_fails_the_pipeline(aws):
         result = run(target, PIPELINE)
     assert result.failed_step == "check", f"expected check to fail, got {result.failed_step}"
     assert "NET/Socket" in result.reason, result.reason
+
+
+def test_single_node_nccl_log_on_aws_fails_the_pipeline_as_inconclusive(aws):
+    # an inconclusive verdict proves no EFA: the run must not end "NCCL over efa" with exit 0
+    with helpers.FakeKubeApi() as api:
+        stack = helpers.FakeStack("us-west-2", outputs=outputs(api))
+        target = make_target(api, stack, pod_exec=cluster_exec(nccl_log=NCCL / "single_node_shm_nccl1609.log"))
+        result = run(target, PIPELINE)
+    assert result.failed_step == "check", f"expected check to fail, got {result.failed_step}: {result.reason}"
+    assert "inconclusive" in result.reason, f"expected the inconclusive verdict named, got {result.reason!r}"
 
 
 def test_failed_job_stops_before_check_with_its_log_tail(aws):

@@ -164,3 +164,17 @@ def test_more_gpu_workers_than_the_cluster_has_is_refused(ray_cluster, capsys):
     rc = train.main(["--preset", "tiny", "--use-gpu", "--num-workers", "2", "--steps", "1"])
     err = capsys.readouterr().err
     assert rc == 2 and "has no GPU: drop --use-gpu" in err, err
+
+
+def test_a_null_record_past_the_checked_head_ends_the_run_with_the_workers_one_line(
+    ray_cluster, tmp_path, monkeypatch, capsys
+):
+    # the launcher reads only a head of each file; a worker that meets the bad record later prints one
+    # line first and the launcher ends with it and exit 2 (it was trained on as the string "None")
+    monkeypatch.setattr("workloads.data_check.HEAD_BYTES", 256)
+    corpus = tmp_path / "corpus.jsonl"
+    corpus.write_text("".join(f'{{"text": "line {i} of a corpus"}}\n' for i in range(40)) + '{"text": null}\n')
+    rc = train.main([*TINY, "--data", str(corpus), "--steps", "50", "--run-dir", str(tmp_path / "run")])
+    err = capsys.readouterr().err
+    last = err.strip().splitlines()[-1] if err.strip() else ""
+    assert rc == 2 and "has text null" in last and last.startswith("error: "), f"got rc {rc}, last line {last!r}"

@@ -261,3 +261,26 @@ def test_report_says_where_the_run_files_are(capsys, monkeypatch):
     rc, out, err = run_cli(capsys, "run", "--stack", "us-west-2", "--yes", "--run-id", "r7", "--json")
     doc = json.loads(out)
     assert (rc, doc["files"].split(" ")[0]) == (0, "/tmp/ray-efa-eks/runs/r7"), f"got rc={rc}, files={doc['files']!r}"
+
+
+def test_verify_that_cannot_reach_the_cluster_does_not_say_it_is_up(capsys, monkeypatch):
+    # an unreachable kubeconfig is no proof that anything exists: once it said "is up and costs money"
+    from automation.errors import DriverError
+
+    _aws_steps(monkeypatch, verify=DriverError("cannot reach the Kubernetes API at https://10.0.0.1: timed out"))
+    rc, out, err = run_cli(capsys, "verify", "--stack", "us-west-2")
+    text = " ".join((out + err).split())
+    assert rc == 1 and "is up" not in text, f"expected exit 1 without 'is up', got {rc}: {text}"
+    assert "status --stack us-west-2" in text, f"expected the status command that says what exists in {text!r}"
+
+
+def test_report_of_a_run_that_stopped_before_up_shows_no_cost(capsys, monkeypatch):
+    from automation.errors import DriverError
+
+    _aws_steps(monkeypatch, preflight=DriverError("no AWS credentials"))
+    from automation.cost import CostEstimate
+
+    monkeypatch.setattr("automation.targets.aws.AwsTarget.price", lambda self: CostEstimate(9.0, ()))
+    rc, out, err = run_cli(capsys, "run", "--stack", "us-west-2", "--yes", "--json")
+    doc = json.loads(out)
+    assert doc.get("cost") is None, f"expected no cost for a run that created nothing, got {doc.get('cost')}"

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 
 import boto3
+import pytest
 from botocore.stub import Stubber
 
 from automation.cost import estimate
@@ -119,3 +120,11 @@ def test_socket_fallback_fails_with_evidence():
     assert r.status == "fail" and [f.detail for f in r.findings if f.check == "evidence"] == list(v.evidence), (
         f"got {r}"
     )
+
+
+@pytest.mark.parametrize("verdict", ["inconclusive", "bad-input"])
+def test_aws_verdict_other_than_pass_or_fail_is_a_failing_check_never_nccl_over_efa(verdict):
+    # on AWS (no note) only a pass proves EFA: an inconclusive run once could exit 0 as "NCCL over efa"
+    r = check_result(TransportVerdict(verdict, "efa", "no inter-node connection in scope"))
+    assert (r.status, r.ok) == ("fail", False), f"expected a failing check for {verdict!r}, got {r.status}: {r.summary}"
+    assert "NCCL over" not in r.summary and verdict in r.summary, f"expected the verdict named, got {r.summary!r}"

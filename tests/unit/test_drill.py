@@ -137,3 +137,35 @@ def test_drill_refuses_too_few_steps_for_two_checkpoints_naming_the_flag():
 
     with pytest.raises(argparse.ArgumentTypeError, match="pass --steps 20 or more"):
         drill_steps("5")
+
+
+def test_drill_prints_step_at_kill_as_the_readme_promises(monkeypatch, capsys):
+    import argparse
+
+    from automation.commands import drill
+    from automation.ui import Ui
+
+    doc = {
+        "ok": True, "failures": [], "run_id": "r1", "step_at_kill": 10, "resumed_from_step": 10, "steps_lost": 0,
+        "final_step": 40, "recovery_seconds": 12.5, "final_loss_matches": True,
+    }  # fmt: skip
+    monkeypatch.setattr(drill, "drill_local", lambda args, ui: doc)
+    args = argparse.Namespace(stack=None, kubeconfig=None, target=None, storage_path=None)
+    rc = drill.run(args, Ui())
+    out = capsys.readouterr().out
+    assert rc == 0 and "step_at_kill: 10" in out, f"expected step_at_kill in the output, got rc {rc}: {out!r}"
+
+
+def test_progress_off_a_terminal_is_printed_not_hidden_in_a_spinner():
+    import io
+
+    from rich.console import Console
+
+    from automation.ui import Ui
+
+    ui, out = Ui(), io.StringIO()
+    ui.console = Console(file=out, force_terminal=False, width=200)
+    ui.step_started("drill")
+    ui.milestone("reference run r1-reference: 40 steps, uninterrupted")
+    ui.close()
+    assert "reference run r1-reference" in out.getvalue(), f"expected the progress line printed, got {out.getvalue()!r}"

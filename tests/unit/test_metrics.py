@@ -224,3 +224,13 @@ def test_grad_norm_that_would_need_a_collective_is_unknown():
     from workloads.metrics import grad_norm_value
 
     assert grad_norm_value(NormOnShards()) is None
+
+
+def test_metrics_writer_marks_its_run_directory_for_clean(tmp_path):
+    from workloads.metrics import MetricsWriter, is_run_dir
+
+    writer = MetricsWriter(tmp_path / "r1", "r1", echo=False, tensorboard=False)
+    writer.close()
+    assert is_run_dir(tmp_path / "r1"), (
+        f"expected the run marker in {sorted(p.name for p in (tmp_path / 'r1').iterdir())}"
+    )

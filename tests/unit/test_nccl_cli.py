@@ -167,3 +167,17 @@ def test_empty_worker_log_beside_a_failing_one_keeps_the_fail_and_is_named(tmp_p
     assert (code, str(tmp_path / "rank1.log") in cause) == (1, True), (
         f"expected exit 1 naming rank1.log in the cause, got {code}: {cause}"
     )
+
+
+@pytest.mark.parametrize("value", ["", " ", " abc"])
+def test_empty_or_padded_run_id_is_bad_input_not_a_pass_on_other_runs(capsys, value):
+    # an unset shell variable (--run-id "$RUN") once turned scoping off and passed on another run's log
+    with pytest.raises(SystemExit) as exit_info:
+        main(["--require", "efa", "--run-id", value, str(FIXTURES / "efa_unprefixed_ofi1.20.log")])
+    code, err = exit_info.value.code, capsys.readouterr().err
+    assert code == 3 and "is no run id" in err, f"expected exit 3 naming the run id, got {code}: {err}"
+
+
+def test_check_logs_with_an_empty_run_id_is_bad_input():
+    got = report.check_logs([FIXTURES / "efa_unprefixed_ofi1.20.log"], require="efa", run_id="")
+    assert got.verdict == "bad-input", f"expected bad-input for run_id='', got {got.verdict}: {got.cause}"

@@ -69,10 +69,21 @@ def test_unreachable_sts_fails_naming_the_exception():
 
 
 # ---- AWS CLI ---------------------------------------------------------------------------------------
-def test_aws_cli_row_is_named_and_passes_with_its_path():
-    row = check_aws_cli(which=lambda name: "/usr/local/bin/aws" if name == "aws" else None)
+# What `aws --version` prints (AWS CLI user guide, "aws --version" examples of v2 and v1).
+V2 = "aws-cli/2.22.0 Python/3.12.6 Linux/6.1.0 exe/x86_64.ubuntu.24"
+V1 = "aws-cli/1.36.0 Python/3.11.7 Linux/6.1.0 botocore/1.35.0"
+
+
+def test_aws_cli_row_is_named_and_passes_with_its_path_and_version():
+    row = check_aws_cli(which=lambda name: "/usr/local/bin/aws" if name == "aws" else None, version=lambda p: V2)
     assert (row.check, row.status, row.fix) == ("AWS CLI", "pass", ""), f"got {row}"
-    assert row.detail == "/usr/local/bin/aws (the kubeconfig runs `aws eks get-token`)", f"got {row.detail!r}"
+    want = "/usr/local/bin/aws, aws-cli/2.22.0 (the kubeconfig runs `aws eks get-token`)"
+    assert row.detail == want, f"got {row.detail!r}"
+
+
+def test_aws_cli_v1_fails_with_the_v2_install_link():
+    row = check_aws_cli(which=lambda name: "/usr/bin/aws", version=lambda p: V1)
+    assert row.status == "fail" and "v1" in row.detail and "install AWS CLI v2" in row.fix, f"got {row}"
 
 
 def test_missing_aws_cli_says_when_up_would_fail():

@@ -115,3 +115,52 @@ def test_missing_matplotlib_is_named_with_its_install_command(tmp_path, monkeypa
     rc = main(["report", str(run_dir)])
     err = capsys.readouterr().err
     assert rc == 2 and "pip install -e '.[observe]'" in err, f"expected exit 2 naming the extra, got {rc}: {err!r}"
+
+
+def test_report_without_a_run_reports_the_newest_one(tmp_path, capsys):
+    import os
+
+    old, new = make_run(tmp_path, "r-old"), make_run(tmp_path, "r-new")
+    os.utime(old / METRICS_FILE, (1_000_000, 1_000_000))
+    rc = main(["report", "--runs-root", str(tmp_path), "--json"])
+    doc = json.loads(capsys.readouterr().out)
+    assert rc == 0 and Path(doc["report"]).is_relative_to(new), f"expected the report of r-new, got rc {rc}: {doc}"
+
+
+def test_report_without_a_run_and_no_runs_says_what_to_run(tmp_path, capsys):
+    rc = main(["report", "--runs-root", str(tmp_path / "runs")])
+    err = " ".join(capsys.readouterr().err.split())
+    assert rc == 2 and "python -m automation run" in err, f"expected exit 2 naming the command, got {rc}: {err}"
+
+
+def test_report_says_where_the_checkpoints_are(tmp_path):
+    from automation.commands.report import headline
+    from workloads.metrics import write_run_info
+
+    run_dir = make_run(tmp_path, "r1")
+    write_run_info(run_dir, {"checkpoint_every": 5, "storage_path": "/store/", "name": "r1"})
+    got = headline(load_run(run_dir, require_verdict=False))["checkpoints"]
+    assert got == "/store/r1/", f"expected the storage path and run name, got {got!r}"
+
+
+def test_memory_plot_axis_starts_at_zero_and_names_the_step_time(tmp_path, monkeypatch):
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from automation.commands import report
+
+    captured = {}
+    real_save = report._save
+
+    def keep(fig, path):
+        ax = fig.axes[0]
+        captured["ylim"], captured["labels"] = ax.get_ylim(), [t.get_text() for t in ax.get_legend().get_texts()]
+        return real_save(fig, path)
+
+    monkeypatch.setattr(report, "_save", keep)
+    report.plot_memory([load_run(make_run(tmp_path, "r1"), require_verdict=False)], tmp_path / "m.png")
+    plt.close("all")
+    assert captured["ylim"][0] == 0, f"expected the memory axis from 0 (noise looked like a cliff), got {captured}"
+    assert any("step time" in t for t in captured["labels"]), f"expected a legend entry for step time, got {captured}"

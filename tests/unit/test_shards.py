@@ -112,8 +112,22 @@ def test_a_parquet_rank_reads_only_the_row_groups_of_its_share(tmp_path):
 
 def test_a_malformed_jsonl_line_is_a_config_error_naming_the_file_and_offset(tmp_path):
     (tmp_path / "a.jsonl").write_text('{"text": "fine"}\n{"txt": "no text field"}\n')
-    with pytest.raises(ConfigError, match=r"a\.jsonl'.*byte 17 is not a JSON object with a 'text' field"):
+    with pytest.raises(ConfigError, match=r"a\.jsonl' line at byte 17 has no 'text' field \(it has 'txt'\)"):
         list(read_documents(str(tmp_path / "a.jsonl")))
+
+
+@pytest.mark.parametrize("record", ['{"text": null}', '{"text": 7}', '{"text": ""}'])
+def test_the_reader_refuses_a_record_without_usable_text_past_any_head(tmp_path, record):
+    # null was once trained on as the string "None"; the reader is the workers' second line of defence
+    (tmp_path / "a.jsonl").write_text('{"text": "fine"}\n' + record + "\n")
+    with pytest.raises(ConfigError, match=r"a\.jsonl' line at byte 17 has (text null|text of type int|empty text)"):
+        list(read_documents(str(tmp_path / "a.jsonl")))
+
+
+def test_the_reader_refuses_a_line_that_is_not_utf8(tmp_path):
+    (tmp_path / "a.txt").write_bytes(b"fine\ncaf\xe9\n")
+    with pytest.raises(ConfigError, match=r"a\.txt' line at byte 5 is not UTF-8"):
+        list(read_documents(str(tmp_path / "a.txt")))
 
 
 def _stream(tmp_path, rank=0, world=2):
@@ -161,3 +175,42 @@ def test_resume_on_a_changed_corpus_or_another_world_size_is_refused(tmp_path):
     (tmp_path / "c" / "part-9.txt").write_text("one more document\n")
     with pytest.raises(ConfigError, match="changed since the checkpoint"):
         next(_stream(tmp_path, rank=1).iterate(5, position))
+
+
+@pytest.mark.parametrize("world", [2, 3, 4, 7])
+def test_shares_cover_the_whole_space_when_its_size_is_no_multiple_of_the_workers(world):
+    from workloads.shards import Space
+
+    for total in range(world * 3 + 1):
+        if total % world == 0:
+            continue
+        space = Space("text", ("a.txt",), (total,))
+        shares = [space.share(r, world) for r in range(world)]
+        ends = [lo for lo, _ in shares] + [shares[-1][1]]
+        assert (
+            ends[0] == 0 and ends[-1] == total and all(a[1] == b[0] for a, b in zip(shares, shares[1:], strict=False))
+        ), f"expected contiguous shares of [0, {total}) over {world} ranks, got {shares}"
+
+
+def test_short_last_documents_past_the_even_split_are_still_read(tmp_path):
+    # 10 one-letter lines are 20 bytes: over 3 ranks an even split ends at 18 and would drop "j"
+    (tmp_path / "c").mkdir()
+    docs = list("abcdefghij")
+    (tmp_path / "c" / "t.txt").write_text("".join(d + "\n" for d in docs))
+    shares = _share_docs(list_data(str(tmp_path / "c")).space(), 3)
+    assert [d for s in shares for d in s] == docs, f"expected every document once, got {shares}"
+
+
+def test_parquet_rows_past_the_even_split_are_still_read(tmp_path):
+    (tmp_path / "p").mkdir()
+    docs = [f"row {i}" for i in range(10)]
+    pq.write_table(pa.table({"text": docs}), tmp_path / "p" / "a.parquet", row_group_size=3)
+    shares = _share_docs(list_data(str(tmp_path / "p")).space(), 4)
+    assert [d for s in shares for d in s] == docs, f"expected all 10 rows over 4 ranks, got {shares}"
+
+
+def test_read_task_cuts_cover_a_share_that_is_no_multiple_of_the_task_size():
+    from workloads.shards import _task_cuts
+
+    cuts = _task_cuts(5, 27, 10)
+    assert cuts == [(5, 15), (15, 25), (25, 27)], f"expected the short last task kept, got {cuts}"

@@ -194,3 +194,18 @@ def test_torchrun_with_more_processes_than_gpus_names_nproc_per_node(capsys, mon
     monkeypatch.setattr("workloads.train.run_torchrun", lambda cfg: pytest.fail("torchrun worker started"))
     rc, err = _run(capsys, "--launcher", "torchrun", "--use-gpu", "--global-batch-size", "2")
     assert rc == 2 and "lower torchrun --nproc-per-node to 1" in err, f"expected exit 2 and the fix, got {rc}: {err!r}"
+
+
+@pytest.mark.parametrize(
+    "flag, value", [("--lr", "nan"), ("--lr", "inf"), ("--weight-decay", "nan"), ("--grad-clip", "inf")]
+)
+def test_nan_or_infinite_hyperparameter_is_refused_before_ray_starts(capsys, flag, value):
+    # nan passed `value <= 0` checks (every comparison with nan is False) and crashed the optimizer in the workers
+    rc, err = _run(capsys, flag, value)
+    assert rc == 2 and f"{flag} {float(value)!r} is not a finite number" in err, f"expected exit 2, got {rc}: {err!r}"
+
+
+def test_nan_in_a_stack_train_block_is_refused():
+    cfg = TrainConfig.from_dict({"lr": float("nan")})
+    with pytest.raises(ConfigError, match="not a finite number"):
+        validate(cfg, local_paths=False)

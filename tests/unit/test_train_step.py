@@ -196,6 +196,27 @@ def test_restore_loads_the_newest_saved_step_with_its_weights_and_data_position(
     assert gap == 0.0, f"expected the saved weights of step 4, largest difference {gap:.3g}"
 
 
+def test_resume_past_step_nine_picks_the_numerically_newest_checkpoint(tmp_path, process_group):
+    # saves on both sides of step 10: a text order of the folder names would pick step 9
+    cfg = _cfg(tmp_path)
+    model = TinyLM(seed=1)
+    _, opt = _sgd_step(model, [_batch(2, seed=6)])
+    ckpt = Checkpointer(cfg, PLAIN)
+    for step in (9, 10, 11):
+        ckpt.save({"step": step, "losses": []}, model, opt)
+    state = Checkpointer(cfg, PLAIN).restore(model, opt)
+    assert state["step"] == 11, f"expected the step-11 checkpoint, got step {state['step']}"
+
+
+def test_checkpoint_folders_are_ordered_by_step_number_not_by_name(tmp_path):
+    for name in ("checkpoint_9", "checkpoint_10", "checkpoint_11"):
+        (tmp_path / name).mkdir()
+        (tmp_path / name / STATE_FILE).write_text("{}")
+        (tmp_path / name / ".metadata").write_text("")
+    got = latest_complete(tmp_path)
+    assert got == tmp_path / "checkpoint_11", f"expected checkpoint_11, got {got}"
+
+
 def test_step_returns_the_batch_mean_loss_as_one_positive_element():
     model, batch = TinyLM(seed=3), _batch(4, seed=8)
     with torch.no_grad():

@@ -56,3 +56,32 @@ def test_json_mode_shows_no_progress():
         ui.log(echo(n))
     ui.close()
     assert "tokens/s" not in out.getvalue(), f"expected no progress output with --json, got {out.getvalue()!r}"
+
+
+STEP_LINE = "(RayTrainWorker pid=7) [train] step 3/20 loss 2.7000 step_time 676 ms tokens/s 12,345 peak_mem 0.87 GB"
+
+
+def test_a_step_is_shown_once_on_a_terminal_by_the_bar_not_also_as_its_raw_line():
+    ui, out = terminal_ui()
+    ui.step_started("train")
+    ui.log(echo(3))
+    ui.log(STEP_LINE)
+    ui.close()
+    assert "step_time 676 ms" not in out.getvalue(), f"expected the raw step line hidden, got {out.getvalue()!r}"
+
+
+def test_without_a_terminal_the_raw_step_line_is_the_progress():
+    ui = Ui()
+    out = io.StringIO()
+    ui.console = Console(file=out, force_terminal=False, width=400, highlight=False)
+    ui.log(STEP_LINE)
+    ui.close()
+    assert "[train] step 3/20" in out.getvalue(), f"expected the step line printed, got {out.getvalue()!r}"
+
+
+def test_the_bar_labels_its_tokens_per_s_as_the_last_steps():
+    ui, out = terminal_ui()
+    ui.step_started("train")
+    ui.log(echo(1))
+    ui.close()
+    assert "tokens/s (last step)" in out.getvalue(), f"expected the label, got {out.getvalue()[-300:]!r}"

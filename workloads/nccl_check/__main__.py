@@ -25,6 +25,16 @@ combined logs from the line 'ray-efa-eks nccl-run run_id=ID' to the next marker 
 """
 
 
+def run_id(text: str) -> str:
+    """An argparse type: a run id that scopes something (an unset shell variable gives "")."""
+    if not text.strip() or text != text.strip():
+        raise argparse.ArgumentTypeError(
+            f"{text!r} is no run id (an unset shell variable?): pass the run's id, e.g. "
+            "--run-id 20261204-170212-fa9897, or leave --run-id out to read every file given"
+        )
+    return text
+
+
 class _Parser(argparse.ArgumentParser):
     def error(self, message: str) -> None:  # type: ignore[override]
         # argparse exits 2 on a bad command line, which here means "inconclusive".
@@ -46,7 +56,7 @@ def build_parser() -> argparse.ArgumentParser:
         default="efa",
         help="efa: aws-ofi-nccl with provider efa; socket: TCP sockets; any: any transport (default: efa)",
     )
-    p.add_argument("--run-id", default=None, help="read only this run's content")
+    p.add_argument("--run-id", type=run_id, default=None, help="read only this run's content (not empty)")
     p.add_argument("--json", action="store_true", help="print the structured report as JSON")
     return p
 

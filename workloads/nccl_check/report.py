@@ -151,6 +151,9 @@ def check_logs(paths: Sequence[str | os.PathLike], require: str = "efa", run_id:
     state = ScanState()
     if not paths:
         return Report("bad-input", "no log path given", [], require, run_id, (), state)
+    if run_id is not None and not run_id.strip():
+        # "" would turn run scoping off and judge other runs' logs: a false pass.
+        return Report("bad-input", f"run id {run_id!r} is empty: pass the run's id", [], require, run_id, (), state)
     candidates, problems, skipped = discover(paths, run_id)
     statuses = [FileStatus(str(path), why, True, detail=detail) for path, why, detail in problems]
     statuses += [FileStatus(str(p), "out-of-scope", False, detail=f"path does not name run {run_id}") for p in skipped]

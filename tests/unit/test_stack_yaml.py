@@ -1,0 +1,133 @@
+"""Stack files are read as the Pulumi engine reads them (infra/config_files.py): YAML 1.2, one value
+per key, and each scalar under `config:` handed over as the text written.
+
+The engine's rules, written out by hand below (each case's `engine` text), come from Pulumi's
+`config.Value.UnmarshalYAML` (pulumi/pulumi, sdk/go/common/resource/config/value.go): a plain value
+is unmarshalled into a Go string, so it keeps the text written (`1.30` stays "1.30", `~` and an empty
+value are ""); a mapping or a list is kept as an object and passed to the program as JSON of its YAML
+values (`3e-4` is the number 0.0003 in YAML 1.2, not the string PyYAML's 1.1 resolver made of it).
+The program (infra.config.from_pulumi_config) validates those strings; offline, render and preflight
+validate what read_stack_file gives. Both must land on the same StackConfig.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import warnings
+
+import pytest
+from conftest import REPO
+
+from infra.config import load_stack, stack_config_values, validate
+from infra.config_keys import ConfigError
+
+BASE = "config:\n  aws:region: us-west-2\n  ray-efa-eks:gpuAvailabilityZone: us-west-2a\n"
+BASE_ENGINE = {"gpuAvailabilityZone": "us-west-2a"}
+
+# (line under config:, key, what the engine passes for it)
+AGREE = {
+    "version-plain": ("ray-efa-eks:kubernetesVersion: 1.30", "kubernetesVersion", "1.30"),
+    "version-quoted": ("ray-efa-eks:kubernetesVersion: '1.30'", "kubernetesVersion", "1.30"),
+    "integer": ("ray-efa-eks:gpuNodeCount: 2", "gpuNodeCount", "2"),
+    "boolean-lower": ("ray-efa-eks:apiPublicAccess: false", "apiPublicAccess", "false"),
+    "boolean-capital": ("ray-efa-eks:apiPublicAccess: False", "apiPublicAccess", "False"),
+    "null-empty": ("ray-efa-eks:storageBucketName:", "storageBucketName", ""),
+    "null-word": ("ray-efa-eks:storageBucketName: null", "storageBucketName", ""),
+    "null-tilde": ("ray-efa-eks:storageBucketName: ~", "storageBucketName", ""),
+    "exponent-in-object": ("ray-efa-eks:train: {lr: 3e-4}", "train", '{"lr":0.0003}'),
+    "numbers-in-object": ("ray-efa-eks:train: {lr: 1.0e-3, steps: 12}", "train", '{"lr":0.001,"steps":12}'),
+    "null-in-object": ("ray-efa-eks:train: {tokenizer: null}", "train", '{"tokenizer":null}'),
+    "boolean-in-object": ("ray-efa-eks:train: {compile: false}", "train", '{"compile":false}'),
+    "array": (
+        "ray-efa-eks:availabilityZones: [us-west-2a, us-west-2b]",
+        "availabilityZones",
+        '["us-west-2a","us-west-2b"]',
+    ),
+    "version-like-string": ("ray-efa-eks:vpcCniVersion: v1.22.4-eksbuild.3", "vpcCniVersion", "v1.22.4-eksbuild.3"),
+}
+
+
+@pytest.fixture
+def project(tmp_path):
+    """A copy of the project's Pulumi.yaml; write_stack(text) adds Pulumi.s.yaml."""
+    shutil.copy(REPO / "Pulumi.yaml", tmp_path / "Pulumi.yaml")
+    return tmp_path
+
+
+def _with(project, line: str) -> None:
+    (project / "Pulumi.s.yaml").write_text(BASE + f"  {line}\n")
+
+
+def _parsed(text: str):
+    try:
+        return json.loads(text)
+    except ValueError:
+        return text
+
+
+@pytest.mark.parametrize("case", list(AGREE))
+def test_the_offline_reader_passes_what_the_engine_passes(project, case):
+    line, key, engine = AGREE[case]
+    _with(project, line)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        got = stack_config_values("s", project)[f"ray-efa-eks:{key}"]
+    assert _parsed(got) == _parsed(engine), f"{line!r}: the engine passes {engine!r}, the offline reader {got!r}"
+
+
+@pytest.mark.parametrize("case", list(AGREE))
+def test_render_and_the_program_build_the_same_config_from_one_file(project, case):
+    line, key, engine = AGREE[case]
+    _with(project, line)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        offline = load_stack("s", project)
+        program = validate({**BASE_ENGINE, key: engine}, stack="s", region="us-west-2")
+    assert offline == program, f"{line!r}: offline {offline} but the program {program}"
+
+
+def test_a_version_written_1_30_stays_1_30(project):
+    _with(project, "ray-efa-eks:kubernetesVersion: 1.30")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        got = load_stack("s", project).cluster.kubernetes_version
+    assert got == "1.30", f"expected '1.30' (PyYAML made it 1.3), got {got!r}"
+
+
+def test_yes_is_no_boolean_offline_as_for_the_engine(project):
+    # YAML 1.2: `yes` is a string; the engine passes "yes" and a boolean key refuses it
+    _with(project, "ray-efa-eks:apiPublicAccess: yes")
+    with pytest.raises(ConfigError, match="apiPublicAccess 'yes' is not a boolean"):
+        load_stack("s", project)
+
+
+@pytest.mark.parametrize(
+    "text, where",
+    [
+        (BASE + "  ray-efa-eks:gpuNodeCount: 2\n  ray-efa-eks:gpuNodeCount: 3\n", "lines 4 and 5"),
+        (BASE + "  ray-efa-eks:train:\n    steps: 5\n    steps: 50\n", "lines 5 and 6"),
+        (BASE + "config:\n  aws:region: us-east-2\n", "lines 1 and 4"),
+    ],
+)
+def test_a_key_set_twice_is_refused_naming_both_lines(project, text, where):
+    (project / "Pulumi.s.yaml").write_text(text)
+    with pytest.raises(ConfigError, match=f"twice \\({where}\\)"):
+        load_stack("s", project)
+
+
+def test_a_default_edited_in_pulumi_yaml_is_refused_with_the_regenerate_command(project):
+    text = (project / "Pulumi.yaml").read_text()
+    (project / "Pulumi.yaml").write_text(text.replace("default: ray-efa-eks\n", "default: my-cluster\n", 1))
+    _with(project, "ray-efa-eks:gpuNodeCount: 2")
+    with pytest.raises(ConfigError) as err:
+        load_stack("s", project)
+    msg = str(err.value)
+    assert "clusterName has default 'my-cluster'" in msg and "--write-pulumi-yaml" in msg, msg
+
+
+def test_the_shipped_pulumi_yaml_matches_the_key_table():
+    from infra.config_files import read_yaml, schema_drift
+
+    drift = schema_drift(read_yaml(REPO / "Pulumi.yaml", "")["config"])
+    assert drift is None, f"expected no drift, got {drift}"
