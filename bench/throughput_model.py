@@ -143,7 +143,7 @@ def load_rows(paths: list[Path]) -> list[dict]:
     rows = []
     for p in paths:
         rows += [json.loads(line) for line in p.read_text().splitlines() if line.strip()]
-    return [r for r in rows if "oom" not in r]
+    return [r for r in rows if "oom" not in r and "error" not in r]
 
 
 def candidate_table(rows: list[dict], expandable: dict[str, dict]) -> list[dict]:

@@ -28,6 +28,7 @@ LOSSES = ("chunked", "full")
 REDUCE_DTYPES = ("float32", "bfloat16")
 PARAM_DTYPES = ("bfloat16", "float32")
 MESHES = ("fsdp", "hsdp")
+AC_POLICIES = ("full", "ops", "attention")
 
 _RUN_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,62}$")
 
@@ -121,6 +122,20 @@ class TrainConfig:
     activation_checkpointing: bool = _opt(
         False, "recompute each decoder block's activations in backward (saves memory, costs ~1/3 more compute)"
     )
+    ac_policy: str = _opt(
+        "full",
+        "with --activation-checkpointing: full keeps only each checkpointed block's input and recomputes its "
+        "forward in backward; ops keeps the outputs of every matmul and of attention and recomputes only the cheap "
+        "ops (norms, SiLU, rotary), as torchtitan's op-level policy; attention keeps attention and its projections "
+        "and recomputes the MLP (about a fifth of the memory of ops, BENCHMARKS.md)",
+        choices=AC_POLICIES,
+    )
+    ac_blocks: int = _opt(
+        0,
+        "with --activation-checkpointing: checkpoint only the first N decoder blocks, the rest keep their "
+        "activations (0: all blocks)",
+        low=0,
+    )
     compile: bool = _opt(True, "torch.compile each decoder block (GPU only: CPU runs never compile)")
     loss: str = _opt("chunked", "loss head (chunked never materialises the full fp32 logits)", choices=LOSSES)
     loss_chunk_size: int = _opt(8192, "tokens per chunk of the chunked loss", low=1)
@@ -149,6 +164,12 @@ class TrainConfig:
         0, "hsdp: workers per shard group (0: the workers of one node); must divide the number of workers", low=0
     )
     fail_at_step: int = _opt(0, "fault drill: the last worker dies once at this step (0: off)", low=0)
+    oom_drill_micro_batch: int = _opt(
+        0,
+        "fault drill: in the first steps, every worker's step with a micro-batch of at least N sequences raises "
+        "torch.OutOfMemoryError, as a GPU that runs out of memory would (0: off)",
+        low=0,
+    )
 
     # ---- derived -------------------------------------------------------------------------
     @property
