@@ -111,8 +111,8 @@ def apply_fsdp(model: CausalLM, cfg: TrainConfig, mesh) -> CausalLM:
     (bf16 by default; fp32 gives a full-precision reference), gradient reductions in
     `cfg.reduce_dtype` (fp32 by default).
 
-    Optional per block, before sharding: activation checkpointing (`checkpoint_block`, on the first
-    `cfg.ac_blocks` blocks or all) and `torch.compile`. A 1-D mesh
+    Optional per block, before sharding: activation checkpointing (`checkpoint_block`, each block's
+    policy from `block_policy`) and `torch.compile`. A 1-D mesh
     shards over all its ranks; a 2-D (replicate, shard) mesh is HSDP.
     """
     from torch.distributed.fsdp import MixedPrecisionPolicy, fully_shard
@@ -122,8 +122,8 @@ def apply_fsdp(model: CausalLM, cfg: TrainConfig, mesh) -> CausalLM:
     )
     layers = model.layers
     for i, block in enumerate(layers):
-        if cfg.activation_checkpointing and (not cfg.ac_blocks or i < cfg.ac_blocks):
-            block = checkpoint_block(block, cfg.ac_policy, model.lm.config.hidden_size)
+        if cfg.activation_checkpointing:
+            block = checkpoint_block(block, block_policy(cfg, i), model.lm.config.hidden_size)
         if cfg.compile and mesh.device_type == "cuda":  # inductor's CPU path is slow to build: GPU only
             block.compile()
         # The last block's parameters are needed again at once by backward: keep them gathered.
@@ -170,6 +170,12 @@ def _keeps(policy: str, hidden: int):
     return decide
 
 
+def block_policy(cfg: TrainConfig, i: int) -> str:
+    """The checkpointing policy of decoder block `i`: `ac_policy` for the first `ac_blocks` blocks (all when
+    0), `ac_rest_policy` after them."""
+    return cfg.ac_policy if not cfg.ac_blocks or i < cfg.ac_blocks else cfg.ac_rest_policy
+
+
 def checkpoint_block(block: nn.Module, policy: str, hidden: int) -> nn.Module:
     """`block` wrapped for activation checkpointing (non-reentrant). "full" keeps only the block's input
     and recomputes its forward in backward; "ops" and "attention" are selective: the outputs of the
@@ -179,6 +185,8 @@ def checkpoint_block(block: nn.Module, policy: str, hidden: int) -> nn.Module:
 
     from torch.distributed.algorithms._checkpoint.checkpoint_wrapper import checkpoint_wrapper
 
+    if policy == "none":
+        return block
     if policy == "full":
         return checkpoint_wrapper(block)
     from torch.utils.checkpoint import create_selective_checkpoint_contexts

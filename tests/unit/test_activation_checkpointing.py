@@ -30,8 +30,8 @@ class _CountMatmuls(TorchDispatchMode):
 def _model(cfg: TrainConfig) -> model_mod.CausalLM:
     m = model_mod.build_model(cfg, torch.device("cpu"))
     for i, block in enumerate(m.layers):
-        if cfg.activation_checkpointing and (not cfg.ac_blocks or i < cfg.ac_blocks):
-            m.layers[i] = model_mod.checkpoint_block(block, cfg.ac_policy, m.lm.config.hidden_size)
+        if cfg.activation_checkpointing:
+            m.layers[i] = model_mod.checkpoint_block(block, model_mod.block_policy(cfg, i), m.lm.config.hidden_size)
     return m
 
 
@@ -54,7 +54,13 @@ def full():
 
 
 @pytest.mark.parametrize(
-    "over", [{"ac_policy": "ops"}, {"ac_policy": "attention"}, {"ac_blocks": 1}, {"activation_checkpointing": False}]
+    "over",
+    [
+        {"ac_policy": "ops"},
+        {"ac_policy": "attention"},
+        {"ac_blocks": 1},
+        {"ac_policy": "ops", "ac_blocks": 1, "ac_rest_policy": "attention"},
+    ],
 )
 def test_policy_gives_full_checkpointings_loss_and_gradients(full, over):
     loss, grads, _ = _run(dataclasses.replace(BASE, **over))
@@ -80,7 +86,27 @@ def test_attention_policy_recomputes_only_the_mlps_gate_and_up_matmuls():
     assert kept == without_ac + 4, f"expected {without_ac} + 4 backward matmuls, got {kept}"
 
 
-def test_ac_blocks_checkpoints_only_the_first_n():
+def test_ac_blocks_gives_the_first_n_blocks_the_policy_and_the_rest_the_rest_policy():
+    cfg = dataclasses.replace(BASE, ac_policy="ops", ac_blocks=1, ac_rest_policy="attention")
+    got = [model_mod.block_policy(cfg, i) for i in range(3)]
+    assert got == ["ops", "attention", "attention"], f"expected ops then attention, got {got}"
+
+
+def test_rest_policy_none_leaves_the_blocks_after_the_first_n_unwrapped():
     m = _model(dataclasses.replace(BASE, ac_blocks=1))
     wrapped = [type(b).__name__ == "CheckpointWrapper" for b in m.layers]
     assert wrapped == [True, False], f"expected block 0 wrapped and block 1 not, got {wrapped}"
+
+
+def test_two_checkpointing_policies_in_one_compiled_model_are_refused():
+    from workloads.config import ConfigError, validate
+
+    cfg = dataclasses.replace(BASE, ac_policy="ops", ac_blocks=4, ac_rest_policy="attention", preset="qwen2.5-1.5b")
+    with pytest.raises(ConfigError, match="compiled blocks would all run one of the two"):
+        validate(cfg, local_paths=False)
+
+
+def test_a_checkpointed_and_an_uncheckpointed_run_of_blocks_may_be_compiled_together():
+    from workloads.config import validate
+
+    validate(dataclasses.replace(BASE, ac_policy="attention", ac_blocks=22, ac_rest_policy="none"), local_paths=False)
