@@ -117,6 +117,8 @@ def measure(spec: str, cfg: TrainConfig, device, world: int, per_node: int, warm
         "ac_policy": cfg.ac_policy,
         "ac_blocks": cfg.ac_blocks,
         "ac_rest_policy": cfg.ac_rest_policy,
+        "reshard_after_forward": cfg.reshard_after_forward,
+        "loss_chunk_size": cfg.loss_chunk_size,
         "tokens_per_rank_step": cfg.micro_batch * cfg.grad_accum * cfg.seq_len,
         "n_params": tr.n_params,
         "n_layers": tr.n_layers,
