@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-import gc
 import json
 import os
 import statistics
@@ -40,7 +39,7 @@ import torch.distributed as dist  # noqa: E402
 from bench.collectives import CollectiveRecorder, summarise  # noqa: E402
 from workloads.config import TrainConfig  # noqa: E402
 from workloads.data import MicroBatches  # noqa: E402
-from workloads.loop import build_training, train_step  # noqa: E402
+from workloads.loop import build_training, release_memory, train_step  # noqa: E402
 
 GIB = 1024**3
 
@@ -79,14 +78,6 @@ def _value(default, raw: str):
     return raw
 
 
-def _free(device: torch.device) -> None:
-    torch._dynamo.reset()
-    gc.collect()
-    if device.type == "cuda":
-        torch.cuda.empty_cache()
-        torch.cuda.reset_peak_memory_stats(device)
-
-
 def _sync(device: torch.device) -> None:
     if device.type == "cuda":
         torch.cuda.synchronize(device)
@@ -94,7 +85,7 @@ def _sync(device: torch.device) -> None:
 
 def measure(spec: str, cfg: TrainConfig, device, world: int, per_node: int, warmup: int, steps: int) -> dict:
     """Build, warm up, record one step's collectives, time `steps` steps. One row."""
-    _free(device)
+    release_memory(device)
     tr = build_training(cfg, device, world, per_node)
     batches = MicroBatches(cfg, tr.vocab, 0, world).iterate(0)
 
@@ -123,6 +114,11 @@ def measure(spec: str, cfg: TrainConfig, device, world: int, per_node: int, warm
         "seq_len": cfg.seq_len,
         "reduce_dtype": cfg.reduce_dtype,
         "activation_checkpointing": cfg.activation_checkpointing,
+        "ac_policy": cfg.ac_policy,
+        "ac_blocks": cfg.ac_blocks,
+        "ac_rest_policy": cfg.ac_rest_policy,
+        "reshard_after_forward": cfg.reshard_after_forward,
+        "loss_chunk_size": cfg.loss_chunk_size,
         "tokens_per_rank_step": cfg.micro_batch * cfg.grad_accum * cfg.seq_len,
         "n_params": tr.n_params,
         "n_layers": tr.n_layers,
@@ -136,8 +132,12 @@ def measure(spec: str, cfg: TrainConfig, device, world: int, per_node: int, warm
     if device.type == "cuda":
         row["peak_allocated_gib"] = torch.cuda.max_memory_allocated(device) / GIB
         row["peak_reserved_gib"] = torch.cuda.max_memory_reserved(device) / GIB
+        # What the process holds on the GPU outside PyTorch's allocator, the model still alive: the CUDA
+        # context, loaded kernels, cuBLAS/cuDNN handles (the fake group allocates no NCCL buffers).
+        free, total = torch.cuda.mem_get_info(device)
+        row["outside_allocator_gib"] = (total - free - torch.cuda.memory_reserved(device)) / GIB
     tr = batches = None  # drop the model before the next config is built
-    _free(device)
+    release_memory(device)
     return row
 
 
@@ -165,8 +165,10 @@ def main(argv: list[str] | None = None) -> int:
         try:
             row = measure(spec, cfg, device, a.world, a.gpus_per_node, a.warmup, a.steps)
         except torch.OutOfMemoryError as e:
-            _free(device)
             row = {"config": spec, "oom": str(e).splitlines()[0]}
+        except Exception as e:  # one config that cannot run (a compile error) must not lose the others
+            row = {"config": spec, "error": f"{type(e).__name__}: {str(e)[:500]}"}
+        release_memory(device)
         line = json.dumps(row)
         print(line, flush=True)
         if a.out:

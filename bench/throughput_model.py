@@ -1,16 +1,16 @@
 """Predict step time, tokens/s and MFU of candidate configs on 2 x g6.12xlarge (8 x L4), from measured
 compute and counted bytes. A prediction, not a measurement: nobody has run this project on L4s.
 
-    python bench/throughput_model.py                     # the committed H200 rows of 2026-12-04
+    python bench/throughput_model.py                     # the committed H100 rows of 2026-12-05
     python bench/throughput_model.py --rows a.jsonl --json
 
 Inputs, each measured or cited:
-- per config, from `bench/fake_rank_step.py` on one H200 as rank 0 of a fake world of 8 (2 nodes
-  x 4): the compute-only step time `t_h200` (collectives return at once), the bytes each node's NIC
+- per config, from `bench/fake_rank_step.py` on one H200 or H100 as rank 0 of a fake world of 8 (2
+  nodes x 4): the compute-only step time `t_h200` (collectives return at once), the bytes each node's NIC
   sends across nodes per optimizer step `B_nic` and each GPU sends inside its node `B_pcie`
   (NCCL ring model, `bench/collectives.py`), and peak allocated/reserved memory per rank;
-- H200 bf16 matmul rate 790 TFLOP/s, measured on this card type (.library device KINDS.md: an
-  8192^3 bf16 product at 788 TFLOP/s);
+- the bf16 matmul rate of the card the row was measured on, `R_card`: H200 790 TFLOP/s, H100 798
+  (.library device KINDS.md: an 8192^3 bf16 product at 788 and 798 TFLOP/s);
 - L4 dense bf16 peak 121 TFLOP/s (NVIDIA L4 datasheet, https://www.nvidia.com/en-us/data-center/l4/,
   242 TFLOP/s with sparsity) and an achievable L4 bf16 matmul rate of 54-71 TFLOP/s (the card is
   capped at 72 W; the range is the published matmul sweep quoted in issue 21);
@@ -24,7 +24,7 @@ Inputs, each measured or cited:
 
 Formula, per config (k micro-batches per optimizer step, all times per optimizer step):
 
-    t_compute = t_h200 * 790 / R_L4                 ASSUMPTION: the whole step scales with the matmul rate
+    t_compute = t_h200 * R_card / R_L4                ASSUMPTION: the whole step scales with the matmul rate
     t_nic     = B_nic / bw_nic                      bw_nic: EFA 5 GB/s; TCP 1.25-5 GB/s
     t_pcie    = B_pcie / 32 GB/s
     no overlap: t = t_compute + t_nic + t_pcie
@@ -51,15 +51,35 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
 RESULTS = REPO / "bench" / "results" / "2026-12-04-h200"
-DEFAULT_ROWS = [RESULTS / "run1.jsonl", RESULTS / "run2-plain.jsonl"]
+RESULTS_H100 = REPO / "bench" / "results" / "2026-12-05-h100"
+# The candidates of 2026-12-05, all measured on one H100 in two calls, each with full checkpointing's
+# row again, so no candidate is compared with a row of another card.
+DEFAULT_ROWS = [RESULTS_H100 / "sac-sweep1.jsonl", RESULTS_H100 / "sac-sweep2.jsonl"]
 EXPANDABLE_ROWS = RESULTS / "run2-expandable.jsonl"
-SAMPLE_ROWS = RESULTS / "run2-seq128.jsonl"
+SAMPLE_ROWS = [RESULTS / "run1.jsonl"]  # the fsdp bf16-reduce row whose bytes the AWS sample check uses
 
 H200_MATMUL_TFLOPS = 790.0  # measured on this card type (device KINDS.md)
+MATMUL_TFLOPS = {"H200": 790.0, "H100": 798.0}  # bf16 8192^3 product measured on each card (device KINDS.md)
 L4_PEAK_TFLOPS = 121.0  # NVIDIA L4 datasheet, dense bf16
 L4_ACHIEVABLE_TFLOPS = (54.0, 71.0)  # published matmul sweep, as quoted in issue 21
 L4_MEMORY_GIB = 22888 / 1024  # EC2 DescribeInstanceTypes: 22888 MiB per L4 on g6.12xlarge
-MEMORY_MARGIN = 0.90  # a config "fits" when its measured reserved peak is at most 90% of that
+
+# The L4 budget (BENCHMARKS.md, "An honest L4 memory budget"): a config fits when its measured reserved
+# peak + CONTEXT_GIB + NCCL_GIB + MARGIN_GIB <= L4_MEMORY_GIB.
+CONTEXT_GIB = 0.82  # outside the allocator in the training process, measured (fake_rank_step, H100, 2026-12-05)
+# NCCL's receive buffers per connection (NVIDIA/nccl src/include/device.h, comm.h): Simple 4 MiB
+# (NCCL_BUFFSIZE), LL128 120 x 640 x 8 steps x 8 B = 4.69 MiB, LL 8 x 512 x 8 x 16 B = 0.5 MiB, so
+# 9.19 MiB; x 4 connections (ring and tree peers) x 4 channels x 3 communicators (world, shard,
+# replicate) = 441 MiB. An estimate from cited constants with an assumed channel count, unmeasured.
+NCCL_GIB = 3 * 4 * 4 * (4 + 4.6875 + 0.5) / 1024
+MARGIN_GIB = 0.5  # allocator growth over a long run, other libraries' workspaces: a judgement, not a measurement
+
+
+def reserved_limit_gib() -> float:
+    """The most reserved memory a rank may measure and still fit an L4 under the budget above."""
+    return L4_MEMORY_GIB - CONTEXT_GIB - NCCL_GIB - MARGIN_GIB
+
+
 GB = 1e9
 NIC_GBPS = {"efa": 40.0, "tcp_best": 40.0, "tcp_worst": 10.0}
 PCIE_BYTES_PER_S = 32e9
@@ -89,6 +109,12 @@ def flops_per_token(row: dict) -> float:
     return 6.0 * row["n_params"] + 12.0 * row["n_layers"] * row["hidden"] * row["seq_len"]
 
 
+def matmul_tflops(row: dict) -> float:
+    """The measured bf16 matmul rate of the card a row was measured on (H200 when the row does not say)."""
+    words = row.get("device", "H200").split()
+    return next((r for card, r in MATMUL_TFLOPS.items() if card in words), H200_MATMUL_TFLOPS)
+
+
 def predict(row: dict, rate: float) -> dict:
     """One config at one achievable L4 rate: compute-only, and each transport with and without overlap."""
     link = Link(
@@ -96,7 +122,7 @@ def predict(row: dict, rate: float) -> dict:
         row["collectives"]["intra_node_bytes_per_gpu"],
         row["n_layers"] + 1,
     )
-    t_compute = row["step_time_s"] * H200_MATMUL_TFLOPS / rate
+    t_compute = row["step_time_s"] * matmul_tflops(row) / rate
     tokens = 8 * row["tokens_per_rank_step"]
     out = {"rate": rate, "t_compute": t_compute}
     for name, gbps in NIC_GBPS.items():
@@ -143,7 +169,7 @@ def load_rows(paths: list[Path]) -> list[dict]:
     rows = []
     for p in paths:
         rows += [json.loads(line) for line in p.read_text().splitlines() if line.strip()]
-    return [r for r in rows if "oom" not in r]
+    return [r for r in rows if "oom" not in r and "error" not in r]
 
 
 def candidate_table(rows: list[dict], expandable: dict[str, dict]) -> list[dict]:
@@ -161,8 +187,7 @@ def candidate_table(rows: list[dict], expandable: dict[str, dict]) -> list[dict]
                 "alloc_gib": row["peak_allocated_gib"],
                 "reserved_gib": row["peak_reserved_gib"],
                 "reserved_expandable_gib": exp.get("peak_reserved_gib"),
-                "fits": min(row["peak_reserved_gib"], exp.get("peak_reserved_gib") or 1e9)
-                <= MEMORY_MARGIN * L4_MEMORY_GIB,
+                "fits": min(row["peak_reserved_gib"], exp.get("peak_reserved_gib") or 1e9) <= reserved_limit_gib(),
                 "low": predict(row, L4_ACHIEVABLE_TFLOPS[0]),
                 "high": predict(row, L4_ACHIEVABLE_TFLOPS[1]),
             }
@@ -219,7 +244,9 @@ def main(argv: list[str] | None = None) -> int:
     rows = load_rows(a.rows)
     expandable = {r["config"]: r for r in load_rows([a.expandable])} if a.expandable.exists() else {}
     table = candidate_table(rows, expandable)
-    sample_row = next(r for r in rows if r["config"].startswith("mesh=fsdp") and r["reduce_dtype"] == "bfloat16")
+    sample_row = next(
+        r for r in load_rows(SAMPLE_ROWS) if r["config"].startswith("mesh=fsdp") and r["reduce_dtype"] == "bfloat16"
+    )
     sample = predict_aws_sample(sample_row)
     best = choose_default(table)
     if a.json:

@@ -3,10 +3,12 @@
 Runs without Ray (GPU machines that lack it) by calling the training module's own
 `build_training` and `train_step`, on one GPU as a one-rank process group. Variants, all at the
 same batch and sequence length, interleaved A/B/C/A/B/C so drifts in clocks or temperature hit all
-alike; each window rebuilds its model, runs `--warmup` steps (compilation, allocator) and then
-times `--steps` steps between two device synchronisations. Reported per variant: the median
-tokens/s over the rounds, tokens/s per GPU, MFU, step time and peak memory (each window's own:
-its peak less what earlier windows left allocated, which each row records as `held_at_start_gb`).
+alike; each window runs in a fresh process of its own (so nothing a window leaves behind, such as
+the FSDP1 reference's flat parameters, can shrink the next one's memory), builds its model, runs
+`--warmup` steps (compilation, allocator) and then times `--steps` steps between two device
+synchronisations. Reported per variant: the median tokens/s over the rounds, tokens/s per GPU, MFU,
+step time and peak memory (each row also records what was allocated at its start, `held_at_start_gb`:
+0 in a fresh process).
 
 Variants:
   reference  the AWS sample's recipe as `ray.train.torch.prepare_model(parallel_strategy="fsdp")`
@@ -30,14 +32,15 @@ GPU's dense bf16 rate (989 TFLOP/s for H100/H200).
 from __future__ import annotations
 
 import argparse
+import concurrent.futures
 import dataclasses
 import datetime
-import gc
 import json
-import os
+import multiprocessing
 import platform
 import statistics
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -48,7 +51,7 @@ import torch.distributed as dist  # noqa: E402
 
 from workloads.config import TrainConfig, field_type  # noqa: E402
 from workloads.data import MicroBatches  # noqa: E402
-from workloads.loop import Training, build_training, train_step  # noqa: E402
+from workloads.loop import Training, build_training, release_memory, train_step  # noqa: E402
 from workloads.model import count_params, flops_per_token, peak_tflops, qwen2_config  # noqa: E402
 
 PLAIN_FSDP2 = {"loss": "full", "compile": False, "reshard_after_forward": True, "activation_checkpointing": False}
@@ -127,22 +130,42 @@ def _sync(device):
         torch.cuda.synchronize(device)
 
 
-def _free(device):
-    # Nothing of a finished window should stay alive; dynamo's caches can hold compiled blocks.
-    # (The FSDP1 reference still leaves its flat parameters behind, about 7.2 GB a window at this
-    # size; each row records what is held at its start and subtracts it from its peak.)
-    torch._dynamo.reset()
-    gc.collect()
-    if device.type == "cuda":
-        torch.cuda.empty_cache()
-        torch.cuda.reset_peak_memory_stats(device)
+def isolated_window(name: str, cfg: TrainConfig, warmup: int, steps: int) -> dict:
+    """`window` in a fresh spawned process, its own one-rank group: whatever a window leaves allocated
+    (on 2026-12-05 the memory held at a window's start grew from 0 to 28.5 GB over four windows in one
+    process, and the reference ran out of memory) dies with that process. An OOM is a row with `error`."""
+    ctx = multiprocessing.get_context("spawn")
+    with concurrent.futures.ProcessPoolExecutor(1, mp_context=ctx) as pool:
+        return pool.submit(_child_window, name, cfg.to_dict(), warmup, steps).result()
+
+
+def _child_window(name: str, cfg_dict: dict, warmup: int, steps: int) -> dict:
+    cfg = TrainConfig.from_dict(cfg_dict)
+    device = torch.device("cuda", 0) if cfg.use_gpu else torch.device("cpu")
+    if cfg.use_gpu:
+        torch.cuda.set_device(device)
+    with tempfile.TemporaryDirectory() as d:
+        dist.init_process_group(
+            "cpu:gloo,cuda:nccl" if cfg.use_gpu else "gloo", init_method=f"file://{d}/pg", rank=0, world_size=1
+        )
+        try:
+            return window(name, cfg, device, warmup, steps)
+        except torch.OutOfMemoryError as e:
+            return {
+                "variant": name,
+                "batch_size": cfg.global_batch_size,
+                "seq_len": cfg.seq_len,
+                "error": f"out of memory: {str(e)[:200]}",
+            }
+        finally:
+            dist.destroy_process_group()
 
 
 def window(name: str, cfg: TrainConfig, device: torch.device, warmup: int, steps: int) -> dict:
     """Build the variant, warm it up, time `steps` steps. Returns one measurement row."""
     is_reference, overrides = variant_config(name)
     run_cfg = dataclasses.replace(cfg, **overrides)
-    _free(device)
+    release_memory(device)
     held_gb = torch.cuda.memory_allocated(device) / 1e9 if device.type == "cuda" else None
     t_build = time.perf_counter()
     tr = build_reference(run_cfg, device) if is_reference else build_training(run_cfg, device, 1)
@@ -184,16 +207,14 @@ def window(name: str, cfg: TrainConfig, device: torch.device, warmup: int, steps
         "loss_last": float(losses[-1]),
         "losses": [float(x) for x in losses],
     }
-    del tr, batches, losses
-    _free(device)
     return row
 
 
-def numerics(names: list[str], cfg: TrainConfig, device, n_steps: int) -> dict:
+def numerics(names: list[str], cfg: TrainConfig, n_steps: int) -> dict:
     """Same seed, same data, `n_steps` steps per variant: the loss curves side by side."""
     curves = {}
     for name in names:
-        curves[name] = window(name, dataclasses.replace(cfg, task="learnable"), device, 0, n_steps)["losses"]
+        curves[name] = isolated_window(name, dataclasses.replace(cfg, task="learnable"), 0, n_steps)["losses"]
     base = curves[names[0]]
     return {
         "steps": n_steps,
@@ -247,15 +268,8 @@ def main(argv=None) -> int:
     p.add_argument("--set", default="", help="TrainConfig overrides for every variant, key=value,...")
     args = p.parse_args(argv)
 
-    os.environ.setdefault("MASTER_ADDR", "127.0.0.1")
-    os.environ.setdefault("MASTER_PORT", "29533")
-    os.environ.setdefault("RANK", "0")
-    os.environ.setdefault("WORLD_SIZE", "1")
     use_gpu = torch.cuda.is_available()
     device = torch.device("cuda", 0) if use_gpu else torch.device("cpu")
-    if use_gpu:
-        torch.cuda.set_device(device)
-    dist.init_process_group("cpu:gloo,cuda:nccl" if use_gpu else "gloo")
     out = open(args.out, "a") if args.out else None
 
     def emit(obj):
@@ -280,16 +294,13 @@ def main(argv=None) -> int:
         names = only.get(shape, args.variants.split(","))
         for r in range(args.rounds):
             for name in names:
-                try:
-                    row = window(name, cfg, device, args.warmup, args.steps)
-                except torch.OutOfMemoryError as e:
-                    row = {"variant": name, "batch_size": b, "seq_len": t, "error": f"out of memory: {str(e)[:200]}"}
+                row = isolated_window(name, cfg, args.warmup, args.steps)
                 row["round"] = r
                 emit({k: v for k, v in row.items() if k != "losses"})
                 results.append(row)
     print(
         "\nvariant                      shape     tokens/s   MFU    step ms  own peak GB  "
-        "(median of rounds; peak memory less what earlier windows left held)"
+        "(median of rounds; each window in a fresh process)"
     )
     for shape in args.shapes.split(","):
         b, t = map(int, shape.lower().split("x"))
@@ -324,8 +335,7 @@ def main(argv=None) -> int:
         cfg = TrainConfig(
             preset=args.preset, use_gpu=use_gpu, global_batch_size=b, seq_len=t, num_workers=1, **base_overrides
         ).resolved()
-        emit({"numerics": numerics(args.numerics_variants.split(","), cfg, device, args.numerics_steps)})
-    dist.destroy_process_group()
+        emit({"numerics": numerics(args.numerics_variants.split(","), cfg, args.numerics_steps)})
     return 0
 
 

@@ -32,6 +32,7 @@ LOSSES = ("chunked", "full")
 REDUCE_DTYPES = ("float32", "bfloat16")
 PARAM_DTYPES = ("bfloat16", "float32")
 MESHES = ("fsdp", "hsdp")
+AC_POLICIES = ("full", "ops", "attention", "none")
 
 _RUN_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,62}$")
 
@@ -121,6 +122,26 @@ class TrainConfig:
     activation_checkpointing: bool = _opt(
         False, "recompute each decoder block's activations in backward (saves memory, costs ~1/3 more compute)"
     )
+    ac_policy: str = _opt(
+        "full",
+        "with --activation-checkpointing: full keeps only each checkpointed block's input and recomputes its "
+        "forward in backward; ops keeps the outputs of every matmul and of attention and recomputes only the cheap "
+        "ops (norms, SiLU, rotary), as torchtitan's op-level policy; attention keeps attention and its projections "
+        "and recomputes the MLP (about a fifth of the memory of ops, BENCHMARKS.md); none keeps every activation",
+        choices=AC_POLICIES,
+    )
+    ac_blocks: int = _opt(
+        0,
+        "with --activation-checkpointing: only the first N decoder blocks use --ac-policy, the rest "
+        "--ac-rest-policy (0: all blocks use --ac-policy)",
+        low=0,
+    )
+    ac_rest_policy: str = _opt(
+        "none",
+        "with --activation-checkpointing and --ac-blocks N: the policy of the blocks after the first N "
+        "(none: they keep all their activations)",
+        choices=AC_POLICIES,
+    )
     compile: bool = _opt(True, "torch.compile each decoder block (GPU only: CPU runs never compile)")
     loss: str = _opt("chunked", "loss head (chunked never materialises the full fp32 logits)", choices=LOSSES)
     loss_chunk_size: int = _opt(8192, "tokens per chunk of the chunked loss", low=1)
@@ -149,6 +170,12 @@ class TrainConfig:
         0, "hsdp: workers per shard group (0: the workers of one node); must divide the number of workers", low=0
     )
     fail_at_step: int = _opt(0, "fault drill: the last worker dies once at this step (0: off)", low=0)
+    oom_drill_micro_batch: int = _opt(
+        0,
+        "fault drill: in the first steps, every worker's step with a micro-batch of at least N sequences raises "
+        "torch.OutOfMemoryError, as a GPU that runs out of memory would (0: off)",
+        low=0,
+    )
 
     # ---- derived -------------------------------------------------------------------------
     @property
@@ -327,6 +354,7 @@ def validate(cfg: TrainConfig, label: Callable[[str], str] = flag_of, local_path
     _check_batch(cfg, label)
     _check_seq_len(cfg, label)
     _check_mesh(cfg, label)
+    _check_ac(cfg, label)
     if local_paths:
         _check_paths(cfg, label)
     elif cfg.run_id and not _RUN_ID.match(cfg.run_id):
@@ -358,6 +386,20 @@ def _check_mesh(cfg: TrainConfig, label: Callable[[str], str]) -> None:
         raise ConfigError(
             f"{label('shard_size')} {cfg.shard_size} does not divide {label('num_workers')} {cfg.num_workers}: "
             "pass a divisor (e.g. the GPUs of one node) or 0 for the workers of a node"
+        )
+
+
+def _check_ac(cfg: TrainConfig, label: Callable[[str], str]) -> None:
+    # torch.compile compiles one checkpointed block and reuses that graph for every block whose code
+    # is the same (torch 2.11: two selective policies in one model both ran as the first block's,
+    # same memory as all-ops, bench/results/2026-12-05-h100/sac-sweep2.jsonl), so the blocks of a
+    # compiled model may differ only by being checkpointed or not.
+    rest, first = cfg.ac_rest_policy, cfg.ac_policy
+    if cfg.activation_checkpointing and cfg.compile and cfg.ac_blocks and "none" not in (first, rest) and first != rest:
+        raise ConfigError(
+            f"{label('ac_policy')} {first!r} on the first {cfg.ac_blocks} blocks and {label('ac_rest_policy')} "
+            f"{rest!r} after them: compiled blocks would all run one of the two; set {label('ac_rest_policy')} "
+            f"none or {first}, or turn off {label('compile')}"
         )
 
 

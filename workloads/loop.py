@@ -8,6 +8,8 @@ summary to the launcher. Ray is imported only when the loop runs under Ray, so t
 
 from __future__ import annotations
 
+import dataclasses
+import gc
 import json
 import os
 import resource
@@ -420,6 +422,8 @@ def _summary(
         "steps": cfg.steps,
         "resumed_from_step": start or None,
         "global_batch_size": cfg.global_batch_size,
+        "micro_batch": cfg.micro_batch,
+        "grad_accum": cfg.grad_accum,
         "seq_len": cfg.seq_len,
         "params": tr.n_params,
         "tokens_per_s": tokens_per_s,
@@ -455,10 +459,96 @@ def _hand_over(cfg: TrainConfig, env: WorkerEnv, ckpt: Checkpointer, summary: di
         ray.get(ray.get_actor(summary_actor_name(cfg.run_id)).put.remote(summary))
 
 
+# An OOM in the first optimizer steps of a process is a micro-batch too large for this GPU: the first
+# step allocates the activations, the second adds the optimizer's state, the third is the steady state.
+OOM_FALLBACK_STEPS = 3
+
+
+class FirstStepsOutOfMemory(Exception):
+    """The GPU ran out of memory in one of the first OOM_FALLBACK_STEPS steps (data only: no frames of the
+    failed attempt stay alive through it, so its model can be freed)."""
+
+    def __init__(self, step: int, message: str):
+        super().__init__(step, message)
+        self.step, self.message = step, message
+
+
+def _maybe_oom(cfg: TrainConfig) -> None:
+    """Fault injection for tests and drills: a step whose micro-batch is at least `oom_drill_micro_batch`
+    raises torch.OutOfMemoryError, as CUDA's allocator would."""
+    if cfg.oom_drill_micro_batch and cfg.micro_batch >= cfg.oom_drill_micro_batch:
+        raise torch.OutOfMemoryError(
+            f"CUDA out of memory. (fault injection: --oom-drill-micro-batch {cfg.oom_drill_micro_batch}, "
+            f"micro-batch {cfg.micro_batch})"
+        )
+
+
+def halved(cfg: TrainConfig, oom: FirstStepsOutOfMemory) -> TrainConfig:
+    """`cfg` with the largest micro-batch at most half of today's that divides the per-worker batch, so
+    accumulation makes up the rest: the same global batch, the same tokens per optimizer step.
+    RuntimeError naming the fix when the micro-batch is already 1."""
+    per_worker = cfg.global_batch_size // cfg.num_workers
+    if cfg.micro_batch <= 1:
+        raise RuntimeError(
+            f"out of GPU memory at step {oom.step} with a micro-batch of 1 x {cfg.seq_len} tokens, so nothing is "
+            f"left to halve: lower --seq-len, turn on --activation-checkpointing (--ac-policy full keeps least), "
+            f"set --reshard-after-forward, shard over every worker with --mesh fsdp, or use GPUs with more memory "
+            f"({oom.message})"
+        )
+    micro = next(m for m in range(cfg.micro_batch // 2, 0, -1) if per_worker % m == 0)
+    return dataclasses.replace(cfg, micro_batch_size=micro)
+
+
+def release_memory(device: torch.device) -> None:
+    """Give back what a failed attempt held: its compiled blocks, its tensors, the allocator's cache."""
+    torch._dynamo.reset()
+    gc.collect()
+    if device.type == "cuda":
+        torch.cuda.empty_cache()
+        torch.cuda.reset_peak_memory_stats(device)
+
+
 def train_loop_per_worker(config: dict) -> dict | None:
-    """Train per the config; returns the summary on rank 0 of a plain (non-Ray) launch."""
+    """Train per the config; returns the summary on rank 0 of a plain (non-Ray) launch.
+
+    If the GPU runs out of memory in the first OOM_FALLBACK_STEPS steps, the attempt is dropped, the
+    micro-batch halved and the accumulation doubled (`halved`), and training starts again from where
+    the attempt started; the log, every later metrics line and the summary say so. Each rank decides
+    alone: ranks with the same shapes run out of memory at the same allocation, but a rank that runs
+    out alone leaves its peers waiting in a collective until NCCL's timeout ends the run.
+    """
     cfg = TrainConfig.from_dict(config)
     env, device = _join(cfg)
+    fallbacks: list[dict] = []
+    while True:
+        try:
+            return _train(cfg, env, device, fallbacks)
+        except FirstStepsOutOfMemory as e:
+            oom = e
+        smaller = halved(cfg, oom)
+        fallbacks.append(
+            {
+                "step": oom.step,
+                "micro_batch": cfg.micro_batch,
+                "grad_accum": cfg.grad_accum,
+                "to_micro_batch": smaller.micro_batch,
+                "to_grad_accum": smaller.grad_accum,
+                "error": oom.message,
+            }
+        )
+        say(
+            f"[train] rank {env.rank}: out of GPU memory at step {oom.step} with micro-batch {cfg.micro_batch} x "
+            f"{cfg.grad_accum} accumulated: starting again with micro-batch {smaller.micro_batch} x "
+            f"{smaller.grad_accum} (the same {cfg.global_batch_size} sequences per step); set --micro-batch-size "
+            f"{smaller.micro_batch} to start there"
+        )
+        cfg, oom = smaller, None
+        release_memory(device)
+
+
+def _train(cfg: TrainConfig, env: WorkerEnv, device: torch.device, fallbacks: list[dict]) -> dict | None:
+    """One attempt at the whole run: build, restore, train, hand over. FirstStepsOutOfMemory when the GPU
+    runs out of memory in its first OOM_FALLBACK_STEPS steps."""
     tr = build_training(cfg, device, env.world, ranks_per_node(env))
     model, optimizer, vocab = tr.model, tr.optimizer, tr.vocab
     sched = _warmup_schedule(cfg, optimizer)
@@ -489,7 +579,7 @@ def train_loop_per_worker(config: dict) -> dict | None:
             torch.cuda.synchronize(device)
         t0 = time.perf_counter()
         lr = optimizer.param_groups[0]["lr"]
-        loss_buf = train_step(model, optimizer, batches, cfg.grad_accum, cfg.grad_clip, device, vocab, stats)
+        loss_buf = _step_or_oom(cfg, step - start, step + 1, tr, batches, device, stats, recorder)
         sched.step()
         dist.all_reduce(loss_buf, op=dist.ReduceOp.SUM)
         loss_val = loss_buf.item() / env.world  # .item() syncs the device too
@@ -513,6 +603,24 @@ def train_loop_per_worker(config: dict) -> dict | None:
     recorder.close()
     tokens_per_s = cfg.tokens_per_step * timed_steps / timed_s if timed_s else None
     summary = _summary(cfg, env, device, tr, start, losses, step_times, tokens_per_s, fpt, peak)
+    summary["oom_fallbacks"] = fallbacks
     _hand_over(cfg, env, ckpt, summary, model, optimizer, stream)
     dist.barrier()
     return summary if env.rank == 0 else None
+
+
+def _step_or_oom(cfg: TrainConfig, nth: int, step: int, tr: Training, batches, device, stats, recorder) -> torch.Tensor:
+    """`train_step`; an OOM in the attempt's first OOM_FALLBACK_STEPS steps becomes FirstStepsOutOfMemory,
+    raised once the OOM's own traceback (which holds the step's tensors) is gone."""
+    message = None
+    try:
+        if nth < OOM_FALLBACK_STEPS:
+            _maybe_oom(cfg)
+        return train_step(tr.model, tr.optimizer, batches, cfg.grad_accum, cfg.grad_clip, device, tr.vocab, stats)
+    except torch.OutOfMemoryError as e:
+        if nth >= OOM_FALLBACK_STEPS:
+            raise
+        message = str(e).splitlines()[0][:300]
+    tr.optimizer.zero_grad(set_to_none=True)
+    recorder.close()
+    raise FirstStepsOutOfMemory(step, message)

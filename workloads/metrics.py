@@ -47,6 +47,8 @@ FIELDS: dict[str, str] = {
     "data_wait_s": "part of step_time_s rank 0 spent waiting for its next micro-batch",
     "peak_mem_gb": "rank 0's peak memory so far: CUDA allocated bytes, or the process's max RSS on CPU (GB)",
     "grad_norm": "total gradient norm before clipping (null when it cannot be read on rank 0 alone)",
+    "micro_batch": "sequences per forward pass on each rank (halved after an out-of-memory in the first steps)",
+    "grad_accum": "micro-batches per optimizer step on each rank (doubled when the micro-batch is halved)",
 }
 __doc__ += "\n".join(f"    {k:<22} {v}" for k, v in FIELDS.items()) + "\n"
 
@@ -70,6 +72,8 @@ class StepMetrics:
     data_wait_s: float
     peak_mem_gb: float
     grad_norm: float | None
+    micro_batch: int | None = None
+    grad_accum: int | None = None
 
 
 class DataWait:
@@ -214,6 +218,8 @@ class StepRecorder:
             data_wait_s=data_s,
             peak_mem_gb=mem_gb,
             grad_norm=_finite_or_none(grad_norm_value(grad_norm)),
+            micro_batch=self.cfg.micro_batch,
+            grad_accum=self.cfg.grad_accum,
         )
         self.writer.write(m)
 

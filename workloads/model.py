@@ -111,7 +111,8 @@ def apply_fsdp(model: CausalLM, cfg: TrainConfig, mesh) -> CausalLM:
     (bf16 by default; fp32 gives a full-precision reference), gradient reductions in
     `cfg.reduce_dtype` (fp32 by default).
 
-    Optional per block, before sharding: activation checkpointing and `torch.compile`. A 1-D mesh
+    Optional per block, before sharding: activation checkpointing (`checkpoint_block`, each block's
+    policy from `block_policy`) and `torch.compile`. A 1-D mesh
     shards over all its ranks; a 2-D (replicate, shard) mesh is HSDP.
     """
     from torch.distributed.fsdp import MixedPrecisionPolicy, fully_shard
@@ -122,9 +123,7 @@ def apply_fsdp(model: CausalLM, cfg: TrainConfig, mesh) -> CausalLM:
     layers = model.layers
     for i, block in enumerate(layers):
         if cfg.activation_checkpointing:
-            from torch.distributed.algorithms._checkpoint.checkpoint_wrapper import checkpoint_wrapper
-
-            block = checkpoint_wrapper(block)
+            block = checkpoint_block(block, block_policy(cfg, i), model.lm.config.hidden_size)
         if cfg.compile and mesh.device_type == "cuda":  # inductor's CPU path is slow to build: GPU only
             block.compile()
         # The last block's parameters are needed again at once by backward: keep them gathered.
@@ -133,6 +132,67 @@ def apply_fsdp(model: CausalLM, cfg: TrainConfig, mesh) -> CausalLM:
         layers[i] = block
     fully_shard(model, mesh=mesh, mp_policy=mp, reshard_after_forward=cfg.reshard_after_forward)
     return model
+
+
+# Ops whose outputs selective checkpointing keeps: their recompute costs FLOPs (matmuls) or a whole
+# attention kernel. These are the ops autograd dispatches to in eager and compiled blocks alike (a
+# linear with bias is addmm). Backward's recompute stops at the last tensor backward needs, so an
+# output nothing in backward reads (the MLP's down projection, feeding only the residual) is never
+# recomputed: keeping it would cost memory for nothing.
+_MATMULS = ("mm", "addmm")
+_ATTENTION = (
+    "_scaled_dot_product_flash_attention",
+    "_scaled_dot_product_efficient_attention",
+    "_scaled_dot_product_cudnn_attention",
+    "_scaled_dot_product_flash_attention_for_cpu",
+)
+
+
+def _ops(names: tuple[str, ...]) -> frozenset:
+    return frozenset(getattr(torch.ops.aten, n).default for n in names if hasattr(torch.ops.aten, n))
+
+
+def _keeps(policy: str, hidden: int):
+    """The op-level policy of `ac_policy`: "ops" saves every matmul's output and attention's;
+    "attention" saves attention's and those of the matmuls no wider than the hidden size on either
+    side (Q, K, V and the output projection), so the MLP's wide matmuls are recomputed."""
+    from torch.utils.checkpoint import CheckpointPolicy
+
+    matmuls, attention = _ops(_MATMULS), _ops(_ATTENTION)
+
+    def decide(ctx, op, *args, **kwargs):
+        keep = op in attention
+        if op in matmuls:
+            a, b = args[-2:]
+            keep = policy == "ops" or (a.shape[-1] <= hidden and b.shape[-1] <= hidden)
+        return CheckpointPolicy.MUST_SAVE if keep else CheckpointPolicy.PREFER_RECOMPUTE
+
+    return decide
+
+
+def block_policy(cfg: TrainConfig, i: int) -> str:
+    """The checkpointing policy of decoder block `i`: `ac_policy` for the first `ac_blocks` blocks (all when
+    0), `ac_rest_policy` after them."""
+    return cfg.ac_policy if not cfg.ac_blocks or i < cfg.ac_blocks else cfg.ac_rest_policy
+
+
+def checkpoint_block(block: nn.Module, policy: str, hidden: int) -> nn.Module:
+    """`block` wrapped for activation checkpointing (non-reentrant). "full" keeps only the block's input
+    and recomputes its forward in backward; "ops" and "attention" are selective: the outputs of the
+    ops `_keeps` names are saved in forward and reused, the rest recomputed
+    (torch.utils.checkpoint.create_selective_checkpoint_contexts, as torchtitan's op-level SAC)."""
+    from functools import partial
+
+    from torch.distributed.algorithms._checkpoint.checkpoint_wrapper import checkpoint_wrapper
+
+    if policy == "none":
+        return block
+    if policy == "full":
+        return checkpoint_wrapper(block)
+    from torch.utils.checkpoint import create_selective_checkpoint_contexts
+
+    keeps = _keeps(policy, hidden)
+    return checkpoint_wrapper(block, context_fn=partial(create_selective_checkpoint_contexts, keeps))
 
 
 def count_params(model: nn.Module) -> int:

@@ -21,7 +21,7 @@ from __future__ import annotations
 import argparse
 import importlib.util
 import sys
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any
 
@@ -232,8 +232,23 @@ def model_row(rows: list[dict], job: Any, gpus_per_node: int) -> dict | None:
         "seq_len": job.seq_len,
         "reduce_dtype": job.reduce_dtype,
         "activation_checkpointing": job.activation_checkpointing,
+        "ac_policy": job.ac_policy,
+        "reshard_after_forward": job.reshard_after_forward,
+        "loss_chunk_size": job.loss_chunk_size,
     }
-    return next((r for r in rows if all(r.get(k) == v for k, v in want.items())), None)
+    defaults = {f.name: f.default for f in fields(job)}
+    return next((r for r in rows if all(_row_field(r, k, defaults.get(k)) == v for k, v in want.items())), None)
+
+
+def _row_field(row: dict, key: str, default: Any) -> Any:
+    """A row's field; a TrainConfig field the row does not record is read from its config string
+    (`key=value+...`, bench/fake_rank_step.py), else it was TrainConfig's default."""
+    if key in row:
+        return row[key]
+    given = dict(p.partition("=")[::2] for p in row.get("config", "").split("+"))
+    if key not in given:
+        return default
+    return given[key] in ("1", "true", "True") if isinstance(default, bool) else type(default)(given[key])
 
 
 def _span(values: list[float]) -> list[float]:

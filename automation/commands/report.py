@@ -260,6 +260,7 @@ def headline(run: RunData) -> dict[str, Any]:
         "step time (median)": _fmt(_median(run, "step_time_s"), ".3f", " s"),
         "data wait (median)": _fmt(_median(run, "data_wait_s"), ".4f", " s"),
         "peak memory, rank 0": _fmt(max(r["peak_mem_gb"] for r in run.metrics), ".2f", " GB"),
+        "micro-batch x accumulation": micro_batches(run),
         "gradient norm (last)": _fmt(last.get("grad_norm"), ".3f"),
         "training wall time": _fmt(wall_time_s(run), ".1f", " s"),
         "checkpoints": checkpoints_of(run),
@@ -274,6 +275,18 @@ def checkpoints_of(run: RunData) -> str:
     where = f"{str(config.get('storage_path') or '?').rstrip('/')}/{config.get('name') or run.run_id}/"
     last = summary.get("checkpoint")
     return f"{where} (last: {last})" if last else where
+
+
+def micro_batches(run: RunData) -> str:
+    """The last step's micro-batch x accumulation, and each halving an out-of-memory in the first steps
+    caused (the summary's `oom_fallbacks`)."""
+    last = run.metrics[-1]
+    if last.get("micro_batch") is None:
+        return "n/a"
+    text = f"{last['micro_batch']} x {last['grad_accum']}"
+    for f in (run.summary or {}).get("oom_fallbacks") or []:
+        text += f"; out of GPU memory at step {f['step']} with {f['micro_batch']} x {f['grad_accum']}, halved"
+    return text
 
 
 def cost_rows(run: RunData) -> dict[str, Any]:

@@ -66,3 +66,12 @@ def test_run_id_too_long_for_its_tcp_suffix_is_refused_naming_the_flag(capsys):
         cli.build_parser().parse_args(["bench", "--stack", "us-west-2", "--run-id", "a" * 61])
     err = capsys.readouterr().err
     assert e.value.code == 2 and "--run-id" in err, f"expected exit 2 naming --run-id, got {e.value.code}: {err!r}"
+
+
+def test_a_rows_unrecorded_field_is_read_from_its_config_string_else_the_default():
+    from automation.commands.bench import _row_field
+
+    row = {"config": "mesh=hsdp+loss_chunk_size=2048+reshard_after_forward=1"}
+    got = (_row_field(row, "loss_chunk_size", 8192), _row_field(row, "reshard_after_forward", False))
+    assert got == (2048, True), f"expected the config string's 2048 and True, got {got}"
+    assert _row_field(row, "ac_policy", "full") == "full", "a field the string does not name is the default"

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from automation.cli import main
-from automation.commands.report import after_run, announce, cost_rows, find_run_dir, load_run
+from automation.commands.report import after_run, announce, cost_rows, find_run_dir, load_run, micro_batches
 from automation.errors import DriverError
 from workloads.metrics import METRICS_FILE, MetricsWriter, StepMetrics
 
@@ -164,3 +164,15 @@ def test_memory_plot_axis_starts_at_zero_and_names_the_step_time(tmp_path, monke
     plt.close("all")
     assert captured["ylim"][0] == 0, f"expected the memory axis from 0 (noise looked like a cliff), got {captured}"
     assert any("step time" in t for t in captured["labels"]), f"expected a legend entry for step time, got {captured}"
+
+
+def test_report_names_an_out_of_memory_halving_of_the_micro_batch(tmp_path):
+    run_dir = tmp_path / "r-oom"
+    w = MetricsWriter(run_dir, "r-oom", echo=False, tensorboard=False)
+    w.write(StepMetrics(1, 2, 5.0, 1e-3, 1000.0, None, None, 2.0, 0.01, 1.0, 0.5, micro_batch=4, grad_accum=2))
+    w.close()
+    fallback = {"step": 1, "micro_batch": 8, "grad_accum": 1, "to_micro_batch": 4, "to_grad_accum": 2}
+    summary = {"run_id": "r-oom", "backend": "gloo", "world_size": 1, "oom_fallbacks": [fallback]}
+    (run_dir / "summary.json").write_text(json.dumps(summary))
+    got = micro_batches(load_run(run_dir))
+    assert got == "4 x 2; out of GPU memory at step 1 with 8 x 1, halved", f"got {got!r}"

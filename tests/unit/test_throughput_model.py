@@ -56,6 +56,6 @@ def test_aws_sample_nic_bytes_are_seven_eighths_of_two_gathers_and_one_reduce_sc
 def test_chosen_default_fits_with_margin_and_hides_the_network_over_efa():
     rows = tm.load_rows(tm.DEFAULT_ROWS)
     best = tm.choose_default(tm.candidate_table(rows, {}))
-    assert best["reserved_gib"] <= tm.MEMORY_MARGIN * tm.L4_MEMORY_GIB, f"chosen {best['config']} does not fit: {best}"
+    assert best["reserved_gib"] <= tm.reserved_limit_gib(), f"chosen {best['config']} does not fit: {best}"
     ratio = best["low"]["efa"]["t"] / best["low"]["t_compute"]
     assert ratio <= 1.15, f"chosen {best['config']}: EFA step is {ratio:.2f} x its compute-only step, expected <= 1.15"
