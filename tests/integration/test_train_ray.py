@@ -1,12 +1,12 @@
-"""The training module under Ray Train on a real local cluster (2 CPU workers, gloo)."""
+"""The training module under Ray Train on a real local cluster (2 CPU workers, gloo): the session's
+shared cluster (tests/integration/conftest.py). The kill-and-resume under Ray Train is in
+test_s3_storage.py (the default tier), with its storage on S3."""
 
 from __future__ import annotations
 
 import json
 import math
 import subprocess
-import tempfile
-from pathlib import Path
 
 import pytest
 
@@ -15,16 +15,6 @@ from workloads import train
 pytestmark = pytest.mark.slow
 
 TINY = ["--preset", "tiny", "--num-workers", "2", "--global-batch-size", "4", "--seq-len", "64", "--lr", "3e-3"]
-
-
-@pytest.fixture(scope="module")
-def ray_cluster():
-    import ray
-
-    # 2 CPUs for the 2 workers, 2 more so Ray Data can read and tokenise while they train.
-    ray.init(num_cpus=4, include_dashboard=False, log_to_driver=False)
-    yield ray
-    ray.shutdown()
 
 
 def _train(tmp_path, *args) -> dict:
@@ -43,34 +33,6 @@ def test_two_worker_run_learns_the_synthetic_task(ray_cluster, tmp_path):
     )
     assert s["tokens_per_s"] > 0 and s["mfu"] is None, "MFU is only defined on a known GPU"
     assert s["nccl_log_dir"] == str(tmp_path / "run" / "nccl")
-
-
-def test_killed_worker_resumes_from_checkpoint_and_matches_uninterrupted_run(
-    ray_cluster, tmp_path, venv_bin, repo_root
-):
-    common = [*TINY, "--task", "learnable", "--steps", "12", "--seed", "3"]
-    s = _train(
-        tmp_path,
-        *common,
-        "--checkpoint-every",
-        "4",
-        "--fail-at-step",
-        "6",
-        "--max-failures",
-        "1",
-        "--run-dir",
-        str(tmp_path / "faulty"),
-    )
-    assert (tmp_path / "faulty" / ".failed-at-6").exists(), "the fault was not injected"
-    assert s["resumed_from_step"] == 4, f"expected a resume from the step-4 checkpoint, got {s['resumed_from_step']}"
-    assert len(s["losses"]) == 12, "the step counter must continue, not restart"
-    assert s["checkpoint"], "a run with --checkpoint-every reports its final checkpoint"
-    left = sorted(Path(tempfile.gettempdir()).glob(f"ckpt-{s['run_id']}-*"))
-    assert not left, f"each checkpoint's local copy must be removed once Ray Train has it, found {left}"
-    clean = _train(tmp_path, *common, "--run-dir", str(tmp_path / "clean"))
-    assert math.isclose(s["loss_last"], clean["loss_last"], rel_tol=1e-3), (
-        f"resumed final loss {s['loss_last']:.5f} != uninterrupted {clean['loss_last']:.5f}"
-    )
 
 
 def test_torchrun_and_ray_launchers_give_the_same_losses(ray_cluster, tmp_path, venv_bin, repo_root):
