@@ -18,7 +18,7 @@ from pathlib import Path
 
 import psutil
 import pytest
-from _shared_env import STALE_RAY_ADDRESS, driver_env
+from _shared_env import STALE_RAY_ADDRESS, driver_env, half_written
 
 from automation.local_ray import LocalRayCluster, client_env, process_tree, processes_naming
 
@@ -138,9 +138,10 @@ def interrupted_run(request, tmp_path_factory):
     run_id = f"interrupt-{sig.name.lower()}-{os.getpid()}"
     # Started with SIGINT ignored, as a non-interactive shell starts a background job (CI does):
     # the driver must still take Ctrl-C and SIGTERM as an interrupt.
+    cwd = tmp_path_factory.mktemp("interrupted")
     proc = subprocess.Popen(
         [sys.executable, "-m", "automation", "run", "--json", "--run-id", run_id],
-        cwd=tmp_path_factory.mktemp("interrupted"),
+        cwd=cwd,
         env=driver_env(),
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
@@ -168,7 +169,10 @@ def interrupted_run(request, tmp_path_factory):
             proc.kill()
     _, alive = psutil.wait_procs(started, timeout=10)  # the kernel reaps killed processes asynchronously
     survivors = [p for p in alive if p.is_running() and p.status() != psutil.STATUS_ZOMBIE]
-    return {"sig": sig.name, "rc": rc, "seconds": seconds, "stderr": rest, "temp_dir": temp_dir, "alive": survivors}
+    return {
+        "sig": sig.name, "rc": rc, "seconds": seconds, "stderr": rest, "temp_dir": temp_dir, "alive": survivors,
+        "run_dir": cwd / "runs" / run_id,
+    }  # fmt: skip
 
 
 def test_interrupted_run_exits_130(interrupted_run):
@@ -190,3 +194,15 @@ def test_interrupted_run_removes_its_temp_dir(interrupted_run):
 def test_interrupted_run_returns_within_seconds(interrupted_run):
     r = interrupted_run
     assert r["seconds"] < 15, f"expected the driver back within 15 s of {r['sig']}, it took {r['seconds']:.1f} s"
+
+
+def test_interrupted_run_names_the_train_step(interrupted_run):
+    r = interrupted_run
+    expected = "interrupted during step train"
+    assert expected in r["stderr"], f"expected {expected!r} on stderr after {r['sig']}, got: {r['stderr'][-2000:]}"
+
+
+def test_interrupted_run_leaves_no_half_written_run_file(interrupted_run):
+    r = interrupted_run
+    bad = half_written(r["run_dir"]) if r["run_dir"].exists() else []
+    assert bad == [], f"expected every file of {r['run_dir']} whole after {r['sig']}, got {bad}"
