@@ -1,6 +1,9 @@
 """The local target end to end: a real Ray head on 127.0.0.1 whose ports listen on loopback only,
 the real training job, the report, and no process or temp directory left behind, also when the run
-is interrupted in the middle of training."""
+is interrupted in the middle of training.
+
+Default tier: the shared local run (tests/integration/conftest.py) and one run interrupted by each of
+SIGINT and SIGTERM. The loopback test starts a head of its own and is in the slow tier."""
 
 from __future__ import annotations
 
@@ -15,81 +18,51 @@ from pathlib import Path
 
 import psutil
 import pytest
-from conftest import REPO
+from _shared_env import STALE_RAY_ADDRESS, driver_env, half_written
 
 from automation.local_ray import LocalRayCluster, client_env, process_tree, processes_naming
 
-pytestmark = pytest.mark.slow
-# An address where no Ray cluster answers, as a shell may have left it: the local run must not use it.
-STALE_RAY_ADDRESS = "127.0.0.1:1"
 LOOPBACK = {"127.0.0.1", "::ffff:127.0.0.1", "::1"}
 
 
-def driver_env() -> dict[str, str]:
-    # Wide lines so a path printed on stderr is never wrapped; the repo on the path whatever the cwd.
-    return dict(os.environ, COLUMNS="400", PYTHONPATH=str(REPO), RAY_USAGE_STATS_ENABLED="0")
-
-
-@pytest.fixture(scope="module")
-def local_run(tmp_path_factory):
-    """One `python -m automation run --json` (the README's embedded default, as JSON), run from a
-    shell that left a stale RAY_ADDRESS behind."""
-    cwd = tmp_path_factory.mktemp("local-run")
-    proc = subprocess.run(
-        [sys.executable, "-m", "automation", "run", "--target", "local", "--json"],
-        cwd=cwd,
-        env=dict(driver_env(), RAY_ADDRESS=STALE_RAY_ADDRESS),
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
-    return proc, cwd
-
-
-def doc_of(local_run) -> dict:
-    proc, _ = local_run
-    assert proc.returncode == 0, f"expected exit 0, got {proc.returncode}; stderr tail: {proc.stderr[-2000:]}"
-    return json.loads(proc.stdout)  # --json: stdout is one JSON document and nothing else
-
-
-def test_local_run_passes_every_step_in_order(local_run):
-    doc = doc_of(local_run)
+def test_local_run_passes_every_step_in_order(local_run_doc):
+    doc = local_run_doc
     got = [(s["step"], s["status"]) for s in doc["steps"]]
     expected = [("preflight", "pass"), ("start", "pass"), ("verify", "pass"), ("train", "pass"), ("check", "skip")]
     assert got == expected, f"expected {expected}, got {got}"
 
 
-def test_local_run_reports_training_metrics(local_run):
-    m = doc_of(local_run)["metrics"]
+def test_local_run_reports_training_metrics(local_run_doc):
+    m = local_run_doc["metrics"]
     assert m["world_size"] == 2 and m["steps"] == 20, f"expected 2 workers x 20 steps, got {m}"
     assert m["tokens_per_s"] > 0 and m["loss_first"] is not None and m["loss_last"] is not None, f"got {m}"
     assert m["loss_last"] < m["loss_first"] - 0.5, f"the tiny model should learn the synthetic task: got {m}"
     assert m["mfu"] is None, f"MFU has no meaning on CPU, got {m['mfu']}"
 
 
-def test_cpu_run_says_nccl_is_not_applicable(local_run):
-    doc = doc_of(local_run)
+def test_cpu_run_says_nccl_is_not_applicable(local_run_doc):
+    doc = local_run_doc
     assert doc["transport"]["verdict"] == "not-applicable", f"got {doc['transport']}"
     assert doc["transport"]["cause"] == "no NCCL on CPU/gloo, EFA not applicable", f"got {doc['transport']['cause']}"
 
 
-def test_local_run_writes_the_summary_in_its_run_directory(local_run):
-    doc = doc_of(local_run)
+def test_local_run_writes_the_summary_in_its_run_directory(local_run, local_run_doc):
+    doc = local_run_doc
     _, cwd = local_run
     summary = cwd / "runs" / doc["job_id"] / "summary.json"
     assert summary.is_file(), f"expected {summary}"
     assert json.loads(summary.read_text())["run_id"] == doc["job_id"]
 
 
-def test_local_run_leaves_no_ray_process(local_run):
-    doc = doc_of(local_run)
+def test_local_run_leaves_no_ray_process(local_run_doc):
+    doc = local_run_doc
     temp_dir = next(s["data"]["temp_dir"] for s in doc["steps"] if s["step"] == "start")
     left = processes_naming(temp_dir)
     assert left == [], f"expected no process naming {temp_dir}, got pids {left}"
 
 
-def test_inherited_ray_address_is_named_and_not_used(local_run):
-    notes = doc_of(local_run)["notes"]
+def test_inherited_ray_address_is_named_and_not_used(local_run_doc):
+    notes = local_run_doc["notes"]
     named = [n for n in notes if f"RAY_ADDRESS={STALE_RAY_ADDRESS}" in n and "not used" in n]
     assert named, f"expected a note naming RAY_ADDRESS={STALE_RAY_ADDRESS} as not used, got notes {notes}"
 
@@ -121,6 +94,7 @@ def listening_addresses(procs: list[psutil.Process]) -> list[tuple[str, str, int
     return found
 
 
+@pytest.mark.slow  # tests/unit/test_local_ray_loopback.py holds the fast test of the same promise
 def test_every_ray_port_of_the_local_cluster_listens_on_loopback_only():
     with LocalRayCluster(num_cpus=1) as cluster:
         # A driver with an actor, so a worker's own gRPC server is among the listeners.
@@ -164,9 +138,10 @@ def interrupted_run(request, tmp_path_factory):
     run_id = f"interrupt-{sig.name.lower()}-{os.getpid()}"
     # Started with SIGINT ignored, as a non-interactive shell starts a background job (CI does):
     # the driver must still take Ctrl-C and SIGTERM as an interrupt.
+    cwd = tmp_path_factory.mktemp("interrupted")
     proc = subprocess.Popen(
         [sys.executable, "-m", "automation", "run", "--json", "--run-id", run_id],
-        cwd=tmp_path_factory.mktemp("interrupted"),
+        cwd=cwd,
         env=driver_env(),
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
@@ -194,7 +169,10 @@ def interrupted_run(request, tmp_path_factory):
             proc.kill()
     _, alive = psutil.wait_procs(started, timeout=10)  # the kernel reaps killed processes asynchronously
     survivors = [p for p in alive if p.is_running() and p.status() != psutil.STATUS_ZOMBIE]
-    return {"sig": sig.name, "rc": rc, "seconds": seconds, "stderr": rest, "temp_dir": temp_dir, "alive": survivors}
+    return {
+        "sig": sig.name, "rc": rc, "seconds": seconds, "stderr": rest, "temp_dir": temp_dir, "alive": survivors,
+        "run_dir": cwd / "runs" / run_id,
+    }  # fmt: skip
 
 
 def test_interrupted_run_exits_130(interrupted_run):
@@ -216,3 +194,15 @@ def test_interrupted_run_removes_its_temp_dir(interrupted_run):
 def test_interrupted_run_returns_within_seconds(interrupted_run):
     r = interrupted_run
     assert r["seconds"] < 15, f"expected the driver back within 15 s of {r['sig']}, it took {r['seconds']:.1f} s"
+
+
+def test_interrupted_run_names_the_train_step(interrupted_run):
+    r = interrupted_run
+    expected = "interrupted during step train"
+    assert expected in r["stderr"], f"expected {expected!r} on stderr after {r['sig']}, got: {r['stderr'][-2000:]}"
+
+
+def test_interrupted_run_leaves_no_half_written_run_file(interrupted_run):
+    r = interrupted_run
+    bad = half_written(r["run_dir"]) if r["run_dir"].exists() else []
+    assert bad == [], f"expected every file of {r['run_dir']} whole after {r['sig']}, got {bad}"

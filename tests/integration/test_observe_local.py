@@ -1,4 +1,5 @@
-"""One real local `automation run --json` feeds every assertion here: the per-step metrics it wrote,
+"""One real local `automation run --json`, the session's shared one (tests/integration/conftest.py),
+feeds every assertion here: the per-step metrics it wrote,
 the report it names, and `automation report --compare` over it.
 
 The page is checked with Python's HTML parser, not a browser: Playwright's Chromium cannot be
@@ -23,7 +24,6 @@ from conftest import REPO
 from automation.commands.report import PLOT_DPI, PLOT_SIZE_IN, PLOTS
 from workloads.metrics import FIELDS, METRICS_FILE, parse_echo, read_metrics
 
-pytestmark = pytest.mark.slow
 EXPECTED_PX = (int(PLOT_SIZE_IN[0] * PLOT_DPI), int(PLOT_SIZE_IN[1] * PLOT_DPI))
 
 
@@ -34,12 +34,10 @@ def driver(args: list[str], cwd: Path, timeout: int = 300) -> subprocess.Complet
     )
 
 
-@pytest.fixture(scope="module")
-def run_doc(tmp_path_factory) -> dict:
-    cwd = tmp_path_factory.mktemp("observe-run")
-    proc = driver(["run", "--target", "local", "--json"], cwd)
-    assert proc.returncode == 0, f"expected exit 0, got {proc.returncode}; stderr tail: {proc.stderr[-2000:]}"
-    return json.loads(proc.stdout)
+@pytest.fixture
+def run_doc(local_run_doc) -> dict:
+    """The shared local run's document (tests/integration/conftest.py)."""
+    return local_run_doc
 
 
 class Page(HTMLParser):

@@ -1,57 +1,40 @@
 """Ray Train's storage on S3 for real, without AWS: moto's server on 127.0.0.1 is the S3 endpoint,
 reached through the code path the cluster uses (pyarrow's S3 filesystem, which Ray Train and Ray
 Data use for s3:// URIs). Only the endpoint differs: AWS_ENDPOINT_URL_S3, which pyarrow and boto3
-both honour (https://docs.aws.amazon.com/sdkref/latest/guide/feature-ss-endpoints.html)."""
+both honour (https://docs.aws.amazon.com/sdkref/latest/guide/feature-ss-endpoints.html).
+
+Default tier: the project's one Ray Train kill-and-resume (`resumed`, on the session's Ray cluster and
+moto server, tests/integration/conftest.py) and the bad-data refusals; the marker probe is slow."""
 
 from __future__ import annotations
 
 import json
 import math
+import tempfile
+from pathlib import Path
 
 import pytest
+from _shared_env import S3_BUCKET as BUCKET
 
 from workloads import train
+from workloads.metrics import METRICS_FILE, latest_per_step, read_metrics
 
-pytestmark = pytest.mark.slow
-
-BUCKET = "ray-efa-eks-test-runs"
 TINY = ["--preset", "tiny", "--num-workers", "2", "--global-batch-size", "4", "--seq-len", "64", "--lr", "3e-3"]
+STORAGE = f"s3://{BUCKET}/stack/runs"
+# 6 steps, a checkpoint every 2, the last worker killed at step 3: the run resumes from step 2.
+RESUMED = ["--steps", "6", "--checkpoint-every", "2", "--data", f"s3://{BUCKET}/data/corpus/"]
 
 
 @pytest.fixture(scope="module")
-def s3(tmp_path_factory):
-    """A moto S3 server with one bucket; the process environment points every S3 client at it."""
+def s3(s3_env):
+    """A client of the shared moto S3 server, with this process pointed at it for the module."""
     import boto3
-    from moto.server import ThreadedMotoServer
 
-    server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
-    server.start()
-    host, port = server.get_host_and_port()
-    env = {
-        "AWS_ENDPOINT_URL_S3": f"http://{host}:{port}",
-        "AWS_ACCESS_KEY_ID": "testing",
-        "AWS_SECRET_ACCESS_KEY": "testing",
-        "AWS_REGION": "us-east-1",
-        "AWS_DEFAULT_REGION": "us-east-1",
-    }
     mp = pytest.MonkeyPatch()
-    for k, v in env.items():
+    for k, v in s3_env.items():
         mp.setenv(k, v)
-    client = boto3.client("s3")
-    client.create_bucket(Bucket=BUCKET)
-    yield client
+    yield boto3.client("s3")
     mp.undo()
-    server.stop()
-
-
-@pytest.fixture(scope="module")
-def ray_cluster(s3):
-    """Started after the S3 environment is set, so every Ray worker inherits it."""
-    import ray
-
-    ray.init(num_cpus=4, include_dashboard=False, log_to_driver=False)
-    yield ray
-    ray.shutdown()
 
 
 def _train(tmp_path, *args) -> dict:
@@ -66,41 +49,6 @@ def _keys(s3, prefix: str) -> list[str]:
     return [o["Key"] for page in pages for o in page.get("Contents", [])]
 
 
-def test_killed_worker_resumes_from_s3_and_ends_at_the_uninterrupted_loss(ray_cluster, s3, tmp_path):
-    common = [*TINY, "--task", "learnable", "--steps", "12", "--seed", "3", "--checkpoint-every", "4"]
-    faulty = _train(
-        tmp_path,
-        *common,
-        "--fail-at-step",
-        "6",
-        "--max-failures",
-        "1",
-        "--storage-path",
-        f"s3://{BUCKET}/stack/runs",
-        "--run-id",
-        "faulty",
-        "--run-dir",
-        str(tmp_path / "faulty"),
-    )
-    assert (tmp_path / "faulty" / ".failed-at-6").exists(), "the fault was not injected"
-    assert faulty["resumed_from_step"] == 4, f"expected a resume from step 4, got {faulty['resumed_from_step']}"
-    stored = _keys(s3, "stack/runs/faulty/")
-    assert any("checkpoint_" in k for k in stored), f"no checkpoint under s3://{BUCKET}/stack/runs/faulty/: {stored}"
-    clean = _train(
-        tmp_path,
-        *common,
-        "--storage-path",
-        f"s3://{BUCKET}/stack/runs",
-        "--run-id",
-        "clean",
-        "--run-dir",
-        str(tmp_path / "clean"),
-    )
-    assert math.isclose(faulty["loss_last"], clean["loss_last"], rel_tol=1e-3), (
-        f"resumed final loss {faulty['loss_last']:.5f} != uninterrupted {clean['loss_last']:.5f}"
-    )
-
-
 def _put_corpus(s3, prefix: str, n_docs: int = 240) -> None:
     """Two JSONL files of distinct documents under ``prefix``."""
     docs = [json.dumps({"text": f"document {i}: " + "s3 corpus words " * (i % 5)}) for i in range(n_docs)]
@@ -109,19 +57,59 @@ def _put_corpus(s3, prefix: str, n_docs: int = 240) -> None:
     s3.put_object(Bucket=BUCKET, Key=f"{prefix}part-1.jsonl", Body="\n".join(docs[half:]) + "\n")
 
 
-def test_jsonl_data_on_s3_resumes_at_its_data_position_after_a_killed_worker(ray_cluster, s3, tmp_path):
+@pytest.fixture(scope="module")
+def resumed(ray_cluster, s3, tmp_path_factory) -> dict:
+    """The project's one Ray Train kill-and-resume: a 2-worker run that reads a JSONL corpus from S3 and
+    checkpoints to S3 loses its last worker at step 3 and resumes; beside it the same run uninterrupted."""
+    tmp_path = tmp_path_factory.mktemp("s3-resume")
     _put_corpus(s3, "data/corpus/")
-    common = [*TINY, "--data", f"s3://{BUCKET}/data/corpus/", "--steps", "6", "--checkpoint-every", "2"]
-    storage = ["--storage-path", f"s3://{BUCKET}/stack/runs"]
     faulty = _train(
-        tmp_path, *common, *storage, "--fail-at-step", "3", "--max-failures", "1", "--run-id", "data-faulty",
-        "--run-dir", str(tmp_path / "data-faulty"),
+        tmp_path, *TINY, *RESUMED, "--storage-path", STORAGE, "--fail-at-step", "3", "--max-failures", "1",
+        "--run-id", "faulty", "--run-dir", str(tmp_path / "faulty"),
     )  # fmt: skip
-    assert faulty["resumed_from_step"] == 2, f"expected a resume from step 2, got {faulty['resumed_from_step']}"
-    clean = _train(tmp_path, *common, *storage, "--run-id", "data-clean", "--run-dir", str(tmp_path / "data-clean"))
-    pairs = list(zip(faulty["losses"], clean["losses"], strict=False))
+    clean = _train(
+        tmp_path, *TINY, *RESUMED, "--storage-path", STORAGE, "--run-id", "clean", "--run-dir", str(tmp_path / "clean")
+    )
+    return {"faulty": faulty, "clean": clean, "run_dir": tmp_path / "faulty"}
+
+
+def test_killed_worker_resumes_from_the_last_checkpoint_on_s3(resumed):
+    assert (resumed["run_dir"] / ".failed-at-3").exists(), "expected the fault injected at step 3, it was not"
+    got = resumed["faulty"]["resumed_from_step"]
+    assert got == 2, f"expected a resume from the step-2 checkpoint, got {got}"
+
+
+def test_resumed_run_stores_its_checkpoints_under_its_s3_prefix(resumed, s3):
+    stored = _keys(s3, "stack/runs/faulty/")
+    assert any("checkpoint_" in k for k in stored), f"expected checkpoints under {STORAGE}/faulty/, got {stored}"
+
+
+def test_resumed_run_matches_the_uninterrupted_run_at_every_step(resumed):
+    """Same losses at every step after the resume: the data position and the weights came back."""
+    faulty, clean = resumed["faulty"]["losses"], resumed["clean"]["losses"]
+    pairs = list(zip(faulty, clean, strict=False))
     bad = [i + 1 for i, (a, b) in enumerate(pairs) if not math.isclose(a, b, rel_tol=1e-3)]
-    assert len(pairs) == 6 and not bad, f"steps {bad} differ: resumed {faulty['losses']} vs clean {clean['losses']}"
+    assert len(pairs) == 6 and not bad, f"expected 6 equal steps; steps {bad} differ: resumed {faulty} vs clean {clean}"
+
+
+def test_resumed_run_reports_its_final_checkpoint(resumed):
+    assert resumed["faulty"]["checkpoint"], f"expected the final checkpoint named, got {resumed['faulty']}"
+
+
+def test_resumed_run_leaves_no_local_copy_of_a_checkpoint(resumed):
+    left = sorted(Path(tempfile.gettempdir()).glob(f"ckpt-{resumed['faulty']['run_id']}-*"))
+    assert not left, f"expected each checkpoint's local copy removed once Ray Train has it, found {left}"
+
+
+def test_resumed_run_appends_its_metrics_after_the_lines_written_before_the_kill(resumed):
+    steps = [r["step"] for r in read_metrics(resumed["run_dir"] / METRICS_FILE)]
+    # Steps 1-3 ran before the last worker died at the start of step 4; the step-2 checkpoint resumes at 3.
+    assert steps == [1, 2, 3, 3, 4, 5, 6], f"expected [1, 2, 3, 3, 4, 5, 6] in file order, got {steps}"
+
+
+def test_resumed_run_keeps_one_metrics_record_per_step_for_the_report(resumed):
+    steps = [r["step"] for r in latest_per_step(read_metrics(resumed["run_dir"] / METRICS_FILE))]
+    assert steps == [1, 2, 3, 4, 5, 6], f"expected one record per step, got {steps}"
 
 
 @pytest.mark.parametrize(
@@ -141,6 +129,7 @@ def test_bad_s3_data_is_refused_before_training(s3, capsys, put, uri_tail, expec
     assert rc == 2 and expected in err, f"expected exit 2 with {expected!r}, got {rc}: {err}"
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("bucket,ok", [(BUCKET, True), ("no-such-bucket", False)], ids=["reachable", "missing bucket"])
 def test_marker_probe_writes_reads_and_deletes_on_real_s3(s3, venv_bin, monkeypatch, bucket, ok):
     """The verify step's probe, run here as the worker pod would run it, against moto's server."""

@@ -1,12 +1,13 @@
-"""The training module under Ray Train on a real local cluster (2 CPU workers, gloo)."""
+"""The training module under Ray Train on a real local cluster (2 CPU workers, gloo): the session's
+shared cluster (tests/integration/conftest.py). The kill-and-resume under Ray Train is in
+test_s3_storage.py (the default tier), with its storage on S3 and its data read through Ray Data;
+that 2 workers learn the synthetic task is asserted of the shared local run (test_driver_local.py)."""
 
 from __future__ import annotations
 
 import json
 import math
 import subprocess
-import tempfile
-from pathlib import Path
 
 import pytest
 
@@ -17,60 +18,11 @@ pytestmark = pytest.mark.slow
 TINY = ["--preset", "tiny", "--num-workers", "2", "--global-batch-size", "4", "--seq-len", "64", "--lr", "3e-3"]
 
 
-@pytest.fixture(scope="module")
-def ray_cluster():
-    import ray
-
-    # 2 CPUs for the 2 workers, 2 more so Ray Data can read and tokenise while they train.
-    ray.init(num_cpus=4, include_dashboard=False, log_to_driver=False)
-    yield ray
-    ray.shutdown()
-
-
 def _train(tmp_path, *args) -> dict:
     out = tmp_path / f"summary-{len(list(tmp_path.iterdir()))}.json"
     rc = train.main([*args, "--summary-json", str(out)])
     assert rc == 0, f"training exited {rc}"
     return json.loads(out.read_text())
-
-
-def test_two_worker_run_learns_the_synthetic_task(ray_cluster, tmp_path):
-    s = _train(tmp_path, *TINY, "--task", "learnable", "--steps", "20", "--run-dir", str(tmp_path / "run"))
-    assert s["world_size"] == 2 and s["backend"] == "gloo" and s["steps"] == 20
-    tail = sum(s["losses"][-3:]) / 3
-    assert tail < s["loss_first"] - 0.8, (
-        f"loss did not fall by 0.8: first {s['loss_first']:.3f}, last-3 mean {tail:.3f}"
-    )
-    assert s["tokens_per_s"] > 0 and s["mfu"] is None, "MFU is only defined on a known GPU"
-    assert s["nccl_log_dir"] == str(tmp_path / "run" / "nccl")
-
-
-def test_killed_worker_resumes_from_checkpoint_and_matches_uninterrupted_run(
-    ray_cluster, tmp_path, venv_bin, repo_root
-):
-    common = [*TINY, "--task", "learnable", "--steps", "12", "--seed", "3"]
-    s = _train(
-        tmp_path,
-        *common,
-        "--checkpoint-every",
-        "4",
-        "--fail-at-step",
-        "6",
-        "--max-failures",
-        "1",
-        "--run-dir",
-        str(tmp_path / "faulty"),
-    )
-    assert (tmp_path / "faulty" / ".failed-at-6").exists(), "the fault was not injected"
-    assert s["resumed_from_step"] == 4, f"expected a resume from the step-4 checkpoint, got {s['resumed_from_step']}"
-    assert len(s["losses"]) == 12, "the step counter must continue, not restart"
-    assert s["checkpoint"], "a run with --checkpoint-every reports its final checkpoint"
-    left = sorted(Path(tempfile.gettempdir()).glob(f"ckpt-{s['run_id']}-*"))
-    assert not left, f"each checkpoint's local copy must be removed once Ray Train has it, found {left}"
-    clean = _train(tmp_path, *common, "--run-dir", str(tmp_path / "clean"))
-    assert math.isclose(s["loss_last"], clean["loss_last"], rel_tol=1e-3), (
-        f"resumed final loss {s['loss_last']:.5f} != uninterrupted {clean['loss_last']:.5f}"
-    )
 
 
 def test_torchrun_and_ray_launchers_give_the_same_losses(ray_cluster, tmp_path, venv_bin, repo_root):
@@ -122,13 +74,6 @@ def test_summary_reaches_the_launcher_without_any_checkpoint(ray_cluster, tmp_pa
     assert s["checkpoint"] is None and len(s["losses"]) == 2, s
     stored = list((tmp_path / "run" / "ray_results").rglob("checkpoint_*"))
     assert not stored, f"no checkpoint was asked for, but found {stored}"
-
-
-def test_real_text_data_trains_through_ray_data(ray_cluster, tmp_path):
-    corpus = tmp_path / "corpus.txt"
-    corpus.write_text("".join(f"line {i} of a small corpus\n" for i in range(200)))
-    s = _train(tmp_path, *TINY, "--data", str(corpus), "--steps", "3", "--run-dir", str(tmp_path / "run"))
-    assert len(s["losses"]) == 3 and s["loss_first"] > 0
 
 
 @pytest.mark.parametrize("kind", ["txt", "parquet"])

@@ -1,6 +1,7 @@
-"""The CrossGuard pack (infra/policy) over the mock render of both stacks, and one breaking
-resource per policy. The policies' validate functions are called directly: constructing the
-PolicyPack would start the policy server and block (shared/ENVIRONMENT.md)."""
+"""The CrossGuard pack (infra/policy) over the mock render of every stack file, and one breaking
+resource per policy. The pack is the one home of the EFA, IMDS, public-port, S3 and IAM invariants:
+the unit and program tests do not assert them again. The policies' validate functions are called
+directly: constructing the PolicyPack would start the policy server and block (shared/ENVIRONMENT.md)."""
 
 from __future__ import annotations
 
@@ -23,7 +24,8 @@ from infra.config import stack_config_values
 from infra.mock_render import run_program
 from infra.policy import policies as pp
 
-STACKS = ("us-east-2", "us-west-2")
+# Every stack file of the project: a new Pulumi.<stack>.yaml is checked by the pack without a change here.
+STACKS = tuple(sorted(p.name.removeprefix("Pulumi.").removesuffix(".yaml") for p in REPO.glob("Pulumi.*.yaml")))
 S3_EFA_MANDATORY = {p.name for p in pp.POLICIES} - {"nat-gateway-in-gpu-az", "s3-gateway-endpoint"}
 
 

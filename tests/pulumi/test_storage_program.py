@@ -63,23 +63,9 @@ def test_a_set_bucket_name_is_used_verbatim():
     assert (bucket.get("bucket"), bucket.get("bucketPrefix")) == ("my-runs-bucket", None), bucket
 
 
-def test_bucket_blocks_every_kind_of_public_access(west):
-    block = one(west, "aws:s3/bucketPublicAccessBlock:BucketPublicAccessBlock").inputs
-    flags = {
-        k: block.get(k) for k in ("blockPublicAcls", "blockPublicPolicy", "ignorePublicAcls", "restrictPublicBuckets")
-    }
-    assert all(v is True for v in flags.values()), f"expected every public-access flag true, got {flags}"
-
-
 def test_bucket_owner_owns_every_object(west):
     rule = one(west, "aws:s3/bucketOwnershipControls:BucketOwnershipControls").inputs["rule"]
     assert rule == {"objectOwnership": "BucketOwnerEnforced"}, rule
-
-
-def test_bucket_encrypts_at_rest(west):
-    rules = one(west, "aws:s3/bucketServerSideEncryptionConfiguration:BucketServerSideEncryptionConfiguration")
-    algo = rules.inputs["rules"][0]["applyServerSideEncryptionByDefault"]["sseAlgorithm"]
-    assert algo in ("AES256", "aws:kms"), f"no server-side encryption by default: {rules.inputs}"
 
 
 def test_bucket_policy_denies_requests_without_tls(west, bucket_arn):

@@ -1,5 +1,6 @@
-"""The names the cluster and the code must agree on: defined once per package boundary (infra/names.py,
-workloads/env.py), and the two packages that cannot import each other agree."""
+"""The names the cluster and the code must agree on, where they meet at run time: the GPU nodes' label and
+the selector, the workers' NCCL level, the policy pack's import of infra/names.py. That each name is
+spelled once, and that infra's and workloads' NCCL levels agree, is a check of CI (.ci/checks/shared_names.py)."""
 
 from __future__ import annotations
 
@@ -10,12 +11,6 @@ import sys
 from infra import names
 from infra.manifests import gpu_node_labels
 from workloads import env
-
-
-def test_cluster_and_training_module_set_the_same_nccl_debug_level():
-    assert names.NCCL_DEBUG_LEVEL == env.NCCL_DEBUG_LEVEL, (
-        f"infra/names.py sets NCCL_DEBUG={names.NCCL_DEBUG_LEVEL!r}, workloads/env.py {env.NCCL_DEBUG_LEVEL!r}"
-    )
 
 
 def test_worker_env_carries_the_nccl_debug_level():

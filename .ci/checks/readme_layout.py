@@ -1,24 +1,23 @@
-"""README's layout table names every module and folder of the three packages, so a reader finds a
-concern by its file name there (modules inside steps/, targets/, commands/ and nccl_check/ are left to
-their folder's entry)."""
+"""README's Layout table names every module and folder of the three packages, so a reader finds a
+concern by its file name there (modules inside steps/, targets/, commands/ and nccl_check/ are left
+to their folder's entry)."""
 
 from __future__ import annotations
 
 import re
+import sys
 
-from conftest import REPO
-
-PACKAGES = ("infra", "automation", "workloads")
+from _repo import PACKAGES, REPO, finish
 
 
-def _layout_section() -> str:
+def layout_section() -> str:
     text = (REPO / "README.md").read_text()
     start = text.index("## Layout")
     end = text.find("\n## ", start + 1)
     return text[start : end if end != -1 else len(text)]
 
 
-def _entries(package: str) -> list[str]:
+def entries(package: str) -> list[str]:
     """The package's modules (but __init__/__main__) and folders, as README writes them."""
     root = REPO / package
     modules = [p.name for p in root.glob("*.py") if not p.name.startswith("__")]
@@ -26,13 +25,16 @@ def _entries(package: str) -> list[str]:
     return sorted(modules + folders)
 
 
-def test_layout_table_names_every_module_and_folder_of_each_package():
-    layout = _layout_section()
+def missing_entries() -> list[str]:
+    layout = layout_section()
     rows = {pkg: "".join(re.findall(rf"^\| `{pkg}/[^|]*\|[^\n]*$", layout, flags=re.M)) for pkg in PACKAGES}
-    missing = [
-        f"{pkg}/{e}"
+    return [
+        f"{pkg}/{e} is not named in its package's row of README's Layout table"
         for pkg in PACKAGES
-        for e in _entries(pkg)
+        for e in entries(pkg)
         if f"`{e}`" not in rows[pkg] and f"`{pkg}/{e}`" not in rows[pkg]
     ]
-    assert not missing, f"README's Layout table should name these in their package's row: {missing}"
+
+
+if __name__ == "__main__":
+    sys.exit(finish("README layout", missing_entries()))

@@ -1,0 +1,43 @@
+"""Names the shared set-ups of tests/integration/conftest.py and the tests that read them agree on, and
+what the tests of an interrupted local run judge its files by."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+from conftest import REPO
+
+# An address where no Ray cluster answers, as a shell may have left it: the local run must not use it.
+STALE_RAY_ADDRESS = "127.0.0.1:1"
+# The one bucket of the shared moto S3 server.
+S3_BUCKET = "ray-efa-eks-test-runs"
+
+
+def driver_env() -> dict[str, str]:
+    """The environment of a `python -m automation` subprocess: wide lines, so a path printed on stderr
+    is never wrapped, and the repository on the path whatever the cwd."""
+    return dict(os.environ, COLUMNS="400", PYTHONPATH=str(REPO), RAY_USAGE_STATS_ENABLED="0")
+
+
+def half_written(run_dir: Path) -> list[str]:
+    """Files of a run that do not parse whole: JSON that is not a document, JSONL with a broken line."""
+    bad = []
+    for path in sorted(run_dir.rglob("*")):
+        if path.suffix == ".json":
+            try:
+                json.loads(path.read_text())
+            except ValueError:
+                bad.append(str(path))
+        elif path.suffix == ".jsonl":
+            lines = path.read_text().splitlines()
+            if path.read_text() and not path.read_text().endswith("\n"):
+                bad.append(f"{path} (last line cut)")
+            for line in lines:
+                try:
+                    json.loads(line)
+                except ValueError:
+                    bad.append(f"{path}: {line[:80]!r}")
+                    break
+    return bad

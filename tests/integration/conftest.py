@@ -1,0 +1,85 @@
+"""The expensive set-ups the integration tests share, started once per session (as Ray's own test suite
+shares `ray_start_regular_shared`, python/ray/tests/conftest.py): one real local `automation run`, one
+moto S3 server, one in-process Ray cluster. A test reads what it needs from them and must not change
+them; a test that needs a run of its own arguments starts its own."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+from _shared_env import S3_BUCKET, STALE_RAY_ADDRESS, driver_env
+
+
+@pytest.fixture(scope="session")
+def local_run(tmp_path_factory) -> tuple[subprocess.CompletedProcess, object]:
+    """One `python -m automation run --target local --json` (the README's embedded default, as JSON),
+    run from a shell that left a stale RAY_ADDRESS behind: (the finished process, its cwd)."""
+    cwd = tmp_path_factory.mktemp("local-run")
+    proc = subprocess.run(
+        [sys.executable, "-m", "automation", "run", "--target", "local", "--json"],
+        cwd=cwd,
+        env=dict(driver_env(), RAY_ADDRESS=STALE_RAY_ADDRESS),
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    return proc, cwd
+
+
+@pytest.fixture(scope="session")
+def local_run_doc(local_run) -> dict:
+    """The JSON document of the shared local run (--json: stdout is one document and nothing else)."""
+    proc, _ = local_run
+    assert proc.returncode == 0, f"expected exit 0, got {proc.returncode}; stderr tail: {proc.stderr[-2000:]}"
+    return json.loads(proc.stdout)
+
+
+@pytest.fixture(scope="session")
+def s3_env() -> dict[str, str]:
+    """A moto S3 server on 127.0.0.1 with one bucket, `S3_BUCKET`: the environment that points an S3
+    client at it (AWS_ENDPOINT_URL_S3, honoured by boto3 and pyarrow:
+    https://docs.aws.amazon.com/sdkref/latest/guide/feature-ss-endpoints.html). Only the tests that use
+    S3 set it in this process (`s3` in test_s3_storage.py); the shared Ray cluster's workers get it."""
+    import boto3
+    from moto.server import ThreadedMotoServer
+
+    server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
+    server.start()
+    host, port = server.get_host_and_port()
+    env = {
+        "AWS_ENDPOINT_URL_S3": f"http://{host}:{port}",
+        "AWS_ACCESS_KEY_ID": "testing",
+        "AWS_SECRET_ACCESS_KEY": "testing",
+        "AWS_REGION": "us-east-1",
+        "AWS_DEFAULT_REGION": "us-east-1",
+    }
+    client = boto3.client(
+        "s3",
+        endpoint_url=env["AWS_ENDPOINT_URL_S3"],
+        aws_access_key_id="testing",
+        aws_secret_access_key="testing",
+        region_name="us-east-1",
+    )
+    client.create_bucket(Bucket=S3_BUCKET)
+    yield env
+    server.stop()
+
+
+@pytest.fixture(scope="session")
+def ray_cluster(s3_env):
+    """One in-process Ray cluster for the session: 2 CPUs for 2 training workers, 2 more so Ray Data
+    can read and tokenise while they train. Every Ray worker has `s3_env` (the job's runtime_env), so a
+    run may store on, or read from, the moto server; the pytest process itself does not."""
+    import ray
+
+    ray.init(
+        num_cpus=4,
+        include_dashboard=False,
+        log_to_driver=False,
+        runtime_env={"env_vars": dict(s3_env)},
+    )
+    yield ray
+    ray.shutdown()
