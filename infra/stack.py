@@ -109,6 +109,11 @@ def build(cfg: StackConfig) -> dict[str, Any]:
             service_account_annotations=identity.service_account_annotations,
         ),
     )
+    return _outputs(cfg, gpu_az, cluster, gpu, ray, bucket, identity)
+
+
+def _outputs(cfg: StackConfig, gpu_az: str, cluster, gpu, ray, bucket, identity) -> dict[str, Any]:
+    """The stack outputs by name (OUTPUT_NAMES) from the components that hold them."""
     return {
         "region": cfg.region,
         "gpu_az": gpu_az,
