@@ -160,7 +160,7 @@ def check_daemonsets(daemonsets: Sequence[Mapping], gpu_nodes: Sequence[Mapping]
 HUGEPAGES_FIX = (
     "the GPU nodes reserve huge pages in their launch template's user data (vm.nr_hugepages, read once by the "
     "kubelet at start): run `up` again so the node group rolls to that template, or turn the workers' huge-page "
-    "request off in the stack config"
+    "request off with `ray-efa-eks:rayWorkerHugepages: false` in the stack file"
 )
 
 

@@ -24,7 +24,7 @@ from automation.steps.verify import (
     parse_ray_resources,
     requested_gpus,
 )
-from automation.steps.verify_checks import check_daemonsets, check_fi_info
+from automation.steps.verify_checks import check_daemonsets, check_fi_info, check_hugepages
 
 EXP = Expectations(
     node_count=2,
@@ -415,3 +415,9 @@ def test_only_the_efa_providers_own_rdm_endpoint_counts():
 def test_efa_rdm_endpoint_passes_naming_the_node():
     row = check_fi_info("w0", "n1", 0, "EFA_DEVICES present\nprovider: efa\n    type: FI_EP_RDM\nFI_INFO_RC 0\n")
     assert (row.check, row.status, row.detail.startswith("on n1:")) == ("EFA RDM endpoint in w0", "pass", True), row
+
+
+def test_nodes_short_of_huge_pages_name_the_stack_key_that_turns_the_request_off():
+    node = {"metadata": {"name": "gpu-a"}, "status": {"allocatable": {"hugepages-2Mi": "0"}}}
+    (row,) = check_hugepages([node], {"hugepages-2Mi": "5120Mi"})
+    assert row.status == "fail" and "rayWorkerHugepages: false" in row.fix, f"expected the key in the fix, got {row}"
