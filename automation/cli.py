@@ -29,6 +29,8 @@ from pathlib import Path
 from typing import Any
 
 from automation.errors import DriverError
+from workloads.config import _RUN_ID, ConfigError
+from workloads.uri import parse_location
 
 PROJECT_DIR = Path(__file__).resolve().parent.parent
 COMMANDS = ("preflight", "preview", "up", "verify", "train", "check", "destroy", "run", "status", "render", "clean")
@@ -139,8 +141,6 @@ count = _at_least(0)  # a count of 0 or more
 
 def run_id(text: str) -> str:
     """A run id the training module accepts (workloads/config.py, `_RUN_ID`): it names directories."""
-    from workloads.config import _RUN_ID
-
     if not _RUN_ID.match(text):
         raise argparse.ArgumentTypeError(
             f"{text!r} is not a run id: use letters, digits, '.', '_' or '-' (at most 63, no '/'), "
@@ -153,9 +153,6 @@ def location(remote: bool = True):
     """An argparse type: a path in a form this project reads (workloads/uri.py), else its error."""
 
     def parse(text: str) -> str:
-        from workloads.config import ConfigError
-        from workloads.uri import parse_location
-
         try:
             parse_location("", text, remote=remote)
         except ConfigError as e:

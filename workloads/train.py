@@ -76,6 +76,7 @@ def run_ray(cfg: TrainConfig) -> dict:
     from ray.train import CheckpointConfig, FailureConfig, RunConfig, ScalingConfig
     from ray.train.torch import TorchTrainer
 
+    # the loop imports torch and transformers: loaded where a run starts, so --help and bad input stay instant
     from workloads.loop import summary_actor_name
 
     if not ray.is_initialized():
@@ -128,6 +129,7 @@ def run_ray(cfg: TrainConfig) -> dict:
 def worker_entry(config: dict) -> dict | None:
     """A Ray Train worker: the training loop, and bad input it finds past the launcher's checks (a
     record deep in --data) printed as one line before Ray's traceback of the worker buries it."""
+    # the loop imports torch and transformers: loaded where a run starts, so --help and bad input stay instant
     from workloads.loop import train_loop_per_worker
 
     try:
@@ -176,6 +178,7 @@ def run_torchrun(cfg: TrainConfig) -> dict | None:
     import torch
     import torch.distributed as dist
 
+    # the loop imports torch and transformers: loaded where a run starts, so --help and bad input stay instant
     from workloads.loop import train_loop_per_worker
 
     global _ran_collectives
@@ -240,7 +243,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         validate(cfg)
         if cfg.data and int(os.environ.get("RANK", 0)) == 0:
-            from workloads.data_check import check_data
+            from workloads.data_check import check_data  # imports torch (about 1 s): only when --data is given
 
             # a malformed URI, an empty file, a record without text, another encoding: exit 2 before any worker
             check_data(cfg.data, cfg.num_workers)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from automation.capture import capture_cluster
 from automation.steps.stack import SECRET_OUTPUTS
 from infra.names import GPU_NODE_SELECTOR
 
@@ -22,8 +23,6 @@ def run(args: Any, ui: Any) -> int:
     target = aws.from_args(args, ui)
     doc = aws_status(target, bool(args.kubeconfig))
     if args.capture is not None and isinstance(doc.get("cluster"), dict):
-        from automation.capture import capture_cluster
-
         exp = target.expectations()
         paths = capture_cluster(target.kube(), exp.namespace, exp.raycluster, args.capture)
         doc["captured"] = [str(p) for p in paths]

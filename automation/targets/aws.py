@@ -28,8 +28,9 @@ from automation.steps.train import TrainOutcome, submit_on_head
 from automation.steps.verify import expectations_from, head_pod_name, verify_cluster
 from automation.storage import Durability, Identity, kept_bucket_line, require_run, run_locations, verify_storage
 from automation.ui import tty_confirm
-from workloads.config import TrainConfig, new_run_id
+from workloads.config import ConfigError, TrainConfig, new_run_id
 from workloads.env import NCCL_DEBUG_LEVEL
+from workloads.uri import parse_location
 
 PIPELINE = ("preflight", "preview", "up", "verify", "train", "check")
 GPU_AZ_KEY = "ray-efa-eks:gpuAvailabilityZone"
@@ -156,8 +157,6 @@ class AwsTarget:
 
         A job the stack or the cluster cannot run is bad input: DriverError, exit status 2.
         """
-        from workloads.config import ConfigError
-
         try:
             return cluster_job(self.cfg, self.run_id, self.steps_override, self.workers_override)
         except ConfigError as e:
@@ -446,9 +445,8 @@ class AwsTarget:
 def check_job_data(job: TrainConfig) -> None:
     """The train block's s3:// data, the head of each object read from this machine before anything is
     created (workloads/data_check.py); a path of the pods' own is theirs to check."""
-    from workloads.config import ConfigError
+    # data_check imports torch and the tokenizer (about 1 s): paid only by a job whose data is in S3.
     from workloads.data_check import check_data
-    from workloads.uri import parse_location
 
     try:
         if job.data and parse_location(stack_label("data"), job.data).remote:
