@@ -180,6 +180,65 @@ def image_pull_failing(objects: dict, image: str = "public.ecr.aws/deep-learning
     _raycluster_not_provisioned(objects)
 
 
+def head(objects: dict) -> dict:
+    return next(p for p in objects["pods"]["items"] if p["metadata"]["labels"]["ray.io/node-type"] == "head")
+
+
+def _head_not_ready(objects: dict) -> None:
+    """HeadPodReady False (its reason, which KubeRay takes from the head pod's Ready condition, is not modelled)."""
+    _raycluster_not_provisioned(objects)
+    for c in objects["raycluster"]["status"]["conditions"]:
+        if c["type"] == "HeadPodReady":
+            c.update(status="False", reason="", message="")
+
+
+def head_image_pull_failing(
+    objects: dict, image: str = "public.ecr.aws/deep-learning-containers/ray:no-such-tag"
+) -> None:
+    """rayImage cannot be pulled: the head, scheduled on the system node, backs off (and so do the workers)."""
+    image_pull_failing(objects, image)
+    pod = head(objects)
+    pod["spec"]["containers"][0]["image"] = image
+    objects["raycluster"]["spec"]["headGroupSpec"]["template"]["spec"]["containers"][0]["image"] = image
+    waiting = {"reason": "ImagePullBackOff", "message": f'Back-off pulling image "{image}"'}
+    pod["status"] = {
+        "phase": "Pending",
+        "qosClass": "Guaranteed",
+        "conditions": [{"type": "PodScheduled", "status": "True"}, {"type": "Ready", "status": "False"}],
+        "containerStatuses": [
+            {
+                "name": "ray-head",
+                "image": image,
+                "imageID": "",
+                "ready": False,
+                "restartCount": 0,
+                "started": False,
+                "state": {"waiting": waiting},
+            }
+        ],
+    }
+    _head_not_ready(objects)
+
+
+def head_selecting_no_node(objects: dict) -> None:
+    """The head group's nodeSelector names a label value no node has: the head stays Pending (the workers, which
+    need no head to be scheduled, run). The GPU nodes fail the scheduler's TaintToleration filter before its
+    NodeAffinity one (the default profile's filter order), so the event counts them under their taint."""
+    selector = {"role": "system-nodes"}
+    objects["raycluster"]["spec"]["headGroupSpec"]["template"]["spec"]["nodeSelector"] = selector
+    pod = head(objects)
+    pod["spec"]["nodeSelector"] = selector
+    message = (
+        "0/3 nodes are available: 1 node(s) didn't match Pod's node affinity/selector, 2 node(s) had untolerated "
+        "taint {nvidia.com/gpu: true}. preemption: 0/3 nodes are available: 3 Preemption is not helpful for "
+        "scheduling."
+    )
+    _pending(pod, message)
+    pod["status"]["qosClass"] = "Guaranteed"
+    _event(objects, pod, message)
+    _head_not_ready(objects)
+
+
 WORLDS: dict[str, Any] = {
     "hugepages": hugepages_short,
     "efa": lambda objects: workers_unschedulable(objects, EFA, "2"),
@@ -189,6 +248,8 @@ WORLDS: dict[str, Any] = {
     "image-pull": image_pull_failing,
     "untolerated-taint": workers_without_gpu_toleration,
     "node-selector": workers_selecting_no_node,
+    "head-image-pull": head_image_pull_failing,
+    "head-node-selector": head_selecting_no_node,
 }
 
 

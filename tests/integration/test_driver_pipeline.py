@@ -331,6 +331,8 @@ WORLD_CAUSES = {
     "image-pull": ("Ray worker pods cannot start", "ImagePullBackOff", "rayImage"),
     "untolerated-taint": ("Ray worker pods cannot start", "is Pending: untolerated taint", "toleration"),
     "node-selector": ("Ray worker pods cannot start", "is Pending: node selector/affinity", "nodeSelector"),
+    "head-image-pull": ("Ray head pod cannot start", "ImagePullBackOff", "rayImage"),
+    "head-node-selector": ("Ray head pod cannot start", "no node of 3 matches role=system-nodes", "role=system"),
 }
 
 
