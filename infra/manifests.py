@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from infra.config import GpuNodesConfig, RayConfig, RayWorkerConfig, StackConfig
-from infra.eks_facts import EFA_HUGEPAGES, EFA_HUGEPAGES_PAGES, EFA_HUGEPAGES_RESOURCE
+from infra.eks_facts import EFA_HUGEPAGES, EFA_HUGEPAGES_RESOURCE
 from infra.names import (
     EFA_RESOURCE,
     GPU_RESOURCE,
@@ -168,9 +168,10 @@ USER_DATA_BOUNDARY = "==RAYEFAEKS=="
 HUGEPAGES_SYSCTL_FILE = "/etc/sysctl.d/90-ray-efa-eks-hugepages.conf"
 
 
-def gpu_node_user_data(hugepages_2mi: int = EFA_HUGEPAGES_PAGES) -> str:
+def gpu_node_user_data(hugepages_2mi: int) -> str:
     """The GPU launch template's user data: MIME multi-part with one shell part that reserves
-    ``hugepages_2mi`` 2 MiB huge pages (never fewer than the node already has) before the kubelet starts.
+    ``hugepages_2mi`` 2 MiB huge pages (never fewer than the node already has) before the kubelet starts;
+    ``infra.eks_facts.efa_hugepages_pages`` gives the count for an instance type (the EFA installer's rule).
 
     The kubelet reads the huge-page pool once, at start, into the node's allocatable ``hugepages-2Mi``; a pool
     made later is never offered to pods. On AL2023, ``nodeadm-run.service`` (which starts the kubelet) runs
