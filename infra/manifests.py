@@ -266,8 +266,12 @@ def chart_pins(cfg: StackConfig) -> dict[str, ChartPin]:
         # (aws/eks-charts#1363) in a chart version not checked here:
         # `helm search repo eks/aws-efa-k8s-device-plugin -l`. AWS's Ray Train sample pins v0.5.32
         # (aws-samples/sample-aws-deep-learning-containers training/ray-train/scripts/env.sh), but the
-        # newest eks-charts snapshot read (5239609, 2026-08-03) ends at v0.5.30, so the default stays
-        # there; supportedInstanceLabels below makes the chart's allow-list moot for the stack's type.
+        # newest eks-charts snapshot read (5239609, 2026-08-03; read again 2026-12-05) ends at v0.5.30, so the
+        # default stays there. The later chart bumps (aws/eks-charts#1363, 2026-08-21, image v0.5.21-eksbuild.9;
+        # #1366, 2026-09-10, v0.5.21-eksbuild.13) are known only by their titles here: whether their
+        # templates/daemonset.yaml changed could not be read, so the fixture could not be rebuilt for them.
+        # v0.5.30's values.yaml already lists g6.12xlarge, and supportedInstanceLabels below makes the chart's
+        # allow-list moot for the stack's type anyway, so the pin keeps no node from the plugin.
         "aws-efa-k8s-device-plugin": ChartPin(
             "aws-efa-k8s-device-plugin",
             "aws-efa-k8s-device-plugin",
