@@ -332,28 +332,48 @@ def _planned_count(cr: dict) -> int | None:
     return None
 
 
+_NOT_YET_WHY = {
+    "payment-pending": "its upfront payment is not processed yet (EC2 releases the block if it fails within 12 hours)",
+    "pending": "EC2 is still provisioning it",
+    "assessing": "EC2 is still assessing the request",
+    "delayed": "EC2 reports a delay in provisioning it",
+}
+
+
+def _replacement_fix(cr: dict, stack: str) -> str:
+    """How to replace a reservation that has ended, by its kind."""
+    itype, az = cr.get("InstanceType"), cr.get("AvailabilityZone")
+    if cr.get("ReservationType") == CAPACITY_BLOCK:
+        new = f"buy a new Capacity Block (aws ec2 describe-capacity-block-offerings --instance-type {itype} ...)"
+        off = "set it to '' and gpuCapacityBlock to false"
+    else:
+        new = (
+            f"create a new reservation (aws ec2 create-capacity-reservation --instance-type {itype} "
+            f"--instance-platform Linux/UNIX --availability-zone {az} --instance-count N)"
+        )
+        off = "set it to ''"
+    key = f"ray-efa-eks:gpuCapacityReservationId in Pulumi.{stack}.yaml"
+    return f"{new} and set {key} to its id, or {off} for On-Demand capacity"
+
+
 def _state_problem(cr: dict, stack: str) -> tuple[str, str] | None:
     """(problem, fix) when the reservation is not active, by its state; None when it is active."""
     state = cr.get("State")
     if state == "active":
         return None
-    start, end = _when(cr.get("StartDate")), _when(cr.get("EndDate"))
+    start = _when(cr.get("StartDate"))
     if state in NOT_YET_STATES:
-        wait = "its upfront payment is not processed yet (EC2 releases it if payment fails within 12 hours)"
-        if state == "scheduled":
-            wait = f"it starts at {start} and ends at {end}"
+        why = _NOT_YET_WHY.get(state, f"{_reservation_kind(cr)} starts at {start}, ends at {_when(cr.get('EndDate'))}")
         return (
-            f"state is {state}, not active yet: {wait}; until it is active no GPU node can launch into it",
+            f"state is {state}, not active yet: {why}; until it is active no GPU node can launch into it",
             f"run again once it is active (after {start}): `python -m automation run --stack {stack}` "
             "(an `up` now would leave the GPU node group waiting for instances that cannot launch)",
         )
     if state in ENDED_STATES:
-        ended = f"it ended at {end}" if state == "expired" else "it is no longer usable"
+        ended = f"it ended at {_when(cr['EndDate'])}" if state == "expired" and cr.get("EndDate") else "it has ended"
         return (
             f"state is {state}: {ended}; its capacity is released, so no GPU node can launch into it",
-            f"buy a new Capacity Block (aws ec2 describe-capacity-block-offerings --instance-type "
-            f"{cr.get('InstanceType')} ...) and set ray-efa-eks:gpuCapacityReservationId to its id in "
-            f"Pulumi.{stack}.yaml, or set it to '' (and gpuCapacityBlock to false) for On-Demand capacity",
+            _replacement_fix(cr, stack),
         )
     return f"state is {state}, not active", ""
 
@@ -369,7 +389,7 @@ def _fit_problems(cr: dict, instance_type: str, az: str | None, node_count: int)
     if planned is not None:
         if planned < node_count:
             problems.append(f"it will hold {planned} instances, {node_count} needed")
-    elif cr.get("State") not in NOT_YET_STATES | ENDED_STATES:
+    elif cr.get("State") not in NOT_YET_STATES:
         available = int(cr.get("AvailableInstanceCount", 0))
         if available < node_count:
             problems.append(f"{available} of {cr.get('TotalInstanceCount')} instances available, {node_count} needed")
@@ -433,7 +453,7 @@ def check_capacity_reservation(
         return Finding(
             "capacity reservation",
             "fail",
-            f"{reservation_id} ({_reservation_kind(cr)}): " + "; ".join(problems),
+            f"{reservation_id}: " + "; ".join(problems),
             "; ".join([*fixes, f"{fix_show}; fix or remove gpuCapacityReservationId"]),
         )
     ends = f", ends {_when(cr['EndDate'])}" if cr.get("EndDate") else ""
