@@ -16,10 +16,9 @@ from infra.catalog import instance_spec
 from infra.config_keys import ConfigError, cpu_cores, memory_gib
 from infra.eks_facts import (
     CAPACITY_BLOCK_UPDATE_NOTE,
-    EFA_HUGEPAGES,
-    EFA_HUGEPAGES_GIB,
     capacity_block_eligible,
     capacity_block_refusal,
+    efa_hugepages_gib,
     extended_support_note,
 )
 
@@ -88,7 +87,12 @@ def worker_efa_matches_nodes(v: Values, region: str) -> None:
 def worker_fits_gpu_node(v: Values, region: str) -> None:
     # EFA nodes pre-allocate a huge-page pool that allocatable memory loses (infra/eks_facts.py).
     _check_fits(
-        "rayWorker", v["rayWorkerCpu"], v["rayWorkerMemory"], v["gpuInstanceType"], "gpuInstanceType", EFA_HUGEPAGES_GIB
+        "rayWorker",
+        v["rayWorkerCpu"],
+        v["rayWorkerMemory"],
+        v["gpuInstanceType"],
+        "gpuInstanceType",
+        efa_hugepages_gib(instance_spec(v["gpuInstanceType"]).vcpus),
     )
 
 
@@ -120,7 +124,7 @@ def _check_fits(
         raise ConfigError(
             f"{prefix}Memory {memory!r} does not fit {instance_key} {instance_type!r} (allocatable "
             f"{spec.allocatable_memory_gib} GiB, {NODE_MEMORY_HEADROOM_GIB} GiB kept for DaemonSets"
-            + (f", {EFA_HUGEPAGES} of EFA huge pages" if hugepages_gib else "")
+            + (f", {hugepages_gib:.1f} GiB of EFA huge pages" if hugepages_gib else "")
             + f"): set {prefix}Memory to at most {int(mem_room)}Gi"
         )
 

@@ -10,7 +10,9 @@ from dataclasses import dataclass
 import pulumi
 import pulumi_aws as aws
 
+from infra.catalog import instance_spec
 from infra.config import GpuNodesConfig
+from infra.eks_facts import efa_hugepages_pages
 from infra.manifests import (
     GPU_AMI_TYPE,
     GpuCapacity,
@@ -23,6 +25,11 @@ from infra.manifests import (
     launch_template_metadata_options,
     root_volume,
 )
+
+
+def gpu_hugepages_2mi(instance_type: str) -> int:
+    """The 2 MiB huge pages a GPU node of ``instance_type`` reserves at boot (infra/eks_facts.py)."""
+    return efa_hugepages_pages(instance_spec(instance_type).vcpus)
 
 
 @dataclass(frozen=True)
@@ -144,7 +151,7 @@ class EfaNodeGroup(pulumi.ComponentResource):
             description=f"EFA GPU nodes ({gpu.instance_type}, {gpu.efa_interfaces} EFA interface(s))",
             instance_type=capacity.launch_template_instance_type,
             # Huge pages for libfabric reserved by the node itself, before the kubelet starts.
-            user_data=base64.b64encode(gpu_node_user_data().encode()).decode(),
+            user_data=base64.b64encode(gpu_node_user_data(gpu_hugepages_2mi(gpu.instance_type)).encode()).decode(),
             network_interfaces=interfaces,
             metadata_options=launch_template_metadata_options(),
             block_device_mappings=[root_volume(gpu.root_volume_gib)],

@@ -61,14 +61,37 @@ CAPACITY_BLOCK_UPDATE_NOTE = (
 # memory, so the pool counts against what a worker pod's memory can use.
 EFA_HUGEPAGES_RESOURCE = "hugepages-2Mi"
 EFA_HUGEPAGES = "5120Mi"
-EFA_HUGEPAGES_GIB = 5.0
-# The pool the GPU nodes reserve at boot, in 2 MiB pages: what one worker pod requests (5120Mi).
-# The EFA installer's efa-config reserves its own pool on full installs, but its rule is not in any
-# authoritative source read here (a third-party Terraform module says /opt/amazon/bin/efa-hugepages-reserve.sh
-# reserves about 110 MiB per vCPU; not verified), and the AL2023 NVIDIA AMI installs EFA with
-# `efa_installer.sh --minimal` (awslabs/amazon-eks-ami templates/al2023/provisioners/install-efa.sh),
-# whose pool is unstated. So the nodes reserve the worker's request themselves, never lowering a larger pool.
-EFA_HUGEPAGES_PAGES = 2560
+# The pool the GPU nodes reserve at boot, in 2 MiB pages, by the EFA installer's own rule. Its efa-config
+# package runs /opt/amazon/bin/efa-hugepages-reserve.sh at boot (efa-config.service, Before=dev-hugepages.mount),
+# which reserves "110 MB" per libfabric EFA endpoint (its two packet pools), times two endpoints (Open MPI opens
+# one each for mtl/ofi and btl/ofi), times the CPU count `lscpu` prints, in pages of the default huge page size,
+# plus one page, and never lowers a larger pool: for 2 MiB pages, 110 x vCPUs + 1 (g6.12xlarge: 5281 pages,
+# 10562 MiB). Read from efa-config 1.15 of aws-efa-installer 1.24.1 (its env.sh) as mirrored in
+# github.com/vanderlei-filho/efa-installer (commit f45e1ea, DEBS/UBUNTU2204/x86_64/efa-config_1.15_all.deb;
+# the official tarball is https://efa-installer.amazonaws.com/aws-efa-installer-1.24.1.tar.gz), read 2026-12-05;
+# the rule may have changed in later installers (the cluster's image bundles 1.49.0), which were not read.
+# The AL2023 NVIDIA AMI installs EFA with `efa_installer.sh --minimal -y` (awslabs/amazon-eks-ami
+# templates/al2023/provisioners/install-efa.sh, commit 11be534). The installer's README says --minimal installs
+# "only the kernel module and rdma-core", but its efa_installer.sh (1.24.1) skips only libfabric, openmpi and
+# efa-profile under --minimal, and efa-config only under --skip-limit-conf: so the AMI probably reserves this pool
+# itself at boot. Which one holds for the installer the AMI bundles now was not read, so the nodes apply the same
+# rule in their user data: the pool is the same either way, never lowered, and never below one worker's request.
+EFA_ENDPOINT_HUGEPAGES_KIB = 110 * 1024
+EFA_ENDPOINTS_PER_CPU = 2
+HUGEPAGE_2MI_KIB = 2048
+EFA_REQUEST_PAGES = 2560  # EFA_HUGEPAGES (5120Mi) in 2 MiB pages
+
+
+def efa_hugepages_pages(vcpus: int) -> int:
+    """2 MiB huge pages a GPU node with ``vcpus`` CPUs reserves: efa-config's rule, at least one worker's request."""
+    rule = EFA_ENDPOINT_HUGEPAGES_KIB * vcpus * EFA_ENDPOINTS_PER_CPU // HUGEPAGE_2MI_KIB + 1
+    return max(rule, EFA_REQUEST_PAGES)
+
+
+def efa_hugepages_gib(vcpus: int) -> float:
+    """The pool of ``efa_hugepages_pages`` in GiB: what the kubelet takes out of allocatable memory."""
+    return efa_hugepages_pages(vcpus) * HUGEPAGE_2MI_KIB / 1024 / 1024
+
 
 # End of EKS standard support per Kubernetes minor version: 14 months after EKS released it, then
 # 12 months of extended support at extra cost per cluster hour

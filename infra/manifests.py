@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from infra.config import GpuNodesConfig, RayConfig, RayWorkerConfig, StackConfig
-from infra.eks_facts import EFA_HUGEPAGES, EFA_HUGEPAGES_PAGES, EFA_HUGEPAGES_RESOURCE
+from infra.eks_facts import EFA_HUGEPAGES, EFA_HUGEPAGES_RESOURCE
 from infra.names import (
     EFA_RESOURCE,
     GPU_RESOURCE,
@@ -168,9 +168,10 @@ USER_DATA_BOUNDARY = "==RAYEFAEKS=="
 HUGEPAGES_SYSCTL_FILE = "/etc/sysctl.d/90-ray-efa-eks-hugepages.conf"
 
 
-def gpu_node_user_data(hugepages_2mi: int = EFA_HUGEPAGES_PAGES) -> str:
+def gpu_node_user_data(hugepages_2mi: int) -> str:
     """The GPU launch template's user data: MIME multi-part with one shell part that reserves
-    ``hugepages_2mi`` 2 MiB huge pages (never fewer than the node already has) before the kubelet starts.
+    ``hugepages_2mi`` 2 MiB huge pages (never fewer than the node already has) before the kubelet starts;
+    ``infra.eks_facts.efa_hugepages_pages`` gives the count for an instance type (the EFA installer's rule).
 
     The kubelet reads the huge-page pool once, at start, into the node's allocatable ``hugepages-2Mi``; a pool
     made later is never offered to pods. On AL2023, ``nodeadm-run.service`` (which starts the kubelet) runs
@@ -265,8 +266,12 @@ def chart_pins(cfg: StackConfig) -> dict[str, ChartPin]:
         # (aws/eks-charts#1363) in a chart version not checked here:
         # `helm search repo eks/aws-efa-k8s-device-plugin -l`. AWS's Ray Train sample pins v0.5.32
         # (aws-samples/sample-aws-deep-learning-containers training/ray-train/scripts/env.sh), but the
-        # newest eks-charts snapshot read (5239609, 2026-08-03) ends at v0.5.30, so the default stays
-        # there; supportedInstanceLabels below makes the chart's allow-list moot for the stack's type.
+        # newest eks-charts snapshot read (5239609, 2026-08-03; read again 2026-12-05) ends at v0.5.30, so the
+        # default stays there. The later chart bumps (aws/eks-charts#1363, 2026-08-21, image v0.5.21-eksbuild.9;
+        # #1366, 2026-09-10, v0.5.21-eksbuild.13) are known only by their titles here: whether their
+        # templates/daemonset.yaml changed could not be read, so the fixture could not be rebuilt for them.
+        # v0.5.30's values.yaml already lists g6.12xlarge, and supportedInstanceLabels below makes the chart's
+        # allow-list moot for the stack's type anyway, so the pin keeps no node from the plugin.
         "aws-efa-k8s-device-plugin": ChartPin(
             "aws-efa-k8s-device-plugin",
             "aws-efa-k8s-device-plugin",

@@ -12,6 +12,7 @@ import shutil
 import subprocess
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
+from datetime import UTC
 from typing import TYPE_CHECKING, Any
 
 from botocore.exceptions import BotoCoreError, ClientError, NoCredentialsError
@@ -301,6 +302,118 @@ def check_quota(
     return Finding(f"vCPU quota {code}", "pass" if ok else "fail", detail, fix), need, free
 
 
+# Reservation states (EC2 API reference, CapacityReservation.State,
+# https://docs.aws.amazon.com/AWSEC2/latest/APIReference/API_CapacityReservation.html; for Capacity Blocks the
+# EC2 user guide's "View Capacity Blocks", https://docs.aws.amazon.com/AWSEC2/latest/UserGuide/capacity-blocks-view.html,
+# read 2026-12-05): a Capacity Block is payment-pending, then scheduled ("the payment was processed and the
+# reservation hasn't started yet"; its available capacity "appears as zero" and the tag
+# aws:ec2capacityreservation:incrementalRequestedQuantity says how many instances it will hold), active from its
+# StartDate, expired at its EndDate; payment-failed releases it. Instances can be launched into it only while it
+# is active (https://docs.aws.amazon.com/AWSEC2/latest/UserGuide/capacity-blocks-using.html).
+NOT_YET_STATES = frozenset({"scheduled", "payment-pending", "pending", "assessing", "delayed"})
+ENDED_STATES = frozenset(
+    {"expired", "cancelled", "cancelling", "failed", "payment-failed", "unavailable", "unsupported"}
+)
+PLANNED_QUANTITY_TAG = "aws:ec2capacityreservation:incrementalRequestedQuantity"
+
+
+def _when(value: Any) -> str:
+    """A reservation date as UTC text (boto3 parses them into aware datetimes), or 'an unknown time'."""
+    if hasattr(value, "astimezone"):
+        return value.astimezone(UTC).strftime("%Y-%m-%d %H:%M UTC")
+    return str(value) if value else "an unknown time"
+
+
+def _planned_count(cr: dict) -> int | None:
+    """How many instances a Capacity Block that has not started will hold (its tag), or None."""
+    for tag in cr.get("Tags") or []:
+        if tag.get("Key") == PLANNED_QUANTITY_TAG and str(tag.get("Value", "")).isdigit():
+            return int(tag["Value"])
+    return None
+
+
+_NOT_YET_WHY = {
+    "payment-pending": "its upfront payment is not processed yet (EC2 releases the block if it fails within 12 hours)",
+    "pending": "EC2 is still provisioning it",
+    "assessing": "EC2 is still assessing the request",
+    "delayed": "EC2 reports a delay in provisioning it",
+}
+
+
+def _replacement_fix(cr: dict, stack: str) -> str:
+    """How to replace a reservation that has ended, by its kind."""
+    itype, az = cr.get("InstanceType"), cr.get("AvailabilityZone")
+    if cr.get("ReservationType") == CAPACITY_BLOCK:
+        new = f"buy a new Capacity Block (aws ec2 describe-capacity-block-offerings --instance-type {itype} ...)"
+        off = "set it to '' and gpuCapacityBlock to false"
+    else:
+        new = (
+            f"create a new reservation (aws ec2 create-capacity-reservation --instance-type {itype} "
+            f"--instance-platform Linux/UNIX --availability-zone {az} --instance-count N)"
+        )
+        off = "set it to ''"
+    key = f"ray-efa-eks:gpuCapacityReservationId in Pulumi.{stack}.yaml"
+    return f"{new} and set {key} to its id, or {off} for On-Demand capacity"
+
+
+def _state_problem(cr: dict, stack: str) -> tuple[str, str] | None:
+    """(problem, fix) when the reservation is not active, by its state; None when it is active."""
+    state = cr.get("State")
+    if state == "active":
+        return None
+    start = _when(cr.get("StartDate"))
+    if state in NOT_YET_STATES:
+        why = _NOT_YET_WHY.get(state, f"{_reservation_kind(cr)} starts at {start}, ends at {_when(cr.get('EndDate'))}")
+        return (
+            f"state is {state}, not active yet: {why}; until it is active no GPU node can launch into it",
+            f"run again once it is active (after {start}): `python -m automation run --stack {stack}` "
+            "(an `up` now would leave the GPU node group waiting for instances that cannot launch)",
+        )
+    if state in ENDED_STATES:
+        ended = f"it ended at {_when(cr['EndDate'])}" if state == "expired" and cr.get("EndDate") else "it has ended"
+        return (
+            f"state is {state}: {ended}; its capacity is released, so no GPU node can launch into it",
+            _replacement_fix(cr, stack),
+        )
+    return f"state is {state}, not active", ""
+
+
+def _fit_problems(cr: dict, instance_type: str, az: str | None, node_count: int) -> list[str]:
+    """What keeps the reservation from holding the node group: its type, AZ, and free (or planned) instances."""
+    problems = []
+    if cr.get("InstanceType") != instance_type:
+        problems.append(f"it reserves {cr.get('InstanceType')}, not {instance_type}")
+    if az and cr.get("AvailabilityZone") != az:
+        problems.append(f"it is in {cr.get('AvailabilityZone')}, not the GPU AZ {az}")
+    planned = _planned_count(cr) if cr.get("State") in NOT_YET_STATES else None
+    if planned is not None:
+        if planned < node_count:
+            problems.append(f"it will hold {planned} instances, {node_count} needed")
+    elif cr.get("State") not in NOT_YET_STATES:
+        available = int(cr.get("AvailableInstanceCount", 0))
+        if available < node_count:
+            problems.append(f"{available} of {cr.get('TotalInstanceCount')} instances available, {node_count} needed")
+    return problems
+
+
+def _kind_problems(cr: dict, capacity_block: bool, placement_group: str | None) -> list[str]:
+    """The reservation's kind against gpuCapacityBlock, and its placement group against gpuPlacementGroupName."""
+    problems = []
+    is_block = cr.get("ReservationType") == CAPACITY_BLOCK
+    if is_block != capacity_block:
+        problems.append(
+            f"it is {_reservation_kind(cr)} but gpuCapacityBlock is {str(capacity_block).lower()}: "
+            f"set ray-efa-eks:gpuCapacityBlock to {str(is_block).lower()}"
+        )
+    reserved_for = (cr.get("PlacementGroupArn") or "").rsplit("/", 1)[-1] or None
+    if reserved_for and reserved_for != placement_group:
+        problems.append(
+            f"it is reserved for placement group {reserved_for}, not {placement_group or 'the one the stack creates'}: "
+            f"set ray-efa-eks:gpuPlacementGroupName to {reserved_for}"
+        )
+    return problems
+
+
 def check_capacity_reservation(
     ec2: Any,
     reservation_id: str | None,
@@ -310,13 +423,18 @@ def check_capacity_reservation(
     region: str,
     capacity_block: bool = False,
     placement_group: str | None = None,
+    stack: str = "<stack>",
 ) -> Finding:
     """An optional capacity reservation is active, for this type and AZ, with room for the node group, of the
     kind (On-Demand Capacity Reservation or Capacity Block) that gpuCapacityBlock declares, and, when it was made
     in a placement group, for the one in gpuPlacementGroupName (only instances in that group use it:
     https://docs.aws.amazon.com/AWSEC2/latest/UserGuide/cr-cpg.html). One made outside any group is used by
     matching instances in a cluster placement group too
-    (https://docs.aws.amazon.com/AWSEC2/latest/UserGuide/placement-groups-limitations.html)."""
+    (https://docs.aws.amazon.com/AWSEC2/latest/UserGuide/placement-groups-limitations.html).
+
+    A reservation that is not active says why by its state: a Capacity Block scheduled for later names its start
+    (nothing can launch before it), an ended one says its capacity is gone; either way the row fails before `up`.
+    """
     if not reservation_id:
         return Finding("capacity reservation", "skip", "none configured: On-Demand capacity")
     fix_show = f"aws ec2 describe-capacity-reservations --capacity-reservation-ids {reservation_id} --region {region}"
@@ -327,40 +445,23 @@ def check_capacity_reservation(
     if not found:
         return Finding("capacity reservation", "fail", f"{reservation_id} not found in {region}", fix_show)
     cr = found[0]
-    problems = []
-    if cr.get("State") != "active":
-        problems.append(f"state is {cr.get('State')}, not active")
-    if cr.get("InstanceType") != instance_type:
-        problems.append(f"it reserves {cr.get('InstanceType')}, not {instance_type}")
-    if az and cr.get("AvailabilityZone") != az:
-        problems.append(f"it is in {cr.get('AvailabilityZone')}, not the GPU AZ {az}")
-    available = int(cr.get("AvailableInstanceCount", 0))
-    if available < node_count:
-        problems.append(f"{available} of {cr.get('TotalInstanceCount')} instances available, {node_count} needed")
-    kind = _reservation_kind(cr)
-    is_block = cr.get("ReservationType") == CAPACITY_BLOCK
-    if is_block != capacity_block:
-        problems.append(
-            f"it is {kind} but gpuCapacityBlock is {str(capacity_block).lower()}: "
-            f"set ray-efa-eks:gpuCapacityBlock to {str(is_block).lower()}"
-        )
-    reserved_for = (cr.get("PlacementGroupArn") or "").rsplit("/", 1)[-1] or None
-    if reserved_for and reserved_for != placement_group:
-        problems.append(
-            f"it is reserved for placement group {reserved_for}, not {placement_group or 'the one the stack creates'}: "
-            f"set ray-efa-eks:gpuPlacementGroupName to {reserved_for}"
-        )
+    state = _state_problem(cr, stack)
+    problems = ([state[0]] if state else []) + _fit_problems(cr, instance_type, az, node_count)
+    problems += _kind_problems(cr, capacity_block, placement_group)
     if problems:
+        fixes = [state[1]] if state and state[1] else []
         return Finding(
             "capacity reservation",
             "fail",
             f"{reservation_id}: " + "; ".join(problems),
-            f"{fix_show}; fix or remove gpuCapacityReservationId",
+            "; ".join([*fixes, f"{fix_show}; fix or remove gpuCapacityReservationId"]),
         )
+    ends = f", ends {_when(cr['EndDate'])}" if cr.get("EndDate") else ""
     return Finding(
         "capacity reservation",
         "pass",
-        f"{reservation_id}: {kind}, active, {instance_type} in {cr.get('AvailabilityZone')}, {available} available",
+        f"{reservation_id}: {_reservation_kind(cr)}, active, {instance_type} in {cr.get('AvailabilityZone')}, "
+        f"{int(cr.get('AvailableInstanceCount', 0))} available{ends}",
     )
 
 
@@ -495,6 +596,7 @@ def run_preflight(cfg: Any, clients: AwsClients, which: Callable[[str], str | No
             cfg.region,
             g.capacity_block,
             g.placement_group_name,
+            cfg.stack,
         )
     )
     facts = PreflightFacts(

@@ -29,7 +29,7 @@ from automation.steps.verify_checks import (
 from automation.steps.verify_checks import is_ready as _ready
 from automation.steps.verify_checks import name_of as _name
 from automation.steps.verify_checks import quantity as _quantity
-from automation.steps.verify_pending import CANNOT_START, diagnose
+from automation.steps.verify_pending import CANNOT_START_CHECKS, diagnose, diagnose_head
 from infra.names import EFA_RESOURCE, GPU_NODE_SELECTOR, GPU_RESOURCE
 
 if TYPE_CHECKING:
@@ -281,8 +281,12 @@ def worker_selector(exp: Expectations) -> str:
 def check_workers(kube: KubeReader, exp: Expectations) -> list[Finding]:
     """The RayCluster and its workers, or the one certain reason its Pending workers cannot start."""
     pods = kube.list_pods(exp.namespace, worker_selector(exp))
-    if any(p.get("status", {}).get("phase") == "Pending" for p in pods):
-        blocked = diagnose(pods, kube.list_events(exp.namespace), kube.list_nodes(GPU_NODE_SELECTOR))
+    heads = kube.list_pods(exp.namespace, f"ray.io/cluster={exp.raycluster},ray.io/node-type=head")
+    if any(p.get("status", {}).get("phase") == "Pending" for p in [*heads, *pods]):
+        events = kube.list_events(exp.namespace)
+        blocked = diagnose_head(heads, events, kube.list_nodes()) or diagnose(
+            pods, events, kube.list_nodes(GPU_NODE_SELECTOR)
+        )
         if blocked:
             return blocked
     return [*check_raycluster(kube.get_raycluster(exp.namespace, exp.raycluster), exp), *check_worker_pods(pods, exp)]
@@ -348,7 +352,10 @@ def verify_cluster(
 
     on_progress("RayCluster and its worker pods")
     rows += poll(
-        lambda: check_workers(kube, exp), pod_wait_s, sleep, decisive=lambda r: any(f.check == CANNOT_START for f in r)
+        lambda: check_workers(kube, exp),
+        pod_wait_s,
+        sleep,
+        decisive=lambda r: any(f.check in CANNOT_START_CHECKS for f in r),
     )
     if _failed(rows) or pod_exec is None:
         return verdict("verify", rows, exp)

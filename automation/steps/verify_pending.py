@@ -14,6 +14,11 @@ Two kinds of evidence, each checked against the other before verify gives up wai
 
 An image that cannot be pulled is certain once the kubelet backs off (ImagePullBackOff) or the name
 is invalid; the first ErrImagePull may be a passing registry error.
+
+The Ray head pod is read the same way against the nodes its nodeSelector picks (the system node), so
+a head that cannot pull its image or fit its node fails verify within seconds instead of at the
+RayCluster's timeout. What the node objects cannot confirm (a node that is full of other pods but
+whose allocatable would hold the head) is waited out to that timeout, never guessed.
 """
 
 from __future__ import annotations
@@ -27,6 +32,8 @@ from infra.eks_facts import EFA_HUGEPAGES_RESOURCE
 from infra.names import EFA_RESOURCE, GPU_RESOURCE
 
 CANNOT_START = "Ray worker pods cannot start"
+HEAD_CANNOT_START = "Ray head pod cannot start"
+CANNOT_START_CHECKS = frozenset({CANNOT_START, HEAD_CANNOT_START})
 PULL_FAILED = ("ImagePullBackOff", "InvalidImageName", "ErrImageNeverPull")
 _HEAD = re.compile(r"\s*0/\d+ nodes are available:\s*(.*)", re.S)
 # A reason without its count (the message of a PreFilter plugin, which stands for every node) counts 0.
@@ -41,6 +48,18 @@ FIXES = {
     TAINT: "give the worker group a toleration for the GPU nodes' taint, or take the taint off the node group",
     SELECTOR: "the worker group's nodeSelector must match the GPU nodes' labels (role=gpu-worker)",
     NOT_READY: "kubectl describe node <node>: the GPU nodes are not Ready",
+}
+# The head runs on the system node group (infra/manifests.py ray_head_template: nodeSelector role=system).
+HEAD_FIXES = {
+    "Insufficient cpu": "the head's CPU request (rayHeadCpu) exceeds the system node's allocatable: lower rayHeadCpu "
+    "or choose a larger systemInstanceType",
+    "Insufficient memory": "the head's memory request (rayHeadMemory) exceeds the system node's allocatable: lower "
+    "rayHeadMemory or choose a larger systemInstanceType",
+    TAINT: "the system node has a taint the head does not tolerate: kubectl describe node <node> (a "
+    "node.kubernetes.io/* taint means the node is unhealthy; the system node group must not be tainted)",
+    SELECTOR: "no node matches the head's nodeSelector: the system node group's nodes must carry role=system "
+    "(kubectl get nodes -L role), and the head group's nodeSelector must ask for it",
+    NOT_READY: "kubectl describe node <node>: the system node is not Ready",
 }
 
 
@@ -94,8 +113,15 @@ def _latest_scheduling_message(pod: Mapping, events: Sequence[Mapping]) -> str:
     return mine[-1].get("message", "") if mine else ""
 
 
-def unschedulable(pod: Mapping, events: Sequence[Mapping], gpu_nodes: Sequence[Mapping]) -> Finding | None:
-    """A failing finding when the scheduler's event and the GPU nodes agree the pod fits nowhere, else None."""
+def unschedulable(
+    pod: Mapping,
+    events: Sequence[Mapping],
+    gpu_nodes: Sequence[Mapping],
+    check: str = CANNOT_START,
+    fixes: Mapping[str, str] = FIXES,
+    nodes_are: str = "GPU nodes",
+) -> Finding | None:
+    """A failing finding when the scheduler's event and the nodes agree the pod fits nowhere, else None."""
     per_node = {name_of(n): node_shortfalls(pod, n) for n in gpu_nodes}
     if not per_node or any(not s for s in per_node.values()):
         return None
@@ -107,20 +133,43 @@ def unschedulable(pod: Mapping, events: Sequence[Mapping], gpu_nodes: Sequence[M
         return None
     nodes = "; ".join(f"{n}: {', '.join(sorted(s))}" for n, s in sorted(per_node.items()))
     return Finding(
-        CANNOT_START,
+        check,
         "fail",
-        f"pod {name_of(pod)} is Pending: {', '.join(confirmed)} (scheduler: {message.strip()!r}; GPU nodes: {nodes})",
-        "; ".join(FIXES.get(r, f"kubectl describe pod {name_of(pod)}") for r in confirmed),
+        f"pod {name_of(pod)} is Pending: {', '.join(confirmed)} (scheduler: {message.strip()!r}; {nodes_are}: {nodes})",
+        "; ".join(fixes.get(r, f"kubectl describe pod {name_of(pod)}") for r in confirmed),
     )
 
 
-def image_pull_failure(pod: Mapping) -> Finding | None:
+def head_unschedulable(pod: Mapping, events: Sequence[Mapping], nodes: Sequence[Mapping]) -> Finding | None:
+    """The head's certain FailedScheduling cause, judged against the nodes its selector picks.
+
+    No node picked at all is certain only for the selector (the scheduler must say so too): the other
+    reasons the event lists are then those of nodes the head never meant to use (the GPU nodes' taint).
+    """
+    spec = pod.get("spec", {})
+    picked = [n for n in nodes if selects(spec, n)]
+    if picked:
+        return unschedulable(pod, events, picked, HEAD_CANNOT_START, HEAD_FIXES, "its nodes")
+    said = {normalise(r) for r in scheduling_reasons(_latest_scheduling_message(pod, events))}
+    if not nodes or SELECTOR not in said:
+        return None
+    wanted = ", ".join(f"{k}={v}" for k, v in sorted((spec.get("nodeSelector") or {}).items())) or "its affinity"
+    return Finding(
+        HEAD_CANNOT_START,
+        "fail",
+        f"pod {name_of(pod)} is Pending: {SELECTOR}: no node of {len(nodes)} matches {wanted} "
+        f"(scheduler: {_latest_scheduling_message(pod, events).strip()!r})",
+        HEAD_FIXES[SELECTOR],
+    )
+
+
+def image_pull_failure(pod: Mapping, check: str = CANNOT_START) -> Finding | None:
     """A failing finding when a container of `pod` waits on an image the kubelet has given up pulling."""
     for status in pod.get("status", {}).get("containerStatuses") or []:
         waiting = (status.get("state") or {}).get("waiting") or {}
         if waiting.get("reason") in PULL_FAILED:
             return Finding(
-                CANNOT_START,
+                check,
                 "fail",
                 f"pod {name_of(pod)} cannot pull image {status.get('image')}: {waiting.get('reason')}: "
                 f"{waiting.get('message', '')}",
@@ -139,4 +188,18 @@ def diagnose(pods: Sequence[Mapping], events: Sequence[Mapping], gpu_nodes: Sequ
             others = len(pending) - 1
             more = f" ({others} more worker pod(s) Pending)" if others else ""
             return [Finding(row.check, row.status, row.detail + more, row.fix)]
+    return []
+
+
+def diagnose_head(heads: Sequence[Mapping], events: Sequence[Mapping], nodes: Sequence[Mapping]) -> list[Finding]:
+    """One failing finding when the Ray head pod is Pending for a certain cause; [] while waiting may still help.
+
+    `nodes` are all the cluster's nodes: the head's own nodeSelector picks among them.
+    """
+    for pod in sorted(heads, key=name_of):
+        if pod.get("status", {}).get("phase") != "Pending":
+            continue
+        row = image_pull_failure(pod, HEAD_CANNOT_START) or head_unschedulable(pod, events, nodes)
+        if row:
+            return [row]
     return []

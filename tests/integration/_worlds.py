@@ -8,7 +8,11 @@ counted for this cluster's three nodes (two GPU nodes, one system node).
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
 from typing import Any
+
+import boto3
+from botocore.stub import Stubber
 
 GPU_NODE = "ip-10-30-1-17.us-west-2.compute.internal"
 OTHER_GPU_NODE = "ip-10-30-1-204.us-west-2.compute.internal"
@@ -176,6 +180,65 @@ def image_pull_failing(objects: dict, image: str = "public.ecr.aws/deep-learning
     _raycluster_not_provisioned(objects)
 
 
+def head(objects: dict) -> dict:
+    return next(p for p in objects["pods"]["items"] if p["metadata"]["labels"]["ray.io/node-type"] == "head")
+
+
+def _head_not_ready(objects: dict) -> None:
+    """HeadPodReady False (its reason, which KubeRay takes from the head pod's Ready condition, is not modelled)."""
+    _raycluster_not_provisioned(objects)
+    for c in objects["raycluster"]["status"]["conditions"]:
+        if c["type"] == "HeadPodReady":
+            c.update(status="False", reason="", message="")
+
+
+def head_image_pull_failing(
+    objects: dict, image: str = "public.ecr.aws/deep-learning-containers/ray:no-such-tag"
+) -> None:
+    """rayImage cannot be pulled: the head, scheduled on the system node, backs off (and so do the workers)."""
+    image_pull_failing(objects, image)
+    pod = head(objects)
+    pod["spec"]["containers"][0]["image"] = image
+    objects["raycluster"]["spec"]["headGroupSpec"]["template"]["spec"]["containers"][0]["image"] = image
+    waiting = {"reason": "ImagePullBackOff", "message": f'Back-off pulling image "{image}"'}
+    pod["status"] = {
+        "phase": "Pending",
+        "qosClass": "Guaranteed",
+        "conditions": [{"type": "PodScheduled", "status": "True"}, {"type": "Ready", "status": "False"}],
+        "containerStatuses": [
+            {
+                "name": "ray-head",
+                "image": image,
+                "imageID": "",
+                "ready": False,
+                "restartCount": 0,
+                "started": False,
+                "state": {"waiting": waiting},
+            }
+        ],
+    }
+    _head_not_ready(objects)
+
+
+def head_selecting_no_node(objects: dict) -> None:
+    """The head group's nodeSelector names a label value no node has: the head stays Pending (the workers, which
+    need no head to be scheduled, run). The GPU nodes fail the scheduler's TaintToleration filter before its
+    NodeAffinity one (the default profile's filter order), so the event counts them under their taint."""
+    selector = {"role": "system-nodes"}
+    objects["raycluster"]["spec"]["headGroupSpec"]["template"]["spec"]["nodeSelector"] = selector
+    pod = head(objects)
+    pod["spec"]["nodeSelector"] = selector
+    message = (
+        "0/3 nodes are available: 1 node(s) didn't match Pod's node affinity/selector, 2 node(s) had untolerated "
+        "taint {nvidia.com/gpu: true}. preemption: 0/3 nodes are available: 3 Preemption is not helpful for "
+        "scheduling."
+    )
+    _pending(pod, message)
+    pod["status"]["qosClass"] = "Guaranteed"
+    _event(objects, pod, message)
+    _head_not_ready(objects)
+
+
 WORLDS: dict[str, Any] = {
     "hugepages": hugepages_short,
     "efa": lambda objects: workers_unschedulable(objects, EFA, "2"),
@@ -185,4 +248,67 @@ WORLDS: dict[str, Any] = {
     "image-pull": image_pull_failing,
     "untolerated-taint": workers_without_gpu_toleration,
     "node-selector": workers_selecting_no_node,
+    "head-image-pull": head_image_pull_failing,
+    "head-node-selector": head_selecting_no_node,
 }
+
+
+# --------------------------------------------------------------------------- AWS-side worlds (preflight)
+
+# A Capacity Block for ML bought for later, as DescribeCapacityReservations returns it before its start. Sources
+# (read 2026-12-05): the EC2 API reference's CapacityReservation (ReservationType "capacity-block", State,
+# StartDate, EndDate; https://docs.aws.amazon.com/AWSEC2/latest/APIReference/API_CapacityReservation.html) and
+# the EC2 user guide's "View Capacity Blocks" (state "scheduled" until the start, then "active"; "before a
+# Capacity Block reservation begins, the available capacity appears as zero"; the planned count is the tag
+# aws:ec2capacityreservation:incrementalRequestedQuantity; https://docs.aws.amazon.com/AWSEC2/latest/UserGuide/
+# capacity-blocks-view.html). The dates are illustrative; TotalInstanceCount before the start is not stated
+# there (0 assumed here), and preflight reads the tag, not it, for a block that has not started.
+CAPACITY_BLOCK_ID = "cr-0a1b2c3d4e5f60718"
+CAPACITY_BLOCK_SCHEDULED: dict[str, Any] = {
+    "CapacityReservationId": CAPACITY_BLOCK_ID,
+    "InstanceType": "p5.48xlarge",
+    "InstancePlatform": "Linux/UNIX",
+    "AvailabilityZone": "us-west-2a",
+    "Tenancy": "default",
+    "TotalInstanceCount": 0,
+    "AvailableInstanceCount": 0,
+    "State": "scheduled",
+    "StartDate": datetime(2026, 12, 8, 11, 30, tzinfo=UTC),
+    "EndDate": datetime(2026, 12, 15, 11, 30, tzinfo=UTC),
+    "EndDateType": "limited",
+    "InstanceMatchCriteria": "targeted",
+    "ReservationType": "capacity-block",
+    "Tags": [{"Key": "aws:ec2capacityreservation:incrementalRequestedQuantity", "Value": "2"}],
+}
+# The stack keys of a node group on that block: an eligible type (infra/eks_facts.py), its 8 GPUs and 32 EFA
+# interfaces (infra/data/instance_types.json), the reservation and its kind.
+CAPACITY_BLOCK_STACK = {
+    "gpuInstanceType": "p5.48xlarge",
+    "gpuEfaInterfaces": 32,
+    "rayWorkerGpus": 8,
+    "rayWorkerEfa": 32,
+    "gpuCapacityBlock": True,
+    "gpuCapacityReservationId": CAPACITY_BLOCK_ID,
+}
+
+
+class Ec2WithReservation:
+    """moto's EC2 client, but DescribeCapacityReservations answers `reservation` through botocore's Stubber
+    (moto 5.2.5 does not model capacity reservations; the Stubber checks the answer against EC2's API model)."""
+
+    def __init__(self, moto_ec2: Any, reservation: dict) -> None:
+        self._moto = moto_ec2
+        self._stubbed = boto3.client("ec2", region_name=moto_ec2.meta.region_name)
+        stub = Stubber(self._stubbed)
+        stub.add_response(
+            "describe_capacity_reservations",
+            {"CapacityReservations": [reservation]},
+            {"CapacityReservationIds": [reservation["CapacityReservationId"]]},
+        )
+        stub.activate()
+
+    def describe_capacity_reservations(self, **kwargs: Any) -> dict:
+        return self._stubbed.describe_capacity_reservations(**kwargs)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._moto, name)

@@ -8,6 +8,7 @@ import dataclasses
 import io
 import json
 import tarfile
+import warnings
 from pathlib import Path
 
 import _driver_helpers as helpers  # tests/integration is on pytest's pythonpath
@@ -23,6 +24,8 @@ from automation.kube import ExecResult, KubeApi
 from automation.pipeline import run_pipeline
 from automation.steps.verify import RESOURCES_MARK
 from automation.targets.aws import GPU_AZ_KEY, PIPELINE, PLAN, AwsDeps, AwsTarget
+from infra.config import read_stack_file, validate
+from infra.config_keys import ConfigWarning
 
 REGION = "us-west-2"
 NCCL = helpers.REPO / "tests" / "fixtures" / "nccl"
@@ -328,6 +331,8 @@ WORLD_CAUSES = {
     "image-pull": ("Ray worker pods cannot start", "ImagePullBackOff", "rayImage"),
     "untolerated-taint": ("Ray worker pods cannot start", "is Pending: untolerated taint", "toleration"),
     "node-selector": ("Ray worker pods cannot start", "is Pending: node selector/affinity", "nodeSelector"),
+    "head-image-pull": ("Ray head pod cannot start", "ImagePullBackOff", "rayImage"),
+    "head-node-selector": ("Ray head pod cannot start", "no node of 3 matches role=system-nodes", "role=system"),
 }
 
 
@@ -367,3 +372,49 @@ def test_s3_access_denied_from_an_old_pyarrow_stops_verify_naming_the_sdk_and_th
     wanted = ("pyarrow 16.1.0", "older than 1.11.263", "ray-efa-eks:podIdentityMode: irsa")
     missing = [w for w in wanted if w not in result.reason]
     assert result.failed_step == "verify" and not missing, f"{result.failed_step}: missing {missing} in {result.reason}"
+
+
+def capacity_block_target(api, stack, reservation):
+    """The us-west-2 stack on a Capacity Block (worlds.CAPACITY_BLOCK_STACK), EC2 answering `reservation`."""
+    found = read_stack_file("us-west-2", helpers.REPO)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConfigWarning)
+        cfg = validate({**found.values, **worlds.CAPACITY_BLOCK_STACK}, stack="us-west-2", region=found.region)
+    quotas = boto3.client("service-quotas", region_name=REGION)
+    stub = Stubber(quotas)
+    for code in ("L-417A185B", "L-1216C47A"):  # P instances (the GPU nodes), then Standard (the system node)
+        stub.add_response(
+            "get_service_quota",
+            {"Quota": {"ServiceCode": "ec2", "QuotaCode": code, "Value": 1000}},
+            {"ServiceCode": "ec2", "QuotaCode": code},
+        )
+    stub.activate()
+    ec2 = worlds.Ec2WithReservation(boto3.client("ec2", region_name=REGION), reservation)
+    target = make_target(api, stack, clients=client_factory(extra={"service-quotas": quotas, "ec2": ec2}))
+    target.cfg = cfg
+    return target
+
+
+def test_capacity_block_not_yet_active_stops_the_pipeline_at_preflight_with_one_finding_naming_its_start(aws):
+    with helpers.FakeKubeApi() as api:
+        stack = helpers.FakeStack("us-west-2", outputs=outputs(api))
+        result = run(capacity_block_target(api, stack, worlds.CAPACITY_BLOCK_SCHEDULED), PIPELINE)
+    pre = result.result("preflight")
+    failed = [(f.check, f.detail, f.fix) for f in (pre.findings if pre else ()) if f.status == "fail"]
+    assert result.failed_step == "preflight" and len(failed) == 1, f"expected one failing preflight row, got {failed}"
+    check, detail, fix = failed[0]
+    assert (check, "starts at 2026-12-08 11:30 UTC" in detail, "run again once it is active" in fix) == (
+        "capacity reservation",
+        True,
+        True,
+    ), f"got {failed[0]}"
+    assert stack.calls == [], f"expected nothing created before the block starts, got {stack.calls}"
+
+
+def test_capacity_block_world_passes_preflight_once_the_block_is_active(aws):
+    active = {**worlds.CAPACITY_BLOCK_SCHEDULED, "State": "active", "AvailableInstanceCount": 2}
+    active["TotalInstanceCount"] = 2
+    with helpers.FakeKubeApi() as api:
+        stack = helpers.FakeStack("us-west-2", outputs=outputs(api))
+        result = run(capacity_block_target(api, stack, active), PLAN)
+    assert result.ok, f"expected the active block to pass the plan, failed at {result.failed_step}: {result.reason}"

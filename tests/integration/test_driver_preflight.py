@@ -6,6 +6,7 @@ from __future__ import annotations
 import dataclasses
 
 import _driver_helpers as helpers  # tests/integration is on pytest's pythonpath
+import _worlds as worlds
 import boto3
 import pytest
 from botocore.stub import Stubber
@@ -528,3 +529,68 @@ def test_type_without_efa_details_fails_its_efa_row_and_hands_on_no_interface(ch
     result = run(config(), dataclasses.replace(aws, ec2=_Ec2Doctored(aws.ec2, change)))
     assert (rows(result)["EFA support"].status, result.status) == ("fail", "fail"), f"got {result.summary}"
     assert result.data.efa_interfaces == 0, f"expected 0 EFA interfaces handed on, got {result.data}"
+
+
+# --------------------------------------------------------------------------- issue 26: a Capacity Block's state
+
+
+def block_row(**change):
+    cr = {**worlds.CAPACITY_BLOCK_SCHEDULED, **change}
+    return check_capacity_reservation(
+        reservation_client(cr), cr["CapacityReservationId"], "p5.48xlarge", "us-west-2a", 2, REGION, True, None, "s1"
+    )
+
+
+def test_capacity_block_not_yet_started_fails_naming_its_start_and_when_to_run_again():
+    row = block_row()
+    wanted = ("state is scheduled", "starts at 2026-12-08 11:30 UTC", "no GPU node can launch", "Capacity Block")
+    missing = [w for w in wanted if w not in row.detail]
+    assert row.status == "fail" and not missing, f"missing {missing} in {row}"
+    assert "after 2026-12-08 11:30 UTC" in row.fix and "run --stack s1" in row.fix, f"got fix {row.fix!r}"
+
+
+def test_capacity_block_not_yet_started_is_not_failed_for_its_zero_available_instances():
+    row = block_row()
+    assert "available" not in row.detail, f"a scheduled block shows 0 available by design, got {row.detail!r}"
+
+
+def test_capacity_block_that_will_hold_too_few_instances_fails_with_its_planned_count():
+    tags = [{"Key": "aws:ec2capacityreservation:incrementalRequestedQuantity", "Value": "1"}]
+    row = block_row(Tags=tags)
+    assert row.status == "fail" and "it will hold 1 instances, 2 needed" in row.detail, f"got {row}"
+
+
+@pytest.mark.parametrize(
+    "state, words",
+    [
+        ("expired", "it ended at 2026-12-15 11:30 UTC"),
+        ("cancelled", "state is cancelled"),
+        ("payment-failed", "state is payment-failed"),
+    ],
+)
+def test_ended_capacity_block_fails_saying_its_capacity_is_released_and_how_to_replace_it(state, words):
+    row = block_row(State=state)
+    assert row.status == "fail" and words in row.detail and "capacity is released" in row.detail, f"got {row}"
+    assert "describe-capacity-block-offerings" in row.fix and "gpuCapacityReservationId" in row.fix, f"got {row.fix}"
+
+
+def test_payment_pending_capacity_block_fails_as_not_active_yet():
+    row = block_row(State="payment-pending")
+    assert row.status == "fail" and "payment is not processed yet" in row.detail, f"got {row}"
+
+
+@pytest.mark.parametrize(
+    "change, words",
+    [
+        ({"AvailabilityZone": "us-west-2b"}, "it is in us-west-2b, not the GPU AZ us-west-2a"),
+        ({"InstanceType": "p4d.24xlarge"}, "it reserves p4d.24xlarge, not p5.48xlarge"),
+    ],
+)
+def test_active_capacity_block_of_another_az_or_type_fails(change, words):
+    row = block_row(State="active", AvailableInstanceCount=2, TotalInstanceCount=2, **change)
+    assert row.status == "fail" and words in row.detail, f"expected {words!r}, got {row}"
+
+
+def test_active_capacity_block_passes_and_says_when_it_ends():
+    row = block_row(State="active", AvailableInstanceCount=2, TotalInstanceCount=2)
+    assert row.status == "pass" and "ends 2026-12-15 11:30 UTC" in row.detail, f"got {row}"

@@ -260,3 +260,45 @@ def test_huge_page_check_is_skipped_when_the_workers_request_none():
     result = run_verify(objects)
     rows = {f.check: f.status for f in result.findings}
     assert (result.status, rows.get("GPU nodes hugepages-2Mi")) == ("pass", "skip"), f"got {result.status}: {rows}"
+
+
+# --------------------------------------------------------------------------- a Pending head says why
+
+
+@pytest.mark.parametrize(
+    ("world", "cause", "fix"),
+    [
+        ("head-image-pull", "cannot pull image public.ecr.aws/deep-learning-containers/ray:no-such-tag", "rayImage"),
+        ("head-node-selector", "no node of 3 matches role=system-nodes", "role=system"),
+    ],
+)
+def test_pending_head_fails_at_once_with_its_cause_and_fix(world, cause, fix):
+    objects = helpers.load_k8s()
+    worlds.WORLDS[world](objects)
+    result = verify_until_first_sleep(objects)
+    failed = [f for f in result.findings if f.status == "fail"]
+    assert [f.check for f in failed] == ["Ray head pod cannot start"], f"expected the head's one finding: {failed}"
+    assert cause in failed[0].detail and fix in failed[0].fix, f"expected {cause!r} / {fix!r}: {failed[0]}"
+
+
+def test_head_pending_on_a_full_system_node_is_waited_out_while_its_allocatable_holds_the_head():
+    """The scheduler says Insufficient cpu on the system node, but its allocatable holds the head's request:
+    other pods fill it, which the node object cannot show, so verify waits (to its timeout) instead of guessing."""
+    objects = helpers.load_k8s()
+    healthy = helpers.load_k8s()
+    message = (
+        "0/3 nodes are available: 1 Insufficient cpu, 2 node(s) had untolerated taint {nvidia.com/gpu: true}. "
+        "preemption: 0/3 nodes are available: 1 No preemption victims found for incoming pod, 2 Preemption is not "
+        "helpful for scheduling."
+    )
+    worlds._pending(worlds.head(objects), message)
+    worlds._event(objects, worlds.head(objects), message)
+    worlds._head_not_ready(objects)
+    sleeps = []
+
+    def head_scheduled():
+        sleeps.append(1)
+        objects.update(healthy)
+
+    result = verify_until_first_sleep(objects, on_sleep=head_scheduled)
+    assert (result.status, len(sleeps)) == ("pass", 1), f"expected a pass after one wait: {failing(result)}, {sleeps}"

@@ -13,6 +13,7 @@ from conftest import REPO
 
 from infra import mock_render
 from infra.config import PROJECT, ConfigError, ConfigWarning, from_pulumi_config, load_stack, stack_config_values
+from infra.efa_nodegroup import gpu_hugepages_2mi
 from infra.manifests import gpu_node_user_data, raycluster_spec
 from infra.mock_render import Render, RenderMocks, run_program
 from infra.stack import OUTPUT_NAMES
@@ -437,7 +438,8 @@ def test_capacity_block_on_g6_stops_the_program_with_the_fix():
 
 def test_gpu_launch_template_carries_the_huge_page_user_data(east):
     encoded = one(east, "aws:ec2/launchTemplate:LaunchTemplate", "gpu-lt").inputs.get("userData", "")
-    assert base64.b64decode(encoded).decode() == gpu_node_user_data(), "the GPU launch template lacks the user data"
+    want = gpu_node_user_data(gpu_hugepages_2mi("g6.12xlarge"))
+    assert base64.b64decode(encoded).decode() == want, "the GPU launch template lacks the user data"
 
 
 def test_system_launch_template_reserves_no_huge_pages(east):

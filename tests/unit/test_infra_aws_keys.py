@@ -57,7 +57,7 @@ BAD = {
     "placement group name": ({"gpuPlacementGroupName": "bad name!"}, "gpuPlacementGroupName 'bad name!'"),
     "system volume too small": ({"systemRootVolumeGib": 20}, "systemRootVolumeGib 20"),
     "admin not a role arn": ({"clusterAdminRoleArns": ["arn:aws:iam::1:user/x"]}, "clusterAdminRoleArns entry"),
-    "worker memory eats the huge pages": ({"rayWorkerMemory": "170Gi"}, "5120Mi of EFA huge pages"),
+    "worker memory eats the huge pages": ({"rayWorkerMemory": "170Gi"}, "10.3 GiB of EFA huge pages"),
     "vpc-cni version without its eksbuild": ({"vpcCniVersion": "v1.22.4"}, "vpcCniVersion 'v1.22.4'"),
     "vpc-cni version floating": ({"vpcCniVersion": "latest"}, "vpcCniVersion 'latest'"),
     "kube-proxy version without its eksbuild": ({"kubeProxyVersion": "v1.36.0"}, "kubeProxyVersion 'v1.36.0'"),

@@ -150,7 +150,7 @@ BAD_CONFIGS = {
     ),
     "memory over allocatable": (
         {"rayWorkerMemory": "190Gi"},
-        ["rayWorkerMemory '190Gi'", "g6.12xlarge", "set rayWorkerMemory to at most 167Gi"],
+        ["rayWorkerMemory '190Gi'", "g6.12xlarge", "set rayWorkerMemory to at most 162Gi"],
     ),
     "head over system node": ({"rayHeadMemory": "16Gi"}, ["rayHeadMemory '16Gi'", "m7i.xlarge", "set rayHeadMemory"]),
     "instance without EFA": (

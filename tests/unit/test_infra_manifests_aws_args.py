@@ -19,6 +19,8 @@ import pytest
 
 from infra import manifests as m
 from infra.config import ConfigWarning, load_stack
+from infra.efa_nodegroup import gpu_hugepages_2mi
+from infra.eks_facts import efa_hugepages_pages
 
 REPO = Path(__file__).resolve().parents[2]
 RESERVATION = "cr-0123456789abcdef0"
@@ -135,16 +137,32 @@ def _shell_parts(user_data: str) -> list[str]:
 
 def test_gpu_user_data_is_mime_multipart_with_one_shell_part():
     # EKS merges its NodeConfig into MIME multi-part user data (EKS guide launch-templates); a bare script is refused.
-    message = email.message_from_string(m.gpu_node_user_data())
-    got = (message.is_multipart(), len(_shell_parts(m.gpu_node_user_data())))
+    message = email.message_from_string(m.gpu_node_user_data(5281))
+    got = (message.is_multipart(), len(_shell_parts(m.gpu_node_user_data(5281))))
     assert got == (True, 1), f"expected a multipart message with one text/x-shellscript part, got {got}"
 
 
-def test_gpu_user_data_reserves_the_worker_request_in_2mib_pages_and_keeps_it_across_reboots():
-    (script,) = _shell_parts(m.gpu_node_user_data())
-    expected = ["want=2560", 'sysctl -w vm.nr_hugepages="$want"', "> /etc/sysctl.d/90-ray-efa-eks-hugepages.conf"]
+def test_gpu_user_data_reserves_the_pages_it_is_given_and_keeps_them_across_reboots():
+    (script,) = _shell_parts(m.gpu_node_user_data(5281))
+    expected = ["want=5281", 'sysctl -w vm.nr_hugepages="$want"', "> /etc/sysctl.d/90-ray-efa-eks-hugepages.conf"]
     missing = [e for e in expected if e not in script]
     assert not missing, f"expected {missing} in the shell part:\n{script}"
+
+
+@pytest.mark.parametrize(
+    ("instance_type", "pages"),
+    # efa-config 1.15's efa-hugepages-reserve.sh: 110 MiB x 2 endpoints x CPUs in 2 MiB pages, plus one
+    # (infra/eks_facts.py names the source): 48 vCPUs -> 110 x 48 + 1, 192 vCPUs -> 110 x 192 + 1.
+    [("g6.12xlarge", 5281), ("g5.12xlarge", 5281), ("p5.48xlarge", 21121)],
+)
+def test_gpu_nodes_reserve_what_the_efa_installers_rule_computes_for_their_type(instance_type, pages):
+    (script,) = _shell_parts(m.gpu_node_user_data(gpu_hugepages_2mi(instance_type)))
+    assert f"want={pages}\n" in script, f"expected want={pages} for {instance_type} in:\n{script}"
+
+
+def test_a_small_type_still_reserves_one_worker_request():
+    """efa-config's rule gives 110 x 8 + 1 = 881 pages for 8 vCPUs, less than the 2560 a worker requests."""
+    assert efa_hugepages_pages(8) == 2560, f"expected the worker's 2560 pages, got {efa_hugepages_pages(8)}"
 
 
 def test_gpu_user_data_never_lowers_a_larger_pool():
@@ -154,7 +172,7 @@ def test_gpu_user_data_never_lowers_a_larger_pool():
 
 @pytest.mark.skipif(shutil.which("bash") is None, reason="needs bash")
 def test_gpu_user_data_shell_part_is_valid_bash(tmp_path):
-    (script,) = _shell_parts(m.gpu_node_user_data())
+    (script,) = _shell_parts(m.gpu_node_user_data(5281))
     path = tmp_path / "part.sh"
     path.write_text(script)
     done = subprocess.run(["bash", "-n", str(path)], capture_output=True, text=True)

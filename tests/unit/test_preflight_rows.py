@@ -326,8 +326,12 @@ def test_unusable_reservation_fails_with_every_problem_and_the_fix():
     expected = (
         "capacity reservation",
         "fail",
-        "cr-0123: state is expired, not active; 0 of 2 instances available, 2 needed",
-        f"{SHOW_CR}; fix or remove gpuCapacityReservationId",
+        "cr-0123: state is expired: it has ended; its capacity is released, so no GPU node can launch into it; "
+        "0 of 2 instances available, 2 needed",
+        "create a new reservation (aws ec2 create-capacity-reservation --instance-type g6.12xlarge --instance-platform "
+        "Linux/UNIX --availability-zone us-west-2a --instance-count N) and set ray-efa-eks:gpuCapacityReservationId in "
+        f"Pulumi.<stack>.yaml to its id, or set it to '' for On-Demand capacity; {SHOW_CR}; fix or remove "
+        "gpuCapacityReservationId",
     )
     assert (row.check, row.status, row.detail, row.fix) == expected, f"got {row}"
 
@@ -464,3 +468,13 @@ def test_capacity_block_on_an_eligible_type_passes(instance_type):
 def test_capacity_block_type_row_is_skipped_without_the_flag():
     row = check_capacity_block_type("g6.12xlarge", False, "us-west-2")
     assert row.status == "skip", f"expected skip, got {row}"
+
+
+def test_pending_on_demand_reservation_fails_as_not_yet_active_with_no_capacity_block_advice():
+    row = _reservation_row([_cr(State="pending", AvailableInstanceCount=0)])
+    got = (
+        row.status,
+        "not active yet: EC2 is still provisioning it" in row.detail,
+        "Capacity Block" in row.detail + row.fix,
+    )
+    assert got == ("fail", True, False), f"got {row}"

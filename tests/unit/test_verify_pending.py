@@ -11,7 +11,9 @@ from conftest import FIXTURES
 
 from automation.steps.verify_pending import (
     CANNOT_START,
+    HEAD_CANNOT_START,
     diagnose,
+    diagnose_head,
     node_shortfalls,
     normalise,
     scheduling_reasons,
@@ -120,3 +122,75 @@ def test_a_reason_without_a_count_is_still_read():
     """A PreFilter plugin's message stands for every node and carries no count (synthetic example)."""
     got = scheduling_reasons("0/3 nodes are available: node(s) didn't match Pod's node affinity/selector.")
     assert got == {"node(s) didn't match Pod's node affinity/selector": 0}, f"got {got}"
+
+
+# --------------------------------------------------------------------------- the Ray head
+
+
+def system_node(cpu: str = "3920m", memory: str = "15136736Ki", name: str = "s1") -> dict:
+    """An m7i.xlarge system node's allocatable as in tests/fixtures/k8s/nodes.json."""
+    return {
+        "metadata": {"name": name, "labels": {"role": "system"}},
+        "spec": {},
+        "status": {"conditions": [{"type": "Ready", "status": "True"}], "allocatable": {"cpu": cpu, "memory": memory}},
+    }
+
+
+def ray_head(cpu: str = "2", memory: str = "8Gi", selector: str = "system") -> dict:
+    return {
+        "metadata": {"name": "h0"},
+        "spec": {
+            "nodeSelector": {"role": selector},
+            "containers": [{"resources": {"requests": {"cpu": cpu, "memory": memory}}}],
+        },
+        "status": {"phase": "Pending"},
+    }
+
+
+def head_event(message: str) -> dict:
+    return {"reason": "FailedScheduling", "involvedObject": {"name": "h0"}, "message": message}
+
+
+HEAD_SHORT = (
+    "0/3 nodes are available: 1 Insufficient memory, 2 node(s) had untolerated taint {nvidia.com/gpu: true}. "
+    "preemption: 0/3 nodes are available: 1 No preemption victims found for incoming pod, 2 Preemption is not "
+    "helpful for scheduling."
+)
+
+
+def test_head_larger_than_its_system_node_fails_naming_the_head_key_and_not_the_gpu_nodes_taint():
+    rows = diagnose_head([ray_head(memory="32Gi")], [head_event(HEAD_SHORT)], [system_node(), gpu_node()])
+    got = [(r.check, "is Pending: Insufficient memory (" in r.detail, "rayHeadMemory" in r.fix) for r in rows]
+    assert got == [(HEAD_CANNOT_START, True, True)], f"expected the head's memory and its key, got {rows}"
+    assert "toleration" not in rows[0].fix, f"the GPU nodes' taint is not the head's cause: {rows[0].fix}"
+
+
+def test_head_event_its_node_contradicts_is_waited_out():
+    """The node is full of other pods (the event), but its allocatable holds the head: not certain, wait."""
+    assert diagnose_head([ray_head()], [head_event(HEAD_SHORT)], [system_node(), gpu_node()]) == [], "expected a wait"
+
+
+def test_head_whose_selector_matches_no_node_fails_once_the_scheduler_says_so():
+    message = (
+        "0/2 nodes are available: 1 node(s) didn't match Pod's node affinity/selector, 1 node(s) had untolerated "
+        "taint {nvidia.com/gpu: true}."
+    )
+    before = diagnose_head([ray_head(selector="sys")], [], [system_node(), gpu_node()])
+    rows = diagnose_head([ray_head(selector="sys")], [head_event(message)], [system_node(), gpu_node()])
+    assert before == [] and [r.check for r in rows] == [HEAD_CANNOT_START], f"got {before} then {rows}"
+    assert "no node of 2 matches role=sys" in rows[0].detail, rows[0].detail
+
+
+def test_head_image_back_off_fails_and_its_first_pull_error_is_waited_out():
+    pod = ray_head()
+    pod["status"]["containerStatuses"] = [{"image": "img", "state": {"waiting": {"reason": "ErrImagePull"}}}]
+    first = diagnose_head([pod], [], [system_node()])
+    pod["status"]["containerStatuses"][0]["state"]["waiting"]["reason"] = "ImagePullBackOff"
+    later = [(r.check, "cannot pull image img" in r.detail) for r in diagnose_head([pod], [], [system_node()])]
+    assert (first, later) == ([], [(HEAD_CANNOT_START, True)]), f"got {first}, {later}"
+
+
+def test_running_head_gives_no_finding():
+    pod = ray_head(memory="32Gi")
+    pod["status"]["phase"] = "Running"
+    assert diagnose_head([pod], [head_event(HEAD_SHORT)], [system_node()]) == [], "a Running head is not Pending"
