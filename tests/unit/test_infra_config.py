@@ -1,5 +1,5 @@
 """infra.config: the stack files load, every bad config (or broken file) names key, value and fix,
-and Pulumi.yaml's config: block is the key table's rendering."""
+and Pulumi.yaml's config: block is the typed schema's rendering."""
 
 from __future__ import annotations
 
@@ -11,8 +11,9 @@ import pytest
 import yaml
 from conftest import REPO
 
-from automation.job import stack_fields
 from infra.config import (
+    KEYS,
+    KEYS_BY_NAME,
     ConfigError,
     ConfigWarning,
     StackConfig,
@@ -20,7 +21,8 @@ from infra.config import (
     load_stack,
     validate,
 )
-from infra.config_keys import KEYS, KEYS_BY_NAME, MAX_NODES_PER_MANAGED_NODE_GROUP, pulumi_yaml_config
+from infra.config_files import pulumi_yaml_config
+from infra.config_schema import MAX_NODES_PER_MANAGED_NODE_GROUP
 
 STACKS = ("us-east-2", "us-west-2")
 
@@ -83,12 +85,12 @@ def test_config_is_frozen():
         cfg.gpu_nodes.node_count = 3  # type: ignore[misc]
 
 
-def test_pulumi_yaml_config_block_is_rendered_from_the_key_table():
+def test_pulumi_yaml_config_block_is_rendered_from_the_schema():
     text = (REPO / "Pulumi.yaml").read_text()
     block = text[text.index("\nconfig:\n") + 1 :]
-    assert block == pulumi_yaml_config({"train": stack_fields()}), (
-        "Pulumi.yaml's config: block differs from infra/config_keys.py's table: "
-        "run `python -m automation.job --write-pulumi-yaml`"
+    assert block == pulumi_yaml_config(KEYS), (
+        "Pulumi.yaml's config: block differs from infra/config.py's schema: "
+        "run `python -m infra.config --write-pulumi-yaml`"
     )
 
 
@@ -133,8 +135,8 @@ def test_engine_strings_coerce_like_yaml_values():
     assert as_engine == as_yaml
 
 
-def test_private_only_endpoint_drops_the_cidrs():
-    cfg = _validate({"apiPublicAccess": False})
+def test_private_only_endpoint_needs_no_cidrs():
+    cfg = _validate({"apiPublicAccess": False, "apiPublicAccessCidrs": []})
     assert (cfg.cluster.endpoint_public_access, cfg.cluster.public_access_cidrs) == (False, ())
 
 
@@ -257,7 +259,7 @@ def test_open_public_endpoint_warns():
 def test_capacity_reservation_is_kept():
     cfg = _validate({"gpuCapacityReservationId": "cr-0123456789abcdef0"})
     assert cfg.gpu_nodes.capacity_reservation_id == "cr-0123456789abcdef0"
-    assert _validate({}).gpu_nodes.capacity_reservation_id is None
+    assert _validate({}).gpu_nodes.capacity_reservation_id == ""
 
 
 @pytest.mark.parametrize(
