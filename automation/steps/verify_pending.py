@@ -28,6 +28,7 @@ from collections.abc import Mapping, Sequence
 
 from automation.pipeline import Finding
 from automation.steps.verify_checks import HUGEPAGES_FIX, is_ready, name_of, quantity, selects, untolerated_taints
+from infra.config import GpuNodesConfig, RayConfig
 from infra.eks_facts import EFA_HUGEPAGES_RESOURCE
 from infra.names import EFA_RESOURCE, GPU_RESOURCE
 
@@ -42,7 +43,8 @@ TAINT, SELECTOR, NOT_READY = "untolerated taint", "node selector/affinity", "Not
 FIXES = {
     f"Insufficient {EFA_HUGEPAGES_RESOURCE}": HUGEPAGES_FIX,
     f"Insufficient {EFA_RESOURCE}": "the EFA device plugin advertises no EFA device: kubectl -n kube-system logs "
-    "ds/aws-efa-k8s-device-plugin; the launch template must attach an EFA interface (gpuEfaInterfaces)",
+    f"ds/aws-efa-k8s-device-plugin; the launch template must attach an EFA interface "
+    f"({GpuNodesConfig.keyname('efa_interfaces')})",
     f"Insufficient {GPU_RESOURCE}": "the NVIDIA device plugin advertises fewer GPUs than a worker requests: "
     "kubectl -n kube-system logs ds/nvidia-device-plugin; ray.worker num_gpus must not exceed the type's GPUs",
     TAINT: "give the worker group a toleration for the GPU nodes' taint, or take the taint off the node group",
@@ -173,8 +175,9 @@ def image_pull_failure(pod: Mapping, check: str = CANNOT_START) -> Finding | Non
                 "fail",
                 f"pod {name_of(pod)} cannot pull image {status.get('image')}: {waiting.get('reason')}: "
                 f"{waiting.get('message', '')}",
-                "set rayImage in the stack config to an image the nodes can pull (public.ecr.aws needs no "
-                "credentials; a private registry needs the node role's ECR read policy), then run `up` again",
+                f"set {RayConfig.keyname('image')} in the stack config to an image the nodes can pull "
+                "(public.ecr.aws needs no credentials; a private registry needs the node role's ECR read policy), "
+                "then run `up` again",
             )
     return None
 
