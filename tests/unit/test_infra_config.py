@@ -16,13 +16,14 @@ from infra.config import (
     KEYS_BY_NAME,
     ConfigError,
     ConfigWarning,
+    GpuNodesConfig,
     StackConfig,
     is_floating_image,
     load_stack,
     validate,
 )
-from infra.config_files import pulumi_yaml_config
-from infra.config_schema import MAX_NODES_PER_MANAGED_NODE_GROUP
+from infra.config_files import pulumi_yaml_config, write_pulumi_yaml
+from infra.config_schema import MAX_NODES_PER_MANAGED_NODE_GROUP, coerce
 
 STACKS = ("us-east-2", "us-west-2")
 
@@ -92,6 +93,33 @@ def test_pulumi_yaml_config_block_is_rendered_from_the_schema():
         "Pulumi.yaml's config: block differs from infra/config.py's schema: "
         "run `python -m infra.config --write-pulumi-yaml`"
     )
+
+
+def test_write_pulumi_yaml_replaces_a_drifted_block_and_then_leaves_it(tmp_path):
+    path = tmp_path / "Pulumi.yaml"
+    path.write_text((REPO / "Pulumi.yaml").read_text().replace("default: ray-efa-eks\n", "default: other\n", 1))
+    first, second = write_pulumi_yaml(path, KEYS), write_pulumi_yaml(path, KEYS)
+    assert (first, second, path.read_text()) == (True, False, (REPO / "Pulumi.yaml").read_text()), (
+        f"expected one rewrite back to the shipped file, got rewrites {first}, {second}"
+    )
+
+
+def test_every_key_lands_on_its_own_field_of_the_typed_config():
+    cfg = _validate({})
+    wrong = {}
+    for k in KEYS:
+        value = cfg
+        for attr in k.path:
+            value = getattr(value, attr)
+        if value != coerce(k, k.default):
+            wrong[k.name] = (k.path, value)
+    assert not wrong, f"keys whose field does not hold their default: {wrong}"
+
+
+def test_keyname_refuses_a_field_that_is_no_key():
+    assert GpuNodesConfig.keyname("node_count", prefixed=True) == "ray-efa-eks:gpuNodeCount"
+    with pytest.raises(KeyError):
+        GpuNodesConfig.keyname("gpus_per_node")  # derived from the catalog, not a stack key
 
 
 def test_pulumi_yaml_declares_only_types_the_cli_accepts():
@@ -217,6 +245,8 @@ BAD_CONFIGS = {
     "shm over memory": ({"rayWorkerShmSize": "100Gi"}, ["rayWorkerShmSize '100Gi'", "half of rayWorkerMemory"]),
     "memory without unit": ({"rayWorkerMemory": "160"}, ["rayWorkerMemory '160' has no unit"]),
     "old kubernetes": ({"kubernetesVersion": "1.28"}, ["kubernetesVersion '1.28'", "1.30 or newer"]),
+    "more idle nodes than nodes": ({"gpuIdleNodes": 3}, ["gpuIdleNodes 3", "gpuNodeCount 2", "at most 2"]),
+    "idle guard over a day": ({"gpuIdleMinutes": 1441}, ["gpuIdleMinutes 1441", "within 0..1440"]),
 }
 
 
