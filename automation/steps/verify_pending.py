@@ -28,7 +28,7 @@ from collections.abc import Mapping, Sequence
 
 from automation.pipeline import Finding
 from automation.steps.verify_checks import HUGEPAGES_FIX, is_ready, name_of, quantity, selects, untolerated_taints
-from infra.config import GpuNodesConfig, RayConfig
+from infra.config import GpuNodesConfig, RayConfig, RayHeadConfig, SystemNodesConfig
 from infra.eks_facts import EFA_HUGEPAGES_RESOURCE
 from infra.names import EFA_RESOURCE, GPU_RESOURCE
 
@@ -52,11 +52,13 @@ FIXES = {
     NOT_READY: "kubectl describe node <node>: the GPU nodes are not Ready",
 }
 # The head runs on the system node group (infra/manifests.py ray_head_template: nodeSelector role=system).
+_HEAD_CPU, _HEAD_MEMORY = RayHeadConfig.keyname("cpu"), RayHeadConfig.keyname("memory")
+_SYSTEM_TYPE = SystemNodesConfig.keyname("instance_type")
 HEAD_FIXES = {
-    "Insufficient cpu": "the head's CPU request (rayHeadCpu) exceeds the system node's allocatable: lower rayHeadCpu "
-    "or choose a larger systemInstanceType",
-    "Insufficient memory": "the head's memory request (rayHeadMemory) exceeds the system node's allocatable: lower "
-    "rayHeadMemory or choose a larger systemInstanceType",
+    "Insufficient cpu": f"the head's CPU request ({_HEAD_CPU}) exceeds the system node's allocatable: lower "
+    f"{_HEAD_CPU} or choose a larger {_SYSTEM_TYPE}",
+    "Insufficient memory": f"the head's memory request ({_HEAD_MEMORY}) exceeds the system node's allocatable: lower "
+    f"{_HEAD_MEMORY} or choose a larger {_SYSTEM_TYPE}",
     TAINT: "the system node has a taint the head does not tolerate: kubectl describe node <node> (a "
     "node.kubernetes.io/* taint means the node is unhealthy; the system node group must not be tainted)",
     SELECTOR: "no node matches the head's nodeSelector: the system node group's nodes must carry role=system "
