@@ -29,8 +29,9 @@ from datetime import date
 from pathlib import Path
 from typing import Any, ClassVar
 
+from infra import config_files
 from infra.catalog import instance_spec
-from infra.config_files import check_project_file, check_region, known_stacks, read_stack_file, write_pulumi_yaml
+from infra.config_files import StackFile, check_project_file, check_region, known_stacks, write_pulumi_yaml
 from infra.config_schema import (
     IRSA,
     MAX_GP3_GIB,
@@ -106,6 +107,7 @@ __all__ = [
     "known_stacks",
     "load_stack",
     "parse_quantity",
+    "read_stack_file",
     "require_gpu_az",
     "stack_config_values",
     "validate",
@@ -748,8 +750,13 @@ def load_stack(stack: str, project_dir: Path) -> StackConfig:
     unknown stack (listing the known ones), a misspelled key, or any broken rule of ``validate``.
     """
     check_project_file(Path(project_dir), KEYS)
-    found = read_stack_file(stack, Path(project_dir), KEYS_BY_NAME)
+    found = read_stack_file(stack, project_dir)
     return validate(found.values, stack=stack, region=found.region)
+
+
+def read_stack_file(stack: str, project_dir: Path) -> StackFile:
+    """Our keys and the region that ``Pulumi.<stack>.yaml`` sets, every key's name checked against the schema."""
+    return config_files.read_stack_file(stack, Path(project_dir), KEYS_BY_NAME)
 
 
 def stack_config_values(stack: str, project_dir: Path) -> dict[str, str]:
@@ -759,7 +766,7 @@ def stack_config_values(stack: str, project_dir: Path) -> dict[str, str]:
     overridden by the stack file, arrays and objects as JSON.
     """
     check_project_file(Path(project_dir), KEYS)
-    found = read_stack_file(stack, Path(project_dir), KEYS_BY_NAME)
+    found = read_stack_file(stack, project_dir)
     with warnings.catch_warnings():  # the program reports the warnings when it validates again
         warnings.simplefilter("ignore", ConfigWarning)
         validate(found.values, stack=stack, region=found.region)  # fail early, with the clear message
