@@ -19,11 +19,11 @@ from infra.names import (
     EFA_RESOURCE,
     GPU_RESOURCE,
     GPU_ROLE,
-    NCCL_DEBUG_LEVEL,
     ROLE_LABEL,
     RUN_ROOT,
     SYSTEM_ROLE,
 )
+from workloads.env import NCCL_DEBUG_LEVEL  # the workers' level too: one definition (workloads imports nothing)
 
 # --------------------------------------------------------------------------- labels, taints
 

@@ -39,6 +39,7 @@ from typing import Any
 
 from automation.cli import location
 from automation.errors import DriverError
+from automation.job import stack_label
 from workloads.metrics import METRICS_FILE, read_metrics
 from workloads.nccl_check import run_marker
 
@@ -358,7 +359,7 @@ def worker_pod_to_delete(pods: list[dict], rank_ips: dict[int, str]) -> tuple[st
     raise DriverError(
         f"no running worker pod holds a rank other than rank 0's (ranks on {sorted(set(rank_ips.values()))}, "
         f"pods on {sorted(ip for ip in running if ip)}): the drill needs workers on two pods; raise "
-        "ray-efa-eks:train.num_workers so they span both GPU nodes",
+        f"{stack_label('num_workers')} so they span both GPU nodes",
         exit_code=2,
     )
 

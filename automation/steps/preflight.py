@@ -18,7 +18,8 @@ from typing import TYPE_CHECKING, Any
 from botocore.exceptions import BotoCoreError, ClientError, NoCredentialsError
 
 from automation.pipeline import Finding, Prior, StepResult, verdict
-from infra.eks_facts import CAPACITY_BLOCKS_GUIDE, capacity_block_eligible, capacity_block_fix
+from infra.config import PROJECT, ClusterConfig, GpuNodesConfig, NetworkConfig, SystemNodesConfig, capacity_block_fix
+from infra.eks_facts import CAPACITY_BLOCKS_GUIDE, capacity_block_eligible
 
 if TYPE_CHECKING:
     from automation.targets import Target
@@ -35,6 +36,7 @@ STANDARD_QUOTA = ("L-1216C47A", "Running On-Demand Standard (A, C, D, H, I, M, R
 # (https://docs.aws.amazon.com/AWSEC2/latest/APIReference/API_CapacityReservation.html).
 CAPACITY_BLOCK = "capacity-block"
 AWS_CLI_INSTALL = "https://docs.aws.amazon.com/cli/latest/userguide/getting-started-install.html"
+_GPU = GpuNodesConfig.keyname  # the stack keys a fix names, from the schema
 
 
 def family(instance_type: str) -> str:
@@ -161,7 +163,7 @@ def check_instance_type(
                 "instance type",
                 "fail",
                 f"{instance_type} does not exist in {region}",
-                f"set ray-efa-eks:gpuInstanceType in Pulumi.{stack}.yaml to one of: {list_cmd}",
+                f"set {_GPU('instance_type', prefixed=True)} in Pulumi.{stack}.yaml to one of: {list_cmd}",
             )
         ]
     net = info.get("NetworkInfo", {})
@@ -178,7 +180,9 @@ def check_instance_type(
             "EFA support",
             "pass" if max_efa >= efa_wanted else "fail",
             f"{instance_type} supports EFA with up to {max_efa} interfaces; the stack asks for {efa_wanted}",
-            "" if max_efa >= efa_wanted else f"set 'ray-efa-eks:gpuEfaInterfaces: {max_efa}' in Pulumi.{stack}.yaml",
+            ""
+            if max_efa >= efa_wanted
+            else f"set '{_GPU('efa_interfaces', prefixed=True)}: {max_efa}' in Pulumi.{stack}.yaml",
         )
     )
     rows.append(
@@ -216,7 +220,7 @@ def check_az(
                 "fail",
                 f"{instance_type} is offered in {sorted(offered) or 'no AZ'} but the stack's private subnets are in "
                 f"{sorted(stack_azs)}",
-                f"add an AZ that offers it to ray-efa-eks:availabilityZones in Pulumi.{stack}.yaml "
+                f"add an AZ that offers it to {NetworkConfig.keyname('azs', prefixed=True)} in Pulumi.{stack}.yaml "
                 "(aws ec2 describe-instance-type-offerings --location-type availability-zone "
                 f"--filters Name=instance-type,Values={instance_type})",
             ),
@@ -236,7 +240,8 @@ def check_az(
                 "fail",
                 f"{configured} does not offer {instance_type} or has no private subnet of the stack; "
                 f"valid AZs: {', '.join(valid)}",
-                f"set 'ray-efa-eks:gpuAvailabilityZone: {valid[0]}' in Pulumi.{stack}.yaml (valid: {', '.join(valid)})",
+                f"set '{_GPU('availability_zone', prefixed=True)}: {valid[0]}' in Pulumi.{stack}.yaml "
+                f"(valid: {', '.join(valid)})",
             ),
             None,
             valid,
@@ -345,14 +350,14 @@ def _replacement_fix(cr: dict, stack: str) -> str:
     itype, az = cr.get("InstanceType"), cr.get("AvailabilityZone")
     if cr.get("ReservationType") == CAPACITY_BLOCK:
         new = f"buy a new Capacity Block (aws ec2 describe-capacity-block-offerings --instance-type {itype} ...)"
-        off = "set it to '' and gpuCapacityBlock to false"
+        off = f"set it to '' and {_GPU('capacity_block')} to false"
     else:
         new = (
             f"create a new reservation (aws ec2 create-capacity-reservation --instance-type {itype} "
             f"--instance-platform Linux/UNIX --availability-zone {az} --instance-count N)"
         )
         off = "set it to ''"
-    key = f"ray-efa-eks:gpuCapacityReservationId in Pulumi.{stack}.yaml"
+    key = f"{_GPU('capacity_reservation_id', prefixed=True)} in Pulumi.{stack}.yaml"
     return f"{new} and set {key} to its id, or {off} for On-Demand capacity"
 
 
@@ -402,14 +407,14 @@ def _kind_problems(cr: dict, capacity_block: bool, placement_group: str | None) 
     is_block = cr.get("ReservationType") == CAPACITY_BLOCK
     if is_block != capacity_block:
         problems.append(
-            f"it is {_reservation_kind(cr)} but gpuCapacityBlock is {str(capacity_block).lower()}: "
-            f"set ray-efa-eks:gpuCapacityBlock to {str(is_block).lower()}"
+            f"it is {_reservation_kind(cr)} but {_GPU('capacity_block')} is {str(capacity_block).lower()}: "
+            f"set {_GPU('capacity_block', prefixed=True)} to {str(is_block).lower()}"
         )
     reserved_for = (cr.get("PlacementGroupArn") or "").rsplit("/", 1)[-1] or None
     if reserved_for and reserved_for != placement_group:
         problems.append(
             f"it is reserved for placement group {reserved_for}, not {placement_group or 'the one the stack creates'}: "
-            f"set ray-efa-eks:gpuPlacementGroupName to {reserved_for}"
+            f"set {_GPU('placement_group_name', prefixed=True)} to {reserved_for}"
         )
     return problems
 
@@ -454,7 +459,7 @@ def check_capacity_reservation(
             "capacity reservation",
             "fail",
             f"{reservation_id}: " + "; ".join(problems),
-            "; ".join([*fixes, f"{fix_show}; fix or remove gpuCapacityReservationId"]),
+            "; ".join([*fixes, f"{fix_show}; fix or remove {_GPU('capacity_reservation_id')}"]),
         )
     ends = f", ends {_when(cr['EndDate'])}" if cr.get("EndDate") else ""
     return Finding(
@@ -473,12 +478,12 @@ def check_capacity_block_type(instance_type: str, capacity_block: bool, stack: s
     """
     check = "Capacity Block type"
     if not capacity_block:
-        return Finding(check, "skip", "gpuCapacityBlock is false")
+        return Finding(check, "skip", f"{_GPU('capacity_block')} is false")
     if not capacity_block_eligible(instance_type):
         return Finding(
             check,
             "fail",
-            f"gpuCapacityBlock is true but Capacity Blocks for ML do not exist for {instance_type} "
+            f"{_GPU('capacity_block')} is true but Capacity Blocks for ML do not exist for {instance_type} "
             f"({CAPACITY_BLOCKS_GUIDE})",
             f"in Pulumi.{stack}.yaml: {capacity_block_fix(instance_type)}",
         )
@@ -497,7 +502,8 @@ def check_system_quota(cfg: Any, clients: AwsClients) -> Finding:
             "system vCPU quota",
             "fail",
             f"{s.instance_type} does not exist in {cfg.region}",
-            f"set ray-efa-eks:systemInstanceType in Pulumi.{cfg.stack}.yaml to a type offered there",
+            f"set {SystemNodesConfig.keyname('instance_type', prefixed=True)} in Pulumi.{cfg.stack}.yaml to a type "
+            "offered there",
         )
     vcpus = int(info["VCpuInfo"]["DefaultVCpus"])
     row, _, _ = check_quota(clients.quotas, clients.ec2, s.instance_type, vcpus, s.count, cfg.region)
@@ -534,19 +540,23 @@ def check_addon_version(eks: Any, addon: str, key: str, version: str, kubernetes
             check,
             "fail",
             f"{version} is not offered for Kubernetes {kubernetes_version} in {region} (newest offered: {newest})",
-            f"set ray-efa-eks:{key} to one of: {listing}",
+            f"set {PROJECT}:{key} to one of: {listing}",
         )
     return Finding(check, "pass", f"{version} is offered for Kubernetes {kubernetes_version}")
 
 
 def check_vpc_cni_version(eks: Any, version: str, kubernetes_version: str, region: str) -> Finding:
     """The vpc-cni row: vpcCniVersion is offered for kubernetesVersion."""
-    return check_addon_version(eks, "vpc-cni", "vpcCniVersion", version, kubernetes_version, region)
+    return check_addon_version(
+        eks, "vpc-cni", ClusterConfig.keyname("vpc_cni_version"), version, kubernetes_version, region
+    )
 
 
 def check_kube_proxy_version(eks: Any, version: str, kubernetes_version: str, region: str) -> Finding:
     """The kube-proxy row: kubeProxyVersion is offered for kubernetesVersion (kube-proxy follows its minor)."""
-    return check_addon_version(eks, "kube-proxy", "kubeProxyVersion", version, kubernetes_version, region)
+    return check_addon_version(
+        eks, "kube-proxy", ClusterConfig.keyname("kube_proxy_version"), version, kubernetes_version, region
+    )
 
 
 def _reservation_kind(cr: dict) -> str:

@@ -28,12 +28,13 @@ from automation.steps.train import TrainOutcome, submit_on_head
 from automation.steps.verify import expectations_from, head_pod_name, verify_cluster
 from automation.storage import Durability, Identity, kept_bucket_line, require_run, run_locations, verify_storage
 from automation.ui import tty_confirm
+from infra.config import GpuNodesConfig
 from workloads.config import ConfigError, TrainConfig, new_run_id
 from workloads.env import NCCL_DEBUG_LEVEL
 from workloads.uri import parse_location
 
 PIPELINE = ("preflight", "preview", "up", "verify", "train", "check")
-GPU_AZ_KEY = "ray-efa-eks:gpuAvailabilityZone"
+GPU_AZ_KEY = GpuNodesConfig.keyname("availability_zone", prefixed=True)
 PLAN = ("preflight", "preview")
 
 
@@ -176,7 +177,7 @@ class AwsTarget:
         if result.ok and chosen and not self.cfg.gpu_nodes.availability_zone:
             s = self.cfg.stack
             self.note(
-                f"gpuAvailabilityZone is empty: preflight chose {chosen} (valid: {', '.join(result.data.valid_azs)}); "
+                f"{GPU_AZ_KEY} is empty: preflight chose {chosen} (valid: {', '.join(result.data.valid_azs)}); "
                 f"`python -m automation run --stack {s}` sets it in the stack before preview/up, "
                 f"or set '{GPU_AZ_KEY}: {chosen}' in Pulumi.{s}.yaml"
             )
@@ -201,7 +202,7 @@ class AwsTarget:
         az = checked.data.gpu_az if checked is not None and checked.ok and checked.data is not None else None
         if not az:
             raise DriverError(
-                f"stack {s} leaves gpuAvailabilityZone empty and no preflight of this run chose one: run "
+                f"stack {s} leaves {GPU_AZ_KEY} empty and no preflight of this run chose one: run "
                 f"`python -m automation run --stack {s}` (preflight chooses an AZ that offers "
                 f"{self.cfg.gpu_nodes.instance_type} and sets it) or set '{GPU_AZ_KEY}: <az>' in Pulumi.{s}.yaml",
                 exit_code=2,

@@ -357,7 +357,7 @@ ray_pod_identity = StackValidationPolicy(
     name="ray-service-account-pod-identity",
     description=(
         "A service account the Ray pods run as is bound to an IAM role, by an EKS Pod Identity association or "
-        "(podIdentityMode irsa) by the eks.amazonaws.com/role-arn annotation: the only ways the pods get AWS "
+        "(the stack's irsa mode) by the eks.amazonaws.com/role-arn annotation: the only ways the pods get AWS "
         "credentials once IMDS is closed to them (hop limit 1). Sources: "
         "https://docs.aws.amazon.com/eks/latest/userguide/pod-identities.html, "
         "https://docs.aws.amazon.com/eks/latest/userguide/iam-roles-for-service-accounts.html"
