@@ -106,6 +106,8 @@ class GpuNodesConfig:
     root_volume_gib: int
     capacity_block: bool = False  # the reservation is a Capacity Block for ML
     placement_group_name: str | None = None  # an existing cluster placement group; None: the stack creates one
+    idle_nodes: int = 0  # nodes kept between runs (gpuIdleNodes)
+    idle_minutes: int = 30  # the idle guard's wait; 0: no guard (gpuIdleMinutes)
 
 
 @dataclass(frozen=True)
@@ -301,6 +303,8 @@ def _build(stack: str, region: str, v: Mapping[str, Any], notes: tuple[str, ...]
             root_volume_gib=v["gpuRootVolumeGib"],
             capacity_block=v["gpuCapacityBlock"],
             placement_group_name=v["gpuPlacementGroupName"] or None,
+            idle_nodes=v["gpuIdleNodes"],
+            idle_minutes=v["gpuIdleMinutes"],
         ),
         charts=ChartsConfig(
             nvidia_device_plugin=v["nvidiaDevicePluginChartVersion"],

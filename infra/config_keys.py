@@ -463,14 +463,33 @@ KEYS: tuple[Key, ...] = (
         "gpuNodeCount",
         "integer",
         2,
-        f"Number of GPU nodes (desired = min = max; 1 to {MAX_NODES_PER_MANAGED_NODE_GROUP}, the EKS quota of "
-        f"nodes per managed node group). One node is allowed, but then no traffic crosses EFA.",
+        f"Number of GPU nodes while a run trains (the node group's max; 1 to {MAX_NODES_PER_MANAGED_NODE_GROUP}, "
+        f"the EKS quota of nodes per managed node group). One node is allowed, but then no traffic crosses EFA.",
         "gpu nodes",
         between(
             1, MAX_NODES_PER_MANAGED_NODE_GROUP, "2 or more test EFA, and EKS allows 450 nodes per managed node group"
         ),
     ),
     Key("gpuAvailabilityZone", "string", "", _GPU_AZ, "gpu nodes"),
+    Key(
+        "gpuIdleNodes",
+        "integer",
+        0,
+        "GPU nodes left running between runs: `python -m automation run` scales the node group to this many when it "
+        "ends (unless --keep-nodes) and back to gpuNodeCount at its start; the idle guard scales to it too. 0 to "
+        "gpuNodeCount.",
+        "gpu nodes",
+        between(0, MAX_NODES_PER_MANAGED_NODE_GROUP, "at most gpuNodeCount nodes stay up between runs"),
+    ),
+    Key(
+        "gpuIdleMinutes",
+        "integer",
+        30,
+        "Minutes without a running Ray job after which the in-cluster idle guard (a CronJob on the system node) "
+        "scales the GPU node group to gpuIdleNodes; 0 turns the guard off (no CronJob).",
+        "gpu nodes",
+        between(0, 10080, "0 turns the guard off; a week (10080 minutes) is the longest wait"),
+    ),
     Key(
         "gpuEfaInterfaces",
         "integer",

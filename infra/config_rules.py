@@ -138,6 +138,14 @@ def capacity_block_type_eligible(v: Values, region: str) -> None:
         raise ConfigError(capacity_block_refusal(v["gpuInstanceType"]))
 
 
+def idle_nodes_within_count(v: Values, region: str) -> None:
+    if v["gpuIdleNodes"] > v["gpuNodeCount"]:
+        raise ConfigError(
+            f"gpuIdleNodes {v['gpuIdleNodes']} is more than gpuNodeCount {v['gpuNodeCount']}: the node group holds "
+            f"at most gpuNodeCount nodes; set gpuIdleNodes within 0..{v['gpuNodeCount']}"
+        )
+
+
 def capacity_block_update_note(v: Values, region: str) -> str | None:
     return CAPACITY_BLOCK_UPDATE_NOTE if v["gpuCapacityBlock"] else None
 
@@ -189,6 +197,7 @@ RULES: tuple[Callable[[Values, str], None], ...] = (
     shm_within_worker_memory,
     capacity_block_has_reservation,
     capacity_block_type_eligible,
+    idle_nodes_within_count,
 )
 NOTES: tuple[Callable[[Values, str], str | None], ...] = (
     single_gpu_node_note,

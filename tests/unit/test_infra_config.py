@@ -200,6 +200,11 @@ BAD_CONFIGS = {
         ["nvidiaDevicePluginChartVersion 'latest'", "pin one"],
     ),
     "zero GPU nodes": ({"gpuNodeCount": 0}, ["gpuNodeCount 0", "2 or more", "within 1..450"]),
+    "more idle GPU nodes than GPU nodes": (
+        {"gpuNodeCount": 2, "gpuIdleNodes": 3},
+        ["gpuIdleNodes 3 is more than gpuNodeCount 2", "within 0..2"],
+    ),
+    "negative idle minutes": ({"gpuIdleMinutes": -1}, ["gpuIdleMinutes -1", "0 turns the guard off"]),
     "GPU nodes over the node group quota": ({"gpuNodeCount": 100000}, ["gpuNodeCount 100000", "450", "within 1..450"]),
     "system nodes over the node group quota": ({"systemNodeCount": 451}, ["systemNodeCount 451", "within 1..450"]),
     "root volume too small": ({"gpuRootVolumeGib": 20}, ["gpuRootVolumeGib 20", "within 50..16384"]),
