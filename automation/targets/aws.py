@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from automation.capacity import UpWatch, up_watch
 from automation.cost import CostEstimate, estimate
 from automation.errors import DriverError
 from automation.job import CLUSTER_ROOT, cluster_job, one_node_note, stack_label
@@ -233,6 +234,9 @@ class AwsTarget:
     def explain_up_failure(self) -> str:
         c = self.deps.client
         return pulumi_steps.nodegroup_failure_cause(c("eks"), c("autoscaling"), self.cfg.cluster.name)
+
+    def watch_up(self) -> UpWatch:
+        return up_watch(self)
 
     def stack_changed(self, summary: pulumi_steps.ChangeSummary) -> None:
         self._outputs = dict(summary.outputs)
