@@ -12,6 +12,7 @@ still CREATING or UPDATING answers ``ResourceInUseException``.
 
 from __future__ import annotations
 
+import json
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -21,7 +22,7 @@ from botocore.exceptions import BotoCoreError, ClientError
 
 from automation.cost import CostEstimate, estimate
 from automation.errors import DriverError
-from infra.names import GPU_NODE_SELECTOR
+from infra.names import GPU_NODE_SELECTOR, IDLE_GUARD_RECORD
 
 NODE_WAIT_S = 1200.0  # a GPU node from a scaled-up group takes minutes to join; 20 min before giving up
 POLL_S = 10.0
@@ -201,3 +202,28 @@ def running_line(target: Any, gpu_nodes: int) -> str:
         f"{gpu_nodes} x {cfg.gpu_nodes.instance_type} and {cfg.system_nodes.count} x {cfg.system_nodes.instance_type}"
     )
     return f"running now: {what}, {est.text()} On-Demand (plus the EKS control plane and the NAT gateway)"
+
+
+def now_running(target: Any) -> dict[str, Any]:
+    """What runs now and its On-Demand cost per hour (`status`): the GPU node group's desired size from EKS."""
+    outputs = target.outputs()
+    if not outputs.get("nodegroup_name"):
+        return {"gpu_nodes": None, "note": "the GPU node group's name comes from the stack outputs (not read)"}
+    try:
+        gpu = sizes(target.deps.client("eks"), nodegroup_ref(outputs, target.cfg.stack))["desiredSize"]
+    except (ClientError, BotoCoreError, DriverError) as e:
+        return {"gpu_nodes": None, "note": f"EKS: {e}"}
+    est = running_cost(target, gpu)
+    return {"gpu_nodes": gpu, "text": running_line(target, gpu), "cost": est.to_dict()}
+
+
+def guard_record(kube: Any, namespace: str) -> dict[str, Any] | str:
+    """The idle guard's last decision (its record ConfigMap), or why there is none."""
+    try:
+        data = kube.get_configmap(namespace, IDLE_GUARD_RECORD).get("data") or {}
+    except DriverError as e:
+        return f"no record ({e}): gpuIdleMinutes 0 renders no guard"
+    try:
+        return json.loads(data.get("last", "{}"))
+    except ValueError:
+        return f"the record {namespace}/{IDLE_GUARD_RECORD} is not JSON: {data.get('last')!r}"

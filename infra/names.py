@@ -29,3 +29,8 @@ RUN_ROOT = "/tmp/ray-efa-eks"
 
 # NCCL's log level on the cluster: the NCCL check reads only INFO output (workloads/nccl_check).
 NCCL_DEBUG_LEVEL = "INFO"
+
+# The idle guard (infra/idle_guard.py): its CronJob, ServiceAccount and Role share IDLE_GUARD; the ConfigMap
+# IDLE_GUARD_RECORD holds its last decision, which `python -m automation status` reads.
+IDLE_GUARD = "idle-guard"
+IDLE_GUARD_RECORD = "idle-guard-record"

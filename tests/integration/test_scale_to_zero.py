@@ -15,6 +15,7 @@ from moto import mock_aws
 
 from automation import cli
 from automation.commands import scale
+from automation.commands.status import aws_status
 from automation.errors import DriverError
 from automation.kube import KubeApi
 from automation.scaling import (
@@ -22,6 +23,7 @@ from automation.scaling import (
     Scaled,
     after_run,
     before_verify,
+    guard_record,
     scale_up_for_run,
     set_desired,
     sizes,
@@ -210,3 +212,20 @@ def test_run_brings_the_nodes_back_before_verify_and_notes_it(eks):
         target = target_for(api, scale_nodes=True)
         scaled = before_verify(target)
     assert (scaled.before, scaled.after, sizes(eks, REF)["desiredSize"]) == (0, 2, 2), f"got {scaled}"
+
+
+def test_status_shows_what_runs_now_and_the_guards_last_decision(eks):
+    set_desired(eks, REF, 0)
+    with helpers.FakeKubeApi() as api:  # the recorded cluster has no guard record: a 404
+        doc = aws_status(target_for(api), kubeconfig_given=False)
+    assert doc["now"]["gpu_nodes"] == 0 and "running now: 0 x g6.12xlarge" in doc["now"]["text"], doc["now"]
+    assert doc["idle_guard"].startswith("no record"), doc["idle_guard"]
+
+
+def test_the_guards_record_is_read_as_its_last_decision():
+    class Kube:
+        def get_configmap(self, namespace, name):
+            assert (namespace, name) == ("ray", "idle-guard-record")
+            return {"data": {"last": json.dumps({"action": "scale-down", "reason": "no Ray job for 31 minutes"})}}
+
+    assert guard_record(Kube(), "ray")["action"] == "scale-down"
