@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 import json
 import shutil
+import time
 import warnings
 from datetime import UTC, datetime
 
@@ -359,3 +360,41 @@ def test_the_table_shows_the_ranked_azs_and_the_quota_increase(aws, tmp_path, ca
     out = " ".join(capsys.readouterr().out.split())
     assert rc == 0 and "48/96" in out and "quota short: aws service-quotas request-service-quota-increase" in out, out
     assert "g6.12xlarge has no Capacity Blocks" in out, out
+
+
+def test_a_second_ctrl_c_while_cancelling_waits_until_the_reservation_is_cancelled(aws):
+    """SIGINT during the cancel call is held: the cancel finishes, then the interrupt is raised."""
+    import os
+    import signal
+
+    class Ec2Calls:
+        def __init__(self):
+            self.cancelled: list[str] = []
+
+        def create_capacity_reservation(self, **kw):
+            return created("cr-0123456789abcdef0")
+
+        def cancel_capacity_reservation(self, CapacityReservationId):  # noqa: N803 - the API's argument name
+            os.kill(os.getpid(), signal.SIGINT)  # Ctrl-C lands while EC2 is cancelling
+            self.cancelled.append(CapacityReservationId)
+            return {"Return": True}
+
+    zones = usable_zones(Ec2())[:1]
+    ec2 = Ec2Calls()
+    with pytest.raises(KeyboardInterrupt):
+        probe(zones, lambda r: ec2, G6, 2)
+    assert ec2.cancelled == ["cr-0123456789abcdef0"], ec2.cancelled
+
+
+def test_the_up_watch_thread_says_it_within_its_interval():
+    eks = boto3.client("eks", region_name=REGION)
+    stub = Stubber(eks)
+    stub.add_response("list_nodegroups", {"nodegroups": [STUCK["nodegroupName"]]})
+    stub.add_response("describe_nodegroup", {"nodegroup": STUCK})
+    said: list[str] = []
+    with stub, UpWatch(eks, "ray-efa-eks", "us-west-2a", "us-west-2", lambda: None, said.append, interval=0.01):
+        for _ in range(200):
+            if said:
+                break
+            time.sleep(0.01)
+    assert len(said) == 1 and "capacity --all-regions" in said[0], said

@@ -229,3 +229,28 @@ def test_the_guards_record_is_read_as_its_last_decision():
             return {"data": {"last": json.dumps({"action": "scale-down", "reason": "no Ray job for 31 minutes"})}}
 
     assert guard_record(Kube(), "ray")["action"] == "scale-down"
+
+
+@pytest.mark.parametrize(
+    "outcome, rc", [(KeyboardInterrupt(), 130), (DriverError("verify failed: 1 of 2 GPU nodes Ready"), 1)]
+)
+def test_a_run_interrupted_or_failed_after_up_still_scales_to_zero(eks, capsys, monkeypatch, outcome, rc):
+    from automation import steps
+    from automation.pipeline import StepResult
+    from automation.targets import aws
+
+    def step(target, prior, name):
+        if name == "verify":
+            raise outcome
+        return StepResult(name, "pass", "ok")
+
+    with helpers.FakeKubeApi() as api:
+        made = target_for(api)
+        monkeypatch.setattr(aws, "from_args", lambda args, ui: made)
+        monkeypatch.setattr(aws.AwsTarget, "price", lambda self: aws.CostEstimate(None, (), "not priced"))
+        for name in aws.PIPELINE:
+            monkeypatch.setitem(steps.STEPS, name, lambda t, p, name=name: step(t, p, name))
+        got = cli.main(["run", "--stack", "us-west-2", "--yes"])
+    text = " ".join("".join(capsys.readouterr()).split())
+    assert (got, sizes(eks, REF)["desiredSize"]) == (rc, 0), f"expected exit {rc} and 0 nodes, got {got}"
+    assert "scaled from 2 to 0 node(s)" in text, text
