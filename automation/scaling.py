@@ -16,6 +16,7 @@ import json
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from typing import Any
 
 from botocore.exceptions import BotoCoreError, ClientError
@@ -43,6 +44,7 @@ class Scaled:
     before: int
     after: int
     seconds: float | None = None
+    per_node: tuple[tuple[str, float], ...] = ()  # (node, seconds from the scale-up to its Ready)
 
     @property
     def changed(self) -> bool:
@@ -52,10 +54,18 @@ class Scaled:
         if not self.changed:
             return f"GPU node group {self.nodegroup} already at {self.after} node(s)"
         took = f", the nodes were Ready after {self.seconds:.0f} s" if self.seconds is not None else ""
+        if self.per_node:
+            took += " (" + ", ".join(f"{name} {s:.0f} s" for name, s in self.per_node) + ")"
         return f"GPU node group {self.nodegroup} scaled from {self.before} to {self.after} node(s){took}"
 
     def to_dict(self) -> dict[str, Any]:
-        return {"nodegroup": self.nodegroup, "before": self.before, "after": self.after, "seconds": self.seconds}
+        return {
+            "nodegroup": self.nodegroup,
+            "before": self.before,
+            "after": self.after,
+            "seconds": self.seconds,
+            "per_node": dict(self.per_node),
+        }
 
 
 def nodegroup_ref(outputs: dict, stack: str) -> NodeGroupRef:
@@ -130,14 +140,29 @@ def wait_ready(
         sleep(POLL_S)
 
 
+def ready_after(nodes: list[dict], started: datetime) -> tuple[tuple[str, float], ...]:
+    """Each Ready node's seconds from ``started`` to its Ready condition's lastTransitionTime (nodes that were
+    Ready before ``started`` are left out: they did not come up for this scale)."""
+    out = []
+    for n in nodes:
+        for c in n.get("status", {}).get("conditions", []):
+            if c.get("type") == "Ready" and c.get("status") == "True" and c.get("lastTransitionTime"):
+                at = datetime.fromisoformat(c["lastTransitionTime"].replace("Z", "+00:00"))
+                if at >= started:
+                    out.append((n["metadata"]["name"], round((at - started).total_seconds(), 1)))
+    return tuple(sorted(out))
+
+
 def scale_up_for_run(eks: Any, ref: NodeGroupRef, count: int, list_nodes, on_progress, **wait) -> Scaled:
-    """Before `verify`: the group at ``count`` (gpuNodeCount) and its nodes Ready, with how long they took."""
+    """Before `verify`: the group at ``count`` (gpuNodeCount) and its nodes Ready, with how long they took, all
+    together and each node."""
+    started = datetime.now(UTC)
     scaled = set_desired(eks, ref, count)
     if not scaled.changed and ready_count(list_nodes()) >= count:
         return scaled
     on_progress(f"scaling GPU node group {ref.nodegroup} from {scaled.before} to {count} node(s)")
     seconds = wait_ready(list_nodes, count, on_progress=on_progress, **wait)
-    return Scaled(ref.nodegroup, scaled.before, count, round(seconds, 1))
+    return Scaled(ref.nodegroup, scaled.before, count, round(seconds, 1), ready_after(list_nodes(), started))
 
 
 def before_verify(target: Any) -> Scaled | None:

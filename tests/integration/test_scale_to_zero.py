@@ -129,7 +129,9 @@ def test_scale_up_before_verify_restores_the_node_count_and_times_it(eks):
     set_desired(eks, REF, 0)
     clock = Clock()
     seen = iter([[], ready_nodes(2)])
-    scaled = scale_up_for_run(eks, REF, 2, lambda: next(seen), lambda s: None, clock=clock, sleep=clock.sleep)
+    # The recorded nodes turned Ready in 2026-12 before this test's clock: none counts as come up for it.
+    listed = lambda: next(seen, ready_nodes(2))  # noqa: E731
+    scaled = scale_up_for_run(eks, REF, 2, listed, lambda s: None, clock=clock, sleep=clock.sleep)
     assert (scaled, sizes(eks, REF)["desiredSize"]) == (Scaled(NODEGROUP, 0, 2, 10.0), 2), f"got {scaled}"
 
 
@@ -254,3 +256,19 @@ def test_a_run_interrupted_or_failed_after_up_still_scales_to_zero(eks, capsys, 
     text = " ".join("".join(capsys.readouterr()).split())
     assert (got, sizes(eks, REF)["desiredSize"]) == (rc, 0), f"expected exit {rc} and 0 nodes, got {got}"
     assert "scaled from 2 to 0 node(s)" in text, text
+
+
+def test_each_node_that_came_up_is_timed_from_the_scale_up():
+    from datetime import UTC, datetime
+
+    from automation.scaling import ready_after
+
+    nodes = ready_nodes(2)
+    ready = next(c for c in nodes[0]["status"]["conditions"] if c["type"] == "Ready")["lastTransitionTime"]
+    expected = (datetime.fromisoformat(ready.replace("Z", "+00:00")) - datetime(2026, 12, 2, 10, tzinfo=UTC)).seconds
+    nodes[1]["status"]["conditions"] = [
+        {**c, "lastTransitionTime": "2026-12-02T09:00:00Z"} if c["type"] == "Ready" else c
+        for c in nodes[1]["status"]["conditions"]
+    ]
+    got = ready_after(nodes, datetime(2026, 12, 2, 10, 0, 0, tzinfo=UTC))
+    assert got == ((nodes[0]["metadata"]["name"], float(expected)),), f"only the node Ready after the scale-up: {got}"
