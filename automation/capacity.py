@@ -40,7 +40,7 @@ from automation.steps.preflight import check_quota, describe_type, offered_azs
 from infra.eks_facts import capacity_block_eligible
 from infra.names import GPU_ROLE, ROLE_LABEL
 
-BLOCK_HOURS = 24  # the Capacity Block length asked about (1 to 14 days in whole days, or up to 182 days)
+BLOCK_HOURS = 24  # the block length asked about: one day, as the CLI example in infra/eks_facts.py asks
 
 
 @dataclass(frozen=True)
@@ -231,6 +231,7 @@ def next_az(zones: Sequence[Zone], region: str, avoid: str) -> str | None:
 
 # ---- --probe: a targeted reservation per candidate AZ, cancelled at once ------------------------------------
 PROBED = "capacity now"
+HELD_SIGNALS = (signal.SIGINT, signal.SIGTERM)
 
 
 @contextmanager
@@ -249,9 +250,6 @@ def _signals_held():
             signal.signal(s, handler)
         if pending:
             raise KeyboardInterrupt
-
-
-HELD_SIGNALS = (signal.SIGINT, signal.SIGTERM)
 
 
 def cancel_all(created: list[tuple[Any, str, str]], say: Callable[[str], None]) -> list[str]:
