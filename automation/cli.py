@@ -10,6 +10,8 @@
     python -m automation report RUN [--compare RUN2]        # an HTML report of a run, with plots
     python -m automation logs --stack us-west-2 [--worker N] # follow a running job's logs
     python -m automation dashboard --stack us-west-2        # Ray's dashboard on 127.0.0.1 (a port-forward)
+    python -m automation scale --stack us-west-2 --gpu-nodes 0  # GPU nodes by hand (`run` scales them itself)
+    python -m automation capacity --instance-type g6.12xlarge --count 2  # where the GPU nodes can be had
 
 `--target` defaults to `local` without `--stack` and to `aws` with one. Every error is one line
 on stderr and a non-zero exit: 2 for bad input, 1 for a failed step, 130 when interrupted.
@@ -29,6 +31,8 @@ from pathlib import Path
 from typing import Any
 
 from automation.errors import DriverError
+from automation.scaling import after_run
+from infra.config import GpuNodesConfig
 from workloads.config import _RUN_ID, ConfigError
 from workloads.uri import parse_location
 
@@ -49,6 +53,8 @@ COMMAND_MODULES = {
     "logs": "automation.commands.logs",
     "bench": "automation.commands.bench",
     "drill": "automation.commands.drill",
+    "scale": "automation.commands.scale",
+    "capacity": "automation.commands.capacity",
 }
 TARGETS = {"aws": "automation.targets.aws", "local": "automation.targets.local"}
 
@@ -88,6 +94,7 @@ COMMAND_FLAGS: dict[str, tuple[str, ...]] = {
         "num_workers",
         "use_gpu",
         "storage_path",
+        "keep_nodes",
     ),
     "status": (*TARGET_FLAGS, "kubeconfig", "capture"),
     "render": ("stack",),
@@ -108,6 +115,7 @@ FLAG_DEFAULTS = {
     "keep": 0,
     "storage_path": None,
     "capture": None,
+    "keep_nodes": False,
 }
 
 
@@ -205,6 +213,12 @@ def _add_flag(p: argparse.ArgumentParser, name: str) -> None:
             help="aws: also write the cluster's nodes, DaemonSets, Deployments, pods, events and RayCluster as JSON "
             "into DIR (the layout of tests/fixtures/k8s/), AWS account ids redacted",
         ),
+        "keep_nodes": lambda: p.add_argument(
+            "--keep-nodes",
+            action="store_true",
+            help="aws: leave the GPU nodes running when the run ends "
+            f"(default: scale them to {GpuNodesConfig.keyname('idle_nodes')}, 0)",
+        ),
         "storage_path": lambda: p.add_argument(
             "--storage-path",
             type=location(),
@@ -276,6 +290,7 @@ ONE_TARGET_FLAGS = (
     ("--resume", "resume", "aws", "runs are kept in a stack's run bucket: pass --stack STACK, or leave out --resume"),
     ("--storage-path", "storage_path", "local", "on AWS the stack's run bucket holds runs: leave out --storage-path"),
     ("--capture", "capture", "aws", "the local target has no Kubernetes cluster to record: pass --stack STACK"),
+    ("--keep-nodes", "keep_nodes", "aws", "the local target's Ray stops when its run ends: leave out --keep-nodes"),
 )
 
 
@@ -324,10 +339,28 @@ def run_steps(args: argparse.Namespace, ui: Any, started: list) -> int:
 
     target = importlib.import_module(TARGETS[args.target]).from_args(args, ui)
     started.append(target)
-    result = steps.run(target.pipeline(args.command, args.plan), target, ui.step_started, ui.step_finished)
+    begun: list[str] = []
+
+    def on_start(name: str) -> None:
+        begun.append(name)
+        ui.step_started(name)
+
+    try:
+        result = steps.run(target.pipeline(args.command, args.plan), target, on_start, ui.step_finished)
+    except KeyboardInterrupt:
+        _idle_nodes(args, target, begun, ui.note)
+        raise
+    _idle_nodes(args, target, begun, target.notes.append)
     report = build_report(target, result, args.command)
     files = target.report_files(report.to_dict()) if result.result("train") is not None else {}
     return show(report, ui, files)
+
+
+def _idle_nodes(args: argparse.Namespace, target: Any, begun: list[str], say: Any) -> None:
+    """After an AWS `run` that reached `up` (pass, fail or Ctrl-C): the GPU nodes to gpuIdleNodes unless
+    --keep-nodes (automation/scaling.py), and the line saying so."""
+    if args.command == "run" and args.target == "aws" and "up" in begun:
+        say(after_run(target, args.keep_nodes))
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -303,8 +303,8 @@ class GpuNodesConfig(Section):
     node_count: int = key(
         "gpuNodeCount",
         2,
-        f"Number of GPU nodes (desired = min = max; 1 to {MAX_NODES_PER_MANAGED_NODE_GROUP}, the EKS quota of "
-        f"nodes per managed node group). One node is allowed, but then no traffic crosses EFA.",
+        f"Number of GPU nodes while a run trains (the node group's max; 1 to {MAX_NODES_PER_MANAGED_NODE_GROUP}, "
+        f"the EKS quota of nodes per managed node group). One node is allowed, but then no traffic crosses EFA.",
         between(
             1, MAX_NODES_PER_MANAGED_NODE_GROUP, "2 or more test EFA, and EKS allows 450 nodes per managed node group"
         ),
@@ -367,16 +367,17 @@ class GpuNodesConfig(Section):
     idle_nodes: int = key(
         "gpuIdleNodes",
         0,
-        "GPU nodes kept between runs: after a run the driver scales the GPU node group to this many (at most "
-        "gpuNodeCount; 0 pays for no GPU while nothing trains), and the next run scales it back to gpuNodeCount.",
+        "GPU nodes left running between runs: `python -m automation run` scales the node group to this many when it "
+        "ends (unless --keep-nodes) and back to gpuNodeCount at its start; the idle guard scales to it too. 0 to "
+        "gpuNodeCount (0 pays for no GPU while nothing trains).",
         between(0, MAX_NODES_PER_MANAGED_NODE_GROUP),
     )
     idle_minutes: int = key(
         "gpuIdleMinutes",
         30,
-        "Minutes without a running Ray job after which the in-cluster idle guard scales the GPU node group to "
-        "zero (0 turns the guard off; at most 1440, a day).",
-        between(0, 1440, "0 turns the idle guard off"),
+        "Minutes without a running Ray job after which the in-cluster idle guard (a CronJob on the system node) "
+        "scales the GPU node group to gpuIdleNodes (0 turns the guard off: no CronJob; at most 1440, a day).",
+        between(0, 1440, "0 turns the guard off"),
     )
 
     # The instance type's GPUs, from infra/data/instance_types.json unless given (preflight's tests hand in
@@ -405,7 +406,8 @@ class GpuNodesConfig(Section):
         if self.idle_nodes > self.node_count:
             raise ConfigError(
                 f"{k('idle_nodes')} {self.idle_nodes} is more than {k('node_count')} {self.node_count}: "
-                f"set {k('idle_nodes')} to at most {self.node_count}"
+                f"the node group holds at most {self.node_count} nodes; "
+                f"set {k('idle_nodes')} within 0..{self.node_count}"
             )
         if self.capacity_block and not self.capacity_reservation_id:
             raise ConfigError(

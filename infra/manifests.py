@@ -49,6 +49,16 @@ def gpu_node_labels() -> dict[str, str]:
     return {ROLE_LABEL: GPU_ROLE, NVIDIA_GPU_PRESENT_LABEL: "true"}
 
 
+# The node group properties `up` leaves alone: the driver (`run`, `scale`) and the idle guard set the desired size.
+DRIVER_OWNED_PROPERTIES = ("scalingConfig.desiredSize",)
+
+
+def gpu_scaling_config(node_count: int) -> dict[str, int]:
+    """The GPU node group's sizes: created at ``node_count``, allowed down to 0 (scale-to-zero between runs) and up
+    to ``node_count`` (the most a run asks for)."""
+    return {"desired_size": node_count, "min_size": 0, "max_size": node_count}
+
+
 def gpu_node_taints() -> list[dict[str, str]]:
     """Taints of the GPU nodes (EKS API spelling), keeping non-GPU pods off them."""
     return [dict(GPU_TAINT)]

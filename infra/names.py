@@ -26,3 +26,8 @@ EFA_RESOURCE = "vpc.amazonaws.com/efa"
 # Mounted (an emptyDir) in every Ray pod: runs live under RUN_ROOT/runs/<run-id>, the job's code
 # under RUN_ROOT/src/<run-id>.
 RUN_ROOT = "/tmp/ray-efa-eks"
+
+# The idle guard (infra/idle_guard.py): its CronJob, ServiceAccount and Role share IDLE_GUARD; the ConfigMap
+# IDLE_GUARD_RECORD holds its last decision, which `python -m automation status` reads.
+IDLE_GUARD = "idle-guard"
+IDLE_GUARD_RECORD = "idle-guard-record"

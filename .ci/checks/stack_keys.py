@@ -19,7 +19,10 @@ from _repo import PACKAGES, REPO, finish
 
 SCHEMA = "infra/config.py"
 # (key, file) -> what the word means there
-HOMONYMS = {("rayVersion", "infra/manifests.py"): "spec.rayVersion of the RayCluster resource (KubeRay's CRD)"}
+HOMONYMS = {
+    ("rayVersion", "infra/manifests.py"): "spec.rayVersion of the RayCluster resource (KubeRay's CRD)",
+    ("clusterName", "infra/mock_render.py"): "the clusterName input of aws:eks:NodeGroup (the mock builds its ARN)",
+}
 
 
 def literals(tree: ast.AST) -> list[str]:

@@ -1,4 +1,5 @@
-"""`python -m automation status`: what exists now (the stack's outputs, its GPU nodes and RayCluster);
+"""`python -m automation status`: what exists now (the stack's outputs, its GPU nodes and RayCluster, what runs now
+and its cost per hour, the idle guard's last decision);
 with `--capture DIR` also the cluster's objects as JSON, in the layout of tests/fixtures/k8s/."""
 
 from __future__ import annotations
@@ -6,6 +7,7 @@ from __future__ import annotations
 from typing import Any
 
 from automation.capture import capture_cluster
+from automation.scaling import guard_record, now_running
 from automation.steps.stack import SECRET_OUTPUTS
 from infra.names import GPU_NODE_SELECTOR
 
@@ -54,6 +56,8 @@ def aws_status(target: Any, kubeconfig_given: bool) -> dict[str, Any]:
         for n in nodes
     )
     rc = kube.get_raycluster(exp.namespace, exp.raycluster)
+    doc["now"] = now_running(target)
+    doc["idle_guard"] = guard_record(kube, exp.namespace)
     doc["cluster"] = {
         "gpu_nodes_ready": ready,
         "gpu_nodes": len(nodes),

@@ -10,6 +10,7 @@ from __future__ import annotations
 import dataclasses
 import shutil
 from collections.abc import Callable, Mapping
+from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
@@ -208,6 +209,10 @@ class StackTarget(Protocol):
 
     def explain_up_failure(self) -> str: ...
 
+    def watch_up(self) -> AbstractContextManager:
+        """Watches the cloud while `up` runs (a GPU node group stuck for want of capacity: automation/capacity.py)."""
+        ...
+
     def stack_changed(self, summary: ChangeSummary) -> None:
         """Called after a successful `up` with its outputs."""
         ...
@@ -237,7 +242,8 @@ def run_up(target: StackTarget, prior: Mapping[str, StepResult]) -> StepResult:
         question = target.up_question(summary.line() if summary is not None else "changes not previewed")
         if not target.confirm(question):
             raise DriverError("not confirmed: nothing was changed (pass --yes to skip the question)")
-    result = up(target.stack(), target.on_progress, explain_failure=target.explain_up_failure)
+    with target.watch_up():
+        result = up(target.stack(), target.on_progress, explain_failure=target.explain_up_failure)
     if result.data is not None:
         target.stack_changed(result.data)
     return result

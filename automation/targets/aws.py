@@ -16,11 +16,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from automation.capacity import UpWatch, up_watch
 from automation.cost import CostEstimate, estimate
 from automation.errors import DriverError
 from automation.job import CLUSTER_ROOT, cluster_job, one_node_note, stack_label
 from automation.kube import KubeApi, parse_kubeconfig, read_kubeconfig_file
 from automation.pipeline import Advice, PipelineResult, Prior, StepResult, cluster_seen
+from automation.scaling import before_verify
 from automation.steps import stack as pulumi_steps
 from automation.steps.check import TransportVerdict, assert_transport, collect_logs
 from automation.steps.preflight import AwsClients, run_preflight
@@ -137,6 +139,7 @@ class AwsTarget:
     on_progress: Callable[[str], None] = lambda s: None
     on_note: Callable[[str], None] = lambda s: None
     node_wait_s: float = 180
+    scale_nodes: bool = False  # `run`: the GPU node group back at gpuNodeCount before verify (automation/scaling.py)
     pod_wait_s: float = 900
     _stack: Any = None
     _kube: Any = None
@@ -233,6 +236,9 @@ class AwsTarget:
         c = self.deps.client
         return pulumi_steps.nodegroup_failure_cause(c("eks"), c("autoscaling"), self.cfg.cluster.name)
 
+    def watch_up(self) -> UpWatch:
+        return up_watch(self)
+
     def stack_changed(self, summary: pulumi_steps.ChangeSummary) -> None:
         self._outputs = dict(summary.outputs)
 
@@ -270,6 +276,9 @@ class AwsTarget:
         return expectations_from(self.cfg, self.outputs())
 
     def verify(self, prior: Prior) -> StepResult:
+        scaled = before_verify(self) if self.scale_nodes else None
+        if scaled is not None:
+            self.note(scaled.text())
         kube = self.kube()
         exp = self.expectations()
         cluster = verify_cluster(kube, exp, kube.exec, self.node_wait_s, self.pod_wait_s, on_progress=self.on_progress)
@@ -492,6 +501,7 @@ def from_args(args: Any, ui: Any, deps: AwsDeps | None = None) -> AwsTarget:
         resume=bool(args.resume),
         yes=args.yes,
         kubeconfig_path=args.kubeconfig,
+        scale_nodes=args.command == "run",
         steps_override=args.steps,
         workers_override=args.num_workers,
         on_line=ui.log,

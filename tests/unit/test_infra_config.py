@@ -230,6 +230,7 @@ BAD_CONFIGS = {
         ["nvidiaDevicePluginChartVersion 'latest'", "pin one"],
     ),
     "zero GPU nodes": ({"gpuNodeCount": 0}, ["gpuNodeCount 0", "2 or more", "within 1..450"]),
+    "negative idle minutes": ({"gpuIdleMinutes": -1}, ["gpuIdleMinutes -1", "0 turns the guard off"]),
     "GPU nodes over the node group quota": ({"gpuNodeCount": 100000}, ["gpuNodeCount 100000", "450", "within 1..450"]),
     "system nodes over the node group quota": ({"systemNodeCount": 451}, ["systemNodeCount 451", "within 1..450"]),
     "root volume too small": ({"gpuRootVolumeGib": 20}, ["gpuRootVolumeGib 20", "within 50..16384"]),
@@ -245,7 +246,7 @@ BAD_CONFIGS = {
     "shm over memory": ({"rayWorkerShmSize": "100Gi"}, ["rayWorkerShmSize '100Gi'", "half of rayWorkerMemory"]),
     "memory without unit": ({"rayWorkerMemory": "160"}, ["rayWorkerMemory '160' has no unit"]),
     "old kubernetes": ({"kubernetesVersion": "1.28"}, ["kubernetesVersion '1.28'", "1.30 or newer"]),
-    "more idle nodes than nodes": ({"gpuIdleNodes": 3}, ["gpuIdleNodes 3", "gpuNodeCount 2", "at most 2"]),
+    "more idle nodes than nodes": ({"gpuIdleNodes": 3}, ["gpuIdleNodes 3 is more than gpuNodeCount 2", "within 0..2"]),
     "idle guard over a day": ({"gpuIdleMinutes": 1441}, ["gpuIdleMinutes 1441", "within 0..1440"]),
 }
 
