@@ -275,6 +275,22 @@ def test_the_guard_runs_on_the_system_node_with_its_own_service_account():
     assert [a.inputs["serviceAccount"] for a in assoc] == ["idle-guard"], assoc
 
 
+def test_the_guard_writes_where_its_role_may_put_and_nowhere_else():
+    r = render()
+    cron = next(x for x in r.records if x.type == "kubernetes:batch/v1:CronJob")
+    env = {
+        e["name"]: e.get("value")
+        for e in cron.inputs["spec"]["jobTemplate"]["spec"]["template"]["spec"]["containers"][0]["env"]
+    }
+    policy = next(x for x in r.records if x.type == "aws:iam/rolePolicy:RolePolicy" and "idle-guard" in x.name)
+    s3 = [
+        st for st in json.loads(policy.inputs["policy"])["Statement"] if any(a.startswith("s3:") for a in st["Action"])
+    ]
+    where = [(st["Action"], st["Resource"]) for st in s3]
+    expected = [(["s3:PutObject"], [f"arn:aws:s3:::{env['RECORD_BUCKET']}/us-west-2/idle-guard/*"])]
+    assert (env["RECORD_PREFIX"], where) == ("us-west-2/idle-guard", expected), (env, where)
+
+
 def test_zero_idle_minutes_renders_no_guard():
     r = render(gpuIdleMinutes="0")
     assert not [x.name for x in r.records if "idle-guard" in x.name]
