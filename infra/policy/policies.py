@@ -503,10 +503,12 @@ _GUARD_RECORDS_ARN = re.compile(
 )
 
 
-def _eks_statement_problems(sid: str, eks: set[str], resources: list[str]) -> list[str]:
+def _eks_statement_problems(sid: str, actions: set[str], resources: list[str]) -> list[str]:
+    """An EKS statement: the guard's two actions (nothing of another service beside them) on one node group."""
     problems = []
-    if eks - GUARD_EKS_ACTIONS:
-        problems.append(f"statement {sid!r} allows {sorted(eks - GUARD_EKS_ACTIONS)}: only {sorted(GUARD_EKS_ACTIONS)}")
+    if actions - GUARD_EKS_ACTIONS:
+        extra = sorted(actions - GUARD_EKS_ACTIONS)
+        problems.append(f"statement {sid!r} allows {extra}: only {sorted(GUARD_EKS_ACTIONS)}")
     if len(resources) != 1 or not _NODEGROUP_ARN.match(resources[0]):
         problems.append(f"statement {sid!r} reaches {resources}: name the one node group's ARN")
     return problems
@@ -534,10 +536,10 @@ def _eks_scope_problems(document: Any) -> list[str]:
     allows = [st for st in _as_list(doc.get("Statement") or []) if st.get("Effect", "Allow") == "Allow"]
     problems, others = [], []
     for st in allows:
-        eks = {str(a) for a in _as_list(st.get("Action") or []) if str(a).startswith("eks:") or a == "*"}
-        if eks:
+        actions = {str(a) for a in _as_list(st.get("Action") or [])}
+        if any(a.startswith("eks:") or a == "*" for a in actions):
             resources = [str(r) for r in _as_list(st.get("Resource"))]
-            problems += _eks_statement_problems(st.get("Sid", ""), eks, resources)
+            problems += _eks_statement_problems(st.get("Sid", ""), actions, resources)
         else:
             others.append(st)
     if len(others) == len(allows):  # no EKS action: not the guard's document

@@ -370,11 +370,12 @@ def test_the_render_has_the_guard_role_with_its_two_actions_on_the_node_group(ea
             {"Action": ["eks:DescribeNodegroup", "eks:UpdateNodegroupConfig", "eks:DeleteNodegroup"]},
             "eks:DeleteNodegroup",
         ),
+        ({"Action": ["eks:DescribeNodegroup", "eks:UpdateNodegroupConfig", "s3:GetObject"]}, "allows ['s3:GetObject']"),
         ({"Resource": ["*"]}, "reaches ['*']"),
         ({"Resource": ["arn:aws:eks:us-east-2:123456789012:cluster/ray-efa-eks"]}, "name the one node group's ARN"),
         ({"Resource": ["arn:aws:eks:us-east-2:123456789012:nodegroup/ray-efa-eks/*"]}, "name the one node group's ARN"),
     ],
-    ids=["eks-star", "delete-too", "resource-star", "cluster-arn", "nodegroup-wildcard"],
+    ids=["eks-star", "delete-too", "s3-in-the-eks-statement", "resource-star", "cluster-arn", "nodegroup-wildcard"],
 )
 def test_a_guard_role_reaching_further_is_reported(east, change, expected):
     def widen(props):
