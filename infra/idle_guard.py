@@ -3,10 +3,13 @@ Ray job has run for gpuIdleMinutes (the logic: infra/idle_guard_script.py, shipp
 
 Its AWS permissions come through EKS Pod Identity (or IRSA, as podIdentityMode says, like the Ray pods':
 infra/pod_identity.py) and allow eks:DescribeNodegroup and eks:UpdateNodegroupConfig on the one node group's
-ARN, nothing else; both actions take the ``nodegroup`` resource type
-(https://docs.aws.amazon.com/service-authorization/latest/reference/list_amazonelastickubernetesservice.html).
-The policy pack's ``idle-guard-least-privilege`` holds this. In Kubernetes it may create Events in its
-namespace and read and patch its one record ConfigMap.
+ARN, and s3:PutObject under ``<bucket>/<stack>/idle-guard/`` of the run bucket (where it writes the decisions
+that acted or failed), nothing else; both EKS actions take the ``nodegroup`` resource type
+(https://docs.aws.amazon.com/service-authorization/latest/reference/list_amazonelastickubernetesservice.html),
+and PutObject the ``object`` type, an ARN of ``bucket/key`` that may end in a wildcard
+(https://docs.aws.amazon.com/service-authorization/latest/reference/list_amazons3.html). The guard never
+reads, lists or deletes there. The policy pack's ``idle-guard-least-privilege`` holds this. In Kubernetes it
+may create Events in its namespace and read and patch its one record ConfigMap.
 
 The guard runs the Ray image (rayImage): the head already pulled it onto the system node, so the guard adds
 no image pull and no second image to pin. It reaches the Ray head's job server through the head Service,
@@ -31,14 +34,23 @@ from infra.pod_identity import IRSA_ROLE_ANNOTATION, irsa_trust_policy, trust_po
 SCRIPT = Path(__file__).parent / "idle_guard_script.py"
 SCRIPT_DIR = "/idle-guard"
 GUARD_ACTIONS = ("eks:DescribeNodegroup", "eks:UpdateNodegroupConfig")
+GUARD_S3_ACTIONS = ("s3:PutObject",)
 SCHEDULE = "*/5 * * * *"  # a decision every 5 minutes: the guard acts at most 5 minutes after gpuIdleMinutes
 RAY_JOB_PORT = 8265  # the head's dashboard and job server (infra/manifests.py RAY_PORTS)
 
 
-def guard_policy(nodegroup_arn: str) -> dict[str, Any]:
-    """The guard's only permissions: read and resize the one GPU node group."""
-    statement = {"Sid": "ScaleTheGpuNodeGroup", "Effect": "Allow", "Action": list(GUARD_ACTIONS)}
-    return {"Version": "2012-10-17", "Statement": [{**statement, "Resource": [nodegroup_arn]}]}
+def guard_policy(nodegroup_arn: str, bucket_arn: str, records_prefix: str) -> dict[str, Any]:
+    """The guard's only permissions: read and resize the one GPU node group, and put its records under
+    ``records_prefix`` (no slashes at the ends) of the run bucket."""
+    scale = {"Sid": "ScaleTheGpuNodeGroup", "Effect": "Allow", "Action": list(GUARD_ACTIONS)}
+    write = {"Sid": "WriteGuardRecords", "Effect": "Allow", "Action": list(GUARD_S3_ACTIONS)}
+    return {
+        "Version": "2012-10-17",
+        "Statement": [
+            {**scale, "Resource": [nodegroup_arn]},
+            {**write, "Resource": [f"{bucket_arn}/{records_prefix}/*"]},
+        ],
+    }
 
 
 def guard_rbac_rules() -> list[dict[str, Any]]:
@@ -54,8 +66,8 @@ def guard_rbac_rules() -> list[dict[str, Any]]:
     ]
 
 
-def guard_env(gpu: GpuNodesConfig, ray: RayConfig, region: str) -> list[dict[str, Any]]:
-    """The script's settings (CLUSTER_NAME and NODEGROUP_NAME are added from the stack's outputs)."""
+def guard_env(gpu: GpuNodesConfig, ray: RayConfig, region: str, records_prefix: str) -> list[dict[str, Any]]:
+    """The script's settings (CLUSTER_NAME, NODEGROUP_NAME and RECORD_BUCKET are added from the stack's outputs)."""
     url = f"http://{ray.head_service_name}.{ray.namespace}.svc:{RAY_JOB_PORT}/api/jobs/"
     plain = {
         "IDLE_MINUTES": str(gpu.idle_minutes),
@@ -63,6 +75,7 @@ def guard_env(gpu: GpuNodesConfig, ray: RayConfig, region: str) -> list[dict[str
         "RAY_JOBS_URL": url,
         "NAMESPACE": ray.namespace,
         "RECORD_NAME": IDLE_GUARD_RECORD,
+        "RECORD_PREFIX": records_prefix,
         "AWS_REGION": region,
     }
     pod_name = {"name": "POD_NAME", "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}}
@@ -105,6 +118,9 @@ class IdleGuardArgs:
     cluster_name: pulumi.Input[str]
     nodegroup_name: pulumi.Input[str]
     nodegroup_arn: pulumi.Input[str]
+    bucket_name: pulumi.Input[str]  # the run bucket (infra/storage.py)
+    bucket_arn: pulumi.Input[str]
+    records_prefix: str  # where in it the guard writes (infra/storage.py idle_guard_prefix)
     namespace: pulumi.Input[str]  # the Ray namespace, once it exists
     provider: k8s.Provider
     oidc_provider_arn: pulumi.Input[str] | None = None  # IRSA
@@ -140,10 +156,11 @@ class IdleGuard(pulumi.ComponentResource):
             data={"last": json.dumps({"action": "none yet", "reason": "the guard has not run"})},
             opts=pulumi.ResourceOptions(parent=self, provider=args.provider, ignore_changes=["data"]),
         )
-        env = guard_env(args.gpu, args.ray, args.region)
+        env = guard_env(args.gpu, args.ray, args.region, args.records_prefix)
         names = [
             {"name": "CLUSTER_NAME", "value": args.cluster_name},
             {"name": "NODEGROUP_NAME", "value": args.nodegroup_name},
+            {"name": "RECORD_BUCKET", "value": args.bucket_name},
         ]
         cronjob = k8s.batch.v1.CronJob(
             f"{name}-cronjob",
@@ -167,12 +184,17 @@ class IdleGuard(pulumi.ComponentResource):
                 lambda c: json.dumps(trust_policy(c, args.ray.namespace, IDLE_GUARD))
             )
         role = aws.iam.Role(
-            f"{name}-role", assume_role_policy=trust, description="Idle guard: scale the GPU node group", opts=child
+            f"{name}-role",
+            assume_role_policy=trust,
+            description="Idle guard: scale the GPU node group, write its records to the run bucket",
+            opts=child,
         )
         aws.iam.RolePolicy(
             f"{name}-scale",
             role=role.id,
-            policy=pulumi.Output.from_input(args.nodegroup_arn).apply(lambda arn: json.dumps(guard_policy(arn))),
+            policy=pulumi.Output.all(args.nodegroup_arn, args.bucket_arn).apply(
+                lambda v: json.dumps(guard_policy(v[0], v[1], args.records_prefix))
+            ),
             opts=child,
         )
         if args.mode != IRSA:

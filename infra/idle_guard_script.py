@@ -8,7 +8,10 @@ and runs it with the Ray image's Python), so it needs no laptop. Each run decide
 - a failed EKS call is reported (a Warning Event and the record) and the run exits 1; the Job has
   backoffLimit 0, so nothing retries it until the next scheduled run decides afresh.
 What it did goes to a Kubernetes Event (reason IdleGuard) and the ConfigMap RECORD (key ``last``), which
-`python -m automation status` shows.
+`python -m automation status` shows. A decision that acted or failed (a scale-down, an error) is also written as
+one JSON object to ``s3://RECORD_BUCKET/RECORD_PREFIX/<UTC time>.json``, the stack's prefix of the run bucket,
+where it outlives the cluster; the Event and the record say where it went, or why the write failed. A failed
+write is attempted once and never changes the decision or its exit status.
 
 Ray's job list comes from the head's job server inside the cluster (``GET /api/jobs/`` on the head Service's
 port 8265, a ClusterIP Service: https://docs.ray.io/en/latest/cluster/running-applications/job-submission/rest.html);
@@ -36,6 +39,10 @@ ACTIVE = ("PENDING", "RUNNING")
 SA_DIR = "/var/run/secrets/kubernetes.io/serviceaccount"
 COMPONENT = "ray-efa-eks-idle-guard"
 TIMEOUT_S = 10
+# Only decisions that changed something or failed go to S3: "keep", "wait" and "nothing" come every 5 minutes
+# (the CronJob's schedule), so one object per tick would bury the few that matter; the Event and the record
+# still show the latest of those.
+KEPT_IN_S3 = ("scale-down", "error")
 
 
 @dataclass(frozen=True)
@@ -132,9 +139,9 @@ class Kube:
         self._send("PATCH", path, body, "application/merge-patch+json")
 
 
-def run_once(env: dict, eks: Any, kube: Any, jobs_of=ray_jobs, clock=time.time) -> int:
-    """One decision and, when it says so, one scale-down; reported to ``kube``. Exit status: 0, or 1 when the
-    EKS call failed."""
+def run_once(env: dict, eks: Any, kube: Any, s3: Any = None, jobs_of=ray_jobs, clock=time.time) -> int:
+    """One decision and, when it says so, one scale-down; reported to ``kube`` and, when it acted or failed, to
+    ``s3`` (a boto3 S3 client; None: no S3 write). Exit status: 0, or 1 when the EKS call failed."""
     cluster, nodegroup = env["CLUSTER_NAME"], env["NODEGROUP_NAME"]
     idle_minutes, idle_nodes = int(env["IDLE_MINUTES"]), int(env["IDLE_NODES"])
     pod = env.get("POD_NAME", "idle-guard")
@@ -157,14 +164,35 @@ def run_once(env: dict, eks: Any, kube: Any, jobs_of=ray_jobs, clock=time.time) 
             )
     except Exception as e:  # noqa: BLE001 - any failure of the AWS SDK is reported, then the run ends
         message = f"EKS call for node group {nodegroup} failed: {type(e).__name__}: {e}"
-        _report(kube, env, pod, {"action": "error", "reason": message, "at": clock()}, "Warning")
+        doc = {"action": "error", "reason": message, "at": clock()}
+        _report(kube, env, pod, _to_s3(s3, env, doc), "Warning")
         return 1
-    _report(kube, env, pod, {**asdict(decision), "at": clock()}, "Normal")
+    doc = _to_s3(s3, env, {**asdict(decision), "at": clock()})
+    _report(kube, env, pod, doc, "Warning" if "s3_error" in doc else "Normal")
     return 0
+
+
+def _to_s3(s3: Any, env: dict, doc: dict) -> dict:
+    """``doc``, written to the run bucket when its action is one KEPT_IN_S3; returned with ``s3`` (where it
+    went) or ``s3_error`` (why not) added. One attempt: the next scheduled run is the retry."""
+    if s3 is None or doc["action"] not in KEPT_IN_S3:
+        return doc
+    stamp = datetime.fromtimestamp(doc["at"], UTC).strftime("%Y%m%dT%H%M%SZ")
+    bucket, key = env["RECORD_BUCKET"], f"{env['RECORD_PREFIX'].strip('/')}/{stamp}.json"
+    body = {**doc, "cluster": env["CLUSTER_NAME"], "nodegroup": env["NODEGROUP_NAME"]}
+    try:
+        s3.put_object(
+            Bucket=bucket, Key=key, Body=json.dumps(body, sort_keys=True).encode(), ContentType="application/json"
+        )
+    except Exception as e:  # noqa: BLE001 - a refused or unreachable S3 is reported beside the decision
+        return {**doc, "s3_error": f"writing s3://{bucket}/{key} failed: {type(e).__name__}: {e}"}
+    return {**doc, "s3": f"s3://{bucket}/{key}"}
 
 
 def _report(kube: Any, env: dict, pod: str, doc: dict, kind: str) -> None:
     text = f"{doc['action']}: {doc['reason']}"
+    if doc.get("s3") or doc.get("s3_error"):
+        text += f" ({doc.get('s3') or doc.get('s3_error')})"
     print(text, flush=True)
     try:
         kube.event(kind, text, pod)
@@ -187,9 +215,13 @@ def main() -> int:
         doc = {"action": "error", "reason": f"boto3 is not in the image: {e}", "at": time.time()}
         _report(kube, env, env.get("POD_NAME", "idle-guard"), doc, "Warning")
         return 1
-    # One attempt per call: a refused or unreachable EKS is reported, and the next scheduled run tries again.
-    eks = boto3.client("eks", config=Config(retries={"max_attempts": 1, "mode": "standard"}))
-    return run_once(env, eks, kube)
+    # One attempt per call: a refused or unreachable EKS or S3 is reported, and the next scheduled run tries
+    # again. The region is named: botocore takes it from AWS_DEFAULT_REGION, not from the AWS_REGION the pod
+    # is given (botocore/configprovider.py, the 'region' entry).
+    once = Config(retries={"max_attempts": 1, "mode": "standard"})
+    eks = boto3.client("eks", region_name=env["AWS_REGION"], config=once)
+    s3 = boto3.client("s3", region_name=env["AWS_REGION"], config=once)
+    return run_once(env, eks, kube, s3)
 
 
 if __name__ == "__main__":

@@ -31,3 +31,6 @@ RUN_ROOT = "/tmp/ray-efa-eks"
 # IDLE_GUARD_RECORD holds its last decision, which `python -m automation status` reads.
 IDLE_GUARD = "idle-guard"
 IDLE_GUARD_RECORD = "idle-guard-record"
+# The key folder, under the stack's prefix of the run bucket, where the guard writes the decisions that acted or
+# failed; its role may put objects there and nowhere else (the policy pack's idle-guard-least-privilege).
+IDLE_GUARD_S3_FOLDER = IDLE_GUARD

@@ -16,7 +16,7 @@ from infra.manifests import RAY_SERVICE_ACCOUNT, chart_pins
 from infra.network import Network, NetworkArgs
 from infra.pod_identity import PodIdentity, PodIdentityArgs
 from infra.raycluster import RayCluster, RayClusterArgs
-from infra.storage import RunBucket, RunBucketArgs
+from infra.storage import RunBucket, RunBucketArgs, idle_guard_prefix
 
 OUTPUT_NAMES = (
     "region",
@@ -111,11 +111,11 @@ def build(cfg: StackConfig) -> dict[str, Any]:
         ),
     )
     if cfg.gpu_nodes.idle_minutes > 0:
-        _idle_guard(cfg, name, cluster, gpu, ray, identity)
+        _idle_guard(cfg, name, cluster, gpu, ray, identity, bucket)
     return _outputs(cfg, gpu_az, cluster, gpu, ray, bucket, identity)
 
 
-def _idle_guard(cfg: StackConfig, name: str, cluster, gpu, ray, identity) -> IdleGuard:
+def _idle_guard(cfg: StackConfig, name: str, cluster, gpu, ray, identity, bucket) -> IdleGuard:
     """The in-cluster idle guard (gpuIdleMinutes > 0): the GPU node group to gpuIdleNodes when no job runs."""
     return IdleGuard(
         f"{name}-idle-guard",
@@ -127,6 +127,9 @@ def _idle_guard(cfg: StackConfig, name: str, cluster, gpu, ray, identity) -> Idl
             cluster_name=cluster.cluster_name,
             nodegroup_name=gpu.node_group_name,
             nodegroup_arn=gpu.node_group_arn,
+            bucket_name=bucket.bucket,
+            bucket_arn=bucket.arn,
+            records_prefix=idle_guard_prefix(cfg.storage),
             namespace=ray.namespace,
             provider=cluster.provider,
             oidc_provider_arn=cluster.oidc_provider_arn,

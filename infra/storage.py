@@ -1,5 +1,6 @@
 """RunBucket component: the private S3 bucket that holds every run's checkpoints, under one prefix
-per stack (``s3://<bucket>/<stack>/runs``), which Ray Train uses as its shared ``storage_path``.
+per stack (``s3://<bucket>/<stack>/runs``), which Ray Train uses as its shared ``storage_path``; the idle
+guard's records (infra/idle_guard.py) land beside them, under ``s3://<bucket>/<stack>/idle-guard``.
 
 Ray Train needs storage that every node reaches for multi-node checkpoints
 (https://docs.ray.io/en/latest/train/user-guides/persistent-storage.html). The settings are
@@ -16,6 +17,7 @@ import pulumi
 import pulumi_aws as aws
 
 from infra.config import StorageConfig
+from infra.names import IDLE_GUARD_S3_FOLDER
 
 # Aborting after a day frees the parts of a checkpoint upload a killed worker left behind; they are
 # billed as storage until aborted (https://docs.aws.amazon.com/AmazonS3/latest/userguide/mpu-abort-incomplete-mpu-lifecycle-config.html).
@@ -25,6 +27,12 @@ ABORT_INCOMPLETE_UPLOAD_DAYS = 1
 def runs_prefix(storage: StorageConfig) -> str:
     """The key prefix of Ray Train's runs in the bucket (no leading or trailing slash)."""
     return f"{storage.object_prefix}/runs"
+
+
+def idle_guard_prefix(storage: StorageConfig) -> str:
+    """The key prefix of the idle guard's records in the bucket (no leading or trailing slash); the stack's
+    retention (lifecycle_rules) expires them with its runs."""
+    return f"{storage.object_prefix}/{IDLE_GUARD_S3_FOLDER}"
 
 
 def storage_uri(bucket: str, storage: StorageConfig) -> str:

@@ -30,7 +30,7 @@ from pulumi_policy import (
 # The pack may import infra.names: it runs only from this repository (`--policy-pack infra/policy`, and it
 # reads infra/data/ already), and infra/names.py and infra/__init__.py import nothing, so the pack's own
 # virtualenv (pulumi-policy only) is enough. __main__.py puts the repository root on the path for it.
-from infra.names import EFA_RESOURCE, GPU_RESOURCE
+from infra.names import EFA_RESOURCE, GPU_RESOURCE, IDLE_GUARD_S3_FOLDER
 
 INSTANCE_DATA = Path(__file__).resolve().parents[1] / "data" / "instance_types.json"
 
@@ -492,28 +492,59 @@ iam_s3_prefix = ResourceValidationPolicy(
 # The only EKS actions any role of the stack may hold: the idle guard's (infra/idle_guard.py), on a node group ARN
 # (arn:<partition>:eks:<region>:<account>:nodegroup/<cluster>/<nodegroup>/<uuid>:
 # https://docs.aws.amazon.com/service-authorization/latest/reference/list_amazonelastickubernetesservice.html).
+# A document that holds one is the guard's; beside it the only statement allowed is s3:PutObject on the guard's
+# folder of one stack prefix, arn:<partition>:s3:::<bucket>/<prefix>/idle-guard/* (the object resource type:
+# https://docs.aws.amazon.com/service-authorization/latest/reference/list_amazons3.html).
 GUARD_EKS_ACTIONS = frozenset({"eks:DescribeNodegroup", "eks:UpdateNodegroupConfig"})
+GUARD_S3_ACTIONS = frozenset({"s3:PutObject"})
 _NODEGROUP_ARN = re.compile(r"^arn:aws[a-z-]*:eks:[a-z0-9-]+:\d{12}:nodegroup/[^/*]+/[^/*]+/[^/*]+$")
+_GUARD_RECORDS_ARN = re.compile(
+    rf"^arn:aws[a-z-]*:s3:::[^/*?]+/[^/*?]+(/[^/*?]+)*/{re.escape(IDLE_GUARD_S3_FOLDER)}/\*$"
+)
+
+
+def _eks_statement_problems(sid: str, actions: set[str], resources: list[str]) -> list[str]:
+    """An EKS statement: the guard's two actions (nothing of another service beside them) on one node group."""
+    problems = []
+    if actions - GUARD_EKS_ACTIONS:
+        extra = sorted(actions - GUARD_EKS_ACTIONS)
+        problems.append(f"statement {sid!r} allows {extra}: only {sorted(GUARD_EKS_ACTIONS)}")
+    if len(resources) != 1 or not _NODEGROUP_ARN.match(resources[0]):
+        problems.append(f"statement {sid!r} reaches {resources}: name the one node group's ARN")
+    return problems
+
+
+def _guard_other_statement_problems(st: dict) -> list[str]:
+    """A statement beside the guard's EKS ones: only s3:PutObject on the guard's records folder passes."""
+    sid = st.get("Sid", "")
+    actions = {str(a) for a in _as_list(st.get("Action") or [])}
+    resources = [str(r) for r in _as_list(st.get("Resource") or [])]
+    if not actions or actions - GUARD_S3_ACTIONS:
+        return [
+            f"statement {sid!r} of the idle guard's role allows {sorted(actions) or st.get('NotAction')}: "
+            f"beside the EKS actions only {sorted(GUARD_S3_ACTIONS)}"
+        ]
+    if len(resources) != 1 or not _GUARD_RECORDS_ARN.match(resources[0]):
+        return [f"statement {sid!r} reaches {resources}: only <bucket>/<prefix>/{IDLE_GUARD_S3_FOLDER}/*"]
+    return []
 
 
 def _eks_scope_problems(document: Any) -> list[str]:
-    """Statements allowing an EKS action other than the guard's two, or on anything but one node group's ARN."""
+    """Statements allowing an EKS action other than the guard's two, or on anything but one node group's ARN;
+    in a document that allows an EKS action (the guard's), any other Allow statement but the records' PutObject."""
     doc = json.loads(document) if isinstance(document, str) else document or {}
-    problems = []
-    for st in _as_list(doc.get("Statement") or []):
-        actions = {str(a) for a in _as_list(st.get("Action"))}
-        eks = {a for a in actions if a.startswith("eks:") or a == "*"}
-        if st.get("Effect", "Allow") != "Allow" or not eks:
-            continue
-        sid = st.get("Sid", "")
-        if eks - GUARD_EKS_ACTIONS:
-            problems.append(
-                f"statement {sid!r} allows {sorted(eks - GUARD_EKS_ACTIONS)}: only {sorted(GUARD_EKS_ACTIONS)}"
-            )
-        resources = [str(r) for r in _as_list(st.get("Resource"))]
-        if len(resources) != 1 or not _NODEGROUP_ARN.match(resources[0]):
-            problems.append(f"statement {sid!r} reaches {resources}: name the one node group's ARN")
-    return problems
+    allows = [st for st in _as_list(doc.get("Statement") or []) if st.get("Effect", "Allow") == "Allow"]
+    problems, others = [], []
+    for st in allows:
+        actions = {str(a) for a in _as_list(st.get("Action") or [])}
+        if any(a.startswith("eks:") or a == "*" for a in actions):
+            resources = [str(r) for r in _as_list(st.get("Resource"))]
+            problems += _eks_statement_problems(st.get("Sid", ""), actions, resources)
+        else:
+            others.append(st)
+    if len(others) == len(allows):  # no EKS action: not the guard's document
+        return problems
+    return problems + [p for st in others for p in _guard_other_statement_problems(st)]
 
 
 def _iam_eks_guard(args: ResourceValidationArgs, report: ReportViolation) -> None:
@@ -526,8 +557,9 @@ idle_guard_least_privilege = ResourceValidationPolicy(
     name="idle-guard-least-privilege",
     description=(
         "An IAM statement that allows an EKS action allows only eks:DescribeNodegroup and eks:UpdateNodegroupConfig, "
-        "on exactly one node group's ARN: the idle guard can resize the GPU nodes and nothing else (least "
-        "privilege). Source: https://docs.aws.amazon.com/service-authorization/latest/reference/"
+        "on exactly one node group's ARN, and the document holding it allows besides only s3:PutObject on "
+        f"<bucket>/<prefix>/{IDLE_GUARD_S3_FOLDER}/*: the idle guard can resize the GPU nodes and write its records, "
+        "nothing else (least privilege). Source: https://docs.aws.amazon.com/service-authorization/latest/reference/"
         "list_amazonelastickubernetesservice.html"
     ),
     validate=_iam_eks_guard,

@@ -1,4 +1,4 @@
-"""The idle guard's run (infra/idle_guard_script.py) against moto's EKS, a stand-in Ray job server and a stand-in
+"""The idle guard's run (infra/idle_guard_script.py) against moto's EKS and S3, a stand-in Ray job server and a stand-in
 Kubernetes API (local HTTP servers answering the paths the script uses: Ray's GET /api/jobs/, the core/v1 Events
 POST and ConfigMap merge PATCH); and the guard in the render (infra/idle_guard.py)."""
 
@@ -30,6 +30,9 @@ ENV = {
     "RAY_JOBS_URL": "http://ray-efa-head-svc.ray.svc:8265/api/jobs/",
     "NAMESPACE": "ray",
     "RECORD_NAME": "idle-guard-record",
+    "RECORD_BUCKET": "ray-efa-eks-us-west-2-runs",
+    "RECORD_PREFIX": "us-west-2/idle-guard",
+    "AWS_REGION": REGION,
     "POD_NAME": "idle-guard-29412345-abcde",
 }
 HOUR_LATER = time.time() + 3600  # an hour after moto stamps the node group's modifiedAt
@@ -72,6 +75,20 @@ def eks(monkeypatch):
         yield client
 
 
+@pytest.fixture
+def s3(eks):
+    """moto's S3 in the same mock as ``eks``, with the run bucket."""
+    client = boto3.client("s3", region_name=REGION)
+    client.create_bucket(Bucket=ENV["RECORD_BUCKET"], CreateBucketConfiguration={"LocationConstraint": REGION})
+    return client
+
+
+def stored(s3) -> dict[str, dict]:
+    """The run bucket's objects: key -> the JSON document."""
+    keys = [o["Key"] for o in s3.list_objects_v2(Bucket=ENV["RECORD_BUCKET"]).get("Contents", [])]
+    return {k: json.loads(s3.get_object(Bucket=ENV["RECORD_BUCKET"], Key=k)["Body"].read()) for k in keys}
+
+
 def desired(eks) -> int:
     return eks.describe_nodegroup(clusterName=CLUSTER, nodegroupName=NODEGROUP)["nodegroup"]["scalingConfig"][
         "desiredSize"
@@ -95,20 +112,78 @@ def test_a_running_job_keeps_the_nodes(eks):
 
 
 def test_a_failed_eks_call_is_reported_once_and_not_retried():
-    class Refusing:
-        calls = 0
-
-        def describe_nodegroup(self, **kw):
-            return {"nodegroup": {"status": "ACTIVE", "modifiedAt": 0.0, "scalingConfig": {"desiredSize": 2}}}
-
-        def update_nodegroup_config(self, **kw):
-            self.calls += 1
-            raise ClientError({"Error": {"Code": "AccessDeniedException", "Message": "no"}}, "UpdateNodegroupConfig")
-
     eks, kube = Refusing(), Recorder()
     rc = run_once(ENV, eks, kube, jobs_of=lambda url: [], clock=lambda: HOUR_LATER)
     assert (rc, eks.calls, kube.events[0][0]) == (1, 1, "Warning"), (rc, eks.calls, kube.events)
     assert "AccessDeniedException" in kube.records[0]["reason"], kube.records
+
+
+# ---- what goes to the run bucket ---------------------------------------------------------------------------
+def test_a_scale_down_is_written_to_the_run_bucket_and_the_following_nothing_is_not(eks, s3):
+    kube = Recorder()
+    finished = [{"submission_id": "r1", "status": "SUCCEEDED", "end_time": int((HOUR_LATER - 3000) * 1000)}]
+    for _ in range(2):
+        run_once(ENV, eks, kube, s3, jobs_of=lambda url: finished, clock=lambda: HOUR_LATER)
+    objects = stored(s3)
+    key = time.strftime("us-west-2/idle-guard/%Y%m%dT%H%M%SZ.json", time.gmtime(HOUR_LATER))
+    assert list(objects) == [key], objects
+    doc = objects[key]
+    assert (doc["action"], doc["nodegroup"], doc["target"]) == ("scale-down", NODEGROUP, 0), doc
+    assert kube.records[0]["s3"] == f"s3://{ENV['RECORD_BUCKET']}/{key}", kube.records[0]
+    assert kube.events[0][0] == "Normal" and key in kube.events[0][1], kube.events
+
+
+def test_a_kept_cluster_writes_nothing_to_the_run_bucket(eks, s3):
+    kube = Recorder()
+    running = [{"submission_id": "r2", "status": "RUNNING", "end_time": None}]
+    run_once(ENV, eks, kube, s3, jobs_of=lambda url: running, clock=lambda: HOUR_LATER)
+    assert (kube.records[0]["action"], stored(s3)) == ("keep", {}), (kube.records, stored(s3))
+
+
+class Refusing:
+    """An EKS client whose node group is idle and whose UpdateNodegroupConfig is refused."""
+
+    def __init__(self):
+        self.calls = 0
+
+    def describe_nodegroup(self, **kw):
+        return {"nodegroup": {"status": "ACTIVE", "modifiedAt": 0.0, "scalingConfig": {"desiredSize": 2}}}
+
+    def update_nodegroup_config(self, **kw):
+        self.calls += 1
+        raise ClientError({"Error": {"Code": "AccessDeniedException", "Message": "no"}}, "UpdateNodegroupConfig")
+
+
+def test_a_failed_eks_call_is_written_to_the_run_bucket(eks, s3):
+    kube = Recorder()
+    rc = run_once(ENV, Refusing(), kube, s3, jobs_of=lambda url: [], clock=lambda: HOUR_LATER)
+    docs = list(stored(s3).values())
+    assert (rc, [d["action"] for d in docs]) == (1, ["error"]), (rc, docs)
+    assert "AccessDeniedException" in docs[0]["reason"], docs
+
+
+def test_a_failed_s3_write_is_reported_once_and_the_scale_down_stands(eks):
+    class RefusingS3:
+        calls = 0
+
+        def put_object(self, **kw):
+            self.calls += 1
+            raise ClientError({"Error": {"Code": "AccessDenied", "Message": "Access Denied"}}, "PutObject")
+
+    kube, s3 = Recorder(), RefusingS3()
+    rc = run_once(ENV, eks, kube, s3, jobs_of=lambda url: [], clock=lambda: HOUR_LATER)
+    record = kube.records[0]
+    assert (rc, desired(eks), record["action"], s3.calls) == (0, 0, "scale-down", 1), (rc, record, s3.calls)
+    assert "AccessDenied" in record["s3_error"] and "s3" not in record, record
+    assert kube.events[0][0] == "Warning" and "AccessDenied" in kube.events[0][1], kube.events
+
+
+def test_a_missing_run_bucket_is_reported_not_raised(eks):
+    kube = Recorder()
+    rc = run_once(
+        ENV, eks, kube, boto3.client("s3", region_name=REGION), jobs_of=lambda url: [], clock=lambda: HOUR_LATER
+    )
+    assert (rc, desired(eks)) == (0, 0) and "NoSuchBucket" in kube.records[0]["s3_error"], kube.records
 
 
 # ---- the script's two HTTP clients, against local stand-ins ------------------------------------------------
@@ -198,6 +273,22 @@ def test_the_guard_runs_on_the_system_node_with_its_own_service_account():
     assert got == ({"role": "system"}, "idle-guard", "30", True), got
     assoc = [x for x in r.records if x.type.endswith("PodIdentityAssociation") and "idle-guard" in x.name]
     assert [a.inputs["serviceAccount"] for a in assoc] == ["idle-guard"], assoc
+
+
+def test_the_guard_writes_where_its_role_may_put_and_nowhere_else():
+    r = render()
+    cron = next(x for x in r.records if x.type == "kubernetes:batch/v1:CronJob")
+    env = {
+        e["name"]: e.get("value")
+        for e in cron.inputs["spec"]["jobTemplate"]["spec"]["template"]["spec"]["containers"][0]["env"]
+    }
+    policy = next(x for x in r.records if x.type == "aws:iam/rolePolicy:RolePolicy" and "idle-guard" in x.name)
+    s3 = [
+        st for st in json.loads(policy.inputs["policy"])["Statement"] if any(a.startswith("s3:") for a in st["Action"])
+    ]
+    where = [(st["Action"], st["Resource"]) for st in s3]
+    expected = [(["s3:PutObject"], [f"arn:aws:s3:::{env['RECORD_BUCKET']}/us-west-2/idle-guard/*"])]
+    assert (env["RECORD_PREFIX"], where) == ("us-west-2/idle-guard", expected), (env, where)
 
 
 def test_zero_idle_minutes_renders_no_guard():

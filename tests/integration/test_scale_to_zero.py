@@ -224,13 +224,17 @@ def test_status_shows_what_runs_now_and_the_guards_last_decision(eks):
     assert doc["idle_guard"].startswith("no record"), doc["idle_guard"]
 
 
-def test_the_guards_record_is_read_as_its_last_decision():
+def test_the_guards_record_is_read_as_its_last_decision_with_where_it_went_in_s3():
+    where = "s3://ray-efa-eks-us-west-2-runs/us-west-2/idle-guard/20261205T174000Z.json"
+    last = {"action": "scale-down", "reason": "no Ray job for 31 minutes", "s3": where}
+
     class Kube:
         def get_configmap(self, namespace, name):
             assert (namespace, name) == ("ray", "idle-guard-record")
-            return {"data": {"last": json.dumps({"action": "scale-down", "reason": "no Ray job for 31 minutes"})}}
+            return {"data": {"last": json.dumps(last)}}
 
-    assert guard_record(Kube(), "ray")["action"] == "scale-down"
+    got = guard_record(Kube(), "ray")
+    assert (got["action"], got["s3"]) == ("scale-down", where), got
 
 
 @pytest.mark.parametrize(

@@ -347,9 +347,13 @@ def test_nat_without_s3_endpoint_is_advised(east):
 
 
 # --------------------------------------------------------------------------- the idle guard's role
-def _guard_statement(resources: list[PolicyResource]) -> dict:
+def _guard_statements(resources: list[PolicyResource]) -> list[dict]:
     policy = next(r for r in resources if r.resource_type == "aws:iam/rolePolicy:RolePolicy" and "idle-guard" in r.name)
-    return json.loads(policy.props["policy"])["Statement"][0]
+    return json.loads(policy.props["policy"])["Statement"]
+
+
+def _guard_statement(resources: list[PolicyResource]) -> dict:
+    return _guard_statements(resources)[0]
 
 
 def test_the_render_has_the_guard_role_with_its_two_actions_on_the_node_group(east):
@@ -366,11 +370,12 @@ def test_the_render_has_the_guard_role_with_its_two_actions_on_the_node_group(ea
             {"Action": ["eks:DescribeNodegroup", "eks:UpdateNodegroupConfig", "eks:DeleteNodegroup"]},
             "eks:DeleteNodegroup",
         ),
+        ({"Action": ["eks:DescribeNodegroup", "eks:UpdateNodegroupConfig", "s3:GetObject"]}, "allows ['s3:GetObject']"),
         ({"Resource": ["*"]}, "reaches ['*']"),
         ({"Resource": ["arn:aws:eks:us-east-2:123456789012:cluster/ray-efa-eks"]}, "name the one node group's ARN"),
         ({"Resource": ["arn:aws:eks:us-east-2:123456789012:nodegroup/ray-efa-eks/*"]}, "name the one node group's ARN"),
     ],
-    ids=["eks-star", "delete-too", "resource-star", "cluster-arn", "nodegroup-wildcard"],
+    ids=["eks-star", "delete-too", "s3-in-the-eks-statement", "resource-star", "cluster-arn", "nodegroup-wildcard"],
 )
 def test_a_guard_role_reaching_further_is_reported(east, change, expected):
     def widen(props):
@@ -382,3 +387,68 @@ def test_a_guard_role_reaching_further_is_reported(east, change, expected):
         only("idle-guard-least-privilege"), edited(east, "aws:iam/rolePolicy:RolePolicy", "idle-guard", widen)
     )
     assert any(expected in f for f in found), f"expected a report with {expected!r}, got {found}"
+
+
+def test_the_render_lets_the_guard_put_objects_under_its_records_folder_only(east):
+    got = [(st["Action"], st["Resource"]) for st in _guard_statements(east)[1:]]
+    bucket = got[0][1][0].removeprefix("arn:aws:s3:::").split("/")[0] if got else ""
+    assert got == [(["s3:PutObject"], [f"arn:aws:s3:::{bucket}/us-east-2/idle-guard/*"])], got
+    assert bucket.startswith("ray-efa-eks-us-east-2"), bucket  # the run bucket (bucketPrefix), not a wildcard
+
+
+RECORDS = "arn:aws:s3:::runs-bucket/us-east-2/idle-guard/*"
+
+
+@pytest.mark.parametrize(
+    "change, expected",
+    [
+        ({"Resource": ["arn:aws:s3:::runs-bucket/us-east-2/*"]}, "reaches ['arn:aws:s3:::runs-bucket/us-east-2/*']"),
+        ({"Resource": ["arn:aws:s3:::runs-bucket/*"]}, "only <bucket>/<prefix>/idle-guard/*"),
+        ({"Resource": ["arn:aws:s3:::runs-bucket/*/idle-guard/*"]}, "only <bucket>/<prefix>/idle-guard/*"),
+        ({"Resource": ["*"]}, "reaches ['*']"),
+        ({"Resource": [RECORDS, "arn:aws:s3:::runs-bucket/us-west-2/idle-guard/*"]}, "only <bucket>/<prefix>"),
+        ({"Action": ["s3:*"]}, "allows ['s3:*']"),
+        ({"Action": ["s3:PutObject", "s3:GetObject"]}, "allows ['s3:GetObject', 's3:PutObject']"),
+        ({"Action": ["s3:DeleteObject"]}, "allows ['s3:DeleteObject']"),
+        ({"Action": ["iam:PassRole"], "Resource": ["*"]}, "allows ['iam:PassRole']"),
+    ],
+    ids=[
+        "stack-prefix",
+        "whole-bucket",
+        "any-prefix",
+        "resource-star",
+        "second-prefix",
+        "s3-star",
+        "get-too",
+        "delete-instead",
+        "another-service",
+    ],
+)
+def test_a_guard_role_writing_further_is_reported(east, change, expected):
+    def widen(props):
+        doc = json.loads(props["policy"])
+        doc["Statement"][1].update({"Resource": [RECORDS], **change})
+        props["policy"] = json.dumps(doc)
+
+    found = violations(
+        only("idle-guard-least-privilege"), edited(east, "aws:iam/rolePolicy:RolePolicy", "idle-guard", widen)
+    )
+    assert any(expected in f for f in found), f"expected a report with {expected!r}, got {found}"
+
+
+def test_a_third_statement_beside_the_guards_two_is_reported(east):
+    def add(props):
+        doc = json.loads(props["policy"])
+        doc["Statement"].append({"Sid": "Extra", "Effect": "Allow", "NotAction": ["s3:DeleteBucket"], "Resource": "*"})
+        props["policy"] = json.dumps(doc)
+
+    found = violations(
+        only("idle-guard-least-privilege"), edited(east, "aws:iam/rolePolicy:RolePolicy", "idle-guard", add)
+    )
+    assert any("statement 'Extra' of the idle guard's role allows" in f for f in found), found
+
+
+def test_the_ray_pods_object_actions_are_not_the_guards_business(east):
+    """The Ray pods' document holds no EKS action, so its Get/Put/Delete under the stack prefix passes this policy."""
+    storage = [r for r in east if r.resource_type == "aws:iam/rolePolicy:RolePolicy" and "pod-identity" in r.name]
+    assert storage and violations(only("idle-guard-least-privilege"), storage) == []
