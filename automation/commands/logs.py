@@ -17,9 +17,11 @@ import argparse
 import shlex
 from typing import Any
 
-from automation.commands.dashboard import Cluster, add_cluster_flags, open_cluster
 from automation.errors import DriverError
-from automation.steps.train import HEAD_JOB_SERVER, strip_ansi
+from automation.flags import add_cluster_flags
+from automation.kube import RayClusterPods
+from automation.ray_head import HEAD_JOB_SERVER, strip_ansi
+from automation.targets import aws
 from workloads.nccl_check import run_marker
 
 HELP = "follow a running job's driver output, or one Ray Train worker's log (--worker N)"
@@ -42,7 +44,7 @@ def follow_file_command(path: str) -> list[str]:
     return ["tail", "-n", "+1", "-F", path]
 
 
-def worker_log(cluster: Cluster, run_id: str, rank: int) -> tuple[str, str]:
+def worker_log(cluster: RayClusterPods, run_id: str, rank: int) -> tuple[str, str]:
     """(pod, file) of rank `rank`'s log: searched in every running worker pod, then the head."""
     pods = cluster.pods("worker") + cluster.pods("head")
     for pod in pods:
@@ -55,12 +57,6 @@ def worker_log(cluster: Cluster, run_id: str, rank: int) -> tuple[str, str]:
         "check the rank (0 to num-workers - 1) and the run id, or whether the job has started",
         exit_code=2,
     )
-
-
-def newest_run_id(cluster: Cluster, head: str) -> str:
-    from automation.targets.aws import newest_run
-
-    return newest_run(cluster.kube.exec, head, cluster.namespace)
 
 
 def add_parser(sub: Any, parents: list[argparse.ArgumentParser]) -> argparse.ArgumentParser:
@@ -86,9 +82,10 @@ def run(args: argparse.Namespace, ui: Any, deps: Any = None) -> int:
         )
     if args.worker is not None and args.worker < 0:
         raise DriverError(f"--worker {args.worker}: ranks start at 0", exit_code=2)
-    cluster = open_cluster(args, deps)
+    target = aws.open_stack(args.stack, project_dir=args.project_dir, kubeconfig=args.kubeconfig, deps=deps)
+    cluster = target.ray_pods()
     head = cluster.head_pod()
-    run_id = args.run or newest_run_id(cluster, head)
+    run_id = args.run or aws.newest_cluster_run(cluster.kube.exec, head, cluster.namespace)
     if args.worker is None:
         pod, command = head, driver_log_command(run_id)
     else:

@@ -6,7 +6,9 @@ before any change and costs nothing.
 
 from __future__ import annotations
 
+import importlib.util
 import math
+import os
 import re
 import shutil
 import subprocess
@@ -17,11 +19,18 @@ from typing import TYPE_CHECKING, Any
 
 from botocore.exceptions import BotoCoreError, ClientError, NoCredentialsError
 
-from automation.pipeline import Finding, Prior, StepResult, verdict
+from automation.errors import DriverError
+from automation.job import one_node_note, stack_label
+from automation.pipeline import Finding, PreflightFacts, Prior, StepResult, verdict
+from automation.ray_head import WORKLOADS_DIR
+from automation.targets.aws import GPU_AZ_KEY
 from infra.eks_facts import CAPACITY_BLOCKS_GUIDE, capacity_block_eligible, capacity_block_fix
+from workloads.config import ConfigError, TrainConfig
+from workloads.uri import parse_location
 
 if TYPE_CHECKING:
-    from automation.targets import Target
+    from automation.targets.aws import AwsTarget
+    from automation.targets.local import LocalPlan, LocalTarget
 
 # The On-Demand vCPU quota that covers an instance family (EC2's "Running On-Demand ... instances").
 QUOTA_BY_FAMILY = {
@@ -50,21 +59,6 @@ def family(instance_type: str) -> str:
 
 def quota_for(instance_type: str) -> tuple[str, str]:
     return QUOTA_BY_FAMILY.get(family(instance_type), STANDARD_QUOTA)
-
-
-@dataclass(frozen=True)
-class PreflightFacts:
-    """What preflight learned, for later steps: the account, the AZ to use, the vCPUs needed."""
-
-    account: str | None = None
-    gpu_az: str | None = None
-    valid_azs: tuple[str, ...] = ()
-    vcpus_needed: int | None = None
-    vcpus_free: float | None = None
-    efa_interfaces: int | None = None
-
-    def to_dict(self) -> dict[str, Any]:
-        return dict(self.__dict__, valid_azs=list(self.valid_azs))
 
 
 @dataclass(frozen=True)
@@ -612,6 +606,107 @@ def run_preflight(cfg: Any, clients: AwsClients, which: Callable[[str], str | No
     )
 
 
-def run(target: Target, prior: Prior) -> StepResult:
+# ---- on AWS --------------------------------------------------------------------------------------------
+def check_job_data(job: TrainConfig) -> None:
+    """The train block's s3:// data, the head of each object read from this machine before anything is
+    created (workloads/data_check.py); a path of the pods' own is theirs to check."""
+    # data_check imports torch and the tokenizer (about 1 s): paid only by a job whose data is in S3.
+    from workloads.data_check import check_data
+
+    try:
+        if job.data and parse_location(stack_label("data"), job.data).remote:
+            check_data(job.data, job.num_workers, flag=stack_label("data"))
+    except ConfigError as e:
+        raise DriverError(str(e), exit_code=2) from None
+
+
+def run_aws(target: AwsTarget, prior: Prior) -> StepResult:
+    """The job the stack describes (bad input before any AWS call), then every AWS row; a chosen AZ is noted."""
+    job = target.job()  # a job that cannot run on this cluster fails before anything is created
+    check_job_data(job)
+    cfg = target.cfg
+    note = one_node_note(job, cfg.gpu_nodes.node_count, cfg.gpu_nodes.gpus_per_node)
+    if note:
+        target.note(note)
+    c = target.deps.client
+    result = run_preflight(cfg, AwsClients(sts=c("sts"), ec2=c("ec2"), quotas=c("service-quotas"), eks=c("eks")))
+    chosen = result.data.gpu_az if result.data is not None else None
+    if result.ok and chosen and not cfg.gpu_nodes.availability_zone:
+        s = cfg.stack
+        target.note(
+            f"gpuAvailabilityZone is empty: preflight chose {chosen} (valid: {', '.join(result.data.valid_azs)}); "
+            f"`python -m automation run --stack {s}` sets it in the stack before preview/up, "
+            f"or set '{GPU_AZ_KEY}: {chosen}' in Pulumi.{s}.yaml"
+        )
+    return result
+
+
+# ---- on this machine -----------------------------------------------------------------------------------
+def preflight_local(plan: LocalPlan, cpu_count: int | None = None, gpu_count: int | None = None) -> StepResult:
+    """What the local run needs on this machine: the training module, Ray's job server, the CPUs or GPUs."""
+    rows = []
+    train = WORKLOADS_DIR / "train.py"
+    rows.append(
+        Finding(
+            "training module",
+            "pass" if train.is_file() else "fail",
+            str(train),
+            "" if train.is_file() else "the workloads package is incomplete: reinstall the project",
+        )
+    )
+    for mod, why in (("ray", "Ray"), ("aiohttp_cors", "Ray's job server (ray[default])"), ("torch", "PyTorch")):
+        ok = importlib.util.find_spec(mod) is not None
+        rows.append(
+            Finding(
+                why,
+                "pass" if ok else "fail",
+                f"module {mod} {'found' if ok else 'missing'}",
+                "" if ok else "pip install -e '.[automation]'",
+            )
+        )
+    cpus = cpu_count if cpu_count is not None else (os.cpu_count() or 1)
+    ok = cpus >= plan.cpus_needed
+    rows.append(
+        Finding(
+            "CPUs",
+            "pass" if ok else "fail",
+            f"{cpus} cores, {plan.cpus_needed:g} needed ({plan.num_workers} workers x {plan.cpus_per_worker:g})",
+            "" if ok else f"use --num-workers {max(1, int(cpus // plan.cpus_per_worker))}",
+        )
+    )
+    if plan.use_gpu:
+        gpus = gpu_count if gpu_count is not None else _local_gpus()
+        ok = gpus >= plan.gpus_needed
+        rows.append(
+            Finding(
+                "GPUs",
+                "pass" if ok else "fail",
+                f"{gpus} local GPUs, {plan.gpus_needed:g} needed",
+                "" if ok else "use fewer --num-workers or leave out --use-gpu",
+            )
+        )
+    return verdict(
+        "preflight",
+        rows,
+        ok_summary=f"{plan.num_workers} {'GPU' if plan.use_gpu else 'CPU'} workers fit on this machine",
+    )
+
+
+def _local_gpus() -> int:
+    try:
+        out = subprocess.run(["nvidia-smi", "-L"], capture_output=True, text=True, timeout=20)
+    except (OSError, subprocess.TimeoutExpired):
+        return 0
+    return sum(1 for line in out.stdout.splitlines() if line.startswith("GPU "))
+
+
+def run_local(target: LocalTarget, prior: Prior) -> StepResult:
+    return preflight_local(target.plan)
+
+
+RUN_ON = {"aws": run_aws, "local": run_local}
+
+
+def run(target: Any, prior: Prior) -> StepResult:
     """preflight: the target's read-only checks (on AWS the ones above; locally the machine's), before any change."""
-    return target.preflight(prior)
+    return RUN_ON[target.name](target, prior)

@@ -1,25 +1,26 @@
 """Where the pipeline runs: `aws` (the Pulumi stack, EKS, KubeRay) or `local` (a Ray head on 127.0.0.1).
 
-`Target` is what the steps in automation/steps/ ask of a target; a target module holds only what
-differs between the two places (its checks, how it submits the job, where the NCCL logs are).
+`Target` is what every step in automation/steps/ may ask of a target: capabilities (the job, submit it,
+the NCCL logs of a run, what exists after a failure, close), never a step's logic. What only one place
+has (the AWS target's Kubernetes client and stack, the local target's Ray head) the step that needs it
+reads from that target's own class.
 """
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
 
 if TYPE_CHECKING:
     from automation.cost import CostEstimate
-    from automation.pipeline import Advice, PipelineResult, Prior, StepResult
-    from automation.steps.check import TransportVerdict
-    from automation.steps.train import TrainOutcome
+    from automation.pipeline import Advice, PipelineResult, Prior, TrainOutcome
     from workloads.config import TrainConfig
 
 
 class Target(Protocol):
     """What every step of the pipeline needs from the place it runs."""
 
-    name: str  # "aws" or "local", as the report names it
+    name: str  # "aws" or "local", as the report names it and the steps pick their place's work by
     notes: list[str]  # lines for the report's notes, in the order they came
 
     @property
@@ -29,10 +30,6 @@ class Target(Protocol):
         """The names of the steps `command` runs, in order (automation.steps.STEPS holds each)."""
         ...
 
-    def preflight(self, prior: Prior) -> StepResult: ...
-
-    def verify(self, prior: Prior) -> StepResult: ...
-
     def train_args(self) -> TrainConfig:
         """The training job of this run, as submitted."""
         ...
@@ -41,8 +38,21 @@ class Target(Protocol):
         """Run the training job to its end and return what it reported."""
         ...
 
-    def transport(self, prior: Prior) -> tuple[TransportVerdict, str]:
-        """The NCCL verdict on this run's logs, and a note when it cannot prove EFA here ("" otherwise)."""
+    def nccl_expectation(self) -> tuple[str | None, str]:
+        """What the NCCL logs must show here (`require` of the check; None: no NCCL to check), and a
+        note when a pass cannot prove EFA here ("" otherwise)."""
+        ...
+
+    def checked_run_id(self) -> str:
+        """The run `check` reads when this command trained none."""
+        ...
+
+    def nccl_logs(self, run_id: str, dest: Path) -> list[Path]:
+        """The NCCL log files of run `run_id` on this machine (copied under `dest` when they live elsewhere)."""
+        ...
+
+    def collect_run(self, runs_root: Path) -> Path:
+        """This run's directory on this machine (copied from the cluster into `runs_root` first on AWS)."""
         ...
 
     def advise(self, failed: str, prior: Prior) -> Advice:
@@ -61,11 +71,6 @@ class Target(Protocol):
 
     def files(self, result: PipelineResult) -> str:
         """Where the run's files are (its summary, its NCCL logs), for a run that reached `train`."""
-        ...
-
-    def report_files(self, doc: dict) -> dict[str, str | None]:
-        """Write the run's HTML report from its metrics and the driver's ``doc`` (automation/commands/report.py);
-        the report's and the metrics file's paths, or ``report_error`` saying why there is none."""
         ...
 
     def close(self) -> None:
