@@ -4,81 +4,79 @@ make or unmake the place the job runs. The Pulumi calls are automation/pulumi_st
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable, Mapping
-from typing import Protocol
+from typing import TYPE_CHECKING
 
 from automation.errors import DriverError
-from automation.pipeline import ChangeSummary, StepResult
-from automation.pulumi_stack import StackLike, destroy, preview, up
+from automation.pipeline import Prior, StepResult
+from automation.pulumi_stack import destroy, nodegroup_failure_cause, preview, up
+from automation.storage import kept_bucket_line
+from automation.targets.aws import GPU_AZ_KEY
+
+if TYPE_CHECKING:
+    from automation.targets.aws import AwsTarget
+    from automation.targets.local import LocalTarget
 
 
 # ---- the steps ---------------------------------------------------------------------------------------
-class StackTarget(Protocol):
-    """What preview, up and destroy need from a target that has a Pulumi stack (the AWS one)."""
-
-    on_progress: Callable[[str], None]
-
-    @property
-    def stack_name(self) -> str | None: ...
-
-    def stack(self) -> StackLike: ...
-
-    def before_change(self, prior: Mapping[str, StepResult]) -> None:
-        """Settle what the program needs before preview or up (a preflight-chosen AZ)."""
-        ...
-
-    def up_question(self, changes: str) -> str:
-        """The question asked before `up` makes `changes` that cost money."""
-        ...
-
-    def confirm(self, question: str) -> bool:
-        """True to go ahead (always with --yes)."""
-        ...
-
-    def explain_up_failure(self) -> str: ...
-
-    def stack_changed(self, summary: ChangeSummary) -> None:
-        """Called after a successful `up` with its outputs."""
-        ...
-
-    def kept_on_destroy(self) -> str | None:
-        """What `destroy` will leave behind on purpose (the run bucket), read while the stack still exists."""
-        ...
+def settle_gpu_az(target: AwsTarget, prior: Prior) -> None:
+    """Before preview/up: a stack that left gpuAvailabilityZone empty gets the AZ a passing preflight chose.
+    Without such a preflight result the program could not build: DriverError naming the commands that fix it."""
+    cfg = target.cfg
+    if cfg.gpu_nodes.availability_zone:
+        return
+    s = cfg.stack
+    checked = prior.get("preflight")
+    az = checked.data.gpu_az if checked is not None and checked.ok and checked.data is not None else None
+    if not az:
+        raise DriverError(
+            f"stack {s} leaves gpuAvailabilityZone empty and no preflight of this run chose one: run "
+            f"`python -m automation run --stack {s}` (preflight chooses an AZ that offers "
+            f"{cfg.gpu_nodes.instance_type} and sets it) or set '{GPU_AZ_KEY}: <az>' in Pulumi.{s}.yaml",
+            exit_code=2,
+        )
+    target.set_gpu_az(az)
+    target.note(f"set {GPU_AZ_KEY} = {az} in stack {s} (Pulumi.{s}.yaml), the AZ preflight chose")
 
 
-class ClusterTarget(Protocol):
-    """A target whose cluster lives only for one run (the local one): `start` is its `up`."""
-
-    def start(self, prior: Mapping[str, StepResult]) -> StepResult: ...
-
-
-def run_preview(target: StackTarget, prior: Mapping[str, StepResult]) -> StepResult:
-    target.before_change(prior)
+def run_preview(target: AwsTarget, prior: Prior) -> StepResult:
+    settle_gpu_az(target, prior)
     return preview(target.stack(), target.on_progress)
 
 
-def run_up(target: StackTarget, prior: Mapping[str, StepResult]) -> StepResult:
-    """`up`, after asking unless preview saw nothing that costs money; DriverError when declined."""
-    target.before_change(prior)
+def run_up(target: AwsTarget, prior: Prior) -> StepResult:
+    """`up`, after asking unless preview saw nothing that costs money; DriverError when declined. When
+    it fails, the cause the node group's Auto Scaling group reports is added."""
+    settle_gpu_az(target, prior)
     previewed = prior.get("preview")
     summary = previewed.data if previewed is not None else None
     if summary is None or summary.costs_money:
-        question = target.up_question(summary.line() if summary is not None else "changes not previewed")
+        g = target.cfg.gpu_nodes
+        changes = summary.line() if summary is not None else "changes not previewed"
+        question = (
+            f"`up` on stack {target.cfg.stack} ({changes}) creates resources that cost money "
+            f"({g.node_count} x {g.instance_type}). Go ahead?"
+        )
         if not target.confirm(question):
             raise DriverError("not confirmed: nothing was changed (pass --yes to skip the question)")
-    result = up(target.stack(), target.on_progress, explain_failure=target.explain_up_failure)
+
+    def cause() -> str:
+        c = target.deps.client
+        return nodegroup_failure_cause(c("eks"), c("autoscaling"), target.cfg.cluster.name)
+
+    result = up(target.stack(), target.on_progress, explain_failure=cause)
     if result.data is not None:
         target.stack_changed(result.data)
     return result
 
 
-def run_destroy(target: StackTarget, prior: Mapping[str, StepResult]) -> StepResult:
+def run_destroy(target: AwsTarget, prior: Prior) -> StepResult:
     if not target.confirm(f"destroy every resource of stack {target.stack_name}?"):
         raise DriverError("not confirmed: nothing was deleted")
-    kept = target.kept_on_destroy()  # before: a destroyed stack has no outputs left
+    # Read before: a destroyed stack has no outputs left.
+    kept = kept_bucket_line(target.outputs(), target.cfg.storage.force_destroy)
     done = destroy(target.stack(), target.on_progress)
     return dataclasses.replace(done, summary=f"{done.summary}; {kept}") if kept else done
 
 
-def run_start(target: ClusterTarget, prior: Mapping[str, StepResult]) -> StepResult:
+def run_start(target: LocalTarget, prior: Prior) -> StepResult:
     return target.start(prior)

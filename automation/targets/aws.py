@@ -32,10 +32,10 @@ from automation.pipeline import (
     cluster_seen,
     expectations_from,
 )
-from automation.pulumi_stack import PULUMI_MISSING, StackLike, nodegroup_failure_cause, outputs_dict, select_stack
+from automation.pulumi_stack import PULUMI_MISSING, StackLike, outputs_dict, select_stack
 from automation.ray_head import submit_on_head
 from automation.run_files import collect_logs, fetch_run
-from automation.storage import Durability, kept_bucket_line, require_run, run_locations
+from automation.storage import Durability, require_run, run_locations
 from automation.ui import tty_confirm
 from infra.config import ConfigError as StackConfigError
 from infra.config import load_stack
@@ -177,54 +177,25 @@ class AwsTarget:
         self.notes.append(text)
         self.on_note(text)
 
-    def before_change(self, prior: Prior) -> None:
-        """Before preview/up: a stack that left gpuAvailabilityZone empty gets the AZ a passing preflight chose.
-
-        The value goes into the stack with the Automation API (`pulumi config set`, which writes
-        Pulumi.<stack>.yaml), so the program sees it now and later runs reuse it. Without such a
-        preflight result the program could not build: DriverError naming the commands that fix it.
-        """
-        if self.cfg.gpu_nodes.availability_zone:
-            return
-        s = self.cfg.stack
-        checked = prior.get("preflight")
-        az = checked.data.gpu_az if checked is not None and checked.ok and checked.data is not None else None
-        if not az:
-            raise DriverError(
-                f"stack {s} leaves gpuAvailabilityZone empty and no preflight of this run chose one: run "
-                f"`python -m automation run --stack {s}` (preflight chooses an AZ that offers "
-                f"{self.cfg.gpu_nodes.instance_type} and sets it) or set '{GPU_AZ_KEY}: <az>' in Pulumi.{s}.yaml",
-                exit_code=2,
-            )
+    def set_gpu_az(self, az: str) -> None:
+        """Set gpuAvailabilityZone in the stack with the Automation API (`pulumi config set`, which writes
+        Pulumi.<stack>.yaml), so the program sees it now and later runs reuse it."""
         self.stack().set_config(GPU_AZ_KEY, ConfigValue(value=az))
         self.cfg = dataclasses.replace(
             self.cfg, gpu_nodes=dataclasses.replace(self.cfg.gpu_nodes, availability_zone=az)
         )
-        self.note(f"set {GPU_AZ_KEY} = {az} in stack {s} (Pulumi.{s}.yaml), the AZ preflight chose")
 
     def stack(self) -> StackLike:
         if self._stack is None:
             self._stack = self.deps.stack()
         return self._stack
 
-    def up_question(self, changes: str) -> str:
-        return (
-            f"`up` on stack {self.cfg.stack} ({changes}) creates resources that cost money "
-            f"({self.cfg.gpu_nodes.node_count} x {self.cfg.gpu_nodes.instance_type}). Go ahead?"
-        )
-
     def confirm(self, question: str) -> bool:
         return self.yes or self.deps.confirm(question)
 
-    def explain_up_failure(self) -> str:
-        c = self.deps.client
-        return nodegroup_failure_cause(c("eks"), c("autoscaling"), self.cfg.cluster.name)
-
     def stack_changed(self, summary: ChangeSummary) -> None:
+        """After `up`: its outputs are the stack's from now on."""
         self._outputs = dict(summary.outputs)
-
-    def kept_on_destroy(self) -> str | None:
-        return kept_bucket_line(self.outputs(), self.cfg.storage.force_destroy)
 
     def outputs(self) -> dict:
         """The stack outputs (from this run's `up`, else the stack); {} when --kubeconfig replaces them."""
