@@ -177,6 +177,13 @@ def _add_flag(p: argparse.ArgumentParser, name: str) -> None:
     adders[name]()
 
 
+def command_parser(sub: Any, name: str, help: str, doc: str, parents: list) -> argparse.ArgumentParser:
+    """The parser of a command whose --help shows `help` and its module's docstring after the first line."""
+    description = help[0].upper() + help[1:] + ".\n\n" + doc.split("\n\n", 1)[1]
+    formatter = argparse.RawDescriptionHelpFormatter
+    return sub.add_parser(name, parents=parents, help=help, description=description, formatter_class=formatter)
+
+
 def add_command(sub: Any, name: str, help: str, parents: list[argparse.ArgumentParser]) -> argparse.ArgumentParser:
     """The parser of `name` with the flags COMMAND_FLAGS gives it; the flags it lacks read as FLAG_DEFAULTS."""
     p = sub.add_parser(name, help=help, description=help, parents=parents)

@@ -28,7 +28,7 @@ from typing import Any
 from automation import steps
 from automation.commands import report
 from automation.errors import DriverError
-from automation.flags import run_id, stack_name, whole_number
+from automation.flags import command_parser, run_id, stack_name, whole_number
 from automation.job import stack_label
 from automation.targets import aws
 from infra.config import known_stacks
@@ -360,13 +360,7 @@ def document(legs: list[Leg], pred: dict[str, Any], reports: dict[str, Any], err
 
 # ---- the command -----------------------------------------------------------------------------------------
 def add_parser(sub: Any, parents: list[argparse.ArgumentParser]) -> argparse.ArgumentParser:
-    p = sub.add_parser(
-        "bench",
-        parents=parents,
-        help=HELP,
-        description=HELP[0].upper() + HELP[1:] + ".\n\n" + __doc__.split("\n\n", 1)[1],
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
+    p = command_parser(sub, "bench", HELP, __doc__, parents)
     p.add_argument("--stack", type=stack_name, help="Pulumi stack whose cluster runs both jobs (required)")
     p.add_argument("--kubeconfig", type=Path, help="use this kubeconfig instead of the stack's `kubeconfig` output")
     p.add_argument("--steps", type=whole_number, help="training steps of each run (default: the stack's train.steps)")

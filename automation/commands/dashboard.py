@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from automation.errors import DriverError
-from automation.flags import add_cluster_flags
+from automation.flags import add_cluster_flags, command_parser
 from automation.targets import aws
 from infra.manifests import RAY_PORTS
 
@@ -195,13 +195,7 @@ def run_local(args: argparse.Namespace, ui: Any, find: Callable[[], list[str]] =
 
 # ---- the command -----------------------------------------------------------------------------------
 def add_parser(sub: Any, parents: list[argparse.ArgumentParser]) -> argparse.ArgumentParser:
-    p = sub.add_parser(
-        "dashboard",
-        parents=parents,
-        help=HELP,
-        description=HELP[0].upper() + HELP[1:] + ".\n\n" + __doc__.split("\n\n", 1)[1],
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
+    p = command_parser(sub, "dashboard", HELP, __doc__, parents)
     add_cluster_flags(p, local_ok=True)
     p.add_argument("--port", type=int, default=0, help="local port on 127.0.0.1 (default: a free one)")
     return p

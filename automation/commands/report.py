@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from automation.errors import DriverError
-from automation.flags import location
+from automation.flags import command_parser, location
 from automation.run_files import DRIVER_FILE, SUMMARY_FILE, fetch_run
 from automation.steps.check import assert_transport
 from automation.targets import Target, aws
@@ -401,13 +401,7 @@ def after_run(run_dir: Path, doc: dict) -> dict[str, str | None]:
 
 
 def add_parser(sub: Any, parents: list[argparse.ArgumentParser]) -> argparse.ArgumentParser:
-    p = sub.add_parser(
-        "report",
-        parents=parents,
-        help=HELP,
-        description=HELP[0].upper() + HELP[1:] + ".\n\n" + __doc__.split("\n\n", 1)[1],
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
+    p = command_parser(sub, "report", HELP, __doc__, parents)
     p.add_argument(
         "run",
         metavar="RUN",
