@@ -34,20 +34,22 @@ def collect_logs(pod_exec: PodExec, pods: Sequence[str], namespace: str, nccl_di
     """Copy every `*.log` under `nccl_dir` of each pod into `dest/<pod>/`; return the files copied."""
     files: list[Path] = []
     for pod in pods:
-        res = pod_exec(pod, namespace, collect_command(nccl_dir), timeout_s=300)
-        if res.rc != 0:
-            raise DriverError(
-                f"reading {nccl_dir} in {namespace}/{pod} failed (rc {res.rc}): {res.stderr.strip()[-300:]}"
-            )
-        blob = res.stdout.strip()
-        if not blob:
-            continue
-        target = dest / pod
-        target.mkdir(parents=True, exist_ok=True)
-        with tarfile.open(fileobj=io.BytesIO(base64.b64decode(blob)), mode="r:gz") as tar:
-            tar.extractall(target, filter="data")
-        files += sorted(p for p in target.rglob("*.log") if p.is_file())
+        if _unpacked(pod_exec, pod, namespace, collect_command(nccl_dir), nccl_dir, dest / pod):
+            files += sorted(p for p in (dest / pod).rglob("*.log") if p.is_file())
     return files
+
+
+def _unpacked(pod_exec: PodExec, pod: str, namespace: str, command: list[str], what: str, dest: Path) -> list[str]:
+    """Run `command`, which prints a base64 tar (or nothing), in `pod` and unpack it into `dest`: the names."""
+    res = pod_exec(pod, namespace, command, timeout_s=300)
+    if res.rc != 0:
+        raise DriverError(f"reading {what} in {namespace}/{pod} failed (rc {res.rc}): {res.stderr.strip()[-300:]}")
+    blob = res.stdout.strip()
+    if not blob:
+        return []
+    with tarfile.open(fileobj=io.BytesIO(base64.b64decode(blob)), mode="r:gz") as tar:
+        tar.extractall(dest, filter="data")
+        return tar.getnames()
 
 
 def _pack_command(run_dir: str, names: tuple[str, ...]) -> list[str]:
@@ -57,19 +59,8 @@ def _pack_command(run_dir: str, names: tuple[str, ...]) -> list[str]:
     return ["sh", "-c", f"cd {q} 2>/dev/null && ls {listed} 2>/dev/null | tar -czf - -T - | base64 -w0 || true"]
 
 
-def _unpack(blob: str, dest: Path) -> list[str]:
-    if not blob.strip():
-        return []
-    with tarfile.open(fileobj=io.BytesIO(base64.b64decode(blob)), mode="r:gz") as tar:
-        tar.extractall(dest, filter="data")
-        return tar.getnames()
-
-
 def _fetch(cluster: RayClusterPods, pod: str, run_dir: str, names: tuple[str, ...], dest: Path) -> list[str]:
-    res = cluster.kube.exec(pod, cluster.namespace, _pack_command(run_dir, names), timeout_s=300)
-    if res.rc != 0:
-        raise DriverError(f"reading {run_dir} in {cluster.namespace}/{pod} failed (rc {res.rc}): {res.stderr[-300:]}")
-    return _unpack(res.stdout, dest)
+    return _unpacked(cluster.kube.exec, pod, cluster.namespace, _pack_command(run_dir, names), run_dir, dest)
 
 
 def fetch_run(cluster: RayClusterPods, run_id: str, dest: Path) -> Path:

@@ -31,17 +31,8 @@ class RunReport:
 
     def metrics(self) -> dict[str, Any]:
         s = self.training or {}
-        keys = (
-            "run_id",
-            "world_size",
-            "steps",
-            "tokens_per_s",
-            "tokens_per_s_per_gpu",
-            "mfu",
-            "loss_first",
-            "loss_last",
-            "peak_mem_gb",
-        )
+        keys = ("run_id", "world_size", "steps", "tokens_per_s", "tokens_per_s_per_gpu", "mfu")
+        keys += ("loss_first", "loss_last", "peak_mem_gb")
         return {k: s.get(k) for k in keys}
 
     def to_dict(self) -> dict[str, Any]:

@@ -10,6 +10,7 @@ from rich.pretty import Pretty
 from automation.capture import capture_cluster
 from automation.flags import add_command, resolve_target
 from automation.pipeline import SECRET_OUTPUTS
+from automation.steps.verify_checks import is_ready
 from automation.targets import aws
 from infra.names import GPU_NODE_SELECTOR
 
@@ -54,10 +55,7 @@ def aws_status(target: Any, kubeconfig_given: bool) -> dict[str, Any]:
     kube = target.kube()
     exp = target.expectations()
     nodes = kube.list_nodes(GPU_NODE_SELECTOR)
-    ready = sum(
-        any(c.get("type") == "Ready" and c.get("status") == "True" for c in n.get("status", {}).get("conditions", []))
-        for n in nodes
-    )
+    ready = sum(is_ready(n) for n in nodes)
     rc = kube.get_raycluster(exp.namespace, exp.raycluster)
     doc["cluster"] = {
         "gpu_nodes_ready": ready,

@@ -15,7 +15,7 @@ import subprocess
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from datetime import UTC
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from botocore.exceptions import BotoCoreError, ClientError, NoCredentialsError
 
@@ -23,14 +23,11 @@ from automation.errors import DriverError
 from automation.job import one_node_note, stack_label
 from automation.pipeline import Finding, PreflightFacts, Prior, StepResult, verdict
 from automation.ray_head import WORKLOADS_DIR
-from automation.targets.aws import GPU_AZ_KEY
+from automation.targets.aws import GPU_AZ_KEY, AwsTarget
+from automation.targets.local import LocalPlan, LocalTarget
 from infra.eks_facts import CAPACITY_BLOCKS_GUIDE, capacity_block_eligible, capacity_block_fix
 from workloads.config import ConfigError, TrainConfig
 from workloads.uri import parse_location
-
-if TYPE_CHECKING:
-    from automation.targets.aws import AwsTarget
-    from automation.targets.local import LocalPlan, LocalTarget
 
 # The On-Demand vCPU quota that covers an instance family (EC2's "Running On-Demand ... instances").
 QUOTA_BY_FAMILY = {

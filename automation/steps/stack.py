@@ -4,17 +4,13 @@ make or unmake the place the job runs. The Pulumi calls are automation/pulumi_st
 from __future__ import annotations
 
 import dataclasses
-from typing import TYPE_CHECKING
 
 from automation.errors import DriverError
 from automation.pipeline import Prior, StepResult
 from automation.pulumi_stack import destroy, nodegroup_failure_cause, preview, up
 from automation.storage import kept_bucket_line
-from automation.targets.aws import GPU_AZ_KEY
-
-if TYPE_CHECKING:
-    from automation.targets.aws import AwsTarget
-    from automation.targets.local import LocalTarget
+from automation.targets.aws import GPU_AZ_KEY, AwsTarget
+from automation.targets.local import LocalTarget
 
 
 # ---- the steps ---------------------------------------------------------------------------------------

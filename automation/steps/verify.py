@@ -13,7 +13,7 @@ from __future__ import annotations
 import dataclasses
 import time
 from collections.abc import Callable, Mapping, Sequence
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import Any, Protocol
 
 from automation.kube import PodExec, RayClusterPods
 from automation.pipeline import Expectations, Finding, Prior, StepResult, verdict
@@ -30,11 +30,9 @@ from automation.steps.verify_checks import name_of as _name
 from automation.steps.verify_checks import quantity as _quantity
 from automation.steps.verify_pending import CANNOT_START_CHECKS, diagnose, diagnose_head
 from automation.storage import Identity, verify_storage
+from automation.targets.aws import AwsTarget
+from automation.targets.local import LocalPlan, LocalTarget
 from infra.names import EFA_RESOURCE, GPU_NODE_SELECTOR, GPU_RESOURCE
-
-if TYPE_CHECKING:
-    from automation.targets.aws import AwsTarget
-    from automation.targets.local import LocalPlan, LocalTarget
 
 ZONE_LABEL = "topology.kubernetes.io/zone"
 __all__ = ["RESOURCES_MARK", "Expectations"]  # read by the tests of what Ray advertises and of the cluster
@@ -353,24 +351,16 @@ def run_aws(target: AwsTarget, prior: Prior) -> StepResult:
 
 def check_resources(resources: Mapping[str, float], plan: LocalPlan) -> StepResult:
     """Ray's advertised CPUs (and GPUs, for a GPU run) cover the local run's workers."""
+    needs = [("CPU", plan.cpus_needed)] + ([("GPU", plan.gpus_needed)] if plan.use_gpu else [])
     rows = [
         Finding(
-            "Ray CPUs",
-            "pass" if resources.get("CPU", 0) >= plan.cpus_needed else "fail",
-            f"Ray advertises CPU {resources.get('CPU', 0):g}, the workers need {plan.cpus_needed:g}",
-            "" if resources.get("CPU", 0) >= plan.cpus_needed else "use fewer --num-workers",
-        ),
-    ]
-    if plan.use_gpu:
-        ok = resources.get("GPU", 0) >= plan.gpus_needed
-        rows.append(
-            Finding(
-                "Ray GPUs",
-                "pass" if ok else "fail",
-                f"Ray advertises GPU {resources.get('GPU', 0):g}, the workers need {plan.gpus_needed:g}",
-                "" if ok else "use fewer --num-workers",
-            )
+            f"Ray {kind}s",
+            "pass" if resources.get(kind, 0) >= need else "fail",
+            f"Ray advertises {kind} {resources.get(kind, 0):g}, the workers need {need:g}",
+            "" if resources.get(kind, 0) >= need else "use fewer --num-workers",
         )
+        for kind, need in needs
+    ]
     return verdict("verify", rows, dict(resources), ok_summary=f"Ray's resources cover {plan.num_workers} workers")
 
 

@@ -18,7 +18,7 @@ if TYPE_CHECKING:
 
 
 class Target(Protocol):
-    """What every step of the pipeline needs from the place it runs."""
+    """What every step of the pipeline needs from the place it runs (the comments say what each promises)."""
 
     name: str  # "aws" or "local", as the report names it and the steps pick their place's work by
     notes: list[str]  # lines for the report's notes, in the order they came
@@ -26,53 +26,35 @@ class Target(Protocol):
     @property
     def stack_name(self) -> str | None: ...
 
-    def pipeline(self, command: str, plan: bool) -> tuple[str, ...]:
-        """The names of the steps `command` runs, in order (automation.steps.STEPS holds each)."""
-        ...
+    # The names of the steps `command` runs, in order (automation.steps.STEPS holds each).
+    def pipeline(self, command: str, plan: bool) -> tuple[str, ...]: ...
 
-    def train_args(self) -> TrainConfig:
-        """The training job of this run, as submitted."""
-        ...
+    def train_args(self) -> TrainConfig: ...  # the training job of this run, as submitted
 
-    def submit(self, args: TrainConfig) -> TrainOutcome:
-        """Run the training job to its end and return what it reported."""
-        ...
+    def submit(self, args: TrainConfig) -> TrainOutcome: ...  # run the job to its end; what it reported
 
-    def nccl_expectation(self) -> tuple[str | None, str]:
-        """What the NCCL logs must show here (`require` of the check; None: no NCCL to check), and a
-        note when a pass cannot prove EFA here ("" otherwise)."""
-        ...
+    # What the NCCL logs must show here (check's `require`; None: no NCCL to check), and a note when a
+    # pass cannot prove EFA here ("" otherwise).
+    def nccl_expectation(self) -> tuple[str | None, str]: ...
 
-    def checked_run_id(self) -> str:
-        """The run `check` reads when this command trained none."""
-        ...
+    def checked_run_id(self) -> str: ...  # the run `check` reads when this command trained none
 
-    def nccl_logs(self, run_id: str, dest: Path) -> list[Path]:
-        """The NCCL log files of run `run_id` on this machine (copied under `dest` when they live elsewhere)."""
-        ...
+    # The NCCL log files of run `run_id` on this machine (copied under `dest` when they live elsewhere).
+    def nccl_logs(self, run_id: str, dest: Path) -> list[Path]: ...
 
-    def collect_run(self, runs_root: Path) -> Path:
-        """This run's directory on this machine (copied from the cluster into `runs_root` first on AWS)."""
-        ...
+    # This run's directory on this machine (copied from the cluster into `runs_root` first on AWS).
+    def collect_run(self, runs_root: Path) -> Path: ...
 
-    def advise(self, failed: str, prior: Prior) -> Advice:
-        """After `failed` failed: what exists now and what to run next."""
-        ...
+    def advise(self, failed: str, prior: Prior) -> Advice: ...  # after `failed` failed: what exists, what next
 
-    def interrupted(self, advice: Advice | None) -> Advice:
-        """After Ctrl-C or SIGTERM: what exists now and what to run next (`advice`: the step's own, if any)."""
-        ...
+    # After Ctrl-C or SIGTERM: what exists now and what to run next (`advice`: the step's own, if any).
+    def interrupted(self, advice: Advice | None) -> Advice: ...
 
-    def where(self) -> str:
-        """The words after "interrupted ... " that name what was being worked on ("" for none)."""
-        ...
+    def where(self) -> str: ...  # the words after "interrupted ..." naming what was worked on ("" for none)
 
     def cost(self, command: str) -> CostEstimate | None: ...
 
-    def files(self, result: PipelineResult) -> str:
-        """Where the run's files are (its summary, its NCCL logs), for a run that reached `train`."""
-        ...
+    # Where the run's files are (its summary, its NCCL logs), for a run that reached `train`.
+    def files(self, result: PipelineResult) -> str: ...
 
-    def close(self) -> None:
-        """Stop whatever this run started and must not outlive it; idempotent."""
-        ...
+    def close(self) -> None: ...  # stop what this run started and must not outlive it; idempotent

@@ -424,12 +424,5 @@ def open_stack(
         deps = AwsDeps.real(cfg, project_dir)
     if ui is not None:
         options = {"on_line": ui.log, "on_progress": ui.progress, "on_note": ui.note, **options}
-    # ConfigWarnings open the report's notes, before what the run itself has to say.
-    return AwsTarget(
-        cfg=cfg,
-        deps=deps,
-        run_id=run_id or new_run_id(),
-        kubeconfig_path=kubeconfig,
-        notes=list(cfg.warnings),
-        **options,
-    )
+    notes = list(cfg.warnings)  # ConfigWarnings open the report's notes, before what the run itself says
+    return AwsTarget(cfg, deps, run_id or new_run_id(), kubeconfig_path=kubeconfig, notes=notes, **options)
