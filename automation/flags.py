@@ -184,11 +184,25 @@ def command_parser(sub: Any, name: str, help: str, doc: str, parents: list) -> a
     return sub.add_parser(name, parents=parents, help=help, description=description, formatter_class=formatter)
 
 
-def add_command(sub: Any, name: str, help: str, parents: list[argparse.ArgumentParser]) -> argparse.ArgumentParser:
-    """The parser of `name` with the flags COMMAND_FLAGS gives it; the flags it lacks read as FLAG_DEFAULTS."""
-    p = sub.add_parser(name, help=help, description=help, parents=parents)
-    for flag in COMMAND_FLAGS[name]:
+def target_parent() -> argparse.ArgumentParser:
+    """The parent parser of every command that runs on a target: --stack and --target (TARGET_FLAGS)."""
+    p = argparse.ArgumentParser(add_help=False)
+    for flag in TARGET_FLAGS:
         _add_flag(p, flag)
+    return p
+
+
+TARGET_PARENT = target_parent()
+
+
+def add_command(sub: Any, name: str, help: str, parents: list[argparse.ArgumentParser]) -> argparse.ArgumentParser:
+    """The parser of `name` with the flags COMMAND_FLAGS gives it (the target flags through TARGET_PARENT);
+    the flags it lacks read as FLAG_DEFAULTS."""
+    on_target = set(TARGET_FLAGS) <= set(COMMAND_FLAGS[name])
+    p = sub.add_parser(name, help=help, description=help, parents=[*parents, TARGET_PARENT] if on_target else parents)
+    for flag in COMMAND_FLAGS[name]:
+        if not (on_target and flag in TARGET_FLAGS):
+            _add_flag(p, flag)
     p.set_defaults(**{k: v for k, v in FLAG_DEFAULTS.items() if k not in COMMAND_FLAGS[name]})
     return p
 

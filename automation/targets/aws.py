@@ -127,7 +127,7 @@ def newest_cluster_run(pod_exec: Any, pod: str, namespace: str) -> str:
 
 @dataclass
 class AwsTarget:
-    """The steps' view of one stack (see automation.targets.Target and steps.stack.StackTarget)."""
+    """One stack as the steps and commands use it (automation.targets.Target and more: its stack, kube, cfg)."""
 
     cfg: Any
     deps: AwsDeps
