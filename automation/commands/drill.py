@@ -309,7 +309,7 @@ def drill_local(args: argparse.Namespace, ui: Any) -> dict:
     before = os.environ.get(HEALTH_CHECK_ENV)
     os.environ[HEALTH_CHECK_ENV] = DRILL_HEALTH_CHECK_S  # the head's environment, inherited by its jobs
     try:
-        target.start(None)
+        target.start()
         kill, _ = run_and_kill(target, job, reference, target.plan.job_timeout_s, local_kill_for(job))
     finally:
         target.close()

@@ -24,7 +24,7 @@ from typing import Any
 from automation.errors import DriverError
 from automation.job import local_job
 from automation.local_ray import INHERITED_ADDRESS, LocalRayCluster, client_env
-from automation.pipeline import Advice, PipelineResult, Prior, StepResult, TrainOutcome
+from automation.pipeline import Advice, PipelineResult, Prior, TrainOutcome
 from automation.ray_head import RAY_RESOURCES_SNIPPET, parse_ray_resources, submit_local, workloads_tarball
 from automation.storage import MAX_FAILURES, Durability
 from workloads.config import ConfigError, TrainConfig, new_run_id
@@ -153,7 +153,8 @@ class LocalTarget:
         self.notes.append(text)
         self.on_note(text)
 
-    def start(self, prior: Prior) -> StepResult:
+    def start(self) -> LocalRayCluster:
+        """Start the Ray head on 127.0.0.1 that `close()` stops; RAY_ADDRESS is set aside until then."""
         # The job client in this process reads it too (a GCS timeout after 40 s): out until close().
         self._inherited_address = os.environ.pop(INHERITED_ADDRESS, None)
         if self._inherited_address is not None:
@@ -164,12 +165,7 @@ class LocalTarget:
         gpus = int(self.plan.gpus_needed) if self.plan.use_gpu else 0
         self.cluster = LocalRayCluster(num_cpus=max(1, int(round(self.plan.cpus_needed + 0.499))), num_gpus=gpus)
         self.cluster.start()
-        return StepResult(
-            "start",
-            "pass",
-            f"Ray head on 127.0.0.1, job server {self.cluster.dashboard_url}, temp dir {self.cluster.temp_dir}",
-            data={"job_server": self.cluster.dashboard_url, "temp_dir": self.cluster.temp_dir},
-        )
+        return self.cluster
 
     def ray_resources(self) -> dict[str, float]:
         """What the running head advertises."""
