@@ -32,8 +32,8 @@ ALLOWED_LOCAL = {
 }
 
 
-def module_name(path: Path) -> str:
-    parts = list(path.relative_to(REPO).with_suffix("").parts)
+def module_name(path: Path, repo: Path = REPO) -> str:
+    parts = list(path.relative_to(repo).with_suffix("").parts)
     if parts[-1] == "__init__":
         parts.pop()
     return ".".join(parts)
@@ -66,9 +66,9 @@ def imported(node: ast.AST, here: str, is_package: bool) -> list[str]:
     return [mod, *(f"{mod}.{a.name}" for a in node.names)]
 
 
-def edges(path: Path, modules: set[str]) -> list[tuple[str, str, int, bool]]:
+def edges(path: Path, modules: set[str], repo: Path = REPO) -> list[tuple[str, str, int, bool]]:
     """(importer, imported, line, inside a function) for each first-party import in `path`."""
-    here = module_name(path)
+    here = module_name(path, repo)
     tree = ast.parse(path.read_text(), str(path))
     found = []
 
@@ -126,14 +126,14 @@ def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
     return found
 
 
-def problems() -> list[str]:
-    paths = [p for pkg in PACKAGES for p in sorted((REPO / pkg).rglob("*.py"))]
-    modules = {module_name(p) for p in paths}
+def problems(repo: Path = REPO, packages: tuple[str, ...] = PACKAGES, allowed: dict = ALLOWED_LOCAL) -> list[str]:
+    paths = [p for pkg in packages for p in sorted((repo / pkg).rglob("*.py"))]
+    modules = {module_name(p, repo) for p in paths}
     graph: dict[str, set[str]] = {m: set() for m in modules}
     out = []
     used = set()
     for path in paths:
-        for here, target, line, local in edges(path, modules):
+        for here, target, line, local in edges(path, modules, repo):
             # Importing a.b.c runs a/__init__ and a/b/__init__ first: edges to them too, but not to the
             # importer's own packages, which are running already.
             for pkg in _packages(target, modules):
@@ -143,12 +143,12 @@ def problems() -> list[str]:
                 continue
             graph[here].add(target)
             used.add((here, target))
-            if local and (here, target) not in ALLOWED_LOCAL:
+            if local and (here, target) not in allowed:
                 out.append(
-                    f"{path.relative_to(REPO)}:{line}: {here} imports {target} inside a function: import it at "
+                    f"{path.relative_to(repo)}:{line}: {here} imports {target} inside a function: import it at "
                     "module level, or add the pair to ALLOWED_LOCAL in .ci/checks/import_cycles.py with the reason"
                 )
-    for pair in sorted(set(ALLOWED_LOCAL) - used):
+    for pair in sorted(set(allowed) - used):
         out.append(f"ALLOWED_LOCAL names {pair[0]} -> {pair[1]}, which no longer imports it: remove the entry")
     for comp in cycles(graph):
         out.append(f"import cycle among {', '.join(comp)}: " + "; ".join(_edges_within(graph, comp)))
