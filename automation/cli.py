@@ -10,6 +10,8 @@
     python -m automation report RUN [--compare RUN2]        # an HTML report of a run, with plots
     python -m automation logs --stack us-west-2 [--worker N] # follow a running job's logs
     python -m automation dashboard --stack us-west-2        # Ray's dashboard on 127.0.0.1 (a port-forward)
+    python -m automation scale --stack us-west-2 --gpu-nodes 0  # GPU nodes by hand (`run` scales them itself)
+    python -m automation capacity --instance-type g6.12xlarge --count 2  # where the GPU nodes can be had
 
 `--target` defaults to `local` without `--stack` and to `aws` with one. Every error is one line
 on stderr and a non-zero exit: 2 for bad input, 1 for a failed step, 130 when interrupted.
@@ -44,6 +46,8 @@ COMMAND_MODULES = {
     "logs": "automation.commands.logs",
     "bench": "automation.commands.bench",
     "drill": "automation.commands.drill",
+    "scale": "automation.commands.scale",
+    "capacity": "automation.commands.capacity",
 }
 
 

@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from automation.errors import DriverError
-from infra.config import known_stacks
+from infra.config import GpuNodesConfig, known_stacks
 from workloads.config import _RUN_ID, ConfigError
 from workloads.uri import parse_location
 
@@ -101,6 +101,7 @@ COMMAND_FLAGS: dict[str, tuple[str, ...]] = {
         "num_workers",
         "use_gpu",
         "storage_path",
+        "keep_nodes",
     ),
     "status": (*TARGET_FLAGS, "kubeconfig", "capture"),
     "render": ("stack",),
@@ -121,6 +122,7 @@ FLAG_DEFAULTS = {
     "keep": 0,
     "storage_path": None,
     "capture": None,
+    "keep_nodes": False,
 }
 
 
@@ -166,6 +168,12 @@ def _add_flag(p: argparse.ArgumentParser, name: str) -> None:
             metavar="DIR",
             help="aws: also write the cluster's nodes, DaemonSets, Deployments, pods, events and RayCluster as JSON "
             "into DIR (the layout of tests/fixtures/k8s/), AWS account ids redacted",
+        ),
+        "keep_nodes": lambda: p.add_argument(
+            "--keep-nodes",
+            action="store_true",
+            help="aws: leave the GPU nodes running when the run ends "
+            f"(default: scale them to {GpuNodesConfig.keyname('idle_nodes')}, 0)",
         ),
         "storage_path": lambda: p.add_argument(
             "--storage-path",
@@ -235,6 +243,7 @@ ONE_TARGET_FLAGS = (
     ("--resume", "resume", "aws", "runs are kept in a stack's run bucket: pass --stack STACK, or leave out --resume"),
     ("--storage-path", "storage_path", "local", "on AWS the stack's run bucket holds runs: leave out --storage-path"),
     ("--capture", "capture", "aws", "the local target has no Kubernetes cluster to record: pass --stack STACK"),
+    ("--keep-nodes", "keep_nodes", "aws", "the local target's Ray stops when its run ends: leave out --keep-nodes"),
 )
 
 

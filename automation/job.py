@@ -15,13 +15,11 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from infra.config import GpuNodesConfig, RayWorkerConfig, StackConfig, parse_quantity
 from infra.names import RUN_ROOT as CLUSTER_ROOT  # mounted in every pod of the RayCluster
-from workloads.config import ConfigError, TrainConfig, validate
+from workloads.config import ConfigError, TrainConfig, check_block_keys, validate
 
-STACK_KEY = "ray-efa-eks:train"
-
-# Fields the driver sets for every run; a stack's train: block may not.
-DRIVER_FIELDS = ("launcher", "run_id", "run_dir", "nccl_log_dir", "summary_json", "name")
+STACK_KEY = StackConfig.keyname("train", prefixed=True)
 
 # The cluster's job: Qwen2.5-1.5B on 8 workers x 1 GPU (two g6.12xlarge) in the layout that
 # bench/throughput_model.py chooses (BENCHMARKS.md, "The cluster job on 8 x L4"): HSDP 2 x 4
@@ -72,16 +70,9 @@ def stack_label(name: str) -> str:
     return f"{STACK_KEY}.{name}"
 
 
-def stack_fields() -> tuple[str, ...]:
-    """TrainConfig fields a stack's train: block may set."""
-    return tuple(f.name for f in dataclasses.fields(TrainConfig) if f.name not in DRIVER_FIELDS)
-
-
 def parse_block(block: Mapping[str, Any], defaults: Mapping[str, Any]) -> TrainConfig:
     """``defaults`` overridden by ``block``; ConfigError for a driver-set or unknown key, or a wrong type."""
-    owned = sorted(set(block) & set(DRIVER_FIELDS))
-    if owned:
-        raise ConfigError(f"{stack_label(owned[0])} is set by the driver for every run: remove it from {STACK_KEY}")
+    check_block_keys(block, stack_label, STACK_KEY)
     return TrainConfig.from_dict({**defaults, **block}, label=stack_label)
 
 
@@ -97,10 +88,10 @@ def with_run_paths(job: TrainConfig, run_id: str, run_dir: str) -> TrainConfig:
     )
 
 
-def cluster_job(cfg: Any, run_id: str, steps: int | None = None, num_workers: int | None = None) -> TrainConfig:
+def cluster_job(cfg: StackConfig, run_id: str, steps: int | None = None, num_workers: int | None = None) -> TrainConfig:
     """The job `train` submits to the stack's cluster, validated against the job's and the cluster's rules.
 
-    ``cfg`` is an ``infra.config.StackConfig``; ``steps`` and ``num_workers`` are the CLI's overrides.
+    ``steps`` and ``num_workers`` are the CLI's overrides.
     """
     overrides = {k: v for k, v in (("steps", steps), ("num_workers", num_workers)) if v is not None}
     job = parse_block({**cfg.train, **overrides}, CLUSTER_JOB)
@@ -112,11 +103,9 @@ def cluster_job(cfg: Any, run_id: str, steps: int | None = None, num_workers: in
     return job
 
 
-def _cpus_per_worker(cfg: Any, job: TrainConfig) -> int:
-    from infra.config import parse_quantity
-
+def _cpus_per_worker(cfg: StackConfig, job: TrainConfig) -> int:
     workers_per_pod = max(1, int(cfg.ray.worker.num_gpus // max(job.gpus_per_worker, 1)))
-    pod_cpus = parse_quantity("rayWorkerCpu", cfg.ray.worker.cpu)
+    pod_cpus = parse_quantity(RayWorkerConfig.keyname("cpu"), cfg.ray.worker.cpu)
     return max(1, math.floor((pod_cpus - RAY_RESERVED_CPUS) / workers_per_pod))
 
 
@@ -135,7 +124,7 @@ def check_fits_cluster(job: TrainConfig, nodes: int, gpus_per_node: int) -> None
         raise ConfigError(
             f"{workers} {job.num_workers} x {per_worker} {job.gpus_per_worker:g} = {wanted:g} GPUs but the cluster "
             f"has {total} ({nodes} nodes x {gpus_per_node}): set {workers} to at most "
-            f"{int(total // job.gpus_per_worker)} or raise gpuNodeCount"
+            f"{int(total // job.gpus_per_worker)} or raise {GpuNodesConfig.keyname('node_count')}"
         )
 
 
@@ -164,27 +153,3 @@ def local_job(
 def command(job: TrainConfig) -> list[str]:
     """The arguments after `python` that run ``job``: the training module and the fields that differ."""
     return ["-m", "workloads.train", *job.to_argv()]
-
-
-def write_pulumi_yaml(project_dir: Path) -> bool:
-    """Render Pulumi.yaml's config: block from infra's key table and the train: block's fields, and
-    infra/data/train_keys.json, by which the Pulumi program refuses an unknown train: key; True if
-    either changed."""
-    from infra.config_keys import TRAIN_KEYS_FILE, write_train_keys
-    from infra.config_keys import write_pulumi_yaml as write
-
-    keys_file = Path(project_dir) / "infra" / "data" / TRAIN_KEYS_FILE.name
-    keys_changed = write_train_keys(stack_fields(), DRIVER_FIELDS, keys_file)
-    return write(Path(project_dir) / "Pulumi.yaml", {"train": stack_fields()}) or keys_changed
-
-
-if __name__ == "__main__":
-    import sys
-
-    if sys.argv[1:] != ["--write-pulumi-yaml"]:
-        sys.exit("usage: python -m automation.job --write-pulumi-yaml")
-    root = Path(__file__).resolve().parent.parent
-    changed = write_pulumi_yaml(root)
-    print(
-        f"{root / 'Pulumi.yaml'} and {root / 'infra/data/train_keys.json'}: {'rewritten' if changed else 'up to date'}"
-    )

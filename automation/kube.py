@@ -130,6 +130,10 @@ class KubeApi:
         """The namespace's events (core/v1, as `kubectl get events -o json`): FailedScheduling and the like."""
         return self._json(f"list events in {namespace}", self.core.list_namespaced_event, namespace)["items"]
 
+    def get_configmap(self, namespace: str, name: str) -> dict:
+        """One ConfigMap (the idle guard's record); DriverError when it does not exist."""
+        return self._json(f"read configmap {namespace}/{name}", self.core.read_namespaced_config_map, name, namespace)
+
     def delete_pod(self, namespace: str, name: str) -> dict:
         """Delete a pod at once (grace 0), as a reclaimed node loses it; its controller makes a new one."""
         return self._json(

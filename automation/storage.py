@@ -17,6 +17,7 @@ from typing import Any
 from automation.errors import DriverError
 from automation.job import CLUSTER_ROOT
 from automation.pipeline import StepResult
+from infra.config import StorageConfig
 
 # One failure loses at most this many steps of the whole cluster's work (the steps since the last
 # checkpoint); a quarter of the cluster job's default train.steps (100), so a run that loses a node once
@@ -65,7 +66,8 @@ def kept_bucket_line(outputs: dict, force_destroy: bool) -> str | None:
     if force_destroy or not bucket:
         return None
     return (
-        f"kept bucket {bucket} and its runs ({outputs.get('storage_uri')}) because storageForceDestroy is false; "
+        f"kept bucket {bucket} and its runs ({outputs.get('storage_uri')}) because "
+        f"{StorageConfig.keyname('force_destroy')} is false; "
         f"delete it yourself with: aws s3 rb s3://{bucket} --force"
     )
 
@@ -127,7 +129,7 @@ print("ok")
 # 2024.04.26, whose aws-sdk-cpp is 1.11.285 (microsoft/vcpkg ports/aws-sdk-cpp/vcpkg.json at 943c5ef),
 # the first new enough. A pyarrow from elsewhere (conda-forge) links its own SDK and may differ.
 LAST_PYARROW_WITHOUT_POD_IDENTITY = 16
-POD_IDENTITY_MODE_KEY = "podIdentityMode"
+POD_IDENTITY_MODE_KEY = StorageConfig.keyname("pod_identity_mode", prefixed=True)
 
 
 def marker_probe_command(marker_uri: str) -> list[str]:
@@ -165,7 +167,7 @@ class ProbeFacts:
 def storage_cause(why: str, facts: ProbeFacts, identity: Identity, stack_hint: str = "<stack>") -> str:
     """The cause of a failed probe and its fix: the SDK's age, missing credentials, or the role."""
     denied = "ACCESS_DENIED" in why or "AccessDenied" in why
-    irsa = f"set `ray-efa-eks:{POD_IDENTITY_MODE_KEY}: irsa` in Pulumi.{stack_hint}.yaml and run `up`"
+    irsa = f"set `{POD_IDENTITY_MODE_KEY}: irsa` in Pulumi.{stack_hint}.yaml and run `up`"
     if denied and facts.credentials == "pod-identity" and facts.sdk_too_old():
         return (
             f"pyarrow {facts.pyarrow} in the pod bundles an AWS SDK for C++ older than 1.11.263, which cannot use "

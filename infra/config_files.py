@@ -1,19 +1,23 @@
-"""Reading ``Pulumi.yaml`` and ``Pulumi.<stack>.yaml`` once each, with one clear error per broken file.
+"""Reading ``Pulumi.yaml`` and ``Pulumi.<stack>.yaml`` once each, with one clear error per broken file,
+and writing ``Pulumi.yaml``'s ``config:`` block from the keys the typed config declares.
 
 A file that is missing, not UTF-8, not YAML or not shaped like a Pulumi file raises ConfigError
 naming the file, where it broke and the fix; a stack key in an unknown namespace, a provider key
-Pulumi does not know, or a key without a namespace is refused with the closest known name.
+Pulumi does not know, or a key without a namespace is refused with the closest known name. The
+keys (``infra.config.KEYS``) come in as an argument: that module reads the files through this one.
 """
 
 from __future__ import annotations
 
 import json
+import textwrap
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
 from typing import Any
 
-from infra.config_keys import KEYS_BY_NAME, PROJECT, ConfigError, close_match, coerce
+from infra.config_schema import PROJECT, ConfigError, Key, close_match, coerce
 
 REGIONS_FILE = Path(__file__).parent / "data" / "regions.json"
 
@@ -116,46 +120,46 @@ def _engine_document(yaml: Any, node: Any) -> Any:
     return doc
 
 
-def check_project_file(project_dir: Path) -> None:
-    """``Pulumi.yaml`` exists, parses, names this project and declares exactly the key table's config."""
+def check_project_file(project_dir: Path, keys: Sequence[Key]) -> None:
+    """``Pulumi.yaml`` exists, parses, names this project and declares exactly ``keys``."""
     path = Path(project_dir) / "Pulumi.yaml"
     doc = read_yaml(path, f"run from the project directory (the one holding {PROJECT}'s Pulumi.yaml)")
     if not isinstance(doc, dict) or doc.get("name") != PROJECT:
         name = doc.get("name") if isinstance(doc, dict) else None
         raise ConfigError(f"{path} names project {name!r}, not {PROJECT!r}: restore the project's Pulumi.yaml")
-    drift = schema_drift(doc.get("config"))
+    drift = schema_drift(doc.get("config"), keys)
     if drift:
         raise ConfigError(
-            f"Pulumi.yaml's config: block differs from the key table in infra/config_keys.py ({drift}): the Pulumi "
-            "engine would apply Pulumi.yaml's defaults and render/preflight the table's. Set a stack's own value in "
+            f"Pulumi.yaml's config: block differs from the schema in infra/config.py ({drift}): the Pulumi "
+            "engine would apply Pulumi.yaml's defaults and render/preflight the schema's. Set a stack's own value in "
             f"Pulumi.<stack>.yaml, and regenerate Pulumi.yaml with `{REGENERATE}`"
         )
 
 
-REGENERATE = "python -m automation.job --write-pulumi-yaml"
+REGENERATE = "python -m infra.config --write-pulumi-yaml"
 
 
-def schema_drift(block: Any) -> str | None:
-    """What differs between Pulumi.yaml's ``config:`` block and KEYS (name, type, default), or None."""
+def schema_drift(block: Any, keys: Sequence[Key]) -> str | None:
+    """What differs between Pulumi.yaml's ``config:`` block and ``keys`` (name, type, default), or None."""
     if not isinstance(block, dict):
         return "it is not a mapping of keys"
     for name in block:
-        if str(name).removeprefix(f"{PROJECT}:") not in KEYS_BY_NAME:
-            return f"{name} is not in the table"
-    for key in KEYS_BY_NAME.values():
+        if str(name).removeprefix(f"{PROJECT}:") not in {k.name for k in keys}:
+            return f"{name} is not in the schema"
+    for key in keys:
         spec = block.get(key.name, block.get(f"{PROJECT}:{key.name}"))
         if not isinstance(spec, dict):
             return f"{key.name} is missing"
         if key.type == "object":
             continue  # Pulumi.yaml cannot type an object key: none is declared
         if spec.get("type") != key.type:
-            return f"{key.name} has type {spec.get('type')!r}, the table {key.type!r}"
+            return f"{key.name} has type {spec.get('type')!r}, the schema {key.type!r}"
         try:
             same = "default" in spec and coerce(key, spec["default"]) == coerce(key, key.default)
         except ConfigError:
             same = False
         if not same:
-            return f"{key.name} has default {spec.get('default')!r}, the table {key.default!r}"
+            return f"{key.name} has default {spec.get('default')!r}, the schema {key.default!r}"
     return None
 
 
@@ -164,8 +168,8 @@ def known_stacks(project_dir: Path) -> tuple[str, ...]:
     return tuple(sorted(p.name[len("Pulumi.") : -len(".yaml")] for p in Path(project_dir).glob("Pulumi.*.yaml")))
 
 
-def read_stack_file(stack: str, project_dir: Path) -> StackFile:
-    """Our keys and the region that ``Pulumi.<stack>.yaml`` sets, every key checked by name."""
+def read_stack_file(stack: str, project_dir: Path, known: Mapping[str, Key]) -> StackFile:
+    """Our keys and the region that ``Pulumi.<stack>.yaml`` sets, every key checked by name against ``known``."""
     path = Path(project_dir) / f"Pulumi.{stack}.yaml"
     if not path.is_file():
         raise ConfigError(
@@ -179,7 +183,7 @@ def read_stack_file(stack: str, project_dir: Path) -> StackFile:
     values: dict[str, Any] = {}
     region = None
     for full_key, value in (config or {}).items():
-        namespace, key = split_key(path.name, str(full_key))
+        namespace, key = split_key(path.name, str(full_key), known)
         if namespace == PROJECT:
             values[key] = value
         elif namespace == "aws" and key == "region":
@@ -187,20 +191,18 @@ def read_stack_file(stack: str, project_dir: Path) -> StackFile:
     return StackFile(path, values, region, dict(config or {}))
 
 
-def split_key(file: str, full_key: str) -> tuple[str, str]:
+def split_key(file: str, full_key: str, known: Mapping[str, Key]) -> tuple[str, str]:
     """(namespace, key) of a stack key; ConfigError for a name Pulumi or this program would not read."""
     namespace, colon, key = full_key.partition(":")
     if not colon:
-        suggestion = f"{PROJECT}:{full_key}" if full_key in KEYS_BY_NAME else f"{PROJECT}:<key>"
+        suggestion = f"{PROJECT}:{full_key}" if full_key in known else f"{PROJECT}:<key>"
         raise ConfigError(f"{file} sets {full_key!r} without a namespace: write it as {suggestion}")
     if namespace not in NAMESPACES:
         raise ConfigError(
             f"{file} sets {full_key} in unknown namespace {namespace!r}: {close_match(namespace, NAMESPACES)}"
         )
-    if namespace == PROJECT and key not in KEYS_BY_NAME:
-        raise ConfigError(
-            f"{file} sets {full_key} which {PROJECT} does not declare: {close_match(key, list(KEYS_BY_NAME))}"
-        )
+    if namespace == PROJECT and key not in known:
+        raise ConfigError(f"{file} sets {full_key} which {PROJECT} does not declare: {close_match(key, list(known))}")
     if namespace == "aws" and key not in AWS_PROVIDER_KEYS:
         raise ConfigError(
             f"{file} sets {full_key}, not a key of the aws provider: {close_match(key, AWS_PROVIDER_KEYS)}"
@@ -226,3 +228,38 @@ def check_region(stack: str, region: Any) -> str:
             f"(the list is {REGIONS_FILE.name}; add a new region there)"
         )
     return str(region)
+
+
+def pulumi_yaml_config(keys: Sequence[Key]) -> str:
+    """Pulumi.yaml's ``config:`` block, rendered from ``keys`` (sections as comments)."""
+    import yaml
+
+    def scalar(value: Any) -> str:
+        value = list(value) if isinstance(value, tuple) else value
+        return yaml.safe_dump(value, default_flow_style=True, width=1000).removesuffix("\n...\n").strip()
+
+    lines = ["config:"]
+    section = None
+    for key in keys:
+        if key.section != section:
+            section = key.section
+            lines.append(f"  # --- {section} ---")
+        lines.append(f"  {key.name}:")
+        if key.type != "object":  # Pulumi.yaml cannot type an object key: none is declared
+            lines.append(f"    type: {key.type}")
+            if key.type == "array":
+                lines += ["    items:", "      type: string"]
+            lines.append(f"    default: {scalar(key.default)}")
+        lines.append("    description: >-")
+        lines += ["      " + line for line in textwrap.wrap(key.description, 100, break_on_hyphens=False)]
+    return "\n".join(lines) + "\n"
+
+
+def write_pulumi_yaml(path: Path, keys: Sequence[Key]) -> bool:
+    """Replace the ``config:`` block at the end of ``path`` with the rendered one; True if it changed."""
+    text = path.read_text(encoding="utf-8")
+    head = text[: text.index("\nconfig:\n") + 1]
+    new = head + pulumi_yaml_config(keys)
+    if new != text:
+        path.write_text(new, encoding="utf-8")
+    return new != text

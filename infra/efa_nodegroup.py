@@ -14,6 +14,7 @@ from infra.catalog import instance_spec
 from infra.config import GpuNodesConfig
 from infra.eks_facts import efa_hugepages_pages
 from infra.manifests import (
+    DRIVER_OWNED_PROPERTIES,
     GPU_AMI_TYPE,
     GpuCapacity,
     efa_network_interfaces,
@@ -22,6 +23,7 @@ from infra.manifests import (
     gpu_node_labels,
     gpu_node_taints,
     gpu_node_user_data,
+    gpu_scaling_config,
     launch_template_metadata_options,
     root_volume,
 )
@@ -47,7 +49,7 @@ class EfaNodeGroup(pulumi.ComponentResource):
     """GPU nodes with EFA, packed into one cluster placement group in one subnet.
 
     Public outputs: ``node_group_name``, ``security_group_id``, ``placement_group_name``,
-    ``launch_template_id``.
+    ``launch_template_id``; ``node_group_arn`` (for the idle guard's role) is an attribute.
 
     On a Capacity Block (``gpu.capacity_block``) the launch template names the instance type and the
     node group lists none, and EKS updates the node group only at desired size 0: scale it to 0 before an
@@ -82,17 +84,22 @@ class EfaNodeGroup(pulumi.ComponentResource):
             ami_type=GPU_AMI_TYPE,
             capacity_type=capacity.capacity_type,
             launch_template={"id": template.id, "version": template.latest_version.apply(str)},
-            scaling_config={"desired_size": gpu.node_count, "min_size": gpu.node_count, "max_size": gpu.node_count},
+            scaling_config=gpu_scaling_config(gpu.node_count),
             update_config={"max_unavailable": 1},
             labels=gpu_node_labels(),
             taints=gpu_node_taints(),
-            opts=pulumi.ResourceOptions(parent=self, depends_on=list(args.depends_on)),
+            # The driver and the idle guard own the desired size (scale-to-zero between runs): `up` must
+            # not scale the nodes back up, nor fail on the size they left.
+            opts=pulumi.ResourceOptions(
+                parent=self, depends_on=list(args.depends_on), ignore_changes=list(DRIVER_OWNED_PROPERTIES)
+            ),
         )
 
         self.node_group_name: pulumi.Output[str] = node_group.node_group_name
         self.security_group_id: pulumi.Output[str] = efa_sg.id
         self.placement_group_name: pulumi.Output[str] = pulumi.Output.from_input(placement_group_name)
         self.launch_template_id: pulumi.Output[str] = template.id
+        self.node_group_arn: pulumi.Output[str] = node_group.arn
         self.node_group = node_group
         self.register_outputs(
             {

@@ -27,33 +27,6 @@ def capacity_block_eligible(instance_type: str) -> bool:
     return instance_type.split(".", 1)[0] in CAPACITY_BLOCK_FAMILIES
 
 
-def capacity_block_fix(instance_type: str) -> str:
-    """The two ways out when ``instance_type`` cannot run on a Capacity Block."""
-    return (
-        f"set gpuCapacityBlock to false (an On-Demand Capacity Reservation of {instance_type} needs only "
-        f"gpuCapacityReservationId), or choose a type of {', '.join(sorted(CAPACITY_BLOCK_FAMILIES))} "
-        f"(aws ec2 describe-capacity-block-offerings --instance-type <type> --instance-count 1 "
-        f"--capacity-duration-hours 24 lists the blocks on sale)"
-    )
-
-
-def capacity_block_refusal(instance_type: str) -> str:
-    """Why ``instance_type`` cannot run on a Capacity Block, with the fix."""
-    return (
-        f"gpuCapacityBlock is true but Capacity Blocks for ML do not exist for {instance_type} "
-        f"({CAPACITY_BLOCKS_GUIDE}): {capacity_block_fix(instance_type)}"
-    )
-
-
-# A managed node group on a Capacity Block may be updated (AMI, launch template version, Kubernetes
-# version) only while its desired size is 0 (EKS guide capacity-blocks-mng, "Considerations").
-CAPACITY_BLOCK_UPDATE_NOTE = (
-    "gpuCapacityBlock is true: EKS updates a node group on a Capacity Block only at desired size 0, so before an "
-    "`up` that changes the GPU node group (launch template, AMI, kubernetesVersion) scale it to 0 "
-    "(aws eks update-nodegroup-config --scaling-config minSize=0,maxSize=<n>,desiredSize=0), then back "
-    "(https://docs.aws.amazon.com/eks/latest/userguide/capacity-blocks-mng.html)"
-)
-
 # EFA instances pre-allocate 2 MiB huge pages for libfabric's buffers, and the EKS user guide's
 # EFA pods request this much in requests and limits:
 # https://docs.aws.amazon.com/eks/latest/userguide/node-efa.html (example manifest,
@@ -108,15 +81,3 @@ STANDARD_SUPPORT_ENDS = {
     "1.35": date(2027, 3, 27),
     "1.36": date(2027, 8, 2),
 }
-
-
-def extended_support_note(version: str, today: date) -> str | None:
-    """A warning when ``version`` is past its EKS standard support on ``today``, else None."""
-    ends = STANDARD_SUPPORT_ENDS.get(version)
-    if ends is None or today <= ends:
-        return None
-    return (
-        f"kubernetesVersion {version!r} left EKS standard support on {ends.isoformat()}: the cluster runs in "
-        f"extended support at extra cost per cluster hour; set kubernetesVersion to a version in standard support "
-        f"(https://docs.aws.amazon.com/eks/latest/userguide/kubernetes-versions.html)"
-    )

@@ -19,11 +19,11 @@ from infra.names import (
     EFA_RESOURCE,
     GPU_RESOURCE,
     GPU_ROLE,
-    NCCL_DEBUG_LEVEL,
     ROLE_LABEL,
     RUN_ROOT,
     SYSTEM_ROLE,
 )
+from workloads.env import NCCL_DEBUG_LEVEL  # the workers' level too: one definition (workloads imports nothing)
 
 # --------------------------------------------------------------------------- labels, taints
 
@@ -47,6 +47,16 @@ def system_node_labels() -> dict[str, str]:
 def gpu_node_labels() -> dict[str, str]:
     """Labels of the EFA GPU node group."""
     return {ROLE_LABEL: GPU_ROLE, NVIDIA_GPU_PRESENT_LABEL: "true"}
+
+
+# The node group properties `up` leaves alone: the driver (`run`, `scale`) and the idle guard set the desired size.
+DRIVER_OWNED_PROPERTIES = ("scalingConfig.desiredSize",)
+
+
+def gpu_scaling_config(node_count: int) -> dict[str, int]:
+    """The GPU node group's sizes: created at ``node_count``, allowed down to 0 (scale-to-zero between runs) and up
+    to ``node_count`` (the most a run asks for)."""
+    return {"desired_size": node_count, "min_size": 0, "max_size": node_count}
 
 
 def gpu_node_taints() -> list[dict[str, str]]:

@@ -70,6 +70,7 @@ class RenderMocks(Mocks):
             state.update(latestVersion=1, arn=f"arn:aws:ec2:render:123456789012:launch-template/{fake_id}")
         elif typ == "aws:eks/nodeGroup:NodeGroup":
             state.setdefault("nodeGroupName", name)
+            state["arn"] = f"arn:aws:eks:render:123456789012:nodegroup/{state.get('clusterName')}/{name}/render-id"
         elif typ == "aws:ec2/placementGroup:PlacementGroup":
             state.setdefault("name", name)
         elif typ == "aws:s3/bucket:Bucket":
@@ -114,6 +115,7 @@ class ResourceRecord:
     parent_urn: str = ""
     depends_on: tuple[str, ...] = ()  # names of the resources it waits for (data and explicit)
     retain_on_delete: bool = False  # `destroy` leaves it in the cloud
+    ignore_changes: tuple[str, ...] = ()  # properties `up` leaves as the cloud has them
 
 
 class RecordingMonitor(MockMonitor):
@@ -142,6 +144,7 @@ class RecordingMonitor(MockMonitor):
                     parent_urn=request.parent,
                     depends_on=tuple(self._names_by_urn.get(u, u) for u in request.dependencies),
                     retain_on_delete=request.retainOnDelete,
+                    ignore_changes=tuple(request.ignoreChanges),
                 )
             )
         return response

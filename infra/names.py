@@ -5,9 +5,9 @@ Each name is defined here once and imported: by infra's builders (manifests.py),
 its own virtualenv and adds the repository root to its path for this module only). This module
 and ``infra/__init__.py`` import nothing, so any of them can import it without the Pulumi SDKs.
 
-The training module cannot import ``infra`` (imports point one way), so what it needs of the
-same settings lives in ``workloads/env.py``; tests/unit/test_shared_names.py proves the two agree.
-Where each shared name lives is listed in CONTRIBUTING.md, with the greps that check it.
+What the training workers must agree on with the cluster's pods (the NCCL debug level) lives in
+``workloads/env.py``, which imports nothing: ``infra`` imports it from there (workloads may not
+import infra). Where each shared name lives is listed in CONTRIBUTING.md, with the greps that check it.
 """
 
 from __future__ import annotations
@@ -27,5 +27,7 @@ EFA_RESOURCE = "vpc.amazonaws.com/efa"
 # under RUN_ROOT/src/<run-id>.
 RUN_ROOT = "/tmp/ray-efa-eks"
 
-# NCCL's log level on the cluster: the NCCL check reads only INFO output (workloads/nccl_check).
-NCCL_DEBUG_LEVEL = "INFO"
+# The idle guard (infra/idle_guard.py): its CronJob, ServiceAccount and Role share IDLE_GUARD; the ConfigMap
+# IDLE_GUARD_RECORD holds its last decision, which `python -m automation status` reads.
+IDLE_GUARD = "idle-guard"
+IDLE_GUARD_RECORD = "idle-guard-record"

@@ -10,6 +10,7 @@ from infra.cluster import Cluster, ClusterArgs
 from infra.config import StackConfig, require_gpu_az
 from infra.device_plugins import DevicePlugins, DevicePluginsArgs
 from infra.efa_nodegroup import EfaNodeGroup, EfaNodeGroupArgs
+from infra.idle_guard import IdleGuard, IdleGuardArgs
 from infra.kuberay import KubeRay, KubeRayArgs
 from infra.manifests import RAY_SERVICE_ACCOUNT, chart_pins
 from infra.network import Network, NetworkArgs
@@ -109,7 +110,30 @@ def build(cfg: StackConfig) -> dict[str, Any]:
             service_account_annotations=identity.service_account_annotations,
         ),
     )
+    if cfg.gpu_nodes.idle_minutes > 0:
+        _idle_guard(cfg, name, cluster, gpu, ray, identity)
     return _outputs(cfg, gpu_az, cluster, gpu, ray, bucket, identity)
+
+
+def _idle_guard(cfg: StackConfig, name: str, cluster, gpu, ray, identity) -> IdleGuard:
+    """The in-cluster idle guard (gpuIdleMinutes > 0): the GPU node group to gpuIdleNodes when no job runs."""
+    return IdleGuard(
+        f"{name}-idle-guard",
+        IdleGuardArgs(
+            gpu=cfg.gpu_nodes,
+            ray=cfg.ray,
+            region=cfg.region,
+            mode=cfg.storage.pod_identity_mode,
+            cluster_name=cluster.cluster_name,
+            nodegroup_name=gpu.node_group_name,
+            nodegroup_arn=gpu.node_group_arn,
+            namespace=ray.namespace,
+            provider=cluster.provider,
+            oidc_provider_arn=cluster.oidc_provider_arn,
+            oidc_issuer=cluster.oidc_issuer,
+            depends_on=tuple(identity.ready),
+        ),
+    )
 
 
 def _outputs(cfg: StackConfig, gpu_az: str, cluster, gpu, ray, bucket, identity) -> dict[str, Any]:

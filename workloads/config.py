@@ -201,12 +201,7 @@ class TrainConfig:
         ``label`` names a field in errors (default: its CLI flag), e.g. a stack key.
         """
         label = label or flag_of
-        fields = {f.name: f for f in dataclasses.fields(cls)}
-        for key in d:
-            if key not in fields:
-                near = difflib.get_close_matches(str(key), fields, n=1)
-                hint = f"did you mean {near[0]!r}?" if near else f"known ones are {', '.join(fields)}"
-                raise ConfigError(f"unknown training option {label(str(key))} ({key!r}): {hint}")
+        _refuse_unknown(d, [f.name for f in dataclasses.fields(cls)], label)
         return cls(**{k: _typed(label(k), field_type(k), v) for k, v in d.items()})
 
     def to_argv(self) -> list[str]:
@@ -241,6 +236,29 @@ class TrainConfig:
             storage_path=self.storage_path or str(Path(run_dir) / "ray_results"),
             name=self.name or run_id,
         )
+
+
+# Fields the driver sets for every run (from the run id it chooses): a job block may not set them.
+DRIVER_FIELDS = ("launcher", "run_id", "run_dir", "nccl_log_dir", "summary_json", "name")
+# The fields a job block (a stack's train: block) may set.
+BLOCK_FIELDS = tuple(f.name for f in dataclasses.fields(TrainConfig) if f.name not in DRIVER_FIELDS)
+
+
+def check_block_keys(block: Mapping[str, Any], label: Callable[[str], str], owner: str) -> None:
+    """ConfigError for a key of a job block (``owner``, e.g. a stack's train:) that the driver sets or
+    TrainConfig lacks; the values are judged when the block becomes a TrainConfig."""
+    owned = sorted(set(block) & set(DRIVER_FIELDS))
+    if owned:
+        raise ConfigError(f"{label(owned[0])} is set by the driver for every run: remove it from {owner}")
+    _refuse_unknown(block, BLOCK_FIELDS, label)
+
+
+def _refuse_unknown(d: Mapping[str, Any], known: list[str] | tuple[str, ...], label: Callable[[str], str]) -> None:
+    for key in d:
+        if key not in known:
+            near = difflib.get_close_matches(str(key), known, n=1)
+            hint = f"did you mean {near[0]!r}?" if near else f"known ones are {', '.join(known)}"
+            raise ConfigError(f"unknown training option {label(str(key))} ({key!r}): {hint}")
 
 
 def flag_of(name: str) -> str:

@@ -1,9 +1,8 @@
 """Environment settings the training module sets in its workers, defined once and imported.
 
-``workloads`` may not import ``infra`` (imports point one way), so the settings it shares with
-the cluster's pod spec are defined here for this package and in ``infra/names.py`` for the
-cluster; tests/unit/test_shared_names.py proves the two agree. The driver (`automation`) imports
-either. Where each shared name lives is listed in CONTRIBUTING.md.
+The cluster's pod spec (``infra/manifests.py``) and the driver import them from here: this is one of
+the standard-library-only contract modules ``infra`` may import (``workloads/__init__.py``). Where
+each shared name lives is listed in CONTRIBUTING.md.
 """
 
 from __future__ import annotations

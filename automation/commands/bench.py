@@ -31,7 +31,7 @@ from automation.errors import DriverError
 from automation.flags import command_parser, run_id, stack_name, whole_number
 from automation.job import stack_label
 from automation.targets import aws
-from infra.config import known_stacks
+from infra.config import GpuNodesConfig, known_stacks
 from workloads.config import new_run_id
 
 HELP = "run the training job over EFA and again over TCP sockets on the cluster, and compare them"
@@ -49,6 +49,8 @@ EFA, TCP = "efa", "tcp"
 TCP_ENV = {"NCCL_NET": "Socket", "NCCL_NET_PLUGIN": "none"}
 REQUIRE = {EFA: "efa", TCP: "socket"}
 THROUGHPUT_MODEL = Path(__file__).resolve().parents[2] / "bench" / "throughput_model.py"
+
+NODE_COUNT = GpuNodesConfig.keyname("node_count")
 
 
 @dataclass(frozen=True)
@@ -121,8 +123,8 @@ def require_two_nodes(job: Any, cfg: Any, flag: str) -> None:
     nodes, per_node = cfg.gpu_nodes.node_count, cfg.gpu_nodes.gpus_per_node
     if nodes < 2:
         raise DriverError(
-            f"stack {cfg.stack} has gpuNodeCount {nodes}: EFA against TCP needs traffic between two GPU nodes; "
-            "set gpuNodeCount to 2 or more",
+            f"stack {cfg.stack} has {NODE_COUNT} {nodes}: EFA against TCP needs traffic between two GPU nodes; "
+            f"set {NODE_COUNT} to 2 or more",
             exit_code=2,
         )
     wanted = job.num_workers * job.gpus_per_worker

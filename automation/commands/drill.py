@@ -41,7 +41,7 @@ import psutil
 
 from automation.errors import DriverError
 from automation.flags import command_parser, location, whole_number
-from automation.job import CLUSTER_ROOT, local_job, with_run_paths
+from automation.job import CLUSTER_ROOT, local_job, stack_label, with_run_paths
 from automation.targets import aws
 from automation.targets.local import LOCAL_CHECKPOINT_EVERY, RUNS_DIR, LocalPlan, LocalTarget, durable
 from workloads.config import ConfigError, new_run_id
@@ -351,7 +351,7 @@ def worker_pod_to_delete(pods: list[dict], rank_ips: dict[int, str]) -> tuple[st
     raise DriverError(
         f"no running worker pod holds a rank other than rank 0's (ranks on {sorted(set(rank_ips.values()))}, "
         f"pods on {sorted(ip for ip in running if ip)}): the drill needs workers on two pods; raise "
-        "ray-efa-eks:train.num_workers so they span both GPU nodes",
+        f"{stack_label('num_workers')} so they span both GPU nodes",
         exit_code=2,
     )
 

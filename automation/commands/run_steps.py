@@ -17,6 +17,7 @@ from automation.commands.report import collect_and_report
 from automation.flags import add_command, resolve_target
 from automation.pipeline import StepInterrupted
 from automation.run_report import build_report, show
+from automation.scaling import after_run
 from automation.targets import Target, aws, local
 
 HELPS = {
@@ -59,6 +60,7 @@ def open_target(args: argparse.Namespace, ui: Any, deps: aws.AwsDeps | None = No
         yes=args.yes,
         steps_override=args.steps,
         workers_override=args.num_workers,
+        scale_nodes=args.command == "run",
     )
 
 
@@ -67,7 +69,18 @@ def run(args: argparse.Namespace, ui: Any) -> int:
     target = None
     try:
         target = open_target(args, ui)
-        result = steps.run(target.pipeline(args.command, args.plan), target, ui.step_started, ui.step_finished)
+        begun: list[str] = []
+
+        def on_start(name: str) -> None:
+            begun.append(name)
+            ui.step_started(name)
+
+        try:
+            result = steps.run(target.pipeline(args.command, args.plan), target, on_start, ui.step_finished)
+        except KeyboardInterrupt:
+            idle_nodes(args, target, begun, ui.note)
+            raise
+        idle_nodes(args, target, begun, target.notes.append)
         report = build_report(target, result, args.command)
         trained = result.result("train") is not None
         files = collect_and_report(target, Path.cwd() / "runs", report.to_dict()) if trained else {}
@@ -77,6 +90,13 @@ def run(args: argparse.Namespace, ui: Any) -> int:
             raise
         report_interrupt(e, target, ui)
         return 130
+
+
+def idle_nodes(args: argparse.Namespace, target: Target, begun: list[str], say: Any) -> None:
+    """After an AWS `run` that reached `up` (pass, fail or Ctrl-C): the GPU nodes to gpuIdleNodes unless
+    --keep-nodes (automation/scaling.py), and the line saying so."""
+    if args.command == "run" and target.name == "aws" and "up" in begun:
+        say(after_run(target, args.keep_nodes))
 
 
 def report_interrupt(e: KeyboardInterrupt, target: Target, ui: Any) -> None:

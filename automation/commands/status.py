@@ -1,4 +1,5 @@
-"""`python -m automation status`: what exists now (the stack's outputs, its GPU nodes and RayCluster);
+"""`python -m automation status`: what exists now (the stack's outputs, its GPU nodes and RayCluster, what runs now
+and its cost per hour, the idle guard's last decision);
 with `--capture DIR` also the cluster's objects as JSON, in the layout of tests/fixtures/k8s/."""
 
 from __future__ import annotations
@@ -10,6 +11,7 @@ from rich.pretty import Pretty
 from automation.capture import capture_cluster
 from automation.flags import add_command, resolve_target
 from automation.pipeline import SECRET_OUTPUTS
+from automation.scaling import guard_record, now_running
 from automation.steps.verify_checks import is_ready
 from automation.targets import aws
 from infra.names import GPU_NODE_SELECTOR
@@ -57,6 +59,8 @@ def aws_status(target: Any, kubeconfig_given: bool) -> dict[str, Any]:
     nodes = kube.list_nodes(GPU_NODE_SELECTOR)
     ready = sum(is_ready(n) for n in nodes)
     rc = kube.get_raycluster(exp.namespace, exp.raycluster)
+    doc["now"] = now_running(target)
+    doc["idle_guard"] = guard_record(kube, exp.namespace)
     doc["cluster"] = {
         "gpu_nodes_ready": ready,
         "gpu_nodes": len(nodes),

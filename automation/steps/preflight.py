@@ -7,7 +7,6 @@ before any change and costs nothing.
 from __future__ import annotations
 
 import importlib.util
-import math
 import os
 import re
 import shutil
@@ -19,43 +18,24 @@ from typing import Any
 
 from botocore.exceptions import BotoCoreError, ClientError, NoCredentialsError
 
+from automation.ec2 import aws_error, check_quota, describe_type, offered_azs, quota_for
 from automation.errors import DriverError
 from automation.job import one_node_note, stack_label
 from automation.pipeline import Finding, PreflightFacts, Prior, StepResult, verdict
 from automation.ray_head import WORKLOADS_DIR
 from automation.targets.aws import GPU_AZ_KEY, AwsTarget
 from automation.targets.local import LocalPlan, LocalTarget
-from infra.eks_facts import CAPACITY_BLOCKS_GUIDE, capacity_block_eligible, capacity_block_fix
+from infra.config import PROJECT, ClusterConfig, GpuNodesConfig, NetworkConfig, SystemNodesConfig, capacity_block_fix
+from infra.eks_facts import CAPACITY_BLOCKS_GUIDE, capacity_block_eligible
 from workloads.config import ConfigError, TrainConfig
 from workloads.uri import parse_location
 
-# The On-Demand vCPU quota that covers an instance family (EC2's "Running On-Demand ... instances").
-QUOTA_BY_FAMILY = {
-    "g": ("L-DB2E81BA", "Running On-Demand G and VT instances"),
-    "vt": ("L-DB2E81BA", "Running On-Demand G and VT instances"),
-    "p": ("L-417A185B", "Running On-Demand P instances"),
-}
-STANDARD_QUOTA = ("L-1216C47A", "Running On-Demand Standard (A, C, D, H, I, M, R, T, Z) instances")
 # EC2's ReservationType of a Capacity Block for ML (DescribeCapacityReservations); "default" is an
 # On-Demand Capacity Reservation
 # (https://docs.aws.amazon.com/AWSEC2/latest/APIReference/API_CapacityReservation.html).
 CAPACITY_BLOCK = "capacity-block"
 AWS_CLI_INSTALL = "https://docs.aws.amazon.com/cli/latest/userguide/getting-started-install.html"
-
-
-def family(instance_type: str) -> str:
-    """The letters before the generation digit: 'g' for g6.12xlarge, 'vt' for vt1.3xlarge, 'p' for p5.48xlarge."""
-    name = instance_type.split(".")[0]
-    letters = ""
-    for ch in name:
-        if ch.isdigit():
-            break
-        letters += ch
-    return letters
-
-
-def quota_for(instance_type: str) -> tuple[str, str]:
-    return QUOTA_BY_FAMILY.get(family(instance_type), STANDARD_QUOTA)
+_GPU = GpuNodesConfig.keyname  # the stack keys a fix names, from the schema
 
 
 @dataclass(frozen=True)
@@ -64,12 +44,6 @@ class AwsClients:
     ec2: Any
     quotas: Any
     eks: Any = None  # None: the add-on version row is skipped
-
-
-def _err(e: Exception) -> str:
-    if isinstance(e, ClientError):
-        return f"{e.response['Error'].get('Code')}: {e.response['Error'].get('Message')}"
-    return f"{type(e).__name__}: {e}"
 
 
 def aws_cli_version(path: str) -> str:
@@ -123,19 +97,9 @@ def check_credentials(sts: Any) -> tuple[Finding, str | None]:
         ), None
     except (ClientError, BotoCoreError) as e:
         return Finding(
-            "credentials", "fail", _err(e), "aws sts get-caller-identity; refresh the credentials (aws sso login)"
+            "credentials", "fail", aws_error(e), "aws sts get-caller-identity; refresh the credentials (aws sso login)"
         ), None
     return Finding("credentials", "pass", f"account {ident['Account']} as {ident['Arn']}"), ident["Account"]
-
-
-def describe_type(ec2: Any, instance_type: str) -> dict | None:
-    try:
-        found = ec2.describe_instance_types(InstanceTypes=[instance_type])["InstanceTypes"]
-    except ClientError as e:
-        if e.response["Error"]["Code"].startswith("InvalidInstanceType"):
-            return None
-        raise
-    return found[0] if found else None
 
 
 def check_instance_type(
@@ -152,7 +116,7 @@ def check_instance_type(
                 "instance type",
                 "fail",
                 f"{instance_type} does not exist in {region}",
-                f"set ray-efa-eks:gpuInstanceType in Pulumi.{stack}.yaml to one of: {list_cmd}",
+                f"set {_GPU('instance_type', prefixed=True)} in Pulumi.{stack}.yaml to one of: {list_cmd}",
             )
         ]
     net = info.get("NetworkInfo", {})
@@ -169,7 +133,9 @@ def check_instance_type(
             "EFA support",
             "pass" if max_efa >= efa_wanted else "fail",
             f"{instance_type} supports EFA with up to {max_efa} interfaces; the stack asks for {efa_wanted}",
-            "" if max_efa >= efa_wanted else f"set 'ray-efa-eks:gpuEfaInterfaces: {max_efa}' in Pulumi.{stack}.yaml",
+            ""
+            if max_efa >= efa_wanted
+            else f"set '{_GPU('efa_interfaces', prefixed=True)}: {max_efa}' in Pulumi.{stack}.yaml",
         )
     )
     rows.append(
@@ -188,13 +154,6 @@ def check_instance_type(
     return rows
 
 
-def offered_azs(ec2: Any, instance_type: str) -> set[str]:
-    pages = ec2.get_paginator("describe_instance_type_offerings").paginate(
-        LocationType="availability-zone", Filters=[{"Name": "instance-type", "Values": [instance_type]}]
-    )
-    return {o["Location"] for page in pages for o in page["InstanceTypeOfferings"]}
-
-
 def check_az(
     offered: Iterable[str], stack_azs: Iterable[str], configured: str, instance_type: str, stack: str
 ) -> tuple[Finding, str | None, tuple[str, ...]]:
@@ -207,7 +166,7 @@ def check_az(
                 "fail",
                 f"{instance_type} is offered in {sorted(offered) or 'no AZ'} but the stack's private subnets are in "
                 f"{sorted(stack_azs)}",
-                f"add an AZ that offers it to ray-efa-eks:availabilityZones in Pulumi.{stack}.yaml "
+                f"add an AZ that offers it to {NetworkConfig.keyname('azs', prefixed=True)} in Pulumi.{stack}.yaml "
                 "(aws ec2 describe-instance-type-offerings --location-type availability-zone "
                 f"--filters Name=instance-type,Values={instance_type})",
             ),
@@ -227,7 +186,8 @@ def check_az(
                 "fail",
                 f"{configured} does not offer {instance_type} or has no private subnet of the stack; "
                 f"valid AZs: {', '.join(valid)}",
-                f"set 'ray-efa-eks:gpuAvailabilityZone: {valid[0]}' in Pulumi.{stack}.yaml (valid: {', '.join(valid)})",
+                f"set '{_GPU('availability_zone', prefixed=True)}: {valid[0]}' in Pulumi.{stack}.yaml "
+                f"(valid: {', '.join(valid)})",
             ),
             None,
             valid,
@@ -239,68 +199,6 @@ def check_az(
     )
 
 
-def running_vcpus(ec2: Any, families: set[str]) -> int:
-    """vCPUs of running or pending instances whose family is in `families`."""
-    counts: dict[str, int] = {}
-    pages = ec2.get_paginator("describe_instances").paginate(
-        Filters=[{"Name": "instance-state-name", "Values": ["pending", "running"]}]
-    )
-    for page in pages:
-        for res in page["Reservations"]:
-            for inst in res["Instances"]:
-                t = inst["InstanceType"]
-                if family(t) in families:
-                    counts[t] = counts.get(t, 0) + 1
-    if not counts:
-        return 0
-    types = ec2.describe_instance_types(InstanceTypes=sorted(counts))["InstanceTypes"]
-    vcpus = {t["InstanceType"]: int(t["VCpuInfo"]["DefaultVCpus"]) for t in types}
-    return sum(vcpus[t] * n for t, n in counts.items())
-
-
-def check_quota(
-    quotas: Any, ec2: Any, instance_type: str, vcpus_per_node: int, node_count: int, region: str
-) -> tuple[Finding, int, float | None]:
-    """The family's On-Demand vCPU quota minus what already runs covers the node group."""
-    code, title = quota_for(instance_type)
-    need = vcpus_per_node * node_count
-    try:
-        value = float(quotas.get_service_quota(ServiceCode="ec2", QuotaCode=code)["Quota"]["Value"])
-    except (ClientError, BotoCoreError) as e:
-        return (
-            Finding(
-                f"vCPU quota {code}",
-                "fail",
-                f"cannot read '{title}': {_err(e)}",
-                f"aws service-quotas get-service-quota --service-code ec2 --quota-code {code} --region {region}",
-            ),
-            need,
-            None,
-        )
-    fams = {f for f, (c, _) in QUOTA_BY_FAMILY.items() if c == code} or {family(instance_type)}
-    used = running_vcpus(ec2, fams)
-    free = value - used
-    ok = free >= need
-    detail = f"'{title}' is {value:g} vCPUs, {used} in use, {free:g} free; {node_count} x {instance_type} need {need}"
-    fix = (
-        ""
-        if ok
-        else (
-            f"aws service-quotas request-service-quota-increase --service-code ec2 --quota-code {code} "
-            f"--desired-value {math.ceil(used + need)} --region {region}"
-        )
-    )
-    return Finding(f"vCPU quota {code}", "pass" if ok else "fail", detail, fix), need, free
-
-
-# Reservation states (EC2 API reference, CapacityReservation.State,
-# https://docs.aws.amazon.com/AWSEC2/latest/APIReference/API_CapacityReservation.html; for Capacity Blocks the
-# EC2 user guide's "View Capacity Blocks", https://docs.aws.amazon.com/AWSEC2/latest/UserGuide/capacity-blocks-view.html,
-# read 2026-12-05): a Capacity Block is payment-pending, then scheduled ("the payment was processed and the
-# reservation hasn't started yet"; its available capacity "appears as zero" and the tag
-# aws:ec2capacityreservation:incrementalRequestedQuantity says how many instances it will hold), active from its
-# StartDate, expired at its EndDate; payment-failed releases it. Instances can be launched into it only while it
-# is active (https://docs.aws.amazon.com/AWSEC2/latest/UserGuide/capacity-blocks-using.html).
 NOT_YET_STATES = frozenset({"scheduled", "payment-pending", "pending", "assessing", "delayed"})
 ENDED_STATES = frozenset(
     {"expired", "cancelled", "cancelling", "failed", "payment-failed", "unavailable", "unsupported"}
@@ -336,14 +234,14 @@ def _replacement_fix(cr: dict, stack: str) -> str:
     itype, az = cr.get("InstanceType"), cr.get("AvailabilityZone")
     if cr.get("ReservationType") == CAPACITY_BLOCK:
         new = f"buy a new Capacity Block (aws ec2 describe-capacity-block-offerings --instance-type {itype} ...)"
-        off = "set it to '' and gpuCapacityBlock to false"
+        off = f"set it to '' and {_GPU('capacity_block')} to false"
     else:
         new = (
             f"create a new reservation (aws ec2 create-capacity-reservation --instance-type {itype} "
             f"--instance-platform Linux/UNIX --availability-zone {az} --instance-count N)"
         )
         off = "set it to ''"
-    key = f"ray-efa-eks:gpuCapacityReservationId in Pulumi.{stack}.yaml"
+    key = f"{_GPU('capacity_reservation_id', prefixed=True)} in Pulumi.{stack}.yaml"
     return f"{new} and set {key} to its id, or {off} for On-Demand capacity"
 
 
@@ -393,14 +291,14 @@ def _kind_problems(cr: dict, capacity_block: bool, placement_group: str | None) 
     is_block = cr.get("ReservationType") == CAPACITY_BLOCK
     if is_block != capacity_block:
         problems.append(
-            f"it is {_reservation_kind(cr)} but gpuCapacityBlock is {str(capacity_block).lower()}: "
-            f"set ray-efa-eks:gpuCapacityBlock to {str(is_block).lower()}"
+            f"it is {_reservation_kind(cr)} but {_GPU('capacity_block')} is {str(capacity_block).lower()}: "
+            f"set {_GPU('capacity_block', prefixed=True)} to {str(is_block).lower()}"
         )
     reserved_for = (cr.get("PlacementGroupArn") or "").rsplit("/", 1)[-1] or None
     if reserved_for and reserved_for != placement_group:
         problems.append(
             f"it is reserved for placement group {reserved_for}, not {placement_group or 'the one the stack creates'}: "
-            f"set ray-efa-eks:gpuPlacementGroupName to {reserved_for}"
+            f"set {_GPU('placement_group_name', prefixed=True)} to {reserved_for}"
         )
     return problems
 
@@ -432,7 +330,7 @@ def check_capacity_reservation(
     try:
         found = ec2.describe_capacity_reservations(CapacityReservationIds=[reservation_id])["CapacityReservations"]
     except (ClientError, BotoCoreError) as e:
-        return Finding("capacity reservation", "fail", f"{reservation_id}: {_err(e)}", fix_show)
+        return Finding("capacity reservation", "fail", f"{reservation_id}: {aws_error(e)}", fix_show)
     if not found:
         return Finding("capacity reservation", "fail", f"{reservation_id} not found in {region}", fix_show)
     cr = found[0]
@@ -445,7 +343,7 @@ def check_capacity_reservation(
             "capacity reservation",
             "fail",
             f"{reservation_id}: " + "; ".join(problems),
-            "; ".join([*fixes, f"{fix_show}; fix or remove gpuCapacityReservationId"]),
+            "; ".join([*fixes, f"{fix_show}; fix or remove {_GPU('capacity_reservation_id')}"]),
         )
     ends = f", ends {_when(cr['EndDate'])}" if cr.get("EndDate") else ""
     return Finding(
@@ -464,12 +362,12 @@ def check_capacity_block_type(instance_type: str, capacity_block: bool, stack: s
     """
     check = "Capacity Block type"
     if not capacity_block:
-        return Finding(check, "skip", "gpuCapacityBlock is false")
+        return Finding(check, "skip", f"{_GPU('capacity_block')} is false")
     if not capacity_block_eligible(instance_type):
         return Finding(
             check,
             "fail",
-            f"gpuCapacityBlock is true but Capacity Blocks for ML do not exist for {instance_type} "
+            f"{_GPU('capacity_block')} is true but Capacity Blocks for ML do not exist for {instance_type} "
             f"({CAPACITY_BLOCKS_GUIDE})",
             f"in Pulumi.{stack}.yaml: {capacity_block_fix(instance_type)}",
         )
@@ -482,13 +380,16 @@ def check_system_quota(cfg: Any, clients: AwsClients) -> Finding:
     try:
         info = describe_type(clients.ec2, s.instance_type)
     except (ClientError, BotoCoreError) as e:
-        return Finding("system vCPU quota", "fail", _err(e), "check the EC2 permissions (ec2:DescribeInstanceTypes)")
+        return Finding(
+            "system vCPU quota", "fail", aws_error(e), "check the EC2 permissions (ec2:DescribeInstanceTypes)"
+        )
     if info is None:
         return Finding(
             "system vCPU quota",
             "fail",
             f"{s.instance_type} does not exist in {cfg.region}",
-            f"set ray-efa-eks:systemInstanceType in Pulumi.{cfg.stack}.yaml to a type offered there",
+            f"set {SystemNodesConfig.keyname('instance_type', prefixed=True)} in Pulumi.{cfg.stack}.yaml to a type "
+            "offered there",
         )
     vcpus = int(info["VCpuInfo"]["DefaultVCpus"])
     row, _, _ = check_quota(clients.quotas, clients.ec2, s.instance_type, vcpus, s.count, cfg.region)
@@ -518,26 +419,30 @@ def check_addon_version(eks: Any, addon: str, key: str, version: str, kubernetes
         )
         offered = [v["addonVersion"] for page in pages for a in page["addons"] for v in a["addonVersions"]]
     except (ClientError, BotoCoreError) as e:
-        return Finding(check, "skip", f"{version} not checked ({_err(e)}); EKS checks it at `up`", listing)
+        return Finding(check, "skip", f"{version} not checked ({aws_error(e)}); EKS checks it at `up`", listing)
     if version not in offered:
         newest = ", ".join(offered[:3]) or "none"
         return Finding(
             check,
             "fail",
             f"{version} is not offered for Kubernetes {kubernetes_version} in {region} (newest offered: {newest})",
-            f"set ray-efa-eks:{key} to one of: {listing}",
+            f"set {PROJECT}:{key} to one of: {listing}",
         )
     return Finding(check, "pass", f"{version} is offered for Kubernetes {kubernetes_version}")
 
 
 def check_vpc_cni_version(eks: Any, version: str, kubernetes_version: str, region: str) -> Finding:
     """The vpc-cni row: vpcCniVersion is offered for kubernetesVersion."""
-    return check_addon_version(eks, "vpc-cni", "vpcCniVersion", version, kubernetes_version, region)
+    return check_addon_version(
+        eks, "vpc-cni", ClusterConfig.keyname("vpc_cni_version"), version, kubernetes_version, region
+    )
 
 
 def check_kube_proxy_version(eks: Any, version: str, kubernetes_version: str, region: str) -> Finding:
     """The kube-proxy row: kubeProxyVersion is offered for kubernetesVersion (kube-proxy follows its minor)."""
-    return check_addon_version(eks, "kube-proxy", "kubeProxyVersion", version, kubernetes_version, region)
+    return check_addon_version(
+        eks, "kube-proxy", ClusterConfig.keyname("kube_proxy_version"), version, kubernetes_version, region
+    )
 
 
 def _reservation_kind(cr: dict) -> str:
@@ -558,7 +463,10 @@ def run_preflight(cfg: Any, clients: AwsClients, which: Callable[[str], str | No
     except (ClientError, BotoCoreError) as e:
         rows.append(
             Finding(
-                "instance type", "fail", _err(e), "check the region and the EC2 permissions (ec2:DescribeInstanceTypes)"
+                "instance type",
+                "fail",
+                aws_error(e),
+                "check the region and the EC2 permissions (ec2:DescribeInstanceTypes)",
             )
         )
         return verdict("preflight", rows, PreflightFacts(account=account))
@@ -631,7 +539,7 @@ def run_aws(target: AwsTarget, prior: Prior) -> StepResult:
     if result.ok and chosen and not cfg.gpu_nodes.availability_zone:
         s = cfg.stack
         target.note(
-            f"gpuAvailabilityZone is empty: preflight chose {chosen} (valid: {', '.join(result.data.valid_azs)}); "
+            f"{GPU_AZ_KEY} is empty: preflight chose {chosen} (valid: {', '.join(result.data.valid_azs)}); "
             f"`python -m automation run --stack {s}` sets it in the stack before preview/up, "
             f"or set '{GPU_AZ_KEY}: {chosen}' in Pulumi.{s}.yaml"
         )

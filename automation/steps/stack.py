@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import dataclasses
 
+from automation.capacity import up_watch
 from automation.errors import DriverError
 from automation.pipeline import Prior, StepResult
 from automation.pulumi_stack import destroy, nodegroup_failure_cause, preview, up
@@ -15,7 +16,7 @@ from automation.targets.local import LocalTarget
 
 # ---- the steps ---------------------------------------------------------------------------------------
 def settle_gpu_az(target: AwsTarget, prior: Prior) -> None:
-    """Before preview/up: a stack that left gpuAvailabilityZone empty gets the AZ a passing preflight chose.
+    """Before preview/up: a stack that leaves its GPU AZ empty gets the AZ a passing preflight chose.
     Without such a preflight result the program could not build: DriverError naming the commands that fix it."""
     cfg = target.cfg
     if cfg.gpu_nodes.availability_zone:
@@ -25,7 +26,7 @@ def settle_gpu_az(target: AwsTarget, prior: Prior) -> None:
     az = checked.data.gpu_az if checked is not None and checked.ok and checked.data is not None else None
     if not az:
         raise DriverError(
-            f"stack {s} leaves gpuAvailabilityZone empty and no preflight of this run chose one: run "
+            f"stack {s} leaves {GPU_AZ_KEY} empty and no preflight of this run chose one: run "
             f"`python -m automation run --stack {s}` (preflight chooses an AZ that offers "
             f"{cfg.gpu_nodes.instance_type} and sets it) or set '{GPU_AZ_KEY}: <az>' in Pulumi.{s}.yaml",
             exit_code=2,
@@ -59,7 +60,8 @@ def run_up(target: AwsTarget, prior: Prior) -> StepResult:
         c = target.deps.client
         return nodegroup_failure_cause(c("eks"), c("autoscaling"), target.cfg.cluster.name)
 
-    result = up(target.stack(), target.on_progress, explain_failure=cause)
+    with up_watch(target):  # a GPU node group stuck for want of capacity is said while `up` runs
+        result = up(target.stack(), target.on_progress, explain_failure=cause)
     if result.data is not None:
         target.stack_changed(result.data)
     return result

@@ -18,6 +18,7 @@ from typing import Any, Protocol
 from automation.kube import PodExec, RayClusterPods
 from automation.pipeline import Expectations, Finding, Prior, StepResult, verdict
 from automation.ray_head import RAY_RESOURCES_SNIPPET, RESOURCES_MARK, parse_ray_resources
+from automation.scaling import before_verify
 from automation.steps.verify_checks import (
     check_daemonsets,
     check_fi_info,
@@ -325,7 +326,11 @@ def verify_cluster(
 def run_aws(target: AwsTarget, prior: Prior) -> StepResult:
     """The stack's cluster (`verify_cluster`), then a marker object written to the run bucket from a worker
     pod and from the head pod: workers write checkpoint shards; the head runs the job's driver and Ray
-    Train's controller, which write the run's own state to the same storage path."""
+    Train's controller, which write the run's own state to the same storage path. A `run` first brings
+    the GPU node group back to its node count (automation/scaling.py)."""
+    scaled = before_verify(target) if target.scale_nodes else None
+    if scaled is not None:
+        target.note(scaled.text())
     kube = target.kube()
     exp = target.expectations()
     cluster = verify_cluster(

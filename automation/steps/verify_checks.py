@@ -13,6 +13,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from automation.pipeline import Finding
+from infra.config import RayConfig, RayWorkerConfig
 from infra.eks_facts import EFA_HUGEPAGES_RESOURCE
 
 NO_SCHEDULE_EFFECTS = ("NoSchedule", "NoExecute")
@@ -160,7 +161,7 @@ def check_daemonsets(daemonsets: Sequence[Mapping], gpu_nodes: Sequence[Mapping]
 HUGEPAGES_FIX = (
     "the GPU nodes reserve huge pages in their launch template's user data (vm.nr_hugepages, read once by the "
     "kubelet at start): run `up` again so the node group rolls to that template, or turn the workers' huge-page "
-    "request off with `ray-efa-eks:rayWorkerHugepages: false` in the stack file"
+    f"request off with `{RayWorkerConfig.keyname('hugepages', prefixed=True)}: false` in the stack file"
 )
 
 
@@ -232,7 +233,10 @@ def check_fi_info(pod: str, node: str, rc: int, output: str) -> Finding:
         )
     elif "FI_INFO missing" in lines:
         why = "fi_info is not in the image (no libfabric from the EFA installer)"
-        fix = "use a training image with the EFA installer's libfabric (rayImage in the stack config)"
+        fix = (
+            f"use a training image with the EFA installer's libfabric ({RayConfig.keyname('image')} in the stack "
+            "config)"
+        )
     else:
         why = f"libfabric's efa provider offers no FI_EP_RDM endpoint: {' '.join(lines[-3:]) or f'rc {rc}'}"
         fix = f"check the EFA kernel module and the launch template's EFA interface on {node}: fi_info -p efa -v"

@@ -28,6 +28,7 @@ from collections.abc import Mapping, Sequence
 
 from automation.pipeline import Finding
 from automation.steps.verify_checks import HUGEPAGES_FIX, is_ready, name_of, quantity, selects, untolerated_taints
+from infra.config import GpuNodesConfig, RayConfig, RayHeadConfig, SystemNodesConfig
 from infra.eks_facts import EFA_HUGEPAGES_RESOURCE
 from infra.names import EFA_RESOURCE, GPU_RESOURCE
 
@@ -42,7 +43,8 @@ TAINT, SELECTOR, NOT_READY = "untolerated taint", "node selector/affinity", "Not
 FIXES = {
     f"Insufficient {EFA_HUGEPAGES_RESOURCE}": HUGEPAGES_FIX,
     f"Insufficient {EFA_RESOURCE}": "the EFA device plugin advertises no EFA device: kubectl -n kube-system logs "
-    "ds/aws-efa-k8s-device-plugin; the launch template must attach an EFA interface (gpuEfaInterfaces)",
+    f"ds/aws-efa-k8s-device-plugin; the launch template must attach an EFA interface "
+    f"({GpuNodesConfig.keyname('efa_interfaces')})",
     f"Insufficient {GPU_RESOURCE}": "the NVIDIA device plugin advertises fewer GPUs than a worker requests: "
     "kubectl -n kube-system logs ds/nvidia-device-plugin; ray.worker num_gpus must not exceed the type's GPUs",
     TAINT: "give the worker group a toleration for the GPU nodes' taint, or take the taint off the node group",
@@ -50,11 +52,13 @@ FIXES = {
     NOT_READY: "kubectl describe node <node>: the GPU nodes are not Ready",
 }
 # The head runs on the system node group (infra/manifests.py ray_head_template: nodeSelector role=system).
+_HEAD_CPU, _HEAD_MEMORY = RayHeadConfig.keyname("cpu"), RayHeadConfig.keyname("memory")
+_SYSTEM_TYPE = SystemNodesConfig.keyname("instance_type")
 HEAD_FIXES = {
-    "Insufficient cpu": "the head's CPU request (rayHeadCpu) exceeds the system node's allocatable: lower rayHeadCpu "
-    "or choose a larger systemInstanceType",
-    "Insufficient memory": "the head's memory request (rayHeadMemory) exceeds the system node's allocatable: lower "
-    "rayHeadMemory or choose a larger systemInstanceType",
+    "Insufficient cpu": f"the head's CPU request ({_HEAD_CPU}) exceeds the system node's allocatable: lower "
+    f"{_HEAD_CPU} or choose a larger {_SYSTEM_TYPE}",
+    "Insufficient memory": f"the head's memory request ({_HEAD_MEMORY}) exceeds the system node's allocatable: lower "
+    f"{_HEAD_MEMORY} or choose a larger {_SYSTEM_TYPE}",
     TAINT: "the system node has a taint the head does not tolerate: kubectl describe node <node> (a "
     "node.kubernetes.io/* taint means the node is unhealthy; the system node group must not be tainted)",
     SELECTOR: "no node matches the head's nodeSelector: the system node group's nodes must carry role=system "
@@ -173,8 +177,9 @@ def image_pull_failure(pod: Mapping, check: str = CANNOT_START) -> Finding | Non
                 "fail",
                 f"pod {name_of(pod)} cannot pull image {status.get('image')}: {waiting.get('reason')}: "
                 f"{waiting.get('message', '')}",
-                "set rayImage in the stack config to an image the nodes can pull (public.ecr.aws needs no "
-                "credentials; a private registry needs the node role's ECR read policy), then run `up` again",
+                f"set {RayConfig.keyname('image')} in the stack config to an image the nodes can pull "
+                "(public.ecr.aws needs no credentials; a private registry needs the node role's ECR read policy), "
+                "then run `up` again",
             )
     return None
 

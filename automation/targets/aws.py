@@ -38,12 +38,12 @@ from automation.run_files import collect_logs, fetch_run
 from automation.storage import Durability, require_run, run_locations
 from automation.ui import tty_confirm
 from infra.config import ConfigError as StackConfigError
-from infra.config import load_stack
+from infra.config import GpuNodesConfig, load_stack
 from workloads.config import ConfigError, TrainConfig, new_run_id
 from workloads.env import NCCL_DEBUG_LEVEL
 
 PIPELINE = ("preflight", "preview", "up", "verify", "train", "check")
-GPU_AZ_KEY = "ray-efa-eks:gpuAvailabilityZone"
+GPU_AZ_KEY = GpuNodesConfig.keyname("availability_zone", prefixed=True)
 PLAN = ("preflight", "preview")
 
 
@@ -146,6 +146,7 @@ class AwsTarget:
     on_progress: Callable[[str], None] = lambda s: None
     on_note: Callable[[str], None] = lambda s: None
     node_wait_s: float = 180
+    scale_nodes: bool = False  # `run`: the GPU node group back at gpuNodeCount before verify (automation/scaling.py)
     pod_wait_s: float = 900
     _stack: Any = None
     _kube: Any = None

@@ -11,6 +11,7 @@ own virtualenv (requirements.txt). Facts about instance types come from the proj
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Iterable
 from functools import cache
 from pathlib import Path
@@ -357,7 +358,7 @@ ray_pod_identity = StackValidationPolicy(
     name="ray-service-account-pod-identity",
     description=(
         "A service account the Ray pods run as is bound to an IAM role, by an EKS Pod Identity association or "
-        "(podIdentityMode irsa) by the eks.amazonaws.com/role-arn annotation: the only ways the pods get AWS "
+        "(the stack's irsa mode) by the eks.amazonaws.com/role-arn annotation: the only ways the pods get AWS "
         "credentials once IMDS is closed to them (hop limit 1). Sources: "
         "https://docs.aws.amazon.com/eks/latest/userguide/pod-identities.html, "
         "https://docs.aws.amazon.com/eks/latest/userguide/iam-roles-for-service-accounts.html"
@@ -488,6 +489,52 @@ iam_s3_prefix = ResourceValidationPolicy(
 )
 
 
+# The only EKS actions any role of the stack may hold: the idle guard's (infra/idle_guard.py), on a node group ARN
+# (arn:<partition>:eks:<region>:<account>:nodegroup/<cluster>/<nodegroup>/<uuid>:
+# https://docs.aws.amazon.com/service-authorization/latest/reference/list_amazonelastickubernetesservice.html).
+GUARD_EKS_ACTIONS = frozenset({"eks:DescribeNodegroup", "eks:UpdateNodegroupConfig"})
+_NODEGROUP_ARN = re.compile(r"^arn:aws[a-z-]*:eks:[a-z0-9-]+:\d{12}:nodegroup/[^/*]+/[^/*]+/[^/*]+$")
+
+
+def _eks_scope_problems(document: Any) -> list[str]:
+    """Statements allowing an EKS action other than the guard's two, or on anything but one node group's ARN."""
+    doc = json.loads(document) if isinstance(document, str) else document or {}
+    problems = []
+    for st in _as_list(doc.get("Statement") or []):
+        actions = {str(a) for a in _as_list(st.get("Action"))}
+        eks = {a for a in actions if a.startswith("eks:") or a == "*"}
+        if st.get("Effect", "Allow") != "Allow" or not eks:
+            continue
+        sid = st.get("Sid", "")
+        if eks - GUARD_EKS_ACTIONS:
+            problems.append(
+                f"statement {sid!r} allows {sorted(eks - GUARD_EKS_ACTIONS)}: only {sorted(GUARD_EKS_ACTIONS)}"
+            )
+        resources = [str(r) for r in _as_list(st.get("Resource"))]
+        if len(resources) != 1 or not _NODEGROUP_ARN.match(resources[0]):
+            problems.append(f"statement {sid!r} reaches {resources}: name the one node group's ARN")
+    return problems
+
+
+def _iam_eks_guard(args: ResourceValidationArgs, report: ReportViolation) -> None:
+    for doc in _iam_documents(args):
+        for problem in _eks_scope_problems(doc):
+            report(problem)
+
+
+idle_guard_least_privilege = ResourceValidationPolicy(
+    name="idle-guard-least-privilege",
+    description=(
+        "An IAM statement that allows an EKS action allows only eks:DescribeNodegroup and eks:UpdateNodegroupConfig, "
+        "on exactly one node group's ARN: the idle guard can resize the GPU nodes and nothing else (least "
+        "privilege). Source: https://docs.aws.amazon.com/service-authorization/latest/reference/"
+        "list_amazonelastickubernetesservice.html"
+    ),
+    validate=_iam_eks_guard,
+    enforcement_level=EnforcementLevel.MANDATORY,
+)
+
+
 def _web_identity_problems(document: Any) -> list[str]:
     """Statements letting an OIDC token assume the role without pinning one ServiceAccount and the STS audience."""
     doc = json.loads(document) if isinstance(document, str) else document or {}
@@ -589,6 +636,7 @@ POLICIES: list[ResourceValidationPolicy | StackValidationPolicy] = [
     s3_private_encrypted,
     iam_no_s3_star,
     iam_s3_prefix,
+    idle_guard_least_privilege,
     irsa_trust_scoped,
     nat_in_gpu_az,
     s3_gateway_endpoint,

@@ -24,8 +24,7 @@ from automation.kube import ExecResult, KubeApi
 from automation.pipeline import run_pipeline
 from automation.ray_head import RESOURCES_MARK
 from automation.targets.aws import GPU_AZ_KEY, PIPELINE, PLAN, AwsDeps, AwsTarget
-from infra.config import read_stack_file, validate
-from infra.config_keys import ConfigWarning
+from infra.config import ConfigWarning, read_stack_file, validate
 
 REGION = "us-west-2"
 NCCL = helpers.REPO / "tests" / "fixtures" / "nccl"

@@ -281,13 +281,18 @@ def test_gpu_node_group_size_labels_taints_and_ami(east):
         "lt": ng["launchTemplate"]["id"],
     }
     assert got == {
-        "size": {"desiredSize": 2, "minSize": 2, "maxSize": 2},
+        "size": {"desiredSize": 2, "minSize": 0, "maxSize": 2},
         "labels": {"role": "gpu-worker", "nvidia.com/gpu.present": "true"},
         "taints": [{"key": "nvidia.com/gpu", "value": "true", "effect": "NO_SCHEDULE"}],
         "ami": "AL2023_x86_64_NVIDIA",
         "types": ["g6.12xlarge"],
         "lt": rid(lt),
     }
+
+
+def test_up_leaves_the_gpu_desired_size_to_the_driver(east):
+    ng = one(east, "aws:eks/nodeGroup:NodeGroup", "gpu-ng")
+    assert ng.ignore_changes == ("scalingConfig.desiredSize",), f"expected desiredSize ignored, got {ng.ignore_changes}"
 
 
 def test_capacity_reservation_goes_into_the_launch_template(east):

@@ -344,3 +344,41 @@ def test_nat_without_s3_endpoint_is_advised(east):
     without = [r for r in east if r.resource_type != pp.VPC_ENDPOINT]
     found = violations(only("s3-gateway-endpoint"), without)
     assert len(found) == 1 and "no S3 gateway endpoint" in found[0], f"got {found}"
+
+
+# --------------------------------------------------------------------------- the idle guard's role
+def _guard_statement(resources: list[PolicyResource]) -> dict:
+    policy = next(r for r in resources if r.resource_type == "aws:iam/rolePolicy:RolePolicy" and "idle-guard" in r.name)
+    return json.loads(policy.props["policy"])["Statement"][0]
+
+
+def test_the_render_has_the_guard_role_with_its_two_actions_on_the_node_group(east):
+    st = _guard_statement(east)
+    got = (sorted(st["Action"]), len(st["Resource"]), ":nodegroup/" in st["Resource"][0])
+    assert got == (["eks:DescribeNodegroup", "eks:UpdateNodegroupConfig"], 1, True), st
+
+
+@pytest.mark.parametrize(
+    "change, expected",
+    [
+        ({"Action": ["eks:*"]}, "allows ['eks:*']"),
+        (
+            {"Action": ["eks:DescribeNodegroup", "eks:UpdateNodegroupConfig", "eks:DeleteNodegroup"]},
+            "eks:DeleteNodegroup",
+        ),
+        ({"Resource": ["*"]}, "reaches ['*']"),
+        ({"Resource": ["arn:aws:eks:us-east-2:123456789012:cluster/ray-efa-eks"]}, "name the one node group's ARN"),
+        ({"Resource": ["arn:aws:eks:us-east-2:123456789012:nodegroup/ray-efa-eks/*"]}, "name the one node group's ARN"),
+    ],
+    ids=["eks-star", "delete-too", "resource-star", "cluster-arn", "nodegroup-wildcard"],
+)
+def test_a_guard_role_reaching_further_is_reported(east, change, expected):
+    def widen(props):
+        doc = json.loads(props["policy"])
+        doc["Statement"][0].update(change)
+        props["policy"] = json.dumps(doc)
+
+    found = violations(
+        only("idle-guard-least-privilege"), edited(east, "aws:iam/rolePolicy:RolePolicy", "idle-guard", widen)
+    )
+    assert any(expected in f for f in found), f"expected a report with {expected!r}, got {found}"

@@ -143,14 +143,14 @@ def test_no_statement_grants_a_wildcard_action_or_resource(west):
 
 
 def test_association_maps_the_ray_service_account_to_the_role(west):
-    assoc = one(west, "aws:eks/podIdentityAssociation:PodIdentityAssociation").inputs
+    assoc = one(west, "aws:eks/podIdentityAssociation:PodIdentityAssociation", "pod-identity").inputs
     role_arn = west.outputs["pod_role_arn"]
     got = (assoc["clusterName"], assoc["namespace"], assoc["serviceAccount"], assoc["roleArn"])
     assert got == ("ray-efa-eks", "ray", RAY_SERVICE_ACCOUNT, role_arn), got
 
 
 def test_service_account_exists_in_the_ray_namespace(west):
-    account = one(west, "kubernetes:core/v1:ServiceAccount").inputs["metadata"]
+    account = one(west, "kubernetes:core/v1:ServiceAccount", "ray-service-account").inputs["metadata"]
     assert (account["name"], account["namespace"]) == (RAY_SERVICE_ACCOUNT, "ray"), account
 
 
@@ -231,14 +231,14 @@ def test_irsa_creates_no_pod_identity_association_or_agent(irsa):
 
 
 def test_irsa_annotates_the_ray_service_account_with_the_role(irsa):
-    account = one(irsa, "kubernetes:core/v1:ServiceAccount").inputs["metadata"]
+    account = one(irsa, "kubernetes:core/v1:ServiceAccount", "ray-service-account").inputs["metadata"]
     role_arn = f"arn:aws:render::123456789012:{one(irsa, 'aws:iam/role:Role', 'pod-identity').name}"
     got = (account["name"], account.get("annotations"))
     assert got == (RAY_SERVICE_ACCOUNT, {"eks.amazonaws.com/role-arn": role_arn}), f"got {got}"
 
 
 def test_pod_identity_mode_leaves_the_service_account_unannotated(west):
-    account = one(west, "kubernetes:core/v1:ServiceAccount").inputs["metadata"]
+    account = one(west, "kubernetes:core/v1:ServiceAccount", "ray-service-account").inputs["metadata"]
     assert "annotations" not in account, f"expected no annotations under pod-identity, got {account}"
 
 

@@ -7,8 +7,7 @@ from datetime import date
 
 import pytest
 
-from infra.config import ConfigError, ConfigWarning, StackConfig, validate
-from infra.eks_facts import extended_support_note
+from infra.config import ConfigError, ConfigWarning, StackConfig, extended_support_note, validate
 
 ADMIN = "arn:aws:iam::123456789012:role/ci-deployer"
 # A type Capacity Blocks exist for, with the keys that must follow it (32 EFA interfaces, 8 GPUs).
@@ -44,7 +43,7 @@ def test_new_keys_reach_the_typed_config():
 def test_defaults_create_the_placement_group_and_give_no_extra_admin():
     cfg = _validate({})
     got = (cfg.gpu_nodes.capacity_block, cfg.gpu_nodes.placement_group_name, cfg.cluster.admin_role_arns)
-    assert got == (False, None, ()), f"defaults got {got}"
+    assert got == (False, "", ()), f"defaults got {got}"
 
 
 def test_default_kubernetes_version_is_in_standard_support_today():

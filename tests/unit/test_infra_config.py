@@ -1,5 +1,5 @@
 """infra.config: the stack files load, every bad config (or broken file) names key, value and fix,
-and Pulumi.yaml's config: block is the key table's rendering."""
+and Pulumi.yaml's config: block is the typed schema's rendering."""
 
 from __future__ import annotations
 
@@ -11,16 +11,19 @@ import pytest
 import yaml
 from conftest import REPO
 
-from automation.job import stack_fields
 from infra.config import (
+    KEYS,
+    KEYS_BY_NAME,
     ConfigError,
     ConfigWarning,
+    GpuNodesConfig,
     StackConfig,
     is_floating_image,
     load_stack,
     validate,
 )
-from infra.config_keys import KEYS, KEYS_BY_NAME, MAX_NODES_PER_MANAGED_NODE_GROUP, pulumi_yaml_config
+from infra.config_files import pulumi_yaml_config, write_pulumi_yaml
+from infra.config_schema import MAX_NODES_PER_MANAGED_NODE_GROUP, coerce
 
 STACKS = ("us-east-2", "us-west-2")
 
@@ -83,13 +86,40 @@ def test_config_is_frozen():
         cfg.gpu_nodes.node_count = 3  # type: ignore[misc]
 
 
-def test_pulumi_yaml_config_block_is_rendered_from_the_key_table():
+def test_pulumi_yaml_config_block_is_rendered_from_the_schema():
     text = (REPO / "Pulumi.yaml").read_text()
     block = text[text.index("\nconfig:\n") + 1 :]
-    assert block == pulumi_yaml_config({"train": stack_fields()}), (
-        "Pulumi.yaml's config: block differs from infra/config_keys.py's table: "
-        "run `python -m automation.job --write-pulumi-yaml`"
+    assert block == pulumi_yaml_config(KEYS), (
+        "Pulumi.yaml's config: block differs from infra/config.py's schema: "
+        "run `python -m infra.config --write-pulumi-yaml`"
     )
+
+
+def test_write_pulumi_yaml_replaces_a_drifted_block_and_then_leaves_it(tmp_path):
+    path = tmp_path / "Pulumi.yaml"
+    path.write_text((REPO / "Pulumi.yaml").read_text().replace("default: ray-efa-eks\n", "default: other\n", 1))
+    first, second = write_pulumi_yaml(path, KEYS), write_pulumi_yaml(path, KEYS)
+    assert (first, second, path.read_text()) == (True, False, (REPO / "Pulumi.yaml").read_text()), (
+        f"expected one rewrite back to the shipped file, got rewrites {first}, {second}"
+    )
+
+
+def test_every_key_lands_on_its_own_field_of_the_typed_config():
+    cfg = _validate({})
+    wrong = {}
+    for k in KEYS:
+        value = cfg
+        for attr in k.path:
+            value = getattr(value, attr)
+        if value != coerce(k, k.default):
+            wrong[k.name] = (k.path, value)
+    assert not wrong, f"keys whose field does not hold their default: {wrong}"
+
+
+def test_keyname_refuses_a_field_that_is_no_key():
+    assert GpuNodesConfig.keyname("node_count", prefixed=True) == "ray-efa-eks:gpuNodeCount"
+    with pytest.raises(KeyError):
+        GpuNodesConfig.keyname("gpus_per_node")  # derived from the catalog, not a stack key
 
 
 def test_pulumi_yaml_declares_only_types_the_cli_accepts():
@@ -133,8 +163,8 @@ def test_engine_strings_coerce_like_yaml_values():
     assert as_engine == as_yaml
 
 
-def test_private_only_endpoint_drops_the_cidrs():
-    cfg = _validate({"apiPublicAccess": False})
+def test_private_only_endpoint_needs_no_cidrs():
+    cfg = _validate({"apiPublicAccess": False, "apiPublicAccessCidrs": []})
     assert (cfg.cluster.endpoint_public_access, cfg.cluster.public_access_cidrs) == (False, ())
 
 
@@ -200,6 +230,7 @@ BAD_CONFIGS = {
         ["nvidiaDevicePluginChartVersion 'latest'", "pin one"],
     ),
     "zero GPU nodes": ({"gpuNodeCount": 0}, ["gpuNodeCount 0", "2 or more", "within 1..450"]),
+    "negative idle minutes": ({"gpuIdleMinutes": -1}, ["gpuIdleMinutes -1", "0 turns the guard off"]),
     "GPU nodes over the node group quota": ({"gpuNodeCount": 100000}, ["gpuNodeCount 100000", "450", "within 1..450"]),
     "system nodes over the node group quota": ({"systemNodeCount": 451}, ["systemNodeCount 451", "within 1..450"]),
     "root volume too small": ({"gpuRootVolumeGib": 20}, ["gpuRootVolumeGib 20", "within 50..16384"]),
@@ -215,6 +246,8 @@ BAD_CONFIGS = {
     "shm over memory": ({"rayWorkerShmSize": "100Gi"}, ["rayWorkerShmSize '100Gi'", "half of rayWorkerMemory"]),
     "memory without unit": ({"rayWorkerMemory": "160"}, ["rayWorkerMemory '160' has no unit"]),
     "old kubernetes": ({"kubernetesVersion": "1.28"}, ["kubernetesVersion '1.28'", "1.30 or newer"]),
+    "more idle nodes than nodes": ({"gpuIdleNodes": 3}, ["gpuIdleNodes 3 is more than gpuNodeCount 2", "within 0..2"]),
+    "idle guard over a day": ({"gpuIdleMinutes": 1441}, ["gpuIdleMinutes 1441", "within 0..1440"]),
 }
 
 
@@ -257,7 +290,7 @@ def test_open_public_endpoint_warns():
 def test_capacity_reservation_is_kept():
     cfg = _validate({"gpuCapacityReservationId": "cr-0123456789abcdef0"})
     assert cfg.gpu_nodes.capacity_reservation_id == "cr-0123456789abcdef0"
-    assert _validate({}).gpu_nodes.capacity_reservation_id is None
+    assert _validate({}).gpu_nodes.capacity_reservation_id == ""
 
 
 @pytest.mark.parametrize(

@@ -15,16 +15,14 @@ from conftest import REPO
 
 from automation.job import (
     CLUSTER_JOB,
-    DRIVER_FIELDS,
     check_fits_cluster,
     cluster_job,
     command,
     local_job,
     one_node_note,
-    stack_fields,
 )
 from infra.config import ConfigWarning, load_stack, parse_quantity
-from workloads.config import ConfigError, TrainConfig
+from workloads.config import BLOCK_FIELDS, DRIVER_FIELDS, ConfigError, TrainConfig
 from workloads.train import parse_config
 
 
@@ -38,28 +36,7 @@ def stack_cfg(**train):
 def test_pulumi_yaml_documents_exactly_the_fields_a_stack_may_set():
     description = yaml.safe_load((REPO / "Pulumi.yaml").read_text())["config"]["train"]["description"]
     keys = description.split("Keys: ", 1)[1].removesuffix(".").split(", ")
-    assert keys == list(stack_fields()), f"Pulumi.yaml documents {keys}, TrainConfig offers {list(stack_fields())}"
-
-
-def test_infra_train_keys_file_matches_trainconfig_fields():
-    """infra reads the train: block's keys from this file, as it may not import TrainConfig."""
-    from infra.config_keys import TRAIN_KEYS_FILE, train_keys_json
-
-    assert TRAIN_KEYS_FILE.read_text(encoding="utf-8") == train_keys_json(stack_fields(), DRIVER_FIELDS), (
-        f"{TRAIN_KEYS_FILE} differs from TrainConfig's fields: run python -m automation.job --write-pulumi-yaml"
-    )
-
-
-def test_write_pulumi_yaml_writes_the_train_keys_file(tmp_path):
-    from automation.job import write_pulumi_yaml
-    from infra.config_keys import train_keys_json
-
-    (tmp_path / "infra" / "data").mkdir(parents=True)
-    (tmp_path / "Pulumi.yaml").write_text((REPO / "Pulumi.yaml").read_text())
-    write_pulumi_yaml(tmp_path)
-    written = json.loads((tmp_path / "infra" / "data" / "train_keys.json").read_text())
-    expected = json.loads(train_keys_json(stack_fields(), DRIVER_FIELDS))
-    assert written == expected, f"expected {expected}, got {written}"
+    assert keys == list(BLOCK_FIELDS), f"Pulumi.yaml documents {keys}, TrainConfig offers {list(BLOCK_FIELDS)}"
 
 
 def test_cluster_defaults_are_the_reference_job():
@@ -95,7 +72,7 @@ def test_driver_fields_are_refused_in_the_block():
 
 
 def test_driver_fields_are_not_documented_for_stacks():
-    leaked = set(DRIVER_FIELDS) & set(stack_fields())
+    leaked = set(DRIVER_FIELDS) & set(BLOCK_FIELDS)
     assert not leaked, f"driver-set fields offered to stacks: {leaked}"
 
 

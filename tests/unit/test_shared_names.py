@@ -1,6 +1,6 @@
 """The names the cluster and the code must agree on, where they meet at run time: the GPU nodes' label and
 the selector, the workers' NCCL level, the policy pack's import of infra/names.py. That each name is
-spelled once, and that infra's and workloads' NCCL levels agree, is a check of CI (.ci/checks/shared_names.py)."""
+spelled once is a check of CI (.ci/checks/shared_names.py)."""
 
 from __future__ import annotations
 

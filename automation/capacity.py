@@ -1,0 +1,430 @@
+"""Where an EFA GPU instance type can be had: per region and AZ, what EC2 says about offering, EFA, quota,
+Spot placement score, open reservations, Capacity Blocks and price, ranked (`python -m automation capacity`).
+
+Each fact comes from one EC2 (or Service Quotas, Pricing) call; a call that fails leaves its column
+unknown with the reason, never a guess. The sources of each call's meaning:
+- offerings per AZ: DescribeInstanceTypeOfferings
+  (https://docs.aws.amazon.com/AWSEC2/latest/APIReference/API_DescribeInstanceTypeOfferings.html);
+- EFA: DescribeInstanceTypes' NetworkInfo.EfaSupported;
+- quota: the family's "Running On-Demand ... instances" vCPU quota minus running and pending instances,
+  exactly as preflight reads it (automation/ec2.py, check_quota);
+- Spot placement score, 1 to 10, "how likely a Spot request is to succeed", per AZ with
+  SingleAvailabilityZone (https://docs.aws.amazon.com/AWSEC2/latest/UserGuide/spot-placement-score.html):
+  a signal of spare capacity, not a promise of On-Demand capacity;
+- the account's On-Demand Capacity Reservations that are active with enough available instances
+  (DescribeCapacityReservations);
+- Capacity Block offerings for the eligible families only (infra/eks_facts.py; g6 is not one)
+  (https://docs.aws.amazon.com/AWSEC2/latest/APIReference/API_DescribeCapacityBlockOfferings.html);
+- the On-Demand price from the Pricing API (automation/cost.py).
+The AWS sample's scripts/find_gpu_capacity.sh (aws-samples/sample-aws-deep-learning-containers,
+training/ray-train) checks offering, quota, the Spot score and, with --probe, a created-and-cancelled
+reservation; this adds EFA, reservations, Capacity Blocks and prices.
+"""
+
+from __future__ import annotations
+
+import math
+import signal
+import threading
+from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor, as_completed
+from contextlib import contextmanager
+from dataclasses import asdict, dataclass, field, replace
+from typing import Any
+
+from botocore.exceptions import BotoCoreError, ClientError
+
+from automation.cost import on_demand_price
+from automation.ec2 import check_quota, describe_type, offered_azs
+from automation.errors import DriverError
+from infra.config import GpuNodesConfig, NetworkConfig
+from infra.eks_facts import capacity_block_eligible
+from infra.names import GPU_ROLE, ROLE_LABEL
+
+BLOCK_HOURS = 24  # the block length asked about: one day, as the CLI example in infra/eks_facts.py asks
+
+
+@dataclass(frozen=True)
+class RegionClients:
+    ec2: Any
+    quotas: Any
+
+
+@dataclass(frozen=True)
+class Zone:
+    """One region and AZ's answer for ``count`` instances of a type; None is "could not be read" (see notes)."""
+
+    region: str
+    az: str
+    offered: bool
+    efa: bool | None = None
+    vcpus_needed: int = 0
+    vcpus_free: float | None = None
+    quota_fix: str = ""  # the quota-increase command when the free vCPUs are short
+    spot_score: int | None = None
+    reservations: tuple[str, ...] = ()  # open ODCRs in this AZ with room for the count
+    blocks: tuple[dict, ...] = ()  # Capacity Block offerings: start, hours, upfront fee
+    usd_per_hour: float | None = None  # On-Demand, one instance
+    probe: str = ""  # "capacity now", or the error code a probe reservation got
+    notes: tuple[str, ...] = ()
+    region_azs: tuple[str, ...] = field(default=(), repr=False)  # every AZ of the region (for --write-stack)
+
+    @property
+    def quota_ok(self) -> bool | None:
+        return None if self.vcpus_free is None else self.vcpus_free >= self.vcpus_needed
+
+    @property
+    def usable(self) -> bool:
+        """Offered, with EFA, and within the quota: `up` could create the nodes here if capacity exists."""
+        return self.offered and self.efa is True and self.quota_ok is True
+
+    def rank_key(self) -> tuple:
+        """Usable first; then a reservation or a passed probe, a failed probe last; then Spot score, price."""
+        probe = 0 if self.probe == PROBED else (2 if self.probe else 1)
+        held = 0 if (self.reservations or self.blocks) else 1
+        price = self.usd_per_hour if self.usd_per_hour is not None else math.inf
+        return (not self.usable, probe, held, -(self.spot_score or 0), price, self.region, self.az)
+
+    def to_dict(self) -> dict[str, Any]:
+        doc = asdict(self)
+        doc.pop("region_azs")
+        return {**doc, "usable": self.usable, "quota_ok": self.quota_ok}
+
+
+def _code(e: Exception) -> str:
+    if isinstance(e, ClientError):
+        return e.response.get("Error", {}).get("Code", "ClientError")
+    return type(e).__name__
+
+
+def az_names(ec2: Any) -> dict[str, str]:
+    """AZ id (usw2-az1) -> AZ name (us-west-2a): the Spot placement score names AZs by id."""
+    zones = ec2.describe_availability_zones()["AvailabilityZones"]
+    return {z["ZoneId"]: z["ZoneName"] for z in zones}
+
+
+def spot_scores(ec2: Any, instance_type: str, count: int, region: str, ids: dict[str, str]) -> dict[str, int]:
+    """AZ name -> Spot placement score (1 to 10) for ``count`` instances in one AZ."""
+    resp = ec2.get_spot_placement_scores(
+        InstanceTypes=[instance_type], TargetCapacity=count, SingleAvailabilityZone=True, RegionNames=[region]
+    )
+    return {
+        ids.get(s.get("AvailabilityZoneId", ""), s.get("AvailabilityZoneId", "")): int(s["Score"])
+        for s in resp.get("SpotPlacementScores", [])
+    }
+
+
+def open_reservations(ec2: Any, instance_type: str, count: int) -> dict[str, list[str]]:
+    """AZ -> ids of active On-Demand Capacity Reservations of the type with ``count`` or more available."""
+    resp = ec2.describe_capacity_reservations(
+        Filters=[{"Name": "instance-type", "Values": [instance_type]}, {"Name": "state", "Values": ["active"]}]
+    )
+    found: dict[str, list[str]] = {}
+    for cr in resp.get("CapacityReservations", []):
+        if int(cr.get("AvailableInstanceCount", 0)) >= count:
+            found.setdefault(cr["AvailabilityZone"], []).append(cr["CapacityReservationId"])
+    return found
+
+
+def block_offerings(ec2: Any, instance_type: str, count: int) -> dict[str, list[dict]]:
+    """AZ -> Capacity Block offerings of ``count`` instances for BLOCK_HOURS: start, hours, upfront fee."""
+    resp = ec2.describe_capacity_block_offerings(
+        InstanceType=instance_type, InstanceCount=count, CapacityDurationHours=BLOCK_HOURS
+    )
+    found: dict[str, list[dict]] = {}
+    for o in resp.get("CapacityBlockOfferings", []):
+        found.setdefault(o["AvailabilityZone"], []).append(
+            {
+                "id": o.get("CapacityBlockOfferingId"),
+                "start": str(o.get("StartDate")),
+                "hours": o.get("CapacityBlockDurationHours"),
+                "upfront_fee": o.get("UpfrontFee"),
+                "currency": o.get("CurrencyCode"),
+            }
+        )
+    return found
+
+
+def _optional(what: str, notes: list[str], call: Callable[[], Any], empty: Any) -> Any:
+    """``call()``, or ``empty`` with a note naming what could not be read and why."""
+    try:
+        return call()
+    except (ClientError, BotoCoreError) as e:
+        notes.append(f"{what}: {_code(e)}")
+        return empty
+
+
+def survey_region(c: RegionClients, pricing: Any, instance_type: str, count: int, region: str) -> list[Zone]:
+    """Every AZ of ``region`` that offers ``instance_type``, with what EC2 says about ``count`` of them there."""
+    ids = az_names(c.ec2)
+    all_azs = tuple(sorted(ids.values()))
+    offered = sorted(offered_azs(c.ec2, instance_type))
+    if not offered:
+        return [Zone(region, "", False, notes=(f"{instance_type} is not offered in {region}",), region_azs=all_azs)]
+    info = describe_type(c.ec2, instance_type)
+    efa = bool(info.get("NetworkInfo", {}).get("EfaSupported")) if info else None
+    vcpus = int(info["VCpuInfo"]["DefaultVCpus"]) if info else 0
+    finding, need, free = check_quota(c.quotas, c.ec2, instance_type, vcpus, count, region)
+    notes: list[str] = [] if free is not None else [finding.detail]
+    scores = _optional("Spot placement score", notes, lambda: spot_scores(c.ec2, instance_type, count, region, ids), {})
+    held = _optional("capacity reservations", notes, lambda: open_reservations(c.ec2, instance_type, count), {})
+    blocks: dict[str, list[dict]] = {}
+    if capacity_block_eligible(instance_type):
+        blocks = _optional("Capacity Blocks", notes, lambda: block_offerings(c.ec2, instance_type, count), {})
+    price = None
+    if pricing is not None:
+        price = _optional("price", notes, lambda: on_demand_price(pricing, instance_type, region), None)
+    return [
+        Zone(
+            region,
+            az,
+            True,
+            efa=efa,
+            vcpus_needed=need,
+            vcpus_free=free,
+            quota_fix=finding.fix,
+            spot_score=scores.get(az),
+            reservations=tuple(held.get(az, ())),
+            blocks=tuple(blocks.get(az, ())),
+            usd_per_hour=price,
+            notes=tuple(notes),
+            region_azs=all_azs,
+        )
+        for az in offered
+    ]
+
+
+def survey(
+    regions: Sequence[str],
+    clients_for: Callable[[str], RegionClients],
+    pricing: Any,
+    instance_type: str,
+    count: int,
+    on_region: Callable[[str], None] = lambda region: None,
+    workers: int = 8,
+) -> list[Zone]:
+    """``survey_region`` over ``regions`` in parallel, ranked best first; a region that cannot be read is one row
+    saying why (an opt-in region without opt-in answers AuthFailure, for example)."""
+
+    def one(region: str) -> list[Zone]:
+        try:
+            return survey_region(clients_for(region), pricing, instance_type, count, region)
+        except (ClientError, BotoCoreError) as e:
+            return [Zone(region, "", False, notes=(f"region {region} could not be read: {_code(e)}",))]
+
+    zones: list[Zone] = []
+    with ThreadPoolExecutor(max_workers=max(1, min(workers, len(regions)))) as pool:
+        futures = {pool.submit(one, r): r for r in regions}
+        for done in as_completed(futures):
+            zones.extend(done.result())
+            on_region(futures[done])
+    return rank(zones)
+
+
+def rank(zones: Sequence[Zone]) -> list[Zone]:
+    return sorted(zones, key=Zone.rank_key)
+
+
+def next_az(zones: Sequence[Zone], region: str, avoid: str) -> str | None:
+    """The best-ranked usable AZ of ``region`` other than ``avoid``."""
+    return next((z.az for z in rank(zones) if z.usable and z.region == region and z.az != avoid), None)
+
+
+# ---- --probe: a targeted reservation per candidate AZ, cancelled at once ------------------------------------
+PROBED = "capacity now"
+HELD_SIGNALS = (signal.SIGINT, signal.SIGTERM)
+
+
+@contextmanager
+def _signals_held():
+    """SIGINT and SIGTERM wait while reservations are cancelled, so a second Ctrl-C cannot leave one behind
+    (only the main thread may set handlers; elsewhere nothing changes)."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    pending: list[int] = []
+    previous = {s: signal.signal(s, lambda signum, frame: pending.append(signum)) for s in HELD_SIGNALS}
+    try:
+        yield
+    finally:
+        for s, handler in previous.items():
+            signal.signal(s, handler)
+        if pending:
+            raise KeyboardInterrupt
+
+
+def cancel_all(created: list[tuple[Any, str, str]], say: Callable[[str], None]) -> list[str]:
+    """Cancel every reservation in ``created`` (emptying it); the commands for any EC2 refused to cancel."""
+    left = []
+    with _signals_held():
+        while created:
+            ec2, region, cr = created.pop()
+            try:
+                ec2.cancel_capacity_reservation(CapacityReservationId=cr)
+                say(f"cancelled probe reservation {cr} in {region}")
+            except (ClientError, BotoCoreError) as e:
+                left.append(f"aws ec2 cancel-capacity-reservation --capacity-reservation-id {cr} --region {region}")
+                say(f"probe reservation {cr} in {region} NOT cancelled ({_code(e)}): {left[-1]}")
+    return left
+
+
+def probe(
+    zones: Sequence[Zone],
+    ec2_for: Callable[[str], Any],
+    instance_type: str,
+    count: int,
+    say: Callable[[str], None] = lambda s: None,
+) -> list[Zone]:
+    """For each usable zone: create a targeted On-Demand Capacity Reservation of ``count`` instances and cancel it
+    at once; the zone's ``probe`` says "capacity now" or EC2's error code (InsufficientInstanceCapacity). Every
+    reservation made is cancelled on any exit, Ctrl-C included; DriverError lists any that EC2 would not cancel.
+    """
+    created: list[tuple[Any, str, str]] = []
+    left: list[str] = []
+    out: list[Zone] = []
+    try:
+        for z in zones:
+            if not z.usable:
+                out.append(z)
+                continue
+            ec2 = ec2_for(z.region)
+            try:
+                with _signals_held():  # the id must be recorded before a Ctrl-C can land
+                    cr = ec2.create_capacity_reservation(
+                        InstanceType=instance_type,
+                        InstancePlatform="Linux/UNIX",
+                        AvailabilityZone=z.az,
+                        InstanceCount=count,
+                        InstanceMatchCriteria="targeted",
+                        EndDateType="unlimited",
+                    )["CapacityReservation"]["CapacityReservationId"]
+                    created.append((ec2, z.region, cr))
+            except (ClientError, BotoCoreError) as e:
+                out.append(replace(z, probe=_code(e)))
+                continue
+            say(f"probe {z.az}: reservation {cr} of {count} x {instance_type} created")
+            left += cancel_all(created, say)
+            out.append(replace(z, probe=PROBED))
+    finally:
+        left += cancel_all(created, say)
+    if left:
+        raise DriverError(f"probe reservations EC2 did not cancel (they are billed until cancelled): {'; '.join(left)}")
+    return rank(out)
+
+
+# ---- `up`: a GPU node group stuck in CREATING for want of capacity ------------------------------------------
+# EKS reports a launch EC2 refused as the health issue AsgInstanceLaunchFailures (or NodeCreationFailure), whose
+# message carries EC2's error code (https://docs.aws.amazon.com/eks/latest/APIReference/API_Issue.html;
+# https://docs.aws.amazon.com/AWSEC2/latest/UserGuide/troubleshooting-launch.html#troubleshooting-launch-capacity).
+NO_CAPACITY = "InsufficientInstanceCapacity"
+
+
+def capacity_stuck(nodegroup: dict) -> str | None:
+    """The health issue that says EC2 has no capacity for a node group still CREATING, else None."""
+    if nodegroup.get("status") != "CREATING":
+        return None
+    for issue in nodegroup.get("health", {}).get("issues", []):
+        if NO_CAPACITY in f"{issue.get('code', '')} {issue.get('message', '')}":
+            return f"{issue.get('code')}: {issue.get('message')}"
+    return None
+
+
+def stuck_line(nodegroup: dict, az: str, next_best: str | None, stack: str) -> str | None:
+    """What to tell the user while `up` waits on a node group EC2 cannot fill, naming the next ranked AZ."""
+    issue = capacity_stuck(nodegroup)
+    if issue is None:
+        return None
+    name = nodegroup.get("nodegroupName", "?")
+    instead = (
+        f"the capacity finder ranks {next_best} next: set "
+        f"'{GpuNodesConfig.keyname('availability_zone', prefixed=True)}: {next_best}' in "
+        f"Pulumi.{stack}.yaml and run `up` again"
+        if next_best
+        else "no other AZ of the region is usable: `python -m automation capacity --all-regions` looks further"
+    )
+    return f"GPU node group {name} is still CREATING: EC2 has no capacity in {az} ({issue}); {instead}"
+
+
+class UpWatch:
+    """While `up` runs: every ``interval`` s, the cluster's GPU node groups (label role=gpu-worker); the first time
+    one is stuck for want of capacity, ``say`` the line naming the next AZ (``next_best()``, asked only then)."""
+
+    def __init__(self, eks: Any, cluster: str, az: str, stack: str, next_best, say, interval: float = 60.0):
+        self.eks, self.cluster, self.az, self.stack = eks, cluster, az, stack
+        self.next_best, self.say, self.interval = next_best, say, interval
+        self.said: str | None = None
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._loop, name="up-capacity-watch", daemon=True)
+
+    def check_once(self) -> str | None:
+        """One look; the line said, if this look found the node group stuck."""
+        for name in self.eks.list_nodegroups(clusterName=self.cluster).get("nodegroups", []):
+            ng = self.eks.describe_nodegroup(clusterName=self.cluster, nodegroupName=name)["nodegroup"]
+            if ng.get("labels", {}).get(ROLE_LABEL) != GPU_ROLE or capacity_stuck(ng) is None:
+                continue
+            self.said = stuck_line(ng, self.az, self.next_best(), self.stack)
+            self.say(self.said)
+            return self.said
+        return None
+
+    def _loop(self) -> None:
+        while not self._stop.wait(self.interval) and self.said is None:
+            try:
+                self.check_once()
+            except (ClientError, BotoCoreError):
+                continue  # the cluster may not exist yet; `up` itself reports what fails
+
+    def __enter__(self) -> UpWatch:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join(timeout=5)
+
+
+def up_watch(target: Any, interval: float = 60.0) -> UpWatch:
+    """The watch `up` runs under on AWS: the stack's cluster, its GPU AZ, and the finder's ranking of the region's
+    other AZs (asked only once the node group is stuck)."""
+    cfg, client = target.cfg, target.deps.client
+    gpu = cfg.gpu_nodes
+
+    def next_best() -> str | None:
+        try:
+            clients = RegionClients(client("ec2"), client("service-quotas"))
+            zones = survey_region(clients, None, gpu.instance_type, gpu.node_count, cfg.region)
+        except (ClientError, BotoCoreError):
+            return None
+        return next_az(zones, cfg.region, gpu.availability_zone)
+
+    return UpWatch(client("eks"), cfg.cluster.name, gpu.availability_zone, cfg.stack, next_best, target.note, interval)
+
+
+# ---- --write-stack ----------------------------------------------------------------------------------------
+def stack_file_text(name: str, zone: Zone, instance_type: str, count: int) -> str:
+    """``Pulumi.<name>.yaml`` for ``zone``: the region, two AZs for the control plane (the GPU AZ first), the GPU
+    AZ, type and count, and the zone's open reservation when it has one."""
+    others = [az for az in zone.region_azs if az != zone.az]
+    azs = [zone.az, *others[:1]]
+    lines = [
+        f"# Stack {name}: {count} x {instance_type} in {zone.az}, chosen by `python -m automation capacity`.",
+        "config:",
+        f"  aws:region: {zone.region}",
+        f"  {NetworkConfig.keyname('azs', prefixed=True)}:",
+        *(f"    - {az}" for az in azs),
+        f"  {GpuNodesConfig.keyname('availability_zone', prefixed=True)}: {zone.az}",
+        f"  {GpuNodesConfig.keyname('instance_type', prefixed=True)}: {instance_type}",
+        f"  {GpuNodesConfig.keyname('node_count', prefixed=True)}: {count}",
+    ]
+    if zone.reservations:
+        lines.append(f"  {GpuNodesConfig.keyname('capacity_reservation_id', prefixed=True)}: {zone.reservations[0]}")
+    for block in zone.blocks[:1]:
+        lines.insert(
+            1,
+            f"# A Capacity Block is on sale here ({block['start']}, {block['hours']} h, {block['upfront_fee']} "
+            f"{block['currency']} upfront): `aws ec2 purchase-capacity-block --capacity-block-offering-id "
+            f"{block['id']} --instance-platform Linux/UNIX --region {zone.region}`, then set "
+            f"{GpuNodesConfig.keyname('capacity_reservation_id')} to its reservation and "
+            f"{GpuNodesConfig.keyname('capacity_block')}: true.",
+        )
+    return "\n".join(lines) + "\n"

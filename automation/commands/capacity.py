@@ -1,0 +1,233 @@
+"""`python -m automation capacity`: where an EFA GPU type can be had now, ranked (automation/capacity.py).
+
+    python -m automation capacity --instance-type g6.12xlarge --count 2                 # the stacks' regions
+    python -m automation capacity --instance-type g6.12xlarge --count 2 --regions us-east-1 us-east-2
+    python -m automation capacity --instance-type g6.12xlarge --count 2 --all-regions --json
+    python -m automation capacity --instance-type g6.12xlarge --count 2 --probe         # asks first
+    python -m automation capacity --instance-type g6.12xlarge --count 2 --write-stack east1  # Pulumi.east1.yaml
+
+Without --regions or --all-regions it looks in the regions of the project's Pulumi.<stack>.yaml files.
+Every flag is checked before any AWS call; no credentials is one line and exit 2, as for the other commands.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import re
+from pathlib import Path
+from typing import Any
+
+from rich.markup import escape
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
+from rich.table import Table
+
+from automation.capacity import RegionClients, Zone, probe, stack_file_text, survey
+from automation.errors import DriverError
+from automation.targets.aws import check_aws_files
+from automation.ui import tty_confirm
+from infra.catalog import known_instance_types
+from infra.config import GpuNodesConfig, read_stack_file
+from infra.config_files import known_regions, known_stacks
+from infra.config_schema import MAX_NODES_PER_MANAGED_NODE_GROUP, close_match
+from infra.eks_facts import CAPACITY_BLOCKS_GUIDE, capacity_block_eligible
+
+HELP = "rank regions and AZs by how likely N instances of an EFA GPU type are to be had (offer, quota, signals)"
+COLUMNS = ("#", "region", "AZ", "offered", "EFA", "vCPU free/need", "spot", "reservations", "blocks", "$/h", "probe")
+_STACK_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,99}$")
+
+
+def add_parser(sub: Any, parents: list[argparse.ArgumentParser]) -> None:
+    p = sub.add_parser("capacity", parents=parents, help=HELP, description=HELP)
+    p.add_argument(
+        "--instance-type",
+        default=GpuNodesConfig.instance_type,
+        help="an instance type of infra/data/instance_types.json "
+        f"(default: {GpuNodesConfig.keyname('instance_type')}'s default)",
+    )
+    p.add_argument("--count", type=int, default=GpuNodesConfig.node_count, help="instances needed in one AZ")
+    where = p.add_mutually_exclusive_group()
+    where.add_argument("--regions", nargs="+", metavar="REGION", help="regions to look in (space or comma separated)")
+    where.add_argument("--all-regions", action="store_true", help="every region the account has enabled")
+    p.add_argument("--probe", action="store_true", help="create and cancel at once a targeted reservation per AZ")
+    p.add_argument("--yes", action="store_true", help="--probe without asking")
+    p.add_argument("--write-stack", metavar="NAME", help="write Pulumi.NAME.yaml for the best-ranked usable AZ")
+
+
+def check_args(args: argparse.Namespace) -> list[str] | None:
+    """Bad input as one-line errors (exit 2) before any AWS call; the regions asked for (None: all enabled)."""
+    types = known_instance_types()
+    if args.instance_type not in types:
+        raise DriverError(
+            f"--instance-type {args.instance_type!r} is not in infra/data/instance_types.json: "
+            f"{close_match(args.instance_type, types)}",
+            exit_code=2,
+        )
+    if not 1 <= args.count <= MAX_NODES_PER_MANAGED_NODE_GROUP:
+        raise DriverError(
+            f"--count {args.count} is outside 1..{MAX_NODES_PER_MANAGED_NODE_GROUP} (nodes per managed node group)",
+            exit_code=2,
+        )
+    if args.write_stack is not None:
+        path = Path(args.project_dir) / f"Pulumi.{args.write_stack}.yaml"
+        if not _STACK_NAME.fullmatch(args.write_stack):
+            raise DriverError(
+                f"--write-stack {args.write_stack!r} is no stack name: use letters, digits, . _ -", exit_code=2
+            )
+        if path.exists():
+            raise DriverError(f"--write-stack {args.write_stack}: {path.name} exists; pick another name", exit_code=2)
+    if args.all_regions:
+        return None
+    regions = [r for item in (args.regions or []) for r in item.split(",") if r]
+    if not regions:
+        return default_regions(Path(args.project_dir))
+    for r in regions:
+        if r not in known_regions():
+            raise DriverError(f"--regions {r!r} is not an AWS region: {close_match(r, known_regions())}", exit_code=2)
+    return list(dict.fromkeys(regions))
+
+
+def default_regions(project_dir: Path) -> list[str]:
+    """The regions of the project's stacks (aws:region of each Pulumi.<stack>.yaml)."""
+    regions = [read_stack_file(s, project_dir).region for s in known_stacks(project_dir)]
+    found = list(dict.fromkeys(r for r in regions if r))
+    if not found:
+        raise DriverError("no stack names a region: pass --regions REGION ... or --all-regions", exit_code=2)
+    return found
+
+
+def aws_session() -> Any:
+    """A boto3 session with credentials; DriverError (exit 2) naming the fix when there are none."""
+    import boto3
+
+    check_aws_files(os.environ)
+    session = boto3.Session()
+    if session.get_credentials() is None:
+        raise DriverError(
+            "no AWS credentials: run `aws configure` (or `aws sso login`), or set AWS_PROFILE; "
+            "the capacity finder reads EC2 and Service Quotas in each region",
+            exit_code=2,
+        )
+    return session
+
+
+def run(args: argparse.Namespace, ui: Any, session: Any = None, confirm=tty_confirm) -> int:
+    regions = check_args(args)
+    session = session or aws_session()
+    if regions is None:
+        answer = session.client("ec2", region_name="us-east-1").describe_regions()
+        regions = sorted(r["RegionName"] for r in answer["Regions"])
+    pricing = session.client("pricing", region_name="us-east-1")  # the Pricing API's endpoint
+
+    def clients_for(region: str) -> RegionClients:
+        ec2 = session.client("ec2", region_name=region)
+        return RegionClients(ec2, session.client("service-quotas", region_name=region))
+
+    zones = _survey_with_bar(ui, regions, clients_for, pricing, args)
+    if args.probe:
+        zones = _probe(ui, zones, session, args, confirm)
+    written = _write_stack(args, zones)
+    _show(ui, args, zones, written)
+    return 0
+
+
+def _survey_with_bar(ui: Any, regions: list[str], clients_for, pricing: Any, args: argparse.Namespace) -> list[Zone]:
+    """The survey, regions in parallel, with a bar of regions done (on stderr under --json)."""
+    bar = Progress(
+        TextColumn("[bold]capacity[/] regions"), MofNCompleteColumn(), BarColumn(), console=ui.console, transient=True
+    )
+    task = bar.add_task("regions", total=len(regions))
+    with bar:
+        return survey(
+            regions, clients_for, pricing, args.instance_type, args.count, on_region=lambda r: bar.advance(task)
+        )
+
+
+def _probe(ui: Any, zones: list[Zone], session: Any, args: argparse.Namespace, confirm) -> list[Zone]:
+    usable = [z for z in zones if z.usable]
+    if not usable:
+        ui.note("--probe: no usable AZ (offered, with EFA, within the quota) to probe")
+        return zones
+    question = (
+        f"--probe creates a targeted On-Demand Capacity Reservation of {args.count} x {args.instance_type} in each of "
+        f"{len(usable)} AZ(s) ({', '.join(z.az for z in usable)}) and cancels it at once; a reservation is billed at "
+        "the On-Demand rate while it exists. Go ahead?"
+    )
+    if not (args.yes or confirm(question)):
+        raise DriverError("--probe not confirmed: no reservation was made (pass --yes to skip the question)")
+    clients: dict[str, Any] = {}
+
+    def ec2_for(region: str) -> Any:
+        return clients.setdefault(region, session.client("ec2", region_name=region))
+
+    return probe(zones, ec2_for, args.instance_type, args.count, say=ui.note)
+
+
+def _write_stack(args: argparse.Namespace, zones: list[Zone]) -> Path | None:
+    if args.write_stack is None:
+        return None
+    best = next((z for z in zones if z.usable), None)
+    if best is None:
+        raise DriverError(f"--write-stack {args.write_stack}: no usable AZ was found, so no stack was written")
+    path = Path(args.project_dir) / f"Pulumi.{args.write_stack}.yaml"
+    path.write_text(stack_file_text(args.write_stack, best, args.instance_type, args.count))
+    return path
+
+
+def _cell(value: Any, unknown: str = "?") -> str:
+    return unknown if value is None else str(value)
+
+
+def _show(ui: Any, args: argparse.Namespace, zones: list[Zone], written: Path | None) -> None:
+    fixes = sorted({z.quota_fix for z in zones if z.quota_fix})
+    blocks_note = (
+        ""
+        if capacity_block_eligible(args.instance_type)
+        else f"{args.instance_type} has no Capacity Blocks ({CAPACITY_BLOCKS_GUIDE})"
+    )
+    if args.json:
+        ui.emit_json(
+            {
+                "instance_type": args.instance_type,
+                "count": args.count,
+                "zones": [z.to_dict() for z in zones],
+                "quota_increase": fixes,
+                "capacity_blocks": blocks_note or "eligible",
+                "written": str(written) if written else None,
+            }
+        )
+        return
+    table = Table(show_header=True, header_style="bold")
+    for col in COLUMNS:
+        table.add_column(col, overflow="fold")
+    for i, z in enumerate(zones, 1):
+        table.add_row(*(escape(c) for c in _row(i, z)))
+    ui.console.print(table)
+    for z in zones:
+        for note in z.notes:
+            ui.note(f"{z.region} {z.az}: {note}".replace("  ", " "))
+    for fix in fixes:
+        ui.note(f"quota short: {fix}")
+    if blocks_note:
+        ui.note(blocks_note)
+    if written:
+        ui.note(f"wrote {written}: `python -m automation preflight --stack {args.write_stack}` checks it")
+
+
+def _row(i: int, z: Zone) -> tuple[str, ...]:
+    free = "?" if z.vcpus_free is None else f"{z.vcpus_free:g}/{z.vcpus_needed}"
+    blocks = ", ".join(f"{b['start']} {b['hours']}h {b['upfront_fee']} {b['currency']}" for b in z.blocks)
+    price = "?" if z.usd_per_hour is None else f"{z.usd_per_hour:.4f}"
+    return (
+        str(i),
+        z.region,
+        z.az or "-",
+        "yes" if z.offered else "no",
+        {True: "yes", False: "no", None: "?"}[z.efa],
+        free,
+        _cell(z.spot_score),
+        ", ".join(z.reservations) or "-",
+        blocks or "-",
+        price,
+        z.probe or "-",
+    )

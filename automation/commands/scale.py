@@ -1,0 +1,67 @@
+"""`python -m automation scale --stack S --gpu-nodes N`: the GPU node group's size by hand.
+
+    python -m automation scale --stack us-west-2 --gpu-nodes 0        # stop paying for GPU nodes, keep the cluster
+    python -m automation scale --stack us-west-2 --gpu-nodes 2 --wait # bring them back and wait until Ready
+
+`run` does the same on its own (automation/scaling.py): back to gpuNodeCount before `verify`, to
+gpuIdleNodes when it ends. N is 0 to gpuNodeCount (the node group's maximum); the Ray head lives on the
+system node, so the RayCluster's workers come back as the nodes do.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+from typing import Any
+
+from automation.errors import DriverError
+from automation.scaling import nodegroup_ref, running_line, set_desired, wait_ready
+from automation.targets.aws import AwsDeps, load_config, open_stack
+from infra.config import GpuNodesConfig
+from infra.names import GPU_NODE_SELECTOR
+
+NODE_COUNT = GpuNodesConfig.keyname("node_count")
+
+HELP = "set the number of GPU nodes (0 stops paying for them; the cluster stays)"
+
+
+def _count(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number: pass 0 to {NODE_COUNT}") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"{value} is below 0: pass 0 to {NODE_COUNT}")
+    return value
+
+
+def add_parser(sub: Any, parents: list[argparse.ArgumentParser]) -> None:
+    p = sub.add_parser("scale", parents=parents, help=HELP, description=HELP)
+    p.add_argument("--stack", required=True, help="Pulumi stack of the cluster (e.g. us-west-2)")
+    p.add_argument("--gpu-nodes", type=_count, required=True, metavar="N", help=f"GPU nodes, 0 to {NODE_COUNT}")
+    p.add_argument("--wait", action="store_true", help="wait until N GPU nodes are Ready (scaling up)")
+
+
+def run(args: argparse.Namespace, ui: Any, deps: AwsDeps | None = None) -> int:
+    cfg = load_config(args.stack, args.project_dir)
+    if args.gpu_nodes > cfg.gpu_nodes.node_count:
+        raise DriverError(
+            f"--gpu-nodes {args.gpu_nodes} is more than stack {args.stack}'s {NODE_COUNT} "
+            f"{cfg.gpu_nodes.node_count} (the node group's maximum): pass 0..{cfg.gpu_nodes.node_count}, or raise "
+            f"{NODE_COUNT} and run `up`",
+            exit_code=2,
+        )
+    target = open_stack(args.stack, project_dir=args.project_dir, pulumi="always", deps=deps, on_progress=ui.progress)
+    ref = nodegroup_ref(target.outputs(), args.stack)
+    scaled = set_desired(target.deps.client("eks"), ref, args.gpu_nodes)
+    if args.wait and args.gpu_nodes > 0:
+        kube = target.kube()
+        seconds = wait_ready(lambda: kube.list_nodes(GPU_NODE_SELECTOR), args.gpu_nodes, on_progress=ui.progress)
+        scaled = dataclasses.replace(scaled, seconds=round(seconds, 1))
+    running = running_line(target, args.gpu_nodes)
+    if args.json:
+        ui.emit_json({"ok": True, **scaled.to_dict(), "running": running})
+    else:
+        ui.note(scaled.text())
+        ui.note(running)
+    return 0

@@ -1,0 +1,274 @@
+"""Scale-to-zero between runs (automation/scaling.py, automation/commands/scale.py): the GPU node group's
+desired size against moto's EKS, the nodes' readiness against the recorded cluster (tests/fixtures/k8s/),
+and `run`'s end through the CLI."""
+
+from __future__ import annotations
+
+import argparse
+import json
+
+import _driver_helpers as helpers  # tests/integration is on pytest's pythonpath
+import boto3
+import pytest
+from botocore.stub import Stubber
+from moto import mock_aws
+
+from automation import cli
+from automation.commands import scale
+from automation.commands.status import aws_status
+from automation.errors import DriverError
+from automation.kube import KubeApi
+from automation.scaling import (
+    NodeGroupRef,
+    Scaled,
+    after_run,
+    before_verify,
+    guard_record,
+    scale_up_for_run,
+    set_desired,
+    sizes,
+    wait_ready,
+)
+from automation.targets.aws import AwsDeps, AwsTarget
+from automation.ui import Ui
+
+REGION = "us-west-2"
+CLUSTER, NODEGROUP = "ray-efa-eks", "ray-efa-eks-gpu-ng-1a2b3c"
+REF = NodeGroupRef(CLUSTER, NODEGROUP, REGION)
+
+
+@pytest.fixture
+def eks(monkeypatch):
+    for k, v in {
+        "AWS_ACCESS_KEY_ID": "testing",
+        "AWS_SECRET_ACCESS_KEY": "testing",
+        "AWS_DEFAULT_REGION": REGION,
+    }.items():
+        monkeypatch.setenv(k, v)
+    with mock_aws():
+        client = boto3.client("eks", region_name=REGION)
+        client.create_cluster(
+            name=CLUSTER,
+            roleArn="arn:aws:iam::123456789012:role/eks",
+            resourcesVpcConfig={"subnetIds": ["subnet-1"]},
+        )
+        # The sizes infra/manifests.py's gpu_scaling_config gives a 2-node stack.
+        client.create_nodegroup(
+            clusterName=CLUSTER,
+            nodegroupName=NODEGROUP,
+            nodeRole="arn:aws:iam::123456789012:role/node",
+            subnets=["subnet-1"],
+            scalingConfig={"desiredSize": 2, "minSize": 0, "maxSize": 2},
+        )
+        yield client
+
+
+def test_scaling_to_zero_sets_the_desired_size(eks):
+    scaled = set_desired(eks, REF, 0)
+    assert (scaled.before, scaled.after, sizes(eks, REF)["desiredSize"]) == (2, 0, 0), (
+        f"got {scaled}, {sizes(eks, REF)}"
+    )
+
+
+def test_scaling_to_the_size_it_has_makes_no_update_call(eks):
+    stub = Stubber(eks)
+    stub.add_response(
+        "describe_nodegroup", {"nodegroup": {"scalingConfig": {"desiredSize": 0, "minSize": 0, "maxSize": 2}}}
+    )
+    with stub:  # a second call (update_nodegroup_config) would fail: the stub has no answer for it
+        scaled = set_desired(eks, REF, 0)
+    assert not scaled.changed, f"expected no change, got {scaled}"
+
+
+def test_a_size_above_the_node_groups_maximum_is_refused_before_any_update(eks):
+    with pytest.raises(DriverError, match=r"--gpu-nodes 3 is outside node group .*0\.\.2") as e:
+        set_desired(eks, REF, 3)
+    assert (e.value.exit_code, sizes(eks, REF)["desiredSize"]) == (2, 2)
+
+
+def test_eks_refusal_is_one_error_naming_the_code(eks):
+    stub = Stubber(eks)
+    stub.add_response(
+        "describe_nodegroup", {"nodegroup": {"scalingConfig": {"desiredSize": 2, "minSize": 0, "maxSize": 2}}}
+    )
+    stub.add_client_error("update_nodegroup_config", "ResourceInUseException", "Nodegroup is currently CREATING")
+    with stub, pytest.raises(DriverError, match="ResourceInUseException"):
+        set_desired(eks, REF, 0)
+
+
+def ready_nodes(n: int) -> list[dict]:
+    nodes = helpers.load_k8s()["nodes"]["items"]
+    return [n for n in nodes if n["metadata"]["labels"].get("role") == "gpu-worker"][:n]
+
+
+class Clock:
+    def __init__(self):
+        self.t = 0.0
+
+    def __call__(self) -> float:
+        return self.t
+
+    def sleep(self, s: float) -> None:
+        self.t += s
+
+
+def test_wait_ready_reports_how_long_the_nodes_took():
+    clock = Clock()
+    seen = iter([[], ready_nodes(1), ready_nodes(2)])
+    seconds = wait_ready(lambda: next(seen), 2, clock=clock, sleep=clock.sleep)
+    assert seconds == 20.0, f"expected two 10 s polls, got {seconds}"
+
+
+def test_wait_ready_gives_up_after_its_timeout_naming_what_is_ready():
+    clock = Clock()
+    with pytest.raises(DriverError, match="1 of 2 GPU nodes Ready after 30 s"):
+        wait_ready(lambda: ready_nodes(1), 2, timeout_s=30, clock=clock, sleep=clock.sleep)
+
+
+def test_scale_up_before_verify_restores_the_node_count_and_times_it(eks):
+    set_desired(eks, REF, 0)
+    clock = Clock()
+    seen = iter([[], ready_nodes(2)])
+    # The recorded nodes turned Ready in 2026-12 before this test's clock: none counts as come up for it.
+    listed = lambda: next(seen, ready_nodes(2))  # noqa: E731
+    scaled = scale_up_for_run(eks, REF, 2, listed, lambda s: None, clock=clock, sleep=clock.sleep)
+    assert (scaled, sizes(eks, REF)["desiredSize"]) == (Scaled(NODEGROUP, 0, 2, 10.0), 2), f"got {scaled}"
+
+
+# ---- run's end and the scale command, through the target --------------------------------------------
+def target_for(api, **kw) -> AwsTarget:
+    outputs = {"region": REGION, "cluster_name": CLUSTER, "nodegroup_name": NODEGROUP, "kubeconfig": api.kubeconfig()}
+    deps = AwsDeps(
+        client=lambda name: boto3.client(name, region_name=REGION),
+        stack=lambda: helpers.FakeStack("us-west-2", outputs=outputs),
+        kube=KubeApi,
+    )
+    return AwsTarget(cfg=helpers.stack_config(), deps=deps, run_id="r1", **kw)
+
+
+def test_run_end_scales_the_gpu_nodes_to_idle_and_says_so(eks):
+    with helpers.FakeKubeApi() as api:
+        line = after_run(target_for(api), keep_nodes=False)
+    assert sizes(eks, REF)["desiredSize"] == 0, f"expected 0 after the run, got {sizes(eks, REF)}"
+    assert "scaled from 2 to 0 node(s) (gpuIdleNodes 0)" in line and "running now: 0 x g6.12xlarge" in line, line
+
+
+def test_keep_nodes_leaves_them_and_names_the_cost(eks):
+    with helpers.FakeKubeApi() as api:
+        line = after_run(target_for(api), keep_nodes=True)
+    assert sizes(eks, REF)["desiredSize"] == 2, f"--keep-nodes must not scale, got {sizes(eks, REF)}"
+    assert "--keep-nodes" in line and "cost money" in line, line
+
+
+def test_a_failed_scale_down_is_said_with_the_command_that_fixes_it(eks):
+    eks.delete_nodegroup(clusterName=CLUSTER, nodegroupName=NODEGROUP)
+    with helpers.FakeKubeApi() as api:
+        line = after_run(target_for(api), keep_nodes=False)
+    assert "NOT scaled down" in line and "scale --stack us-west-2 --gpu-nodes 0" in line, line
+
+
+def test_cli_run_ends_with_the_gpu_nodes_at_zero(eks, capsys, monkeypatch):
+    """`run --stack`: the steps stand in (each passes), the end of the run is the real one against moto."""
+    from automation import steps
+    from automation.pipeline import StepResult
+    from automation.targets import aws
+
+    with helpers.FakeKubeApi() as api:
+        made = target_for(api)
+        monkeypatch.setattr(aws, "open_stack", lambda stack, **options: made)
+        monkeypatch.setattr(aws.AwsTarget, "price", lambda self: aws.CostEstimate(None, (), "not priced"))
+        for name in aws.PIPELINE:
+            monkeypatch.setitem(steps.STEPS, name, lambda t, p, name=name: StepResult(name, "pass", "ok"))
+        rc = cli.main(["run", "--stack", "us-west-2", "--yes", "--json"])
+    doc = json.loads(capsys.readouterr().out)
+    assert (rc, sizes(eks, REF)["desiredSize"]) == (0, 0), f"expected exit 0 and 0 nodes, got {rc}, {sizes(eks, REF)}"
+    assert any("scaled from 2 to 0" in n for n in doc["notes"]), f"expected the scale-down in the notes: {doc['notes']}"
+
+
+def scale_args(n: int, **kw) -> argparse.Namespace:
+    return argparse.Namespace(stack="us-west-2", gpu_nodes=n, wait=False, json=True, project_dir=helpers.REPO, **kw)
+
+
+def test_scale_command_sets_the_size_and_prints_it(eks, capsys):
+    with helpers.FakeKubeApi() as api:
+        rc = scale.run(scale_args(1), Ui(json_mode=True), deps=target_for(api).deps)
+    doc = json.loads(capsys.readouterr().out)
+    assert (rc, doc["before"], doc["after"], sizes(eks, REF)["desiredSize"]) == (0, 2, 1, 1), doc
+
+
+def test_scale_command_refuses_more_than_gpu_node_count_before_any_call(capsys):
+    rc = cli.main(["scale", "--stack", "us-west-2", "--gpu-nodes", "3"])
+    err = capsys.readouterr().err
+    assert rc == 2 and "--gpu-nodes 3 is more than stack us-west-2's gpuNodeCount 2" in err, err
+
+
+def test_scale_command_refuses_a_negative_count(capsys):
+    with pytest.raises(SystemExit) as e:
+        cli.main(["scale", "--stack", "us-west-2", "--gpu-nodes", "-1"])
+    assert e.value.code == 2 and "-1 is below 0" in capsys.readouterr().err
+
+
+def test_run_brings_the_nodes_back_before_verify_and_notes_it(eks):
+    set_desired(eks, REF, 0)
+    with helpers.FakeKubeApi() as api:  # the recorded cluster: its two GPU nodes Ready at once
+        target = target_for(api, scale_nodes=True)
+        scaled = before_verify(target)
+    assert (scaled.before, scaled.after, sizes(eks, REF)["desiredSize"]) == (0, 2, 2), f"got {scaled}"
+
+
+def test_status_shows_what_runs_now_and_the_guards_last_decision(eks):
+    set_desired(eks, REF, 0)
+    with helpers.FakeKubeApi() as api:  # the recorded cluster has no guard record: a 404
+        doc = aws_status(target_for(api), kubeconfig_given=False)
+    assert doc["now"]["gpu_nodes"] == 0 and "running now: 0 x g6.12xlarge" in doc["now"]["text"], doc["now"]
+    assert doc["idle_guard"].startswith("no record"), doc["idle_guard"]
+
+
+def test_the_guards_record_is_read_as_its_last_decision():
+    class Kube:
+        def get_configmap(self, namespace, name):
+            assert (namespace, name) == ("ray", "idle-guard-record")
+            return {"data": {"last": json.dumps({"action": "scale-down", "reason": "no Ray job for 31 minutes"})}}
+
+    assert guard_record(Kube(), "ray")["action"] == "scale-down"
+
+
+@pytest.mark.parametrize(
+    "outcome, rc", [(KeyboardInterrupt(), 130), (DriverError("verify failed: 1 of 2 GPU nodes Ready"), 1)]
+)
+def test_a_run_interrupted_or_failed_after_up_still_scales_to_zero(eks, capsys, monkeypatch, outcome, rc):
+    from automation import steps
+    from automation.pipeline import StepResult
+    from automation.targets import aws
+
+    def step(target, prior, name):
+        if name == "verify":
+            raise outcome
+        return StepResult(name, "pass", "ok")
+
+    with helpers.FakeKubeApi() as api:
+        made = target_for(api)
+        monkeypatch.setattr(aws, "open_stack", lambda stack, **options: made)
+        monkeypatch.setattr(aws.AwsTarget, "price", lambda self: aws.CostEstimate(None, (), "not priced"))
+        for name in aws.PIPELINE:
+            monkeypatch.setitem(steps.STEPS, name, lambda t, p, name=name: step(t, p, name))
+        got = cli.main(["run", "--stack", "us-west-2", "--yes"])
+    text = " ".join("".join(capsys.readouterr()).split())
+    assert (got, sizes(eks, REF)["desiredSize"]) == (rc, 0), f"expected exit {rc} and 0 nodes, got {got}"
+    assert "scaled from 2 to 0 node(s)" in text, text
+
+
+def test_each_node_that_came_up_is_timed_from_the_scale_up():
+    from datetime import UTC, datetime
+
+    from automation.scaling import ready_after
+
+    nodes = ready_nodes(2)
+    ready = next(c for c in nodes[0]["status"]["conditions"] if c["type"] == "Ready")["lastTransitionTime"]
+    expected = (datetime.fromisoformat(ready.replace("Z", "+00:00")) - datetime(2026, 12, 2, 10, tzinfo=UTC)).seconds
+    nodes[1]["status"]["conditions"] = [
+        {**c, "lastTransitionTime": "2026-12-02T09:00:00Z"} if c["type"] == "Ready" else c
+        for c in nodes[1]["status"]["conditions"]
+    ]
+    got = ready_after(nodes, datetime(2026, 12, 2, 10, 0, 0, tzinfo=UTC))
+    assert got == ((nodes[0]["metadata"]["name"], float(expected)),), f"only the node Ready after the scale-up: {got}"
