@@ -82,47 +82,19 @@ def location(remote: bool = True):
 # The flags each command takes (every command also takes --json); a flag a command lacks is an
 # argparse error ("unrecognized arguments"), never silently ignored.
 TARGET_FLAGS = ("stack", "target")
+JOB_FLAGS = ("run_id", "resume", "steps", "num_workers")  # which training job, of how many steps and workers
 COMMAND_FLAGS: dict[str, tuple[str, ...]] = {
     "preflight": (*TARGET_FLAGS, "num_workers", "use_gpu"),
     "preview": TARGET_FLAGS,
     "up": (*TARGET_FLAGS, "yes"),
     "verify": (*TARGET_FLAGS, "kubeconfig"),
-    "train": (*TARGET_FLAGS, "kubeconfig", "run_id", "resume", "steps", "num_workers"),
+    "train": (*TARGET_FLAGS, "kubeconfig", *JOB_FLAGS),
     "check": (*TARGET_FLAGS, "kubeconfig", "run_id"),
     "destroy": (*TARGET_FLAGS, "yes"),
-    "run": (
-        *TARGET_FLAGS,
-        "plan",
-        "yes",
-        "kubeconfig",
-        "run_id",
-        "resume",
-        "steps",
-        "num_workers",
-        "use_gpu",
-        "storage_path",
-        "keep_nodes",
-    ),
+    "run": (*TARGET_FLAGS, "plan", "yes", "kubeconfig", *JOB_FLAGS, "use_gpu", "storage_path", "keep_nodes"),
     "status": (*TARGET_FLAGS, "kubeconfig", "capture"),
     "render": ("stack",),
     "clean": ("keep", "yes"),
-}
-# What a command that lacks a flag sees for it, so the code reads every attribute the same way.
-FLAG_DEFAULTS = {
-    "stack": None,
-    "target": None,
-    "plan": False,
-    "yes": False,
-    "kubeconfig": None,
-    "run_id": None,
-    "resume": None,
-    "steps": None,
-    "num_workers": None,
-    "use_gpu": False,
-    "keep": 0,
-    "storage_path": None,
-    "capture": None,
-    "keep_nodes": False,
 }
 
 
@@ -183,6 +155,18 @@ def _add_flag(p: argparse.ArgumentParser, name: str) -> None:
         ),
     }
     adders[name]()
+
+
+def _flag_defaults() -> dict[str, Any]:
+    """Each flag's own default: what a command that lacks the flag sees for it, so the code reads every
+    attribute the same way."""
+    p = argparse.ArgumentParser(add_help=False)
+    for flag in dict.fromkeys(f for flags in COMMAND_FLAGS.values() for f in flags):
+        _add_flag(p, flag)
+    return vars(p.parse_args([]))
+
+
+FLAG_DEFAULTS = _flag_defaults()
 
 
 def command_parser(sub: Any, name: str, help: str, doc: str, parents: list) -> argparse.ArgumentParser:

@@ -1,10 +1,5 @@
-"""The pipeline commands: `run` (every step in order) and each step alone (preflight, preview, up, verify,
-train, check, destroy), over the target the flags choose; then the one report every target shares.
-
-    python -m automation run                                # local target: Ray on 127.0.0.1, no AWS
-    python -m automation run --stack us-west-2 --plan       # preflight + preview, no change
-    python -m automation verify --stack us-west-2           # one step
-"""
+"""The pipeline's commands: `run` (every step in order) and each step alone (preflight, preview, up, verify,
+train, check, destroy), over the target the flags choose; then the one report every target shares."""
 
 from __future__ import annotations
 
