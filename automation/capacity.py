@@ -7,7 +7,7 @@ unknown with the reason, never a guess. The sources of each call's meaning:
   (https://docs.aws.amazon.com/AWSEC2/latest/APIReference/API_DescribeInstanceTypeOfferings.html);
 - EFA: DescribeInstanceTypes' NetworkInfo.EfaSupported;
 - quota: the family's "Running On-Demand ... instances" vCPU quota minus running and pending instances,
-  exactly as preflight reads it (automation/steps/preflight.py, check_quota);
+  exactly as preflight reads it (automation/ec2.py, check_quota);
 - Spot placement score, 1 to 10, "how likely a Spot request is to succeed", per AZ with
   SingleAvailabilityZone (https://docs.aws.amazon.com/AWSEC2/latest/UserGuide/spot-placement-score.html):
   a signal of spare capacity, not a promise of On-Demand capacity;
@@ -35,8 +35,8 @@ from typing import Any
 from botocore.exceptions import BotoCoreError, ClientError
 
 from automation.cost import on_demand_price
+from automation.ec2 import check_quota, describe_type, offered_azs
 from automation.errors import DriverError
-from automation.steps.preflight import check_quota, describe_type, offered_azs
 from infra.config import GpuNodesConfig, NetworkConfig
 from infra.eks_facts import capacity_block_eligible
 from infra.names import GPU_ROLE, ROLE_LABEL

@@ -233,3 +233,29 @@ def _root_cause(e: BaseException) -> str:
             break
         seen = nxt
     return f"{type(seen).__name__}: {seen}"
+
+
+@dataclass(frozen=True)
+class RayClusterPods:
+    """The Kubernetes API of a stack's cluster and where its RayCluster lives."""
+
+    kube: Any  # automation.kube.KubeApi or a stand-in
+    namespace: str
+    raycluster: str
+    stack: str = ""
+
+    def pods(self, node_type: str) -> list[str]:
+        """Running pods of the RayCluster of one node type (head or worker), by name."""
+        sel = f"ray.io/cluster={self.raycluster},ray.io/node-type={node_type}"
+        items = self.kube.list_pods(self.namespace, sel)
+        return sorted(p["metadata"]["name"] for p in items if p.get("status", {}).get("phase") == "Running")
+
+    def head_pod(self) -> str:
+        heads = self.pods("head")
+        if not heads:
+            raise DriverError(
+                f"no running head pod of RayCluster {self.namespace}/{self.raycluster}: "
+                f"kubectl -n {self.namespace} get pods -l ray.io/cluster={self.raycluster}; "
+                f"`python -m automation verify --stack {self.stack or 'S'}` says why"
+            )
+        return heads[0]

@@ -1,5 +1,5 @@
 """Typed steps run in order; the first failure stops the run and says which step, why, what exists
-and what to run next."""
+and what to run next. Each step's result type lives here, beside StepResult."""
 
 from __future__ import annotations
 
@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 from typing import Any, Generic, Literal, TypeVar
 
 from automation.errors import DriverError
+from workloads.config import TrainConfig
 
 Status = Literal["pass", "fail", "skip"]
 T = TypeVar("T")
@@ -61,6 +62,111 @@ def verdict(step: str, findings: Sequence[Finding], data: Any = None, ok_summary
         summary = "; ".join(f"{f.check}: {f.detail}" for f in failed)
         return StepResult(step, "fail", summary, tuple(findings), data)
     return StepResult(step, "pass", ok_summary or f"{len(findings)} checks passed", tuple(findings), data)
+
+
+# ---- what each step's result carries -------------------------------------------------------------
+@dataclass(frozen=True)
+class PreflightFacts:
+    """What preflight learned, for later steps: the account, the AZ to use, the vCPUs needed."""
+
+    account: str | None = None
+    gpu_az: str | None = None
+    valid_azs: tuple[str, ...] = ()
+    vcpus_needed: int | None = None
+    vcpus_free: float | None = None
+    efa_interfaces: int | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return dict(self.__dict__, valid_azs=list(self.valid_azs))
+
+
+SECRET_OUTPUTS = frozenset({"kubeconfig"})
+
+
+@dataclass(frozen=True)
+class ChangeSummary:
+    """Resource counts by operation (create, update, delete, same, ...) and the stack outputs after it."""
+
+    changes: Mapping[str, int]
+    outputs: Mapping[str, Any] = field(default_factory=dict)
+
+    @property
+    def costs_money(self) -> bool:
+        return any(self.changes.get(op, 0) for op in ("create", "replace", "create-replacement", "update"))
+
+    def line(self) -> str:
+        shown = {k: v for k, v in sorted(self.changes.items()) if v}
+        return ", ".join(f"{k} {v}" for k, v in shown.items()) or "no changes"
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "changes": dict(self.changes),
+            "outputs": {k: ("[secret]" if k in SECRET_OUTPUTS else v) for k, v in self.outputs.items()},
+        }
+
+
+@dataclass(frozen=True)
+class Expectations:
+    """What the stack promises about the cluster (verify's result data)."""
+
+    node_count: int
+    gpu_az: str
+    gpus_per_node: int
+    efa_per_node: int
+    namespace: str
+    raycluster: str
+    worker_replicas: int
+
+    def to_dict(self) -> dict[str, Any]:
+        return dict(self.__dict__)
+
+
+def expectations_from(cfg: Any, outputs: Mapping[str, Any]) -> Expectations:
+    """Expectations from the stack config, with the stack outputs taking precedence where they exist."""
+    return Expectations(
+        node_count=int(cfg.gpu_nodes.node_count),
+        gpu_az=str(outputs.get("gpu_az") or cfg.gpu_nodes.availability_zone),
+        gpus_per_node=int(cfg.gpu_nodes.gpus_per_node),
+        efa_per_node=int(cfg.gpu_nodes.efa_interfaces),
+        namespace=str(outputs.get("raycluster_namespace") or cfg.ray.namespace),
+        raycluster=str(outputs.get("raycluster_name") or cfg.ray.cluster_name),
+        worker_replicas=int(cfg.ray.worker.replicas),
+    )
+
+
+@dataclass(frozen=True)
+class TrainOutcome:
+    """The submitted job: its id, final status, the training summary (None if none was written), the log tail."""
+
+    job_id: str
+    status: str
+    summary: dict | None
+    log_tail: tuple[str, ...] = field(default_factory=tuple)
+    args: TrainConfig | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "job_id": self.job_id,
+            "status": self.status,
+            "summary": self.summary,
+            "log_tail": list(self.log_tail),
+            "args": self.args.to_dict() if self.args else None,
+        }
+
+
+@dataclass(frozen=True)
+class TransportVerdict:
+    """What the NCCL assertion said, or why it was not applicable."""
+
+    verdict: str  # pass | fail | inconclusive | bad-input | not-applicable
+    require: str | None
+    cause: str
+    evidence: tuple[str, ...] = ()
+    report: dict | None = None
+    files: int = 0
+
+    def to_dict(self) -> dict[str, Any]:
+        return dict(self.__dict__, evidence=list(self.evidence))
 
 
 Prior = Mapping[str, StepResult]

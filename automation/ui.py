@@ -13,7 +13,10 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
+from automation.errors import DriverError
 from automation.pipeline import StepResult, Timed
+from automation.ray_head import is_step_line, worth_showing
+from workloads.metrics import parse_echo
 
 _STYLE = {"pass": "green", "fail": "bold red", "skip": "yellow"}
 
@@ -47,9 +50,6 @@ class Ui:
             self.note(text)
 
     def log(self, text: str) -> None:
-        from automation.steps.train import is_step_line, worth_showing
-        from workloads.metrics import parse_echo
-
         record = parse_echo(text)
         if record is not None:
             self.train_progress(record)
@@ -146,8 +146,6 @@ class TrainBar:
 
 def tty_confirm(question: str) -> bool:
     """Ask `question` on the terminal; without one, a bad-input error that says to pass --yes."""
-    from automation.errors import DriverError
-
     if not sys.stdin.isatty():
         raise DriverError(f"{question} — no terminal to ask on: pass --yes to go ahead", exit_code=2)
     return input(f"{question} [y/N] ").strip().lower() in ("y", "yes")

@@ -15,7 +15,7 @@ import torch
 from torch import nn
 
 from workloads import loss as loss_fns
-from workloads.config import TrainConfig, load_model_config
+from workloads.config import ConfigError, TrainConfig, load_model_config
 
 # Dense bf16 peak per GPU, TFLOP/s, from the vendors' datasheets (no sparsity).
 PEAK_BF16_TFLOPS = {"L4": 121.0, "H100": 989.0, "H200": 989.0, "A100": 312.0}
@@ -84,8 +84,6 @@ def mesh_shape(mesh: str, world: int, shard_size: int, ranks_per_node: int) -> t
     FSDP2 treats a 2-D mesh as HSDP: parameters are sharded over the last dimension and replicated
     over the first (https://pytorch.org/docs/stable/distributed.fsdp.fully_shard.html, `mesh`).
     """
-    from workloads.config import ConfigError
-
     if mesh == "fsdp":
         return (world,)
     shard = shard_size or ranks_per_node

@@ -25,9 +25,14 @@ from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any
 
+from automation import steps
+from automation.commands import report
 from automation.errors import DriverError
+from automation.flags import command_parser, run_id, stack_name, whole_number
 from automation.job import stack_label
-from infra.config import GpuNodesConfig
+from automation.targets import aws
+from infra.config import GpuNodesConfig, known_stacks
+from workloads.config import new_run_id
 
 HELP = "run the training job over EFA and again over TCP sockets on the cluster, and compare them"
 EFA, TCP = "efa", "tcp"
@@ -95,8 +100,6 @@ def run_ids(base: str) -> dict[str, str]:
 
 def base_run_id(text: str) -> str:
     """A --run-id whose two runs' ids (`<id>-efa`, `<id>-tcp`) are run ids the training module accepts."""
-    from automation.cli import run_id
-
     for name in run_ids(text).values():
         try:
             run_id(name)
@@ -107,8 +110,6 @@ def base_run_id(text: str) -> str:
 
 def require_stack(args: argparse.Namespace) -> None:
     if not args.stack:
-        from infra.config import known_stacks
-
         known = ", ".join(known_stacks(args.project_dir)) or "(none)"
         raise DriverError(
             f"bench needs --stack NAME: EFA against TCP runs only on a stack's cluster (known stacks: {known})",
@@ -138,42 +139,27 @@ def require_two_nodes(job: Any, cfg: Any, flag: str) -> None:
 
 def make_targets(args: argparse.Namespace, ui: Any, deps: Any, **opts: Any) -> dict[str, Any]:
     """The EFA and TCP targets over one stack: the same job, two run ids, the TCP one forced onto sockets."""
-    from automation.steps import stack as pulumi_steps
-    from automation.targets.aws import AwsDeps, AwsTarget, load_config
-    from workloads.config import new_run_id
-
-    cfg = load_config(args.stack, args.project_dir)
-    if deps is None:
-        import shutil
-
-        if args.kubeconfig is None and shutil.which("pulumi") is None:
-            raise DriverError(pulumi_steps.PULUMI_MISSING + " (or pass --kubeconfig PATH)", exit_code=2)
-        deps = AwsDeps.real(cfg, args.project_dir)
     ids = run_ids(args.run_id or new_run_id())
     common = dict(
-        cfg=cfg,
+        project_dir=args.project_dir,
+        ui=ui,
+        kubeconfig=args.kubeconfig,
         deps=deps,
         run_id_given=True,
-        kubeconfig_path=args.kubeconfig,
         steps_override=args.steps,
         workers_override=args.num_workers,
-        on_line=ui.log,
-        on_progress=ui.progress,
-        on_note=ui.note,
         **opts,
     )
-    return {
-        EFA: AwsTarget(run_id=ids[EFA], require=REQUIRE[EFA], **common),
-        TCP: AwsTarget(run_id=ids[TCP], require=REQUIRE[TCP], job_env=dict(TCP_ENV), **common),
-    }
+    efa = aws.open_stack(args.stack, run_id=ids[EFA], require=REQUIRE[EFA], **common)
+    common["deps"] = efa.deps  # one outside world for both runs: the clients are made once
+    tcp = aws.open_stack(args.stack, run_id=ids[TCP], require=REQUIRE[TCP], job_env=dict(TCP_ENV), **common)
+    return {EFA: efa, TCP: tcp}
 
 
 # ---- the two runs --------------------------------------------------------------------------------------
 def run_legs(targets: dict[str, Any], ui: Any) -> list[Leg]:
     """verify once, then train and check the EFA run, then the TCP run; stop at the first failure
     (a TCP number beside a failed EFA run compares nothing)."""
-    from automation import steps
-
     legs = []
     for name, names in ((EFA, ("verify", "train", "check")), (TCP, ("train", "check"))):
         target = targets[name]
@@ -295,13 +281,11 @@ def prediction(job: Any, cfg: Any, model: Any = None) -> dict[str, Any]:
 # ---- the report ------------------------------------------------------------------------------------------
 def write_reports(legs: list[Leg], runs_root: Path) -> dict[str, Any]:
     """Copy both runs from the cluster, each with its own verdict, and write their report side by side."""
-    from automation.commands import report
-
     files = {}
     for leg in legs:
         doc = {"target": "aws", "stack": leg.target.cfg.stack, "job_id": leg.target.run_id, "ok": leg.result.ok}
         doc["transport"] = leg.verdict.to_dict() if leg.verdict is not None else None
-        files[leg.name] = report.after_aws_run(leg.target, runs_root, doc)
+        files[leg.name] = report.collect_and_report(leg.target, runs_root, doc)
     missing = [f"{n}: {f.get('report_error')}" for n, f in files.items() if not f.get("metrics_file")]
     if len(legs) < 2 or missing:
         return {"report": None, "report_error": "; ".join(missing) or "the TCP run did not run", "runs": files}
@@ -378,15 +362,7 @@ def document(legs: list[Leg], pred: dict[str, Any], reports: dict[str, Any], err
 
 # ---- the command -----------------------------------------------------------------------------------------
 def add_parser(sub: Any, parents: list[argparse.ArgumentParser]) -> argparse.ArgumentParser:
-    from automation.cli import stack_name, whole_number
-
-    p = sub.add_parser(
-        "bench",
-        parents=parents,
-        help=HELP,
-        description=HELP[0].upper() + HELP[1:] + ".\n\n" + __doc__.split("\n\n", 1)[1],
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
+    p = command_parser(sub, "bench", HELP, __doc__, parents)
     p.add_argument("--stack", type=stack_name, help="Pulumi stack whose cluster runs both jobs (required)")
     p.add_argument("--kubeconfig", type=Path, help="use this kubeconfig instead of the stack's `kubeconfig` output")
     p.add_argument("--steps", type=whole_number, help="training steps of each run (default: the stack's train.steps)")

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from automation.errors import DriverError
+from automation.flags import add_command, resolve_target
 from automation.targets.local import RUNS_DIR
 from automation.ui import tty_confirm
 from workloads.metrics import RUN_MARKER_FILE, is_run_dir
@@ -30,7 +31,12 @@ def size_of(paths: list[Path]) -> int:
     return sum(f.stat().st_size for p in paths for f in p.rglob("*") if f.is_file() and not f.is_symlink())
 
 
+def add_parser(sub: Any, parents: list) -> None:
+    add_command(sub, "clean", "delete the local runs' directories under ./runs, keeping the newest --keep", parents)
+
+
 def run(args: Any, ui: Any, confirm: Any = tty_confirm) -> int:
+    args.target = resolve_target(args)
     root = Path.cwd() / RUNS_DIR
     runs = run_dirs(root)
     doomed = runs[args.keep :]

@@ -14,69 +14,21 @@ from __future__ import annotations
 import argparse
 import contextlib
 import re
-import shutil
 import socket
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from automation.errors import DriverError
+from automation.flags import add_cluster_flags, command_parser
+from automation.targets import aws
 from infra.manifests import RAY_PORTS
 
 DASHBOARD_PORT = RAY_PORTS["dashboard"]
 LOOPBACK = "127.0.0.1"
 HELP = "forward Ray's dashboard from the head pod to 127.0.0.1 (a port-forward, never a Service)"
-
-
-# ---- the cluster the stand-alone commands talk to ----------------------------------------------------
-@dataclass(frozen=True)
-class Cluster:
-    """The Kubernetes API of a stack's cluster and where its RayCluster lives."""
-
-    kube: Any  # automation.kube.KubeApi or a stand-in
-    namespace: str
-    raycluster: str
-    stack: str = ""
-
-    def pods(self, node_type: str) -> list[str]:
-        """Running pods of the RayCluster of one node type (head or worker), by name."""
-        sel = f"ray.io/cluster={self.raycluster},ray.io/node-type={node_type}"
-        items = self.kube.list_pods(self.namespace, sel)
-        return sorted(p["metadata"]["name"] for p in items if p.get("status", {}).get("phase") == "Running")
-
-    def head_pod(self) -> str:
-        heads = self.pods("head")
-        if not heads:
-            raise DriverError(
-                f"no running head pod of RayCluster {self.namespace}/{self.raycluster}: "
-                f"`python -m automation verify --stack S` says why"
-            )
-        return heads[0]
-
-
-def open_cluster(args: argparse.Namespace, deps: Any = None) -> Cluster:
-    """The stack's cluster: its kubeconfig from --kubeconfig or the stack's output, as `train` finds it."""
-    from automation.steps import stack as pulumi_steps
-    from automation.targets.aws import AwsDeps, AwsTarget, load_config
-
-    cfg = load_config(args.stack, args.project_dir)
-    if deps is None:
-        if args.kubeconfig is None and shutil.which("pulumi") is None:
-            raise DriverError(pulumi_steps.PULUMI_MISSING + " (or pass --kubeconfig PATH)", exit_code=2)
-        deps = AwsDeps.real(cfg, args.project_dir)
-    target = AwsTarget(cfg=cfg, deps=deps, run_id="-", kubeconfig_path=args.kubeconfig)
-    exp = target.expectations()
-    return Cluster(target.kube(), exp.namespace, exp.raycluster, args.stack)
-
-
-def add_cluster_flags(p: argparse.ArgumentParser, local_ok: bool) -> None:
-    p.add_argument("--stack", help="Pulumi stack of the cluster (e.g. us-west-2)")
-    p.add_argument("--kubeconfig", type=Path, help="use this kubeconfig instead of the stack's `kubeconfig` output")
-    if local_ok:
-        p.add_argument("--target", choices=("aws", "local"), help="local: a Ray cluster on this machine")
 
 
 # ---- the tunnel ----------------------------------------------------------------------------------------
@@ -88,7 +40,7 @@ def kube_connector(kube: Any, pod: str, namespace: str, port: int) -> Connect:
     (https://github.com/kubernetes-client/python/blob/master/examples/pod_portforward.py)."""
 
     def connect() -> Any:
-        from kubernetes.stream import portforward
+        from kubernetes.stream import portforward  # about 0.2 s: paid only by a forward
 
         pf = portforward(kube.core.connect_get_namespaced_pod_portforward, pod, namespace, ports=str(port))
         return _ForwardedSocket(pf, port)
@@ -243,13 +195,7 @@ def run_local(args: argparse.Namespace, ui: Any, find: Callable[[], list[str]] =
 
 # ---- the command -----------------------------------------------------------------------------------
 def add_parser(sub: Any, parents: list[argparse.ArgumentParser]) -> argparse.ArgumentParser:
-    p = sub.add_parser(
-        "dashboard",
-        parents=parents,
-        help=HELP,
-        description=HELP[0].upper() + HELP[1:] + ".\n\n" + __doc__.split("\n\n", 1)[1],
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
+    p = command_parser(sub, "dashboard", HELP, __doc__, parents)
     add_cluster_flags(p, local_ok=True)
     p.add_argument("--port", type=int, default=0, help="local port on 127.0.0.1 (default: a free one)")
     return p
@@ -261,7 +207,7 @@ def run(args: argparse.Namespace, ui: Any, connect_factory: Callable[..., Connec
         return run_local(args, ui)
     if not args.stack:
         raise DriverError("dashboard --target aws needs --stack NAME (e.g. --stack us-west-2)", exit_code=2)
-    cluster = open_cluster(args)
+    cluster = aws.open_stack(args.stack, project_dir=args.project_dir, kubeconfig=args.kubeconfig).ray_pods()
     head = cluster.head_pod()
     try:
         fwd = PortForward(connect_factory(cluster.kube, head, cluster.namespace, DASHBOARD_PORT), args.port)

@@ -37,10 +37,15 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from automation.cli import location
+import psutil
+
 from automation.errors import DriverError
-from automation.job import stack_label
-from workloads.metrics import METRICS_FILE, read_metrics
+from automation.flags import command_parser, location, whole_number
+from automation.job import CLUSTER_ROOT, local_job, stack_label, with_run_paths
+from automation.targets import aws
+from automation.targets.local import LOCAL_CHECKPOINT_EVERY, RUNS_DIR, LocalPlan, LocalTarget, durable
+from workloads.config import ConfigError, new_run_id
+from workloads.metrics import METRICS_FILE, parse_echo, read_metrics
 from workloads.nccl_check import run_marker
 
 HELP = "kill one training worker mid-run and check that the run resumes from its last checkpoint"
@@ -67,9 +72,6 @@ DRILL_HEALTH_CHECK_S = "0.2"
 
 def drill_steps(text: str) -> int:
     """--steps: enough for two checkpoints at the local interval, so a kill can land after the first."""
-    from automation.cli import whole_number
-    from automation.targets.local import LOCAL_CHECKPOINT_EVERY
-
     steps, least = whole_number(text), 2 * LOCAL_CHECKPOINT_EVERY
     if steps < least:
         raise argparse.ArgumentTypeError(
@@ -80,13 +82,7 @@ def drill_steps(text: str) -> int:
 
 
 def add_parser(sub: Any, parents: list[argparse.ArgumentParser]) -> argparse.ArgumentParser:
-    p = sub.add_parser(
-        "drill",
-        parents=parents,
-        help=HELP,
-        description=HELP[0].upper() + HELP[1:] + ".\n\n" + __doc__.split("\n\n", 1)[1],
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
+    p = command_parser(sub, "drill", HELP, __doc__, parents)
     p.add_argument("--target", choices=("local",), help="drill on this machine (the default without --stack)")
     p.add_argument("--stack", help="drill on this stack's cluster: delete a worker pod (implies AWS)")
     p.add_argument("--kubeconfig", type=Path, help="aws: use this kubeconfig instead of the stack's output")
@@ -116,8 +112,6 @@ def worker_pids(lines: list[str], run_id: str) -> dict[int, int]:
 
 def kill_worker(pid: int) -> None:
     """SIGKILL `pid` after checking it is still a Ray Train worker (a pid may be reused)."""
-    import psutil
-
     try:
         cmdline = " ".join(psutil.Process(pid).cmdline())
     except psutil.NoSuchProcess:
@@ -137,7 +131,7 @@ def snapshot_step(snapshot: dict) -> int | None:
 
 def read_registered(storage_path: str, name: str) -> int | None:
     """`snapshot_step` of run `name` under a storage directory or s3:// URI (read with pyarrow, as Ray Train writes)."""
-    import pyarrow.fs as pafs
+    import pyarrow.fs as pafs  # about 0.1 s: paid by a drill, not by every command's parser
 
     fs, path = pafs.FileSystem.from_uri(f"{storage_path.rstrip('/')}/{name}/{SNAPSHOT_FILE}")
     try:
@@ -196,7 +190,9 @@ def losses_match(loss: float | None, reference: float | None, rtol: float = LOSS
     return loss is not None and reference is not None and math.isclose(loss, reference, rel_tol=rtol)
 
 
-def verdict(rec: Recovery, total_steps: int, checkpoint_every: int, registered: int | None, matches: bool) -> list[str]:
+def failures(
+    rec: Recovery, total_steps: int, checkpoint_every: int, registered: int | None, matches: bool
+) -> list[str]:
     """Why the drill fails (empty: it passes)."""
     why = []
     if rec.final_step != total_steps:
@@ -303,10 +299,6 @@ def local_kill_for(job: Any) -> Callable:
 
 def drill_local(args: argparse.Namespace, ui: Any) -> dict:
     """Reference run, killed run, their numbers; the local Ray cluster is stopped whatever happens."""
-    from automation.job import local_job
-    from automation.targets.local import RUNS_DIR, LocalPlan, LocalTarget, durable
-    from workloads.config import ConfigError, new_run_id
-
     run_id, runs, steps = new_run_id(), Path.cwd() / RUNS_DIR, args.steps or DRILL_STEPS
     try:
         job = durable(local_job(run_id, runs, steps=steps), args.storage_path)
@@ -317,14 +309,14 @@ def drill_local(args: argparse.Namespace, ui: Any) -> dict:
     before = os.environ.get(HEALTH_CHECK_ENV)
     os.environ[HEALTH_CHECK_ENV] = DRILL_HEALTH_CHECK_S  # the head's environment, inherited by its jobs
     try:
-        target.start(None)
+        target.start()
         kill, _ = run_and_kill(target, job, reference, target.plan.job_timeout_s, local_kill_for(job))
     finally:
         target.close()
         os.environ.pop(HEALTH_CHECK_ENV) if before is None else os.environ.update({HEALTH_CHECK_ENV: before})
     records = read_metrics(Path(job.run_dir) / METRICS_FILE)
     ref_records = read_metrics(Path(reference.run_dir) / METRICS_FILE)
-    return {**report(job, reference, kill, records, ref_records), "target": "local", "run_dir": job.run_dir}
+    return {**document(job, reference, kill, records, ref_records), "target": "local", "run_dir": job.run_dir}
 
 
 # ---- the AWS drill ---------------------------------------------------------------------------------
@@ -366,8 +358,6 @@ def worker_pod_to_delete(pods: list[dict], rank_ips: dict[int, str]) -> tuple[st
 
 def echoed_records(lines: list[str]) -> list[dict]:
     """The metrics records rank 0 echoed into the job log, in order."""
-    from workloads.metrics import parse_echo
-
     return [r for r in map(parse_echo, lines) if r is not None]
 
 
@@ -395,15 +385,15 @@ def aws_kill_for(job: Any, kube: Any, namespace: str, selector: str) -> Callable
 
 def drill_aws(args: argparse.Namespace, ui: Any, deps: Any = None) -> dict:
     """The drill on the stack's cluster: the stack's durable job, a worker pod deleted through the Kubernetes API."""
-    from automation.job import CLUSTER_ROOT, with_run_paths
-    from automation.targets.aws import from_args
-
-    train = argparse.Namespace(
-        command="train", stack=args.stack, project_dir=args.project_dir, kubeconfig=args.kubeconfig,
-        resume=None, run_id=None, yes=False, steps=args.steps, num_workers=None,
-    )  # fmt: skip
-    target = from_args(train, ui, deps)
-    target.on_progress = ui.milestone
+    target = aws.open_stack(
+        args.stack,
+        project_dir=args.project_dir,
+        ui=ui,
+        kubeconfig=args.kubeconfig,
+        deps=deps,
+        steps_override=args.steps,
+        on_progress=ui.milestone,
+    )
     try:
         job = target.train_args()
         ref_id = f"{job.run_id}-reference"
@@ -416,16 +406,16 @@ def drill_aws(args: argparse.Namespace, ui: Any, deps: Any = None) -> dict:
         kill, lines = run_and_kill(target, job, reference, AWS_JOB_TIMEOUT_S, kill_for)
     finally:
         target.close()
-    doc = report(job, reference, kill, echoed_records(lines), echoed_records(ref_lines))
+    doc = document(job, reference, kill, echoed_records(lines), echoed_records(ref_lines))
     return {**doc, "target": "aws", "stack": args.stack}
 
 
-def report(job: Any, reference: Any, kill: Kill, records: list[dict], ref_records: list[dict]) -> dict:
+def document(job: Any, reference: Any, kill: Kill, records: list[dict], ref_records: list[dict]) -> dict:
     """The drill's JSON document from both runs' metrics records."""
     rec = recovery(records, kill.time)
     loss, ref_loss = final_loss(records), final_loss(ref_records)
     matches = losses_match(loss, ref_loss)
-    why = verdict(rec, job.steps, job.checkpoint_every, kill.registered_step, matches)
+    why = failures(rec, job.steps, job.checkpoint_every, kill.registered_step, matches)
     killed = (
         {"rank": kill.rank, "pid": kill.pid, "signal": "SIGKILL"}
         if kill.pod is None

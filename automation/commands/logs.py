@@ -17,9 +17,11 @@ import argparse
 import shlex
 from typing import Any
 
-from automation.commands.dashboard import Cluster, add_cluster_flags, open_cluster
 from automation.errors import DriverError
-from automation.steps.train import HEAD_JOB_SERVER, strip_ansi
+from automation.flags import add_cluster_flags, command_parser
+from automation.kube import RayClusterPods
+from automation.ray_head import HEAD_JOB_SERVER, strip_ansi
+from automation.targets import aws
 from workloads.nccl_check import run_marker
 
 HELP = "follow a running job's driver output, or one Ray Train worker's log (--worker N)"
@@ -42,7 +44,7 @@ def follow_file_command(path: str) -> list[str]:
     return ["tail", "-n", "+1", "-F", path]
 
 
-def worker_log(cluster: Cluster, run_id: str, rank: int) -> tuple[str, str]:
+def worker_log(cluster: RayClusterPods, run_id: str, rank: int) -> tuple[str, str]:
     """(pod, file) of rank `rank`'s log: searched in every running worker pod, then the head."""
     pods = cluster.pods("worker") + cluster.pods("head")
     for pod in pods:
@@ -57,20 +59,8 @@ def worker_log(cluster: Cluster, run_id: str, rank: int) -> tuple[str, str]:
     )
 
 
-def newest_run_id(cluster: Cluster, head: str) -> str:
-    from automation.targets.aws import newest_run
-
-    return newest_run(cluster.kube.exec, head, cluster.namespace)
-
-
 def add_parser(sub: Any, parents: list[argparse.ArgumentParser]) -> argparse.ArgumentParser:
-    p = sub.add_parser(
-        "logs",
-        parents=parents,
-        help=HELP,
-        description=HELP[0].upper() + HELP[1:] + ".\n\n" + __doc__.split("\n\n", 1)[1],
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
+    p = command_parser(sub, "logs", HELP, __doc__, parents)
     add_cluster_flags(p, local_ok=False)
     p.add_argument("run", metavar="RUN", nargs="?", help="the run id (default: the newest run on the cluster)")
     p.add_argument("--worker", type=int, metavar="N", help="follow Ray Train rank N's log instead of the driver's")
@@ -86,9 +76,10 @@ def run(args: argparse.Namespace, ui: Any, deps: Any = None) -> int:
         )
     if args.worker is not None and args.worker < 0:
         raise DriverError(f"--worker {args.worker}: ranks start at 0", exit_code=2)
-    cluster = open_cluster(args, deps)
+    target = aws.open_stack(args.stack, project_dir=args.project_dir, kubeconfig=args.kubeconfig, deps=deps)
+    cluster = target.ray_pods()
     head = cluster.head_pod()
-    run_id = args.run or newest_run_id(cluster, head)
+    run_id = args.run or aws.newest_cluster_run(cluster.kube.exec, head, cluster.namespace)
     if args.worker is None:
         pod, command = head, driver_log_command(run_id)
     else:

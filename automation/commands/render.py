@@ -9,13 +9,18 @@ from __future__ import annotations
 from typing import Any
 
 from automation.errors import DriverError
+from automation.flags import add_command, resolve_target
 from automation.targets.aws import load_config
+from infra.config import ConfigError
+from infra.mock_render import format_render, render_stack
+
+
+def add_parser(sub: Any, parents: list) -> None:
+    add_command(sub, "render", "list the resources the Pulumi program declares (offline, no CLI)", parents)
 
 
 def run(args: Any, ui: Any) -> int:
-    from infra.config import ConfigError
-    from infra.mock_render import format_render, render_stack
-
+    args.target = resolve_target(args)
     load_config(args.stack, args.project_dir)  # the clear message for a bad stack, before Pulumi's mocks
     try:
         rows = render_stack(args.stack, args.project_dir)

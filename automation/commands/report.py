@@ -18,29 +18,20 @@ import argparse
 import base64
 import dataclasses
 import html
-import io
 import json
-import shlex
 import statistics
-import tarfile
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from automation.cli import location
 from automation.errors import DriverError
-from workloads.metrics import (
-    METRICS_FILE,
-    RUN_INFO_FILE,
-    MetricsError,
-    latest_per_step,
-    mark_run_dir,
-    read_metrics,
-)
+from automation.flags import command_parser, location
+from automation.run_files import DRIVER_FILE, SUMMARY_FILE, fetch_run
+from automation.steps.check import assert_transport
+from automation.targets import Target, aws
+from workloads.metrics import METRICS_FILE, RUN_INFO_FILE, MetricsError, latest_per_step, read_metrics
 
 REPORT_DIR = "report"
-DRIVER_FILE = "driver.json"
-SUMMARY_FILE = "summary.json"
 PLOT_SIZE_IN = (8.0, 4.5)
 PLOT_DPI = 100  # so every PNG is 800 x 450 pixels
 PLOTS = {
@@ -78,7 +69,7 @@ def find_run_dir(ref: str, runs_root: Path) -> Path:
     raise DriverError(f"run {ref!r} not found (no directory {ref} or {runs_root / ref}): {hint}", exit_code=2)
 
 
-def newest_run(runs_root: Path) -> str:
+def newest_local_run(runs_root: Path) -> str:
     """The newest run under ``runs_root`` that has step metrics (by the metrics file's time)."""
     found = (
         [p for p in runs_root.iterdir() if p.is_dir() and (p / METRICS_FILE).is_file()] if runs_root.is_dir() else []
@@ -146,8 +137,6 @@ def nccl_verdict(run: RunData, required: bool = True) -> dict:
             f"(`python -m automation report {run.run_id} --stack S`) or pass --no-verdict",
             exit_code=2,
         )
-    from automation.steps.check import assert_transport
-
     require = "efa" if (run.driver or {}).get("target") == "aws" else "any"
     return assert_transport(files, require, run.run_id).to_dict()
 
@@ -383,62 +372,11 @@ def write_report(runs: list[RunData], out_dir: Path) -> ReportFiles:
     return ReportFiles(page, plots)
 
 
-# ---- from the cluster -------------------------------------------------------------------------------
-def _pack_command(run_dir: str, names: tuple[str, ...]) -> list[str]:
-    """The files of `names` that exist in `run_dir`, as a base64 tar (empty output when none does)."""
-    q = shlex.quote(run_dir)
-    listed = " ".join(shlex.quote(n) for n in names)
-    return ["sh", "-c", f"cd {q} 2>/dev/null && ls {listed} 2>/dev/null | tar -czf - -T - | base64 -w0 || true"]
-
-
-def _unpack(blob: str, dest: Path) -> list[str]:
-    if not blob.strip():
-        return []
-    with tarfile.open(fileobj=io.BytesIO(base64.b64decode(blob)), mode="r:gz") as tar:
-        tar.extractall(dest, filter="data")
-        return tar.getnames()
-
-
-def _fetch(cluster: Any, pod: str, run_dir: str, names: tuple[str, ...], dest: Path) -> list[str]:
-    res = cluster.kube.exec(pod, cluster.namespace, _pack_command(run_dir, names), timeout_s=300)
-    if res.rc != 0:
-        raise DriverError(f"reading {run_dir} in {cluster.namespace}/{pod} failed (rc {res.rc}): {res.stderr[-300:]}")
-    return _unpack(res.stdout, dest)
-
-
-def fetch_run(cluster: Any, run_id: str, dest: Path) -> Path:
-    """Copy a run's files from the cluster's pods into `dest`: the summary from the head pod (the
-    job's driver runs there), metrics and run info from the pod of rank 0, NCCL logs from every worker."""
-    from automation.job import CLUSTER_ROOT
-    from automation.steps.check import collect_logs
-
-    run_dir = f"{CLUSTER_ROOT}/runs/{run_id}"
-    head, workers = cluster.head_pod(), cluster.pods("worker")
-    mark_run_dir(dest, run_id)
-    _fetch(cluster, head, run_dir, (SUMMARY_FILE,), dest)
-    for pod in [*workers, head]:  # rank 0 runs in one of the worker pods
-        if METRICS_FILE in _fetch(cluster, pod, run_dir, (METRICS_FILE, RUN_INFO_FILE), dest):
-            break
-    else:
-        raise DriverError(
-            f"run {run_id}: no {METRICS_FILE} under {run_dir} in pods {', '.join([head, *workers])}: check the "
-            f"run id (`python -m automation logs --stack {cluster.stack}` follows the newest) or whether it trained",
-            exit_code=2,
-        )
-    collect_logs(cluster.kube.exec, workers, cluster.namespace, f"{run_dir}/nccl", dest / "nccl")
-    if not (dest / DRIVER_FILE).exists():  # so the report holds the run to the cluster's standard: EFA
-        (dest / DRIVER_FILE).write_text(json.dumps({"target": "aws", "stack": cluster.stack}) + "\n")
-    return dest
-
-
-def after_aws_run(target: Any, runs_root: Path, doc: dict) -> dict[str, str | None]:
-    """`after_run` for the AWS target: first copy the run from the cluster into `runs_root/<run id>`."""
-    from automation.commands.dashboard import Cluster
-
+# ---- after a run of the pipeline --------------------------------------------------------------------
+def collect_and_report(target: Target, runs_root: Path, doc: dict) -> dict[str, str | None]:
+    """`after_run` on the target's run, once it is on this machine (copied from the cluster on AWS)."""
     try:
-        exp = target.expectations()
-        cluster = Cluster(target.kube(), exp.namespace, exp.raycluster, target.cfg.stack)
-        run_dir = fetch_run(cluster, target.run_id, runs_root / target.run_id)
+        run_dir = target.collect_run(runs_root)
     except DriverError as e:
         return {"report": None, "metrics_file": None, "report_error": f"copying the run from the cluster: {e}"}
     return after_run(run_dir, doc)
@@ -462,22 +400,8 @@ def after_run(run_dir: Path, doc: dict) -> dict[str, str | None]:
     return {"report": str(files.html), "metrics_file": str(metrics)}
 
 
-def announce(files: dict[str, str | None], ui: Any) -> None:
-    """The closing line of `automation run`: where the report is, or why there is none."""
-    if files.get("report"):
-        ui.note(f"report: {files['report']}  (metrics: {files['metrics_file']})")
-    elif files.get("report_error"):
-        ui.note(f"no report: {files['report_error']}")
-
-
 def add_parser(sub: Any, parents: list[argparse.ArgumentParser]) -> argparse.ArgumentParser:
-    p = sub.add_parser(
-        "report",
-        parents=parents,
-        help=HELP,
-        description=HELP[0].upper() + HELP[1:] + ".\n\n" + __doc__.split("\n\n", 1)[1],
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
+    p = command_parser(sub, "report", HELP, __doc__, parents)
     p.add_argument(
         "run",
         metavar="RUN",
@@ -517,15 +441,14 @@ def run(args: argparse.Namespace, ui: Any, deps: Any = None) -> int:
     if args.run is None:
         if args.stack:
             raise DriverError("report --stack needs RUN: the run id to copy from the cluster", exit_code=2)
-        args.run = newest_run(args.runs_root)
+        args.run = newest_local_run(args.runs_root)
         ui.note(f"the newest run under {args.runs_root}: {Path(args.run).name}")
     refs = [args.run] + ([args.compare] if args.compare else [])
     if args.out is not None:
         check_out_dir(args.out)
     if args.stack:
-        from automation.commands.dashboard import open_cluster
-
-        cluster = open_cluster(args, deps)
+        target = aws.open_stack(args.stack, project_dir=args.project_dir, kubeconfig=args.kubeconfig, deps=deps)
+        cluster = target.ray_pods()
         for ref in refs:
             ui.note(f"copying run {ref} from stack {args.stack} into {args.runs_root / ref}")
             fetch_run(cluster, ref, args.runs_root / ref)

@@ -12,13 +12,11 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-import shutil
 from typing import Any
 
 from automation.errors import DriverError
 from automation.scaling import nodegroup_ref, running_line, set_desired, wait_ready
-from automation.steps import stack as pulumi_steps
-from automation.targets.aws import AwsDeps, AwsTarget, load_config
+from automation.targets.aws import AwsDeps, load_config, open_stack
 from infra.config import GpuNodesConfig
 from infra.names import GPU_NODE_SELECTOR
 
@@ -53,13 +51,9 @@ def run(args: argparse.Namespace, ui: Any, deps: AwsDeps | None = None) -> int:
             f"{NODE_COUNT} and run `up`",
             exit_code=2,
         )
-    if deps is None:
-        if shutil.which("pulumi") is None:
-            raise DriverError(pulumi_steps.PULUMI_MISSING, exit_code=2)
-        deps = AwsDeps.real(cfg, args.project_dir)
-    target = AwsTarget(cfg=cfg, deps=deps, run_id="-", on_progress=ui.progress)
+    target = open_stack(args.stack, project_dir=args.project_dir, pulumi="always", deps=deps, on_progress=ui.progress)
     ref = nodegroup_ref(target.outputs(), args.stack)
-    scaled = set_desired(deps.client("eks"), ref, args.gpu_nodes)
+    scaled = set_desired(target.deps.client("eks"), ref, args.gpu_nodes)
     if args.wait and args.gpu_nodes > 0:
         kube = target.kube()
         seconds = wait_ready(lambda: kube.list_nodes(GPU_NODE_SELECTOR), args.gpu_nodes, on_progress=ui.progress)

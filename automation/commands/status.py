@@ -6,9 +6,14 @@ from __future__ import annotations
 
 from typing import Any
 
+from rich.pretty import Pretty
+
 from automation.capture import capture_cluster
+from automation.flags import add_command, resolve_target
+from automation.pipeline import SECRET_OUTPUTS
 from automation.scaling import guard_record, now_running
-from automation.steps.stack import SECRET_OUTPUTS
+from automation.steps.verify_checks import is_ready
+from automation.targets import aws
 from infra.names import GPU_NODE_SELECTOR
 
 LOCAL_STATUS = (
@@ -16,23 +21,24 @@ LOCAL_STATUS = (
 )
 
 
+def add_parser(sub: Any, parents: list) -> None:
+    add_command(sub, "status", "what exists now", parents)
+
+
 def run(args: Any, ui: Any) -> int:
+    args.target = resolve_target(args)
     if args.target == "local":
         ui.emit_json({"target": "local", "status": LOCAL_STATUS}) if args.json else ui.note(LOCAL_STATUS)
         return 0
-    from automation.targets import aws
-
-    target = aws.from_args(args, ui)
+    target = aws.open_stack(args.stack, project_dir=args.project_dir, ui=ui, kubeconfig=args.kubeconfig)
     doc = aws_status(target, bool(args.kubeconfig))
     if args.capture is not None and isinstance(doc.get("cluster"), dict):
-        exp = target.expectations()
-        paths = capture_cluster(target.kube(), exp.namespace, exp.raycluster, args.capture)
+        pods = target.ray_pods()
+        paths = capture_cluster(pods.kube, pods.namespace, pods.raycluster, args.capture)
         doc["captured"] = [str(p) for p in paths]
     if args.json:
         ui.emit_json(doc)
     else:
-        from rich.pretty import Pretty
-
         ui.console.print(Pretty(doc))
     return 0
 
@@ -51,10 +57,7 @@ def aws_status(target: Any, kubeconfig_given: bool) -> dict[str, Any]:
     kube = target.kube()
     exp = target.expectations()
     nodes = kube.list_nodes(GPU_NODE_SELECTOR)
-    ready = sum(
-        any(c.get("type") == "Ready" and c.get("status") == "True" for c in n.get("status", {}).get("conditions", []))
-        for n in nodes
-    )
+    ready = sum(is_ready(n) for n in nodes)
     rc = kube.get_raycluster(exp.namespace, exp.raycluster)
     doc["now"] = now_running(target)
     doc["idle_guard"] = guard_record(kube, exp.namespace)

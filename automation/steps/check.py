@@ -1,45 +1,24 @@
 """check: the NCCL assertion over this run's worker logs, with the expectation that fits the target.
 
 On the cluster every worker pod's `<run_dir>/nccl/*.log` is collected and checked with
-`require="efa"`: a fallback to sockets fails the pipeline. Locally there is no EFA to prove: on
-CPU (gloo) there is no NCCL at all, and local GPUs talk within one node, so the step says so.
+`require="efa"` (`bench`'s TCP run: "socket"): a fallback to sockets fails the pipeline. Locally there
+is no EFA to prove: on CPU (gloo) there is no NCCL at all, and local GPUs talk within one node, so the
+step says so. The target says what it can prove (`nccl_expectation`) and hands over the logs
+(`nccl_logs`); the verdict is this step's.
 """
 
 from __future__ import annotations
 
-import base64
-import io
-import shlex
-import tarfile
+import tempfile
 from collections.abc import Sequence
-from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from automation.errors import DriverError
-from automation.kube import PodExec
-from automation.pipeline import Finding, Prior, StepResult
-
-if TYPE_CHECKING:
-    from automation.targets import Target
+from automation.pipeline import Finding, Prior, StepResult, TransportVerdict
+from automation.targets import Target
+from workloads.nccl_check import check_logs
 
 CPU_SKIP_REASON = "no NCCL on CPU/gloo, EFA not applicable"
-LOCAL_GPU_NOTE = "local GPUs talk within one node: the NCCL check is inconclusive for EFA"
-
-
-@dataclass(frozen=True)
-class TransportVerdict:
-    """What the NCCL assertion said, or why it was not applicable."""
-
-    verdict: str  # pass | fail | inconclusive | bad-input | not-applicable
-    require: str | None
-    cause: str
-    evidence: tuple[str, ...] = ()
-    report: dict | None = None
-    files: int = 0
-
-    def to_dict(self) -> dict[str, Any]:
-        return dict(self.__dict__, evidence=list(self.evidence))
 
 
 def _evidence_lines(report: Any) -> tuple[str, ...]:
@@ -54,8 +33,6 @@ def _evidence_lines(report: Any) -> tuple[str, ...]:
 
 def assert_transport(paths: Sequence[Path], require: str, run_id: str | None) -> TransportVerdict:
     """Run `workloads.nccl_check.check_logs` over `paths` and keep its verdict, cause and evidence."""
-    from workloads.nccl_check import check_logs
-
     report = check_logs([str(p) for p in paths], require=require, run_id=run_id)
     return TransportVerdict(
         verdict=report.verdict,
@@ -93,35 +70,16 @@ def not_applicable_on_cpu() -> TransportVerdict:
     return TransportVerdict(verdict="not-applicable", require=None, cause=CPU_SKIP_REASON)
 
 
-# ---- AWS: collect from the worker pods ------------------------------------------------------------
-def collect_command(nccl_dir: str) -> list[str]:
-    """Print the NCCL log files of one pod as a base64 tar (empty output when there are none)."""
-    q = shlex.quote(nccl_dir)
-    return ["sh", "-c", f"[ -d {q} ] && ls {q}/*.log >/dev/null 2>&1 && tar -czf - -C {q} . | base64 -w0 || true"]
-
-
-def collect_logs(pod_exec: PodExec, pods: Sequence[str], namespace: str, nccl_dir: str, dest: Path) -> list[Path]:
-    """Copy every `*.log` under `nccl_dir` of each pod into `dest/<pod>/`; return the files copied."""
-    files: list[Path] = []
-    for pod in pods:
-        res = pod_exec(pod, namespace, collect_command(nccl_dir), timeout_s=300)
-        if res.rc != 0:
-            raise DriverError(
-                f"reading {nccl_dir} in {namespace}/{pod} failed (rc {res.rc}): {res.stderr.strip()[-300:]}"
-            )
-        blob = res.stdout.strip()
-        if not blob:
-            continue
-        target = dest / pod
-        target.mkdir(parents=True, exist_ok=True)
-        with tarfile.open(fileobj=io.BytesIO(base64.b64decode(blob)), mode="r:gz") as tar:
-            tar.extractall(target, filter="data")
-        files += sorted(p for p in target.rglob("*.log") if p.is_file())
-    return files
-
-
 # ---- the step ------------------------------------------------------------------------------------
 def run(target: Target, prior: Prior) -> StepResult:
-    """check: the NCCL verdict on this run's logs, as the target can give it."""
-    verdict, note = target.transport(prior)
-    return check_result(verdict, note)
+    """check: the NCCL verdict on the logs of this command's job (else the run the target names),
+    held to what the target can prove."""
+    require, note = target.nccl_expectation()
+    if require is None:
+        return check_result(not_applicable_on_cpu())
+    trained = prior.get("train")
+    run_id = trained.data.job_id if trained is not None and trained.data is not None else target.checked_run_id()
+    with tempfile.TemporaryDirectory(prefix="nccl-") as tmp:
+        # Keep the run id in the local paths: the NCCL check scopes files to a run by their path.
+        files = target.nccl_logs(run_id, Path(tmp) / run_id)
+        return check_result(assert_transport(files, require, run_id), note)

@@ -6,31 +6,30 @@ before any change and costs nothing.
 
 from __future__ import annotations
 
-import math
+import importlib.util
+import os
 import re
 import shutil
 import subprocess
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from datetime import UTC
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from botocore.exceptions import BotoCoreError, ClientError, NoCredentialsError
 
-from automation.pipeline import Finding, Prior, StepResult, verdict
+from automation.ec2 import aws_error, check_quota, describe_type, offered_azs, quota_for
+from automation.errors import DriverError
+from automation.job import one_node_note, stack_label
+from automation.pipeline import Finding, PreflightFacts, Prior, StepResult, verdict
+from automation.ray_head import WORKLOADS_DIR
+from automation.targets.aws import GPU_AZ_KEY, AwsTarget
+from automation.targets.local import LocalPlan, LocalTarget
 from infra.config import PROJECT, ClusterConfig, GpuNodesConfig, NetworkConfig, SystemNodesConfig, capacity_block_fix
 from infra.eks_facts import CAPACITY_BLOCKS_GUIDE, capacity_block_eligible
+from workloads.config import ConfigError, TrainConfig
+from workloads.uri import parse_location
 
-if TYPE_CHECKING:
-    from automation.targets import Target
-
-# The On-Demand vCPU quota that covers an instance family (EC2's "Running On-Demand ... instances").
-QUOTA_BY_FAMILY = {
-    "g": ("L-DB2E81BA", "Running On-Demand G and VT instances"),
-    "vt": ("L-DB2E81BA", "Running On-Demand G and VT instances"),
-    "p": ("L-417A185B", "Running On-Demand P instances"),
-}
-STANDARD_QUOTA = ("L-1216C47A", "Running On-Demand Standard (A, C, D, H, I, M, R, T, Z) instances")
 # EC2's ReservationType of a Capacity Block for ML (DescribeCapacityReservations); "default" is an
 # On-Demand Capacity Reservation
 # (https://docs.aws.amazon.com/AWSEC2/latest/APIReference/API_CapacityReservation.html).
@@ -39,48 +38,12 @@ AWS_CLI_INSTALL = "https://docs.aws.amazon.com/cli/latest/userguide/getting-star
 _GPU = GpuNodesConfig.keyname  # the stack keys a fix names, from the schema
 
 
-def family(instance_type: str) -> str:
-    """The letters before the generation digit: 'g' for g6.12xlarge, 'vt' for vt1.3xlarge, 'p' for p5.48xlarge."""
-    name = instance_type.split(".")[0]
-    letters = ""
-    for ch in name:
-        if ch.isdigit():
-            break
-        letters += ch
-    return letters
-
-
-def quota_for(instance_type: str) -> tuple[str, str]:
-    return QUOTA_BY_FAMILY.get(family(instance_type), STANDARD_QUOTA)
-
-
-@dataclass(frozen=True)
-class PreflightFacts:
-    """What preflight learned, for later steps: the account, the AZ to use, the vCPUs needed."""
-
-    account: str | None = None
-    gpu_az: str | None = None
-    valid_azs: tuple[str, ...] = ()
-    vcpus_needed: int | None = None
-    vcpus_free: float | None = None
-    efa_interfaces: int | None = None
-
-    def to_dict(self) -> dict[str, Any]:
-        return dict(self.__dict__, valid_azs=list(self.valid_azs))
-
-
 @dataclass(frozen=True)
 class AwsClients:
     sts: Any
     ec2: Any
     quotas: Any
     eks: Any = None  # None: the add-on version row is skipped
-
-
-def _err(e: Exception) -> str:
-    if isinstance(e, ClientError):
-        return f"{e.response['Error'].get('Code')}: {e.response['Error'].get('Message')}"
-    return f"{type(e).__name__}: {e}"
 
 
 def aws_cli_version(path: str) -> str:
@@ -134,19 +97,9 @@ def check_credentials(sts: Any) -> tuple[Finding, str | None]:
         ), None
     except (ClientError, BotoCoreError) as e:
         return Finding(
-            "credentials", "fail", _err(e), "aws sts get-caller-identity; refresh the credentials (aws sso login)"
+            "credentials", "fail", aws_error(e), "aws sts get-caller-identity; refresh the credentials (aws sso login)"
         ), None
     return Finding("credentials", "pass", f"account {ident['Account']} as {ident['Arn']}"), ident["Account"]
-
-
-def describe_type(ec2: Any, instance_type: str) -> dict | None:
-    try:
-        found = ec2.describe_instance_types(InstanceTypes=[instance_type])["InstanceTypes"]
-    except ClientError as e:
-        if e.response["Error"]["Code"].startswith("InvalidInstanceType"):
-            return None
-        raise
-    return found[0] if found else None
 
 
 def check_instance_type(
@@ -201,13 +154,6 @@ def check_instance_type(
     return rows
 
 
-def offered_azs(ec2: Any, instance_type: str) -> set[str]:
-    pages = ec2.get_paginator("describe_instance_type_offerings").paginate(
-        LocationType="availability-zone", Filters=[{"Name": "instance-type", "Values": [instance_type]}]
-    )
-    return {o["Location"] for page in pages for o in page["InstanceTypeOfferings"]}
-
-
 def check_az(
     offered: Iterable[str], stack_azs: Iterable[str], configured: str, instance_type: str, stack: str
 ) -> tuple[Finding, str | None, tuple[str, ...]]:
@@ -253,68 +199,6 @@ def check_az(
     )
 
 
-def running_vcpus(ec2: Any, families: set[str]) -> int:
-    """vCPUs of running or pending instances whose family is in `families`."""
-    counts: dict[str, int] = {}
-    pages = ec2.get_paginator("describe_instances").paginate(
-        Filters=[{"Name": "instance-state-name", "Values": ["pending", "running"]}]
-    )
-    for page in pages:
-        for res in page["Reservations"]:
-            for inst in res["Instances"]:
-                t = inst["InstanceType"]
-                if family(t) in families:
-                    counts[t] = counts.get(t, 0) + 1
-    if not counts:
-        return 0
-    types = ec2.describe_instance_types(InstanceTypes=sorted(counts))["InstanceTypes"]
-    vcpus = {t["InstanceType"]: int(t["VCpuInfo"]["DefaultVCpus"]) for t in types}
-    return sum(vcpus[t] * n for t, n in counts.items())
-
-
-def check_quota(
-    quotas: Any, ec2: Any, instance_type: str, vcpus_per_node: int, node_count: int, region: str
-) -> tuple[Finding, int, float | None]:
-    """The family's On-Demand vCPU quota minus what already runs covers the node group."""
-    code, title = quota_for(instance_type)
-    need = vcpus_per_node * node_count
-    try:
-        value = float(quotas.get_service_quota(ServiceCode="ec2", QuotaCode=code)["Quota"]["Value"])
-    except (ClientError, BotoCoreError) as e:
-        return (
-            Finding(
-                f"vCPU quota {code}",
-                "fail",
-                f"cannot read '{title}': {_err(e)}",
-                f"aws service-quotas get-service-quota --service-code ec2 --quota-code {code} --region {region}",
-            ),
-            need,
-            None,
-        )
-    fams = {f for f, (c, _) in QUOTA_BY_FAMILY.items() if c == code} or {family(instance_type)}
-    used = running_vcpus(ec2, fams)
-    free = value - used
-    ok = free >= need
-    detail = f"'{title}' is {value:g} vCPUs, {used} in use, {free:g} free; {node_count} x {instance_type} need {need}"
-    fix = (
-        ""
-        if ok
-        else (
-            f"aws service-quotas request-service-quota-increase --service-code ec2 --quota-code {code} "
-            f"--desired-value {math.ceil(used + need)} --region {region}"
-        )
-    )
-    return Finding(f"vCPU quota {code}", "pass" if ok else "fail", detail, fix), need, free
-
-
-# Reservation states (EC2 API reference, CapacityReservation.State,
-# https://docs.aws.amazon.com/AWSEC2/latest/APIReference/API_CapacityReservation.html; for Capacity Blocks the
-# EC2 user guide's "View Capacity Blocks", https://docs.aws.amazon.com/AWSEC2/latest/UserGuide/capacity-blocks-view.html,
-# read 2026-12-05): a Capacity Block is payment-pending, then scheduled ("the payment was processed and the
-# reservation hasn't started yet"; its available capacity "appears as zero" and the tag
-# aws:ec2capacityreservation:incrementalRequestedQuantity says how many instances it will hold), active from its
-# StartDate, expired at its EndDate; payment-failed releases it. Instances can be launched into it only while it
-# is active (https://docs.aws.amazon.com/AWSEC2/latest/UserGuide/capacity-blocks-using.html).
 NOT_YET_STATES = frozenset({"scheduled", "payment-pending", "pending", "assessing", "delayed"})
 ENDED_STATES = frozenset(
     {"expired", "cancelled", "cancelling", "failed", "payment-failed", "unavailable", "unsupported"}
@@ -446,7 +330,7 @@ def check_capacity_reservation(
     try:
         found = ec2.describe_capacity_reservations(CapacityReservationIds=[reservation_id])["CapacityReservations"]
     except (ClientError, BotoCoreError) as e:
-        return Finding("capacity reservation", "fail", f"{reservation_id}: {_err(e)}", fix_show)
+        return Finding("capacity reservation", "fail", f"{reservation_id}: {aws_error(e)}", fix_show)
     if not found:
         return Finding("capacity reservation", "fail", f"{reservation_id} not found in {region}", fix_show)
     cr = found[0]
@@ -496,7 +380,9 @@ def check_system_quota(cfg: Any, clients: AwsClients) -> Finding:
     try:
         info = describe_type(clients.ec2, s.instance_type)
     except (ClientError, BotoCoreError) as e:
-        return Finding("system vCPU quota", "fail", _err(e), "check the EC2 permissions (ec2:DescribeInstanceTypes)")
+        return Finding(
+            "system vCPU quota", "fail", aws_error(e), "check the EC2 permissions (ec2:DescribeInstanceTypes)"
+        )
     if info is None:
         return Finding(
             "system vCPU quota",
@@ -533,7 +419,7 @@ def check_addon_version(eks: Any, addon: str, key: str, version: str, kubernetes
         )
         offered = [v["addonVersion"] for page in pages for a in page["addons"] for v in a["addonVersions"]]
     except (ClientError, BotoCoreError) as e:
-        return Finding(check, "skip", f"{version} not checked ({_err(e)}); EKS checks it at `up`", listing)
+        return Finding(check, "skip", f"{version} not checked ({aws_error(e)}); EKS checks it at `up`", listing)
     if version not in offered:
         newest = ", ".join(offered[:3]) or "none"
         return Finding(
@@ -577,7 +463,10 @@ def run_preflight(cfg: Any, clients: AwsClients, which: Callable[[str], str | No
     except (ClientError, BotoCoreError) as e:
         rows.append(
             Finding(
-                "instance type", "fail", _err(e), "check the region and the EC2 permissions (ec2:DescribeInstanceTypes)"
+                "instance type",
+                "fail",
+                aws_error(e),
+                "check the region and the EC2 permissions (ec2:DescribeInstanceTypes)",
             )
         )
         return verdict("preflight", rows, PreflightFacts(account=account))
@@ -622,6 +511,107 @@ def run_preflight(cfg: Any, clients: AwsClients, which: Callable[[str], str | No
     )
 
 
-def run(target: Target, prior: Prior) -> StepResult:
+# ---- on AWS --------------------------------------------------------------------------------------------
+def check_job_data(job: TrainConfig) -> None:
+    """The train block's s3:// data, the head of each object read from this machine before anything is
+    created (workloads/data_check.py); a path of the pods' own is theirs to check."""
+    # data_check imports torch and the tokenizer (about 1 s): paid only by a job whose data is in S3.
+    from workloads.data_check import check_data
+
+    try:
+        if job.data and parse_location(stack_label("data"), job.data).remote:
+            check_data(job.data, job.num_workers, flag=stack_label("data"))
+    except ConfigError as e:
+        raise DriverError(str(e), exit_code=2) from None
+
+
+def run_aws(target: AwsTarget, prior: Prior) -> StepResult:
+    """The job the stack describes (bad input before any AWS call), then every AWS row; a chosen AZ is noted."""
+    job = target.job()  # a job that cannot run on this cluster fails before anything is created
+    check_job_data(job)
+    cfg = target.cfg
+    note = one_node_note(job, cfg.gpu_nodes.node_count, cfg.gpu_nodes.gpus_per_node)
+    if note:
+        target.note(note)
+    c = target.deps.client
+    result = run_preflight(cfg, AwsClients(sts=c("sts"), ec2=c("ec2"), quotas=c("service-quotas"), eks=c("eks")))
+    chosen = result.data.gpu_az if result.data is not None else None
+    if result.ok and chosen and not cfg.gpu_nodes.availability_zone:
+        s = cfg.stack
+        target.note(
+            f"{GPU_AZ_KEY} is empty: preflight chose {chosen} (valid: {', '.join(result.data.valid_azs)}); "
+            f"`python -m automation run --stack {s}` sets it in the stack before preview/up, "
+            f"or set '{GPU_AZ_KEY}: {chosen}' in Pulumi.{s}.yaml"
+        )
+    return result
+
+
+# ---- on this machine -----------------------------------------------------------------------------------
+def preflight_local(plan: LocalPlan, cpu_count: int | None = None, gpu_count: int | None = None) -> StepResult:
+    """What the local run needs on this machine: the training module, Ray's job server, the CPUs or GPUs."""
+    rows = []
+    train = WORKLOADS_DIR / "train.py"
+    rows.append(
+        Finding(
+            "training module",
+            "pass" if train.is_file() else "fail",
+            str(train),
+            "" if train.is_file() else "the workloads package is incomplete: reinstall the project",
+        )
+    )
+    for mod, why in (("ray", "Ray"), ("aiohttp_cors", "Ray's job server (ray[default])"), ("torch", "PyTorch")):
+        ok = importlib.util.find_spec(mod) is not None
+        rows.append(
+            Finding(
+                why,
+                "pass" if ok else "fail",
+                f"module {mod} {'found' if ok else 'missing'}",
+                "" if ok else "pip install -e '.[automation]'",
+            )
+        )
+    cpus = cpu_count if cpu_count is not None else (os.cpu_count() or 1)
+    ok = cpus >= plan.cpus_needed
+    rows.append(
+        Finding(
+            "CPUs",
+            "pass" if ok else "fail",
+            f"{cpus} cores, {plan.cpus_needed:g} needed ({plan.num_workers} workers x {plan.cpus_per_worker:g})",
+            "" if ok else f"use --num-workers {max(1, int(cpus // plan.cpus_per_worker))}",
+        )
+    )
+    if plan.use_gpu:
+        gpus = gpu_count if gpu_count is not None else _local_gpus()
+        ok = gpus >= plan.gpus_needed
+        rows.append(
+            Finding(
+                "GPUs",
+                "pass" if ok else "fail",
+                f"{gpus} local GPUs, {plan.gpus_needed:g} needed",
+                "" if ok else "use fewer --num-workers or leave out --use-gpu",
+            )
+        )
+    return verdict(
+        "preflight",
+        rows,
+        ok_summary=f"{plan.num_workers} {'GPU' if plan.use_gpu else 'CPU'} workers fit on this machine",
+    )
+
+
+def _local_gpus() -> int:
+    try:
+        out = subprocess.run(["nvidia-smi", "-L"], capture_output=True, text=True, timeout=20)
+    except (OSError, subprocess.TimeoutExpired):
+        return 0
+    return sum(1 for line in out.stdout.splitlines() if line.startswith("GPU "))
+
+
+def run_local(target: LocalTarget, prior: Prior) -> StepResult:
+    return preflight_local(target.plan)
+
+
+RUN_ON = {"aws": run_aws, "local": run_local}
+
+
+def run(target: Any, prior: Prior) -> StepResult:
     """preflight: the target's read-only checks (on AWS the ones above; locally the machine's), before any change."""
-    return target.preflight(prior)
+    return RUN_ON[target.name](target, prior)

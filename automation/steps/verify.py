@@ -10,15 +10,15 @@ the GPUs Ray advertises. The pure checks live in verify_checks.py.
 
 from __future__ import annotations
 
-import json
+import dataclasses
 import time
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import Any, Protocol
 
-from automation.errors import DriverError
-from automation.kube import PodExec
-from automation.pipeline import Finding, Prior, StepResult, verdict
+from automation.kube import PodExec, RayClusterPods
+from automation.pipeline import Expectations, Finding, Prior, StepResult, verdict
+from automation.ray_head import RAY_RESOURCES_SNIPPET, RESOURCES_MARK, parse_ray_resources
+from automation.scaling import before_verify
 from automation.steps.verify_checks import (
     check_daemonsets,
     check_fi_info,
@@ -30,18 +30,13 @@ from automation.steps.verify_checks import is_ready as _ready
 from automation.steps.verify_checks import name_of as _name
 from automation.steps.verify_checks import quantity as _quantity
 from automation.steps.verify_pending import CANNOT_START_CHECKS, diagnose, diagnose_head
+from automation.storage import Identity, verify_storage
+from automation.targets.aws import AwsTarget
+from automation.targets.local import LocalPlan, LocalTarget
 from infra.names import EFA_RESOURCE, GPU_NODE_SELECTOR, GPU_RESOURCE
 
-if TYPE_CHECKING:
-    from automation.targets import Target
-
 ZONE_LABEL = "topology.kubernetes.io/zone"
-RESOURCES_MARK = "RAY_CLUSTER_RESOURCES "
-# Run in the head pod: what Ray itself advertises, which is what Ray Train schedules against.
-RAY_RESOURCES_SNIPPET = (
-    "import json, ray; ray.init(address='auto', logging_level='ERROR'); "
-    f"print({RESOURCES_MARK!r} + json.dumps(ray.cluster_resources()))"
-)
+__all__ = ["RESOURCES_MARK", "Expectations"]  # read by the tests of what Ray advertises and of the cluster
 
 
 class KubeReader(Protocol):
@@ -51,35 +46,6 @@ class KubeReader(Protocol):
     def list_deployments(self) -> list[dict]: ...
     def get_raycluster(self, namespace: str, name: str) -> dict: ...
     def list_events(self, namespace: str) -> list[dict]: ...
-
-
-@dataclass(frozen=True)
-class Expectations:
-    """What the stack promises about the cluster."""
-
-    node_count: int
-    gpu_az: str
-    gpus_per_node: int
-    efa_per_node: int
-    namespace: str
-    raycluster: str
-    worker_replicas: int
-
-    def to_dict(self) -> dict[str, Any]:
-        return dict(self.__dict__)
-
-
-def expectations_from(cfg: Any, outputs: Mapping[str, Any]) -> Expectations:
-    """Expectations from the stack config, with the stack outputs taking precedence where they exist."""
-    return Expectations(
-        node_count=int(cfg.gpu_nodes.node_count),
-        gpu_az=str(outputs.get("gpu_az") or cfg.gpu_nodes.availability_zone),
-        gpus_per_node=int(cfg.gpu_nodes.gpus_per_node),
-        efa_per_node=int(cfg.gpu_nodes.efa_interfaces),
-        namespace=str(outputs.get("raycluster_namespace") or cfg.ray.namespace),
-        raycluster=str(outputs.get("raycluster_name") or cfg.ray.cluster_name),
-        worker_replicas=int(cfg.ray.worker.replicas),
-    )
 
 
 # ---- nodes ---------------------------------------------------------------------------------------
@@ -222,14 +188,6 @@ def requested_gpus(pods: Sequence[dict]) -> float:
     return sum(_quantity(_container_resources(p)[0].get(GPU_RESOURCE, 0)) for p in pods)
 
 
-def parse_ray_resources(output: str) -> dict[str, float]:
-    """The resource dict printed by RAY_RESOURCES_SNIPPET; ValueError when it is not in `output`."""
-    for line in output.splitlines():
-        if line.startswith(RESOURCES_MARK):
-            return json.loads(line[len(RESOURCES_MARK) :])
-    raise ValueError(f"no line starting with {RESOURCES_MARK.strip()!r} in: {output.strip()[-300:]!r}")
-
-
 def check_ray_gpus(ray_resources: Mapping[str, float], pods: Sequence[dict]) -> Finding:
     want = requested_gpus(pods)
     got = float(ray_resources.get("GPU", 0))
@@ -264,14 +222,7 @@ def poll(
 
 
 def head_pod_name(kube: KubeReader, exp: Expectations) -> str:
-    pods = kube.list_pods(exp.namespace, f"ray.io/cluster={exp.raycluster},ray.io/node-type=head")
-    running = [p for p in pods if p.get("status", {}).get("phase") == "Running"]
-    if not running:
-        raise DriverError(
-            f"no running head pod of RayCluster {exp.namespace}/{exp.raycluster}: "
-            f"kubectl -n {exp.namespace} get pods -l ray.io/cluster={exp.raycluster}"
-        )
-    return _name(running[0])
+    return RayClusterPods(kube, exp.namespace, exp.raycluster).head_pod()
 
 
 def worker_selector(exp: Expectations) -> str:
@@ -372,6 +323,60 @@ def verify_cluster(
     )
 
 
-def run(target: Target, prior: Prior) -> StepResult:
-    """verify: the target's cluster is what it promised (on AWS `verify_cluster`; locally Ray's resources)."""
-    return target.verify(prior)
+def run_aws(target: AwsTarget, prior: Prior) -> StepResult:
+    """The stack's cluster (`verify_cluster`), then a marker object written to the run bucket from a worker
+    pod and from the head pod: workers write checkpoint shards; the head runs the job's driver and Ray
+    Train's controller, which write the run's own state to the same storage path. A `run` first brings
+    the GPU node group back to its node count (automation/scaling.py)."""
+    scaled = before_verify(target) if target.scale_nodes else None
+    if scaled is not None:
+        target.note(scaled.text())
+    kube = target.kube()
+    exp = target.expectations()
+    cluster = verify_cluster(
+        kube, exp, kube.exec, target.node_wait_s, target.pod_wait_s, on_progress=target.on_progress
+    )
+    if not cluster.ok:
+        return cluster
+    out = target.outputs()
+    worker = kube.list_pods(exp.namespace, worker_selector(exp))[0]["metadata"]["name"]
+    identity = Identity(
+        str(out.get("pod_role_arn")),
+        str(out.get("pod_identity_association_id")),
+        str(out.get("ray_service_account")),
+        exp.namespace,
+    )
+    for pod in (worker, head_pod_name(kube, exp)):
+        target.on_progress(f"writing a marker object to the run bucket from {pod}")
+        storage = verify_storage(kube.exec, pod, identity, target.storage_uri(), target.run_id, target.stack_name)
+        if not storage.ok:
+            return storage
+    return dataclasses.replace(cluster, summary=f"{cluster.summary}; {storage.summary} (and from {worker})")
+
+
+def check_resources(resources: Mapping[str, float], plan: LocalPlan) -> StepResult:
+    """Ray's advertised CPUs (and GPUs, for a GPU run) cover the local run's workers."""
+    needs = [("CPU", plan.cpus_needed)] + ([("GPU", plan.gpus_needed)] if plan.use_gpu else [])
+    rows = [
+        Finding(
+            f"Ray {kind}s",
+            "pass" if resources.get(kind, 0) >= need else "fail",
+            f"Ray advertises {kind} {resources.get(kind, 0):g}, the workers need {need:g}",
+            "" if resources.get(kind, 0) >= need else "use fewer --num-workers",
+        )
+        for kind, need in needs
+    ]
+    return verdict("verify", rows, dict(resources), ok_summary=f"Ray's resources cover {plan.num_workers} workers")
+
+
+def run_local(target: LocalTarget, prior: Prior) -> StepResult:
+    """Ray's resources on the local head cover the workers."""
+    return check_resources(target.ray_resources(), target.plan)
+
+
+RUN_ON = {"aws": run_aws, "local": run_local}
+
+
+def run(target: Any, prior: Prior) -> StepResult:
+    """verify: the target's cluster is what it promised (on AWS the cluster and the bucket; locally Ray's resources)."""
+    return RUN_ON[target.name](target, prior)

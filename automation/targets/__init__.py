@@ -1,73 +1,60 @@
 """Where the pipeline runs: `aws` (the Pulumi stack, EKS, KubeRay) or `local` (a Ray head on 127.0.0.1).
 
-`Target` is what the steps in automation/steps/ ask of a target; a target module holds only what
-differs between the two places (its checks, how it submits the job, where the NCCL logs are).
+`Target` is what every step in automation/steps/ may ask of a target: capabilities (the job, submit it,
+the NCCL logs of a run, what exists after a failure, close), never a step's logic. What only one place
+has (the AWS target's Kubernetes client and stack, the local target's Ray head) the step that needs it
+reads from that target's own class.
 """
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
 
 if TYPE_CHECKING:
     from automation.cost import CostEstimate
-    from automation.pipeline import Advice, PipelineResult, Prior, StepResult
-    from automation.steps.check import TransportVerdict
-    from automation.steps.train import TrainOutcome
+    from automation.pipeline import Advice, PipelineResult, Prior, TrainOutcome
     from workloads.config import TrainConfig
 
 
 class Target(Protocol):
-    """What every step of the pipeline needs from the place it runs."""
+    """What every step of the pipeline needs from the place it runs (the comments say what each promises)."""
 
-    name: str  # "aws" or "local", as the report names it
+    name: str  # "aws" or "local", as the report names it and the steps pick their place's work by
     notes: list[str]  # lines for the report's notes, in the order they came
 
     @property
     def stack_name(self) -> str | None: ...
 
-    def pipeline(self, command: str, plan: bool) -> tuple[str, ...]:
-        """The names of the steps `command` runs, in order (automation.steps.STEPS holds each)."""
-        ...
+    # The names of the steps `command` runs, in order (automation.steps.STEPS holds each).
+    def pipeline(self, command: str, plan: bool) -> tuple[str, ...]: ...
 
-    def preflight(self, prior: Prior) -> StepResult: ...
+    def train_args(self) -> TrainConfig: ...  # the training job of this run, as submitted
 
-    def verify(self, prior: Prior) -> StepResult: ...
+    def submit(self, args: TrainConfig) -> TrainOutcome: ...  # run the job to its end; what it reported
 
-    def train_args(self) -> TrainConfig:
-        """The training job of this run, as submitted."""
-        ...
+    # What the NCCL logs must show here (check's `require`; None: no NCCL to check), and a note when a
+    # pass cannot prove EFA here ("" otherwise).
+    def nccl_expectation(self) -> tuple[str | None, str]: ...
 
-    def submit(self, args: TrainConfig) -> TrainOutcome:
-        """Run the training job to its end and return what it reported."""
-        ...
+    def checked_run_id(self) -> str: ...  # the run `check` reads when this command trained none
 
-    def transport(self, prior: Prior) -> tuple[TransportVerdict, str]:
-        """The NCCL verdict on this run's logs, and a note when it cannot prove EFA here ("" otherwise)."""
-        ...
+    # The NCCL log files of run `run_id` on this machine (copied under `dest` when they live elsewhere).
+    def nccl_logs(self, run_id: str, dest: Path) -> list[Path]: ...
 
-    def advise(self, failed: str, prior: Prior) -> Advice:
-        """After `failed` failed: what exists now and what to run next."""
-        ...
+    # This run's directory on this machine (copied from the cluster into `runs_root` first on AWS).
+    def collect_run(self, runs_root: Path) -> Path: ...
 
-    def interrupted(self, advice: Advice | None) -> Advice:
-        """After Ctrl-C or SIGTERM: what exists now and what to run next (`advice`: the step's own, if any)."""
-        ...
+    def advise(self, failed: str, prior: Prior) -> Advice: ...  # after `failed` failed: what exists, what next
 
-    def where(self) -> str:
-        """The words after "interrupted ... " that name what was being worked on ("" for none)."""
-        ...
+    # After Ctrl-C or SIGTERM: what exists now and what to run next (`advice`: the step's own, if any).
+    def interrupted(self, advice: Advice | None) -> Advice: ...
+
+    def where(self) -> str: ...  # the words after "interrupted ..." naming what was worked on ("" for none)
 
     def cost(self, command: str) -> CostEstimate | None: ...
 
-    def files(self, result: PipelineResult) -> str:
-        """Where the run's files are (its summary, its NCCL logs), for a run that reached `train`."""
-        ...
+    # Where the run's files are (its summary, its NCCL logs), for a run that reached `train`.
+    def files(self, result: PipelineResult) -> str: ...
 
-    def report_files(self, doc: dict) -> dict[str, str | None]:
-        """Write the run's HTML report from its metrics and the driver's ``doc`` (automation/commands/report.py);
-        the report's and the metrics file's paths, or ``report_error`` saying why there is none."""
-        ...
-
-    def close(self) -> None:
-        """Stop whatever this run started and must not outlive it; idempotent."""
-        ...
+    def close(self) -> None: ...  # stop what this run started and must not outlive it; idempotent

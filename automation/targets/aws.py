@@ -1,8 +1,9 @@
-"""The AWS target: what the steps do against one Pulumi stack, its EKS cluster and its RayCluster.
+"""The AWS target: one Pulumi stack, its EKS cluster and its RayCluster, as the steps and commands use them.
 
-Every outside system comes through `AwsDeps` (boto3 clients, the Pulumi stack, the Kubernetes API,
-the confirmation prompt), so tests hand in moto clients, a fake stack and recorded API objects while
-the real path uses boto3, the Automation API and the kubernetes client.
+`open_stack` is the one way a command opens it. Every outside system comes through `AwsDeps` (boto3
+clients, the Pulumi stack, the Kubernetes API, the confirmation prompt), so tests hand in moto clients,
+a fake stack and recorded API objects while the real path uses boto3, the Automation API and the
+kubernetes client. What the steps do with it is in automation/steps/.
 """
 
 from __future__ import annotations
@@ -10,30 +11,36 @@ from __future__ import annotations
 import dataclasses
 import os
 import shutil
-import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
-from automation.capacity import UpWatch, up_watch
+from pulumi.automation import ConfigValue
+
 from automation.cost import CostEstimate, estimate
 from automation.errors import DriverError
-from automation.job import CLUSTER_ROOT, cluster_job, one_node_note, stack_label
-from automation.kube import KubeApi, parse_kubeconfig, read_kubeconfig_file
-from automation.pipeline import Advice, PipelineResult, Prior, StepResult, cluster_seen
-from automation.scaling import before_verify
-from automation.steps import stack as pulumi_steps
-from automation.steps.check import TransportVerdict, assert_transport, collect_logs
-from automation.steps.preflight import AwsClients, run_preflight
-from automation.steps.train import TrainOutcome, submit_on_head
-from automation.steps.verify import expectations_from, head_pod_name, verify_cluster
-from automation.storage import Durability, Identity, kept_bucket_line, require_run, run_locations, verify_storage
+from automation.job import CLUSTER_ROOT, cluster_job
+from automation.kube import KubeApi, RayClusterPods, parse_kubeconfig, read_kubeconfig_file
+from automation.pipeline import (
+    Advice,
+    ChangeSummary,
+    Expectations,
+    PipelineResult,
+    Prior,
+    TrainOutcome,
+    cluster_seen,
+    expectations_from,
+)
+from automation.pulumi_stack import PULUMI_MISSING, StackLike, outputs_dict, select_stack
+from automation.ray_head import submit_on_head
+from automation.run_files import collect_logs, fetch_run
+from automation.storage import Durability, require_run, run_locations
 from automation.ui import tty_confirm
-from infra.config import GpuNodesConfig
+from infra.config import ConfigError as StackConfigError
+from infra.config import GpuNodesConfig, load_stack
 from workloads.config import ConfigError, TrainConfig, new_run_id
 from workloads.env import NCCL_DEBUG_LEVEL
-from workloads.uri import parse_location
 
 PIPELINE = ("preflight", "preview", "up", "verify", "train", "check")
 GPU_AZ_KEY = GpuNodesConfig.keyname("availability_zone", prefixed=True)
@@ -45,7 +52,7 @@ class AwsDeps:
     """Factories for the outside world; `real()` builds the production ones."""
 
     client: Callable[[str], Any]  # boto3 client by service name, in the stack's region
-    stack: Callable[[], pulumi_steps.StackLike]
+    stack: Callable[[], StackLike]
     kube: Callable[[dict], Any]  # kubeconfig dict -> KubeApi-like (reads + exec)
     confirm: Callable[[str], bool] = tty_confirm
     pricing: Callable[[], Any] | None = None
@@ -66,7 +73,7 @@ class AwsDeps:
             ) from None
         return cls(
             client=lambda name: session.client(name),
-            stack=lambda: pulumi_steps.open_stack(cfg.stack, project_dir),
+            stack=lambda: select_stack(cfg.stack, project_dir),
             kube=KubeApi,
             # The Pricing API lives in us-east-1 whatever the stack's region.
             pricing=lambda: session.client("pricing", region_name="us-east-1"),
@@ -107,7 +114,7 @@ def check_aws_files(environ: Any) -> None:
             ) from None
 
 
-def newest_run(pod_exec: Any, pod: str, namespace: str) -> str:
+def newest_cluster_run(pod_exec: Any, pod: str, namespace: str) -> str:
     """The most recent run directory under CLUSTER_ROOT/runs in `pod`; DriverError if there is none."""
     res = pod_exec(pod, namespace, ["sh", "-c", f"ls -1t {CLUSTER_ROOT}/runs 2>/dev/null | head -n 1"], timeout_s=60)
     run_id = res.stdout.strip()
@@ -120,7 +127,7 @@ def newest_run(pod_exec: Any, pod: str, namespace: str) -> str:
 
 @dataclass
 class AwsTarget:
-    """The steps' view of one stack (see automation.targets.Target and steps.stack.StackTarget)."""
+    """One stack as the steps and commands use it (automation.targets.Target and more: its stack, kube, cfg)."""
 
     cfg: Any
     deps: AwsDeps
@@ -166,84 +173,30 @@ class AwsTarget:
         except ConfigError as e:
             raise DriverError(str(e), exit_code=2) from None
 
-    def preflight(self, prior: Prior) -> StepResult:
-        job = self.job()  # a job that cannot run on this cluster fails before anything is created
-        check_job_data(job)
-        note = one_node_note(job, self.cfg.gpu_nodes.node_count, self.cfg.gpu_nodes.gpus_per_node)
-        if note:
-            self.note(note)
-        c = self.deps.client
-        result = run_preflight(
-            self.cfg, AwsClients(sts=c("sts"), ec2=c("ec2"), quotas=c("service-quotas"), eks=c("eks"))
-        )
-        chosen = result.data.gpu_az if result.data is not None else None
-        if result.ok and chosen and not self.cfg.gpu_nodes.availability_zone:
-            s = self.cfg.stack
-            self.note(
-                f"{GPU_AZ_KEY} is empty: preflight chose {chosen} (valid: {', '.join(result.data.valid_azs)}); "
-                f"`python -m automation run --stack {s}` sets it in the stack before preview/up, "
-                f"or set '{GPU_AZ_KEY}: {chosen}' in Pulumi.{s}.yaml"
-            )
-        return result
-
     def note(self, text: str) -> None:
         """A line for the user now (on_note) and again among the report's notes."""
         self.notes.append(text)
         self.on_note(text)
 
-    def before_change(self, prior: Prior) -> None:
-        """Before preview/up: a stack that left gpuAvailabilityZone empty gets the AZ a passing preflight chose.
-
-        The value goes into the stack with the Automation API (`pulumi config set`, which writes
-        Pulumi.<stack>.yaml), so the program sees it now and later runs reuse it. Without such a
-        preflight result the program could not build: DriverError naming the commands that fix it.
-        """
-        if self.cfg.gpu_nodes.availability_zone:
-            return
-        s = self.cfg.stack
-        checked = prior.get("preflight")
-        az = checked.data.gpu_az if checked is not None and checked.ok and checked.data is not None else None
-        if not az:
-            raise DriverError(
-                f"stack {s} leaves {GPU_AZ_KEY} empty and no preflight of this run chose one: run "
-                f"`python -m automation run --stack {s}` (preflight chooses an AZ that offers "
-                f"{self.cfg.gpu_nodes.instance_type} and sets it) or set '{GPU_AZ_KEY}: <az>' in Pulumi.{s}.yaml",
-                exit_code=2,
-            )
-        from pulumi.automation import ConfigValue
-
+    def set_gpu_az(self, az: str) -> None:
+        """Set gpuAvailabilityZone in the stack with the Automation API (`pulumi config set`, which writes
+        Pulumi.<stack>.yaml), so the program sees it now and later runs reuse it."""
         self.stack().set_config(GPU_AZ_KEY, ConfigValue(value=az))
         self.cfg = dataclasses.replace(
             self.cfg, gpu_nodes=dataclasses.replace(self.cfg.gpu_nodes, availability_zone=az)
         )
-        self.note(f"set {GPU_AZ_KEY} = {az} in stack {s} (Pulumi.{s}.yaml), the AZ preflight chose")
 
-    def stack(self) -> pulumi_steps.StackLike:
+    def stack(self) -> StackLike:
         if self._stack is None:
             self._stack = self.deps.stack()
         return self._stack
 
-    def up_question(self, changes: str) -> str:
-        return (
-            f"`up` on stack {self.cfg.stack} ({changes}) creates resources that cost money "
-            f"({self.cfg.gpu_nodes.node_count} x {self.cfg.gpu_nodes.instance_type}). Go ahead?"
-        )
-
     def confirm(self, question: str) -> bool:
         return self.yes or self.deps.confirm(question)
 
-    def explain_up_failure(self) -> str:
-        c = self.deps.client
-        return pulumi_steps.nodegroup_failure_cause(c("eks"), c("autoscaling"), self.cfg.cluster.name)
-
-    def watch_up(self) -> UpWatch:
-        return up_watch(self)
-
-    def stack_changed(self, summary: pulumi_steps.ChangeSummary) -> None:
+    def stack_changed(self, summary: ChangeSummary) -> None:
+        """After `up`: its outputs are the stack's from now on."""
         self._outputs = dict(summary.outputs)
-
-    def kept_on_destroy(self) -> str | None:
-        return kept_bucket_line(self.outputs(), self.cfg.storage.force_destroy)
 
     def outputs(self) -> dict:
         """The stack outputs (from this run's `up`, else the stack); {} when --kubeconfig replaces them."""
@@ -251,7 +204,7 @@ class AwsTarget:
             if self.kubeconfig_path is not None:
                 self._outputs = {}
             else:
-                self._outputs = pulumi_steps.outputs_dict(self.stack().outputs())
+                self._outputs = outputs_dict(self.stack().outputs())
         return self._outputs
 
     def kube(self) -> Any:
@@ -272,35 +225,13 @@ class AwsTarget:
             self._kube = self.deps.kube(kubeconfig)
         return self._kube
 
-    def expectations(self):
+    def expectations(self) -> Expectations:
         return expectations_from(self.cfg, self.outputs())
 
-    def verify(self, prior: Prior) -> StepResult:
-        scaled = before_verify(self) if self.scale_nodes else None
-        if scaled is not None:
-            self.note(scaled.text())
-        kube = self.kube()
+    def ray_pods(self) -> RayClusterPods:
+        """The RayCluster's pods, through the cluster's Kubernetes API."""
         exp = self.expectations()
-        cluster = verify_cluster(kube, exp, kube.exec, self.node_wait_s, self.pod_wait_s, on_progress=self.on_progress)
-        if not cluster.ok:
-            return cluster
-        out = self.outputs()
-        selector = f"ray.io/cluster={exp.raycluster},ray.io/node-type=worker"
-        worker = kube.list_pods(exp.namespace, selector)[0]["metadata"]["name"]
-        identity = Identity(
-            str(out.get("pod_role_arn")),
-            str(out.get("pod_identity_association_id")),
-            str(out.get("ray_service_account")),
-            exp.namespace,
-        )
-        # Workers write checkpoint shards; the head runs the job's driver and Ray Train's controller,
-        # which write the run's own state to the same storage path.
-        for pod in (worker, head_pod_name(kube, exp)):
-            self.on_progress(f"writing a marker object to the run bucket from {pod}")
-            storage = verify_storage(kube.exec, pod, identity, self.storage_uri(), self.run_id, self.cfg.stack)
-            if not storage.ok:
-                return storage
-        return dataclasses.replace(cluster, summary=f"{cluster.summary}; {storage.summary} (and from {worker})")
+        return RayClusterPods(self.kube(), exp.namespace, exp.raycluster, self.cfg.stack)
 
     def storage_uri(self) -> str:
         uri = self.outputs().get("storage_uri")
@@ -321,42 +252,49 @@ class AwsTarget:
         return dataclasses.replace(self.job(), **vars(Durability(storage_path=uri)))
 
     def submit(self, args: TrainConfig) -> TrainOutcome:
-        kube = self.kube()
-        exp = self.expectations()
-        head = head_pod_name(kube, exp)
+        pods = self.ray_pods()
+        head = pods.head_pod()
         # Ray keeps a finished job's id: a resumed run needs a job id of its own.
         submission_id = f"{self.run_id}-resumed-{new_run_id()}" if self.resume else None
         self.on_progress(f"copying workloads/ into {head} and submitting job {submission_id or args.run_id}")
         return submit_on_head(
-            kube.exec,
+            pods.kube.exec,
             head,
-            exp.namespace,
+            pods.namespace,
             args,
             on_line=self.on_line,
             env_vars={"NCCL_DEBUG": NCCL_DEBUG_LEVEL, **self.job_env},
             submission_id=submission_id,
         )
 
-    def transport(self, prior: Prior) -> tuple[TransportVerdict, str]:
-        kube = self.kube()
-        exp = self.expectations()
-        selector = f"ray.io/cluster={exp.raycluster},ray.io/node-type=worker"
-        pods = [p["metadata"]["name"] for p in kube.list_pods(exp.namespace, selector)]
-        if not pods:
-            raise DriverError(f"no worker pods of RayCluster {exp.namespace}/{exp.raycluster} to read NCCL logs from")
-        trained = prior.get("train")
-        if trained is not None and trained.data is not None:
-            run_id = trained.data.job_id
-        elif self.run_id_given:
-            run_id = self.run_id
-        else:
-            run_id = newest_run(kube.exec, pods[0], exp.namespace)
-        nccl_dir = f"{CLUSTER_ROOT}/runs/{run_id}/nccl"
-        with tempfile.TemporaryDirectory(prefix="nccl-") as tmp:
-            # Keep the run id in the local paths: the NCCL check scopes files to a run by their path.
-            files = collect_logs(kube.exec, pods, exp.namespace, nccl_dir, Path(tmp) / run_id)
-            self.on_progress(f"{len(files)} NCCL log files from {len(pods)} worker pods")
-            return assert_transport(files, self.require, run_id), ""
+    def nccl_expectation(self) -> tuple[str, str]:
+        return self.require, ""
+
+    def _worker_pods(self) -> list[str]:
+        pods = self.ray_pods()
+        names = pods.pods("worker")
+        if not names:
+            raise DriverError(f"no worker pods of RayCluster {pods.namespace}/{pods.raycluster} to read NCCL logs from")
+        return names
+
+    def checked_run_id(self) -> str:
+        """The --run-id given, else the newest run in the first worker pod."""
+        if self.run_id_given:
+            return self.run_id
+        return newest_cluster_run(self.kube().exec, self._worker_pods()[0], self.expectations().namespace)
+
+    def nccl_logs(self, run_id: str, dest: Path) -> list[Path]:
+        """Every worker pod's NCCL logs of `run_id`, copied under `dest/<pod>/`."""
+        workers = self._worker_pods()
+        files = collect_logs(
+            self.kube().exec, workers, self.expectations().namespace, f"{CLUSTER_ROOT}/runs/{run_id}/nccl", dest
+        )
+        self.on_progress(f"{len(files)} NCCL log files from {len(workers)} worker pods")
+        return files
+
+    def collect_run(self, runs_root: Path) -> Path:
+        """The run copied from the cluster's pods into `runs_root/<run id>`."""
+        return fetch_run(self.ray_pods(), self.run_id, runs_root / self.run_id)
 
     # ---- after a failure ---------------------------------------------------------------------------
     def advise(self, failed: str, prior: Prior) -> Advice:
@@ -416,12 +354,6 @@ class AwsTarget:
             "(summary.json in the head pod, nccl/ in each worker pod)"
         )
 
-    def report_files(self, doc: dict) -> dict[str, str | None]:
-        """The run copied from the cluster into ./runs/<run id>, then its report written there."""
-        from automation.commands.report import after_aws_run
-
-        return after_aws_run(self, Path.cwd() / "runs", doc)
-
     def close(self) -> None:
         """Nothing to stop: what the stack created outlives the run on purpose."""
 
@@ -452,61 +384,46 @@ class AwsTarget:
         return estimate(pricing, self.cfg.region, groups)
 
 
-def check_job_data(job: TrainConfig) -> None:
-    """The train block's s3:// data, the head of each object read from this machine before anything is
-    created (workloads/data_check.py); a path of the pods' own is theirs to check."""
-    # data_check imports torch and the tokenizer (about 1 s): paid only by a job whose data is in S3.
-    from workloads.data_check import check_data
-
-    try:
-        if job.data and parse_location(stack_label("data"), job.data).remote:
-            check_data(job.data, job.num_workers, flag=stack_label("data"))
-    except ConfigError as e:
-        raise DriverError(str(e), exit_code=2) from None
-
-
 def load_config(stack: str, project_dir: Path) -> Any:
     """The validated stack config; its ConfigError becomes a one-line bad-input error."""
-    from infra.config import ConfigError, load_stack
-
     try:
         return load_stack(stack, project_dir)
-    except ConfigError as e:
+    except StackConfigError as e:
         raise DriverError(str(e), exit_code=2) from None
 
 
-def needs_pulumi(command: str, kubeconfig: Path | None) -> bool:
-    """Whether `command` reads or changes the stack through the Automation API (and so the pulumi CLI)."""
-    return command in ("preview", "up", "destroy", "run") or (
-        command in ("verify", "train", "check", "status") and kubeconfig is None
-    )
+# Whether a command reads or changes the stack through the Automation API (and so the pulumi CLI):
+# "always" (preview, up, destroy, run), "without-kubeconfig" (a --kubeconfig replaces the stack's
+# output), "never" (preflight).
+PulumiUse = Literal["always", "without-kubeconfig", "never"]
 
 
-def from_args(args: Any, ui: Any, deps: AwsDeps | None = None) -> AwsTarget:
-    """The AWS target for the CLI's arguments: the validated stack config, the real outside world.
+def open_stack(
+    stack: str,
+    *,
+    project_dir: Path,
+    ui: Any = None,
+    kubeconfig: Path | None = None,
+    pulumi: PulumiUse = "without-kubeconfig",
+    deps: AwsDeps | None = None,
+    run_id: str | None = None,
+    **options: Any,
+) -> AwsTarget:
+    """The AWS target of `stack`: its validated config and the real outside world (or `deps`).
 
-    A missing pulumi CLI is reported here, before any step: preflight passing and then `preview`
-    failing would waste the user's time.
+    Every command opens its stack here. A missing pulumi CLI is reported before any step: preflight
+    passing and then `preview` failing would waste the user's time. `options` are AwsTarget's fields
+    (run_id_given, resume, yes, steps_override, workers_override, job_env, require); ``ui`` gives the
+    target its output lines.
     """
-    cfg = load_config(args.stack, args.project_dir)
+    cfg = load_config(stack, project_dir)
     if deps is None:
-        if needs_pulumi(args.command, args.kubeconfig) and shutil.which("pulumi") is None:
-            raise DriverError(pulumi_steps.PULUMI_MISSING, exit_code=2)
-        deps = AwsDeps.real(cfg, args.project_dir)
-    return AwsTarget(
-        cfg=cfg,
-        deps=deps,
-        run_id=args.resume or args.run_id or new_run_id(),
-        run_id_given=bool(args.resume or args.run_id),
-        resume=bool(args.resume),
-        yes=args.yes,
-        kubeconfig_path=args.kubeconfig,
-        scale_nodes=args.command == "run",
-        steps_override=args.steps,
-        workers_override=args.num_workers,
-        on_line=ui.log,
-        on_progress=ui.progress,
-        on_note=ui.note,
-        # ConfigWarnings open the report's notes, before what the run itself has to say.
-        notes=list(cfg.warnings),
-    )
+        needed = pulumi == "always" or (pulumi == "without-kubeconfig" and kubeconfig is None)
+        if needed and shutil.which("pulumi") is None:
+            instead = " (or pass --kubeconfig PATH)" if pulumi == "without-kubeconfig" else ""
+            raise DriverError(PULUMI_MISSING + instead, exit_code=2)
+        deps = AwsDeps.real(cfg, project_dir)
+    if ui is not None:
+        options = {"on_line": ui.log, "on_progress": ui.progress, "on_note": ui.note, **options}
+    notes = list(cfg.warnings)  # ConfigWarnings open the report's notes, before what the run itself says
+    return AwsTarget(cfg, deps, run_id or new_run_id(), kubeconfig_path=kubeconfig, notes=notes, **options)

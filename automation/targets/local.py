@@ -1,15 +1,14 @@
-"""The local target: what the steps do without AWS, Kubernetes or the pulumi CLI.
+"""The local target: a run without AWS, Kubernetes or the pulumi CLI.
 
-It starts a Ray head on 127.0.0.1 with its job server, checks that Ray's resources cover the
-workers, submits `python -m workloads.train` to that job server with `workloads/` as the
-working_dir, applies the NCCL expectation that fits this machine, and always stops the cluster
-it started (also on Ctrl-C or SIGTERM).
+It starts a Ray head on 127.0.0.1 with its job server, reads the resources Ray advertises, submits
+`python -m workloads.train` to that job server with `workloads/` as the working_dir, says what the
+NCCL logs of this machine can prove, and always stops the cluster it started (also on Ctrl-C or
+SIGTERM). What the steps do with it is in automation/steps/.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import importlib.util
 import io
 import logging
 import os
@@ -25,15 +24,14 @@ from typing import Any
 from automation.errors import DriverError
 from automation.job import local_job
 from automation.local_ray import INHERITED_ADDRESS, LocalRayCluster, client_env
-from automation.pipeline import Advice, Finding, PipelineResult, Prior, StepResult, verdict
-from automation.steps.check import LOCAL_GPU_NOTE, TransportVerdict, assert_transport, not_applicable_on_cpu
-from automation.steps.train import WORKLOADS_DIR, TrainOutcome, submit_local, workloads_tarball
-from automation.steps.verify import RAY_RESOURCES_SNIPPET, parse_ray_resources
+from automation.pipeline import Advice, PipelineResult, Prior, TrainOutcome
+from automation.ray_head import RAY_RESOURCES_SNIPPET, parse_ray_resources, submit_local, workloads_tarball
 from automation.storage import MAX_FAILURES, Durability
-from workloads.config import TrainConfig
+from workloads.config import ConfigError, TrainConfig, new_run_id
 
 RESUME = "python -m automation run --target local"
 PIPELINE = ("preflight", "start", "verify", "train", "check")
+LOCAL_GPU_NOTE = "local GPUs talk within one node: the NCCL check is inconclusive for EFA"
 RUNS_DIR = "runs"  # each run's directory goes under it, relative to where the driver runs
 # A local run checkpoints every 10 steps. Measured on the 2-core machine, 2026-12-04: in the default 20-step
 # `python -m automation run` (run 20261204-180612-82b4cc) a step took 0.076 s (median) and the step-10
@@ -76,64 +74,6 @@ class LocalPlan:
         return self.num_workers * self.job.gpus_per_worker if self.use_gpu else 0.0
 
 
-def preflight_local(plan: LocalPlan, cpu_count: int | None = None, gpu_count: int | None = None) -> StepResult:
-    """What the local run needs on this machine: the training module, Ray's job server, the CPUs or GPUs."""
-    rows = []
-    train = WORKLOADS_DIR / "train.py"
-    rows.append(
-        Finding(
-            "training module",
-            "pass" if train.is_file() else "fail",
-            str(train),
-            "" if train.is_file() else "the workloads package is incomplete: reinstall the project",
-        )
-    )
-    for mod, why in (("ray", "Ray"), ("aiohttp_cors", "Ray's job server (ray[default])"), ("torch", "PyTorch")):
-        ok = importlib.util.find_spec(mod) is not None
-        rows.append(
-            Finding(
-                why,
-                "pass" if ok else "fail",
-                f"module {mod} {'found' if ok else 'missing'}",
-                "" if ok else "pip install -e '.[automation]'",
-            )
-        )
-    cpus = cpu_count if cpu_count is not None else (os.cpu_count() or 1)
-    ok = cpus >= plan.cpus_needed
-    rows.append(
-        Finding(
-            "CPUs",
-            "pass" if ok else "fail",
-            f"{cpus} cores, {plan.cpus_needed:g} needed ({plan.num_workers} workers x {plan.cpus_per_worker:g})",
-            "" if ok else f"use --num-workers {max(1, int(cpus // plan.cpus_per_worker))}",
-        )
-    )
-    if plan.use_gpu:
-        gpus = gpu_count if gpu_count is not None else _local_gpus()
-        ok = gpus >= plan.gpus_needed
-        rows.append(
-            Finding(
-                "GPUs",
-                "pass" if ok else "fail",
-                f"{gpus} local GPUs, {plan.gpus_needed:g} needed",
-                "" if ok else "use fewer --num-workers or leave out --use-gpu",
-            )
-        )
-    return verdict(
-        "preflight",
-        rows,
-        ok_summary=f"{plan.num_workers} {'GPU' if plan.use_gpu else 'CPU'} workers fit on this machine",
-    )
-
-
-def _local_gpus() -> int:
-    try:
-        out = subprocess.run(["nvidia-smi", "-L"], capture_output=True, text=True, timeout=20)
-    except (OSError, subprocess.TimeoutExpired):
-        return 0
-    return sum(1 for line in out.stdout.splitlines() if line.startswith("GPU "))
-
-
 def ray_resources(gcs_address: str, timeout_s: float = 120) -> dict[str, float]:
     """What the running cluster advertises (ray.cluster_resources()), read in a child process."""
     env = client_env(dict(os.environ), gcs_address)
@@ -162,28 +102,6 @@ def read_resources(
         return read(gcs_address)
     except DriverError as e:
         raise DriverError(f"{e} (tried {attempts} times, {pause_s:g} s apart)") from None
-
-
-def check_resources(resources: dict[str, float], plan: LocalPlan) -> StepResult:
-    rows = [
-        Finding(
-            "Ray CPUs",
-            "pass" if resources.get("CPU", 0) >= plan.cpus_needed else "fail",
-            f"Ray advertises CPU {resources.get('CPU', 0):g}, the workers need {plan.cpus_needed:g}",
-            "" if resources.get("CPU", 0) >= plan.cpus_needed else "use fewer --num-workers",
-        ),
-    ]
-    if plan.use_gpu:
-        ok = resources.get("GPU", 0) >= plan.gpus_needed
-        rows.append(
-            Finding(
-                "Ray GPUs",
-                "pass" if ok else "fail",
-                f"Ray advertises GPU {resources.get('GPU', 0):g}, the workers need {plan.gpus_needed:g}",
-                "" if ok else "use fewer --num-workers",
-            )
-        )
-    return verdict("verify", rows, resources, ok_summary=f"Ray's resources cover {plan.num_workers} workers")
 
 
 # Ray's job SDK logs "Uploading package gcs://..." at INFO on every submit (ray 2.58,
@@ -225,9 +143,6 @@ class LocalTarget:
     def pipeline(self, command: str, plan: bool) -> tuple[str, ...]:
         return PIPELINE if command == "run" else ("preflight",)
 
-    def preflight(self, prior: Prior) -> StepResult:
-        return preflight_local(self.plan)
-
     def _cluster(self) -> LocalRayCluster:
         if self.cluster is None:
             raise DriverError("the local Ray cluster is not running")
@@ -238,7 +153,8 @@ class LocalTarget:
         self.notes.append(text)
         self.on_note(text)
 
-    def start(self, prior: Prior) -> StepResult:
+    def start(self) -> LocalRayCluster:
+        """Start the Ray head on 127.0.0.1 that `close()` stops; RAY_ADDRESS is set aside until then."""
         # The job client in this process reads it too (a GCS timeout after 40 s): out until close().
         self._inherited_address = os.environ.pop(INHERITED_ADDRESS, None)
         if self._inherited_address is not None:
@@ -249,15 +165,11 @@ class LocalTarget:
         gpus = int(self.plan.gpus_needed) if self.plan.use_gpu else 0
         self.cluster = LocalRayCluster(num_cpus=max(1, int(round(self.plan.cpus_needed + 0.499))), num_gpus=gpus)
         self.cluster.start()
-        return StepResult(
-            "start",
-            "pass",
-            f"Ray head on 127.0.0.1, job server {self.cluster.dashboard_url}, temp dir {self.cluster.temp_dir}",
-            data={"job_server": self.cluster.dashboard_url, "temp_dir": self.cluster.temp_dir},
-        )
+        return self.cluster
 
-    def verify(self, prior: Prior) -> StepResult:
-        return check_resources(read_resources(self._cluster().gcs_address), self.plan)
+    def ray_resources(self) -> dict[str, float]:
+        """What the running head advertises."""
+        return read_resources(self._cluster().gcs_address)
 
     def train_args(self) -> TrainConfig:
         """The job, durable as on the cluster: it checkpoints and Ray Train restarts a lost worker from there."""
@@ -276,12 +188,18 @@ class LocalTarget:
             client, args, workdir, sys.executable, on_line=self.on_line, timeout_s=self.plan.job_timeout_s
         )
 
-    def transport(self, prior: Prior) -> tuple[TransportVerdict, str]:
-        if not self.plan.use_gpu:
-            return not_applicable_on_cpu(), ""
-        args = self.plan.job
-        files = nccl_files(Path(args.nccl_log_dir))
-        return assert_transport(files, "any", args.run_id), LOCAL_GPU_NOTE
+    def nccl_expectation(self) -> tuple[str | None, str]:
+        """On CPU (gloo) no NCCL at all; local GPUs talk within one node: any transport passes, no EFA proof."""
+        return ("any", LOCAL_GPU_NOTE) if self.plan.use_gpu else (None, "")
+
+    def checked_run_id(self) -> str:
+        return self.plan.job.run_id
+
+    def nccl_logs(self, run_id: str, dest: Path) -> list[Path]:
+        return nccl_files(Path(self.plan.job.nccl_log_dir))
+
+    def collect_run(self, runs_root: Path) -> Path:
+        return Path(self.plan.job.run_dir)
 
     def advise(self, failed: str, prior: Prior) -> Advice:
         return Advice(
@@ -301,11 +219,6 @@ class LocalTarget:
     def files(self, result: PipelineResult) -> str:
         return f"{self.plan.job.run_dir} (summary.json, metrics.jsonl, report/, nccl/)"
 
-    def report_files(self, doc: dict) -> dict[str, str | None]:
-        from automation.commands.report import after_run
-
-        return after_run(Path(self.plan.job.run_dir), doc)
-
     def close(self) -> None:
         if self._inherited_address is not None:
             os.environ[INHERITED_ADDRESS] = self._inherited_address
@@ -318,8 +231,6 @@ class LocalTarget:
 
 def from_args(args: Any, ui: Any) -> LocalTarget:
     """The local target for the CLI's arguments: the `tiny` preset unless flags say otherwise."""
-    from workloads.config import ConfigError, new_run_id
-
     try:
         job = local_job(
             args.run_id or new_run_id(),

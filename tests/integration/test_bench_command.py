@@ -17,7 +17,7 @@ import pytest
 from automation import cli
 from automation.commands import bench
 from automation.kube import ExecResult, KubeApi
-from automation.steps.verify import RESOURCES_MARK
+from automation.ray_head import RESOURCES_MARK
 from automation.targets.aws import AwsDeps
 from workloads.metrics import METRICS_FILE, MetricsWriter, StepMetrics
 

@@ -13,7 +13,8 @@ import yaml
 from automation import cli
 from automation.capture import REDACTED_ACCOUNT
 from automation.kube import KubeApi
-from automation.steps.verify import Expectations, verify_cluster
+from automation.pipeline import Expectations
+from automation.steps.verify import verify_cluster
 
 
 def test_status_reads_nodes_and_raycluster_through_the_kubeconfig(tmp_path, capsys):

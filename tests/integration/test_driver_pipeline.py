@@ -22,7 +22,7 @@ from automation import steps
 from automation.errors import DriverError
 from automation.kube import ExecResult, KubeApi
 from automation.pipeline import run_pipeline
-from automation.steps.verify import RESOURCES_MARK
+from automation.ray_head import RESOURCES_MARK
 from automation.targets.aws import GPU_AZ_KEY, PIPELINE, PLAN, AwsDeps, AwsTarget
 from infra.config import ConfigWarning, read_stack_file, validate
 

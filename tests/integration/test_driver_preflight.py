@@ -12,9 +12,9 @@ import pytest
 from botocore.stub import Stubber
 from moto import mock_aws
 
+from automation.pipeline import PreflightFacts
 from automation.steps.preflight import (
     AwsClients,
-    PreflightFacts,
     check_aws_cli,
     check_capacity_reservation,
     check_vpc_cni_version,

@@ -11,7 +11,9 @@ import pytest
 
 from automation.errors import DriverError
 from automation.kube import ExecResult, KubeApi
-from automation.steps.verify import RESOURCES_MARK, Expectations, verify_cluster
+from automation.pipeline import Expectations
+from automation.ray_head import RESOURCES_MARK
+from automation.steps.verify import verify_cluster
 
 EXP = Expectations(
     node_count=2,

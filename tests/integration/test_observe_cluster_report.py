@@ -17,7 +17,8 @@ from automation.cli import build_parser
 from automation.commands import report
 from automation.errors import DriverError
 from automation.kube import ExecResult, KubeApi
-from automation.targets.aws import AwsDeps
+from automation.run_files import fetch_run
+from automation.targets.aws import AwsDeps, AwsTarget
 from workloads.metrics import METRICS_FILE, MetricsWriter, StepMetrics
 
 HEAD = "ray-efa-head-9xk2q"
@@ -111,7 +112,7 @@ def test_unknown_run_on_the_cluster_is_bad_input(tmp_path):
     pod_exec = helpers.ScriptedExec(lambda pod, cmd, stdin: ExecResult(0, "", ""))
     cluster = FixedPods(KubeWithExec(helpers.kubeconfig_for("http://127.0.0.1:9"), pod_exec))
     with pytest.raises(DriverError, match=r"run nope: no metrics.jsonl under /tmp/ray-efa-eks/runs/nope") as e:
-        report.fetch_run(cluster, "nope", tmp_path / "nope")
+        fetch_run(cluster, "nope", tmp_path / "nope")
     assert e.value.exit_code == 2
 
 
@@ -133,24 +134,8 @@ class FixedPods:
 def test_aws_run_end_copies_the_run_and_writes_its_report(tmp_path):
     pod_exec = scripted(tmp_path, "r1")
     with helpers.FakeKubeApi() as api:
-        target = AwsLike(KubeWithExec(api.kubeconfig(), pod_exec))
-        files = report.after_aws_run(target, tmp_path / "runs", {"target": "aws", "stack": "us-west-2"})
+        stack = helpers.FakeStack("us-west-2", {"kubeconfig": json.dumps(api.kubeconfig())})
+        deps = AwsDeps(client=None, stack=lambda: stack, kube=lambda kc: KubeWithExec(kc, pod_exec))
+        target = AwsTarget(cfg=helpers.stack_config(), deps=deps, run_id="r1")
+        files = report.collect_and_report(target, tmp_path / "runs", {"target": "aws", "stack": "us-west-2"})
     assert files.get("report") and Path(files["report"]).is_file(), f"expected a report, got {files}"
-
-
-class AwsLike:
-    """What after_aws_run uses of an AwsTarget."""
-
-    run_id = "r1"
-
-    def __init__(self, kube):
-        self._kube = kube
-        self.cfg = helpers.stack_config()
-
-    def kube(self):
-        return self._kube
-
-    def expectations(self):
-        from automation.steps.verify import expectations_from
-
-        return expectations_from(self.cfg, {})

@@ -8,7 +8,7 @@ import socket
 import pytest
 import yaml
 
-from automation import cli
+from automation import cli, flags
 
 
 def run_cli(capsys, *argv):
@@ -97,7 +97,7 @@ def test_missing_pulumi_cli_says_how_to_install(capsys, monkeypatch):
 def test_missing_pulumi_cli_is_reported_before_preflight_runs(capsys, monkeypatch):
     monkeypatch.setattr("automation.targets.aws.shutil.which", lambda name: None)
     monkeypatch.setattr(
-        "automation.targets.aws.run_preflight", lambda *a: pytest.fail("preflight must not run without the pulumi CLI")
+        "automation.steps.preflight.run_preflight", lambda *a: pytest.fail("preflight must not run without pulumi")
     )
     rc, out, err = run_cli(capsys, "run", "--stack", "us-west-2")
     assert rc == 2, f"expected exit 2, got {rc}"
@@ -111,12 +111,12 @@ def test_json_errors_leave_stdout_one_json_document(capsys):
 
 def test_target_defaults_to_local_without_a_stack():
     args = cli.build_parser().parse_args(["run"])
-    assert cli.resolve_target(args) == "local"
+    assert flags.resolve_target(args) == "local"
 
 
 def test_target_defaults_to_aws_with_a_stack():
     args = cli.build_parser().parse_args(["run", "--stack", "us-west-2"])
-    assert cli.resolve_target(args) == "aws"
+    assert flags.resolve_target(args) == "aws"
 
 
 def _aws_steps(monkeypatch, **behaviour):

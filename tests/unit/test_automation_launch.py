@@ -9,16 +9,16 @@ import tarfile
 
 from automation.job import command, with_run_paths
 from automation.kube import ExecResult
-from automation.steps.train import (
+from automation.pipeline import TrainOutcome
+from automation.ray_head import (
     HEAD_JOB_SERVER,
-    TrainOutcome,
     job_status_from_output,
     submit_command,
     submit_on_head,
-    train_result,
     upload_command,
     workloads_tarball,
 )
+from automation.steps.train import train_result
 from workloads.config import TrainConfig
 
 ARGS = with_run_paths(

@@ -9,9 +9,11 @@ import pytest
 from botocore.stub import Stubber
 
 from automation.cost import estimate
-from automation.steps.check import LOCAL_GPU_NOTE, TransportVerdict, check_result, not_applicable_on_cpu
-from automation.steps.preflight import family, quota_for
-from automation.steps.stack import ChangeSummary, describe_event
+from automation.ec2 import family, quota_for
+from automation.pipeline import ChangeSummary, TransportVerdict
+from automation.pulumi_stack import describe_event
+from automation.steps.check import check_result, not_applicable_on_cpu
+from automation.targets.local import LOCAL_GPU_NOTE
 
 
 def engine_event(**body):

@@ -9,8 +9,8 @@ import types
 from conftest import FIXTURES
 
 from automation.cli import build_parser, parse
+from automation.commands.run_steps import open_target
 from automation.steps.check import assert_transport, check_result
-from automation.targets.aws import from_args
 
 SOCKET_LOG = FIXTURES / "nccl" / "socket_cluster_nccl952.log"  # NCCL over NET/Socket between two hosts
 EFA_LOG = FIXTURES / "nccl" / "efa_unprefixed_ofi1.20.log"  # aws-ofi-nccl 1.20 over EFA, two nodes
@@ -19,7 +19,7 @@ EFA_LOG = FIXTURES / "nccl" / "efa_unprefixed_ofi1.20.log"  # aws-ofi-nccl 1.20 
 def test_the_cli_builds_the_aws_run_with_efa_required(repo_root):
     args = parse(build_parser(), ["run", "--stack", "us-west-2", "--project-dir", str(repo_root)])
     ui = types.SimpleNamespace(log=print, progress=print, note=print)
-    target = from_args(args, ui, deps=object())  # deps given: nothing of the outside world is built
+    target = open_target(args, ui, deps=object())  # deps given: nothing of the outside world is built
     assert target.require == "efa", f"expected the AWS run's NCCL check to require efa, got {target.require!r}"
 
 

@@ -139,7 +139,7 @@ def s3_server():
 
 def test_an_s3_object_with_a_null_record_fails_the_aws_preflight_before_anything_is_created(s3_server):
     from automation.errors import DriverError
-    from automation.targets.aws import check_job_data
+    from automation.steps.preflight import check_job_data
     from workloads.config import TrainConfig
 
     s3_server.put_object(Bucket="corpus-bucket", Key="nulls/a.jsonl", Body=b'{"text": "a"}\n{"text": null}\n')

@@ -7,10 +7,10 @@ import pytest
 from automation.commands.drill import (
     LOSS_RTOL,
     Recovery,
+    failures,
     losses_match,
     recovery,
     snapshot_step,
-    verdict,
     worker_pids,
 )
 
@@ -87,33 +87,33 @@ GOOD = Recovery(step_at_kill=13, resumed_from_step=10, steps_lost=3, final_step=
 
 
 def test_drill_passes_a_full_resume_from_the_registered_checkpoint():
-    assert verdict(GOOD, 20, 10, 10, True) == [], f"got {verdict(GOOD, 20, 10, 10, True)}"
+    assert failures(GOOD, 20, 10, 10, True) == [], f"got {failures(GOOD, 20, 10, 10, True)}"
 
 
 def test_drill_fails_a_run_that_lost_more_than_the_checkpoint_interval():
     rec = Recovery(step_at_kill=13, resumed_from_step=0, steps_lost=13, final_step=20, recovery_seconds=7.0)
-    why = verdict(rec, 20, 10, None, True)
+    why = failures(rec, 20, 10, None, True)
     assert why == ["steps_lost 13 exceeds the checkpoint interval 10"], f"got {why}"
 
 
 def test_drill_fails_a_resume_from_an_older_checkpoint_than_the_registered_one():
     rec = Recovery(step_at_kill=13, resumed_from_step=5, steps_lost=8, final_step=20, recovery_seconds=7.0)
-    why = verdict(rec, 20, 10, 10, True)
+    why = failures(rec, 20, 10, 10, True)
     assert why == ["resumed_from_step 5, older than the registered checkpoint 10"], f"got {why}"
 
 
 def test_drill_passes_a_resume_from_a_checkpoint_registered_after_the_kill():
     rec = Recovery(step_at_kill=20, resumed_from_step=20, steps_lost=0, final_step=40, recovery_seconds=7.0)
-    assert verdict(rec, 40, 10, 10, True) == [], f"got {verdict(rec, 40, 10, 10, True)}"
+    assert failures(rec, 40, 10, 10, True) == [], f"got {failures(rec, 40, 10, 10, True)}"
 
 
 def test_drill_fails_a_run_that_stopped_short_of_its_steps():
     rec = Recovery(step_at_kill=13, resumed_from_step=10, steps_lost=3, final_step=15, recovery_seconds=7.0)
-    assert verdict(rec, 20, 10, 10, True) == ["final_step 15, expected 20"], f"got {verdict(rec, 20, 10, 10, True)}"
+    assert failures(rec, 20, 10, 10, True) == ["final_step 15, expected 20"], f"got {failures(rec, 20, 10, 10, True)}"
 
 
 def test_drill_fails_a_final_loss_unlike_the_references():
-    why = verdict(GOOD, 20, 10, 10, False)
+    why = failures(GOOD, 20, 10, 10, False)
     assert why == ["the final loss differs from the uninterrupted run's"], f"got {why}"
 
 

@@ -13,7 +13,7 @@ import pytest
 
 from automation.commands import drill
 from automation.errors import DriverError
-from automation.steps.train import TrainOutcome
+from automation.pipeline import TrainOutcome
 from workloads.metrics import ECHO_PREFIX, SCHEMA_VERSION
 
 # Shaped like the TrainController's lines in a job log (local run ck, 2-core machine, 2026-12-04), with the
@@ -123,7 +123,7 @@ def aws_drill(monkeypatch):
         target, job, reference, 30, drill.aws_kill_for(job, kube, "ray", "ray.io/node-type=worker")
     )
     ref_lines = [_echo(s, 6.0 - s / 10) for s in range(1, 21)]
-    return kube, drill.report(job, reference, kill, drill.echoed_records(lines), drill.echoed_records(ref_lines))
+    return kube, drill.document(job, reference, kill, drill.echoed_records(lines), drill.echoed_records(ref_lines))
 
 
 def test_aws_drill_deletes_the_pod_of_the_highest_rank(aws_drill):

@@ -188,6 +188,7 @@ def test_cluster_job_fits_an_l4_by_measured_memory():
 
 def test_aws_preflight_refuses_a_bad_train_block_before_calling_aws():
     from automation.errors import DriverError
+    from automation.steps import preflight
     from automation.targets.aws import AwsDeps, AwsTarget
 
     def no_aws(*_):
@@ -195,7 +196,7 @@ def test_aws_preflight_refuses_a_bad_train_block_before_calling_aws():
 
     target = AwsTarget(stack_cfg(num_workers=16, global_batch_size=128), AwsDeps(no_aws, no_aws, no_aws), "r1")
     with pytest.raises(DriverError) as err:
-        target.preflight({})
+        preflight.run(target, {})
     assert err.value.exit_code == 2 and "num_workers 16" in str(err.value), (
         f"got exit {err.value.exit_code}: {err.value}"
     )

@@ -72,8 +72,9 @@ def test_run_passes_its_storage_path_to_the_local_target(tmp_path, monkeypatch):
 
 
 def test_storage_path_on_aws_is_refused_naming_the_flag():
-    from automation.cli import build_parser, check_target_flags, parse
+    from automation.cli import build_parser, parse
     from automation.errors import DriverError
+    from automation.flags import check_target_flags
 
     args = parse(build_parser(), ["run", "--stack", "us-west-2", "--storage-path", "/tmp/x"])
     with pytest.raises(DriverError, match="--storage-path is for --target local"):

@@ -12,7 +12,7 @@ from __future__ import annotations
 import pytest
 from botocore.exceptions import ClientError
 
-from automation.steps.preflight import check_quota
+from automation.ec2 import check_quota
 
 G6_VCPUS = 48  # g6.12xlarge's DefaultVCpus
 VCPUS = {"g6.12xlarge": G6_VCPUS, "vt1.3xlarge": 12, "m7i.xlarge": 4}  # DescribeInstanceTypes' DefaultVCpus

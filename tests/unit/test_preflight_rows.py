@@ -9,9 +9,10 @@ from __future__ import annotations
 import pytest
 from botocore.exceptions import ClientError, EndpointConnectionError, NoCredentialsError
 
+from automation.ec2 import describe_type, family, quota_for
+from automation.pipeline import PreflightFacts
 from automation.steps.preflight import (
     AwsClients,
-    PreflightFacts,
     check_aws_cli,
     check_capacity_block_type,
     check_capacity_reservation,
@@ -19,9 +20,6 @@ from automation.steps.preflight import (
     check_instance_type,
     check_system_quota,
     check_vpc_cni_version,
-    describe_type,
-    family,
-    quota_for,
 )
 
 ARN = "arn:aws:iam::123456789012:user/trainer"

@@ -10,8 +10,9 @@ from pathlib import Path
 import pytest
 
 from automation.cli import main
-from automation.commands.report import after_run, announce, cost_rows, find_run_dir, load_run, micro_batches
+from automation.commands.report import after_run, cost_rows, find_run_dir, load_run, micro_batches
 from automation.errors import DriverError
+from automation.run_report import announce
 from workloads.metrics import METRICS_FILE, MetricsWriter, StepMetrics
 
 

@@ -13,6 +13,7 @@ from dataclasses import replace
 import pytest
 
 from automation.errors import DriverError
+from automation.ray_head import parse_ray_resources
 from automation.steps.verify import (
     Expectations,
     check_nodes,
@@ -21,7 +22,6 @@ from automation.steps.verify import (
     check_raycluster,
     check_worker_pods,
     head_pod_name,
-    parse_ray_resources,
     requested_gpus,
 )
 from automation.steps.verify_checks import check_daemonsets, check_fi_info, check_hugepages

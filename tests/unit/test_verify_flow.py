@@ -6,8 +6,9 @@ from __future__ import annotations
 from types import SimpleNamespace
 
 from automation.kube import ExecResult
-from automation.pipeline import Finding
-from automation.steps.verify import RESOURCES_MARK, Expectations, expectations_from, poll, verify_cluster
+from automation.pipeline import Expectations, Finding, expectations_from
+from automation.ray_head import RESOURCES_MARK
+from automation.steps.verify import poll, verify_cluster
 
 EXP = Expectations(
     node_count=1,

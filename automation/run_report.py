@@ -1,16 +1,16 @@
-"""report: one summary of a run (step timings, throughput, MFU, loss, transport verdict, cost per hour),
+"""The run's report: one summary of a run (step timings, throughput, MFU, loss, transport verdict, cost per hour),
 built the same way for every target, as a human table and as JSON."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any
+
+from rich.table import Table
 
 from automation.cost import CostEstimate
 from automation.pipeline import PipelineResult, cluster_seen
-
-if TYPE_CHECKING:
-    from automation.targets import Target
+from automation.targets import Target
 
 
 @dataclass(frozen=True)
@@ -31,17 +31,8 @@ class RunReport:
 
     def metrics(self) -> dict[str, Any]:
         s = self.training or {}
-        keys = (
-            "run_id",
-            "world_size",
-            "steps",
-            "tokens_per_s",
-            "tokens_per_s_per_gpu",
-            "mfu",
-            "loss_first",
-            "loss_last",
-            "peak_mem_gb",
-        )
+        keys = ("run_id", "world_size", "steps", "tokens_per_s", "tokens_per_s_per_gpu", "mfu")
+        keys += ("loss_first", "loss_last", "peak_mem_gb")
         return {k: s.get(k) for k in keys}
 
     def to_dict(self) -> dict[str, Any]:
@@ -84,11 +75,17 @@ def show(report: RunReport, ui: Any, files: dict[str, str | None] | None = None)
     if ui.json_mode:
         ui.emit_json({**report.to_dict(), **files})
     else:
-        from automation.commands.report import announce
-
         render(report, ui.console)
         announce(files, ui)
     return 0 if report.ok else 1
+
+
+def announce(files: dict[str, str | None], ui: Any) -> None:
+    """The closing line of `automation run`: where the report is, or why there is none."""
+    if files.get("report"):
+        ui.note(f"report: {files['report']}  (metrics: {files['metrics_file']})")
+    elif files.get("report_error"):
+        ui.note(f"no report: {files['report_error']}")
 
 
 def _fmt(v: Any, spec: str = "") -> str:
@@ -101,8 +98,6 @@ def _fmt(v: Any, spec: str = "") -> str:
 
 def render(report: RunReport, console: Any) -> None:
     """Print the final tables with rich: steps, then results, then what to do after a failure."""
-    from rich.table import Table
-
     steps = Table(title=f"run ({report.target}{', stack ' + report.stack if report.stack else ''})", show_lines=False)
     for col in ("step", "status", "seconds", "summary"):
         steps.add_column(col, overflow="fold")

@@ -1,0 +1,123 @@
+"""What EC2 says about an instance type in a region: the type itself, the AZs that offer it, and the vCPUs its
+On-Demand quota leaves free. Preflight (automation/steps/preflight.py) and the capacity finder
+(automation/capacity.py) read them the same way, from the clients they are given.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+from botocore.exceptions import BotoCoreError, ClientError
+
+from automation.pipeline import Finding
+
+# The On-Demand vCPU quota that covers an instance family (EC2's "Running On-Demand ... instances").
+QUOTA_BY_FAMILY = {
+    "g": ("L-DB2E81BA", "Running On-Demand G and VT instances"),
+    "vt": ("L-DB2E81BA", "Running On-Demand G and VT instances"),
+    "p": ("L-417A185B", "Running On-Demand P instances"),
+}
+STANDARD_QUOTA = ("L-1216C47A", "Running On-Demand Standard (A, C, D, H, I, M, R, T, Z) instances")
+
+
+def family(instance_type: str) -> str:
+    """The letters before the generation digit: 'g' for g6.12xlarge, 'vt' for vt1.3xlarge, 'p' for p5.48xlarge."""
+    name = instance_type.split(".")[0]
+    letters = ""
+    for ch in name:
+        if ch.isdigit():
+            break
+        letters += ch
+    return letters
+
+
+def quota_for(instance_type: str) -> tuple[str, str]:
+    return QUOTA_BY_FAMILY.get(family(instance_type), STANDARD_QUOTA)
+
+
+def aws_error(e: Exception) -> str:
+    if isinstance(e, ClientError):
+        return f"{e.response['Error'].get('Code')}: {e.response['Error'].get('Message')}"
+    return f"{type(e).__name__}: {e}"
+
+
+def describe_type(ec2: Any, instance_type: str) -> dict | None:
+    try:
+        found = ec2.describe_instance_types(InstanceTypes=[instance_type])["InstanceTypes"]
+    except ClientError as e:
+        if e.response["Error"]["Code"].startswith("InvalidInstanceType"):
+            return None
+        raise
+    return found[0] if found else None
+
+
+def offered_azs(ec2: Any, instance_type: str) -> set[str]:
+    pages = ec2.get_paginator("describe_instance_type_offerings").paginate(
+        LocationType="availability-zone", Filters=[{"Name": "instance-type", "Values": [instance_type]}]
+    )
+    return {o["Location"] for page in pages for o in page["InstanceTypeOfferings"]}
+
+
+def running_vcpus(ec2: Any, families: set[str]) -> int:
+    """vCPUs of running or pending instances whose family is in `families`."""
+    counts: dict[str, int] = {}
+    pages = ec2.get_paginator("describe_instances").paginate(
+        Filters=[{"Name": "instance-state-name", "Values": ["pending", "running"]}]
+    )
+    for page in pages:
+        for res in page["Reservations"]:
+            for inst in res["Instances"]:
+                t = inst["InstanceType"]
+                if family(t) in families:
+                    counts[t] = counts.get(t, 0) + 1
+    if not counts:
+        return 0
+    types = ec2.describe_instance_types(InstanceTypes=sorted(counts))["InstanceTypes"]
+    vcpus = {t["InstanceType"]: int(t["VCpuInfo"]["DefaultVCpus"]) for t in types}
+    return sum(vcpus[t] * n for t, n in counts.items())
+
+
+def check_quota(
+    quotas: Any, ec2: Any, instance_type: str, vcpus_per_node: int, node_count: int, region: str
+) -> tuple[Finding, int, float | None]:
+    """The family's On-Demand vCPU quota minus what already runs covers the node group."""
+    code, title = quota_for(instance_type)
+    need = vcpus_per_node * node_count
+    try:
+        value = float(quotas.get_service_quota(ServiceCode="ec2", QuotaCode=code)["Quota"]["Value"])
+    except (ClientError, BotoCoreError) as e:
+        return (
+            Finding(
+                f"vCPU quota {code}",
+                "fail",
+                f"cannot read '{title}': {aws_error(e)}",
+                f"aws service-quotas get-service-quota --service-code ec2 --quota-code {code} --region {region}",
+            ),
+            need,
+            None,
+        )
+    fams = {f for f, (c, _) in QUOTA_BY_FAMILY.items() if c == code} or {family(instance_type)}
+    used = running_vcpus(ec2, fams)
+    free = value - used
+    ok = free >= need
+    detail = f"'{title}' is {value:g} vCPUs, {used} in use, {free:g} free; {node_count} x {instance_type} need {need}"
+    fix = (
+        ""
+        if ok
+        else (
+            f"aws service-quotas request-service-quota-increase --service-code ec2 --quota-code {code} "
+            f"--desired-value {math.ceil(used + need)} --region {region}"
+        )
+    )
+    return Finding(f"vCPU quota {code}", "pass" if ok else "fail", detail, fix), need, free
+
+
+# Reservation states (EC2 API reference, CapacityReservation.State,
+# https://docs.aws.amazon.com/AWSEC2/latest/APIReference/API_CapacityReservation.html; for Capacity Blocks the
+# EC2 user guide's "View Capacity Blocks", https://docs.aws.amazon.com/AWSEC2/latest/UserGuide/capacity-blocks-view.html,
+# read 2026-12-05): a Capacity Block is payment-pending, then scheduled ("the payment was processed and the
+# reservation hasn't started yet"; its available capacity "appears as zero" and the tag
+# aws:ec2capacityreservation:incrementalRequestedQuantity says how many instances it will hold), active from its
+# StartDate, expired at its EndDate; payment-failed releases it. Instances can be launched into it only while it
+# is active (https://docs.aws.amazon.com/AWSEC2/latest/UserGuide/capacity-blocks-using.html).

@@ -1,0 +1,245 @@
+"""The command line's shared pieces: argparse types that refuse bad input with the fix, the flags the
+pipeline commands and `status`, `render` and `clean` take, the parent parser every command shares, and
+which target a command runs on.
+
+Every error is one line and exit status 2, before any cloud call or Ray start.
+"""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+from typing import Any
+
+from automation.errors import DriverError
+from infra.config import GpuNodesConfig, known_stacks
+from workloads.config import _RUN_ID, ConfigError
+from workloads.uri import parse_location
+
+PROJECT_DIR = Path(__file__).resolve().parent.parent
+LOCAL_COMMANDS = ("preflight", "run", "status", "clean")
+
+
+def common_parent() -> argparse.ArgumentParser:
+    """The parent parser of every command: --json, and the project directory tests point elsewhere."""
+    base = argparse.ArgumentParser(add_help=False)
+    base.add_argument("--json", action="store_true", help="print one JSON document on stdout and nothing else")
+    base.add_argument("--project-dir", type=Path, default=PROJECT_DIR, help=argparse.SUPPRESS)
+    return base
+
+
+def stack_name(text: str) -> str:
+    if not text.strip():
+        raise argparse.ArgumentTypeError(
+            "an empty name is no stack: pass one (e.g. us-west-2, from Pulumi.us-west-2.yaml), "
+            "or leave --stack out to run locally"
+        )
+    return text
+
+
+def _at_least(low: int, hint: str = ""):
+    """An argparse type: a whole number of ``low`` or more (0 is never read as "the default")."""
+
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{text!r} is not a whole number: pass a whole number >= {low}") from None
+        if value < low:
+            raise argparse.ArgumentTypeError(f"{value} is below {low}: pass a whole number >= {low}{hint}")
+        return value
+
+    return parse
+
+
+whole_number = _at_least(1, ", or leave the flag out")  # a count of 1 or more
+count = _at_least(0)  # a count of 0 or more
+
+
+def run_id(text: str) -> str:
+    """A run id the training module accepts (workloads/config.py, `_RUN_ID`): it names directories."""
+    if not _RUN_ID.match(text):
+        raise argparse.ArgumentTypeError(
+            f"{text!r} is not a run id: use letters, digits, '.', '_' or '-' (at most 63, no '/'), "
+            "starting with a letter or digit"
+        )
+    return text
+
+
+def location(remote: bool = True):
+    """An argparse type: a path in a form this project reads (workloads/uri.py), else its error."""
+
+    def parse(text: str) -> str:
+        try:
+            parse_location("", text, remote=remote)
+        except ConfigError as e:
+            raise argparse.ArgumentTypeError(str(e).strip()) from None
+        return text
+
+    return parse
+
+
+# The flags each command takes (every command also takes --json); a flag a command lacks is an
+# argparse error ("unrecognized arguments"), never silently ignored.
+TARGET_FLAGS = ("stack", "target")
+JOB_FLAGS = ("run_id", "resume", "steps", "num_workers")  # which training job, of how many steps and workers
+COMMAND_FLAGS: dict[str, tuple[str, ...]] = {
+    "preflight": (*TARGET_FLAGS, "num_workers", "use_gpu"),
+    "preview": TARGET_FLAGS,
+    "up": (*TARGET_FLAGS, "yes"),
+    "verify": (*TARGET_FLAGS, "kubeconfig"),
+    "train": (*TARGET_FLAGS, "kubeconfig", *JOB_FLAGS),
+    "check": (*TARGET_FLAGS, "kubeconfig", "run_id"),
+    "destroy": (*TARGET_FLAGS, "yes"),
+    "run": (*TARGET_FLAGS, "plan", "yes", "kubeconfig", *JOB_FLAGS, "use_gpu", "storage_path", "keep_nodes"),
+    "status": (*TARGET_FLAGS, "kubeconfig", "capture"),
+    "render": ("stack",),
+    "clean": ("keep", "yes"),
+}
+
+
+def _add_flag(p: argparse.ArgumentParser, name: str) -> None:
+    adders = {
+        "stack": lambda: p.add_argument(
+            "--stack", type=stack_name, help="Pulumi stack (one per region, e.g. us-west-2); implies --target aws"
+        ),
+        "target": lambda: p.add_argument(
+            "--target", choices=("aws", "local"), help="where to run (default: local without --stack, aws with one)"
+        ),
+        "plan": lambda: p.add_argument("--plan", action="store_true", help="aws: stop after preview (no change)"),
+        "yes": lambda: p.add_argument("--yes", action="store_true", help="do not ask before changes that cost money"),
+        "kubeconfig": lambda: p.add_argument(
+            "--kubeconfig", type=Path, help="aws: use this kubeconfig instead of the stack's `kubeconfig` output"
+        ),
+        "run_id": lambda: p.add_argument(
+            "--run-id", type=run_id, help="the run id (default: a new one for train/run, the newest run for check)"
+        ),
+        "resume": lambda: p.add_argument(
+            "--resume",
+            type=run_id,
+            metavar="RUN_ID",
+            help="aws: continue run RUN_ID from its last checkpoint in the stack's run bucket",
+        ),
+        "steps": lambda: p.add_argument(
+            "--steps", type=whole_number, help="training steps (default: 20 locally, the stack's train.steps on aws)"
+        ),
+        "num_workers": lambda: p.add_argument(
+            "--num-workers",
+            type=whole_number,
+            help="training workers (default: 2 locally, the stack's train.num_workers on aws)",
+        ),
+        "keep": lambda: p.add_argument(
+            "--keep", type=count, default=0, help="clean: how many of the newest runs to keep (default: 0)"
+        ),
+        "use_gpu": lambda: p.add_argument(
+            "--use-gpu", action="store_true", help="local: train on this machine's GPUs with NCCL (default: CPU, gloo)"
+        ),
+        "capture": lambda: p.add_argument(
+            "--capture",
+            type=Path,
+            metavar="DIR",
+            help="aws: also write the cluster's nodes, DaemonSets, Deployments, pods, events and RayCluster as JSON "
+            "into DIR (the layout of tests/fixtures/k8s/), AWS account ids redacted",
+        ),
+        "keep_nodes": lambda: p.add_argument(
+            "--keep-nodes",
+            action="store_true",
+            help="aws: leave the GPU nodes running when the run ends "
+            f"(default: scale them to {GpuNodesConfig.keyname('idle_nodes')}, 0)",
+        ),
+        "storage_path": lambda: p.add_argument(
+            "--storage-path",
+            type=location(),
+            help="local: keep checkpoints and Ray Train's state here, a directory or s3://bucket/prefix "
+            "(default: runs/<run-id>/ray_results)",
+        ),
+    }
+    adders[name]()
+
+
+def _flag_defaults() -> dict[str, Any]:
+    """Each flag's own default: what a command that lacks the flag sees for it, so the code reads every
+    attribute the same way."""
+    p = argparse.ArgumentParser(add_help=False)
+    for flag in dict.fromkeys(f for flags in COMMAND_FLAGS.values() for f in flags):
+        _add_flag(p, flag)
+    return vars(p.parse_args([]))
+
+
+FLAG_DEFAULTS = _flag_defaults()
+
+
+def command_parser(sub: Any, name: str, help: str, doc: str, parents: list) -> argparse.ArgumentParser:
+    """The parser of a command whose --help shows `help` and its module's docstring after the first line."""
+    description = help[0].upper() + help[1:] + ".\n\n" + doc.split("\n\n", 1)[1]
+    formatter = argparse.RawDescriptionHelpFormatter
+    return sub.add_parser(name, parents=parents, help=help, description=description, formatter_class=formatter)
+
+
+def target_parent() -> argparse.ArgumentParser:
+    """The parent parser of every command that runs on a target: --stack and --target (TARGET_FLAGS)."""
+    p = argparse.ArgumentParser(add_help=False)
+    for flag in TARGET_FLAGS:
+        _add_flag(p, flag)
+    return p
+
+
+TARGET_PARENT = target_parent()
+
+
+def add_command(sub: Any, name: str, help: str, parents: list[argparse.ArgumentParser]) -> argparse.ArgumentParser:
+    """The parser of `name` with the flags COMMAND_FLAGS gives it (the target flags through TARGET_PARENT);
+    the flags it lacks read as FLAG_DEFAULTS."""
+    on_target = set(TARGET_FLAGS) <= set(COMMAND_FLAGS[name])
+    p = sub.add_parser(name, help=help, description=help, parents=[*parents, TARGET_PARENT] if on_target else parents)
+    for flag in COMMAND_FLAGS[name]:
+        if not (on_target and flag in TARGET_FLAGS):
+            _add_flag(p, flag)
+    p.set_defaults(**{k: v for k, v in FLAG_DEFAULTS.items() if k not in COMMAND_FLAGS[name]})
+    return p
+
+
+def resolve_target(args: argparse.Namespace) -> str:
+    """`--target` if given, else aws with a stack and local without; aws without a stack is an error."""
+    target = args.target or ("aws" if args.stack else "local")
+    if target == "aws" and not args.stack:
+        known = ", ".join(known_stacks(args.project_dir)) or "(none)"
+        raise DriverError(f"--target aws needs --stack NAME: known stacks are {known}", exit_code=2)
+    if target == "local" and args.stack:
+        raise DriverError(
+            f"--stack {args.stack} is an AWS stack: leave out --target local, or drop --stack", exit_code=2
+        )
+    if target == "local" and args.command not in LOCAL_COMMANDS:
+        raise DriverError(
+            f"`{args.command}` has no meaning for --target local (its Ray cluster lives only for one run): "
+            f"use `python -m automation run --target local`, or pass --stack NAME for AWS",
+            exit_code=2,
+        )
+    check_target_flags(args, target)
+    return target
+
+
+# Flags that exist for one target only: (flag, its attribute, the target it is for, what to do instead).
+ONE_TARGET_FLAGS = (
+    ("--plan", "plan", "aws", "the local target has no preview and changes nothing in the cloud: leave out --plan"),
+    ("--kubeconfig", "kubeconfig", "aws", "the local target talks to its own Ray head: leave out --kubeconfig"),
+    ("--use-gpu", "use_gpu", "local", "on AWS the stack's GPU nodes train (train.use_gpu): leave out --use-gpu"),
+    ("--resume", "resume", "aws", "runs are kept in a stack's run bucket: pass --stack STACK, or leave out --resume"),
+    ("--storage-path", "storage_path", "local", "on AWS the stack's run bucket holds runs: leave out --storage-path"),
+    ("--capture", "capture", "aws", "the local target has no Kubernetes cluster to record: pass --stack STACK"),
+    ("--keep-nodes", "keep_nodes", "aws", "the local target's Ray stops when its run ends: leave out --keep-nodes"),
+)
+
+
+def check_target_flags(args: argparse.Namespace, target: str) -> None:
+    """Refuse a flag meant for the other target before anything starts (no cloud call, no Ray)."""
+    for flag, attr, meant_for, instead in ONE_TARGET_FLAGS:
+        if getattr(args, attr) and target != meant_for:
+            raise DriverError(f"{flag} is for --target {meant_for}, this is --target {target}: {instead}", exit_code=2)
+
+
+def add_cluster_flags(p: argparse.ArgumentParser, local_ok: bool) -> None:
+    p.add_argument("--stack", help="Pulumi stack of the cluster (e.g. us-west-2)")
+    p.add_argument("--kubeconfig", type=Path, help="use this kubeconfig instead of the stack's `kubeconfig` output")
+    if local_ok:
+        p.add_argument("--target", choices=("aws", "local"), help="local: a Ray cluster on this machine")

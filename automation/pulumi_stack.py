@@ -1,0 +1,154 @@
+"""The Pulumi stack through the Automation API on the project directory: preview, up, destroy, outputs.
+
+The stack object is passed in: the real one comes from `select_stack` (LocalWorkspace,
+create-or-select), tests hand in an object with the same methods. Engine events become progress
+lines; when `up` fails, the cause the node group's Auto Scaling group reports is added to the error.
+"""
+
+from __future__ import annotations
+
+import shutil
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import Any, Protocol
+
+from pulumi import automation as auto
+
+from automation.errors import DriverError
+from automation.pipeline import ChangeSummary, StepResult
+
+PULUMI_INSTALL_URL = "https://www.pulumi.com/docs/install/"
+PULUMI_MISSING = (
+    "the pulumi CLI is not installed (the Automation API runs it): install it from "
+    f"{PULUMI_INSTALL_URL} (curl -fsSL https://get.pulumi.com | sh), log in (pulumi login), then run this again; "
+    "`python -m automation render --stack NAME` works without it, and `python -m automation run` "
+    "(no --stack) runs the same job locally"
+)
+
+
+class StackLike(Protocol):
+    """The part of `pulumi.automation.Stack` the driver uses."""
+
+    name: str
+
+    def preview(self, on_event: Callable[[Any], None] | None = None) -> Any: ...
+    def up(self, on_event: Callable[[Any], None] | None = None) -> Any: ...
+    def destroy(self, on_event: Callable[[Any], None] | None = None) -> Any: ...
+    def outputs(self) -> Mapping[str, Any]: ...
+    def set_config(self, key: str, value: Any, *, path: bool = False) -> None: ...
+
+
+def select_stack(stack_name: str, project_dir: Path) -> StackLike:
+    """Create or select `stack_name` of the Pulumi project in `project_dir`; DriverError without the CLI."""
+    if shutil.which("pulumi") is None:
+        raise DriverError(PULUMI_MISSING, exit_code=2)
+    try:
+        return auto.create_or_select_stack(stack_name=stack_name, work_dir=str(project_dir))
+    except FileNotFoundError:
+        raise DriverError(PULUMI_MISSING, exit_code=2) from None
+    except auto.CommandError as e:
+        raise DriverError(f"pulumi could not create or select stack {stack_name!r}: {_last_lines(str(e))}") from None
+
+
+def describe_event(event: Any) -> str | None:
+    """One progress line for an engine event, or None for events not worth a line."""
+    if getattr(event, "resource_pre_event", None):
+        m = event.resource_pre_event.metadata
+        if str(getattr(m.op, "value", m.op)) == "same":
+            return None
+        return f"{getattr(m.op, 'value', m.op)} {m.type} {m.urn.rsplit('::', 1)[-1]}"
+    if getattr(event, "res_op_failed_event", None):
+        m = event.res_op_failed_event.metadata
+        return f"failed {m.type} {m.urn.rsplit('::', 1)[-1]}"
+    if getattr(event, "diagnostic_event", None) and event.diagnostic_event.severity == "error":
+        return f"error: {event.diagnostic_event.message.strip()}"
+    return None
+
+
+def outputs_dict(raw: Mapping[str, Any]) -> dict[str, Any]:
+    """Stack outputs as plain values (Automation API OutputValue objects carry `.value`)."""
+    return {k: getattr(v, "value", v) for k, v in raw.items()}
+
+
+def preview(stack: StackLike, on_line: Callable[[str], None] = lambda s: None) -> StepResult:
+    summary = _run(stack, "preview", on_line)
+    changes = dict(getattr(summary, "change_summary", None) or {})
+    cs = ChangeSummary(_ops(changes))
+    return StepResult("preview", "pass", f"stack {stack.name}: {cs.line()}", data=cs)
+
+
+def up(
+    stack: StackLike, on_line: Callable[[str], None] = lambda s: None, explain_failure: Callable[[], str] | None = None
+) -> StepResult:
+    """`stack.up`; on failure the error carries `explain_failure()` (the node group's scaling activity)."""
+    try:
+        res = _run(stack, "up", on_line)
+    except DriverError as e:
+        cause = ""
+        if explain_failure is not None:
+            try:
+                cause = explain_failure()
+            except Exception as inner:  # noqa: BLE001 - the explanation is best effort, the failure stands
+                cause = f"(could not read the node group's cause: {type(inner).__name__}: {inner})"
+        raise DriverError(f"{e}" + (f"; {cause}" if cause else "")) from None
+    changes = dict(getattr(getattr(res, "summary", None), "resource_changes", None) or {})
+    cs = ChangeSummary(_ops(changes), outputs_dict(getattr(res, "outputs", None) or {}))
+    return StepResult("up", "pass", f"stack {stack.name}: {cs.line()}", data=cs)
+
+
+def destroy(stack: StackLike, on_line: Callable[[str], None] = lambda s: None) -> StepResult:
+    res = _run(stack, "destroy", on_line)
+    changes = dict(getattr(getattr(res, "summary", None), "resource_changes", None) or {})
+    cs = ChangeSummary(_ops(changes))
+    return StepResult("destroy", "pass", f"stack {stack.name}: {cs.line()}", data=cs)
+
+
+def _ops(changes: Mapping[str, Any]) -> dict[str, int]:
+    return {str(getattr(k, "value", k)): int(v) for k, v in changes.items()}
+
+
+def _run(stack: StackLike, op: str, on_line: Callable[[str], None]) -> Any:
+    def on_event(ev: Any) -> None:
+        line = describe_event(ev)
+        if line:
+            on_line(line)
+
+    try:
+        return getattr(stack, op)(on_event=on_event)
+    except auto.CommandError as e:
+        raise DriverError(f"pulumi {op} of stack {stack.name} failed: {_last_lines(str(e))}") from None
+    except FileNotFoundError:
+        raise DriverError(PULUMI_MISSING, exit_code=2) from None
+
+
+def _last_lines(text: str, n: int = 6) -> str:
+    lines = [line.strip() for line in text.strip().splitlines() if line.strip()]
+    return " | ".join(lines[-n:])
+
+
+# ---- why a node group did not come up ---------------------------------------------------------------
+def nodegroup_failure_cause(eks: Any, autoscaling: Any, cluster_name: str) -> str:
+    """The health issues of each node group that is not ACTIVE and its ASG's last scaling activity.
+
+    CREATE_FAILED alone does not say why; the Auto Scaling group's last activity does (for example
+    "InsufficientInstanceCapacity" or "VcpuLimitExceeded").
+    """
+    parts = []
+    for name in eks.list_nodegroups(clusterName=cluster_name).get("nodegroups", []):
+        ng = eks.describe_nodegroup(clusterName=cluster_name, nodegroupName=name)["nodegroup"]
+        issues = ng.get("health", {}).get("issues", [])
+        if ng.get("status") == "ACTIVE" and not issues:
+            continue
+        text = f"node group {name} is {ng.get('status')}"
+        if issues:
+            text += ": " + "; ".join(f"{i.get('code')}: {i.get('message')}" for i in issues)
+        for asg in ng.get("resources", {}).get("autoScalingGroups", []):
+            acts = autoscaling.describe_scaling_activities(AutoScalingGroupName=asg["name"], MaxRecords=1)["Activities"]
+            if acts:
+                a = acts[0]
+                text += (
+                    f"; last scaling activity of {asg['name']} ({a.get('StatusCode')}): "
+                    f"{a.get('StatusMessage') or a.get('Description')}"
+                )
+        parts.append(text)
+    return " | ".join(parts) or f"no node group of cluster {cluster_name} reports a problem"

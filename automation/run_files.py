@@ -1,0 +1,85 @@
+"""A run's files on this machine, and copying them out of the cluster's pods through the exec API.
+
+On the cluster a run lives under CLUSTER_ROOT/runs/<run id> in the RayCluster's pods: the summary in
+the head pod (the job's driver runs there), metrics and run info in rank 0's worker pod, NCCL logs in
+every worker pod. Each pod packs what it has as a base64 tar on stdout; nothing is exposed.
+"""
+
+from __future__ import annotations
+
+import base64
+import io
+import json
+import shlex
+import tarfile
+from collections.abc import Sequence
+from pathlib import Path
+
+from automation.errors import DriverError
+from automation.job import CLUSTER_ROOT
+from automation.kube import PodExec, RayClusterPods
+from workloads.metrics import METRICS_FILE, RUN_INFO_FILE, mark_run_dir
+
+DRIVER_FILE = "driver.json"
+SUMMARY_FILE = "summary.json"
+
+
+def collect_command(nccl_dir: str) -> list[str]:
+    """Print the NCCL log files of one pod as a base64 tar (empty output when there are none)."""
+    q = shlex.quote(nccl_dir)
+    return ["sh", "-c", f"[ -d {q} ] && ls {q}/*.log >/dev/null 2>&1 && tar -czf - -C {q} . | base64 -w0 || true"]
+
+
+def collect_logs(pod_exec: PodExec, pods: Sequence[str], namespace: str, nccl_dir: str, dest: Path) -> list[Path]:
+    """Copy every `*.log` under `nccl_dir` of each pod into `dest/<pod>/`; return the files copied."""
+    files: list[Path] = []
+    for pod in pods:
+        if _unpacked(pod_exec, pod, namespace, collect_command(nccl_dir), nccl_dir, dest / pod):
+            files += sorted(p for p in (dest / pod).rglob("*.log") if p.is_file())
+    return files
+
+
+def _unpacked(pod_exec: PodExec, pod: str, namespace: str, command: list[str], what: str, dest: Path) -> list[str]:
+    """Run `command`, which prints a base64 tar (or nothing), in `pod` and unpack it into `dest`: the names."""
+    res = pod_exec(pod, namespace, command, timeout_s=300)
+    if res.rc != 0:
+        raise DriverError(f"reading {what} in {namespace}/{pod} failed (rc {res.rc}): {res.stderr.strip()[-300:]}")
+    blob = res.stdout.strip()
+    if not blob:
+        return []
+    with tarfile.open(fileobj=io.BytesIO(base64.b64decode(blob)), mode="r:gz") as tar:
+        tar.extractall(dest, filter="data")
+        return tar.getnames()
+
+
+def _pack_command(run_dir: str, names: tuple[str, ...]) -> list[str]:
+    """The files of `names` that exist in `run_dir`, as a base64 tar (empty output when none does)."""
+    q = shlex.quote(run_dir)
+    listed = " ".join(shlex.quote(n) for n in names)
+    return ["sh", "-c", f"cd {q} 2>/dev/null && ls {listed} 2>/dev/null | tar -czf - -T - | base64 -w0 || true"]
+
+
+def _fetch(cluster: RayClusterPods, pod: str, run_dir: str, names: tuple[str, ...], dest: Path) -> list[str]:
+    return _unpacked(cluster.kube.exec, pod, cluster.namespace, _pack_command(run_dir, names), run_dir, dest)
+
+
+def fetch_run(cluster: RayClusterPods, run_id: str, dest: Path) -> Path:
+    """Copy a run's files from the cluster's pods into `dest`: the summary from the head pod (the
+    job's driver runs there), metrics and run info from the pod of rank 0, NCCL logs from every worker."""
+    run_dir = f"{CLUSTER_ROOT}/runs/{run_id}"
+    head, workers = cluster.head_pod(), cluster.pods("worker")
+    mark_run_dir(dest, run_id)
+    _fetch(cluster, head, run_dir, (SUMMARY_FILE,), dest)
+    for pod in [*workers, head]:  # rank 0 runs in one of the worker pods
+        if METRICS_FILE in _fetch(cluster, pod, run_dir, (METRICS_FILE, RUN_INFO_FILE), dest):
+            break
+    else:
+        raise DriverError(
+            f"run {run_id}: no {METRICS_FILE} under {run_dir} in pods {', '.join([head, *workers])}: check the "
+            f"run id (`python -m automation logs --stack {cluster.stack}` follows the newest) or whether it trained",
+            exit_code=2,
+        )
+    collect_logs(cluster.kube.exec, workers, cluster.namespace, f"{run_dir}/nccl", dest / "nccl")
+    if not (dest / DRIVER_FILE).exists():  # so the report holds the run to the cluster's standard: EFA
+        (dest / DRIVER_FILE).write_text(json.dumps({"target": "aws", "stack": cluster.stack}) + "\n")
+    return dest
