@@ -24,9 +24,10 @@ from pathlib import Path
 import torch
 import torch.distributed as dist
 
-from workloads.config import ConfigError, TrainConfig
+from workloads.config import TrainConfig
 from workloads.data import MicroBatches
 from workloads.env import NCCL_DEBUG_LEVEL
+from workloads.errors import ConfigError
 from workloads.metrics import DataWait, StepRecorder
 from workloads.model import (
     apply_fsdp,
