@@ -143,6 +143,12 @@ class TrainConfig:
         choices=AC_POLICIES,
     )
     compile: bool = _opt(True, "torch.compile each decoder block (GPU only: CPU runs never compile)")
+    unsharded: bool = _opt(
+        False,
+        "one worker only: no FSDP2 (nothing to shard); the model computes in --param-dtype weights and the "
+        "optimizer keeps fp32 master copies (workloads/optim.py), which skips FSDP2's one-rank copies; no "
+        "checkpoints",
+    )
     loss: str = _opt("chunked", "loss head (chunked never materialises the full fp32 logits)", choices=LOSSES)
     loss_chunk_size: int = _opt(8192, "tokens per chunk of the chunked loss", low=1)
     reshard_after_forward: bool = _opt(
@@ -373,6 +379,7 @@ def validate(cfg: TrainConfig, label: Callable[[str], str] = flag_of, local_path
     _check_seq_len(cfg, label)
     _check_mesh(cfg, label)
     _check_ac(cfg, label)
+    _check_unsharded(cfg, label)
     if local_paths:
         _check_paths(cfg, label)
     elif cfg.run_id and not _RUN_ID.match(cfg.run_id):
@@ -418,6 +425,19 @@ def _check_ac(cfg: TrainConfig, label: Callable[[str], str]) -> None:
             f"{label('ac_policy')} {first!r} on the first {cfg.ac_blocks} blocks and {label('ac_rest_policy')} "
             f"{rest!r} after them: compiled blocks would all run one of the two; set {label('ac_rest_policy')} "
             f"none or {first}, or turn off {label('compile')}"
+        )
+
+
+def _check_unsharded(cfg: TrainConfig, label: Callable[[str], str]) -> None:
+    if cfg.unsharded and cfg.num_workers != 1:
+        raise ConfigError(
+            f"{label('unsharded')} trains on one worker, not {label('num_workers')} {cfg.num_workers}: "
+            f"drop {label('unsharded')} to shard with FSDP2"
+        )
+    if cfg.unsharded and cfg.checkpoint_every:
+        raise ConfigError(
+            f"{label('unsharded')} keeps its fp32 weights in the optimizer, which the sharded checkpoint "
+            f"does not save: drop {label('unsharded')} or set {label('checkpoint_every')} 0"
         )
 
 

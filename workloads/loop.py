@@ -27,9 +27,19 @@ import torch.distributed as dist
 from workloads.config import TrainConfig
 from workloads.data import MicroBatches
 from workloads.env import NCCL_DEBUG_LEVEL
+from workloads.errors import ConfigError
 from workloads.metrics import DataWait, StepRecorder
-from workloads.model import apply_fsdp, build_mesh, build_model, count_params, flops_per_token, peak_tflops
+from workloads.model import (
+    apply_fsdp,
+    apply_unsharded,
+    build_mesh,
+    build_model,
+    count_params,
+    flops_per_token,
+    peak_tflops,
+)
 from workloads.nccl_check import run_marker
+from workloads.optim import MasterAdamW
 
 STATE_FILE = "state.json"
 SUMMARY_FILE = "summary.json"
@@ -315,14 +325,15 @@ def build_training(cfg: TrainConfig, device: torch.device, world: int, per_node:
     model = build_model(cfg, device)
     lm_cfg = model.lm.config
     n_params = count_params(model)
-    apply_fsdp(model, cfg, mesh)
-    optimizer = torch.optim.AdamW(
-        model.parameters(),
-        lr=cfg.lr,
-        betas=(0.9, 0.95),
-        weight_decay=cfg.weight_decay,
-        fused=device.type == "cuda",
-    )
+    adamw = {"lr": cfg.lr, "betas": (0.9, 0.95), "weight_decay": cfg.weight_decay, "fused": device.type == "cuda"}
+    if cfg.unsharded:
+        if world != 1:
+            raise ConfigError(f"--unsharded trains on one rank and this launch has {world}: drop --unsharded")
+        apply_unsharded(model, cfg, device)
+        optimizer = MasterAdamW(model, getattr(torch, cfg.param_dtype), **adamw)
+    else:
+        apply_fsdp(model, cfg, mesh)
+        optimizer = torch.optim.AdamW(model.parameters(), **adamw)
     return Training(model, optimizer, n_params, lm_cfg.vocab_size, lm_cfg.num_hidden_layers, lm_cfg.hidden_size)
 
 
@@ -351,7 +362,9 @@ def train_step(
         loss = model(ids.to(device, non_blocking=True), labels.to(device, non_blocking=True)) / grad_accum
         loss.backward()
         total += loss.detach().float()
-    grad_norm = torch.nn.utils.clip_grad_norm_(model.parameters(), grad_clip)
+    # MasterAdamW clips its fp32 copies of the gradients (and folds the clip into its update).
+    clip = getattr(optimizer, "clip_grad_norm_", None)
+    grad_norm = clip(grad_clip) if clip else torch.nn.utils.clip_grad_norm_(model.parameters(), grad_clip)
     if stats is not None:
         stats["grad_norm"] = grad_norm
     optimizer.step()

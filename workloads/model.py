@@ -132,6 +132,20 @@ def apply_fsdp(model: CausalLM, cfg: TrainConfig, mesh) -> CausalLM:
     return model
 
 
+def apply_unsharded(model: CausalLM, cfg: TrainConfig, device: torch.device) -> CausalLM:
+    """One rank without FSDP2 (`--unsharded`): each block checkpointed and compiled as `apply_fsdp`
+    would. The parameters stay fp32 here; `workloads.optim.MasterAdamW` takes them as its master
+    copies and casts the model's."""
+    layers = model.layers
+    for i, block in enumerate(layers):
+        if cfg.activation_checkpointing:
+            block = checkpoint_block(block, block_policy(cfg, i), model.lm.config.hidden_size)
+        if cfg.compile and device.type == "cuda":  # inductor's CPU path is slow to build: GPU only
+            block.compile()
+        layers[i] = block
+    return model
+
+
 # Ops whose outputs selective checkpointing keeps: their recompute costs FLOPs (matmuls) or a whole
 # attention kernel. These are the ops autograd dispatches to in eager and compiled blocks alike (a
 # linear with bias is addmm). Backward's recompute stops at the last tensor backward needs, so an

@@ -41,6 +41,8 @@ def _run(capsys, *args) -> tuple[int, str]:
         (["--reduce-dtype", "float16"], "--reduce-dtype 'float16'", "float32, bfloat16"),
         (["--param-dtype", "fp32"], "--param-dtype 'fp32'", "bfloat16, float32"),
         (["--run-id", "bad id!"], "--run-id", "letters, digits"),
+        (["--unsharded", "--num-workers", "2"], "--num-workers 2", "drop --unsharded"),
+        (["--unsharded", "--checkpoint-every", "5"], "--checkpoint-every", "set --checkpoint-every 0"),
     ],
 )
 def test_bad_input_exits_2_naming_flag_and_fix(capsys, args, flag, fix):
