@@ -15,8 +15,8 @@ import _driver_helpers as helpers  # tests/integration is on pytest's pythonpath
 import _worlds as worlds
 import boto3
 import pytest
+from _shared_env import MOTO_REGION
 from botocore.stub import Stubber
-from moto import mock_aws
 
 from automation import steps
 from automation.errors import DriverError
@@ -26,7 +26,7 @@ from automation.ray_head import RESOURCES_MARK
 from automation.targets.aws import GPU_AZ_KEY, PIPELINE, PLAN, AwsDeps, AwsTarget
 from infra.config import ConfigWarning, read_stack_file, validate
 
-REGION = "us-west-2"
+REGION = MOTO_REGION
 NCCL = helpers.REPO / "tests" / "fixtures" / "nccl"
 SUMMARY = {
     "run_id": "r1",
@@ -81,20 +81,12 @@ class KubeWithExec(KubeApi):
 
 
 @pytest.fixture
-def aws(monkeypatch):
-    for k, v in {
-        "AWS_ACCESS_KEY_ID": "testing",
-        "AWS_SECRET_ACCESS_KEY": "testing",
-        "AWS_DEFAULT_REGION": REGION,
-    }.items():
-        monkeypatch.setenv(k, v)
+def aws(moto_aws, monkeypatch):
     # The machine's own `aws` may be v1 (preflight fails it): these tests stand in v2's `aws --version`
     # line (AWS CLI user guide's example) so that the pipeline, not this machine, decides the result.
     monkeypatch.setattr(
         "automation.steps.preflight.aws_cli_version", lambda path: "aws-cli/2.22.0 Python/3.12.6 Linux/6.1.0"
     )
-    with mock_aws():
-        yield
 
 
 def client_factory(quota: float = 1000, extra: dict | None = None):
