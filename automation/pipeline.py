@@ -24,6 +24,11 @@ class Finding:
     detail: str
     fix: str = ""
 
+    @classmethod
+    def judged(cls, check: str, ok: bool, detail: str, fix: str) -> Finding:
+        """A pass, or a fail that names ``fix``."""
+        return cls(check, "pass" if ok else "fail", detail, "" if ok else fix)
+
     def to_dict(self) -> dict[str, str]:
         return {"check": self.check, "status": self.status, "detail": self.detail, "fix": self.fix}
 
