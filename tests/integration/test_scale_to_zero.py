@@ -154,7 +154,9 @@ def test_cli_run_ends_with_the_gpu_nodes_at_zero(eks, capsys, monkeypatch):
     with helpers.FakeKubeApi() as api:
         made = target_for(api)
         monkeypatch.setattr(aws, "open_stack", lambda stack, **options: made)
-        monkeypatch.setattr(aws.AwsTarget, "price", lambda self: aws.CostEstimate(None, (), "not priced"))
+        monkeypatch.setattr(
+            aws.AwsTarget, "price", lambda self, gpu_nodes=None: aws.CostEstimate(None, (), "not priced")
+        )
         for name in aws.PIPELINE:
             monkeypatch.setitem(steps.STEPS, name, lambda t, p, name=name: StepResult(name, "pass", "ok"))
         rc = cli.main(["run", "--stack", "us-west-2", "--yes", "--json"])
@@ -231,7 +233,9 @@ def test_a_run_interrupted_or_failed_after_up_still_scales_to_zero(eks, capsys, 
     with helpers.FakeKubeApi() as api:
         made = target_for(api)
         monkeypatch.setattr(aws, "open_stack", lambda stack, **options: made)
-        monkeypatch.setattr(aws.AwsTarget, "price", lambda self: aws.CostEstimate(None, (), "not priced"))
+        monkeypatch.setattr(
+            aws.AwsTarget, "price", lambda self, gpu_nodes=None: aws.CostEstimate(None, (), "not priced")
+        )
         for name in aws.PIPELINE:
             monkeypatch.setitem(steps.STEPS, name, lambda t, p, name=name: step(t, p, name))
         got = cli.main(["run", "--stack", "us-west-2", "--yes"])
