@@ -17,7 +17,7 @@ from typing import Any, Protocol
 
 from automation.kube import PodExec, RayClusterPods
 from automation.pipeline import Expectations, Finding, Prior, StepResult, verdict
-from automation.ray_head import RAY_RESOURCES_SNIPPET, RESOURCES_MARK, parse_ray_resources
+from automation.ray_head import RAY_RESOURCES_SNIPPET, parse_ray_resources
 from automation.scaling import before_verify
 from automation.steps.verify_checks import (
     check_daemonsets,
@@ -36,7 +36,6 @@ from automation.targets.local import LocalPlan, LocalTarget
 from infra.names import EFA_RESOURCE, GPU_NODE_SELECTOR, GPU_RESOURCE
 
 ZONE_LABEL = "topology.kubernetes.io/zone"
-__all__ = ["RESOURCES_MARK", "Expectations"]  # read by the tests of what Ray advertises and of the cluster
 
 
 class KubeReader(Protocol):
