@@ -3,9 +3,12 @@ kubernetes client), a scripted pod exec, and a stack with the Pulumi Automation 
 
 from __future__ import annotations
 
+import base64
 import copy
+import io
 import json
 import re
+import tarfile
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -121,6 +124,17 @@ class FakeKubeApi:
     def __exit__(self, *exc) -> None:
         self.server.shutdown()
         self.server.server_close()
+
+
+def tar_b64(files: dict[str, bytes]) -> str:
+    """``files`` (name: bytes) as a base64 .tar.gz: what a pod prints for automation/run_files.py."""
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w:gz") as tar:
+        for name, data in files.items():
+            info = tarfile.TarInfo(name)
+            info.size = len(data)
+            tar.addfile(info, io.BytesIO(data))
+    return base64.b64encode(buf.getvalue()).decode()
 
 
 def kubeconfig_for(server: str) -> dict:

@@ -3,11 +3,8 @@ Automation API's interface, moto/Stubber AWS clients, recorded Kubernetes object
 
 from __future__ import annotations
 
-import base64
 import dataclasses
-import io
 import json
-import tarfile
 import warnings
 from pathlib import Path
 
@@ -43,13 +40,6 @@ SUMMARY = {
 }
 
 
-def tar_b64(log: Path) -> str:
-    buf = io.BytesIO()
-    with tarfile.open(fileobj=buf, mode="w:gz") as tar:
-        tar.add(log, arcname=f"nccl.rank0.{log.stem}.1.log")
-    return base64.b64encode(buf.getvalue()).decode()
-
-
 def cluster_exec(nccl_log: Path = NCCL / "efa_unprefixed_ofi1.20.log", job_line: str = "Job 'r1' succeeded"):
     """Answers every command the driver runs in a pod, like the real head and worker pods would."""
 
@@ -68,7 +58,7 @@ def cluster_exec(nccl_log: Path = NCCL / "efa_unprefixed_ofi1.20.log", job_line:
         if cmd[:2] == ["python", "-c"]:
             return ExecResult(0, f"{RESOURCES_MARK}{json.dumps({'GPU': 8.0, 'CPU': 82.0})}\n", "")
         if "tar -czf -" in text:
-            return ExecResult(0, tar_b64(nccl_log), "")
+            return ExecResult(0, helpers.tar_b64({f"nccl.rank0.{nccl_log.stem}.1.log": nccl_log.read_bytes()}), "")
         raise AssertionError(f"unexpected command {cmd}")
 
     return helpers.ScriptedExec(answer)
