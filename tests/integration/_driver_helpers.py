@@ -80,23 +80,21 @@ class FakeKubeApi:
         u = urlparse(path)
         sel = parse_qs(u.query).get("labelSelector", [""])[0]
 
-        def listed(name: str) -> tuple[int, Any]:
+        def listed(name: str, namespace: str | None = None) -> tuple[int, Any]:
             lst = copy.deepcopy(self.objects[name])
-            lst["items"] = [o for o in lst["items"] if _matches(o, sel)]
+            lst["items"] = [
+                o for o in lst["items"] if _matches(o, sel) and namespace in (None, o["metadata"].get("namespace"))
+            ]
             return 200, lst
 
         if u.path == "/api/v1/nodes":
             return listed("nodes")
         if m := re.fullmatch(r"/api/v1/namespaces/([^/]+)/pods", u.path):
-            code, lst = listed("pods")
-            lst["items"] = [p for p in lst["items"] if p["metadata"]["namespace"] == m.group(1)]
-            return code, lst
+            return listed("pods", m.group(1))
         if u.path == "/api/v1/pods":
             return listed("pods")
         if m := re.fullmatch(r"/api/v1/namespaces/([^/]+)/events", u.path):
-            code, lst = listed("events")
-            lst["items"] = [e for e in lst["items"] if e["metadata"]["namespace"] == m.group(1)]
-            return code, lst
+            return listed("events", m.group(1))
         if u.path == "/apis/apps/v1/daemonsets":
             return listed("daemonsets")
         if u.path == "/apis/apps/v1/deployments":
