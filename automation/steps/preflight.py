@@ -541,7 +541,7 @@ def run_aws(target: AwsTarget, prior: Prior) -> StepResult:
 
 
 # ---- on this machine -----------------------------------------------------------------------------------
-def preflight_local(plan: LocalPlan, cpu_count: int | None = None, gpu_count: int | None = None) -> StepResult:
+def preflight_local(plan: LocalPlan) -> StepResult:
     """What the local run needs on this machine: the training module, Ray's job server, the CPUs or GPUs."""
     rows = []
     train = WORKLOADS_DIR / "train.py"
@@ -552,12 +552,12 @@ def preflight_local(plan: LocalPlan, cpu_count: int | None = None, gpu_count: in
         rows.append(
             Finding.judged(why, ok, f"module {mod} {'found' if ok else 'missing'}", "pip install -e '.[automation]'")
         )
-    cpus = cpu_count if cpu_count is not None else (os.cpu_count() or 1)
+    cpus = os.cpu_count() or 1
     detail = f"{cpus} cores, {plan.cpus_needed:g} needed ({plan.num_workers} workers x {plan.cpus_per_worker:g})"
     fix = f"use --num-workers {max(1, int(cpus // plan.cpus_per_worker))}"
     rows.append(Finding.judged("CPUs", cpus >= plan.cpus_needed, detail, fix))
     if plan.use_gpu:
-        gpus = gpu_count if gpu_count is not None else _local_gpus()
+        gpus = _local_gpus()
         detail = f"{gpus} local GPUs, {plan.gpus_needed:g} needed"
         rows.append(
             Finding.judged("GPUs", gpus >= plan.gpus_needed, detail, "use fewer --num-workers or leave out --use-gpu")
