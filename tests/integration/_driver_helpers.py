@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qs, urlparse
 
-from conftest import REPO
+from conftest import REPO, quiet_stack
 
 from automation.kube import ExecResult
 
@@ -242,10 +242,4 @@ class FakeStack:
 
 def stack_config(stack: str = "us-west-2"):
     """The real, validated config of one of the project's stacks."""
-    import warnings
-
-    from infra.config import load_stack
-
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        return load_stack(stack, REPO)
+    return quiet_stack(stack)
