@@ -98,63 +98,47 @@ COMMAND_FLAGS: dict[str, tuple[str, ...]] = {
 }
 
 
+# Each flag's argparse keywords, by its attribute: the flag is the attribute with '-' for '_' (`run_id`: --run-id).
+FLAGS: dict[str, dict[str, Any]] = {
+    "stack": {"type": stack_name, "help": "Pulumi stack (one per region, e.g. us-west-2); implies --target aws"},
+    "target": {"choices": ("aws", "local"), "help": "where to run (default: local without --stack, aws with one)"},
+    "plan": {"action": "store_true", "help": "aws: stop after preview (no change)"},
+    "yes": {"action": "store_true", "help": "do not ask before changes that cost money"},
+    "kubeconfig": {"type": Path, "help": "aws: use this kubeconfig instead of the stack's `kubeconfig` output"},
+    "run_id": {"type": run_id, "help": "the run id (default: a new one for train/run, the newest run for check)"},
+    "resume": {
+        "type": run_id,
+        "metavar": "RUN_ID",
+        "help": "aws: continue run RUN_ID from its last checkpoint in the stack's run bucket",
+    },
+    "steps": {"type": whole_number, "help": "training steps (default: 20 locally, the stack's train.steps on aws)"},
+    "num_workers": {
+        "type": whole_number,
+        "help": "training workers (default: 2 locally, the stack's train.num_workers on aws)",
+    },
+    "keep": {"type": count, "default": 0, "help": "clean: how many of the newest runs to keep (default: 0)"},
+    "use_gpu": {"action": "store_true", "help": "local: train on this machine's GPUs with NCCL (default: CPU, gloo)"},
+    "capture": {
+        "type": Path,
+        "metavar": "DIR",
+        "help": "aws: also write the cluster's nodes, DaemonSets, Deployments, pods, events and RayCluster as JSON "
+        "into DIR (the layout of tests/fixtures/k8s/), AWS account ids redacted",
+    },
+    "keep_nodes": {
+        "action": "store_true",
+        "help": "aws: leave the GPU nodes running when the run ends "
+        f"(default: scale them to {GpuNodesConfig.keyname('idle_nodes')}, 0)",
+    },
+    "storage_path": {
+        "type": location(),
+        "help": "local: keep checkpoints and Ray Train's state here, a directory or s3://bucket/prefix "
+        "(default: runs/<run-id>/ray_results)",
+    },
+}
+
+
 def _add_flag(p: argparse.ArgumentParser, name: str) -> None:
-    adders = {
-        "stack": lambda: p.add_argument(
-            "--stack", type=stack_name, help="Pulumi stack (one per region, e.g. us-west-2); implies --target aws"
-        ),
-        "target": lambda: p.add_argument(
-            "--target", choices=("aws", "local"), help="where to run (default: local without --stack, aws with one)"
-        ),
-        "plan": lambda: p.add_argument("--plan", action="store_true", help="aws: stop after preview (no change)"),
-        "yes": lambda: p.add_argument("--yes", action="store_true", help="do not ask before changes that cost money"),
-        "kubeconfig": lambda: p.add_argument(
-            "--kubeconfig", type=Path, help="aws: use this kubeconfig instead of the stack's `kubeconfig` output"
-        ),
-        "run_id": lambda: p.add_argument(
-            "--run-id", type=run_id, help="the run id (default: a new one for train/run, the newest run for check)"
-        ),
-        "resume": lambda: p.add_argument(
-            "--resume",
-            type=run_id,
-            metavar="RUN_ID",
-            help="aws: continue run RUN_ID from its last checkpoint in the stack's run bucket",
-        ),
-        "steps": lambda: p.add_argument(
-            "--steps", type=whole_number, help="training steps (default: 20 locally, the stack's train.steps on aws)"
-        ),
-        "num_workers": lambda: p.add_argument(
-            "--num-workers",
-            type=whole_number,
-            help="training workers (default: 2 locally, the stack's train.num_workers on aws)",
-        ),
-        "keep": lambda: p.add_argument(
-            "--keep", type=count, default=0, help="clean: how many of the newest runs to keep (default: 0)"
-        ),
-        "use_gpu": lambda: p.add_argument(
-            "--use-gpu", action="store_true", help="local: train on this machine's GPUs with NCCL (default: CPU, gloo)"
-        ),
-        "capture": lambda: p.add_argument(
-            "--capture",
-            type=Path,
-            metavar="DIR",
-            help="aws: also write the cluster's nodes, DaemonSets, Deployments, pods, events and RayCluster as JSON "
-            "into DIR (the layout of tests/fixtures/k8s/), AWS account ids redacted",
-        ),
-        "keep_nodes": lambda: p.add_argument(
-            "--keep-nodes",
-            action="store_true",
-            help="aws: leave the GPU nodes running when the run ends "
-            f"(default: scale them to {GpuNodesConfig.keyname('idle_nodes')}, 0)",
-        ),
-        "storage_path": lambda: p.add_argument(
-            "--storage-path",
-            type=location(),
-            help="local: keep checkpoints and Ray Train's state here, a directory or s3://bucket/prefix "
-            "(default: runs/<run-id>/ray_results)",
-        ),
-    }
-    adders[name]()
+    p.add_argument("--" + name.replace("_", "-"), **FLAGS[name])
 
 
 def _flag_defaults() -> dict[str, Any]:

@@ -81,7 +81,6 @@ class KubeApi:
     def __init__(self, kubeconfig: dict):
         from kubernetes import client, config
 
-        self._client_mod = client
         try:
             self.api_client = config.new_client_from_config_dict(kubeconfig)
         except Exception as e:  # noqa: BLE001 - the kubernetes loader raises several unrelated types

@@ -24,6 +24,11 @@ class Finding:
     detail: str
     fix: str = ""
 
+    @classmethod
+    def judged(cls, check: str, ok: bool, detail: str, fix: str) -> Finding:
+        """A pass, or a fail that names ``fix``."""
+        return cls(check, "pass" if ok else "fail", detail, "" if ok else fix)
+
     def to_dict(self) -> dict[str, str]:
         return {"check": self.check, "status": self.status, "detail": self.detail, "fix": self.fix}
 
@@ -256,7 +261,6 @@ def run_pipeline(
     advise: Callable[[str, Prior], Advice],
     on_start: Callable[[str], None] = lambda name: None,
     on_finish: Callable[[Timed], None] = lambda timed: None,
-    clock: Callable[[], float] = time.monotonic,
 ) -> PipelineResult:
     """Run `steps` in order and stop at the first that fails.
 
@@ -273,7 +277,7 @@ def run_pipeline(
     timed: list[Timed] = []
     for i, step in enumerate(steps):
         on_start(step.name)
-        t0 = clock()
+        t0 = time.monotonic()
         try:
             result = step.run(done)
         except KeyboardInterrupt as e:
@@ -286,7 +290,7 @@ def run_pipeline(
             result = StepResult(step.name, "fail", str(e))
         except Exception as e:  # noqa: BLE001 - any step error becomes a clear failed row
             result = StepResult(step.name, "fail", f"{type(e).__name__}: {e}")
-        t = Timed(result, clock() - t0)
+        t = Timed(result, time.monotonic() - t0)
         timed.append(t)
         done[step.name] = result
         on_finish(t)

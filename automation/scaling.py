@@ -21,7 +21,6 @@ from typing import Any
 
 from botocore.exceptions import BotoCoreError, ClientError
 
-from automation.cost import CostEstimate, estimate
 from automation.errors import DriverError
 from infra.config import GpuNodesConfig
 from infra.names import GPU_NODE_SELECTOR, IDLE_GUARD_RECORD
@@ -209,22 +208,8 @@ def after_run(target: Any, keep_nodes: bool) -> str:
     return f"{scaled.text()} ({GpuNodesConfig.keyname('idle_nodes')} {idle}); {running_line(target, idle)}; {keep}"
 
 
-def running_cost(target: Any, gpu_nodes: int) -> CostEstimate:
-    """On-Demand USD per hour of the instances that run with ``gpu_nodes`` GPU nodes (the system nodes too; the
-    EKS control plane and the NAT gateway come on top: README.md, "What it costs")."""
-    if target.deps.pricing is None:
-        return CostEstimate(None, (), "no Pricing API client")
-    try:
-        pricing = target.deps.pricing()
-    except Exception as e:  # noqa: BLE001 - "unknown" is the promised answer when pricing is unreachable
-        return CostEstimate(None, (), f"Pricing API: {type(e).__name__}")
-    cfg = target.cfg
-    groups = [(cfg.gpu_nodes.instance_type, gpu_nodes), (cfg.system_nodes.instance_type, cfg.system_nodes.count)]
-    return estimate(pricing, cfg.region, groups)
-
-
 def running_line(target: Any, gpu_nodes: int) -> str:
-    est = running_cost(target, gpu_nodes)
+    est = target.price(gpu_nodes)
     cfg = target.cfg
     what = (
         f"{gpu_nodes} x {cfg.gpu_nodes.instance_type} and {cfg.system_nodes.count} x {cfg.system_nodes.instance_type}"
@@ -241,7 +226,7 @@ def now_running(target: Any) -> dict[str, Any]:
         gpu = sizes(target.deps.client("eks"), nodegroup_ref(outputs, target.cfg.stack))["desiredSize"]
     except (ClientError, BotoCoreError, DriverError) as e:
         return {"gpu_nodes": None, "note": f"EKS: {e}"}
-    est = running_cost(target, gpu)
+    est = target.price(gpu)
     return {"gpu_nodes": gpu, "text": running_line(target, gpu), "cost": est.to_dict()}
 
 

@@ -12,6 +12,18 @@ REPO = Path(__file__).resolve().parents[1]
 FIXTURES = REPO / "tests" / "fixtures"
 
 
+def quiet_stack(stack: str, project_dir: Path = REPO):
+    """The validated config of stack ``stack`` (Pulumi.<stack>.yaml in ``project_dir``), without the
+    ConfigWarnings a real stack may carry (an extended-support note, ...)."""
+    import warnings
+
+    from infra.config import ConfigWarning, load_stack
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConfigWarning)
+        return load_stack(stack, project_dir)
+
+
 @pytest.fixture(scope="session")
 def repo_root() -> Path:
     return REPO

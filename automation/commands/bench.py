@@ -244,7 +244,7 @@ def _span(values: list[float]) -> list[float]:
     return [min(values), max(values)]
 
 
-def prediction(job: Any, cfg: Any, model: Any = None) -> dict[str, Any]:
+def prediction(job: Any, cfg: Any) -> dict[str, Any]:
     """The model's EFA and TCP tokens/s, step time and MFU for this job, as ranges over the L4's
     achievable matmul rate (54-71 TFLOP/s) and, for TCP, its 10-40 Gbps bracket; or why there is none."""
     if cfg.gpu_nodes.instance_type != "g6.12xlarge":
@@ -252,7 +252,7 @@ def prediction(job: Any, cfg: Any, model: Any = None) -> dict[str, Any]:
             "config": None,
             "note": f"the model covers g6.12xlarge only, the stack has {cfg.gpu_nodes.instance_type}",
         }
-    model = model or load_model()
+    model = load_model()
     row = model_row(model.load_rows(model.DEFAULT_ROWS), job, cfg.gpu_nodes.gpus_per_node)
     if row is None:
         return {"config": None, "note": "the model has no measured row with this job's layout (mesh, batch, dtype)"}

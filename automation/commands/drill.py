@@ -383,14 +383,13 @@ def aws_kill_for(job: Any, kube: Any, namespace: str, selector: str) -> Callable
     return bind
 
 
-def drill_aws(args: argparse.Namespace, ui: Any, deps: Any = None) -> dict:
+def drill_aws(args: argparse.Namespace, ui: Any) -> dict:
     """The drill on the stack's cluster: the stack's durable job, a worker pod deleted through the Kubernetes API."""
     target = aws.open_stack(
         args.stack,
         project_dir=args.project_dir,
         ui=ui,
         kubeconfig=args.kubeconfig,
-        deps=deps,
         steps_override=args.steps,
         on_progress=ui.milestone,
     )

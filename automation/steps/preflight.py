@@ -129,26 +129,20 @@ def check_instance_type(
         return rows
     max_efa = int(net.get("EfaInfo", {}).get("MaximumEfaInterfaces", 0))
     rows.append(
-        Finding(
+        Finding.judged(
             "EFA support",
-            "pass" if max_efa >= efa_wanted else "fail",
+            max_efa >= efa_wanted,
             f"{instance_type} supports EFA with up to {max_efa} interfaces; the stack asks for {efa_wanted}",
-            ""
-            if max_efa >= efa_wanted
-            else f"set '{_GPU('efa_interfaces', prefixed=True)}: {max_efa}' in Pulumi.{stack}.yaml",
+            f"set '{_GPU('efa_interfaces', prefixed=True)}: {max_efa}' in Pulumi.{stack}.yaml",
         )
     )
     rows.append(
-        Finding(
+        Finding.judged(
             "GPUs per node",
-            "pass" if gpus == gpus_wanted else "fail",
+            gpus == gpus_wanted,
             f"{instance_type} has {gpus} GPUs; the stack counts on {gpus_wanted}",
-            ""
-            if gpus == gpus_wanted
-            else (
-                f"infra/data/instance_types.json says {gpus_wanted} GPUs for {instance_type}, EC2 says {gpus}: "
-                "correct the catalog"
-            ),
+            f"infra/data/instance_types.json says {gpus_wanted} GPUs for {instance_type}, EC2 says {gpus}: "
+            "correct the catalog",
         )
     )
     return rows
@@ -547,48 +541,26 @@ def run_aws(target: AwsTarget, prior: Prior) -> StepResult:
 
 
 # ---- on this machine -----------------------------------------------------------------------------------
-def preflight_local(plan: LocalPlan, cpu_count: int | None = None, gpu_count: int | None = None) -> StepResult:
+def preflight_local(plan: LocalPlan) -> StepResult:
     """What the local run needs on this machine: the training module, Ray's job server, the CPUs or GPUs."""
     rows = []
     train = WORKLOADS_DIR / "train.py"
-    rows.append(
-        Finding(
-            "training module",
-            "pass" if train.is_file() else "fail",
-            str(train),
-            "" if train.is_file() else "the workloads package is incomplete: reinstall the project",
-        )
-    )
+    fix = "the workloads package is incomplete: reinstall the project"
+    rows.append(Finding.judged("training module", train.is_file(), str(train), fix))
     for mod, why in (("ray", "Ray"), ("aiohttp_cors", "Ray's job server (ray[default])"), ("torch", "PyTorch")):
         ok = importlib.util.find_spec(mod) is not None
         rows.append(
-            Finding(
-                why,
-                "pass" if ok else "fail",
-                f"module {mod} {'found' if ok else 'missing'}",
-                "" if ok else "pip install -e '.[automation]'",
-            )
+            Finding.judged(why, ok, f"module {mod} {'found' if ok else 'missing'}", "pip install -e '.[automation]'")
         )
-    cpus = cpu_count if cpu_count is not None else (os.cpu_count() or 1)
-    ok = cpus >= plan.cpus_needed
-    rows.append(
-        Finding(
-            "CPUs",
-            "pass" if ok else "fail",
-            f"{cpus} cores, {plan.cpus_needed:g} needed ({plan.num_workers} workers x {plan.cpus_per_worker:g})",
-            "" if ok else f"use --num-workers {max(1, int(cpus // plan.cpus_per_worker))}",
-        )
-    )
+    cpus = os.cpu_count() or 1
+    detail = f"{cpus} cores, {plan.cpus_needed:g} needed ({plan.num_workers} workers x {plan.cpus_per_worker:g})"
+    fix = f"use --num-workers {max(1, int(cpus // plan.cpus_per_worker))}"
+    rows.append(Finding.judged("CPUs", cpus >= plan.cpus_needed, detail, fix))
     if plan.use_gpu:
-        gpus = gpu_count if gpu_count is not None else _local_gpus()
-        ok = gpus >= plan.gpus_needed
+        gpus = _local_gpus()
+        detail = f"{gpus} local GPUs, {plan.gpus_needed:g} needed"
         rows.append(
-            Finding(
-                "GPUs",
-                "pass" if ok else "fail",
-                f"{gpus} local GPUs, {plan.gpus_needed:g} needed",
-                "" if ok else "use fewer --num-workers or leave out --use-gpu",
-            )
+            Finding.judged("GPUs", gpus >= plan.gpus_needed, detail, "use fewer --num-workers or leave out --use-gpu")
         )
     return verdict(
         "preflight",

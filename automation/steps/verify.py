@@ -17,7 +17,7 @@ from typing import Any, Protocol
 
 from automation.kube import PodExec, RayClusterPods
 from automation.pipeline import Expectations, Finding, Prior, StepResult, verdict
-from automation.ray_head import RAY_RESOURCES_SNIPPET, RESOURCES_MARK, parse_ray_resources
+from automation.ray_head import RAY_RESOURCES_SNIPPET, parse_ray_resources
 from automation.scaling import before_verify
 from automation.steps.verify_checks import (
     check_daemonsets,
@@ -36,7 +36,6 @@ from automation.targets.local import LocalPlan, LocalTarget
 from infra.names import EFA_RESOURCE, GPU_NODE_SELECTOR, GPU_RESOURCE
 
 ZONE_LABEL = "topology.kubernetes.io/zone"
-__all__ = ["RESOURCES_MARK", "Expectations"]  # read by the tests of what Ray advertises and of the cluster
 
 
 class KubeReader(Protocol):
@@ -92,13 +91,11 @@ def check_nodes(nodes: Sequence[dict], exp: Expectations) -> list[Finding]:
     count_ok = len(nodes) == exp.node_count
     rows.insert(
         0,
-        Finding(
+        Finding.judged(
             "GPU nodes Ready",
-            "pass" if count_ok else "fail",
+            count_ok,
             f"expected {exp.node_count} nodes labelled {GPU_NODE_SELECTOR}, got {len(nodes)} ({ready} Ready)",
-            ""
-            if count_ok
-            else f"kubectl get nodes -l {GPU_NODE_SELECTOR}; the node group's last scaling activity: "
+            f"kubectl get nodes -l {GPU_NODE_SELECTOR}; the node group's last scaling activity: "
             "aws autoscaling describe-scaling-activities --auto-scaling-group-name <asg> --max-items 1",
         ),
     )
@@ -117,11 +114,11 @@ def check_operator(deployments: Sequence[dict]) -> Finding:
         )
     dep = found[0]
     ok = _ready(dep, "Available")
-    return Finding(
+    return Finding.judged(
         "KubeRay operator",
-        "pass" if ok else "fail",
+        ok,
         f"deployment {dep['metadata'].get('namespace')}/{_name(dep)} Available={ok}",
-        "" if ok else f"kubectl -n {dep['metadata'].get('namespace')} logs deploy/{_name(dep)}",
+        f"kubectl -n {dep['metadata'].get('namespace')} logs deploy/{_name(dep)}",
     )
 
 
@@ -132,15 +129,12 @@ def check_raycluster(rc: dict, exp: Expectations) -> list[Finding]:
         c = conds.get(kind, {})
         ok = c.get("status") == "True"
         rows.append(
-            Finding(
+            Finding.judged(
                 f"RayCluster {kind}",
-                "pass" if ok else "fail",
+                ok,
                 f"{exp.namespace}/{exp.raycluster}: {kind}={c.get('status', 'absent')}"
                 + (f" ({c.get('reason')}: {c.get('message')})" if c and not ok else ""),
-                ""
-                if ok
-                else f"kubectl -n {exp.namespace} describe raycluster {exp.raycluster}; "
-                f"kubectl -n {exp.namespace} get pods",
+                f"kubectl -n {exp.namespace} describe raycluster {exp.raycluster}; kubectl -n {exp.namespace} get pods",
             )
         )
     return rows
@@ -156,13 +150,11 @@ def check_worker_pods(pods: Sequence[dict], exp: Expectations) -> list[Finding]:
     """Worker pods are Running, as many as the worker group asks, each with requests equal to limits."""
     running = [p for p in pods if p.get("status", {}).get("phase") == "Running" and _ready(p)]
     rows = [
-        Finding(
+        Finding.judged(
             "Ray worker pods Running",
-            "pass" if len(running) == exp.worker_replicas else "fail",
+            len(running) == exp.worker_replicas,
             f"expected {exp.worker_replicas} Ready worker pods, got {len(running)} of {len(pods)}",
-            ""
-            if len(running) == exp.worker_replicas
-            else f"kubectl -n {exp.namespace} get pods -l ray.io/node-type=worker -o wide",
+            f"kubectl -n {exp.namespace} get pods -l ray.io/node-type=worker -o wide",
         )
     ]
     for pod in sorted(pods, key=_name):
@@ -192,11 +184,11 @@ def check_ray_gpus(ray_resources: Mapping[str, float], pods: Sequence[dict]) -> 
     want = requested_gpus(pods)
     got = float(ray_resources.get("GPU", 0))
     ok = got == want and want > 0
-    return Finding(
+    return Finding.judged(
         "Ray GPUs == Kubernetes GPU requests",
-        "pass" if ok else "fail",
+        ok,
         f"Ray advertises GPU {got:g}, worker pods request {GPU_RESOURCE} {want:g}",
-        "" if ok else "set the worker group's rayStartParams num-gpus to its nvidia.com/gpu limit",
+        "set the worker group's rayStartParams num-gpus to its nvidia.com/gpu limit",
     )
 
 
@@ -358,11 +350,11 @@ def check_resources(resources: Mapping[str, float], plan: LocalPlan) -> StepResu
     """Ray's advertised CPUs (and GPUs, for a GPU run) cover the local run's workers."""
     needs = [("CPU", plan.cpus_needed)] + ([("GPU", plan.gpus_needed)] if plan.use_gpu else [])
     rows = [
-        Finding(
+        Finding.judged(
             f"Ray {kind}s",
-            "pass" if resources.get(kind, 0) >= need else "fail",
+            resources.get(kind, 0) >= need,
             f"Ray advertises {kind} {resources.get(kind, 0):g}, the workers need {need:g}",
-            "" if resources.get(kind, 0) >= need else "use fewer --num-workers",
+            "use fewer --num-workers",
         )
         for kind, need in needs
     ]

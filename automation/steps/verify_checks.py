@@ -113,11 +113,11 @@ def _ds_row(ds: Mapping, targeted: int) -> Finding:
     st = ds.get("status", {})
     want, ready = int(st.get("desiredNumberScheduled", 0)), int(st.get("numberReady", 0))
     ok = ready == want and ready >= targeted
-    return Finding(
+    return Finding.judged(
         label,
-        "pass" if ok else "fail",
+        ok,
         f"daemonset {ns}/{name}: {ready}/{want} ready, targets {targeted} GPU node(s)",
-        "" if ok else f"kubectl -n {ns} describe ds {name}; kubectl -n {ns} get pods -o wide | grep {name}",
+        f"kubectl -n {ns} describe ds {name}; kubectl -n {ns} get pods -o wide | grep {name}",
     )
 
 

@@ -370,18 +370,20 @@ class AwsTarget:
         nodes = ", ".join(f"{n} x {t}" for t, n, _ in est.items)
         return f"{est.text()} On-Demand for {nodes}"
 
-    def price(self) -> CostEstimate:
+    def price(self, gpu_nodes: int | None = None) -> CostEstimate:
+        """On-Demand USD per hour of the instances that run with ``gpu_nodes`` GPU nodes (default: the stack's
+        node count) and the system nodes; the EKS control plane and the NAT gateway come on top (README.md,
+        "What it costs")."""
         if self.deps.pricing is None:
             return CostEstimate(None, (), "no Pricing API client")
         try:
             pricing = self.deps.pricing()
         except Exception as e:  # noqa: BLE001 - "unknown" is the promised answer when pricing is unreachable
             return CostEstimate(None, (), f"Pricing API: {type(e).__name__}")
-        groups = [
-            (self.cfg.gpu_nodes.instance_type, self.cfg.gpu_nodes.node_count),
-            (self.cfg.system_nodes.instance_type, self.cfg.system_nodes.count),
-        ]
-        return estimate(pricing, self.cfg.region, groups)
+        cfg = self.cfg
+        gpu = cfg.gpu_nodes.node_count if gpu_nodes is None else gpu_nodes
+        groups = [(cfg.gpu_nodes.instance_type, gpu), (cfg.system_nodes.instance_type, cfg.system_nodes.count)]
+        return estimate(pricing, cfg.region, groups)
 
 
 def load_config(stack: str, project_dir: Path) -> Any:

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from functools import cache
 from pathlib import Path
 from typing import Any
@@ -434,6 +434,19 @@ def _iam_documents(args: ResourceValidationArgs) -> list[Any]:
     return docs
 
 
+def _each_document(
+    problems_of: Callable[[Any], list[str]],
+) -> Callable[[ResourceValidationArgs, ReportViolation], None]:
+    """A resource validation that reports the ``problems_of`` each policy document the resource declares."""
+
+    def validate(args: ResourceValidationArgs, report: ReportViolation) -> None:
+        for doc in _iam_documents(args):
+            for problem in problems_of(doc):
+                report(problem)
+
+    return validate
+
+
 def _iam_no_s3_star(args: ResourceValidationArgs, report: ReportViolation) -> None:
     for doc in _iam_documents(args):
         for st in _s3_star_statements(doc):
@@ -471,12 +484,6 @@ def _s3_scope_problems(document: Any) -> list[str]:
     return problems
 
 
-def _iam_s3_prefix(args: ResourceValidationArgs, report: ReportViolation) -> None:
-    for doc in _iam_documents(args):
-        for problem in _s3_scope_problems(doc):
-            report(problem)
-
-
 iam_s3_prefix = ResourceValidationPolicy(
     name="iam-s3-scoped-to-a-prefix",
     description=(
@@ -484,7 +491,7 @@ iam_s3_prefix = ResourceValidationPolicy(
         "s3:ListBucket carries an s3:prefix condition naming that prefix: the pods reach their stack's keys only. "
         "Source: https://docs.aws.amazon.com/AmazonS3/latest/userguide/example-policies-s3.html"
     ),
-    validate=_iam_s3_prefix,
+    validate=_each_document(_s3_scope_problems),
     enforcement_level=EnforcementLevel.MANDATORY,
 )
 
@@ -547,12 +554,6 @@ def _eks_scope_problems(document: Any) -> list[str]:
     return problems + [p for st in others for p in _guard_other_statement_problems(st)]
 
 
-def _iam_eks_guard(args: ResourceValidationArgs, report: ReportViolation) -> None:
-    for doc in _iam_documents(args):
-        for problem in _eks_scope_problems(doc):
-            report(problem)
-
-
 idle_guard_least_privilege = ResourceValidationPolicy(
     name="idle-guard-least-privilege",
     description=(
@@ -562,7 +563,7 @@ idle_guard_least_privilege = ResourceValidationPolicy(
         "nothing else (least privilege). Source: https://docs.aws.amazon.com/service-authorization/latest/reference/"
         "list_amazonelastickubernetesservice.html"
     ),
-    validate=_iam_eks_guard,
+    validate=_each_document(_eks_scope_problems),
     enforcement_level=EnforcementLevel.MANDATORY,
 )
 

@@ -3,9 +3,12 @@ kubernetes client), a scripted pod exec, and a stack with the Pulumi Automation 
 
 from __future__ import annotations
 
+import base64
 import copy
+import io
 import json
 import re
+import tarfile
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -15,7 +18,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qs, urlparse
 
-from conftest import REPO
+from conftest import REPO, quiet_stack
 
 from automation.kube import ExecResult
 
@@ -77,23 +80,21 @@ class FakeKubeApi:
         u = urlparse(path)
         sel = parse_qs(u.query).get("labelSelector", [""])[0]
 
-        def listed(name: str) -> tuple[int, Any]:
+        def listed(name: str, namespace: str | None = None) -> tuple[int, Any]:
             lst = copy.deepcopy(self.objects[name])
-            lst["items"] = [o for o in lst["items"] if _matches(o, sel)]
+            lst["items"] = [
+                o for o in lst["items"] if _matches(o, sel) and namespace in (None, o["metadata"].get("namespace"))
+            ]
             return 200, lst
 
         if u.path == "/api/v1/nodes":
             return listed("nodes")
         if m := re.fullmatch(r"/api/v1/namespaces/([^/]+)/pods", u.path):
-            code, lst = listed("pods")
-            lst["items"] = [p for p in lst["items"] if p["metadata"]["namespace"] == m.group(1)]
-            return code, lst
+            return listed("pods", m.group(1))
         if u.path == "/api/v1/pods":
             return listed("pods")
         if m := re.fullmatch(r"/api/v1/namespaces/([^/]+)/events", u.path):
-            code, lst = listed("events")
-            lst["items"] = [e for e in lst["items"] if e["metadata"]["namespace"] == m.group(1)]
-            return code, lst
+            return listed("events", m.group(1))
         if u.path == "/apis/apps/v1/daemonsets":
             return listed("daemonsets")
         if u.path == "/apis/apps/v1/deployments":
@@ -121,6 +122,17 @@ class FakeKubeApi:
     def __exit__(self, *exc) -> None:
         self.server.shutdown()
         self.server.server_close()
+
+
+def tar_b64(files: dict[str, bytes]) -> str:
+    """``files`` (name: bytes) as a base64 .tar.gz: what a pod prints for automation/run_files.py."""
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w:gz") as tar:
+        for name, data in files.items():
+            info = tarfile.TarInfo(name)
+            info.size = len(data)
+            tar.addfile(info, io.BytesIO(data))
+    return base64.b64encode(buf.getvalue()).decode()
 
 
 def kubeconfig_for(server: str) -> dict:
@@ -230,10 +242,4 @@ class FakeStack:
 
 def stack_config(stack: str = "us-west-2"):
     """The real, validated config of one of the project's stacks."""
-    import warnings
-
-    from infra.config import load_stack
-
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        return load_stack(stack, REPO)
+    return quiet_stack(stack)

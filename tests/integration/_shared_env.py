@@ -13,6 +13,9 @@ from conftest import REPO
 STALE_RAY_ADDRESS = "127.0.0.1:1"
 # The one bucket of the shared moto S3 server.
 S3_BUCKET = "ray-efa-eks-test-runs"
+# The region of the in-process moto account (`moto_aws`), and the GPU node group `moto_eks` makes in it.
+MOTO_REGION = "us-west-2"
+MOTO_CLUSTER, MOTO_NODEGROUP = "ray-efa-eks", "ray-efa-eks-gpu-ng-1a2b3c"
 
 
 def driver_env() -> dict[str, str]:

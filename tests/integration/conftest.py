@@ -10,7 +10,7 @@ import subprocess
 import sys
 
 import pytest
-from _shared_env import S3_BUCKET, STALE_RAY_ADDRESS, driver_env
+from _shared_env import MOTO_CLUSTER, MOTO_NODEGROUP, MOTO_REGION, S3_BUCKET, STALE_RAY_ADDRESS, driver_env
 
 
 @pytest.fixture(scope="session")
@@ -83,3 +83,41 @@ def ray_cluster(s3_env):
     )
     yield ray
     ray.shutdown()
+
+
+@pytest.fixture
+def moto_aws(monkeypatch):
+    """moto's in-process AWS for one test, with moto's fake credentials and `MOTO_REGION` as the default
+    region, so no client the test makes can reach a real account."""
+    from moto import mock_aws
+
+    for k, v in {
+        "AWS_ACCESS_KEY_ID": "testing",
+        "AWS_SECRET_ACCESS_KEY": "testing",
+        "AWS_DEFAULT_REGION": MOTO_REGION,
+    }.items():
+        monkeypatch.setenv(k, v)
+    with mock_aws():
+        yield
+
+
+@pytest.fixture
+def moto_eks(moto_aws):
+    """An EKS client of `moto_aws` whose cluster `MOTO_CLUSTER` has the GPU node group `MOTO_NODEGROUP` at
+    the sizes infra/manifests.py's gpu_scaling_config gives a 2-node stack."""
+    import boto3
+
+    client = boto3.client("eks", region_name=MOTO_REGION)
+    client.create_cluster(
+        name=MOTO_CLUSTER,
+        roleArn="arn:aws:iam::123456789012:role/eks",
+        resourcesVpcConfig={"subnetIds": ["subnet-1"]},
+    )
+    client.create_nodegroup(
+        clusterName=MOTO_CLUSTER,
+        nodegroupName=MOTO_NODEGROUP,
+        nodeRole="arn:aws:iam::123456789012:role/node",
+        subnets=["subnet-1"],
+        scalingConfig={"desiredSize": 2, "minSize": 0, "maxSize": 2},
+    )
+    return client

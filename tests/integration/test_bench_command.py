@@ -4,11 +4,8 @@ judged from its own NCCL logs; the NCCL logs are real ones from tests/fixtures/n
 
 from __future__ import annotations
 
-import base64
-import io
 import json
 import re
-import tarfile
 from pathlib import Path
 
 import _driver_helpers as helpers  # tests/integration is on pytest's pythonpath
@@ -28,16 +25,6 @@ EFA_LOG = NCCL / "efa_unprefixed_ofi1.20.log"  # aws-ofi-nccl 1.20 over EFA, `vi
 SOCKET_LOG = NCCL / "socket_cluster_nccl952.log"  # a multi-node run over `NET/Socket`
 TOKENS_PER_S = {"efa": 52000.0, "tcp": 20800.0}
 BASE = "b1"
-
-
-def tar_b64(files: dict[str, bytes]) -> str:
-    buf = io.BytesIO()
-    with tarfile.open(fileobj=buf, mode="w:gz") as tar:
-        for name, data in files.items():
-            info = tarfile.TarInfo(name)
-            info.size = len(data)
-            tar.addfile(info, io.BytesIO(data))
-    return base64.b64encode(buf.getvalue()).decode()
 
 
 def leg_of(run_id: str) -> str:
@@ -100,16 +87,16 @@ class Cluster:
             self.collected.append(run.group(1))
             log = self.logs[leg_of(run.group(1))].read_bytes()
             return ExecResult(
-                0, tar_b64({f"./nccl.{run.group(1)}.rank0.host.1.log": log}) if pod == RANK0_POD else "", ""
+                0, helpers.tar_b64({f"./nccl.{run.group(1)}.rank0.host.1.log": log}) if pod == RANK0_POD else "", ""
             )
         raise AssertionError(f"unexpected command {cmd} in {pod}")
 
     def pack(self, pod: str, run_id: str, wants_summary: bool) -> ExecResult:
         if wants_summary:
             return ExecResult(
-                0, tar_b64({"summary.json": json.dumps(summary(run_id)).encode()}) if pod == HEAD else "", ""
+                0, helpers.tar_b64({"summary.json": json.dumps(summary(run_id)).encode()}) if pod == HEAD else "", ""
             )
-        return ExecResult(0, tar_b64(metrics_files(self.tmp, run_id)) if pod == RANK0_POD else "", "")
+        return ExecResult(0, helpers.tar_b64(metrics_files(self.tmp, run_id)) if pod == RANK0_POD else "", "")
 
 
 class KubeWithExec(KubeApi):

@@ -15,9 +15,9 @@ from datetime import UTC, datetime
 
 import boto3
 import pytest
+from _shared_env import MOTO_REGION
 from botocore.stub import Stubber
 from conftest import REPO
-from moto import mock_aws
 
 from automation import cli
 from automation.capacity import (
@@ -33,7 +33,7 @@ from automation.errors import DriverError
 from automation.ui import Ui
 from infra.config import load_stack
 
-REGION = "us-west-2"
+REGION = MOTO_REGION
 G6 = "g6.12xlarge"
 AZ_ID = {"us-west-2a": "usw2-az2", "us-west-2b": "usw2-az1", "us-west-2c": "usw2-az3", "us-west-2d": "usw2-az4"}
 
@@ -81,23 +81,11 @@ def answer_signals(ec2: Ec2, scores: dict[str, int], reservations: list[dict] = 
     ec2.stub.add_response("describe_capacity_reservations", {"CapacityReservations": list(reservations)})
 
 
-@pytest.fixture
-def aws(monkeypatch):
-    for k, v in {
-        "AWS_ACCESS_KEY_ID": "testing",
-        "AWS_SECRET_ACCESS_KEY": "testing",
-        "AWS_DEFAULT_REGION": REGION,
-    }.items():
-        monkeypatch.setenv(k, v)
-    with mock_aws():
-        yield
-
-
 def by_az(zones):
     return {z.az: z for z in zones}
 
 
-def test_spot_score_ranks_the_usable_azs(aws):
+def test_spot_score_ranks_the_usable_azs(moto_aws):
     ec2 = Ec2()
     answer_signals(ec2, {"us-west-2a": 3, "us-west-2b": 9, "us-west-2c": 5, "us-west-2d": 1})
     zones = survey([REGION], lambda r: RegionClients(ec2, quotas()), None, G6, 2)
@@ -105,7 +93,7 @@ def test_spot_score_ranks_the_usable_azs(aws):
     assert all(z.usable and z.efa and z.vcpus_needed == 96 for z in zones), zones
 
 
-def test_an_open_reservation_with_room_ranks_first(aws):
+def test_an_open_reservation_with_room_ranks_first(moto_aws):
     ec2 = Ec2()
     fits = {
         "CapacityReservationId": "cr-0123456789abcdef0",
@@ -123,7 +111,7 @@ def test_an_open_reservation_with_room_ranks_first(aws):
     assert by_az(zones)["us-west-2a"].reservations == (), "a reservation with room for 1 does not fit 2"
 
 
-def test_a_short_quota_makes_the_azs_unusable_and_prints_the_increase(aws):
+def test_a_short_quota_makes_the_azs_unusable_and_prints_the_increase(moto_aws):
     ec2 = Ec2()
     answer_signals(ec2, {})
     zones = survey_region(RegionClients(ec2, quotas(48)), None, G6, 2, REGION)
@@ -132,7 +120,7 @@ def test_a_short_quota_makes_the_azs_unusable_and_prints_the_increase(aws):
     assert "request-service-quota-increase --service-code ec2 --quota-code L-DB2E81BA --desired-value 96" in fix, fix
 
 
-def test_g6_asks_for_no_capacity_blocks_but_a_p5_does(aws):
+def test_g6_asks_for_no_capacity_blocks_but_a_p5_does(moto_aws):
     ec2 = Ec2()
     answer_signals(ec2, {})  # no describe_capacity_block_offerings answer: the stub fails if g6 asks
     survey_region(RegionClients(ec2, quotas()), None, G6, 2, REGION)
@@ -154,7 +142,7 @@ def test_g6_asks_for_no_capacity_blocks_but_a_p5_does(aws):
     assert zones["us-west-2b"].blocks[0]["upfront_fee"] == "1234.56", zones["us-west-2b"].blocks
 
 
-def test_a_signal_that_fails_is_a_note_not_a_failure(aws):
+def test_a_signal_that_fails_is_a_note_not_a_failure(moto_aws):
     ec2 = Ec2()
     ec2.stub.add_client_error("get_spot_placement_scores", "UnauthorizedOperation", "not allowed")
     ec2.stub.add_response("describe_capacity_reservations", {"CapacityReservations": []})
@@ -163,7 +151,7 @@ def test_a_signal_that_fails_is_a_note_not_a_failure(aws):
     assert "Spot placement score: UnauthorizedOperation" in zones[0].notes, zones[0].notes
 
 
-def test_a_region_that_cannot_be_read_is_one_row_saying_why(aws):
+def test_a_region_that_cannot_be_read_is_one_row_saying_why(moto_aws):
     class Refused:
         def describe_availability_zones(self):
             from botocore.exceptions import ClientError
@@ -190,7 +178,7 @@ def created(cr: str) -> dict:
     return {"CapacityReservation": {"CapacityReservationId": cr}}
 
 
-def test_probe_cancels_what_it_creates_and_ranks_capacity_now_first(aws):
+def test_probe_cancels_what_it_creates_and_ranks_capacity_now_first(moto_aws):
     ec2 = Ec2()
     zones = usable_zones(ec2)
     ec2.stub.add_client_error("create_capacity_reservation", "InsufficientInstanceCapacity", "no capacity")
@@ -206,7 +194,7 @@ def test_probe_cancels_what_it_creates_and_ranks_capacity_now_first(aws):
     ], out
 
 
-def test_ctrl_c_after_a_reservation_is_made_still_cancels_it(aws):
+def test_ctrl_c_after_a_reservation_is_made_still_cancels_it(moto_aws):
     ec2 = Ec2()
     zones = usable_zones(ec2)
     ec2.stub.add_response("create_capacity_reservation", created("cr-0123456789abcdef0"))
@@ -223,7 +211,7 @@ def test_ctrl_c_after_a_reservation_is_made_still_cancels_it(aws):
     ec2.stub.assert_no_pending_responses()  # the cancel was called
 
 
-def test_a_reservation_ec2_will_not_cancel_is_named_with_the_command(aws):
+def test_a_reservation_ec2_will_not_cancel_is_named_with_the_command(moto_aws):
     ec2 = Ec2()
     zones = usable_zones(ec2)[:1]
     ec2.stub.add_response("create_capacity_reservation", created("cr-0123456789abcdef0"))
@@ -264,7 +252,7 @@ def args_for(project_dir, **kw) -> argparse.Namespace:
     return argparse.Namespace(**{**base, **kw})
 
 
-def test_write_stack_writes_a_stack_the_config_loader_accepts(aws, tmp_path, capsys):
+def test_write_stack_writes_a_stack_the_config_loader_accepts(moto_aws, tmp_path, capsys):
     shutil.copy(REPO / "Pulumi.yaml", tmp_path / "Pulumi.yaml")
     ec2 = Ec2()
     answer_signals(ec2, {"us-west-2c": 9})
@@ -277,7 +265,7 @@ def test_write_stack_writes_a_stack_the_config_loader_accepts(aws, tmp_path, cap
     assert got == (0, REGION, "us-west-2c", 2, "us-west-2c"), f"got {got}; {doc['written']}"
 
 
-def test_probe_is_refused_without_confirmation(aws, tmp_path):
+def test_probe_is_refused_without_confirmation(moto_aws, tmp_path):
     ec2 = Ec2()
     answer_signals(ec2, {"us-west-2a": 9})
     with pytest.raises(DriverError, match="--probe not confirmed: no reservation was made"):
@@ -353,7 +341,7 @@ def test_up_watch_says_so_once_from_describe_nodegroup():
     assert said == [line] and "us-west-2b" in line, said
 
 
-def test_the_table_shows_the_ranked_azs_and_the_quota_increase(aws, tmp_path, capsys):
+def test_the_table_shows_the_ranked_azs_and_the_quota_increase(moto_aws, tmp_path, capsys):
     ec2 = Ec2()
     answer_signals(ec2, {"us-west-2a": 9})
     rc = command.run(args_for(tmp_path, json=False), Ui(json_mode=False), session=Session(ec2, quota=48))
@@ -362,7 +350,7 @@ def test_the_table_shows_the_ranked_azs_and_the_quota_increase(aws, tmp_path, ca
     assert "g6.12xlarge has no Capacity Blocks" in out, out
 
 
-def test_a_second_ctrl_c_while_cancelling_waits_until_the_reservation_is_cancelled(aws):
+def test_a_second_ctrl_c_while_cancelling_waits_until_the_reservation_is_cancelled(moto_aws):
     """SIGINT during the cancel call is held: the cancel finishes, then the interrupt is raised."""
     import os
     import signal

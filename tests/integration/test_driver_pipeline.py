@@ -3,11 +3,8 @@ Automation API's interface, moto/Stubber AWS clients, recorded Kubernetes object
 
 from __future__ import annotations
 
-import base64
 import dataclasses
-import io
 import json
-import tarfile
 import warnings
 from pathlib import Path
 
@@ -15,8 +12,8 @@ import _driver_helpers as helpers  # tests/integration is on pytest's pythonpath
 import _worlds as worlds
 import boto3
 import pytest
+from _shared_env import MOTO_REGION
 from botocore.stub import Stubber
-from moto import mock_aws
 
 from automation import steps
 from automation.errors import DriverError
@@ -26,7 +23,7 @@ from automation.ray_head import RESOURCES_MARK
 from automation.targets.aws import GPU_AZ_KEY, PIPELINE, PLAN, AwsDeps, AwsTarget
 from infra.config import ConfigWarning, read_stack_file, validate
 
-REGION = "us-west-2"
+REGION = MOTO_REGION
 NCCL = helpers.REPO / "tests" / "fixtures" / "nccl"
 SUMMARY = {
     "run_id": "r1",
@@ -41,13 +38,6 @@ SUMMARY = {
     "nccl_log_dir": "/tmp/ray-efa-eks/runs/r1/nccl",
     "checkpoint": None,
 }
-
-
-def tar_b64(log: Path) -> str:
-    buf = io.BytesIO()
-    with tarfile.open(fileobj=buf, mode="w:gz") as tar:
-        tar.add(log, arcname=f"nccl.rank0.{log.stem}.1.log")
-    return base64.b64encode(buf.getvalue()).decode()
 
 
 def cluster_exec(nccl_log: Path = NCCL / "efa_unprefixed_ofi1.20.log", job_line: str = "Job 'r1' succeeded"):
@@ -68,7 +58,7 @@ def cluster_exec(nccl_log: Path = NCCL / "efa_unprefixed_ofi1.20.log", job_line:
         if cmd[:2] == ["python", "-c"]:
             return ExecResult(0, f"{RESOURCES_MARK}{json.dumps({'GPU': 8.0, 'CPU': 82.0})}\n", "")
         if "tar -czf -" in text:
-            return ExecResult(0, tar_b64(nccl_log), "")
+            return ExecResult(0, helpers.tar_b64({f"nccl.rank0.{nccl_log.stem}.1.log": nccl_log.read_bytes()}), "")
         raise AssertionError(f"unexpected command {cmd}")
 
     return helpers.ScriptedExec(answer)
@@ -81,20 +71,12 @@ class KubeWithExec(KubeApi):
 
 
 @pytest.fixture
-def aws(monkeypatch):
-    for k, v in {
-        "AWS_ACCESS_KEY_ID": "testing",
-        "AWS_SECRET_ACCESS_KEY": "testing",
-        "AWS_DEFAULT_REGION": REGION,
-    }.items():
-        monkeypatch.setenv(k, v)
+def aws(moto_aws, monkeypatch):
     # The machine's own `aws` may be v1 (preflight fails it): these tests stand in v2's `aws --version`
     # line (AWS CLI user guide's example) so that the pipeline, not this machine, decides the result.
     monkeypatch.setattr(
         "automation.steps.preflight.aws_cli_version", lambda path: "aws-cli/2.22.0 Python/3.12.6 Linux/6.1.0"
     )
-    with mock_aws():
-        yield
 
 
 def client_factory(quota: float = 1000, extra: dict | None = None):

@@ -9,8 +9,8 @@ import _driver_helpers as helpers  # tests/integration is on pytest's pythonpath
 import _worlds as worlds
 import boto3
 import pytest
+from _shared_env import MOTO_REGION
 from botocore.stub import Stubber
-from moto import mock_aws
 
 from automation.pipeline import PreflightFacts
 from automation.steps.preflight import (
@@ -21,19 +21,10 @@ from automation.steps.preflight import (
     run_preflight,
 )
 
-REGION = "us-west-2"
+REGION = MOTO_REGION
 
 
-@pytest.fixture(autouse=True)
-def aws_env(monkeypatch):
-    for k, v in {
-        "AWS_ACCESS_KEY_ID": "testing",
-        "AWS_SECRET_ACCESS_KEY": "testing",
-        "AWS_DEFAULT_REGION": REGION,
-    }.items():
-        monkeypatch.setenv(k, v)
-    with mock_aws():
-        yield
+pytestmark = pytest.mark.usefixtures("moto_aws")
 
 
 def config(instance_type="g6.12xlarge", az="us-west-2a", azs=("us-west-2a", "us-west-2b"), gpus=4, reservation=None):

@@ -12,16 +12,15 @@ from http.server import BaseHTTPRequestHandler, HTTPServer
 import boto3
 import certifi
 import pytest
+from _shared_env import MOTO_CLUSTER, MOTO_NODEGROUP, MOTO_REGION
 from botocore.exceptions import ClientError
 from conftest import REPO
-from moto import mock_aws
 
 from infra.config import PROJECT, stack_config_values
 from infra.idle_guard_script import Kube, ray_jobs, run_once
 from infra.mock_render import run_program
 
-REGION = "us-west-2"
-CLUSTER, NODEGROUP = "ray-efa-eks", "ray-efa-eks-gpu-ng-1a2b3c"
+REGION, CLUSTER, NODEGROUP = MOTO_REGION, MOTO_CLUSTER, MOTO_NODEGROUP
 ENV = {
     "CLUSTER_NAME": CLUSTER,
     "NODEGROUP_NAME": NODEGROUP,
@@ -53,26 +52,8 @@ class Recorder:
 
 
 @pytest.fixture
-def eks(monkeypatch):
-    for k, v in {
-        "AWS_ACCESS_KEY_ID": "testing",
-        "AWS_SECRET_ACCESS_KEY": "testing",
-        "AWS_DEFAULT_REGION": REGION,
-    }.items():
-        monkeypatch.setenv(k, v)
-    with mock_aws():
-        client = boto3.client("eks", region_name=REGION)
-        client.create_cluster(
-            name=CLUSTER, roleArn="arn:aws:iam::123456789012:role/eks", resourcesVpcConfig={"subnetIds": ["s-1"]}
-        )
-        client.create_nodegroup(
-            clusterName=CLUSTER,
-            nodegroupName=NODEGROUP,
-            nodeRole="arn:aws:iam::123456789012:role/node",
-            subnets=["s-1"],
-            scalingConfig={"desiredSize": 2, "minSize": 0, "maxSize": 2},
-        )
-        yield client
+def eks(moto_eks):
+    return moto_eks
 
 
 @pytest.fixture

@@ -4,10 +4,7 @@ through a scripted exec against the fake Kubernetes API, and the report judges t
 
 from __future__ import annotations
 
-import base64
-import io
 import json
-import tarfile
 from pathlib import Path
 
 import _driver_helpers as helpers
@@ -28,16 +25,6 @@ RANK0_POD = WORKERS[1]
 EFA_LOG = helpers.REPO / "tests" / "fixtures" / "nccl" / "efa_unprefixed_ofi1.20.log"
 
 
-def tar_b64(files: dict[str, bytes]) -> str:
-    buf = io.BytesIO()
-    with tarfile.open(fileobj=buf, mode="w:gz") as tar:
-        for name, data in files.items():
-            info = tarfile.TarInfo(name)
-            info.size = len(data)
-            tar.addfile(info, io.BytesIO(data))
-    return base64.b64encode(buf.getvalue()).decode()
-
-
 def rank0_files(tmp: Path, run_id: str) -> dict[str, bytes]:
     w = MetricsWriter(tmp / "made", run_id, echo=False, tensorboard=False)
     for n in (1, 2, 3):
@@ -48,14 +35,14 @@ def rank0_files(tmp: Path, run_id: str) -> dict[str, bytes]:
 
 def scripted(tmp: Path, run_id: str, nccl_log: Path = EFA_LOG) -> helpers.ScriptedExec:
     summary = json.dumps({"run_id": run_id, "backend": "nccl", "world_size": 8}).encode()
-    nccl = tar_b64({f"./nccl.{run_id}.rank0.host.1.log": nccl_log.read_bytes()})
+    nccl = helpers.tar_b64({f"./nccl.{run_id}.rank0.host.1.log": nccl_log.read_bytes()})
 
     def answer(pod, cmd, stdin):
         text = " ".join(cmd)
         if "-T -" in text and "summary.json" in text:
-            return ExecResult(0, tar_b64({"summary.json": summary}) if pod == HEAD else "", "")
+            return ExecResult(0, helpers.tar_b64({"summary.json": summary}) if pod == HEAD else "", "")
         if "-T -" in text:
-            return ExecResult(0, tar_b64(rank0_files(tmp, run_id)) if pod == RANK0_POD else "", "")
+            return ExecResult(0, helpers.tar_b64(rank0_files(tmp, run_id)) if pod == RANK0_POD else "", "")
         if "tar -czf - -C" in text:
             return ExecResult(0, nccl if pod == RANK0_POD else "", "")
         raise AssertionError(f"unexpected command {cmd} in {pod}")

@@ -10,8 +10,8 @@ import json
 import _driver_helpers as helpers  # tests/integration is on pytest's pythonpath
 import boto3
 import pytest
+from _shared_env import MOTO_CLUSTER, MOTO_NODEGROUP, MOTO_REGION
 from botocore.stub import Stubber
-from moto import mock_aws
 
 from automation import cli
 from automation.commands import scale
@@ -32,35 +32,13 @@ from automation.scaling import (
 from automation.targets.aws import AwsDeps, AwsTarget
 from automation.ui import Ui
 
-REGION = "us-west-2"
-CLUSTER, NODEGROUP = "ray-efa-eks", "ray-efa-eks-gpu-ng-1a2b3c"
+REGION, CLUSTER, NODEGROUP = MOTO_REGION, MOTO_CLUSTER, MOTO_NODEGROUP
 REF = NodeGroupRef(CLUSTER, NODEGROUP, REGION)
 
 
 @pytest.fixture
-def eks(monkeypatch):
-    for k, v in {
-        "AWS_ACCESS_KEY_ID": "testing",
-        "AWS_SECRET_ACCESS_KEY": "testing",
-        "AWS_DEFAULT_REGION": REGION,
-    }.items():
-        monkeypatch.setenv(k, v)
-    with mock_aws():
-        client = boto3.client("eks", region_name=REGION)
-        client.create_cluster(
-            name=CLUSTER,
-            roleArn="arn:aws:iam::123456789012:role/eks",
-            resourcesVpcConfig={"subnetIds": ["subnet-1"]},
-        )
-        # The sizes infra/manifests.py's gpu_scaling_config gives a 2-node stack.
-        client.create_nodegroup(
-            clusterName=CLUSTER,
-            nodegroupName=NODEGROUP,
-            nodeRole="arn:aws:iam::123456789012:role/node",
-            subnets=["subnet-1"],
-            scalingConfig={"desiredSize": 2, "minSize": 0, "maxSize": 2},
-        )
-        yield client
+def eks(moto_eks):
+    return moto_eks
 
 
 def test_scaling_to_zero_sets_the_desired_size(eks):
@@ -176,7 +154,9 @@ def test_cli_run_ends_with_the_gpu_nodes_at_zero(eks, capsys, monkeypatch):
     with helpers.FakeKubeApi() as api:
         made = target_for(api)
         monkeypatch.setattr(aws, "open_stack", lambda stack, **options: made)
-        monkeypatch.setattr(aws.AwsTarget, "price", lambda self: aws.CostEstimate(None, (), "not priced"))
+        monkeypatch.setattr(
+            aws.AwsTarget, "price", lambda self, gpu_nodes=None: aws.CostEstimate(None, (), "not priced")
+        )
         for name in aws.PIPELINE:
             monkeypatch.setitem(steps.STEPS, name, lambda t, p, name=name: StepResult(name, "pass", "ok"))
         rc = cli.main(["run", "--stack", "us-west-2", "--yes", "--json"])
@@ -253,7 +233,9 @@ def test_a_run_interrupted_or_failed_after_up_still_scales_to_zero(eks, capsys, 
     with helpers.FakeKubeApi() as api:
         made = target_for(api)
         monkeypatch.setattr(aws, "open_stack", lambda stack, **options: made)
-        monkeypatch.setattr(aws.AwsTarget, "price", lambda self: aws.CostEstimate(None, (), "not priced"))
+        monkeypatch.setattr(
+            aws.AwsTarget, "price", lambda self, gpu_nodes=None: aws.CostEstimate(None, (), "not priced")
+        )
         for name in aws.PIPELINE:
             monkeypatch.setitem(steps.STEPS, name, lambda t, p, name=name: step(t, p, name))
         got = cli.main(["run", "--stack", "us-west-2", "--yes"])

@@ -9,10 +9,10 @@ import warnings
 
 import pulumi
 import pytest
-from conftest import REPO
+from conftest import REPO, quiet_stack
 
 from infra import mock_render
-from infra.config import PROJECT, ConfigError, ConfigWarning, from_pulumi_config, load_stack, stack_config_values
+from infra.config import PROJECT, ConfigError, ConfigWarning, from_pulumi_config, stack_config_values
 from infra.efa_nodegroup import gpu_hugepages_2mi
 from infra.manifests import gpu_node_user_data, raycluster_spec
 from infra.mock_render import Render, RenderMocks, run_program
@@ -32,12 +32,6 @@ def render(stack: str, **overrides) -> Render:
     values = stack_config_values(stack, REPO)
     values.update({f"{PROJECT}:{k}": v for k, v in overrides.items()})
     return run_program(stack, REPO, config=values)
-
-
-def stack_config(stack: str):
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", ConfigWarning)
-        return load_stack(stack, REPO)
 
 
 @pytest.fixture(scope="module", params=STACKS)
@@ -82,7 +76,7 @@ def ints(value):
 def test_both_example_stacks_render_with_every_output(rendered):
     stack, r = rendered
     assert tuple(r.outputs) == OUTPUT_NAMES, f"outputs {tuple(r.outputs)}"
-    cfg = stack_config(stack)
+    cfg = quiet_stack(stack)
     assert (r.outputs["region"], r.outputs["gpu_az"]) == (stack, cfg.gpu_nodes.availability_zone)
     assert (r.outputs["raycluster_name"], r.outputs["raycluster_namespace"], r.outputs["head_service_name"]) == (
         "ray-efa",
@@ -104,7 +98,7 @@ def test_program_config_equals_offline_config():
         pulumi.runtime.set_mocks(RenderMocks(), project=PROJECT, stack="us-east-2", preview=False)
         return from_pulumi_config(REPO)
 
-    assert contextvars.Context().run(in_program) == stack_config("us-east-2")
+    assert contextvars.Context().run(in_program) == quiet_stack("us-east-2")
 
 
 def test_bad_config_fails_the_program_with_the_config_error():
@@ -119,7 +113,7 @@ def test_private_subnets_span_at_least_two_azs(rendered):
     stack, r = rendered
     private = [x for x in every(r, "aws:ec2/subnet:Subnet") if "-private-" in x.name]
     azs = sorted(x.inputs["availabilityZone"] for x in private)
-    assert len(azs) >= 2 and azs == sorted(stack_config(stack).network.azs), f"private subnet AZs {azs}"
+    assert len(azs) >= 2 and azs == sorted(quiet_stack(stack).network.azs), f"private subnet AZs {azs}"
     assert all(x.inputs["tags"].get("kubernetes.io/role/internal-elb") == "1" for x in private)
 
 
@@ -263,7 +257,7 @@ def test_no_security_group_rule_is_open_to_the_internet(rendered):
 
 def test_gpu_node_group_is_pinned_to_the_private_subnet_of_the_gpu_az(rendered):
     stack, r = rendered
-    gpu_az = stack_config(stack).gpu_nodes.availability_zone
+    gpu_az = quiet_stack(stack).gpu_nodes.availability_zone
     subnet = one(r, "aws:ec2/subnet:Subnet", f"private-{gpu_az}")
     ng = one(r, "aws:eks/nodeGroup:NodeGroup", "gpu-ng").inputs
     assert ng["subnetIds"] == [rid(subnet)], f"expected [{rid(subnet)}], got {ng['subnetIds']}"
@@ -335,7 +329,7 @@ def test_helm_releases_land_on_the_right_nodes(east):
 
 def test_raycluster_resource_carries_the_built_spec(east):
     rc = one(east, "kubernetes:ray.io/v1:RayCluster").inputs
-    cfg = stack_config("us-east-2")
+    cfg = quiet_stack("us-east-2")
     assert (rc["apiVersion"], rc["kind"], rc["metadata"]["name"]) == ("ray.io/v1", "RayCluster", cfg.ray.cluster_name)
     assert ints(rc["spec"]) == raycluster_spec(cfg.ray), "the engine did not receive the spec manifests.py built"
 
@@ -394,7 +388,7 @@ def test_empty_gpu_az_fails_the_program_naming_preflight_and_the_key():
 def test_nat_gateway_sits_in_the_gpu_az(east):
     subnet_az = {rid(x): x.inputs["availabilityZone"] for x in every(east, "aws:ec2/subnet:Subnet")}
     nat_az = subnet_az.get(one(east, "aws:ec2/natGateway:NatGateway").inputs["subnetId"])
-    assert nat_az == stack_config("us-east-2").gpu_nodes.availability_zone == "us-east-2b", f"NAT in {nat_az}"
+    assert nat_az == quiet_stack("us-east-2").gpu_nodes.availability_zone == "us-east-2b", f"NAT in {nat_az}"
 
 
 def test_s3_gateway_endpoint_is_on_the_private_route_table(east):

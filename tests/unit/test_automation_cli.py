@@ -126,7 +126,9 @@ def _aws_steps(monkeypatch, **behaviour):
     from automation.targets import aws
 
     monkeypatch.setattr(aws.shutil, "which", lambda name: "/usr/local/bin/pulumi")
-    monkeypatch.setattr(aws.AwsTarget, "price", lambda self: aws.CostEstimate(None, (), "not priced in tests"))
+    monkeypatch.setattr(
+        aws.AwsTarget, "price", lambda self, gpu_nodes=None: aws.CostEstimate(None, (), "not priced in tests")
+    )
     for name in aws.PIPELINE:
         outcome = behaviour.get(name)
 

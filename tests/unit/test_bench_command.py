@@ -4,10 +4,10 @@ model's measured rows (bench/throughput_model.py) a job's prediction comes from.
 from __future__ import annotations
 
 import dataclasses
-import warnings
 from pathlib import Path
 
 import pytest
+from conftest import quiet_stack
 
 from automation.commands import bench
 from automation.job import cluster_job
@@ -18,11 +18,8 @@ REPO = Path(__file__).resolve().parents[2]
 
 @pytest.fixture(scope="module")
 def cfg():
-    from infra.config import load_stack
 
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        return load_stack("us-west-2", REPO)
+    return quiet_stack("us-west-2")
 
 
 @pytest.mark.parametrize("base", ["20261204-170212-fa9897", "a", "tcp", "efa-tcp"])

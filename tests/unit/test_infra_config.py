@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 import yaml
-from conftest import REPO
+from conftest import REPO, quiet_stack
 
 from infra.config import (
     KEYS,
@@ -28,12 +28,6 @@ from infra.config_schema import MAX_NODES_PER_MANAGED_NODE_GROUP, coerce
 STACKS = ("us-east-2", "us-west-2")
 
 
-def _load_quiet(stack: str, project_dir: Path = REPO) -> StackConfig:
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", ConfigWarning)
-        return load_stack(stack, project_dir)
-
-
 def _validate(overrides: dict, region: str = "us-west-2") -> StackConfig:
     """The defaults of Pulumi.yaml with ``overrides`` (our keys, unprefixed), validated."""
     with warnings.catch_warnings():
@@ -43,20 +37,20 @@ def _validate(overrides: dict, region: str = "us-west-2") -> StackConfig:
 
 @pytest.mark.parametrize("stack", STACKS)
 def test_example_stack_loads_with_its_own_region(stack):
-    cfg = _load_quiet(stack)
+    cfg = quiet_stack(stack)
     assert cfg.region == stack, f"expected region {stack}, got {cfg.region}"
     assert all(az.startswith(stack) for az in cfg.network.azs), f"AZs {cfg.network.azs} not in {stack}"
     assert cfg.gpu_nodes.availability_zone in cfg.network.azs
 
 
 def test_stacks_differ_only_in_what_their_files_set():
-    east, west = _load_quiet("us-east-2"), _load_quiet("us-west-2")
+    east, west = quiet_stack("us-east-2"), quiet_stack("us-west-2")
     assert east.network.vpc_cidr != west.network.vpc_cidr, "the example stacks should use different VPC CIDRs"
     assert east.gpu_nodes.instance_type == west.gpu_nodes.instance_type == "g6.12xlarge"
 
 
 def test_defaults_are_the_reference_deployment():
-    cfg = _load_quiet("us-west-2")
+    cfg = quiet_stack("us-west-2")
     w = cfg.ray.worker
     got = (cfg.gpu_nodes.node_count, w.num_gpus, w.efa, w.cpu, w.memory, w.replicas, cfg.system_nodes.instance_type)
     assert got == (2, 4, 1, "40", "160Gi", 2, "m7i.xlarge"), f"unexpected defaults {got}"
@@ -81,7 +75,7 @@ def test_driver_set_train_key_is_refused_by_infra():
 
 
 def test_config_is_frozen():
-    cfg = _load_quiet("us-west-2")
+    cfg = quiet_stack("us-west-2")
     with pytest.raises(AttributeError):
         cfg.gpu_nodes.node_count = 3  # type: ignore[misc]
 
@@ -358,7 +352,7 @@ def _project(tmp_path: Path, stack_text: str | bytes) -> Path:
 
 def _load_error(project_dir: Path) -> str:
     with pytest.raises(ConfigError) as err:
-        _load_quiet("x", project_dir)
+        quiet_stack("x", project_dir)
     return str(err.value)
 
 
@@ -410,7 +404,7 @@ def test_other_projects_file_is_refused(tmp_path):
 
 
 def test_good_stack_file_loads(tmp_path):
-    cfg = _load_quiet("x", _project(tmp_path, GOOD))
+    cfg = quiet_stack("x", _project(tmp_path, GOOD))
     assert cfg.gpu_nodes.availability_zone == "us-west-2a", f"got {cfg.gpu_nodes.availability_zone!r}"
 
 
@@ -418,6 +412,6 @@ def test_stack_train_block_reaches_the_config_and_the_engine_values(tmp_path):
     from infra.config import stack_config_values
 
     project = _project(tmp_path, GOOD + "  ray-efa-eks:train:\n    steps: 5\n")
-    train = _load_quiet("x", project).train
+    train = quiet_stack("x", project).train
     engine = stack_config_values("x", project)["ray-efa-eks:train"]
     assert (train, engine) == ({"steps": 5}, '{"steps": 5}'), f"got {train!r} and {engine!r}"

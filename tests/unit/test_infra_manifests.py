@@ -5,22 +5,18 @@ from __future__ import annotations
 import ast
 import ipaddress
 import re
-import warnings
 from dataclasses import replace
 
 import pytest
-from conftest import REPO
+from conftest import REPO, quiet_stack
 
 from infra import manifests as m
 from infra.catalog import instance_spec, known_instance_types
-from infra.config import ConfigWarning, load_stack
 
 
 @pytest.fixture(scope="module")
 def cfg():
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", ConfigWarning)
-        return load_stack("us-east-2", REPO)
+    return quiet_stack("us-east-2")
 
 
 @pytest.fixture(scope="module")

@@ -11,14 +11,13 @@ import email
 import ipaddress
 import shutil
 import subprocess
-import warnings
 from dataclasses import replace
 from pathlib import Path
 
 import pytest
+from conftest import quiet_stack
 
 from infra import manifests as m
-from infra.config import ConfigWarning, load_stack
 from infra.efa_nodegroup import gpu_hugepages_2mi
 from infra.eks_facts import efa_hugepages_pages
 
@@ -28,9 +27,7 @@ RESERVATION = "cr-0123456789abcdef0"
 
 @pytest.fixture(scope="module")
 def gpu():
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", ConfigWarning)
-        return load_stack("us-west-2", REPO).gpu_nodes
+    return quiet_stack("us-west-2").gpu_nodes
 
 
 # --------------------------------------------------------------------------- launch template

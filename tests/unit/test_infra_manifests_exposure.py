@@ -9,22 +9,19 @@ the field is in tests/fixtures/kuberay/raycluster.schema.json, KubeRay v1.5.2).
 
 from __future__ import annotations
 
-import warnings
 from pathlib import Path
 
 import pytest
+from conftest import quiet_stack
 
 from infra import manifests as m
-from infra.config import ConfigWarning, load_stack
 
 REPO = Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture(scope="module", params=["us-east-2", "us-west-2"])
 def head_group(request):
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", ConfigWarning)
-        cfg = load_stack(request.param, REPO)
+    cfg = quiet_stack(request.param)
     return m.raycluster_spec(cfg.ray)["headGroupSpec"]
 
 

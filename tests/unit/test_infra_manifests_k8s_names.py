@@ -11,13 +11,12 @@ https://helm.sh/docs/chart_best_practices/conventions/ and `helm install`'s rele
 from __future__ import annotations
 
 import re
-import warnings
 from pathlib import Path
 
 import pytest
+from conftest import quiet_stack
 
 from infra import manifests as m
-from infra.config import ConfigWarning, load_stack
 
 REPO = Path(__file__).resolve().parents[2]
 DNS1123_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")
@@ -28,9 +27,7 @@ HELM_RELEASE_MAX = 53
 
 @pytest.fixture(scope="module")
 def cfg():
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", ConfigWarning)
-        return load_stack("us-west-2", REPO)
+    return quiet_stack("us-west-2")
 
 
 def pod_specs(cfg) -> dict[str, dict]:

@@ -9,15 +9,14 @@ pyproject.toml pins here.
 from __future__ import annotations
 
 import ipaddress
-import warnings
 from dataclasses import replace
 from pathlib import Path
 
 import pytest
+from conftest import quiet_stack
 from ray.scripts.scripts import start as ray_start
 
 from infra import manifests as m
-from infra.config import ConfigWarning, load_stack
 
 REPO = Path(__file__).resolve().parents[2]
 RAY_START_OPTIONS = {opt for param in ray_start.params for opt in param.opts}
@@ -25,9 +24,7 @@ RAY_START_OPTIONS = {opt for param in ray_start.params for opt in param.opts}
 
 @pytest.fixture(scope="module")
 def cfg():
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", ConfigWarning)
-        return load_stack("us-west-2", REPO)
+    return quiet_stack("us-west-2")
 
 
 def groups(cfg) -> dict[str, dict]:

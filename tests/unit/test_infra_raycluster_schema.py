@@ -5,16 +5,14 @@ from __future__ import annotations
 
 import copy
 import json
-import warnings
 from functools import cache
 
 import jsonschema
 import kubernetes_validate
 import pytest
-from conftest import REPO
+from conftest import REPO, quiet_stack
 
 from infra import manifests as m
-from infra.config import ConfigWarning, load_stack
 
 SCHEMA_DIR = REPO / "tests" / "fixtures" / "kuberay"
 SHARED_SCHEMA_DIR = REPO.parent / "shared" / "schemas" / "kuberay"
@@ -56,9 +54,7 @@ def _errors(obj) -> list[str]:
 
 @pytest.fixture(scope="module")
 def cfg():
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", ConfigWarning)
-        return load_stack("us-west-2", REPO)
+    return quiet_stack("us-west-2")
 
 
 @pytest.fixture(scope="module")

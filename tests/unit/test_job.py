@@ -7,11 +7,10 @@ import dataclasses
 import importlib.util
 import json
 import sys
-import warnings
 
 import pytest
 import yaml
-from conftest import REPO
+from conftest import REPO, quiet_stack
 
 from automation.job import (
     CLUSTER_JOB,
@@ -21,15 +20,13 @@ from automation.job import (
     local_job,
     one_node_note,
 )
-from infra.config import ConfigWarning, load_stack, parse_quantity
+from infra.config import parse_quantity
 from workloads.config import BLOCK_FIELDS, DRIVER_FIELDS, ConfigError, TrainConfig
 from workloads.train import parse_config
 
 
 def stack_cfg(**train):
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", ConfigWarning)
-        cfg = load_stack("us-west-2", REPO)
+    cfg = quiet_stack("us-west-2")
     return dataclasses.replace(cfg, train=train)
 
 

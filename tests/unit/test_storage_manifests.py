@@ -2,19 +2,14 @@
 
 from __future__ import annotations
 
-import warnings
-
 import kubernetes_validate
-from conftest import REPO
+from conftest import quiet_stack
 
 from infra import manifests as m
-from infra.config import ConfigWarning, load_stack
 
 
 def _cfg():
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", ConfigWarning)
-        return load_stack("us-west-2", REPO)
+    return quiet_stack("us-west-2")
 
 
 def test_service_account_is_a_valid_core_object_in_the_ray_namespace():
