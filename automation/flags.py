@@ -160,15 +160,19 @@ def command_parser(sub: Any, name: str, help: str, doc: str, parents: list) -> a
     return sub.add_parser(name, parents=parents, help=help, description=description, formatter_class=formatter)
 
 
-def target_parent() -> argparse.ArgumentParser:
-    """The parent parser of every command that runs on a target: --stack and --target (TARGET_FLAGS)."""
-    p = argparse.ArgumentParser(add_help=False)
-    for flag in TARGET_FLAGS:
+def _parent(flags: tuple[str, ...], parents: tuple[argparse.ArgumentParser, ...] = ()) -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(add_help=False, parents=list(parents))
+    for flag in flags:
         _add_flag(p, flag)
     return p
 
 
-TARGET_PARENT = target_parent()
+# The one declaration of --stack, which every command that reads a stack takes through one of these parents:
+# STACK_PARENT alone (scale), CLUSTER_PARENT with --kubeconfig (bench, drill, report, dashboard, logs),
+# TARGET_PARENT with --target (the pipeline's commands and status).
+STACK_PARENT = _parent(("stack",))
+CLUSTER_PARENT = _parent(("kubeconfig",), (STACK_PARENT,))
+TARGET_PARENT = _parent(tuple(f for f in TARGET_FLAGS if f != "stack"), (STACK_PARENT,))
 
 
 def add_command(sub: Any, name: str, help: str, parents: list[argparse.ArgumentParser]) -> argparse.ArgumentParser:
@@ -220,10 +224,3 @@ def check_target_flags(args: argparse.Namespace, target: str) -> None:
     for flag, attr, meant_for, instead in ONE_TARGET_FLAGS:
         if getattr(args, attr) and target != meant_for:
             raise DriverError(f"{flag} is for --target {meant_for}, this is --target {target}: {instead}", exit_code=2)
-
-
-def add_cluster_flags(p: argparse.ArgumentParser, local_ok: bool) -> None:
-    p.add_argument("--stack", help="Pulumi stack of the cluster (e.g. us-west-2)")
-    p.add_argument("--kubeconfig", type=Path, help="use this kubeconfig instead of the stack's `kubeconfig` output")
-    if local_ok:
-        p.add_argument("--target", choices=("aws", "local"), help="local: a Ray cluster on this machine")

@@ -28,7 +28,7 @@ from typing import Any
 from automation import steps
 from automation.commands import report
 from automation.errors import DriverError
-from automation.flags import command_parser, run_id, stack_name, whole_number
+from automation.flags import CLUSTER_PARENT, command_parser, run_id, whole_number
 from automation.job import stack_label
 from automation.targets import aws
 from infra.config import GpuNodesConfig, known_stacks
@@ -362,9 +362,7 @@ def document(legs: list[Leg], pred: dict[str, Any], reports: dict[str, Any], err
 
 # ---- the command -----------------------------------------------------------------------------------------
 def add_parser(sub: Any, parents: list[argparse.ArgumentParser]) -> argparse.ArgumentParser:
-    p = command_parser(sub, "bench", HELP, __doc__, parents)
-    p.add_argument("--stack", type=stack_name, help="Pulumi stack whose cluster runs both jobs (required)")
-    p.add_argument("--kubeconfig", type=Path, help="use this kubeconfig instead of the stack's `kubeconfig` output")
+    p = command_parser(sub, "bench", HELP, __doc__, [*parents, CLUSTER_PARENT])
     p.add_argument("--steps", type=whole_number, help="training steps of each run (default: the stack's train.steps)")
     p.add_argument("--num-workers", type=whole_number, help="training workers (default: the stack's train.num_workers)")
     p.add_argument(

@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from automation.errors import DriverError
-from automation.flags import add_cluster_flags, command_parser
+from automation.flags import CLUSTER_PARENT, command_parser
 from automation.targets import aws
 from infra.manifests import RAY_PORTS
 
@@ -195,8 +195,8 @@ def run_local(args: argparse.Namespace, ui: Any, find: Callable[[], list[str]] =
 
 # ---- the command -----------------------------------------------------------------------------------
 def add_parser(sub: Any, parents: list[argparse.ArgumentParser]) -> argparse.ArgumentParser:
-    p = command_parser(sub, "dashboard", HELP, __doc__, parents)
-    add_cluster_flags(p, local_ok=True)
+    p = command_parser(sub, "dashboard", HELP, __doc__, [*parents, CLUSTER_PARENT])
+    p.add_argument("--target", choices=("aws", "local"), help="local: a Ray cluster on this machine")
     p.add_argument("--port", type=int, default=0, help="local port on 127.0.0.1 (default: a free one)")
     return p
 

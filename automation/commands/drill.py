@@ -40,7 +40,7 @@ from typing import Any
 import psutil
 
 from automation.errors import DriverError
-from automation.flags import command_parser, location, whole_number
+from automation.flags import CLUSTER_PARENT, command_parser, location, whole_number
 from automation.job import CLUSTER_ROOT, local_job, stack_label, with_run_paths
 from automation.targets import aws
 from automation.targets.local import LOCAL_CHECKPOINT_EVERY, RUNS_DIR, LocalPlan, LocalTarget, durable
@@ -82,10 +82,8 @@ def drill_steps(text: str) -> int:
 
 
 def add_parser(sub: Any, parents: list[argparse.ArgumentParser]) -> argparse.ArgumentParser:
-    p = command_parser(sub, "drill", HELP, __doc__, parents)
+    p = command_parser(sub, "drill", HELP, __doc__, [*parents, CLUSTER_PARENT])
     p.add_argument("--target", choices=("local",), help="drill on this machine (the default without --stack)")
-    p.add_argument("--stack", help="drill on this stack's cluster: delete a worker pod (implies AWS)")
-    p.add_argument("--kubeconfig", type=Path, help="aws: use this kubeconfig instead of the stack's output")
     p.add_argument(
         "--steps", type=drill_steps, help=f"steps of each run (default: {DRILL_STEPS} locally, the stack's on AWS)"
     )

@@ -18,7 +18,7 @@ import shlex
 from typing import Any
 
 from automation.errors import DriverError
-from automation.flags import add_cluster_flags, command_parser
+from automation.flags import CLUSTER_PARENT, command_parser
 from automation.kube import RayClusterPods
 from automation.ray_head import HEAD_JOB_SERVER, strip_ansi
 from automation.targets import aws
@@ -60,8 +60,7 @@ def worker_log(cluster: RayClusterPods, run_id: str, rank: int) -> tuple[str, st
 
 
 def add_parser(sub: Any, parents: list[argparse.ArgumentParser]) -> argparse.ArgumentParser:
-    p = command_parser(sub, "logs", HELP, __doc__, parents)
-    add_cluster_flags(p, local_ok=False)
+    p = command_parser(sub, "logs", HELP, __doc__, [*parents, CLUSTER_PARENT])
     p.add_argument("run", metavar="RUN", nargs="?", help="the run id (default: the newest run on the cluster)")
     p.add_argument("--worker", type=int, metavar="N", help="follow Ray Train rank N's log instead of the driver's")
     return p

@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from automation.errors import DriverError
-from automation.flags import command_parser, location
+from automation.flags import CLUSTER_PARENT, command_parser, location
 from automation.run_files import DRIVER_FILE, SUMMARY_FILE, fetch_run
 from automation.steps.check import assert_transport
 from automation.targets import Target, aws
@@ -401,7 +401,7 @@ def after_run(run_dir: Path, doc: dict) -> dict[str, str | None]:
 
 
 def add_parser(sub: Any, parents: list[argparse.ArgumentParser]) -> argparse.ArgumentParser:
-    p = command_parser(sub, "report", HELP, __doc__, parents)
+    p = command_parser(sub, "report", HELP, __doc__, [*parents, CLUSTER_PARENT])
     p.add_argument(
         "run",
         metavar="RUN",
@@ -415,8 +415,6 @@ def add_parser(sub: Any, parents: list[argparse.ArgumentParser]) -> argparse.Arg
         help="directory for report.html and the PNGs (default: RUN/report)",
     )
     p.add_argument("--runs-root", type=Path, default=Path("runs"), help="where run ids are looked up")
-    p.add_argument("--stack", help="copy RUN (and RUN2) from this stack's cluster into --runs-root first")
-    p.add_argument("--kubeconfig", type=Path, help="with --stack: this kubeconfig instead of the stack's output")
     p.add_argument(
         "--no-verdict", action="store_true", help="report a NCCL run whose NCCL logs are missing, without a verdict"
     )

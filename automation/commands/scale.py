@@ -15,9 +15,10 @@ import dataclasses
 from typing import Any
 
 from automation.errors import DriverError
+from automation.flags import STACK_PARENT
 from automation.scaling import nodegroup_ref, running_line, set_desired, wait_ready
 from automation.targets.aws import AwsDeps, load_config, open_stack
-from infra.config import GpuNodesConfig
+from infra.config import GpuNodesConfig, known_stacks
 from infra.names import GPU_NODE_SELECTOR
 
 NODE_COUNT = GpuNodesConfig.keyname("node_count")
@@ -36,13 +37,15 @@ def _count(text: str) -> int:
 
 
 def add_parser(sub: Any, parents: list[argparse.ArgumentParser]) -> None:
-    p = sub.add_parser("scale", parents=parents, help=HELP, description=HELP)
-    p.add_argument("--stack", required=True, help="Pulumi stack of the cluster (e.g. us-west-2)")
+    p = sub.add_parser("scale", parents=[*parents, STACK_PARENT], help=HELP, description=HELP)
     p.add_argument("--gpu-nodes", type=_count, required=True, metavar="N", help=f"GPU nodes, 0 to {NODE_COUNT}")
     p.add_argument("--wait", action="store_true", help="wait until N GPU nodes are Ready (scaling up)")
 
 
 def run(args: argparse.Namespace, ui: Any, deps: AwsDeps | None = None) -> int:
+    if not args.stack:
+        known = ", ".join(known_stacks(args.project_dir)) or "(none)"
+        raise DriverError(f"scale needs --stack NAME: known stacks are {known}", exit_code=2)
     cfg = load_config(args.stack, args.project_dir)
     if args.gpu_nodes > cfg.gpu_nodes.node_count:
         raise DriverError(

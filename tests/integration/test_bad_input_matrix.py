@@ -140,6 +140,19 @@ CASES: dict[str, Case] = {
         files({"runs/r1/metrics.jsonl": METRICS_LINE}),
     ),
     "logs-without-stack": Case(A, ("logs",), 2, ("--stack",)),
+    "scale-without-stack": Case(A, ("scale", "--gpu-nodes", "0"), 2, ("scale needs --stack", "us-west-2")),
+    # --stack comes from one parent parser (automation/flags.py), so every command refuses an empty name alike.
+    **{
+        f"{cmd}-empty-stack": Case(A, (cmd, "--stack", "", *rest), 2, ("--stack", "an empty name is no stack"))
+        for cmd, rest in {
+            "scale": ("--gpu-nodes", "0"),
+            "logs": (),
+            "dashboard": (),
+            "report": ("r1",),
+            "drill": (),
+            "bench": (),
+        }.items()
+    },
     "logs-worker-word": Case(A, ("logs", "--stack", "us-west-2", "--worker", "x"), 2, ("--worker", "'x'")),
     "preflight-use-gpu-no-gpu": Case(A, ("preflight", "--use-gpu"), 1, ("--use-gpu", "0 local GPUs")),
     "run-aws-without-pulumi-cli": Case(
