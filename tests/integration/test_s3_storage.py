@@ -67,10 +67,16 @@ def resumed(ray_cluster, s3, tmp_path_factory) -> dict:
         tmp_path, *TINY, *RESUMED, "--storage-path", STORAGE, "--fail-at-step", "3", "--max-failures", "1",
         "--run-id", "faulty", "--run-dir", str(tmp_path / "faulty"),
     )  # fmt: skip
-    clean = _train(
+    return {"faulty": faulty, "run_dir": tmp_path / "faulty", "tmp_path": tmp_path}
+
+
+@pytest.fixture(scope="module")
+def uninterrupted(resumed) -> dict:
+    """The same run as `resumed` without the fault: a second Ray Train run, so only the slow tier pays for it."""
+    tmp_path = resumed["tmp_path"]
+    return _train(
         tmp_path, *TINY, *RESUMED, "--storage-path", STORAGE, "--run-id", "clean", "--run-dir", str(tmp_path / "clean")
     )
-    return {"faulty": faulty, "clean": clean, "run_dir": tmp_path / "faulty"}
 
 
 def test_killed_worker_resumes_from_the_last_checkpoint_on_s3(resumed):
@@ -84,9 +90,10 @@ def test_resumed_run_stores_its_checkpoints_under_its_s3_prefix(resumed, s3):
     assert any("checkpoint_" in k for k in stored), f"expected checkpoints under {STORAGE}/faulty/, got {stored}"
 
 
-def test_resumed_run_matches_the_uninterrupted_run_at_every_step(resumed):
+@pytest.mark.slow
+def test_resumed_run_matches_the_uninterrupted_run_at_every_step(resumed, uninterrupted):
     """Same losses at every step after the resume: the data position and the weights came back."""
-    faulty, clean = resumed["faulty"]["losses"], resumed["clean"]["losses"]
+    faulty, clean = resumed["faulty"]["losses"], uninterrupted["losses"]
     pairs = list(zip(faulty, clean, strict=False))
     bad = [i + 1 for i, (a, b) in enumerate(pairs) if not math.isclose(a, b, rel_tol=1e-3)]
     assert len(pairs) == 6 and not bad, f"expected 6 equal steps; steps {bad} differ: resumed {faulty} vs clean {clean}"
