@@ -2,10 +2,11 @@
 130 and leaves no Ray process, no temp directory and no half-written run file; afterwards a rerun in
 the same directory succeeds.
 
-The signal is sent by the driver's own process from inside the step (a wrapper around the local
-target's method for that step), so it lands in that step every time, whatever the machine's load:
-after preflight's checks, after the Ray head started, after verify read Ray's resources, and inside
-the NCCL check. test_driver_local.py sends SIGINT and SIGTERM from outside, mid-training."""
+The signal is sent by the driver's own process from inside the step (a wrapper around the step's
+function in automation.steps.STEPS, or around the local target's submit for train), so it lands in
+that step every time, whatever the machine's load: after preflight's checks, after the Ray head
+started, after verify read Ray's resources, and after the NCCL check. test_driver_local.py sends SIGINT and
+SIGTERM from outside, mid-training."""
 
 from __future__ import annotations
 
@@ -30,6 +31,7 @@ STEPS = "2"  # training steps per run: enough to reach the first step's log line
 WRAPPER = r"""
 import os, signal, sys, time
 from automation.targets.local import LocalTarget
+from automation.steps import STEPS
 from automation.cli import main
 
 step, sig, argv = sys.argv[1], getattr(signal, sys.argv[2]), sys.argv[3:]
@@ -39,12 +41,12 @@ def interrupt():
     time.sleep(60)  # the handler raises KeyboardInterrupt here, inside the step
 
 def after(name):
-    original = getattr(LocalTarget, name)
-    def wrapped(self, *a, **k):
-        result = original(self, *a, **k)
+    original = STEPS[name]
+    def wrapped(*a, **k):
+        result = original(*a, **k)
         interrupt()
         return result
-    setattr(LocalTarget, name, wrapped)
+    STEPS[name] = wrapped
 
 def at_first_training_step():
     original = LocalTarget.submit
@@ -61,7 +63,7 @@ def at_first_training_step():
 if step == "train":
     at_first_training_step()
 else:
-    after({"preflight": "preflight", "start": "start", "verify": "verify", "check": "transport"}[step])
+    after(step)
 sys.exit(main(argv))
 """
 
