@@ -99,6 +99,17 @@ def failing_run(case: str, pricing) -> tuple:
         return run(t, PIPELINE), t
 
 
+_RUNS: dict[str, tuple] = {}
+
+
+def stubbed_run(case: str) -> tuple:
+    """`failing_run(case, stubbed_pricing)`, run once per case for the module: the four judgements below read
+    the same run (its result and target are plain data once the run is over; no test changes them)."""
+    if case not in _RUNS:
+        _RUNS[case] = failing_run(case, stubbed_pricing)
+    return _RUNS[case]
+
+
 CASES = {
     "up-after-cluster": "up",
     "verify-no-efa": "verify",
@@ -109,13 +120,13 @@ CASES = {
 
 @pytest.mark.parametrize("case", list(CASES))
 def test_halfway_failure_stops_at_its_step(case):
-    result, _ = failing_run(case, stubbed_pricing)
+    result, _ = stubbed_run(case)
     assert result.failed_step == CASES[case], f"expected {case} to fail at {CASES[case]}, got {result.failed_step}"
 
 
 @pytest.mark.parametrize("case", list(CASES))
 def test_halfway_failure_states_the_cost_per_hour(case):
-    result, _ = failing_run(case, stubbed_pricing)
+    result, _ = stubbed_run(case)
     cost = f"${expected_usd_per_hour():,.2f}/h"
     assert result.advice is not None and cost in result.advice.exists, (
         f"expected {cost} in what exists after {case}, got {result.advice}"
@@ -124,7 +135,7 @@ def test_halfway_failure_states_the_cost_per_hour(case):
 
 @pytest.mark.parametrize("case", list(CASES))
 def test_halfway_failure_names_what_exists(case):
-    result, _ = failing_run(case, stubbed_pricing)
+    result, _ = stubbed_run(case)
     exists = result.advice.exists if result.advice else ""
     named = f"stack {STACK} may be partly created" if case == "up-after-cluster" else f"cluster of stack {STACK} is up"
     assert named in exists, f"expected {named!r} in what exists after {case}, got {exists!r}"
@@ -132,7 +143,7 @@ def test_halfway_failure_names_what_exists(case):
 
 @pytest.mark.parametrize("case", list(CASES))
 def test_halfway_failure_gives_the_resume_and_destroy_commands(case):
-    result, _ = failing_run(case, stubbed_pricing)
+    result, _ = stubbed_run(case)
     cmds = list(result.advice.next_commands) if result.advice else []
     missing = [c for c in (RESUME, TEARDOWN) if not any(c in line for line in cmds)]
     assert missing == [], f"expected the commands {missing} after {case}, got {cmds}"
@@ -147,7 +158,7 @@ def test_halfway_failure_says_the_cost_is_unknown_when_pricing_is_unreachable(ca
 
 
 def test_halfway_failure_report_prints_cost_and_commands():
-    result, t = failing_run("verify-no-efa", stubbed_pricing)
+    result, t = stubbed_run("verify-no-efa")
     out = io.StringIO()
     render(build_report(t, result, "run"), Console(file=out, width=400, color_system=None))
     text = out.getvalue()
