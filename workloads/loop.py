@@ -161,8 +161,12 @@ class Checkpointer:
             ckpt = ray.train.get_checkpoint()
             if ckpt is None:
                 return {"step": 0, "losses": []}
-            with ckpt.as_directory() as d:
-                return self._load_dir(Path(d), model, optimizer)
+            # Each rank downloads into a directory of its own. Ray's `as_directory` shares one temporary
+            # directory per checkpoint on a node and lets a rank that arrives after another's download
+            # finished download it again into that directory, rewriting files the first rank's DCP load
+            # is reading ("metadata read failed: Ran out of input"; ray/train/_checkpoint.py, `to_directory`).
+            with tempfile.TemporaryDirectory(prefix=f"ckpt-{self.cfg.run_id}-restore-{self.env.rank}-") as d:
+                return self._load_dir(Path(ckpt.to_directory(d)), model, optimizer)
         chosen = self.agreed_checkpoint()
         return self._load_dir(chosen, model, optimizer) if chosen else {"step": 0, "losses": []}
 
