@@ -145,11 +145,17 @@ def test_a_failed_scale_down_is_said_with_the_command_that_fixes_it(eks):
     assert "NOT scaled down" in line and "scale --stack us-west-2 --gpu-nodes 0" in line, line
 
 
-def test_cli_run_ends_with_the_gpu_nodes_at_zero(eks, capsys, monkeypatch):
-    """`run --stack`: the steps stand in (each passes), the end of the run is the real one against moto."""
+def run_with_steps(monkeypatch, argv: list[str], failing: dict | None = None) -> int:
+    """`cli.main(argv)` with every pipeline step standing in (each passes, or raises what `failing` names for
+    it) over a target on the fake cluster: what is real is the end of the run, against moto."""
     from automation import steps
     from automation.pipeline import StepResult
     from automation.targets import aws
+
+    def step(name: str) -> StepResult:
+        if failing and name in failing:
+            raise failing[name]
+        return StepResult(name, "pass", "ok")
 
     with helpers.FakeKubeApi() as api:
         made = target_for(api)
@@ -158,8 +164,13 @@ def test_cli_run_ends_with_the_gpu_nodes_at_zero(eks, capsys, monkeypatch):
             aws.AwsTarget, "price", lambda self, gpu_nodes=None: aws.CostEstimate(None, (), "not priced")
         )
         for name in aws.PIPELINE:
-            monkeypatch.setitem(steps.STEPS, name, lambda t, p, name=name: StepResult(name, "pass", "ok"))
-        rc = cli.main(["run", "--stack", "us-west-2", "--yes", "--json"])
+            monkeypatch.setitem(steps.STEPS, name, lambda t, p, name=name: step(name))
+        return cli.main(argv)
+
+
+def test_cli_run_ends_with_the_gpu_nodes_at_zero(eks, capsys, monkeypatch):
+    """`run --stack`: the steps stand in (each passes), the end of the run is the real one against moto."""
+    rc = run_with_steps(monkeypatch, ["run", "--stack", "us-west-2", "--yes", "--json"])
     doc = json.loads(capsys.readouterr().out)
     assert (rc, sizes(eks, REF)["desiredSize"]) == (0, 0), f"expected exit 0 and 0 nodes, got {rc}, {sizes(eks, REF)}"
     assert any("scaled from 2 to 0" in n for n in doc["notes"]), f"expected the scale-down in the notes: {doc['notes']}"
@@ -221,24 +232,7 @@ def test_the_guards_record_is_read_as_its_last_decision_with_where_it_went_in_s3
     "outcome, rc", [(KeyboardInterrupt(), 130), (DriverError("verify failed: 1 of 2 GPU nodes Ready"), 1)]
 )
 def test_a_run_interrupted_or_failed_after_up_still_scales_to_zero(eks, capsys, monkeypatch, outcome, rc):
-    from automation import steps
-    from automation.pipeline import StepResult
-    from automation.targets import aws
-
-    def step(target, prior, name):
-        if name == "verify":
-            raise outcome
-        return StepResult(name, "pass", "ok")
-
-    with helpers.FakeKubeApi() as api:
-        made = target_for(api)
-        monkeypatch.setattr(aws, "open_stack", lambda stack, **options: made)
-        monkeypatch.setattr(
-            aws.AwsTarget, "price", lambda self, gpu_nodes=None: aws.CostEstimate(None, (), "not priced")
-        )
-        for name in aws.PIPELINE:
-            monkeypatch.setitem(steps.STEPS, name, lambda t, p, name=name: step(t, p, name))
-        got = cli.main(["run", "--stack", "us-west-2", "--yes"])
+    got = run_with_steps(monkeypatch, ["run", "--stack", "us-west-2", "--yes"], failing={"verify": outcome})
     text = " ".join("".join(capsys.readouterr()).split())
     assert (got, sizes(eks, REF)["desiredSize"]) == (rc, 0), f"expected exit {rc} and 0 nodes, got {got}"
     assert "scaled from 2 to 0 node(s)" in text, text
