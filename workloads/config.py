@@ -149,6 +149,11 @@ class TrainConfig:
         "optimizer keeps fp32 master copies (workloads/optim.py), which skips FSDP2's one-rank copies; no "
         "checkpoints",
     )
+    fuse_mlp: bool = _opt(
+        False,
+        "each decoder block's MLP multiplies by its gate and up weights as one matrix (one matmul of twice the "
+        "width in forward and one in backward, the same parameters and checkpoints)",
+    )
     loss: str = _opt("chunked", "loss head (chunked never materialises the full fp32 logits)", choices=LOSSES)
     loss_chunk_size: int = _opt(8192, "tokens per chunk of the chunked loss", low=1)
     reshard_after_forward: bool = _opt(

@@ -9,9 +9,11 @@ backward). MFU = tokens/s * FLOPs per token / (world size * the GPU's dense bf16
 
 from __future__ import annotations
 
+import types
 from pathlib import Path
 
 import torch
+import torch.nn.functional as F
 from torch import nn
 
 from workloads import loss as loss_fns
@@ -73,7 +75,30 @@ def build_model(cfg: TrainConfig, device: torch.device) -> CausalLM:
         torch.manual_seed(cfg.seed)
         with torch.device(device):
             lm = Qwen2ForCausalLM._from_config(qwen2_config(cfg), attn_implementation="sdpa", dtype=torch.float32)
+    if cfg.fuse_mlp:
+        fuse_gate_up(lm)
     return CausalLM(lm, cfg.loss, cfg.loss_chunk_size)
+
+
+def _gate_up_forward(self, x: torch.Tensor) -> torch.Tensor:
+    """Qwen2MLP's forward, down(act(gate(x)) * up(x)), with gate and up as one matmul: their weights are
+    concatenated where the block computes (after FSDP2 gathers them; inside the compiled block), so the
+    parameters, their sharding and the checkpoints are those of the unfused model."""
+    gate, up = F.linear(x, torch.cat((self.gate_proj.weight, self.up_proj.weight))).chunk(2, dim=-1)
+    return self.down_proj(self.act_fn(gate) * up)
+
+
+def fuse_gate_up(lm: nn.Module) -> int:
+    """Give every decoder block's MLP `_gate_up_forward` (`--fuse-mlp`); returns how many it changed.
+    Refuses an MLP whose gate or up projection has a bias (Qwen2's have none)."""
+    n = 0
+    for layer in lm.model.layers:
+        mlp = layer.mlp
+        if mlp.gate_proj.bias is not None or mlp.up_proj.bias is not None:
+            raise ConfigError("--fuse-mlp needs gate and up projections without bias")
+        mlp.forward = types.MethodType(_gate_up_forward, mlp)
+        n += 1
+    return n
 
 
 def mesh_shape(mesh: str, world: int, shard_size: int, ranks_per_node: int) -> tuple[int, ...]:

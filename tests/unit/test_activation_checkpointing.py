@@ -110,3 +110,42 @@ def test_a_checkpointed_and_an_uncheckpointed_run_of_blocks_may_be_compiled_toge
     from workloads.config import validate
 
     validate(dataclasses.replace(BASE, ac_policy="attention", ac_blocks=22, ac_rest_policy="none"), local_paths=False)
+
+
+@pytest.mark.parametrize("over", [{"activation_checkpointing": False}, {"ac_policy": "attention"}, {}])
+def test_fused_gate_up_gives_the_unfused_loss_and_gradients(full, over):
+    base = dataclasses.replace(BASE, **over)
+    unfused = full if not over else _run(base)
+    loss, grads, _ = _run(dataclasses.replace(base, fuse_mlp=True))
+    torch.testing.assert_close(loss, unfused[0], msg=lambda m: f"--fuse-mlp {over}: loss differs: {m}")
+    assert grads.keys() == unfused[1].keys(), f"--fuse-mlp changed the parameters: {sorted(grads)}"
+    for name, g in grads.items():
+        torch.testing.assert_close(g, unfused[1][name], msg=lambda m, n=name: f"--fuse-mlp {over}: grad of {n}: {m}")
+
+
+def test_fused_gate_up_is_one_forward_matmul_and_the_attention_policy_recomputes_it():
+    # Forward: Q, K, V, O, gate-up, down per block (6, not 7). Backward under "attention": the one
+    # gate-up matmul per block is recomputed (2 blocks), as its two halves were unfused.
+    cfg = dataclasses.replace(BASE, activation_checkpointing=False, fuse_mlp=True)
+    m = _model(cfg)
+    ids = torch.randint(0, 512, (2, cfg.seq_len), generator=torch.Generator().manual_seed(3))
+    counter = _CountMatmuls()
+    with counter:
+        m(ids, ids)
+    loss_head = 3  # one chunk: its logits and both its gradients are computed in forward
+    assert counter.n == 2 * 6 + loss_head, f"expected 6 matmuls per block in forward, got {counter.n}"
+    _, _, without_ac = _run(cfg)
+    _, _, kept = _run(dataclasses.replace(cfg, activation_checkpointing=True, ac_policy="attention"))
+    assert kept == without_ac + 2, f"expected {without_ac} + 2 backward matmuls, got {kept}"
+
+
+def test_fused_gate_up_keeps_the_checkpoint_names_and_refuses_a_biased_projection():
+    fused = model_mod.build_model(dataclasses.replace(BASE, fuse_mlp=True), torch.device("cpu"))
+    plain = model_mod.build_model(BASE, torch.device("cpu"))
+    assert fused.state_dict().keys() == plain.state_dict().keys()
+    mlp = plain.lm.model.layers[0].mlp
+    mlp.up_proj.bias = torch.nn.Parameter(torch.zeros(mlp.up_proj.out_features))
+    from workloads.config import ConfigError
+
+    with pytest.raises(ConfigError, match="without bias"):
+        model_mod.fuse_gate_up(plain.lm)
