@@ -87,8 +87,8 @@ def interrupt_at(step: str, sig: signal.Signals, cwd: Path) -> dict:
     return {"rc": proc.returncode, "stderr": proc.stderr, "temp_dirs": temp_dirs, "run_id": run_id, "cwd": cwd}
 
 
-# Ctrl-C in every step but train: test_driver_local.py (default tier) sends SIGINT and SIGTERM during
-# training and asserts the same of both; SIGTERM takes Ctrl-C's path (automation/cli.py, _on_sigterm).
+# Ctrl-C in every step but train: test_driver_local.py sends SIGINT (default tier) and SIGTERM (slow tier)
+# during training and asserts the same of both; SIGTERM takes Ctrl-C's path (automation/cli.py, _on_sigterm).
 CASES = [(s, signal.SIGINT) for s in ("preflight", "start", "verify", "check")]
 
 

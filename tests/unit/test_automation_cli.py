@@ -286,3 +286,26 @@ def test_report_of_a_run_that_stopped_before_up_shows_no_cost(capsys, monkeypatc
     rc, out, err = run_cli(capsys, "run", "--stack", "us-west-2", "--yes", "--json")
     doc = json.loads(out)
     assert doc.get("cost") is None, f"expected no cost for a run that created nothing, got {doc.get('cost')}"
+
+
+@pytest.mark.parametrize("sig", ["SIGTERM", "SIGINT"])
+def test_a_signal_during_a_command_takes_ctrl_cs_path_and_exits_130(capsys, monkeypatch, sig):
+    # The real run under each signal is tests/integration/test_driver_local.py (SIGINT in the default
+    # tier, SIGTERM in the slow one); this proves in-process that both reach the same KeyboardInterrupt.
+    import os
+    import signal
+    import time
+
+    def run(args, ui):
+        os.kill(os.getpid(), getattr(signal, sig))
+        time.sleep(5)  # the handler interrupts this at once
+        raise AssertionError(f"{sig} did not interrupt the command")
+
+    monkeypatch.setattr("automation.commands.status.run", run)
+    before = signal.getsignal(signal.SIGTERM)
+    t0 = time.monotonic()
+    rc, _, err = run_cli(capsys, "status")
+    assert rc == 130, f"{sig}: expected exit 130, got {rc}: {err}"
+    assert time.monotonic() - t0 < 4, f"{sig} waited for the command instead of interrupting it"
+    assert "interrupted" in err, err
+    assert signal.getsignal(signal.SIGTERM) is before, "main did not put the previous SIGTERM handler back"
