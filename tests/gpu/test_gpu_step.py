@@ -79,8 +79,12 @@ def test_nccl_output_goes_to_this_runs_rank_file(tmp_path):
     assert report.verdict == "inconclusive", report.render()
 
 
-def test_unsharded_step_learns_as_fsdp2_does(tmp_path):
-    """`--unsharded` (fp32 masters in MasterAdamW, no FSDP2) follows FSDP2's loss curve on one GPU, compiled."""
+OPTIONS = ("default+unsharded=1", "default+fuse_mlp=1")
+
+
+def test_unsharded_and_fused_mlp_steps_learn_as_the_default_does(tmp_path):
+    """`--unsharded` (fp32 masters in MasterAdamW, no FSDP2) and `--fuse-mlp` (gate and up as one
+    matmul) follow the module default's loss curve on one GPU, compiled."""
     out = tmp_path / "n.jsonl"
     cmd = [
         sys.executable,
@@ -94,13 +98,14 @@ def test_unsharded_step_learns_as_fsdp2_does(tmp_path):
         "--numerics-steps",
         "8",
         "--numerics-variants",
-        "default,default+unsharded=1",
+        ",".join(("default", *OPTIONS)),
         "--out",
         str(out),
     ]
     r = subprocess.run(cmd, cwd=REPO, capture_output=True, text=True, timeout=600)
     assert r.returncode == 0, r.stderr[-3000:]
     numerics = [json.loads(line)["numerics"] for line in out.read_text().splitlines() if '"numerics"' in line][0]
-    gap = numerics["max_rel_diff"]["default+unsharded=1"]
     curves = numerics["curves"]
-    assert gap < 1.6e-2, f"expected the curves within bf16's tolerance over 8 steps, got {gap:.3g}: {curves}"
+    for option in OPTIONS:
+        gap = numerics["max_rel_diff"][option]
+        assert gap < 1.6e-2, f"{option}: curve not within bf16 tolerance over 8 steps ({gap:.3g}): {curves}"
