@@ -24,6 +24,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import torch  # noqa: E402
 import torch.distributed as dist  # noqa: E402
 
+from bench.train_throughput import _parse_overrides  # noqa: E402  (one parser of key=value overrides)
 from workloads.config import TrainConfig  # noqa: E402
 from workloads.data import MicroBatches  # noqa: E402
 from workloads.loop import build_training, train_step  # noqa: E402
@@ -69,7 +70,7 @@ def main(argv=None) -> int:
         global_batch_size=args.batch_size,
         seq_len=args.seq_len,
         num_workers=1,
-        **overrides(args.set),
+        **_parse_overrides(args.set),
     ).resolved()
     tr = build_training(cfg, device, 1)
     batches = MicroBatches(cfg, tr.vocab, 0, 1).iterate(0)
@@ -105,28 +106,6 @@ def main(argv=None) -> int:
         print_gemms(prof, args.steps, args.gemms)
     dist.destroy_process_group()
     return 0
-
-
-def overrides(text: str) -> dict:
-    """`key=value,...` as TrainConfig fields, each value parsed as its field's type."""
-    import dataclasses
-
-    fields = {f.name: f for f in dataclasses.fields(TrainConfig)}
-    out = {}
-    for item in filter(None, text.split(",")):
-        key, _, raw = item.partition("=")
-        if key not in fields:
-            raise SystemExit(f"--set: unknown TrainConfig field {key!r}")
-        default = fields[key].default
-        if isinstance(default, bool):
-            out[key] = raw.lower() in ("1", "true", "yes")
-        elif isinstance(default, int):
-            out[key] = int(raw)
-        elif isinstance(default, float):
-            out[key] = float(raw)
-        else:
-            out[key] = raw
-    return out
 
 
 def gemm_flops(name: str, shapes: list) -> float:

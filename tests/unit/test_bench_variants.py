@@ -48,3 +48,15 @@ def test_free_form_variant_parses_booleans_and_numbers():
 def test_unknown_field_is_refused_by_name():
     with pytest.raises(SystemExit, match="unknown TrainConfig field 'micro_batch'"):
         tt.variant_config("default+micro_batch=8")
+
+
+def test_profile_step_counts_each_matmuls_flops_from_its_input_shapes():
+    # The shapes as torch.profiler records them (record_shapes=True): addmm's bias comes first and its
+    # beta and alpha are scalars; bmm's first dimension is the batch.
+    spec = importlib.util.spec_from_file_location("bench_profile_step", REPO / "bench" / "profile_step.py")
+    ps = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(ps)
+    assert ps.gemm_flops("aten::mm", [[16384, 1536], [1536, 17920]]) == 2 * 16384 * 1536 * 17920
+    assert ps.gemm_flops("aten::addmm", [[256], [16384, 1536], [1536, 256], [], []]) == 2 * 16384 * 1536 * 256
+    assert ps.gemm_flops("aten::bmm", [[12, 2048, 128], [12, 128, 2048]]) == 2 * 12 * 2048 * 128 * 2048
+    assert ps.gemm_flops("aten::mm", [[], []]) == 0.0
