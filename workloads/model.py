@@ -88,17 +88,14 @@ def _gate_up_forward(self, x: torch.Tensor) -> torch.Tensor:
     return self.down_proj(self.act_fn(gate) * up)
 
 
-def fuse_gate_up(lm: nn.Module) -> int:
-    """Give every decoder block's MLP `_gate_up_forward` (`--fuse-mlp`); returns how many it changed.
-    Refuses an MLP whose gate or up projection has a bias (Qwen2's have none)."""
-    n = 0
+def fuse_gate_up(lm: nn.Module) -> None:
+    """Give every decoder block's MLP `_gate_up_forward` (`--fuse-mlp`). Refuses an MLP whose gate or up
+    projection has a bias (Qwen2's have none)."""
     for layer in lm.model.layers:
         mlp = layer.mlp
         if mlp.gate_proj.bias is not None or mlp.up_proj.bias is not None:
             raise ConfigError("--fuse-mlp needs gate and up projections without bias")
         mlp.forward = types.MethodType(_gate_up_forward, mlp)
-        n += 1
-    return n
 
 
 def mesh_shape(mesh: str, world: int, shard_size: int, ranks_per_node: int) -> tuple[int, ...]:
@@ -144,11 +141,8 @@ def apply_fsdp(model: CausalLM, cfg: TrainConfig, mesh) -> CausalLM:
         param_dtype=getattr(torch, cfg.param_dtype), reduce_dtype=getattr(torch, cfg.reduce_dtype)
     )
     layers = model.layers
-    for i, block in enumerate(layers):
-        if cfg.activation_checkpointing:
-            block = checkpoint_block(block, block_policy(cfg, i), model.lm.config.hidden_size)
-        if cfg.compile and mesh.device_type == "cuda":  # inductor's CPU path is slow to build: GPU only
-            block.compile()
+    for i in range(len(layers)):
+        block = prepared_block(model, cfg, i, mesh.device_type)
         # The last block's parameters are needed again at once by backward: keep them gathered.
         reshard = cfg.reshard_after_forward and i < len(layers) - 1
         fully_shard(block, mesh=mesh, mp_policy=mp, reshard_after_forward=reshard)
@@ -162,13 +156,20 @@ def apply_unsharded(model: CausalLM, cfg: TrainConfig, device: torch.device) -> 
     would. The parameters stay fp32 here; `workloads.optim.MasterAdamW` takes them as its master
     copies and casts the model's."""
     layers = model.layers
-    for i, block in enumerate(layers):
-        if cfg.activation_checkpointing:
-            block = checkpoint_block(block, block_policy(cfg, i), model.lm.config.hidden_size)
-        if cfg.compile and device.type == "cuda":  # inductor's CPU path is slow to build: GPU only
-            block.compile()
-        layers[i] = block
+    for i in range(len(layers)):
+        layers[i] = prepared_block(model, cfg, i, device.type)
     return model
+
+
+def prepared_block(model: CausalLM, cfg: TrainConfig, i: int, device_type: str) -> nn.Module:
+    """Decoder block `i` as both paths run it: wrapped for activation checkpointing (its `block_policy`)
+    when asked, and compiled on a GPU (inductor's CPU path is slow to build)."""
+    block = model.layers[i]
+    if cfg.activation_checkpointing:
+        block = checkpoint_block(block, block_policy(cfg, i), model.lm.config.hidden_size)
+    if cfg.compile and device_type == "cuda":
+        block.compile()
+    return block
 
 
 # Ops whose outputs selective checkpointing keeps: their recompute costs FLOPs (matmuls) or a whole

@@ -29,9 +29,8 @@ class _CountMatmuls(TorchDispatchMode):
 
 def _model(cfg: TrainConfig) -> model_mod.CausalLM:
     m = model_mod.build_model(cfg, torch.device("cpu"))
-    for i, block in enumerate(m.layers):
-        if cfg.activation_checkpointing:
-            m.layers[i] = model_mod.checkpoint_block(block, model_mod.block_policy(cfg, i), m.lm.config.hidden_size)
+    for i in range(len(m.layers)):
+        m.layers[i] = model_mod.prepared_block(m, cfg, i, "cpu")  # checkpointed as the training paths do
     return m
 
 
