@@ -520,8 +520,11 @@ def check_job_data(job: TrainConfig) -> None:
 
 
 def run_aws(target: AwsTarget, prior: Prior) -> StepResult:
-    """The job the stack describes (bad input before any AWS call), then every AWS row; a chosen AZ is noted."""
-    job = target.job()  # a job that cannot run on this cluster fails before anything is created
+    """The job the stack describes (bad input before any AWS call; the job and where each value came from
+    are shown), then every AWS row; a chosen AZ is noted."""
+    resolved = target.resolved_job()  # a job that cannot run on this cluster fails before anything is created
+    job = resolved.config
+    target.on_note(resolved.text("job"))  # shown now; the train step notes it again, storage path known, for the report
     check_job_data(job)
     cfg = target.cfg
     note = one_node_note(job, cfg.gpu_nodes.node_count, cfg.gpu_nodes.gpus_per_node)
