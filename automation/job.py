@@ -81,7 +81,6 @@ def stack_label(name: str) -> str:
 # Where a value of the job came from: the layers, lowest precedence first (a CLI flag names itself).
 TRAIN_DEFAULT = "TrainConfig default"
 CLUSTER_DEFAULT = "cluster default"
-LOCAL_DEFAULT = "local default"
 DURABILITY_DEFAULT = "durability default"
 STACK_BLOCK = "stack train: block"
 DRIVER = "driver, per run"

@@ -290,3 +290,8 @@ def test_storage_outside_the_run_bucket_is_noted_with_the_fix():
 
 def test_storage_under_the_run_bucket_is_not_noted():
     assert outside_run_bucket(f"{RUN_BUCKET}/team-a", RUN_BUCKET) is None, "a path under the run bucket was noted"
+
+
+def test_an_unsharded_job_is_told_to_turn_off_the_durability_checkpoints():
+    with pytest.raises(ConfigError, match=r"set ray-efa-eks:train.checkpoint_every 0"):
+        resolve_cluster_job(stack_cfg(unsharded=True, num_workers=1, global_batch_size=8), "r1", DURABLE)
