@@ -107,11 +107,12 @@ class ResolvedJob:
         return self.sources.get(name, TRAIN_DEFAULT)
 
     def shown(self) -> list[tuple[str, Any, str]]:
-        """(field, value, source) of every field not at TrainConfig's default, and of the durability fields."""
+        """(field, value, source) of every field not at TrainConfig's default, and of the durability fields;
+        not the run's own paths (RUN_PATH_FIELDS), which follow from the run id."""
         rows = []
         for f in dataclasses.fields(TrainConfig):
             value = getattr(self.config, f.name)
-            if f.name in DURABILITY_FIELDS or value != f.default:
+            if f.name in DURABILITY_FIELDS or (value != f.default and f.name not in RUN_PATH_FIELDS):
                 rows.append((f.name, self.pending.get(f.name, value), self.source(f.name)))
         return rows
 
@@ -123,7 +124,8 @@ class ResolvedJob:
 
     def text(self, title: str) -> str:
         """``title`` and the shown fields, one an indented line: a note for the user."""
-        return "\n  ".join([f"{title} (each value's source; the rest are TrainConfig's defaults):", *self.lines()])
+        head = f"{title}, each value's source (the rest: TrainConfig's defaults, and the run's paths under its id):"
+        return "\n  ".join([head, *self.lines()])
 
     def as_dict(self) -> dict[str, dict[str, Any]]:
         """The shown fields for --json: ``{field: {"value": ..., "source": ...}}``."""

@@ -252,11 +252,12 @@ class AwsTarget:
 
     def train_args(self) -> TrainConfig:
         """The job as submitted, durable unless the train: block says otherwise (checkpoints and Ray Train's
-        state in the run bucket, retries on failure); the resolved job and its sources are noted first."""
+        state in the run bucket, retries on failure); the resolved job and its sources go into the report's
+        notes (preflight printed them at the start of the run, the storage path still unknown)."""
         uri = self.storage_uri()
         resolved = self.resolved_job(uri)
         job = resolved.config
-        self.note(resolved.text(f"job of run {self.run_id}"))
+        self.notes.append(resolved.text(f"job of run {self.run_id}"))
         if self.resume:
             require_run(self.deps.client("s3"), job.storage_path, self.run_id)
         outside = outside_run_bucket(job.storage_path, uri)
