@@ -1,23 +1,31 @@
-"""The training job of a run, as a `workloads.config.TrainConfig`, and its command line.
+"""The training job of a run, as a `workloads.config.TrainConfig`, and where each of its values came from.
 
-On AWS the job is the cluster's defaults (``CLUSTER_JOB``, the one place they live) overridden
-key by key by the stack's ``ray-efa-eks:train`` block, whose keys are TrainConfig's field names;
-on the local target it is ``LOCAL_JOB``. Either way TrainConfig's own checks judge every value,
-and the rules that need the cluster and the job together (the GPUs the workers ask for against
-the GPU nodes) are checked here, before anything is submitted.
+One precedence, lowest first, each layer overriding the one before key by key: TrainConfig's own
+defaults, the cluster's defaults (``CLUSTER_JOB``, the one place they live; ``LOCAL_JOB`` locally),
+the durability defaults (automation/storage.py's ``Durability``: storage path, checkpoint interval,
+retries), the stack's ``ray-efa-eks:train`` block (keys are TrainConfig's field names), then the CLI's
+flags (``--steps``, ``--num-workers``, ...). Nothing is applied after the user's values: what the
+driver must insist on (storage on a cluster is S3) refuses the stack with the key, the value and the
+fix instead of replacing the value. ``ResolvedJob`` keeps the job and the layer each field came from,
+which `render` and the run's first lines show.
+
+TrainConfig's own checks judge every value, and the rules that need the cluster and the job together
+(the GPUs the workers ask for against the GPU nodes) are checked here, before anything is submitted.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import math
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from infra.config import GpuNodesConfig, RayWorkerConfig, StackConfig, parse_quantity
 from infra.names import RUN_ROOT as CLUSTER_ROOT  # mounted in every pod of the RayCluster
-from workloads.config import ConfigError, TrainConfig, check_block_keys, validate
+from workloads.config import ConfigError, TrainConfig, check_block_keys, flag_of, validate
+from workloads.uri import parse_location
 
 STACK_KEY = StackConfig.keyname("train", prefixed=True)
 
@@ -70,10 +78,88 @@ def stack_label(name: str) -> str:
     return f"{STACK_KEY}.{name}"
 
 
-def parse_block(block: Mapping[str, Any], defaults: Mapping[str, Any]) -> TrainConfig:
-    """``defaults`` overridden by ``block``; ConfigError for a driver-set or unknown key, or a wrong type."""
-    check_block_keys(block, stack_label, STACK_KEY)
-    return TrainConfig.from_dict({**defaults, **block}, label=stack_label)
+# Where a value of the job came from: the layers, lowest precedence first (a CLI flag names itself).
+TRAIN_DEFAULT = "TrainConfig default"
+CLUSTER_DEFAULT = "cluster default"
+DURABILITY_DEFAULT = "durability default"
+STACK_BLOCK = "stack train: block"
+DRIVER = "driver, per run"
+# The fields Durability sets: shown with their source even where they equal TrainConfig's defaults.
+DURABILITY_FIELDS = ("storage_path", "checkpoint_every", "max_failures")
+# The fields of the run's own paths, set by the driver from the run id (with_run_paths).
+RUN_PATH_FIELDS = ("launcher", "run_id", "run_dir", "nccl_log_dir", "summary_json")
+# The storage path of the cluster job before the stack is up: Durability fills it with the stack's output.
+PENDING_RUN_BUCKET = "the stack's run bucket (stack output storage_uri, known once `up` has run)"
+
+
+@dataclass(frozen=True)
+class ResolvedJob:
+    """A job and the layer each field's value came from; a field ``sources`` omits is TrainConfig's default.
+
+    ``pending`` describes a value not known yet (the run bucket before `up`), by field.
+    """
+
+    config: TrainConfig
+    sources: Mapping[str, str]
+    pending: Mapping[str, str] = dataclasses.field(default_factory=dict)
+
+    def source(self, name: str) -> str:
+        return self.sources.get(name, TRAIN_DEFAULT)
+
+    def shown(self) -> list[tuple[str, Any, str]]:
+        """(field, value, source) of every field not at TrainConfig's default, and of the durability fields;
+        not the run's own paths (RUN_PATH_FIELDS), which follow from the run id."""
+        rows = []
+        for f in dataclasses.fields(TrainConfig):
+            value = getattr(self.config, f.name)
+            if f.name in DURABILITY_FIELDS or (value != f.default and f.name not in RUN_PATH_FIELDS):
+                rows.append((f.name, self.pending.get(f.name, value), self.source(f.name)))
+        return rows
+
+    def lines(self) -> list[str]:
+        """One line a shown field: ``name = value  (source)``, aligned."""
+        rows = self.shown()
+        width = max((len(name) for name, _, _ in rows), default=0)
+        return [f"{name:<{width}} = {value}  ({source})" for name, value, source in rows]
+
+    def text(self, title: str) -> str:
+        """``title`` and the shown fields, one an indented line: a note for the user."""
+        head = f"{title}, each value's source (the rest: TrainConfig's defaults, and the run's paths under its id):"
+        return "\n  ".join([head, *self.lines()])
+
+    def as_dict(self) -> dict[str, dict[str, Any]]:
+        """The shown fields for --json: ``{field: {"value": ..., "source": ...}}``."""
+        return {name: {"value": value, "source": source} for name, value, source in self.shown()}
+
+
+def layered(layers: Sequence[tuple[str, Mapping[str, Any]]]) -> tuple[dict[str, Any], dict[str, str]]:
+    """The layers merged key by key, a later one winning, and the name of the layer each key came from."""
+    values: dict[str, Any] = {}
+    sources: dict[str, str] = {}
+    for name, layer in layers:
+        values.update(layer)
+        sources.update(dict.fromkeys(layer, name))
+    return values, sources
+
+
+def flag_layers(flags: Mapping[str, Any]) -> list[tuple[str, Mapping[str, Any]]]:
+    """One layer per CLI flag that was given (its value not None), named after the flag."""
+    return [(flag_of(k), {k: v}) for k, v in flags.items() if v is not None]
+
+
+def check_cluster_storage(block: Mapping[str, Any]) -> None:
+    """ConfigError when the train: block's storage_path is not S3: Ray Train's workers run in pods on
+    several nodes and must all reach the storage, and a pod's own disk goes with the pod."""
+    if "storage_path" not in block:
+        return
+    label, value = stack_label("storage_path"), str(block["storage_path"])
+    if not parse_location(label, value).remote:
+        raise ConfigError(
+            f"{label} {value!r} is a local path, but the cluster's workers run in pods on several nodes: Ray Train "
+            "needs storage every worker reaches, and a pod's disk is lost with the pod; set it to "
+            "s3://<bucket>/<prefix> (the pods' role may write the stack's run bucket), or remove it to keep runs "
+            "in the stack's run bucket"
+        )
 
 
 def with_run_paths(job: TrainConfig, run_id: str, run_dir: str) -> TrainConfig:
@@ -88,19 +174,45 @@ def with_run_paths(job: TrainConfig, run_id: str, run_dir: str) -> TrainConfig:
     )
 
 
-def cluster_job(cfg: StackConfig, run_id: str, steps: int | None = None, num_workers: int | None = None) -> TrainConfig:
-    """The job `train` submits to the stack's cluster, validated against the job's and the cluster's rules.
+def resolve_cluster_job(
+    cfg: StackConfig, run_id: str, durability: Mapping[str, Any] | None = None, flags: Mapping[str, Any] | None = None
+) -> ResolvedJob:
+    """The job `train` submits to the stack's cluster, from its layers (the module docstring's order),
+    validated against the job's and the cluster's rules; ConfigError names the stack key and the fix.
 
-    ``steps`` and ``num_workers`` are the CLI's overrides.
+    ``durability`` is automation/storage.py's Durability as a mapping (no storage_path: the run bucket,
+    not known yet); ``flags`` the CLI's overrides by field name (None: not given).
     """
-    overrides = {k: v for k, v in (("steps", steps), ("num_workers", num_workers)) if v is not None}
-    job = parse_block({**cfg.train, **overrides}, CLUSTER_JOB)
-    if "cpus_per_worker" not in cfg.train:
+    check_block_keys(cfg.train, stack_label, STACK_KEY)
+    check_cluster_storage(cfg.train)
+    kept = {k: v for k, v in (durability or {}).items() if v is not None}
+    values, sources = layered(
+        [
+            (CLUSTER_DEFAULT, CLUSTER_JOB),
+            (DURABILITY_DEFAULT, kept),
+            (STACK_BLOCK, cfg.train),
+            *flag_layers(flags or {}),
+        ]
+    )
+    pending = {}
+    if durability is not None and "storage_path" not in values:  # Durability's run bucket, before `up`
+        pending["storage_path"] = PENDING_RUN_BUCKET
+        sources["storage_path"] = DURABILITY_DEFAULT
+    job = TrainConfig.from_dict(values, label=stack_label)
+    if "cpus_per_worker" not in values:  # the pod's CPUs shared by its workers: a cluster default too
         job = dataclasses.replace(job, cpus_per_worker=float(_cpus_per_worker(cfg, job)))
+        sources["cpus_per_worker"] = CLUSTER_DEFAULT
     job = with_run_paths(job, run_id, f"{CLUSTER_ROOT}/runs/{run_id}")
+    sources.update(dict.fromkeys(RUN_PATH_FIELDS, DRIVER))
     validate(job, label=stack_label, local_paths=False)  # the paths are the head pod's, not this machine's
     check_fits_cluster(job, cfg.gpu_nodes.node_count, cfg.gpu_nodes.gpus_per_node)
-    return job
+    return ResolvedJob(job, sources, pending)
+
+
+def cluster_job(cfg: StackConfig, run_id: str, steps: int | None = None, num_workers: int | None = None) -> TrainConfig:
+    """The cluster job without durability (the cluster's defaults, the stack's train: block, ``steps`` and
+    ``num_workers`` from the CLI), validated; the target's job adds durability (``resolve_cluster_job``)."""
+    return resolve_cluster_job(cfg, run_id, flags={"steps": steps, "num_workers": num_workers}).config
 
 
 def _cpus_per_worker(cfg: StackConfig, job: TrainConfig) -> int:

@@ -9,13 +9,14 @@ ray/train/v2/_internal/execution/checkpoint/checkpoint_manager.py, ``_maybe_load
 
 from __future__ import annotations
 
+import dataclasses
 import re
 import shlex
 from dataclasses import dataclass
 from typing import Any
 
 from automation.errors import DriverError
-from automation.job import CLUSTER_ROOT
+from automation.job import CLUSTER_ROOT, stack_label
 from automation.pipeline import StepResult
 from infra.config import StorageConfig
 
@@ -44,11 +45,29 @@ def split_s3_uri(uri: str) -> tuple[str, str]:
 
 @dataclass(frozen=True)
 class Durability:
-    """The job flags that let a run outlive its workers."""
+    """The job settings that let a run outlive its workers: DEFAULTS, one layer of the job below the
+    stack's train: block, which may override each of them (automation/job.py states the order)."""
 
-    storage_path: str
+    storage_path: str | None = None  # None: not known yet (the stack's run bucket before `up`)
     checkpoint_every: int = CHECKPOINT_EVERY
     max_failures: int = MAX_FAILURES
+
+    def layer(self) -> dict[str, Any]:
+        """The fields as the job's durability layer (automation/job.py drops a storage_path of None)."""
+        return dataclasses.asdict(self)
+
+
+def outside_run_bucket(storage_path: str, run_bucket: str) -> str | None:
+    """A note when the job's storage path is not under the stack's run bucket prefix, which is all the
+    pods' role may write (infra/pod_identity.py, ``RunObjects``); None when it is under it."""
+    if f"{storage_path.rstrip('/')}/".startswith(f"{run_bucket.rstrip('/')}/"):
+        return None
+    return (
+        f"{stack_label('storage_path')} {storage_path} is outside the stack's run bucket {run_bucket}: the job "
+        "keeps its checkpoints there as set, but the pods' role may write only under the run bucket (and verify "
+        "probed that, not this path), so Ray Train fails at its first checkpoint unless the role may write it "
+        "too; grant it, or remove the key to use the run bucket"
+    )
 
 
 def run_locations(storage_uri: str, run_id: str) -> tuple[str, ...]:

@@ -1,4 +1,5 @@
-"""`python -m automation render --stack NAME`: every resource the Pulumi program declares, offline.
+"""`python -m automation render --stack NAME`: every resource the Pulumi program declares, and the training
+job the stack would run with where each of its values came from (automation/job.py), offline.
 
 A render under Pulumi's mock engine (infra/mock_render.py), not a preview against real state:
 no pulumi CLI, no credentials, no cloud call.
@@ -10,24 +11,37 @@ from typing import Any
 
 from automation.errors import DriverError
 from automation.flags import add_command, resolve_target
+from automation.job import resolve_cluster_job
+from automation.storage import Durability
 from automation.targets.aws import load_config
 from infra.config import ConfigError
 from infra.mock_render import format_render, render_stack
+from workloads.config import ConfigError as JobConfigError
+
+# The run id a rendered job shows: each run chooses its own (a valid id, so the job's checks pass).
+RENDERED_RUN_ID = "RUN_ID"
 
 
 def add_parser(sub: Any, parents: list) -> None:
-    add_command(sub, "render", "list the resources the Pulumi program declares (offline, no CLI)", parents)
+    add_command(
+        sub, "render", "list the resources the Pulumi program declares and the job it runs (offline, no CLI)", parents
+    )
 
 
 def run(args: Any, ui: Any) -> int:
     args.target = resolve_target(args)
-    load_config(args.stack, args.project_dir)  # the clear message for a bad stack, before Pulumi's mocks
+    cfg = load_config(args.stack, args.project_dir)  # the clear message for a bad stack, before Pulumi's mocks
+    try:
+        job = resolve_cluster_job(cfg, RENDERED_RUN_ID, Durability().layer())  # the job preflight would refuse
+    except JobConfigError as e:
+        raise DriverError(str(e), exit_code=2) from None
     try:
         rows = render_stack(args.stack, args.project_dir)
     except ConfigError as e:  # what only the program checks (an empty gpuAvailabilityZone)
         raise DriverError(str(e), exit_code=2) from None
     if args.json:
-        ui.emit_json({"stack": args.stack, "resources": rows})
+        ui.emit_json({"stack": args.stack, "resources": rows, "job": job.as_dict()})
     else:
         ui.console.print(format_render(rows), markup=False, highlight=False, soft_wrap=True)
+        ui.console.print("\n" + job.text("job"), markup=False, highlight=False, soft_wrap=True)
     return 0

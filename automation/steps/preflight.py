@@ -25,7 +25,15 @@ from automation.pipeline import Finding, PreflightFacts, Prior, StepResult, verd
 from automation.ray_head import WORKLOADS_DIR
 from automation.targets.aws import GPU_AZ_KEY, AwsTarget
 from automation.targets.local import LocalPlan, LocalTarget
-from infra.config import PROJECT, ClusterConfig, GpuNodesConfig, NetworkConfig, SystemNodesConfig, capacity_block_fix
+from infra.config import (
+    PROJECT,
+    ClusterConfig,
+    GpuNodesConfig,
+    NetworkConfig,
+    StackConfig,
+    SystemNodesConfig,
+    capacity_block_fix,
+)
 from infra.eks_facts import CAPACITY_BLOCKS_GUIDE, capacity_block_eligible
 from workloads.config import ConfigError, TrainConfig
 from workloads.uri import parse_location
@@ -368,7 +376,7 @@ def check_capacity_block_type(instance_type: str, capacity_block: bool, stack: s
     return Finding(check, "pass", f"Capacity Blocks for ML exist for {instance_type}")
 
 
-def check_system_quota(cfg: Any, clients: AwsClients) -> Finding:
+def check_system_quota(cfg: StackConfig, clients: AwsClients) -> Finding:
     """The system node group fits its family's On-Demand vCPU quota (Standard for m7i), beside the GPU one."""
     s = cfg.system_nodes
     try:
@@ -444,7 +452,9 @@ def _reservation_kind(cr: dict) -> str:
     return "a Capacity Block for ML" if rtype == CAPACITY_BLOCK else f"an On-Demand Capacity Reservation ({rtype})"
 
 
-def run_preflight(cfg: Any, clients: AwsClients, which: Callable[[str], str | None] = shutil.which) -> StepResult:
+def run_preflight(
+    cfg: StackConfig, clients: AwsClients, which: Callable[[str], str | None] = shutil.which
+) -> StepResult:
     """Every check, in order; the result fails if any row fails, and its data carries the AZ to use."""
     g = cfg.gpu_nodes
     rows: list[Finding] = [check_aws_cli(which)]
@@ -509,19 +519,24 @@ def run_preflight(cfg: Any, clients: AwsClients, which: Callable[[str], str | No
 def check_job_data(job: TrainConfig) -> None:
     """The train block's s3:// data, the head of each object read from this machine before anything is
     created (workloads/data_check.py); a path of the pods' own is theirs to check."""
-    # data_check imports torch and the tokenizer (about 1 s): paid only by a job whose data is in S3.
-    from workloads.data_check import check_data
-
     try:
-        if job.data and parse_location(stack_label("data"), job.data).remote:
-            check_data(job.data, job.num_workers, flag=stack_label("data"))
+        if not (job.data and parse_location(stack_label("data"), job.data).remote):
+            return
+        # data_check imports torch and the tokenizer (about 1.3 s): paid only by a job whose data is in
+        # S3, so the import stays below the return above (tests/integration/test_preflight_imports.py).
+        from workloads.data_check import check_data
+
+        check_data(job.data, job.num_workers, flag=stack_label("data"))
     except ConfigError as e:
         raise DriverError(str(e), exit_code=2) from None
 
 
 def run_aws(target: AwsTarget, prior: Prior) -> StepResult:
-    """The job the stack describes (bad input before any AWS call), then every AWS row; a chosen AZ is noted."""
-    job = target.job()  # a job that cannot run on this cluster fails before anything is created
+    """The job the stack describes (bad input before any AWS call; the job and where each value came from
+    are shown), then every AWS row; a chosen AZ is noted."""
+    resolved = target.resolved_job()  # a job that cannot run on this cluster fails before anything is created
+    job = resolved.config
+    target.on_note(resolved.text("job"))  # shown now; the train step notes it again, storage path known, for the report
     check_job_data(job)
     cfg = target.cfg
     note = one_node_note(job, cfg.gpu_nodes.node_count, cfg.gpu_nodes.gpus_per_node)
@@ -529,11 +544,11 @@ def run_aws(target: AwsTarget, prior: Prior) -> StepResult:
         target.note(note)
     c = target.deps.client
     result = run_preflight(cfg, AwsClients(sts=c("sts"), ec2=c("ec2"), quotas=c("service-quotas"), eks=c("eks")))
-    chosen = result.data.gpu_az if result.data is not None else None
-    if result.ok and chosen and not cfg.gpu_nodes.availability_zone:
-        s = cfg.stack
+    facts = result.data
+    if result.ok and facts is not None and facts.gpu_az and not cfg.gpu_nodes.availability_zone:
+        chosen, s = facts.gpu_az, cfg.stack
         target.note(
-            f"{GPU_AZ_KEY} is empty: preflight chose {chosen} (valid: {', '.join(result.data.valid_azs)}); "
+            f"{GPU_AZ_KEY} is empty: preflight chose {chosen} (valid: {', '.join(facts.valid_azs)}); "
             f"`python -m automation run --stack {s}` sets it in the stack before preview/up, "
             f"or set '{GPU_AZ_KEY}: {chosen}' in Pulumi.{s}.yaml"
         )

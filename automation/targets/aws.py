@@ -20,7 +20,7 @@ from pulumi.automation import ConfigValue
 
 from automation.cost import CostEstimate, estimate
 from automation.errors import DriverError
-from automation.job import CLUSTER_ROOT, cluster_job
+from automation.job import CLUSTER_ROOT, ResolvedJob, resolve_cluster_job
 from automation.kube import KubeApi, RayClusterPods, parse_kubeconfig, read_kubeconfig_file
 from automation.pipeline import (
     Advice,
@@ -35,7 +35,7 @@ from automation.pipeline import (
 from automation.pulumi_stack import PULUMI_MISSING, StackLike, outputs_dict, select_stack
 from automation.ray_head import submit_on_head
 from automation.run_files import collect_logs, fetch_run
-from automation.storage import Durability, require_run, run_locations
+from automation.storage import Durability, outside_run_bucket, require_run, run_locations
 from automation.ui import tty_confirm
 from infra.config import ConfigError as StackConfigError
 from infra.config import GpuNodesConfig, load_stack
@@ -163,15 +163,22 @@ class AwsTarget:
             return PLAN if plan else PIPELINE
         return (command,)
 
-    def job(self) -> TrainConfig:
-        """The training job of this run (the stack's train: block over the cluster's defaults), checked.
+    def resolved_job(self, storage_uri: str | None = None) -> ResolvedJob:
+        """The training job of this run and where each value came from: the cluster's defaults, durability
+        (its storage the run bucket ``storage_uri``; None: not known yet), the stack's train: block, then
+        --steps and --num-workers (automation/job.py), checked.
 
         A job the stack or the cluster cannot run is bad input: DriverError, exit status 2.
         """
+        flags = {"steps": self.steps_override, "num_workers": self.workers_override}
         try:
-            return cluster_job(self.cfg, self.run_id, self.steps_override, self.workers_override)
+            return resolve_cluster_job(self.cfg, self.run_id, Durability(storage_uri).layer(), flags)
         except ConfigError as e:
             raise DriverError(str(e), exit_code=2) from None
+
+    def job(self) -> TrainConfig:
+        """The training job of this run, checked, its storage path not known yet unless the train: block sets it."""
+        return self.resolved_job().config
 
     def note(self, text: str) -> None:
         """A line for the user now (on_note) and again among the report's notes."""
@@ -244,12 +251,20 @@ class AwsTarget:
         return str(uri)
 
     def train_args(self) -> TrainConfig:
-        """The job, made durable: checkpoints and Ray Train's state in the run bucket, retries on failure."""
+        """The job as submitted, durable unless the train: block says otherwise (checkpoints and Ray Train's
+        state in the run bucket, retries on failure); the resolved job and its sources go into the report's
+        notes (preflight printed them at the start of the run, the storage path still unknown)."""
         uri = self.storage_uri()
+        resolved = self.resolved_job(uri)
+        job = resolved.config
+        self.notes.append(resolved.text(f"job of run {self.run_id}"))
         if self.resume:
-            require_run(self.deps.client("s3"), uri, self.run_id)
-        self.notes.extend(run_locations(uri, self.run_id))
-        return dataclasses.replace(self.job(), **vars(Durability(storage_path=uri)))
+            require_run(self.deps.client("s3"), job.storage_path, self.run_id)
+        outside = outside_run_bucket(job.storage_path, uri)
+        if outside:
+            self.note(outside)
+        self.notes.extend(run_locations(job.storage_path, self.run_id))
+        return job
 
     def submit(self, args: TrainConfig) -> TrainOutcome:
         pods = self.ray_pods()

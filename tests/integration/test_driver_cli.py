@@ -12,6 +12,7 @@ import yaml
 
 from automation import cli
 from automation.capture import REDACTED_ACCOUNT
+from automation.job import PENDING_RUN_BUCKET
 from automation.kube import KubeApi
 from automation.pipeline import Expectations
 from automation.steps.verify import verify_cluster
@@ -88,3 +89,35 @@ def test_render_of_a_stack_without_gpu_az_is_one_clear_line(tmp_path, capsys):
     err = " ".join(capsys.readouterr().err.split())
     assert rc == 2, f"expected exit 2, got {rc}: {err}"
     assert "python -m automation preflight --stack no-az" in err and "Traceback" not in err, err
+
+
+def _project_with_train_block(tmp_path, train: dict) -> str:
+    """A copy of the project whose one stack, `mine`, is us-west-2's with ``train`` as its train: block."""
+    for name in ("Pulumi.yaml", "__main__.py"):
+        (tmp_path / name).write_text((helpers.REPO / name).read_text())
+    config = yaml.safe_load((helpers.REPO / "Pulumi.us-west-2.yaml").read_text())["config"]
+    (tmp_path / "Pulumi.mine.yaml").write_text(yaml.safe_dump({"config": {**config, "ray-efa-eks:train": train}}))
+    return str(tmp_path)
+
+
+def test_render_shows_each_job_value_and_the_layer_it_came_from(tmp_path, capsys, monkeypatch):
+    project = _project_with_train_block(tmp_path, {"checkpoint_every": 50})
+    # The resources are test_render_lists_the_declared_resources_offline's subject; here only the job (saves 4 s).
+    monkeypatch.setattr("automation.commands.render.render_stack", lambda stack, project_dir: [])
+    rc = cli.main(["render", "--stack", "mine", "--project-dir", project, "--json"])
+    job = json.loads(capsys.readouterr().out)["job"]
+    got = {k: job[k] for k in ("preset", "checkpoint_every", "max_failures", "storage_path")}
+    want = {
+        "preset": {"value": "qwen2.5-1.5b", "source": "cluster default"},
+        "checkpoint_every": {"value": 50, "source": "stack train: block"},
+        "max_failures": {"value": 3, "source": "durability default"},
+        "storage_path": {"value": PENDING_RUN_BUCKET, "source": "durability default"},
+    }
+    assert (rc, got) == (0, want), f"expected exit 0 and {want}, got {rc} and {got}"
+
+
+def test_render_refuses_a_local_storage_path_naming_the_key(tmp_path, capsys):
+    project = _project_with_train_block(tmp_path, {"storage_path": "/mnt/ckpt"})
+    rc = cli.main(["render", "--stack", "mine", "--project-dir", project])
+    err = " ".join(capsys.readouterr().err.split())
+    assert rc == 2 and "ray-efa-eks:train.storage_path '/mnt/ckpt' is a local path" in err, f"got {rc}: {err}"

@@ -13,6 +13,7 @@ from test_driver_pipeline import REGION, aws, cluster_exec, make_target, outputs
 from automation.errors import DriverError
 from automation.kube import ExecResult
 from automation.storage import CHECKPOINT_EVERY, MAX_FAILURES
+from workloads.config import TrainConfig
 
 STEPS = ("train",)
 pytestmark = pytest.mark.usefixtures("aws")  # moto for every AWS client
@@ -45,6 +46,52 @@ def test_train_submits_a_durable_job_and_reports_where_the_run_lives():
     assert got == want, f"expected {want}, got {got}"
     where = " ".join(target.notes)
     assert f"{outs['storage_uri']}/r1/" in where and "/tmp/ray-efa-eks/runs/r1/nccl/" in where, where
+
+
+def _submitted_job(pod_exec) -> TrainConfig:
+    """The job the submitted command line rebuilds (everything after `python -m workloads.train`)."""
+    argv = _submitted(pod_exec)
+    return TrainConfig.from_argv(argv[argv.index("workloads.train") + 1 :])
+
+
+@pytest.mark.parametrize(
+    ("key", "value"),
+    [("checkpoint_every", 50), ("max_failures", 0), ("storage_path", "s3://mine/x")],
+)
+def test_train_block_durability_value_reaches_the_submitted_job_unchanged(key, value):
+    pod_exec = cluster_exec()
+    with helpers.FakeKubeApi() as api:
+        target = make_target(api, helpers.FakeStack(REGION, outputs=outputs(api)), pod_exec=pod_exec)
+        target.cfg = dataclasses.replace(target.cfg, train={key: value})
+        result = run(target, STEPS)
+    assert result.ok, result.reason
+    got = getattr(_submitted_job(pod_exec), key)
+    assert got == value, f"train: {key}: {value!r} was submitted as {got!r}"
+
+
+def test_train_notes_the_resolved_job_and_where_each_value_came_from():
+    pod_exec = cluster_exec()
+    with helpers.FakeKubeApi() as api:
+        target = make_target(api, helpers.FakeStack(REGION, outputs=outputs(api)), pod_exec=pod_exec)
+        target.cfg = dataclasses.replace(target.cfg, train={"checkpoint_every": 50})
+        run(target, STEPS)
+    job_note = next((n for n in target.notes if n.startswith("job of run r1")), "")
+    assert "checkpoint_every" in job_note and "= 50  (stack train: block)" in job_note, (
+        f"expected checkpoint_every from the train: block among the notes, got {target.notes}"
+    )
+
+
+def test_resume_looks_for_the_run_under_the_train_blocks_storage_path():
+    pod_exec = cluster_exec()
+    s3 = boto3.client("s3", region_name=REGION)
+    s3.create_bucket(Bucket="mine", CreateBucketConfiguration={"LocationConstraint": REGION})
+    s3.put_object(Bucket="mine", Key="x/r1/checkpoint_000001/state.pt", Body=b"")  # what Ray Train left there
+    with helpers.FakeKubeApi() as api:
+        target = make_target(api, helpers.FakeStack(REGION, outputs=outputs(api)), pod_exec=pod_exec)
+        target.cfg = dataclasses.replace(target.cfg, train={"storage_path": "s3://mine/x"})
+        target.resume = True
+        result = run(target, STEPS)
+    assert result.ok, f"--resume r1 with its checkpoints under s3://mine/x/r1/ was refused: {result.reason}"
 
 
 def test_resume_of_an_unknown_run_stops_before_submitting():

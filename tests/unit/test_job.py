@@ -13,13 +13,20 @@ import yaml
 from conftest import REPO, quiet_stack
 
 from automation.job import (
+    CLUSTER_DEFAULT,
     CLUSTER_JOB,
+    DURABILITY_DEFAULT,
+    PENDING_RUN_BUCKET,
+    STACK_BLOCK,
+    TRAIN_DEFAULT,
     check_fits_cluster,
     cluster_job,
     command,
     local_job,
     one_node_note,
+    resolve_cluster_job,
 )
+from automation.storage import CHECKPOINT_EVERY, MAX_FAILURES, Durability, outside_run_bucket
 from infra.config import parse_quantity
 from workloads.config import BLOCK_FIELDS, DRIVER_FIELDS, ConfigError, TrainConfig
 from workloads.train import parse_config
@@ -197,3 +204,94 @@ def test_aws_preflight_refuses_a_bad_train_block_before_calling_aws():
     assert err.value.exit_code == 2 and "num_workers 16" in str(err.value), (
         f"got exit {err.value.exit_code}: {err.value}"
     )
+
+
+# ---- one precedence: cluster defaults, durability defaults, the train: block, CLI flags --------------
+RUN_BUCKET = "s3://ray-efa-eks-us-west-2-render/us-west-2/runs"  # a storage_uri output, as infra/storage.py forms it
+DURABLE = Durability(storage_path=RUN_BUCKET).layer()
+
+
+@pytest.mark.parametrize(
+    ("key", "value"),
+    [("checkpoint_every", 50), ("max_failures", 0), ("storage_path", "s3://mine/x")],
+)
+def test_train_block_value_wins_over_the_durability_default(key, value):
+    job = resolve_cluster_job(stack_cfg(**{key: value}), "r1", DURABLE).config
+    assert getattr(job, key) == value, f"train: {key}: {value!r} reached the job as {getattr(job, key)!r}"
+
+
+def test_durability_defaults_fill_what_the_block_leaves_out():
+    job = resolve_cluster_job(stack_cfg(steps=7), "r1", DURABLE).config
+    got = (job.storage_path, job.checkpoint_every, job.max_failures)
+    assert got == (RUN_BUCKET, CHECKPOINT_EVERY, MAX_FAILURES), f"expected the durability defaults, got {got}"
+
+
+def test_a_cli_flag_wins_over_the_train_block():
+    job = resolve_cluster_job(stack_cfg(steps=7), "r1", DURABLE, flags={"steps": 3}).config
+    assert job.steps == 3, f"--steps 3 over train: steps: 7 gave {job.steps}"
+
+
+def test_each_value_names_the_layer_it_came_from():
+    resolved = resolve_cluster_job(stack_cfg(steps=7, max_failures=1), "r1", DURABLE, flags={"num_workers": 4})
+    got = {k: resolved.source(k) for k in ("preset", "checkpoint_every", "max_failures", "steps", "num_workers", "lr")}
+    want = {
+        "preset": CLUSTER_DEFAULT,
+        "checkpoint_every": DURABILITY_DEFAULT,
+        "max_failures": STACK_BLOCK,
+        "steps": STACK_BLOCK,
+        "num_workers": "--num-workers",
+        "lr": TRAIN_DEFAULT,
+    }
+    assert got == want, f"expected sources {want}, got {got}"
+
+
+def test_shown_job_lists_changed_fields_and_the_durability_ones_only():
+    resolved = resolve_cluster_job(stack_cfg(max_failures=0), "r1", DURABLE)
+    shown = {name for name, _, _ in resolved.shown()}
+    assert {"preset", "storage_path", "checkpoint_every", "max_failures"} <= shown and "lr" not in shown, (
+        f"expected the changed and durability fields without the defaults (lr), got {sorted(shown)}"
+    )
+
+
+def test_run_bucket_before_up_is_shown_as_pending_not_as_empty():
+    resolved = resolve_cluster_job(stack_cfg(), "r1", Durability().layer())
+    row = next(r for r in resolved.shown() if r[0] == "storage_path")
+    assert row == ("storage_path", PENDING_RUN_BUCKET, DURABILITY_DEFAULT), f"got {row}"
+
+
+@pytest.mark.parametrize("path", ["/tmp/checkpoints", "file:///tmp/checkpoints", "ckpts"])
+def test_a_local_storage_path_on_the_cluster_is_refused_naming_the_key_value_and_fix(path):
+    with pytest.raises(ConfigError) as err:
+        resolve_cluster_job(stack_cfg(storage_path=path), "r1", DURABLE)
+    for text in (f"ray-efa-eks:train.storage_path {path!r}", "s3://<bucket>/<prefix>", "remove it"):
+        assert text in str(err.value), f"expected {text!r} in {err.value}"
+
+
+def test_aws_preflight_refuses_a_local_storage_path_before_calling_aws():
+    from automation.errors import DriverError
+    from automation.steps import preflight
+    from automation.targets.aws import AwsDeps, AwsTarget
+
+    def no_aws(*_):
+        raise AssertionError("preflight called AWS despite a local storage_path")
+
+    target = AwsTarget(stack_cfg(storage_path="/mnt/ckpt"), AwsDeps(no_aws, no_aws, no_aws), "r1")
+    with pytest.raises(DriverError) as err:
+        preflight.run(target, {})
+    assert err.value.exit_code == 2 and "train.storage_path '/mnt/ckpt'" in str(err.value), (
+        f"got exit {err.value.exit_code}: {err.value}"
+    )
+
+
+def test_storage_outside_the_run_bucket_is_noted_with_the_fix():
+    note = outside_run_bucket("s3://mine/x", RUN_BUCKET)
+    assert note and "s3://mine/x" in note and RUN_BUCKET in note and "remove the key" in note, note
+
+
+def test_storage_under_the_run_bucket_is_not_noted():
+    assert outside_run_bucket(f"{RUN_BUCKET}/team-a", RUN_BUCKET) is None, "a path under the run bucket was noted"
+
+
+def test_an_unsharded_job_is_told_to_turn_off_the_durability_checkpoints():
+    with pytest.raises(ConfigError, match=r"set ray-efa-eks:train.checkpoint_every 0"):
+        resolve_cluster_job(stack_cfg(unsharded=True, num_workers=1, global_batch_size=8), "r1", DURABLE)
