@@ -36,6 +36,29 @@ def quota_for(instance_type: str) -> tuple[str, str]:
     return QUOTA_BY_FAMILY.get(family(instance_type), STANDARD_QUOTA)
 
 
+# The Spot vCPU quota of a family ("All ... Spot Instance Requests", Service Quotas for EC2; the codes as the EC2
+# user guide's "Spot Instance quotas" and `aws service-quotas list-service-quotas --service-code ec2` name them,
+# https://docs.aws.amazon.com/AWSEC2/latest/UserGuide/using-spot-limits.html). A new account's is often 0.
+SPOT_QUOTA_BY_FAMILY = {
+    "g": ("L-3819A6DF", "All G and VT Spot Instance Requests"),
+    "vt": ("L-3819A6DF", "All G and VT Spot Instance Requests"),
+    "p": ("L-7212CCBC", "All P Spot Instance Requests"),
+}
+
+
+def spot_quota_for(instance_type: str) -> tuple[str, str] | None:
+    """The Spot vCPU quota covering the type's family, or None for a family not listed here."""
+    return SPOT_QUOTA_BY_FAMILY.get(family(instance_type))
+
+
+def spot_quota_vcpus(quotas: Any, instance_type: str) -> float | None:
+    """The account's Spot vCPU quota for the type's family in the client's region (None: no quota known here)."""
+    found = spot_quota_for(instance_type)
+    if found is None:
+        return None
+    return float(quotas.get_service_quota(ServiceCode="ec2", QuotaCode=found[0])["Quota"]["Value"])
+
+
 def aws_error(e: Exception) -> str:
     if isinstance(e, ClientError):
         return f"{e.response['Error'].get('Code')}: {e.response['Error'].get('Message')}"
