@@ -486,10 +486,13 @@ def _reservation_kind(cr: dict) -> str:
     return "a Capacity Block for ML" if rtype == CAPACITY_BLOCK else f"an On-Demand Capacity Reservation ({rtype})"
 
 
-def run_preflight(cfg: Any, clients: AwsClients, which: Callable[[str], str | None] = shutil.which) -> StepResult:
-    """Every check, in order; the result fails if any row fails, and its data carries the AZ to use."""
+def run_preflight(
+    cfg: Any, clients: AwsClients, which: Callable[[str], str | None] = shutil.which, machine: Iterable[Finding] = ()
+) -> StepResult:
+    """Every check, in order (``machine``: this machine's rows beside the AWS CLI's, e.g. the pulumi CLI's); the
+    result fails if any row fails, and its data carries the AZ to use."""
     g = cfg.gpu_nodes
-    rows: list[Finding] = [check_aws_cli(which)]
+    rows: list[Finding] = [check_aws_cli(which), *machine]
     cred, account = check_credentials(clients.sts)
     rows.append(cred)
     if account is None:
@@ -571,7 +574,9 @@ def run_aws(target: AwsTarget, prior: Prior) -> StepResult:
     if note:
         target.note(note)
     c = target.deps.client
-    result = run_preflight(cfg, AwsClients(sts=c("sts"), ec2=c("ec2"), quotas=c("service-quotas"), eks=c("eks")))
+    machine = target.deps.pulumi_setup() if target.deps.pulumi_setup else ()
+    clients = AwsClients(sts=c("sts"), ec2=c("ec2"), quotas=c("service-quotas"), eks=c("eks"))
+    result = run_preflight(cfg, clients, machine=machine)
     chosen = result.data.gpu_az if result.data is not None else None
     if result.ok and chosen and not cfg.gpu_nodes.availability_zone:
         s = cfg.stack
