@@ -31,7 +31,7 @@ from __future__ import annotations
 
 import math
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Sequence
 from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import asdict, dataclass, field
 from typing import Any
@@ -195,12 +195,13 @@ def open_reservations(ec2: Any, instance_type: str, count: int) -> dict[str, lis
 
 
 def block_offerings(ec2: Any, instance_type: str, count: int) -> dict[str, list[dict]]:
-    """AZ -> Capacity Block offerings of ``count`` instances for BLOCK_HOURS: start, hours, upfront fee."""
-    resp = ec2.describe_capacity_block_offerings(
+    """AZ -> Capacity Block offerings of ``count`` instances for BLOCK_HOURS: start, hours, upfront fee (every page:
+    EC2 pages the offerings with NextToken)."""
+    pages = ec2.get_paginator("describe_capacity_block_offerings").paginate(
         InstanceType=instance_type, InstanceCount=count, CapacityDurationHours=BLOCK_HOURS
     )
     found: dict[str, list[dict]] = {}
-    for o in resp.get("CapacityBlockOfferings", []):
+    for o in (o for page in pages for o in page.get("CapacityBlockOfferings", [])):
         found.setdefault(o["AvailabilityZone"], []).append(
             {
                 "id": o.get("CapacityBlockOfferingId"),
@@ -421,11 +422,14 @@ def up_watch(target: Any, interval: float = 60.0) -> UpWatch:
 
 
 # ---- --write-stack ----------------------------------------------------------------------------------------
-def stack_file_text(name: str, zone: Zone, instance_type: str, count: int) -> str:
-    """``Pulumi.<name>.yaml`` for ``zone``: the region, two AZs for the control plane (the GPU AZ first), the GPU
-    AZ, type and count, and the zone's open reservation when it has one."""
-    others = [az for az in zone.region_azs if az != zone.az]
-    azs = [zone.az, *others[:1]]
+def stack_file_text(name: str, zone: Zone, instance_type: str, count: int, system_azs: Collection[str]) -> str | None:
+    """``Pulumi.<name>.yaml`` for ``zone``: the region, two AZs for the control plane (the GPU AZ first, then one
+    of ``system_azs``, those that offer the system node type), the GPU AZ, type and count, and the zone's open
+    reservation when it has one; None when no other AZ offers the system node type."""
+    others = [az for az in zone.region_azs if az != zone.az and az in system_azs]
+    if not others:
+        return None
+    azs = [zone.az, others[0]]
     lines = [
         f"# Stack {name}: {count} x {instance_type} in {zone.az}, chosen by `python -m automation capacity`.",
         "config:",

@@ -25,12 +25,12 @@ from rich.table import Table
 
 from automation.capacity import RegionClients, Zone, ranking_lines, spot_types, stack_file_text, survey
 from automation.capacity_probe import cleanup, probe
-from automation.ec2 import spot_quota_for
+from automation.ec2 import offered_azs, spot_quota_for
 from automation.errors import DriverError
 from automation.targets.aws import check_aws_files
 from automation.ui import tty_confirm
 from infra.catalog import known_instance_types
-from infra.config import GpuNodesConfig, read_stack_file
+from infra.config import GpuNodesConfig, SystemNodesConfig, read_stack_file
 from infra.config_files import known_regions, known_stacks
 from infra.config_schema import MAX_NODES_PER_MANAGED_NODE_GROUP, close_match
 from infra.eks_facts import CAPACITY_BLOCKS_GUIDE, capacity_block_eligible
@@ -150,7 +150,7 @@ def run(args: argparse.Namespace, ui: Any, session: Any = None, confirm=tty_conf
     zones = _survey_with_bar(ui, regions, clients_for, pricing, args)
     if args.probe:
         zones = _probe(ui, zones, session, args, confirm)
-    written = _write_stack(args, zones)
+    written = _write_stack(args, zones, session)
     _show(ui, args, zones, written)
     return 0
 
@@ -203,14 +203,25 @@ def _probe(ui: Any, zones: list[Zone], session: Any, args: argparse.Namespace, c
     return probe(zones, ec2_for, args.instance_type, args.count, say=ui.note)
 
 
-def _write_stack(args: argparse.Namespace, zones: list[Zone]) -> Path | None:
+def _write_stack(args: argparse.Namespace, zones: list[Zone], session: Any) -> Path | None:
+    """Pulumi.NAME.yaml for the best usable AZ, its second AZ one that offers the system node type (the system node
+    group spans both AZs' private subnets)."""
     if args.write_stack is None:
         return None
     best = next((z for z in zones if z.usable), None)
     if best is None:
         raise DriverError(f"--write-stack {args.write_stack}: no usable AZ was found, so no stack was written")
+    system = SystemNodesConfig.instance_type
+    system_azs = offered_azs(session.client("ec2", region_name=best.region), system)
+    text = stack_file_text(args.write_stack, best, args.instance_type, args.count, system_azs)
+    if text is None:
+        raise DriverError(
+            f"--write-stack {args.write_stack}: no AZ of {best.region} but {best.az} offers the system node type "
+            f"{system} ({SystemNodesConfig.keyname('instance_type')}), and the control plane needs two AZs; "
+            "try another region with --regions"
+        )
     path = Path(args.project_dir) / f"Pulumi.{args.write_stack}.yaml"
-    path.write_text(stack_file_text(args.write_stack, best, args.instance_type, args.count))
+    path.write_text(text)
     return path
 
 

@@ -23,7 +23,9 @@ from automation import cli
 from automation.capacity import (
     RegionClients,
     UpWatch,
+    Zone,
     ranking_lines,
+    stack_file_text,
     stuck_line,
     survey,
     survey_region,
@@ -191,6 +193,25 @@ def test_g6_asks_for_no_capacity_blocks_but_a_p5_does(moto_aws):
     assert zones["us-west-2b"].blocks[0]["upfront_fee"] == "1234.56", zones["us-west-2b"].blocks
 
 
+def test_capacity_block_offerings_are_read_from_every_page(moto_aws):
+    ec2 = Ec2()
+    answer_signals(ec2, None)
+    offering = {
+        "CapacityBlockOfferingId": "cb-0123456789abcdef1",
+        "InstanceType": "p5.48xlarge",
+        "AvailabilityZone": "us-west-2c",
+        "InstanceCount": 2,
+        "StartDate": datetime(2026, 12, 9, 11, 30, tzinfo=UTC),
+        "CapacityBlockDurationHours": 24,
+        "UpfrontFee": "2345.67",
+        "CurrencyCode": "USD",
+    }
+    ec2.stub.add_response("describe_capacity_block_offerings", {"CapacityBlockOfferings": [], "NextToken": "page2"})
+    ec2.stub.add_response("describe_capacity_block_offerings", {"CapacityBlockOfferings": [offering]})
+    zones = by_az(survey_region(RegionClients(ec2, quotas()), None, "p5.48xlarge", 2, REGION))
+    assert [b["id"] for b in zones["us-west-2c"].blocks] == ["cb-0123456789abcdef1"], zones["us-west-2c"]
+
+
 def test_a_signal_that_fails_is_a_note_not_a_failure(moto_aws):
     ec2 = Ec2()
     ec2.stub.add_client_error("get_spot_placement_scores", "UnauthorizedOperation", "not allowed")
@@ -261,6 +282,17 @@ def test_write_stack_writes_a_stack_the_config_loader_accepts(moto_aws, tmp_path
         cfg = load_stack("found", tmp_path)
     got = (rc, cfg.region, cfg.gpu_nodes.availability_zone, cfg.gpu_nodes.node_count, cfg.network.azs[0])
     assert got == (0, REGION, "us-west-2c", 2, "us-west-2c"), f"got {got}; {doc['written']}"
+
+
+def test_write_stack_pairs_the_gpu_az_with_an_az_offering_the_system_node_type():
+    zone = Zone(REGION, "us-west-2a", True, region_azs=("us-west-2a", "us-west-2b", "us-west-2c"))
+    text = stack_file_text("found", zone, G6, 2, system_azs={"us-west-2a", "us-west-2c"})
+    assert "    - us-west-2a\n    - us-west-2c\n" in text, text
+
+
+def test_write_stack_writes_nothing_when_no_second_az_offers_the_system_node_type():
+    zone = Zone(REGION, "us-west-2a", True, region_azs=("us-west-2a", "us-west-2b"))
+    assert stack_file_text("found", zone, G6, 2, system_azs={"us-west-2a"}) is None
 
 
 def test_probe_is_refused_without_confirmation(moto_aws, tmp_path):
