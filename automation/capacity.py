@@ -10,7 +10,13 @@ unknown with the reason, never a guess. The sources of each call's meaning:
   exactly as preflight reads it (automation/ec2.py, check_quota);
 - Spot placement score, 1 to 10, "how likely a Spot request is to succeed", per AZ with
   SingleAvailabilityZone (https://docs.aws.amazon.com/AWSEC2/latest/UserGuide/spot-placement-score.html):
-  a signal of spare capacity, not a promise of On-Demand capacity;
+  a signal of spare capacity, not a promise of On-Demand capacity. Asked as that guide's Limitations require:
+  with at least three instance types (fewer "always" score low), so it is a signal for the family of comparable
+  types (``spot_types``), one call per ten regions (RegionNames' limit in botocore's model) for the whole
+  survey; EC2 answers the top ten AZs only ("How Spot placement score works"), so an AZ may have no score. The
+  guide also limits the target capacity "aligned with your Spot request limit" when the account has no recent
+  Spot usage: where the family's Spot vCPU quota (automation/ec2.py, SPOT_QUOTA_BY_FAMILY) is below the vCPUs
+  asked, the score is shown "capped" and left out of the ranking;
 - the account's On-Demand Capacity Reservations that are active with enough available instances
   (DescribeCapacityReservations);
 - Capacity Block offerings for the eligible families only (infra/eks_facts.py; g6 is not one)
@@ -24,24 +30,25 @@ reservation; this adds EFA, reservations, Capacity Blocks and prices.
 from __future__ import annotations
 
 import math
-import signal
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Sequence
 from concurrent.futures import ThreadPoolExecutor, as_completed
-from contextlib import contextmanager
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from botocore.exceptions import BotoCoreError, ClientError
 
 from automation.cost import on_demand_price
-from automation.ec2 import check_quota, describe_type, offered_azs
-from automation.errors import DriverError
+from automation.ec2 import check_quota, describe_type, offered_azs, spot_quota_for, spot_quota_vcpus
+from infra.catalog import instance_spec, known_instance_types
 from infra.config import GpuNodesConfig, NetworkConfig
 from infra.eks_facts import capacity_block_eligible
 from infra.names import GPU_ROLE, ROLE_LABEL
 
 BLOCK_HOURS = 24  # the block length asked about: one day, as the CLI example in infra/eks_facts.py asks
+PROBED = "capacity now"  # a probe reservation's answer when EC2 held the capacity (automation/capacity_probe.py)
+SPOT_MIN_TYPES = 3  # fewer instance types "always" score low (Spot placement score, Limitations)
+SPOT_REGIONS_PER_CALL = 10  # GetSpotPlacementScores' RegionNames holds at most ten (botocore's EC2 model)
 
 
 @dataclass(frozen=True)
@@ -61,7 +68,8 @@ class Zone:
     vcpus_needed: int = 0
     vcpus_free: float | None = None
     quota_fix: str = ""  # the quota-increase command when the free vCPUs are short
-    spot_score: int | None = None
+    spot_score: int | None = None  # the family's Spot placement score in this AZ (spot_types)
+    spot_quota_vcpus: float | None = None  # the family's Spot vCPU quota in the region
     reservations: tuple[str, ...] = ()  # open ODCRs in this AZ with room for the count
     blocks: tuple[dict, ...] = ()  # Capacity Block offerings: start, hours, upfront fee
     usd_per_hour: float | None = None  # On-Demand, one instance
@@ -74,24 +82,62 @@ class Zone:
         return None if self.vcpus_free is None else self.vcpus_free >= self.vcpus_needed
 
     @property
+    def spot_capped(self) -> bool | None:
+        """The Spot quota is below the vCPUs asked, so EC2 scored against a lower target than the count."""
+        return None if self.spot_quota_vcpus is None else self.spot_quota_vcpus < self.vcpus_needed
+
+    @property
+    def spot_counts(self) -> bool:
+        """The score carries information: there is one, and the account's Spot quota does not cap it."""
+        return self.spot_score is not None and self.spot_capped is False
+
+    @property
     def usable(self) -> bool:
         """Offered, with EFA, and within the quota: `up` could create the nodes here if capacity exists."""
         return self.offered and self.efa is True and self.quota_ok is True
 
     def rank_key(self) -> tuple:
-        """Usable first; then a reservation or a passed probe, a failed probe last; then Spot score, price."""
+        """RANKING's order: usable first; a passed probe, then untried, a failed probe last; a reservation or a
+        Capacity Block; the Spot score where it counts; price; name."""
         probe = 0 if self.probe == PROBED else (2 if self.probe else 1)
         held = 0 if (self.reservations or self.blocks) else 1
+        spot = -(self.spot_score or 0) if self.spot_counts else 0
         price = self.usd_per_hour if self.usd_per_hour is not None else math.inf
-        return (not self.usable, probe, held, -(self.spot_score or 0), price, self.region, self.az)
+        return (not self.usable, probe, held, spot, price, self.region, self.az)
 
     def to_dict(self) -> dict[str, Any]:
         doc = asdict(self)
         doc.pop("region_azs")
-        return {**doc, "usable": self.usable, "quota_ok": self.quota_ok}
+        return {
+            **doc,
+            "usable": self.usable,
+            "quota_ok": self.quota_ok,
+            "spot_capped": self.spot_capped,
+            "spot_counts": self.spot_counts,
+        }
 
 
-def _code(e: Exception) -> str:
+RANKING = (
+    "usable (offered, EFA, On-Demand vCPU quota)",
+    "a probe that got capacity, then unprobed, a refused probe last",
+    "an open Capacity Reservation or Capacity Block",
+    "the Spot placement score where it counts (not capped by the Spot quota)",
+    "On-Demand price",
+    "region and AZ name",
+)
+
+
+@dataclass(frozen=True)
+class SpotSignal:
+    """The survey's Spot placement scores: (region, AZ id) -> score for the family ``types``; ``note`` says why
+    there are none."""
+
+    types: tuple[str, ...] = ()
+    scores: dict[tuple[str, str], int] = field(default_factory=dict)
+    note: str = ""
+
+
+def error_code(e: Exception) -> str:
     if isinstance(e, ClientError):
         return e.response.get("Error", {}).get("Code", "ClientError")
     return type(e).__name__
@@ -103,15 +149,37 @@ def az_names(ec2: Any) -> dict[str, str]:
     return {z["ZoneId"]: z["ZoneName"] for z in zones}
 
 
-def spot_scores(ec2: Any, instance_type: str, count: int, region: str, ids: dict[str, str]) -> dict[str, int]:
-    """AZ name -> Spot placement score (1 to 10) for ``count`` instances in one AZ."""
-    resp = ec2.get_spot_placement_scores(
-        InstanceTypes=[instance_type], TargetCapacity=count, SingleAvailabilityZone=True, RegionNames=[region]
-    )
-    return {
-        ids.get(s.get("AvailabilityZoneId", ""), s.get("AvailabilityZoneId", "")): int(s["Score"])
-        for s in resp.get("SpotPlacementScores", [])
-    }
+def spot_types(instance_type: str) -> tuple[str, ...]:
+    """``instance_type`` and the catalog's comparable types: EFA, the same number of GPUs (the job fits each)."""
+    spec = instance_spec(instance_type)
+    others = [
+        t
+        for t in known_instance_types()
+        if t != instance_type and instance_spec(t).efa_supported and instance_spec(t).gpus == spec.gpus
+    ]
+    return (instance_type, *others)
+
+
+def spot_signal(ec2: Any, instance_type: str, count: int, regions: Sequence[str]) -> SpotSignal:
+    """The family's Spot placement scores, one AZ each, for every region of the survey: one call per ten regions."""
+    types = spot_types(instance_type)
+    if len(types) < SPOT_MIN_TYPES:
+        return SpotSignal(types, note=f"not asked: fewer than {SPOT_MIN_TYPES} comparable types ({', '.join(types)})")
+    scores: dict[tuple[str, str], int] = {}
+    try:
+        for i in range(0, len(regions), SPOT_REGIONS_PER_CALL):
+            pages = ec2.get_paginator("get_spot_placement_scores").paginate(
+                InstanceTypes=list(types),
+                TargetCapacity=count,
+                SingleAvailabilityZone=True,
+                RegionNames=list(regions[i : i + SPOT_REGIONS_PER_CALL]),
+            )
+            for page in pages:
+                for sc in page.get("SpotPlacementScores", []):
+                    scores[(sc.get("Region", ""), sc.get("AvailabilityZoneId", ""))] = int(sc["Score"])
+    except (ClientError, BotoCoreError) as e:
+        return SpotSignal(types, note=f"Spot placement score: {error_code(e)}")
+    return SpotSignal(types, scores)
 
 
 def open_reservations(ec2: Any, instance_type: str, count: int) -> dict[str, list[str]]:
@@ -127,12 +195,13 @@ def open_reservations(ec2: Any, instance_type: str, count: int) -> dict[str, lis
 
 
 def block_offerings(ec2: Any, instance_type: str, count: int) -> dict[str, list[dict]]:
-    """AZ -> Capacity Block offerings of ``count`` instances for BLOCK_HOURS: start, hours, upfront fee."""
-    resp = ec2.describe_capacity_block_offerings(
+    """AZ -> Capacity Block offerings of ``count`` instances for BLOCK_HOURS: start, hours, upfront fee (every page:
+    EC2 pages the offerings with NextToken)."""
+    pages = ec2.get_paginator("describe_capacity_block_offerings").paginate(
         InstanceType=instance_type, InstanceCount=count, CapacityDurationHours=BLOCK_HOURS
     )
     found: dict[str, list[dict]] = {}
-    for o in resp.get("CapacityBlockOfferings", []):
+    for o in (o for page in pages for o in page.get("CapacityBlockOfferings", [])):
         found.setdefault(o["AvailabilityZone"], []).append(
             {
                 "id": o.get("CapacityBlockOfferingId"),
@@ -145,18 +214,45 @@ def block_offerings(ec2: Any, instance_type: str, count: int) -> dict[str, list[
     return found
 
 
+def ranking_lines(zones: Sequence[Zone]) -> list[str]:
+    """The ranking's order and why, as printed under the table."""
+    capped = sorted(
+        {
+            f"{z.region} ({z.spot_quota_vcpus:g} < {z.vcpus_needed} vCPUs)"
+            for z in zones
+            if z.spot_capped and z.spot_score is not None
+        }
+    )
+    unknown = sorted({z.region for z in zones if z.spot_score is not None and z.spot_capped is None})
+    lines = ["ranked by: " + "; ".join(f"({i}) {what}" for i, what in enumerate(RANKING, 1))]
+    if capped:
+        lines.append(
+            f"Spot scores left out of the ranking in {', '.join(capped)}: the account's Spot vCPU quota is below "
+            "the vCPUs asked, and EC2 limits a new account's score target by its Spot limit"
+        )
+    if unknown:
+        lines.append(f"Spot scores left out of the ranking in {', '.join(unknown)}: the Spot quota could not be read")
+    if not any(z.spot_counts for z in zones):
+        lines.append("no Spot score counts here: the order below the reservations is by price and name")
+    return lines
+
+
 def _optional(what: str, notes: list[str], call: Callable[[], Any], empty: Any) -> Any:
     """``call()``, or ``empty`` with a note naming what could not be read and why."""
     try:
         return call()
     except (ClientError, BotoCoreError) as e:
-        notes.append(f"{what}: {_code(e)}")
+        notes.append(f"{what}: {error_code(e)}")
         return empty
 
 
-def survey_region(c: RegionClients, pricing: Any, instance_type: str, count: int, region: str) -> list[Zone]:
-    """Every AZ of ``region`` that offers ``instance_type``, with what EC2 says about ``count`` of them there."""
+def survey_region(
+    c: RegionClients, pricing: Any, instance_type: str, count: int, region: str, spot: SpotSignal = SpotSignal()
+) -> list[Zone]:
+    """Every AZ of ``region`` that offers ``instance_type``, with what EC2 says about ``count`` of them there
+    (``spot``: the survey's Spot placement scores)."""
     ids = az_names(c.ec2)
+    az_id = {name: zone_id for zone_id, name in ids.items()}
     all_azs = tuple(sorted(ids.values()))
     offered = sorted(offered_azs(c.ec2, instance_type))
     if not offered:
@@ -166,7 +262,11 @@ def survey_region(c: RegionClients, pricing: Any, instance_type: str, count: int
     vcpus = int(info["VCpuInfo"]["DefaultVCpus"]) if info else 0
     finding, need, free = check_quota(c.quotas, c.ec2, instance_type, vcpus, count, region)
     notes: list[str] = [] if free is not None else [finding.detail]
-    scores = _optional("Spot placement score", notes, lambda: spot_scores(c.ec2, instance_type, count, region, ids), {})
+    if spot.note:
+        notes.append(spot.note)
+    spot_quota = None
+    if spot.scores and spot_quota_for(instance_type):
+        spot_quota = _optional("Spot quota", notes, lambda: spot_quota_vcpus(c.quotas, instance_type), None)
     held = _optional("capacity reservations", notes, lambda: open_reservations(c.ec2, instance_type, count), {})
     blocks: dict[str, list[dict]] = {}
     if capacity_block_eligible(instance_type):
@@ -183,7 +283,8 @@ def survey_region(c: RegionClients, pricing: Any, instance_type: str, count: int
             vcpus_needed=need,
             vcpus_free=free,
             quota_fix=finding.fix,
-            spot_score=scores.get(az),
+            spot_score=spot.scores.get((region, az_id.get(az, ""))),
+            spot_quota_vcpus=spot_quota,
             reservations=tuple(held.get(az, ())),
             blocks=tuple(blocks.get(az, ())),
             usd_per_hour=price,
@@ -203,14 +304,16 @@ def survey(
     on_region: Callable[[str], None] = lambda region: None,
     workers: int = 8,
 ) -> list[Zone]:
-    """``survey_region`` over ``regions`` in parallel, ranked best first; a region that cannot be read is one row
-    saying why (an opt-in region without opt-in answers AuthFailure, for example)."""
+    """``survey_region`` over ``regions`` in parallel, ranked best first, after one Spot placement score survey of
+    all of them; a region that cannot be read is one row saying why (an opt-in region without opt-in answers
+    AuthFailure, for example)."""
+    spot = spot_signal(clients_for(regions[0]).ec2, instance_type, count, regions) if regions else SpotSignal()
 
     def one(region: str) -> list[Zone]:
         try:
-            return survey_region(clients_for(region), pricing, instance_type, count, region)
+            return survey_region(clients_for(region), pricing, instance_type, count, region, spot)
         except (ClientError, BotoCoreError) as e:
-            return [Zone(region, "", False, notes=(f"region {region} could not be read: {_code(e)}",))]
+            return [Zone(region, "", False, notes=(f"region {region} could not be read: {error_code(e)}",))]
 
     zones: list[Zone] = []
     with ThreadPoolExecutor(max_workers=max(1, min(workers, len(regions)))) as pool:
@@ -228,88 +331,6 @@ def rank(zones: Sequence[Zone]) -> list[Zone]:
 def next_az(zones: Sequence[Zone], region: str, avoid: str) -> str | None:
     """The best-ranked usable AZ of ``region`` other than ``avoid``."""
     return next((z.az for z in rank(zones) if z.usable and z.region == region and z.az != avoid), None)
-
-
-# ---- --probe: a targeted reservation per candidate AZ, cancelled at once ------------------------------------
-PROBED = "capacity now"
-HELD_SIGNALS = (signal.SIGINT, signal.SIGTERM)
-
-
-@contextmanager
-def _signals_held():
-    """SIGINT and SIGTERM wait while reservations are cancelled, so a second Ctrl-C cannot leave one behind
-    (only the main thread may set handlers; elsewhere nothing changes)."""
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
-    pending: list[int] = []
-    previous = {s: signal.signal(s, lambda signum, frame: pending.append(signum)) for s in HELD_SIGNALS}
-    try:
-        yield
-    finally:
-        for s, handler in previous.items():
-            signal.signal(s, handler)
-        if pending:
-            raise KeyboardInterrupt
-
-
-def cancel_all(created: list[tuple[Any, str, str]], say: Callable[[str], None]) -> list[str]:
-    """Cancel every reservation in ``created`` (emptying it); the commands for any EC2 refused to cancel."""
-    left = []
-    with _signals_held():
-        while created:
-            ec2, region, cr = created.pop()
-            try:
-                ec2.cancel_capacity_reservation(CapacityReservationId=cr)
-                say(f"cancelled probe reservation {cr} in {region}")
-            except (ClientError, BotoCoreError) as e:
-                left.append(f"aws ec2 cancel-capacity-reservation --capacity-reservation-id {cr} --region {region}")
-                say(f"probe reservation {cr} in {region} NOT cancelled ({_code(e)}): {left[-1]}")
-    return left
-
-
-def probe(
-    zones: Sequence[Zone],
-    ec2_for: Callable[[str], Any],
-    instance_type: str,
-    count: int,
-    say: Callable[[str], None] = lambda s: None,
-) -> list[Zone]:
-    """For each usable zone: create a targeted On-Demand Capacity Reservation of ``count`` instances and cancel it
-    at once; the zone's ``probe`` says "capacity now" or EC2's error code (InsufficientInstanceCapacity). Every
-    reservation made is cancelled on any exit, Ctrl-C included; DriverError lists any that EC2 would not cancel.
-    """
-    created: list[tuple[Any, str, str]] = []
-    left: list[str] = []
-    out: list[Zone] = []
-    try:
-        for z in zones:
-            if not z.usable:
-                out.append(z)
-                continue
-            ec2 = ec2_for(z.region)
-            try:
-                with _signals_held():  # the id must be recorded before a Ctrl-C can land
-                    cr = ec2.create_capacity_reservation(
-                        InstanceType=instance_type,
-                        InstancePlatform="Linux/UNIX",
-                        AvailabilityZone=z.az,
-                        InstanceCount=count,
-                        InstanceMatchCriteria="targeted",
-                        EndDateType="unlimited",
-                    )["CapacityReservation"]["CapacityReservationId"]
-                    created.append((ec2, z.region, cr))
-            except (ClientError, BotoCoreError) as e:
-                out.append(replace(z, probe=_code(e)))
-                continue
-            say(f"probe {z.az}: reservation {cr} of {count} x {instance_type} created")
-            left += cancel_all(created, say)
-            out.append(replace(z, probe=PROBED))
-    finally:
-        left += cancel_all(created, say)
-    if left:
-        raise DriverError(f"probe reservations EC2 did not cancel (they are billed until cancelled): {'; '.join(left)}")
-    return rank(out)
 
 
 # ---- `up`: a GPU node group stuck in CREATING for want of capacity ------------------------------------------
@@ -401,11 +422,14 @@ def up_watch(target: Any, interval: float = 60.0) -> UpWatch:
 
 
 # ---- --write-stack ----------------------------------------------------------------------------------------
-def stack_file_text(name: str, zone: Zone, instance_type: str, count: int) -> str:
-    """``Pulumi.<name>.yaml`` for ``zone``: the region, two AZs for the control plane (the GPU AZ first), the GPU
-    AZ, type and count, and the zone's open reservation when it has one."""
-    others = [az for az in zone.region_azs if az != zone.az]
-    azs = [zone.az, *others[:1]]
+def stack_file_text(name: str, zone: Zone, instance_type: str, count: int, system_azs: Collection[str]) -> str | None:
+    """``Pulumi.<name>.yaml`` for ``zone``: the region, two AZs for the control plane (the GPU AZ first, then one
+    of ``system_azs``, those that offer the system node type), the GPU AZ, type and count, and the zone's open
+    reservation when it has one; None when no other AZ offers the system node type."""
+    others = [az for az in zone.region_azs if az != zone.az and az in system_azs]
+    if not others:
+        return None
+    azs = [zone.az, others[0]]
     lines = [
         f"# Stack {name}: {count} x {instance_type} in {zone.az}, chosen by `python -m automation capacity`.",
         "config:",

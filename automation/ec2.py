@@ -12,11 +12,21 @@ from botocore.exceptions import BotoCoreError, ClientError
 
 from automation.pipeline import Finding
 
-# The On-Demand vCPU quota that covers an instance family (EC2's "Running On-Demand ... instances").
+# The On-Demand vCPU quota that covers an instance family (EC2's "Running On-Demand ... instances"), by the
+# letters before the generation digit. The codes and titles are Service Quotas' own (`aws service-quotas
+# list-service-quotas --service-code ec2`, as published listings of it show them, read 2026-12-06); gr6 is a G
+# instance, so it counts under G and VT, and trn, inf and dl each have a quota of their own.
 QUOTA_BY_FAMILY = {
     "g": ("L-DB2E81BA", "Running On-Demand G and VT instances"),
+    "gr": ("L-DB2E81BA", "Running On-Demand G and VT instances"),
     "vt": ("L-DB2E81BA", "Running On-Demand G and VT instances"),
     "p": ("L-417A185B", "Running On-Demand P instances"),
+    "trn": ("L-2C3B7624", "Running On-Demand Trn instances"),
+    "inf": ("L-1945791B", "Running On-Demand Inf instances"),
+    "dl": ("L-6E869C2A", "Running On-Demand DL instances"),
+    "f": ("L-74FC7D96", "Running On-Demand F instances"),
+    "x": ("L-7295265B", "Running On-Demand X instances"),
+    "hpc": ("L-F7808C92", "Running On-Demand HPC instances"),
 }
 STANDARD_QUOTA = ("L-1216C47A", "Running On-Demand Standard (A, C, D, H, I, M, R, T, Z) instances")
 
@@ -34,6 +44,32 @@ def family(instance_type: str) -> str:
 
 def quota_for(instance_type: str) -> tuple[str, str]:
     return QUOTA_BY_FAMILY.get(family(instance_type), STANDARD_QUOTA)
+
+
+# The Spot vCPU quota of a family ("All ... Spot Instance Requests", Service Quotas for EC2; the codes as the EC2
+# user guide's "Spot Instance quotas" and `aws service-quotas list-service-quotas --service-code ec2` name them,
+# https://docs.aws.amazon.com/AWSEC2/latest/UserGuide/using-spot-limits.html). A new account's is often 0.
+SPOT_QUOTA_BY_FAMILY = {
+    "g": ("L-3819A6DF", "All G and VT Spot Instance Requests"),
+    "gr": ("L-3819A6DF", "All G and VT Spot Instance Requests"),
+    "vt": ("L-3819A6DF", "All G and VT Spot Instance Requests"),
+    "p": ("L-7212CCBC", "All P Spot Instance Requests"),
+    "trn": ("L-6B0D517C", "All Trn Spot Instance Requests"),
+    "inf": ("L-B5D1601B", "All Inf Spot Instance Requests"),
+}
+
+
+def spot_quota_for(instance_type: str) -> tuple[str, str] | None:
+    """The Spot vCPU quota covering the type's family, or None for a family not listed here."""
+    return SPOT_QUOTA_BY_FAMILY.get(family(instance_type))
+
+
+def spot_quota_vcpus(quotas: Any, instance_type: str) -> float | None:
+    """The account's Spot vCPU quota for the type's family in the client's region (None: no quota known here)."""
+    found = spot_quota_for(instance_type)
+    if found is None:
+        return None
+    return float(quotas.get_service_quota(ServiceCode="ec2", QuotaCode=found[0])["Quota"]["Value"])
 
 
 def aws_error(e: Exception) -> str:

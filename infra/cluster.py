@@ -1,5 +1,5 @@
-"""Cluster component: the EKS control plane (pulumi-eks), its KMS key, the nodes' IAM role,
-the system managed node group, and the Kubernetes provider built from the kubeconfig."""
+"""Cluster component: the EKS control plane (pulumi-eks), its KMS key and control-plane log group, the nodes' IAM
+role, the system managed node group, and the Kubernetes provider built from the kubeconfig."""
 
 from __future__ import annotations
 
@@ -24,6 +24,12 @@ NODE_POLICY_ARNS = (
 # EKS's managed access policy for cluster-admin, associated cluster-wide to each admin role
 # (https://docs.aws.amazon.com/eks/latest/userguide/access-policy-permissions.html).
 CLUSTER_ADMIN_POLICY_ARN = "arn:aws:eks::aws:cluster-access-policy/AmazonEKSClusterAdminPolicy"
+
+
+def control_plane_log_group_name(cluster_name: str) -> str:
+    """The log group EKS sends a cluster's control-plane logs to, and creates, with no retention, if none exists
+    (https://docs.aws.amazon.com/eks/latest/userguide/control-plane-logs.html)."""
+    return f"/aws/eks/{cluster_name}/cluster"
 
 
 def node_assume_role_policy() -> str:
@@ -103,9 +109,16 @@ class Cluster(pulumi.ComponentResource):
         )
 
     def _control_plane(self, name: str, args: ClusterArgs) -> eks.Cluster:
-        """The EKS control plane (pulumi-eks) with its own KMS key for envelope encryption of secrets."""
+        """The EKS control plane (pulumi-eks) with its own KMS key for envelope encryption of secrets, and its log
+        group with the stack's retention, created first so EKS finds it instead of making one that never expires."""
         child = pulumi.ResourceOptions(parent=self)
         c = args.cluster
+        logs = aws.cloudwatch.LogGroup(
+            f"{name}-control-plane-logs",
+            name=control_plane_log_group_name(c.name),
+            retention_in_days=c.log_retention_days,
+            opts=child,
+        )
         key = aws.kms.Key(
             f"{name}-secrets-key",
             description=f"Envelope encryption of Kubernetes secrets in EKS cluster {c.name}",
@@ -142,7 +155,9 @@ class Cluster(pulumi.ComponentResource):
             # kube-proxy likewise (kubeProxyVersion): pulumi-eks manages it as an add-on and takes the newest
             # without a version (https://docs.aws.amazon.com/eks/latest/userguide/managing-kube-proxy.html).
             kube_proxy_addon_options=eks.KubeProxyAddonOptionsArgs(version=c.kube_proxy_version),
-            opts=child,
+            # No data links the two: the SDK registers the component (and so its inner cluster) only once the log
+            # group's registration returns, i.e. once it exists (Terraform's aws_eks_cluster guide orders them alike).
+            opts=pulumi.ResourceOptions(parent=self, depends_on=[logs]),
         )
 
     def _system_node_group(

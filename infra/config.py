@@ -57,6 +57,7 @@ from infra.config_schema import (
     keys_of,
     known_instance,
     kubernetes_version,
+    log_retention_days,
     log_types,
     memory_gib,
     memory_quantity,
@@ -207,6 +208,14 @@ class ClusterConfig(Section):
         ("api", "audit", "authenticator"),
         "EKS control-plane log types sent to CloudWatch (api, audit, authenticator, controllerManager, scheduler).",
         log_types,
+    )
+    log_retention_days: int = key(
+        "controlPlaneLogRetentionDays",
+        30,
+        "Days CloudWatch keeps the control-plane logs: the stack creates the log group /aws/eks/<clusterName>/cluster "
+        "with this retention before the cluster (EKS would otherwise create it with none, kept forever) and "
+        "`destroy` deletes it with its logs (https://docs.aws.amazon.com/eks/latest/userguide/control-plane-logs.html).",
+        log_retention_days,
     )
     admin_role_arns: tuple[str, ...] = key(
         "clusterAdminRoleArns",

@@ -206,6 +206,16 @@ def log_types(key: str, value: tuple[str, ...]) -> None:
         raise ConfigError(f"{key} {bad!r} unknown: use some of {list(CONTROL_PLANE_LOG_TYPES)}")
 
 
+# CloudWatch Logs accepts only these retention periods (PutRetentionPolicy's retentionInDays, botocore's logs model).
+LOG_RETENTION_DAYS = (1, 3, 5, 7, 14, 30, 60, 90, 120, 150, 180, 365, 400, 545, 731, 1096, 1827, 2192, 2557, 2922)
+LOG_RETENTION_DAYS += (3288, 3653)
+
+
+def log_retention_days(key: str, value: int) -> None:
+    if value not in LOG_RETENTION_DAYS:
+        raise ConfigError(f"{key} {value} is not a CloudWatch Logs retention period: use one of {LOG_RETENTION_DAYS}")
+
+
 def kubernetes_version(key: str, value: str) -> None:
     if not _K8S_VERSION.fullmatch(value) or int(value.split(".")[1]) < 30:
         raise ConfigError(

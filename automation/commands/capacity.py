@@ -5,6 +5,7 @@
     python -m automation capacity --instance-type g6.12xlarge --count 2 --all-regions --json
     python -m automation capacity --instance-type g6.12xlarge --count 2 --probe         # asks first
     python -m automation capacity --instance-type g6.12xlarge --count 2 --write-stack east1  # Pulumi.east1.yaml
+    python -m automation capacity --cleanup       # cancel probe reservations a killed --probe left, every region
 
 Without --regions or --all-regions it looks in the regions of the project's Pulumi.<stack>.yaml files.
 Every flag is checked before any AWS call; no credentials is one line and exit 2, as for the other commands.
@@ -22,18 +23,32 @@ from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
 from rich.table import Table
 
-from automation.capacity import RegionClients, Zone, probe, stack_file_text, survey
+from automation.capacity import RegionClients, Zone, ranking_lines, spot_types, stack_file_text, survey
+from automation.capacity_probe import cleanup, probe
+from automation.ec2 import offered_azs, spot_quota_for
 from automation.errors import DriverError
 from automation.targets.aws import check_aws_files
 from automation.ui import tty_confirm
 from infra.catalog import known_instance_types
-from infra.config import GpuNodesConfig, read_stack_file
+from infra.config import GpuNodesConfig, SystemNodesConfig, read_stack_file
 from infra.config_files import known_regions, known_stacks
 from infra.config_schema import MAX_NODES_PER_MANAGED_NODE_GROUP, close_match
 from infra.eks_facts import CAPACITY_BLOCKS_GUIDE, capacity_block_eligible
 
 HELP = "rank regions and AZs by how likely N instances of an EFA GPU type are to be had (offer, quota, signals)"
-COLUMNS = ("#", "region", "AZ", "offered", "EFA", "vCPU free/need", "spot", "reservations", "blocks", "$/h", "probe")
+COLUMNS = (
+    "#",
+    "region",
+    "AZ",
+    "offered",
+    "EFA",
+    "vCPU free/need",
+    "spot (family)",
+    "reservations",
+    "blocks",
+    "$/h",
+    "probe",
+)
 _STACK_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,99}$")
 
 
@@ -51,6 +66,11 @@ def add_parser(sub: Any, parents: list[argparse.ArgumentParser]) -> None:
     where.add_argument("--all-regions", action="store_true", help="every region the account has enabled")
     p.add_argument("--probe", action="store_true", help="create and cancel at once a targeted reservation per AZ")
     p.add_argument("--yes", action="store_true", help="--probe without asking")
+    p.add_argument(
+        "--cleanup",
+        action="store_true",
+        help="cancel the probe reservations an interrupted --probe left (every enabled region unless --regions)",
+    )
     p.add_argument("--write-stack", metavar="NAME", help="write Pulumi.NAME.yaml for the best-ranked usable AZ")
 
 
@@ -68,6 +88,8 @@ def check_args(args: argparse.Namespace) -> list[str] | None:
             f"--count {args.count} is outside 1..{MAX_NODES_PER_MANAGED_NODE_GROUP} (nodes per managed node group)",
             exit_code=2,
         )
+    if args.cleanup and (args.probe or args.write_stack is not None):
+        raise DriverError("--cleanup only cancels probe reservations: run --probe or --write-stack apart", exit_code=2)
     if args.write_stack is not None:
         path = Path(args.project_dir) / f"Pulumi.{args.write_stack}.yaml"
         if not _STACK_NAME.fullmatch(args.write_stack):
@@ -76,8 +98,8 @@ def check_args(args: argparse.Namespace) -> list[str] | None:
             )
         if path.exists():
             raise DriverError(f"--write-stack {args.write_stack}: {path.name} exists; pick another name", exit_code=2)
-    if args.all_regions:
-        return None
+    if args.all_regions or (args.cleanup and not args.regions):
+        return None  # --cleanup looks in every enabled region: a probe may have run with any --regions
     regions = [r for item in (args.regions or []) for r in item.split(",") if r]
     if not regions:
         return default_regions(Path(args.project_dir))
@@ -117,6 +139,8 @@ def run(args: argparse.Namespace, ui: Any, session: Any = None, confirm=tty_conf
     if regions is None:
         answer = session.client("ec2", region_name="us-east-1").describe_regions()
         regions = sorted(r["RegionName"] for r in answer["Regions"])
+    if args.cleanup:
+        return _cleanup(ui, session, regions, args.json)
     pricing = session.client("pricing", region_name="us-east-1")  # the Pricing API's endpoint
 
     def clients_for(region: str) -> RegionClients:
@@ -126,8 +150,24 @@ def run(args: argparse.Namespace, ui: Any, session: Any = None, confirm=tty_conf
     zones = _survey_with_bar(ui, regions, clients_for, pricing, args)
     if args.probe:
         zones = _probe(ui, zones, session, args, confirm)
-    written = _write_stack(args, zones)
+    written = _write_stack(args, zones, session)
     _show(ui, args, zones, written)
+    return 0
+
+
+def _cleanup(ui: Any, session: Any, regions: list[str], as_json: bool) -> int:
+    """``regions`` searched for this tool's probe reservations, each found cancelled."""
+    said: list[str] = []
+
+    def say(line: str) -> None:
+        said.append(line)
+        ui.note(line)
+
+    cleanup(regions, lambda region: session.client("ec2", region_name=region), say)
+    if as_json:
+        ui.emit_json({"regions": regions, "said": said})
+    else:
+        ui.note(f"no probe reservation is left in {len(regions)} region(s)")
     return 0
 
 
@@ -163,19 +203,26 @@ def _probe(ui: Any, zones: list[Zone], session: Any, args: argparse.Namespace, c
     return probe(zones, ec2_for, args.instance_type, args.count, say=ui.note)
 
 
-def _write_stack(args: argparse.Namespace, zones: list[Zone]) -> Path | None:
+def _write_stack(args: argparse.Namespace, zones: list[Zone], session: Any) -> Path | None:
+    """Pulumi.NAME.yaml for the best usable AZ, its second AZ one that offers the system node type (the system node
+    group spans both AZs' private subnets)."""
     if args.write_stack is None:
         return None
     best = next((z for z in zones if z.usable), None)
     if best is None:
         raise DriverError(f"--write-stack {args.write_stack}: no usable AZ was found, so no stack was written")
+    system = SystemNodesConfig.instance_type
+    system_azs = offered_azs(session.client("ec2", region_name=best.region), system)
+    text = stack_file_text(args.write_stack, best, args.instance_type, args.count, system_azs)
+    if text is None:
+        raise DriverError(
+            f"--write-stack {args.write_stack}: no AZ of {best.region} but {best.az} offers the system node type "
+            f"{system} ({SystemNodesConfig.keyname('instance_type')}), and the control plane needs two AZs; "
+            "try another region with --regions"
+        )
     path = Path(args.project_dir) / f"Pulumi.{args.write_stack}.yaml"
-    path.write_text(stack_file_text(args.write_stack, best, args.instance_type, args.count))
+    path.write_text(text)
     return path
-
-
-def _cell(value: Any, unknown: str = "?") -> str:
-    return unknown if value is None else str(value)
 
 
 def _show(ui: Any, args: argparse.Namespace, zones: list[Zone], written: Path | None) -> None:
@@ -193,6 +240,8 @@ def _show(ui: Any, args: argparse.Namespace, zones: list[Zone], written: Path | 
                 "zones": [z.to_dict() for z in zones],
                 "quota_increase": fixes,
                 "capacity_blocks": blocks_note or "eligible",
+                "spot_types": list(spot_types(args.instance_type)),
+                "ranking": ranking_lines(zones),
                 "written": str(written) if written else None,
             }
         )
@@ -210,6 +259,15 @@ def _show(ui: Any, args: argparse.Namespace, zones: list[Zone], written: Path | 
         ui.note(f"quota short: {fix}")
     if blocks_note:
         ui.note(blocks_note)
+    quota = spot_quota_for(args.instance_type)
+    ui.note(
+        f"spot (family): EC2's Spot placement score for any of {', '.join(spot_types(args.instance_type))} "
+        "(at least three types, as EC2 asks), one AZ each; 'capped': the "
+        + (f"'{quota[1]}' quota ({quota[0]})" if quota else "Spot vCPU quota")
+        + " is below the vCPUs asked"
+    )
+    for line in ranking_lines(zones):
+        ui.note(line)
     if written:
         ui.note(f"wrote {written}: `python -m automation preflight --stack {args.write_stack}` checks it")
 
@@ -225,9 +283,17 @@ def _row(i: int, z: Zone) -> tuple[str, ...]:
         "yes" if z.offered else "no",
         {True: "yes", False: "no", None: "?"}[z.efa],
         free,
-        _cell(z.spot_score),
+        _spot_cell(z),
         ", ".join(z.reservations) or "-",
         blocks or "-",
         price,
         z.probe or "-",
     )
+
+
+def _spot_cell(z: Zone) -> str:
+    if z.spot_score is None:
+        return "-"
+    if z.spot_capped:
+        return f"{z.spot_score} capped"
+    return str(z.spot_score) if z.spot_capped is False else f"{z.spot_score} quota?"

@@ -433,6 +433,48 @@ def check_addon_version(eks: Any, addon: str, key: str, version: str, kubernetes
     return Finding(check, "pass", f"{version} is offered for Kubernetes {kubernetes_version}")
 
 
+# EKS's control-plane price per cluster hour (https://aws.amazon.com/eks/pricing/, read 2026-12-06): $0.10 in
+# standard support, $0.60 in extended support; a version past extended support cannot be created.
+EKS_USD_PER_HOUR = {"STANDARD_SUPPORT": 0.10, "EXTENDED_SUPPORT": 0.60}
+
+
+def check_kubernetes_version(eks: Any, version: str, region: str) -> Finding:
+    """kubernetesVersion is one EKS supports (DescribeClusterVersions): standard support passes, extended support
+    passes with its price, past support (or unknown to EKS) fails naming the versions in standard support."""
+    check = "Kubernetes version"
+    key = ClusterConfig.keyname("kubernetes_version", prefixed=True)
+    listing = (
+        f"aws eks describe-cluster-versions --region {region} --version-status STANDARD_SUPPORT "
+        "--query 'clusterVersions[].clusterVersion'"
+    )
+    if eks is None:
+        return Finding(check, "skip", f"{version} not checked: no EKS client")
+    try:
+        found = eks.describe_cluster_versions(clusterVersions=[version], includeAll=True).get("clusterVersions", [])
+    except (ClientError, BotoCoreError) as e:
+        return Finding(check, "skip", f"{version} not checked ({aws_error(e)}); EKS checks it at `up`", listing)
+    info = next((v for v in found if v.get("clusterVersion") == version), None)
+    status = (info or {}).get("versionStatus", "UNSUPPORTED")
+    if status not in EKS_USD_PER_HOUR:
+        return Finding(check, "fail", f"{version} is past EKS support in {region}", f"set {key} to one of: {listing}")
+    price = EKS_USD_PER_HOUR[status]
+    if status == "EXTENDED_SUPPORT":
+        standard = EKS_USD_PER_HOUR["STANDARD_SUPPORT"]
+        return Finding(
+            check,
+            "pass",
+            f"WARNING {version} is in EKS extended support until {_day(info.get('endOfExtendedSupportDate'))}: the "
+            f"control plane bills ${price:.2f}/h (${price * 24:.2f} a day) instead of ${standard:.2f}/h; set {key} "
+            f"to a version in standard support: {listing}",
+        )
+    end = _day(info.get("endOfStandardSupportDate"))
+    return Finding(check, "pass", f"{version} is in EKS standard support until {end} (${price:.2f}/h)")
+
+
+def _day(when: Any) -> str:
+    return when.date().isoformat() if hasattr(when, "date") else str(when or "?")
+
+
 def check_vpc_cni_version(eks: Any, version: str, kubernetes_version: str, region: str) -> Finding:
     """The vpc-cni row: vpcCniVersion is offered for kubernetesVersion."""
     return check_addon_version(
@@ -453,11 +495,15 @@ def _reservation_kind(cr: dict) -> str:
 
 
 def run_preflight(
-    cfg: StackConfig, clients: AwsClients, which: Callable[[str], str | None] = shutil.which
+    cfg: StackConfig,
+    clients: AwsClients,
+    which: Callable[[str], str | None] = shutil.which,
+    machine: Iterable[Finding] = (),
 ) -> StepResult:
-    """Every check, in order; the result fails if any row fails, and its data carries the AZ to use."""
+    """Every check, in order (``machine``: this machine's rows beside the AWS CLI's, e.g. the pulumi CLI's); the
+    result fails if any row fails, and its data carries the AZ to use."""
     g = cfg.gpu_nodes
-    rows: list[Finding] = [check_aws_cli(which)]
+    rows: list[Finding] = [check_aws_cli(which), *machine]
     cred, account = check_credentials(clients.sts)
     rows.append(cred)
     if account is None:
@@ -486,6 +532,7 @@ def run_preflight(
     rows.append(quota_row)
     rows.append(check_system_quota(cfg, clients))
     c = cfg.cluster
+    rows.append(check_kubernetes_version(clients.eks, c.kubernetes_version, cfg.region))
     rows.append(check_vpc_cni_version(clients.eks, c.vpc_cni_version, c.kubernetes_version, cfg.region))
     rows.append(check_kube_proxy_version(clients.eks, c.kube_proxy_version, c.kubernetes_version, cfg.region))
     rows.append(check_capacity_block_type(g.instance_type, g.capacity_block, cfg.stack))
@@ -543,7 +590,9 @@ def run_aws(target: AwsTarget, prior: Prior) -> StepResult:
     if note:
         target.note(note)
     c = target.deps.client
-    result = run_preflight(cfg, AwsClients(sts=c("sts"), ec2=c("ec2"), quotas=c("service-quotas"), eks=c("eks")))
+    machine = target.deps.pulumi_setup() if target.deps.pulumi_setup else ()
+    clients = AwsClients(sts=c("sts"), ec2=c("ec2"), quotas=c("service-quotas"), eks=c("eks"))
+    result = run_preflight(cfg, clients, machine=machine)
     facts = result.data
     if result.ok and facts is not None and facts.gpu_az and not cfg.gpu_nodes.availability_zone:
         chosen, s = facts.gpu_az, cfg.stack

@@ -26,12 +26,14 @@ from automation.pipeline import (
     Advice,
     ChangeSummary,
     Expectations,
+    Finding,
     PipelineResult,
     Prior,
     TrainOutcome,
     cluster_seen,
     expectations_from,
 )
+from automation.pulumi_setup import pulumi_rows
 from automation.pulumi_stack import PULUMI_MISSING, StackLike, outputs_dict, select_stack
 from automation.ray_head import submit_on_head
 from automation.run_files import collect_logs, fetch_run
@@ -56,6 +58,8 @@ class AwsDeps:
     kube: Callable[[dict], Any]  # kubeconfig dict -> KubeApi-like (reads + exec)
     confirm: Callable[[str], bool] = tty_confirm
     pricing: Callable[[], Any] | None = None
+    # preflight's rows for this machine's pulumi CLI, backend and passphrase (None: a stand-in stack, not checked)
+    pulumi_setup: Callable[[], list[Finding]] | None = None
 
     @classmethod
     def real(cls, cfg: Any, project_dir: Path) -> AwsDeps:
@@ -77,6 +81,7 @@ class AwsDeps:
             kube=KubeApi,
             # The Pricing API lives in us-east-1 whatever the stack's region.
             pricing=lambda: session.client("pricing", region_name="us-east-1"),
+            pulumi_setup=lambda: pulumi_rows(os.environ, Path.home(), project_dir, cfg.stack, shutil.which),
         )
 
 

@@ -23,7 +23,9 @@ from automation import cli
 from automation.capacity import (
     RegionClients,
     UpWatch,
-    probe,
+    Zone,
+    ranking_lines,
+    stack_file_text,
     stuck_line,
     survey,
     survey_region,
@@ -46,8 +48,6 @@ class Ec2:
             "get_spot_placement_scores",
             "describe_capacity_reservations",
             "describe_capacity_block_offerings",
-            "create_capacity_reservation",
-            "cancel_capacity_reservation",
         }
     )
 
@@ -60,24 +60,44 @@ class Ec2:
     def __getattr__(self, name):
         return getattr(self.stubbed if name in self.STUBBED else self.moto, name)
 
+    def get_paginator(self, name):
+        return (self.stubbed if name in self.STUBBED else self.moto).get_paginator(name)
 
-def quotas(value: float = 1000):
+
+def quotas(value: float = 1000, spot: float = 1000):
+    """Service Quotas answering the On-Demand "Running On-Demand G and VT instances" quota, then the Spot "All G and VT
+    Spot Instance Requests" quota (L-3819A6DF), both in vCPUs, in the order the survey asks them."""
     client = boto3.client("service-quotas", region_name=REGION)
     stub = Stubber(client)
-    stub.add_response("get_service_quota", {"Quota": {"ServiceCode": "ec2", "QuotaCode": "L-DB2E81BA", "Value": value}})
+    for code, v in (("L-DB2E81BA", value), ("L-3819A6DF", spot)):
+        quota = {"ServiceCode": "ec2", "QuotaCode": code, "Value": v}
+        stub.add_response("get_service_quota", {"Quota": quota}, {"ServiceCode": "ec2", "QuotaCode": code})
     stub.activate()
     return client
 
 
-def answer_signals(ec2: Ec2, scores: dict[str, int], reservations: list[dict] = ()) -> None:
-    ec2.stub.add_response(
-        "get_spot_placement_scores",
-        {
-            "SpotPlacementScores": [
-                {"Region": REGION, "AvailabilityZoneId": AZ_ID[az], "Score": s} for az, s in scores.items()
-            ]
-        },
-    )
+SPOT_ASK = {  # g6.12xlarge's family of comparable types: EFA, 4 GPUs (infra/data/instance_types.json)
+    "InstanceTypes": ["g6.12xlarge", "g5.12xlarge", "g6e.12xlarge"],
+    "TargetCapacity": 2,
+    "SingleAvailabilityZone": True,
+    "RegionNames": [REGION],
+}
+
+
+def answer_spot(ec2: Ec2, scores: dict[str, int], regions: tuple[str, ...] = (REGION,)) -> None:
+    """EC2's answer for the whole survey: the top AZs of every region asked, by AZ id."""
+    found = [{"Region": REGION, "AvailabilityZoneId": AZ_ID[az], "Score": s} for az, s in scores.items()]
+    ask = {**SPOT_ASK, "RegionNames": list(regions)}
+    ec2.stub.add_response("get_spot_placement_scores", {"SpotPlacementScores": found}, ask)
+
+
+def answer_signals(
+    ec2: Ec2, scores: dict[str, int] | None, reservations: list[dict] = (), regions: tuple[str, ...] = (REGION,)
+) -> None:
+    """The survey's calls in order: the Spot scores (``survey`` alone asks them, None: not asked), then the
+    region's reservations."""
+    if scores is not None:
+        answer_spot(ec2, scores, regions)
     ec2.stub.add_response("describe_capacity_reservations", {"CapacityReservations": list(reservations)})
 
 
@@ -91,6 +111,37 @@ def test_spot_score_ranks_the_usable_azs(moto_aws):
     zones = survey([REGION], lambda r: RegionClients(ec2, quotas()), None, G6, 2)
     assert [z.az for z in zones] == ["us-west-2b", "us-west-2c", "us-west-2a", "us-west-2d"], zones
     assert all(z.usable and z.efa and z.vcpus_needed == 96 for z in zones), zones
+
+
+NEW_ACCOUNT_SCORES = {"us-west-2a": 1, "us-west-2b": 9, "us-west-2c": 5, "us-west-2d": 3}
+
+
+def test_a_new_accounts_zero_spot_quota_takes_the_scores_out_of_the_ranking(moto_aws):
+    ec2 = Ec2()
+    answer_signals(ec2, NEW_ACCOUNT_SCORES)
+    zones = survey([REGION], lambda r: RegionClients(ec2, quotas(spot=0)), None, G6, 2)
+    got = [(z.az, z.spot_score, z.spot_capped) for z in zones]
+    assert got == [(az, s, True) for az, s in sorted(NEW_ACCOUNT_SCORES.items())], got
+
+
+def test_the_table_marks_capped_scores_and_says_why_the_order(moto_aws, tmp_path, capsys):
+    ec2 = Ec2()
+    answer_signals(ec2, NEW_ACCOUNT_SCORES)
+    rc = command.run(args_for(tmp_path, json=False), Ui(json_mode=False), session=Session(ec2, spot=0))
+    out = " ".join(capsys.readouterr().out.split())
+    expected = (
+        "'All G and VT Spot Instance Requests' quota (L-3819A6DF)",
+        "ranked by: (1) usable",
+        "Spot scores left out of the ranking in us-west-2 (0 < 96 vCPUs)",
+    )
+    assert rc == 0 and all(e in out for e in expected), out
+
+
+def test_an_uncapped_score_counts_and_the_ranking_says_so(moto_aws):
+    ec2 = Ec2()
+    answer_signals(ec2, {"us-west-2b": 9})
+    lines = ranking_lines(survey([REGION], lambda r: RegionClients(ec2, quotas(spot=96)), None, G6, 2))
+    assert lines == [lines[0]] and "(4) the Spot placement score where it counts" in lines[0], lines
 
 
 def test_an_open_reservation_with_room_ranks_first(moto_aws):
@@ -113,7 +164,7 @@ def test_an_open_reservation_with_room_ranks_first(moto_aws):
 
 def test_a_short_quota_makes_the_azs_unusable_and_prints_the_increase(moto_aws):
     ec2 = Ec2()
-    answer_signals(ec2, {})
+    answer_signals(ec2, None)
     zones = survey_region(RegionClients(ec2, quotas(48)), None, G6, 2, REGION)
     fix = zones[0].quota_fix
     assert not any(z.usable for z in zones), zones
@@ -122,10 +173,10 @@ def test_a_short_quota_makes_the_azs_unusable_and_prints_the_increase(moto_aws):
 
 def test_g6_asks_for_no_capacity_blocks_but_a_p5_does(moto_aws):
     ec2 = Ec2()
-    answer_signals(ec2, {})  # no describe_capacity_block_offerings answer: the stub fails if g6 asks
+    answer_signals(ec2, None)  # no describe_capacity_block_offerings answer: the stub fails if g6 asks
     survey_region(RegionClients(ec2, quotas()), None, G6, 2, REGION)
     ec2.stub.assert_no_pending_responses()
-    answer_signals(ec2, {})
+    answer_signals(ec2, None)
     start = datetime(2026, 12, 8, 11, 30, tzinfo=UTC)
     offering = {
         "CapacityBlockOfferingId": "cb-0123456789abcdef0",
@@ -142,11 +193,30 @@ def test_g6_asks_for_no_capacity_blocks_but_a_p5_does(moto_aws):
     assert zones["us-west-2b"].blocks[0]["upfront_fee"] == "1234.56", zones["us-west-2b"].blocks
 
 
+def test_capacity_block_offerings_are_read_from_every_page(moto_aws):
+    ec2 = Ec2()
+    answer_signals(ec2, None)
+    offering = {
+        "CapacityBlockOfferingId": "cb-0123456789abcdef1",
+        "InstanceType": "p5.48xlarge",
+        "AvailabilityZone": "us-west-2c",
+        "InstanceCount": 2,
+        "StartDate": datetime(2026, 12, 9, 11, 30, tzinfo=UTC),
+        "CapacityBlockDurationHours": 24,
+        "UpfrontFee": "2345.67",
+        "CurrencyCode": "USD",
+    }
+    ec2.stub.add_response("describe_capacity_block_offerings", {"CapacityBlockOfferings": [], "NextToken": "page2"})
+    ec2.stub.add_response("describe_capacity_block_offerings", {"CapacityBlockOfferings": [offering]})
+    zones = by_az(survey_region(RegionClients(ec2, quotas()), None, "p5.48xlarge", 2, REGION))
+    assert [b["id"] for b in zones["us-west-2c"].blocks] == ["cb-0123456789abcdef1"], zones["us-west-2c"]
+
+
 def test_a_signal_that_fails_is_a_note_not_a_failure(moto_aws):
     ec2 = Ec2()
     ec2.stub.add_client_error("get_spot_placement_scores", "UnauthorizedOperation", "not allowed")
     ec2.stub.add_response("describe_capacity_reservations", {"CapacityReservations": []})
-    zones = survey_region(RegionClients(ec2, quotas()), None, G6, 2, REGION)
+    zones = survey([REGION], lambda r: RegionClients(ec2, quotas()), None, G6, 2)
     assert zones[0].usable and zones[0].spot_score is None, zones[0]
     assert "Spot placement score: UnauthorizedOperation" in zones[0].notes, zones[0].notes
 
@@ -161,75 +231,23 @@ def test_a_region_that_cannot_be_read_is_one_row_saying_why(moto_aws):
             )
 
     ec2 = Ec2()
-    answer_signals(ec2, {"us-west-2a": 5})
+    answer_signals(ec2, {"us-west-2a": 5}, regions=(REGION, "me-south-1"))
     clients = {REGION: RegionClients(ec2, quotas()), "me-south-1": RegionClients(Refused(), None)}
     zones = survey([REGION, "me-south-1"], clients.__getitem__, None, G6, 2)
     assert zones[-1].region == "me-south-1" and "could not be read: AuthFailure" in zones[-1].notes[0], zones[-1]
     assert zones[0].az == "us-west-2a", "a readable region still ranks first"
 
 
-# ---- --probe ----------------------------------------------------------------------------------------------
-def usable_zones(ec2: Ec2):
-    answer_signals(ec2, {"us-west-2a": 9, "us-west-2b": 5})
-    return survey_region(RegionClients(ec2, quotas()), None, G6, 2, REGION)[:2]
-
-
-def created(cr: str) -> dict:
-    return {"CapacityReservation": {"CapacityReservationId": cr}}
-
-
-def test_probe_cancels_what_it_creates_and_ranks_capacity_now_first(moto_aws):
-    ec2 = Ec2()
-    zones = usable_zones(ec2)
-    ec2.stub.add_client_error("create_capacity_reservation", "InsufficientInstanceCapacity", "no capacity")
-    ec2.stub.add_response("create_capacity_reservation", created("cr-0123456789abcdef0"))
-    ec2.stub.add_response(
-        "cancel_capacity_reservation", {"Return": True}, {"CapacityReservationId": "cr-0123456789abcdef0"}
-    )
-    out = probe(zones, lambda r: ec2, G6, 2)
-    ec2.stub.assert_no_pending_responses()
-    assert [(z.az, z.probe) for z in out] == [
-        ("us-west-2b", "capacity now"),
-        ("us-west-2a", "InsufficientInstanceCapacity"),
-    ], out
-
-
-def test_ctrl_c_after_a_reservation_is_made_still_cancels_it(moto_aws):
-    ec2 = Ec2()
-    zones = usable_zones(ec2)
-    ec2.stub.add_response("create_capacity_reservation", created("cr-0123456789abcdef0"))
-    ec2.stub.add_response(
-        "cancel_capacity_reservation", {"Return": True}, {"CapacityReservationId": "cr-0123456789abcdef0"}
-    )
-
-    def interrupted(line: str) -> None:
-        if "created" in line:
-            raise KeyboardInterrupt
-
-    with pytest.raises(KeyboardInterrupt):
-        probe(zones, lambda r: ec2, G6, 2, say=interrupted)
-    ec2.stub.assert_no_pending_responses()  # the cancel was called
-
-
-def test_a_reservation_ec2_will_not_cancel_is_named_with_the_command(moto_aws):
-    ec2 = Ec2()
-    zones = usable_zones(ec2)[:1]
-    ec2.stub.add_response("create_capacity_reservation", created("cr-0123456789abcdef0"))
-    ec2.stub.add_client_error("cancel_capacity_reservation", "RequestLimitExceeded", "slow down")
-    with pytest.raises(DriverError, match="aws ec2 cancel-capacity-reservation --capacity-reservation-id cr-0123"):
-        probe(zones, lambda r: ec2, G6, 2)
-
-
 # ---- the command ------------------------------------------------------------------------------------------
 class Session:
-    def __init__(self, ec2: Ec2, quota: float = 1000):
-        self.ec2, self.quota = ec2, quota
+    def __init__(self, ec2: Ec2, quota: float = 1000, spot: float = 1000):
+        self.ec2, self.quota, self.spot = ec2, quota, spot
 
     def client(self, name, region_name=None):
         if name == "ec2":
             return self.ec2
         if name == "service-quotas":
-            return quotas(self.quota)
+            return quotas(self.quota, self.spot)
         pricing = boto3.client("pricing", region_name="us-east-1")
         stub = Stubber(pricing)
         stub.add_response("get_products", {"PriceList": []})  # the API has no price: the column says "?"
@@ -246,6 +264,7 @@ def args_for(project_dir, **kw) -> argparse.Namespace:
         probe=False,
         yes=False,
         write_stack=None,
+        cleanup=False,
         json=True,
         project_dir=project_dir,
     )
@@ -263,6 +282,17 @@ def test_write_stack_writes_a_stack_the_config_loader_accepts(moto_aws, tmp_path
         cfg = load_stack("found", tmp_path)
     got = (rc, cfg.region, cfg.gpu_nodes.availability_zone, cfg.gpu_nodes.node_count, cfg.network.azs[0])
     assert got == (0, REGION, "us-west-2c", 2, "us-west-2c"), f"got {got}; {doc['written']}"
+
+
+def test_write_stack_pairs_the_gpu_az_with_an_az_offering_the_system_node_type():
+    zone = Zone(REGION, "us-west-2a", True, region_azs=("us-west-2a", "us-west-2b", "us-west-2c"))
+    text = stack_file_text("found", zone, G6, 2, system_azs={"us-west-2a", "us-west-2c"})
+    assert "    - us-west-2a\n    - us-west-2c\n" in text, text
+
+
+def test_write_stack_writes_nothing_when_no_second_az_offers_the_system_node_type():
+    zone = Zone(REGION, "us-west-2a", True, region_azs=("us-west-2a", "us-west-2b"))
+    assert stack_file_text("found", zone, G6, 2, system_azs={"us-west-2a"}) is None
 
 
 def test_probe_is_refused_without_confirmation(moto_aws, tmp_path):
@@ -291,6 +321,7 @@ def test_no_credentials_is_one_line_and_exit_2(monkeypatch, tmp_path, capsys):
         (["--count", "0"], "--count 0 is outside 1..450"),
         (["--regions", "us-west-9"], "--regions 'us-west-9' is not an AWS region"),
         (["--write-stack", "us-west-2"], "Pulumi.us-west-2.yaml exists"),
+        (["--cleanup", "--probe"], "--cleanup only cancels probe reservations"),
     ],
 )
 def test_bad_input_is_refused_before_any_aws_call(argv, expected, capsys, monkeypatch):
@@ -348,30 +379,6 @@ def test_the_table_shows_the_ranked_azs_and_the_quota_increase(moto_aws, tmp_pat
     out = " ".join(capsys.readouterr().out.split())
     assert rc == 0 and "48/96" in out and "quota short: aws service-quotas request-service-quota-increase" in out, out
     assert "g6.12xlarge has no Capacity Blocks" in out, out
-
-
-def test_a_second_ctrl_c_while_cancelling_waits_until_the_reservation_is_cancelled(moto_aws):
-    """SIGINT during the cancel call is held: the cancel finishes, then the interrupt is raised."""
-    import os
-    import signal
-
-    class Ec2Calls:
-        def __init__(self):
-            self.cancelled: list[str] = []
-
-        def create_capacity_reservation(self, **kw):
-            return created("cr-0123456789abcdef0")
-
-        def cancel_capacity_reservation(self, CapacityReservationId):  # noqa: N803 - the API's argument name
-            os.kill(os.getpid(), signal.SIGINT)  # Ctrl-C lands while EC2 is cancelling
-            self.cancelled.append(CapacityReservationId)
-            return {"Return": True}
-
-    zones = usable_zones(Ec2())[:1]
-    ec2 = Ec2Calls()
-    with pytest.raises(KeyboardInterrupt):
-        probe(zones, lambda r: ec2, G6, 2)
-    assert ec2.cancelled == ["cr-0123456789abcdef0"], ec2.cancelled
 
 
 def test_the_up_watch_thread_says_it_within_its_interval():

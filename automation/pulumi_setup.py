@@ -1,0 +1,115 @@
+"""What the pulumi CLI needs on this machine before `preview` or `up`, read offline: the CLI on PATH, a state backend
+to keep the stack in, and, where the stack's secrets are encrypted with a passphrase, a way to give it.
+
+Each comes with the command that fixes it. Where Pulumi reads them (https://www.pulumi.com/docs/iac/cli/
+environment-variables/, https://www.pulumi.com/docs/iac/concepts/state-and-backends/, read 2026-12-06):
+- the backend: PULUMI_BACKEND_URL, else the project's ``backend.url`` in Pulumi.yaml, else the one ``pulumi login``
+  last chose (``current`` in ``$PULUMI_HOME/credentials.json``, ``~/.pulumi`` by default); Pulumi Cloud
+  (https://api.pulumi.com) needs an access token there or in PULUMI_ACCESS_TOKEN;
+- the passphrase: a self-managed backend (s3://, file://, gs://, azblob://) encrypts a stack's secrets with the
+  passphrase provider unless the stack file names another ``secretsprovider``; the CLI reads the passphrase from
+  PULUMI_CONFIG_PASSPHRASE or the file PULUMI_CONFIG_PASSPHRASE_FILE names, and otherwise asks on a terminal,
+  which the Automation API (``automation/pulumi_stack.py``) does not have.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Mapping
+from pathlib import Path
+
+import yaml
+
+from automation.pipeline import Finding
+
+PULUMI_CLOUD = "https://api.pulumi.com"
+INSTALL = "curl -fsSL https://get.pulumi.com | sh  (https://www.pulumi.com/docs/install/)"
+LOGIN_FIX = (
+    "pulumi login  (Pulumi Cloud, free for one user), or keep the state in your own bucket: "
+    "pulumi login s3://<bucket>  (or export PULUMI_BACKEND_URL=s3://<bucket>); `pulumi login --local` keeps it in "
+    "~/.pulumi on this machine only"
+)
+PASSPHRASE_FIX = (
+    "keep a passphrase in a file only you can read and point Pulumi at it: "
+    "umask 077 && openssl rand -base64 24 > ~/.pulumi-passphrase && "
+    "export PULUMI_CONFIG_PASSPHRASE_FILE=~/.pulumi-passphrase  (lose it and the stack's secrets are lost)"
+)
+
+
+def pulumi_home(env: Mapping[str, str], user_home: Path) -> Path:
+    return Path(env["PULUMI_HOME"]) if env.get("PULUMI_HOME") else user_home / ".pulumi"
+
+
+def _credentials(home: Path) -> dict:
+    try:
+        return json.loads((home / "credentials.json").read_text())
+    except (OSError, ValueError):
+        return {}
+
+
+def current_backend(env: Mapping[str, str], home: Path, project_dir: Path) -> tuple[str, str]:
+    """(backend URL, where it was read), in the CLI's order; ("", "") when none is chosen."""
+    if env.get("PULUMI_BACKEND_URL"):
+        return env["PULUMI_BACKEND_URL"], "PULUMI_BACKEND_URL"
+    try:
+        project = yaml.safe_load((project_dir / "Pulumi.yaml").read_text()) or {}
+    except (OSError, yaml.YAMLError):
+        project = {}
+    url = (project.get("backend") or {}).get("url", "")
+    if url:
+        return url, "Pulumi.yaml backend.url"
+    current = _credentials(home).get("current", "")
+    return (current, f"{home / 'credentials.json'} (pulumi login)") if current else ("", "")
+
+
+def check_pulumi_cli(which: Callable[[str], str | None]) -> Finding:
+    path = which("pulumi")
+    if path is None:
+        return Finding("pulumi CLI", "fail", "`pulumi` is not on PATH; preview, up and destroy run it", INSTALL)
+    return Finding("pulumi CLI", "pass", path)
+
+
+def check_backend(env: Mapping[str, str], home: Path, project_dir: Path) -> tuple[Finding, str]:
+    """The state backend is chosen (and, for Pulumi Cloud, logged in to); the row and the backend URL."""
+    url, source = current_backend(env, home, project_dir)
+    if not url:
+        detail = "no state backend is chosen: `pulumi login` was never run"
+        return Finding("Pulumi backend", "fail", detail, LOGIN_FIX), ""
+    if url.startswith("https://"):
+        token = env.get("PULUMI_ACCESS_TOKEN") or _credentials(home).get("accessTokens", {}).get(url)
+        if not token:
+            fix = f"pulumi login {url}  (or export PULUMI_ACCESS_TOKEN)"
+            return Finding("Pulumi backend", "fail", f"{url} (from {source}) has no access token", fix), url
+    return Finding("Pulumi backend", "pass", f"{url} (from {source})"), url
+
+
+def check_passphrase(env: Mapping[str, str], backend: str, stack_file: Path) -> Finding:
+    """A self-managed backend's passphrase can be read without a terminal."""
+    check = "Pulumi secrets passphrase"
+    if not backend or backend.startswith("https://"):
+        return Finding(check, "skip", f"{backend or 'no backend'}: the backend encrypts the stack's secrets")
+    try:
+        stack = yaml.safe_load(stack_file.read_text()) or {}
+    except (OSError, yaml.YAMLError):
+        stack = {}
+    provider = stack.get("secretsprovider", "passphrase")
+    if not provider.startswith("passphrase"):
+        return Finding(check, "pass", f"{stack_file.name} encrypts secrets with {provider}")
+    if "PULUMI_CONFIG_PASSPHRASE" in env:
+        return Finding(check, "pass", "PULUMI_CONFIG_PASSPHRASE is set")
+    named = env.get("PULUMI_CONFIG_PASSPHRASE_FILE", "")
+    if named and Path(named).expanduser().is_file():
+        return Finding(check, "pass", f"PULUMI_CONFIG_PASSPHRASE_FILE={named}")
+    detail = (
+        f"PULUMI_CONFIG_PASSPHRASE_FILE={named} is no file" if named else "neither PULUMI_CONFIG_PASSPHRASE nor _FILE"
+    )
+    return Finding(check, "fail", f"{backend} keeps secrets under a passphrase: {detail}", PASSPHRASE_FIX)
+
+
+def pulumi_rows(
+    env: Mapping[str, str], user_home: Path, project_dir: Path, stack: str, which: Callable[[str], str | None]
+) -> list[Finding]:
+    """preflight's rows for the pulumi CLI, its backend and the passphrase source."""
+    home = pulumi_home(env, user_home)
+    backend_row, url = check_backend(env, home, project_dir)
+    return [check_pulumi_cli(which), backend_row, check_passphrase(env, url, project_dir / f"Pulumi.{stack}.yaml")]
