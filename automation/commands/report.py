@@ -29,7 +29,8 @@ from automation.flags import CLUSTER_PARENT, command_parser, location
 from automation.run_files import DRIVER_FILE, SUMMARY_FILE, fetch_run
 from automation.steps.check import assert_transport
 from automation.targets import Target, aws
-from workloads.metrics import METRICS_FILE, RUN_INFO_FILE, MetricsError, latest_per_step, read_metrics
+from workloads.config import runs_root
+from workloads.metrics import METRICS_FILE, RUN_INFO_FILE, MetricsError, latest_per_step, local_runs, read_metrics
 
 REPORT_DIR = "report"
 PLOT_SIZE_IN = (8.0, 4.5)
@@ -70,17 +71,23 @@ def find_run_dir(ref: str, runs_root: Path) -> Path:
 
 
 def newest_local_run(runs_root: Path) -> str:
-    """The newest run under ``runs_root`` that has step metrics (by the metrics file's time)."""
-    found = (
-        [p for p in runs_root.iterdir() if p.is_dir() and (p / METRICS_FILE).is_file()] if runs_root.is_dir() else []
-    )
-    if not found:
+    """The newest run under ``runs_root`` (``local_runs``, as ``clean`` and ``status`` see it); bad input
+    when there is none or when it has no step metrics (it stopped before its first step)."""
+    runs = local_runs(runs_root)
+    if not runs:
         raise DriverError(
-            f"no run with {METRICS_FILE} under {runs_root}: run `python -m automation run` first, or pass RUN "
-            "(a run id or a run directory)",
+            f"no run under {runs_root}: run `python -m automation run` first, or pass RUN (a run id or directory)",
             exit_code=2,
         )
-    return str(max(found, key=lambda p: (p / METRICS_FILE).stat().st_mtime))
+    if not (runs[0] / METRICS_FILE).is_file():
+        older = [p.name for p in runs[1:] if (p / METRICS_FILE).is_file()][:3]
+        hint = f"pass an older run: {', '.join(older)}" if older else "no older run has any either"
+        raise DriverError(
+            f"the newest run under {runs_root}, {runs[0].name}, has no {METRICS_FILE} (it stopped before its "
+            f"first step): {hint}",
+            exit_code=2,
+        )
+    return str(runs[0])
 
 
 def _json_file(path: Path) -> dict | None:
@@ -414,7 +421,7 @@ def add_parser(sub: Any, parents: list[argparse.ArgumentParser]) -> argparse.Arg
         type=lambda text: Path(location(remote=False)(text)),
         help="directory for report.html and the PNGs (default: RUN/report)",
     )
-    p.add_argument("--runs-root", type=Path, default=Path("runs"), help="where run ids are looked up")
+    p.add_argument("--runs-root", type=Path, default=runs_root(), help="where run ids are looked up (default: ./runs)")
     p.add_argument(
         "--no-verdict", action="store_true", help="report a NCCL run whose NCCL logs are missing, without a verdict"
     )
