@@ -112,7 +112,9 @@ def _engine_document(yaml: Any, node: Any) -> Any:
         name = build(key)
         if name == "config" and isinstance(value, MappingNode):
             doc[name] = {
-                str(build(k)): ("" if v.tag.endswith(":null") else v.value) if isinstance(v, ScalarNode) else build(v)
+                str(build(k)): ("" if (v.tag or "").endswith(":null") else v.value)
+                if isinstance(v, ScalarNode)
+                else build(v)
                 for k, v in value.value
             }
         else:

@@ -63,7 +63,7 @@ class StepMetrics:
 
     step: int
     total_steps: int
-    loss: float
+    loss: float | None
     lr: float
     tokens_per_s: float
     tokens_per_s_per_gpu: float | None
@@ -185,7 +185,7 @@ def local_runs(root: Path) -> list[Path]:
 
 def write_run_info(run_dir: str | Path, config: dict, extra: dict | None = None) -> Path:
     """`<run_dir>/run_info.json`: the run's config and the versions it ran with, for the report."""
-    versions = {"python": platform.python_version()}
+    versions: dict[str, str | None] = {"python": platform.python_version()}
     for mod in ("torch", "ray", "transformers"):
         m = sys.modules.get(mod)
         versions[mod] = getattr(m, "__version__", None) if m else None

@@ -254,10 +254,10 @@ def apply_message(state: ScanState, proc: ProcKey, tid: int | None, msg: str, wa
         return
     if msg.startswith(CHANNEL_WORDS):
         raw = msg.encode()
-        m = CONNECTION_B.match(raw)
-        if m is None:
+        conn = CONNECTION_B.match(raw)
+        if conn is None:
             return  # ring/tree listings ("Channel 00/02 :    0   1 ...") carry no transport
-        state.connect((proc, tid), (proc, None), proc, (via_text(raw[m.end() :]), *m.groups()), ev)
+        state.connect((proc, tid), (proc, None), proc, (via_text(raw[conn.end() :]), *conn.groups()), ev)
         return
     if msg.startswith("NCCL version"):
         m = _VERSION.match(msg)
@@ -295,14 +295,14 @@ def apply_message(state: ScanState, proc: ProcKey, tid: int | None, msg: str, wa
     if "nNodes" in msg:
         m = _COMM.search(msg)
         if m is not None:
-            args = (proc, tid, m.group(1), int(m.group(2)), int(m.group(3)), int(m.group(4)), int(m.group(5)))
-            _fold_comm_nodes(state, ev, *args)
+            ranks = (int(m.group(2)), int(m.group(3)), int(m.group(4)), int(m.group(5)))
+            _fold_comm_nodes(state, ev, proc, tid, m.group(1), *ranks)
         return
     if "comm 0x" in msg:
         m = _COMM_INIT.search(msg)
         if m is not None:
-            args = (proc, tid, m.group(1), int(m.group(2)), int(m.group(3)), m.group(4), msg.endswith("Init START"))
-            _fold_comm_init(state, ev, *args)
+            start = msg.endswith("Init START")
+            _fold_comm_init(state, ev, proc, tid, m.group(1), int(m.group(2)), int(m.group(3)), m.group(4), start)
 
 
 def _apply_net(state: ScanState, proc: ProcKey, msg: str, ev: LazyLine) -> None:
