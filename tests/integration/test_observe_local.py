@@ -100,7 +100,7 @@ def test_report_page_shows_every_plot_as_an_embedded_png(run_doc):
 
 def test_report_page_states_the_verdict_and_the_versions(run_doc):
     text = " ".join(Page(Path(run_doc["report"]).read_text()).text)
-    for want in ("not-applicable", "torch", "ray", "tokens/s (median)"):
+    for want in ("not-applicable", "torch", "ray", "tokens/s (mean after warm-up)"):
         assert want in text, f"expected {want!r} in the report's text"
 
 
