@@ -8,7 +8,7 @@ such a last line). A resumed run appends: a step redone after a restart appears 
 and, when `tensorboard` is installed (the `observe` extra), writes TensorBoard event files under
 `<run_dir>/tensorboard/`, so `tensorboard --logdir <run_dir>` shows the same curves.
 
-Schema version 1 (the README lists it too; `FIELDS` is the one place it is defined):
+Schema version 1 (docs/observing.md lists it too; `FIELDS` is the one place it is defined):
 """
 
 from __future__ import annotations
