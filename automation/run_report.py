@@ -129,7 +129,7 @@ def render(report: RunReport, console: Any) -> None:
     res.add_row(
         "throughput",
         f"{_fmt(m['tokens_per_s'], ',.0f')} tokens/s ({_fmt(m['tokens_per_s_per_gpu'], ',.0f')} per GPU), "
-        "mean over the steps after warm-up (the report's headline is the median step)",
+        "mean over the steps after warm-up (the report's headline figure)",
     )
     res.add_row("MFU", _fmt(m["mfu"], ".1%") if m["mfu"] is not None else "n/a (CPU)" if report.training else "n/a")
     res.add_row("loss", f"{_fmt(m['loss_first'], '.4f')} -> {_fmt(m['loss_last'], '.4f')}")

@@ -4,6 +4,7 @@ role, the system managed node group, and the Kubernetes provider built from the 
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import pulumi
@@ -49,7 +50,7 @@ class ClusterArgs:
     cluster: ClusterConfig
     system_nodes: SystemNodesConfig
     vpc_id: pulumi.Input[str]
-    private_subnet_ids: list[pulumi.Input[str]]
+    private_subnet_ids: Sequence[pulumi.Input[str]]
 
 
 class Cluster(pulumi.ComponentResource):

@@ -840,7 +840,14 @@ def require_gpu_az(cfg: StackConfig) -> str:
 if __name__ == "__main__":
     import sys
 
-    if sys.argv[1:] != ["--write-pulumi-yaml"]:
-        sys.exit("usage: python -m infra.config --write-pulumi-yaml")
-    path = Path(__file__).resolve().parent.parent / "Pulumi.yaml"
-    print(f"{path}: {'rewritten' if write_pulumi_yaml(path, KEYS) else 'up to date'}")
+    from infra.config_files import write_config_docs  # the page is written here only
+
+    root = Path(__file__).resolve().parent.parent
+    writers = {
+        "--write-pulumi-yaml": (root / "Pulumi.yaml", write_pulumi_yaml),
+        "--write-docs": (root / "docs" / "configuration.md", write_config_docs),
+    }
+    if len(sys.argv) != 2 or sys.argv[1] not in writers:
+        sys.exit(f"usage: python -m infra.config {{{' | '.join(writers)}}}")
+    path, write = writers[sys.argv[1]]
+    print(f"{path}: {'rewritten' if write(path, KEYS) else 'up to date'}")

@@ -112,7 +112,9 @@ def _engine_document(yaml: Any, node: Any) -> Any:
         name = build(key)
         if name == "config" and isinstance(value, MappingNode):
             doc[name] = {
-                str(build(k)): ("" if v.tag.endswith(":null") else v.value) if isinstance(v, ScalarNode) else build(v)
+                str(build(k)): ("" if (v.tag or "").endswith(":null") else v.value)
+                if isinstance(v, ScalarNode)
+                else build(v)
                 for k, v in value.value
             }
         else:
@@ -253,6 +255,51 @@ def pulumi_yaml_config(keys: Sequence[Key]) -> str:
         lines.append("    description: >-")
         lines += ["      " + line for line in textwrap.wrap(key.description, 100, break_on_hyphens=False)]
     return "\n".join(lines) + "\n"
+
+
+CONFIG_DOCS_HEAD = """# Configuration reference
+
+<!-- Generated from the typed schema in infra/config.py by `python -m infra.config --write-docs`;
+tests/unit/test_infra_config.py fails when this page and the schema differ. Edit the schema. -->
+
+Every stack key, by section, with its type, its default and what it sets. Set one per
+stack with `pulumi config set ray-efa-eks:<key> <value> --stack <stack>` (or edit
+`Pulumi.<stack>.yaml`); `python -m automation render --stack <stack>` validates a stack without AWS.
+A key this page does not list is refused, with the nearest known key named. The `train` key holds the
+training job's flags (`python -m workloads.train --help` lists them)."""
+
+
+def config_docs(keys: Sequence[Key]) -> str:
+    """docs/configuration.md: one table per section of ``keys``, generated like Pulumi.yaml's block."""
+    import yaml
+
+    def cell(text: str) -> str:
+        return text.replace("|", "\\|").replace("\n", " ")
+
+    def default(value: Any) -> str:
+        value = list(value) if isinstance(value, tuple) else value
+        if value in ("", [], {}, None):
+            return "(empty)"
+        dumped = yaml.safe_dump(value, default_flow_style=True, width=1000).removesuffix("\n...\n").strip()
+        return f"`{dumped}`"
+
+    out = [CONFIG_DOCS_HEAD]
+    section = None
+    for key in keys:
+        if key.section != section:
+            section = key.section
+            out += ["", f"## {section}", "", "| key | type | default | what it sets |", "| --- | --- | --- | --- |"]
+        out.append(f"| `{key.name}` | {key.type} | {cell(default(key.default))} | {cell(key.description)} |")
+    return "\n".join(out) + "\n"
+
+
+def write_config_docs(path: Path, keys: Sequence[Key]) -> bool:
+    """Write ``config_docs(keys)`` to ``path``; True if it changed."""
+    new = config_docs(keys)
+    old = path.read_text(encoding="utf-8") if path.exists() else None
+    if new != old:
+        path.write_text(new, encoding="utf-8")
+    return new != old
 
 
 def write_pulumi_yaml(path: Path, keys: Sequence[Key]) -> bool:

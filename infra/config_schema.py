@@ -77,6 +77,8 @@ class Section:
     """Base of the config's frozen dataclasses; ``title`` heads the section's keys in Pulumi.yaml."""
 
     title: typing.ClassVar[str] = ""
+    # Every section is a dataclass (the decorator sets this): what dataclasses.fields takes.
+    __dataclass_fields__: typing.ClassVar[dict[str, dataclasses.Field[Any]]]
 
     @classmethod
     def keyname(cls, field: str, prefixed: bool = False) -> str:
@@ -99,7 +101,7 @@ class Key:
     path: tuple[str, ...]  # the attributes from StackConfig to the value
 
 
-def keys_of(cls: type, path: tuple[str, ...] = ()) -> tuple[Key, ...]:
+def keys_of(cls: type[Section], path: tuple[str, ...] = ()) -> tuple[Key, ...]:
     """Every key of the tree under ``cls``, in declaration order (nested sections in place)."""
     hints = typing.get_type_hints(cls)
     found: list[Key] = []

@@ -15,6 +15,7 @@ from __future__ import annotations
 import contextvars
 import json
 import runpy
+from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -22,7 +23,7 @@ from typing import Any
 import pulumi
 from pulumi.runtime import rpc
 from pulumi.runtime.mocks import MockMonitor, Mocks
-from pulumi.runtime.stack import run_pulumi_func
+from pulumi.runtime.stack import Stack, run_pulumi_func
 from pulumi.runtime.sync_await import _sync_await
 
 from infra.config import PROJECT, stack_config_values
@@ -99,6 +100,7 @@ def _inner_eks_cluster(component_name: str, cluster_name: str) -> dict:
     urn = f"urn:pulumi:{pulumi.get_stack()}::{pulumi.get_project()}::{typ}::{component_name}-eksCluster"
     fake_id = f"{cluster_name}-id"
     monitor = pulumi.runtime.settings.get_monitor()
+    assert isinstance(monitor, MockMonitor), "mock_eks_cluster runs only under render()'s mocks"
     monitor.resources[urn] = MockMonitor.ResourceRegistration(urn, fake_id, {"name": cluster_name, "id": fake_id})
     # The wire form of a resource reference (pulumi/runtime/rpc.py, _special_resource_sig).
     return {rpc._special_sig_key: rpc._special_resource_sig, "urn": urn, "id": fake_id}
@@ -161,7 +163,7 @@ def _secret_fields(struct) -> list[str]:
     return out
 
 
-def mask_secrets(inputs: dict[str, Any], secret_fields: set[str] = frozenset()) -> dict[str, Any]:
+def mask_secrets(inputs: dict[str, Any], secret_fields: AbstractSet[str] = frozenset()) -> dict[str, Any]:
     """``inputs`` with secret-marked fields and secret-looking names replaced by MASK (recursively)."""
 
     def walk(value: Any) -> Any:
@@ -216,6 +218,7 @@ def _run_in_context(stack: str, project_dir: Path, values: dict[str, str]) -> Re
         runpy.run_path(str(project_dir / "__main__.py"), run_name="__main__")
 
     _sync_await(run_pulumi_func(program))
+    assert isinstance(root, Stack), f"the mocks' root resource is {root!r}, not the stack"
     outputs, secret = {}, []
     for key, value in root.outputs.items():
         out = pulumi.Output.from_input(value)

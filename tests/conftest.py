@@ -8,6 +8,8 @@ from pathlib import Path
 
 import pytest
 
+from workloads.config import RUNS_DIR, RUNS_DIR_ENV
+
 REPO = Path(__file__).resolve().parents[1]
 FIXTURES = REPO / "tests" / "fixtures"
 
@@ -22,6 +24,30 @@ def quiet_stack(stack: str, project_dir: Path = REPO):
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", ConfigWarning)
         return load_stack(stack, project_dir)
+
+
+def _checkout_runs() -> set[str]:
+    root = REPO / RUNS_DIR
+    return {p.name for p in root.iterdir()} if root.is_dir() else set()
+
+
+_RUNS_BEFORE = _checkout_runs()
+
+
+def pytest_sessionfinish(session, exitstatus):
+    """Fail the session if a test left a run in the checkout's runs/ (a user's own runs stay untouched)."""
+    new = sorted(_checkout_runs() - _RUNS_BEFORE)
+    if new:
+        print(f"\ntests left runs in {REPO / RUNS_DIR} (they belong under tmp_path): {', '.join(new)}")
+        session.exitstatus = pytest.ExitCode.TESTS_FAILED
+
+
+@pytest.fixture(autouse=True)
+def runs_in_tmp(tmp_path, monkeypatch):
+    """Every run a test starts in this process goes under its tmp_path, never the checkout's runs/ (a test
+    that changes into tmp_path finds them at ./runs as a user would). Subprocesses of the driver get
+    their own cwd's runs/ instead (tests/integration/_shared_env.py, driver_env)."""
+    monkeypatch.setenv(RUNS_DIR_ENV, str(tmp_path / "runs"))
 
 
 @pytest.fixture(scope="session")

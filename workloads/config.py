@@ -37,6 +37,18 @@ AC_POLICIES = ("full", "ops", "attention", "none")
 _RUN_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,62}$")
 
 
+# Where local runs' directories go when nothing else says: ./runs, relative to where the driver runs, or
+# the directory this environment variable names (the test suite points it at a temporary directory, so
+# that tests leave nothing in the checkout).
+RUNS_DIR = "runs"
+RUNS_DIR_ENV = "RAY_EFA_EKS_RUNS_DIR"
+
+
+def runs_root() -> Path:
+    """The directory local runs go under: $RAY_EFA_EKS_RUNS_DIR if set, else ./runs."""
+    return Path(os.environ.get(RUNS_DIR_ENV) or RUNS_DIR)
+
+
 def new_run_id() -> str:
     """A sortable, unique id: UTC time plus 6 random hex digits."""
     return time.strftime("%Y%m%d-%H%M%S", time.gmtime()) + "-" + secrets.token_hex(3)
@@ -238,7 +250,7 @@ class TrainConfig:
         """Fill the run id and the directories that default from it."""
         run_id = self.run_id or new_run_id()
         # Absolute: Ray Train workers run in a directory of their own, not the launcher's.
-        run_dir = str(Path(self.run_dir or Path("runs") / run_id).expanduser().absolute())
+        run_dir = str(Path(self.run_dir or runs_root() / run_id).expanduser().absolute())
         return dataclasses.replace(
             self,
             run_id=run_id,

@@ -216,6 +216,7 @@ class Checkpointer:
         if self.env.under_ray:
             d = Path(tempfile.mkdtemp(prefix=f"ckpt-{self.cfg.run_id}-"))
         else:
+            assert self.plain_root is not None  # set whenever the run is not under Ray
             d = self.plain_root / f"checkpoint_{state['step']:06d}"
             if self.env.rank == 0:
                 d.mkdir(parents=True, exist_ok=True)
@@ -559,7 +560,8 @@ def train_loop_per_worker(config: dict) -> dict | None:
             f"{smaller.grad_accum} (the same {cfg.global_batch_size} sequences per step); set --micro-batch-size "
             f"{smaller.micro_batch} to start there"
         )
-        cfg, oom = smaller, None
+        cfg = smaller
+        del oom  # the exception holds the failed attempt's frames and tensors
         release_memory(device)
 
 

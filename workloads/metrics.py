@@ -8,7 +8,7 @@ such a last line). A resumed run appends: a step redone after a restart appears 
 and, when `tensorboard` is installed (the `observe` extra), writes TensorBoard event files under
 `<run_dir>/tensorboard/`, so `tensorboard --logdir <run_dir>` shows the same curves.
 
-Schema version 1 (the README lists it too; `FIELDS` is the one place it is defined):
+Schema version 1 (docs/observing.md lists it too; `FIELDS` is the one place it is defined):
 """
 
 from __future__ import annotations
@@ -63,7 +63,7 @@ class StepMetrics:
 
     step: int
     total_steps: int
-    loss: float
+    loss: float | None
     lr: float
     tokens_per_s: float
     tokens_per_s_per_gpu: float | None
@@ -171,9 +171,21 @@ def is_run_dir(path: Path) -> bool:
     return path.is_dir() and not path.is_symlink() and marker.is_file() and not marker.is_symlink()
 
 
+def local_runs(root: Path) -> list[Path]:
+    """The run directories under ``root`` (``is_run_dir``), newest first: the one place that says which
+    run is newest (``report``, ``clean`` and ``status`` ask it). A run is as new as its start, the time
+    its marker was written (``mark_run_dir`` writes it once, so a resume, a copy of a file into the run
+    or a report written there does not make an old run new); runs that started in the same second are
+    ordered by name."""
+    if not root.is_dir():
+        return []
+    found = [p for p in root.iterdir() if is_run_dir(p)]
+    return sorted(found, key=lambda p: ((p / RUN_MARKER_FILE).stat().st_mtime, p.name), reverse=True)
+
+
 def write_run_info(run_dir: str | Path, config: dict, extra: dict | None = None) -> Path:
     """`<run_dir>/run_info.json`: the run's config and the versions it ran with, for the report."""
-    versions = {"python": platform.python_version()}
+    versions: dict[str, str | None] = {"python": platform.python_version()}
     for mod in ("torch", "ray", "transformers"):
         m = sys.modules.get(mod)
         versions[mod] = getattr(m, "__version__", None) if m else None

@@ -159,7 +159,7 @@ def json_record_text(line: str, name: str, where: str, flag: str = "--data") -> 
     """The ``text`` of one JSONL record, or ConfigError naming the file, ``where`` and the fix."""
     try:
         doc = json.loads(line)
-    except ValueError as e:
+    except json.JSONDecodeError as e:
         raise ConfigError(
             f"{flag} file {name!r} {where} is not JSON ({e.msg} at column {e.colno}): write one JSON object a line, "
             'e.g. {"text": "..."}'

@@ -19,8 +19,6 @@ prediction for the job's layout; with both runs' metrics it writes their report 
 from __future__ import annotations
 
 import argparse
-import importlib.util
-import sys
 from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any
@@ -31,6 +29,7 @@ from automation.errors import DriverError
 from automation.flags import CLUSTER_PARENT, command_parser, run_id, whole_number
 from automation.job import stack_label
 from automation.targets import aws
+from bench import throughput_model
 from infra.config import GpuNodesConfig, known_stacks
 from workloads.config import new_run_id
 
@@ -48,7 +47,6 @@ EFA, TCP = "efa", "tcp"
 # API reference; ray-project/ray#16378). If an image defeats this, the TCP run's check says so.
 TCP_ENV = {"NCCL_NET": "Socket", "NCCL_NET_PLUGIN": "none"}
 REQUIRE = {EFA: "efa", TCP: "socket"}
-THROUGHPUT_MODEL = Path(__file__).resolve().parents[2] / "bench" / "throughput_model.py"
 
 NODE_COUNT = GpuNodesConfig.keyname("node_count")
 
@@ -201,15 +199,6 @@ def ratio(legs: list[Leg]) -> float | None:
 
 
 # ---- the model's prediction ------------------------------------------------------------------------------
-def load_model() -> Any:
-    """bench/throughput_model.py, loaded by path as its tests load it (bench/ is scripts, not a package)."""
-    spec = importlib.util.spec_from_file_location("bench_throughput_model", THROUGHPUT_MODEL)
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module
-    spec.loader.exec_module(module)
-    return module
-
-
 def model_row(rows: list[dict], job: Any, gpus_per_node: int) -> dict | None:
     """The measured row of the model with this job's layout, or None when the model has none."""
     want = {
@@ -252,7 +241,7 @@ def prediction(job: Any, cfg: Any) -> dict[str, Any]:
             "config": None,
             "note": f"the model covers g6.12xlarge only, the stack has {cfg.gpu_nodes.instance_type}",
         }
-    model = load_model()
+    model = throughput_model
     row = model_row(model.load_rows(model.DEFAULT_ROWS), job, cfg.gpu_nodes.gpus_per_node)
     if row is None:
         return {"config": None, "note": "the model has no measured row with this job's layout (mesh, batch, dtype)"}

@@ -14,17 +14,9 @@ from typing import Any
 
 from automation.errors import DriverError
 from automation.flags import add_command, resolve_target
-from automation.targets.local import RUNS_DIR
 from automation.ui import tty_confirm
-from workloads.metrics import RUN_MARKER_FILE, is_run_dir
-
-
-def run_dirs(root: Path) -> list[Path]:
-    """The run directories under `root` (those holding the run marker), newest first."""
-    if not root.is_dir():
-        return []
-    found = [p for p in root.iterdir() if is_run_dir(p)]
-    return sorted(found, key=lambda p: p.stat().st_mtime, reverse=True)
+from workloads.config import runs_root
+from workloads.metrics import RUN_MARKER_FILE, local_runs
 
 
 def size_of(paths: list[Path]) -> int:
@@ -37,8 +29,8 @@ def add_parser(sub: Any, parents: list) -> None:
 
 def run(args: Any, ui: Any, confirm: Any = tty_confirm) -> int:
     args.target = resolve_target(args)
-    root = Path.cwd() / RUNS_DIR
-    runs = run_dirs(root)
+    root = runs_root().absolute()
+    runs = local_runs(root)
     doomed = runs[args.keep :]
     others = sorted(p.name for p in root.iterdir() if p not in runs) if root.is_dir() else []
     doc = {"runs_dir": str(root), "runs": len(runs), "kept": len(runs) - len(doomed), "deleted": []}

@@ -43,8 +43,8 @@ from automation.errors import DriverError
 from automation.flags import CLUSTER_PARENT, command_parser, location, whole_number
 from automation.job import CLUSTER_ROOT, local_job, stack_label, with_run_paths
 from automation.targets import aws
-from automation.targets.local import LOCAL_CHECKPOINT_EVERY, RUNS_DIR, LocalPlan, LocalTarget, durable
-from workloads.config import ConfigError, new_run_id
+from automation.targets.local import LOCAL_CHECKPOINT_EVERY, LocalPlan, LocalTarget, durable
+from workloads.config import ConfigError, new_run_id, runs_root
 from workloads.metrics import METRICS_FILE, parse_echo, read_metrics
 from workloads.nccl_check import run_marker
 
@@ -297,7 +297,7 @@ def local_kill_for(job: Any) -> Callable:
 
 def drill_local(args: argparse.Namespace, ui: Any) -> dict:
     """Reference run, killed run, their numbers; the local Ray cluster is stopped whatever happens."""
-    run_id, runs, steps = new_run_id(), Path.cwd() / RUNS_DIR, args.steps or DRILL_STEPS
+    run_id, runs, steps = new_run_id(), runs_root().absolute(), args.steps or DRILL_STEPS
     try:
         job = durable(local_job(run_id, runs, steps=steps), args.storage_path)
         reference = durable(local_job(f"{run_id}-reference", runs, steps=steps), args.storage_path)

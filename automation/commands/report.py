@@ -29,7 +29,8 @@ from automation.flags import CLUSTER_PARENT, command_parser, location
 from automation.run_files import DRIVER_FILE, SUMMARY_FILE, fetch_run
 from automation.steps.check import assert_transport
 from automation.targets import Target, aws
-from workloads.metrics import METRICS_FILE, RUN_INFO_FILE, MetricsError, latest_per_step, read_metrics
+from workloads.config import runs_root
+from workloads.metrics import METRICS_FILE, RUN_INFO_FILE, MetricsError, latest_per_step, local_runs, read_metrics
 
 REPORT_DIR = "report"
 PLOT_SIZE_IN = (8.0, 4.5)
@@ -70,17 +71,23 @@ def find_run_dir(ref: str, runs_root: Path) -> Path:
 
 
 def newest_local_run(runs_root: Path) -> str:
-    """The newest run under ``runs_root`` that has step metrics (by the metrics file's time)."""
-    found = (
-        [p for p in runs_root.iterdir() if p.is_dir() and (p / METRICS_FILE).is_file()] if runs_root.is_dir() else []
-    )
-    if not found:
+    """The newest run under ``runs_root`` (``local_runs``, as ``clean`` and ``status`` see it); bad input
+    when there is none or when it has no step metrics (it stopped before its first step)."""
+    runs = local_runs(runs_root)
+    if not runs:
         raise DriverError(
-            f"no run with {METRICS_FILE} under {runs_root}: run `python -m automation run` first, or pass RUN "
-            "(a run id or a run directory)",
+            f"no run under {runs_root}: run `python -m automation run` first, or pass RUN (a run id or directory)",
             exit_code=2,
         )
-    return str(max(found, key=lambda p: (p / METRICS_FILE).stat().st_mtime))
+    if not (runs[0] / METRICS_FILE).is_file():
+        older = [p.name for p in runs[1:] if (p / METRICS_FILE).is_file()][:3]
+        hint = f"pass an older run: {', '.join(older)}" if older else "no older run has any either"
+        raise DriverError(
+            f"the newest run under {runs_root}, {runs[0].name}, has no {METRICS_FILE} (it stopped before its "
+            f"first step): {hint}",
+            exit_code=2,
+        )
+    return str(runs[0])
 
 
 def _json_file(path: Path) -> dict | None:
@@ -235,17 +242,44 @@ def wall_time_s(run: RunData) -> float:
     return last["time"] - first["time"] + first["step_time_s"]
 
 
+def throughput(run: RunData) -> tuple[str, str | None]:
+    """(label, value) of the run's one throughput figure: the mean tokens/s after warm-up from its summary,
+    the figure the terminal printed at the end of the run; the median step's where the run left no summary."""
+    s = run.summary or {}
+    if s.get("tokens_per_s") is not None:
+        label, tps, per_gpu = "tokens/s (mean after warm-up)", s["tokens_per_s"], s.get("tokens_per_s_per_gpu")
+    else:
+        label, tps, per_gpu = (
+            "tokens/s (median step)",
+            _median(run, "tokens_per_s"),
+            _median(run, "tokens_per_s_per_gpu"),
+        )
+    value = _fmt(tps, ",.0f")
+    return label, value and value + (f" ({per_gpu:,.0f} per GPU)" if per_gpu is not None else "")
+
+
+def mfu_absent(run: RunData) -> str | None:
+    """Why the run has no MFU (and its throughput plot no MFU line), or None when it has one."""
+    if any(r.get("mfu") is not None for r in run.metrics):
+        return None
+    device = str((run.summary or {}).get("device", "?"))
+    if device == "cpu":
+        return "no MFU: MFU needs the peak FLOP/s of the device, and the run was on CPU"
+    return f"no MFU: the peak bf16 FLOP/s of {device} is not in PEAK_BF16_TFLOPS (workloads/model.py)"
+
+
 def headline(run: RunData) -> dict[str, Any]:
-    """The numbers at the top of the page (medians skip the first two steps)."""
+    """The numbers at the top of the page, after the verdict (medians skip the first two steps)."""
     s, last = run.summary or {}, run.metrics[-1]
+    label, tps = throughput(run)
+    mfu = s.get("mfu") if s.get("tokens_per_s") is not None else _median(run, "mfu")
     return {
         "steps": f"{last['step']} / {last['total_steps']}",
         "workers": s.get("world_size") or (run.info or {}).get("world_size"),
         "device": f"{s.get('device', '?')} ({s.get('backend', '?')})",
         "loss": _loss_change(run.metrics[0].get("loss"), last.get("loss")),
-        "tokens/s (median)": _fmt(_median(run, "tokens_per_s"), ",.0f"),
-        "tokens/s per GPU (median)": _fmt(_median(run, "tokens_per_s_per_gpu"), ",.0f"),
-        "MFU (median)": _fmt(_median(run, "mfu"), ".1%"),
+        label: tps,
+        "MFU": _fmt(mfu, ".1%") or mfu_absent(run),
         "step time (median)": _fmt(_median(run, "step_time_s"), ".3f", " s"),
         "data wait (median)": _fmt(_median(run, "data_wait_s"), ".4f", " s"),
         "peak memory, rank 0": _fmt(max(r["peak_mem_gb"] for r in run.metrics), ".2f", " GB"),
@@ -320,22 +354,35 @@ def _table(rows: dict[str, Any], head: tuple[str, ...] = ()) -> str:
 
 
 def _verdict_html(run: RunData) -> str:
+    """The run's NCCL transport verdict and its cause, in one line: the first thing the page says."""
     v = run.verdict
     word = str(v.get("verdict", "?"))
     cls = "pass" if word == "pass" else "fail" if word in ("fail", "bad-input") else ""
-    evidence = "\n".join(v.get("evidence") or []) or "(no evidence lines: nothing was checked)"
     return (
-        f'<p>NCCL transport verdict for {html.escape(run.run_id)}: <b class="{cls}">{html.escape(word)}</b>'
+        f'<p class="verdict">NCCL transport verdict: <b class="{cls}">{html.escape(word)}</b>'
         f"{' (require ' + html.escape(str(v['require'])) + ')' if v.get('require') else ''}: "
-        f"{html.escape(str(v.get('cause', '')))}</p><pre>{html.escape(evidence)}</pre>"
+        f"{html.escape(str(v.get('cause', '')))}</p>"
     )
 
 
-def _img(name: str, path: Path) -> str:
+def _evidence_html(run: RunData) -> str:
+    evidence = "\n".join(run.verdict.get("evidence") or []) or "(no evidence lines: nothing was checked)"
+    return f"<p>{html.escape(run.run_id)}</p><pre>{html.escape(evidence)}</pre>"
+
+
+def _plot_note(name: str, runs: list[RunData]) -> str:
+    """What a plot leaves out and why: the throughput plot's missing MFU lines."""
+    if name != "throughput":
+        return ""
+    return "; ".join(f"{r.label}: {why}" for r in runs if (why := mfu_absent(r)) is not None)
+
+
+def _img(name: str, path: Path, note: str = "") -> str:
     data = base64.b64encode(path.read_bytes()).decode()
     return (
         f'<figure id="plot-{name}"><img src="data:image/png;base64,{data}" alt="{html.escape(PLOTS[name])}">'
-        f'<figcaption>{html.escape(PLOTS[name])} (<a href="{path.name}">{path.name}</a>)</figcaption></figure>'
+        f'<figcaption>{html.escape(PLOTS[name])} (<a href="{path.name}">{path.name}</a>)'
+        f"{'. ' + html.escape(note) if note else ''}</figcaption></figure>"
     )
 
 
@@ -344,10 +391,11 @@ def render_html(runs: list[RunData], plots: dict[str, Path]) -> str:
     parts = [f"<!doctype html><html><head><meta charset='utf-8'><title>{html.escape(title)}</title>"]
     parts.append(f"<style>{_CSS}</style></head><body><h1>{html.escape(title)}</h1>")
     for run in runs:
-        parts.append(f"<h2>{html.escape(run.run_id)}</h2><p>{html.escape(str(run.dir))}</p>")
+        parts.append(f"<h2>{html.escape(run.run_id)}</h2>{_verdict_html(run)}")
         parts.append(_table({**headline(run), **cost_rows(run)}))
-    parts.append("<h2>Curves</h2>" + "".join(_img(name, path) for name, path in plots.items()))
-    parts.append("<h2>NCCL verdict</h2>" + "".join(_verdict_html(r) for r in runs))
+        parts.append(f"<p>{html.escape(str(run.dir))}</p>")
+    parts.append("<h2>Curves</h2>" + "".join(_img(name, path, _plot_note(name, runs)) for name, path in plots.items()))
+    parts.append("<h2>NCCL evidence</h2>" + "".join(_evidence_html(r) for r in runs))
     for run in runs:
         info = run.info or {}
         parts.append(f"<h2>Config and versions of {html.escape(run.run_id)}</h2>")
@@ -414,7 +462,7 @@ def add_parser(sub: Any, parents: list[argparse.ArgumentParser]) -> argparse.Arg
         type=lambda text: Path(location(remote=False)(text)),
         help="directory for report.html and the PNGs (default: RUN/report)",
     )
-    p.add_argument("--runs-root", type=Path, default=Path("runs"), help="where run ids are looked up")
+    p.add_argument("--runs-root", type=Path, default=runs_root(), help="where run ids are looked up (default: ./runs)")
     p.add_argument(
         "--no-verdict", action="store_true", help="report a NCCL run whose NCCL logs are missing, without a verdict"
     )

@@ -4,7 +4,6 @@ train, check, destroy), over the target the flags choose; then the one report ev
 from __future__ import annotations
 
 import argparse
-from pathlib import Path
 from typing import Any
 
 from automation import steps
@@ -14,6 +13,7 @@ from automation.pipeline import StepInterrupted
 from automation.run_report import build_report, show
 from automation.scaling import after_run
 from automation.targets import Target, aws, local
+from workloads.config import runs_root
 
 HELPS = {
     "preflight": "check AWS (or this machine) before any change",
@@ -78,7 +78,7 @@ def run(args: argparse.Namespace, ui: Any) -> int:
         idle_nodes(args, target, begun, target.notes.append)
         report = build_report(target, result, args.command)
         trained = result.result("train") is not None
-        files = collect_and_report(target, Path.cwd() / "runs", report.to_dict()) if trained else {}
+        files = collect_and_report(target, runs_root(), report.to_dict()) if trained else {}
         return show(report, ui, files)
     except KeyboardInterrupt as e:
         if target is None:

@@ -4,6 +4,7 @@ with `--capture DIR` also the cluster's objects as JSON, in the layout of tests/
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 from rich.pretty import Pretty
@@ -15,6 +16,8 @@ from automation.scaling import guard_record, now_running
 from automation.steps.verify_checks import is_ready
 from automation.targets import aws
 from infra.names import GPU_NODE_SELECTOR
+from workloads.config import runs_root
+from workloads.metrics import local_runs
 
 LOCAL_STATUS = (
     "the local target keeps nothing between runs: `python -m automation run` starts its own Ray head and stops it"
@@ -28,7 +31,8 @@ def add_parser(sub: Any, parents: list) -> None:
 def run(args: Any, ui: Any) -> int:
     args.target = resolve_target(args)
     if args.target == "local":
-        ui.emit_json({"target": "local", "status": LOCAL_STATUS}) if args.json else ui.note(LOCAL_STATUS)
+        doc = local_status(runs_root().absolute())
+        ui.emit_json(doc) if args.json else ui.note(f"{LOCAL_STATUS}; {doc['runs']}")
         return 0
     target = aws.open_stack(args.stack, project_dir=args.project_dir, ui=ui, kubeconfig=args.kubeconfig)
     doc = aws_status(target, bool(args.kubeconfig))
@@ -41,6 +45,14 @@ def run(args: Any, ui: Any) -> int:
     else:
         ui.console.print(Pretty(doc))
     return 0
+
+
+def local_status(root: Path) -> dict[str, Any]:
+    """What the local target leaves: its runs under ``root``, the newest first (as ``report`` and ``clean``
+    see them)."""
+    runs = local_runs(root)
+    said = f"newest run {runs[0].name} of {len(runs)} under {root}" if runs else f"no run under {root}"
+    return {"target": "local", "status": LOCAL_STATUS, "runs": said, "newest_run": runs[0].name if runs else None}
 
 
 def aws_status(target: Any, kubeconfig_given: bool) -> dict[str, Any]:

@@ -392,8 +392,8 @@ class AwsTarget:
 
     def price(self, gpu_nodes: int | None = None) -> CostEstimate:
         """On-Demand USD per hour of the instances that run with ``gpu_nodes`` GPU nodes (default: the stack's
-        node count) and the system nodes; the EKS control plane and the NAT gateway come on top (README.md,
-        "What it costs")."""
+        node count) and the system nodes; the EKS control plane and the NAT gateway come on top
+        (docs/cost-and-capacity.md, "What it costs")."""
         if self.deps.pricing is None:
             return CostEstimate(None, (), "no Pricing API client")
         try:

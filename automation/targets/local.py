@@ -27,12 +27,11 @@ from automation.local_ray import INHERITED_ADDRESS, LocalRayCluster, client_env
 from automation.pipeline import Advice, PipelineResult, Prior, TrainOutcome
 from automation.ray_head import RAY_RESOURCES_SNIPPET, parse_ray_resources, submit_local, workloads_tarball
 from automation.storage import MAX_FAILURES, Durability
-from workloads.config import ConfigError, TrainConfig, new_run_id
+from workloads.config import ConfigError, TrainConfig, new_run_id, runs_root
 
 RESUME = "python -m automation run --target local"
 PIPELINE = ("preflight", "start", "verify", "train", "check")
 LOCAL_GPU_NOTE = "local GPUs talk within one node: the NCCL check is inconclusive for EFA"
-RUNS_DIR = "runs"  # each run's directory goes under it, relative to where the driver runs
 # A local run checkpoints every 10 steps. Measured on the 2-core machine, 2026-12-04: in the default 20-step
 # `python -m automation run` (run 20261204-180612-82b4cc) a step took 0.076 s (median) and the step-10
 # checkpoint held training up 0.26 s; the whole train step took 51 s. A report can block up to Ray Train's
@@ -234,7 +233,7 @@ def from_args(args: Any, ui: Any) -> LocalTarget:
     try:
         job = local_job(
             args.run_id or new_run_id(),
-            Path.cwd() / RUNS_DIR,
+            runs_root(),
             steps=args.steps,
             num_workers=args.num_workers,
             use_gpu=bool(getattr(args, "use_gpu", False)),

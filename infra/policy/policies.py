@@ -125,10 +125,10 @@ efa_interfaces = StackValidationPolicy(
 
 def _placement_cluster(args: ResourceValidationArgs, report: ReportViolation) -> None:
     if args.resource_type == PLACEMENT_GROUP and args.props.get("strategy") != "cluster":
-        report(f"placement group strategy is {args.props.get('strategy')!r}, not 'cluster'")
+        report(f"placement group strategy is {args.props.get('strategy')!r}, not 'cluster'", None)
     if args.resource_type == LAUNCH_TEMPLATE and _efa_interfaces(args.props):
         if not (args.props.get("placement") or {}).get("groupName"):
-            report("an EFA launch template without a placement group: EFA needs a cluster placement group")
+            report("an EFA launch template without a placement group: EFA needs a cluster placement group", None)
 
 
 placement_cluster = ResourceValidationPolicy(
@@ -149,7 +149,7 @@ def _gpu_one_subnet(args: ResourceValidationArgs, report: ReportViolation) -> No
         return
     subnets = args.props.get("subnetIds") or []
     if len(subnets) != 1:
-        report(f"EFA node group in {len(subnets)} subnets: a cluster placement group and EFA need exactly one")
+        report(f"EFA node group in {len(subnets)} subnets: a cluster placement group and EFA need exactly one", None)
 
 
 gpu_one_subnet = ResourceValidationPolicy(
@@ -163,9 +163,10 @@ gpu_one_subnet = ResourceValidationPolicy(
 )
 
 
-def _self_rules(resources: list[PolicyResource]) -> dict[str, set[str]]:
-    """Security group id -> directions ('ingress', 'egress') that allow all traffic from/to itself."""
-    found: dict[str, set[str]] = {}
+def _self_rules(resources: list[PolicyResource]) -> dict[str | None, set[str | None]]:
+    """Security group id -> directions ('ingress', 'egress') that allow all traffic from/to itself (an id or
+    a direction is None where a preview does not know it yet)."""
+    found: dict[str | None, set[str | None]] = {}
     for r in _of(resources, SG_INGRESS, SG_EGRESS):
         p = r.props
         if p.get("ipProtocol") == "-1" and p.get("referencedSecurityGroupId") == p.get("securityGroupId"):
@@ -212,11 +213,12 @@ def _imds(args: ResourceValidationArgs, report: ReportViolation) -> None:
         return
     md = args.props.get("metadataOptions") or {}
     if md.get("httpTokens") != "required":
-        report(f"metadataOptions.httpTokens is {md.get('httpTokens')!r}: set 'required' (IMDSv2 only)")
+        report(f"metadataOptions.httpTokens is {md.get('httpTokens')!r}: set 'required' (IMDSv2 only)", None)
     if _num(md.get("httpPutResponseHopLimit")) != 1:
         report(
             f"metadataOptions.httpPutResponseHopLimit is {md.get('httpPutResponseHopLimit')!r}: set 1 so pods "
-            "cannot read the node role's credentials"
+            "cannot read the node role's credentials",
+            None,
         )
 
 
@@ -263,7 +265,7 @@ def _world_ingress(resource_type: str, p: Any) -> list[tuple[list[str], list[int
 def _no_public_ray(args: ResourceValidationArgs, report: ReportViolation) -> None:
     for cidrs, ports in _world_ingress(args.resource_type, args.props):
         if cidrs and ports:
-            report(f"ingress from {cidrs} to Ray port(s) {ports}: Ray's ports run any code sent to them")
+            report(f"ingress from {cidrs} to Ray port(s) {ports}: Ray's ports run any code sent to them", None)
 
 
 no_public_ray_ports = ResourceValidationPolicy(
@@ -308,7 +310,7 @@ def _ray_workers(args: ResourceValidationArgs, report: ReportViolation) -> None:
         return
     for group in (args.props.get("spec") or {}).get("workerGroupSpecs") or []:
         for problem in _worker_problems(group):
-            report(problem)
+            report(problem, None)
 
 
 ray_worker_pods = ResourceValidationPolicy(
@@ -324,14 +326,14 @@ ray_worker_pods = ResourceValidationPolicy(
 )
 
 
-def _service_accounts(ray: PolicyResource) -> set[tuple[str, str]]:
+def _service_accounts(ray: PolicyResource) -> set[tuple[str | None, str | None]]:
     spec, ns = ray.props.get("spec") or {}, (ray.props.get("metadata") or {}).get("namespace")
     groups = [spec.get("headGroupSpec") or {}, *(spec.get("workerGroupSpecs") or [])]
     names = {((g.get("template") or {}).get("spec") or {}).get("serviceAccountName") for g in groups}
     return {(ns, n) for n in names if n}
 
 
-def _irsa_bound(resources: list[PolicyResource]) -> set[tuple[str, str]]:
+def _irsa_bound(resources: list[PolicyResource]) -> set[tuple[str | None, str | None]]:
     """ServiceAccounts that carry the IRSA role annotation."""
     out = set()
     for account in _of(resources, SERVICE_ACCOUNT):
@@ -442,7 +444,7 @@ def _each_document(
     def validate(args: ResourceValidationArgs, report: ReportViolation) -> None:
         for doc in _iam_documents(args):
             for problem in problems_of(doc):
-                report(problem)
+                report(problem, None)
 
     return validate
 
@@ -450,7 +452,7 @@ def _each_document(
 def _iam_no_s3_star(args: ResourceValidationArgs, report: ReportViolation) -> None:
     for doc in _iam_documents(args):
         for st in _s3_star_statements(doc):
-            report(f"statement {st.get('Sid', '')!r} allows {st.get('Action')} on Resource '*': name the bucket")
+            report(f"statement {st.get('Sid', '')!r} allows {st.get('Action')} on Resource '*': name the bucket", None)
 
 
 iam_no_s3_star = ResourceValidationPolicy(
@@ -589,7 +591,7 @@ def _irsa_trust(args: ResourceValidationArgs, report: ReportViolation) -> None:
     if args.resource_type != "aws:iam/role:Role":
         return
     for problem in _web_identity_problems(args.props.get("assumeRolePolicy")):
-        report(problem)
+        report(problem, None)
 
 
 irsa_trust_scoped = ResourceValidationPolicy(
@@ -643,7 +645,7 @@ def _s3_endpoint(args: StackValidationArgs, report: ReportViolation) -> None:
         if e.props.get("vpcEndpointType") == "Gateway" and str(e.props.get("serviceName", "")).endswith(".s3")
     ]
     if not gateways:
-        report("a NAT gateway but no S3 gateway endpoint: S3 traffic pays the NAT's per-GB charge")
+        report("a NAT gateway but no S3 gateway endpoint: S3 traffic pays the NAT's per-GB charge", None)
 
 
 s3_gateway_endpoint = StackValidationPolicy(

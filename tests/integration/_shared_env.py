@@ -9,6 +9,8 @@ from pathlib import Path
 
 from conftest import REPO
 
+from workloads.config import RUNS_DIR_ENV
+
 # An address where no Ray cluster answers, as a shell may have left it: the local run must not use it.
 STALE_RAY_ADDRESS = "127.0.0.1:1"
 # The one bucket of the shared moto S3 server.
@@ -20,8 +22,11 @@ MOTO_CLUSTER, MOTO_NODEGROUP = "ray-efa-eks", "ray-efa-eks-gpu-ng-1a2b3c"
 
 def driver_env() -> dict[str, str]:
     """The environment of a `python -m automation` subprocess: wide lines, so a path printed on stderr
-    is never wrapped, and the repository on the path whatever the cwd."""
-    return dict(os.environ, COLUMNS="400", PYTHONPATH=str(REPO), RAY_USAGE_STATS_ENABLED="0")
+    is never wrapped, the repository on the path whatever the cwd, and its runs under its own cwd (not
+    where tests/conftest.py's `runs_in_tmp` points the test process)."""
+    env = dict(os.environ, COLUMNS="400", PYTHONPATH=str(REPO), RAY_USAGE_STATS_ENABLED="0")
+    env.pop(RUNS_DIR_ENV, None)
+    return env
 
 
 def half_written(run_dir: Path) -> list[str]:

@@ -10,7 +10,6 @@ SIGTERM from outside, mid-training."""
 
 from __future__ import annotations
 
-import os
 import signal
 import subprocess
 import sys
@@ -18,7 +17,7 @@ from pathlib import Path
 
 import psutil
 import pytest
-from _shared_env import half_written
+from _shared_env import driver_env, half_written
 
 from automation.local_ray import processes_naming
 
@@ -66,10 +65,6 @@ else:
     after(step)
 sys.exit(main(argv))
 """
-
-
-def driver_env() -> dict[str, str]:
-    return dict(os.environ, COLUMNS="400", PYTHONPATH=str(REPO), RAY_USAGE_STATS_ENABLED="0")
 
 
 def interrupt_at(step: str, sig: signal.Signals, cwd: Path) -> dict:

@@ -11,7 +11,6 @@ from __future__ import annotations
 import base64
 import io
 import json
-import os
 import shutil
 import subprocess
 import sys
@@ -19,7 +18,7 @@ from html.parser import HTMLParser
 from pathlib import Path
 
 import pytest
-from conftest import REPO
+from _shared_env import driver_env
 
 from automation.commands.report import PLOT_DPI, PLOT_SIZE_IN, PLOTS
 from workloads.metrics import FIELDS, METRICS_FILE, parse_echo, read_metrics
@@ -28,7 +27,7 @@ EXPECTED_PX = (int(PLOT_SIZE_IN[0] * PLOT_DPI), int(PLOT_SIZE_IN[1] * PLOT_DPI))
 
 
 def driver(args: list[str], cwd: Path, timeout: int = 300) -> subprocess.CompletedProcess:
-    env = dict(os.environ, COLUMNS="400", PYTHONPATH=str(REPO), RAY_USAGE_STATS_ENABLED="0")
+    env = driver_env()
     return subprocess.run(
         [sys.executable, "-m", "automation", *args], cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout
     )
@@ -101,7 +100,7 @@ def test_report_page_shows_every_plot_as_an_embedded_png(run_doc):
 
 def test_report_page_states_the_verdict_and_the_versions(run_doc):
     text = " ".join(Page(Path(run_doc["report"]).read_text()).text)
-    for want in ("not-applicable", "torch", "ray", "tokens/s (median)"):
+    for want in ("not-applicable", "torch", "ray", "tokens/s (mean after warm-up)"):
         assert want in text, f"expected {want!r} in the report's text"
 
 

@@ -1,13 +1,17 @@
-"""`python -m automation clean`: deletes the local runs' directories under ./runs, newest kept, after a yes."""
+"""`python -m automation clean`: deletes the local runs' directories under ./runs, newest kept, after a yes;
+and the newest run it keeps is the one `report` and `status` name."""
 
 from __future__ import annotations
 
+import json
 import os
+from pathlib import Path
 
 import pytest
 
 from automation import cli
-from workloads.metrics import mark_run_dir
+from automation.errors import DriverError
+from workloads.metrics import METRICS_FILE, RUN_MARKER_FILE, local_runs, mark_run_dir
 
 
 @pytest.fixture
@@ -18,7 +22,7 @@ def runs(tmp_path, monkeypatch):
     for age, name in enumerate(("r3", "r2", "r1")):
         mark_run_dir(root / name, name)
         (root / name / "summary.json").write_text("{}")
-        os.utime(root / name, (1_000_000 - age * 100, 1_000_000 - age * 100))
+        os.utime(root / name / RUN_MARKER_FILE, (1_000_000 - age * 100, 1_000_000 - age * 100))  # its start
     (root / "notes.txt").write_text("mine")
     (root / ".cache").mkdir()
     return root
@@ -75,3 +79,26 @@ def test_clean_lists_what_it_will_delete_before_asking(runs, capsys):
 class _Ui:
     def note(self, text):
         print(text)
+
+
+def test_report_clean_and_status_agree_on_the_newest_run(runs, capsys):
+    # r1 started first, but a report written into it since makes its directory the most recently changed
+    (runs / "r1" / "report.html").write_text("<html>")
+    (runs / "r3" / METRICS_FILE).write_text("")
+    from automation.commands.report import newest_local_run
+
+    reported = Path(newest_local_run(runs)).name
+    cli.main(["status", "--json"])
+    shown = json.loads(capsys.readouterr().out)["newest_run"]
+    cli.main(["clean", "--keep", "1", "--yes"])
+    kept = [p.name for p in local_runs(runs)]
+    assert (reported, shown, kept) == ("r3", "r3", ["r3"]), f"report, status, clean: {reported}, {shown}, {kept}"
+
+
+def test_report_names_a_newest_run_without_metrics_instead_of_an_older_one(runs):
+    # r3 stopped before its first step; reporting r2 instead would show the wrong run's figures
+    (runs / "r2" / METRICS_FILE).write_text("")
+    from automation.commands.report import newest_local_run
+
+    with pytest.raises(DriverError, match=r"newest run .*, r3, has no .*pass an older run: r2"):
+        newest_local_run(runs)

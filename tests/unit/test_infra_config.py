@@ -22,7 +22,7 @@ from infra.config import (
     load_stack,
     validate,
 )
-from infra.config_files import pulumi_yaml_config, write_pulumi_yaml
+from infra.config_files import config_docs, pulumi_yaml_config, write_pulumi_yaml
 from infra.config_schema import MAX_NODES_PER_MANAGED_NODE_GROUP, coerce
 
 STACKS = ("us-east-2", "us-west-2")
@@ -87,6 +87,19 @@ def test_pulumi_yaml_config_block_is_rendered_from_the_schema():
         "Pulumi.yaml's config: block differs from infra/config.py's schema: "
         "run `python -m infra.config --write-pulumi-yaml`"
     )
+
+
+def test_configuration_page_is_generated_from_the_schema():
+    assert (REPO / "docs" / "configuration.md").read_text() == config_docs(KEYS), (
+        "docs/configuration.md differs from infra/config.py's schema: run `python -m infra.config --write-docs`"
+    )
+
+
+def test_configuration_page_lists_every_key_once_with_its_default():
+    rows = [line for line in config_docs(KEYS).splitlines() if line.startswith("| `")]
+    named = [row.split("`")[1] for row in rows]
+    vpc = next(row for row in rows if row.startswith("| `vpcCidr`"))
+    assert (named, "`10.0.0.0/16`" in vpc) == ([k.name for k in KEYS], True), f"rows name {named}; vpcCidr: {vpc}"
 
 
 def test_write_pulumi_yaml_replaces_a_drifted_block_and_then_leaves_it(tmp_path):

@@ -2,21 +2,20 @@
 
 from __future__ import annotations
 
-import io
-
 import pytest
 from conftest import FIXTURES as FIXTURE_ROOT
 
 from workloads.nccl_check import ScanState, classify_transport
-from workloads.nccl_check.records import FileStatus
-from workloads.nccl_check.stream import scan_stream
+from workloads.nccl_check.parser import LineReader
 
 FIXTURES = FIXTURE_ROOT / "nccl"
 
 
 def scan_text(text: str, label: str = "log") -> ScanState:
     state = ScanState()
-    scan_stream(io.BytesIO(text.encode()), label, state, FileStatus(label, "read", True), None, True)
+    reader = LineReader(label, state, None, True)
+    for line in text.encode().splitlines(keepends=True):
+        reader.line(line)
     return state
 
 

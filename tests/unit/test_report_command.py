@@ -13,7 +13,7 @@ from automation.cli import main
 from automation.commands.report import after_run, cost_rows, find_run_dir, load_run, micro_batches
 from automation.errors import DriverError
 from automation.run_report import announce
-from workloads.metrics import METRICS_FILE, MetricsWriter, StepMetrics
+from workloads.metrics import METRICS_FILE, RUN_MARKER_FILE, MetricsWriter, StepMetrics
 
 
 def make_run(root: Path, run_id: str, backend: str = "gloo", steps: int = 4) -> Path:
@@ -122,7 +122,7 @@ def test_report_without_a_run_reports_the_newest_one(tmp_path, capsys):
     import os
 
     old, new = make_run(tmp_path, "r-old"), make_run(tmp_path, "r-new")
-    os.utime(old / METRICS_FILE, (1_000_000, 1_000_000))
+    os.utime(old / RUN_MARKER_FILE, (1_000_000, 1_000_000))  # r-old started long before r-new
     rc = main(["report", "--runs-root", str(tmp_path), "--json"])
     doc = json.loads(capsys.readouterr().out)
     assert rc == 0 and Path(doc["report"]).is_relative_to(new), f"expected the report of r-new, got rc {rc}: {doc}"
@@ -177,3 +177,32 @@ def test_report_names_an_out_of_memory_halving_of_the_micro_batch(tmp_path):
     (run_dir / "summary.json").write_text(json.dumps(summary))
     got = micro_batches(load_run(run_dir))
     assert got == "4 x 2; out of GPU memory at step 1 with 8 x 1, halved", f"got {got!r}"
+
+
+def _page(run_dir: Path, tmp_path: Path) -> str:
+    from automation.commands.report import render_html
+
+    png = tmp_path / "throughput.png"
+    png.write_bytes(b"\x89PNG")
+    return render_html([load_run(run_dir, require_verdict=False)], {"throughput": png})
+
+
+def test_report_opens_with_the_verdict_then_the_throughput_the_terminal_printed(tmp_path):
+    run_dir = make_run(tmp_path, "r1")
+    summary = json.loads((run_dir / "summary.json").read_text())
+    (run_dir / "summary.json").write_text(json.dumps({**summary, "tokens_per_s": 1234.0, "device": "cpu"}))
+    page = _page(run_dir, tmp_path)
+    after_title = page.split("<h2>r1</h2>", 1)[1]
+    verdict_first = after_title.startswith('<p class="verdict">NCCL transport verdict')
+    figures = [label for label in ("tokens/s (mean after warm-up)</th><td>1,234", "tokens/s (median") if label in page]
+    assert (verdict_first, figures) == (True, ["tokens/s (mean after warm-up)</th><td>1,234"]), (
+        f"expected the verdict first and the summary's mean alone, got {verdict_first}, {figures}"
+    )
+
+
+def test_throughput_plot_of_a_cpu_run_says_why_it_has_no_mfu_line(tmp_path):
+    run_dir = make_run(tmp_path, "r1")
+    summary = json.loads((run_dir / "summary.json").read_text())
+    (run_dir / "summary.json").write_text(json.dumps({**summary, "device": "cpu"}))
+    caption = _page(run_dir, tmp_path).split('<figure id="plot-throughput">', 1)[1].split("</figcaption>")[0]
+    assert "no MFU: MFU needs the peak FLOP/s of the device, and the run was on CPU" in caption, caption

@@ -2,22 +2,10 @@
 
 from __future__ import annotations
 
-import importlib.util
-import sys
-
 import pytest
-from conftest import REPO
 
+from bench import throughput_model as tm
 
-def _load_script():
-    spec = importlib.util.spec_from_file_location("bench_throughput_model", REPO / "bench" / "throughput_model.py")
-    mod = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = mod
-    spec.loader.exec_module(mod)
-    return mod
-
-
-tm = _load_script()
 LINK = tm.Link(nic_bytes=5e9, pcie_bytes=3.2e9, groups=29)  # 1 s on a 40 Gbps NIC, 0.1 s on PCIe
 
 

@@ -3,7 +3,7 @@
 ``apply_message`` folds one message into a ScanState, which keeps only aggregates (one record
 per process, communicator and distinct channel connection, plus a bounded list of WARN lines), so
 memory does not grow with the size of the log, only with the number of distinct things it
-describes. Reading a file into messages is ``stream.py``'s work.
+describes. ``LineReader`` reads the lines of one file into it, one at a time.
 
 Accepted around the NCCL message, in any combination:
 - NCCL's own prefix ``host:pid:tid [dev] NCCL INFO`` / ``... [dev] file.cc:123 NCCL WARN``;
@@ -14,9 +14,9 @@ Accepted around the NCCL message, in any combination:
 - no prefix at all (NCCL prints ``NCCL version ...`` bare in older releases; issue reports
   often trim prefixes).
 
-This module is the one place that knows what a line says: the line grammar (the patterns below,
-including the ones ``stream.py`` uses to find lines worth reading) and the state it folds them
-into. ``stream.py`` reads a file, whole line by line or in blocks, and calls into it.
+This module is the one place that knows what a line says: the line grammar (the patterns below)
+and the state it folds them into. ``report.py`` opens the files and hands their lines to a
+``LineReader``.
 """
 
 from __future__ import annotations
@@ -88,24 +88,6 @@ UNPREFIXED = re.compile(
     _CHANNEL_WORD + rb" \d+(?:/\d+)? : \d[^\n]* via |NCCL version|NET/(?:OFI|Plugin|Socket : Using)"
     rb"|Using network|CUDA Dev \d+\[\d+\], [^\n]*NIC distance|comm 0x[0-9a-f]+ rank [^\n]*(?:nNodes|- Init)|" + MARKER_B
 )
-# Every line apply_message uses holds one of these or WARN_TAG (both in ALL_LITERALS): a message
-# of TAGGED, an UNPREFIXED line. "NET" stands for NET/OFI, NET/Plugin and the Initialized,
-# Assigned and Failed to initialize NET plugin lines; " rank " for the communicator lines, which
-# apply_message reads only as "comm 0x... rank R ..." ("comm 0x" itself would also find every line
-# of NCCL_DEBUG_SUBSYS=COLL); "NIC distance" for the network NCCL 2.4 chose. Each one more
-# costs the block reader a pass over every block.
-LITERALS = (b" via ", b"NET", b"Using ", b" rank ", b"NCCL version", b"NIC distance", MARKER_B)
-ALL_LITERALS = (WARN_TAG, *LITERALS)
-ANY_LITERAL = re.compile(b"|".join(re.escape(lit) for lit in ALL_LITERALS))
-
-# Timestamps in front of a line: kubectl logs --timestamps (2026-12-03T20:00:00.123456789Z),
-# CloudWatch exports ("  | 2025-05-16T16:39:51.208-07:00 | "), NCCL 2.28 ([2026-12-02 16:26:37]).
-# Only a timestamp followed by a space, tab or "|" counts: NCCL's host name, which cannot hold
-# those, does not begin inside it, so the line means the same without it.
-_LEADING_TIME = re.compile(
-    rb"[ \t|]*(?:\[?\d{4}-\d\d-\d\d[T ]\d\d:\d\d:\d\d(?:[.,]\d+)?(?:Z|[+-]\d\d:?\d\d)?\]?[ \t|]+)+"
-)
-_TIME_FIRST = frozenset(b"0123456789[ \t|")  # what a line that starts with one begins with
 # How "NET plugin not found" reads across releases (2.4-2.18: "No plugin found", 2.19+:
 # "Could not find: ...", 2.12-2.18 also "Plugin load (...) returned 2 : ...").
 _PLUGIN_MISSING = ("No plugin found", "Could not find:", "Plugin load (", "dlerror=")
@@ -170,16 +152,6 @@ def classify_transport(via: str) -> Transport:
 def network_family(name: str) -> str:
     """Family of a network name as 'Using network X' prints it."""
     return classify_transport(f"NET/{name}/0").net or "other"
-
-
-def untimed(raw: bytes) -> bytes:
-    """``raw`` without the timestamps in front of it (``raw`` itself where it has none): the key
-    under which what a line does is kept, for it does the same at any time (its evidence, read
-    from the line itself, keeps them)."""
-    if not raw or raw[0] not in _TIME_FIRST:
-        return raw
-    m = _LEADING_TIME.match(raw)
-    return raw if m is None else raw[m.end() :]
 
 
 @dataclass
@@ -269,20 +241,8 @@ class LazyLine:
         return Evidence(self.file, self.line, self.text, why)
 
 
-# What apply_message says about the same line coming again: REPEAT_NOTHING (it would change
-# nothing: what it records is kept from its first line on), or (fold, args): calling
-# ``fold(state, ev, *args)`` has the effect of reading it again without parsing it again.
-# (Warnings are counted, the last provider differing counts, and communicators move the comm
-# that channel lines belong to, so those repeats are folded in.)
-REPEAT_NOTHING: tuple = ()
-Repeat = tuple
-
-
-def apply_message(
-    state: ScanState, proc: ProcKey, tid: int | None, msg: str, warn: bool, ev: LazyLine
-) -> Repeat | None:
-    """Fold one NCCL message into the aggregates. Returns what its repeats do (``Repeat``), or
-    None where a repeat has to be read again."""
+def apply_message(state: ScanState, proc: ProcKey, tid: int | None, msg: str, warn: bool, ev: LazyLine) -> None:
+    """Fold one NCCL message into the aggregates."""
     if warn:
         why = None
         if "NET/OFI" in msg or "OFI plugin" in msg:
@@ -291,23 +251,24 @@ def apply_message(
         elif "Failed to initialize any NET plugin" in msg:
             why = "no usable network plugin"
         _fold_warning(state, ev, proc, why)
-        return (_fold_warning, (proc, why))
+        return
     if msg.startswith(CHANNEL_WORDS):
         raw = msg.encode()
-        m = CONNECTION_B.match(raw)
-        if m is None:
-            return REPEAT_NOTHING  # ring/tree listings ("Channel 00/02 :    0   1 ...") carry no transport
-        state.connect((proc, tid), (proc, None), proc, (via_text(raw[m.end() :]), *m.groups()), ev)
-        return None
+        conn = CONNECTION_B.match(raw)
+        if conn is None:
+            return  # ring/tree listings ("Channel 00/02 :    0   1 ...") carry no transport
+        state.connect((proc, tid), (proc, None), proc, (via_text(raw[conn.end() :]), *conn.groups()), ev)
+        return
     if msg.startswith("NCCL version"):
         m = _VERSION.match(msg)
         if m is not None:
             info = state.process(proc)
             if info.nccl_version is None:  # a process prints its version once
                 info.nccl_version = m.group(1)
-        return REPEAT_NOTHING
+        return
     if msg.startswith("NET/"):
-        return _apply_net(state, proc, msg, ev)
+        _apply_net(state, proc, msg, ev)
+        return
     if msg.startswith(("Using", "Assigned", "Initialized")):
         m = _NETWORK.match(msg)
         if m is not None:
@@ -315,13 +276,13 @@ def apply_message(
             info = state.process(proc)
             if name not in info.networks:
                 info.networks[name] = ev.ev("network chosen")
-        return REPEAT_NOTHING
+        return
     if msg.startswith("CUDA Dev"):
         m = _NIC_DISTANCE.match(msg)
         if m is not None:
             info = state.process(proc)
             info.networks.setdefault(m.group(1), ev.ev("network chosen"))
-        return REPEAT_NOTHING
+        return
     if msg.startswith("Failed to initialize NET plugin"):
         m = _INIT_FAILED.match(msg)
         if m is not None:
@@ -330,24 +291,21 @@ def apply_message(
                 info = state.process(proc)
                 if info.ofi_failure is None:
                     info.ofi_failure = ev.ev("aws-ofi-nccl failed to start")
-        return REPEAT_NOTHING
+        return
     if "nNodes" in msg:
         m = _COMM.search(msg)
         if m is not None:
-            args = (proc, tid, m.group(1), int(m.group(2)), int(m.group(3)), int(m.group(4)), int(m.group(5)))
-            _fold_comm_nodes(state, ev, *args)
-            return (_fold_comm_nodes, args)
-        return REPEAT_NOTHING
+            ranks = (int(m.group(2)), int(m.group(3)), int(m.group(4)), int(m.group(5)))
+            _fold_comm_nodes(state, ev, proc, tid, m.group(1), *ranks)
+        return
     if "comm 0x" in msg:
         m = _COMM_INIT.search(msg)
         if m is not None:
-            args = (proc, tid, m.group(1), int(m.group(2)), int(m.group(3)), m.group(4), msg.endswith("Init START"))
-            _fold_comm_init(state, ev, *args)
-            return (_fold_comm_init, args)
-    return REPEAT_NOTHING
+            start = msg.endswith("Init START")
+            _fold_comm_init(state, ev, proc, tid, m.group(1), int(m.group(2)), int(m.group(3)), m.group(4), start)
 
 
-def _apply_net(state: ScanState, proc: ProcKey, msg: str, ev: LazyLine) -> Repeat:
+def _apply_net(state: ScanState, proc: ProcKey, msg: str, ev: LazyLine) -> None:
     """A "NET/..." message: aws-ofi-nccl's provider, start or failure, the socket transport's
     start, the net plugin found or not."""
     info = state.process(proc)
@@ -356,32 +314,31 @@ def _apply_net(state: ScanState, proc: ProcKey, msg: str, ev: LazyLine) -> Repea
         if m is not None:
             args = (proc, m.group(1), m.group(2), int(m.group(3)) if m.group(3) else None)
             _fold_provider(state, ev, *args)
-            return (_fold_provider, args)
+            return
         m = _OFI_INIT.match(msg)
         if m is not None:
             if info.plugin is None:
                 info.plugin = f"aws-ofi-nccl {m.group(1)}"
                 info.plugin_evidence = ev.ev("net plugin loaded")
-            return REPEAT_NOTHING
+            return
         if info.ofi_failure is None and _OFI_FAIL_RE.search(msg):
             info.ofi_failure = ev.ev("aws-ofi-nccl failed to start")
-        return REPEAT_NOTHING
+        return
     if msg.startswith("NET/Socket : Using"):
         if info.socket_interface is None:
             info.socket_interface = ev.ev("NCCL's socket transport started")
-        return REPEAT_NOTHING
+        return
     if msg.startswith("NET/Plugin"):
         if "ncclCollNetPlugin" in msg or "CollNet" in msg:
-            return REPEAT_NOTHING  # a missing CollNet symbol says nothing about the net plugin
+            return  # a missing CollNet symbol says nothing about the net plugin
         if _PLUGIN_MISSING_RE.search(msg):
             if info.plugin_missing is None:
                 info.plugin_missing = ev.ev("net plugin not found")
-            return REPEAT_NOTHING
+            return
         m = _LOADED.search(msg)
         if m is not None and info.plugin is None:
             info.plugin = m.group(1)
             info.plugin_evidence = ev.ev("net plugin loaded")
-    return REPEAT_NOTHING
 
 
 def _fold_warning(state: ScanState, ev: LazyLine, proc: ProcKey, why: str | None) -> None:
@@ -455,3 +412,89 @@ def _comm(state: ScanState, proc: ProcKey, ptr: str) -> CommInfo:
     if c is None:
         c = state.comms[(proc, ptr)] = CommInfo(proc, ptr)
     return c
+
+
+class LineReader:
+    """Reads the lines of one file into a ScanState, one at a time, and counts them.
+
+    Only lines in scope count: the whole file when ``in_scope_at_start``; otherwise (a combined
+    log given a run id) the lines after a ``run_marker(run_id)`` line and before a marker of
+    another run. A plain loop: the largest real log is tens of kB, and BENCHMARKS.md ("NCCL
+    check: the line loop") states the rate it meets.
+    """
+
+    def __init__(self, label: str, state: ScanState, run_id: str | None, in_scope_at_start: bool) -> None:
+        self.label, self.state, self.run_id = label, state, run_id
+        self.scoped = run_id is not None and not in_scope_at_start  # markers move the scope
+        self.in_scope = in_scope_at_start
+        self.lines = 0  # lines read so far
+        self.nccl_lines = 0  # NCCL lines in scope
+        self.skipped = 0  # NCCL lines out of scope
+
+    def line(self, raw: bytes) -> None:
+        """Read the next line of the file."""
+        self.lines += 1
+        if b"\x1b" in raw:
+            raw = ANSI.sub(b"", raw)
+        i = raw.find(INFO_TAG)
+        k = raw.find(WARN_TAG) if i < 0 else -1  # a line with both is an INFO line
+        if i < 0 and k < 0:
+            m = UNPREFIXED.search(raw)
+            if m is not None:
+                self._untagged(raw, m.start())
+            return
+        n = raw.count(INFO_TAG) + raw.count(WARN_TAG)
+        if not self.in_scope:
+            self.skipped += n
+            return
+        self.nccl_lines += n
+        if k >= 0:
+            self._message(raw, raw[:k], raw[k + len(WARN_TAG) :], True)
+            return
+        m = TAGGED.match(raw, i)
+        if m is None:
+            return
+        if m.group(6) is not None:
+            self._connection(raw, raw[:i], m.group(1, 2, 3, 4, 5), via_text(m.group(6)))
+            return
+        j = i + len(INFO_TAG)
+        if raw.startswith(COMM_STARTS, j) and all(raw.find(s, j) < 0 for s in COMM_SHAPES):
+            return  # e.g. "comm 0x... Destroy COMPLETE": nothing about the network
+        self._message(raw, raw[:i], raw[j:], False)
+
+    def _untagged(self, raw: bytes, start: int) -> None:
+        """A line without an NCCL tag whose text matched UNPREFIXED at ``start``."""
+        if raw.startswith(MARKER_B, start):
+            self._marker(raw)
+        elif not self.in_scope:
+            self.skipped += 1
+        else:
+            self.nccl_lines += 1
+            m = CONNECTION_B.match(raw, start)
+            if m is not None:  # a channel connection without NCCL's prefix
+                self._connection(raw, raw[:start], m.groups(), via_text(raw[m.end() :]))
+            else:
+                self._message(raw, raw[:start], raw[start:], False)
+
+    def _marker(self, raw: bytes) -> None:
+        """A run-marker line; it moves the scope of a combined log."""
+        text = raw.decode("utf-8", "replace").strip()
+        mk = MARKER.search(text)
+        if mk is None:
+            return
+        rid = mk.group(1)
+        self.state.markers.setdefault(rid, Evidence(self.label, self.lines, clip(text), "run marker"))
+        if self.scoped:
+            self.in_scope = rid == self.run_id
+
+    def _message(self, raw: bytes, prefix: bytes, msg_b: bytes, warn: bool) -> None:
+        msg = msg_b.decode("utf-8", "replace").strip()
+        if "[repeated" in msg:
+            msg = REPEATED.sub("", msg)
+        proc, tid = identity(prefix.decode("utf-8", "replace"), self.label)
+        apply_message(self.state, proc, tid, msg, warn, LazyLine(self.label, self.lines, raw))
+
+    def _connection(self, raw: bytes, prefix: bytes, groups: tuple, via: bytes) -> None:
+        """A channel connection: it belongs to the comm its thread initialised last (ScanState.connect)."""
+        proc, tid = identity(prefix.decode("utf-8", "replace"), self.label)
+        self.state.connect((proc, tid), (proc, None), proc, (via, *groups), LazyLine(self.label, self.lines, raw))

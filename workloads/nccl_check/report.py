@@ -4,21 +4,21 @@ from __future__ import annotations
 
 import os
 import stat
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
+from typing import BinaryIO
 
-from .parser import ScanState
+from .parser import LineReader, ScanState
 from .records import Evidence, FileStatus
 from .scope import Candidate, discover, special_kind
-from .stream import LogTooLarge, scan_stream
 from .verdict import REQUIREMENTS, Decision, decide
 
 EXIT_CODES = {"pass": 0, "fail": 1, "inconclusive": 2, "bad-input": 3}
 _READ_BUFFER = 1 << 20  # large reads: the parser's cost per line, not I/O, should dominate
-# No log is larger: the per-rank NCCL_DEBUG=INFO logs of the fixtures are a few kB to tens of kB and
-# the rate bench's 1 GB log is a million times the init log it repeats. A larger file is named by
-# mistake, or keeps growing.
+# No log is larger: the per-rank NCCL_DEBUG=INFO logs of the fixtures are a few kB to tens of kB. A
+# larger file is named by mistake, or keeps growing.
 MAX_LOG_BYTES = 16 << 30
+MAX_LINE_BYTES = 1 << 20  # NCCL's longest lines (ring and tree listings) run to a few kB
 # Statuses of a file that make the whole input bad, wherever the file came from.
 _BAD_ANYWHERE = ("not-regular", "too-large")
 
@@ -185,14 +185,18 @@ def _read(cand: Candidate, state: ScanState, run_id: str | None) -> FileStatus:
         if info.st_size > MAX_LOG_BYTES:
             status.status, status.detail = "too-large", _too_large(info.st_size)
             return status
+        reader = LineReader(str(cand.path), state, run_id, cand.whole)
         try:
-            scan_stream(stream, str(cand.path), state, status, run_id, cand.whole, MAX_LOG_BYTES)
-        except LogTooLarge:
-            status.status, status.detail = "too-large", _too_large(stream.tell())
-            return status
+            for raw in _lines(stream):
+                reader.line(raw)
+                if stream.tell() > MAX_LOG_BYTES:  # a file that keeps growing is not read forever
+                    status.status, status.detail = "too-large", _too_large(stream.tell())
+                    return status
         except OSError as exc:
             status.status, status.detail = "unreadable", exc.strerror or str(exc)
             return status
+        status.lines, status.bytes = reader.lines, stream.tell()
+        status.nccl_lines, status.out_of_scope_lines = reader.nccl_lines, reader.skipped
     if status.bytes == 0:
         status.status, status.detail = "empty", "an empty file"
     elif status.nccl_lines == 0 and status.out_of_scope_lines > 0:
@@ -200,6 +204,16 @@ def _read(cand: Candidate, state: ScanState, run_id: str | None) -> FileStatus:
     elif status.nccl_lines == 0:
         status.status, status.detail = "not-nccl", "no NCCL_DEBUG=INFO line"
     return status
+
+
+def _lines(stream: BinaryIO) -> Iterator[bytes]:
+    """The lines of ``stream``; a line longer than MAX_LINE_BYTES is cut there and the rest of it
+    dropped, so that one line without a newline cannot fill the memory."""
+    while raw := stream.readline(MAX_LINE_BYTES):
+        if not raw.endswith(b"\n"):
+            while (rest := stream.readline(MAX_LINE_BYTES)) and not rest.endswith(b"\n"):
+                pass
+        yield raw
 
 
 def _too_large(nbytes: int) -> str:

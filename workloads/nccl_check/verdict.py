@@ -221,7 +221,9 @@ def _sort_inter(
 ) -> tuple[list[Connection], list[Connection], list[Connection]]:
     """Inter-node connections as (good, bad, unknown) for ``require`` 'efa' or 'socket'; unknown:
     over Libfabric with no provider logged."""
-    good, bad, unknown = [], [], []
+    good: list[Connection] = []
+    bad: list[Connection] = []
+    unknown: list[Connection] = []
     for c in inter:
         t = c.transport
         if require == "socket":
@@ -282,8 +284,8 @@ def _no_inter(state: ScanState, conns: list[Connection], require: str) -> Decisi
     else:
         reason = "no channel connection was logged (was NCCL_DEBUG=INFO set, and did a collective run?)"
     if offenders:
-        chosen = sorted({n for p in offenders for n in networks_of(p)}) or ["a failed net plugin"]
-        reason += f"; and a multi-node run would use {', '.join(chosen)}, not {what}"
+        networks = sorted({n for p in offenders for n in networks_of(p)}) or ["a failed net plugin"]
+        reason += f"; and a multi-node run would use {', '.join(networks)}, not {what}"
     return Decision("inconclusive", f"no inter-node traffic, {what} not proven: {reason}", tuple(_dedupe(evidence)))
 
 
