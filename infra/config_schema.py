@@ -209,8 +209,8 @@ def log_types(key: str, value: tuple[str, ...]) -> None:
 
 
 # CloudWatch Logs accepts only these retention periods (PutRetentionPolicy's retentionInDays, botocore's logs model).
-LOG_RETENTION_DAYS = (1, 3, 5, 7, 14, 30, 60, 90, 120, 150, 180, 365, 400, 545, 731, 1096, 1827, 2192, 2557, 2922)
-LOG_RETENTION_DAYS += (3288, 3653)
+LOG_RETENTION_DAYS: tuple[int, ...] = (1, 3, 5, 7, 14, 30, 60, 90, 120, 150, 180, 365, 400, 545, 731, 1096, 1827)
+LOG_RETENTION_DAYS += (2192, 2557, 2922, 3288, 3653)
 
 
 def log_retention_days(key: str, value: int) -> None:
