@@ -249,6 +249,16 @@ class RayClusterPods:
         items = self.kube.list_pods(self.namespace, sel)
         return sorted(p["metadata"]["name"] for p in items if p.get("status", {}).get("phase") == "Running")
 
+    def pods_by_node(self, node_type: str) -> dict[str, str]:
+        """One Running pod of a node type per node it runs on (node name -> first pod name by name)."""
+        sel = f"ray.io/cluster={self.raycluster},ray.io/node-type={node_type}"
+        items = sorted(self.kube.list_pods(self.namespace, sel), key=lambda p: p["metadata"]["name"])
+        out: dict[str, str] = {}
+        for p in items:
+            if p.get("status", {}).get("phase") == "Running":
+                out.setdefault(p.get("spec", {}).get("nodeName", "?"), p["metadata"]["name"])
+        return out
+
     def head_pod(self) -> str:
         heads = self.pods("head")
         if not heads:

@@ -19,9 +19,7 @@ prediction for the job's layout; with both runs' metrics it writes their report 
 from __future__ import annotations
 
 import argparse
-import importlib.util
-import sys
-from dataclasses import dataclass, fields
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -31,6 +29,7 @@ from automation.errors import DriverError
 from automation.flags import CLUSTER_PARENT, command_parser, run_id, whole_number
 from automation.job import stack_label
 from automation.targets import aws
+from automation.throughput import load_model, model_row
 from infra.config import GpuNodesConfig, known_stacks
 from workloads.config import new_run_id
 
@@ -48,7 +47,6 @@ EFA, TCP = "efa", "tcp"
 # API reference; ray-project/ray#16378). If an image defeats this, the TCP run's check says so.
 TCP_ENV = {"NCCL_NET": "Socket", "NCCL_NET_PLUGIN": "none"}
 REQUIRE = {EFA: "efa", TCP: "socket"}
-THROUGHPUT_MODEL = Path(__file__).resolve().parents[2] / "bench" / "throughput_model.py"
 
 NODE_COUNT = GpuNodesConfig.keyname("node_count")
 
@@ -201,45 +199,6 @@ def ratio(legs: list[Leg]) -> float | None:
 
 
 # ---- the model's prediction ------------------------------------------------------------------------------
-def load_model() -> Any:
-    """bench/throughput_model.py, loaded by path as its tests load it (bench/ is scripts, not a package)."""
-    spec = importlib.util.spec_from_file_location("bench_throughput_model", THROUGHPUT_MODEL)
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module
-    spec.loader.exec_module(module)
-    return module
-
-
-def model_row(rows: list[dict], job: Any, gpus_per_node: int) -> dict | None:
-    """The measured row of the model with this job's layout, or None when the model has none."""
-    want = {
-        "mesh": job.mesh,
-        "world": job.num_workers,
-        "gpus_per_node": gpus_per_node,
-        "micro_batch": job.micro_batch,
-        "accum": job.grad_accum,
-        "seq_len": job.seq_len,
-        "reduce_dtype": job.reduce_dtype,
-        "activation_checkpointing": job.activation_checkpointing,
-        "ac_policy": job.ac_policy,
-        "reshard_after_forward": job.reshard_after_forward,
-        "loss_chunk_size": job.loss_chunk_size,
-    }
-    defaults = {f.name: f.default for f in fields(job)}
-    return next((r for r in rows if all(_row_field(r, k, defaults.get(k)) == v for k, v in want.items())), None)
-
-
-def _row_field(row: dict, key: str, default: Any) -> Any:
-    """A row's field; a TrainConfig field the row does not record is read from its config string
-    (`key=value+...`, bench/fake_rank_step.py), else it was TrainConfig's default."""
-    if key in row:
-        return row[key]
-    given = dict(p.partition("=")[::2] for p in row.get("config", "").split("+"))
-    if key not in given:
-        return default
-    return given[key] in ("1", "true", "True") if isinstance(default, bool) else type(default)(given[key])
-
-
 def _span(values: list[float]) -> list[float]:
     return [min(values), max(values)]
 
