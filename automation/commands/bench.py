@@ -156,10 +156,11 @@ def make_targets(args: argparse.Namespace, ui: Any, deps: Any, **opts: Any) -> d
 
 # ---- the two runs --------------------------------------------------------------------------------------
 def run_legs(targets: dict[str, Any], ui: Any) -> list[Leg]:
-    """verify once, then train and check the EFA run, then the TCP run; stop at the first failure
-    (a TCP number beside a failed EFA run compares nothing)."""
+    """verify once, then read the EFA counters, train and check the EFA run, then the TCP run (whose
+    counters must stay flat); stop at the first failure (a TCP number beside a failed EFA run compares
+    nothing)."""
     legs = []
-    for name, names in ((EFA, ("verify", "train", "check")), (TCP, ("train", "check"))):
+    for name, names in ((EFA, ("verify", "counters", "train", "check")), (TCP, ("counters", "train", "check"))):
         target = targets[name]
         how = " ".join(f"{k}={v}" for k, v in target.job_env.items()) or "the stack's own NCCL env"
         ui.note(f"{name.upper()} run {target.run_id} ({how}; its NCCL logs must show {target.require})")
