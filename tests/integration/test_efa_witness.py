@@ -5,6 +5,9 @@ tree follows the EFA driver's source). Each world runs the steps that read and j
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
+
 import _driver_helpers as helpers  # tests/integration is on pytest's pythonpath
 import pytest
 from test_driver_pipeline import (  # noqa: F401 - aws is the moto fixture the tests use
@@ -97,3 +100,20 @@ def test_read_script_reads_a_sysfs_tree_laid_out_as_the_efa_driver_does(tmp_path
     out = subprocess.run(["sh", "-c", read_script(str(tmp_path))], capture_output=True, text=True, check=True).stdout
     expected = {helpers.EFA_DEVICE: {n: i for i, n in enumerate(helpers.EFA_PORT_COUNTERS)}}
     assert parse_reading(out).devices == expected, f"expected every port counter but lifespan, got {out}"
+
+
+def test_passing_cluster_run_keeps_its_counters_and_draws_bytes_per_nic_in_the_report(tmp_path):
+    from automation.commands import report
+    from workloads.metrics import MetricsWriter, StepMetrics
+
+    check, _ = checked(helpers.FakeEfaNodes.of_fixture())
+    writer = MetricsWriter(tmp_path, "r1", echo=False, tensorboard=False)
+    for n in (1, 2, 3):  # the run's own step metrics, as rank 0 writes them
+        writer.write(StepMetrics(n, 3, 4.0 - n, 1e-4, 9e4, 1.1e4, 0.41, 1.2, 0.01, 18.0, 0.9))
+    writer.close()
+    files = report.after_run(tmp_path, {"target": "aws", "transport": check.data.to_dict()})
+    stored = json.loads((tmp_path / "efa_counters.json").read_text())
+    page = Path(files["report"]).read_text()
+    assert len(stored["deltas"]) == 2 and 'id="plot-efa"' in page, (
+        f"expected two NICs' deltas stored and the EFA plot in the page, got {stored['deltas']}, {files}"
+    )
