@@ -122,3 +122,22 @@ def write(run_dir: Path, record: dict[str, Any]) -> Path:
     path = run_dir / COUNTERS_FILE
     path.write_text(json.dumps(record, indent=2) + "\n")
     return path
+
+
+def last_witness(runs_root: Path, stack: str) -> dict[str, Any] | str:
+    """The counter witness of the newest run of `stack` under `runs_root` (by its COUNTERS_FILE's time):
+    the run, its outcome, the line why and each NIC's ratio of counted to predicted bytes; or why none."""
+    found = []
+    for path in runs_root.glob(f"*/{COUNTERS_FILE}") if runs_root.is_dir() else []:
+        try:
+            driver = json.loads((path.parent / "driver.json").read_text())
+            record = json.loads(path.read_text())
+        except (OSError, ValueError):
+            continue  # a damaged or half-copied run says nothing about the witness
+        if driver.get("stack") == stack:
+            found.append((path.stat().st_mtime, path.parent.name, record.get("witnesses") or {}))
+    if not found:
+        return f"no run of stack {stack} with {COUNTERS_FILE} under {runs_root}"
+    _, run, w = max(found)
+    ratios = {f"{n['node']}/{n['device']}": n.get("ratio") for n in w.get("nics") or []}
+    return {"run": run, "outcome": w.get("outcome"), "message": w.get("message"), "ratio_per_nic": ratios}

@@ -1,0 +1,45 @@
+"""automation/efa_witness.py: the bytes the model predicts per NIC, and `status`'s line of the newest run's
+counter witness (the files `automation run` leaves in ./runs/<id>)."""
+
+from __future__ import annotations
+
+import json
+import os
+
+from conftest import quiet_stack
+
+from automation import efa_witness
+from automation.job import cluster_job
+from automation.throughput import nic_bytes_per_step
+from workloads.nccl_check.counters import NodeReading
+
+ONE_NIC = NodeReading({"rdmap0s31": {"tx_bytes": 0}})
+
+
+def test_prediction_is_the_models_bytes_per_step_times_the_steps_spread_over_a_nodes_nics():
+    job = cluster_job(quiet_stack("us-west-2"), "r1", None, None)
+    two_nics = NodeReading({"efa_0": {"tx_bytes": 0}, "efa_1": {"tx_bytes": 0}})
+    got = efa_witness.predicted_per_nic(job, 10, {"a": two_nics, "b": two_nics})
+    assert got == nic_bytes_per_step(job, 4) * 10 / 2, f"got {got}"
+
+
+def write_run(root, name, stack, outcome, mtime):
+    run = root / name
+    run.mkdir(parents=True)
+    (run / "driver.json").write_text(json.dumps({"stack": stack}))
+    path = run / efa_witness.COUNTERS_FILE
+    path.write_text(json.dumps({"witnesses": {"outcome": outcome, "message": "m", "nics": []}}))
+    os.utime(path, (mtime, mtime))
+
+
+def test_status_line_is_the_newest_run_of_the_stack(tmp_path):
+    write_run(tmp_path, "old", "us-west-2", "counters-flat", 100)
+    write_run(tmp_path, "new", "us-west-2", "pass", 200)
+    write_run(tmp_path, "other", "us-east-2", "reset", 300)
+    got = efa_witness.last_witness(tmp_path, "us-west-2")
+    assert (got["run"], got["outcome"]) == ("new", "pass"), f"expected run new's pass, got {got}"
+
+
+def test_status_line_says_why_when_no_run_kept_its_counters(tmp_path):
+    got = efa_witness.last_witness(tmp_path, "us-west-2")
+    assert isinstance(got, str) and "no run of stack us-west-2" in got, f"got {got!r}"
