@@ -3,6 +3,7 @@
     python -m automation bench --stack us-west-2               # verify, the EFA run, the TCP run, a table
     python -m automation bench --stack us-west-2 --steps 30    # shorter runs
     python -m automation bench --stack us-west-2 --json        # one JSON document
+    python -m automation bench --collectives                   # collective bandwidth, 2 processes on gloo here
 
 The first run is the job as the stack configures it (the pods' env: NCCL_NET_PLUGIN=ofi,
 FI_PROVIDER=efa); its NCCL logs must pass `--require efa`. The second is the same job with
@@ -14,11 +15,23 @@ run's lines can count in the other's verdict. It prints tokens/s, MFU and step t
 summary: step time is the median step) for both, their ratio, and bench/throughput_model.py's
 prediction for the job's layout; with both runs' metrics it writes their report side by side
 (automation/commands/report.py, --compare).
+
+`--collectives` runs workloads/collectives_bench.py instead: all-reduce, all-gather and reduce-scatter
+over message sizes, with algorithm and bus bandwidth against the 40 Gbps link. Without --stack it runs
+the same code with 2 processes on gloo over loopback (sizes up to --max-mib, 16 MiB by default here);
+its file goes under --runs-root as collectives-<id>.json with the machine, date and command.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
+import platform
+import socket
+import subprocess
+import sys
+import tempfile
+import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -31,6 +44,7 @@ from automation.job import stack_label
 from automation.targets import aws
 from automation.throughput import load_model, model_row
 from infra.config import GpuNodesConfig, known_stacks
+from workloads import collectives_bench
 from workloads.config import new_run_id
 
 HELP = "run the training job over EFA and again over TCP sockets on the cluster, and compare them"
@@ -329,12 +343,74 @@ def add_parser(sub: Any, parents: list[argparse.ArgumentParser]) -> argparse.Arg
         "--run-id", type=base_run_id, help="base of the two run ids, <id>-efa and <id>-tcp (default: a new one)"
     )
     p.add_argument("--runs-root", type=Path, default=Path("runs"), help="where both runs are copied for the report")
+    p.add_argument(
+        "--collectives",
+        action="store_true",
+        help="measure all-reduce, all-gather and reduce-scatter bandwidth instead (here: 2 processes on gloo)",
+    )
+    p.add_argument(
+        "--max-mib", type=whole_number, help=f"--collectives: largest message in MiB (default {LOCAL_MAX_MIB} here)"
+    )
+    p.add_argument("--iters", type=whole_number, default=5, help="--collectives: timed calls per size (default 5)")
     return p
+
+
+# ---- --collectives ----------------------------------------------------------------------------------------
+LOCAL_MAX_MIB = 16  # gloo on loopback on a 2-core machine: 16 MiB takes about 30 ms a call
+LOCAL_RANKS = 2
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def local_collectives(max_mib: int, iters: int) -> tuple[dict[str, Any], list[str]]:
+    """workloads/collectives_bench.py under torchrun with LOCAL_RANKS processes on 127.0.0.1; its document
+    and the command line that ran it. DriverError with the output's tail when it fails."""
+    with tempfile.TemporaryDirectory(prefix="collectives-") as tmp:
+        out = Path(tmp) / "c.json"
+        cmd = [sys.executable, "-m", "torch.distributed.run", f"--nproc-per-node={LOCAL_RANKS}"]
+        cmd += ["--master-addr=127.0.0.1", f"--master-port={_free_port()}", "-m", collectives_bench.__name__]
+        cmd += [f"--max-mib={max_mib}", f"--iters={iters}", f"--out={out}"]
+        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
+        if proc.returncode != 0 or not out.is_file():
+            tail = (proc.stdout + proc.stderr).strip().splitlines()[-5:]
+            raise DriverError(f"the collectives bench exited {proc.returncode}: {' | '.join(tail)}")
+        return json.loads(out.read_text()), cmd
+
+
+def collectives(args: argparse.Namespace, ui: Any) -> int:
+    """The sweep here (2 processes on gloo) and its table; the cluster's sweep is run in its pods by hand."""
+    if args.stack:
+        raise DriverError(
+            "bench --collectives --stack is not wired to the cluster yet: run workloads/collectives_bench.py in "
+            "the worker pods with torchrun (docs/efa-witnesses.md, 'The collectives table'); without --stack "
+            "it runs here on gloo",
+            exit_code=2,
+        )
+    max_mib = args.max_mib or LOCAL_MAX_MIB
+    doc, cmd = local_collectives(max_mib, args.iters)
+    doc.update(machine=platform.node(), date=time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), command=cmd)
+    args.runs_root.mkdir(parents=True, exist_ok=True)
+    path = args.runs_root / f"collectives-{new_run_id()}.json"
+    path.write_text(json.dumps(doc, indent=2) + "\n")
+    if args.json:
+        ui.emit_json({**doc, "file": str(path)})
+    else:
+        for line in collectives_bench.table(doc):
+            ui.note(line)
+        ui.note(f"written: {path}")
+    return 0
 
 
 def run(args: argparse.Namespace, ui: Any, deps: Any = None, **target_opts: Any) -> int:
     """Both runs, the comparison and the report; exit 0 only when the EFA run passed its NCCL check
-    and the TCP run was found on sockets. `deps` (an AwsDeps) and `target_opts` are for tests."""
+    and the TCP run was found on sockets. `deps` (an AwsDeps) and `target_opts` are for tests.
+    With --collectives: the collective bandwidth sweep instead (`collectives`)."""
+    if args.collectives:
+        return collectives(args, ui)
     require_stack(args)
     targets = make_targets(args, ui, deps, **target_opts)
     job = targets[EFA].job()  # a job the stack cannot run is refused before anything is submitted
