@@ -19,7 +19,6 @@ from test_driver_pipeline import (  # noqa: F401 - aws is the moto fixture the t
     run,
 )
 
-from automation.targets.aws import PIPELINE
 from workloads.nccl_check import witnesses
 
 pytestmark = pytest.mark.usefixtures("aws")
@@ -39,7 +38,7 @@ def checked(efa: helpers.FakeEfaNodes, log=EFA_LOG, over_efa: bool = True, names
 
 
 def test_run_passes_when_the_log_and_the_counters_both_say_efa():
-    check, w = checked(helpers.FakeEfaNodes.of_fixture(), names=PIPELINE)
+    check, w = checked(helpers.FakeEfaNodes.of_fixture())
     assert (check.status, w["outcome"]) == ("pass", witnesses.PASS), f"got {check.status}: {check.summary}"
 
 
@@ -116,4 +115,55 @@ def test_passing_cluster_run_keeps_its_counters_and_draws_bytes_per_nic_in_the_r
     page = Path(files["report"]).read_text()
     assert len(stored["deltas"]) == 2 and 'id="plot-efa"' in page, (
         f"expected two NICs' deltas stored and the EFA plot in the page, got {stored['deltas']}, {files}"
+    )
+
+
+class RecordingUi:
+    """The Ui of a `--json` command, recording instead of printing."""
+
+    json_mode = True
+
+    def __init__(self):
+        self.doc, self.notes = None, []
+
+    def emit_json(self, doc):
+        self.doc = doc
+
+    def note(self, text):
+        self.notes.append(text)
+
+    def log(self, text):
+        pass
+
+    error = progress = step_started = step_finished = milestone = log
+
+
+@pytest.mark.slow  # the whole `run --stack` command (preflight to report) takes about 20 s here
+def test_run_stack_world_ends_pass_with_both_witnesses_and_the_bytes_plot(tmp_path, monkeypatch, moto_eks):
+    from _shared_env import MOTO_CLUSTER, MOTO_NODEGROUP
+    from test_bench_command import Cluster, KubeWithExec
+    from test_driver_pipeline import client_factory
+
+    from automation import cli
+    from automation.commands import run_steps
+    from automation.targets.aws import AwsDeps
+
+    cluster = Cluster(tmp_path, {"efa": EFA_LOG})  # its run ids end in -efa: that run used EFA
+    monkeypatch.chdir(tmp_path)
+    with helpers.FakeKubeApi() as api:
+        # `run` scales the GPU node group back to gpuNodeCount before verify: moto's EKS holds it
+        outs = {**outputs(api), "cluster_name": MOTO_CLUSTER, "nodegroup_name": MOTO_NODEGROUP}
+        stack = helpers.FakeStack("us-west-2", outputs=outs)
+        deps = AwsDeps(client=client_factory(), stack=lambda: stack, kube=lambda kc: KubeWithExec(kc, cluster.exec))
+        real = run_steps.open_target
+        monkeypatch.setattr(run_steps, "open_target", lambda args, ui: real(args, ui, deps))
+        argv = ["run", "--stack", "us-west-2", "--run-id", "w1-efa", "--yes", "--keep-nodes", "--json"]
+        ui = RecordingUi()
+        rc = run_steps.run(cli.build_parser().parse_args(argv), ui)
+    assert ui.doc is not None, f"no JSON document; rc {rc}, notes {ui.notes}"
+    assert ui.doc.get("transport"), f"no check: {ui.doc.get('failed_step')}: {ui.doc.get('reason')}"
+    witness = ui.doc["transport"]["counters"]["witnesses"]
+    page = (tmp_path / "runs" / "w1-efa" / "report" / "report.html").read_text()
+    assert (rc, witness["outcome"], 'id="plot-efa"' in page) == (0, witnesses.PASS, True), (
+        f"expected exit 0, both witnesses passing and the bytes plot; got {rc}, {witness['message']}, {ui.doc}"
     )
