@@ -19,8 +19,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from automation.errors import DriverError
 from automation.throughput import nic_bytes_per_step
-from workloads.nccl_check.counters import NodeReading, deltas
+from workloads.nccl_check.counters import UNREAD, NodeReading, deltas
 from workloads.nccl_check.witnesses import Witnesses, judge, not_applicable
 
 if TYPE_CHECKING:
@@ -107,7 +108,11 @@ def weigh(
     """Read the counters after the job and judge both witnesses; `log` is (require, verdict, cause) of
     the NCCL check. No EFA here: the counter witness does not apply."""
     require, verdict, cause = log
-    after = snapshot(target)
+    try:
+        after = snapshot(target)
+    except DriverError as e:  # the cluster did not answer the read: unknown, which is no pass
+        failed = Witnesses(UNREAD, False, f"counter witness unreadable: the read after the job failed: {e}")
+        return CounterRecord(before, Snapshot(time.time(), {}), failed, steps)
     if after.nodes is None:
         return CounterRecord(before, after, not_applicable(NO_EFA_HERE, verdict), steps)
     if before is None or before.nodes is None:

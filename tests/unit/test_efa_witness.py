@@ -43,3 +43,16 @@ def test_status_line_is_the_newest_run_of_the_stack(tmp_path):
 def test_status_line_says_why_when_no_run_kept_its_counters(tmp_path):
     got = efa_witness.last_witness(tmp_path, "us-west-2")
     assert isinstance(got, str) and "no run of stack us-west-2" in got, f"got {got!r}"
+
+
+class Unreachable:
+    """A target whose cluster does not answer the counter read."""
+
+    def efa_counters(self):
+        raise efa_witness.DriverError("list pods in ray: connection refused")
+
+
+def test_a_read_after_the_job_that_fails_is_unreadable_not_an_error_of_check():
+    before = efa_witness.Snapshot(0.0, {"n": ONE_NIC})
+    record = efa_witness.weigh(Unreachable(), before, None, 10, ("efa", "pass", "EFA"))
+    assert (record.witnesses.outcome, record.witnesses.ok) == ("unreadable", False), record.witnesses.message
