@@ -82,13 +82,14 @@ def not_applicable_on_cpu() -> TransportVerdict:
     )
 
 
-def with_counters(v: TransportVerdict, record: CounterRecord) -> StepResult:
-    """The step's result with the counter witness: the log's own result where the witness does not apply,
-    else pass only when both witnesses pass, and a failure naming the witness that did not."""
+def with_counters(v: TransportVerdict, record: CounterRecord, note: str = "") -> StepResult:
+    """The step's result with the counter witness: the log's own result (held to `note`) where the witness
+    does not apply (no EFA here), else pass only when both witnesses pass, and a failure naming the
+    witness that did not."""
     w = record.witnesses
     v = dataclasses.replace(v, counters=record.to_dict())
     if w.outcome == NOT_APPLICABLE:
-        return check_result(v)
+        return check_result(v, note)
     counted = Finding("EFA counters", "pass" if w.ok else "fail", w.message, "" if w.ok else w.message)
     if w.ok and v.verdict == "pass":
         return StepResult(
@@ -122,10 +123,8 @@ def run(target: Target, prior: Prior) -> StepResult:
         # Keep the run id in the local paths: the NCCL check scopes files to a run by their path.
         files = target.nccl_logs(run_id, Path(tmp) / run_id)
         v = assert_transport(files, require, run_id)
-    if note:  # nothing here can prove EFA (local GPUs): the log's own answer, and no counters to read
-        return check_result(v, note)
     outcome = trained.data if trained is not None else None
     job = outcome.args if outcome is not None else None
     steps = ((outcome.summary or {}).get("steps") if outcome is not None else None) or (job.steps if job else None)
     record = efa_witness.weigh(target, before_of(prior), job, steps, (require, v.verdict, v.cause))
-    return with_counters(v, record)
+    return with_counters(v, record, note)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+from pathlib import Path
 
 from conftest import quiet_stack
 
@@ -56,3 +57,34 @@ def test_a_read_after_the_job_that_fails_is_unreadable_not_an_error_of_check():
     before = efa_witness.Snapshot(0.0, {"n": ONE_NIC})
     record = efa_witness.weigh(Unreachable(), before, None, 10, ("efa", "pass", "EFA"))
     assert (record.witnesses.outcome, record.witnesses.ok) == ("unreadable", False), record.witnesses.message
+
+
+class LocalGpus:
+    """A local target with GPUs (automation/targets/local.py's answers): any transport, no EFA."""
+
+    def nccl_expectation(self):
+        from automation.targets.local import LOCAL_GPU_NOTE
+
+        return "any", LOCAL_GPU_NOTE
+
+    def checked_run_id(self):
+        return "r1"
+
+    def nccl_logs(self, run_id, dest):
+        import shutil
+
+        from conftest import FIXTURES
+
+        dest.mkdir(parents=True)  # under a folder named after the run, as the local target's logs are
+        return [Path(shutil.copy(FIXTURES / "nccl" / "single_node_p2p_cumem_nccltests252.log", dest))]
+
+    def efa_counters(self):
+        return None
+
+
+def test_local_check_says_the_counter_witness_does_not_apply():
+    from automation.steps import check
+
+    r = check.run(LocalGpus(), {})
+    outcome = r.data.counters["witnesses"]["outcome"]
+    assert (r.status, outcome) == ("skip", "not-applicable"), f"got {r.status}, {outcome}: {r.summary}"
