@@ -17,9 +17,11 @@ prediction for the job's layout; with both runs' metrics it writes their report 
 (automation/commands/report.py, --compare).
 
 `--collectives` runs workloads/collectives_bench.py instead: all-reduce, all-gather and reduce-scatter
-over message sizes, with algorithm and bus bandwidth against the 40 Gbps link. Without --stack it runs
-the same code with 2 processes on gloo over loopback (sizes up to --max-mib, 16 MiB by default here);
-its file goes under --runs-root as collectives-<id>.json with the machine, date and command.
+over message sizes, with algorithm and bus bandwidth against the 40 Gbps link. With --stack it runs in
+one worker pod per GPU node, over EFA and again with the TCP run's overrides (1 MiB to 1 GiB;
+automation/collectives.py); without, the same code with 2 processes on gloo over loopback (up to 16 MiB
+here). Each leg's file goes under --runs-root as collectives-<id>[-efa|-tcp].json with the machine,
+date and command.
 """
 
 from __future__ import annotations
@@ -36,6 +38,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from automation import collectives as cluster_bench
 from automation import steps
 from automation.commands import report
 from automation.errors import DriverError
@@ -346,10 +349,12 @@ def add_parser(sub: Any, parents: list[argparse.ArgumentParser]) -> argparse.Arg
     p.add_argument(
         "--collectives",
         action="store_true",
-        help="measure all-reduce, all-gather and reduce-scatter bandwidth instead (here: 2 processes on gloo)",
+        help="measure all-reduce, all-gather and reduce-scatter bandwidth instead (no --stack: 2 processes on gloo)",
     )
     p.add_argument(
-        "--max-mib", type=whole_number, help=f"--collectives: largest message in MiB (default {LOCAL_MAX_MIB} here)"
+        "--max-mib",
+        type=whole_number,
+        help=f"--collectives: largest message in MiB (default 1024 on a stack, {LOCAL_MAX_MIB} here)",
     )
     p.add_argument("--iters", type=whole_number, default=5, help="--collectives: timed calls per size (default 5)")
     return p
@@ -381,27 +386,45 @@ def local_collectives(max_mib: int, iters: int) -> tuple[dict[str, Any], list[st
         return json.loads(out.read_text()), cmd
 
 
-def collectives(args: argparse.Namespace, ui: Any) -> int:
-    """The sweep here (2 processes on gloo) and its table; the cluster's sweep is run in its pods by hand."""
+def cluster_collectives(args: argparse.Namespace, ui: Any, deps: Any = None) -> dict[str, tuple[dict, list]]:
+    """The sweep in the stack's worker pods, over EFA and then with TCP_ENV: each leg's document and the
+    command node 0 ran (automation/collectives.py)."""
+    target = aws.open_stack(args.stack, project_dir=args.project_dir, ui=ui, kubeconfig=args.kubeconfig, deps=deps)
+    cluster = target.ray_pods()
+    pods = cluster_bench.worker_pods(cluster.kube, cluster.namespace, cluster.raycluster)
+    gpus = target.cfg.gpu_nodes.gpus_per_node
+    cluster_bench.copy_workloads(cluster.kube.exec, pods, cluster.namespace)
+    legs = {}
+    for leg, env in ((EFA, {}), (TCP, TCP_ENV)):
+        sweep = {"max_mib": args.max_mib or 1024, "iters": args.iters, "label": leg}
+        ui.note(f"{leg.upper()} sweep on {', '.join(p.node for p in pods)} ({gpus} GPUs each)")
+        doc = cluster_bench.sweep_on(cluster.kube.exec, pods, cluster.namespace, gpus, env, sweep)
+        legs[leg] = (doc, cluster_bench.torchrun_command(0, pods, gpus, env, sweep, "OUT"))
+    return legs
+
+
+def collectives(args: argparse.Namespace, ui: Any, deps: Any = None) -> int:
+    """The sweep (on the stack's pods over EFA and TCP, else here on gloo), its table and one file per leg
+    under --runs-root (collectives-<id>[-efa|-tcp].json, with machine, date and command)."""
     if args.stack:
-        raise DriverError(
-            "bench --collectives --stack is not wired to the cluster yet: run workloads/collectives_bench.py in "
-            "the worker pods with torchrun (docs/efa-witnesses.md, 'The collectives table'); without --stack "
-            "it runs here on gloo",
-            exit_code=2,
-        )
-    max_mib = args.max_mib or LOCAL_MAX_MIB
-    doc, cmd = local_collectives(max_mib, args.iters)
-    doc.update(machine=platform.node(), date=time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), command=cmd)
-    args.runs_root.mkdir(parents=True, exist_ok=True)
-    path = args.runs_root / f"collectives-{new_run_id()}.json"
-    path.write_text(json.dumps(doc, indent=2) + "\n")
-    if args.json:
-        ui.emit_json({**doc, "file": str(path)})
+        legs = cluster_collectives(args, ui, deps)
     else:
-        for line in collectives_bench.table(doc):
-            ui.note(line)
-        ui.note(f"written: {path}")
+        legs = {"": local_collectives(args.max_mib or LOCAL_MAX_MIB, args.iters)}
+    base, when = new_run_id(), time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+    args.runs_root.mkdir(parents=True, exist_ok=True)
+    out = {}
+    for leg, (doc, cmd) in legs.items():
+        path = args.runs_root / f"collectives-{base}{'-' + leg if leg else ''}.json"
+        doc = {**doc, "stack": args.stack, "machine": platform.node(), "date": when, "command": cmd}
+        path.write_text(json.dumps(doc, indent=2) + "\n")
+        out[leg] = {**doc, "file": str(path)}
+        if not args.json:
+            ui.note(f"{leg.upper() or 'here'}:")
+            for line in collectives_bench.table(doc):
+                ui.note(line)
+            ui.note(f"written: {path}")
+    if args.json:
+        ui.emit_json(out[""] if "" in out else out)
     return 0
 
 
@@ -410,7 +433,7 @@ def run(args: argparse.Namespace, ui: Any, deps: Any = None, **target_opts: Any)
     and the TCP run was found on sockets. `deps` (an AwsDeps) and `target_opts` are for tests.
     With --collectives: the collective bandwidth sweep instead (`collectives`)."""
     if args.collectives:
-        return collectives(args, ui)
+        return collectives(args, ui, deps)
     require_stack(args)
     targets = make_targets(args, ui, deps, **target_opts)
     job = targets[EFA].job()  # a job the stack cannot run is refused before anything is submitted

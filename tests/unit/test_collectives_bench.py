@@ -1,16 +1,10 @@
 """workloads/collectives_bench.py's arithmetic and table (in process): nccl-tests' bus bandwidth
-(https://github.com/NVIDIA/nccl-tests/blob/master/doc/PERFORMANCE.md) and the sweep's sizes; and the
-`bench --collectives --stack` refusal, which names where the cluster's sweep is run instead."""
+(https://github.com/NVIDIA/nccl-tests/blob/master/doc/PERFORMANCE.md) and the sweep's sizes."""
 
 from __future__ import annotations
 
-import argparse
-from pathlib import Path
-
 import pytest
 
-from automation.commands import bench
-from automation.errors import DriverError
 from workloads import collectives_bench as cb
 
 
@@ -34,10 +28,3 @@ def test_sizes_double_from_1_mib_to_1_gib():
 def test_table_has_one_line_per_point_after_its_two_header_lines():
     doc = {"backend": "gloo", "world": 2, "nodes": 1, "rows": [cb.row(op, cb.MIB, 2, 1e-3) for op in cb.OPS]}
     assert len(cb.table(doc)) == 2 + len(cb.OPS), "\n".join(cb.table(doc))
-
-
-def test_collectives_on_a_stack_is_refused_naming_the_manual_recipe():
-    args = argparse.Namespace(stack="us-west-2", max_mib=None, iters=5, runs_root=Path("runs"), json=False)
-    with pytest.raises(DriverError, match="docs/efa-witnesses.md") as e:
-        bench.collectives(args, ui=None)
-    assert e.value.exit_code == 2, f"expected bad-input exit 2, got {e.value.exit_code}"
