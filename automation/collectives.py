@@ -18,6 +18,7 @@ from typing import Any
 
 from automation.errors import DriverError
 from automation.job import CLUSTER_ROOT
+from automation.kube import RayClusterPods
 from automation.ray_head import upload_command, workloads_tarball
 
 SRC = f"{CLUSTER_ROOT}/src/collectives"
@@ -31,11 +32,12 @@ class WorkerPod:
     node: str
 
 
-def worker_pods(kube: Any, namespace: str, raycluster: str) -> list[WorkerPod]:
+def worker_pods(cluster: RayClusterPods) -> list[WorkerPod]:
     """One Running worker pod per GPU node, by node name; DriverError when fewer than two nodes have one."""
-    sel = f"ray.io/cluster={raycluster},ray.io/node-type=worker"
+    namespace, raycluster = cluster.namespace, cluster.raycluster
     by_node: dict[str, WorkerPod] = {}
-    for p in sorted(kube.list_pods(namespace, sel), key=lambda p: p["metadata"]["name"]):
+    items = cluster.kube.list_pods(namespace, cluster.selector("worker"))
+    for p in sorted(items, key=lambda p: p["metadata"]["name"]):
         if p.get("status", {}).get("phase") == "Running" and p["status"].get("podIP"):
             node = p.get("spec", {}).get("nodeName", "?")
             by_node.setdefault(node, WorkerPod(p["metadata"]["name"], p["status"]["podIP"], node))

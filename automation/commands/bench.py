@@ -391,7 +391,7 @@ def cluster_collectives(args: argparse.Namespace, ui: Any, deps: Any = None) -> 
     command node 0 ran (automation/collectives.py)."""
     target = aws.open_stack(args.stack, project_dir=args.project_dir, ui=ui, kubeconfig=args.kubeconfig, deps=deps)
     cluster = target.ray_pods()
-    pods = cluster_bench.worker_pods(cluster.kube, cluster.namespace, cluster.raycluster)
+    pods = cluster_bench.worker_pods(cluster)
     gpus = target.cfg.gpu_nodes.gpus_per_node
     cluster_bench.copy_workloads(cluster.kube.exec, pods, cluster.namespace)
     legs = {}
