@@ -65,6 +65,14 @@ def snapshot(target: Target, clock: Any = time.time) -> Snapshot:
     return Snapshot(clock(), target.efa_counters())
 
 
+def steps_run(summary: dict | None, job: Any) -> int | None:
+    """Optimizer steps this job ran between the two reads: the summary's steps less the step a resumed
+    run started from (workloads/loop.py's `resumed_from_step`); the job's steps without a summary."""
+    summary = summary or {}
+    total = summary.get("steps") or (job.steps if job is not None else None)
+    return None if total is None else total - (summary.get("resumed_from_step") or 0)
+
+
 def predicted_per_nic(job: Any, steps: int, nodes: dict[str, NodeReading]) -> float | None:
     """The model's bytes per NIC for `steps` optimizer steps of `job`: its per-node bytes per step, spread
     over the node's EFA devices (NCCL stripes its channels over them); None without a measured row."""

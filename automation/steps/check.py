@@ -125,6 +125,6 @@ def run(target: Target, prior: Prior) -> StepResult:
         v = assert_transport(files, require, run_id)
     outcome = trained.data if trained is not None else None
     job = outcome.args if outcome is not None else None
-    steps = ((outcome.summary or {}).get("steps") if outcome is not None else None) or (job.steps if job else None)
+    steps = efa_witness.steps_run(outcome.summary if outcome is not None else None, job)
     record = efa_witness.weigh(target, before_of(prior), job, steps, (require, v.verdict, v.cause))
     return with_counters(v, record, note)

@@ -88,3 +88,8 @@ def test_local_check_says_the_counter_witness_does_not_apply():
     r = check.run(LocalGpus(), {})
     outcome = r.data.counters["witnesses"]["outcome"]
     assert (r.status, outcome) == ("skip", "not-applicable"), f"got {r.status}, {outcome}: {r.summary}"
+
+
+def test_a_resumed_run_is_predicted_for_the_steps_it_ran_after_resuming():
+    got = efa_witness.steps_run({"steps": 100, "resumed_from_step": 60}, None)
+    assert got == 40, f"a job resumed at step 60 of 100 ran 40 steps, got {got}"
