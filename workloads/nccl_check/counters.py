@@ -16,10 +16,12 @@ Facts, each from a source:
 - The RDMA core publishes them as one file per counter under
   `/sys/class/infiniband/<device>/ports/1/hw_counters/<name>`, mode 0444 (world-readable), plus a
   writable `lifespan` (Linux `drivers/infiniband/core/sysfs.c`, `setup_hw_port_stats`). Reading needs no
-  privilege and no capability; the pod needs only a /sys that shows the device, which the EFA
-  device plugin's pods already have. Device names follow rdma-core's naming: `rdmap0s31` in the EC2
-  guide (https://docs.aws.amazon.com/AWSEC2/latest/UserGuide/efa-working-monitor.html), `efa_0` on
-  others.
+  privilege and no capability, only a /sys that lists the device: containers get a read-only sysfs,
+  and RDMA devices are visible from every network namespace while the RDMA subsystem is in its
+  default "shared" netns mode (rdma-system(8)); not yet confirmed in one of this cluster's pods, and a
+  pod that shows none reads as `missing`. Device names follow rdma-core's naming: `rdmap0s31` in the
+  EC2 guide (https://docs.aws.amazon.com/AWSEC2/latest/UserGuide/efa-working-monitor.html), `efa_0`
+  on others.
 - The values are cumulative "since instance launch or the last driver reset" (same EC2 page): a
   value that goes down between two reads is a reset, and the difference then means nothing.
 """
