@@ -243,11 +243,25 @@ class RayClusterPods:
     raycluster: str
     stack: str = ""
 
+    def selector(self, node_type: str) -> str:
+        """The label selector of the RayCluster's pods of one node type (head or worker)."""
+        return f"ray.io/cluster={self.raycluster},ray.io/node-type={node_type}"
+
     def pods(self, node_type: str) -> list[str]:
         """Running pods of the RayCluster of one node type (head or worker), by name."""
-        sel = f"ray.io/cluster={self.raycluster},ray.io/node-type={node_type}"
-        items = self.kube.list_pods(self.namespace, sel)
+        items = self.kube.list_pods(self.namespace, self.selector(node_type))
         return sorted(p["metadata"]["name"] for p in items if p.get("status", {}).get("phase") == "Running")
+
+    def pods_by_node(self, node_type: str) -> dict[str, str]:
+        """One Running pod of a node type per node it runs on (node name -> first pod name by name)."""
+        items = sorted(
+            self.kube.list_pods(self.namespace, self.selector(node_type)), key=lambda p: p["metadata"]["name"]
+        )
+        out: dict[str, str] = {}
+        for p in items:
+            if p.get("status", {}).get("phase") == "Running":
+                out.setdefault(p.get("spec", {}).get("nodeName", "?"), p["metadata"]["name"])
+        return out
 
     def head_pod(self) -> str:
         heads = self.pods("head")

@@ -169,6 +169,8 @@ class TransportVerdict:
     evidence: tuple[str, ...] = ()
     report: dict | None = None
     files: int = 0
+    # The EFA counter witness beside the log (automation/efa_witness.py's CounterRecord, as a dict)
+    counters: dict | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return dict(self.__dict__, evidence=list(self.evidence))

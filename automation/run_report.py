@@ -135,6 +135,9 @@ def render(report: RunReport, console: Any) -> None:
     res.add_row("loss", f"{_fmt(m['loss_first'], '.4f')} -> {_fmt(m['loss_last'], '.4f')}")
     tv = report.transport or {}
     res.add_row("transport", f"{tv.get('verdict', 'n/a')}: {tv.get('cause', '')}".strip())
+    witness = (tv.get("counters") or {}).get("witnesses")
+    if witness:  # the EFA counter witness: its outcome and, per NIC, counted against predicted bytes
+        res.add_row("EFA counters", f"{witness['outcome']}: {witness['message']}")
     res.add_row("cost per hour", report.cost.text() if report.cost else "n/a")
     console.print(res)
     _advice(report, console)

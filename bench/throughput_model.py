@@ -3,6 +3,7 @@ compute and counted bytes. A prediction, not a measurement: nobody has run this 
 
     python bench/throughput_model.py                     # the committed H100 rows of 2026-12-05
     python bench/throughput_model.py --rows a.jsonl --json
+    python bench/throughput_model.py --bandwidth runs/collectives-<id>.json   # EFA at a measured rate
 
 Inputs, each measured or cited:
 - per config, from `bench/fake_rank_step.py` on one H200 or H100 as rank 0 of a fake world of 8 (2
@@ -38,7 +39,10 @@ Formula, per config (k micro-batches per optimizer step, all times per optimizer
     MFU       = tokens/s * (6 N + 12 L d T) / (8 * R), R = 121 (peak) or R_L4 (achievable)
 
 Link rates are never fitted to the AWS sample's published steps/s; `predict_aws_sample` checks the
-model against them instead.
+model against them instead. `--bandwidth FILE` replaces the assumed EFA rate with a measured one: the
+bus bandwidth of the largest all-reduce in a `bench --collectives` sweep over NCCL across two nodes
+or more (workloads/collectives_bench.py), the rate the slowest link of the ring, the NIC, sustained.
+No such file exists yet; a sweep on one node or on gloo is refused, since it did not cross a NIC.
 """
 
 from __future__ import annotations
@@ -115,8 +119,23 @@ def matmul_tflops(row: dict) -> float:
     return next((r for card, r in MATMUL_TFLOPS.items() if card in words), H200_MATMUL_TFLOPS)
 
 
-def predict(row: dict, rate: float) -> dict:
-    """One config at one achievable L4 rate: compute-only, and each transport with and without overlap."""
+def measured_nic_gbps(doc: dict, source: str = "the sweep") -> float:
+    """The EFA rate a `bench --collectives` document measured (module docstring), in Gbps; SystemExit
+    naming why for a sweep that crossed no NIC."""
+    if doc.get("backend") != "nccl" or int(doc.get("nodes") or 0) < 2:
+        raise SystemExit(
+            f"{source}: backend {doc.get('backend')!r} on {doc.get('nodes')} node(s) crossed no NIC: "
+            "pass a sweep run with NCCL across two nodes"
+        )
+    reduces = [r for r in doc.get("rows") or [] if r.get("op") == "all_reduce"]
+    if not reduces:
+        raise SystemExit(f"{source}: no all_reduce row")
+    return max(reduces, key=lambda r: r["bytes"])["busbw_gbs"] * 8
+
+
+def predict(row: dict, rate: float, links: dict[str, float] | None = None) -> dict:
+    """One config at one achievable L4 rate: compute-only, and each transport (`links`, Gbps by name,
+    default NIC_GBPS) with and without overlap."""
     link = Link(
         row["collectives"]["inter_node_bytes_per_nic"],
         row["collectives"]["intra_node_bytes_per_gpu"],
@@ -125,7 +144,7 @@ def predict(row: dict, rate: float) -> dict:
     t_compute = row["step_time_s"] * matmul_tflops(row) / rate
     tokens = 8 * row["tokens_per_rank_step"]
     out = {"rate": rate, "t_compute": t_compute}
-    for name, gbps in NIC_GBPS.items():
+    for name, gbps in (links or NIC_GBPS).items():
         for overlap in (True, False):
             t = step_time(t_compute, link, gbps, overlap)
             key = f"{name}{'' if overlap else '_serial'}"
@@ -172,7 +191,7 @@ def load_rows(paths: list[Path]) -> list[dict]:
     return [r for r in rows if "oom" not in r and "error" not in r]
 
 
-def candidate_table(rows: list[dict], expandable: dict[str, dict]) -> list[dict]:
+def candidate_table(rows: list[dict], expandable: dict[str, dict], links: dict[str, float] | None = None) -> list[dict]:
     """Every config with its counted bytes, measured memory and predictions at both L4 rates."""
     table = []
     for row in rows:
@@ -188,8 +207,8 @@ def candidate_table(rows: list[dict], expandable: dict[str, dict]) -> list[dict]
                 "reserved_gib": row["peak_reserved_gib"],
                 "reserved_expandable_gib": exp.get("peak_reserved_gib"),
                 "fits": min(row["peak_reserved_gib"], exp.get("peak_reserved_gib") or 1e9) <= reserved_limit_gib(),
-                "low": predict(row, L4_ACHIEVABLE_TFLOPS[0]),
-                "high": predict(row, L4_ACHIEVABLE_TFLOPS[1]),
+                "low": predict(row, L4_ACHIEVABLE_TFLOPS[0], links),
+                "high": predict(row, L4_ACHIEVABLE_TFLOPS[1], links),
             }
         )
     return table
@@ -240,10 +259,15 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--rows", nargs="*", type=Path, default=DEFAULT_ROWS, help="fake_rank_step.py JSON rows")
     p.add_argument("--expandable", type=Path, default=EXPANDABLE_ROWS, help="rows measured with expandable_segments")
     p.add_argument("--json", action="store_true", help="print the whole table as JSON")
+    p.add_argument("--bandwidth", type=Path, help="a `bench --collectives` JSON from the cluster: EFA at its rate")
     a = p.parse_args(argv)
     rows = load_rows(a.rows)
     expandable = {r["config"]: r for r in load_rows([a.expandable])} if a.expandable.exists() else {}
-    table = candidate_table(rows, expandable)
+    links = dict(NIC_GBPS)
+    if a.bandwidth:
+        links["efa"] = measured_nic_gbps(json.loads(a.bandwidth.read_text()), str(a.bandwidth))
+    print(f"EFA rate: {links['efa']:.1f} Gbps ({a.bandwidth or 'assumed: the 40 Gbps link'})", file=sys.stderr)
+    table = candidate_table(rows, expandable, links)
     sample_row = next(
         r for r in load_rows(SAMPLE_ROWS) if r["config"].startswith("mesh=fsdp") and r["reduce_dtype"] == "bfloat16"
     )

@@ -3,6 +3,7 @@
     python -m automation bench --stack us-west-2               # verify, the EFA run, the TCP run, a table
     python -m automation bench --stack us-west-2 --steps 30    # shorter runs
     python -m automation bench --stack us-west-2 --json        # one JSON document
+    python -m automation bench --collectives                   # collective bandwidth, 2 processes on gloo here
 
 The first run is the job as the stack configures it (the pods' env: NCCL_NET_PLUGIN=ofi,
 FI_PROVIDER=efa); its NCCL logs must pass `--require efa`. The second is the same job with
@@ -14,23 +15,39 @@ run's lines can count in the other's verdict. It prints tokens/s, MFU and step t
 summary: step time is the median step) for both, their ratio, and bench/throughput_model.py's
 prediction for the job's layout; with both runs' metrics it writes their report side by side
 (automation/commands/report.py, --compare).
+
+`--collectives` runs workloads/collectives_bench.py instead: all-reduce, all-gather and reduce-scatter
+over message sizes, with algorithm and bus bandwidth against the 40 Gbps link. With --stack it runs in
+one worker pod per GPU node, over EFA and again with the TCP run's overrides (1 MiB to 1 GiB;
+automation/collectives.py); without, the same code with 2 processes on gloo over loopback (up to 16 MiB
+here). Each leg's file goes under --runs-root as collectives-<id>[-efa|-tcp].json with the machine,
+date and command.
 """
 
 from __future__ import annotations
 
 import argparse
-from dataclasses import dataclass, fields
+import json
+import platform
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from automation import collectives as cluster_bench
 from automation import steps
 from automation.commands import report
 from automation.errors import DriverError
 from automation.flags import CLUSTER_PARENT, command_parser, run_id, whole_number
 from automation.job import stack_label
 from automation.targets import aws
-from bench import throughput_model
+from automation.throughput import load_model, model_row
 from infra.config import GpuNodesConfig, known_stacks
+from workloads import collectives_bench
 from workloads.config import new_run_id
 
 HELP = "run the training job over EFA and again over TCP sockets on the cluster, and compare them"
@@ -156,10 +173,11 @@ def make_targets(args: argparse.Namespace, ui: Any, deps: Any, **opts: Any) -> d
 
 # ---- the two runs --------------------------------------------------------------------------------------
 def run_legs(targets: dict[str, Any], ui: Any) -> list[Leg]:
-    """verify once, then train and check the EFA run, then the TCP run; stop at the first failure
-    (a TCP number beside a failed EFA run compares nothing)."""
+    """verify once, then read the EFA counters, train and check the EFA run, then the TCP run (whose
+    counters must stay flat); stop at the first failure (a TCP number beside a failed EFA run compares
+    nothing)."""
     legs = []
-    for name, names in ((EFA, ("verify", "train", "check")), (TCP, ("train", "check"))):
+    for name, names in ((EFA, ("verify", "counters", "train", "check")), (TCP, ("counters", "train", "check"))):
         target = targets[name]
         how = " ".join(f"{k}={v}" for k, v in target.job_env.items()) or "the stack's own NCCL env"
         ui.note(f"{name.upper()} run {target.run_id} ({how}; its NCCL logs must show {target.require})")
@@ -199,36 +217,6 @@ def ratio(legs: list[Leg]) -> float | None:
 
 
 # ---- the model's prediction ------------------------------------------------------------------------------
-def model_row(rows: list[dict], job: Any, gpus_per_node: int) -> dict | None:
-    """The measured row of the model with this job's layout, or None when the model has none."""
-    want = {
-        "mesh": job.mesh,
-        "world": job.num_workers,
-        "gpus_per_node": gpus_per_node,
-        "micro_batch": job.micro_batch,
-        "accum": job.grad_accum,
-        "seq_len": job.seq_len,
-        "reduce_dtype": job.reduce_dtype,
-        "activation_checkpointing": job.activation_checkpointing,
-        "ac_policy": job.ac_policy,
-        "reshard_after_forward": job.reshard_after_forward,
-        "loss_chunk_size": job.loss_chunk_size,
-    }
-    defaults = {f.name: f.default for f in fields(job)}
-    return next((r for r in rows if all(_row_field(r, k, defaults.get(k)) == v for k, v in want.items())), None)
-
-
-def _row_field(row: dict, key: str, default: Any) -> Any:
-    """A row's field; a TrainConfig field the row does not record is read from its config string
-    (`key=value+...`, bench/fake_rank_step.py), else it was TrainConfig's default."""
-    if key in row:
-        return row[key]
-    given = dict(p.partition("=")[::2] for p in row.get("config", "").split("+"))
-    if key not in given:
-        return default
-    return given[key] in ("1", "true", "True") if isinstance(default, bool) else type(default)(given[key])
-
-
 def _span(values: list[float]) -> list[float]:
     return [min(values), max(values)]
 
@@ -241,7 +229,7 @@ def prediction(job: Any, cfg: Any) -> dict[str, Any]:
             "config": None,
             "note": f"the model covers g6.12xlarge only, the stack has {cfg.gpu_nodes.instance_type}",
         }
-    model = throughput_model
+    model = load_model()
     row = model_row(model.load_rows(model.DEFAULT_ROWS), job, cfg.gpu_nodes.gpus_per_node)
     if row is None:
         return {"config": None, "note": "the model has no measured row with this job's layout (mesh, batch, dtype)"}
@@ -358,12 +346,94 @@ def add_parser(sub: Any, parents: list[argparse.ArgumentParser]) -> argparse.Arg
         "--run-id", type=base_run_id, help="base of the two run ids, <id>-efa and <id>-tcp (default: a new one)"
     )
     p.add_argument("--runs-root", type=Path, default=Path("runs"), help="where both runs are copied for the report")
+    p.add_argument(
+        "--collectives",
+        action="store_true",
+        help="measure all-reduce, all-gather and reduce-scatter bandwidth instead (no --stack: 2 processes on gloo)",
+    )
+    p.add_argument(
+        "--max-mib",
+        type=whole_number,
+        help=f"--collectives: largest message in MiB (default 1024 on a stack, {LOCAL_MAX_MIB} here)",
+    )
+    p.add_argument("--iters", type=whole_number, default=5, help="--collectives: timed calls per size (default 5)")
     return p
+
+
+# ---- --collectives ----------------------------------------------------------------------------------------
+LOCAL_MAX_MIB = 16  # gloo on loopback on a 2-core machine: 16 MiB takes about 30 ms a call
+LOCAL_RANKS = 2
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def local_collectives(max_mib: int, iters: int) -> tuple[dict[str, Any], list[str]]:
+    """workloads/collectives_bench.py under torchrun with LOCAL_RANKS processes on 127.0.0.1; its document
+    and the command line that ran it. DriverError with the output's tail when it fails."""
+    with tempfile.TemporaryDirectory(prefix="collectives-") as tmp:
+        out = Path(tmp) / "c.json"
+        cmd = [sys.executable, "-m", "torch.distributed.run", f"--nproc-per-node={LOCAL_RANKS}"]
+        cmd += ["--master-addr=127.0.0.1", f"--master-port={_free_port()}", "-m", collectives_bench.__name__]
+        cmd += [f"--max-mib={max_mib}", f"--iters={iters}", f"--out={out}"]
+        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
+        if proc.returncode != 0 or not out.is_file():
+            tail = (proc.stdout + proc.stderr).strip().splitlines()[-5:]
+            raise DriverError(f"the collectives bench exited {proc.returncode}: {' | '.join(tail)}")
+        return json.loads(out.read_text()), cmd
+
+
+def cluster_collectives(args: argparse.Namespace, ui: Any, deps: Any = None) -> dict[str, tuple[dict, list]]:
+    """The sweep in the stack's worker pods, over EFA and then with TCP_ENV: each leg's document and the
+    command node 0 ran (automation/collectives.py)."""
+    target = aws.open_stack(args.stack, project_dir=args.project_dir, ui=ui, kubeconfig=args.kubeconfig, deps=deps)
+    cluster = target.ray_pods()
+    pods = cluster_bench.worker_pods(cluster)
+    gpus = target.cfg.gpu_nodes.gpus_per_node
+    cluster_bench.copy_workloads(cluster.kube.exec, pods, cluster.namespace)
+    legs = {}
+    for leg, env in ((EFA, {}), (TCP, TCP_ENV)):
+        sweep = {"max_mib": args.max_mib or 1024, "iters": args.iters, "label": leg}
+        ui.note(f"{leg.upper()} sweep on {', '.join(p.node for p in pods)} ({gpus} GPUs each)")
+        doc = cluster_bench.sweep_on(cluster.kube.exec, pods, cluster.namespace, gpus, env, sweep)
+        legs[leg] = (doc, cluster_bench.torchrun_command(0, pods, gpus, env, sweep, "OUT"))
+    return legs
+
+
+def collectives(args: argparse.Namespace, ui: Any, deps: Any = None) -> int:
+    """The sweep (on the stack's pods over EFA and TCP, else here on gloo), its table and one file per leg
+    under --runs-root (collectives-<id>[-efa|-tcp].json, with machine, date and command)."""
+    if args.stack:
+        legs = cluster_collectives(args, ui, deps)
+    else:
+        legs = {"": local_collectives(args.max_mib or LOCAL_MAX_MIB, args.iters)}
+    base, when = new_run_id(), time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+    args.runs_root.mkdir(parents=True, exist_ok=True)
+    out = {}
+    for leg, (doc, cmd) in legs.items():
+        path = args.runs_root / f"collectives-{base}{'-' + leg if leg else ''}.json"
+        doc = {**doc, "stack": args.stack, "machine": platform.node(), "date": when, "command": cmd}
+        path.write_text(json.dumps(doc, indent=2) + "\n")
+        out[leg] = {**doc, "file": str(path)}
+        if not args.json:
+            ui.note(f"{leg.upper() or 'here'}:")
+            for line in collectives_bench.table(doc):
+                ui.note(line)
+            ui.note(f"written: {path}")
+    if args.json:
+        ui.emit_json(out[""] if "" in out else out)
+    return 0
 
 
 def run(args: argparse.Namespace, ui: Any, deps: Any = None, **target_opts: Any) -> int:
     """Both runs, the comparison and the report; exit 0 only when the EFA run passed its NCCL check
-    and the TCP run was found on sockets. `deps` (an AwsDeps) and `target_opts` are for tests."""
+    and the TCP run was found on sockets. `deps` (an AwsDeps) and `target_opts` are for tests.
+    With --collectives: the collective bandwidth sweep instead (`collectives`)."""
+    if args.collectives:
+        return collectives(args, ui, deps)
     require_stack(args)
     targets = make_targets(args, ui, deps, **target_opts)
     job = targets[EFA].job()  # a job the stack cannot run is refused before anything is submitted

@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from automation import efa_witness
 from automation.errors import DriverError
 from automation.flags import CLUSTER_PARENT, command_parser, location
 from automation.run_files import DRIVER_FILE, SUMMARY_FILE, fetch_run
@@ -40,6 +41,9 @@ PLOTS = {
     "throughput": "Tokens/s and MFU vs step",
     "memory": "Peak memory and step time vs step",
 }
+# Drawn only for a run with an EFA counter witness (automation/efa_witness.py): a cluster run.
+EFA_PLOT = "efa"
+TITLES = {**PLOTS, EFA_PLOT: "EFA bytes per NIC per node: predicted vs counted"}
 HELP = "write an HTML report with plots (loss, throughput, MFU, memory) of a finished run"
 
 
@@ -224,9 +228,35 @@ def plot_memory(runs: list[RunData], path: Path) -> Path:
     return _save(fig, path)
 
 
+def counter_nics(run: RunData) -> list[dict]:
+    """The NIC rows of the run's EFA counter witness (predicted and counted bytes), [] without one."""
+    witness = ((run.verdict or {}).get("counters") or {}).get("witnesses") or {}
+    return [n for n in witness.get("nics") or [] if n.get("counted_bytes") is not None]
+
+
+def plot_efa(runs: list[RunData], path: Path) -> Path:
+    """One pair of bars per NIC: the model's predicted bytes for the run and what the counters say it sent."""
+    fig, ax = _figure(TITLES[EFA_PLOT])
+    rows = [(run, n) for run in runs for n in counter_nics(run)]
+    xs = range(len(rows))
+    predicted = [(n.get("predicted_bytes") or 0) / 1e9 for _, n in rows]
+    counted = [n["counted_bytes"] / 1e9 for _, n in rows]
+    ax.bar([x - 0.2 for x in xs], predicted, width=0.4, label="predicted (bench/throughput_model.py)")
+    bars = ax.bar([x + 0.2 for x in xs], counted, width=0.4, label="counted (tx_bytes after - before)")
+    for bar, (_, n) in zip(bars, rows, strict=True):
+        if n.get("ratio") is not None:
+            ax.annotate(f"{n['ratio']:.0%}", (bar.get_x() + bar.get_width() / 2, bar.get_height()), ha="center")
+    ax.set_xticks(list(xs), [f"{r.label}\n{n['node'].split('.')[0]}/{n['device']}" for r, n in rows], fontsize=7)
+    ax.set_xlabel("run, node / EFA device")
+    ax.set_ylabel("GB sent per NIC over the run")
+    ax.legend(loc="lower right")
+    return _save(fig, path)
+
+
 def write_plots(runs: list[RunData], out_dir: Path) -> dict[str, Path]:
-    makers = {"loss": plot_loss, "throughput": plot_throughput, "memory": plot_memory}
-    return {name: makers[name](runs, out_dir / f"{name}.png") for name in PLOTS}
+    makers = {"loss": plot_loss, "throughput": plot_throughput, "memory": plot_memory, EFA_PLOT: plot_efa}
+    names = [*PLOTS, *([EFA_PLOT] if any(counter_nics(r) for r in runs) else [])]
+    return {name: makers[name](runs, out_dir / f"{name}.png") for name in names}
 
 
 # ---- numbers -----------------------------------------------------------------------------------------
@@ -380,9 +410,30 @@ def _plot_note(name: str, runs: list[RunData]) -> str:
 def _img(name: str, path: Path, note: str = "") -> str:
     data = base64.b64encode(path.read_bytes()).decode()
     return (
-        f'<figure id="plot-{name}"><img src="data:image/png;base64,{data}" alt="{html.escape(PLOTS[name])}">'
-        f'<figcaption>{html.escape(PLOTS[name])} (<a href="{path.name}">{path.name}</a>)'
+        f'<figure id="plot-{name}"><img src="data:image/png;base64,{data}" alt="{html.escape(TITLES[name])}">'
+        f'<figcaption>{html.escape(TITLES[name])} (<a href="{path.name}">{path.name}</a>)'
         f"{'. ' + html.escape(note) if note else ''}</figcaption></figure>"
+    )
+
+
+def _counters_html(run: RunData) -> str:
+    """The EFA counter witness of the run: its outcome, why, and each NIC's predicted and counted bytes."""
+    w = ((run.verdict or {}).get("counters") or {}).get("witnesses")
+    if not w:
+        return ""
+    cls = "pass" if w.get("ok") else "fail" if w.get("outcome") != "not-applicable" else ""
+    rows = "".join(
+        f"<tr><td>{html.escape(n['node'])}</td><td>{html.escape(n['device'])}</td>"
+        f"<td>{_fmt(n.get('predicted_bytes'), ',.0f') or 'n/a'}</td>"
+        f"<td>{_fmt(n.get('counted_bytes'), ',') or 'n/a'}</td>"
+        f"<td>{_fmt(n.get('ratio'), '.0%') or 'n/a'}</td><td>{html.escape(n['outcome'])}</td></tr>"
+        for n in w.get("nics") or []
+    )
+    head = "<tr><th>node</th><th>device</th><th>predicted bytes</th><th>counted bytes</th><th>ratio</th><th></th></tr>"
+    return (
+        f'<p>EFA counter witness: <b class="{cls}">{html.escape(str(w.get("outcome")))}</b>: '
+        f"{html.escape(str(w.get('message', '')))} (pass needs at least {w.get('min_fraction', 0):.0%} of the "
+        f"predicted bytes on every NIC)</p>" + (f"<table>{head}{rows}</table>" if rows else "")
     )
 
 
@@ -395,7 +446,7 @@ def render_html(runs: list[RunData], plots: dict[str, Path]) -> str:
         parts.append(_table({**headline(run), **cost_rows(run)}))
         parts.append(f"<p>{html.escape(str(run.dir))}</p>")
     parts.append("<h2>Curves</h2>" + "".join(_img(name, path, _plot_note(name, runs)) for name, path in plots.items()))
-    parts.append("<h2>NCCL evidence</h2>" + "".join(_evidence_html(r) for r in runs))
+    parts.append("<h2>NCCL evidence</h2>" + "".join(_evidence_html(r) + _counters_html(r) for r in runs))
     for run in runs:
         info = run.info or {}
         parts.append(f"<h2>Config and versions of {html.escape(run.run_id)}</h2>")
@@ -441,6 +492,9 @@ def after_run(run_dir: Path, doc: dict) -> dict[str, str | None]:
         return {"report": None, "metrics_file": None, "report_error": f"no {METRICS_FILE} in {run_dir}"}
     keep = {k: doc.get(k) for k in ("target", "stack", "job_id", "transport", "cost", "ok")}
     (run_dir / DRIVER_FILE).write_text(json.dumps(keep, indent=2, default=str) + "\n")
+    counters = (doc.get("transport") or {}).get("counters")
+    if counters and counters.get("after"):  # both readings and their differences, beside the run
+        efa_witness.write(run_dir, counters)
     try:
         files = write_report([load_run(run_dir)], run_dir / REPORT_DIR)
     except DriverError as e:

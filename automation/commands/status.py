@@ -1,5 +1,5 @@
 """`python -m automation status`: what exists now (the stack's outputs, its GPU nodes and RayCluster, what runs now
-and its cost per hour, the idle guard's last decision);
+and its cost per hour, the idle guard's last decision, the EFA counter witness of the newest local run);
 with `--capture DIR` also the cluster's objects as JSON, in the layout of tests/fixtures/k8s/."""
 
 from __future__ import annotations
@@ -10,6 +10,7 @@ from typing import Any
 from rich.pretty import Pretty
 
 from automation.capture import capture_cluster
+from automation.efa_witness import last_witness
 from automation.flags import add_command, resolve_target
 from automation.pipeline import SECRET_OUTPUTS
 from automation.scaling import guard_record, now_running
@@ -62,6 +63,8 @@ def aws_status(target: Any, kubeconfig_given: bool) -> dict[str, Any]:
         "stack": target.cfg.stack,
         "region": target.cfg.region,
         "outputs": {k: ("[secret]" if k in SECRET_OUTPUTS else v) for k, v in outputs.items()},
+        # The last run's second witness, from the runs `automation run` copied here (./runs)
+        "efa_witness": last_witness(Path("runs"), target.cfg.stack),
     }
     if not kubeconfig_given and not outputs:
         doc["cluster"] = "the stack has no outputs: nothing is up"

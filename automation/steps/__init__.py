@@ -1,4 +1,4 @@
-"""The pipeline steps, one module each: preflight, stack (preview, up, destroy), verify, train, check.
+"""The pipeline steps, one module each: preflight, stack (preview, up, destroy), verify, counters, train, check.
 
 Each step is a function `(target, prior) -> StepResult` over the target interface
 (automation.targets.Target); `STEPS` names them, `build` turns a target's step names into
@@ -11,7 +11,7 @@ from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from automation.pipeline import PipelineResult, Prior, Step, StepResult, Timed, run_pipeline
-from automation.steps import check, preflight, stack, train, verify
+from automation.steps import check, counters, preflight, stack, train, verify
 
 if TYPE_CHECKING:
     from automation.targets import Target
@@ -22,6 +22,7 @@ STEPS: dict[str, Callable[[Any, Prior], StepResult]] = {
     "up": stack.run_up,
     "start": stack.run_start,
     "verify": verify.run,
+    "counters": counters.run,
     "train": train.run,
     "check": check.run,
     "destroy": stack.run_destroy,

@@ -5,18 +5,27 @@ On the cluster every worker pod's `<run_dir>/nccl/*.log` is collected and checke
 is no EFA to prove: on CPU (gloo) there is no NCCL at all, and local GPUs talk within one node, so the
 step says so. The target says what it can prove (`nccl_expectation`) and hands over the logs
 (`nccl_logs`); the verdict is this step's.
+
+Where the target has EFA, a second witness joins the log: the NICs' own byte counters, read by the
+`counters` step before the job and here after it (automation/efa_witness.py). The step passes only when
+both say the same thing (workloads/nccl_check/witnesses.py's rules); locally the counter witness does
+not apply and the step says so.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import tempfile
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from automation import efa_witness
+from automation.efa_witness import CounterRecord, Snapshot
 from automation.pipeline import Finding, Prior, StepResult, TransportVerdict
 from automation.targets import Target
 from workloads.nccl_check import check_logs
+from workloads.nccl_check.witnesses import NOT_APPLICABLE, not_applicable
 
 CPU_SKIP_REASON = "no NCCL on CPU/gloo, EFA not applicable"
 
@@ -67,7 +76,38 @@ def check_result(v: TransportVerdict, note: str = "") -> StepResult:
 
 
 def not_applicable_on_cpu() -> TransportVerdict:
-    return TransportVerdict(verdict="not-applicable", require=None, cause=CPU_SKIP_REASON)
+    no_efa = not_applicable(efa_witness.NO_EFA_HERE).to_dict()
+    return TransportVerdict(
+        verdict="not-applicable", require=None, cause=CPU_SKIP_REASON, counters={"witnesses": no_efa}
+    )
+
+
+def with_counters(v: TransportVerdict, record: CounterRecord, note: str = "") -> StepResult:
+    """The step's result with the counter witness: the log's own result (held to `note`) where the witness
+    does not apply (no EFA here), else pass only when both witnesses pass, and a failure naming the
+    witness that did not."""
+    w = record.witnesses
+    v = dataclasses.replace(v, counters=record.to_dict())
+    if w.outcome == NOT_APPLICABLE:
+        return check_result(v, note)
+    counted = Finding("EFA counters", "pass" if w.ok else "fail", w.message, "" if w.ok else w.message)
+    if w.ok and v.verdict == "pass":
+        return StepResult(
+            "check", "pass", f"NCCL over {v.require}, and {w.message}", (*check_result(v).findings, counted), v
+        )
+    return StepResult(
+        "check",
+        "fail",
+        f"NCCL check {v.verdict} (require={v.require}), counter witness {w.outcome}: {w.message}",
+        (counted, *check_result(v).findings),
+        v,
+    )
+
+
+def before_of(prior: Prior) -> Snapshot | None:
+    """The counters the `counters` step read before the job, if it ran."""
+    taken = prior.get("counters")
+    return taken.data if taken is not None and isinstance(taken.data, Snapshot) else None
 
 
 # ---- the step ------------------------------------------------------------------------------------
@@ -82,4 +122,9 @@ def run(target: Target, prior: Prior) -> StepResult:
     with tempfile.TemporaryDirectory(prefix="nccl-") as tmp:
         # Keep the run id in the local paths: the NCCL check scopes files to a run by their path.
         files = target.nccl_logs(run_id, Path(tmp) / run_id)
-        return check_result(assert_transport(files, require, run_id), note)
+        v = assert_transport(files, require, run_id)
+    outcome = trained.data if trained is not None else None
+    job = outcome.args if outcome is not None else None
+    steps = efa_witness.steps_run(outcome.summary if outcome is not None else None, job)
+    record = efa_witness.weigh(target, before_of(prior), job, steps, (require, v.verdict, v.cause))
+    return with_counters(v, record, note)

@@ -15,6 +15,7 @@ if TYPE_CHECKING:
     from automation.cost import CostEstimate
     from automation.pipeline import Advice, PipelineResult, Prior, TrainOutcome
     from workloads.config import TrainConfig
+    from workloads.nccl_check.counters import NodeReading
 
 
 class Target(Protocol):
@@ -36,6 +37,10 @@ class Target(Protocol):
     # What the NCCL logs must show here (check's `require`; None: no NCCL to check), and a note when a
     # pass cannot prove EFA here ("" otherwise).
     def nccl_expectation(self) -> tuple[str | None, str]: ...
+
+    # Every GPU node's EFA port counters now, by node (workloads/nccl_check/counters.py: a node that could
+    # not be read carries why); None where there is no EFA to read (local).
+    def efa_counters(self) -> dict[str, NodeReading] | None: ...
 
     def checked_run_id(self) -> str: ...  # the run `check` reads when this command trained none
 

@@ -43,8 +43,9 @@ from infra.config import ConfigError as StackConfigError
 from infra.config import GpuNodesConfig, load_stack
 from workloads.config import ConfigError, TrainConfig, new_run_id
 from workloads.env import NCCL_DEBUG_LEVEL
+from workloads.nccl_check.counters import NodeReading, parse_reading, read_script
 
-PIPELINE = ("preflight", "preview", "up", "verify", "train", "check")
+PIPELINE = ("preflight", "preview", "up", "verify", "counters", "train", "check")
 GPU_AZ_KEY = GpuNodesConfig.keyname("availability_zone", prefixed=True)
 PLAN = ("preflight", "preview")
 
@@ -296,6 +297,24 @@ class AwsTarget:
         if not names:
             raise DriverError(f"no worker pods of RayCluster {pods.namespace}/{pods.raycluster} to read NCCL logs from")
         return names
+
+    def efa_counters(self) -> dict[str, NodeReading]:
+        """Every GPU node's EFA port counters, read with `cat` from sysfs in one Running Ray worker pod per
+        node (the files are mode 0444: no privilege needed); a node whose read fails carries the reason."""
+        exp = self.expectations()
+        out = {}
+        for node, pod in sorted(self.ray_pods().pods_by_node("worker").items()):
+            try:
+                res = self.kube().exec(pod, exp.namespace, ["sh", "-c", read_script()], timeout_s=60)
+            except DriverError as e:
+                out[node] = NodeReading(error=f"exec in pod {pod} failed: {e}")
+                continue
+            out[node] = (
+                parse_reading(res.stdout)
+                if res.rc == 0
+                else NodeReading(error=f"the read in pod {pod} exited {res.rc}: {res.stderr.strip()[-200:]}")
+            )
+        return out
 
     def checked_run_id(self) -> str:
         """The --run-id given, else the newest run in the first worker pod."""

@@ -191,6 +191,10 @@ class LocalTarget:
         """On CPU (gloo) no NCCL at all; local GPUs talk within one node: any transport passes, no EFA proof."""
         return ("any", LOCAL_GPU_NOTE) if self.plan.use_gpu else (None, "")
 
+    def efa_counters(self) -> None:
+        """No EFA device here: the counter witness does not apply to a local run."""
+        return None
+
     def checked_run_id(self) -> str:
         return self.plan.job.run_id
 

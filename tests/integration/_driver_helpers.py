@@ -243,3 +243,82 @@ class FakeStack:
 def stack_config(stack: str = "us-west-2"):
     """The real, validated config of one of the project's stacks."""
     return quiet_stack(stack)
+
+
+# ---- the EFA driver's sysfs tree on the fake cluster's GPU nodes ----------------------------------------
+# The port counters of the EFA kernel driver, in the order of EFA_DEFINE_PORT_STATS (amzn/amzn-drivers
+# kernel/linux/efa/src/efa_verbs.c at tag efa_linux_3.1.0), each one file under
+# /sys/class/infiniband/<device>/ports/1/hw_counters/ beside a `lifespan` file (Linux
+# drivers/infiniband/core/sysfs.c). One device per node: g6.12xlarge has one EFA interface (EC2
+# DescribeInstanceTypes, MaximumEfaInterfaces 1); named as in the EC2 user guide's example
+# (https://docs.aws.amazon.com/AWSEC2/latest/UserGuide/efa-working-monitor.html: rdmap0s31).
+EFA_PORT_COUNTERS = (
+    "tx_bytes", "tx_pkts", "rx_bytes", "rx_pkts", "rx_drops", "send_bytes", "send_wrs", "recv_bytes", "recv_wrs",
+    "rdma_read_wrs", "rdma_read_bytes", "rdma_read_wr_err", "rdma_read_resp_bytes", "rdma_write_wrs",
+    "rdma_write_bytes", "rdma_write_wr_err", "rdma_write_recv_bytes", "retrans_bytes", "retrans_pkts",
+    "retrans_timeout_events", "unresponsive_remote_events", "impaired_remote_conn_events",
+)  # fmt: skip
+EFA_DEVICE = "rdmap0s31"
+# What the fake NIC carries beside the collectives' payload: EFA's SRD packet headers and NCCL's flags,
+# a stand-in figure (no public capture gives one for g6), small beside MIN_FRACTION's margin.
+WIRE_OVERHEAD = 1.04
+# The counters are cumulative since launch (EC2 guide above): earlier jobs left 5 TB on them.
+BOOT_BYTES = 5 * 10**12
+
+
+class FakeEfaNodes:
+    """Each GPU node's EFA counters, cumulative since boot, advancing with the fake job.
+
+    `pods` maps a pod to its node (the recorded pods.json). Fault switches, one per failure world:
+    `flat` (the job's collectives do not reach the NIC), `missing_after` (the device is gone after the
+    job), `reset` (the driver restarts during the job: counters start again from 0), `unreadable`
+    (the node whose reads fail with EIO, as a sysfs read of a failed admin command does)."""
+
+    def __init__(self, pods: dict[str, str], nodes: list[str], *, flat=False, missing_after=False, reset=False,
+                 unreadable: str | None = None) -> None:  # fmt: skip
+        self.pods = pods
+        boot = {c: BOOT_BYTES + 1000 * i for i, c in enumerate(EFA_PORT_COUNTERS)}
+        self.tree = {n: {EFA_DEVICE: dict(boot)} for n in nodes}
+        self.flat, self.missing_after, self.reset, self.unreadable = flat, missing_after, reset, unreadable
+        self.reads = 0
+
+    @classmethod
+    def of_fixture(cls, **faults) -> FakeEfaNodes:
+        pods = load_k8s()["pods"]["items"]
+        workers = {p["metadata"]["name"]: p["spec"]["nodeName"] for p in pods if "worker" in p["metadata"]["name"]}
+        return cls(workers, sorted(set(workers.values())), **faults)
+
+    def job_ran(self, payload_bytes: float, over_efa: bool = True) -> None:
+        """The job sent (and received) `payload_bytes` per NIC across nodes; over EFA unless sockets carried it."""
+        moved = 0 if (self.flat or not over_efa) else int(payload_bytes * WIRE_OVERHEAD)
+        for devices in self.tree.values():
+            counters = devices[EFA_DEVICE]
+            for name in ("tx_bytes", "rx_bytes", "send_bytes", "recv_bytes"):
+                counters[name] = moved // 3 if self.reset else counters[name] + moved
+            if self.missing_after:
+                devices.clear()
+
+    def is_read(self, cmd: list[str]) -> bool:
+        return cmd[:2] == ["sh", "-c"] and "hw_counters" in cmd[2]
+
+    def answer(self, pod: str) -> ExecResult:
+        """What the read script prints in `pod`: its node's devices, files in name order as a shell glob
+        lists them."""
+        self.reads += 1
+        node = self.pods[pod]
+        lines = ["EFA_COUNTERS_BEGIN"]
+        for device, counters in sorted(self.tree[node].items()):
+            lines.append(f"DEVICE {device}")
+            for name in sorted(counters):
+                lines.append(f"UNREADABLE {name}" if node == self.unreadable else f"{name} {counters[name]}")
+        lines += ([] if self.tree[node] else ["NO_DEVICES"]) + ["EFA_COUNTERS_END"]
+        return ExecResult(0, "\n".join(lines) + "\n", "")
+
+
+def predicted_job_bytes(steps: int) -> float:
+    """The bytes per NIC bench/throughput_model.py predicts for `steps` of the cluster's default job."""
+    from automation.job import cluster_job
+    from automation.throughput import nic_bytes_per_step
+
+    job = cluster_job(stack_config(), "r1", None, None)
+    return nic_bytes_per_step(job, 4) * steps

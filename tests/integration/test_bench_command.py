@@ -61,16 +61,20 @@ class Cluster:
         self.tmp, self.logs, self.failed = tmp, logs, failed
         self.submitted: list[tuple[str, dict]] = []  # (submission id, runtime env)
         self.collected: list[str] = []  # NCCL directories read by the checks
+        self.efa = helpers.FakeEfaNodes.of_fixture()  # the EFA counters, moved only by the EFA run
         self.exec = helpers.ScriptedExec(self.answer)
 
     def answer(self, pod: str, cmd: list[str], stdin: str | None) -> ExecResult:
         text = " ".join(cmd)
         run = re.search(r"runs/([^/' ]+)", text)
+        if self.efa.is_read(cmd):
+            return self.efa.answer(pod)
         if "base64 -d | tar" in text:
             return ExecResult(0, "", "")
         if cmd[:3] == ["ray", "job", "submit"]:
             job = cmd[cmd.index("--submission-id") + 1]
             self.submitted.append((job, json.loads(cmd[cmd.index("--runtime-env-json") + 1])))
+            self.efa.job_ran(helpers.predicted_job_bytes(summary(job)["steps"]), over_efa=leg_of(job) == "efa")
             word = "failed" if leg_of(job) in self.failed else "succeeded"
             return ExecResult(0 if word == "succeeded" else 1, f"[train] step 3/3\nJob '{job}' {word}\n", "")
         if cmd[0] == "cat":

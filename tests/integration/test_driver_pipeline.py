@@ -40,16 +40,27 @@ SUMMARY = {
 }
 
 
-def cluster_exec(nccl_log: Path = NCCL / "efa_unprefixed_ofi1.20.log", job_line: str = "Job 'r1' succeeded"):
-    """Answers every command the driver runs in a pod, like the real head and worker pods would."""
+def cluster_exec(
+    nccl_log: Path = NCCL / "efa_unprefixed_ofi1.20.log",
+    job_line: str = "Job 'r1' succeeded",
+    efa: helpers.FakeEfaNodes | None = None,
+    over_efa: bool = True,
+):
+    """Answers every command the driver runs in a pod, like the real head and worker pods would; `efa`
+    holds the GPU nodes' EFA counters, which the job advances by the model's bytes (over EFA unless
+    `over_efa` is False, where sockets carry them)."""
+    efa = efa or helpers.FakeEfaNodes.of_fixture()
 
     def answer(pod, cmd, stdin):
         text = " ".join(cmd)
+        if efa.is_read(cmd):  # the counter witness, before and after the job, in one worker per node
+            return efa.answer(pod)
         if "fi_info -p efa" in text:  # verify's libfabric check in each worker pod
             return helpers.fi_info_answer()
         if "base64 -d | tar" in text:
             return ExecResult(0, "", "")
         if cmd[:3] == ["ray", "job", "submit"]:
+            efa.job_ran(helpers.predicted_job_bytes(SUMMARY["steps"]), over_efa)
             return ExecResult(0 if "succeeded" in job_line else 1, f"[train] step 100/100 loss 7.9\n{job_line}\n", "")
         if cmd[0] == "cat":
             return ExecResult(0, json.dumps(SUMMARY), "")
@@ -149,7 +160,7 @@ def test_preview_failure_stops_before_up(aws):
         result = run(make_target(api, stack), PIPELINE)
     assert result.failed_step == "preview", f"expected preview to fail, got {result.failed_step}"
     assert "up" not in stack.calls, f"up must not run after a failed preview, stack calls {stack.calls}"
-    assert result.not_run == ("up", "verify", "train", "check"), f"got {result.not_run}"
+    assert result.not_run == ("up", "verify", "counters", "train", "check"), f"got {result.not_run}"
     assert result.advice.exists.startswith("nothing was created"), result.advice.exists
 
 

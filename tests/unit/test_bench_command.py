@@ -66,7 +66,7 @@ def test_run_id_too_long_for_its_tcp_suffix_is_refused_naming_the_flag(capsys):
 
 
 def test_a_rows_unrecorded_field_is_read_from_its_config_string_else_the_default():
-    from automation.commands.bench import _row_field
+    from automation.throughput import _row_field
 
     row = {"config": "mesh=hsdp+loss_chunk_size=2048+reshard_after_forward=1"}
     got = (_row_field(row, "loss_chunk_size", 8192), _row_field(row, "reshard_after_forward", False))

@@ -47,3 +47,29 @@ def test_chosen_default_fits_with_margin_and_hides_the_network_over_efa():
     assert best["reserved_gib"] <= tm.reserved_limit_gib(), f"chosen {best['config']} does not fit: {best}"
     ratio = best["low"]["efa"]["t"] / best["low"]["t_compute"]
     assert ratio <= 1.15, f"chosen {best['config']}: EFA step is {ratio:.2f} x its compute-only step, expected <= 1.15"
+
+
+def sweep_doc(backend: str, nodes: int) -> dict:
+    """A `bench --collectives` document (workloads/collectives_bench.py's shape); the numbers are test values."""
+    rows = [
+        {"op": "all_reduce", "bytes": 1 << 20, "busbw_gbs": 1.0},
+        {"op": "all_reduce", "bytes": 1 << 30, "busbw_gbs": 4.5},
+        {"op": "all_gather", "bytes": 1 << 30, "busbw_gbs": 9.0},
+    ]
+    return {"backend": backend, "nodes": nodes, "rows": rows}
+
+
+def test_measured_efa_rate_is_the_largest_all_reduces_bus_bandwidth():
+    assert tm.measured_nic_gbps(sweep_doc("nccl", 2)) == pytest.approx(36.0), "4.5 GB/s busbw is 36 Gbps"
+
+
+def test_a_sweep_that_crossed_no_nic_is_refused_as_a_measured_rate():
+    with pytest.raises(SystemExit, match="crossed no NIC"):
+        tm.measured_nic_gbps(sweep_doc("gloo", 1))
+
+
+def test_a_measured_rate_replaces_the_assumed_one_in_the_prediction():
+    row = {"collectives": {"inter_node_bytes_per_nic": 5e9, "intra_node_bytes_per_gpu": 0.0}, "n_layers": 28}
+    row |= {"step_time_s": 0.0, "tokens_per_rank_step": 1, "n_params": 1, "hidden": 1, "seq_len": 1}
+    got = tm.predict(row, 54.0, {"efa": 20.0})["efa_serial"]["t"]
+    assert got == pytest.approx(2.0), f"5 GB at a measured 20 Gbps is 2 s, got {got}"

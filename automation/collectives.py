@@ -1,0 +1,98 @@
+"""`bench --collectives --stack S`: workloads/collectives_bench.py in the cluster's own worker pods.
+
+One torchrun per GPU node, in one Running Ray worker pod per node, all started at once through the pod
+exec the driver already uses; static rendezvous on the first pod's IP (node rank 0, whose rank 0
+writes the result), `--nproc-per-node` the node's GPUs. `workloads/` is copied into each pod first,
+as the training job's submission copies it into the head pod. The GPUs are free while no Ray job
+runs: the pods hold them, Ray lends them only to a job's workers.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import shlex
+import threading
+from dataclasses import dataclass
+from typing import Any
+
+from automation.errors import DriverError
+from automation.job import CLUSTER_ROOT
+from automation.kube import RayClusterPods
+from automation.ray_head import upload_command, workloads_tarball
+
+SRC = f"{CLUSTER_ROOT}/src/collectives"
+PORT = 29511  # the rendezvous port on the first pod; not one Ray or the job uses (8265, 6379, 10001, 29500)
+
+
+@dataclass(frozen=True)
+class WorkerPod:
+    name: str
+    ip: str
+    node: str
+
+
+def worker_pods(cluster: RayClusterPods) -> list[WorkerPod]:
+    """One Running worker pod per GPU node, by node name; DriverError when fewer than two nodes have one."""
+    namespace, raycluster = cluster.namespace, cluster.raycluster
+    by_node: dict[str, WorkerPod] = {}
+    items = cluster.kube.list_pods(namespace, cluster.selector("worker"))
+    for p in sorted(items, key=lambda p: p["metadata"]["name"]):
+        if p.get("status", {}).get("phase") == "Running" and p["status"].get("podIP"):
+            node = p.get("spec", {}).get("nodeName", "?")
+            by_node.setdefault(node, WorkerPod(p["metadata"]["name"], p["status"]["podIP"], node))
+    if len(by_node) < 2:
+        raise DriverError(
+            f"RayCluster {namespace}/{raycluster} has Running workers on {len(by_node)} node(s): the collectives "
+            "bench needs two GPU nodes, so that its collectives cross the network",
+            exit_code=2,
+        )
+    return [by_node[n] for n in sorted(by_node)]
+
+
+def torchrun_command(rank: int, pods: list[WorkerPod], gpus: int, env: dict[str, str], sweep: dict, out: str) -> list:
+    """The shell command node `rank` runs: torchrun of the bench under `env` (the TCP run's overrides)."""
+    envs = " ".join(f"{k}={shlex.quote(v)}" for k, v in env.items())
+    run = (
+        f"python -m torch.distributed.run --nnodes {len(pods)} --node-rank {rank} --nproc-per-node {gpus} "
+        f"--master-addr {pods[0].ip} --master-port {PORT} -m workloads.collectives_bench "
+        f"--max-mib {sweep['max_mib']} --iters {sweep['iters']} --out {out}"
+    )
+    return ["sh", "-c", f"cd {SRC} && {envs + ' ' if envs else ''}{run}"]
+
+
+def copy_workloads(pod_exec: Any, pods: list[WorkerPod], namespace: str) -> None:
+    payload = base64.b64encode(workloads_tarball()).decode()
+    for pod in pods:
+        up = pod_exec(pod.name, namespace, upload_command(SRC, len(payload)), stdin=payload, timeout_s=300)
+        if up.rc != 0:
+            raise DriverError(f"copying workloads/ into {namespace}/{pod.name} failed (rc {up.rc}): {up.stderr[-300:]}")
+
+
+def sweep_on(pod_exec: Any, pods: list[WorkerPod], namespace: str, gpus: int, env: dict, sweep: dict) -> dict:
+    """Run the bench on every node at once and return rank 0's document; DriverError naming the node that failed."""
+    out = f"{CLUSTER_ROOT}/collectives-{sweep['label']}.json"
+    results: dict[str, Any] = {}
+
+    def one(rank: int, pod: WorkerPod) -> None:
+        cmd = torchrun_command(rank, pods, gpus, env, sweep, out)
+        try:
+            results[pod.name] = pod_exec(pod.name, namespace, cmd, timeout_s=sweep.get("timeout_s", 1800))
+        except DriverError as e:
+            results[pod.name] = e
+
+    threads = [threading.Thread(target=one, args=(r, p)) for r, p in enumerate(pods)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    for pod in pods:
+        res = results.get(pod.name)
+        if not hasattr(res, "rc") or res.rc != 0:
+            why = res if not hasattr(res, "rc") else f"exit {res.rc}: {(res.stdout + res.stderr).strip()[-300:]}"
+            raise DriverError(f"the {sweep['label']} sweep failed in {pod.name} on {pod.node}: {why}")
+    cat = pod_exec(pods[0].name, namespace, ["cat", out], timeout_s=60)
+    try:
+        return json.loads(cat.stdout)
+    except ValueError:
+        raise DriverError(f"{pods[0].name}: {out} is not the bench's JSON (rc {cat.rc}): {cat.stderr[-200:]}") from None

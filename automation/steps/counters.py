@@ -1,0 +1,24 @@
+"""counters: every GPU node's EFA port counters, read before the job is submitted (the first half of
+the counter witness; `check` reads them again and judges: automation/efa_witness.py).
+
+It records, never fails: what the counters say is `check`'s to judge. When the job's submission moves
+to a step of its own, this step runs right before it (or that step calls `efa_witness.snapshot`).
+"""
+
+from __future__ import annotations
+
+from automation.efa_witness import Snapshot, snapshot
+from automation.errors import DriverError
+from automation.pipeline import Finding, Prior, StepResult
+from automation.targets import Target
+
+
+def run(target: Target, prior: Prior) -> StepResult[Snapshot]:
+    """The counters now, as the result's data for `check`; skip where the target has no EFA."""
+    try:
+        before = snapshot(target)
+    except DriverError as e:  # the cluster did not answer: check will say the witness is absent
+        return StepResult("counters", "skip", f"EFA counters not read before the job: {e}")
+    status = "skip" if before.nodes is None else "pass"
+    line = f"EFA counters before the job: {before.summary}"
+    return StepResult("counters", status, line, (Finding("EFA counters before", status, before.summary),), before)
