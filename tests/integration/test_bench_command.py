@@ -207,7 +207,7 @@ def test_each_run_reports_tokens_per_s_mfu_and_step_time_from_its_summary(passin
 
 def test_prediction_is_for_the_layout_the_model_chose_as_the_cluster_job(passing):
     _, ui, _ = passing
-    model = bench.throughput_model
+    model = bench.load_model()
     chosen = model.choose_default(model.candidate_table(model.load_rows(model.DEFAULT_ROWS), {}))["config"]
     got = ui.doc["prediction"]["config"]
     assert got == chosen, f"expected the prediction of the model's chosen default {chosen!r}, got {got!r}"

@@ -35,7 +35,7 @@ def test_neither_run_id_scopes_the_others_nccl_log(base):
 
 def test_job_with_an_unmeasured_layout_has_no_model_row(cfg):
     job = dataclasses.replace(cluster_job(cfg, "r1"), seq_len=4096)
-    model = bench.throughput_model
+    model = bench.load_model()
     row = bench.model_row(model.load_rows(model.DEFAULT_ROWS), job, cfg.gpu_nodes.gpus_per_node)
     assert row is None, f"expected no measured row for seq_len 4096, got {row and row['config']}"
 
@@ -48,7 +48,7 @@ def test_prediction_of_another_instance_type_says_the_model_does_not_cover_it(cf
 
 def test_prediction_ratio_spans_the_models_efa_over_tcp_at_both_l4_rates(cfg):
     job = cluster_job(cfg, "r1")
-    model = bench.throughput_model
+    model = bench.load_model()
     row = bench.model_row(model.load_rows(model.DEFAULT_ROWS), job, cfg.gpu_nodes.gpus_per_node)
     at = [model.predict(row, rate) for rate in model.L4_ACHIEVABLE_TFLOPS]
     ratios = [p["efa"]["tokens_per_s"] / p[k]["tokens_per_s"] for p in at for k in ("tcp_best", "tcp_worst")]
