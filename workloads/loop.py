@@ -373,6 +373,9 @@ def train_step(
         stats["grad_norm"] = grad_norm
     optimizer.step()
     optimizer.zero_grad(set_to_none=True)
+    after = getattr(model, "after_optimizer_step", None)  # None: the bench's FSDP1 reference
+    if after is not None:
+        after()
     return total
 
 
