@@ -59,3 +59,11 @@ def test_chosen_default_fits_with_margin_and_hides_the_network_over_efa():
     assert best["reserved_gib"] <= tm.reserved_limit_gib(), f"chosen {best['config']} does not fit: {best}"
     ratio = best["low"]["efa"]["t"] / best["low"]["t_compute"]
     assert ratio <= 1.15, f"chosen {best['config']}: EFA step is {ratio:.2f} x its compute-only step, expected <= 1.15"
+
+
+def test_a_float8_row_scales_by_the_bf16_rates_times_the_cards_fp8_gains():
+    bf16 = {"device": "NVIDIA H100 80GB HBM3", "float8": "off"}
+    f8 = {**bf16, "float8": "tensorwise"}
+    gain = (1979.0 / 989.0) / (242.5 / 121.0)  # H100's FP8/bf16 over the L4's, from the two datasheets
+    got = tm.compute_scale(f8, 60.0) / tm.compute_scale(bf16, 60.0)
+    assert got == pytest.approx(gain), f"expected the float8 row's scale to be the bf16 one x {gain:.4f}, got {got:.4f}"
