@@ -94,3 +94,26 @@ def test_a_linear_whose_width_is_not_a_multiple_of_16_stays_bf16():
     # The float8 GEMM (cuBLASLt / torch._scaled_mm) needs both dimensions divisible by 16.
     assert not model_mod.float8_eligible(torch.nn.Linear(64, 184), hidden=64)
     assert model_mod.float8_eligible(torch.nn.Linear(64, 176), hidden=64)
+
+
+def test_float8_all_gather_refreshes_the_scales_after_each_optimizer_step(monkeypatch):
+    calls = []
+    monkeypatch.setattr(model_mod, "precompute_float8_scales", lambda model: calls.append(model))
+    lm = model_mod.build_model(dataclasses.replace(F8, float8="off"), torch.device("cpu")).lm
+    model_mod.CausalLM(lm, float8_all_gather=False).after_optimizer_step()
+    assert calls == [], "without float8 all-gather no scale is precomputed"
+    model = model_mod.CausalLM(lm, float8_all_gather=True)
+    model.after_optimizer_step()
+    assert calls == [model], f"expected one precompute over the model, got {calls}"
+
+
+@pytest.mark.parametrize("policy, shape_b, kept", [("ops", (64, 176), True), ("attention", (64, 176), False)])
+def test_selective_checkpointing_treats_a_float8_matmul_as_a_matmul(policy, shape_b, kept):
+    # torch._scaled_mm(a, b, scale_a, scale_b, ...): the operands come first, the scales after them.
+    from torch.utils.checkpoint import CheckpointPolicy
+
+    decide = model_mod._keeps(policy, hidden=64)
+    a, b, scale = torch.empty(8, 64), torch.empty(*shape_b), torch.empty(())
+    got = decide(None, torch.ops.aten._scaled_mm.default, a, b, scale, scale)
+    want = CheckpointPolicy.MUST_SAVE if kept else CheckpointPolicy.PREFER_RECOMPUTE
+    assert got == want, f"{policy}: a float8 matmul 64 -> {shape_b[1]} should be {want}, got {got}"
