@@ -38,13 +38,19 @@ class CausalLM(nn.Module):
     """
 
     def __init__(
-        self, lm: nn.Module, loss: str = "chunked", loss_chunk_size: int = 8192, float8_all_gather: bool = False
+        self,
+        lm: nn.Module,
+        loss: str = "chunked",
+        loss_chunk_size: int = 8192,
+        float8_all_gather: bool = False,
+        float8_layers: int = 0,
     ):
         super().__init__()
         self.lm = lm
         self.loss = loss
         self.loss_chunk_size = loss_chunk_size
         self.float8_all_gather = float8_all_gather
+        self.float8_layers = float8_layers  # linear layers converted by `--float8` (0: none)
 
     def after_optimizer_step(self) -> None:
         """What the weights need once the optimizer has changed them: their float8 scales, when FSDP2
@@ -82,12 +88,12 @@ def build_model(cfg: TrainConfig, device: torch.device) -> CausalLM:
         torch.manual_seed(cfg.seed)
         with torch.device(device):
             lm = Qwen2ForCausalLM._from_config(qwen2_config(cfg), attn_implementation="sdpa", dtype=torch.float32)
-    float8_all_gather = False
+    float8_all_gather, float8_layers = False, 0
     if cfg.float8 != "off":
         check_float8_device(cfg, torch.device(device))
-        convert_float8(lm, cfg.float8, fsdp=not cfg.unsharded)
+        float8_layers = convert_float8(lm, cfg.float8, fsdp=not cfg.unsharded)
         float8_all_gather = cfg.float8 == "tensorwise" and not cfg.unsharded
-    return CausalLM(lm, cfg.loss, cfg.loss_chunk_size, float8_all_gather)
+    return CausalLM(lm, cfg.loss, cfg.loss_chunk_size, float8_all_gather, float8_layers)
 
 
 # Float8 matmuls need float8 tensor cores: compute capability 8.9 (Ada: L4) or higher (Hopper: H100, H200)

@@ -117,3 +117,11 @@ def test_selective_checkpointing_treats_a_float8_matmul_as_a_matmul(policy, shap
     got = decide(None, torch.ops.aten._scaled_mm.default, a, b, scale, scale)
     want = CheckpointPolicy.MUST_SAVE if kept else CheckpointPolicy.PREFER_RECOMPUTE
     assert got == want, f"{policy}: a float8 matmul 64 -> {shape_b[1]} should be {want}, got {got}"
+
+
+def test_a_float8_run_says_which_torchao_ran(monkeypatch):
+    from workloads import loop
+
+    monkeypatch.setattr("importlib.metadata.version", lambda name: {"torchao": "0.17.0"}[name])
+    line = loop.float8_line("tensorwise", 84)
+    assert line == "[train] float8 tensorwise: 84 linear layers in float8 (torchao 0.17.0)", line
