@@ -37,6 +37,7 @@ import torch  # noqa: E402
 import torch.distributed as dist  # noqa: E402
 
 from bench.collectives import CollectiveRecorder, summarise  # noqa: E402
+from bench.train_throughput import apply_bench_only  # noqa: E402
 from workloads.config import TrainConfig  # noqa: E402
 from workloads.data import MicroBatches  # noqa: E402
 from workloads.loop import build_training, release_memory, train_step  # noqa: E402
@@ -54,6 +55,8 @@ def parse_config(spec: str, base: TrainConfig, world: int) -> TrainConfig:
         if key == "accum":
             accum = int(raw)
             continue
+        if key == "liger":
+            continue  # bench-only (bench/train_throughput.py `apply_bench_only`): applied per config in main
         if key not in fields:
             raise SystemExit(f"config {spec!r}: unknown TrainConfig field {key!r} (use a field of workloads/config.py)")
         over[key] = _value(getattr(base, key), raw)
@@ -119,6 +122,7 @@ def measure(spec: str, cfg: TrainConfig, device, world: int, per_node: int, warm
         "ac_rest_policy": cfg.ac_rest_policy,
         "reshard_after_forward": cfg.reshard_after_forward,
         "loss_chunk_size": cfg.loss_chunk_size,
+        "float8": cfg.float8,
         "tokens_per_rank_step": cfg.micro_batch * cfg.grad_accum * cfg.seq_len,
         "n_params": tr.n_params,
         "n_layers": tr.n_layers,
@@ -162,6 +166,7 @@ def main(argv: list[str] | None = None) -> int:
     base = TrainConfig(preset=a.preset, seq_len=a.seq_len, num_workers=a.world, use_gpu=cuda, run_id="fake")
     for spec in a.configs.split(";"):
         cfg = parse_config(spec, base, a.world)
+        apply_bench_only(spec)
         try:
             row = measure(spec, cfg, device, a.world, a.gpus_per_node, a.warmup, a.steps)
         except torch.OutOfMemoryError as e:

@@ -5,7 +5,7 @@ Builds the model as `bench/train_throughput.py` does (one GPU, one-rank process 
 the most GPU time, grouped into matmul, attention, loss, optimizer, FSDP copies and the rest.
 
     python3 bench/profile_step.py --steps 3            # module defaults, 8 x 2048
-    python3 bench/profile_step.py --set unsharded=1,fuse_mlp=1 --gemms 12
+    python3 bench/profile_step.py --set float8=tensorwise,liger=rms --gemms 12
 
 `--gemms N` also lists the N matmuls (aten mm/addmm/bmm by input shapes) with the most GPU time and
 the TFLOP/s each reached, to tell which of the step's matrix shapes run below the card's rate.
@@ -24,7 +24,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import torch  # noqa: E402
 import torch.distributed as dist  # noqa: E402
 
-from bench.train_throughput import _parse_overrides  # noqa: E402  (one parser of key=value overrides)
+from bench.train_throughput import _parse_overrides, apply_bench_only  # noqa: E402  (one parser)
 from workloads.config import TrainConfig  # noqa: E402
 from workloads.data import MicroBatches  # noqa: E402
 from workloads.loop import build_training, train_step  # noqa: E402
@@ -33,8 +33,10 @@ GROUPS = [  # first match wins; names are CUDA kernel names as the profiler repo
     ("attention", ("flash", "fmha", "attention", "sdpa", "cudnn")),
     ("matmul", ("gemm", "sm90_xmma", "cutlass", "nvjet", "matmul", "wgmma")),
     ("optimizer", ("adam", "multi_tensor", "foreach", "norm_kernel", "lpnorm")),
-    ("fsdp copies", ("chunk_cat", "split_with_sizes", "copy_", "memcpy", "all_gather", "reduce_scatter", "nccl")),
+    # Float8's scaling: the amax reductions and the casts inductor generates around `_scaled_mm` (torchao).
+    ("float8 amax and casts (triton)", ("abs_max", "_scaled_mm", "reciprocal", "clamp")),
     ("compiled elementwise (triton)", ("triton",)),
+    ("fsdp copies", ("chunk_cat", "split_with_sizes", "copy_", "memcpy", "all_gather", "reduce_scatter", "nccl")),
 ]
 
 
@@ -64,6 +66,7 @@ def main(argv=None) -> int:
     device = torch.device("cuda", 0)
     torch.cuda.set_device(device)
     dist.init_process_group("cpu:gloo,cuda:nccl")
+    apply_bench_only(args.set)
     cfg = TrainConfig(
         preset=args.preset,
         use_gpu=True,

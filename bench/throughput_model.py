@@ -15,6 +15,9 @@ Inputs, each measured or cited:
 - L4 dense bf16 peak 121 TFLOP/s (NVIDIA L4 datasheet, https://www.nvidia.com/en-us/data-center/l4/,
   242 TFLOP/s with sparsity) and an achievable L4 bf16 matmul rate of 54-71 TFLOP/s (the card is
   capped at 72 W; the range is the published matmul sweep quoted in issue 21);
+- float8 (`--float8` rows): the L4's dense FP8 peak is 242.5 TFLOP/s (the same datasheet: 485 with
+  sparsity), twice its bf16; the H100's and H200's are 1,979 against 989 dense bf16 (NVIDIA H100 and H200
+  datasheets: 3,958 / 1,979 with sparsity), also twice;
 - link rates: the g6.12xlarge NIC carries 40 Gbps = 5 GB/s in each direction at once
   (https://aws.amazon.com/ec2/instance-types/g6/ and
   https://docs.aws.amazon.com/AWSEC2/latest/UserGuide/ec2-instance-network-bandwidth.html: "apply to
@@ -26,6 +29,8 @@ Inputs, each measured or cited:
 Formula, per config (k micro-batches per optimizer step, all times per optimizer step):
 
     t_compute = t_h200 * R_card / R_L4                ASSUMPTION: the whole step scales with the matmul rate
+              x (FP8/bf16 of the card) / (FP8/bf16 of the L4)   for a float8 row: its float8 GEMMs scale with
+                                                    the FP8 rates; both ratios are 2.0, so the factor is 1.0
     t_nic     = B_nic / bw_nic                      bw_nic: EFA 5 GB/s; TCP 1.25-5 GB/s
     t_pcie    = B_pcie / 32 GB/s
     no overlap: t = t_compute + t_nic + t_pcie
@@ -59,6 +64,8 @@ RESULTS_H100 = REPO / "bench" / "results" / "2026-12-05-h100"
 # The candidates of 2026-12-05, all measured on one H100 in two calls, each with full checkpointing's
 # row again, so no candidate is compared with a row of another card.
 DEFAULT_ROWS = [RESULTS_H100 / "sac-sweep1.jsonl", RESULTS_H100 / "sac-sweep2.jsonl"]
+# The cluster default with and without --float8 (tensorwise), one H100, one call (2026-12-06).
+FLOAT8_ROWS = [REPO / "bench" / "results" / "2026-12-06-h100" / "run2-fake8.jsonl"]
 EXPANDABLE_ROWS = RESULTS / "run2-expandable.jsonl"
 SAMPLE_ROWS = [RESULTS / "run1.jsonl"]  # the fsdp bf16-reduce row whose bytes the AWS sample check uses
 
@@ -66,6 +73,8 @@ H200_MATMUL_TFLOPS = 790.0  # measured on this card type (device KINDS.md)
 MATMUL_TFLOPS = {"H200": 790.0, "H100": 798.0}  # bf16 8192^3 product measured on each card (device KINDS.md)
 L4_PEAK_TFLOPS = 121.0  # NVIDIA L4 datasheet, dense bf16
 L4_ACHIEVABLE_TFLOPS = (54.0, 71.0)  # published matmul sweep, as quoted in issue 21
+# Dense FP8 over dense bf16 peak per card (datasheets above): float8 GEMMs gain the same factor on each.
+FP8_OVER_BF16 = {"L4": 242.5 / 121.0, "H100": 1979.0 / 989.0, "H200": 1979.0 / 989.0}
 L4_MEMORY_GIB = 22888 / 1024  # EC2 DescribeInstanceTypes: 22888 MiB per L4 on g6.12xlarge
 
 # The L4 budget (BENCHMARKS.md, "An honest L4 memory budget"): a config fits when its measured reserved
@@ -133,6 +142,17 @@ def measured_nic_gbps(doc: dict, source: str = "the sweep") -> float:
     return max(reduces, key=lambda r: r["bytes"])["busbw_gbs"] * 8
 
 
+def compute_scale(row: dict, rate: float) -> float:
+    """L4 compute time over the measured card's: the bf16 matmul rates' ratio, and for a float8 row the ratio of
+    the two cards' FP8 gains (see the module docstring)."""
+    scale = matmul_tflops(row) / rate
+    if row.get("float8", "off") != "off":
+        words = row.get("device", "H200").split()
+        card = next((c for c in ("H100", "H200") if c in words), "H200")
+        scale *= FP8_OVER_BF16[card] / FP8_OVER_BF16["L4"]
+    return scale
+
+
 def predict(row: dict, rate: float, links: dict[str, float] | None = None) -> dict:
     """One config at one achievable L4 rate: compute-only, and each transport (`links`, Gbps by name,
     default NIC_GBPS) with and without overlap."""
@@ -141,7 +161,7 @@ def predict(row: dict, rate: float, links: dict[str, float] | None = None) -> di
         row["collectives"]["intra_node_bytes_per_gpu"],
         row["n_layers"] + 1,
     )
-    t_compute = row["step_time_s"] * matmul_tflops(row) / rate
+    t_compute = row["step_time_s"] * compute_scale(row, rate)
     tokens = 8 * row["tokens_per_rank_step"]
     out = {"rate": rate, "t_compute": t_compute}
     for name, gbps in (links or NIC_GBPS).items():

@@ -22,6 +22,10 @@ Variants:
   Any other name is `key=value+...` overrides of TrainConfig, e.g. `compile=1+loss=full`; the three
   named variants take overrides after a `+`, e.g. `reference+micro_batch_size=8` runs the global
   batch as two micro-batches of 8 when 16 at once does not fit.
+  `liger=K.K...` (bench only, not a TrainConfig field) swaps in Liger-Kernel's Triton kernels for the
+  window: rms (RMSNorm), swiglu (the MLP), rope (rotary embedding), each through
+  `apply_liger_kernel_to_qwen2` before the model is built (so compile traces them), and flce (its fused
+  linear cross-entropy in place of the chunked loss), e.g. `default+liger=rms.swiglu.rope.flce`.
 
 MFU = tokens/s x (6N + 12 L d T) / peak, N the parameters with the tied embedding once, peak the
 GPU's dense bf16 rate (989 TFLOP/s for H100/H200).
@@ -57,10 +61,60 @@ from workloads.model import count_params, flops_per_token, peak_tflops, qwen2_co
 PLAIN_FSDP2 = {"loss": "full", "compile": False, "reshard_after_forward": True, "activation_checkpointing": False}
 
 
+LIGER_KERNELS = ("rms", "swiglu", "rope", "flce")
+
+
+def liger_kernels(name: str) -> tuple[str, ...]:
+    """The Liger kernels a variant name asks for (`liger=rms.flce`), in LIGER_KERNELS' order."""
+    asked: set[str] = set()
+    for item in name.replace("+", ",").split(","):
+        if item.startswith("liger="):
+            asked |= set(filter(None, item.removeprefix("liger=").split(".")))
+    unknown = asked - set(LIGER_KERNELS)
+    if unknown:
+        known = ", ".join(LIGER_KERNELS)
+        raise SystemExit(f"unknown Liger kernel(s) {sorted(unknown)} in {name!r}: choose from {known}")
+    return tuple(k for k in LIGER_KERNELS if k in asked)
+
+
+def apply_liger(kernels: tuple[str, ...]) -> None:
+    """Patch transformers' Qwen2 (and the project's loss) with Liger's kernels, in this process only."""
+    if not kernels:
+        return
+    from liger_kernel.transformers import apply_liger_kernel_to_qwen2
+
+    apply_liger_kernel_to_qwen2(
+        rope="rope" in kernels,
+        rms_norm="rms" in kernels,
+        swiglu="swiglu" in kernels,
+        cross_entropy=False,
+        fused_linear_cross_entropy=False,
+    )
+    if "flce" in kernels:
+        from liger_kernel.transformers.functional import liger_fused_linear_cross_entropy
+
+        from workloads import loss as loss_fns
+
+        def flce(hidden, weight, labels, chunk_size=None):
+            return liger_fused_linear_cross_entropy(hidden, weight, labels, ignore_index=loss_fns.IGNORE_INDEX)
+
+        loss_fns.chunked_cross_entropy = flce
+
+
+def apply_bench_only(name: str) -> None:
+    """The bench-only keys of a variant (`liger=`), applied in this process only."""
+    apply_liger(liger_kernels(name))
+
+
+BENCH_ONLY = ("liger=",)
+
+
 def _parse_overrides(text: str) -> dict:
     out = {}
     fields = {f.name: f for f in dataclasses.fields(TrainConfig)}
     for item in filter(None, text.replace("+", ",").split(",")):
+        if item.startswith(BENCH_ONLY):
+            continue  # bench-only: `apply_bench_only` in the window's process
         k, v = item.split("=", 1)
         if k not in fields:
             raise SystemExit(f"unknown TrainConfig field {k!r} in variant {text!r}")
@@ -141,6 +195,7 @@ def isolated_window(name: str, cfg: TrainConfig, warmup: int, steps: int) -> dic
 
 def _child_window(name: str, cfg_dict: dict, warmup: int, steps: int) -> dict:
     cfg = TrainConfig.from_dict(cfg_dict)
+    apply_bench_only(name)
     device = torch.device("cuda", 0) if cfg.use_gpu else torch.device("cpu")
     if cfg.use_gpu:
         torch.cuda.set_device(device)
@@ -241,6 +296,13 @@ def environment(device) -> dict:
     if device.type == "cuda":
         env["nccl"] = ".".join(map(str, torch.cuda.nccl.version()))
         env["cuda"] = torch.version.cuda
+    from importlib.metadata import PackageNotFoundError, version
+
+    for package in ("torchao", "liger-kernel"):
+        try:
+            env[package] = version(package)
+        except PackageNotFoundError:
+            env[package] = None
     return env
 
 

@@ -33,6 +33,7 @@ REDUCE_DTYPES = ("float32", "bfloat16")
 PARAM_DTYPES = ("bfloat16", "float32")
 MESHES = ("fsdp", "hsdp")
 AC_POLICIES = ("full", "ops", "attention", "none")
+FLOAT8_RECIPES = ("off", "tensorwise", "rowwise")
 
 _RUN_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,62}$")
 
@@ -161,10 +162,12 @@ class TrainConfig:
         "optimizer keeps fp32 master copies (workloads/optim.py), which skips FSDP2's one-rank copies; no "
         "checkpoints",
     )
-    fuse_mlp: bool = _opt(
-        False,
-        "each decoder block's MLP multiplies by its gate and up weights as one matrix (one matmul of twice the "
-        "width in forward and one in backward, the same parameters and checkpoints)",
+    float8: str = _opt(
+        "off",
+        "float8 matmuls (torchao) in the decoder blocks' linear layers no narrower than the hidden size; the LM head "
+        "and the loss stay bf16. tensorwise: one scale per tensor, float8 all-gather under FSDP2; rowwise: one scale "
+        "per row. Needs --use-gpu on compute capability 8.9 or higher (L4, H100) and torchao (the gpu extra)",
+        choices=FLOAT8_RECIPES,
     )
     loss: str = _opt("chunked", "loss head (chunked never materialises the full fp32 logits)", choices=LOSSES)
     loss_chunk_size: int = _opt(8192, "tokens per chunk of the chunked loss", low=1)
@@ -397,6 +400,7 @@ def validate(cfg: TrainConfig, label: Callable[[str], str] = flag_of, local_path
     _check_mesh(cfg, label)
     _check_ac(cfg, label)
     _check_unsharded(cfg, label)
+    _check_float8(cfg, label)
     if local_paths:
         _check_paths(cfg, label)
     elif cfg.run_id and not _RUN_ID.match(cfg.run_id):
@@ -455,6 +459,15 @@ def _check_unsharded(cfg: TrainConfig, label: Callable[[str], str]) -> None:
         raise ConfigError(
             f"{label('unsharded')} keeps its fp32 weights in the optimizer, which the sharded checkpoint "
             f"does not save: drop {label('unsharded')} or set {label('checkpoint_every')} 0"
+        )
+
+
+def _check_float8(cfg: TrainConfig, label: Callable[[str], str]) -> None:
+    # torchao's float8 matmuls need float8 tensor cores (compute capability 8.9+); the workers check the GPU's.
+    if cfg.float8 != "off" and not cfg.use_gpu:
+        raise ConfigError(
+            f"{label('float8')} {cfg.float8!r} needs {label('use_gpu')}: float8 matmuls run only on GPUs of compute "
+            f"capability 8.9 or higher (L4, H100); drop {label('float8')} to train on CPU"
         )
 
 

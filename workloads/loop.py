@@ -342,6 +342,13 @@ def build_training(cfg: TrainConfig, device: torch.device, world: int, per_node:
     return Training(model, optimizer, n_params, lm_cfg.vocab_size, lm_cfg.num_hidden_layers, lm_cfg.hidden_size)
 
 
+def float8_line(recipe: str, layers: int) -> str:
+    """Rank 0's first line of a float8 run: the recipe, how many layers it converted, which torchao ran."""
+    from importlib.metadata import version
+
+    return f"[train] float8 {recipe}: {layers} linear layers in float8 (torchao {version('torchao')})"
+
+
 def train_step(
     model, optimizer, batches, grad_accum: int, grad_clip: float, device: torch.device, vocab: int, stats=None
 ) -> torch.Tensor:
@@ -374,6 +381,9 @@ def train_step(
         stats["grad_norm"] = grad_norm
     optimizer.step()
     optimizer.zero_grad(set_to_none=True)
+    after = getattr(model, "after_optimizer_step", None)  # None: the bench's FSDP1 reference
+    if after is not None:
+        after()
     return total
 
 
@@ -570,6 +580,8 @@ def _train(cfg: TrainConfig, env: WorkerEnv, device: torch.device, fallbacks: li
     runs out of memory in its first OOM_FALLBACK_STEPS steps."""
     tr = build_training(cfg, device, env.world, ranks_per_node(env))
     model, optimizer, vocab = tr.model, tr.optimizer, tr.vocab
+    if env.rank == 0 and cfg.float8 != "off":
+        say(float8_line(cfg.float8, model.float8_layers))
     sched = _warmup_schedule(cfg, optimizer)
     ckpt = Checkpointer(cfg, env)
     state = ckpt.restore(model, optimizer)

@@ -9,11 +9,9 @@ backward). MFU = tokens/s * FLOPs per token / (world size * the GPU's dense bf16
 
 from __future__ import annotations
 
-import types
 from pathlib import Path
 
 import torch
-import torch.nn.functional as F
 from torch import nn
 
 from workloads import loss as loss_fns
@@ -39,11 +37,26 @@ class CausalLM(nn.Module):
     the loss head reads it.
     """
 
-    def __init__(self, lm: nn.Module, loss: str = "chunked", loss_chunk_size: int = 8192):
+    def __init__(
+        self,
+        lm: nn.Module,
+        loss: str = "chunked",
+        loss_chunk_size: int = 8192,
+        float8_all_gather: bool = False,
+        float8_layers: int = 0,
+    ):
         super().__init__()
         self.lm = lm
         self.loss = loss
         self.loss_chunk_size = loss_chunk_size
+        self.float8_all_gather = float8_all_gather
+        self.float8_layers = float8_layers  # linear layers converted by `--float8` (0: none)
+
+    def after_optimizer_step(self) -> None:
+        """What the weights need once the optimizer has changed them: their float8 scales, when FSDP2
+        all-gathers them in float8."""
+        if self.float8_all_gather:
+            precompute_float8_scales(self)
 
     @property
     def layers(self) -> nn.ModuleList:
@@ -75,27 +88,79 @@ def build_model(cfg: TrainConfig, device: torch.device) -> CausalLM:
         torch.manual_seed(cfg.seed)
         with torch.device(device):
             lm = Qwen2ForCausalLM._from_config(qwen2_config(cfg), attn_implementation="sdpa", dtype=torch.float32)
-    if cfg.fuse_mlp:
-        fuse_gate_up(lm)
-    return CausalLM(lm, cfg.loss, cfg.loss_chunk_size)
+    float8_all_gather, float8_layers = False, 0
+    if cfg.float8 != "off":
+        check_float8_device(cfg, torch.device(device))
+        float8_layers = convert_float8(lm, cfg.float8, fsdp=not cfg.unsharded)
+        float8_all_gather = cfg.float8 == "tensorwise" and not cfg.unsharded
+    return CausalLM(lm, cfg.loss, cfg.loss_chunk_size, float8_all_gather, float8_layers)
 
 
-def _gate_up_forward(self, x: torch.Tensor) -> torch.Tensor:
-    """Qwen2MLP's forward, down(act(gate(x)) * up(x)), with gate and up as one matmul: their weights are
-    concatenated where the block computes (after FSDP2 gathers them; inside the compiled block), so the
-    parameters, their sharding and the checkpoints are those of the unfused model."""
-    gate, up = F.linear(x, torch.cat((self.gate_proj.weight, self.up_proj.weight))).chunk(2, dim=-1)
-    return self.down_proj(self.act_fn(gate) * up)
+# Float8 matmuls need float8 tensor cores: compute capability 8.9 (Ada: L4) or higher (Hopper: H100, H200)
+# (torchao/float8/README.md: "requires ... CUDA capability 8.9+").
+FLOAT8_MIN_CAPABILITY = (8, 9)
 
 
-def fuse_gate_up(lm: nn.Module) -> None:
-    """Give every decoder block's MLP `_gate_up_forward` (`--fuse-mlp`). Refuses an MLP whose gate or up
-    projection has a bias (Qwen2's have none)."""
-    for layer in lm.model.layers:
-        mlp = layer.mlp
-        if mlp.gate_proj.bias is not None or mlp.up_proj.bias is not None:
-            raise ConfigError("--fuse-mlp needs gate and up projections without bias")
-        mlp.forward = types.MethodType(_gate_up_forward, mlp)
+def check_float8_device(cfg: TrainConfig, device: torch.device) -> None:
+    """ConfigError, one line, when `--float8` is asked of a device without float8 tensor cores."""
+    if cfg.float8 == "off":
+        return
+    if device.type != "cuda":
+        raise ConfigError(f"--float8 {cfg.float8} needs a GPU (--use-gpu) and this worker runs on {device.type}")
+    cap = torch.cuda.get_device_capability(device)
+    if tuple(cap) < FLOAT8_MIN_CAPABILITY:
+        raise ConfigError(
+            f"--float8 {cfg.float8} needs a GPU of compute capability 8.9 or higher (L4, H100) but "
+            f"{torch.cuda.get_device_name(device)} has {cap[0]}.{cap[1]}: drop --float8"
+        )
+
+
+def float8_eligible(module: nn.Module, hidden: int) -> bool:
+    """A linear layer float8 pays on: the MLP's projections, the only ones wider than the hidden size (Qwen2.5-1.5B:
+    1536 <-> 8960), with both sides multiples of 16 (the float8 GEMM's requirement). The attention's
+    projections stay bf16: measured on one H100 (2026-12-06, bench/results/2026-12-06-h100/run2-16x2048.jsonl),
+    the MLP alone ran 1.0-1.4% faster than every eligible layer, its scaling casts costing less than the
+    square 1536 x 1536 GEMMs save."""
+    if not isinstance(module, nn.Linear):
+        return False
+    n, k = module.weight.shape
+    return n % 16 == 0 and k % 16 == 0 and max(n, k) > hidden
+
+
+def convert_float8(lm: nn.Module, recipe: str, fsdp: bool) -> int:
+    """Swap the eligible linear layers of the decoder blocks for torchao's Float8Linear (`recipe`:
+    tensorwise or rowwise); the embedding, the LM head and the loss stay bf16. Under FSDP2 the tensorwise
+    recipe all-gathers the weights in float8 (half the bytes). Returns how many layers were swapped."""
+    try:
+        from torchao.float8 import Float8LinearConfig, convert_to_float8_training
+    except ImportError:
+        raise ConfigError(
+            f"--float8 {recipe} needs torchao: pip install 'ray-efa-eks[gpu]' (pins torchao), or drop --float8"
+        ) from None
+    if recipe == "tensorwise":
+        config = Float8LinearConfig(enable_fsdp_float8_all_gather=fsdp)
+    else:
+        config = Float8LinearConfig.from_recipe_name(recipe)
+    hidden = lm.config.hidden_size
+    swapped = []
+
+    def keep(module: nn.Module, fqn: str) -> bool:
+        ok = float8_eligible(module, hidden)
+        if ok:
+            swapped.append(fqn)
+        return ok
+
+    convert_to_float8_training(lm.model.layers, module_filter_fn=keep, config=config)
+    return len(swapped)
+
+
+def precompute_float8_scales(model: nn.Module) -> None:
+    """After an optimizer step under FSDP2 with float8 all-gather: every float8 weight's scale in one
+    all-reduce, instead of one per weight at each all-gather (torchao's precompute_float8_dynamic_scale_for_fsdp,
+    as torchtitan calls it after `optimizer.step()`)."""
+    from torchao.float8 import precompute_float8_dynamic_scale_for_fsdp
+
+    precompute_float8_dynamic_scale_for_fsdp(model)
 
 
 def mesh_shape(mesh: str, world: int, shard_size: int, ranks_per_node: int) -> tuple[int, ...]:
@@ -178,6 +243,8 @@ def prepared_block(model: CausalLM, cfg: TrainConfig, i: int, device_type: str) 
 # output nothing in backward reads (the MLP's down projection, feeding only the residual) is never
 # recomputed: keeping it would cost memory for nothing.
 _MATMULS = ("mm", "addmm")
+# Float8Linear's GEMM (torchao): a matmul to keep like the others; its operands are the first two arguments.
+_SCALED_MATMULS = ("_scaled_mm",)
 _ATTENTION = (
     "_scaled_dot_product_flash_attention",
     "_scaled_dot_product_efficient_attention",
@@ -196,12 +263,12 @@ def _keeps(policy: str, hidden: int):
     side (Q, K, V and the output projection), so the MLP's wide matmuls are recomputed."""
     from torch.utils.checkpoint import CheckpointPolicy
 
-    matmuls, attention = _ops(_MATMULS), _ops(_ATTENTION)
+    matmuls, scaled, attention = _ops(_MATMULS), _ops(_SCALED_MATMULS), _ops(_ATTENTION)
 
     def decide(ctx, op, *args, **kwargs):
         keep = op in attention
-        if op in matmuls:
-            a, b = args[-2:]
+        if op in matmuls or op in scaled:
+            a, b = args[:2] if op in scaled else args[-2:]
             keep = policy == "ops" or (a.shape[-1] <= hidden and b.shape[-1] <= hidden)
         return CheckpointPolicy.MUST_SAVE if keep else CheckpointPolicy.PREFER_RECOMPUTE
 

@@ -73,3 +73,11 @@ def test_a_measured_rate_replaces_the_assumed_one_in_the_prediction():
     row |= {"step_time_s": 0.0, "tokens_per_rank_step": 1, "n_params": 1, "hidden": 1, "seq_len": 1}
     got = tm.predict(row, 54.0, {"efa": 20.0})["efa_serial"]["t"]
     assert got == pytest.approx(2.0), f"5 GB at a measured 20 Gbps is 2 s, got {got}"
+
+
+def test_a_float8_row_scales_by_the_bf16_rates_times_the_cards_fp8_gains():
+    bf16 = {"device": "NVIDIA H100 80GB HBM3", "float8": "off"}
+    f8 = {**bf16, "float8": "tensorwise"}
+    gain = (1979.0 / 989.0) / (242.5 / 121.0)  # H100's FP8/bf16 over the L4's, from the two datasheets
+    got = tm.compute_scale(f8, 60.0) / tm.compute_scale(bf16, 60.0)
+    assert got == pytest.approx(gain), f"expected the float8 row's scale to be the bf16 one x {gain:.4f}, got {got:.4f}"

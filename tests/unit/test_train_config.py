@@ -43,6 +43,8 @@ def _run(capsys, *args) -> tuple[int, str]:
         (["--run-id", "bad id!"], "--run-id", "letters, digits"),
         (["--unsharded", "--num-workers", "2"], "--num-workers 2", "drop --unsharded"),
         (["--unsharded", "--checkpoint-every", "5"], "--checkpoint-every", "set --checkpoint-every 0"),
+        (["--float8", "tensorwise"], "--float8 'tensorwise' needs --use-gpu", "drop --float8 to train on CPU"),
+        (["--float8", "e5m2"], "--float8 'e5m2'", "off, tensorwise, rowwise"),
     ],
 )
 def test_bad_input_exits_2_naming_flag_and_fix(capsys, args, flag, fix):

@@ -341,3 +341,22 @@ def test_ray_restore_without_a_checkpoint_starts_fresh(tmp_path, ray_train):
     model = TinyLM()
     state = Checkpointer(_cfg(tmp_path), RAY).restore(model, torch.optim.SGD(model.parameters(), lr=0.1))
     assert state == {"step": 0, "losses": []}, f"expected a fresh start, got {state}"
+
+
+class AfterStepRecorder(TinyLM):
+    """Records `after_optimizer_step` calls with the weights they see (CausalLM refreshes float8 scales there)."""
+
+    def __init__(self):
+        super().__init__()
+        self.seen: list[torch.Tensor] = []
+
+    def after_optimizer_step(self) -> None:
+        self.seen.append(self.head.weight.detach().clone())
+
+
+def test_the_model_hears_of_each_optimizer_step_after_the_weights_changed():
+    model = AfterStepRecorder()
+    before = model.head.weight.detach().clone()
+    _sgd_step(model, [_batch(2, 1), _batch(2, 2)])
+    assert len(model.seen) == 1, f"expected one call per optimizer step (not per micro-batch), got {len(model.seen)}"
+    assert not torch.equal(model.seen[0], before), "after_optimizer_step ran before the optimizer changed the weights"
