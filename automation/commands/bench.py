@@ -161,7 +161,7 @@ def run_legs(targets: dict[str, Any], ui: Any) -> list[Leg]:
     """verify once, then train and check the EFA run, then the TCP run; stop at the first failure
     (a TCP number beside a failed EFA run compares nothing)."""
     legs = []
-    for name, names in ((EFA, ("verify", "train", "check")), (TCP, ("train", "check"))):
+    for name, names in ((EFA, ("verify", "submit", "train", "check")), (TCP, ("submit", "train", "check"))):
         target = targets[name]
         how = " ".join(f"{k}={v}" for k, v in target.job_env.items()) or "the stack's own NCCL env"
         ui.note(f"{name.upper()} run {target.run_id} ({how}; its NCCL logs must show {target.require})")

@@ -1,4 +1,5 @@
-"""The pipeline steps, one module each: preflight, stack (preview, up, destroy), verify, train, check.
+"""The pipeline steps, one module each: preflight, stack (preview, up, destroy), verify, submit, attach, train
+(follow.py: the job followed to its end), check.
 
 Each step is a function `(target, prior) -> StepResult` over the target interface
 (automation.targets.Target); `STEPS` names them, `build` turns a target's step names into
@@ -11,7 +12,7 @@ from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from automation.pipeline import PipelineResult, Prior, Step, StepResult, Timed, run_pipeline
-from automation.steps import check, preflight, stack, train, verify
+from automation.steps import attach, check, follow, preflight, stack, submit, verify
 
 if TYPE_CHECKING:
     from automation.targets import Target
@@ -22,7 +23,9 @@ STEPS: dict[str, Callable[[Any, Prior], StepResult]] = {
     "up": stack.run_up,
     "start": stack.run_start,
     "verify": verify.run,
-    "train": train.run,
+    "submit": submit.run,
+    "attach": attach.run,
+    "train": follow.run,
     "check": check.run,
     "destroy": stack.run_destroy,
 }

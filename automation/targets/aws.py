@@ -11,6 +11,8 @@ from __future__ import annotations
 import dataclasses
 import os
 import shutil
+import sys
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -28,12 +30,13 @@ from automation.pipeline import (
     Expectations,
     PipelineResult,
     Prior,
+    SubmittedJob,
     TrainOutcome,
     cluster_seen,
     expectations_from,
 )
 from automation.pulumi_stack import PULUMI_MISSING, StackLike, outputs_dict, select_stack
-from automation.ray_head import submit_on_head
+from automation.ray_head import POLL_S, AsksJobServer, HeadJobs, run_to_end
 from automation.run_files import collect_logs, fetch_run
 from automation.storage import Durability, require_run, run_locations
 from automation.ui import tty_confirm
@@ -42,9 +45,12 @@ from infra.config import GpuNodesConfig, load_stack
 from workloads.config import ConfigError, TrainConfig, new_run_id
 from workloads.env import NCCL_DEBUG_LEVEL
 
-PIPELINE = ("preflight", "preview", "up", "verify", "train", "check")
+PIPELINE = ("preflight", "preview", "up", "verify", "submit", "train", "check")
 GPU_AZ_KEY = GpuNodesConfig.keyname("availability_zone", prefixed=True)
 PLAN = ("preflight", "preview")
+DETACHED = PIPELINE[: PIPELINE.index("submit") + 1]  # `run --detach`: submit, say how to attach, return
+ATTACH = ("attach", "train", "check")
+RESUMED = "-resumed-"  # a resumed run's job id: <run id>-resumed-<new id> (Ray keeps a finished job's id)
 
 
 @dataclass
@@ -56,6 +62,9 @@ class AwsDeps:
     kube: Callable[[dict], Any]  # kubeconfig dict -> KubeApi-like (reads + exec)
     confirm: Callable[[str], bool] = tty_confirm
     pricing: Callable[[], Any] | None = None
+    clock: Callable[[], float] = time.monotonic  # how the follow step waits; tests pass a fake clock
+    sleep: Callable[[float], None] = time.sleep
+    interactive: Callable[[], bool] = lambda: sys.stdin.isatty()  # whether Ctrl-C may ask before leaving a job
 
     @classmethod
     def real(cls, cfg: Any, project_dir: Path) -> AwsDeps:
@@ -126,7 +135,7 @@ def newest_cluster_run(pod_exec: Any, pod: str, namespace: str) -> str:
 
 
 @dataclass
-class AwsTarget:
+class AwsTarget(AsksJobServer):
     """One stack as the steps and commands use it (automation.targets.Target and more: its stack, kube, cfg)."""
 
     cfg: Any
@@ -148,7 +157,12 @@ class AwsTarget:
     node_wait_s: float = 180
     scale_nodes: bool = False  # `run`: the GPU node group back at gpuNodeCount before verify (automation/scaling.py)
     pod_wait_s: float = 900
+    detach: bool = False  # `run --detach`: the pipeline ends at submit
+    job_timeout_s: float | None = None  # --timeout: stop the job after this long (None: no limit)
+    attach_job: str | None = None  # `attach JOB`: the job to follow (None: the newest submitted)
+    poll_s: float = POLL_S
     _stack: Any = None
+    _jobs: HeadJobs | None = None
     _kube: Any = None
     _outputs: dict | None = None
     notes: list[str] = field(default_factory=list)
@@ -160,8 +174,8 @@ class AwsTarget:
 
     def pipeline(self, command: str, plan: bool) -> tuple[str, ...]:
         if command == "run":
-            return PLAN if plan else PIPELINE
-        return (command,)
+            return PLAN if plan else DETACHED if self.detach else PIPELINE
+        return {"train": ("submit", "train"), "attach": ATTACH}.get(command, (command,))
 
     def job(self) -> TrainConfig:
         """The training job of this run (the stack's train: block over the cluster's defaults), checked.
@@ -251,21 +265,48 @@ class AwsTarget:
         self.notes.extend(run_locations(uri, self.run_id))
         return dataclasses.replace(self.job(), **vars(Durability(storage_path=uri)))
 
-    def submit(self, args: TrainConfig) -> TrainOutcome:
-        pods = self.ray_pods()
-        head = pods.head_pod()
+    # ---- the job, detached (automation/ray_head.py) ------------------------------------------------
+    def jobs(self) -> HeadJobs:
+        """The head pod's job server, through short exec calls (the head pod is looked up once)."""
+        if self._jobs is None:
+            pods = self.ray_pods()
+            self._jobs = HeadJobs(pods.kube.exec, pods.head_pod(), pods.namespace)
+        return self._jobs
+
+    def submit_job(self, args: TrainConfig) -> SubmittedJob:
         # Ray keeps a finished job's id: a resumed run needs a job id of its own.
-        submission_id = f"{self.run_id}-resumed-{new_run_id()}" if self.resume else None
-        self.on_progress(f"copying workloads/ into {head} and submitting job {submission_id or args.run_id}")
-        return submit_on_head(
-            pods.kube.exec,
-            head,
-            pods.namespace,
-            args,
-            on_line=self.on_line,
-            env_vars={"NCCL_DEBUG": NCCL_DEBUG_LEVEL, **self.job_env},
-            submission_id=submission_id,
-        )
+        submission_id = f"{self.run_id}{RESUMED}{new_run_id()}" if self.resume else args.run_id
+        jobs = self.jobs()
+        self.on_progress(f"copying workloads/ into {jobs.pod} and submitting job {submission_id}")
+        env = {"NCCL_DEBUG": NCCL_DEBUG_LEVEL, **self.job_env}
+        return SubmittedJob(jobs.submit(args, env, submission_id), args)
+
+    def find_job(self) -> SubmittedJob:
+        """The job `attach` names, else the newest submitted, with the training job of its run."""
+        job_id = self.attach_job or self.jobs().newest_job()
+        self.run_id = job_id.split(RESUMED)[0]
+        return SubmittedJob(job_id, self.train_args())
+
+    def clock(self) -> float:
+        return self.deps.clock()
+
+    def sleep(self, seconds: float) -> None:
+        self.deps.sleep(seconds)
+
+    def ask_stop(self, question: str) -> bool | None:
+        """Asked on a terminal only (--yes never stops a job); a second Ctrl-C or end of input keeps it."""
+        if not self.deps.interactive():
+            return None
+        try:
+            return self.deps.confirm(question)
+        except (KeyboardInterrupt, EOFError, DriverError):
+            return False
+
+    def attach_command(self, job_id: str) -> str:
+        return f"python -m automation attach --stack {self.cfg.stack} {job_id}"
+
+    def submit(self, args: TrainConfig) -> TrainOutcome:
+        return run_to_end(self, args)
 
     def nccl_expectation(self) -> tuple[str, str]:
         return self.require, ""
