@@ -57,11 +57,12 @@ def submitted(prior: Prior) -> SubmittedJob:
     raise DriverError("`train` follows a submitted job: run it after `submit` or `attach`")
 
 
-def left(target: Target, job: SubmittedJob) -> StepInterrupted:
-    """After Ctrl-C: on a terminal, ask whether to stop the job (default: no); it goes on unless told."""
+def left(target: Target, job: SubmittedJob) -> StepInterrupted | None:
+    """After Ctrl-C: on a terminal, ask whether to stop the job (default: no); it goes on unless told.
+    None where the job server ends with the run (local): the interrupt goes on as any other."""
     attach = target.attach_command(job.job_id)
-    if not attach:  # the target's job server ends with the run (local): nothing outlives it
-        return StepInterrupted(STEP, None)
+    if not attach:
+        return None
     answer = target.ask_stop(f"stop job {job.job_id} on the cluster?")
     if answer:
         target.stop_job(job.job_id)
@@ -77,7 +78,10 @@ def run(target: Target, prior: Prior) -> StepResult[TrainOutcome]:
     try:
         end = follow_on(target, job.job_id)
     except KeyboardInterrupt:
-        raise left(target, job) from None
+        interrupted = left(target, job)
+        if interrupted is None:
+            raise
+        raise interrupted from None
     except DriverError as e:  # the job server stopped answering: its job goes on, the outcome is unknown
         attach = target.attach_command(job.job_id)
         unknown = FollowEnd(JobState(UNKNOWN, str(e)), (), 0)

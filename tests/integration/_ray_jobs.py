@@ -24,6 +24,7 @@ request, not a substring of a command line.
 
 from __future__ import annotations
 
+import functools
 import json
 import shlex
 from collections.abc import Callable
@@ -70,11 +71,17 @@ class JobRequest:
         return dict(self.options).get(name)
 
 
+@functools.lru_cache(maxsize=64)
+def _words(script: str) -> str:
+    """A shell script's words, one space apart (the driver sends the same script on every poll)."""
+    return " ".join(shlex.split(script))
+
+
 def parse_request(argv: list[str]) -> JobRequest | None:
     """The `ray job` request an exec'd command makes, or None when it is no job request.
 
     The log read is automation/ray_head.py's LOGS_SCRIPT: `sh -c SCRIPT sh ADDRESS JOB_ID K`."""
-    if argv[:2] == ["sh", "-c"] and len(argv) == 7 and "ray job logs" in " ".join(shlex.split(argv[2])):
+    if argv[:2] == ["sh", "-c"] and len(argv) == 7 and "ray job logs" in _words(argv[2]):
         return JobRequest("logs", argv[5], (("--address", argv[4]),), first_line=int(argv[6]))
     if argv[:2] != ["ray", "job"] or len(argv) < 3:
         return None
