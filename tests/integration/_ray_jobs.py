@@ -196,6 +196,7 @@ class FakeRayJobs:
     jobs: dict[str, FakeJob] = field(default_factory=dict)
     requests: list[JobRequest] = field(default_factory=list)
     failures: list[str] = field(default_factory=list)  # the faults raised, as said
+    gone_at: float | None = None  # from then on every request fails as a cut stream (the API server is gone)
 
     def answer(self, pod: str, command: list[str], on_line: Callable[[str], None] | None = None) -> ExecResult | None:
         """The job server's answer to `command`, None when it is no job request; raises a due fault."""
@@ -208,6 +209,8 @@ class FakeRayJobs:
         return result
 
     def _fault_due(self, request: JobRequest, pod: str, result: ExecResult, on_line) -> None:
+        if self.gone_at is not None and self.clock() >= self.gone_at:
+            self.faults.append(Fault(self.gone_at, "drop", request.action))
         for fault in self.faults:
             if self.clock() >= fault.at_s and fault.action in (None, request.action):
                 self.faults.remove(fault)

@@ -12,6 +12,7 @@ second: nothing sleeps.
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import dataclass, field
 
 import _driver_helpers as helpers  # tests/integration is on pytest's pythonpath
@@ -273,3 +274,24 @@ def test_timeout_stops_the_job_with_ray_job_stop_and_says_so(world, capsys, monk
     said = (got["rc"], stops, world.job_states())
     assert said == (1, [("r1", "")], ("STOPPED",)), f"expected exit 1 after one `ray job stop`, got {said}"
     assert "stopped by --timeout 3600 s" in step(doc, "train")["summary"], step(doc, "train")["summary"]
+
+
+def test_a_job_server_that_stops_answering_fails_train_and_keeps_the_nodes(world, capsys, monkeypatch):
+    world.jobs.gone_at = 3600  # e.g. the API server unreachable from here for good
+    got = cli_on(world, monkeypatch, ["run", "--stack", "us-west-2", "--yes"])
+    train = step(doc_of(capsys), "train")
+    said = (got["rc"], train["data"]["status"], world.scaled, sizes(world.eks, REF)["desiredSize"])
+    assert said == (1, "UNKNOWN", [], 2), f"expected exit 1, the job UNKNOWN and the nodes kept, got {said}"
+    assert re.search(r"no answer from the Ray job server for 18\d\d s", train["summary"]), train["summary"]
+    assert "attach --stack us-west-2 r1" in train["summary"], train["summary"]
+
+
+@pytest.mark.parametrize(
+    "argv, why",
+    [(["attach"], "its Ray cluster lives only for one run"), (["run", "--detach"], "no job could outlive it")],
+    ids=["attach", "run-detach"],
+)
+def test_the_local_target_cannot_be_left_and_says_why(capsys, argv, why):
+    rc = cli.main(argv)
+    err = " ".join(capsys.readouterr().err.split())
+    assert rc == 2 and why in err, f"expected exit 2 saying {why!r}, got {rc}: {err}"
