@@ -65,9 +65,14 @@ def left(target: Target, job: SubmittedJob) -> StepInterrupted | None:
         return None
     answer = target.ask_stop(f"stop job {job.job_id} on the cluster?")
     if answer:
-        target.stop_job(job.job_id)
-        return StepInterrupted(STEP, Advice(f"job {job.job_id} was stopped (`ray job stop`)", ()))
-    asked = "kept (the default)" if answer is False else "not a terminal, so not asked: the job goes on"
+        try:
+            target.stop_job(job.job_id)
+            end = follow_on(target, job.job_id)  # until the job server says it ended: then the nodes may go
+            return StepInterrupted(STEP, Advice(f"job {job.job_id} was stopped: it ended {end.state.status}", ()))
+        except DriverError as e:
+            asked = f"`ray job stop` got no answer: {e}"
+    else:
+        asked = "kept (the default)" if answer is False else "not a terminal, so not asked: the job goes on"
     exists = f"job {job.job_id} runs on on the cluster ({asked}); the GPU nodes stay up for it"
     return JobLeftRunning(STEP, Advice(exists, (f"follow it again from any machine: {attach}",)), job.job_id)
 
@@ -90,6 +95,6 @@ def run(target: Target, prior: Prior) -> StepResult[TrainOutcome]:
     summary = target.job_summary(job.args) if end.state.status == "SUCCEEDED" else None
     result = train_result(outcome_of(end, job.args, summary))
     if end.stopped_for_timeout:
-        said = f"job {job.job_id} was stopped by --timeout {target.job_timeout_s:g} s (`ray job stop`)"
+        said = f"job {job.job_id} was stopped by --timeout {target.job_timeout_s:g} s, its time limit (`ray job stop`)"
         return StepResult(STEP, "fail", f"{said}; {result.summary}", data=result.data)
     return result

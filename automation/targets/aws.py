@@ -50,6 +50,7 @@ GPU_AZ_KEY = GpuNodesConfig.keyname("availability_zone", prefixed=True)
 PLAN = ("preflight", "preview")
 DETACHED = PIPELINE[: PIPELINE.index("submit") + 1]  # `run --detach`: submit, say how to attach, return
 ATTACH = ("attach", "train", "check")
+STEP_COMMAND = {"submit": "train"}  # the command that runs a step which has none of its own
 RESUMED = "-resumed-"  # a resumed run's job id: <run id>-resumed-<new id> (Ray keeps a finished job's id)
 
 
@@ -365,7 +366,7 @@ class AwsTarget(AsksJobServer):
             f"the cluster of stack {s} is up and costs money until destroyed ({self.cost_line()})",
             (
                 f"resume (idempotent): {resume}",
-                f"or only this step: python -m automation {failed} --stack {s}",
+                f"or only this step: python -m automation {STEP_COMMAND.get(failed, failed)} --stack {s}",
                 f"tear down: {teardown}",
             ),
         )
