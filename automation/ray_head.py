@@ -360,7 +360,6 @@ class FollowEnd:
 
     state: JobState
     tail: tuple[str, ...]
-    lines_shown: int
     stopped_for_timeout: bool = False
 
 
@@ -435,7 +434,7 @@ def follow_job(
             on_line(line)
         offset = chunk.next_offset
         if state.terminal:
-            return FollowEnd(state, tuple(tail), offset, stopped)
+            return FollowEnd(state, tuple(tail), stopped)
         if timeout_s is not None and not stopped and clock() - start >= timeout_s:
             on_note(f"job {job_id} has run {clock() - start:.0f} s, past --timeout {timeout_s:g}: `ray job stop`")
             patient.call(lambda: api.stop_job(job_id))

@@ -89,7 +89,7 @@ def run(target: Target, prior: Prior) -> StepResult[TrainOutcome]:
         raise interrupted from None
     except DriverError as e:  # the job server stopped answering: its job goes on, the outcome is unknown
         attach = target.attach_command(job.job_id)
-        unknown = FollowEnd(JobState(UNKNOWN, str(e)), (), 0)
+        unknown = FollowEnd(JobState(UNKNOWN, str(e)), ())
         outcome = outcome_of(unknown, job.args, None)
         return StepResult(STEP, "fail", f"{e}; follow it again: {attach}" if attach else str(e), data=outcome)
     summary = target.job_summary(job.args) if end.state.status == "SUCCEEDED" else None
