@@ -374,7 +374,6 @@ class _Patient:
     give_up_s: float
     said: bool = False
     lost_since: float | None = None
-    why: str = ""
 
     def call(self, fn: Callable[[], Any]) -> Any:
         delay = RETRY_FIRST_S
@@ -384,7 +383,6 @@ class _Patient:
             except JobNotFound:
                 raise
             except DriverError as e:
-                self.why = str(e)
                 now = self.clock()
                 self.lost_since = now if self.lost_since is None else self.lost_since
                 if now - self.lost_since >= self.give_up_s:
@@ -419,8 +417,8 @@ def follow_job(
 ) -> FollowEnd:
     """Follow `job_id` until the job server says it ended: each log line passed to `on_line` once, in order.
 
-    No limit on how long the job runs; with `timeout_s` the job is stopped (`ray job stop`) once it has run
-    that long, and followed until the server says STOPPED. DriverError when the server gives no answer for
+    No limit on how long the job runs; with `timeout_s` the job is stopped (`ray job stop`) once this follow
+    has lasted that long, and followed until the server says STOPPED. DriverError when the server gives no answer for
     `give_up_s` (the job goes on), JobNotFound when it does not know the job.
     """
     patient = _Patient(clock, sleep, on_note, give_up_s)
