@@ -3,7 +3,9 @@
     python -m automation run                                # local target: Ray on 127.0.0.1, no AWS
     python -m automation preflight --stack us-west-2        # read-only AWS checks, each with its fix
     python -m automation run --stack us-west-2 --plan       # preflight + preview, no change
-    python -m automation run --stack us-west-2 --yes        # preflight, preview, up, verify, train, check
+    python -m automation run --stack us-west-2 --yes        # preflight, preview, up, verify, submit, train, check
+    python -m automation run --stack us-west-2 --yes --detach  # submit the job, exit; it runs without the laptop
+    python -m automation attach --stack us-west-2 [RUN]     # follow a submitted job, then check and report
     python -m automation destroy --stack us-west-2
     python -m automation render --stack us-west-2           # the resources the program declares, offline
     python -m automation clean --keep 3                     # delete local runs/ but the newest 3
@@ -38,6 +40,7 @@ PIPELINE_COMMANDS = "automation.commands.run_steps"
 # (run_steps: the steps and `run`), and its add_parser adds them all.
 COMMAND_MODULES = {
     **dict.fromkeys(("preflight", "preview", "up", "verify", "train", "check", "destroy", "run"), PIPELINE_COMMANDS),
+    "attach": "automation.commands.attach",
     "status": "automation.commands.status",
     "render": "automation.commands.render",
     "clean": "automation.commands.clean",

@@ -88,10 +88,14 @@ COMMAND_FLAGS: dict[str, tuple[str, ...]] = {
     "preview": TARGET_FLAGS,
     "up": (*TARGET_FLAGS, "yes"),
     "verify": (*TARGET_FLAGS, "kubeconfig"),
-    "train": (*TARGET_FLAGS, "kubeconfig", *JOB_FLAGS),
+    "train": (*TARGET_FLAGS, "kubeconfig", *JOB_FLAGS, "timeout"),
     "check": (*TARGET_FLAGS, "kubeconfig", "run_id"),
     "destroy": (*TARGET_FLAGS, "yes"),
-    "run": (*TARGET_FLAGS, "plan", "yes", "kubeconfig", *JOB_FLAGS, "use_gpu", "storage_path", "keep_nodes"),
+    "run": (
+        *TARGET_FLAGS,
+        *("plan", "yes", "kubeconfig", *JOB_FLAGS, "use_gpu", "storage_path", "keep_nodes", "detach", "timeout"),
+    ),
+    "attach": (*TARGET_FLAGS, "kubeconfig", "keep_nodes", "timeout"),
     "status": (*TARGET_FLAGS, "kubeconfig", "capture"),
     "render": ("stack",),
     "clean": ("keep", "yes"),
@@ -128,6 +132,17 @@ FLAGS: dict[str, dict[str, Any]] = {
         "action": "store_true",
         "help": "aws: leave the GPU nodes running when the run ends "
         f"(default: scale them to {GpuNodesConfig.keyname('idle_nodes')}, 0)",
+    },
+    "detach": {
+        "action": "store_true",
+        "help": "aws: submit the job and exit 0; it runs on the cluster without this terminal, "
+        "`attach --stack S RUN` follows it later (the GPU nodes stay up until it ends)",
+    },
+    "timeout": {
+        "type": whole_number,
+        "metavar": "SECONDS",
+        "help": "stop the training job with `ray job stop` once it has run this long "
+        "(default: no limit on aws, 600 s locally)",
     },
     "storage_path": {
         "type": location(),
@@ -216,6 +231,7 @@ ONE_TARGET_FLAGS = (
     ("--storage-path", "storage_path", "local", "on AWS the stack's run bucket holds runs: leave out --storage-path"),
     ("--capture", "capture", "aws", "the local target has no Kubernetes cluster to record: pass --stack STACK"),
     ("--keep-nodes", "keep_nodes", "aws", "the local target's Ray stops when its run ends: leave out --keep-nodes"),
+    ("--detach", "detach", "aws", "the local target's Ray stops when its run ends, so no job could outlive it"),
 )
 
 

@@ -218,6 +218,13 @@ class KubeApi:
                     if rest:
                         on_line(rest)
             rc = ws.returncode
+        except DriverError:
+            raise
+        except Exception as e:  # noqa: BLE001 - a cut websocket surfaces as many types (closed socket, SSL, a
+            # returncode read from an empty error channel): each is one dropped stream, which callers may retry
+            raise DriverError(
+                f"the exec stream of `{' '.join(command[:4])} …` in pod {namespace}/{pod} dropped: {_root_cause(e)}"
+            ) from None
         finally:
             ws.close()
         return ExecResult(rc if rc is not None else 1, "".join(out), "".join(err))

@@ -140,6 +140,17 @@ def expectations_from(cfg: Any, outputs: Mapping[str, Any]) -> Expectations:
 
 
 @dataclass(frozen=True)
+class SubmittedJob:
+    """A job the job server has (submit's and attach's result): its Ray job id and the training job it runs."""
+
+    job_id: str
+    args: TrainConfig
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"job_id": self.job_id, "run_id": self.args.run_id}
+
+
+@dataclass(frozen=True)
 class TrainOutcome:
     """The submitted job: its id, final status, the training summary (None if none was written), the log tail."""
 
@@ -249,6 +260,14 @@ class StepInterrupted(KeyboardInterrupt):
         super().__init__(step)
         self.step = step
         self.advice = advice
+
+
+class JobLeftRunning(StepInterrupted):
+    """Ctrl-C while `step` followed job `job_id`, which goes on on the cluster: nothing may scale down under it."""
+
+    def __init__(self, step: str, advice: Advice | None, job_id: str):
+        super().__init__(step, advice)
+        self.job_id = job_id
 
 
 def _advice_or_none(advise: Callable[[str, Prior], Advice], name: str, done: Prior) -> Advice | None:

@@ -2,9 +2,14 @@
 
 Both targets submit the same command, `python -m workloads.train ...`, with the `workloads/` package
 as the job's working_dir (Ray uploads it to the GCS and unpacks it in every worker). On AWS the
-driver copies the package into the head pod and runs `ray job submit` there through the Kubernetes
-exec API, so the job server's port 8265 never leaves the pod; locally it talks to the job server on
+driver copies the package into the head pod and runs Ray's job CLI there through the Kubernetes exec
+API, so the job server's port 8265 never leaves the pod; locally it talks to the job server on
 127.0.0.1. `RAY_RESOURCES_SNIPPET` reads what Ray advertises, in the head pod or beside the local head.
+
+A job is detached: `ray job submit --no-wait` returns once the job server has it, and `follow_job`
+follows it by asking the job server, in short calls each poll (`ray job status`, `ray job logs` from a
+line offset), so a dropped exec stream or an expired token costs one poll, never the job's outcome.
+The job server, not the terminal, owns the job (STYLE.md, "Time, faults and the reader").
 """
 
 from __future__ import annotations
@@ -19,8 +24,9 @@ import tarfile
 import time
 from collections import deque
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from automation.errors import DriverError
 from automation.job import CLUSTER_ROOT, command
@@ -30,9 +36,7 @@ from workloads.config import TrainConfig
 
 WORKLOADS_DIR = Path(__file__).resolve().parents[1] / "workloads"
 HEAD_JOB_SERVER = "http://127.0.0.1:8265"
-_JOB_END = re.compile(r"Job '([^']+)' (succeeded|failed|was stopped)")
 _ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
-_STATUS_WORD = {"succeeded": "SUCCEEDED", "failed": "FAILED", "was stopped": "STOPPED"}
 RESOURCES_MARK = "RAY_CLUSTER_RESOURCES "
 # Run in the head pod: what Ray itself advertises, which is what Ray Train schedules against.
 RAY_RESOURCES_SNIPPET = (
@@ -82,7 +86,76 @@ def workloads_tarball(src: Path = WORKLOADS_DIR) -> bytes:
     return buf.getvalue()
 
 
+# ---- the job server's answers, as both targets read them ------------------------------------------
+TERMINAL = frozenset({"SUCCEEDED", "FAILED", "STOPPED"})  # ray.job_submission.JobStatus.is_terminal
+UNKNOWN = "UNKNOWN"  # not Ray's: the driver lost the job server and gave up asking
+
+
+@dataclass(frozen=True)
+class JobState:
+    """What the job server says of a job: PENDING, RUNNING, SUCCEEDED, FAILED or STOPPED, and its message."""
+
+    status: str
+    message: str = ""
+
+    @property
+    def terminal(self) -> bool:
+        return self.status in TERMINAL
+
+
+@dataclass(frozen=True)
+class LogChunk:
+    """The job's complete log lines from a line offset on, and the offset of the next unread line."""
+
+    lines: tuple[str, ...]
+    next_offset: int
+
+
+class JobNotFound(DriverError):
+    """The job server has no job of that id (a wrong id for `attach`, or a head pod that restarted)."""
+
+
+class JobApi(Protocol):
+    """The three questions the follow loop asks a job server (each one short call)."""
+
+    def job_status(self, job_id: str) -> JobState: ...
+
+    def job_logs(self, job_id: str, offset: int, final: bool = False) -> LogChunk: ...
+
+    def stop_job(self, job_id: str) -> None: ...
+
+
+def slice_log(text: str, offset: int, final: bool) -> LogChunk:
+    """The lines of `text` (the log from line `offset` on) as a chunk. A last line without its newline is
+    still being written: it waits for the next read, unless the job has ended (`final`)."""
+    lines = text.split("\n")
+    rest = lines.pop()  # "" when text ends with a newline
+    if final and rest:
+        lines.append(rest)
+    return LogChunk(tuple(strip_ansi(s) for s in lines), offset + len(lines))
+
+
 # ---- AWS: through the head pod -------------------------------------------------------------------
+# Ray's job CLI (ray 2.58, python/ray/dashboard/modules/job/cli.py) prints through its cli_logger, which
+# off a terminal writes "record" lines: `<asctime>\t<LEVEL> cli.py:<line> -- <message>` (LOGGER_FORMAT,
+# ray/_private/ray_constants.py). `--log-style record` asks for that style on a terminal too, so
+# what the driver parses does not depend on whether the exec has a tty.
+LOG_STYLE = ("--log-style", "record")
+_RECORD = re.compile(r"^\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d{3}\t[A-Z]+ \S+:\d+ -- ")
+_SUBMITTED = re.compile(r"Job '([^']+)' submitted successfully")
+_STATUS_FOR = re.compile(r"Status for job '[^']+': (\w+)")
+_ENDED = re.compile(r"Job '[^']+' (succeeded|failed|was stopped)$")
+_ENDED_STATUS = {"succeeded": "SUCCEEDED", "failed": "FAILED", "was stopped": "STOPPED"}
+# Every command first prints the "Job submission server address: ..." line (cli.py `_get_sdk_client`), and
+# `ray job logs` then prints the whole log as one record: its first line carries the record prefix.
+LOG_HEADER_LINES = 1
+
+
+def record_text(line: str) -> str:
+    """A line of Ray's CLI without its colour and its record prefix."""
+    return _RECORD.sub("", strip_ansi(line), count=1)
+
+
 def upload_command(dest: str, payload_len: int) -> list[str]:
     """Unpack a base64 tarball of exactly `payload_len` characters from stdin into `dest`.
 
@@ -95,7 +168,7 @@ def upload_command(dest: str, payload_len: int) -> list[str]:
 def submit_command(
     args: TrainConfig, working_dir: str, env_vars: dict[str, str] | None = None, submission_id: str | None = None
 ) -> list[str]:
-    """`ray job submit` against the head pod's own job server, waiting for the job and streaming its logs.
+    """`ray job submit --no-wait` against the head pod's own job server: it returns once the job is queued.
 
     ``submission_id`` is the Ray job id (default: the run id); a job that resumes a run needs its own,
     because Ray keeps a finished job's id."""
@@ -106,6 +179,8 @@ def submit_command(
         "submit",
         "--address",
         HEAD_JOB_SERVER,
+        "--no-wait",
+        *LOG_STYLE,
         "--working-dir",
         working_dir,
         "--submission-id",
@@ -118,51 +193,119 @@ def submit_command(
     ]
 
 
-def job_status_from_output(output: str, rc: int) -> str:
-    """The job's final status from `ray job submit`'s closing line, else from its exit code."""
-    found = _JOB_END.findall(output)
-    if found:
-        return _STATUS_WORD[found[-1][1]]
-    return "SUCCEEDED" if rc == 0 else "FAILED"
+def status_command(job_id: str) -> list[str]:
+    return ["ray", "job", "status", "--address", HEAD_JOB_SERVER, *LOG_STYLE, job_id]
 
 
-def submit_on_head(
-    pod_exec: PodExec,
-    head_pod: str,
-    namespace: str,
-    args: TrainConfig,
-    on_line: Callable[[str], None] = lambda s: None,
-    env_vars: dict[str, str] | None = None,
-    timeout_s: float = 3600,
-    submission_id: str | None = None,
-) -> TrainOutcome:
-    """Copy `workloads/` into the head pod, submit the job there, follow it, and read its summary."""
-    src_dir = f"{CLUSTER_ROOT}/src/{args.run_id}"
-    payload = base64.b64encode(workloads_tarball()).decode()
-    up = pod_exec(head_pod, namespace, upload_command(src_dir, len(payload)), stdin=payload, timeout_s=300)
-    if up.rc != 0:
-        raise DriverError(
-            f"copying workloads/ into {namespace}/{head_pod} failed (rc {up.rc}): {up.stderr.strip()[-300:]}"
-        )
-    tail: deque[str] = deque(maxlen=200)
+def stop_command(job_id: str) -> list[str]:
+    """`ray job stop --no-wait`: the follow loop sees the job reach STOPPED by its own polls."""
+    return ["ray", "job", "stop", "--address", HEAD_JOB_SERVER, "--no-wait", *LOG_STYLE, job_id]
 
-    def line(s: str) -> None:
-        s = strip_ansi(s)
-        tail.append(s)
-        on_line(s)
 
-    res = pod_exec(
-        head_pod, namespace, submit_command(args, src_dir, env_vars, submission_id), on_line=line, timeout_s=timeout_s
-    )
-    if not tail:
-        tail.extend(strip_ansi(raw) for raw in (res.stdout + res.stderr).splitlines()[-200:])
-    status = job_status_from_output(res.stdout + res.stderr, res.rc)
-    summary = None
-    if status == "SUCCEEDED":
-        # The entrypoint (rank 0's driver) runs in the head pod, so the summary is written there.
-        cat = pod_exec(head_pod, namespace, ["cat", args.summary_json], timeout_s=60)
-        summary = _parse_summary(cat.stdout) if cat.rc == 0 else None
-    return TrainOutcome(args.run_id, status, summary, tuple(tail), args)
+# `ray job logs` prints the whole log; only the lines from the offset on cross the exec stream, and the
+# exit status stays ray's (a pipe would give tail's).
+LOGS_SCRIPT = (
+    'f=$(mktemp) || exit 1; ray job logs --address "$1" --log-style record "$2" >"$f"; rc=$?; '
+    'tail -n +"$3" "$f"; rm -f "$f"; exit $rc'
+)
+
+
+def logs_command(job_id: str, offset: int) -> list[str]:
+    """The job's log lines from line `offset` (0-based) on; `tail -n +K` counts from 1, after the header."""
+    return ["sh", "-c", LOGS_SCRIPT, "sh", HEAD_JOB_SERVER, job_id, str(offset + LOG_HEADER_LINES + 1)]
+
+
+def parse_submitted(output: str) -> str | None:
+    """The job id `ray job submit` names in its "Job '<id>' submitted successfully" line, else None."""
+    found = _SUBMITTED.search(strip_ansi(output))
+    return found.group(1) if found else None
+
+
+def parse_status(output: str) -> JobState | None:
+    """The job's state from `ray job status` (cli.py `_log_job_status`), else None."""
+    status, message = None, ""
+    for line in map(record_text, output.splitlines()):
+        if m := _STATUS_FOR.search(line):
+            status = m.group(1)
+        elif m := _ENDED.search(line):
+            status = _ENDED_STATUS[m.group(1)]
+        elif line.startswith("Status message: "):
+            message = line[len("Status message: ") :]
+    return JobState(status, message) if status else None
+
+
+def _exec_failed(what: str, job_id: str, res: Any) -> DriverError:
+    text = (res.stderr or res.stdout).strip()
+    if "does not exist" in text:
+        return JobNotFound(f"the Ray job server has no job {job_id!r}: {text[-200:]}", exit_code=2)
+    return DriverError(f"`ray job {what} {job_id}` in the head pod failed (rc {res.rc}): {text[-300:]}")
+
+
+@dataclass(frozen=True)
+class HeadJobs:
+    """The head pod's job server, reached through short exec calls (automation.kube.PodExec)."""
+
+    pod_exec: PodExec
+    pod: str
+    namespace: str
+    call_s: float = 120  # one call; a stuck one costs a poll, not the job
+
+    def submit(self, args: TrainConfig, env_vars: dict[str, str], submission_id: str) -> str:
+        """Copy `workloads/` into the head pod as `src/<submission id>` and submit the job; its id."""
+        src_dir = f"{CLUSTER_ROOT}/src/{submission_id}"
+        payload = base64.b64encode(workloads_tarball()).decode()
+        upload = upload_command(src_dir, len(payload))
+        up = self.pod_exec(self.pod, self.namespace, upload, stdin=payload, timeout_s=300)
+        if up.rc != 0:
+            raise DriverError(
+                f"copying workloads/ into {self.namespace}/{self.pod} failed (rc {up.rc}): {up.stderr.strip()[-300:]}"
+            )
+        cmd = submit_command(args, src_dir, env_vars, submission_id)
+        res = self.pod_exec(self.pod, self.namespace, cmd, timeout_s=self.call_s)
+        job_id = parse_submitted(res.stdout)
+        if res.rc != 0 or job_id is None:
+            raise DriverError(
+                f"`ray job submit` in {self.namespace}/{self.pod} did not submit (rc {res.rc}): "
+                f"{(res.stderr or res.stdout).strip()[-300:]}"
+            )
+        return job_id
+
+    def job_status(self, job_id: str) -> JobState:
+        res = self.pod_exec(self.pod, self.namespace, status_command(job_id), timeout_s=self.call_s)
+        state = parse_status(res.stdout) if res.rc == 0 else None
+        if state is None:
+            raise _exec_failed("status", job_id, res)
+        return state
+
+    def job_logs(self, job_id: str, offset: int, final: bool = False) -> LogChunk:
+        res = self.pod_exec(self.pod, self.namespace, logs_command(job_id, offset), timeout_s=self.call_s)
+        if res.rc != 0:
+            raise _exec_failed("logs", job_id, res)
+        text = res.stdout
+        if offset == 0 and text:
+            text = record_text(text)  # the first log line carries the record's prefix
+        return slice_log(text, offset, final)
+
+    def stop_job(self, job_id: str) -> None:
+        res = self.pod_exec(self.pod, self.namespace, stop_command(job_id), timeout_s=self.call_s)
+        if res.rc != 0:
+            raise _exec_failed("stop", job_id, res)
+
+    def summary(self, args: TrainConfig) -> dict | None:
+        """The training summary; the entrypoint (rank 0's driver) runs in the head pod and writes it there."""
+        cat = self.pod_exec(self.pod, self.namespace, ["cat", args.summary_json], timeout_s=60)
+        return _parse_summary(cat.stdout) if cat.rc == 0 else None
+
+    def newest_job(self) -> str:
+        """The newest job submitted from this driver: the newest `src/<submission id>` in the head pod."""
+        ls = ["sh", "-c", f"ls -1t {CLUSTER_ROOT}/src 2>/dev/null | head -n 1"]
+        res = self.pod_exec(self.pod, self.namespace, ls, timeout_s=60)
+        if res.rc != 0 or not res.stdout.strip():
+            raise DriverError(
+                f"no job was submitted to {self.namespace}/{self.pod} (no {CLUSTER_ROOT}/src/*): pass the job id",
+                exit_code=2,
+            )
+        return res.stdout.strip()
 
 
 def _parse_summary(text: str) -> dict | None:
@@ -174,42 +317,168 @@ def _parse_summary(text: str) -> dict | None:
 
 
 # ---- local: the job server on loopback -----------------------------------------------------------
-def submit_local(
-    client: Any,
-    args: TrainConfig,
-    working_dir: Path,
-    python: str,
+@dataclass(frozen=True)
+class LocalJobs:
+    """A `ray.job_submission.JobSubmissionClient` of the local head, with the same questions as HeadJobs."""
+
+    client: Any
+
+    def submit(self, args: TrainConfig, working_dir: Path, python: str) -> str:
+        # The SDK logs each package upload at INFO on stderr; the driver reports the job itself.
+        logging.getLogger("ray").setLevel(logging.WARNING)
+        entry = " ".join(shlex.quote(a) for a in [python, *command(args)])
+        return self.client.submit_job(
+            entrypoint=entry, submission_id=args.run_id, runtime_env={"working_dir": str(working_dir)}
+        )
+
+    def job_status(self, job_id: str) -> JobState:
+        info = self.client.get_job_info(job_id)
+        return JobState(str(info.status).split(".")[-1], info.message or "")
+
+    def job_logs(self, job_id: str, offset: int, final: bool = False) -> LogChunk:
+        lines = self.client.get_job_logs(job_id).split("\n")
+        return slice_log("\n".join(lines[offset:]), offset, final)
+
+    def stop_job(self, job_id: str) -> None:
+        self.client.stop_job(job_id)
+
+    @staticmethod
+    def summary(args: TrainConfig) -> dict | None:
+        path = Path(args.summary_json)
+        return _parse_summary(path.read_text()) if path.is_file() else None
+
+
+# ---- following a job to its end ------------------------------------------------------------------
+POLL_S = 5.0  # status and new log lines every few seconds
+RETRY_FIRST_S, RETRY_MAX_S = 2.0, 60.0
+GIVE_UP_S = 1800.0  # 30 min without one answer: the driver stops asking (the job goes on)
+
+
+@dataclass(frozen=True)
+class FollowEnd:
+    """How following a job ended: the job server's last word, the log tail, and what the driver did."""
+
+    state: JobState
+    tail: tuple[str, ...]
+    stopped_for_timeout: bool = False
+
+
+@dataclass
+class _Patient:
+    """Calls that may fail for a while (a dropped exec stream, an expired token, a restarting API server):
+    retried with backoff, said once, given up after GIVE_UP_S without an answer."""
+
+    clock: Callable[[], float]
+    sleep: Callable[[float], None]
+    on_note: Callable[[str], None]
+    give_up_s: float
+    said: bool = False
+    lost_since: float | None = None
+
+    def call(self, fn: Callable[[], Any]) -> Any:
+        delay = RETRY_FIRST_S
+        while True:
+            try:
+                got = fn()
+            except JobNotFound:
+                raise
+            except DriverError as e:
+                now = self.clock()
+                self.lost_since = now if self.lost_since is None else self.lost_since
+                if now - self.lost_since >= self.give_up_s:
+                    raise DriverError(
+                        f"no answer from the Ray job server for {now - self.lost_since:.0f} s ({e}); "
+                        "the job itself may still run"
+                    ) from None
+                if not self.said:
+                    self.said = True
+                    self.on_note(
+                        f"lost the connection to the job server ({e}): the job goes on; asking again with backoff "
+                        f"(this is said once; only the output waits)"
+                    )
+                self.sleep(delay)
+                delay = min(delay * 2, RETRY_MAX_S)
+                continue
+            self.lost_since = None
+            return got
+
+
+def follow_job(
+    api: JobApi,
+    job_id: str,
+    *,
     on_line: Callable[[str], None] = lambda s: None,
-    timeout_s: float = 600,
-    poll_s: float = 1.0,
-) -> TrainOutcome:
-    """Submit to a `ray.job_submission.JobSubmissionClient`, stream new log lines, wait for the end."""
-    # The SDK logs each package upload at INFO on stderr; the driver reports the job itself.
-    logging.getLogger("ray").setLevel(logging.WARNING)
-    entry = " ".join(shlex.quote(a) for a in [python, *command(args)])
-    job_id = client.submit_job(
-        entrypoint=entry, submission_id=args.run_id, runtime_env={"working_dir": str(working_dir)}
-    )
-    seen = 0
+    on_note: Callable[[str], None] = lambda s: None,
+    clock: Callable[[], float] = time.monotonic,
+    sleep: Callable[[float], None] = time.sleep,
+    timeout_s: float | None = None,
+    poll_s: float = POLL_S,
+    give_up_s: float = GIVE_UP_S,
+) -> FollowEnd:
+    """Follow `job_id` until the job server says it ended: each log line passed to `on_line` once, in order.
+
+    No limit on how long the job runs; with `timeout_s` the job is stopped (`ray job stop`) once this follow
+    has lasted that long, and followed until the server says STOPPED. DriverError when the server gives no answer for
+    `give_up_s` (the job goes on), JobNotFound when it does not know the job.
+    """
+    patient = _Patient(clock, sleep, on_note, give_up_s)
+    start, offset, stopped = clock(), 0, False
     tail: deque[str] = deque(maxlen=200)
-    deadline = time.monotonic() + timeout_s
-    terminal = {"SUCCEEDED", "FAILED", "STOPPED"}
     while True:
-        status = str(client.get_job_status(job_id)).split(".")[-1]
-        lines = client.get_job_logs(job_id).splitlines()
-        for s in map(strip_ansi, lines[seen:]):
-            tail.append(s)
-            on_line(s)
-        seen = len(lines)
-        if status in terminal:
-            break
-        if time.monotonic() > deadline:
-            client.stop_job(job_id)
-            status = "TIMEOUT"
-            break
-        time.sleep(poll_s)
-    summary = None
-    path = Path(args.summary_json)
-    if status == "SUCCEEDED" and path.is_file():
-        summary = _parse_summary(path.read_text())
-    return TrainOutcome(job_id, status, summary, tuple(tail), args)
+        state = patient.call(lambda: api.job_status(job_id))
+        chunk = patient.call(lambda o=offset, s=state: api.job_logs(job_id, o, final=s.terminal))
+        for line in chunk.lines:
+            tail.append(line)
+            on_line(line)
+        offset = chunk.next_offset
+        if state.terminal:
+            return FollowEnd(state, tuple(tail), stopped)
+        if timeout_s is not None and not stopped and clock() - start >= timeout_s:
+            on_note(f"job {job_id} has run {clock() - start:.0f} s, past --timeout {timeout_s:g}: `ray job stop`")
+            patient.call(lambda: api.stop_job(job_id))
+            stopped = True
+        sleep(poll_s)
+
+
+def outcome_of(end: FollowEnd, args: TrainConfig, summary: dict | None) -> TrainOutcome:
+    """The step's outcome: what the job server said of the job, never how a stream ended."""
+    return TrainOutcome(args.run_id, end.state.status, summary, end.tail, args)
+
+
+class AsksJobServer:
+    """A target's job capabilities (automation.targets.Target), answered by its job server: the class that
+    mixes this in has `jobs()`, returning HeadJobs or LocalJobs."""
+
+    def job_status(self, job_id: str) -> JobState:
+        return self.jobs().job_status(job_id)  # type: ignore[attr-defined]
+
+    def job_logs(self, job_id: str, offset: int, final: bool = False) -> LogChunk:
+        return self.jobs().job_logs(job_id, offset, final)  # type: ignore[attr-defined]
+
+    def stop_job(self, job_id: str) -> None:
+        self.jobs().stop_job(job_id)  # type: ignore[attr-defined]
+
+    def job_summary(self, args: TrainConfig) -> dict | None:
+        return self.jobs().summary(args)  # type: ignore[attr-defined]
+
+
+def follow_on(place: Any, job_id: str) -> FollowEnd:
+    """`follow_job` with what a target offers (automation.targets.Target): its job server, its output lines
+    and notes, its clock, the user's --timeout and its poll interval."""
+    return follow_job(
+        place,
+        job_id,
+        on_line=place.on_line,
+        on_note=place.note,
+        clock=place.clock,
+        sleep=place.sleep,
+        timeout_s=place.job_timeout_s,
+        poll_s=place.poll_s,
+    )
+
+
+def run_to_end(place: Any, args: TrainConfig) -> TrainOutcome:
+    """Submit `args` on a target and follow the job to its end (bench and drill wait for each job they start)."""
+    job = place.submit_job(args)
+    end = follow_on(place, job.job_id)
+    return outcome_of(end, args, place.job_summary(args) if end.state.status == "SUCCEEDED" else None)

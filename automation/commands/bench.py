@@ -177,7 +177,10 @@ def run_legs(targets: dict[str, Any], ui: Any) -> list[Leg]:
     counters must stay flat); stop at the first failure (a TCP number beside a failed EFA run compares
     nothing)."""
     legs = []
-    for name, names in ((EFA, ("verify", "counters", "train", "check")), (TCP, ("counters", "train", "check"))):
+    for name, names in (
+        (EFA, ("verify", "counters", "submit", "train", "check")),
+        (TCP, ("counters", "submit", "train", "check")),
+    ):
         target = targets[name]
         how = " ".join(f"{k}={v}" for k, v in target.job_env.items()) or "the stack's own NCCL env"
         ui.note(f"{name.upper()} run {target.run_id} ({how}; its NCCL logs must show {target.require})")

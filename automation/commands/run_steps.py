@@ -1,5 +1,9 @@
 """The pipeline's commands: `run` (every step in order) and each step alone (preflight, preview, up, verify,
-train, check, destroy), over the target the flags choose; then the one report every target shares."""
+train, check, destroy), over the target the flags choose; then the one report every target shares.
+
+`train` is two steps, `submit` (the job queued on the cluster's job server) and `train` (the job followed to
+its end); `run --detach` stops after `submit`, and `attach` (automation/commands/attach.py) follows the job
+later with the same steps. The GPU nodes go back to gpuIdleNodes at the end only once the job has ended."""
 
 from __future__ import annotations
 
@@ -9,7 +13,8 @@ from typing import Any
 from automation import steps
 from automation.commands.report import collect_and_report
 from automation.flags import add_command, resolve_target
-from automation.pipeline import StepInterrupted
+from automation.pipeline import JobLeftRunning, PipelineResult, StepInterrupted, SubmittedJob
+from automation.ray_head import TERMINAL
 from automation.run_report import build_report, show
 from automation.scaling import after_run
 from automation.targets import Target, aws, local
@@ -20,7 +25,7 @@ HELPS = {
     "preview": "show what `up` would change",
     "up": "create or update the stack",
     "verify": "check the cluster: GPU/EFA nodes, device plugins, KubeRay, the RayCluster",
-    "train": "submit the training job from inside the Ray head pod and follow it",
+    "train": "submit the training job from inside the Ray head pod and follow it to its end",
     "check": "assert from the workers' NCCL logs that collectives went over EFA",
     "destroy": "delete the stack's resources",
     "run": "all steps in order, stopping at the first failure",
@@ -29,7 +34,7 @@ HELPS = {
 PULUMI_USE: dict[str, aws.PulumiUse] = {
     "preflight": "never",
     **dict.fromkeys(("preview", "up", "destroy", "run"), "always"),
-    **dict.fromkeys(("verify", "train", "check"), "without-kubeconfig"),
+    **dict.fromkeys(("verify", "train", "check", "attach"), "without-kubeconfig"),
 }
 
 
@@ -56,6 +61,9 @@ def open_target(args: argparse.Namespace, ui: Any, deps: aws.AwsDeps | None = No
         steps_override=args.steps,
         workers_override=args.num_workers,
         scale_nodes=args.command == "run",
+        detach=args.detach,
+        job_timeout_s=args.timeout,
+        attach_job=getattr(args, "job", None),
     )
 
 
@@ -72,10 +80,10 @@ def run(args: argparse.Namespace, ui: Any) -> int:
 
         try:
             result = steps.run(target.pipeline(args.command, args.plan), target, on_start, ui.step_finished)
-        except KeyboardInterrupt:
-            idle_nodes(args, target, begun, ui.note)
+        except KeyboardInterrupt as e:
+            idle_nodes(args, target, begun, ui.note, e.job_id if isinstance(e, JobLeftRunning) else None)
             raise
-        idle_nodes(args, target, begun, target.notes.append)
+        idle_nodes(args, target, begun, target.notes.append, job_left_running(result))
         report = build_report(target, result, args.command)
         trained = result.result("train") is not None
         files = collect_and_report(target, runs_root(), report.to_dict()) if trained else {}
@@ -87,11 +95,35 @@ def run(args: argparse.Namespace, ui: Any) -> int:
         return 130
 
 
-def idle_nodes(args: argparse.Namespace, target: Target, begun: list[str], say: Any) -> None:
-    """After an AWS `run` that reached `up` (pass, fail or Ctrl-C): the GPU nodes to gpuIdleNodes unless
-    --keep-nodes (automation/scaling.py), and the line saying so."""
-    if args.command == "run" and target.name == "aws" and "up" in begun:
-        say(after_run(target, args.keep_nodes))
+# The step each command that scales down must have begun: `run` from `up` on, `attach` once it followed a job.
+SCALE_DOWN_AFTER = {"run": "up", "attach": "train"}
+
+
+def idle_nodes(args: argparse.Namespace, target: Target, begun: list[str], say: Any, running: str | None) -> None:
+    """After an AWS `run` that reached `up`, or an `attach` that followed its job (pass, fail or Ctrl-C): the
+    GPU nodes to gpuIdleNodes unless --keep-nodes (automation/scaling.py), and the line saying so; never while
+    job `running` may still run on them."""
+    if target.name != "aws" or SCALE_DOWN_AFTER.get(args.command) not in begun:
+        return
+    if running is not None:
+        say(
+            f"GPU nodes kept: job {running} may still run on them; `{target.attach_command(running)}` follows it "
+            "and scales them down when it ends"
+        )
+        return
+    say(after_run(target, args.keep_nodes))
+
+
+def job_left_running(result: PipelineResult) -> str | None:
+    """The job this command submitted or attached to, when the job server has not said it ended (--detach, a
+    job server that stopped answering); None when it ended or none was submitted."""
+    found = [r.data for r in (result.result("submit"), result.result("attach")) if r is not None]
+    jobs = [d for d in found if isinstance(d, SubmittedJob)]
+    if not jobs:
+        return None
+    followed = result.result("train")
+    ended = followed is not None and followed.data is not None and followed.data.status in TERMINAL
+    return None if ended else jobs[0].job_id
 
 
 def report_interrupt(e: KeyboardInterrupt, target: Target, ui: Any) -> None:

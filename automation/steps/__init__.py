@@ -1,4 +1,5 @@
-"""The pipeline steps, one module each: preflight, stack (preview, up, destroy), verify, counters, train, check.
+"""The pipeline steps, one module each: preflight, stack (preview, up, destroy), verify, counters, submit,
+attach, train (follow.py: the job followed to its end), check.
 
 Each step is a function `(target, prior) -> StepResult` over the target interface
 (automation.targets.Target); `STEPS` names them, `build` turns a target's step names into
@@ -11,7 +12,7 @@ from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from automation.pipeline import PipelineResult, Prior, Step, StepResult, Timed, run_pipeline
-from automation.steps import check, counters, preflight, stack, train, verify
+from automation.steps import attach, check, counters, follow, preflight, stack, submit, verify
 
 if TYPE_CHECKING:
     from automation.targets import Target
@@ -23,7 +24,9 @@ STEPS: dict[str, Callable[[Any, Prior], StepResult]] = {
     "start": stack.run_start,
     "verify": verify.run,
     "counters": counters.run,
-    "train": train.run,
+    "submit": submit.run,
+    "attach": attach.run,
+    "train": follow.run,
     "check": check.run,
     "destroy": stack.run_destroy,
 }

@@ -1,19 +1,21 @@
 """Where the pipeline runs: `aws` (the Pulumi stack, EKS, KubeRay) or `local` (a Ray head on 127.0.0.1).
 
 `Target` is what every step in automation/steps/ may ask of a target: capabilities (the job, submit it,
-the NCCL logs of a run, what exists after a failure, close), never a step's logic. What only one place
-has (the AWS target's Kubernetes client and stack, the local target's Ray head) the step that needs it
-reads from that target's own class.
+ask the job server about it, the NCCL logs of a run, what exists after a failure, close), never a step's
+logic. What only one place has (the AWS target's Kubernetes client and stack, the local target's Ray head)
+the step that needs it reads from that target's own class.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
 
 if TYPE_CHECKING:
     from automation.cost import CostEstimate
-    from automation.pipeline import Advice, PipelineResult, Prior, TrainOutcome
+    from automation.pipeline import Advice, PipelineResult, Prior, SubmittedJob, TrainOutcome
+    from automation.ray_head import JobState, LogChunk
     from workloads.config import TrainConfig
     from workloads.nccl_check.counters import NodeReading
 
@@ -23,6 +25,10 @@ class Target(Protocol):
 
     name: str  # "aws" or "local", as the report names it and the steps pick their place's work by
     notes: list[str]  # lines for the report's notes, in the order they came
+    on_line: Callable[[str], None]  # one line of the job's log, shown to the user as it comes
+    poll_s: float  # how often the follow step asks the job server
+
+    def note(self, text: str) -> None: ...  # a line for the user now and among the report's notes
 
     @property
     def stack_name(self) -> str | None: ...
@@ -33,6 +39,34 @@ class Target(Protocol):
     def train_args(self) -> TrainConfig: ...  # the training job of this run, as submitted
 
     def submit(self, args: TrainConfig) -> TrainOutcome: ...  # run the job to its end; what it reported
+
+    # ---- the job, detached: submitted, then followed by asking the job server (automation/ray_head.py) ----
+    def submit_job(self, args: TrainConfig) -> SubmittedJob: ...  # queue the job and return at once
+
+    # The job of a run that was left (`attach`): the one named, else the newest submitted; JobNotFound if none.
+    def find_job(self) -> SubmittedJob: ...
+
+    def job_status(self, job_id: str) -> JobState: ...  # one short call to the job server
+
+    def job_logs(self, job_id: str, offset: int, final: bool = False) -> LogChunk: ...  # lines from `offset` on
+
+    def stop_job(self, job_id: str) -> None: ...  # `ray job stop`; the job server then says STOPPED
+
+    def job_summary(self, args: TrainConfig) -> dict | None: ...  # the summary a SUCCEEDED job wrote
+
+    # How the follow step waits (a fake clock in tests), and the user's --timeout (None: no limit).
+    def clock(self) -> float: ...
+
+    def sleep(self, seconds: float) -> None: ...
+
+    @property
+    def job_timeout_s(self) -> float | None: ...
+
+    # After Ctrl-C while a job runs: whether to stop it (asked on a terminal, default no; None: no terminal),
+    # and the command that follows it again from any machine ("" when nothing outlives the run).
+    def ask_stop(self, question: str) -> bool | None: ...
+
+    def attach_command(self, job_id: str) -> str: ...
 
     # What the NCCL logs must show here (check's `require`; None: no NCCL to check), and a note when a
     # pass cannot prove EFA here ("" otherwise).

@@ -11,6 +11,8 @@ from __future__ import annotations
 import dataclasses
 import os
 import shutil
+import sys
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -29,13 +31,14 @@ from automation.pipeline import (
     Finding,
     PipelineResult,
     Prior,
+    SubmittedJob,
     TrainOutcome,
     cluster_seen,
     expectations_from,
 )
 from automation.pulumi_setup import pulumi_rows
 from automation.pulumi_stack import PULUMI_MISSING, StackLike, outputs_dict, select_stack
-from automation.ray_head import submit_on_head
+from automation.ray_head import POLL_S, AsksJobServer, HeadJobs, run_to_end
 from automation.run_files import collect_logs, fetch_run
 from automation.storage import Durability, outside_run_bucket, require_run, run_locations
 from automation.ui import tty_confirm
@@ -45,9 +48,13 @@ from workloads.config import ConfigError, TrainConfig, new_run_id
 from workloads.env import NCCL_DEBUG_LEVEL
 from workloads.nccl_check.counters import NodeReading, parse_reading, read_script
 
-PIPELINE = ("preflight", "preview", "up", "verify", "counters", "train", "check")
+PIPELINE = ("preflight", "preview", "up", "verify", "counters", "submit", "train", "check")
 GPU_AZ_KEY = GpuNodesConfig.keyname("availability_zone", prefixed=True)
 PLAN = ("preflight", "preview")
+DETACHED = PIPELINE[: PIPELINE.index("submit") + 1]  # `run --detach`: submit, say how to attach, return
+ATTACH = ("attach", "train", "check")
+STEP_COMMAND = {"submit": "train"}  # the command that runs a step which has none of its own
+RESUMED = "-resumed-"  # a resumed run's job id: <run id>-resumed-<new id> (Ray keeps a finished job's id)
 
 
 @dataclass
@@ -61,6 +68,9 @@ class AwsDeps:
     pricing: Callable[[], Any] | None = None
     # preflight's rows for this machine's pulumi CLI, backend and passphrase (None: a stand-in stack, not checked)
     pulumi_setup: Callable[[], list[Finding]] | None = None
+    clock: Callable[[], float] = time.monotonic  # how the follow step waits; tests pass a fake clock
+    sleep: Callable[[float], None] = time.sleep
+    interactive: Callable[[], bool] = lambda: sys.stdin.isatty()  # whether Ctrl-C may ask before leaving a job
 
     @classmethod
     def real(cls, cfg: Any, project_dir: Path) -> AwsDeps:
@@ -132,7 +142,7 @@ def newest_cluster_run(pod_exec: Any, pod: str, namespace: str) -> str:
 
 
 @dataclass
-class AwsTarget:
+class AwsTarget(AsksJobServer):
     """One stack as the steps and commands use it (automation.targets.Target and more: its stack, kube, cfg)."""
 
     cfg: Any
@@ -154,7 +164,12 @@ class AwsTarget:
     node_wait_s: float = 180
     scale_nodes: bool = False  # `run`: the GPU node group back at gpuNodeCount before verify (automation/scaling.py)
     pod_wait_s: float = 900
+    detach: bool = False  # `run --detach`: the pipeline ends at submit
+    job_timeout_s: float | None = None  # --timeout: stop the job after this long (None: no limit)
+    attach_job: str | None = None  # `attach JOB`: the job to follow (None: the newest submitted)
+    poll_s: float = POLL_S
     _stack: Any = None
+    _jobs: HeadJobs | None = None
     _kube: Any = None
     _outputs: dict | None = None
     notes: list[str] = field(default_factory=list)
@@ -166,8 +181,8 @@ class AwsTarget:
 
     def pipeline(self, command: str, plan: bool) -> tuple[str, ...]:
         if command == "run":
-            return PLAN if plan else PIPELINE
-        return (command,)
+            return PLAN if plan else DETACHED if self.detach else PIPELINE
+        return {"train": ("submit", "train"), "attach": ATTACH}.get(command, (command,))
 
     def resolved_job(self, storage_uri: str | None = None) -> ResolvedJob:
         """The training job of this run and where each value came from: the cluster's defaults, durability
@@ -272,21 +287,48 @@ class AwsTarget:
         self.notes.extend(run_locations(job.storage_path, self.run_id))
         return job
 
-    def submit(self, args: TrainConfig) -> TrainOutcome:
-        pods = self.ray_pods()
-        head = pods.head_pod()
+    # ---- the job, detached (automation/ray_head.py) ------------------------------------------------
+    def jobs(self) -> HeadJobs:
+        """The head pod's job server, through short exec calls (the head pod is looked up once)."""
+        if self._jobs is None:
+            pods = self.ray_pods()
+            self._jobs = HeadJobs(pods.kube.exec, pods.head_pod(), pods.namespace)
+        return self._jobs
+
+    def submit_job(self, args: TrainConfig) -> SubmittedJob:
         # Ray keeps a finished job's id: a resumed run needs a job id of its own.
-        submission_id = f"{self.run_id}-resumed-{new_run_id()}" if self.resume else None
-        self.on_progress(f"copying workloads/ into {head} and submitting job {submission_id or args.run_id}")
-        return submit_on_head(
-            pods.kube.exec,
-            head,
-            pods.namespace,
-            args,
-            on_line=self.on_line,
-            env_vars={"NCCL_DEBUG": NCCL_DEBUG_LEVEL, **self.job_env},
-            submission_id=submission_id,
-        )
+        submission_id = f"{self.run_id}{RESUMED}{new_run_id()}" if self.resume else args.run_id
+        jobs = self.jobs()
+        self.on_progress(f"copying workloads/ into {jobs.pod} and submitting job {submission_id}")
+        env = {"NCCL_DEBUG": NCCL_DEBUG_LEVEL, **self.job_env}
+        return SubmittedJob(jobs.submit(args, env, submission_id), args)
+
+    def find_job(self) -> SubmittedJob:
+        """The job `attach` names, else the newest submitted, with the training job of its run."""
+        job_id = self.attach_job or self.jobs().newest_job()
+        self.run_id = job_id.split(RESUMED)[0]
+        return SubmittedJob(job_id, self.train_args())
+
+    def clock(self) -> float:
+        return self.deps.clock()
+
+    def sleep(self, seconds: float) -> None:
+        self.deps.sleep(seconds)
+
+    def ask_stop(self, question: str) -> bool | None:
+        """Asked on a terminal only (--yes never stops a job); a second Ctrl-C or end of input keeps it."""
+        if not self.deps.interactive():
+            return None
+        try:
+            return self.deps.confirm(question)
+        except (KeyboardInterrupt, EOFError, DriverError):
+            return False
+
+    def attach_command(self, job_id: str) -> str:
+        return f"python -m automation attach --stack {self.cfg.stack} {job_id}"
+
+    def submit(self, args: TrainConfig) -> TrainOutcome:
+        return run_to_end(self, args)
 
     def nccl_expectation(self) -> tuple[str, str]:
         return self.require, ""
@@ -363,7 +405,7 @@ class AwsTarget:
             f"the cluster of stack {s} is up and costs money until destroyed ({self.cost_line()})",
             (
                 f"resume (idempotent): {resume}",
-                f"or only this step: python -m automation {failed} --stack {s}",
+                f"or only this step: python -m automation {STEP_COMMAND.get(failed, failed)} --stack {s}",
                 f"tear down: {teardown}",
             ),
         )

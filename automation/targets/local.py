@@ -24,13 +24,24 @@ from typing import Any
 from automation.errors import DriverError
 from automation.job import local_job
 from automation.local_ray import INHERITED_ADDRESS, LocalRayCluster, client_env
-from automation.pipeline import Advice, PipelineResult, Prior, TrainOutcome
-from automation.ray_head import RAY_RESOURCES_SNIPPET, parse_ray_resources, submit_local, workloads_tarball
+from automation.pipeline import Advice, PipelineResult, Prior, SubmittedJob, TrainOutcome
+from automation.ray_head import (
+    RAY_RESOURCES_SNIPPET,
+    AsksJobServer,
+    LocalJobs,
+    parse_ray_resources,
+    run_to_end,
+    workloads_tarball,
+)
 from automation.storage import MAX_FAILURES, Durability
 from workloads.config import ConfigError, TrainConfig, new_run_id, runs_root
 
 RESUME = "python -m automation run --target local"
-PIPELINE = ("preflight", "start", "verify", "train", "check")
+NO_ATTACH = (
+    "the local target's Ray cluster lives only as long as its `run`: there is no job to attach to "
+    "(pass --stack STACK to attach to a cluster's job)"
+)
+PIPELINE = ("preflight", "start", "verify", "submit", "train", "check")
 LOCAL_GPU_NOTE = "local GPUs talk within one node: the NCCL check is inconclusive for EFA"
 # A local run checkpoints every 10 steps. Measured on the 2-core machine, 2026-12-04: in the default 20-step
 # `python -m automation run` (run 20261204-180612-82b4cc) a step took 0.076 s (median) and the step-10
@@ -56,7 +67,7 @@ class LocalPlan:
     """The local run: its training job (automation/job.py's LOCAL_JOB by default) and how long to wait for it."""
 
     job: TrainConfig
-    job_timeout_s: float = 600
+    job_timeout_s: float = 600  # the local smoke job takes about a minute; --timeout sets another limit
     storage_path: str | None = None  # None: <run-dir>/ray_results
 
     # Read from the job, never stored twice.
@@ -126,7 +137,7 @@ def nccl_files(nccl_dir: Path) -> list[Path]:
 
 
 @dataclass
-class LocalTarget:
+class LocalTarget(AsksJobServer):
     """The steps' view of one local run around one LocalRayCluster, which `close()` always stops."""
 
     plan: LocalPlan
@@ -137,7 +148,9 @@ class LocalTarget:
     notes: list[str] = field(default_factory=list)
     name: str = "local"
     stack_name: str | None = None
+    poll_s: float = 1.0  # a local job runs about a minute: its end is seen within a second
     _inherited_address: str | None = None
+    _jobs: LocalJobs | None = None
 
     def pipeline(self, command: str, plan: bool) -> tuple[str, ...]:
         return PIPELINE if command == "run" else ("preflight",)
@@ -176,16 +189,40 @@ class LocalTarget:
         self.notes.append(f"checkpoints of run {job.run_id}: {job.storage_path.rstrip('/')}/{job.name or job.run_id}/")
         return job
 
-    def submit(self, args: TrainConfig) -> TrainOutcome:
-        from ray.job_submission import JobSubmissionClient
+    # ---- the job: submitted to the local job server, then followed like the cluster's -------------------
+    def jobs(self) -> LocalJobs:
+        if self._jobs is None:
+            from ray.job_submission import JobSubmissionClient
 
-        cluster = self._cluster()
-        workdir = stage_workloads(Path(cluster.temp_dir) / "src")
-        client = JobSubmissionClient(cluster.dashboard_url)
-        quiet_ray_sdk()
-        return submit_local(
-            client, args, workdir, sys.executable, on_line=self.on_line, timeout_s=self.plan.job_timeout_s
-        )
+            self._jobs = LocalJobs(JobSubmissionClient(self._cluster().dashboard_url))
+            quiet_ray_sdk()
+        return self._jobs
+
+    def submit_job(self, args: TrainConfig) -> SubmittedJob:
+        workdir = stage_workloads(Path(self._cluster().temp_dir) / "src")
+        return SubmittedJob(self.jobs().submit(args, workdir, sys.executable), args)
+
+    def find_job(self) -> SubmittedJob:
+        raise DriverError(NO_ATTACH, exit_code=2)
+
+    @property
+    def job_timeout_s(self) -> float | None:
+        return self.plan.job_timeout_s
+
+    def clock(self) -> float:
+        return time.monotonic()
+
+    def sleep(self, seconds: float) -> None:
+        time.sleep(seconds)
+
+    def ask_stop(self, question: str) -> bool | None:
+        return True  # the job lives in this run's own Ray cluster, which close() stops
+
+    def attach_command(self, job_id: str) -> str:
+        return ""  # nothing outlives a local run
+
+    def submit(self, args: TrainConfig) -> TrainOutcome:
+        return run_to_end(self, args)
 
     def nccl_expectation(self) -> tuple[str | None, str]:
         """On CPU (gloo) no NCCL at all; local GPUs talk within one node: any transport passes, no EFA proof."""
@@ -245,4 +282,6 @@ def from_args(args: Any, ui: Any) -> LocalTarget:
     except ConfigError as e:
         raise DriverError(str(e), exit_code=2) from None
     plan = LocalPlan(job, storage_path=getattr(args, "storage_path", None))
+    if getattr(args, "timeout", None):
+        plan = dataclasses.replace(plan, job_timeout_s=float(args.timeout))
     return LocalTarget(plan, on_line=ui.log, on_progress=ui.progress, on_note=ui.note)

@@ -10,6 +10,7 @@ from pathlib import Path
 
 import _driver_helpers as helpers  # tests/integration is on pytest's pythonpath
 import pytest
+from _ray_jobs import Clock, FakeRayJobs, JobScript, parse_request
 
 from automation import cli
 from automation.commands import bench
@@ -59,10 +60,20 @@ class Cluster:
 
     def __init__(self, tmp: Path, logs: dict[str, Path], failed: tuple[str, ...] = ()):
         self.tmp, self.logs, self.failed = tmp, logs, failed
-        self.submitted: list[tuple[str, dict]] = []  # (submission id, runtime env)
         self.collected: list[str] = []  # NCCL directories read by the checks
         self.efa = helpers.FakeEfaNodes.of_fixture()  # the EFA counters, moved only by the EFA run
+        # The head pod's job server (tests/integration/_ray_jobs.py): each job ends at once, FAILED for a failed leg.
+        self.jobs = FakeRayJobs(Clock(), self.job_script)
         self.exec = helpers.ScriptedExec(self.answer)
+
+    def job_script(self, job_id: str) -> JobScript:
+        ends = "FAILED" if leg_of(job_id) in self.failed else "SUCCEEDED"
+        return JobScript(("[train] step 3/3",), run_s=0, pending_s=0, ends=ends)
+
+    @property
+    def submitted(self) -> list[tuple[str, dict]]:
+        """(submission id, runtime env) of each job, in the order submitted."""
+        return [(job_id, self.jobs.runtime_env(job_id)) for job_id in self.jobs.jobs]
 
     def answer(self, pod: str, cmd: list[str], stdin: str | None) -> ExecResult:
         text = " ".join(cmd)
@@ -71,12 +82,11 @@ class Cluster:
             return self.efa.answer(pod)
         if "base64 -d | tar" in text:
             return ExecResult(0, "", "")
-        if cmd[:3] == ["ray", "job", "submit"]:
-            job = cmd[cmd.index("--submission-id") + 1]
-            self.submitted.append((job, json.loads(cmd[cmd.index("--runtime-env-json") + 1])))
+        if (request := parse_request(cmd)) is not None and request.action == "submit" and request.job_id:
+            job = request.job_id
             self.efa.job_ran(helpers.predicted_job_bytes(summary(job)["steps"]), over_efa=leg_of(job) == "efa")
-            word = "failed" if leg_of(job) in self.failed else "succeeded"
-            return ExecResult(0 if word == "succeeded" else 1, f"[train] step 3/3\nJob '{job}' {word}\n", "")
+        if (job_answer := self.jobs.answer(pod, cmd)) is not None:
+            return job_answer
         if cmd[0] == "cat":
             return ExecResult(0, json.dumps(summary(run.group(1))), "")
         if "fi_info -p efa" in text:  # verify's libfabric check in each worker pod

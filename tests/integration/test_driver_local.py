@@ -28,7 +28,14 @@ LOOPBACK = {"127.0.0.1", "::ffff:127.0.0.1", "::1"}
 def test_local_run_passes_every_step_in_order(local_run_doc):
     doc = local_run_doc
     got = [(s["step"], s["status"]) for s in doc["steps"]]
-    expected = [("preflight", "pass"), ("start", "pass"), ("verify", "pass"), ("train", "pass"), ("check", "skip")]
+    expected = [
+        ("preflight", "pass"),
+        ("start", "pass"),
+        ("verify", "pass"),
+        ("submit", "pass"),
+        ("train", "pass"),
+        ("check", "skip"),
+    ]
     assert got == expected, f"expected {expected}, got {got}"
 
 

@@ -12,6 +12,7 @@ import _driver_helpers as helpers  # tests/integration is on pytest's pythonpath
 import _worlds as worlds
 import boto3
 import pytest
+from _ray_jobs import Clock, FakeRayJobs, JobScript, parse_request
 from _shared_env import MOTO_REGION
 from botocore.stub import Stubber
 
@@ -42,26 +43,30 @@ SUMMARY = {
 
 def cluster_exec(
     nccl_log: Path = NCCL / "efa_unprefixed_ofi1.20.log",
-    job_line: str = "Job 'r1' succeeded",
+    ends: str = "SUCCEEDED",
     efa: helpers.FakeEfaNodes | None = None,
     over_efa: bool = True,
 ):
-    """Answers every command the driver runs in a pod, like the real head and worker pods would; `efa`
-    holds the GPU nodes' EFA counters, which the job advances by the model's bytes (over EFA unless
-    `over_efa` is False, where sockets carry them)."""
+    """Answers every command the driver runs in a pod, like the real head and worker pods would; the job
+    server (tests/integration/_ray_jobs.py) has each job end `ends` at once (its clock never moves);
+    `efa` holds the GPU nodes' EFA counters, which the job advances by the model's bytes as it is
+    submitted (over EFA unless `over_efa` is False, where sockets carry them)."""
+    script = JobScript(("[train] step 100/100 loss 7.9",), run_s=0, pending_s=0, ends=ends)
+    jobs = FakeRayJobs(Clock(), lambda job_id: script)
     efa = efa or helpers.FakeEfaNodes.of_fixture()
 
     def answer(pod, cmd, stdin):
         text = " ".join(cmd)
         if efa.is_read(cmd):  # the counter witness, before and after the job, in one worker per node
             return efa.answer(pod)
+        if (request := parse_request(cmd)) is not None and request.action == "submit":
+            efa.job_ran(helpers.predicted_job_bytes(SUMMARY["steps"]), over_efa)
+        if (job_answer := jobs.answer(pod, cmd)) is not None:
+            return job_answer
         if "fi_info -p efa" in text:  # verify's libfabric check in each worker pod
             return helpers.fi_info_answer()
         if "base64 -d | tar" in text:
             return ExecResult(0, "", "")
-        if cmd[:3] == ["ray", "job", "submit"]:
-            efa.job_ran(helpers.predicted_job_bytes(SUMMARY["steps"]), over_efa)
-            return ExecResult(0 if "succeeded" in job_line else 1, f"[train] step 100/100 loss 7.9\n{job_line}\n", "")
         if cmd[0] == "cat":
             return ExecResult(0, json.dumps(SUMMARY), "")
         if cmd[:2] == ["sh", "-c"] and "pyarrow.fs" in text:  # the run-bucket marker probe (version illustrative)
@@ -72,7 +77,9 @@ def cluster_exec(
             return ExecResult(0, helpers.tar_b64({f"nccl.rank0.{nccl_log.stem}.1.log": nccl_log.read_bytes()}), "")
         raise AssertionError(f"unexpected command {cmd}")
 
-    return helpers.ScriptedExec(answer)
+    scripted = helpers.ScriptedExec(answer)
+    scripted.jobs = jobs
+    return scripted
 
 
 class KubeWithExec(KubeApi):
@@ -160,7 +167,7 @@ def test_preview_failure_stops_before_up(aws):
         result = run(make_target(api, stack), PIPELINE)
     assert result.failed_step == "preview", f"expected preview to fail, got {result.failed_step}"
     assert "up" not in stack.calls, f"up must not run after a failed preview, stack calls {stack.calls}"
-    assert result.not_run == ("up", "verify", "counters", "train", "check"), f"got {result.not_run}"
+    assert result.not_run == ("up", "verify", "counters", "submit", "train", "check"), f"got {result.not_run}"
     assert result.advice.exists.startswith("nothing was created"), result.advice.exists
 
 
@@ -260,7 +267,7 @@ def test_single_node_nccl_log_on_aws_fails_the_pipeline_as_inconclusive(aws):
 def test_failed_job_stops_before_check_with_its_log_tail(aws):
     with helpers.FakeKubeApi() as api:
         stack = helpers.FakeStack("us-west-2", outputs=outputs(api))
-        target = make_target(api, stack, pod_exec=cluster_exec(job_line="Job 'r1' failed"))
+        target = make_target(api, stack, pod_exec=cluster_exec(ends="FAILED"))
         result = run(target, PIPELINE)
     assert result.failed_step == "train", f"expected train to fail, got {result.failed_step}"
     assert "ended FAILED" in result.reason and "[train] step 100/100" in result.reason, result.reason

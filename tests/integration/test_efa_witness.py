@@ -24,7 +24,7 @@ from workloads.nccl_check import witnesses
 pytestmark = pytest.mark.usefixtures("aws")
 EFA_LOG = NCCL / "efa_unprefixed_ofi1.20.log"
 SOCKET_LOG = NCCL / "socket_cluster_nccl952.log"
-JOB_STEPS = ("counters", "train", "check")
+JOB_STEPS = ("counters", "submit", "train", "check")
 
 
 def checked(efa: helpers.FakeEfaNodes, log=EFA_LOG, over_efa: bool = True, names=JOB_STEPS):

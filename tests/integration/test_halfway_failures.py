@@ -92,7 +92,7 @@ def failing_run(case: str, pricing) -> tuple:
     with helpers.FakeKubeApi(objects) as api:
         stack = up_fails(api) if case == "up-after-cluster" else helpers.FakeStack(STACK, outputs=outputs(api))
         pod_exec = {
-            "train-job-fails": cluster_exec(job_line="Job 'r1' failed"),
+            "train-job-fails": cluster_exec(ends="FAILED"),
             "check-socket-fallback": cluster_exec(nccl_log=NCCL / "socket_cluster_nccl952.log"),
         }.get(case)
         t = target(api, stack, pricing, pod_exec=pod_exec)

@@ -3,7 +3,7 @@
 the same directory succeeds.
 
 The signal is sent by the driver's own process from inside the step (a wrapper around the step's
-function in automation.steps.STEPS, or around the local target's submit for train), so it lands in
+function in automation.steps.STEPS, or around the local target's submit_job for train), so it lands in
 that step every time, whatever the machine's load: after preflight's checks, after the Ray head
 started, after verify read Ray's resources, and after the NCCL check. test_driver_local.py sends SIGINT and
 SIGTERM from outside, mid-training."""
@@ -48,7 +48,7 @@ def after(name):
     STEPS[name] = wrapped
 
 def at_first_training_step():
-    original = LocalTarget.submit
+    original = LocalTarget.submit_job
     def wrapped(self, *a, **k):
         on_line = self.on_line
         def watch(line):
@@ -57,7 +57,7 @@ def at_first_training_step():
                 interrupt()
         self.on_line = watch
         return original(self, *a, **k)
-    LocalTarget.submit = wrapped
+    LocalTarget.submit_job = wrapped
 
 if step == "train":
     at_first_training_step()

@@ -1,4 +1,4 @@
-"""train: the commands run in the head pod, and how the job's end is read."""
+"""submit and train: the commands run in the head pod, and how the job's end is read."""
 
 from __future__ import annotations
 
@@ -12,13 +12,16 @@ from automation.kube import ExecResult
 from automation.pipeline import TrainOutcome
 from automation.ray_head import (
     HEAD_JOB_SERVER,
-    job_status_from_output,
+    HeadJobs,
+    JobState,
+    LogChunk,
+    follow_job,
+    outcome_of,
     submit_command,
-    submit_on_head,
     upload_command,
     workloads_tarball,
 )
-from automation.steps.train import train_result
+from automation.steps.follow import train_result
 from workloads.config import TrainConfig
 
 ARGS = with_run_paths(
@@ -43,9 +46,14 @@ def test_submit_goes_to_the_head_pods_own_job_server():
     assert HEAD_JOB_SERVER == "http://127.0.0.1:8265"
 
 
+def _options(cmd: list[str]) -> dict[str, str]:
+    words = [w for w in cmd[3 : cmd.index("--")] if w != "--no-wait"]
+    return dict(zip(words[::2], words[1::2], strict=True))
+
+
 def test_submit_passes_working_dir_submission_id_and_runtime_env():
     cmd = submit_command(ARGS, "/tmp/ray-efa-eks/src/r1", {"NCCL_DEBUG": "INFO"})
-    opts = dict(zip(cmd[3 : cmd.index("--")][::2], cmd[3 : cmd.index("--")][1::2], strict=True))
+    opts = {k: v for k, v in _options(cmd).items() if k != "--log-style"}
     expected = {
         "--address": HEAD_JOB_SERVER,
         "--working-dir": "/tmp/ray-efa-eks/src/r1",
@@ -53,6 +61,11 @@ def test_submit_passes_working_dir_submission_id_and_runtime_env():
         "--runtime-env-json": json.dumps({"env_vars": {"NCCL_DEBUG": "INFO"}}, sort_keys=True),
     }
     assert opts == expected, f"expected {expected}, got {opts}"
+
+
+def test_submit_returns_once_the_job_is_queued():
+    cmd = submit_command(ARGS, "/src")
+    assert "--no-wait" in cmd[: cmd.index("--")], f"expected --no-wait before the entrypoint, got {cmd[:8]}"
 
 
 def test_entrypoint_is_the_training_module_with_the_run_directories():
@@ -90,54 +103,51 @@ def test_tarball_holds_the_workloads_package_without_caches():
     assert not [n for n in names if "__pycache__" in n or n.endswith(".pyc")], "caches must not be shipped"
 
 
-def test_job_status_comes_from_the_closing_line():
-    assert job_status_from_output("...\nJob 'r1' failed\n", 1) == "FAILED"
-    assert job_status_from_output("...\nJob 'r1' succeeded\n", 0) == "SUCCEEDED"
-    assert job_status_from_output("...\nJob 'r1' was stopped\n", 0) == "STOPPED"
-
-
-def test_job_status_falls_back_to_the_exit_code():
-    assert job_status_from_output("connection lost", 1) == "FAILED"
-
-
 class Exec:
-    def __init__(self, submit: ExecResult):
-        self.submit = submit
+    """The head pod's exec: the submit answers as Ray 2.58's `ray job submit --no-wait` does (its success box,
+    tests/integration/_ray_jobs.py), `cat` the summary."""
+
+    def __init__(self):
         self.calls = []
 
     def __call__(self, pod, namespace, command, *, stdin=None, on_line=None, timeout_s=600):
         self.calls.append((pod, namespace, command, stdin))
         if command[:3] == ["ray", "job", "submit"]:
-            for line in self.submit.stdout.splitlines():
-                on_line and on_line(line)
-            return self.submit
-        if command[0] == "cat":
-            return ExecResult(
-                0,
-                json.dumps({"steps": 50, "loss_first": 1.0, "loss_last": 0.5, "tokens_per_s": 10.0, "world_size": 8}),
-                "",
-            )
+            return ExecResult(0, "2026-12-06 05:21:51,924\tSUCC cli.py:67 -- Job 'r1' submitted successfully\n", "")
         return ExecResult(0, "", "")
 
 
 def test_workloads_are_copied_into_the_head_pod_before_submitting():
-    ex = Exec(ExecResult(0, "Job 'r1' succeeded\n", ""))
-    submit_on_head(ex, "head-0", "ray", ARGS)
+    ex = Exec()
+    job_id = HeadJobs(ex, "head-0", "ray").submit(ARGS, {}, "r1")
     first = ex.calls[0]
-    assert (first[0], first[1]) == ("head-0", "ray"), f"expected exec into ray/head-0, got {first[:2]}"
+    assert (first[0], first[1], job_id) == ("head-0", "ray", "r1"), f"expected exec into ray/head-0, got {first[:2]}"
     payload = base64.b64decode(first[3])
     names = tarfile.open(fileobj=io.BytesIO(payload), mode="r:gz").getnames()
     assert "workloads/train.py" in names, f"the stdin payload must be the workloads tarball, got {names[:5]}"
     assert ex.calls[1][2][:3] == ["ray", "job", "submit"], f"expected submit second, got {ex.calls[1][2][:3]}"
 
 
+class EndedJob:
+    """A job server whose job has already ended FAILED with `log`."""
+
+    def __init__(self, log: list[str]):
+        self.log = log
+
+    def job_status(self, job_id):
+        return JobState("FAILED", "Job entrypoint command failed with exit code 1")
+
+    def job_logs(self, job_id, offset, final=False):
+        return LogChunk(tuple(self.log[offset:]), len(self.log))
+
+    def stop_job(self, job_id):
+        raise AssertionError("an ended job is not stopped")
+
+
 def test_failed_job_surfaces_with_its_log_tail():
-    logs = (
-        "\n".join(f"line {i}" for i in range(100))
-        + "\nRuntimeError: NCCL error: unhandled system error\nJob 'r1' failed\n"
-    )
-    outcome = submit_on_head(Exec(ExecResult(1, logs, "")), "head-0", "ray", ARGS)
-    result = train_result(outcome)
+    log = [f"line {i}" for i in range(100)] + ["RuntimeError: NCCL error: unhandled system error"]
+    end = follow_job(EndedJob(log), "r1", sleep=lambda s: None)
+    result = train_result(outcome_of(end, ARGS, None))
     assert result.status == "fail" and "ended FAILED" in result.summary, f"got {result.status}: {result.summary[:200]}"
     assert "RuntimeError: NCCL error: unhandled system error" in result.summary, "the log tail must carry the error"
     assert "line 10\n" not in result.summary, "only the tail of the log belongs in the summary"

@@ -14,7 +14,7 @@ from automation.commands.drill import (
     worker_pids,
 )
 
-# Shaped like the job log of drill run 20261204-180403-fcf28a (2-core machine, 2026-12-04) as submit_local passes it
+# Shaped like the job log of drill run 20261204-180403-fcf28a (2-core machine, 2026-12-04) as follow_job passes it
 # on, ANSI colour stripped; its rank 0 was pid 7036.
 JOB_LOG = [
     "(TrainController pid=5607) Started training worker group of size 2: ",

@@ -1,0 +1,28 @@
+"""`attach --stack S [RUN]`: follow a job that a `run` left (--detach, a closed laptop, Ctrl-C) from any
+machine with the stack's credentials, then `check` and the report, as if that `run` had stayed.
+
+The job is found on the head pod's job server (RUN: its run or Ray job id; default: the newest job
+submitted). When it has ended, the GPU nodes go back to gpuIdleNodes as at the end of `run`, unless
+--keep-nodes. The local target cannot be attached to: its Ray cluster ends with its run.
+"""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+from automation.commands import run_steps
+from automation.flags import add_command, run_id
+
+HELP = "follow a job a `run` left running (--detach, Ctrl-C, a closed laptop), then check and report"
+
+
+def add_parser(sub: Any, parents: list[argparse.ArgumentParser]) -> None:
+    p = add_command(sub, "attach", HELP, parents)
+    what = "the run (its Ray job id) to follow (default: the newest job submitted)"
+    p.add_argument("job", nargs="?", type=run_id, metavar="RUN", help=what)
+
+
+def run(args: argparse.Namespace, ui: Any) -> int:
+    """The steps attach, train (the job followed to its end) and check, then the report and the scale-down."""
+    return run_steps.run(args, ui)

@@ -1,0 +1,100 @@
+"""train: the submitted job followed to its end by asking the job server, its result what the server says.
+
+Each poll is a short call (status, then the log lines after the last one shown; automation/ray_head.py's
+`follow_job`), so a dropped connection or an expired token only delays the output. The step passes only a
+job that SUCCEEDED and wrote its summary. Ctrl-C leaves the job running unless the user, asked on a
+terminal, says to stop it; the run then says how to follow it again (`automation attach`).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from automation.errors import DriverError
+from automation.pipeline import Advice, JobLeftRunning, Prior, StepInterrupted, StepResult, SubmittedJob, TrainOutcome
+from automation.ray_head import UNKNOWN, FollowEnd, JobState, follow_on, outcome_of
+from automation.targets import Target
+
+LOG_TAIL_LINES = 40
+STEP = "train"
+
+
+def train_result(outcome: TrainOutcome) -> StepResult[TrainOutcome]:
+    """Pass only for a SUCCEEDED job that wrote its summary; a failure carries the log tail."""
+    if outcome.status != "SUCCEEDED":
+        tail = "\n".join(outcome.log_tail[-LOG_TAIL_LINES:])
+        return StepResult(
+            STEP, "fail", f"job {outcome.job_id} ended {outcome.status}; last log lines:\n{tail}", data=outcome
+        )
+    if outcome.summary is None:
+        return StepResult(
+            STEP,
+            "fail",
+            f"job {outcome.job_id} SUCCEEDED but wrote no summary at "
+            f"{outcome.args.summary_json if outcome.args else '?'}",
+            data=outcome,
+        )
+    s = outcome.summary
+    return StepResult(
+        STEP,
+        "pass",
+        f"job {outcome.job_id} SUCCEEDED: {s.get('steps')} steps on {s.get('world_size')} workers, "
+        f"loss {_num(s.get('loss_first'), '.4f')} -> {_num(s.get('loss_last'), '.4f')}, "
+        f"{_num(s.get('tokens_per_s'), ',.0f')} tokens/s",
+        data=outcome,
+    )
+
+
+def _num(v: Any, spec: str) -> str:
+    return format(v, spec) if isinstance(v, (int, float)) else "n/a"
+
+
+def submitted(prior: Prior) -> SubmittedJob:
+    """The job `submit` queued or `attach` found."""
+    for name in ("submit", "attach"):
+        if prior.get(name) is not None and isinstance(prior[name].data, SubmittedJob):
+            return prior[name].data
+    raise DriverError("`train` follows a submitted job: run it after `submit` or `attach`")
+
+
+def left(target: Target, job: SubmittedJob) -> StepInterrupted | None:
+    """After Ctrl-C: on a terminal, ask whether to stop the job (default: no); it goes on unless told.
+    None where the job server ends with the run (local): the interrupt goes on as any other."""
+    attach = target.attach_command(job.job_id)
+    if not attach:
+        return None
+    answer = target.ask_stop(f"stop job {job.job_id} on the cluster?")
+    if answer:
+        try:
+            target.stop_job(job.job_id)
+            end = follow_on(target, job.job_id)  # until the job server says it ended: then the nodes may go
+            return StepInterrupted(STEP, Advice(f"job {job.job_id} was stopped: it ended {end.state.status}", ()))
+        except DriverError as e:
+            asked = f"`ray job stop` got no answer: {e}"
+    else:
+        asked = "kept (the default)" if answer is False else "not a terminal, so not asked: the job goes on"
+    exists = f"job {job.job_id} runs on on the cluster ({asked}); the GPU nodes stay up for it"
+    return JobLeftRunning(STEP, Advice(exists, (f"follow it again from any machine: {attach}",)), job.job_id)
+
+
+def run(target: Target, prior: Prior) -> StepResult[TrainOutcome]:
+    """train: the submitted job followed to its end; what the job server says it ended as."""
+    job = submitted(prior)
+    try:
+        end = follow_on(target, job.job_id)
+    except KeyboardInterrupt:
+        interrupted = left(target, job)
+        if interrupted is None:
+            raise
+        raise interrupted from None
+    except DriverError as e:  # the job server stopped answering: its job goes on, the outcome is unknown
+        attach = target.attach_command(job.job_id)
+        unknown = FollowEnd(JobState(UNKNOWN, str(e)), ())
+        outcome = outcome_of(unknown, job.args, None)
+        return StepResult(STEP, "fail", f"{e}; follow it again: {attach}" if attach else str(e), data=outcome)
+    summary = target.job_summary(job.args) if end.state.status == "SUCCEEDED" else None
+    result = train_result(outcome_of(end, job.args, summary))
+    if end.stopped_for_timeout:
+        said = f"job {job.job_id} was stopped by --timeout {target.job_timeout_s:g} s, its time limit (`ray job stop`)"
+        return StepResult(STEP, "fail", f"{said}; {result.summary}", data=result.data)
+    return result
