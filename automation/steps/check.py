@@ -104,10 +104,17 @@ def with_counters(v: TransportVerdict, record: CounterRecord, note: str = "") ->
     )
 
 
-def before_of(prior: Prior) -> Snapshot | None:
-    """The counters the `counters` step read before the job, if it ran."""
+def before_of(prior: Prior, target: Target, run_id: str) -> Snapshot | None:
+    """The counters the `counters` step read before the job: this command's, else the reading it kept for a
+    later command (`attach`, `check` on its own), else None."""
     taken = prior.get("counters")
-    return taken.data if taken is not None and isinstance(taken.data, Snapshot) else None
+    if taken is not None and isinstance(taken.data, Snapshot):
+        return taken.data
+    kept = target.kept_counters(run_id)
+    try:
+        return Snapshot.from_dict(kept) if kept is not None else None
+    except (KeyError, TypeError, ValueError):  # a kept file this version cannot read: no reading
+        return None
 
 
 # ---- the step ------------------------------------------------------------------------------------
@@ -126,5 +133,5 @@ def run(target: Target, prior: Prior) -> StepResult:
     outcome = trained.data if trained is not None else None
     job = outcome.args if outcome is not None else None
     steps = efa_witness.steps_run(outcome.summary if outcome is not None else None, job)
-    record = efa_witness.weigh(target, before_of(prior), job, steps, (require, v.verdict, v.cause))
+    record = efa_witness.weigh(target, before_of(prior, target, run_id), job, steps, (require, v.verdict, v.cause))
     return with_counters(v, record, note)

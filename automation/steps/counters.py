@@ -21,4 +21,11 @@ def run(target: Target, prior: Prior) -> StepResult[Snapshot]:
         return StepResult("counters", "skip", f"EFA counters not read before the job: {e}")
     status = "skip" if before.nodes is None else "pass"
     line = f"EFA counters before the job: {before.summary}"
+    if before.nodes is not None:
+        try:
+            kept = target.keep_counters(before.to_dict())
+        except DriverError as e:  # this command's check still has the reading; only a later `attach` lacks it
+            kept, line = None, f"{line} (not kept for `attach`: {e})"
+        if kept:
+            line = f"{line}; kept at {kept} for `attach`"
     return StepResult("counters", status, line, (Finding("EFA counters before", status, before.summary),), before)

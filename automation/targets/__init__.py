@@ -76,6 +76,13 @@ class Target(Protocol):
     # not be read carries why); None where there is no EFA to read (local).
     def efa_counters(self) -> dict[str, NodeReading] | None: ...
 
+    # The reading before this run's job, kept where a later command on another machine finds it (`attach`'s
+    # check): returns where it went, or None where nothing outlives this command (local); `kept_counters` reads
+    # back the one kept for the run of job `job_id` (None: never kept, or unreadable).
+    def keep_counters(self, doc: dict) -> str | None: ...
+
+    def kept_counters(self, job_id: str) -> dict | None: ...
+
     def checked_run_id(self) -> str: ...  # the run `check` reads when this command trained none
 
     # The NCCL log files of run `run_id` on this machine (copied under `dest` when they live elsewhere).

@@ -9,6 +9,7 @@ kubernetes client. What the steps do with it is in automation/steps/.
 from __future__ import annotations
 
 import dataclasses
+import json
 import os
 import shutil
 import sys
@@ -18,9 +19,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
+from botocore.exceptions import BotoCoreError, ClientError
 from pulumi.automation import ConfigValue
 
 from automation.cost import CostEstimate, estimate
+from automation.efa_witness import COUNTERS_BEFORE_FILE
 from automation.errors import DriverError
 from automation.job import CLUSTER_ROOT, ResolvedJob, resolve_cluster_job
 from automation.kube import KubeApi, RayClusterPods, parse_kubeconfig, read_kubeconfig_file
@@ -40,7 +43,7 @@ from automation.pulumi_setup import pulumi_rows
 from automation.pulumi_stack import PULUMI_MISSING, StackLike, outputs_dict, select_stack
 from automation.ray_head import POLL_S, AsksJobServer, HeadJobs, run_to_end
 from automation.run_files import collect_logs, fetch_run
-from automation.storage import Durability, outside_run_bucket, require_run, run_locations
+from automation.storage import Durability, outside_run_bucket, require_run, run_locations, split_s3_uri
 from automation.ui import tty_confirm
 from infra.config import ConfigError as StackConfigError
 from infra.config import GpuNodesConfig, load_stack
@@ -357,6 +360,31 @@ class AwsTarget(AsksJobServer):
                 else NodeReading(error=f"the read in pod {pod} exited {res.rc}: {res.stderr.strip()[-200:]}")
             )
         return out
+
+    def _counters_key(self, run_id: str) -> tuple[str, str]:
+        bucket, prefix = split_s3_uri(self.storage_uri())
+        return bucket, f"{prefix}/{run_id}/{COUNTERS_BEFORE_FILE}".lstrip("/")
+
+    def keep_counters(self, doc: dict) -> str:
+        """The reading before the job, as `<storage_uri>/<run id>/efa_counters_before.json` in the run bucket,
+        where `attach` on another machine reads it; DriverError when it cannot be written."""
+        bucket, key = self._counters_key(self.run_id)
+        try:
+            self.deps.client("s3").put_object(Bucket=bucket, Key=key, Body=json.dumps(doc).encode())
+        except (ClientError, BotoCoreError) as e:
+            raise DriverError(f"cannot write s3://{bucket}/{key}: {type(e).__name__}: {e}") from None
+        return f"s3://{bucket}/{key}"
+
+    def kept_counters(self, job_id: str) -> dict | None:
+        """The reading `keep_counters` kept for job `job_id`'s run (a resumed run's job shares it); None when
+        there is none or it cannot be read."""
+        try:
+            bucket, key = self._counters_key(job_id.split(RESUMED)[0])
+            body = self.deps.client("s3").get_object(Bucket=bucket, Key=key)["Body"].read()
+            doc = json.loads(body)
+        except (ClientError, BotoCoreError, DriverError, ValueError):
+            return None
+        return doc if isinstance(doc, dict) else None
 
     def checked_run_id(self) -> str:
         """The --run-id given, else the newest run in the first worker pod."""

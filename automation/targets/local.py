@@ -232,6 +232,13 @@ class LocalTarget(AsksJobServer):
         """No EFA device here: the counter witness does not apply to a local run."""
         return None
 
+    def keep_counters(self, doc: dict) -> None:
+        """The local cluster does not outlive its run: nothing to keep for a later `attach`."""
+        return None
+
+    def kept_counters(self, job_id: str) -> None:
+        return None
+
     def checked_run_id(self) -> str:
         return self.plan.job.run_id
 

@@ -113,6 +113,17 @@ class Cluster:
         return ExecResult(0, helpers.tar_b64(metrics_files(self.tmp, run_id)) if pod == RANK0_POD else "", "")
 
 
+class RunBucket:
+    """The stack's run bucket as far as bench uses it: the counters step keeps its reading there for `attach`."""
+
+    def __init__(self):
+        self.objects: dict[tuple[str, str], bytes] = {}
+
+    def put_object(self, Bucket, Key, Body):  # noqa: N803 - boto3's keyword names
+        self.objects[(Bucket, Key)] = Body
+        return {}
+
+
 class KubeWithExec(KubeApi):
     def __init__(self, kubeconfig, pod_exec):
         super().__init__(kubeconfig)
@@ -158,7 +169,8 @@ def run_bench(tmp_path, logs=None, failed=(), json_mode=True):
     argv = ["bench", "--stack", "us-west-2", "--run-id", BASE, "--runs-root", str(tmp_path / "runs")]
     with helpers.FakeKubeApi() as api:
         stack = helpers.FakeStack("us-west-2", outputs=outputs(api))
-        deps = AwsDeps(client=None, stack=lambda: stack, kube=lambda kc: KubeWithExec(kc, cluster.exec))
+        bucket = RunBucket()
+        deps = AwsDeps(client=lambda name: bucket, stack=lambda: stack, kube=lambda kc: KubeWithExec(kc, cluster.exec))
         args = cli.build_parser().parse_args(argv + (["--json"] if json_mode else []))
         rc = bench.run(args, ui, deps, node_wait_s=0, pod_wait_s=0)
     return rc, ui, cluster
@@ -282,7 +294,9 @@ def test_interrupt_names_both_jobs_that_may_still_run(tmp_path):
     argv = ["bench", "--stack", "us-west-2", "--run-id", BASE, "--runs-root", str(tmp_path / "runs")]
     with helpers.FakeKubeApi() as api:
         stack = helpers.FakeStack("us-west-2", outputs=outputs(api))
-        deps = AwsDeps(client=None, stack=lambda: stack, kube=lambda kc: KubeWithExec(kc, cluster.exec))
+        deps = AwsDeps(
+            client=lambda name: RunBucket(), stack=lambda: stack, kube=lambda kc: KubeWithExec(kc, cluster.exec)
+        )
         with pytest.raises(bench.DriverError) as e:
             bench.run(cli.build_parser().parse_args(argv), Ui(), deps, node_wait_s=0, pod_wait_s=0)
     said = (e.value.exit_code, f"{BASE}-efa and {BASE}-tcp" in str(e.value))
@@ -294,7 +308,9 @@ def test_job_that_fits_one_node_is_refused_before_any_submit(tmp_path):
     argv = ["bench", "--stack", "us-west-2", "--num-workers", "4", "--runs-root", str(tmp_path / "runs")]
     with helpers.FakeKubeApi() as api:
         stack = helpers.FakeStack("us-west-2", outputs=outputs(api))
-        deps = AwsDeps(client=None, stack=lambda: stack, kube=lambda kc: KubeWithExec(kc, cluster.exec))
+        deps = AwsDeps(
+            client=lambda name: RunBucket(), stack=lambda: stack, kube=lambda kc: KubeWithExec(kc, cluster.exec)
+        )
         with pytest.raises(bench.DriverError) as e:
             bench.run(cli.build_parser().parse_args(argv), Ui(), deps)
     said = (e.value.exit_code, "--num-workers 4" in str(e.value), cluster.exec.calls)

@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 import _driver_helpers as helpers  # tests/integration is on pytest's pythonpath
 import boto3
 import pytest
-from _ray_jobs import Clock, FakeRayJobs, Fault, JobScript, train_lines
+from _ray_jobs import Clock, FakeRayJobs, Fault, JobScript, parse_request, train_lines
 from _shared_env import MOTO_CLUSTER, MOTO_NODEGROUP, MOTO_REGION
 from test_driver_pipeline import NCCL, SUMMARY, KubeWithExec
 
@@ -34,6 +34,7 @@ STEPS = 540  # a step every 20 s of the 3 hours: 1,080 log lines
 STOOD_IN = ("preflight", "preview", "up", "verify")
 REF = NodeGroupRef(MOTO_CLUSTER, MOTO_NODEGROUP, MOTO_REGION)
 EFA_LOG = NCCL / "efa_unprefixed_ofi1.20.log"
+RUN_BUCKET = "ray-efa-eks-us-west-2-render"
 
 
 @dataclass
@@ -48,8 +49,15 @@ class World:
     notes: list[str] = field(default_factory=list)
     scaled: list[tuple[float, int, tuple[str, ...]]] = field(default_factory=list)  # (time, size, job states)
     reports: list[dict] = field(default_factory=list)
+    # The GPU nodes' EFA counters (the `counters` step reads them before the job, `check` after it); the job
+    # moves the model's bytes for the summary's steps as it is submitted.
+    efa: helpers.FakeEfaNodes = field(default_factory=helpers.FakeEfaNodes.of_fixture)
 
     def __post_init__(self) -> None:
+        # The run bucket of outputs()'s storage_uri: the counters step keeps its reading there for `attach`.
+        s3 = boto3.client("s3", region_name=MOTO_REGION)
+        if RUN_BUCKET not in [b["Name"] for b in s3.list_buckets()["Buckets"]]:
+            s3.create_bucket(Bucket=RUN_BUCKET, CreateBucketConfiguration={"LocationConstraint": MOTO_REGION})
         script = JobScript(train_lines(STEPS), run_s=HOURS * 3600)
         self.jobs = FakeRayJobs(self.clock, lambda job_id: script, faults=list(self.faults))
 
@@ -60,7 +68,12 @@ class World:
         self.clock.sleep(seconds)
 
     def exec(self, pod, namespace, command, *, stdin=None, on_line=None, timeout_s=600) -> ExecResult:
-        """The pods: the head's job server, the workloads upload, the summary, each worker's NCCL logs."""
+        """The pods: the EFA counters, the head's job server, the workloads upload, the summary, each worker's
+        NCCL logs."""
+        if self.efa.is_read(command):
+            return self.efa.answer(pod)
+        if (request := parse_request(command)) is not None and request.action == "submit":
+            self.efa.job_ran(helpers.predicted_job_bytes(SUMMARY["steps"]))
         if (answer := self.jobs.answer(pod, command, on_line)) is not None:
             return answer
         text = " ".join(command)
@@ -102,7 +115,7 @@ def outputs(api) -> dict:
         "kubeconfig": json.dumps(api.kubeconfig()),
         "raycluster_name": "ray-efa",
         "raycluster_namespace": "ray",
-        "storage_uri": "s3://ray-efa-eks-us-west-2-render/us-west-2/runs",
+        "storage_uri": f"s3://{RUN_BUCKET}/us-west-2/runs",
     }
 
 
@@ -295,3 +308,24 @@ def test_the_local_target_cannot_be_left_and_says_why(capsys, argv, why):
     rc = cli.main(argv)
     err = " ".join(capsys.readouterr().err.split())
     assert rc == 2 and why in err, f"expected exit 2 saying {why!r}, got {rc}: {err}"
+
+
+def test_attach_judges_the_counters_the_detached_run_kept_in_the_run_bucket(world, capsys, monkeypatch):
+    cli_on(world, monkeypatch, ["run", "--stack", "us-west-2", "--yes", "--detach"])
+    counters = step(doc_of(capsys), "counters")
+    kept = f"s3://{RUN_BUCKET}/us-west-2/runs/r1/efa_counters_before.json"
+    assert kept in counters["summary"], f"expected the reading kept at {kept}: {counters['summary']}"
+    cli_on(world, monkeypatch, ["attach", "--stack", "us-west-2", "r1"])
+    check = step(doc_of(capsys), "check")
+    witness = check["data"]["counters"]["witnesses"]
+    assert (check["status"], witness["outcome"]) == ("pass", "pass"), f"attach's check: {check['summary']}"
+
+
+def test_attach_without_a_kept_reading_is_no_pass(world, capsys, monkeypatch):
+    cli_on(world, monkeypatch, ["run", "--stack", "us-west-2", "--yes", "--detach"])
+    capsys.readouterr()
+    s3 = boto3.client("s3", region_name=MOTO_REGION)
+    s3.delete_object(Bucket=RUN_BUCKET, Key="us-west-2/runs/r1/efa_counters_before.json")
+    cli_on(world, monkeypatch, ["attach", "--stack", "us-west-2", "r1"])
+    check = step(doc_of(capsys), "check")
+    assert check["status"] == "fail", f"no reading before the job must not pass the counter witness: {check}"

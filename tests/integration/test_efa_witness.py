@@ -80,7 +80,7 @@ def test_unreadable_counters_on_one_node_are_their_own_outcome():
 
 
 def test_check_without_a_reading_before_the_job_is_no_pass():
-    check, w = checked(helpers.FakeEfaNodes.of_fixture(), names=("train", "check"))
+    check, w = checked(helpers.FakeEfaNodes.of_fixture(), names=("submit", "train", "check"))
     assert (check.status, w["outcome"]) == ("fail", witnesses.NO_BEFORE), f"got {check.status}: {w['message']}"
 
 
