@@ -9,6 +9,7 @@ operation's JSON as a plain dict, as boto3 returns it.
 from __future__ import annotations
 
 from collections.abc import Iterable
+from datetime import datetime
 from typing import Any, Protocol
 
 # An AWS API answer as boto3 returns it: the operation's JSON output shape (the service's API reference)
@@ -22,6 +23,26 @@ class Paginator(Protocol):
 
 class Ec2(Protocol):
     def describe_instance_types(self, *, InstanceTypes: list[str]) -> ApiJson: ...
+    def get_paginator(self, operation_name: str) -> Paginator: ...
+
+
+class Ec2Reservations(Protocol):
+    """The capacity probe's EC2 calls: make a targeted reservation, cancel it, list the live ones."""
+
+    def create_capacity_reservation(
+        self,
+        *,
+        ClientToken: str,
+        InstanceType: str,
+        InstancePlatform: str,
+        AvailabilityZone: str,
+        InstanceCount: int,
+        InstanceMatchCriteria: str,
+        EndDateType: str,
+        EndDate: datetime,
+        TagSpecifications: list[dict[str, object]],
+    ) -> ApiJson: ...
+    def cancel_capacity_reservation(self, *, CapacityReservationId: str) -> ApiJson: ...
     def get_paginator(self, operation_name: str) -> Paginator: ...
 
 
