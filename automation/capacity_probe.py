@@ -23,14 +23,14 @@ from __future__ import annotations
 import signal
 import threading
 import uuid
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import replace
 from datetime import UTC, datetime, timedelta
-from typing import Any
 
 from botocore.exceptions import BotoCoreError, ClientError
 
+from automation.aws_clients import Ec2Reservations
 from automation.capacity import Zone, error_code, rank
 from automation.errors import DriverError
 
@@ -44,7 +44,8 @@ HELD_SIGNALS = (signal.SIGINT, signal.SIGTERM)
 CLEANUP_COMMAND = "python -m automation capacity --cleanup"
 
 Say = Callable[[str], None]
-Created = list[tuple[Any, str, str]]  # (EC2 client, region, reservation id)
+Created = list[tuple[Ec2Reservations, str, str]]  # (EC2 client, region, reservation id)
+Ec2For = Callable[[str], Ec2Reservations]  # the EC2 client of a region
 
 
 def new_run_id() -> str:
@@ -65,7 +66,7 @@ def cancel_command(cr: str, region: str) -> str:
 
 
 @contextmanager
-def _signals_held():
+def _signals_held() -> Iterator[None]:
     """SIGINT and SIGTERM wait while a reservation is made or cancelled, so a Ctrl-C cannot land between EC2's
     answer and the id being recorded (only the main thread may set handlers; elsewhere nothing changes)."""
     if threading.current_thread() is not threading.main_thread():
@@ -82,7 +83,7 @@ def _signals_held():
             raise KeyboardInterrupt
 
 
-def create_probe(ec2: Any, instance_type: str, count: int, az: str, run_id: str, now: datetime) -> str:
+def create_probe(ec2: Ec2Reservations, instance_type: str, count: int, az: str, run_id: str, now: datetime) -> str:
     """A targeted reservation of ``count`` x ``instance_type`` in ``az`` that ends on its own an hour from ``now``."""
     resp = ec2.create_capacity_reservation(
         ClientToken=client_token(run_id, az),
@@ -104,7 +105,7 @@ def is_probe(reservation: dict, run_id: str | None = None) -> bool:
     return mine and (run_id is None or tags.get(RUN_KEY) == run_id)
 
 
-def live_probes(ec2: Any, run_id: str | None = None) -> list[str]:
+def live_probes(ec2: Ec2Reservations, run_id: str | None = None) -> list[str]:
     """Ids of this tool's probe reservations (of ``run_id`` alone, if given) that still hold capacity."""
     pages = ec2.get_paginator("describe_capacity_reservations").paginate(
         Filters=[{"Name": "state", "Values": list(LIVE_STATES)}]
@@ -132,7 +133,7 @@ def cancel_all(created: Created, say: Say) -> list[str]:
     return left
 
 
-def sweep(regions: Iterable[str], ec2_for: Callable[[str], Any], say: Say, run_id: str | None = None) -> list[str]:
+def sweep(regions: Iterable[str], ec2_for: Ec2For, say: Say, run_id: str | None = None) -> list[str]:
     """Find and cancel the probe reservations left in ``regions`` (this tool's, or ``run_id``'s alone); the lines
     for what could not be found or cancelled."""
     left: list[str] = []
@@ -161,7 +162,7 @@ def _refuse_if_left(left: list[str]) -> None:
 
 def probe(
     zones: Sequence[Zone],
-    ec2_for: Callable[[str], Any],
+    ec2_for: Ec2For,
     instance_type: str,
     count: int,
     say: Say = lambda s: None,
@@ -200,6 +201,6 @@ def probe(
     return rank(out)
 
 
-def cleanup(regions: Sequence[str], ec2_for: Callable[[str], Any], say: Say = lambda s: None) -> None:
+def cleanup(regions: Sequence[str], ec2_for: Ec2For, say: Say = lambda s: None) -> None:
     """``capacity --cleanup``: cancel every probe reservation of this tool left in ``regions``."""
     _refuse_if_left(sweep(regions, ec2_for, say))

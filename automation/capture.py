@@ -12,13 +12,14 @@ from __future__ import annotations
 import json
 import re
 from pathlib import Path
-from typing import Any
+
+from automation.kube import KubeApi
 
 ACCOUNT_ID = re.compile(r"(?<![0-9])[0-9]{12}(?![0-9])")
 REDACTED_ACCOUNT = "111122223333"  # the placeholder account id of AWS's own documentation
 
 
-def redact(obj: Any) -> Any:
+def redact(obj: object) -> object:
     """`obj` with every 12-digit number inside a string replaced and managedFields dropped."""
     if isinstance(obj, str):
         return ACCOUNT_ID.sub(REDACTED_ACCOUNT, obj)
@@ -33,7 +34,7 @@ def _listed(kind: str, api_version: str, items: list[dict]) -> dict:
     return {"kind": kind, "apiVersion": api_version, "metadata": {}, "items": items}
 
 
-def capture_cluster(kube: Any, namespace: str, raycluster: str, directory: Path) -> list[Path]:
+def capture_cluster(kube: KubeApi, namespace: str, raycluster: str, directory: Path) -> list[Path]:
     """Write nodes, daemonsets, deployments, pods, events and raycluster JSON into `directory`; their paths."""
     docs = {
         "nodes": _listed("NodeList", "v1", kube.list_nodes()),

@@ -14,11 +14,10 @@ import json
 import shlex
 import threading
 from dataclasses import dataclass
-from typing import Any
 
 from automation.errors import DriverError
 from automation.job import CLUSTER_ROOT
-from automation.kube import RayClusterPods
+from automation.kube import ExecResult, PodExec, RayClusterPods
 from automation.ray_head import upload_command, workloads_tarball
 
 SRC = f"{CLUSTER_ROOT}/src/collectives"
@@ -50,7 +49,9 @@ def worker_pods(cluster: RayClusterPods) -> list[WorkerPod]:
     return [by_node[n] for n in sorted(by_node)]
 
 
-def torchrun_command(rank: int, pods: list[WorkerPod], gpus: int, env: dict[str, str], sweep: dict, out: str) -> list:
+def torchrun_command(
+    rank: int, pods: list[WorkerPod], gpus: int, env: dict[str, str], sweep: dict, out: str
+) -> list[str]:
     """The shell command node `rank` runs: torchrun of the bench under `env` (the TCP run's overrides)."""
     envs = " ".join(f"{k}={shlex.quote(v)}" for k, v in env.items())
     run = (
@@ -61,7 +62,7 @@ def torchrun_command(rank: int, pods: list[WorkerPod], gpus: int, env: dict[str,
     return ["sh", "-c", f"cd {SRC} && {envs + ' ' if envs else ''}{run}"]
 
 
-def copy_workloads(pod_exec: Any, pods: list[WorkerPod], namespace: str) -> None:
+def copy_workloads(pod_exec: PodExec, pods: list[WorkerPod], namespace: str) -> None:
     payload = base64.b64encode(workloads_tarball()).decode()
     for pod in pods:
         up = pod_exec(pod.name, namespace, upload_command(SRC, len(payload)), stdin=payload, timeout_s=300)
@@ -69,10 +70,10 @@ def copy_workloads(pod_exec: Any, pods: list[WorkerPod], namespace: str) -> None
             raise DriverError(f"copying workloads/ into {namespace}/{pod.name} failed (rc {up.rc}): {up.stderr[-300:]}")
 
 
-def sweep_on(pod_exec: Any, pods: list[WorkerPod], namespace: str, gpus: int, env: dict, sweep: dict) -> dict:
+def sweep_on(pod_exec: PodExec, pods: list[WorkerPod], namespace: str, gpus: int, env: dict, sweep: dict) -> dict:
     """Run the bench on every node at once and return rank 0's document; DriverError naming the node that failed."""
     out = f"{CLUSTER_ROOT}/collectives-{sweep['label']}.json"
-    results: dict[str, Any] = {}
+    results: dict[str, ExecResult | DriverError] = {}
 
     def one(rank: int, pod: WorkerPod) -> None:
         cmd = torchrun_command(rank, pods, gpus, env, sweep, out)
@@ -88,8 +89,10 @@ def sweep_on(pod_exec: Any, pods: list[WorkerPod], namespace: str, gpus: int, en
         t.join()
     for pod in pods:
         res = results.get(pod.name)
-        if not hasattr(res, "rc") or res.rc != 0:
-            why = res if not hasattr(res, "rc") else f"exit {res.rc}: {(res.stdout + res.stderr).strip()[-300:]}"
+        if not isinstance(res, ExecResult) or res.rc != 0:
+            why = (
+                res if not isinstance(res, ExecResult) else f"exit {res.rc}: {(res.stdout + res.stderr).strip()[-300:]}"
+            )
             raise DriverError(f"the {sweep['label']} sweep failed in {pod.name} on {pod.node}: {why}")
     cat = pod_exec(pods[0].name, namespace, ["cat", out], timeout_s=60)
     try:

@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
-from typing import Any
 
 from botocore.exceptions import BotoCoreError, ClientError
+
+from automation.aws_clients import Pricing
 
 
 @dataclass(frozen=True)
@@ -22,7 +23,7 @@ class CostEstimate:
             return f"unknown ({self.note})" if self.note else "unknown"
         return f"${self.usd_per_hour:,.2f}/h"
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> dict[str, object]:
         return {
             "usd_per_hour": self.usd_per_hour,
             "items": [{"instance_type": t, "count": n, "usd_per_hour_each": p} for t, n, p in self.items],
@@ -30,7 +31,7 @@ class CostEstimate:
         }
 
 
-def on_demand_price(pricing: Any, instance_type: str, region: str) -> float | None:
+def on_demand_price(pricing: Pricing, instance_type: str, region: str) -> float | None:
     """The On-Demand Linux, shared-tenancy hourly USD price of `instance_type` in `region`, or None."""
     filters = [
         {"Type": "TERM_MATCH", "Field": k, "Value": v}
@@ -54,9 +55,9 @@ def on_demand_price(pricing: Any, instance_type: str, region: str) -> float | No
     return None
 
 
-def estimate(pricing: Any, region: str, groups: list[tuple[str, int]]) -> CostEstimate:
+def estimate(pricing: Pricing, region: str, groups: list[tuple[str, int]]) -> CostEstimate:
     """Sum of count x price over `groups`; "unknown" (None) if the API cannot be reached or has no price."""
-    items = []
+    items: list[tuple[str, int, float | None]] = []
     try:
         for itype, count in groups:
             items.append((itype, count, on_demand_price(pricing, itype, region)))
@@ -65,4 +66,4 @@ def estimate(pricing: Any, region: str, groups: list[tuple[str, int]]) -> CostEs
     missing = [t for t, _, p in items if p is None]
     if missing:
         return CostEstimate(None, tuple(items), f"no On-Demand price for {', '.join(missing)} in {region}")
-    return CostEstimate(round(sum(n * p for _, n, p in items), 4), tuple(items))
+    return CostEstimate(round(sum(n * p for _, n, p in items if p is not None), 4), tuple(items))

@@ -6,10 +6,10 @@ On-Demand quota leaves free. Preflight (automation/steps/preflight.py) and the c
 from __future__ import annotations
 
 import math
-from typing import Any
 
 from botocore.exceptions import BotoCoreError, ClientError
 
+from automation.aws_clients import Ec2, ServiceQuotas
 from automation.pipeline import Finding
 
 # The On-Demand vCPU quota that covers an instance family (EC2's "Running On-Demand ... instances"), by the
@@ -64,7 +64,7 @@ def spot_quota_for(instance_type: str) -> tuple[str, str] | None:
     return SPOT_QUOTA_BY_FAMILY.get(family(instance_type))
 
 
-def spot_quota_vcpus(quotas: Any, instance_type: str) -> float | None:
+def spot_quota_vcpus(quotas: ServiceQuotas, instance_type: str) -> float | None:
     """The account's Spot vCPU quota for the type's family in the client's region (None: no quota known here)."""
     found = spot_quota_for(instance_type)
     if found is None:
@@ -78,7 +78,7 @@ def aws_error(e: Exception) -> str:
     return f"{type(e).__name__}: {e}"
 
 
-def describe_type(ec2: Any, instance_type: str) -> dict | None:
+def describe_type(ec2: Ec2, instance_type: str) -> dict | None:
     try:
         found = ec2.describe_instance_types(InstanceTypes=[instance_type])["InstanceTypes"]
     except ClientError as e:
@@ -88,14 +88,14 @@ def describe_type(ec2: Any, instance_type: str) -> dict | None:
     return found[0] if found else None
 
 
-def offered_azs(ec2: Any, instance_type: str) -> set[str]:
+def offered_azs(ec2: Ec2, instance_type: str) -> set[str]:
     pages = ec2.get_paginator("describe_instance_type_offerings").paginate(
         LocationType="availability-zone", Filters=[{"Name": "instance-type", "Values": [instance_type]}]
     )
     return {o["Location"] for page in pages for o in page["InstanceTypeOfferings"]}
 
 
-def running_vcpus(ec2: Any, families: set[str]) -> int:
+def running_vcpus(ec2: Ec2, families: set[str]) -> int:
     """vCPUs of running or pending instances whose family is in `families`."""
     counts: dict[str, int] = {}
     pages = ec2.get_paginator("describe_instances").paginate(
@@ -115,7 +115,7 @@ def running_vcpus(ec2: Any, families: set[str]) -> int:
 
 
 def check_quota(
-    quotas: Any, ec2: Any, instance_type: str, vcpus_per_node: int, node_count: int, region: str
+    quotas: ServiceQuotas, ec2: Ec2, instance_type: str, vcpus_per_node: int, node_count: int, region: str
 ) -> tuple[Finding, int, float | None]:
     """The family's On-Demand vCPU quota minus what already runs covers the node group."""
     code, title = quota_for(instance_type)

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import json
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -26,6 +27,7 @@ from workloads.nccl_check.witnesses import Witnesses, judge, not_applicable
 
 if TYPE_CHECKING:
     from automation.targets import Target
+    from workloads.config import TrainConfig
 
 COUNTERS_FILE = "efa_counters.json"
 # The reading before the job, kept by the target (on AWS in the run bucket) for a check on another machine.
@@ -50,7 +52,7 @@ class Snapshot:
             f"; unread: {'; '.join(bad)}" if bad else ""
         )
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> dict[str, object]:
         nodes = None if self.nodes is None else {k: v.to_dict() for k, v in self.nodes.items()}
         return {"taken_at": self.taken_at, "nodes": nodes}
 
@@ -62,12 +64,12 @@ class Snapshot:
         )
 
 
-def snapshot(target: Target, clock: Any = time.time) -> Snapshot:
+def snapshot(target: Target, clock: Callable[[], float] = time.time) -> Snapshot:
     """Every GPU node's counters now, as the target reads them (None: no EFA there)."""
     return Snapshot(clock(), target.efa_counters())
 
 
-def steps_run(summary: dict | None, job: Any) -> int | None:
+def steps_run(summary: dict | None, job: TrainConfig | None) -> int | None:
     """Optimizer steps this job ran between the two reads: the summary's steps less the step a resumed
     run started from (workloads/loop.py's `resumed_from_step`); the job's steps without a summary."""
     summary = summary or {}
@@ -75,7 +77,7 @@ def steps_run(summary: dict | None, job: Any) -> int | None:
     return None if total is None else total - (summary.get("resumed_from_step") or 0)
 
 
-def predicted_per_nic(job: Any, steps: int, nodes: dict[str, NodeReading]) -> float | None:
+def predicted_per_nic(job: TrainConfig, steps: int, nodes: dict[str, NodeReading]) -> float | None:
     """The model's bytes per NIC for `steps` optimizer steps of `job`: its per-node bytes per step, spread
     over the node's EFA devices (NCCL stripes its channels over them); None without a measured row."""
     readable = [r for r in nodes.values() if r.devices]
@@ -97,7 +99,7 @@ class CounterRecord:
     witnesses: Witnesses
     steps: int | None = None
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> dict[str, object]:
         found = deltas(self.before.nodes or {}, self.after.nodes or {}) if self.before and self.after.nodes else []
         return {
             "steps": self.steps,
@@ -111,7 +113,7 @@ class CounterRecord:
 def weigh(
     target: Target,
     before: Snapshot | None,
-    job: Any,
+    job: TrainConfig | None,
     steps: int | None,
     log: tuple[str, str, str],
 ) -> CounterRecord:
@@ -132,7 +134,7 @@ def weigh(
     return CounterRecord(before, after, judge(require, verdict, cause, found, predicted), steps)
 
 
-def write(run_dir: Path, record: dict[str, Any]) -> Path:
+def write(run_dir: Path, record: dict[str, object]) -> Path:
     """`record` (a CounterRecord's dict) as the run's COUNTERS_FILE."""
     path = run_dir / COUNTERS_FILE
     path.write_text(json.dumps(record, indent=2) + "\n")

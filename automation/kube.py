@@ -10,7 +10,7 @@ import json
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any, Generic, Protocol, TypeVar
 
 import yaml
 
@@ -241,11 +241,21 @@ def _root_cause(e: BaseException) -> str:
     return f"{type(seen).__name__}: {seen}"
 
 
-@dataclass(frozen=True)
-class RayClusterPods:
-    """The Kubernetes API of a stack's cluster and where its RayCluster lives."""
+class PodLister(Protocol):
+    def list_pods(self, namespace: str, label_selector: str) -> list[dict]: ...
 
-    kube: Any  # automation.kube.KubeApi or a stand-in
+
+Api = TypeVar("Api", bound=PodLister)
+
+
+@dataclass(frozen=True)
+class RayClusterPods(Generic[Api]):
+    """The Kubernetes API of a stack's cluster and where its RayCluster lives.
+
+    `kube` keeps its own type: a KubeApi (tests subclass it over a fake API server), or the reader
+    verify is given."""
+
+    kube: Api
     namespace: str
     raycluster: str
     stack: str = ""

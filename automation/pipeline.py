@@ -6,10 +6,13 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Generic, Literal, TypeVar
+from typing import TYPE_CHECKING, Generic, Literal, TypeVar
 
 from automation.errors import DriverError
 from workloads.config import TrainConfig
+
+if TYPE_CHECKING:
+    from infra.config import StackConfig
 
 Status = Literal["pass", "fail", "skip"]
 T = TypeVar("T")
@@ -47,7 +50,7 @@ class StepResult(Generic[T]):
     def ok(self) -> bool:
         return self.status != "fail"
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> dict[str, object]:
         data = self.data
         if data is not None and hasattr(data, "to_dict"):
             data = data.to_dict()
@@ -60,7 +63,7 @@ class StepResult(Generic[T]):
         }
 
 
-def verdict(step: str, findings: Sequence[Finding], data: Any = None, ok_summary: str = "") -> StepResult:
+def verdict(step: str, findings: Sequence[Finding], data: T | None = None, ok_summary: str = "") -> StepResult[T]:
     """A result that fails when any finding fails, summarised by the failing checks."""
     failed = [f for f in findings if f.status == "fail"]
     if failed:
@@ -81,7 +84,7 @@ class PreflightFacts:
     vcpus_free: float | None = None
     efa_interfaces: int | None = None
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> dict[str, object]:
         return dict(self.__dict__, valid_azs=list(self.valid_azs))
 
 
@@ -93,7 +96,7 @@ class ChangeSummary:
     """Resource counts by operation (create, update, delete, same, ...) and the stack outputs after it."""
 
     changes: Mapping[str, int]
-    outputs: Mapping[str, Any] = field(default_factory=dict)
+    outputs: Mapping[str, object] = field(default_factory=dict)
 
     @property
     def costs_money(self) -> bool:
@@ -103,7 +106,7 @@ class ChangeSummary:
         shown = {k: v for k, v in sorted(self.changes.items()) if v}
         return ", ".join(f"{k} {v}" for k, v in shown.items()) or "no changes"
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> dict[str, object]:
         return {
             "changes": dict(self.changes),
             "outputs": {k: ("[secret]" if k in SECRET_OUTPUTS else v) for k, v in self.outputs.items()},
@@ -122,11 +125,11 @@ class Expectations:
     raycluster: str
     worker_replicas: int
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> dict[str, object]:
         return dict(self.__dict__)
 
 
-def expectations_from(cfg: Any, outputs: Mapping[str, Any]) -> Expectations:
+def expectations_from(cfg: StackConfig, outputs: Mapping[str, object]) -> Expectations:
     """Expectations from the stack config, with the stack outputs taking precedence where they exist."""
     return Expectations(
         node_count=int(cfg.gpu_nodes.node_count),
@@ -146,7 +149,7 @@ class SubmittedJob:
     job_id: str
     args: TrainConfig
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> dict[str, object]:
         return {"job_id": self.job_id, "run_id": self.args.run_id}
 
 
@@ -160,7 +163,7 @@ class TrainOutcome:
     log_tail: tuple[str, ...] = field(default_factory=tuple)
     args: TrainConfig | None = None
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> dict[str, object]:
         return {
             "job_id": self.job_id,
             "status": self.status,
@@ -183,7 +186,7 @@ class TransportVerdict:
     # The EFA counter witness beside the log (automation/efa_witness.py's CounterRecord, as a dict)
     counters: dict | None = None
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> dict[str, object]:
         return dict(self.__dict__, evidence=list(self.evidence))
 
 
@@ -211,7 +214,7 @@ class Timed:
     result: StepResult
     seconds: float
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> dict[str, object]:
         return {**self.result.to_dict(), "seconds": round(self.seconds, 2)}
 
 
@@ -241,7 +244,7 @@ class PipelineResult:
                 return t.result
         return None
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> dict[str, object]:
         return {
             "ok": self.ok,
             "failed_step": self.failed_step,

@@ -10,10 +10,11 @@ from __future__ import annotations
 import shutil
 from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Protocol
 
 from pulumi import automation as auto
 
+from automation.aws_clients import AutoScaling, Eks
 from automation.errors import DriverError
 from automation.pipeline import ChangeSummary, StepResult
 
@@ -26,16 +27,19 @@ PULUMI_MISSING = (
 )
 
 
+OnEvent = Callable[[auto.EngineEvent], None]
+
+
 class StackLike(Protocol):
     """The part of `pulumi.automation.Stack` the driver uses."""
 
     name: str
 
-    def preview(self, on_event: Callable[[Any], None] | None = None) -> Any: ...
-    def up(self, on_event: Callable[[Any], None] | None = None) -> Any: ...
-    def destroy(self, on_event: Callable[[Any], None] | None = None) -> Any: ...
-    def outputs(self) -> Mapping[str, Any]: ...
-    def set_config(self, key: str, value: Any, *, path: bool = False) -> None: ...
+    def preview(self, *, on_event: OnEvent | None = None) -> auto.PreviewResult: ...
+    def up(self, *, on_event: OnEvent | None = None) -> auto.UpResult: ...
+    def destroy(self, *, on_event: OnEvent | None = None) -> auto.DestroyResult: ...
+    def outputs(self) -> Mapping[str, object]: ...
+    def set_config(self, key: str, value: auto.ConfigValue, *, path: bool = False) -> None: ...
 
 
 def select_stack(stack_name: str, project_dir: Path) -> StackLike:
@@ -50,22 +54,22 @@ def select_stack(stack_name: str, project_dir: Path) -> StackLike:
         raise DriverError(f"pulumi could not create or select stack {stack_name!r}: {_last_lines(str(e))}") from None
 
 
-def describe_event(event: Any) -> str | None:
+def describe_event(event: auto.EngineEvent) -> str | None:
     """One progress line for an engine event, or None for events not worth a line."""
-    if getattr(event, "resource_pre_event", None):
+    if event.resource_pre_event:
         m = event.resource_pre_event.metadata
         if str(getattr(m.op, "value", m.op)) == "same":
             return None
         return f"{getattr(m.op, 'value', m.op)} {m.type} {m.urn.rsplit('::', 1)[-1]}"
-    if getattr(event, "res_op_failed_event", None):
+    if event.res_op_failed_event:
         m = event.res_op_failed_event.metadata
         return f"failed {m.type} {m.urn.rsplit('::', 1)[-1]}"
-    if getattr(event, "diagnostic_event", None) and event.diagnostic_event.severity == "error":
+    if event.diagnostic_event and event.diagnostic_event.severity == "error":
         return f"error: {event.diagnostic_event.message.strip()}"
     return None
 
 
-def outputs_dict(raw: Mapping[str, Any]) -> dict[str, Any]:
+def outputs_dict(raw: Mapping[str, object]) -> dict[str, object]:
     """Stack outputs as plain values (Automation API OutputValue objects carry `.value`)."""
     return {k: getattr(v, "value", v) for k, v in raw.items()}
 
@@ -103,12 +107,14 @@ def destroy(stack: StackLike, on_line: Callable[[str], None] = lambda s: None) -
     return StepResult("destroy", "pass", f"stack {stack.name}: {cs.line()}", data=cs)
 
 
-def _ops(changes: Mapping[str, Any]) -> dict[str, int]:
+def _ops(changes: Mapping[str, int]) -> dict[str, int]:
     return {str(getattr(k, "value", k)): int(v) for k, v in changes.items()}
 
 
-def _run(stack: StackLike, op: str, on_line: Callable[[str], None]) -> Any:
-    def on_event(ev: Any) -> None:
+def _run(
+    stack: StackLike, op: str, on_line: Callable[[str], None]
+) -> auto.PreviewResult | auto.UpResult | auto.DestroyResult:
+    def on_event(ev: auto.EngineEvent) -> None:
         line = describe_event(ev)
         if line:
             on_line(line)
@@ -127,7 +133,7 @@ def _last_lines(text: str, n: int = 6) -> str:
 
 
 # ---- why a node group did not come up ---------------------------------------------------------------
-def nodegroup_failure_cause(eks: Any, autoscaling: Any, cluster_name: str) -> str:
+def nodegroup_failure_cause(eks: Eks, autoscaling: AutoScaling, cluster_name: str) -> str:
     """The health issues of each node group that is not ACTIVE and its ASG's last scaling activity.
 
     CREATE_FAILED alone does not say why; the Auto Scaling group's last activity does (for example

@@ -4,13 +4,14 @@ built the same way for every target, as a human table and as JSON."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
 
+from rich.console import Console
 from rich.table import Table
 
 from automation.cost import CostEstimate
 from automation.pipeline import PipelineResult, cluster_seen
 from automation.targets import Target
+from automation.ui import Notes, Output
 
 
 @dataclass(frozen=True)
@@ -29,13 +30,13 @@ class RunReport:
     def ok(self) -> bool:
         return self.pipeline.ok
 
-    def metrics(self) -> dict[str, Any]:
+    def metrics(self) -> dict[str, object]:
         s = self.training or {}
-        keys = ("run_id", "world_size", "steps", "tokens_per_s", "tokens_per_s_per_gpu", "mfu")
+        keys: tuple[str, ...] = ("run_id", "world_size", "steps", "tokens_per_s", "tokens_per_s_per_gpu", "mfu")
         keys += ("loss_first", "loss_last", "peak_mem_gb")
         return {k: s.get(k) for k in keys}
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> dict[str, object]:
         return {
             "target": self.target,
             "stack": self.stack,
@@ -68,7 +69,7 @@ def build_report(target: Target, result: PipelineResult, command: str) -> RunRep
     )
 
 
-def show(report: RunReport, ui: Any, files: dict[str, str | None] | None = None) -> int:
+def show(report: RunReport, ui: Output, files: dict[str, str | None] | None = None) -> int:
     """Print the report (JSON or tables) with where its HTML report and metrics are (``files``), and
     return the exit code: 0 when every step passed, else 1."""
     files = files or {}
@@ -80,7 +81,7 @@ def show(report: RunReport, ui: Any, files: dict[str, str | None] | None = None)
     return 0 if report.ok else 1
 
 
-def announce(files: dict[str, str | None], ui: Any) -> None:
+def announce(files: dict[str, str | None], ui: Notes) -> None:
     """The closing line of `automation run`: where the report is, or why there is none."""
     if files.get("report"):
         ui.note(f"report: {files['report']}  (metrics: {files['metrics_file']})")
@@ -88,7 +89,7 @@ def announce(files: dict[str, str | None], ui: Any) -> None:
         ui.note(f"no report: {files['report_error']}")
 
 
-def _fmt(v: Any, spec: str = "") -> str:
+def _fmt(v: object, spec: str = "") -> str:
     if v is None:
         return "n/a"
     if spec and isinstance(v, (int, float)):
@@ -96,7 +97,7 @@ def _fmt(v: Any, spec: str = "") -> str:
     return str(v)
 
 
-def render(report: RunReport, console: Any) -> None:
+def render(report: RunReport, console: Console) -> None:
     """Print the final tables with rich: steps, then results, then what to do after a failure."""
     steps = Table(title=f"run ({report.target}{', stack ' + report.stack if report.stack else ''})", show_lines=False)
     for col in ("step", "status", "seconds", "summary"):
@@ -143,7 +144,7 @@ def render(report: RunReport, console: Any) -> None:
     _advice(report, console)
 
 
-def _advice(report: RunReport, console: Any) -> None:
+def _advice(report: RunReport, console: Console) -> None:
     p = report.pipeline
     if not p.ok:
         console.print(f"[bold red]failed at {p.failed_step}[/]: {p.reason}")

@@ -8,6 +8,7 @@ from types import ModuleType
 from typing import Any
 
 from bench import throughput_model
+from workloads.config import TrainConfig
 
 
 def load_model() -> ModuleType:
@@ -15,7 +16,7 @@ def load_model() -> ModuleType:
     return throughput_model
 
 
-def model_row(rows: list[dict], job: Any, gpus_per_node: int) -> dict | None:
+def model_row(rows: list[dict], job: TrainConfig, gpus_per_node: int) -> dict | None:
     """The measured row of the model with this job's layout, or None when the model has none."""
     want = {
         "mesh": job.mesh,
@@ -45,7 +46,7 @@ def _row_field(row: dict, key: str, default: Any) -> Any:
     return given[key] in ("1", "true", "True") if isinstance(default, bool) else type(default)(given[key])
 
 
-def nic_bytes_per_step(job: Any, gpus_per_node: int) -> float | None:
+def nic_bytes_per_step(job: TrainConfig, gpus_per_node: int) -> float | None:
     """Bytes each node's NIC sends across nodes per optimizer step for `job` (the model's counted
     `inter_node_bytes_per_nic`), or None when the model has no measured row for its layout."""
     model = load_model()

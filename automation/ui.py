@@ -7,10 +7,11 @@ from __future__ import annotations
 
 import json
 import sys
-from typing import Any
+from typing import Protocol
 
 from rich.console import Console
 from rich.markup import escape
+from rich.status import Status
 from rich.table import Table
 
 from automation.errors import DriverError
@@ -21,13 +22,31 @@ from workloads.metrics import parse_echo
 _STYLE = {"pass": "green", "fail": "bold red", "skip": "yellow"}
 
 
+class Notes(Protocol):
+    """Where a command writes lines for people: `Ui` below; tests hand in a recorder."""
+
+    def note(self, text: str) -> None: ...
+
+
+class Output(Notes, Protocol):
+    """What a command writes to: lines and errors for people, or with --json one document on stdout
+    (`Ui` below; tests hand in fakes with the methods their command calls)."""
+
+    json_mode: bool
+    console: Console
+
+    def milestone(self, text: str) -> None: ...
+    def error(self, text: str) -> None: ...
+    def emit_json(self, doc: object) -> None: ...
+
+
 class Ui:
     def __init__(self, json_mode: bool = False, verbose_logs: bool = True):
         self.json_mode = json_mode
         self.console = Console(stderr=json_mode, highlight=False, soft_wrap=False)
         self.verbose_logs = verbose_logs and not json_mode
-        self._status = None
-        self._bar = None  # the training progress bar, fed by rank 0's metrics lines
+        self._status: Status | None = None
+        self._bar: TrainBar | None = None  # the training progress bar, fed by rank 0's metrics lines
 
     # ---- progress ------------------------------------------------------------------------------
     def step_started(self, name: str) -> None:
@@ -103,7 +122,7 @@ class Ui:
         self._stop_status()
         Console(stderr=True, highlight=False, soft_wrap=True).print(f"[bold red]error:[/] {escape(text)}")
 
-    def emit_json(self, doc: Any) -> None:
+    def emit_json(self, doc: object) -> None:
         sys.stdout.write(json.dumps(doc, indent=2, default=str) + "\n")
         sys.stdout.flush()
 

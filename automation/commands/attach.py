@@ -9,20 +9,20 @@ submitted). When it has ended, the GPU nodes go back to gpuIdleNodes as at the e
 from __future__ import annotations
 
 import argparse
-from typing import Any
 
-from automation.commands import run_steps
+from automation.commands import Subparsers, run_steps
 from automation.flags import add_command, run_id
+from automation.ui import Ui
 
 HELP = "follow a job a `run` left running (--detach, Ctrl-C, a closed laptop), then check and report"
 
 
-def add_parser(sub: Any, parents: list[argparse.ArgumentParser]) -> None:
+def add_parser(sub: Subparsers, parents: list[argparse.ArgumentParser]) -> None:
     p = add_command(sub, "attach", HELP, parents)
     what = "the run (its Ray job id) to follow (default: the newest job submitted)"
     p.add_argument("job", nargs="?", type=run_id, metavar="RUN", help=what)
 
 
-def run(args: argparse.Namespace, ui: Any) -> int:
+def run(args: argparse.Namespace, ui: Ui) -> int:
     """The steps attach, train (the job followed to its end) and check, then the report and the scale-down."""
     return run_steps.run(args, ui)

@@ -8,13 +8,15 @@ A folder without the marker is no run and is never touched, whatever its name.
 
 from __future__ import annotations
 
+import argparse
 import shutil
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any
 
+from automation.commands import Subparsers
 from automation.errors import DriverError
 from automation.flags import add_command, resolve_target
-from automation.ui import tty_confirm
+from automation.ui import Output, tty_confirm
 from workloads.config import runs_root
 from workloads.metrics import RUN_MARKER_FILE, local_runs
 
@@ -23,11 +25,11 @@ def size_of(paths: list[Path]) -> int:
     return sum(f.stat().st_size for p in paths for f in p.rglob("*") if f.is_file() and not f.is_symlink())
 
 
-def add_parser(sub: Any, parents: list) -> None:
+def add_parser(sub: Subparsers, parents: list[argparse.ArgumentParser]) -> None:
     add_command(sub, "clean", "delete the local runs' directories under ./runs, keeping the newest --keep", parents)
 
 
-def run(args: Any, ui: Any, confirm: Any = tty_confirm) -> int:
+def run(args: argparse.Namespace, ui: Output, confirm: Callable[[str], bool] = tty_confirm) -> int:
     args.target = resolve_target(args)
     root = runs_root().absolute()
     runs = local_runs(root)

@@ -19,11 +19,14 @@ import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Protocol
 
+from automation.commands import Subparsers
 from automation.errors import DriverError
 from automation.flags import CLUSTER_PARENT, command_parser
+from automation.kube import KubeApi
 from automation.targets import aws
+from automation.ui import Output
 from infra.manifests import RAY_PORTS
 
 DASHBOARD_PORT = RAY_PORTS["dashboard"]
@@ -32,14 +35,30 @@ HELP = "forward Ray's dashboard from the head pod to 127.0.0.1 (a port-forward, 
 
 
 # ---- the tunnel ----------------------------------------------------------------------------------------
-Connect = Callable[[], Any]  # -> a connected socket-like object (recv, sendall, shutdown, close)
+class Conn(Protocol):
+    """A connected socket, or one port of a portforward websocket: what the pump threads read and write."""
+
+    def recv(self, n: int, /) -> bytes: ...
+    def sendall(self, data: bytes, /) -> None: ...
+    def shutdown(self, how: int, /) -> None: ...
+    def close(self) -> None: ...
 
 
-def kube_connector(kube: Any, pod: str, namespace: str, port: int) -> Connect:
+class _PortForwardLike(Protocol):
+    """kubernetes.stream.ws_client.PortForward as used here (the library ships no types)."""
+
+    def socket(self, port: int) -> Conn: ...
+    def close(self) -> None: ...
+
+
+Connect = Callable[[], Conn]  # a new tunnel per call
+
+
+def kube_connector(kube: KubeApi, pod: str, namespace: str, port: int) -> Connect:
     """A new portforward websocket to `pod:port` per call, as the kubernetes client's own example does
     (https://github.com/kubernetes-client/python/blob/master/examples/pod_portforward.py)."""
 
-    def connect() -> Any:
+    def connect() -> Conn:
         from kubernetes.stream import portforward  # about 0.2 s: paid only by a forward
 
         pf = portforward(kube.core.connect_get_namespaced_pod_portforward, pod, namespace, ports=str(port))
@@ -51,7 +70,7 @@ def kube_connector(kube: Any, pod: str, namespace: str, port: int) -> Connect:
 class _ForwardedSocket:
     """One port of a kubernetes PortForward; closing it closes the websocket too."""
 
-    def __init__(self, pf: Any, port: int):
+    def __init__(self, pf: _PortForwardLike, port: int):
         self.pf, self.sock = pf, pf.socket(port)
 
     def recv(self, n: int) -> bytes:
@@ -79,7 +98,7 @@ class PortForward:
         self.port = self.listener.getsockname()[1]
         self._closing = threading.Event()
         self._threads: list[threading.Thread] = []
-        self._open: list[Any] = []
+        self._open: list[Conn] = []
         self._lock = threading.Lock()
         self.errors: list[str] = []
         self._acceptor = self._spawn(self._accept_loop, "accept")
@@ -88,7 +107,7 @@ class PortForward:
     def url(self) -> str:
         return f"http://{LOOPBACK}:{self.port}"
 
-    def _spawn(self, fn: Callable, name: str, *args: Any) -> threading.Thread:
+    def _spawn(self, fn: Callable[..., None], name: str, *args: object) -> threading.Thread:
         t = threading.Thread(target=fn, args=args, name=f"dashboard-forward-{name}", daemon=True)
         with self._lock:
             self._threads.append(t)
@@ -135,7 +154,7 @@ class PortForward:
             t.join(timeout=10)
 
 
-def _pump(src: Any, dst: Any) -> None:
+def _pump(src: Conn, dst: Conn) -> None:
     """Copy bytes from src to dst until either side closes; then half-close dst."""
     try:
         while data := src.recv(65536):
@@ -162,7 +181,7 @@ def local_dashboards(proc_root: Path = Path("/proc")) -> list[str]:
         args = [a.decode(errors="replace") for a in argv if a]
         if not any(a.endswith("dashboard/dashboard.py") for a in args):
             continue
-        found = dict(m.groups() for a in args if (m := _DASHBOARD_ARG.fullmatch(a)))
+        found = {m[1]: m[2] for a in args if (m := _DASHBOARD_ARG.fullmatch(a))}
         if "port" in found:
             host = found.get("host", LOOPBACK)
             urls.append(f"http://{LOOPBACK if host in ('0.0.0.0', 'localhost') else host}:{found['port']}")
@@ -180,7 +199,7 @@ def answers(url: str, timeout_s: float = 1.0) -> bool:
         return False
 
 
-def run_local(args: argparse.Namespace, ui: Any, find: Callable[[], list[str]] = local_dashboards) -> int:
+def run_local(args: argparse.Namespace, ui: Output, find: Callable[[], list[str]] = local_dashboards) -> int:
     urls = [u for u in find() if answers(u)]
     if not urls:
         raise DriverError(
@@ -194,14 +213,16 @@ def run_local(args: argparse.Namespace, ui: Any, find: Callable[[], list[str]] =
 
 
 # ---- the command -----------------------------------------------------------------------------------
-def add_parser(sub: Any, parents: list[argparse.ArgumentParser]) -> argparse.ArgumentParser:
+def add_parser(sub: Subparsers, parents: list[argparse.ArgumentParser]) -> argparse.ArgumentParser:
     p = command_parser(sub, "dashboard", HELP, __doc__, [*parents, CLUSTER_PARENT])
     p.add_argument("--target", choices=("aws", "local"), help="local: a Ray cluster on this machine")
     p.add_argument("--port", type=int, default=0, help="local port on 127.0.0.1 (default: a free one)")
     return p
 
 
-def run(args: argparse.Namespace, ui: Any, connect_factory: Callable[..., Connect] = kube_connector) -> int:
+def run(
+    args: argparse.Namespace, ui: Output, connect_factory: Callable[[KubeApi, str, str, int], Connect] = kube_connector
+) -> int:
     """Forward until Ctrl-C (or SIGTERM); everything opened is closed before returning."""
     if (args.target or ("aws" if args.stack else "local")) == "local":
         return run_local(args, ui)

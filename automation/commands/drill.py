@@ -35,16 +35,19 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Protocol
 
 import psutil
 
+from automation.commands import Subparsers
 from automation.errors import DriverError
 from automation.flags import CLUSTER_PARENT, command_parser, location, whole_number
 from automation.job import CLUSTER_ROOT, local_job, stack_label, with_run_paths
+from automation.pipeline import TrainOutcome
 from automation.targets import aws
 from automation.targets.local import LOCAL_CHECKPOINT_EVERY, LocalPlan, LocalTarget, durable
-from workloads.config import ConfigError, new_run_id, runs_root
+from automation.ui import Output
+from workloads.config import ConfigError, TrainConfig, new_run_id, runs_root
 from workloads.metrics import METRICS_FILE, parse_echo, read_metrics
 from workloads.nccl_check import run_marker
 
@@ -81,7 +84,7 @@ def drill_steps(text: str) -> int:
     return steps
 
 
-def add_parser(sub: Any, parents: list[argparse.ArgumentParser]) -> argparse.ArgumentParser:
+def add_parser(sub: Subparsers, parents: list[argparse.ArgumentParser]) -> argparse.ArgumentParser:
     p = command_parser(sub, "drill", HELP, __doc__, [*parents, CLUSTER_PARENT])
     p.add_argument("--target", choices=("local",), help="drill on this machine (the default without --stack)")
     p.add_argument(
@@ -216,12 +219,25 @@ class Kill:
     pod: str | None = None  # AWS: the pod deleted
 
 
+Progress = Callable[[], tuple[int | None, int]]  # (the registered checkpoint's step, the last step done)
+KillOnce = Callable[[int], Kill | None]  # kill after that registered step; None while no worker is known yet
+KillFor = Callable[[list[str]], tuple[Progress, KillOnce]]  # both, read from the drill run's log lines so far
+
+
+# The two targets the drill runs on (a protocol of their on_line/on_progress fields would not do: mypy reads a
+# callable class attribute as read-only, and the drill sets on_line).
+DrillTarget = LocalTarget | aws.AwsTarget
+
+
+class PodDeleter(Protocol):
+    """The Kubernetes calls of the AWS drill (KubeApi; tests hand in a stand-in)."""
+
+    def list_pods(self, namespace: str, label_selector: str) -> list[dict]: ...
+    def delete_pod(self, namespace: str, name: str) -> dict: ...
+
+
 def kill_between_checkpoints(
-    job: Any,
-    running: threading.Thread,
-    timeout_s: float,
-    progress: Callable[[], tuple[int | None, int]],
-    kill: Callable[[int], Kill | None],
+    job: TrainConfig, running: threading.Thread, timeout_s: float, progress: Progress, kill: KillOnce
 ) -> Kill:
     """`kill(registered)` once Ray Train has registered a mid-run checkpoint and the run has not yet passed the
     next one, so the restart must resume from the registered one. `progress()` is (registered step, last step
@@ -241,7 +257,7 @@ def kill_between_checkpoints(
     )
 
 
-def _submit(target: Any, job: Any, what: str) -> Any:
+def _submit(target: DrillTarget, job: TrainConfig, what: str) -> TrainOutcome:
     outcome = target.submit(job)
     if outcome.status != "SUCCEEDED":
         tail = "\n".join(outcome.log_tail[-20:])
@@ -249,7 +265,9 @@ def _submit(target: Any, job: Any, what: str) -> Any:
     return outcome
 
 
-def run_and_kill(target: Any, job: Any, reference: Any, timeout_s: float, kill_for: Callable) -> tuple[Kill, list]:
+def run_and_kill(
+    target: DrillTarget, job: TrainConfig, reference: TrainConfig, timeout_s: float, kill_for: KillFor
+) -> tuple[Kill, list[str]]:
     """The reference run to its end, then the drill run with one kill; (the kill, the drill run's log lines).
 
     `kill_for(lines)` gives (progress, kill) for `kill_between_checkpoints` from the drill run's log so far."""
@@ -257,7 +275,7 @@ def run_and_kill(target: Any, job: Any, reference: Any, timeout_s: float, kill_f
     _submit(target, reference, "reference")
     lines: list[str] = []
     target.on_line = lines.append
-    outcome: list = []
+    outcome: list[TrainOutcome] = []
     running = threading.Thread(target=lambda: outcome.append(target.submit(job)), daemon=True)
     target.on_progress(f"drill run {job.run_id}: {job.steps} steps, one worker killed after a checkpoint")
     running.start()
@@ -273,11 +291,11 @@ def run_and_kill(target: Any, job: Any, reference: Any, timeout_s: float, kill_f
 
 
 # ---- the local drill -------------------------------------------------------------------------------
-def local_kill_for(job: Any) -> Callable:
+def local_kill_for(job: TrainConfig) -> KillFor:
     """Progress from the run's storage and metrics file; SIGKILL of the highest rank's process found in the log."""
     metrics = Path(job.run_dir) / METRICS_FILE
 
-    def bind(lines: list[str]) -> tuple[Callable, Callable]:
+    def bind(lines: list[str]) -> tuple[Progress, KillOnce]:
         def progress() -> tuple[int | None, int]:
             return read_registered(job.storage_path, job.name or job.run_id), last_step(metrics)
 
@@ -295,7 +313,7 @@ def local_kill_for(job: Any) -> Callable:
     return bind
 
 
-def drill_local(args: argparse.Namespace, ui: Any) -> dict:
+def drill_local(args: argparse.Namespace, ui: Output) -> dict:
     """Reference run, killed run, their numbers; the local Ray cluster is stopped whatever happens."""
     run_id, runs, steps = new_run_id(), runs_root().absolute(), args.steps or DRILL_STEPS
     try:
@@ -359,10 +377,10 @@ def echoed_records(lines: list[str]) -> list[dict]:
     return [r for r in map(parse_echo, lines) if r is not None]
 
 
-def aws_kill_for(job: Any, kube: Any, namespace: str, selector: str) -> Callable:
+def aws_kill_for(job: TrainConfig, kube: PodDeleter, namespace: str, selector: str) -> KillFor:
     """Progress from the run bucket and the job log's echoed metrics; deletion of a worker pod."""
 
-    def bind(lines: list[str]) -> tuple[Callable, Callable]:
+    def bind(lines: list[str]) -> tuple[Progress, KillOnce]:
         def progress() -> tuple[int | None, int]:
             done = max((r["step"] for r in echoed_records(list(lines))), default=0)
             return read_registered(job.storage_path, job.name or job.run_id), done
@@ -381,7 +399,7 @@ def aws_kill_for(job: Any, kube: Any, namespace: str, selector: str) -> Callable
     return bind
 
 
-def drill_aws(args: argparse.Namespace, ui: Any) -> dict:
+def drill_aws(args: argparse.Namespace, ui: Output) -> dict:
     """The drill on the stack's cluster: the stack's durable job, a worker pod deleted through the Kubernetes API."""
     target = aws.open_stack(
         args.stack,
@@ -407,7 +425,9 @@ def drill_aws(args: argparse.Namespace, ui: Any) -> dict:
     return {**doc, "target": "aws", "stack": args.stack}
 
 
-def document(job: Any, reference: Any, kill: Kill, records: list[dict], ref_records: list[dict]) -> dict:
+def document(
+    job: TrainConfig, reference: TrainConfig, kill: Kill, records: list[dict], ref_records: list[dict]
+) -> dict:
     """The drill's JSON document from both runs' metrics records."""
     rec = recovery(records, kill.time)
     loss, ref_loss = final_loss(records), final_loss(ref_records)
@@ -435,7 +455,7 @@ def document(job: Any, reference: Any, kill: Kill, records: list[dict], ref_reco
     }
 
 
-def run(args: argparse.Namespace, ui: Any) -> int:
+def run(args: argparse.Namespace, ui: Output) -> int:
     if args.stack is None and args.kubeconfig is not None:
         raise DriverError(
             "--kubeconfig is for the AWS drill: pass --stack STACK too, or leave out --kubeconfig", exit_code=2

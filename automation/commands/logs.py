@@ -15,13 +15,14 @@ from __future__ import annotations
 
 import argparse
 import shlex
-from typing import Any
 
+from automation.commands import Subparsers
 from automation.errors import DriverError
 from automation.flags import CLUSTER_PARENT, command_parser
-from automation.kube import RayClusterPods
+from automation.kube import KubeApi, RayClusterPods
 from automation.ray_head import HEAD_JOB_SERVER, strip_ansi
 from automation.targets import aws
+from automation.ui import Notes
 from workloads.nccl_check import run_marker
 
 HELP = "follow a running job's driver output, or one Ray Train worker's log (--worker N)"
@@ -44,7 +45,7 @@ def follow_file_command(path: str) -> list[str]:
     return ["tail", "-n", "+1", "-F", path]
 
 
-def worker_log(cluster: RayClusterPods, run_id: str, rank: int) -> tuple[str, str]:
+def worker_log(cluster: RayClusterPods[KubeApi], run_id: str, rank: int) -> tuple[str, str]:
     """(pod, file) of rank `rank`'s log: searched in every running worker pod, then the head."""
     pods = cluster.pods("worker") + cluster.pods("head")
     for pod in pods:
@@ -59,14 +60,14 @@ def worker_log(cluster: RayClusterPods, run_id: str, rank: int) -> tuple[str, st
     )
 
 
-def add_parser(sub: Any, parents: list[argparse.ArgumentParser]) -> argparse.ArgumentParser:
+def add_parser(sub: Subparsers, parents: list[argparse.ArgumentParser]) -> argparse.ArgumentParser:
     p = command_parser(sub, "logs", HELP, __doc__, [*parents, CLUSTER_PARENT])
     p.add_argument("run", metavar="RUN", nargs="?", help="the run id (default: the newest run on the cluster)")
     p.add_argument("--worker", type=int, metavar="N", help="follow Ray Train rank N's log instead of the driver's")
     return p
 
 
-def run(args: argparse.Namespace, ui: Any, deps: Any = None) -> int:
+def run(args: argparse.Namespace, ui: Notes, deps: aws.AwsDeps | None = None) -> int:
     """Stream the lines to stdout until the job ends (driver log) or Ctrl-C; the command's exit status.
     `deps` (an AwsDeps) replaces the real Kubernetes client in tests."""
     if not args.stack:

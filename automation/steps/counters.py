@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from automation.efa_witness import Snapshot, snapshot
 from automation.errors import DriverError
-from automation.pipeline import Finding, Prior, StepResult
+from automation.pipeline import Finding, Prior, Status, StepResult
 from automation.targets import Target
 
 
@@ -19,7 +19,7 @@ def run(target: Target, prior: Prior) -> StepResult[Snapshot]:
         before = snapshot(target)
     except DriverError as e:  # the cluster did not answer: check will say the witness is absent
         return StepResult("counters", "skip", f"EFA counters not read before the job: {e}")
-    status = "skip" if before.nodes is None else "pass"
+    status: Status = "skip" if before.nodes is None else "pass"
     line = f"EFA counters before the job: {before.summary}"
     if before.nodes is not None:
         try:

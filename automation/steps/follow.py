@@ -8,8 +8,6 @@ terminal, says to stop it; the run then says how to follow it again (`automation
 
 from __future__ import annotations
 
-from typing import Any
-
 from automation.errors import DriverError
 from automation.pipeline import Advice, JobLeftRunning, Prior, StepInterrupted, StepResult, SubmittedJob, TrainOutcome
 from automation.ray_head import UNKNOWN, FollowEnd, JobState, follow_on, outcome_of
@@ -45,15 +43,16 @@ def train_result(outcome: TrainOutcome) -> StepResult[TrainOutcome]:
     )
 
 
-def _num(v: Any, spec: str) -> str:
+def _num(v: object, spec: str) -> str:
     return format(v, spec) if isinstance(v, (int, float)) else "n/a"
 
 
 def submitted(prior: Prior) -> SubmittedJob:
     """The job `submit` queued or `attach` found."""
     for name in ("submit", "attach"):
-        if prior.get(name) is not None and isinstance(prior[name].data, SubmittedJob):
-            return prior[name].data
+        result = prior.get(name)
+        if result is not None and isinstance(result.data, SubmittedJob):
+            return result.data
     raise DriverError("`train` follows a submitted job: run it after `submit` or `attach`")
 
 

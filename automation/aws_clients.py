@@ -1,0 +1,63 @@
+"""The AWS clients as the driver calls them: one protocol per service, with only the methods it uses.
+
+The real objects are boto3 clients (`session.client("ec2")`); tests hand in moto-backed clients or
+botocore Stubbers. boto3 builds its methods at run time and ships no types, so each protocol states
+the keyword arguments the driver passes (the API's own parameter names) and that the answer is the
+operation's JSON as a plain dict, as boto3 returns it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from datetime import datetime
+from typing import Any, Protocol
+
+# An AWS API answer as boto3 returns it: the operation's JSON output shape (the service's API reference)
+# as nested dicts and lists. Its values are read by key where the driver uses them.
+ApiJson = dict[str, Any]
+
+
+class Paginator(Protocol):
+    def paginate(self, **params: object) -> Iterable[ApiJson]: ...
+
+
+class Ec2(Protocol):
+    def describe_instance_types(self, *, InstanceTypes: list[str]) -> ApiJson: ...
+    def get_paginator(self, operation_name: str) -> Paginator: ...
+
+
+class Ec2Reservations(Protocol):
+    """The capacity probe's EC2 calls: make a targeted reservation, cancel it, list the live ones."""
+
+    def create_capacity_reservation(
+        self,
+        *,
+        ClientToken: str,
+        InstanceType: str,
+        InstancePlatform: str,
+        AvailabilityZone: str,
+        InstanceCount: int,
+        InstanceMatchCriteria: str,
+        EndDateType: str,
+        EndDate: datetime,
+        TagSpecifications: list[dict[str, object]],
+    ) -> ApiJson: ...
+    def cancel_capacity_reservation(self, *, CapacityReservationId: str) -> ApiJson: ...
+    def get_paginator(self, operation_name: str) -> Paginator: ...
+
+
+class ServiceQuotas(Protocol):
+    def get_service_quota(self, *, ServiceCode: str, QuotaCode: str) -> ApiJson: ...
+
+
+class Pricing(Protocol):
+    def get_products(self, *, ServiceCode: str, Filters: list[dict[str, str]], MaxResults: int) -> ApiJson: ...
+
+
+class Eks(Protocol):
+    def list_nodegroups(self, *, clusterName: str) -> ApiJson: ...
+    def describe_nodegroup(self, *, clusterName: str, nodegroupName: str) -> ApiJson: ...
+
+
+class AutoScaling(Protocol):
+    def describe_scaling_activities(self, *, AutoScalingGroupName: str, MaxRecords: int) -> ApiJson: ...
