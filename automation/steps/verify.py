@@ -18,7 +18,7 @@ from typing import Any, Protocol
 from automation.kube import PodExec, RayClusterPods
 from automation.pipeline import Expectations, Finding, Prior, StepResult, verdict
 from automation.ray_head import RAY_RESOURCES_SNIPPET, parse_ray_resources
-from automation.scaling import before_verify
+from automation.scaling import Lease, before_verify
 from automation.steps.verify_checks import (
     check_daemonsets,
     check_fi_info,
@@ -325,8 +325,10 @@ def run_aws(target: AwsTarget, prior: Prior) -> StepResult:
         target.note(scaled.text())
     kube = target.kube()
     exp = target.expectations()
+    # `run` renews its lease at each poll, so the idle guard leaves the nodes to the starting run.
+    sleep = Lease.of(target).sleeping(time.sleep) if target.scale_nodes else time.sleep
     cluster = verify_cluster(
-        kube, exp, kube.exec, target.node_wait_s, target.pod_wait_s, on_progress=target.on_progress
+        kube, exp, kube.exec, target.node_wait_s, target.pod_wait_s, sleep=sleep, on_progress=target.on_progress
     )
     if not cluster.ok:
         return cluster

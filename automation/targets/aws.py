@@ -35,6 +35,7 @@ from automation.pipeline import (
 from automation.pulumi_stack import PULUMI_MISSING, StackLike, outputs_dict, select_stack
 from automation.ray_head import submit_on_head
 from automation.run_files import collect_logs, fetch_run
+from automation.scaling import SYSTEM_CLOCK, Clock
 from automation.storage import Durability, require_run, run_locations
 from automation.ui import tty_confirm
 from infra.config import ConfigError as StackConfigError
@@ -56,6 +57,7 @@ class AwsDeps:
     kube: Callable[[dict], Any]  # kubeconfig dict -> KubeApi-like (reads + exec)
     confirm: Callable[[str], bool] = tty_confirm
     pricing: Callable[[], Any] | None = None
+    clock: Clock = SYSTEM_CLOCK  # what the waits on EKS and the idle guard's lease read and sleep on
 
     @classmethod
     def real(cls, cfg: Any, project_dir: Path) -> AwsDeps:
