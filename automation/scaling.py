@@ -249,6 +249,23 @@ def set_desired(
     return Scaled(ref.nodegroup, before, desired, waited=waited, waited_for=busy)
 
 
+def live_desired_size(eks: Any, outputs: dict, stack: str) -> int | None:
+    """The GPU node group's desired size as EKS reports it now (for `up`: infra/efa_nodegroup.py
+    ``driver_scaling``); None when the stack has no node group yet. DriverError when EKS cannot be asked: an
+    `up` that guessed could start GPU nodes."""
+    if not outputs.get("nodegroup_name"):
+        return None
+    ref = nodegroup_ref(outputs, stack)
+    try:
+        return int(sizes(eks, ref)["desiredSize"])
+    except ClientError as e:
+        if e.response.get("Error", {}).get("Code") == "ResourceNotFoundException":
+            return None
+        raise DriverError(f"EKS refused to describe node group {ref.nodegroup} before `up`: {e}") from None
+    except BotoCoreError as e:
+        raise DriverError(f"EKS could not be reached to read node group {ref.nodegroup} before `up`: {e}") from None
+
+
 # ---- the nodes ---------------------------------------------------------------------------------------------
 def ready_count(nodes: list[dict]) -> int:
     """How many of ``nodes`` (Kubernetes Node objects) report Ready=True."""

@@ -280,6 +280,11 @@ class FakeStack:
         self.calls.append(f"set_config {key}")
         self.config[key] = value
 
+    def remove_config(self, key, *, path=False):
+        """Forgets the key like `pulumi config rm` would."""
+        self.calls.append(f"remove_config {key}")
+        self.config.pop(key, None)
+
     def outputs(self):
         from pulumi.automation import OutputValue
 

@@ -7,17 +7,23 @@ from __future__ import annotations
 import json
 
 import _driver_helpers as helpers  # tests/integration is on pytest's pythonpath
+import boto3
 import pytest
 from _cloud_fakes import FakeClock, SlowEks, guard_record, job
 from _shared_env import MOTO_CLUSTER, MOTO_NODEGROUP, MOTO_REGION
+from conftest import REPO
 from test_scale_to_zero import run_with_steps, target_for
 
 from automation.commands import scale
 from automation.errors import DriverError
 from automation.pipeline import StepResult
 from automation.scaling import LEASE_S, NodeGroupRef, after_run, before_verify, set_desired, sizes
+from automation.steps.stack import run_up
+from automation.targets.aws import AwsDeps, AwsTarget
 from automation.ui import Ui
+from infra.config import stack_config_values
 from infra.idle_guard_script import LEASE_KEY, run_once
+from infra.mock_render import run_program
 
 REF = NodeGroupRef(MOTO_CLUSTER, MOTO_NODEGROUP, MOTO_REGION)
 MIN = 60.0
@@ -266,3 +272,51 @@ def _hours_ago(clock: FakeClock, hours: float):
     from datetime import UTC, datetime
 
     return datetime.fromtimestamp(clock.now() - hours * 3600, UTC)
+
+
+# ---- `up` keeps the live desired size -----------------------------------------------------------------------
+class RenderingStack(helpers.FakeStack):
+    """A stack whose `up` runs the Pulumi program under the mocks (infra/mock_render.py) with the stack's
+    config, ``overrides`` and whatever the driver set for it: what the engine would send to AWS."""
+
+    def __init__(self, overrides: dict[str, str], outputs: dict):
+        super().__init__("us-west-2", outputs=outputs)
+        self.overrides, self.render = overrides, None
+
+    def up(self, on_event=None):
+        values = {**stack_config_values("us-west-2", REPO), **self.overrides}
+        values |= {k: v.value for k, v in self.config.items()}
+        self.render = run_program("us-west-2", REPO, config=values)
+        return super().up(on_event)
+
+
+def up_with_node_count(node_count: int):
+    """`up` (the driver's step) after gpuNodeCount changed to ``node_count``: the stack it ran."""
+    outputs = {"region": MOTO_REGION, "cluster_name": MOTO_CLUSTER, "nodegroup_name": MOTO_NODEGROUP}
+    stack = RenderingStack({"ray-efa-eks:gpuNodeCount": str(node_count)}, outputs)
+    deps = AwsDeps(client=lambda name: boto3.client(name, region_name=MOTO_REGION), stack=lambda: stack, kube=None)
+    run_up(AwsTarget(cfg=helpers.stack_config(), deps=deps, run_id="r1", yes=True), {})
+    return stack
+
+
+def node_group_inputs(stack) -> tuple[dict, tuple]:
+    ng = next(r for r in stack.render.records if r.type == "aws:eks/nodeGroup:NodeGroup" and r.name.endswith("gpu-ng"))
+    return ng.inputs["scalingConfig"], ng.ignore_changes
+
+
+def test_up_on_a_group_scaled_to_zero_with_a_new_node_count_starts_no_gpu_node(eks):
+    set_desired(eks, REF, 0)
+    scaling, ignored = node_group_inputs(up_with_node_count(3))
+    assert (scaling["desiredSize"], scaling["maxSize"], ignored) == (0, 3, ()), (scaling, ignored)
+
+
+def test_up_keeps_a_running_groups_live_size(eks):
+    scaling, _ = node_group_inputs(up_with_node_count(3))
+    assert scaling["desiredSize"] == 2, f"the 2 nodes that run now must stay: {scaling}"
+
+
+def test_the_live_size_is_in_the_stack_only_for_the_length_of_up(eks):
+    stack = up_with_node_count(3)
+    key = "ray-efa-eks:gpuLiveDesiredSize"
+    order = [c for c in stack.calls if c in (f"set_config {key}", "up", f"remove_config {key}")]
+    assert (order, stack.config) == ([f"set_config {key}", "up", f"remove_config {key}"], {}), stack.calls

@@ -138,7 +138,8 @@ def test_run_executes_every_step_in_order(aws):
         result = run(make_target(api, stack), PIPELINE)
     assert result.ok, f"expected success, failed at {result.failed_step}: {result.reason}"
     assert step_names(result) == list(PIPELINE), f"expected {list(PIPELINE)}, got {step_names(result)}"
-    assert stack.calls == ["preview", "up"], f"expected preview then up on the stack, got {stack.calls}"
+    # `up` reads the outputs first: the GPU node group's live size is kept (automation/steps/stack.py)
+    assert stack.calls == ["preview", "outputs", "up"], f"expected preview then up on the stack, got {stack.calls}"
 
 
 def test_preview_failure_stops_before_up(aws):
