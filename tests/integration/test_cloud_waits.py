@@ -276,24 +276,27 @@ def _hours_ago(clock: FakeClock, hours: float):
 
 # ---- `up` keeps the live desired size -----------------------------------------------------------------------
 class RenderingStack(helpers.FakeStack):
-    """A stack whose `up` runs the Pulumi program under the mocks (infra/mock_render.py) with the stack's
-    config, ``overrides`` and whatever the driver set for it: what the engine would send to AWS."""
+    """A stack whose `up` notes the config the driver set for it and, with ``render``, runs the Pulumi program
+    under the mocks (infra/mock_render.py) with the stack's config, ``overrides`` and that config: what the
+    engine would send to AWS."""
 
-    def __init__(self, overrides: dict[str, str], outputs: dict):
+    def __init__(self, overrides: dict[str, str], outputs: dict, render: bool):
         super().__init__("us-west-2", outputs=outputs)
-        self.overrides, self.render = overrides, None
+        self.overrides, self.rendering, self.render = overrides, render, None
+        self.config_at_up: dict[str, str] = {}
 
     def up(self, on_event=None):
-        values = {**stack_config_values("us-west-2", REPO), **self.overrides}
-        values |= {k: v.value for k, v in self.config.items()}
-        self.render = run_program("us-west-2", REPO, config=values)
+        self.config_at_up = {k: v.value for k, v in self.config.items()}
+        if self.rendering:
+            values = {**stack_config_values("us-west-2", REPO), **self.overrides, **self.config_at_up}
+            self.render = run_program("us-west-2", REPO, config=values)
         return super().up(on_event)
 
 
-def up_with_node_count(node_count: int):
+def up_with_node_count(node_count: int, render: bool = False):
     """`up` (the driver's step) after gpuNodeCount changed to ``node_count``: the stack it ran."""
     outputs = {"region": MOTO_REGION, "cluster_name": MOTO_CLUSTER, "nodegroup_name": MOTO_NODEGROUP}
-    stack = RenderingStack({"ray-efa-eks:gpuNodeCount": str(node_count)}, outputs)
+    stack = RenderingStack({"ray-efa-eks:gpuNodeCount": str(node_count)}, outputs, render)
     deps = AwsDeps(client=lambda name: boto3.client(name, region_name=MOTO_REGION), stack=lambda: stack, kube=None)
     run_up(AwsTarget(cfg=helpers.stack_config(), deps=deps, run_id="r1", yes=True), {})
     return stack
@@ -306,13 +309,13 @@ def node_group_inputs(stack) -> tuple[dict, tuple]:
 
 def test_up_on_a_group_scaled_to_zero_with_a_new_node_count_starts_no_gpu_node(eks):
     set_desired(eks, REF, 0)
-    scaling, ignored = node_group_inputs(up_with_node_count(3))
+    scaling, ignored = node_group_inputs(up_with_node_count(3, render=True))
     assert (scaling["desiredSize"], scaling["maxSize"], ignored) == (0, 3, ()), (scaling, ignored)
 
 
-def test_up_keeps_a_running_groups_live_size(eks):
-    scaling, _ = node_group_inputs(up_with_node_count(3))
-    assert scaling["desiredSize"] == 2, f"the 2 nodes that run now must stay: {scaling}"
+def test_up_hands_the_program_a_running_groups_live_size(eks):
+    seen = up_with_node_count(3).config_at_up
+    assert seen == {"ray-efa-eks:gpuLiveDesiredSize": "2"}, f"the 2 nodes that run now must stay: {seen}"
 
 
 def test_the_live_size_is_in_the_stack_only_for_the_length_of_up(eks):
