@@ -116,7 +116,8 @@ def decide(
     idle_min = (now_s - max([changed_s, *ends])) / 60
     if idle_min < idle_minutes:
         return d("keep", f"no Ray job for {idle_min:.0f} of {idle_minutes} minutes")
-    return d("scale-down", f"no Ray job for {idle_min:.0f} minutes (the stack's idle limit is {idle_minutes})")
+    lapsed = f"; run {lease.get('run')}'s lease expired" if lease else ""
+    return d("scale-down", f"no Ray job for {idle_min:.0f} minutes (the stack's idle limit is {idle_minutes}){lapsed}")
 
 
 # ---- the outside world --------------------------------------------------------------------------------------

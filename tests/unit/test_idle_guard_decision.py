@@ -76,5 +76,10 @@ def test_an_expired_lease_is_ignored():
     assert at([], changed_min_ago=300, lease=lease(-1)).action == "scale-down"
 
 
+def test_a_scale_down_past_an_expired_lease_names_the_run_that_left_it():
+    d = at([], changed_min_ago=300, lease=lease(-1))
+    assert "run r9's lease expired" in d.reason, d
+
+
 def test_a_lease_without_a_readable_until_is_ignored():
     assert at([], changed_min_ago=300, lease={"run": "r9", "until": "soon"}).action == "scale-down"
