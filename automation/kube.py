@@ -93,6 +93,12 @@ class KubeApi:
         self.custom = client.CustomObjectsApi(self.api_client)
 
     def _json(self, what: str, call: Callable[..., Any], *args: Any, **kwargs: Any) -> dict:
+        return json.loads(self._call(what, call, *args, **kwargs))
+
+    def _text(self, what: str, call: Callable[..., Any], *args: Any, **kwargs: Any) -> str:
+        return self._call(what, call, *args, **kwargs).decode("utf-8", "replace")
+
+    def _call(self, what: str, call: Callable[..., Any], *args: Any, **kwargs: Any) -> bytes:
         from kubernetes.client.exceptions import ApiException
 
         try:
@@ -111,7 +117,7 @@ class KubeApi:
                 f"cannot reach the Kubernetes API at {self.host} ({what}): {_root_cause(e)}; "
                 "check that the cluster exists (`python -m automation status`) and that this machine can reach it"
             ) from None
-        return json.loads(resp.data)
+        return resp.data
 
     def list_nodes(self, label_selector: str = "") -> list[dict]:
         return self._json("list nodes", self.core.list_node, label_selector=label_selector)["items"]
@@ -132,6 +138,30 @@ class KubeApi:
     def get_configmap(self, namespace: str, name: str) -> dict:
         """One ConfigMap (the idle guard's record); DriverError when it does not exist."""
         return self._json(f"read configmap {namespace}/{name}", self.core.read_namespaced_config_map, name, namespace)
+
+    def patch_configmap(self, namespace: str, name: str, patch: dict) -> dict:
+        """A JSON merge patch of one ConfigMap (the idle guard's record: the driver's lease); a key set to None
+        is removed (RFC 7386). DriverError when the ConfigMap does not exist."""
+        # The generated client would send a dict as application/json-patch+json (the first JSON type it lists).
+        return self._json(
+            f"patch configmap {namespace}/{name}",
+            self.core.patch_namespaced_config_map,
+            name,
+            namespace,
+            patch,
+            _content_type="application/merge-patch+json",
+        )
+
+    def pod_log(self, namespace: str, name: str, container: str, tail_lines: int = 1) -> str:
+        """The last ``tail_lines`` lines a container of a pod printed (`kubectl logs --tail`)."""
+        return self._text(
+            f"read the log of {namespace}/{name} container {container}",
+            self.core.read_namespaced_pod_log,
+            name,
+            namespace,
+            container=container,
+            tail_lines=tail_lines,
+        )
 
     def delete_pod(self, namespace: str, name: str) -> dict:
         """Delete a pod at once (grace 0), as a reclaimed node loses it; its controller makes a new one."""

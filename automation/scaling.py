@@ -7,7 +7,17 @@ back. `run` scales the group to ``gpuNodeCount`` before `verify` and waits for t
 
 EKS's ``UpdateNodegroupConfig`` takes ``scalingConfig.desiredSize`` within ``minSize..maxSize``
 (https://docs.aws.amazon.com/eks/latest/APIReference/API_UpdateNodegroupConfig.html); a group that is
-still CREATING or UPDATING answers ``ResourceInUseException``.
+still CREATING or UPDATING answers ``ResourceInUseException``
+(https://docs.aws.amazon.com/eks/latest/APIReference/API_UpdateNodegroupConfig.html#API_UpdateNodegroupConfig_Errors),
+and the API is eventually consistent: the group reports UPDATING and the new size a while after the call.
+So ``set_desired`` waits (bounded, shown) for the group to leave CREATING/UPDATING, retries a refusal with
+backoff, and waits until DescribeNodegroup reports the new size.
+
+Nothing scales down under a job: before any scale-down the Ray job API on the head is asked (``head_jobs``);
+a PENDING or RUNNING job, or a head that cannot be asked, keeps the nodes unless forced. While `run` starts
+(nodes, add-ons, pods: up to about 53 minutes before the job exists) it holds a ``Lease`` in the idle guard's
+record that the guard honours (infra/idle_guard_script.py); a lease that is not renewed expires, so a driver
+that died cannot keep the GPUs.
 """
 
 from __future__ import annotations
@@ -22,11 +32,33 @@ from typing import Any
 from botocore.exceptions import BotoCoreError, ClientError
 
 from automation.errors import DriverError
+from automation.kube import RayClusterPods
+from automation.ray_head import HEAD_JOB_SERVER
 from infra.config import GpuNodesConfig
+from infra.idle_guard_script import ACTIVE, LEASE_KEY, RECORD_KEY, lease_doc
 from infra.names import GPU_NODE_SELECTOR, IDLE_GUARD_RECORD
 
 NODE_WAIT_S = 1200.0  # a GPU node from a scaled-up group takes minutes to join; 20 min before giving up
 POLL_S = 10.0
+# A managed node group update (a size change, a version or launch template update) keeps the group UPDATING
+# for minutes; 20 minutes bounds the wait before the driver gives up and says how to look.
+BUSY_WAIT_S = 1200.0
+BUSY = ("CREATING", "UPDATING")
+BROKEN = ("DELETING", "CREATE_FAILED", "DELETE_FAILED")  # no update will be taken: say so, do not wait
+BACKOFF_S = (5.0, 10.0, 20.0, 40.0, 60.0)  # after a ResourceInUseException; the last repeats
+LEASE_S = 20 * 60.0  # a lease not renewed for 20 minutes is ignored by the guard
+RENEW_AFTER_S = 60.0  # a renewal writes the record at most once a minute
+
+
+@dataclass(frozen=True)
+class Clock:
+    """Time as the waits see it: seconds since the epoch and a sleep. Tests hand in a fake that moves on sleep."""
+
+    now: Callable[[], float] = time.time
+    sleep: Callable[[float], None] = time.sleep
+
+
+SYSTEM_CLOCK = Clock()
 
 
 @dataclass(frozen=True)
@@ -38,25 +70,31 @@ class NodeGroupRef:
 
 @dataclass(frozen=True)
 class Scaled:
-    """What a scale did: the desired size before and after, and seconds the nodes took (None: not waited)."""
+    """What a scale did: the desired size before and after, seconds the nodes took (None: not waited), and
+    seconds spent waiting for EKS to take the change (the group busy, then the new size reported)."""
 
     nodegroup: str
     before: int
     after: int
     seconds: float | None = None
     per_node: tuple[tuple[str, float], ...] = ()  # (node, seconds from the scale-up to its Ready)
+    waited: float = 0.0
+    waited_for: str = ""  # what it waited for, e.g. "UPDATING"
 
     @property
     def changed(self) -> bool:
         return self.before != self.after
 
     def text(self) -> str:
+        waited = (
+            f" (waited {self.waited:.0f} s for the node group to leave {self.waited_for})" if self.waited_for else ""
+        )
         if not self.changed:
-            return f"GPU node group {self.nodegroup} already at {self.after} node(s)"
+            return f"GPU node group {self.nodegroup} already at {self.after} node(s){waited}"
         took = f", the nodes were Ready after {self.seconds:.0f} s" if self.seconds is not None else ""
         if self.per_node:
             took += " (" + ", ".join(f"{name} {s:.0f} s" for name, s in self.per_node) + ")"
-        return f"GPU node group {self.nodegroup} scaled from {self.before} to {self.after} node(s){took}"
+        return f"GPU node group {self.nodegroup} scaled from {self.before} to {self.after} node(s){took}{waited}"
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -65,6 +103,8 @@ class Scaled:
             "after": self.after,
             "seconds": self.seconds,
             "per_node": dict(self.per_node),
+            "waited": self.waited,
+            "waited_for": self.waited_for,
         }
 
 
@@ -80,16 +120,110 @@ def nodegroup_ref(outputs: dict, stack: str) -> NodeGroupRef:
     return NodeGroupRef(str(cluster), str(nodegroup), str(outputs.get("region") or ""))
 
 
+def describe(eks: Any, ref: NodeGroupRef) -> dict[str, Any]:
+    return eks.describe_nodegroup(clusterName=ref.cluster, nodegroupName=ref.nodegroup)["nodegroup"]
+
+
 def sizes(eks: Any, ref: NodeGroupRef) -> dict[str, int]:
     """The node group's scalingConfig now: desiredSize, minSize, maxSize."""
-    group = eks.describe_nodegroup(clusterName=ref.cluster, nodegroupName=ref.nodegroup)["nodegroup"]
-    return dict(group["scalingConfig"])
+    return dict(describe(eks, ref)["scalingConfig"])
 
 
-def set_desired(eks: Any, ref: NodeGroupRef, desired: int) -> Scaled:
-    """Set the desired size to ``desired`` (no call when it already is); DriverError naming the fix on refusal."""
+# ---- the desired size, once EKS will take it --------------------------------------------------------------
+@dataclass(frozen=True)
+class EksWait:
+    """One bounded wait on a node group: every poll said through ``on_progress``, the whole within ``timeout_s``
+    of ``started`` (``clock`` seconds)."""
+
+    eks: Any
+    ref: NodeGroupRef
+    clock: Clock
+    on_progress: Callable[[str], None]
+    started: float
+    timeout_s: float
+
+    def waited(self) -> float:
+        return self.clock.now() - self.started
+
+    def not_busy(self, first: dict[str, Any] | None = None) -> tuple[dict[str, Any], str]:
+        """The node group (``first``: as just described) once it is neither CREATING nor UPDATING, and the status
+        it waited out ('' if none). DriverError when it is being deleted or failed, or still busy past the bound."""
+        ref, waited_out = self.ref, ""
+        while True:
+            group, first = first or describe(self.eks, ref), None
+            status = str(group.get("status") or "ACTIVE")
+            if status in BROKEN:
+                raise DriverError(
+                    f"node group {ref.nodegroup} is {status}: EKS takes no size change; `aws eks describe-nodegroup "
+                    f"--cluster-name {ref.cluster} --nodegroup-name {ref.nodegroup}` shows its health"
+                )
+            if status not in BUSY:
+                return group, waited_out
+            waited_out = status
+            if self.waited() >= self.timeout_s:
+                raise DriverError(
+                    f"node group {ref.nodegroup} is still {status} after {self.waited():.0f} s: an update of it is "
+                    f"running; try again once `aws eks describe-nodegroup --cluster-name {ref.cluster} "
+                    f"--nodegroup-name {ref.nodegroup}` says ACTIVE"
+                )
+            self.on_progress(
+                f"node group {ref.nodegroup} is {status}: waiting to scale it "
+                f"({self.waited():.0f} s of {self.timeout_s:.0f})"
+            )
+            self.clock.sleep(POLL_S)
+
+    def update(self, desired: int) -> str:
+        """UpdateNodegroupConfig, retried with backoff while EKS answers ResourceInUseException (the group went
+        busy between the describe and the call); what it waited out ('' if nothing)."""
+        waited_out, attempt = "", 0
+        while True:
+            try:
+                self.eks.update_nodegroup_config(
+                    clusterName=self.ref.cluster,
+                    nodegroupName=self.ref.nodegroup,
+                    scalingConfig={"desiredSize": desired},
+                )
+                return waited_out
+            except ClientError as e:
+                code = e.response.get("Error", {}).get("Code", "")
+                if code != "ResourceInUseException" or self.waited() >= self.timeout_s:
+                    raise
+                pause = BACKOFF_S[min(attempt, len(BACKOFF_S) - 1)]
+                attempt += 1
+                self.on_progress(f"EKS answered {code} for node group {self.ref.nodegroup}: again in {pause:.0f} s")
+                self.clock.sleep(pause)
+                waited_out = self.not_busy()[1] or code
+
+    def reported(self, desired: int) -> None:
+        """Until DescribeNodegroup reports ``desired`` (the API is eventually consistent); DriverError past the
+        bound."""
+        while (reported := sizes(self.eks, self.ref)["desiredSize"]) != desired:
+            if self.waited() >= self.timeout_s:
+                raise DriverError(
+                    f"EKS took the new size {desired} of node group {self.ref.nodegroup} but still reports "
+                    f"{reported} after {self.waited():.0f} s: `python -m automation status` shows the size it reports"
+                )
+            self.on_progress(
+                f"waiting for EKS to report node group {self.ref.nodegroup} at {desired} (says {reported})"
+            )
+            self.clock.sleep(POLL_S)
+
+
+def set_desired(
+    eks: Any,
+    ref: NodeGroupRef,
+    desired: int,
+    on_progress: Callable[[str], None] = lambda s: None,
+    clock: Clock = SYSTEM_CLOCK,
+    timeout_s: float = BUSY_WAIT_S,
+) -> Scaled:
+    """Set the desired size to ``desired`` (no call when it already is): after the group leaves CREATING or
+    UPDATING, retrying ResourceInUseException, until EKS reports the new size; all within ``timeout_s``, each
+    wait said through ``on_progress``. DriverError naming the fix on refusal."""
+    wait = EksWait(eks, ref, clock, on_progress, clock.now(), timeout_s)
     try:
-        now = sizes(eks, ref)
+        first = describe(eks, ref)
+        now = first["scalingConfig"]
         if not now["minSize"] <= desired <= now["maxSize"]:
             raise DriverError(
                 f"--gpu-nodes {desired} is outside node group {ref.nodegroup}'s {now['minSize']}..{now['maxSize']}: "
@@ -97,18 +231,42 @@ def set_desired(eks: Any, ref: NodeGroupRef, desired: int) -> Scaled:
                 "`up` applies a new one)",
                 exit_code=2,
             )
-        if now["desiredSize"] != desired:
-            eks.update_nodegroup_config(
-                clusterName=ref.cluster, nodegroupName=ref.nodegroup, scalingConfig={"desiredSize": desired}
-            )
+        if now["desiredSize"] == desired:
+            return Scaled(ref.nodegroup, desired, desired)
+        group, busy = wait.not_busy(first)
+        before = int(group["scalingConfig"]["desiredSize"])
+        accepted = wait.started
+        if before != desired:
+            busy = wait.update(desired) or busy
+            accepted = clock.now()
+            wait.reported(desired)
     except ClientError as e:
         code = e.response.get("Error", {}).get("Code", "")
         raise DriverError(f"EKS refused to scale node group {ref.nodegroup} to {desired}: {code}: {e}") from None
     except BotoCoreError as e:
         raise DriverError(f"EKS could not be reached to scale node group {ref.nodegroup}: {e}") from None
-    return Scaled(ref.nodegroup, now["desiredSize"], desired)
+    waited = round(accepted - wait.started, 1) if busy else 0.0  # until EKS took the change
+    return Scaled(ref.nodegroup, before, desired, waited=waited, waited_for=busy)
 
 
+def live_desired_size(eks: Any, outputs: dict, stack: str) -> int | None:
+    """The GPU node group's desired size as EKS reports it now (for `up`: infra/efa_nodegroup.py
+    ``driver_scaling``); None when the stack has no node group yet. DriverError when EKS cannot be asked: an
+    `up` that guessed could start GPU nodes."""
+    if not outputs.get("nodegroup_name"):
+        return None
+    ref = nodegroup_ref(outputs, stack)
+    try:
+        return int(sizes(eks, ref)["desiredSize"])
+    except ClientError as e:
+        if e.response.get("Error", {}).get("Code") == "ResourceNotFoundException":
+            return None
+        raise DriverError(f"EKS refused to describe node group {ref.nodegroup} before `up`: {e}") from None
+    except BotoCoreError as e:
+        raise DriverError(f"EKS could not be reached to read node group {ref.nodegroup} before `up`: {e}") from None
+
+
+# ---- the nodes ---------------------------------------------------------------------------------------------
 def ready_count(nodes: list[dict]) -> int:
     """How many of ``nodes`` (Kubernetes Node objects) report Ready=True."""
     return sum(
@@ -154,53 +312,207 @@ def ready_after(nodes: list[dict], started: datetime) -> tuple[tuple[str, float]
     return tuple(sorted(out))
 
 
-def scale_up_for_run(eks: Any, ref: NodeGroupRef, count: int, list_nodes, on_progress, **wait) -> Scaled:
+def scale_up_for_run(
+    eks: Any,
+    ref: NodeGroupRef,
+    count: int,
+    list_nodes: Callable[[], list[dict]],
+    on_progress: Callable[[str], None],
+    clock: Clock = SYSTEM_CLOCK,
+    **wait: Any,
+) -> Scaled:
     """Before `verify`: the group at ``count`` (gpuNodeCount) and its nodes Ready, with how long they took, all
-    together and each node."""
-    started = datetime.now(UTC)
-    scaled = set_desired(eks, ref, count)
+    together and each node, and how long EKS kept the group busy first."""
+    started = datetime.fromtimestamp(clock.now(), UTC)
+    scaled = set_desired(eks, ref, count, on_progress, clock)
     if not scaled.changed and ready_count(list_nodes()) >= count:
         return scaled
     on_progress(f"scaling GPU node group {ref.nodegroup} from {scaled.before} to {count} node(s)")
-    seconds = wait_ready(list_nodes, count, on_progress=on_progress, **wait)
-    return Scaled(ref.nodegroup, scaled.before, count, round(seconds, 1), ready_after(list_nodes(), started))
+    seconds = wait_ready(list_nodes, count, on_progress=on_progress, clock=clock.now, sleep=clock.sleep, **wait)
+    per_node = ready_after(list_nodes(), started)
+    return Scaled(ref.nodegroup, scaled.before, count, round(seconds, 1), per_node, scaled.waited, scaled.waited_for)
 
 
+# ---- the Ray jobs on the nodes -----------------------------------------------------------------------------
+# `ray job list` (Ray 2.58, ray/dashboard/modules/job/cli.py, `def list`) prints `pprint.pformat` of the
+# JobDetails objects and has no JSON output, so the head's own job server is read instead: GET /api/jobs/ (the
+# REST API behind JobSubmissionClient.list_jobs, ray/dashboard/modules/job/sdk.py), as the idle guard reads it.
+JOBS_SNIPPET = (
+    "import json, urllib.request; "
+    f"print(json.dumps(json.load(urllib.request.urlopen('{HEAD_JOB_SERVER}/api/jobs/', timeout=20))))"
+)
+
+
+def head_jobs(pods: RayClusterPods) -> list[dict[str, Any]]:
+    """The Ray job list of the RayCluster's head, asked by exec into the head pod; DriverError when it cannot be
+    asked (no running head pod, the exec or the job server failed)."""
+    head = pods.head_pod()
+    res = pods.kube.exec(head, pods.namespace, ["python", "-c", JOBS_SNIPPET], timeout_s=60)
+    try:
+        jobs = json.loads(res.stdout)
+    except ValueError:
+        jobs = None
+    if res.rc != 0 or not isinstance(jobs, list):
+        raise DriverError(
+            f"the job server in {pods.namespace}/{head} did not answer (rc {res.rc}): "
+            f"{(res.stderr or res.stdout).strip()[-300:]}"
+        )
+    return jobs
+
+
+def active_job(jobs: list[dict[str, Any]]) -> str:
+    """'Ray job <id> is RUNNING' for the first PENDING or RUNNING job, '' when none is."""
+    for j in jobs:
+        if j.get("status") in ACTIVE:
+            return f"Ray job {j.get('submission_id') or j.get('job_id')} is {j.get('status')}"
+    return ""
+
+
+def job_keeps_nodes(target: Any) -> str:
+    """Why the GPU nodes must stay ('' when nothing holds them): a PENDING or RUNNING job, or a job API that
+    cannot be asked, which may hide one."""
+    try:
+        return active_job(head_jobs(target.ray_pods()))
+    except DriverError as e:
+        return f"the Ray job API could not be asked, so a job may be running ({e})"
+
+
+# ---- the idle guard's lease --------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class Lease:
+    """`run`'s claim on the GPU nodes while it starts: ``{"run": id, "what": ..., "until": epoch s}`` under
+    LEASE_KEY of the idle guard's record ConfigMap, which the guard honours until ``until``
+    (infra/idle_guard_script.py ``lease_holds``). A long wait calls ``renew()`` (or passes ``progress(...)`` as its
+    progress callback): the record is rewritten at most once a minute, reading it back to know. A stack without
+    the guard (gpuIdleMinutes 0) or without a cluster to reach gets a lease that does nothing.
+
+    The renew hook for any wait of `run`: ``Lease.of(target).renew()``."""
+
+    kube: Any
+    namespace: str
+    run_id: str
+    clock: Clock = SYSTEM_CLOCK
+    ttl_s: float = LEASE_S
+
+    @classmethod
+    def of(cls, target: Any) -> Lease:
+        clock = target.deps.clock
+        if target.cfg.gpu_nodes.idle_minutes <= 0 or not target.outputs():
+            return cls(None, "", target.run_id, clock)
+        try:
+            kube = target.kube()
+        except DriverError:
+            return cls(None, "", target.run_id, clock)
+        return cls(kube, target.cfg.ray.namespace, target.run_id, clock)
+
+    def held(self) -> dict[str, Any] | None:
+        """The lease in the record now (None: none, or it cannot be read)."""
+        if self.kube is None:
+            return None
+        try:
+            data = self.kube.get_configmap(self.namespace, IDLE_GUARD_RECORD).get("data") or {}
+            doc = json.loads(data.get(LEASE_KEY) or "null")
+        except (DriverError, ValueError):
+            return None
+        return doc if isinstance(doc, dict) else None
+
+    def _write(self, value: str | None) -> bool:
+        if self.kube is None:
+            return False
+        try:
+            self.kube.patch_configmap(self.namespace, IDLE_GUARD_RECORD, {"data": {LEASE_KEY: value}})
+        except DriverError:
+            return False  # the guard then decides by the job API and the node group's activity alone
+        return True
+
+    def renew(self, what: str = "starting") -> bool:
+        """Write (or extend) the lease to now + ttl_s unless this run's lease was written under a minute ago."""
+        now = self.clock.now()
+        held = self.held()
+        if held and held.get("run") == self.run_id and float(held.get("until", 0)) - now > self.ttl_s - RENEW_AFTER_S:
+            return True
+        return self._write(json.dumps(lease_doc(self.run_id, what, now + self.ttl_s), sort_keys=True))
+
+    def release(self) -> bool:
+        """Remove the lease (a JSON merge patch with null deletes the key)."""
+        return self._write(None)
+
+    def progress(self, on_progress: Callable[[str], None]) -> Callable[[str], None]:
+        """``on_progress`` that renews the lease first: every poll of a long wait keeps the nodes."""
+
+        def said(text: str) -> None:
+            self.renew()
+            on_progress(text)
+
+        return said
+
+    def sleeping(self, sleep: Callable[[float], None]) -> Callable[[float], None]:
+        """``sleep`` that renews the lease first."""
+
+        def slept(seconds: float) -> None:
+            self.renew()
+            sleep(seconds)
+
+        return slept
+
+
+# ---- run's start and end -----------------------------------------------------------------------------------
 def before_verify(target: Any) -> Scaled | None:
-    """`run` on AWS, before `verify`: the GPU nodes back at gpuNodeCount; None when the stack's outputs are not
-    read (--kubeconfig), since the node group's name comes from them."""
+    """`run` on AWS, before `verify`: the lease taken, then the GPU nodes back at gpuNodeCount; None when the
+    stack's outputs are not read (--kubeconfig), since the node group's name comes from them."""
     outputs = target.outputs()
     if not outputs:
         return None
     ref = nodegroup_ref(outputs, target.cfg.stack)
     kube = target.kube()
-    scaled = scale_up_for_run(
+    lease = Lease.of(target)
+    if lease.kube is not None and not lease.renew():
+        target.note("the idle guard's lease could not be written: it may scale the nodes down during a long start")
+    return scale_up_for_run(
         target.deps.client("eks"),
         ref,
         target.cfg.gpu_nodes.node_count,
         lambda: kube.list_nodes(GPU_NODE_SELECTOR),
-        target.on_progress,
+        lease.progress(target.on_progress),
+        lease.clock,
     )
-    return scaled
 
 
-def after_run(target: Any, keep_nodes: bool) -> str:
-    """When `run` on AWS ends (pass, fail or Ctrl-C): the GPU nodes at gpuIdleNodes unless ``keep_nodes``; the
-    line that says what happened and what runs now."""
+def after_run(target: Any, keep_nodes: bool, force: bool = False) -> str:
+    """When `run` on AWS ends (pass, fail or Ctrl-C): the lease released and the GPU nodes at gpuIdleNodes unless
+    ``keep_nodes`` or a job still holds them (``force`` scales anyway); the line that says what happened and what
+    runs now."""
+    try:
+        return _scale_after_run(target, keep_nodes, force)
+    finally:
+        try:
+            Lease.of(target).release()
+        except Exception:  # noqa: BLE001, S110 - an unreleased lease expires on its own (LEASE_S)
+            pass
+
+
+def _scale_after_run(target: Any, keep_nodes: bool, force: bool) -> str:
     stack, idle = target.cfg.stack, target.cfg.gpu_nodes.idle_nodes
+    by_hand = f"`python -m automation scale --stack {stack} --gpu-nodes {idle}`"
     if keep_nodes:
         return (
-            f"GPU nodes kept (--keep-nodes): they cost money until `python -m automation scale --stack {stack} "
-            f"--gpu-nodes {idle}` (or the idle guard, after "
+            f"GPU nodes kept (--keep-nodes): they cost money until {by_hand} (or the idle guard, after "
             f"{GpuNodesConfig.keyname('idle_minutes')} {target.cfg.gpu_nodes.idle_minutes})"
         )
-    by_hand = f"`python -m automation scale --stack {stack} --gpu-nodes {idle}`"
     try:
         outputs = target.outputs()
         if not outputs:
             return f"GPU nodes not scaled: no stack outputs were read (--kubeconfig); they cost money until {by_hand}"
-        scaled = set_desired(target.deps.client("eks"), nodegroup_ref(outputs, stack), idle)
-    except DriverError as e:
+        eks, ref = target.deps.client("eks"), nodegroup_ref(outputs, stack)
+        now = sizes(eks, ref)["desiredSize"]
+        if now > idle and not force and (why := job_keeps_nodes(target)):
+            return (
+                f"GPU nodes kept at {now}: {why}; they cost money until the job ends and {by_hand} (add --force if "
+                f"no job runs), or the idle guard scales them down {GpuNodesConfig.keyname('idle_minutes')} "
+                f"{target.cfg.gpu_nodes.idle_minutes} after the last job"
+            )
+        scaled = set_desired(eks, ref, idle, target.on_progress, target.deps.clock)
+    except (DriverError, ClientError, BotoCoreError) as e:
         return f"GPU nodes NOT scaled down ({e}); any that run cost money until {by_hand}"
     except Exception as e:  # noqa: BLE001 - the clean-up of any exit must not hide the run's own failure
         return f"GPU nodes NOT scaled down ({type(e).__name__}: {e}); any that run cost money until {by_hand}"
@@ -237,6 +549,6 @@ def guard_record(kube: Any, namespace: str) -> dict[str, Any] | str:
     except DriverError as e:
         return f"no record ({e}): {GpuNodesConfig.keyname('idle_minutes')} 0 renders no guard"
     try:
-        return json.loads(data.get("last", "{}"))
+        return json.loads(data.get(RECORD_KEY, "{}"))
     except ValueError:
-        return f"the record {namespace}/{IDLE_GUARD_RECORD} is not JSON: {data.get('last')!r}"
+        return f"the record {namespace}/{IDLE_GUARD_RECORD} is not JSON: {data.get(RECORD_KEY)!r}"

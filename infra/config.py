@@ -381,6 +381,15 @@ class GpuNodesConfig(Section):
         "gpuNodeCount (0 pays for no GPU while nothing trains).",
         between(0, MAX_NODES_PER_MANAGED_NODE_GROUP),
     )
+    live_desired_size: int = key(
+        "gpuLiveDesiredSize",
+        -1,
+        "Set by the driver for the length of each `up` and removed after it, not by hand: the GPU node group's "
+        "desired size as EKS reports it then, which the program sends instead of the one in Pulumi's state (with "
+        "the desired size ignored, Pulumi would send its state's value whenever another scaling field changes, "
+        "starting GPU nodes on a group scaled to 0). -1: none read; the node group keeps ignoring the desired size.",
+        between(-1, MAX_NODES_PER_MANAGED_NODE_GROUP),
+    )
     idle_minutes: int = key(
         "gpuIdleMinutes",
         30,

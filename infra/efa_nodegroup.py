@@ -29,6 +29,20 @@ from infra.manifests import (
 )
 
 
+def driver_scaling(gpu: GpuNodesConfig) -> tuple[dict[str, int], list[str]]:
+    """The node group's scaling config and the properties `up` leaves alone.
+
+    The driver and the idle guard own the desired size, so it is ignored; but with ``ignoreChanges`` the engine
+    sends the desired size of Pulumi's state (the creation-time gpuNodeCount) whenever another scaling field
+    changes, which would start GPU nodes on a group scaled to 0. So when the driver passes the live size
+    (gpuLiveDesiredSize, read from EKS just before `up`), the program declares that size, within the new
+    maximum, and ignores nothing: the update sends what runs now."""
+    scaling = gpu_scaling_config(gpu.node_count)
+    if gpu.live_desired_size < 0:
+        return scaling, list(DRIVER_OWNED_PROPERTIES)
+    return {**scaling, "desired_size": min(gpu.live_desired_size, gpu.node_count)}, []
+
+
 def gpu_hugepages_2mi(instance_type: str) -> int:
     """The 2 MiB huge pages a GPU node of ``instance_type`` reserves at boot (infra/eks_facts.py)."""
     return efa_hugepages_pages(instance_spec(instance_type).vcpus)
@@ -73,6 +87,7 @@ class EfaNodeGroup(pulumi.ComponentResource):
 
         capacity = gpu_capacity(gpu)
         template = self._launch_template(name, args, efa_sg, placement_group_name, capacity)
+        scaling, ignored = driver_scaling(gpu)
 
         node_group = aws.eks.NodeGroup(
             f"{name}-ng",
@@ -84,15 +99,13 @@ class EfaNodeGroup(pulumi.ComponentResource):
             ami_type=GPU_AMI_TYPE,
             capacity_type=capacity.capacity_type,
             launch_template={"id": template.id, "version": template.latest_version.apply(str)},
-            scaling_config=gpu_scaling_config(gpu.node_count),
+            scaling_config=scaling,
             update_config={"max_unavailable": 1},
             labels=gpu_node_labels(),
             taints=gpu_node_taints(),
             # The driver and the idle guard own the desired size (scale-to-zero between runs): `up` must
-            # not scale the nodes back up, nor fail on the size they left.
-            opts=pulumi.ResourceOptions(
-                parent=self, depends_on=list(args.depends_on), ignore_changes=list(DRIVER_OWNED_PROPERTIES)
-            ),
+            # not scale the nodes back up, nor fail on the size they left (driver_scaling says how).
+            opts=pulumi.ResourceOptions(parent=self, depends_on=list(args.depends_on), ignore_changes=ignored),
         )
 
         self.node_group_name: pulumi.Output[str] = node_group.node_group_name

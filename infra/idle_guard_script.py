@@ -7,6 +7,12 @@ and runs it with the Ray image's Python), so it needs no laptop. Each run decide
   it calls eks:UpdateNodegroupConfig once; the next run finds the group at gpuIdleNodes and does nothing;
 - a failed EKS call is reported (a Warning Event and the record) and the run exits 1; the Job has
   backoffLimit 0, so nothing retries it until the next scheduled run decides afresh.
+- a lease that `run` holds while it starts (key ``lease`` of the record ConfigMap, written and renewed by the
+  driver: automation/scaling.py ``Lease``) keeps the nodes until its ``until``; an expired lease is ignored, so
+  a driver that died cannot keep the GPUs. The lease, not the node group's ``modifiedAt``, is what protects a
+  starting run: EKS's API reference describes ``modifiedAt`` only as "the Unix epoch timestamp for the last
+  modification to the object" (API_Nodegroup), without saying whether UpdateNodegroupConfig moves it, so the
+  guard reads it as a hint of activity and stays correct when it does not move.
 What it did goes to a Kubernetes Event (reason IdleGuard) and the ConfigMap RECORD (key ``last``), which
 `python -m automation status` shows. A decision that acted or failed (a scale-down, an error) is also written as
 one JSON object to ``s3://RECORD_BUCKET/RECORD_PREFIX/<UTC time>.json``, the stack's prefix of the run bucket,
@@ -43,6 +49,26 @@ TIMEOUT_S = 10
 # (the CronJob's schedule), so one object per tick would bury the few that matter; the Event and the record
 # still show the latest of those.
 KEPT_IN_S3 = ("scale-down", "error")
+RECORD_KEY = "last"  # the record ConfigMap's key of the guard's last decision
+LEASE_KEY = "lease"  # its key of the lease a starting `run` holds (written by the driver, read here)
+
+
+def lease_doc(run: str, what: str, until_s: float) -> dict:
+    """The lease as the driver writes it: which run, what it is doing, until when (epoch seconds)."""
+    return {"run": run, "what": what, "until": until_s}
+
+
+def lease_holds(lease: dict | None, now_s: float) -> str:
+    """'run <id> <what>, lease until <UTC time>' while ``lease`` holds at ``now_s``; '' when none or expired."""
+    doc = lease or {}
+    try:
+        until = float(doc.get("until") or 0)
+    except (TypeError, ValueError):
+        return ""
+    if until <= now_s:
+        return ""
+    at = datetime.fromtimestamp(until, UTC).strftime("%H:%M:%SZ")
+    return f"run {doc.get('run')} {doc.get('what', 'starting')}, lease until {at}"
 
 
 @dataclass(frozen=True)
@@ -63,9 +89,11 @@ def decide(
     changed_s: float,
     idle_minutes: int,
     idle_nodes: int,
+    lease: dict | None = None,
 ) -> Decision:
     """What to do now. ``jobs`` is the Ray job list (None: the job API could not be read); ``changed_s`` is when
-    the node group last changed (epoch seconds), which a scale-up for a new run counts as activity."""
+    the node group last changed (epoch seconds), counted as activity when EKS moves it; ``lease`` is the record's
+    lease of a starting run (None: none), which keeps the nodes until it expires."""
 
     def d(action: str, reason: str) -> Decision:
         return Decision(action, reason, desired, idle_nodes)
@@ -82,11 +110,14 @@ def decide(
     if running:
         j = running[0]
         return d("keep", f"Ray job {j.get('submission_id') or j.get('job_id')} is {j.get('status')}")
+    if held := lease_holds(lease, now_s):
+        return d("keep", held)
     ends = [j["end_time"] / 1000 for j in jobs if j.get("end_time")]
     idle_min = (now_s - max([changed_s, *ends])) / 60
     if idle_min < idle_minutes:
         return d("keep", f"no Ray job for {idle_min:.0f} of {idle_minutes} minutes")
-    return d("scale-down", f"no Ray job for {idle_min:.0f} minutes (the stack's idle limit is {idle_minutes})")
+    lapsed = f"; run {lease.get('run')}'s lease expired" if lease else ""
+    return d("scale-down", f"no Ray job for {idle_min:.0f} minutes (the stack's idle limit is {idle_minutes}){lapsed}")
 
 
 # ---- the outside world --------------------------------------------------------------------------------------
@@ -118,6 +149,19 @@ class Kube:
         with urllib.request.urlopen(req, timeout=TIMEOUT_S, context=self.ssl):  # noqa: S310
             pass
 
+    def lease(self, name: str) -> dict | None:
+        """The lease in the record ConfigMap ``name``; None when there is none or it cannot be read or parsed."""
+        req = urllib.request.Request(
+            f"{self.host}/api/v1/namespaces/{self.namespace}/configmaps/{name}",
+            headers={"Authorization": f"Bearer {self.token}"},
+        )
+        try:
+            with urllib.request.urlopen(req, timeout=TIMEOUT_S, context=self.ssl) as resp:  # noqa: S310
+                doc = json.loads(json.loads(resp.read()).get("data", {}).get(LEASE_KEY) or "null")
+        except (OSError, ValueError, AttributeError):
+            return None
+        return doc if isinstance(doc, dict) else None
+
     def event(self, kind: str, message: str, pod: str) -> None:
         now = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
         body = {
@@ -134,7 +178,7 @@ class Kube:
         self._send("POST", f"/api/v1/namespaces/{self.namespace}/events", body, "application/json")
 
     def record(self, name: str, doc: dict) -> None:
-        body = {"data": {"last": json.dumps(doc, sort_keys=True)}}
+        body = {"data": {RECORD_KEY: json.dumps(doc, sort_keys=True)}}
         path = f"/api/v1/namespaces/{self.namespace}/configmaps/{name}"
         self._send("PATCH", path, body, "application/merge-patch+json")
 
@@ -157,6 +201,7 @@ def run_once(env: dict, eks: Any, kube: Any, s3: Any = None, jobs_of=ray_jobs, c
             changed_s,
             idle_minutes,
             idle_nodes,
+            kube.lease(env["RECORD_NAME"]),
         )
         if decision.action == "scale-down":
             eks.update_nodegroup_config(

@@ -2,6 +2,10 @@
 
     python -m automation scale --stack us-west-2 --gpu-nodes 0        # stop paying for GPU nodes, keep the cluster
     python -m automation scale --stack us-west-2 --gpu-nodes 2 --wait # bring them back and wait until Ready
+    python -m automation scale --stack us-west-2 --gpu-nodes 0 --force   # even if a Ray job may be running
+
+A scale-down first asks the Ray job API on the head (automation/scaling.py ``job_keeps_nodes``): a PENDING or
+RUNNING job, or a head that cannot be asked, refuses it (exit 1) unless --force.
 
 `run` does the same on its own (automation/scaling.py): back to gpuNodeCount before `verify`, to
 gpuIdleNodes when it ends. N is 0 to gpuNodeCount (the node group's maximum); the Ray head lives on the
@@ -16,7 +20,7 @@ from typing import Any
 
 from automation.errors import DriverError
 from automation.flags import STACK_PARENT
-from automation.scaling import nodegroup_ref, running_line, set_desired, wait_ready
+from automation.scaling import job_keeps_nodes, nodegroup_ref, running_line, set_desired, sizes, wait_ready
 from automation.targets.aws import AwsDeps, load_config, open_stack
 from infra.config import GpuNodesConfig, known_stacks
 from infra.names import GPU_NODE_SELECTOR
@@ -40,6 +44,9 @@ def add_parser(sub: Any, parents: list[argparse.ArgumentParser]) -> None:
     p = sub.add_parser("scale", parents=[*parents, STACK_PARENT], help=HELP, description=HELP)
     p.add_argument("--gpu-nodes", type=_count, required=True, metavar="N", help=f"GPU nodes, 0 to {NODE_COUNT}")
     p.add_argument("--wait", action="store_true", help="wait until N GPU nodes are Ready (scaling up)")
+    p.add_argument(
+        "--force", action="store_true", help="scale down even if a Ray job runs or the job API cannot be asked"
+    )
 
 
 def run(args: argparse.Namespace, ui: Any, deps: AwsDeps | None = None) -> int:
@@ -56,10 +63,23 @@ def run(args: argparse.Namespace, ui: Any, deps: AwsDeps | None = None) -> int:
         )
     target = open_stack(args.stack, project_dir=args.project_dir, pulumi="always", deps=deps, on_progress=ui.progress)
     ref = nodegroup_ref(target.outputs(), args.stack)
-    scaled = set_desired(target.deps.client("eks"), ref, args.gpu_nodes)
+    eks = target.deps.client("eks")
+    now = sizes(eks, ref)["desiredSize"]
+    if args.gpu_nodes < now and not args.force and (why := job_keeps_nodes(target)):
+        raise DriverError(
+            f"not scaled: node group {ref.nodegroup} stays at {now} because {why}; wait for the job to end "
+            f"(`python -m automation status --stack {args.stack}`) or pass --force to scale down under it"
+        )
+    scaled = set_desired(eks, ref, args.gpu_nodes, ui.progress, target.deps.clock)
     if args.wait and args.gpu_nodes > 0:
         kube = target.kube()
-        seconds = wait_ready(lambda: kube.list_nodes(GPU_NODE_SELECTOR), args.gpu_nodes, on_progress=ui.progress)
+        seconds = wait_ready(
+            lambda: kube.list_nodes(GPU_NODE_SELECTOR),
+            args.gpu_nodes,
+            on_progress=ui.progress,
+            clock=target.deps.clock.now,
+            sleep=target.deps.clock.sleep,
+        )
         scaled = dataclasses.replace(scaled, seconds=round(seconds, 1))
     running = running_line(target, args.gpu_nodes)
     if args.json:

@@ -4,14 +4,22 @@ make or unmake the place the job runs. The Pulumi calls are automation/pulumi_st
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+from pulumi.automation import ConfigValue
 
 from automation.capacity import up_watch
 from automation.errors import DriverError
 from automation.pipeline import Prior, StepResult
-from automation.pulumi_stack import destroy, nodegroup_failure_cause, preview, up
+from automation.pulumi_stack import StackLike, destroy, nodegroup_failure_cause, preview, up
+from automation.scaling import live_desired_size
 from automation.storage import kept_bucket_line
 from automation.targets.aws import GPU_AZ_KEY, AwsTarget
 from automation.targets.local import LocalTarget
+from infra.config import GpuNodesConfig
+
+LIVE_SIZE_KEY = GpuNodesConfig.keyname("live_desired_size", prefixed=True)
 
 
 # ---- the steps ---------------------------------------------------------------------------------------
@@ -60,11 +68,28 @@ def run_up(target: AwsTarget, prior: Prior) -> StepResult:
         c = target.deps.client
         return nodegroup_failure_cause(c("eks"), c("autoscaling"), target.cfg.cluster.name)
 
-    with up_watch(target):  # a GPU node group stuck for want of capacity is said while `up` runs
+    live = live_desired_size(target.deps.client("eks"), target.outputs(), target.cfg.stack)
+    # a GPU node group stuck for want of capacity is said while `up` runs
+    with up_watch(target), live_size_for_up(target.stack(), live):
         result = up(target.stack(), target.on_progress, explain_failure=cause)
     if result.data is not None:
         target.stack_changed(result.data)
     return result
+
+
+@contextmanager
+def live_size_for_up(stack: StackLike, live: int | None) -> Iterator[None]:
+    """For the length of one `up`: the GPU node group's live desired size in the stack's config (the program
+    then sends it, not the stale one in Pulumi's state: infra/efa_nodegroup.py ``driver_scaling``), removed
+    after, so a later `pulumi up` by hand never sends a size read long ago. Nothing when there is no group yet."""
+    if live is None:
+        yield
+        return
+    stack.set_config(LIVE_SIZE_KEY, ConfigValue(value=str(live)))
+    try:
+        yield
+    finally:
+        stack.remove_config(LIVE_SIZE_KEY)
 
 
 def run_destroy(target: AwsTarget, prior: Prior) -> StepResult:

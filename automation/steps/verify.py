@@ -15,10 +15,11 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Protocol
 
+from automation.errors import DriverError
 from automation.kube import PodExec, RayClusterPods
 from automation.pipeline import Expectations, Finding, Prior, StepResult, verdict
 from automation.ray_head import RAY_RESOURCES_SNIPPET, parse_ray_resources
-from automation.scaling import before_verify
+from automation.scaling import Lease, before_verify
 from automation.steps.verify_checks import (
     check_daemonsets,
     check_fi_info,
@@ -45,6 +46,7 @@ class KubeReader(Protocol):
     def list_deployments(self) -> list[dict]: ...
     def get_raycluster(self, namespace: str, name: str) -> dict: ...
     def list_events(self, namespace: str) -> list[dict]: ...
+    def pod_log(self, namespace: str, name: str, container: str, tail_lines: int = 1) -> str: ...
 
 
 # ---- nodes ---------------------------------------------------------------------------------------
@@ -228,11 +230,24 @@ def check_workers(kube: KubeReader, exp: Expectations) -> list[Finding]:
     if any(p.get("status", {}).get("phase") == "Pending" for p in [*heads, *pods]):
         events = kube.list_events(exp.namespace)
         blocked = diagnose_head(heads, events, kube.list_nodes()) or diagnose(
-            pods, events, kube.list_nodes(GPU_NODE_SELECTOR)
+            pods, events, kube.list_nodes(GPU_NODE_SELECTOR), last_log_line(kube, exp.namespace)
         )
         if blocked:
             return blocked
     return [*check_raycluster(kube.get_raycluster(exp.namespace, exp.raycluster), exp), *check_worker_pods(pods, exp)]
+
+
+def last_log_line(kube: KubeReader, namespace: str) -> Callable[[Mapping, str], str]:
+    """(pod, container) -> the container's last log line; '' when the log cannot be read (not started yet)."""
+
+    def last(pod: Mapping, container: str) -> str:
+        try:
+            text = kube.pod_log(namespace, _name(pod), container, tail_lines=1)
+        except DriverError:
+            return ""
+        return (text.strip().splitlines() or [""])[-1]
+
+    return last
 
 
 def check_efa_in_pods(kube: KubeReader, exp: Expectations, pod_exec: PodExec) -> list[Finding]:
@@ -325,8 +340,10 @@ def run_aws(target: AwsTarget, prior: Prior) -> StepResult:
         target.note(scaled.text())
     kube = target.kube()
     exp = target.expectations()
+    # `run` renews its lease at each poll, so the idle guard leaves the nodes to the starting run.
+    sleep = Lease.of(target).sleeping(time.sleep) if target.scale_nodes else time.sleep
     cluster = verify_cluster(
-        kube, exp, kube.exec, target.node_wait_s, target.pod_wait_s, on_progress=target.on_progress
+        kube, exp, kube.exec, target.node_wait_s, target.pod_wait_s, sleep=sleep, on_progress=target.on_progress
     )
     if not cluster.ok:
         return cluster

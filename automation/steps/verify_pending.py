@@ -15,6 +15,13 @@ Two kinds of evidence, each checked against the other before verify gives up wai
 An image that cannot be pulled is certain once the kubelet backs off (ImagePullBackOff) or the name
 is invalid; the first ErrImagePull may be a passing registry error.
 
+A worker can also be stuck before its container starts, in the init container KubeRay 1.5.2 injects into
+every worker (``wait-gcs-ready``: ray-project/kuberay ``ray-operator/controllers/ray/common/pod.go`` at tag
+v1.5.2). It has the Ray container's image, so a bad rayImage shows first as ``Init:ImagePullBackOff`` in
+``initContainerStatuses``; and it loops on ``ray health-check`` against the head's GCS, printing
+"Waiting for GCS to be ready." for 120 s and "Still waiting for GCS to be ready." after, so that second line
+(the container's last log line) is certain evidence that the workers cannot reach the head.
+
 The Ray head pod is read the same way against the nodes its nodeSelector picks (the system node), so
 a head that cannot pull its image or fit its node fails verify within seconds instead of at the
 RayCluster's timeout. What the node objects cannot confirm (a node that is full of other pods but
@@ -24,7 +31,7 @@ whose allocatable would hold the head) is waited out to that timeout, never gues
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 
 from automation.pipeline import Finding
 from automation.steps.verify_checks import HUGEPAGES_FIX, is_ready, name_of, quantity, selects, untolerated_taints
@@ -36,6 +43,15 @@ CANNOT_START = "Ray worker pods cannot start"
 HEAD_CANNOT_START = "Ray head pod cannot start"
 CANNOT_START_CHECKS = frozenset({CANNOT_START, HEAD_CANNOT_START})
 PULL_FAILED = ("ImagePullBackOff", "InvalidImageName", "ErrImageNeverPull")
+# An init container that exits non-zero is restarted with back-off; these waiting reasons are certain.
+INIT_BROKEN = ("CrashLoopBackOff", "CreateContainerConfigError", "CreateContainerError", "RunContainerError")
+GCS_WAIT = "wait-gcs-ready"  # KubeRay 1.5.2's init container in every worker (pod.go)
+GCS_STILL_WAITING = "Still waiting for GCS to be ready"  # what it prints once it has waited 120 s (pod.go)
+IMAGE_FIX = (
+    f"set {RayConfig.keyname('image')} in the stack config to an image the nodes can pull "
+    "(public.ecr.aws needs no credentials; a private registry needs the node role's ECR read policy), "
+    "then run `up` again"
+)
 _HEAD = re.compile(r"\s*0/\d+ nodes are available:\s*(.*)", re.S)
 # A reason without its count (the message of a PreFilter plugin, which stands for every node) counts 0.
 _ITEM = re.compile(r"(?:(\d+)\s+)?(.+)")
@@ -177,18 +193,53 @@ def image_pull_failure(pod: Mapping, check: str = CANNOT_START) -> Finding | Non
                 "fail",
                 f"pod {name_of(pod)} cannot pull image {status.get('image')}: {waiting.get('reason')}: "
                 f"{waiting.get('message', '')}",
-                f"set {RayConfig.keyname('image')} in the stack config to an image the nodes can pull "
-                "(public.ecr.aws needs no credentials; a private registry needs the node role's ECR read policy), "
-                "then run `up` again",
+                IMAGE_FIX,
             )
     return None
 
 
-def diagnose(pods: Sequence[Mapping], events: Sequence[Mapping], gpu_nodes: Sequence[Mapping]) -> list[Finding]:
-    """One failing finding for the first worker pod whose cause is certain; [] while waiting may still help."""
+LogOf = Callable[[Mapping, str], str]  # (pod, container) -> the container's last log line ('' if none)
+
+
+def init_failure(pod: Mapping, log_of: LogOf | None = None, check: str = CANNOT_START) -> Finding | None:
+    """A failing finding when an init container of `pod` is certainly stuck: its image cannot be pulled, it
+    crash-loops, or (``log_of`` given) KubeRay's wait-gcs-ready says it is still waiting for the head's GCS."""
+    pod_name, ns = name_of(pod), pod.get("metadata", {}).get("namespace", "ray")
+    for status in pod.get("status", {}).get("initContainerStatuses") or []:
+        name, state = status.get("name", "?"), status.get("state") or {}
+        waiting, restarts = state.get("waiting") or {}, status.get("restartCount", 0)
+        reason = waiting.get("reason", "")
+        if reason in PULL_FAILED:
+            detail = f"init container {name} cannot pull image {status.get('image')}: {waiting.get('message', '')}"
+            return Finding(check, "fail", f"pod {pod_name} is stuck at Init:{reason}: {detail}", IMAGE_FIX)
+        if reason in INIT_BROKEN:
+            ended = (status.get("lastState") or {}).get("terminated") or {}
+            exited = f"exited {ended.get('exitCode', '?')} ({ended.get('reason', '?')}), {restarts} restart(s)"
+            fix = f"kubectl -n {ns} logs {pod_name} -c {name} --previous shows why it exits"
+            stuck = f"pod {pod_name} is stuck at Init:{reason}: init container {name} {exited}"
+            return Finding(check, "fail", stuck, fix)
+        last = log_of(pod, name) if log_of and name == GCS_WAIT and "running" in state else ""
+        if GCS_STILL_WAITING in last:
+            return Finding(
+                check,
+                "fail",
+                f"pod {pod_name} is stuck at Init: its {name} init container cannot reach the Ray head's GCS "
+                f"({restarts} restart(s); its last log line: {last.strip()!r})",
+                f"the head pod must be Running and Ready (kubectl -n {ns} get pods -l ray.io/node-type=head; kubectl "
+                f"-n {ns} logs <head pod>); the workers reach its GCS through the head Service on port 6379, so the "
+                "GPU nodes' security groups must allow traffic to the system node (the cluster security group)",
+            )
+    return None
+
+
+def diagnose(
+    pods: Sequence[Mapping], events: Sequence[Mapping], gpu_nodes: Sequence[Mapping], log_of: LogOf | None = None
+) -> list[Finding]:
+    """One failing finding for the first worker pod whose cause is certain; [] while waiting may still help.
+    ``log_of`` reads a container's last log line (KubeRay's wait-gcs-ready init container)."""
     pending = [p for p in sorted(pods, key=name_of) if p.get("status", {}).get("phase") == "Pending"]
     for pod in pending:
-        row = image_pull_failure(pod) or unschedulable(pod, events, gpu_nodes)
+        row = init_failure(pod, log_of) or image_pull_failure(pod) or unschedulable(pod, events, gpu_nodes)
         if row:
             others = len(pending) - 1
             more = f" ({others} more worker pod(s) Pending)" if others else ""

@@ -13,7 +13,6 @@ import json
 import os
 import shutil
 import sys
-import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -43,6 +42,7 @@ from automation.pulumi_setup import pulumi_rows
 from automation.pulumi_stack import PULUMI_MISSING, StackLike, outputs_dict, select_stack
 from automation.ray_head import POLL_S, AsksJobServer, HeadJobs, run_to_end
 from automation.run_files import collect_logs, fetch_run
+from automation.scaling import SYSTEM_CLOCK, Clock
 from automation.storage import Durability, outside_run_bucket, require_run, run_locations, split_s3_uri
 from automation.ui import tty_confirm
 from infra.config import ConfigError as StackConfigError
@@ -71,8 +71,9 @@ class AwsDeps:
     pricing: Callable[[], Any] | None = None
     # preflight's rows for this machine's pulumi CLI, backend and passphrase (None: a stand-in stack, not checked)
     pulumi_setup: Callable[[], list[Finding]] | None = None
-    clock: Callable[[], float] = time.monotonic  # how the follow step waits; tests pass a fake clock
-    sleep: Callable[[float], None] = time.sleep
+    # What every wait reads and sleeps on: the follow step's polls, the waits on EKS, the idle guard's lease.
+    # Tests pass a fake clock that moves on sleep.
+    clock: Clock = SYSTEM_CLOCK
     interactive: Callable[[], bool] = lambda: sys.stdin.isatty()  # whether Ctrl-C may ask before leaving a job
 
     @classmethod
@@ -313,10 +314,10 @@ class AwsTarget(AsksJobServer):
         return SubmittedJob(job_id, self.train_args())
 
     def clock(self) -> float:
-        return self.deps.clock()
+        return self.deps.clock.now()
 
     def sleep(self, seconds: float) -> None:
-        self.deps.sleep(seconds)
+        self.deps.clock.sleep(seconds)
 
     def ask_stop(self, question: str) -> bool | None:
         """Asked on a terminal only (--yes never stops a job); a second Ctrl-C or end of input keeps it."""

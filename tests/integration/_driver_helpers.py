@@ -64,10 +64,19 @@ class FakeKubeApi:
 
             def do_GET(self):
                 outer.requests.append(self.path)
-                status, body = outer.route(self.path)
-                data = json.dumps(body).encode()
+                self._answer(*outer.route(self.path))
+
+            def do_PATCH(self):
+                outer.requests.append(f"PATCH {self.path}")
+                n = int(self.headers.get("Content-Length") or 0)
+                patch = json.loads(self.rfile.read(n)) if n else {}
+                self._answer(*outer.patch(self.path, self.headers.get("Content-Type", ""), patch))
+
+            def _answer(self, status: int, body: Any) -> None:
+                text = isinstance(body, str)
+                data = body.encode() if text else json.dumps(body).encode()
                 self.send_response(status)
-                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Type", "text/plain" if text else "application/json")
                 self.send_header("Content-Length", str(len(data)))
                 self.end_headers()
                 self.wfile.write(data)
@@ -103,14 +112,41 @@ class FakeKubeApi:
             rc = self.objects["raycluster"]
             if rc["metadata"]["namespace"] == m.group(1) and rc["metadata"]["name"] == m.group(2):
                 return 200, rc
-        return 404, {
-            "kind": "Status",
-            "apiVersion": "v1",
-            "status": "Failure",
-            "reason": "NotFound",
-            "code": 404,
-            "message": f"{u.path} not found",
-        }
+        if (m := re.fullmatch(r"/api/v1/namespaces/([^/]+)/configmaps/([^/]+)", u.path)) and (
+            cm := self._cm(*m.groups())
+        ):
+            return 200, cm
+        if m := re.fullmatch(r"/api/v1/namespaces/([^/]+)/pods/([^/]+)/log", u.path):
+            # objects["logs"]: {"<namespace>/<pod>/<container>": "text"}; tailLines as the API applies it
+            container = parse_qs(u.query).get("container", [""])[0]
+            text = self.objects.get("logs", {}).get(f"{m.group(1)}/{m.group(2)}/{container}")
+            if text is not None:
+                tail = int(parse_qs(u.query).get("tailLines", ["0"])[0])
+                return 200, "".join(text.splitlines(keepends=True)[-tail:] if tail else text)
+        return _not_found(u.path)
+
+    def _cm(self, namespace: str, name: str) -> dict | None:
+        """A ConfigMap of objects["configmaps"] (a ConfigMapList), or None."""
+        items = self.objects.get("configmaps", {}).get("items", [])
+        return next(
+            (c for c in items if (c["metadata"].get("namespace"), c["metadata"]["name"]) == (namespace, name)), None
+        )
+
+    def patch(self, path: str, content_type: str, patch: dict) -> tuple[int, Any]:
+        """A JSON merge patch (RFC 7386: a null removes the key) of a ConfigMap's data, as the API applies one."""
+        m = re.fullmatch(r"/api/v1/namespaces/([^/]+)/configmaps/([^/]+)", urlparse(path).path)
+        cm = self._cm(*m.groups()) if m else None
+        if cm is None:
+            return _not_found(path)
+        if content_type != "application/merge-patch+json":
+            return 415, {"kind": "Status", "code": 415, "message": f"unsupported patch type {content_type}"}
+        data = cm.setdefault("data", {})
+        for k, v in (patch.get("data") or {}).items():
+            if v is None:
+                data.pop(k, None)
+            else:
+                data[k] = v
+        return 200, cm
 
     def kubeconfig(self) -> dict:
         return kubeconfig_for(self.url)
@@ -122,6 +158,17 @@ class FakeKubeApi:
     def __exit__(self, *exc) -> None:
         self.server.shutdown()
         self.server.server_close()
+
+
+def _not_found(path: str) -> tuple[int, Any]:
+    return 404, {
+        "kind": "Status",
+        "apiVersion": "v1",
+        "status": "Failure",
+        "reason": "NotFound",
+        "code": 404,
+        "message": f"{path} not found",
+    }
 
 
 def tar_b64(files: dict[str, bytes]) -> str:
@@ -232,6 +279,11 @@ class FakeStack:
         """Records the value (a pulumi.automation.ConfigValue) like `pulumi config set` would store it."""
         self.calls.append(f"set_config {key}")
         self.config[key] = value
+
+    def remove_config(self, key, *, path=False):
+        """Forgets the key like `pulumi config rm` would."""
+        self.calls.append(f"remove_config {key}")
+        self.config.pop(key, None)
 
     def outputs(self):
         from pulumi.automation import OutputValue

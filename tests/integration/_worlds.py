@@ -152,31 +152,82 @@ def node_not_ready(objects: dict) -> None:
     ]
 
 
-def image_pull_failing(objects: dict, image: str = "public.ecr.aws/deep-learning-containers/ray:no-such-tag") -> None:
-    """The workers' image cannot be pulled: scheduled on their nodes, Pending, ImagePullBackOff."""
+def _initializing(pod: dict, image: str, init_state: dict, restarts: int = 0) -> None:
+    """The worker as the kubelet shows it while its init container (KubeRay's wait-gcs-ready, which has the
+    worker's image: tests/fixtures/k8s/README.md) has not completed: scheduled, Pending, Initialized False, the
+    init container in ``init_state`` and the worker container waiting on PodInitializing (`kubectl get pods`
+    then shows Init:<reason> or Init:0/1)."""
+    pod["spec"]["containers"][0]["image"] = pod["spec"]["initContainers"][0]["image"] = image
+    not_ready = {
+        "status": "False",
+        "reason": "ContainersNotInitialized",
+        "message": "containers with incomplete status: [wait-gcs-ready]",
+    }
+    pod["status"] = {
+        "phase": "Pending",
+        "qosClass": "Guaranteed",
+        "conditions": [
+            {"type": "PodScheduled", "status": "True"},
+            {"type": "Initialized", **not_ready},
+            {"type": "Ready", "status": "False"},
+        ],
+        "initContainerStatuses": [
+            {
+                "name": "wait-gcs-ready",
+                "image": image,
+                "imageID": "",
+                "ready": False,
+                "restartCount": restarts,
+                "started": "running" in init_state,
+                "state": init_state,
+            }
+        ],
+        "containerStatuses": [
+            {
+                "name": "ray-worker",
+                "image": image,
+                "imageID": "",
+                "ready": False,
+                "restartCount": 0,
+                "started": False,
+                "state": {"waiting": {"reason": "PodInitializing"}},
+            }
+        ],
+    }
+
+
+def image_pull_failing(
+    objects: dict,
+    image: str = "public.ecr.aws/deep-learning-containers/ray:no-such-tag",
+    reason: str = "ImagePullBackOff",
+) -> None:
+    """The workers' image cannot be pulled: scheduled on their nodes, Pending, and the first container to need
+    it, the wait-gcs-ready init container, backs off (Init:ImagePullBackOff; the first attempt: ErrImagePull)."""
+    message = f'Back-off pulling image "{image}"' if reason == "ImagePullBackOff" else f'failed to pull "{image}"'
     for pod in workers(objects):
-        pod["spec"]["containers"][0]["image"] = image
-        pod["status"] = {
-            "phase": "Pending",
-            "qosClass": "Guaranteed",
-            "conditions": [{"type": "PodScheduled", "status": "True"}, {"type": "Ready", "status": "False"}],
-            "containerStatuses": [
-                {
-                    "name": "ray-worker",
-                    "image": image,
-                    "imageID": "",
-                    "ready": False,
-                    "restartCount": 0,
-                    "started": False,
-                    "state": {
-                        "waiting": {
-                            "reason": "ImagePullBackOff",
-                            "message": f'Back-off pulling image "{image}"',
-                        }
-                    },
-                }
-            ],
-        }
+        _initializing(pod, image, {"waiting": {"reason": reason, "message": message}})
+    _raycluster_not_provisioned(objects)
+
+
+# The wait-gcs-ready loop's lines as KubeRay 1.5.2 prints them (pod.go: every 5 s, the wording changes after 120 s).
+GCS_WAIT_LOG = "".join(
+    [f"{s} seconds elapsed: Waiting for GCS to be ready.\n" for s in range(0, 121, 5)]
+    + [
+        f"{s} seconds elapsed: Still waiting for GCS to be ready. For troubleshooting, refer to the FAQ at "
+        "https://docs.ray.io/en/master/cluster/kubernetes/troubleshooting.html.\n"
+        for s in range(125, 181, 5)
+    ]
+)
+
+
+def gcs_unreachable(objects: dict) -> None:
+    """The head runs, but the workers cannot reach its GCS (e.g. the GPU nodes' security group blocks the
+    system node's port 6379): each worker's wait-gcs-ready has been running 3 minutes and its log says it is
+    still waiting."""
+    for pod in workers(objects):
+        image = pod["spec"]["containers"][0]["image"]
+        _initializing(pod, image, {"running": {"startedAt": "2026-12-02T10:13:31Z"}})
+        objects.setdefault("logs", {})[f"ray/{pod['metadata']['name']}/wait-gcs-ready"] = GCS_WAIT_LOG
     _raycluster_not_provisioned(objects)
 
 
@@ -246,6 +297,7 @@ WORLDS: dict[str, Any] = {
     "efa-plugin-crashloop": efa_plugin_crashlooping,
     "node-not-ready": node_not_ready,
     "image-pull": image_pull_failing,
+    "gcs-unreachable": gcs_unreachable,
     "untolerated-taint": workers_without_gpu_toleration,
     "node-selector": workers_selecting_no_node,
     "head-image-pull": head_image_pull_failing,

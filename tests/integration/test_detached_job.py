@@ -22,7 +22,7 @@ from _ray_jobs import Clock, FakeRayJobs, Fault, JobScript, parse_request, train
 from _shared_env import MOTO_CLUSTER, MOTO_NODEGROUP, MOTO_REGION
 from test_driver_pipeline import NCCL, SUMMARY, KubeWithExec
 
-from automation import cli, steps
+from automation import cli, scaling, steps
 from automation.commands import run_steps
 from automation.kube import ExecResult
 from automation.pipeline import StepResult
@@ -130,8 +130,7 @@ def cli_on(world: World, monkeypatch, argv: list[str], interactive: bool = False
                 stack=lambda: stack,
                 kube=lambda kc: KubeWithExec(kc, world.exec),
                 confirm=lambda question: answer,
-                clock=world.clock,
-                sleep=world.sleep,
+                clock=scaling.Clock(now=world.clock, sleep=world.sleep),
                 interactive=lambda: interactive,
             )
             known = {k: options[k] for k in ("yes", "detach", "job_timeout_s", "attach_job") if k in options}

@@ -156,7 +156,8 @@ def test_run_executes_every_step_in_order(aws):
         result = run(make_target(api, stack), PIPELINE)
     assert result.ok, f"expected success, failed at {result.failed_step}: {result.reason}"
     assert step_names(result) == list(PIPELINE), f"expected {list(PIPELINE)}, got {step_names(result)}"
-    assert stack.calls == ["preview", "up"], f"expected preview then up on the stack, got {stack.calls}"
+    # `up` reads the outputs first: the GPU node group's live size is kept (automation/steps/stack.py)
+    assert stack.calls == ["preview", "outputs", "up"], f"expected preview then up on the stack, got {stack.calls}"
 
 
 def test_preview_failure_stops_before_up(aws):
@@ -327,7 +328,8 @@ WORLD_CAUSES = {
     "gpus": ("Ray worker pods cannot start", "Insufficient nvidia.com/gpu", "NVIDIA device plugin"),
     "efa-plugin-crashloop": (f"node {worlds.GPU_NODE}", "vpc.amazonaws.com/efa >= 1, got 0", "EFA device plugin pod"),
     "node-not-ready": (f"node {worlds.GPU_NODE}", "NotReady", f"kubectl describe node {worlds.GPU_NODE}"),
-    "image-pull": ("Ray worker pods cannot start", "ImagePullBackOff", "rayImage"),
+    "image-pull": ("Ray worker pods cannot start", "Init:ImagePullBackOff", "rayImage"),
+    "gcs-unreachable": ("Ray worker pods cannot start", "cannot reach the Ray head's GCS", "port 6379"),
     "untolerated-taint": ("Ray worker pods cannot start", "is Pending: untolerated taint", "toleration"),
     "node-selector": ("Ray worker pods cannot start", "is Pending: node selector/affinity", "nodeSelector"),
     "head-image-pull": ("Ray head pod cannot start", "ImagePullBackOff", "rayImage"),

@@ -233,7 +233,52 @@ def test_image_pull_backoff_fails_at_once_naming_the_image():
     worlds.image_pull_failing(objects)
     rows = failing(verify_until_first_sleep(objects))
     detail = rows.get("Ray worker pods cannot start", "")
-    assert "cannot pull image public.ecr.aws/deep-learning-containers/ray:no-such-tag: ImagePullBackOff" in detail, rows
+    assert "cannot pull image public.ecr.aws/deep-learning-containers/ray:no-such-tag" in detail, rows
+
+
+def test_a_worker_stuck_at_init_image_pull_back_off_is_named_with_cause_and_fix():
+    objects = helpers.load_k8s()
+    worlds.image_pull_failing(objects)
+    result = verify_until_first_sleep(objects)
+    row = next(f for f in result.findings if f.status == "fail")
+    pod = worlds.workers(objects)[0]["metadata"]["name"]
+    assert f"pod {pod} is stuck at Init:ImagePullBackOff: init container wait-gcs-ready" in row.detail, row
+    assert "rayImage" in row.fix, row.fix
+
+
+def test_init_image_pull_back_off_is_named_within_one_poll_of_its_first_event():
+    """First poll: ErrImagePull (may pass); the kubelet then backs off, and the next poll names it."""
+    objects = helpers.load_k8s()
+    worlds.image_pull_failing(objects, reason="ErrImagePull")
+    polls = []
+
+    def kubelet_backs_off():
+        polls.append(1)
+        if len(polls) > 1:
+            raise AssertionError("verify polled again after the back-off was visible")
+        worlds.image_pull_failing(objects, reason="ImagePullBackOff")
+
+    rows = failing(verify_until_first_sleep(objects, on_sleep=kubelet_backs_off))
+    assert (len(polls), "Init:ImagePullBackOff" in rows.get("Ray worker pods cannot start", "")) == (1, True), rows
+
+
+def test_workers_that_cannot_reach_the_gcs_are_named_once_wait_gcs_ready_says_still_waiting():
+    objects = helpers.load_k8s()
+    worlds.gcs_unreachable(objects)
+    rows = failing(verify_until_first_sleep(objects))
+    detail = rows.get("Ray worker pods cannot start", "")
+    assert "cannot reach the Ray head's GCS" in detail and "Still waiting for GCS" in detail, rows
+
+
+def test_wait_gcs_ready_in_its_first_two_minutes_is_waited_out():
+    """KubeRay's loop says "Waiting for GCS" for 120 s, while a head that is starting may still come up."""
+    objects = helpers.load_k8s()
+    healthy = helpers.load_k8s()
+    worlds.gcs_unreachable(objects)
+    for key in objects["logs"]:
+        objects["logs"][key] = "".join(worlds.GCS_WAIT_LOG.splitlines(keepends=True)[:10])
+    result, waits = healed_after_one_wait(objects, healthy)
+    assert (result.status, waits) == ("pass", 1), f"expected a pass after one wait: {failing(result)}"
 
 
 def test_insufficient_gpu_event_is_waited_out_while_the_nodes_can_hold_the_pod():
@@ -241,14 +286,19 @@ def test_insufficient_gpu_event_is_waited_out_while_the_nodes_can_hold_the_pod()
     objects = helpers.load_k8s()
     healthy = helpers.load_k8s()
     worlds.workers_unschedulable(objects, "nvidia.com/gpu", "4")  # the request the nodes do hold
+    result, waits = healed_after_one_wait(objects, healthy)
+    assert (result.status, waits) == ("pass", 1), f"expected a pass after one wait: {failing(result)}, {waits}"
+
+
+def healed_after_one_wait(objects: dict, healthy: dict):
+    """verify over ``objects``, which become ``healthy`` at its first wait: (its result, how many waits)."""
     sleeps = []
 
-    def plugin_registers():
+    def heals():
         sleeps.append(1)
         objects.update(healthy)
 
-    result = verify_until_first_sleep(objects, on_sleep=plugin_registers)
-    assert (result.status, len(sleeps)) == ("pass", 1), f"expected a pass after one wait: {failing(result)}, {sleeps}"
+    return verify_until_first_sleep(objects, on_sleep=heals), len(sleeps)
 
 
 def test_huge_page_check_is_skipped_when_the_workers_request_none():

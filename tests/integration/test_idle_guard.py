@@ -50,6 +50,9 @@ class Recorder:
     def record(self, name, doc):
         self.records.append(doc)
 
+    def lease(self, name):
+        return None  # no run is starting
+
 
 @pytest.fixture
 def eks(moto_eks):
@@ -236,6 +239,21 @@ def test_kube_posts_an_event_and_merge_patches_the_record(tmp_path):
         {"action": "scale-down"},
     ), (h2, b2)
     assert h1["Authorization"] == "Bearer sa-token"
+
+
+def test_kube_reads_the_lease_from_the_record_and_none_when_the_record_is_missing(tmp_path):
+    (tmp_path / "token").write_text("sa-token\n")
+    (tmp_path / "ca.crt").write_text(open(certifi.where()).read())
+    lease = {"run": "r1", "what": "starting", "until": HOUR_LATER}
+    record = {"data": {"last": "{}", "lease": json.dumps(lease)}}
+    server = Server(lambda m, p, b: (200, record) if p.endswith("/configmaps/idle-guard-record") else (404, {}))
+    try:
+        kube = Kube("ray", server.url, sa_dir=str(tmp_path))
+        got, missing = kube.lease("idle-guard-record"), kube.lease("no-such-record")
+    finally:
+        server.close()
+    assert (got, missing) == (lease, None), (got, missing)
+    assert server.requests[0][:2] == ("GET", "/api/v1/namespaces/ray/configmaps/idle-guard-record"), server.requests
 
 
 # ---- the guard in the render ------------------------------------------------------------------------------

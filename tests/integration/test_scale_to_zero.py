@@ -10,6 +10,7 @@ import json
 import _driver_helpers as helpers  # tests/integration is on pytest's pythonpath
 import boto3
 import pytest
+from _cloud_fakes import ClusterKube, FakeClock
 from _shared_env import MOTO_CLUSTER, MOTO_NODEGROUP, MOTO_REGION
 from botocore.stub import Stubber
 
@@ -17,7 +18,6 @@ from automation import cli
 from automation.commands import scale
 from automation.commands.status import aws_status
 from automation.errors import DriverError
-from automation.kube import KubeApi
 from automation.scaling import (
     NodeGroupRef,
     Scaled,
@@ -69,8 +69,8 @@ def test_eks_refusal_is_one_error_naming_the_code(eks):
     stub.add_response(
         "describe_nodegroup", {"nodegroup": {"scalingConfig": {"desiredSize": 2, "minSize": 0, "maxSize": 2}}}
     )
-    stub.add_client_error("update_nodegroup_config", "ResourceInUseException", "Nodegroup is currently CREATING")
-    with stub, pytest.raises(DriverError, match="ResourceInUseException"):
+    stub.add_client_error("update_nodegroup_config", "AccessDeniedException", "not authorized")
+    with stub, pytest.raises(DriverError, match="AccessDeniedException"):
         set_desired(eks, REF, 0)
 
 
@@ -105,21 +105,24 @@ def test_wait_ready_gives_up_after_its_timeout_naming_what_is_ready():
 
 def test_scale_up_before_verify_restores_the_node_count_and_times_it(eks):
     set_desired(eks, REF, 0)
-    clock = Clock()
+    clock = FakeClock()
     seen = iter([[], ready_nodes(2)])
     # The recorded nodes turned Ready in 2026-12 before this test's clock: none counts as come up for it.
     listed = lambda: next(seen, ready_nodes(2))  # noqa: E731
-    scaled = scale_up_for_run(eks, REF, 2, listed, lambda s: None, clock=clock, sleep=clock.sleep)
+    scaled = scale_up_for_run(eks, REF, 2, listed, lambda s: None, clock.clock())
     assert (scaled, sizes(eks, REF)["desiredSize"]) == (Scaled(NODEGROUP, 0, 2, 10.0), 2), f"got {scaled}"
 
 
 # ---- run's end and the scale command, through the target --------------------------------------------
-def target_for(api, **kw) -> AwsTarget:
+def target_for(api, eks=None, clock: FakeClock | None = None, jobs: list | None = (), **kw) -> AwsTarget:
+    """A target of the us-west-2 stack over moto (or ``eks``), the fake cluster ``api`` and a fake clock; its head
+    answers the Ray job list ``jobs`` (None: the job API cannot be asked)."""
     outputs = {"region": REGION, "cluster_name": CLUSTER, "nodegroup_name": NODEGROUP, "kubeconfig": api.kubeconfig()}
     deps = AwsDeps(
-        client=lambda name: boto3.client(name, region_name=REGION),
+        client=lambda name: eks if name == "eks" and eks is not None else boto3.client(name, region_name=REGION),
         stack=lambda: helpers.FakeStack("us-west-2", outputs=outputs),
-        kube=KubeApi,
+        kube=lambda kubeconfig: ClusterKube(kubeconfig, None if jobs is None else list(jobs)),
+        clock=(clock or FakeClock()).clock(),
     )
     return AwsTarget(cfg=helpers.stack_config(), deps=deps, run_id="r1", **kw)
 
@@ -145,26 +148,31 @@ def test_a_failed_scale_down_is_said_with_the_command_that_fixes_it(eks):
     assert "NOT scaled down" in line and "scale --stack us-west-2 --gpu-nodes 0" in line, line
 
 
-def run_with_steps(monkeypatch, argv: list[str], failing: dict | None = None) -> int:
+def run_with_steps(
+    monkeypatch, argv: list[str], failing: dict | None = None, real: dict | None = None, objects=None, **target_kw
+) -> int:
     """`cli.main(argv)` with every pipeline step standing in (each passes, or raises what `failing` names for
-    it) over a target on the fake cluster: what is real is the end of the run, against moto."""
+    it, or runs what `real` gives for it) over a target on the fake cluster (``objects``; ``target_kw`` as
+    `target_for` takes them): what is real is the end of the run, against moto."""
     from automation import steps
     from automation.pipeline import StepResult
     from automation.targets import aws
 
-    def step(name: str) -> StepResult:
+    def step(name: str, target, prior) -> StepResult:
         if failing and name in failing:
             raise failing[name]
+        if real and name in real:
+            return real[name](target, prior)
         return StepResult(name, "pass", "ok")
 
-    with helpers.FakeKubeApi() as api:
-        made = target_for(api)
+    with helpers.FakeKubeApi(objects) as api:
+        made = target_for(api, **target_kw)
         monkeypatch.setattr(aws, "open_stack", lambda stack, **options: made)
         monkeypatch.setattr(
             aws.AwsTarget, "price", lambda self, gpu_nodes=None: aws.CostEstimate(None, (), "not priced")
         )
         for name in aws.PIPELINE:
-            monkeypatch.setitem(steps.STEPS, name, lambda t, p, name=name: step(name))
+            monkeypatch.setitem(steps.STEPS, name, lambda t, p, name=name: step(name, t, p))
         return cli.main(argv)
 
 
@@ -176,8 +184,10 @@ def test_cli_run_ends_with_the_gpu_nodes_at_zero(eks, capsys, monkeypatch):
     assert any("scaled from 2 to 0" in n for n in doc["notes"]), f"expected the scale-down in the notes: {doc['notes']}"
 
 
-def scale_args(n: int, **kw) -> argparse.Namespace:
-    return argparse.Namespace(stack="us-west-2", gpu_nodes=n, wait=False, json=True, project_dir=helpers.REPO, **kw)
+def scale_args(n: int, force: bool = False, **kw) -> argparse.Namespace:
+    return argparse.Namespace(
+        stack="us-west-2", gpu_nodes=n, wait=False, force=force, json=True, project_dir=helpers.REPO, **kw
+    )
 
 
 def test_scale_command_sets_the_size_and_prints_it(eks, capsys):

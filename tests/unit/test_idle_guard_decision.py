@@ -16,8 +16,13 @@ def job(status: str, end_min_ago: float | None = None) -> dict:
     return {"submission_id": "r1", "status": status, "end_time": end}
 
 
-def at(jobs, desired=2, status="ACTIVE", changed_min_ago=120.0, idle_minutes=30, idle_nodes=0):
-    return decide(NOW, jobs, desired, status, NOW - changed_min_ago * MIN, idle_minutes, idle_nodes)
+def at(jobs, desired=2, status="ACTIVE", changed_min_ago=120.0, idle_minutes=30, idle_nodes=0, lease=None):
+    return decide(NOW, jobs, desired, status, NOW - changed_min_ago * MIN, idle_minutes, idle_nodes, lease)
+
+
+def lease(minutes_left: float) -> dict:
+    """The lease `run` writes (automation/scaling.py Lease) with ``minutes_left`` before it expires."""
+    return {"run": "r9", "what": "starting", "until": NOW + minutes_left * MIN}
 
 
 @pytest.mark.parametrize("status", ["RUNNING", "PENDING"])
@@ -60,3 +65,21 @@ def test_a_node_group_that_is_updating_waits():
 
 def test_zero_minutes_turns_the_guard_off():
     assert at([], idle_minutes=0).action == "nothing"
+
+
+def test_a_held_lease_keeps_an_idle_node_group_and_names_the_run():
+    d = at([], changed_min_ago=300, lease=lease(5))
+    assert d.action == "keep" and "run r9 starting" in d.reason, d
+
+
+def test_an_expired_lease_is_ignored():
+    assert at([], changed_min_ago=300, lease=lease(-1)).action == "scale-down"
+
+
+def test_a_scale_down_past_an_expired_lease_names_the_run_that_left_it():
+    d = at([], changed_min_ago=300, lease=lease(-1))
+    assert "run r9's lease expired" in d.reason, d
+
+
+def test_a_lease_without_a_readable_until_is_ignored():
+    assert at([], changed_min_ago=300, lease={"run": "r9", "until": "soon"}).action == "scale-down"

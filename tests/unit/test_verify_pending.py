@@ -194,3 +194,35 @@ def test_running_head_gives_no_finding():
     pod = ray_head(memory="32Gi")
     pod["status"]["phase"] = "Running"
     assert diagnose_head([pod], [head_event(HEAD_SHORT)], [system_node()]) == [], "a Running head is not Pending"
+
+
+# ---- KubeRay's wait-gcs-ready init container (tests/fixtures/k8s/README.md names its source) ------------------
+def initializing(state: dict, restarts: int = 0, last: dict | None = None) -> dict:
+    """A worker whose wait-gcs-ready init container is in ``state`` (the kubelet's initContainerStatuses)."""
+    pod = worker()
+    status = {"name": "wait-gcs-ready", "image": "img", "restartCount": restarts, "state": state}
+    pod["status"]["initContainerStatuses"] = [{**status, **({"lastState": last} if last else {})}]
+    pod["status"]["containerStatuses"] = [{"name": "ray-worker", "state": {"waiting": {"reason": "PodInitializing"}}}]
+    return pod
+
+
+def test_a_first_init_image_pull_error_is_waited_out():
+    pod = initializing({"waiting": {"reason": "ErrImagePull", "message": "rpc error"}})
+    assert diagnose([pod], [], [gpu_node()]) == [], "the first pull error may pass"
+
+
+def test_a_crash_looping_init_container_is_named_with_its_exit_and_the_log_to_read():
+    last = {"terminated": {"exitCode": 127, "reason": "Error"}}
+    pod = initializing({"waiting": {"reason": "CrashLoopBackOff"}}, restarts=4, last=last)
+    (row,) = diagnose([pod], [], [gpu_node()])
+    assert "Init:CrashLoopBackOff: init container wait-gcs-ready exited 127 (Error), 4 restart(s)" in row.detail, row
+    assert "logs w0 -c wait-gcs-ready --previous" in row.fix, row.fix
+
+
+def test_a_running_wait_gcs_ready_is_judged_by_its_last_log_line():
+    pod = initializing({"running": {"startedAt": "2026-12-02T10:13:31Z"}})
+    waiting = "100 seconds elapsed: Waiting for GCS to be ready."
+    still = "125 seconds elapsed: Still waiting for GCS to be ready. For troubleshooting, refer to the FAQ at x."
+    early = diagnose([pod], [], [gpu_node()], log_of=lambda p, c: waiting)
+    late = [r.check for r in diagnose([pod], [], [gpu_node()], log_of=lambda p, c: still)]
+    assert (early, late) == ([], [CANNOT_START]), (early, late)
