@@ -33,8 +33,9 @@ from typing import Literal
 
 from automation.errors import DriverError
 from automation.kube import ExecResult
+from automation.scaling import JOBS_SNIPPET
 
-Action = Literal["submit", "status", "logs", "stop", "list"]
+Action = Literal["submit", "status", "logs", "stop", "list", "rest-list"]
 # Options of `ray job` commands that take a value (cli.py's click options and add_click_logging_options).
 VALUE_OPTIONS = frozenset(
     {
@@ -80,7 +81,10 @@ def _words(script: str) -> str:
 def parse_request(argv: list[str]) -> JobRequest | None:
     """The `ray job` request an exec'd command makes, or None when it is no job request.
 
-    The log read is automation/ray_head.py's LOGS_SCRIPT: `sh -c SCRIPT sh ADDRESS JOB_ID K`."""
+    The log read is automation/ray_head.py's LOGS_SCRIPT: `sh -c SCRIPT sh ADDRESS JOB_ID K`; the job list
+    before a scale-down is automation/scaling.py's JOBS_SNIPPET (GET /api/jobs/ from the head pod)."""
+    if argv == ["python", "-c", JOBS_SNIPPET]:
+        return JobRequest("rest-list")
     if argv[:2] == ["sh", "-c"] and len(argv) == 7 and "ray job logs" in _words(argv[2]):
         return JobRequest("logs", argv[5], (("--address", argv[4]),), first_line=int(argv[6]))
     if argv[:2] != ["ray", "job"] or len(argv) < 3:
@@ -237,6 +241,10 @@ class FakeRayJobs:
         header = [record(42, f"Job submission server address: {req.option('--address')}")]
         if req.action == "submit":
             return self._submit(req, header)
+        if req.action == "rest-list":  # JSON of JobDetails (ray/dashboard/modules/job/common.py): the fields read
+            now = self.clock()
+            listed = [{"submission_id": j.job_id, "status": j.status(now)} for j in self.jobs.values()]
+            return ExecResult(0, json.dumps(listed) + "\n", "")
         job = self.jobs.get(req.job_id or "")
         if job is None:
             return ExecResult(1, "\n".join(header) + "\n", f"RuntimeError: Job {req.job_id} does not exist.\n")
