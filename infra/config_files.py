@@ -227,6 +227,13 @@ def check_region(stack: str, region: Any) -> str:
             f"aws:region {region!r} is not an AWS region: {close_match(str(region), known_regions())} "
             f"(the list is {REGIONS_FILE.name}; add a new region there)"
         )
+    if stack in known_regions() and region != stack:
+        # A stack named after a region is read as that region everywhere a user looks (status lines,
+        # the capacity finder's stacks, the README's examples); deploying it elsewhere would be a surprise.
+        raise ConfigError(
+            f"stack {stack!r} is named after region {stack} but Pulumi.{stack}.yaml sets aws:region {region!r}: "
+            f"set 'aws:region: {stack}', or name the stack after its region (Pulumi.{region}.yaml)"
+        )
     return str(region)
 
 
