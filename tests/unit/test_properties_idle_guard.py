@@ -133,3 +133,61 @@ def test_one_idle_minute_is_a_working_guard_and_zero_turns_it_off():
     on = decide(NOW, [], 2, "ACTIVE", NOW - 2 * 60, 1, 0)
     off = decide(NOW, [], 2, "ACTIVE", NOW - 2 * 60, 0, 0)
     assert (on.action, off.action) == ("scale-down", "nothing"), f"1 minute: {on}; 0 minutes: {off}"
+
+
+# ---- which field of EKS's answer counts as the group's last change (run_once) ---------------------------------
+class _Eks:
+    """EKS's DescribeNodegroup answer (https://docs.aws.amazon.com/eks/latest/APIReference/API_Nodegroup.html:
+    createdAt, modifiedAt as timestamps, scalingConfig.desiredSize, status), and the scale-down calls made."""
+
+    def __init__(self, created_ago_s: float, modified_ago_s: float | None):
+        from datetime import UTC, datetime
+
+        def at(ago: float) -> datetime:
+            return datetime.fromtimestamp(NOW - ago, UTC)
+
+        self.group = {"createdAt": at(created_ago_s), "status": "ACTIVE", "scalingConfig": {"desiredSize": 2}}
+        if modified_ago_s is not None:
+            self.group["modifiedAt"] = at(modified_ago_s)
+        self.updates: list[dict] = []
+
+    def describe_nodegroup(self, **kw):
+        return {"nodegroup": self.group}
+
+    def update_nodegroup_config(self, **kw):
+        self.updates.append(kw)
+
+
+class _Kube:
+    def event(self, *a):
+        pass
+
+    def record(self, *a):
+        pass
+
+
+ENV = {
+    "CLUSTER_NAME": "ray-efa-eks",
+    "NODEGROUP_NAME": "gpu-ng",
+    "IDLE_MINUTES": "30",
+    "IDLE_NODES": "0",
+    "RAY_JOBS_URL": "http://ray-head:8265/api/jobs/",
+    "RECORD_NAME": "idle-guard-record",
+}
+
+
+def _updates(eks: _Eks) -> list[dict]:
+    from infra.idle_guard_script import run_once
+
+    run_once(ENV, eks, _Kube(), None, jobs_of=lambda url: [], clock=lambda: NOW)
+    return eks.updates
+
+
+def test_a_scale_up_minutes_ago_on_a_group_created_long_ago_keeps_the_nodes():
+    # `run` scaled the group up 5 minutes ago (modifiedAt); it was created 30 days ago (createdAt)
+    assert _updates(_Eks(created_ago_s=30 * DAY_S, modified_ago_s=5 * 60)) == [], "scaled down a fresh scale-up"
+
+
+def test_a_group_never_modified_counts_from_its_creation():
+    got = _updates(_Eks(created_ago_s=2 * WINDOW_S, modified_ago_s=None))
+    assert got == [{"clusterName": "ray-efa-eks", "nodegroupName": "gpu-ng", "scalingConfig": {"desiredSize": 0}}], got
