@@ -128,3 +128,9 @@ def test_a_quota_one_vcpu_short_is_not_usable():
 def test_an_unread_quota_is_not_usable():
     z = Zone("us-west-2", "us-west-2a", offered=True, efa=True, vcpus_needed=48, vcpus_free=None)
     assert (z.quota_ok, z.usable) == (None, False), f"quota unread: got quota_ok={z.quota_ok}, usable={z.usable}"
+
+
+def test_a_zone_whose_efa_could_not_be_read_is_not_usable():
+    # DescribeInstanceTypes failed there (efa None): usable claims `up` could create EFA nodes, which is unknown
+    z = Zone("us-west-2", "us-west-2a", offered=True, efa=None, vcpus_needed=48, vcpus_free=96.0)
+    assert not z.usable, f"EFA unknown: expected not usable, got usable (quota_ok={z.quota_ok})"
