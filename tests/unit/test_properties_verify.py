@@ -93,3 +93,15 @@ def test_one_gpu_node_the_plugin_cannot_reach_fails_it_wherever_that_node_is_lis
     }
     rows = check_daemonsets([ds], nodes)
     assert not _passes(rows, "EFA device plugin"), f"node {miss} of {n} unreachable: got {rows}"
+
+
+def test_a_plugin_short_of_its_desired_pods_fails_even_when_its_ready_count_matches_the_gpu_nodes():
+    # desired 3: the 2 GPU nodes and a system node; 2 ready. The status counts pods, not which node holds them,
+    # so the one not ready may be on a GPU node: coverage is not shown.
+    nodes = [{"metadata": {"name": f"gpu-{i}", "labels": {"role": "gpu-worker"}}} for i in range(2)]
+    ds = {
+        "metadata": {"name": "aws-efa-k8s-device-plugin", "namespace": "kube-system"},
+        "status": {"desiredNumberScheduled": 3, "numberReady": 2},
+    }
+    rows = check_daemonsets([ds], nodes)
+    assert not _passes(rows, "EFA device plugin"), f"2 of 3 ready counted as covering 2 GPU nodes: {rows}"
