@@ -167,13 +167,14 @@ def test_a_stack_file_that_cannot_be_parsed_is_named_by_a_command_reading_every_
 
 
 @pytest.mark.parametrize("command", ["render", "preflight", "status"])
-def test_a_stack_named_after_another_region_is_refused(capsys, here, project, command):
+@pytest.mark.parametrize("region", ["us-east-1", "us-west-1"])  # another coast, and the neighbour one digit off
+def test_a_stack_named_after_another_region_is_refused(capsys, here, project, command, region):
     (project / "Pulumi.us-west-2.yaml").write_text(
-        "config:\n  aws:region: us-east-1\n  ray-efa-eks:gpuAvailabilityZone: us-east-1a\n"
-        "  ray-efa-eks:availabilityZones: [us-east-1a, us-east-1b]\n"
+        f"config:\n  aws:region: {region}\n  ray-efa-eks:gpuAvailabilityZone: {region}a\n"
+        f"  ray-efa-eks:availabilityZones: [{region}a, {region}b]\n"
     )
     line = refused(capsys, [command, *STACK, "--project-dir", str(project)])
-    assert "named after region us-west-2" in line and "'us-east-1'" in line, line
+    assert "named after region us-west-2" in line and f"'{region}'" in line, line
 
 
 @pytest.mark.parametrize("given", ["./Pulumi.us-west-2.yaml", "us-west-2.yaml", "us-west-2.yml"])

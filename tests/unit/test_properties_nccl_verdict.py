@@ -13,8 +13,10 @@ only the ranks changed:
 - tcp: ``NET/OFI Selected Provider is tcp;ofi_rxm`` (provider_tcp_nccl2.4.6.log, line 2) and a Libfabric channel;
 - unnamed: a Libfabric channel from a process that logged no provider (efa_ring_nccl2.7.8_ofi1.1.2.log has
   such processes);
-- local: a ``via P2P/IPC/read`` channel between two GPUs of the host (efa_ring_nccl2.7.8_ofi1.1.2.log, line 1).
-The rule under test is verdict.py's docstring: a process that logged no provider borrows the run's only one.
+- local: a ``via P2P/IPC/read`` channel between two GPUs of the host (efa_ring_nccl2.7.8_ofi1.1.2.log, line 1);
+- tcp-local: the tcp provider line, and only a local channel (its traffic stayed on its host).
+The rule under test is verdict.py's docstring: a process that logged no provider borrows the run's only one, so
+beside a process that selected tcp, an unnamed one's Libfabric traffic is not proven EFA.
 """
 
 from __future__ import annotations
@@ -35,6 +37,7 @@ LINES = {
     "tcp": ["NET/OFI Selected Provider is tcp;ofi_rxm", NET.replace("{net}", "Libfabric")],
     "unnamed": [NET.replace("{net}", "Libfabric")],
     "local": ["Channel 00/0 : {r}[0] -> {r}[1] via P2P/IPC/read"],
+    "tcp-local": ["NET/OFI Selected Provider is tcp;ofi_rxm", "Channel 00/0 : {r}[0] -> {r}[1] via P2P/IPC/read"],
 }
 NOT_EFA = {"socket", "tcp"}  # a process whose inter-node traffic provably did not go over EFA
 PROVES_NOTHING = {"unnamed", "local"}  # alone, neither proves nor refutes EFA
@@ -73,7 +76,8 @@ layout = st.tuples(st.booleans(), st.lists(st.integers(min_value=0, max_value=5)
 @PROPERTY
 @given(kinds=run, how=layout)
 def test_a_run_passes_exactly_when_some_process_used_efa_and_none_used_anything_else(kinds, how):
-    expected = "pass" if "efa" in kinds and not NOT_EFA & set(kinds) else None
+    borrowed_from_several = {"unnamed", "tcp-local"} <= set(kinds)  # the unnamed process's provider is unknown
+    expected = "pass" if "efa" in kinds and not NOT_EFA & set(kinds) and not borrowed_from_several else None
     got = verdict(kinds, *how)
     assert (got == "pass") == (expected == "pass"), f"processes {kinds} (joined={how[0]}): got {got}"
 
@@ -85,6 +89,14 @@ def test_one_process_off_efa_fails_the_run_wherever_it_is(kinds, how):
         kinds = [*kinds, "socket"]
     got = verdict(kinds, *how)
     assert got == "fail", f"processes {kinds} (joined={how[0]}): expected fail, got {got}"
+
+
+@PROPERTY
+@given(kinds=run, how=layout)
+def test_an_unnamed_process_beside_two_providers_never_passes_on_the_efa_one(kinds, how):
+    kinds = [k for k in kinds if k not in NOT_EFA] + ["efa", "tcp-local", "unnamed"]
+    got = verdict(kinds, *how)
+    assert got == "inconclusive", f"processes {kinds} (joined={how[0]}): expected inconclusive, got {got}"
 
 
 @PROPERTY

@@ -105,3 +105,19 @@ def test_a_plugin_short_of_its_desired_pods_fails_even_when_its_ready_count_matc
     }
     rows = check_daemonsets([ds], nodes)
     assert not _passes(rows, "EFA device plugin"), f"2 of 3 ready counted as covering 2 GPU nodes: {rows}"
+
+
+def test_a_toleration_of_everything_reaches_the_tainted_gpu_nodes():
+    # "An empty key with operator Exists matches all keys, values and effects which means this will tolerate
+    # everything" (https://kubernetes.io/docs/concepts/scheduling-eviction/taint-and-toleration/)
+    nodes = [
+        {"metadata": {"name": f"gpu-{i}", "labels": {"role": "gpu-worker"}}, "spec": {"taints": [TAINT]}}
+        for i in range(2)
+    ]
+    ds = {
+        "metadata": {"name": "aws-efa-k8s-device-plugin", "namespace": "kube-system"},
+        "spec": {"template": {"spec": {"tolerations": [{"operator": "Exists"}]}}},
+        "status": {"desiredNumberScheduled": 2, "numberReady": 2},
+    }
+    rows = check_daemonsets([ds], nodes)
+    assert _passes(rows, "EFA device plugin"), f"a key-less Exists toleration did not reach the GPU nodes: {rows}"
