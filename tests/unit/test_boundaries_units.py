@@ -55,3 +55,21 @@ def test_one_short_node_of_several_fails_the_row_wherever_it_is_listed():
         ]
         (row,) = check_hugepages(nodes, {KEY: WANT})
         assert row.status == "fail" and f"gpu-{short} has 5118Mi" in row.detail, f"node {short} short: {row}"
+
+
+# ---- --data against the worker count, both sides (workloads/data_check.py): a Parquet space counts rows ------
+@pytest.mark.parametrize(("rows", "refused"), [(3, True), (4, False)], ids=["one-row-short", "one-row-each"])
+def test_a_parquet_corpus_needs_a_row_per_worker(tmp_path, rows, refused):
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from workloads.data_check import check_data
+    from workloads.errors import ConfigError
+
+    pq.write_table(pa.table({"text": [f"document {i}" for i in range(rows)]}), tmp_path / "a.parquet")
+    try:
+        check_data(str(tmp_path / "a.parquet"), world=4)
+    except ConfigError as e:
+        assert refused and "fewer than the 4 workers" in str(e), f"{rows} rows for 4 workers: {e}"
+    else:
+        assert not refused, f"{rows} rows for 4 workers were accepted"
