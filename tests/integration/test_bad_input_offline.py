@@ -195,6 +195,11 @@ def test_a_port_in_use_is_refused_before_the_stack_is_opened(capsys, here):
     assert f"--port {port}" in line and "pick another port" in line, line
 
 
+def test_waiting_for_zero_nodes_is_refused_not_ignored(capsys, here):
+    line = refused(capsys, ["scale", *STACK, "--gpu-nodes", "0", "--wait"])
+    assert "--wait" in line and "--gpu-nodes 0" in line, line
+
+
 def test_probe_without_asking_needs_probe(capsys, here):
     line = refused(capsys, ["capacity", "--yes"])
     assert "--yes" in line and "--probe" in line, line
