@@ -278,3 +278,17 @@ def test_the_nccl_check_judges_one_run_of_several_when_given_its_id(tmp_path, ca
     code = main([str(tmp_path), "--run-id", "run-a"])
     out = capsys.readouterr().out
     assert code == 1, f"run-a fell back to sockets: expected fail (exit 1), got {code}:\n{out}"
+
+
+def test_a_capture_folder_under_tilde_is_the_home_folder(tmp_path, monkeypatch):
+    from automation.flags import output_folder
+
+    monkeypatch.setenv("HOME", str(tmp_path))
+    assert output_folder("~/capture") == tmp_path / "capture", "'~' was not expanded to $HOME"
+
+
+def test_a_tilde_path_that_is_a_file_is_refused_as_a_file(capsys, here, tmp_path, monkeypatch):
+    monkeypatch.setenv("HOME", str(tmp_path))
+    (tmp_path / "notes.txt").write_text("a file\n")
+    line = refused(capsys, ["status", *STACK, "--capture", "~/notes.txt"])
+    assert "'~/notes.txt' is a file" in line, line
