@@ -201,12 +201,14 @@ def split_key(file: str, full_key: str, known: Mapping[str, Key]) -> tuple[str, 
         raise ConfigError(
             f"{file} sets {full_key} in unknown namespace {namespace!r}: {close_match(namespace, NAMESPACES)}"
         )
+    # A key the other namespace declares is the obvious reading (ray-efa-eks:region is aws:region), ahead of
+    # any near spelling inside the namespace written.
     if namespace == PROJECT and key not in known:
-        raise ConfigError(f"{file} sets {full_key} which {PROJECT} does not declare: {close_match(key, list(known))}")
+        hint = f"did you mean 'aws:{key}'?" if key in AWS_PROVIDER_KEYS else close_match(key, list(known))
+        raise ConfigError(f"{file} sets {full_key} which {PROJECT} does not declare: {hint}")
     if namespace == "aws" and key not in AWS_PROVIDER_KEYS:
-        raise ConfigError(
-            f"{file} sets {full_key}, not a key of the aws provider: {close_match(key, AWS_PROVIDER_KEYS)}"
-        )
+        hint = f"did you mean '{PROJECT}:{key}'?" if key in known else close_match(key, AWS_PROVIDER_KEYS)
+        raise ConfigError(f"{file} sets {full_key}, not a key of the aws provider: {hint}")
     return namespace, key
 
 

@@ -177,6 +177,22 @@ def test_a_stack_named_after_another_region_is_refused(capsys, here, project, co
     assert "named after region us-west-2" in line and f"'{region}'" in line, line
 
 
+@pytest.mark.parametrize(
+    ("written", "meant"),
+    [
+        ("ray-efa-eks:region: us-west-2", "'aws:region'"),  # near 'rayVersion' in its own namespace
+        ("ray-efa-eks:profile: dev", "'aws:profile'"),
+        ("aws:gpuNodeCount: 2", "'ray-efa-eks:gpuNodeCount'"),
+    ],
+)
+def test_a_key_in_the_wrong_namespace_is_pointed_to_the_right_one(capsys, here, project, written, meant):
+    (project / "Pulumi.us-west-2.yaml").write_text(
+        f"config:\n  aws:region: us-west-2\n  ray-efa-eks:gpuAvailabilityZone: us-west-2a\n  {written}\n"
+    )
+    line = refused(capsys, ["render", *STACK, "--project-dir", str(project)])
+    assert f"did you mean {meant}?" in line, line
+
+
 @pytest.mark.parametrize("given", ["./Pulumi.us-west-2.yaml", "us-west-2.yaml", "us-west-2.yml"])
 def test_a_stack_given_as_its_file_is_told_its_name(capsys, here, given):
     line = refused(capsys, ["preflight", "--stack", given])
