@@ -98,7 +98,7 @@ BAD = {
     "--capture": _existing_file,
     "--keep": lambda d: "-1",
     "--compare": lambda d: "../x",  # with --stack, copied into --runs-root/<run>: a path would write elsewhere
-    "--out": lambda d: _existing_file(d),
+    "--out": _existing_file,
     "--runs-root": _existing_file,
     "--port": lambda d: "70000",
     "--worker": lambda d: "-1",
