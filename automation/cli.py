@@ -71,7 +71,11 @@ def parse(parser: argparse.ArgumentParser, argv: Sequence[str] | None) -> argpar
     args, extra = parser.parse_known_args(argv)
     if extra:
         command_parser = parser._subparsers._group_actions[0].choices[args.command]  # noqa: SLF001
-        takes = ", ".join(a.option_strings[0] for a in command_parser._actions if a.help != argparse.SUPPRESS)  # noqa: SLF001
+        takes = ", ".join(
+            a.option_strings[0] if a.option_strings else (a.metavar or a.dest)
+            for a in command_parser._actions  # noqa: SLF001
+            if a.help != argparse.SUPPRESS
+        )
         command_parser.error(f"unrecognized arguments: {' '.join(extra)} (`{args.command}` takes {takes})")
     return args
 

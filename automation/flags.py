@@ -8,6 +8,7 @@ Every error is one line and exit status 2, before any cloud call or Ray start.
 from __future__ import annotations
 
 import argparse
+import re
 from pathlib import Path
 from typing import Any
 
@@ -28,11 +29,27 @@ def common_parent() -> argparse.ArgumentParser:
     return base
 
 
+def stack_named_by_file(text: str) -> str | None:
+    """The stack a stack file's name or path means (``Pulumi.us-west-2.yaml``, ``./us-west-2.yaml``: us-west-2),
+    or None when ``text`` names no YAML file. A stack is named without its file's ``Pulumi.`` and ``.yaml``."""
+    match = re.fullmatch(r"(?:Pulumi\.)?(.+?)\.ya?ml", Path(text).name)
+    return match[1] if match else None
+
+
 def stack_name(text: str) -> str:
     if not text.strip():
         raise argparse.ArgumentTypeError(
             "an empty name is no stack: pass one (e.g. us-west-2, from Pulumi.us-west-2.yaml), "
             "or leave --stack out to run locally"
+        )
+    meant = stack_named_by_file(text)
+    if meant is not None:
+        raise argparse.ArgumentTypeError(
+            f"{text!r} is a file, not a stack's name: pass --stack {meant} (the stack of Pulumi.{meant}.yaml)"
+        )
+    if "/" in text:
+        raise argparse.ArgumentTypeError(
+            f"{text!r} is a path, not a stack's name: pass the NAME of a Pulumi.NAME.yaml (e.g. us-west-2)"
         )
     return text
 
@@ -54,6 +71,22 @@ def _at_least(low: int, hint: str = ""):
 
 whole_number = _at_least(1, ", or leave the flag out")  # a count of 1 or more
 count = _at_least(0)  # a count of 0 or more
+
+
+def port(text: str) -> int:
+    """An argparse type: a TCP port, 0 (any free one) to 65535."""
+    value = count(text)
+    if value > 65535:
+        raise argparse.ArgumentTypeError(f"{value} is no TCP port: pass 1..65535, or 0 for any free one")
+    return value
+
+
+def output_folder(text: str) -> Path:
+    """An argparse type: a folder to write into (made if missing), never an existing file; ``~`` expanded."""
+    path = Path(text).expanduser()
+    if path.exists() and not path.is_dir():
+        raise argparse.ArgumentTypeError(f"{text!r} is a file: name a folder (it is made if missing)")
+    return path
 
 
 def run_id(text: str) -> str:
@@ -123,7 +156,7 @@ FLAGS: dict[str, dict[str, Any]] = {
     "keep": {"type": count, "default": 0, "help": "clean: how many of the newest runs to keep (default: 0)"},
     "use_gpu": {"action": "store_true", "help": "local: train on this machine's GPUs with NCCL (default: CPU, gloo)"},
     "capture": {
-        "type": Path,
+        "type": output_folder,
         "metavar": "DIR",
         "help": "aws: also write the cluster's nodes, DaemonSets, Deployments, pods, events and RayCluster as JSON "
         "into DIR (the layout of tests/fixtures/k8s/), AWS account ids redacted",

@@ -203,12 +203,14 @@ def split_key(file: str, full_key: str, known: Mapping[str, Key]) -> tuple[str, 
         raise ConfigError(
             f"{file} sets {full_key} in unknown namespace {namespace!r}: {close_match(namespace, NAMESPACES)}"
         )
+    # A key the other namespace declares is the obvious reading (ray-efa-eks:region is aws:region), ahead of
+    # any near spelling inside the namespace written.
     if namespace == PROJECT and key not in known:
-        raise ConfigError(f"{file} sets {full_key} which {PROJECT} does not declare: {close_match(key, list(known))}")
+        hint = f"did you mean 'aws:{key}'?" if key in AWS_PROVIDER_KEYS else close_match(key, list(known))
+        raise ConfigError(f"{file} sets {full_key} which {PROJECT} does not declare: {hint}")
     if namespace == "aws" and key not in AWS_PROVIDER_KEYS:
-        raise ConfigError(
-            f"{file} sets {full_key}, not a key of the aws provider: {close_match(key, AWS_PROVIDER_KEYS)}"
-        )
+        hint = f"did you mean '{PROJECT}:{key}'?" if key in known else close_match(key, AWS_PROVIDER_KEYS)
+        raise ConfigError(f"{file} sets {full_key}, not a key of the aws provider: {hint}")
     return namespace, key
 
 
@@ -228,6 +230,13 @@ def check_region(stack: str, region: Any) -> str:
         raise ConfigError(
             f"aws:region {region!r} is not an AWS region: {close_match(str(region), known_regions())} "
             f"(the list is {REGIONS_FILE.name}; add a new region there)"
+        )
+    if stack in known_regions() and region != stack:
+        # A stack named after a region is read as that region everywhere a user looks (status lines,
+        # the capacity finder's stacks, the README's examples); deploying it elsewhere would be a surprise.
+        raise ConfigError(
+            f"stack {stack!r} is named after region {stack} but Pulumi.{stack}.yaml sets aws:region {region!r}: "
+            f"set 'aws:region: {stack}', or name the stack after its region (Pulumi.{region}.yaml)"
         )
     return str(region)
 

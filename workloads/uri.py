@@ -21,6 +21,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TypeVar
+from urllib.parse import unquote
 
 from workloads.errors import ConfigError
 
@@ -66,7 +67,8 @@ def parse_location(flag: str, text: str, *, remote: bool = True) -> Location:
         return Location("local", text, path=str(Path(text).expanduser()))
     scheme, rest = match.group(1), text[match.end() :]
     if scheme == "file" and rest.startswith("///"):
-        return Location("local", text, path=rest[2:])
+        # A file URI's path is percent-encoded (RFC 8089 over RFC 3986's path): file:///a%20b is "/a b".
+        return Location("local", text, path=unquote(rest[2:]))
     if scheme != "s3" or not rest.startswith("//"):
         hint = "write s3://bucket/prefix (two slashes)" if scheme.lower() == "s3" else f"{scheme}: is not read here"
         raise ConfigError(

@@ -42,13 +42,13 @@ from automation import collectives as cluster_bench
 from automation import steps
 from automation.commands import report
 from automation.errors import DriverError
-from automation.flags import CLUSTER_PARENT, command_parser, run_id, whole_number
-from automation.job import stack_label
+from automation.flags import CLUSTER_PARENT, command_parser, output_folder, run_id, whole_number
+from automation.job import cluster_job, stack_label
 from automation.targets import aws
 from automation.throughput import load_model, model_row
 from infra.config import GpuNodesConfig, known_stacks
 from workloads import collectives_bench
-from workloads.config import new_run_id
+from workloads.config import ConfigError, new_run_id
 
 HELP = "run the training job over EFA and again over TCP sockets on the cluster, and compare them"
 EFA, TCP = "efa", "tcp"
@@ -348,7 +348,9 @@ def add_parser(sub: Any, parents: list[argparse.ArgumentParser]) -> argparse.Arg
     p.add_argument(
         "--run-id", type=base_run_id, help="base of the two run ids, <id>-efa and <id>-tcp (default: a new one)"
     )
-    p.add_argument("--runs-root", type=Path, default=Path("runs"), help="where both runs are copied for the report")
+    p.add_argument(
+        "--runs-root", type=output_folder, default=Path("runs"), help="where both runs are copied for the report"
+    )
     p.add_argument(
         "--collectives",
         action="store_true",
@@ -438,9 +440,15 @@ def run(args: argparse.Namespace, ui: Any, deps: Any = None, **target_opts: Any)
     if args.collectives:
         return collectives(args, ui, deps)
     require_stack(args)
+    # The job is judged from the stack file alone, before any client exists: a job the stack cannot run, or one
+    # that fits on one node, is bad input whatever the cloud says.
+    cfg = aws.load_config(args.stack, args.project_dir)
+    try:
+        job = cluster_job(cfg, args.run_id or "bench", args.steps, args.num_workers)
+    except ConfigError as e:
+        raise DriverError(str(e), exit_code=2) from None
+    require_two_nodes(job, cfg, "--num-workers" if args.num_workers else stack_label("num_workers"))
     targets = make_targets(args, ui, deps, **target_opts)
-    job = targets[EFA].job()  # a job the stack cannot run is refused before anything is submitted
-    require_two_nodes(job, targets[EFA].cfg, "--num-workers" if args.num_workers else stack_label("num_workers"))
     try:
         legs = run_legs(targets, ui)
     except KeyboardInterrupt:

@@ -27,10 +27,11 @@ from automation.capacity import RegionClients, Zone, ranking_lines, spot_types, 
 from automation.capacity_probe import cleanup, probe
 from automation.ec2 import offered_azs, spot_quota_for
 from automation.errors import DriverError
+from automation.flags import stack_named_by_file
 from automation.targets.aws import check_aws_files
 from automation.ui import tty_confirm
-from infra.catalog import known_instance_types
-from infra.config import GpuNodesConfig, SystemNodesConfig, read_stack_file
+from infra.catalog import instance_spec, known_instance_types
+from infra.config import ConfigError, GpuNodesConfig, SystemNodesConfig, read_stack_file
 from infra.config_files import known_regions, known_stacks
 from infra.config_schema import MAX_NODES_PER_MANAGED_NODE_GROUP, close_match
 from infra.eks_facts import CAPACITY_BLOCKS_GUIDE, capacity_block_eligible
@@ -83,6 +84,15 @@ def check_args(args: argparse.Namespace) -> list[str] | None:
             f"{close_match(args.instance_type, types)}",
             exit_code=2,
         )
+    if not instance_spec(args.instance_type).efa_supported:
+        efa = [t for t in types if instance_spec(t).efa_supported]
+        raise DriverError(
+            f"--instance-type {args.instance_type} has no EFA (infra/data/instance_types.json): this project's GPU "
+            f"nodes need it; pick one of {', '.join(efa)}",
+            exit_code=2,
+        )
+    if args.yes and not args.probe:
+        raise DriverError("--yes answers --probe's question: add --probe, or leave out --yes", exit_code=2)
     if not 1 <= args.count <= MAX_NODES_PER_MANAGED_NODE_GROUP:
         raise DriverError(
             f"--count {args.count} is outside 1..{MAX_NODES_PER_MANAGED_NODE_GROUP} (nodes per managed node group)",
@@ -92,6 +102,13 @@ def check_args(args: argparse.Namespace) -> list[str] | None:
         raise DriverError("--cleanup only cancels probe reservations: run --probe or --write-stack apart", exit_code=2)
     if args.write_stack is not None:
         path = Path(args.project_dir) / f"Pulumi.{args.write_stack}.yaml"
+        meant = stack_named_by_file(args.write_stack)
+        if meant is not None:
+            raise DriverError(
+                f"--write-stack {args.write_stack!r} is a file name: pass the stack's name, --write-stack {meant} "
+                f"(it writes Pulumi.{meant}.yaml in the project)",
+                exit_code=2,
+            )
         if not _STACK_NAME.fullmatch(args.write_stack):
             raise DriverError(
                 f"--write-stack {args.write_stack!r} is no stack name: use letters, digits, . _ -", exit_code=2
@@ -111,7 +128,12 @@ def check_args(args: argparse.Namespace) -> list[str] | None:
 
 def default_regions(project_dir: Path) -> list[str]:
     """The regions of the project's stacks (aws:region of each Pulumi.<stack>.yaml)."""
-    regions = [read_stack_file(s, project_dir).region for s in known_stacks(project_dir)]
+    regions = []
+    for stack in known_stacks(project_dir):
+        try:
+            regions.append(read_stack_file(stack, project_dir).region)
+        except ConfigError as e:
+            raise DriverError(f"{e} (or pass --regions REGION ... to look elsewhere)", exit_code=2) from None
     found = list(dict.fromkeys(r for r in regions if r))
     if not found:
         raise DriverError("no stack names a region: pass --regions REGION ... or --all-regions", exit_code=2)

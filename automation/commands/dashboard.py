@@ -23,7 +23,7 @@ from typing import Protocol
 
 from automation.commands import Subparsers
 from automation.errors import DriverError
-from automation.flags import CLUSTER_PARENT, command_parser
+from automation.flags import CLUSTER_PARENT, command_parser, port
 from automation.kube import KubeApi
 from automation.targets import aws
 from automation.ui import Output
@@ -216,8 +216,22 @@ def run_local(args: argparse.Namespace, ui: Output, find: Callable[[], list[str]
 def add_parser(sub: Subparsers, parents: list[argparse.ArgumentParser]) -> argparse.ArgumentParser:
     p = command_parser(sub, "dashboard", HELP, __doc__, [*parents, CLUSTER_PARENT])
     p.add_argument("--target", choices=("aws", "local"), help="local: a Ray cluster on this machine")
-    p.add_argument("--port", type=int, default=0, help="local port on 127.0.0.1 (default: a free one)")
+    p.add_argument("--port", type=port, default=0, help="local port on 127.0.0.1 (default: a free one)")
     return p
+
+
+def check_port_free(local_port: int) -> None:
+    """--port refused before the stack is opened when something on this machine already listens there."""
+    if not local_port:
+        return
+    try:
+        socket.create_server((LOOPBACK, local_port)).close()
+    except OSError as e:
+        raise DriverError(
+            f"--port {local_port}: cannot listen on {LOOPBACK} ({e.strerror}): pick another port, or leave out "
+            "--port for a free one",
+            exit_code=2,
+        ) from None
 
 
 def run(
@@ -228,6 +242,7 @@ def run(
         return run_local(args, ui)
     if not args.stack:
         raise DriverError("dashboard --target aws needs --stack NAME (e.g. --stack us-west-2)", exit_code=2)
+    check_port_free(args.port)
     cluster = aws.open_stack(args.stack, project_dir=args.project_dir, kubeconfig=args.kubeconfig).ray_pods()
     head = cluster.head_pod()
     try:

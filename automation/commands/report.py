@@ -26,11 +26,11 @@ from typing import Any
 
 from automation import efa_witness
 from automation.errors import DriverError
-from automation.flags import CLUSTER_PARENT, command_parser, location
+from automation.flags import CLUSTER_PARENT, command_parser, location, output_folder
 from automation.run_files import DRIVER_FILE, SUMMARY_FILE, fetch_run
 from automation.steps.check import assert_transport
 from automation.targets import Target, aws
-from workloads.config import runs_root
+from workloads.config import _RUN_ID, runs_root
 from workloads.metrics import METRICS_FILE, RUN_INFO_FILE, MetricsError, latest_per_step, local_runs, read_metrics
 
 REPORT_DIR = "report"
@@ -516,7 +516,9 @@ def add_parser(sub: Any, parents: list[argparse.ArgumentParser]) -> argparse.Arg
         type=lambda text: Path(location(remote=False)(text)),
         help="directory for report.html and the PNGs (default: RUN/report)",
     )
-    p.add_argument("--runs-root", type=Path, default=runs_root(), help="where run ids are looked up (default: ./runs)")
+    p.add_argument(
+        "--runs-root", type=output_folder, default=runs_root(), help="where run ids are looked up (default: ./runs)"
+    )
     p.add_argument(
         "--no-verdict", action="store_true", help="report a NCCL run whose NCCL logs are missing, without a verdict"
     )
@@ -547,6 +549,12 @@ def run(args: argparse.Namespace, ui: Any, deps: Any = None) -> int:
     if args.out is not None:
         check_out_dir(args.out)
     if args.stack:
+        for flag, ref in zip(("RUN", "--compare"), refs, strict=False):
+            if not _RUN_ID.match(ref):  # copied into --runs-root/<ref>: a path there would write elsewhere
+                raise DriverError(
+                    f"{flag} {ref!r} is no run id: with --stack, name the run by its id (e.g. 20261204-170000-abc123)",
+                    exit_code=2,
+                )
         target = aws.open_stack(args.stack, project_dir=args.project_dir, kubeconfig=args.kubeconfig, deps=deps)
         cluster = target.ray_pods()
         for ref in refs:

@@ -61,6 +61,12 @@ def run(args: argparse.Namespace, ui: Any, deps: AwsDeps | None = None) -> int:
             f"{NODE_COUNT} and run `up`",
             exit_code=2,
         )
+    if args.wait and args.gpu_nodes == 0:
+        raise DriverError(
+            "--wait waits for GPU nodes to become Ready: with --gpu-nodes 0 none will; leave out --wait "
+            "(`status` shows the node group scaling down)",
+            exit_code=2,
+        )
     target = open_stack(args.stack, project_dir=args.project_dir, pulumi="always", deps=deps, on_progress=ui.progress)
     ref = nodegroup_ref(target.outputs(), args.stack)
     eks = target.deps.client("eks")

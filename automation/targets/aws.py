@@ -529,6 +529,8 @@ def open_stack(
     target its output lines.
     """
     cfg = load_config(stack, project_dir)
+    if kubeconfig is not None:
+        read_kubeconfig_file(kubeconfig)  # a missing or broken --kubeconfig is refused before any client exists
     if deps is None:
         needed = pulumi == "always" or (pulumi == "without-kubeconfig" and kubeconfig is None)
         if needed and shutil.which("pulumi") is None:

@@ -262,3 +262,39 @@ def test_each_node_that_came_up_is_timed_from_the_scale_up():
     ]
     got = ready_after(nodes, datetime(2026, 12, 2, 10, 0, 0, tzinfo=UTC))
     assert got == ((nodes[0]["metadata"]["name"], float(expected)),), f"only the node Ready after the scale-up: {got}"
+
+
+# Every step a `run --stack` can fail or be interrupted in (automation/targets/aws.py, PIPELINE), and where the
+# GPU nodes must be when it ends: a run that ends before `up` began changed nothing (the node group stays at the
+# 2 nodes moto's fixture created); from `up` on, the run scaled them, so it leaves them at the stack's
+# gpuIdleNodes (0, Pulumi.yaml's default), or as they were with --keep-nodes.
+RUN_ENDS = [
+    (step, how, outcome, rc)
+    for step in ("preflight", "preview", "up", "verify", "train", "check")
+    for how, outcome, rc in (("fails", DriverError(f"{step} failed"), 1), ("interrupted", KeyboardInterrupt(), 130))
+]
+
+
+def _ended(monkeypatch, capsys, step: str, outcome: BaseException, keep: bool) -> tuple[int, str]:
+    argv = ["run", "--stack", "us-west-2", "--yes"] + (["--keep-nodes"] if keep else [])
+    got = run_with_steps(monkeypatch, argv, failing={step: outcome})
+    return got, " ".join("".join(capsys.readouterr()).split())
+
+
+@pytest.mark.parametrize(("step", "how", "outcome", "rc"), RUN_ENDS, ids=[f"{s}-{h}" for s, h, _, _ in RUN_ENDS])
+def test_every_way_a_run_ends_leaves_the_gpu_nodes_where_the_stack_says(
+    eks, capsys, monkeypatch, step, how, outcome, rc
+):
+    got, _ = _ended(monkeypatch, capsys, step, outcome, keep=False)
+    expected = 2 if step in ("preflight", "preview") else 0
+    now = sizes(eks, REF)["desiredSize"]
+    assert (got, now) == (rc, expected), (
+        f"run {how} in {step}: expected exit {rc} and {expected} nodes, got {got}, {now}"
+    )
+
+
+@pytest.mark.parametrize("step", ["up", "check"])
+def test_a_failed_run_with_keep_nodes_leaves_them_and_names_them(eks, capsys, monkeypatch, step):
+    got, text = _ended(monkeypatch, capsys, step, DriverError(f"{step} failed"), keep=True)
+    assert (got, sizes(eks, REF)["desiredSize"]) == (1, 2), f"run failed in {step} with --keep-nodes: got {got}"
+    assert "GPU nodes kept (--keep-nodes)" in text and "--gpu-nodes 0" in text, f"not named: {text[-400:]}"

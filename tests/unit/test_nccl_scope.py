@@ -133,10 +133,11 @@ def test_a_single_path_string_is_one_path_not_characters():
     assert r.verdict == "pass", f"expected the one file read (pass), got {r.verdict}: {r.cause}"
 
 
-def test_several_runs_read_together_are_noted(tmp_path):
+def test_several_runs_read_together_without_a_run_id_are_refused(tmp_path):
+    # r1 fell back to sockets, r2 used EFA: judging both together would let r2's evidence speak for r1
     log = combined(tmp_path, run_marker("r1", 0), SOCKET, run_marker("r2", 0), EFA)
-    text = check_logs([log]).render()
-    assert "note: the logs hold run markers of 2 runs (r1, r2)" in text, text
+    r = check_logs([log])
+    assert (r.verdict, r.exit_code) == ("bad-input", 3) and "2 runs (r1, r2)" in r.cause, f"{r.verdict}: {r.cause}"
 
 
 def test_a_directory_of_per_rank_files_is_read_recursively():

@@ -16,8 +16,12 @@ EPILOG = f"""exit codes:
                    log in scope is empty (that rank wrote nothing): EFA not proven
   3  bad input     a path is missing or unreadable, a path in scope is not a regular file
                    (a FIFO, a device such as /dev/zero, a socket) or is larger than any log
-                   ({MAX_LOG_BYTES >> 30} GiB), no NCCL_DEBUG=INFO output (of this run) was found, or the
-                   command line is wrong
+                   ({MAX_LOG_BYTES >> 30} GiB), no NCCL_DEBUG=INFO output (of this run) was found, the
+                   logs hold several runs and no --run-id picks one, or the command line is wrong
+
+without --run-id the logs must be of one run: the run markers and the per-rank file names
+(nccl.<run_id>.rank<R>...) they hold name it, and the report names it; logs naming several
+runs are bad input, never judged together.
 
 run scoping (--run-id ID): files under a folder named ID, or whose name contains ID, are read
 whole; other files found in directories are skipped; other files named here are read as

@@ -6,11 +6,12 @@ import os
 import stat
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import BinaryIO
 
 from .parser import LineReader, ScanState
 from .records import Evidence, FileStatus
-from .scope import Candidate, discover, special_kind
+from .scope import Candidate, discover, run_of_log_file, special_kind
 from .verdict import REQUIREMENTS, Decision, decide
 
 EXIT_CODES = {"pass": 0, "fail": 1, "inconclusive": 2, "bad-input": 3}
@@ -41,14 +42,9 @@ class Report:
 
     @property
     def notes(self) -> list[str]:
-        """Cautions that do not change the verdict (e.g. several runs read together)."""
+        """Cautions that do not change the verdict (e.g. NCCL WARN lines beyond those kept)."""
         st = self.state
         out = []
-        if st is not None and self.run_id is None and len(st.markers) > 1:
-            out.append(
-                f"the logs hold run markers of {len(st.markers)} runs ({', '.join(sorted(st.markers))}); "
-                "pass --run-id to check one of them"
-            )
         if st is not None and st.warning_count > len(st.warnings):
             out.append(f"{st.warning_count} NCCL WARN lines, the first {len(st.warnings)} kept")
         return out
@@ -162,6 +158,11 @@ def check_logs(paths: Sequence[str | os.PathLike], require: str = "efa", run_id:
     bad = _bad_input_cause(files, paths, run_id)
     if bad is not None:
         return Report("bad-input", bad, [], require, run_id, files, state)
+    if run_id is None:
+        runs = runs_seen(state, files)
+        if len(runs) > 1:
+            return Report("bad-input", _several_runs(runs), [], require, run_id, files, state)
+        run_id = next(iter(runs), None)  # the one run the logs name is the run judged, and named
     decision = _with_empty_logs(decide(state, require), [f for f in files if f.status == "empty"])
     return Report(decision.verdict, decision.cause, list(decision.evidence), require, run_id, files, state)
 
@@ -214,6 +215,20 @@ def _lines(stream: BinaryIO) -> Iterator[bytes]:
             while (rest := stream.readline(MAX_LINE_BYTES)) and not rest.endswith(b"\n"):
                 pass
         yield raw
+
+
+def runs_seen(state: ScanState, files: Sequence[FileStatus]) -> list[str]:
+    """The run ids the logs read name: their run markers and the per-rank file names of the files read."""
+    named = (run_of_log_file(Path(f.path).name) for f in files if f.status == "read")
+    return sorted(set(state.markers) | {r for r in named if r})
+
+
+def _several_runs(runs: list[str]) -> str:
+    shown = ", ".join(runs[:5]) + (f" and {len(runs) - 5} more" if len(runs) > 5 else "")
+    return (
+        f"the logs hold {len(runs)} runs ({shown}): pass --run-id ID to check one; a verdict over several runs "
+        "would judge one run on another's evidence"
+    )
 
 
 def _too_large(nbytes: int) -> str:

@@ -14,6 +14,7 @@
 from __future__ import annotations
 
 import os
+import re
 import stat
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -27,6 +28,17 @@ class Candidate:
     path: Path
     named: bool
     whole: bool
+
+
+# The per-rank log's name the training module gives NCCL_DEBUG_FILE (workloads/loop.py, route_nccl_log):
+# nccl.<run_id>.rank<R>.<host>.<pid>.log; a run id holds no '/' (workloads/config.py, _RUN_ID).
+_RUN_LOG = re.compile(r"nccl\.(?P<run>.+?)\.rank\d+\.")
+
+
+def run_of_log_file(name: str) -> str | None:
+    """The run id a per-rank log's file name carries, or None for any other name."""
+    match = _RUN_LOG.match(name)
+    return match["run"] if match else None
 
 
 def path_matches_run(path: Path, run_id: str) -> bool:
