@@ -499,11 +499,13 @@ def _scale_after_run(target: Any, keep_nodes: bool, force: bool) -> str:
             f"GPU nodes kept (--keep-nodes): they cost money until {by_hand} (or the idle guard, after "
             f"{GpuNodesConfig.keyname('idle_minutes')} {target.cfg.gpu_nodes.idle_minutes})"
         )
+    group = "the GPU node group"  # named once the stack's outputs say which, so a failure names what bills
     try:
         outputs = target.outputs()
         if not outputs:
             return f"GPU nodes not scaled: no stack outputs were read (--kubeconfig); they cost money until {by_hand}"
         eks, ref = target.deps.client("eks"), nodegroup_ref(outputs, stack)
+        group = f"GPU node group {ref.nodegroup}"
         now = sizes(eks, ref)["desiredSize"]
         if now > idle and not force and (why := job_keeps_nodes(target)):
             return (
@@ -513,9 +515,12 @@ def _scale_after_run(target: Any, keep_nodes: bool, force: bool) -> str:
             )
         scaled = set_desired(eks, ref, idle, target.on_progress, target.deps.clock)
     except (DriverError, ClientError, BotoCoreError) as e:
-        return f"GPU nodes NOT scaled down ({e}); any that run cost money until {by_hand}"
+        return f"GPU nodes NOT scaled down ({e}): the nodes of {group} that run cost money until {by_hand}"
     except Exception as e:  # noqa: BLE001 - the clean-up of any exit must not hide the run's own failure
-        return f"GPU nodes NOT scaled down ({type(e).__name__}: {e}); any that run cost money until {by_hand}"
+        return (
+            f"GPU nodes NOT scaled down ({type(e).__name__}: {e}): the nodes of {group} that run cost money until "
+            f"{by_hand}"
+        )
     keep = f"pass --keep-nodes to keep them, `python -m automation scale --stack {stack} --gpu-nodes N` by hand"
     return f"{scaled.text()} ({GpuNodesConfig.keyname('idle_nodes')} {idle}); {running_line(target, idle)}; {keep}"
 

@@ -107,6 +107,9 @@ BAD = {
     "--count": lambda d: "0",
     "--regions": lambda d: "us-west-9",
     "--write-stack": lambda d: "Pulumi.east1.yaml",  # a file name for a stack name
+    "--timeout": lambda d: "0",  # seconds: a job stopped before it starts
+    "--max-mib": lambda d: "0",
+    "--iters": lambda d: "0",
 }
 NO_VALUE = "store_true"  # flags without a value: their misuse is a combination, below
 SKIPPED = {"--help", "--json", "--project-dir"}  # argparse's own, the output switch, a test-only hidden flag

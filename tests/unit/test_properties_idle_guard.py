@@ -159,8 +159,13 @@ class _Eks:
 
 
 class _Kube:
+    """The guard's Kubernetes side: events and the record go nowhere, and no `run` holds a lease."""
+
     def event(self, *a):
         pass
+
+    def lease(self, name):
+        return None
 
     def record(self, *a):
         pass
@@ -179,7 +184,8 @@ ENV = {
 def _updates(eks: _Eks) -> list[dict]:
     from infra.idle_guard_script import run_once
 
-    run_once(ENV, eks, _Kube(), None, jobs_of=lambda url: [], clock=lambda: NOW)
+    rc = run_once(ENV, eks, _Kube(), None, jobs_of=lambda url: [], clock=lambda: NOW)
+    assert rc == 0, "the guard's run failed, so its decision was never made"
     return eks.updates
 
 
