@@ -359,6 +359,46 @@ def aws_region_env(region: str) -> dict[str, str]:
     return {"AWS_REGION": region, "AWS_DEFAULT_REGION": region}
 
 
+# Ray's own health endpoints, probed by HTTP so that nothing runs inside the image. KubeRay v1.5.2 injects exec probes
+# (`bash -c "wget ... | grep success"`) into a Ray container that sets none (ray-operator/controllers/ray/common/pod.go,
+# initLivenessAndReadinessProbe, tag v1.5.2 = commit 9f65eca), and only where the container has none; whether the DLC
+# image has wget is not established (docs/aws-round-three.md). Paths and ports: utils/constant.go at that tag
+# (RayAgentRayletHealthPath on DefaultDashboardAgentListenPort 52365, RayDashboardGCSHealthPath on DefaultDashboardPort
+# 8265). Ray 2.58 answers 200 "success" or 503 on both (dashboard/modules/reporter/healthz_agent.py, reporter_head.py),
+# so httpGet's 2xx test is KubeRay's `grep success`; the agent listens on the pod IP as well as localhost
+# (dashboard/http_server_agent.py), and the dashboard on 0.0.0.0 (the head's dashboard-host below).
+RAYLET_HEALTH = {"path": "/api/local_raylet_healthz", "port": 52365}
+GCS_HEALTH = {"path": "/api/gcs_healthz", "port": RAY_PORTS["dashboard"]}
+# KubeRay's numbers (constant.go): readiness after 10 s every 5 s, 10 failures; liveness after 30 s every 5 s,
+# 120 failures (10 minutes); timeout 2 s, 5 s on the head.
+READINESS_TIMING = {"initialDelaySeconds": 10, "periodSeconds": 5, "successThreshold": 1, "failureThreshold": 10}
+LIVENESS_TIMING = {"initialDelaySeconds": 30, "periodSeconds": 5, "successThreshold": 1, "failureThreshold": 120}
+
+
+def _http_probe(endpoint: dict[str, Any], timing: dict[str, int], timeout_s: int) -> dict[str, Any]:
+    return {"httpGet": dict(endpoint), **timing, "timeoutSeconds": timeout_s}
+
+
+def head_probes() -> dict[str, Any]:
+    """The head's probes: Ready when the GCS answers through the dashboard, restarted when its raylet stops.
+
+    KubeRay's exec probe checks both endpoints in one command; an httpGet probe checks one, so the head's readiness
+    takes the GCS (what the workers and the driver need of the head) and its liveness the raylet.
+    """
+    return {
+        "readinessProbe": _http_probe(GCS_HEALTH, READINESS_TIMING, 5),
+        "livenessProbe": _http_probe(RAYLET_HEALTH, LIVENESS_TIMING, 5),
+    }
+
+
+def worker_probes() -> dict[str, Any]:
+    """A worker's probes: both on its raylet, as KubeRay's own."""
+    return {
+        "readinessProbe": _http_probe(RAYLET_HEALTH, READINESS_TIMING, 2),
+        "livenessProbe": _http_probe(RAYLET_HEALTH, LIVENESS_TIMING, 2),
+    }
+
+
 def _pre_stop_ray_stop() -> dict[str, Any]:
     # Lets Ray leave the cluster cleanly (drains, tells the GCS) before the container dies.
     return {"preStop": {"exec": {"command": ["/bin/sh", "-c", "ray stop"]}}}
@@ -402,6 +442,7 @@ def ray_head_template(ray: RayConfig) -> dict[str, Any]:
                     "env": _env({"NVIDIA_VISIBLE_DEVICES": "void", **aws_region_env(ray.region)}),
                     "ports": [{"name": n, "containerPort": p} for n, p in RAY_PORTS.items()],
                     "lifecycle": _pre_stop_ray_stop(),
+                    **head_probes(),
                     "volumeMounts": [runs_mount, tmp_mount],
                 }
             ],
@@ -447,6 +488,7 @@ def ray_worker_template(ray: RayConfig) -> dict[str, Any]:
                     # libfabric pins (registers) the buffers NCCL sends over EFA.
                     "securityContext": {"capabilities": {"add": ["IPC_LOCK"]}},
                     "lifecycle": _pre_stop_ray_stop(),
+                    **worker_probes(),
                     "volumeMounts": [{"name": "dshm", "mountPath": "/dev/shm"}, runs_mount, tmp_mount],
                 }
             ],
