@@ -653,8 +653,9 @@ class StorageConfig(Section):
         "the ray-train ServiceAccount only, which carries the eks.amazonaws.com/role-arn annotation; no Pod "
         "Identity association; https://docs.aws.amazon.com/eks/latest/userguide/iam-roles-for-service-accounts.html). "
         "Use irsa when the pods' AWS SDK is too old for Pod Identity: pyarrow's S3 filesystem needs the AWS SDK for "
-        "C++ 1.11.263 or newer (https://docs.aws.amazon.com/eks/latest/userguide/pod-id-minimum-sdk.html). The S3 "
-        "permissions are the same policy document in both modes.",
+        "C++ 1.11.263 or newer (https://docs.aws.amazon.com/eks/latest/userguide/pod-id-minimum-sdk.html). The "
+        "default is pod-identity because Ray 2.58 requires pyarrow >= 17, whose wheels bundle SDK 1.11.285 or newer "
+        "(docs/aws-round-three.md). The S3 permissions are the same policy document in both modes.",
         pod_identity_mode,
     )
     # Set by StackConfig from the cluster name and the stack:

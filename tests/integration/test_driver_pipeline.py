@@ -350,7 +350,11 @@ def test_s3_access_denied_from_an_old_pyarrow_stops_verify_naming_the_sdk_and_th
     with helpers.FakeKubeApi() as api:
         stack = helpers.FakeStack("us-west-2", outputs=outputs(api))
         result = run(make_target(api, stack, pod_exec=helpers.ScriptedExec(answer)), PIPELINE)
-    wanted = ("pyarrow 16.1.0", "older than 1.11.263", "ray-efa-eks:podIdentityMode: irsa")
+    wanted = (
+        "pyarrow 16.1.0",
+        "older than 1.11.263",
+        "pulumi config set --stack us-west-2 ray-efa-eks:podIdentityMode irsa",
+    )
     missing = [w for w in wanted if w not in result.reason]
     assert result.failed_step == "verify" and not missing, f"{result.failed_step}: missing {missing} in {result.reason}"
 
