@@ -13,6 +13,7 @@ import os
 import shutil
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Literal
 
@@ -37,6 +38,7 @@ from automation.pulumi_setup import pulumi_rows
 from automation.pulumi_stack import PULUMI_MISSING, StackLike, outputs_dict, select_stack
 from automation.ray_head import submit_on_head
 from automation.run_files import collect_logs, fetch_run
+from automation.start_phases import is_step_line, observe
 from automation.storage import Durability, outside_run_bucket, require_run, run_locations
 from automation.ui import tty_confirm
 from infra.config import ConfigError as StackConfigError
@@ -158,6 +160,8 @@ class AwsTarget:
     _outputs: dict | None = None
     notes: list[str] = field(default_factory=list)
     name: str = "aws"
+    clock: Callable[[], datetime] = lambda: datetime.now(UTC)
+    first_step_at: datetime | None = None  # when the job's first `[train] step` line reached the driver
 
     @property
     def stack_name(self) -> str:
@@ -277,15 +281,23 @@ class AwsTarget:
         # Ray keeps a finished job's id: a resumed run needs a job id of its own.
         submission_id = f"{self.run_id}-resumed-{new_run_id()}" if self.resume else None
         self.on_progress(f"copying workloads/ into {head} and submitting job {submission_id or args.run_id}")
-        return submit_on_head(
+        outcome = submit_on_head(
             pods.kube.exec,
             head,
             pods.namespace,
             args,
-            on_line=self.on_line,
+            on_line=self._log_line,
             env_vars={"NCCL_DEBUG": NCCL_DEBUG_LEVEL, **self.job_env},
             submission_id=submission_id,
         )
+        # Now, while the pods and GPU nodes still exist: `run` may idle the nodes before the report is built.
+        start = observe(pods.kube, pods.namespace, pods.raycluster, self.first_step_at)
+        return dataclasses.replace(outcome, start=start.to_dict())
+
+    def _log_line(self, line: str) -> None:
+        if self.first_step_at is None and is_step_line(line):
+            self.first_step_at = self.clock()
+        self.on_line(line)
 
     def nccl_expectation(self) -> tuple[str, str]:
         return self.require, ""

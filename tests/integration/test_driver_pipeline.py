@@ -6,6 +6,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import warnings
+from datetime import UTC, datetime
 from pathlib import Path
 
 import _driver_helpers as helpers  # tests/integration is on pytest's pythonpath
@@ -403,3 +404,18 @@ def test_capacity_block_world_passes_preflight_once_the_block_is_active(aws):
         stack = helpers.FakeStack("us-west-2", outputs=outputs(api))
         result = run(capacity_block_target(api, stack, active), PLAN)
     assert result.ok, f"expected the active block to pass the plan, failed at {result.failed_step}: {result.reason}"
+
+
+def test_run_records_the_phases_of_the_start_from_the_cluster(aws):
+    # The recorded cluster: GPU nodes created 10:04:11, Ready 10:04:42; Ray containers started 10:13:40; the world
+    # adds the workers' Pulled events (10:13:37, 1m29.9s); the driver sees the first step line at 10:15:10.
+    objects = helpers.load_k8s()
+    worlds.cold_pulls(objects)
+    with helpers.FakeKubeApi(objects) as api:
+        stack = helpers.FakeStack("us-west-2", outputs=outputs(api))
+        target = make_target(api, stack)
+        target.clock = lambda: datetime(2026, 12, 2, 10, 15, 10, tzinfo=UTC)
+        result = run(target, PIPELINE)
+    start = result.result("train").data.start
+    want = {"node_join_s": 31.0, "image_pull_s": 89.9, "pod_start_s": 3.0, "first_step_s": 90.0}
+    assert start == {**want, "image_bytes": worlds.COLD_PULL_BYTES}, f"expected {want}, got {start}"
