@@ -119,6 +119,7 @@ __all__ = [
 NODE_CPU_HEADROOM = 0.5
 NODE_MEMORY_HEADROOM_GIB = 1.0
 BUCKET_PREFIX_MAX = 37  # aws.s3.Bucket's bucketPrefix limit (the provider adds a 26-character suffix)
+ECR_PUBLIC = "public.ecr.aws"  # the registry imageCache's pull-through cache rule serves
 
 # --------------------------------------------------------------------------- the sections
 
@@ -565,6 +566,14 @@ class RayConfig(Section):
     version: str = key(
         "rayVersion", "2.58.0", "Ray version inside rayImage (the RayCluster's rayVersion).", ray_version
     )
+    image_cache: bool = key(
+        "imageCache",
+        True,
+        "Pull rayImage through an ECR pull-through cache rule for ECR Public in the stack's region instead of from "
+        "public.ecr.aws: image layers then come from Amazon S3 over the stack's free S3 gateway endpoint, not through "
+        "the NAT gateway ($0.045/GB, about $0.59 per node per cold start of the ~13 GB image), for about $1.30 a month "
+        "of ECR storage (docs/aws-round-three.md). Needs rayImage on public.ecr.aws; false pulls it directly.",
+    )
     head: RayHeadConfig = field(default_factory=RayHeadConfig)
     worker: RayWorkerConfig = field(default_factory=RayWorkerConfig)
     region: str = ""  # aws:region of the stack (StackConfig sets it): the pods' AWS_REGION / AWS_DEFAULT_REGION
@@ -587,6 +596,12 @@ class RayConfig(Section):
             raise ConfigError(
                 f"{w.keyname('efa')} is {w.efa} but each node has {gpu_nodes.efa_interfaces} EFA interface(s): "
                 f"set {w.keyname('efa')} to {gpu_nodes.efa_interfaces}"
+            )
+        if self.image_cache and not self.image.startswith(f"{ECR_PUBLIC}/"):
+            raise ConfigError(
+                f"{self.keyname('image_cache')} is true but {self.keyname('image')} {self.image!r} is not on "
+                f"{ECR_PUBLIC}, the only upstream the stack's cache rule serves: set {self.keyname('image_cache')} "
+                "to false, or use an image from public.ecr.aws"
             )
         # EFA nodes pre-allocate a huge-page pool that allocatable memory loses (infra/eks_facts.py).
         _check_fits(w, gpu_nodes.instance_type, gk("instance_type"), efa_hugepages_gib(spec.vcpus))

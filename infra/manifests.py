@@ -9,11 +9,13 @@ use the Pulumi SDK's snake_case names.
 
 from __future__ import annotations
 
+import hashlib
 import ipaddress
+import re
 from dataclasses import dataclass
 from typing import Any
 
-from infra.config import GpuNodesConfig, RayConfig, RayWorkerConfig, StackConfig
+from infra.config import ECR_PUBLIC, GpuNodesConfig, RayConfig, RayWorkerConfig, StackConfig
 from infra.eks_facts import EFA_HUGEPAGES, EFA_HUGEPAGES_RESOURCE
 from infra.names import (
     EFA_RESOURCE,
@@ -549,3 +551,53 @@ def service_account_manifest(namespace: str) -> dict[str, Any]:
 def namespace_manifest(name: str) -> dict[str, Any]:
     """A core v1 Namespace."""
     return {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name, "labels": {"name": name}}}
+
+
+# --------------------------------------------------------------------------- image cache
+# An ECR pull-through cache rule for ECR Public: a pull of <account>.dkr.ecr.<region>.amazonaws.com/<prefix>/<path>
+# fetches public.ecr.aws/<path> once into a private repository <prefix>/<path>, and later pulls serve it from there
+# (https://docs.aws.amazon.com/AmazonECR/latest/userguide/pull-through-cache.html). A repository prefix is unique in a
+# registry, so each stack gets its own: 2-30 characters of lowercase letters, digits and . _ - / (ECR API,
+# CreatePullThroughCacheRule, ecrRepositoryPrefix).
+IMAGE_CACHE_PREFIX_MAX = 30
+
+
+def image_cache_prefix(cluster_name: str, stack: str) -> str:
+    """The stack's repository prefix of the cache rule: ``<cluster>-<stack>`` lowercased; a longer one is cut and ends
+    in 6 hex digits of its hash, so that two long stack names stay apart."""
+    raw = re.sub(r"[^a-z0-9]+", "-", f"{cluster_name}-{stack}".lower()).strip("-")
+    if len(raw) <= IMAGE_CACHE_PREFIX_MAX:
+        return raw
+    digest = hashlib.sha256(raw.encode()).hexdigest()[:6]
+    return f"{raw[: IMAGE_CACHE_PREFIX_MAX - 7].strip('-')}-{digest}"
+
+
+def registry_host(account_id: str, region: str) -> str:
+    """The private ECR registry of ``account_id`` in ``region``."""
+    return f"{account_id}.dkr.ecr.{region}.amazonaws.com"
+
+
+def cached_image(image: str, host: str, prefix: str) -> str:
+    """``image`` (on public.ecr.aws) as pulled through the cache rule: ``<host>/<prefix>/<path>:<tag>``."""
+    upstream = f"{ECR_PUBLIC}/"
+    if not image.startswith(upstream):
+        raise ValueError(f"{image!r} is not on {ECR_PUBLIC}: the cache rule serves only that registry")
+    return f"{host}/{prefix}/{image[len(upstream) :]}"
+
+
+def image_cache_node_policy(region: str, account_id: str, prefix: str) -> dict[str, Any]:
+    """What the node role needs beyond AmazonEC2ContainerRegistryReadOnly for the first pull through the cache: create
+    the repository and import the upstream image into it (ECR user guide, pull-through-cache-iam.html:
+    ``ecr:CreateRepository`` when the repository does not exist yet, ``ecr:BatchImportUpstreamImage``), only under the
+    stack's prefix."""
+    return {
+        "Version": "2012-10-17",
+        "Statement": [
+            {
+                "Sid": "PullThroughCacheFirstPull",
+                "Effect": "Allow",
+                "Action": ["ecr:CreateRepository", "ecr:BatchImportUpstreamImage"],
+                "Resource": f"arn:aws:ecr:{region}:{account_id}:repository/{prefix}/*",
+            }
+        ],
+    }
