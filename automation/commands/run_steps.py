@@ -56,6 +56,7 @@ def open_target(args: argparse.Namespace, ui: Any, deps: aws.AwsDeps | None = No
         steps_override=args.steps,
         workers_override=args.num_workers,
         scale_nodes=args.command == "run",
+        auto_az=args.auto_az,
     )
 
 

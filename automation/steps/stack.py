@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import dataclasses
 
+from automation.az_fallback import up_with_fallback
 from automation.capacity import up_watch
 from automation.errors import DriverError
 from automation.pipeline import Prior, StepResult
@@ -60,8 +61,11 @@ def run_up(target: AwsTarget, prior: Prior) -> StepResult:
         c = target.deps.client
         return nodegroup_failure_cause(c("eks"), c("autoscaling"), target.cfg.cluster.name)
 
-    with up_watch(target):  # a GPU node group stuck for want of capacity is said while `up` runs
-        result = up(target.stack(), target.on_progress, explain_failure=cause)
+    def attempt() -> StepResult:
+        with up_watch(target):  # a GPU node group stuck for want of capacity is said while `up` runs
+            return up(target.stack(), target.on_progress, explain_failure=cause)
+
+    result = up_with_fallback(target, attempt)  # --auto-az: the next AZ when EC2 has no capacity (az_fallback.py)
     if result.data is not None:
         target.stack_changed(result.data)
     return result

@@ -154,6 +154,7 @@ class AwsTarget:
     on_note: Callable[[str], None] = lambda s: None
     node_wait_s: float = 180
     scale_nodes: bool = False  # `run`: the GPU node group back at gpuNodeCount before verify (automation/scaling.py)
+    auto_az: bool = False  # `up --auto-az`: move the GPU node group to the next ranked AZ when EC2 has no capacity
     pod_wait_s: float = 900
     _stack: Any = None
     _kube: Any = None

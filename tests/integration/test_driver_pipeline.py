@@ -419,3 +419,85 @@ def test_run_records_the_phases_of_the_start_from_the_cluster(aws):
     start = result.result("train").data.start
     want = {"node_join_s": 31.0, "image_pull_s": 89.9, "pod_start_s": 3.0, "first_step_s": 90.0}
     assert start == {**want, "image_bytes": worlds.COLD_PULL_BYTES}, f"expected {want}, got {start}"
+
+
+# --------------------------------------------------------------------------- up --auto-az
+# EKS's error when EC2 refuses the node group's instances carries EC2's code in the health issue
+# (https://docs.aws.amazon.com/eks/latest/APIReference/API_Issue.html, AsgInstanceLaunchFailures).
+NO_CAPACITY_ERROR = (
+    "eks:index:ManagedNodeGroup gpu: CREATE_FAILED: AsgInstanceLaunchFailures: InsufficientInstanceCapacity: "
+    "We currently do not have sufficient g6.12xlarge capacity in the Availability Zone you requested"
+)
+
+
+class Ec2WithoutReservations:
+    """moto's EC2 client, but DescribeCapacityReservations answers that the account holds none (moto 5.2.5 does not
+    model capacity reservations; the shape is the EC2 API's DescribeCapacityReservations response)."""
+
+    def __init__(self) -> None:
+        self._moto = boto3.client("ec2", region_name=REGION)
+
+    def describe_capacity_reservations(self, **kwargs) -> dict:
+        return {"CapacityReservations": []}
+
+    def __getattr__(self, name: str):
+        return getattr(self._moto, name)
+
+
+def auto_az_target(api, stack, auto_az: bool = True, move_answer: bool = True):
+    # `yes` answers the cost question; `move_answer` is the terminal's answer to the move (False: declined, or no
+    # terminal, where tty_confirm raises and nothing moves).
+    clients = client_factory(extra={"ec2": Ec2WithoutReservations()})
+    target = make_target(api, stack, confirm=lambda q: move_answer, clients=clients)
+    target.auto_az = auto_az
+    return target
+
+
+class ShortOfCapacityIn(helpers.FakeStack):
+    """A stack whose `up` fails for want of capacity while its GPU AZ is one of ``short`` (the AZ the stack file
+    names until `pulumi config set` moves it)."""
+
+    def __init__(self, *args, short: tuple[str, ...], **kwargs):
+        super().__init__(*args, **kwargs)
+        self.short = short
+
+    def up(self, on_event=None):
+        az = self.config[GPU_AZ_KEY].value if GPU_AZ_KEY in self.config else "us-west-2a"
+        self.fail = {"up": NO_CAPACITY_ERROR} if az in self.short else {}
+        return super().up(on_event)
+
+
+def test_up_with_auto_az_moves_the_gpu_nodes_to_the_next_network_az_and_says_so(aws):
+    with helpers.FakeKubeApi() as api:
+        stack = ShortOfCapacityIn("us-west-2", outputs=outputs(api), short=("us-west-2a",))
+        target = auto_az_target(api, stack)
+        result = run(target, PIPELINE)
+    moved = [n for n in target.notes if n.startswith("moving the GPU node group from us-west-2a to us-west-2b")]
+    got = (result.ok, stack.config[GPU_AZ_KEY].value, stack.calls.count("up"), len(moved))
+    assert got == (True, "us-west-2b", 2, 1), f"expected one move to us-west-2b and a second up: {got}, {target.notes}"
+
+
+def test_up_without_auto_az_and_a_declined_move_names_the_shortage_and_moves_nothing(aws):
+    with helpers.FakeKubeApi() as api:
+        stack = ShortOfCapacityIn("us-west-2", outputs=outputs(api), short=("us-west-2a",))
+        result = run(auto_az_target(api, stack, auto_az=False, move_answer=False), PIPELINE)
+    got = (result.failed_step, "sufficient g6.12xlarge capacity" in result.reason, stack.calls.count("up"))
+    assert got == ("up", True, 1) and GPU_AZ_KEY not in stack.config, f"expected one failed up, no move: {got}"
+
+
+def test_a_move_accepted_on_the_terminal_moves_without_auto_az(aws):
+    with helpers.FakeKubeApi() as api:
+        stack = ShortOfCapacityIn("us-west-2", outputs=outputs(api), short=("us-west-2a",))
+        result = run(auto_az_target(api, stack, auto_az=False, move_answer=True), PIPELINE)
+    got = (result.ok, stack.config[GPU_AZ_KEY].value)
+    assert got == (True, "us-west-2b"), f"expected the accepted move to us-west-2b: {got}"
+
+
+def test_auto_az_stops_when_no_network_az_has_capacity_and_says_so(aws):
+    with helpers.FakeKubeApi() as api:
+        stack = ShortOfCapacityIn("us-west-2", outputs=outputs(api), short=("us-west-2a", "us-west-2b"))
+        target = auto_az_target(api, stack)
+        result = run(target, PIPELINE)
+    said = any("no other AZ of the stack's network" in n for n in target.notes)
+    got = (result.failed_step, stack.calls.count("up"), said)
+    assert got == ("up", 2, True), f"expected two ups (2a, 2b), then a stop that says why: {got}, {target.notes}"
