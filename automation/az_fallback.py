@@ -57,12 +57,16 @@ def up_with_fallback(target: Any, attempt: Callable[[], StepResult]) -> StepResu
         except DriverError as e:
             if not capacity_short(str(e)) or len(tried) > MAX_MOVES:
                 raise
-            here, there = tried[-1], next_network_az(target, tried)
+            here = tried[-1]
+            question = (
+                f"EC2 has no capacity for the GPU nodes in {here}: move them to the next ranked AZ of the stack's "
+                "network and run `up` again?"
+            )
+            if not may_move(target, question):
+                raise
+            there = next_network_az(target, tried)
             if there is None:
                 target.note(f"no other AZ of the stack's network {list(target.cfg.network.azs)} offers capacity")
-                raise
-            question = f"EC2 has no capacity for the GPU nodes in {here}: move them to {there} and run `up` again?"
-            if not may_move(target, question):
                 raise
             target.note(
                 f"moving the GPU node group from {here} to {there} (no capacity in {here}): {GPU_AZ_KEY}={there}"

@@ -222,7 +222,9 @@ def test_up_failure_reports_the_scaling_activity_cause(aws):
         stack = helpers.FakeStack(
             "us-west-2", outputs=outputs(api), fail={"up": "eks:index:ManagedNodeGroup gpu: CREATE_FAILED"}
         )
-        result = run(make_target(api, stack, clients=client_factory(extra={"eks": eks, "autoscaling": asg})), PIPELINE)
+        clients = client_factory(extra={"eks": eks, "autoscaling": asg})
+        # No --auto-az, and the terminal declines the move to another AZ: the failure stands with its cause.
+        result = run(make_target(api, stack, confirm=lambda q: False, clients=clients), PIPELINE)
     assert result.failed_step == "up", f"expected up to fail, got {result.failed_step}"
     assert "sufficient g6.12xlarge capacity" in result.reason, f"expected the ASG's cause in {result.reason!r}"
     assert any("destroy --stack us-west-2" in c for c in result.advice.next_commands), result.advice
