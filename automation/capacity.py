@@ -404,21 +404,28 @@ class UpWatch:
         self._thread.join(timeout=5)
 
 
+def stack_zones(target: Any) -> list[Zone]:
+    """The finder's survey of the stack's region for its GPU type and count (no prices); [] when EC2 cannot be read."""
+    cfg, client = target.cfg, target.deps.client
+    gpu = cfg.gpu_nodes
+    try:
+        clients = RegionClients(client("ec2"), client("service-quotas"))
+        return survey_region(clients, None, gpu.instance_type, gpu.node_count, cfg.region)
+    except (ClientError, BotoCoreError):
+        return []
+
+
 def up_watch(target: Any, interval: float = 60.0) -> UpWatch:
     """The watch `up` runs under on AWS: the stack's cluster, its GPU AZ, and the finder's ranking of the region's
     other AZs (asked only once the node group is stuck)."""
-    cfg, client = target.cfg, target.deps.client
+    cfg = target.cfg
     gpu = cfg.gpu_nodes
 
     def next_best() -> str | None:
-        try:
-            clients = RegionClients(client("ec2"), client("service-quotas"))
-            zones = survey_region(clients, None, gpu.instance_type, gpu.node_count, cfg.region)
-        except (ClientError, BotoCoreError):
-            return None
-        return next_az(zones, cfg.region, gpu.availability_zone)
+        return next_az(stack_zones(target), cfg.region, gpu.availability_zone)
 
-    return UpWatch(client("eks"), cfg.cluster.name, gpu.availability_zone, cfg.stack, next_best, target.note, interval)
+    eks = target.deps.client("eks")
+    return UpWatch(eks, cfg.cluster.name, gpu.availability_zone, cfg.stack, next_best, target.note, interval)
 
 
 # ---- --write-stack ----------------------------------------------------------------------------------------

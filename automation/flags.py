@@ -119,14 +119,15 @@ JOB_FLAGS = ("run_id", "resume", "steps", "num_workers")  # which training job, 
 COMMAND_FLAGS: dict[str, tuple[str, ...]] = {
     "preflight": (*TARGET_FLAGS, "num_workers", "use_gpu"),
     "preview": TARGET_FLAGS,
-    "up": (*TARGET_FLAGS, "yes"),
+    "up": (*TARGET_FLAGS, "yes", "auto_az"),
     "verify": (*TARGET_FLAGS, "kubeconfig"),
     "train": (*TARGET_FLAGS, "kubeconfig", *JOB_FLAGS, "timeout"),
     "check": (*TARGET_FLAGS, "kubeconfig", "run_id"),
     "destroy": (*TARGET_FLAGS, "yes"),
     "run": (
         *TARGET_FLAGS,
-        *("plan", "yes", "kubeconfig", *JOB_FLAGS, "use_gpu", "storage_path", "keep_nodes", "detach", "timeout"),
+        *("plan", "yes", "auto_az", "kubeconfig", *JOB_FLAGS, "use_gpu", "storage_path", "keep_nodes", "detach"),
+        "timeout",
     ),
     "attach": (*TARGET_FLAGS, "kubeconfig", "keep_nodes", "timeout"),
     "status": (*TARGET_FLAGS, "kubeconfig", "capture"),
@@ -141,6 +142,11 @@ FLAGS: dict[str, dict[str, Any]] = {
     "target": {"choices": ("aws", "local"), "help": "where to run (default: local without --stack, aws with one)"},
     "plan": {"action": "store_true", "help": "aws: stop after preview (no change)"},
     "yes": {"action": "store_true", "help": "do not ask before changes that cost money"},
+    "auto_az": {
+        "action": "store_true",
+        "help": "aws: when EC2 has no capacity for the GPU nodes, move them to the next ranked AZ of the stack's "
+        "network and run `up` again (at most 2 moves; default: ask on a terminal, else name the AZ)",
+    },
     "kubeconfig": {"type": Path, "help": "aws: use this kubeconfig instead of the stack's `kubeconfig` output"},
     "run_id": {"type": run_id, "help": "the run id (default: a new one for train/run, the newest run for check)"},
     "resume": {
@@ -263,6 +269,7 @@ ONE_TARGET_FLAGS = (
     ("--resume", "resume", "aws", "runs are kept in a stack's run bucket: pass --stack STACK, or leave out --resume"),
     ("--storage-path", "storage_path", "local", "on AWS the stack's run bucket holds runs: leave out --storage-path"),
     ("--capture", "capture", "aws", "the local target has no Kubernetes cluster to record: pass --stack STACK"),
+    ("--auto-az", "auto_az", "aws", "the local target has no AZ: leave out --auto-az"),
     ("--keep-nodes", "keep_nodes", "aws", "the local target's Ray stops when its run ends: leave out --keep-nodes"),
     ("--detach", "detach", "aws", "the local target's Ray stops when its run ends, so no job could outlive it"),
 )

@@ -162,6 +162,7 @@ class TrainOutcome:
     summary: dict | None
     log_tail: tuple[str, ...] = field(default_factory=tuple)
     args: TrainConfig | None = None
+    start: dict | None = None  # the start's phases in seconds (automation/start_phases.py), where the target reads them
 
     def to_dict(self) -> dict[str, object]:
         return {
@@ -170,6 +171,7 @@ class TrainOutcome:
             "summary": self.summary,
             "log_tail": list(self.log_tail),
             "args": self.args.to_dict() if self.args else None,
+            "start": self.start,
         }
 
 

@@ -462,13 +462,13 @@ class AsksJobServer:
         return self.jobs().summary(args)  # type: ignore[attr-defined]
 
 
-def follow_on(place: Any, job_id: str) -> FollowEnd:
+def follow_on(place: Any, job_id: str, on_line: Callable[[str], None] | None = None) -> FollowEnd:
     """`follow_job` with what a target offers (automation.targets.Target): its job server, its output lines
-    and notes, its clock, the user's --timeout and its poll interval."""
+    (or ``on_line``) and notes, its clock, the user's --timeout and its poll interval."""
     return follow_job(
         place,
         job_id,
-        on_line=place.on_line,
+        on_line=on_line or place.on_line,
         on_note=place.note,
         clock=place.clock,
         sleep=place.sleep,

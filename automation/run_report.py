@@ -10,6 +10,7 @@ from rich.table import Table
 
 from automation.cost import CostEstimate
 from automation.pipeline import PipelineResult, cluster_seen
+from automation.start_phases import StartPhases
 from automation.targets import Target
 from automation.ui import Notes, Output
 
@@ -25,6 +26,7 @@ class RunReport:
     cost: CostEstimate | None = None
     notes: tuple[str, ...] = field(default_factory=tuple)
     files: str | None = None  # where the run's files are (summary, NCCL logs), when it wrote any
+    start: dict | None = None  # seconds of each phase of the start (automation/start_phases.py), where known
 
     @property
     def ok(self) -> bool:
@@ -34,7 +36,7 @@ class RunReport:
         s = self.training or {}
         keys: tuple[str, ...] = ("run_id", "world_size", "steps", "tokens_per_s", "tokens_per_s_per_gpu", "mfu")
         keys += ("loss_first", "loss_last", "peak_mem_gb")
-        return {k: s.get(k) for k in keys}
+        return {**{k: s.get(k) for k in keys}, **{f"start_{k}": v for k, v in (self.start or {}).items()}}
 
     def to_dict(self) -> dict[str, object]:
         return {
@@ -66,6 +68,7 @@ def build_report(target: Target, result: PipelineResult, command: str) -> RunRep
         cost=target.cost(command) if cluster_seen({t.result.step: t.result for t in result.steps}) else None,
         notes=tuple(target.notes),
         files=target.files(result) if result.result("train") is not None else None,
+        start=getattr(outcome, "start", None),
     )
 
 
@@ -140,6 +143,8 @@ def render(report: RunReport, console: Console) -> None:
     if witness:  # the EFA counter witness: its outcome and, per NIC, counted against predicted bytes
         res.add_row("EFA counters", f"{witness['outcome']}: {witness['message']}")
     res.add_row("cost per hour", report.cost.text() if report.cost else "n/a")
+    if report.start:
+        res.add_row("start", StartPhases(**report.start).text())
     console.print(res)
     _advice(report, console)
 

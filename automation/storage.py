@@ -183,10 +183,17 @@ class ProbeFacts:
         return major.isdigit() and int(major) <= LAST_PYARROW_WITHOUT_POD_IDENTITY
 
 
+def irsa_switch_command(stack: str) -> str:
+    """The one shell line that moves ``stack`` from Pod Identity to IRSA: the key in Pulumi.<stack>.yaml, then `up`
+    (which replaces the Pod Identity association with the OIDC-trusting role and the ServiceAccount annotation)."""
+    return f"pulumi config set --stack {stack} {POD_IDENTITY_MODE_KEY} irsa && python -m automation up --stack {stack}"
+
+
 def storage_cause(why: str, facts: ProbeFacts, identity: Identity, stack_hint: str = "<stack>") -> str:
-    """The cause of a failed probe and its fix: the SDK's age, missing credentials, or the role."""
+    """The cause of a failed probe and its fix: the SDK's age, missing credentials, or the role; under Pod Identity
+    always with the command that switches the stack to IRSA."""
     denied = "ACCESS_DENIED" in why or "AccessDenied" in why
-    irsa = f"set `{POD_IDENTITY_MODE_KEY}: irsa` in Pulumi.{stack_hint}.yaml and run `up`"
+    irsa = f"run `{irsa_switch_command(stack_hint)}`"
     if denied and facts.credentials == "pod-identity" and facts.sdk_too_old():
         return (
             f"pyarrow {facts.pyarrow} in the pod bundles an AWS SDK for C++ older than 1.11.263, which cannot use "
@@ -202,12 +209,15 @@ def storage_cause(why: str, facts: ProbeFacts, identity: Identity, stack_hint: s
             f"{identity.namespace}/{identity.service_account}, and pods created before the association "
             f"{identity.association_id} have none: delete them so KubeRay recreates them"
         )
-    return (
+    role = (
         f"check IAM role {identity.role_arn} (its policy must allow the prefix), pod identity association "
         f"{identity.association_id} and service account {identity.namespace}/{identity.service_account} (the pod "
         f"must run as it; pods created before the association have no credentials: delete them so KubeRay "
         f"recreates them)"
     )
+    if facts.credentials == "pod-identity":
+        return f"{role}; if they are right, the pod's SDK may not read Pod Identity credentials: {irsa} to use IRSA"
+    return role
 
 
 def verify_storage(

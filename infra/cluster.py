@@ -92,6 +92,7 @@ class Cluster(pulumi.ComponentResource):
         self.kubeconfig: pulumi.Output[str] = pulumi.Output.secret(eks_cluster.kubeconfig_json)
         self.cluster_security_group_id: pulumi.Output[str] = eks_cluster.cluster_security_group_id
         self.node_role_arn: pulumi.Output[str] = node_role.arn
+        self.node_role_name: pulumi.Output[str] = node_role.name
         self.oidc_provider_arn: pulumi.Output[str] = eks_cluster.oidc_provider_arn
         # The issuer without https://: the prefix of an IRSA trust policy's :sub and :aud conditions.
         self.oidc_issuer: pulumi.Output[str] = eks_cluster.oidc_issuer
@@ -103,6 +104,7 @@ class Cluster(pulumi.ComponentResource):
                 "kubeconfig": self.kubeconfig,
                 "cluster_security_group_id": self.cluster_security_group_id,
                 "node_role_arn": self.node_role_arn,
+                "node_role_name": self.node_role_name,
                 "oidc_provider_arn": self.oidc_provider_arn,
                 "oidc_issuer": self.oidc_issuer,
                 "system_node_group_name": self.system_node_group_name,

@@ -119,6 +119,7 @@ __all__ = [
 NODE_CPU_HEADROOM = 0.5
 NODE_MEMORY_HEADROOM_GIB = 1.0
 BUCKET_PREFIX_MAX = 37  # aws.s3.Bucket's bucketPrefix limit (the provider adds a 26-character suffix)
+ECR_PUBLIC = "public.ecr.aws"  # the registry imageCache's pull-through cache rule serves
 
 # --------------------------------------------------------------------------- the sections
 
@@ -574,6 +575,14 @@ class RayConfig(Section):
     version: str = key(
         "rayVersion", "2.58.0", "Ray version inside rayImage (the RayCluster's rayVersion).", ray_version
     )
+    image_cache: bool = key(
+        "imageCache",
+        True,
+        "Pull rayImage through an ECR pull-through cache rule for ECR Public in the stack's region instead of from "
+        "public.ecr.aws: image layers then come from Amazon S3 over the stack's free S3 gateway endpoint, not through "
+        "the NAT gateway ($0.045/GB, about $0.59 per node per cold start of the ~13 GB image), for about $1.30 a month "
+        "of ECR storage (docs/aws-round-three.md). Needs rayImage on public.ecr.aws; false pulls it directly.",
+    )
     head: RayHeadConfig = field(default_factory=RayHeadConfig)
     worker: RayWorkerConfig = field(default_factory=RayWorkerConfig)
     region: str = ""  # aws:region of the stack (StackConfig sets it): the pods' AWS_REGION / AWS_DEFAULT_REGION
@@ -596,6 +605,12 @@ class RayConfig(Section):
             raise ConfigError(
                 f"{w.keyname('efa')} is {w.efa} but each node has {gpu_nodes.efa_interfaces} EFA interface(s): "
                 f"set {w.keyname('efa')} to {gpu_nodes.efa_interfaces}"
+            )
+        if self.image_cache and not self.image.startswith(f"{ECR_PUBLIC}/"):
+            raise ConfigError(
+                f"{self.keyname('image_cache')} is true but {self.keyname('image')} {self.image!r} is not on "
+                f"{ECR_PUBLIC}, the only upstream the stack's cache rule serves: set {self.keyname('image_cache')} "
+                "to false, or use an image from public.ecr.aws"
             )
         # EFA nodes pre-allocate a huge-page pool that allocatable memory loses (infra/eks_facts.py).
         _check_fits(w, gpu_nodes.instance_type, gk("instance_type"), efa_hugepages_gib(spec.vcpus))
@@ -662,8 +677,9 @@ class StorageConfig(Section):
         "the ray-train ServiceAccount only, which carries the eks.amazonaws.com/role-arn annotation; no Pod "
         "Identity association; https://docs.aws.amazon.com/eks/latest/userguide/iam-roles-for-service-accounts.html). "
         "Use irsa when the pods' AWS SDK is too old for Pod Identity: pyarrow's S3 filesystem needs the AWS SDK for "
-        "C++ 1.11.263 or newer (https://docs.aws.amazon.com/eks/latest/userguide/pod-id-minimum-sdk.html). The S3 "
-        "permissions are the same policy document in both modes.",
+        "C++ 1.11.263 or newer (https://docs.aws.amazon.com/eks/latest/userguide/pod-id-minimum-sdk.html). The "
+        "default is pod-identity because Ray 2.58 requires pyarrow >= 17, whose wheels bundle SDK 1.11.285 or newer "
+        "(docs/aws-round-three.md). The S3 permissions are the same policy document in both modes.",
         pod_identity_mode,
     )
     # Set by StackConfig from the cluster name and the stack:

@@ -168,6 +168,14 @@ PERMISSIONS: dict[str, tuple[str, ...]] = {
         "ec2:RunInstances",  # launching from a launch template is checked against the caller too
         "ec2:DescribeLaunchTemplateVersions",
     ),
+    # imageCache: the rule itself; the first pull's CreateRepository/BatchImportUpstreamImage are the node role's
+    # (ECR user guide, pull-through-cache-iam.html), not the deployer's.
+    "aws:ecr/pullThroughCacheRule:PullThroughCacheRule": (
+        "ecr:CreatePullThroughCacheRule",
+        "ecr:DescribePullThroughCacheRules",
+        "ecr:UpdatePullThroughCacheRule",
+        "ecr:DeletePullThroughCacheRule",
+    ),
     "aws:eks/podIdentityAssociation:PodIdentityAssociation": (
         "eks:CreatePodIdentityAssociation",
         "eks:DeletePodIdentityAssociation",

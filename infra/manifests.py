@@ -9,11 +9,13 @@ use the Pulumi SDK's snake_case names.
 
 from __future__ import annotations
 
+import hashlib
 import ipaddress
+import re
 from dataclasses import dataclass
 from typing import Any
 
-from infra.config import GpuNodesConfig, RayConfig, RayWorkerConfig, StackConfig
+from infra.config import ECR_PUBLIC, GpuNodesConfig, RayConfig, RayWorkerConfig, StackConfig
 from infra.eks_facts import EFA_HUGEPAGES, EFA_HUGEPAGES_RESOURCE
 from infra.names import (
     EFA_RESOURCE,
@@ -359,6 +361,46 @@ def aws_region_env(region: str) -> dict[str, str]:
     return {"AWS_REGION": region, "AWS_DEFAULT_REGION": region}
 
 
+# Ray's own health endpoints, probed by HTTP so that nothing runs inside the image. KubeRay v1.5.2 injects exec probes
+# (`bash -c "wget ... | grep success"`) into a Ray container that sets none (ray-operator/controllers/ray/common/pod.go,
+# initLivenessAndReadinessProbe, tag v1.5.2 = commit 9f65eca), and only where the container has none; whether the DLC
+# image has wget is not established (docs/aws-round-three.md). Paths and ports: utils/constant.go at that tag
+# (RayAgentRayletHealthPath on DefaultDashboardAgentListenPort 52365, RayDashboardGCSHealthPath on DefaultDashboardPort
+# 8265). Ray 2.58 answers 200 "success" or 503 on both (dashboard/modules/reporter/healthz_agent.py, reporter_head.py),
+# so httpGet's 2xx test is KubeRay's `grep success`; the agent listens on the pod IP as well as localhost
+# (dashboard/http_server_agent.py), and the dashboard on 0.0.0.0 (the head's dashboard-host below).
+RAYLET_HEALTH = {"path": "/api/local_raylet_healthz", "port": 52365}
+GCS_HEALTH = {"path": "/api/gcs_healthz", "port": RAY_PORTS["dashboard"]}
+# KubeRay's numbers (constant.go): readiness after 10 s every 5 s, 10 failures; liveness after 30 s every 5 s,
+# 120 failures (10 minutes); timeout 2 s, 5 s on the head.
+READINESS_TIMING = {"initialDelaySeconds": 10, "periodSeconds": 5, "successThreshold": 1, "failureThreshold": 10}
+LIVENESS_TIMING = {"initialDelaySeconds": 30, "periodSeconds": 5, "successThreshold": 1, "failureThreshold": 120}
+
+
+def _http_probe(endpoint: dict[str, Any], timing: dict[str, int], timeout_s: int) -> dict[str, Any]:
+    return {"httpGet": dict(endpoint), **timing, "timeoutSeconds": timeout_s}
+
+
+def head_probes() -> dict[str, Any]:
+    """The head's probes: Ready when the GCS answers through the dashboard, restarted when its raylet stops.
+
+    KubeRay's exec probe checks both endpoints in one command; an httpGet probe checks one, so the head's readiness
+    takes the GCS (what the workers and the driver need of the head) and its liveness the raylet.
+    """
+    return {
+        "readinessProbe": _http_probe(GCS_HEALTH, READINESS_TIMING, 5),
+        "livenessProbe": _http_probe(RAYLET_HEALTH, LIVENESS_TIMING, 5),
+    }
+
+
+def worker_probes() -> dict[str, Any]:
+    """A worker's probes: both on its raylet, as KubeRay's own."""
+    return {
+        "readinessProbe": _http_probe(RAYLET_HEALTH, READINESS_TIMING, 2),
+        "livenessProbe": _http_probe(RAYLET_HEALTH, LIVENESS_TIMING, 2),
+    }
+
+
 def _pre_stop_ray_stop() -> dict[str, Any]:
     # Lets Ray leave the cluster cleanly (drains, tells the GCS) before the container dies.
     return {"preStop": {"exec": {"command": ["/bin/sh", "-c", "ray stop"]}}}
@@ -402,6 +444,7 @@ def ray_head_template(ray: RayConfig) -> dict[str, Any]:
                     "env": _env({"NVIDIA_VISIBLE_DEVICES": "void", **aws_region_env(ray.region)}),
                     "ports": [{"name": n, "containerPort": p} for n, p in RAY_PORTS.items()],
                     "lifecycle": _pre_stop_ray_stop(),
+                    **head_probes(),
                     "volumeMounts": [runs_mount, tmp_mount],
                 }
             ],
@@ -447,6 +490,7 @@ def ray_worker_template(ray: RayConfig) -> dict[str, Any]:
                     # libfabric pins (registers) the buffers NCCL sends over EFA.
                     "securityContext": {"capabilities": {"add": ["IPC_LOCK"]}},
                     "lifecycle": _pre_stop_ray_stop(),
+                    **worker_probes(),
                     "volumeMounts": [{"name": "dshm", "mountPath": "/dev/shm"}, runs_mount, tmp_mount],
                 }
             ],
@@ -507,3 +551,53 @@ def service_account_manifest(namespace: str) -> dict[str, Any]:
 def namespace_manifest(name: str) -> dict[str, Any]:
     """A core v1 Namespace."""
     return {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name, "labels": {"name": name}}}
+
+
+# --------------------------------------------------------------------------- image cache
+# An ECR pull-through cache rule for ECR Public: a pull of <account>.dkr.ecr.<region>.amazonaws.com/<prefix>/<path>
+# fetches public.ecr.aws/<path> once into a private repository <prefix>/<path>, and later pulls serve it from there
+# (https://docs.aws.amazon.com/AmazonECR/latest/userguide/pull-through-cache.html). A repository prefix is unique in a
+# registry, so each stack gets its own: 2-30 characters of lowercase letters, digits and . _ - / (ECR API,
+# CreatePullThroughCacheRule, ecrRepositoryPrefix).
+IMAGE_CACHE_PREFIX_MAX = 30
+
+
+def image_cache_prefix(cluster_name: str, stack: str) -> str:
+    """The stack's repository prefix of the cache rule: ``<cluster>-<stack>`` lowercased; a longer one is cut and ends
+    in 6 hex digits of its hash, so that two long stack names stay apart."""
+    raw = re.sub(r"[^a-z0-9]+", "-", f"{cluster_name}-{stack}".lower()).strip("-")
+    if len(raw) <= IMAGE_CACHE_PREFIX_MAX:
+        return raw
+    digest = hashlib.sha256(raw.encode()).hexdigest()[:6]
+    return f"{raw[: IMAGE_CACHE_PREFIX_MAX - 7].strip('-')}-{digest}"
+
+
+def registry_host(account_id: str, region: str) -> str:
+    """The private ECR registry of ``account_id`` in ``region``."""
+    return f"{account_id}.dkr.ecr.{region}.amazonaws.com"
+
+
+def cached_image(image: str, host: str, prefix: str) -> str:
+    """``image`` (on public.ecr.aws) as pulled through the cache rule: ``<host>/<prefix>/<path>:<tag>``."""
+    upstream = f"{ECR_PUBLIC}/"
+    if not image.startswith(upstream):
+        raise ValueError(f"{image!r} is not on {ECR_PUBLIC}: the cache rule serves only that registry")
+    return f"{host}/{prefix}/{image[len(upstream) :]}"
+
+
+def image_cache_node_policy(region: str, account_id: str, prefix: str) -> dict[str, Any]:
+    """What the node role needs beyond AmazonEC2ContainerRegistryReadOnly for the first pull through the cache: create
+    the repository and import the upstream image into it (ECR user guide, pull-through-cache-iam.html:
+    ``ecr:CreateRepository`` when the repository does not exist yet, ``ecr:BatchImportUpstreamImage``), only under the
+    stack's prefix."""
+    return {
+        "Version": "2012-10-17",
+        "Statement": [
+            {
+                "Sid": "PullThroughCacheFirstPull",
+                "Effect": "Allow",
+                "Action": ["ecr:CreateRepository", "ecr:BatchImportUpstreamImage"],
+                "Resource": f"arn:aws:ecr:{region}:{account_id}:repository/{prefix}/*",
+            }
+        ],
+    }

@@ -79,6 +79,8 @@ class RenderMocks(Mocks):
             state["arn"] = f"arn:aws:s3:::{state['bucket']}"
         elif typ == "aws:eks/podIdentityAssociation:PodIdentityAssociation":
             state["associationId"] = f"a-{fake_id}"
+        elif typ == "aws:ecr/pullThroughCacheRule:PullThroughCacheRule":
+            state["registryId"] = "123456789012"  # the account's registry, as the provider reads it back
         elif typ in ("aws:iam/role:Role", "aws:kms/key:Key"):
             state.setdefault("name", name)
             state["arn"] = f"arn:aws:render::123456789012:{name}"

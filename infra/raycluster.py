@@ -4,7 +4,7 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import pulumi
 import pulumi_kubernetes as k8s
@@ -22,6 +22,8 @@ class RayClusterArgs:
     depends_on: tuple[pulumi.Resource, ...] = ()
     # What the Ray ServiceAccount carries: under IRSA the role annotation (infra/pod_identity.py).
     service_account_annotations: Mapping[str, pulumi.Input[str]] | None = None
+    # The Ray image's reference when it differs from ray.image: through the image cache (infra/image_cache.py).
+    image: pulumi.Input[str] | None = None
 
 
 class RayCluster(pulumi.ComponentResource):
@@ -49,7 +51,7 @@ class RayCluster(pulumi.ComponentResource):
             api_version=RAY_API_VERSION,
             kind=RAY_KIND,
             metadata={"name": args.ray.cluster_name, "namespace": namespace.metadata["name"]},
-            spec=raycluster_spec(args.ray),
+            spec=_spec(args),
             opts=pulumi.ResourceOptions(parent=self, provider=args.provider, depends_on=[*args.depends_on, account]),
         )
         self.name: pulumi.Output[str] = cluster.metadata["name"]
@@ -60,3 +62,9 @@ class RayCluster(pulumi.ComponentResource):
         self.register_outputs(
             {"name": self.name, "namespace": self.namespace, "head_service_name": self.head_service_name}
         )
+
+
+def _spec(args: RayClusterArgs) -> pulumi.Input[dict]:
+    if args.image is None:
+        return raycluster_spec(args.ray)
+    return pulumi.Output.from_input(args.image).apply(lambda ref: raycluster_spec(replace(args.ray, image=ref)))

@@ -11,8 +11,9 @@ from infra.config import StackConfig, require_gpu_az
 from infra.device_plugins import DevicePlugins, DevicePluginsArgs
 from infra.efa_nodegroup import EfaNodeGroup, EfaNodeGroupArgs
 from infra.idle_guard import IdleGuard, IdleGuardArgs
+from infra.image_cache import ImageCache, ImageCacheArgs
 from infra.kuberay import KubeRay, KubeRayArgs
-from infra.manifests import RAY_SERVICE_ACCOUNT, chart_pins
+from infra.manifests import RAY_SERVICE_ACCOUNT, chart_pins, image_cache_prefix
 from infra.network import Network, NetworkArgs
 from infra.pod_identity import PodIdentity, PodIdentityArgs
 from infra.raycluster import RayCluster, RayClusterArgs
@@ -100,7 +101,8 @@ def build(cfg: StackConfig) -> dict[str, Any]:
             oidc_issuer=cluster.oidc_issuer,
         ),
     )
-    before_pods = (kuberay.release, *plugins.releases, *identity.ready)
+    cache = _image_cache(cfg, name, cluster)
+    before_pods = (kuberay.release, *plugins.releases, *identity.ready, *(cache.ready if cache else ()))
     ray = RayCluster(
         f"{name}-ray",
         RayClusterArgs(
@@ -108,11 +110,21 @@ def build(cfg: StackConfig) -> dict[str, Any]:
             provider=cluster.provider,
             depends_on=before_pods,
             service_account_annotations=identity.service_account_annotations,
+            image=cache.image if cache else None,
         ),
     )
     if cfg.gpu_nodes.idle_minutes > 0:
         _idle_guard(cfg, name, cluster, gpu, ray, identity, bucket)
     return _outputs(cfg, gpu_az, cluster, gpu, ray, bucket, identity)
+
+
+def _image_cache(cfg: StackConfig, name: str, cluster: Cluster) -> ImageCache | None:
+    """The ECR pull-through cache of the Ray image (imageCache true), or None."""
+    if not cfg.ray.image_cache:
+        return None
+    prefix = image_cache_prefix(name, cfg.stack)
+    args = ImageCacheArgs(prefix=prefix, image=cfg.ray.image, region=cfg.region, node_role_name=cluster.node_role_name)
+    return ImageCache(f"{name}-image-cache", args)
 
 
 def _idle_guard(cfg: StackConfig, name: str, cluster, gpu, ray, identity, bucket) -> IdleGuard:

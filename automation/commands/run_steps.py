@@ -64,6 +64,7 @@ def open_target(args: argparse.Namespace, ui: Any, deps: aws.AwsDeps | None = No
         detach=args.detach,
         job_timeout_s=args.timeout,
         attach_job=getattr(args, "job", None),
+        auto_az=args.auto_az,
     )
 
 

@@ -8,9 +8,11 @@ terminal, says to stop it; the run then says how to follow it again (`automation
 
 from __future__ import annotations
 
+import dataclasses
+
 from automation.errors import DriverError
 from automation.pipeline import Advice, JobLeftRunning, Prior, StepInterrupted, StepResult, SubmittedJob, TrainOutcome
-from automation.ray_head import UNKNOWN, FollowEnd, JobState, follow_on, outcome_of
+from automation.ray_head import UNKNOWN, FollowEnd, JobState, follow_on, is_step_line, outcome_of
 from automation.targets import Target
 
 LOG_TAIL_LINES = 40
@@ -76,11 +78,27 @@ def left(target: Target, job: SubmittedJob) -> StepInterrupted | None:
     return JobLeftRunning(STEP, Advice(exists, (f"follow it again from any machine: {attach}",)), job.job_id)
 
 
+def start_phases(target: Target, first_step_at: float | None) -> dict | None:
+    """The start's phases as the target reads them (automation/start_phases.py); None where it cannot say."""
+    try:
+        return target.start_phases(first_step_at)
+    except DriverError as e:  # the phases are a measurement: a cluster that cannot be read fails no job
+        target.note(f"the start's phases were not read: {e}")
+        return None
+
+
 def run(target: Target, prior: Prior) -> StepResult[TrainOutcome]:
     """train: the submitted job followed to its end; what the job server says it ended as."""
     job = submitted(prior)
+    first_step: list[float] = []  # when this command saw the job's first step line: the start's last phase
+
+    def line(text: str) -> None:
+        if not first_step and is_step_line(text):
+            first_step.append(target.clock())
+        target.on_line(text)
+
     try:
-        end = follow_on(target, job.job_id)
+        end = follow_on(target, job.job_id, line)
     except KeyboardInterrupt:
         interrupted = left(target, job)
         if interrupted is None:
@@ -92,7 +110,11 @@ def run(target: Target, prior: Prior) -> StepResult[TrainOutcome]:
         outcome = outcome_of(unknown, job.args, None)
         return StepResult(STEP, "fail", f"{e}; follow it again: {attach}" if attach else str(e), data=outcome)
     summary = target.job_summary(job.args) if end.state.status == "SUCCEEDED" else None
-    result = train_result(outcome_of(end, job.args, summary))
+    # Read now, while the pods and GPU nodes still exist (`run` may idle the nodes before the report). A job
+    # this command did not submit (`attach`) was seen starting by another: its first step time is not known.
+    seen = first_step[0] if first_step and prior.get("submit") is not None else None
+    outcome = dataclasses.replace(outcome_of(end, job.args, summary), start=start_phases(target, seen))
+    result = train_result(outcome)
     if end.stopped_for_timeout:
         said = f"job {job.job_id} was stopped by --timeout {target.job_timeout_s:g} s, its time limit (`ray job stop`)"
         return StepResult(STEP, "fail", f"{said}; {result.summary}", data=result.data)

@@ -9,6 +9,7 @@ from contextlib import contextmanager
 
 from pulumi.automation import ConfigValue
 
+from automation.az_fallback import up_with_fallback
 from automation.capacity import up_watch
 from automation.errors import DriverError
 from automation.pipeline import Prior, StepResult
@@ -69,9 +70,13 @@ def run_up(target: AwsTarget, prior: Prior) -> StepResult:
         return nodegroup_failure_cause(c("eks"), c("autoscaling"), target.cfg.cluster.name)
 
     live = live_desired_size(target.deps.client("eks"), target.outputs(), target.cfg.stack)
-    # a GPU node group stuck for want of capacity is said while `up` runs
-    with up_watch(target), live_size_for_up(target.stack(), live):
-        result = up(target.stack(), target.on_progress, explain_failure=cause)
+
+    def attempt() -> StepResult:
+        # a GPU node group stuck for want of capacity is said while `up` runs
+        with up_watch(target), live_size_for_up(target.stack(), live):
+            return up(target.stack(), target.on_progress, explain_failure=cause)
+
+    result = up_with_fallback(target, attempt)  # --auto-az: the next AZ when EC2 has no capacity (az_fallback.py)
     if result.data is not None:
         target.stack_changed(result.data)
     return result

@@ -40,6 +40,11 @@ class Target(Protocol):
 
     def submit(self, args: TrainConfig) -> TrainOutcome: ...  # run the job to its end; what it reported
 
+    # The phases of the cluster's last start in seconds (node join, image pull, pod start, first step;
+    # automation/start_phases.py), `first_step_at` when this command saw the first step line; None where
+    # there is no cluster start to read (local).
+    def start_phases(self, first_step_at: float | None) -> dict | None: ...
+
     # ---- the job, detached: submitted, then followed by asking the job server (automation/ray_head.py) ----
     def submit_job(self, args: TrainConfig) -> SubmittedJob: ...  # queue the job and return at once
 

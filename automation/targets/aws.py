@@ -15,6 +15,7 @@ import shutil
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Literal
 
@@ -43,6 +44,7 @@ from automation.pulumi_stack import PULUMI_MISSING, StackLike, outputs_dict, sel
 from automation.ray_head import POLL_S, AsksJobServer, HeadJobs, run_to_end
 from automation.run_files import collect_logs, fetch_run
 from automation.scaling import SYSTEM_CLOCK, Clock
+from automation.start_phases import observe
 from automation.storage import Durability, outside_run_bucket, require_run, run_locations, split_s3_uri
 from automation.ui import tty_confirm
 from infra.config import ConfigError as StackConfigError
@@ -167,6 +169,7 @@ class AwsTarget(AsksJobServer):
     on_note: Callable[[str], None] = lambda s: None
     node_wait_s: float = 180
     scale_nodes: bool = False  # `run`: the GPU node group back at gpuNodeCount before verify (automation/scaling.py)
+    auto_az: bool = False  # `up --auto-az`: move the GPU node group to the next ranked AZ when EC2 has no capacity
     pod_wait_s: float = 900
     detach: bool = False  # `run --detach`: the pipeline ends at submit
     job_timeout_s: float | None = None  # --timeout: stop the job after this long (None: no limit)
@@ -333,6 +336,13 @@ class AwsTarget(AsksJobServer):
 
     def submit(self, args: TrainConfig) -> TrainOutcome:
         return run_to_end(self, args)
+
+    def start_phases(self, first_step_at: float | None) -> dict | None:
+        """The phases of the RayCluster's last start (node join, image pull, pod start, first step), read while
+        its pods and GPU nodes still exist; ``first_step_at``: when this command saw the first step line."""
+        pods = self.ray_pods()
+        seen = None if first_step_at is None else datetime.fromtimestamp(first_step_at, UTC)
+        return observe(pods.kube, pods.namespace, pods.raycluster, seen).to_dict()
 
     def nccl_expectation(self) -> tuple[str, str]:
         return self.require, ""

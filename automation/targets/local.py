@@ -221,6 +221,10 @@ class LocalTarget(AsksJobServer):
     def attach_command(self, job_id: str) -> str:
         return ""  # nothing outlives a local run
 
+    def start_phases(self, first_step_at: float | None) -> None:
+        """The local cluster starts no nodes and pulls no image: no phases to read."""
+        return None
+
     def submit(self, args: TrainConfig) -> TrainOutcome:
         return run_to_end(self, args)
 

@@ -113,6 +113,7 @@ CASES: dict[str, Case] = {
     "run-num-workers-float": Case(A, ("run", "--num-workers", "1.5"), 2, ("--num-workers", "'1.5'")),
     "run-plan-local": Case(A, ("run", "--plan"), 2, ("--plan", "local")),
     "run-kubeconfig-local": Case(A, ("run", "--kubeconfig", "kc"), 2, ("--kubeconfig", "local")),
+    "run-auto-az-local": Case(A, ("run", "--auto-az"), 2, ("--auto-az", "local")),
     "run-use-gpu-aws": Case(A, ("run", "--stack", "us-west-2", "--use-gpu"), 2, ("--use-gpu", "aws")),
     "run-resume-without-stack": Case(A, ("run", "--resume", "r1"), 2, ("--resume", "--stack")),
     "run-run-id-dotdot": Case(A, ("run", "--run-id", "../x"), 2, ("--run-id", "'../x'")),

@@ -6,6 +6,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import warnings
+from datetime import UTC, datetime
 from pathlib import Path
 
 import _driver_helpers as helpers  # tests/integration is on pytest's pythonpath
@@ -16,7 +17,7 @@ from _ray_jobs import Clock, FakeRayJobs, JobScript, parse_request
 from _shared_env import MOTO_REGION
 from botocore.stub import Stubber
 
-from automation import steps
+from automation import scaling, steps
 from automation.errors import DriverError
 from automation.kube import ExecResult, KubeApi
 from automation.pipeline import run_pipeline
@@ -240,7 +241,9 @@ def test_up_failure_reports_the_scaling_activity_cause(aws):
         stack = helpers.FakeStack(
             "us-west-2", outputs=outputs(api), fail={"up": "eks:index:ManagedNodeGroup gpu: CREATE_FAILED"}
         )
-        result = run(make_target(api, stack, clients=client_factory(extra={"eks": eks, "autoscaling": asg})), PIPELINE)
+        clients = client_factory(extra={"eks": eks, "autoscaling": asg})
+        # No --auto-az, and the terminal declines the move to another AZ: the failure stands with its cause.
+        result = run(make_target(api, stack, confirm=lambda q: False, clients=clients), PIPELINE)
     assert result.failed_step == "up", f"expected up to fail, got {result.failed_step}"
     assert "sufficient g6.12xlarge capacity" in result.reason, f"expected the ASG's cause in {result.reason!r}"
     assert any("destroy --stack us-west-2" in c for c in result.advice.next_commands), result.advice
@@ -370,7 +373,11 @@ def test_s3_access_denied_from_an_old_pyarrow_stops_verify_naming_the_sdk_and_th
     with helpers.FakeKubeApi() as api:
         stack = helpers.FakeStack("us-west-2", outputs=outputs(api))
         result = run(make_target(api, stack, pod_exec=helpers.ScriptedExec(answer)), PIPELINE)
-    wanted = ("pyarrow 16.1.0", "older than 1.11.263", "ray-efa-eks:podIdentityMode: irsa")
+    wanted = (
+        "pyarrow 16.1.0",
+        "older than 1.11.263",
+        "pulumi config set --stack us-west-2 ray-efa-eks:podIdentityMode irsa",
+    )
     missing = [w for w in wanted if w not in result.reason]
     assert result.failed_step == "verify" and not missing, f"{result.failed_step}: missing {missing} in {result.reason}"
 
@@ -419,3 +426,101 @@ def test_capacity_block_world_passes_preflight_once_the_block_is_active(aws):
         stack = helpers.FakeStack("us-west-2", outputs=outputs(api))
         result = run(capacity_block_target(api, stack, active), PLAN)
     assert result.ok, f"expected the active block to pass the plan, failed at {result.failed_step}: {result.reason}"
+
+
+def test_run_records_the_phases_of_the_start_from_the_cluster(aws):
+    # The recorded cluster: GPU nodes created 10:04:11, Ready 10:04:42; Ray containers started 10:13:40; the world
+    # adds the workers' Pulled events (10:13:37, 1m29.9s); the driver sees the first step line at 10:15:10.
+    objects = helpers.load_k8s()
+    worlds.cold_pulls(objects)
+    with helpers.FakeKubeApi(objects) as api:
+        stack = helpers.FakeStack("us-west-2", outputs=outputs(api))
+        target = make_target(api, stack)
+        seen = datetime(2026, 12, 2, 10, 15, 10, tzinfo=UTC).timestamp()
+        target.deps.clock = scaling.Clock(now=lambda: seen, sleep=lambda s: None)
+        result = run(target, PIPELINE)
+    start = result.result("train").data.start
+    want = {"node_join_s": 31.0, "image_pull_s": 89.9, "pod_start_s": 3.0, "first_step_s": 90.0}
+    assert start == {**want, "image_bytes": worlds.COLD_PULL_BYTES}, f"expected {want}, got {start}"
+
+
+# --------------------------------------------------------------------------- up --auto-az
+# EKS's error when EC2 refuses the node group's instances carries EC2's code in the health issue
+# (https://docs.aws.amazon.com/eks/latest/APIReference/API_Issue.html, AsgInstanceLaunchFailures).
+NO_CAPACITY_ERROR = (
+    "eks:index:ManagedNodeGroup gpu: CREATE_FAILED: AsgInstanceLaunchFailures: InsufficientInstanceCapacity: "
+    "We currently do not have sufficient g6.12xlarge capacity in the Availability Zone you requested"
+)
+
+
+class Ec2WithoutReservations:
+    """moto's EC2 client, but DescribeCapacityReservations answers that the account holds none (moto 5.2.5 does not
+    model capacity reservations; the shape is the EC2 API's DescribeCapacityReservations response)."""
+
+    def __init__(self) -> None:
+        self._moto = boto3.client("ec2", region_name=REGION)
+
+    def describe_capacity_reservations(self, **kwargs) -> dict:
+        return {"CapacityReservations": []}
+
+    def __getattr__(self, name: str):
+        return getattr(self._moto, name)
+
+
+def auto_az_target(api, stack, auto_az: bool = True, move_answer: bool = True):
+    # `yes` answers the cost question; `move_answer` is the terminal's answer to the move (False: declined, or no
+    # terminal, where tty_confirm raises and nothing moves).
+    clients = client_factory(extra={"ec2": Ec2WithoutReservations()})
+    target = make_target(api, stack, confirm=lambda q: move_answer, clients=clients)
+    target.auto_az = auto_az
+    return target
+
+
+class ShortOfCapacityIn(helpers.FakeStack):
+    """A stack whose `up` fails for want of capacity while its GPU AZ is one of ``short`` (the AZ the stack file
+    names until `pulumi config set` moves it)."""
+
+    def __init__(self, *args, short: tuple[str, ...], **kwargs):
+        super().__init__(*args, **kwargs)
+        self.short = short
+
+    def up(self, on_event=None):
+        az = self.config[GPU_AZ_KEY].value if GPU_AZ_KEY in self.config else "us-west-2a"
+        self.fail = {"up": NO_CAPACITY_ERROR} if az in self.short else {}
+        return super().up(on_event)
+
+
+def test_up_with_auto_az_moves_the_gpu_nodes_to_the_next_network_az_and_says_so(aws):
+    with helpers.FakeKubeApi() as api:
+        stack = ShortOfCapacityIn("us-west-2", outputs=outputs(api), short=("us-west-2a",))
+        target = auto_az_target(api, stack)
+        result = run(target, PIPELINE)
+    moved = [n for n in target.notes if n.startswith("moving the GPU node group from us-west-2a to us-west-2b")]
+    got = (result.ok, stack.config[GPU_AZ_KEY].value, stack.calls.count("up"), len(moved))
+    assert got == (True, "us-west-2b", 2, 1), f"expected one move to us-west-2b and a second up: {got}, {target.notes}"
+
+
+def test_up_without_auto_az_and_a_declined_move_names_the_shortage_and_moves_nothing(aws):
+    with helpers.FakeKubeApi() as api:
+        stack = ShortOfCapacityIn("us-west-2", outputs=outputs(api), short=("us-west-2a",))
+        result = run(auto_az_target(api, stack, auto_az=False, move_answer=False), PIPELINE)
+    got = (result.failed_step, "sufficient g6.12xlarge capacity" in result.reason, stack.calls.count("up"))
+    assert got == ("up", True, 1) and GPU_AZ_KEY not in stack.config, f"expected one failed up, no move: {got}"
+
+
+def test_a_move_accepted_on_the_terminal_moves_without_auto_az(aws):
+    with helpers.FakeKubeApi() as api:
+        stack = ShortOfCapacityIn("us-west-2", outputs=outputs(api), short=("us-west-2a",))
+        result = run(auto_az_target(api, stack, auto_az=False, move_answer=True), PIPELINE)
+    got = (result.ok, stack.config[GPU_AZ_KEY].value)
+    assert got == (True, "us-west-2b"), f"expected the accepted move to us-west-2b: {got}"
+
+
+def test_auto_az_stops_when_no_network_az_has_capacity_and_says_so(aws):
+    with helpers.FakeKubeApi() as api:
+        stack = ShortOfCapacityIn("us-west-2", outputs=outputs(api), short=("us-west-2a", "us-west-2b"))
+        target = auto_az_target(api, stack)
+        result = run(target, PIPELINE)
+    said = any("no other AZ of the stack's network" in n for n in target.notes)
+    got = (result.failed_step, stack.calls.count("up"), said)
+    assert got == ("up", 2, True), f"expected two ups (2a, 2b), then a stop that says why: {got}, {target.notes}"

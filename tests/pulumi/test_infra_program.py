@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import base64
 import contextvars
+import dataclasses
 import warnings
 
 import pulumi
@@ -14,7 +15,7 @@ from conftest import REPO, quiet_stack
 from infra import mock_render
 from infra.config import PROJECT, ConfigError, ConfigWarning, from_pulumi_config, stack_config_values
 from infra.efa_nodegroup import gpu_hugepages_2mi
-from infra.manifests import gpu_node_user_data, raycluster_spec
+from infra.manifests import cached_image, gpu_node_user_data, image_cache_prefix, raycluster_spec, registry_host
 from infra.mock_render import Render, RenderMocks, run_program
 from infra.stack import OUTPUT_NAMES
 
@@ -331,7 +332,11 @@ def test_raycluster_resource_carries_the_built_spec(east):
     rc = one(east, "kubernetes:ray.io/v1:RayCluster").inputs
     cfg = quiet_stack("us-east-2")
     assert (rc["apiVersion"], rc["kind"], rc["metadata"]["name"]) == ("ray.io/v1", "RayCluster", cfg.ray.cluster_name)
-    assert ints(rc["spec"]) == raycluster_spec(cfg.ray), "the engine did not receive the spec manifests.py built"
+    # imageCache (default true): the spec's image is the Ray image through the stack's cache rule (mock account).
+    host = registry_host("123456789012", cfg.region)
+    image = cached_image(cfg.ray.image, host, image_cache_prefix(cfg.cluster.name, cfg.stack))
+    want = raycluster_spec(dataclasses.replace(cfg.ray, image=image))
+    assert ints(rc["spec"]) == want, "the engine did not receive the spec manifests.py built"
 
 
 @pytest.mark.parametrize("stack", STACKS)

@@ -4,8 +4,10 @@ probe's failure naming what gives the pod its credentials."""
 from __future__ import annotations
 
 import dataclasses
+import re
 import subprocess
 import sys
+from importlib.metadata import requires
 
 import boto3
 import pyarrow
@@ -16,13 +18,16 @@ from automation.errors import DriverError
 from automation.kube import ExecResult
 from automation.storage import (
     CHECKPOINT_EVERY,
+    LAST_PYARROW_WITHOUT_POD_IDENTITY,
     MAX_FAILURES,
     Durability,
     Identity,
+    irsa_switch_command,
     marker_probe_command,
     require_run,
     verify_storage,
 )
+from infra.config import StorageConfig
 from workloads.config import TrainConfig
 
 URI = "s3://runs-bucket/us-west-2/runs"
@@ -129,7 +134,7 @@ def test_probe_prints_pyarrow_version_and_runs_through_pyarrow_from_uri(tmp_path
 
 def test_access_denied_with_pod_identity_and_an_old_pyarrow_blames_the_sdk_and_names_the_irsa_key():
     res = verify_storage(probe_answer("16.1.0", "pod-identity", DENIED), "worker-0", IDENTITY, URI, "r1", "us-west-2")
-    wanted = ["pyarrow 16.1.0", "older than 1.11.263", "`ray-efa-eks:podIdentityMode: irsa` in Pulumi.us-west-2.yaml"]
+    wanted = ["pyarrow 16.1.0", "older than 1.11.263", f"run `{irsa_switch_command('us-west-2')}`"]
     missing = [w for w in wanted if w not in res.summary]
     assert res.status == "fail" and not missing, f"expected {missing} in: {res.summary}"
     assert IDENTITY.role_arn not in res.summary, f"expected the SDK, not the role, blamed: {res.summary}"
@@ -138,8 +143,22 @@ def test_access_denied_with_pod_identity_and_an_old_pyarrow_blames_the_sdk_and_n
 def test_access_denied_with_pyarrow_17_or_later_blames_the_role_not_the_sdk():
     """pyarrow 17.0.0's wheels are the first to bundle an SDK Pod Identity works with (1.11.285)."""
     res = verify_storage(probe_answer("17.0.0", "pod-identity", DENIED), "worker-0", IDENTITY, URI, "r1")
-    got = (IDENTITY.role_arn in res.summary, "older than 1.11.263" in res.summary, "podIdentityMode" in res.summary)
-    assert got == (True, False, False), f"expected the role named and the SDK not blamed: {res.summary}"
+    got = (IDENTITY.role_arn in res.summary, "older than 1.11.263" in res.summary)
+    assert got == (True, False), f"expected the role named and the SDK not blamed: {res.summary}"
+
+
+@pytest.mark.parametrize("pyarrow_version", ["16.1.0", "26.0.1"])
+def test_any_s3_failure_under_pod_identity_prints_the_one_irsa_switch_command(pyarrow_version):
+    res = verify_storage(probe_answer(pyarrow_version, "pod-identity", DENIED), "worker-0", IDENTITY, URI, "r1", "dev")
+    want = "`pulumi config set --stack dev ray-efa-eks:podIdentityMode irsa && python -m automation up --stack dev`"
+    assert want in res.summary, f"expected the exact switch command {want} in: {res.summary}"
+
+
+def test_irsa_switch_command_sets_the_key_the_program_reads():
+    # The key the command sets must be the one infra/config.py parses into StorageConfig.pod_identity_mode.
+    words = irsa_switch_command("dev").split()
+    got = words[words.index("set") + 3 : words.index("set") + 5]
+    assert got == [StorageConfig.keyname("pod_identity_mode", prefixed=True), "irsa"], f"got {got}"
 
 
 def test_a_pod_without_injected_credentials_is_told_to_be_recreated():
@@ -153,3 +172,13 @@ def test_passing_probe_reports_the_pods_pyarrow_version():
 
     res = verify_storage(ok, "worker-0", IDENTITY, URI, "r1")
     assert res.ok and res.summary.endswith("(pyarrow 21.0.0)"), res.summary
+
+
+def test_pod_identity_default_holds_for_every_pyarrow_ray_admits():
+    # podIdentityMode defaults to pod-identity only because every pyarrow Ray's train extra accepts bundles an AWS SDK
+    # for C++ that reads Pod Identity credentials (docs/aws-round-three.md); a Ray that admits an older pyarrow
+    # breaks that premise.
+    floors = [re.search(r"pyarrow\s*>=\s*(\d+)", r) for r in requires("ray") or [] if 'extra == "train"' in r]
+    lowest = min(int(m.group(1)) for m in floors if m)
+    got = (StorageConfig().pod_identity_mode, lowest > LAST_PYARROW_WITHOUT_POD_IDENTITY)
+    assert got == ("pod-identity", True), f"expected Ray's pyarrow floor {lowest} above the last SDK-less pyarrow"

@@ -113,3 +113,34 @@ def test_worker_hugepages_off_drops_the_request_and_tells_libfabric(cfg):
     env = {e["name"]: e["value"] for e in worker["env"]}
     got = ("hugepages-2Mi" in worker["resources"]["limits"], env.get("FI_EFA_USE_HUGE_PAGE"))
     assert got == (False, "0"), f"expected (no hugepages limit, FI_EFA_USE_HUGE_PAGE=0), got {got}"
+
+
+def _ray_containers(cfg) -> list[tuple[str, dict]]:
+    return [(g, c) for g, spec in groups(cfg).items() for c in spec["template"]["spec"]["containers"]]
+
+
+def test_every_ray_container_sets_both_probes_so_kuberay_injects_none(cfg):
+    # KubeRay v1.5.2 injects its wget exec probe into each probe a Ray container leaves unset (common/pod.go,
+    # initLivenessAndReadinessProbe), so a container with only one of the two still gets a wget probe.
+    missing = [
+        (g, c["name"], p) for g, c in _ray_containers(cfg) for p in ("livenessProbe", "readinessProbe") if p not in c
+    ]
+    assert not missing, f"expected liveness and readiness probes on every Ray container, missing {missing}"
+
+
+def test_no_ray_probe_runs_a_command_in_the_image(cfg):
+    probes = {(g, p): c[p] for g, c in _ray_containers(cfg) for p in ("livenessProbe", "readinessProbe") if p in c}
+    not_http = sorted(
+        key for key, probe in probes.items() if set(probe) & {"exec", "tcpSocket", "grpc"} or "httpGet" not in probe
+    )
+    assert not not_http, f"expected httpGet probes that need no tool in the image, got other handlers at {not_http}"
+
+
+def test_probes_reach_ray_on_the_ports_ray_start_listens_on(cfg):
+    # The probes use Ray's default agent and dashboard ports; a rayStartParams override would leave them knocking
+    # on a closed port and the liveness probe restarting healthy pods.
+    overrides = {k for spec in groups(cfg).values() for k in spec["rayStartParams"]} & {
+        "dashboard-agent-listen-port",
+        "dashboard-port",
+    }
+    assert not overrides, f"expected Ray's default health ports, got rayStartParams overriding {sorted(overrides)}"

@@ -1,0 +1,75 @@
+"""`up --auto-az`: when EC2 has no capacity for the GPU node group in its AZ, move the GPU subnet and node group to the
+next ranked AZ of the stack's network and run `up` again, a bounded number of times, saying each move.
+
+The AWS sample's `deploy_all.sh` does the same by deleting and recreating in the next AZ
+(aws-samples/sample-aws-deep-learning-containers, training/ray-train). Here the move is one stack key,
+gpuAvailabilityZone (`AwsTarget.set_gpu_az`): the program then puts the node group, its placement group and the NAT
+gateway in that AZ's existing private subnet. Only AZs of the stack's network (networkAzs) can take the node group,
+since only they have a private subnet and the control plane's subnets cannot change in place. Without --auto-az the
+move is asked on a terminal, and otherwise left to the user as before (UpWatch's line names the AZ).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from automation.capacity import NO_CAPACITY, rank, stack_zones
+from automation.errors import DriverError
+from automation.pipeline import StepResult
+from automation.targets.aws import GPU_AZ_KEY
+
+MAX_MOVES = 2  # at most this many other AZs are tried after the first: a region rarely has more in the network
+# What says "no capacity": EC2's error code in the node group's health issue, or the Auto Scaling group's activity
+# message (https://docs.aws.amazon.com/AWSEC2/latest/UserGuide/troubleshooting-launch.html#troubleshooting-launch-capacity).
+SHORT_WORDS = (NO_CAPACITY, "do not have sufficient")
+
+
+def capacity_short(error: str) -> bool:
+    """Whether a failed `up`'s error (with the node group's cause appended) says EC2 had no capacity."""
+    return any(w in error for w in SHORT_WORDS)
+
+
+def next_network_az(target: Any, tried: list[str]) -> str | None:
+    """The best-ranked usable AZ of the stack's network not yet tried, by the capacity finder's ranking."""
+    azs = target.cfg.network.azs
+    return next((z.az for z in rank(stack_zones(target)) if z.usable and z.az in azs and z.az not in tried), None)
+
+
+def may_move(target: Any, question: str) -> bool:
+    """--auto-az moves without asking; otherwise the terminal is asked (`AwsDeps.confirm`), and without one
+    (tty_confirm's DriverError) nothing moves."""
+    if target.auto_az:
+        return True
+    try:
+        return target.deps.confirm(question)
+    except DriverError:
+        return False
+
+
+def up_with_fallback(target: Any, attempt: Callable[[], StepResult]) -> StepResult:
+    """``attempt()`` (one `up`), and after each failure for want of capacity, the next AZ and ``attempt()`` again, at
+    most MAX_MOVES times; any other failure, a refused move or no AZ left raises the failure as it came."""
+    tried = [target.cfg.gpu_nodes.availability_zone]
+    while True:
+        try:
+            return attempt()
+        except DriverError as e:
+            if not capacity_short(str(e)) or len(tried) > MAX_MOVES:
+                raise
+            here = tried[-1]
+            question = (
+                f"EC2 has no capacity for the GPU nodes in {here}: move them to the next ranked AZ of the stack's "
+                "network and run `up` again?"
+            )
+            if not may_move(target, question):
+                raise
+            there = next_network_az(target, tried)
+            if there is None:
+                target.note(f"no other AZ of the stack's network {list(target.cfg.network.azs)} offers capacity")
+                raise
+            target.note(
+                f"moving the GPU node group from {here} to {there} (no capacity in {here}): {GPU_AZ_KEY}={there}"
+            )
+            target.set_gpu_az(there)
+            tried.append(there)
