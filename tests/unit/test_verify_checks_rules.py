@@ -17,6 +17,8 @@ from automation.steps.verify_checks import (
     check_daemonsets,
     check_fi_info,
     check_hugepages,
+    efa_endpoints,
+    fi_info_command,
     selects,
     untolerated_taints,
     worker_requests,
@@ -71,6 +73,10 @@ def test_a_term_without_expressions_selects_every_node():
         "affinity": {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [{}]}}}
     }
     assert selects(spec, NODE) is True
+
+
+def test_a_node_without_metadata_fails_a_node_selector():
+    assert selects({"nodeSelector": {"zone": "a"}}, {"spec": {}}) is False
 
 
 def test_a_node_without_labels_fails_a_node_selector():
@@ -156,7 +162,16 @@ def test_no_huge_page_request_skips_the_row():
 
 def test_nodes_holding_exactly_the_request_pass():
     (row,) = check_hugepages([_hp_node("a", "5120Mi"), _hp_node("b", "10Gi")], {"hugepages-2Mi": "5120Mi"})
-    assert (row.status, row.detail) == ("pass", "2 GPU nodes hold a worker's 5120Mi"), row
+    assert (row.check, row.status, row.detail) == (
+        "GPU nodes hugepages-2Mi",
+        "pass",
+        "2 GPU nodes hold a worker's 5120Mi",
+    ), row
+
+
+def test_a_node_without_status_holds_no_huge_pages():
+    (row,) = check_hugepages([{"metadata": {"name": "a"}}], {"hugepages-2Mi": "2Mi"})
+    assert row.detail.endswith("allocatable: a has 0Mi"), row.detail
 
 
 def test_a_node_one_page_short_fails_naming_it_and_its_amount():
@@ -178,6 +193,21 @@ def test_no_efa_device_in_the_pod_is_the_cause_with_the_device_plugin_fix():
         "the worker must request vpc.amazonaws.com/efa and the EFA device plugin must run on n1 "
         "(kubectl -n kube-system get pods -o wide | grep efa)"
     ), row.fix
+
+
+def test_a_failed_fi_info_row_names_the_pod():
+    assert check_fi_info("w0", "n1", 0, "EFA_DEVICES none").check == "EFA RDM endpoint in w0"
+
+
+def test_fi_info_runs_its_script_through_sh_c():
+    argv = fi_info_command()
+    assert argv[:2] == ["sh", "-c"] and "fi_info -p efa" in argv[2], argv
+
+
+def test_efa_endpoints_lists_only_the_type_lines_of_a_provider():
+    # The shape of `fi_info -p efa` output: one entry per endpoint, `provider:` first, other keys between.
+    output = "type: FI_EP_MSG\nprovider: efa\n    fabric: efa\n    domain: rdmap0s6-rdm\n    type: FI_EP_RDM\n"
+    assert efa_endpoints(output) == [("efa", "FI_EP_RDM")]
 
 
 def test_an_image_without_fi_info_is_the_cause_with_the_image_key():
@@ -250,3 +280,23 @@ def test_a_daemonset_that_targets_no_gpu_node_is_skipped_naming_its_selector():
         "targets none of the 2 GPU nodes (nodeSelector {'mps': 'true'}, node affinity or taints exclude them): "
         "not required",
     ), rows[0]
+
+
+def test_a_daemonset_without_a_node_selector_that_targets_no_gpu_node_says_so():
+    ds = {
+        "metadata": {"name": "cni"},
+        "spec": {"template": {"spec": {"affinity": _affinity({"key": "x", "operator": "Exists"})["affinity"]}}},
+    }
+    rows = check_daemonsets([ds], GPU_NODES)
+    assert "(nodeSelector {}, node affinity or taints exclude them)" in rows[0].detail, rows[0].detail
+
+
+def test_a_missing_device_plugin_is_fixed_by_installing_its_chart():
+    rows = check_daemonsets([], GPU_NODES)
+    assert rows[0].fix == "install its Helm chart with the GPU nodes' nodeSelector and taint toleration: run `up` again"
+
+
+def test_a_daemonset_without_metadata_is_judged_not_crashed():
+    ds = {"spec": {}, "status": {"desiredNumberScheduled": 2, "numberReady": 2}}
+    rows = check_daemonsets([ds], GPU_NODES)
+    assert rows[0].detail == "daemonset None/?: 2/2 ready, targets 2 GPU node(s)", rows[0].detail
