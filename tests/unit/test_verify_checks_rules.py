@@ -300,3 +300,8 @@ def test_a_daemonset_without_metadata_is_judged_not_crashed():
     ds = {"spec": {}, "status": {"desiredNumberScheduled": 2, "numberReady": 2}}
     rows = check_daemonsets([ds], GPU_NODES)
     assert rows[0].detail == "daemonset None/?: 2/2 ready, targets 2 GPU node(s)", rows[0].detail
+
+
+def test_a_device_plugin_still_covers_the_nodes_after_a_later_daemonset():
+    rows = check_daemonsets([_ds(EFA, 2, 2), _ds(NVIDIA, 2, 2), _ds("zz-node-exporter", 2, 2)], GPU_NODES)
+    assert [r.status for r in rows] == ["pass", "pass", "pass"], rows
