@@ -19,6 +19,7 @@ import pytest
 
 from infra.config_schema import (
     ConfigError,
+    addon_version,
     between,
     bucket_name,
     close_match,
@@ -27,6 +28,7 @@ from infra.config_schema import (
     dns_label,
     efa_gpu_instance,
     ipv4_cidr,
+    log_retention_days,
     log_types,
     memory_gib,
     memory_quantity,
@@ -36,6 +38,7 @@ from infra.config_schema import (
     pod_identity_mode,
     public_cidrs,
     ray_version,
+    vpc_cidr,
 )
 
 GIB = 1024**3
@@ -64,7 +67,7 @@ def _message(check, *args) -> str:
     ],
 )
 def test_a_kubernetes_quantity_reads_in_cores_or_gib(text, value):
-    assert parse_quantity("k", text) == pytest.approx(value, rel=1e-12), f"{text}: expected {value}"
+    assert parse_quantity("k", text) == pytest.approx(value, rel=1e-14), f"{text}: expected {value}"
 
 
 def test_a_malformed_quantity_names_the_key_and_gives_examples():
@@ -211,3 +214,32 @@ def test_an_instance_without_efa_lists_only_gpu_types_with_efa():
     msg = _message(efa_gpu_instance, "gpuInstanceType", "g6.xlarge")
     listed = msg.split("use one of ")[1]
     assert "'g6.12xlarge'" in listed and "'g6.xlarge'" not in listed, msg
+
+
+def test_a_vpc_of_prefix_22_passes_and_23_is_refused():
+    vpc_cidr("vpcCidr", "10.0.0.0/22")
+    assert _message(vpc_cidr, "vpcCidr", "10.0.0.0/23") == "vpcCidr '10.0.0.0/23' has prefix /23: use a /16 to /22"
+
+
+def test_a_vpc_that_is_no_network_names_the_key():
+    assert _message(vpc_cidr, "vpcCidr", "10.0.0.1/16") == (
+        "vpcCidr '10.0.0.1/16' is not an IPv4 network: use e.g. 10.0.0.0/16"
+    )
+
+
+def test_a_retention_cloudwatch_does_not_offer_names_the_key():
+    # CloudWatch Logs' retentionInDays offers 1 and 3, not 2 (PutRetentionPolicy in the CloudWatch Logs API reference).
+    assert _message(log_retention_days, "controlPlaneLogRetentionDays", 2).startswith(
+        "controlPlaneLogRetentionDays 2 is not a CloudWatch Logs retention period: use one of (1, 3, 5,"
+    )
+
+
+def test_a_bad_addon_version_says_how_to_list_the_good_ones():
+    assert _message(addon_version, "vpcCniVersion", "1.19").endswith(
+        "list the versions for your cluster with `aws eks describe-addon-versions --addon-name <vpc-cni|kube-proxy> "
+        "--kubernetes-version 1.36 --query 'addons[].addonVersions[].addonVersion'`"
+    )
+
+
+def test_an_image_without_a_registry_and_with_a_version_tag_is_pinned():
+    pinned_image("rayImage", "ray:2.58.0")

@@ -29,11 +29,13 @@ def _tree():
         labels: "Mapping[str, Any]" = key("outerLabels", {"a": "1"}, "Labels.")
         inner: Inner = dataclasses.field(default_factory=Inner)
         derived: "int" = 0
+        notes: "tuple[str, ...]" = ()  # neither a key nor a section
 
     return Outer, Inner
 
 
 def test_keys_of_lists_every_key_in_declaration_order_with_nested_sections_in_place():
+    """A field of a generic type that is no key (``notes``) is skipped, not taken for a section."""
     outer, _ = _tree()
     expected = (
         Key("outerName", "string", "x", "The name.", "Outer things", None, ("name",)),
