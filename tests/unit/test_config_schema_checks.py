@@ -19,10 +19,12 @@ import pytest
 
 from infra.config_schema import (
     ConfigError,
+    Key,
     addon_version,
     between,
     bucket_name,
     close_match,
+    coerce,
     cpu_cores,
     cpu_quantity,
     dns_label,
@@ -38,6 +40,7 @@ from infra.config_schema import (
     pod_identity_mode,
     public_cidrs,
     ray_version,
+    two_or_three_azs,
     vpc_cidr,
 )
 
@@ -243,3 +246,27 @@ def test_a_bad_addon_version_says_how_to_list_the_good_ones():
 
 def test_an_image_without_a_registry_and_with_a_version_tag_is_pinned():
     pinned_image("rayImage", "ray:2.58.0")
+
+
+def test_four_azs_are_refused_with_an_example_of_two():
+    azs = ("us-west-2a", "us-west-2b", "us-west-2c", "us-west-2d")
+    assert _message(two_or_three_azs, "availabilityZones", azs).endswith(
+        "the EKS control plane needs two; set e.g. [us-west-2a, us-west-2b]"
+    )
+
+
+def _key(kind: str) -> Key:
+    return Key("k", kind, None, "", "", None, ("k",))
+
+
+def test_a_null_string_key_reads_as_empty():
+    assert coerce(_key("string"), None) == ""
+
+
+@pytest.mark.parametrize(("text", "value"), [("true", True), ("True", True), ("TRUE", True), ("false", False)])
+def test_a_boolean_key_reads_the_engines_strings_in_any_case(text, value):
+    assert coerce(_key("boolean"), text) is value, f"{text!r}: expected {value}"
+
+
+def test_a_boolean_key_refuses_a_number():
+    assert _message(coerce, _key("boolean"), 1) == "k 1 is not a boolean: set ray-efa-eks:k to a boolean"
