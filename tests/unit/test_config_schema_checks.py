@@ -270,3 +270,7 @@ def test_a_boolean_key_reads_the_engines_strings_in_any_case(text, value):
 
 def test_a_boolean_key_refuses_a_number():
     assert _message(coerce, _key("boolean"), 1) == "k 1 is not a boolean: set ray-efa-eks:k to a boolean"
+
+
+def test_a_string_key_refuses_a_mapping():
+    assert _message(coerce, _key("string"), {"a": 1}) == "k {'a': 1} is not a string: set ray-efa-eks:k to a string"
