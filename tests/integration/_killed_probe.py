@@ -10,7 +10,9 @@ import sys
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).parent))
+# This checkout's packages and the stand-in beside this file, ahead of any installed copy.
+HERE = Path(__file__).resolve().parent
+sys.path[:0] = [str(HERE), str(HERE.parents[1])]
 
 from _reservations_world import FileWorld  # noqa: E402
 
@@ -26,6 +28,7 @@ def main(state: str, ready: str) -> None:
             time.sleep(600)
 
     zone = Zone("us-west-2", "us-west-2a", True, efa=True, vcpus_needed=96, vcpus_free=1000)
+    assert Path(probe.__code__.co_filename).is_relative_to(HERE.parents[1]), "not this checkout's capacity_probe"
     probe([zone], FileWorld(Path(state)).client, "g6.12xlarge", 2, say=say)
 
 
