@@ -265,8 +265,9 @@ def local_job(
 def job_packages(job: TrainConfig) -> list[str]:
     """The pip requirements the cluster's image lacks and ``job`` needs: torchao for a float8 job, else none.
 
-    The image (ENVIRONMENT.md: Ray 2.58, PyTorch 2.13, Python 3.13) does not list torchao; torchao 0.17.0 is one
-    3.2 MB cp310-abi3 wheel with no runtime requirements (its METADATA), so installing it touches nothing else.
+    The image's published contents (ENVIRONMENT.md: Ray 2.58, PyTorch 2.13, Python 3.13) list no torchao;
+    torchao 0.17.0 is one 3.2 MB cp310-abi3 wheel with no runtime requirements (its METADATA), so installing it
+    touches nothing else.
     """
     return [TORCHAO_PIN] if job.float8 != "off" else []
 
