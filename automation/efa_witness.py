@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any
 from automation.errors import DriverError
 from automation.throughput import nic_bytes_per_step
 from workloads.nccl_check.counters import UNREAD, NodeReading, deltas
+from workloads.nccl_check.verdict import ChannelClaim
 from workloads.nccl_check.witnesses import Witnesses, judge, not_applicable
 
 if TYPE_CHECKING:
@@ -116,9 +117,11 @@ def weigh(
     job: TrainConfig | None,
     steps: int | None,
     log: tuple[str, str, str],
+    claims: Sequence[ChannelClaim] = (),
 ) -> CounterRecord:
     """Read the counters after the job and judge both witnesses; `log` is (require, verdict, cause) of
-    the NCCL check. No EFA here: the counter witness does not apply."""
+    the NCCL check and `claims` its inter-node channel claims, which the judge cross-checks with the
+    counters. No EFA here: the counter witness does not apply."""
     require, verdict, cause = log
     try:
         after = snapshot(target)
@@ -131,7 +134,7 @@ def weigh(
         return CounterRecord(before, after, judge(require, verdict, cause, None, None), steps)
     predicted = predicted_per_nic(job, steps or 0, after.nodes) if job is not None else None
     found = deltas(before.nodes, after.nodes)
-    return CounterRecord(before, after, judge(require, verdict, cause, found, predicted), steps)
+    return CounterRecord(before, after, judge(require, verdict, cause, found, predicted, claims), steps)
 
 
 def write(run_dir: Path, record: dict[str, object]) -> Path:

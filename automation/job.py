@@ -24,7 +24,7 @@ from typing import Any
 
 from infra.config import GpuNodesConfig, RayWorkerConfig, StackConfig, parse_quantity
 from infra.names import RUN_ROOT as CLUSTER_ROOT  # mounted in every pod of the RayCluster
-from workloads.config import ConfigError, TrainConfig, check_block_keys, flag_of, validate
+from workloads.config import TORCHAO_PIN, ConfigError, TrainConfig, check_block_keys, flag_of, validate
 from workloads.uri import parse_location
 
 STACK_KEY = StackConfig.keyname("train", prefixed=True)
@@ -260,6 +260,16 @@ def local_job(
     job = with_run_paths(job, run_id, str((runs_root / run_id).absolute()))
     validate(job, local_paths=False)  # the run directory is created by the job itself
     return job
+
+
+def job_packages(job: TrainConfig) -> list[str]:
+    """The pip requirements the cluster's image lacks and ``job`` needs: torchao for a float8 job, else none.
+
+    The image's published contents (ENVIRONMENT.md: Ray 2.58, PyTorch 2.13, Python 3.13) list no torchao;
+    torchao 0.17.0 is one 3.2 MB cp310-abi3 wheel with no runtime requirements (its METADATA), so installing it
+    touches nothing else.
+    """
+    return [TORCHAO_PIN] if job.float8 != "off" else []
 
 
 def command(job: TrainConfig) -> list[str]:

@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from automation.errors import DriverError
-from automation.job import CLUSTER_ROOT, command
+from automation.job import CLUSTER_ROOT, command, job_packages
 from automation.kube import PodExec
 from automation.pipeline import TrainOutcome
 from workloads.config import TrainConfig
@@ -171,8 +171,15 @@ def submit_command(
     """`ray job submit --no-wait` against the head pod's own job server: it returns once the job is queued.
 
     ``submission_id`` is the Ray job id (default: the run id); a job that resumes a run needs its own,
-    because Ray keeps a finished job's id."""
-    runtime_env = {"env_vars": dict(env_vars or {})}
+    because Ray keeps a finished job's id.
+
+    What the job needs beyond the image (``job_packages``) goes into the runtime environment's `pip`: Ray installs
+    it into a virtualenv made with --system-site-packages (ray/_private/runtime_env/virtualenv_utils.py, 2.58), so
+    the image's torch and Ray stay, and the job's actors, Ray Train's workers included, inherit the field
+    (docs.ray.io, ray-core/handling-dependencies, "Inheritance")."""
+    runtime_env: dict[str, Any] = {"env_vars": dict(env_vars or {})}
+    if packages := job_packages(args):
+        runtime_env["pip"] = packages
     return [
         "ray",
         "job",

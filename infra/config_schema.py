@@ -350,11 +350,27 @@ def cpu_quantity(key: str, value: str) -> None:
     cpu_cores(key, value)
 
 
+# A boolean's spellings in YAML 1.2's core schema (yaml.org/spec/1.2.2, 10.3.2 "Tag Resolution"), which the Pulumi
+# engine's YAML follows; YAML 1.1 (yaml.org/type/bool.html) also read these others as booleans, YAML 1.2 as strings.
+YAML12_BOOLEANS = {"true": True, "True": True, "TRUE": True, "false": False, "False": False, "FALSE": False}
+YAML11_ONLY_BOOLEANS = {
+    **dict.fromkeys(("y", "Y", "yes", "Yes", "YES", "on", "On", "ON"), True),
+    **dict.fromkeys(("n", "N", "no", "No", "NO", "off", "Off", "OFF"), False),
+}
+
+
 def coerce(key: Key, value: Any) -> Any:
-    """``value`` as ``key``'s declared type; accepts the strings the Pulumi engine passes."""
+    """``value`` as ``key``'s declared type; accepts the strings the Pulumi engine passes (a null, ``~`` or
+    nothing after the colon, arrives as ""). A boolean is one of YAML 1.2's spellings (YAML12_BOOLEANS); YAML
+    1.1's others (``yes``, ``off``) are refused naming the value they meant there."""
     kind = key.type
     article = "an" if kind[0] in "aeiou" else "a"
     bad = ConfigError(f"{key.name} {value!r} is not {article} {kind}: set {PROJECT}:{key.name} to {article} {kind}")
+    if kind != "string" and value in ("", None):
+        raise ConfigError(
+            f"{key.name} is null (empty, ~ or null in the stack file), which is not {article} {kind}: set "
+            f"{PROJECT}:{key.name} to {article} {kind}, or remove the line to keep the default {key.default!r}"
+        )
     if kind in ("array", "object") and isinstance(value, str):
         try:
             value = json.loads(value)
@@ -370,8 +386,14 @@ def coerce(key: Key, value: Any) -> Any:
     if kind == "boolean":
         if isinstance(value, bool):
             return value
-        if isinstance(value, str) and value.lower() in ("true", "false"):
-            return value.lower() == "true"
+        if isinstance(value, str) and value in YAML12_BOOLEANS:
+            return YAML12_BOOLEANS[value]
+        if isinstance(value, str) and value in YAML11_ONLY_BOOLEANS:
+            meant = str(YAML11_ONLY_BOOLEANS[value]).lower()
+            raise ConfigError(
+                f"{key.name} {value!r} is not a boolean in YAML 1.2, which the Pulumi engine reads (only YAML 1.1 "
+                f"read it as {meant}): set {PROJECT}:{key.name} to {meant}"
+            )
     if kind == "array" and isinstance(value, (list, tuple)):
         return tuple(str(v) for v in value)
     if kind == "object" and isinstance(value, dict):

@@ -34,6 +34,9 @@ PARAM_DTYPES = ("bfloat16", "float32")
 MESHES = ("fsdp", "hsdp")
 AC_POLICIES = ("full", "ops", "attention", "none")
 FLOAT8_RECIPES = ("off", "tensorwise", "rowwise")
+# The torchao a `--float8` job needs, as pip spells it: pyproject.toml's `gpu` extra pins the same (a test holds
+# them equal), and the cluster job's Ray runtime environment installs it (automation/job.py `job_packages`).
+TORCHAO_PIN = "torchao==0.17.0"
 
 _RUN_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,62}$")
 

@@ -25,6 +25,7 @@ from automation.efa_witness import CounterRecord, Snapshot
 from automation.pipeline import Finding, Prior, StepResult, TransportVerdict
 from automation.targets import Target
 from workloads.nccl_check import check_logs
+from workloads.nccl_check.verdict import ChannelClaim
 from workloads.nccl_check.witnesses import NOT_APPLICABLE, not_applicable
 
 CPU_SKIP_REASON = "no NCCL on CPU/gloo, EFA not applicable"
@@ -133,5 +134,7 @@ def run(target: Target, prior: Prior) -> StepResult:
     outcome = trained.data if trained is not None else None
     job = outcome.args if outcome is not None else None
     steps = efa_witness.steps_run(outcome.summary if outcome is not None else None, job)
-    record = efa_witness.weigh(target, before_of(prior, target, run_id), job, steps, (require, v.verdict, v.cause))
+    claims = [ChannelClaim.from_dict(c) for c in (v.report or {}).get("channel_claims", [])]
+    before = before_of(prior, target, run_id)
+    record = efa_witness.weigh(target, before, job, steps, (require, v.verdict, v.cause), claims)
     return with_counters(v, record, note)

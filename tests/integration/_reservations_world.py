@@ -13,11 +13,17 @@ Fault switch: ``fail(op, error, after=False)`` raises ``error`` on the next ``op
 ``after``: the answer is lost). ``kill(op)`` is the process dying at ``op``: it raises ``Killed``, a BaseException no
 handler of the driver catches, and the dead client raises it again on every later call, so nothing of the dying
 process can clean up; a new ``client()`` is the next process.
+``FileWorld`` keeps the same world in a JSON file that every call reads before and writes after it acts, so
+several processes share one account, as EC2 does: a reservation is EC2's, and outlives the process that asked for
+it (it ends only when cancelled or at its EndDate, API_CapacityReservation.html, State and EndDate).
 """
 
 from __future__ import annotations
 
 import itertools
+import json
+import os
+from pathlib import Path
 from typing import Any
 
 import botocore.session
@@ -164,3 +170,54 @@ class _Paginator:
             token = page.get("NextToken")
             if not token:
                 return
+
+
+class FileWorld(World):
+    """A World whose state (free capacity, reservations, client tokens) lives in ``path``, shared by processes."""
+
+    def __init__(self, path: Path, free: dict[tuple[str, str], int] | None = None, page_size: int = 2):
+        super().__init__(free or {}, page_size)
+        self.path = Path(path)
+        if free is not None:
+            self.save()
+        else:
+            self.load()
+
+    def load(self) -> None:
+        state = json.loads(self.path.read_text())
+        self.free = {tuple(k.split("|")): n for k, n in state["free"].items()}
+        self.reservations, self.tokens = state["reservations"], state["tokens"]
+        # Ids count up from 1 and are never reused, as World's do.
+        self._ids = (f"cr-{n:017x}" for n in itertools.count(len(self.reservations) + 1))
+
+    def save(self) -> None:
+        state = {
+            "free": {f"{r}|{az}": n for (r, az), n in self.free.items()},
+            "reservations": self.reservations,
+            "tokens": self.tokens,
+        }
+        tmp = self.path.with_suffix(".tmp")
+        tmp.write_text(json.dumps(state))
+        os.replace(tmp, self.path)  # whole or not at all, whenever the process dies
+
+    def client(self, region: str) -> FakeEc2:
+        return _FileEc2(self, region)
+
+
+def _persisted(name: str):
+    def call(self: _FileEc2, **kw: Any) -> dict:
+        self.world.load()
+        try:
+            return getattr(FakeEc2, name)(self, **kw)
+        finally:
+            self.world.save()
+
+    return call
+
+
+class _FileEc2(FakeEc2):
+    world: FileWorld
+    create_capacity_reservation = _persisted("create_capacity_reservation")
+    cancel_capacity_reservation = _persisted("cancel_capacity_reservation")
+    describe_capacity_reservations = _persisted("describe_capacity_reservations")
+    describe_regions = _persisted("describe_regions")

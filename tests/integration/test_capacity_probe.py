@@ -6,11 +6,15 @@ from __future__ import annotations
 
 import os
 import signal
+import subprocess
+import sys
+import time
 from datetime import UTC, datetime, timedelta
 
 import pytest
-from _reservations_world import Killed, World
+from _reservations_world import FileWorld, Killed, World
 from botocore.exceptions import ClientError, EndpointConnectionError, ReadTimeoutError
+from conftest import REPO
 from test_capacity_finder import args_for
 
 from automation.capacity import Zone
@@ -71,6 +75,30 @@ def test_a_process_killed_between_create_and_cancel_leaves_the_reservation_to_th
     assert len(w.live(WEST)) == 1, "the killed process left its reservation"
     rc = command.run(args_for(tmp_path, cleanup=True, regions=None), Ui(json_mode=True), session=Session(w))
     assert (rc, w.live()) == (0, []), (rc, w.reservations, capsys.readouterr())
+
+
+def _killed_probe(state, ready) -> None:
+    """Run tests/integration/_killed_probe.py and SIGKILL it once it says EC2 made its reservation."""
+    child = subprocess.Popen([sys.executable, "tests/integration/_killed_probe.py", str(state), str(ready)], cwd=REPO)
+    try:
+        deadline = time.monotonic() + 60  # a real process: its imports take a second or two
+        while not ready.exists() and child.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert ready.exists(), f"the probe process never reached its create (exit {child.poll()})"
+    finally:
+        child.send_signal(signal.SIGKILL)
+        child.wait(timeout=30)
+
+
+@pytest.mark.slow  # starts a process; its in-process twin above holds the default tier
+def test_a_real_process_killed_between_create_and_cancel_is_cleaned_up_by_the_next_cleanup(tmp_path):
+    w = FileWorld(tmp_path / "ec2.json", {(WEST, "us-west-2a"): 2})
+    _killed_probe(w.path, tmp_path / "ready")
+    w.load()
+    assert len(w.live(WEST)) == 1, f"the killed process should have left its reservation: {w.reservations}"
+    rc = command.run(args_for(tmp_path, cleanup=True, regions=[WEST]), Ui(json_mode=True), session=Session(w))
+    w.load()
+    assert (rc, w.live()) == (0, []), (rc, w.reservations)
 
 
 def test_the_next_probe_cancels_what_a_killed_probe_left():

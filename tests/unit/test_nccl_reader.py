@@ -90,3 +90,39 @@ def test_a_last_line_without_a_newline_is_read(tmp_path):
     assert (got["status"]["lines"], got["state"]["warning_count"]) == (2, 1), (
         f"expected 2 lines and 1 WARN, got {got['status']['lines']} and {got['state']['warning_count']}"
     )
+
+
+# Non-ASCII text in NCCL lines: what NCCL copies from elsewhere, such as a strerror in a French locale (glibc's
+# po/fr.po: ECONNREFUSED is "Connexion refusée") or a Ray actor's own name in its prefix; UTF-8 in the file.
+REFUSED = " (Connexion refusée, 接続拒否)".encode()
+WARN_952 = (FIXTURES / "socket_cluster_nccl952.log").read_bytes().splitlines()[14]
+
+
+def with_non_ascii(data: bytes) -> bytes:
+    return b"".join(line + REFUSED + b"\n" for line in data.splitlines())
+
+
+def test_non_ascii_text_across_every_read_buffer_boundary_reads_as_with_one_large_buffer(tmp_path, monkeypatch):
+    data = with_non_ascii(ALL)
+    whole = read(tmp_path, data)
+    for size in (5, 7, 64, 1021):  # odd sizes put the boundary inside the 2- and 3-byte characters
+        monkeypatch.setattr(report, "_READ_BUFFER", size)
+        assert read(tmp_path, data) == whole, f"a read buffer of {size} bytes read the log differently"
+
+
+def test_non_ascii_text_in_a_line_is_kept_in_its_evidence(tmp_path):
+    got = read(tmp_path, WARN_952 + REFUSED + b"\n")
+    text = got["state"]["warnings"][0]["text"]
+    assert text.endswith(REFUSED.decode().strip()), f"expected the line to end in {REFUSED.decode()!r}, got {text!r}"
+
+
+def test_a_line_cut_inside_a_multibyte_character_is_read_and_the_next_line_keeps_its_number(tmp_path, monkeypatch):
+    long_line = WARN_952 + " é".encode() * 100 + b"\n"
+    monkeypatch.setattr(report, "MAX_LINE_BYTES", len(WARN_952) + 2)  # " " then the first byte of "é"
+    got = read(tmp_path, long_line + WARN_952 + b"\n")
+    lines = [w["line"] for w in got["state"]["warnings"]]
+    tail = got["state"]["warnings"][0]["text"][-1]
+    assert (got["status"]["lines"], lines, tail) == (2, [1, 2], "\ufffd"), (
+        f"expected 2 lines, WARNs on lines 1 and 2, the cut half character shown as U+FFFD; got "
+        f"{got['status']['lines']}, {lines}, {tail!r}"
+    )

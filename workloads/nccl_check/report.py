@@ -12,7 +12,7 @@ from typing import BinaryIO
 from .parser import LineReader, ScanState
 from .records import Evidence, FileStatus
 from .scope import Candidate, discover, run_of_log_file, special_kind
-from .verdict import REQUIREMENTS, Decision, decide
+from .verdict import REQUIREMENTS, Decision, channel_claims, decide
 
 EXIT_CODES = {"pass": 0, "fail": 1, "inconclusive": 2, "bad-input": 3}
 _READ_BUFFER = 1 << 20  # large reads: the parser's cost per line, not I/O, should dominate
@@ -110,6 +110,8 @@ class Report:
                 for c in conns
             ],
             "warnings": [e.to_dict() for e in st.warnings],
+            # What the counter witness cross-checks (witnesses.cross_check): inter-node channels by host and network.
+            "channel_claims": [c.to_dict() for c in channel_claims(st)],
             "run_markers": {rid: ev.to_dict() for rid, ev in sorted(st.markers.items())},
         }
 

@@ -202,6 +202,48 @@ def decide(state: ScanState, require: str) -> Decision:
     return _no_inter(state, conns, require)
 
 
+@dataclass(frozen=True)
+class ChannelClaim:
+    """What the log's inter-node channel lines claim of one host: how many went over one network family
+    (``classify_transport``'s net: libfabric, socket, ib, other) and the first line that says so. The host is
+    the process's as the log names it (NCCL's prefix, ``ray:<ip>`` from Ray's, ``file:<name>`` without)."""
+
+    host: str
+    family: str
+    connections: int
+    evidence: Evidence
+
+    def to_dict(self) -> dict:
+        return {
+            "host": self.host,
+            "family": self.family,
+            "connections": self.connections,
+            "evidence": self.evidence.to_dict(),
+        }
+
+    @classmethod
+    def from_dict(cls, d: dict) -> ChannelClaim:
+        e = d["evidence"]
+        evidence = Evidence(str(e["file"]), int(e["line"]), str(e["text"]), str(e.get("why", "")))
+        return cls(str(d["host"]), str(d["family"]), int(d["connections"]), evidence)
+
+
+def channel_claims(state: ScanState) -> tuple[ChannelClaim, ...]:
+    """The inter-node channel connections of ``state`` by host and network family (NET only: CollNet's peer is
+    the network itself), in host order; what the counter witness cross-checks (witnesses.cross_check)."""
+    classify_connections(state)
+    found: dict[tuple[str, str], list[Connection]] = {}
+    for c in state.connections.values():
+        if c.scope == "inter" and c.transport.kind == "NET":
+            found.setdefault((c.proc[0], c.transport.net or "other"), []).append(c)
+    claims = []
+    for (host, family), conns in sorted(found.items()):
+        first = min(conns, key=lambda c: (c.evidence.file, c.evidence.line)).evidence
+        why = f"inter-node channel via NET/{conns[0].transport.net_name}"
+        claims.append(ChannelClaim(host, family, len(conns), Evidence(first.file, first.line, first.text, why)))
+    return tuple(claims)
+
+
 def networks_of(p: ProcessInfo) -> dict[str, Evidence]:
     """The networks a process chose (name -> first line), see the module's docstring."""
     if p.networks or p.socket_interface is None or p.provider is not None:

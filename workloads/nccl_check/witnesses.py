@@ -10,6 +10,11 @@ Rules (`require` is the NCCL check's):
   MIN_FRACTION of the prediction (counters that moved mean the run was not the TCP baseline).
 - A counter reset, a device missing before or after, an unreadable counter, no reading before the
   job, or no prediction: each its own outcome, never a pass.
+- Cross-check (`cross_check`), where the log has inter-node channel lines (verdict.channel_claims) and the
+  counters read: a host whose channels say NET/Libfabric on a node whose counters did not move (below
+  MIN_FRACTION of the prediction; without one, not a byte), and a log with no inter-node channel via
+  NET/Libfabric (all NET/Socket, say) while a node's counters carried the prediction, are contradictions:
+  each is named in the message and kept in `contradictions`, and the verdict is no pass.
 
 MIN_FRACTION, from the model's own error: over EFA the model's step rate is 7-19% optimistic against
 the AWS sample's published steps/s (BENCHMARKS.md, "The AWS sample"); its bytes are counted from the
@@ -23,11 +28,13 @@ protocols, which send flags beside the data) are shown, never failed.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from dataclasses import dataclass, field
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from .counters import MISSING, OK, RESET, UNREAD, NicDelta
+from .records import Evidence
+from .verdict import ChannelClaim
 
 MIN_FRACTION = 0.6
 
@@ -41,6 +48,28 @@ LOG_FAILED = "log-failed"
 NO_BEFORE = "no-before-reading"
 NO_PREDICTION = "no-prediction"
 NOT_APPLICABLE = "not-applicable"
+CONTRADICTION = "witnesses-contradict"  # the log's channel lines and the counters tell two stories
+
+# What a contradiction found by `cross_check` is.
+LIBFABRIC_IDLE = "libfabric-channels-on-an-idle-nic"
+NO_LIBFABRIC_BUSY = "no-libfabric-channels-on-a-busy-nic"
+# Base outcomes a contradiction replaces: they weigh the log against the counters, and the cross-check is finer.
+_REPLACED = (PASS, LOG_FAILED, BOTH_NOT_EFA, MOVED_LOG_UNSURE, NO_PREDICTION)
+_FAMILY_TEXT = {"libfabric": "NET/Libfabric", "socket": "NET/Socket", "ib": "NET/IB", "other": "another network"}
+
+
+@dataclass(frozen=True)
+class Contradiction:
+    """One claim of the log's channel lines that the counters deny: its kind, one line why, the log line, and
+    the node whose counters deny it ("" when no log host could be placed on a node)."""
+
+    kind: str
+    message: str
+    evidence: Evidence
+    node: str = ""
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"kind": self.kind, "message": self.message, "node": self.node, "evidence": self.evidence.to_dict()}
 
 
 @dataclass(frozen=True)
@@ -81,6 +110,7 @@ class Witnesses:
     min_fraction: float = MIN_FRACTION
     log_verdict: str = ""
     detail: tuple[str, ...] = field(default_factory=tuple)
+    contradictions: tuple[Contradiction, ...] = ()
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -91,6 +121,7 @@ class Witnesses:
             "log_verdict": self.log_verdict,
             "nics": [n.to_dict() for n in self.nics],
             "detail": list(self.detail),
+            "contradictions": [c.to_dict() for c in self.contradictions],
         }
 
 
@@ -133,9 +164,103 @@ def judge(
     log_cause: str,
     found: Sequence[NicDelta] | None,
     predicted_per_nic: float | None,
+    claims: Sequence[ChannelClaim] = (),
+    names: Mapping[str, str] | None = None,
 ) -> Witnesses:
     """Both witnesses into one verdict (module docstring). `found` is None when no reading was taken
-    before the job; `predicted_per_nic` is the model's bytes per NIC for the run's steps, or None."""
+    before the job; `predicted_per_nic` is the model's bytes per NIC for the run's steps, or None;
+    `claims` the log's inter-node channel claims and `names` log host -> node, both for `cross_check`."""
+    base = _judge(require, log_verdict, log_cause, found, predicted_per_nic)
+    return with_contradictions(base, cross_check(claims, found or (), predicted_per_nic, names))
+
+
+def with_contradictions(w: Witnesses, found: Sequence[Contradiction]) -> Witnesses:
+    """``w`` with the contradictions named first in its message; never a pass. An outcome of its own
+    (counters flat, the socket run's NIC busy, a broken reading) keeps its word."""
+    if not found:
+        return w
+    named = "; ".join(c.message for c in found)
+    return replace(
+        w,
+        outcome=CONTRADICTION if w.outcome in _REPLACED else w.outcome,
+        ok=False,
+        message=f"the NCCL log's channel lines and the EFA counters contradict each other: {named}; {w.message}",
+        contradictions=tuple(found),
+        detail=(*w.detail, *(c.evidence.render() for c in found)),
+    )
+
+
+def node_of(host: str, nodes: Iterable[str]) -> str | None:
+    """The node a log host ran on, by name alone: the same name or the same first DNS label (log host
+    `ip-172-31-6-104`, node `ip-172-31-6-104.ec2.internal`); Ray's `ray:<ip>` on the node EC2 names after that
+    IP (`ip-10-0-1-5.<region>.compute.internal`, EC2's IP-based hostnames,
+    https://docs.aws.amazon.com/AWSEC2/latest/UserGuide/ec2-instance-naming.html). None when no name fits (a
+    pod's own hostname): the caller's `names` map says where such a host ran."""
+    label = "ip-" + host[4:].replace(".", "-") if host.startswith("ray:") else host.split(".")[0]
+    return next((n for n in sorted(nodes) if n == host or n.split(".")[0] == label), None)
+
+
+def _idle(d: NicDelta, floor: float | None) -> bool:
+    return d.sent < floor if floor is not None else d.sent == 0
+
+
+def _sent(ds: Sequence[NicDelta], predicted: float | None) -> str:
+    of = f" of {predicted:,.0f} predicted" if predicted else ""
+    return ", ".join(f"{d.device} sent {d.sent:,} B{of}" for d in ds)
+
+
+def cross_check(
+    claims: Sequence[ChannelClaim],
+    found: Sequence[NicDelta],
+    predicted_per_nic: float | None,
+    names: Mapping[str, str] | None = None,
+) -> tuple[Contradiction, ...]:
+    """What the log's inter-node channel claims and the counters that read (outcome ok) contradict; () where
+    either is absent. A node's NIC did not move when every device sent below MIN_FRACTION of the prediction
+    (without a prediction: no byte); it carried the run when a device reached that fraction."""
+    by_node: dict[str, list[NicDelta]] = {}
+    for d in found:
+        if d.outcome == OK:
+            by_node.setdefault(d.node, []).append(d)
+    if not claims or not by_node:
+        return ()
+    floor = MIN_FRACTION * predicted_per_nic if predicted_per_nic else None
+    idle = {n for n, ds in by_node.items() if all(_idle(d, floor) for d in ds)}
+    busy = [d for ds in by_node.values() for d in ds if floor is not None and d.sent >= floor]
+    fabric = [c for c in claims if c.family == "libfabric"]
+    out, unplaced = [], []
+    for c in fabric:
+        node = (names or {}).get(c.host) or node_of(c.host, by_node)
+        if node is None or node not in by_node:
+            unplaced.append(c)
+        elif node in idle:
+            msg = (
+                f"{c.host}'s {c.connections} inter-node channel line(s) say NET/Libfabric but the EFA counters of "
+                f"{node} did not move ({_sent(by_node[node], predicted_per_nic)})"
+            )
+            out.append(Contradiction(LIBFABRIC_IDLE, msg, c.evidence, node))
+    if unplaced and idle == set(by_node):  # no node moved, so none carried these hosts' channels
+        hosts = ", ".join(sorted({c.host for c in unplaced}))
+        moved = "; ".join(f"{n}: {_sent(ds, predicted_per_nic)}" for n, ds in sorted(by_node.items()))
+        msg = f"the inter-node channel lines of {hosts} say NET/Libfabric but no node's EFA counters moved ({moved})"
+        out.append(Contradiction(LIBFABRIC_IDLE, msg, unplaced[0].evidence))
+    if not fabric and busy:
+        said = ", ".join(_FAMILY_TEXT.get(f, f) for f in sorted({c.family for c in claims}))
+        lines = sum(c.connections for c in claims)
+        moved = ", ".join(f"{d.node}/{d.device} sent {d.sent:,} B" for d in busy)
+        msg = f"all {lines} inter-node channel line(s) say {said}, none NET/Libfabric, but the EFA counters moved: "
+        msg += moved
+        out.append(Contradiction(NO_LIBFABRIC_BUSY, msg, claims[0].evidence))
+    return tuple(out)
+
+
+def _judge(
+    require: str,
+    log_verdict: str,
+    log_cause: str,
+    found: Sequence[NicDelta] | None,
+    predicted_per_nic: float | None,
+) -> Witnesses:
     if found is None:
         return Witnesses(
             NO_BEFORE,
