@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -118,10 +118,11 @@ def weigh(
     steps: int | None,
     log: tuple[str, str, str],
     claims: Sequence[ChannelClaim] = (),
+    names: Mapping[str, str] | None = None,
 ) -> CounterRecord:
     """Read the counters after the job and judge both witnesses; `log` is (require, verdict, cause) of
     the NCCL check and `claims` its inter-node channel claims, which the judge cross-checks with the
-    counters. No EFA here: the counter witness does not apply."""
+    counters (``names``: log host -> node). No EFA here: the counter witness does not apply."""
     require, verdict, cause = log
     try:
         after = snapshot(target)
@@ -134,7 +135,7 @@ def weigh(
         return CounterRecord(before, after, judge(require, verdict, cause, None, None), steps)
     predicted = predicted_per_nic(job, steps or 0, after.nodes) if job is not None else None
     found = deltas(before.nodes, after.nodes)
-    return CounterRecord(before, after, judge(require, verdict, cause, found, predicted, claims), steps)
+    return CounterRecord(before, after, judge(require, verdict, cause, found, predicted, claims, names), steps)
 
 
 def write(run_dir: Path, record: dict[str, object]) -> Path:

@@ -310,6 +310,15 @@ class RayClusterPods(Generic[Api]):
                 out.setdefault(p.get("spec", {}).get("nodeName", "?"), p["metadata"]["name"])
         return out
 
+    def node_of_pods(self, node_type: str) -> dict[str, str]:
+        """Every Running pod of a node type -> the node it runs on (NCCL's logs name a pod by its host name)."""
+        items = self.kube.list_pods(self.namespace, self.selector(node_type))
+        return {
+            p["metadata"]["name"]: p.get("spec", {}).get("nodeName", "?")
+            for p in items
+            if p.get("status", {}).get("phase") == "Running"
+        }
+
     def head_pod(self) -> str:
         heads = self.pods("head")
         if not heads:

@@ -22,6 +22,7 @@ from typing import Any
 
 from automation import efa_witness
 from automation.efa_witness import CounterRecord, Snapshot
+from automation.errors import DriverError
 from automation.pipeline import Finding, Prior, StepResult, TransportVerdict
 from automation.targets import Target
 from workloads.nccl_check import check_logs
@@ -136,5 +137,9 @@ def run(target: Target, prior: Prior) -> StepResult:
     steps = efa_witness.steps_run(outcome.summary if outcome is not None else None, job)
     claims = [ChannelClaim.from_dict(c) for c in (v.report or {}).get("channel_claims", [])]
     before = before_of(prior, target, run_id)
-    record = efa_witness.weigh(target, before, job, steps, (require, v.verdict, v.cause), claims)
+    try:
+        names = target.host_nodes() if claims else {}
+    except DriverError:  # the pods are gone: the cross-check falls back to matching host names to nodes
+        names = {}
+    record = efa_witness.weigh(target, before, job, steps, (require, v.verdict, v.cause), claims, names)
     return with_counters(v, record, note)

@@ -86,6 +86,10 @@ class Target(Protocol):
     # back the one kept for the run of job `job_id` (None: never kept, or unreadable).
     def keep_counters(self, doc: dict) -> str | None: ...
 
+    # The hosts NCCL's logs name (a pod's host name is its pod name) -> the node each runs on, so the check can
+    # set a host's channel claims beside its node's counters; {} where names already match (local).
+    def host_nodes(self) -> dict[str, str]: ...
+
     def kept_counters(self, job_id: str) -> dict | None: ...
 
     def checked_run_id(self) -> str: ...  # the run `check` reads when this command trained none

@@ -376,6 +376,10 @@ class AwsTarget(AsksJobServer):
         bucket, prefix = split_s3_uri(self.storage_uri())
         return bucket, f"{prefix}/{run_id}/{COUNTERS_BEFORE_FILE}".lstrip("/")
 
+    def host_nodes(self) -> dict[str, str]:
+        """Each Running Ray worker pod -> its node: NCCL in a pod logs the pod's host name, its pod name."""
+        return self.ray_pods().node_of_pods("worker")
+
     def keep_counters(self, doc: dict) -> str:
         """The reading before the job, as `<storage_uri>/<run id>/efa_counters_before.json` in the run bucket,
         where `attach` on another machine reads it; DriverError when it cannot be written."""

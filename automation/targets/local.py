@@ -236,6 +236,10 @@ class LocalTarget(AsksJobServer):
         """No EFA device here: the counter witness does not apply to a local run."""
         return None
 
+    def host_nodes(self) -> dict[str, str]:
+        """One machine: no pods to place on nodes."""
+        return {}
+
     def keep_counters(self, doc: dict) -> None:
         """The local cluster does not outlive its run: nothing to keep for a later `attach`."""
         return None

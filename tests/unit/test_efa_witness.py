@@ -96,3 +96,37 @@ def test_local_check_says_the_counter_witness_does_not_apply():
 def test_a_resumed_run_is_predicted_for_the_steps_it_ran_after_resuming():
     got = efa_witness.steps_run({"steps": 100, "resumed_from_step": 60}, None)
     assert got == 40, f"a job resumed at step 60 of 100 ran 40 steps, got {got}"
+
+
+class PodsOnNodes(LocalGpus):
+    """A cluster target whose worker pods run on named nodes, with the EFA log of a real two-node run."""
+
+    def nccl_expectation(self):
+        return "efa", ""
+
+    def nccl_logs(self, run_id, dest):
+        import shutil
+
+        from conftest import FIXTURES
+
+        dest.mkdir(parents=True)
+        return [Path(shutil.copy(FIXTURES / "nccl" / "efa_unprefixed_ofi1.20.log", dest / "nccl.r1.rank0.h.1.log"))]
+
+    def host_nodes(self):
+        return {"ray-efa-worker-a": "ip-10-30-1-5.us-west-2.compute.internal"}
+
+
+def test_check_hands_the_cross_check_the_pods_nodes_when_the_log_claims_channels(monkeypatch):
+    from automation.steps import check
+
+    seen = {}
+
+    def weigh(target, before, job, steps, log, claims=(), names=None):
+        seen.update(claims=len(claims), names=names)
+        after = efa_witness.Snapshot(0.0, None)
+        return efa_witness.CounterRecord(None, after, efa_witness.not_applicable("test", log[1]), steps)
+
+    monkeypatch.setattr(check.efa_witness, "weigh", weigh)
+    check.run(PodsOnNodes(), {})
+    want = {"ray-efa-worker-a": "ip-10-30-1-5.us-west-2.compute.internal"}
+    assert seen["claims"] > 0 and seen["names"] == want, f"expected the log's claims with the pods' nodes, got {seen}"
