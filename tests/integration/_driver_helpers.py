@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qs, urlparse
 
+from _pod_requests import PodAction, asks
 from conftest import REPO, quiet_stack
 
 from automation.kube import ExecResult
@@ -351,7 +352,7 @@ class FakeEfaNodes:
                 devices.clear()
 
     def is_read(self, cmd: list[str]) -> bool:
-        return cmd[:2] == ["sh", "-c"] and "hw_counters" in cmd[2]
+        return asks(cmd, PodAction.EFA_COUNTERS)
 
     def answer(self, pod: str) -> ExecResult:
         """What the read script prints in `pod`: its node's devices, files in name order as a shell glob
