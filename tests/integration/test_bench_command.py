@@ -84,13 +84,10 @@ class Cluster:
         if request.job is not None and request.job.action == "submit" and request.job.job_id:
             job = request.job.job_id
             self.efa.job_ran(helpers.predicted_job_bytes(summary(job)["steps"]), over_efa=leg_of(job) == "efa")
-        if (job_answer := self.jobs.answer(pod, cmd)) is not None:
-            return job_answer
+        answer = self.jobs.answer(pod, cmd) or helpers.routine_answer(request, pod, self.efa)
+        if answer is not None:
+            return answer
         match request.action:
-            case PodAction.EFA_COUNTERS:
-                return self.efa.answer(pod)
-            case PodAction.UPLOAD:
-                return ExecResult(0, "", "")
             case PodAction.READ_FILE:
                 return ExecResult(0, json.dumps(summary(run.group(1))), "")
             case PodAction.FI_INFO:

@@ -76,17 +76,13 @@ class World:
             raise AssertionError(f"unexpected command {command}")
         if request.job is not None and request.job.action == "submit":
             self.efa.job_ran(helpers.predicted_job_bytes(SUMMARY["steps"]))
-        if (answer := self.jobs.answer(pod, command, on_line)) is not None:
+        answer = self.jobs.answer(pod, command, on_line) or helpers.routine_answer(request, pod, self.efa)
+        if answer is not None:
             return answer
-        match request.action:
-            case PodAction.EFA_COUNTERS:
-                return self.efa.answer(pod)
-            case PodAction.UPLOAD:
-                return ExecResult(0, "", "")
-            case PodAction.READ_FILE:
-                return ExecResult(0, json.dumps(SUMMARY), "")
-            case PodAction.COLLECT_LOGS:
-                return ExecResult(0, helpers.tar_b64({f"nccl.rank0.{EFA_LOG.stem}.1.log": EFA_LOG.read_bytes()}), "")
+        if request.action is PodAction.READ_FILE:
+            return ExecResult(0, json.dumps(SUMMARY), "")
+        if request.action is PodAction.COLLECT_LOGS:
+            return ExecResult(0, helpers.tar_b64({f"nccl.rank0.{EFA_LOG.stem}.1.log": EFA_LOG.read_bytes()}), "")
         raise AssertionError(f"unexpected request {request}")
 
     def client(self, name: str):
