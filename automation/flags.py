@@ -1,6 +1,6 @@
-"""The command line's shared pieces: argparse types that refuse bad input with the fix, the flags the
-pipeline commands and `status`, `render` and `clean` take, the parent parser every command shares, and
-which target a command runs on.
+"""The command line's shared pieces: argparse types that refuse bad input with the fix, the parent parsers
+commands share (--json; --stack, with --kubeconfig or --target), and which target a command runs on. Every
+other flag is declared by its command's module, in its `add_parser`.
 
 Every error is one line and exit status 2, before any cloud call or Ray start.
 """
@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from automation.errors import DriverError
-from infra.config import GpuNodesConfig, known_stacks
+from infra.config import known_stacks
 from workloads.config import _RUN_ID, ConfigError
 from workloads.uri import parse_location
 
@@ -112,101 +112,6 @@ def location(remote: bool = True):
     return parse
 
 
-# The flags each command takes (every command also takes --json); a flag a command lacks is an
-# argparse error ("unrecognized arguments"), never silently ignored.
-TARGET_FLAGS = ("stack", "target")
-JOB_FLAGS = ("run_id", "resume", "steps", "num_workers")  # which training job, of how many steps and workers
-COMMAND_FLAGS: dict[str, tuple[str, ...]] = {
-    "preflight": (*TARGET_FLAGS, "num_workers", "use_gpu"),
-    "preview": TARGET_FLAGS,
-    "up": (*TARGET_FLAGS, "yes", "auto_az"),
-    "verify": (*TARGET_FLAGS, "kubeconfig"),
-    "train": (*TARGET_FLAGS, "kubeconfig", *JOB_FLAGS, "timeout"),
-    "check": (*TARGET_FLAGS, "kubeconfig", "run_id"),
-    "destroy": (*TARGET_FLAGS, "yes"),
-    "run": (
-        *TARGET_FLAGS,
-        *("plan", "yes", "auto_az", "kubeconfig", *JOB_FLAGS, "use_gpu", "storage_path", "keep_nodes", "detach"),
-        "timeout",
-    ),
-    "attach": (*TARGET_FLAGS, "kubeconfig", "keep_nodes", "timeout"),
-    "status": (*TARGET_FLAGS, "kubeconfig", "capture"),
-    "render": ("stack",),
-    "clean": ("keep", "yes"),
-}
-
-
-# Each flag's argparse keywords, by its attribute: the flag is the attribute with '-' for '_' (`run_id`: --run-id).
-FLAGS: dict[str, dict[str, Any]] = {
-    "stack": {"type": stack_name, "help": "Pulumi stack (one per region, e.g. us-west-2); implies --target aws"},
-    "target": {"choices": ("aws", "local"), "help": "where to run (default: local without --stack, aws with one)"},
-    "plan": {"action": "store_true", "help": "aws: stop after preview (no change)"},
-    "yes": {"action": "store_true", "help": "do not ask before changes that cost money"},
-    "auto_az": {
-        "action": "store_true",
-        "help": "aws: when EC2 has no capacity for the GPU nodes, move them to the next ranked AZ of the stack's "
-        "network and run `up` again (at most 2 moves; default: ask on a terminal, else name the AZ)",
-    },
-    "kubeconfig": {"type": Path, "help": "aws: use this kubeconfig instead of the stack's `kubeconfig` output"},
-    "run_id": {"type": run_id, "help": "the run id (default: a new one for train/run, the newest run for check)"},
-    "resume": {
-        "type": run_id,
-        "metavar": "RUN_ID",
-        "help": "aws: continue run RUN_ID from its last checkpoint in the stack's run bucket",
-    },
-    "steps": {"type": whole_number, "help": "training steps (default: 20 locally, the stack's train.steps on aws)"},
-    "num_workers": {
-        "type": whole_number,
-        "help": "training workers (default: 2 locally, the stack's train.num_workers on aws)",
-    },
-    "keep": {"type": count, "default": 0, "help": "clean: how many of the newest runs to keep (default: 0)"},
-    "use_gpu": {"action": "store_true", "help": "local: train on this machine's GPUs with NCCL (default: CPU, gloo)"},
-    "capture": {
-        "type": output_folder,
-        "metavar": "DIR",
-        "help": "aws: also write the cluster's nodes, DaemonSets, Deployments, pods, events and RayCluster as JSON "
-        "into DIR (the layout of tests/fixtures/k8s/), AWS account ids redacted",
-    },
-    "keep_nodes": {
-        "action": "store_true",
-        "help": "aws: leave the GPU nodes running when the run ends "
-        f"(default: scale them to {GpuNodesConfig.keyname('idle_nodes')}, 0)",
-    },
-    "detach": {
-        "action": "store_true",
-        "help": "aws: submit the job and exit 0; it runs on the cluster without this terminal, "
-        "`attach --stack S RUN` follows it later (the GPU nodes stay up until it ends)",
-    },
-    "timeout": {
-        "type": whole_number,
-        "metavar": "SECONDS",
-        "help": "stop the training job with `ray job stop` once it has run this long "
-        "(default: no limit on aws, 600 s locally)",
-    },
-    "storage_path": {
-        "type": location(),
-        "help": "local: keep checkpoints and Ray Train's state here, a directory or s3://bucket/prefix "
-        "(default: runs/<run-id>/ray_results)",
-    },
-}
-
-
-def _add_flag(p: argparse.ArgumentParser, name: str) -> None:
-    p.add_argument("--" + name.replace("_", "-"), **FLAGS[name])
-
-
-def _flag_defaults() -> dict[str, Any]:
-    """Each flag's own default: what a command that lacks the flag sees for it, so the code reads every
-    attribute the same way."""
-    p = argparse.ArgumentParser(add_help=False)
-    for flag in dict.fromkeys(f for flags in COMMAND_FLAGS.values() for f in flags):
-        _add_flag(p, flag)
-    return vars(p.parse_args([]))
-
-
-FLAG_DEFAULTS = _flag_defaults()
-
-
 def command_parser(sub: Any, name: str, help: str, doc: str, parents: list) -> argparse.ArgumentParser:
     """The parser of a command whose --help shows `help` and its module's docstring after the first line."""
     description = help[0].upper() + help[1:] + ".\n\n" + doc.split("\n\n", 1)[1]
@@ -214,43 +119,40 @@ def command_parser(sub: Any, name: str, help: str, doc: str, parents: list) -> a
     return sub.add_parser(name, parents=parents, help=help, description=description, formatter_class=formatter)
 
 
-def _parent(flags: tuple[str, ...], parents: tuple[argparse.ArgumentParser, ...] = ()) -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(add_help=False, parents=list(parents))
-    for flag in flags:
-        _add_flag(p, flag)
-    return p
-
-
 # The one declaration of --stack, which every command that reads a stack takes through one of these parents:
-# STACK_PARENT alone (scale), CLUSTER_PARENT with --kubeconfig (bench, drill, report, dashboard, logs),
-# TARGET_PARENT with --target (the pipeline's commands and status).
-STACK_PARENT = _parent(("stack",))
-CLUSTER_PARENT = _parent(("kubeconfig",), (STACK_PARENT,))
-TARGET_PARENT = _parent(tuple(f for f in TARGET_FLAGS if f != "stack"), (STACK_PARENT,))
+# STACK_PARENT alone (scale, render), CLUSTER_PARENT with --kubeconfig (bench, drill, report, dashboard, logs),
+# TARGET_PARENT with --target (the pipeline's commands and status). Each command declares its other flags itself.
+STACK_PARENT = argparse.ArgumentParser(add_help=False)
+STACK_PARENT.add_argument(
+    "--stack", type=stack_name, help="Pulumi stack (one per region, e.g. us-west-2); implies --target aws"
+)
 
 
-def add_command(sub: Any, name: str, help: str, parents: list[argparse.ArgumentParser]) -> argparse.ArgumentParser:
-    """The parser of `name` with the flags COMMAND_FLAGS gives it (the target flags through TARGET_PARENT);
-    the flags it lacks read as FLAG_DEFAULTS."""
-    on_target = set(TARGET_FLAGS) <= set(COMMAND_FLAGS[name])
-    p = sub.add_parser(name, help=help, description=help, parents=[*parents, TARGET_PARENT] if on_target else parents)
-    for flag in COMMAND_FLAGS[name]:
-        if not (on_target and flag in TARGET_FLAGS):
-            _add_flag(p, flag)
-    p.set_defaults(**{k: v for k, v in FLAG_DEFAULTS.items() if k not in COMMAND_FLAGS[name]})
-    return p
+def add_kubeconfig(p: argparse.ArgumentParser) -> None:
+    """--kubeconfig, the one declaration: CLUSTER_PARENT's, and that of the commands on a target that reach a
+    cluster (verify, train, check, run, attach, status)."""
+    help = "aws: use this kubeconfig instead of the stack's `kubeconfig` output"
+    p.add_argument("--kubeconfig", type=Path, help=help)
+
+
+CLUSTER_PARENT = argparse.ArgumentParser(add_help=False, parents=[STACK_PARENT])
+add_kubeconfig(CLUSTER_PARENT)
+TARGET_PARENT = argparse.ArgumentParser(add_help=False, parents=[STACK_PARENT])
+TARGET_PARENT.add_argument(
+    "--target", choices=("aws", "local"), help="where to run (default: local without --stack, aws with one)"
+)
 
 
 def resolve_target(args: argparse.Namespace) -> str:
     """`--target` if given, else aws with a stack and local without; aws without a stack is an error."""
-    target = args.target or ("aws" if args.stack else "local")
-    if target == "aws" and not args.stack:
+    # A command without --target or --stack (clean) reads as not given, so it runs locally.
+    stack = getattr(args, "stack", None)
+    target = getattr(args, "target", None) or ("aws" if stack else "local")
+    if target == "aws" and not stack:
         known = ", ".join(known_stacks(args.project_dir)) or "(none)"
         raise DriverError(f"--target aws needs --stack NAME: known stacks are {known}", exit_code=2)
-    if target == "local" and args.stack:
-        raise DriverError(
-            f"--stack {args.stack} is an AWS stack: leave out --target local, or drop --stack", exit_code=2
-        )
+    if target == "local" and stack:
+        raise DriverError(f"--stack {stack} is an AWS stack: leave out --target local, or drop --stack", exit_code=2)
     if target == "local" and args.command not in LOCAL_COMMANDS:
         raise DriverError(
             f"`{args.command}` has no meaning for --target local (its Ray cluster lives only for one run): "
@@ -276,7 +178,8 @@ ONE_TARGET_FLAGS = (
 
 
 def check_target_flags(args: argparse.Namespace, target: str) -> None:
-    """Refuse a flag meant for the other target before anything starts (no cloud call, no Ray)."""
+    """Refuse a flag meant for the other target before anything starts (no cloud call, no Ray); a flag the
+    command lacks was not given."""
     for flag, attr, meant_for, instead in ONE_TARGET_FLAGS:
-        if getattr(args, attr) and target != meant_for:
+        if getattr(args, attr, None) and target != meant_for:
             raise DriverError(f"{flag} is for --target {meant_for}, this is --target {target}: {instead}", exit_code=2)

@@ -11,14 +11,17 @@ from __future__ import annotations
 import argparse
 
 from automation.commands import Subparsers, run_steps
-from automation.flags import add_command, run_id
+from automation.flags import add_kubeconfig, run_id
 from automation.ui import Ui
 
 HELP = "follow a job a `run` left running (--detach, Ctrl-C, a closed laptop), then check and report"
 
 
 def add_parser(sub: Subparsers, parents: list[argparse.ArgumentParser]) -> None:
-    p = add_command(sub, "attach", HELP, parents)
+    p = run_steps.pipeline_command(sub, "attach", HELP, parents)
+    add_kubeconfig(p)
+    run_steps.add_keep_nodes(p)
+    run_steps.add_timeout(p)
     what = "the run (its Ray job id) to follow (default: the newest job submitted)"
     p.add_argument("job", nargs="?", type=run_id, metavar="RUN", help=what)
 

@@ -15,7 +15,7 @@ from pathlib import Path
 
 from automation.commands import Subparsers
 from automation.errors import DriverError
-from automation.flags import add_command, resolve_target
+from automation.flags import count, resolve_target
 from automation.ui import Output, tty_confirm
 from workloads.config import runs_root
 from workloads.metrics import RUN_MARKER_FILE, local_runs
@@ -26,7 +26,10 @@ def size_of(paths: list[Path]) -> int:
 
 
 def add_parser(sub: Subparsers, parents: list[argparse.ArgumentParser]) -> None:
-    add_command(sub, "clean", "delete the local runs' directories under ./runs, keeping the newest --keep", parents)
+    help = "delete the local runs' directories under ./runs, keeping the newest --keep"
+    p = sub.add_parser("clean", help=help, description=help, parents=parents)
+    p.add_argument("--keep", type=count, default=0, help="clean: how many of the newest runs to keep (default: 0)")
+    p.add_argument("--yes", action="store_true", help="do not ask before changes that cost money")
 
 
 def run(args: argparse.Namespace, ui: Output, confirm: Callable[[str], bool] = tty_confirm) -> int:

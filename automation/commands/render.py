@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 from automation.errors import DriverError
-from automation.flags import add_command, resolve_target
+from automation.flags import STACK_PARENT, resolve_target
 from automation.job import resolve_cluster_job
 from automation.storage import Durability
 from automation.targets.aws import load_config
@@ -23,9 +23,8 @@ RENDERED_RUN_ID = "RUN_ID"
 
 
 def add_parser(sub: Any, parents: list) -> None:
-    add_command(
-        sub, "render", "list the resources the Pulumi program declares and the job it runs (offline, no CLI)", parents
-    )
+    help = "list the resources the Pulumi program declares and the job it runs (offline, no CLI)"
+    sub.add_parser("render", help=help, description=help, parents=[*parents, STACK_PARENT])
 
 
 def run(args: Any, ui: Any) -> int:

@@ -12,12 +12,13 @@ from typing import Any
 
 from automation import steps
 from automation.commands.report import collect_and_report
-from automation.flags import add_command, resolve_target
+from automation.flags import TARGET_PARENT, add_kubeconfig, location, resolve_target, run_id, whole_number
 from automation.pipeline import JobLeftRunning, PipelineResult, StepInterrupted, SubmittedJob
 from automation.ray_head import TERMINAL
 from automation.run_report import build_report, show
 from automation.scaling import after_run
 from automation.targets import Target, aws, local
+from infra.config import GpuNodesConfig
 from workloads.config import runs_root
 
 HELPS = {
@@ -39,32 +40,144 @@ PULUMI_USE: dict[str, aws.PulumiUse] = {
 
 
 def add_parser(sub: Any, parents: list[argparse.ArgumentParser]) -> None:
-    for name, help in HELPS.items():
-        add_command(sub, name, help, parents)
+    def command(name: str) -> argparse.ArgumentParser:
+        return pipeline_command(sub, name, HELPS[name], parents)
+
+    p = command("preflight")
+    add_num_workers(p)
+    add_use_gpu(p)
+    command("preview")
+    p = command("up")
+    add_yes(p)
+    add_auto_az(p)
+    add_kubeconfig(command("verify"))
+    p = command("train")
+    add_kubeconfig(p)
+    add_job(p)
+    add_timeout(p)
+    p = command("check")
+    add_kubeconfig(p)
+    add_run_id(p)
+    add_yes(command("destroy"))
+    p = command("run")
+    p.add_argument("--plan", action="store_true", help="aws: stop after preview (no change)")
+    add_yes(p)
+    add_auto_az(p)
+    add_kubeconfig(p)
+    add_job(p)
+    add_use_gpu(p)
+    p.add_argument(
+        "--storage-path",
+        type=location(),
+        help="local: keep checkpoints and Ray Train's state here, a directory or s3://bucket/prefix "
+        "(default: runs/<run-id>/ray_results)",
+    )
+    add_keep_nodes(p)
+    p.add_argument(
+        "--detach",
+        action="store_true",
+        help="aws: submit the job and exit 0; it runs on the cluster without this terminal, "
+        "`attach --stack S RUN` follows it later (the GPU nodes stay up until it ends)",
+    )
+    add_timeout(p)
+
+
+def pipeline_command(sub: Any, name: str, help: str, parents: list[argparse.ArgumentParser]) -> argparse.ArgumentParser:
+    """The parser of a command whose steps run on the target --stack and --target choose."""
+    return sub.add_parser(name, help=help, description=help, parents=[*parents, TARGET_PARENT])
+
+
+# The flags several of these commands take, each declared once (`attach` takes some too).
+def add_yes(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--yes", action="store_true", help="do not ask before changes that cost money")
+
+
+def add_auto_az(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--auto-az",
+        action="store_true",
+        help="aws: when EC2 has no capacity for the GPU nodes, move them to the next ranked AZ of the stack's "
+        "network and run `up` again (at most 2 moves; default: ask on a terminal, else name the AZ)",
+    )
+
+
+def add_run_id(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--run-id", type=run_id, help="the run id (default: a new one for train/run, the newest run for check)"
+    )
+
+
+def add_num_workers(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--num-workers",
+        type=whole_number,
+        help="training workers (default: 2 locally, the stack's train.num_workers on aws)",
+    )
+
+
+def add_job(p: argparse.ArgumentParser) -> None:
+    """Which training job, of how many steps and workers."""
+    add_run_id(p)
+    p.add_argument(
+        "--resume",
+        type=run_id,
+        metavar="RUN_ID",
+        help="aws: continue run RUN_ID from its last checkpoint in the stack's run bucket",
+    )
+    p.add_argument(
+        "--steps", type=whole_number, help="training steps (default: 20 locally, the stack's train.steps on aws)"
+    )
+    add_num_workers(p)
+
+
+def add_use_gpu(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--use-gpu", action="store_true", help="local: train on this machine's GPUs with NCCL (default: CPU, gloo)"
+    )
+
+
+def add_keep_nodes(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--keep-nodes",
+        action="store_true",
+        help="aws: leave the GPU nodes running when the run ends "
+        f"(default: scale them to {GpuNodesConfig.keyname('idle_nodes')}, 0)",
+    )
+
+
+def add_timeout(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--timeout",
+        type=whole_number,
+        metavar="SECONDS",
+        help="stop the training job with `ray job stop` once it has run this long "
+        "(default: no limit on aws, 600 s locally)",
+    )
 
 
 def open_target(args: argparse.Namespace, ui: Any, deps: aws.AwsDeps | None = None) -> Target:
     """The target the flags chose, for this command's steps (`deps`: the AWS target's outside world, for tests)."""
     if resolve_target(args) == "local":
         return local.from_args(args, ui)
+    given = vars(args).get  # each command declares only its own flags: one it lacks was not given
     return aws.open_stack(
         args.stack,
         project_dir=args.project_dir,
         ui=ui,
-        kubeconfig=args.kubeconfig,
+        kubeconfig=given("kubeconfig"),
         deps=deps,
         pulumi=PULUMI_USE[args.command],
-        run_id=args.resume or args.run_id,
-        run_id_given=bool(args.resume or args.run_id),
-        resume=bool(args.resume),
-        yes=args.yes,
-        steps_override=args.steps,
-        workers_override=args.num_workers,
+        run_id=given("resume") or given("run_id"),
+        run_id_given=bool(given("resume") or given("run_id")),
+        resume=bool(given("resume")),
+        yes=bool(given("yes")),
+        steps_override=given("steps"),
+        workers_override=given("num_workers"),
         scale_nodes=args.command == "run",
-        detach=args.detach,
-        job_timeout_s=args.timeout,
-        attach_job=getattr(args, "job", None),
-        auto_az=args.auto_az,
+        detach=bool(given("detach")),
+        job_timeout_s=given("timeout"),
+        attach_job=given("job"),
+        auto_az=bool(given("auto_az")),
     )
 
 
@@ -80,7 +193,8 @@ def run(args: argparse.Namespace, ui: Any) -> int:
             ui.step_started(name)
 
         try:
-            result = steps.run(target.pipeline(args.command, args.plan), target, on_start, ui.step_finished)
+            plan = target.pipeline(args.command, bool(vars(args).get("plan")))  # only `run` takes --plan
+            result = steps.run(plan, target, on_start, ui.step_finished)
         except KeyboardInterrupt as e:
             idle_nodes(args, target, begun, ui.note, e.job_id if isinstance(e, JobLeftRunning) else None)
             raise

@@ -288,9 +288,9 @@ def from_args(args: Any, ui: Any) -> LocalTarget:
     """The local target for the CLI's arguments: the `tiny` preset unless flags say otherwise."""
     try:
         job = local_job(
-            args.run_id or new_run_id(),
+            getattr(args, "run_id", None) or new_run_id(),
             runs_root(),
-            steps=args.steps,
+            steps=getattr(args, "steps", None),
             num_workers=args.num_workers,
             use_gpu=bool(getattr(args, "use_gpu", False)),
         )

@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qs, urlparse
 
+from _pod_requests import PodAction, PodRequest, asks
 from conftest import REPO, quiet_stack
 
 from automation.kube import ExecResult
@@ -351,7 +352,7 @@ class FakeEfaNodes:
                 devices.clear()
 
     def is_read(self, cmd: list[str]) -> bool:
-        return cmd[:2] == ["sh", "-c"] and "hw_counters" in cmd[2]
+        return asks(cmd, PodAction.EFA_COUNTERS)
 
     def answer(self, pod: str) -> ExecResult:
         """What the read script prints in `pod`: its node's devices, files in name order as a shell glob
@@ -365,6 +366,16 @@ class FakeEfaNodes:
                 lines.append(f"UNREADABLE {name}" if node == self.unreadable else f"{name} {counters[name]}")
         lines += ([] if self.tree[node] else ["NO_DEVICES"]) + ["EFA_COUNTERS_END"]
         return ExecResult(0, "\n".join(lines) + "\n", "")
+
+
+def routine_answer(request: PodRequest, pod: str, efa: FakeEfaNodes) -> ExecResult | None:
+    """What every fake cluster answers alike: its nodes' EFA counters, and an upload of the job's source that
+    succeeds; None for any other request."""
+    if request.action is PodAction.EFA_COUNTERS:
+        return efa.answer(pod)
+    if request.action is PodAction.UPLOAD:
+        return ExecResult(0, "", "")
+    return None
 
 
 def predicted_job_bytes(steps: int) -> float:

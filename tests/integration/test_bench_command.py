@@ -10,7 +10,8 @@ from pathlib import Path
 
 import _driver_helpers as helpers  # tests/integration is on pytest's pythonpath
 import pytest
-from _ray_jobs import Clock, FakeRayJobs, JobScript, parse_request
+from _pod_requests import PodAction, pod_request
+from _ray_jobs import Clock, FakeRayJobs, JobScript
 
 from automation import cli
 from automation.commands import bench
@@ -76,34 +77,33 @@ class Cluster:
         return [(job_id, self.jobs.runtime_env(job_id)) for job_id in self.jobs.jobs]
 
     def answer(self, pod: str, cmd: list[str], stdin: str | None) -> ExecResult:
-        text = " ".join(cmd)
-        run = re.search(r"runs/([^/' ]+)", text)
-        if self.efa.is_read(cmd):
-            return self.efa.answer(pod)
-        if "base64 -d | tar" in text:
-            return ExecResult(0, "", "")
-        if (request := parse_request(cmd)) is not None and request.action == "submit" and request.job_id:
-            job = request.job_id
+        request = pod_request(cmd)
+        if request is None:
+            raise AssertionError(f"unexpected command {cmd} in {pod}")
+        run = re.search(r"runs/([^/' ]+)", request.arg)
+        if request.job is not None and request.job.action == "submit" and request.job.job_id:
+            job = request.job.job_id
             self.efa.job_ran(helpers.predicted_job_bytes(summary(job)["steps"]), over_efa=leg_of(job) == "efa")
-        if (job_answer := self.jobs.answer(pod, cmd)) is not None:
-            return job_answer
-        if cmd[0] == "cat":
-            return ExecResult(0, json.dumps(summary(run.group(1))), "")
-        if "fi_info -p efa" in text:  # verify's libfabric check in each worker pod
-            return helpers.fi_info_answer()
-        if "pyarrow.fs" in text:  # the run-bucket marker probe of verify
-            return ExecResult(0, "ok\n", "")
-        if cmd[:2] == ["python", "-c"]:
-            return ExecResult(0, f"{RESOURCES_MARK}{json.dumps({'GPU': 8.0, 'CPU': 82.0})}\n", "")
-        if "-T -" in text:  # the report copying a run's files
-            return self.pack(pod, run.group(1), "summary.json" in text)
-        if "tar -czf - -C" in text:  # the NCCL check collecting one run's logs
-            self.collected.append(run.group(1))
-            log = self.logs[leg_of(run.group(1))].read_bytes()
-            return ExecResult(
-                0, helpers.tar_b64({f"./nccl.{run.group(1)}.rank0.host.1.log": log}) if pod == RANK0_POD else "", ""
-            )
-        raise AssertionError(f"unexpected command {cmd} in {pod}")
+        answer = self.jobs.answer(pod, cmd) or helpers.routine_answer(request, pod, self.efa)
+        if answer is not None:
+            return answer
+        match request.action:
+            case PodAction.READ_FILE:
+                return ExecResult(0, json.dumps(summary(run.group(1))), "")
+            case PodAction.FI_INFO:
+                return helpers.fi_info_answer()
+            case PodAction.S3_MARKER:
+                return ExecResult(0, "ok\n", "")
+            case PodAction.RAY_RESOURCES:
+                return ExecResult(0, f"{RESOURCES_MARK}{json.dumps({'GPU': 8.0, 'CPU': 82.0})}\n", "")
+            case PodAction.PACK_FILES:  # the report copying a run's files
+                return self.pack(pod, run.group(1), "summary.json" in request.names)
+            case PodAction.COLLECT_LOGS:  # the NCCL check collecting one run's logs
+                self.collected.append(run.group(1))
+                log = self.logs[leg_of(run.group(1))].read_bytes()
+                files = {f"./nccl.{run.group(1)}.rank0.host.1.log": log}
+                return ExecResult(0, helpers.tar_b64(files) if pod == RANK0_POD else "", "")
+        raise AssertionError(f"unexpected request {request} in {pod}")
 
     def pack(self, pod: str, run_id: str, wants_summary: bool) -> ExecResult:
         if wants_summary:

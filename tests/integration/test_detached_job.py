@@ -18,7 +18,8 @@ from dataclasses import dataclass, field
 import _driver_helpers as helpers  # tests/integration is on pytest's pythonpath
 import boto3
 import pytest
-from _ray_jobs import Clock, FakeRayJobs, Fault, JobScript, parse_request, train_lines
+from _pod_requests import PodAction, pod_request
+from _ray_jobs import Clock, FakeRayJobs, Fault, JobScript, train_lines
 from _shared_env import MOTO_CLUSTER, MOTO_NODEGROUP, MOTO_REGION
 from test_driver_pipeline import NCCL, SUMMARY, KubeWithExec
 
@@ -70,20 +71,19 @@ class World:
     def exec(self, pod, namespace, command, *, stdin=None, on_line=None, timeout_s=600) -> ExecResult:
         """The pods: the EFA counters, the head's job server, the workloads upload, the summary, each worker's
         NCCL logs."""
-        if self.efa.is_read(command):
-            return self.efa.answer(pod)
-        if (request := parse_request(command)) is not None and request.action == "submit":
+        request = pod_request(list(command))
+        if request is None:
+            raise AssertionError(f"unexpected command {command}")
+        if request.job is not None and request.job.action == "submit":
             self.efa.job_ran(helpers.predicted_job_bytes(SUMMARY["steps"]))
-        if (answer := self.jobs.answer(pod, command, on_line)) is not None:
+        answer = self.jobs.answer(pod, command, on_line) or helpers.routine_answer(request, pod, self.efa)
+        if answer is not None:
             return answer
-        text = " ".join(command)
-        if "base64 -d | tar" in text:
-            return ExecResult(0, "", "")
-        if command[0] == "cat":
+        if request.action is PodAction.READ_FILE:
             return ExecResult(0, json.dumps(SUMMARY), "")
-        if "tar -czf - -C" in text:
+        if request.action is PodAction.COLLECT_LOGS:
             return ExecResult(0, helpers.tar_b64({f"nccl.rank0.{EFA_LOG.stem}.1.log": EFA_LOG.read_bytes()}), "")
-        raise AssertionError(f"unexpected command {command}")
+        raise AssertionError(f"unexpected request {request}")
 
     def client(self, name: str):
         return RecordingEks(self) if name == "eks" else boto3.client(name, region_name=MOTO_REGION)

@@ -13,7 +13,8 @@ import _driver_helpers as helpers  # tests/integration is on pytest's pythonpath
 import _worlds as worlds
 import boto3
 import pytest
-from _ray_jobs import Clock, FakeRayJobs, JobScript, parse_request
+from _pod_requests import PodAction, asks, pod_request
+from _ray_jobs import Clock, FakeRayJobs, JobScript
 from _shared_env import MOTO_REGION
 from botocore.stub import Stubber
 
@@ -27,6 +28,8 @@ from infra.config import ConfigWarning, read_stack_file, validate
 
 REGION = MOTO_REGION
 NCCL = helpers.REPO / "tests" / "fixtures" / "nccl"
+RAY_RESOURCES = {"GPU": 8.0, "CPU": 82.0}  # two g6.12xlarge workers as Ray advertises them
+S3_PROBE_OK = "PYARROW 21.0.0 CREDENTIALS pod-identity\nFILESYSTEM S3FileSystem\nok\n"  # version illustrative
 SUMMARY = {
     "run_id": "r1",
     "world_size": 8,
@@ -57,26 +60,27 @@ def cluster_exec(
     efa = efa or helpers.FakeEfaNodes.of_fixture()
 
     def answer(pod, cmd, stdin):
-        text = " ".join(cmd)
-        if efa.is_read(cmd):  # the counter witness, before and after the job, in one worker per node
+        request = pod_request(cmd)
+        if request is None:
+            raise AssertionError(f"unexpected command {cmd}")
+        if request.action is PodAction.EFA_COUNTERS:  # the counter witness, before and after the job
             return efa.answer(pod)
-        if (request := parse_request(cmd)) is not None and request.action == "submit":
+        if request.job is not None and request.job.action == "submit":
             efa.job_ran(helpers.predicted_job_bytes(SUMMARY["steps"]), over_efa)
         if (job_answer := jobs.answer(pod, cmd)) is not None:
             return job_answer
-        if "fi_info -p efa" in text:  # verify's libfabric check in each worker pod
-            return helpers.fi_info_answer()
-        if "base64 -d | tar" in text:
-            return ExecResult(0, "", "")
-        if cmd[0] == "cat":
-            return ExecResult(0, json.dumps(SUMMARY), "")
-        if cmd[:2] == ["sh", "-c"] and "pyarrow.fs" in text:  # the run-bucket marker probe (version illustrative)
-            return ExecResult(0, "PYARROW 21.0.0 CREDENTIALS pod-identity\nFILESYSTEM S3FileSystem\nok\n", "")
-        if cmd[:2] == ["python", "-c"]:
-            return ExecResult(0, f"{RESOURCES_MARK}{json.dumps({'GPU': 8.0, 'CPU': 82.0})}\n", "")
-        if "tar -czf -" in text:
-            return ExecResult(0, helpers.tar_b64({f"nccl.rank0.{nccl_log.stem}.1.log": nccl_log.read_bytes()}), "")
-        raise AssertionError(f"unexpected command {cmd}")
+        return {
+            PodAction.FI_INFO: helpers.fi_info_answer,
+            PodAction.UPLOAD: lambda: ExecResult(0, "", ""),
+            PodAction.READ_FILE: lambda: ExecResult(0, json.dumps(SUMMARY), ""),
+            PodAction.S3_MARKER: lambda: ExecResult(0, S3_PROBE_OK, ""),
+            PodAction.RAY_RESOURCES: lambda: ExecResult(0, f"{RESOURCES_MARK}{json.dumps(RAY_RESOURCES)}\n", ""),
+            PodAction.COLLECT_LOGS: nccl_tar,
+            PodAction.PACK_FILES: nccl_tar,
+        }[request.action]()
+
+    def nccl_tar():
+        return ExecResult(0, helpers.tar_b64({f"nccl.rank0.{nccl_log.stem}.1.log": nccl_log.read_bytes()}), "")
 
     scripted = helpers.ScriptedExec(answer)
     scripted.jobs = jobs
@@ -361,7 +365,7 @@ def test_s3_access_denied_from_an_old_pyarrow_stops_verify_naming_the_sdk_and_th
     ok = cluster_exec()
 
     def answer(pod, cmd, stdin):
-        if cmd[:2] == ["sh", "-c"] and "pyarrow.fs" in cmd[2]:
+        if asks(cmd, PodAction.S3_MARKER):
             return ExecResult(
                 1,
                 "PYARROW 16.1.0 CREDENTIALS pod-identity\nFILESYSTEM S3FileSystem\n",

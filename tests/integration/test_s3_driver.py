@@ -8,6 +8,7 @@ import dataclasses
 import _driver_helpers as helpers  # tests/integration is on pytest's pythonpath
 import boto3
 import pytest
+from _pod_requests import PodAction, asks
 from test_driver_pipeline import REGION, aws, cluster_exec, make_target, outputs, run  # noqa: F401 (aws: fixture)
 
 from automation.errors import DriverError
@@ -117,7 +118,7 @@ def test_verify_writes_a_marker_from_a_worker_and_from_the_head():
         target = make_target(api, helpers.FakeStack(REGION, outputs=outputs(api)), pod_exec=pod_exec)
         result = run(target, ("verify",))
     assert result.ok, result.reason
-    probed = [pod for pod, _, cmd, _ in pod_exec.calls if cmd[:2] == ["sh", "-c"] and "pyarrow.fs" in cmd[2]]
+    probed = [pod for pod, _, cmd, _ in pod_exec.calls if asks(cmd, PodAction.S3_MARKER)]
     kinds = sorted("head" if "head" in p else "worker" for p in probed)
     assert kinds == ["head", "worker"], f"expected the marker probe in one worker and the head, ran in {probed}"
 
@@ -126,7 +127,7 @@ def test_verify_fails_before_training_when_a_pod_cannot_write():
     ok = cluster_exec()
 
     def answer(pod, cmd, stdin):
-        if cmd[:2] == ["sh", "-c"] and "pyarrow.fs" in cmd[2]:
+        if asks(cmd, PodAction.S3_MARKER):
             return ExecResult(1, "", "OSError: AWS Error ACCESS_DENIED during PutObject operation")
         return ok.answer(pod, cmd, stdin)
 

@@ -2,10 +2,22 @@
 
 from __future__ import annotations
 
+from types import SimpleNamespace
+
 import pytest
 
 from automation.errors import DriverError
-from automation.pipeline import Advice, Finding, Step, StepInterrupted, StepResult, run_pipeline, verdict
+from automation.pipeline import (
+    Advice,
+    Expectations,
+    Finding,
+    Step,
+    StepInterrupted,
+    StepResult,
+    expectations_from,
+    run_pipeline,
+    verdict,
+)
 
 ADVICE = Advice("nothing", ("python -m automation run",))
 
@@ -109,3 +121,38 @@ def test_interrupt_names_the_step_and_carries_its_advice():
     assert (err.value.step, err.value.advice) == ("verify", Advice("after verify", ())), (
         f"got {err.value.step}, {err.value.advice}"
     )
+
+
+# --------------------------------------------------------------------------- expectations
+
+
+CFG = SimpleNamespace(
+    gpu_nodes=SimpleNamespace(node_count=2, availability_zone="us-west-2b", gpus_per_node=4, efa_interfaces=1),
+    ray=SimpleNamespace(namespace="ray", cluster_name="ray-efa", worker=SimpleNamespace(replicas=2)),
+)
+
+
+def test_expectations_come_from_the_stack_config_without_outputs():
+    got = expectations_from(CFG, {})
+    expected = Expectations(2, "us-west-2b", 4, 1, "ray", "ray-efa", 2)
+    assert got == expected, f"expected {expected}, got {got}"
+
+
+def test_stack_outputs_take_precedence_over_the_config():
+    outputs = {"gpu_az": "us-west-2a", "raycluster_namespace": "ray2", "raycluster_name": "rc2"}
+    got = expectations_from(CFG, outputs)
+    expected = Expectations(2, "us-west-2a", 4, 1, "ray2", "rc2", 2)
+    assert got == expected, f"expected {expected}, got {got}"
+
+
+def test_expectations_serialise_every_field():
+    got = Expectations(2, "us-west-2b", 4, 1, "ray", "ray-efa", 2).to_dict()
+    assert got == {
+        "node_count": 2,
+        "gpu_az": "us-west-2b",
+        "gpus_per_node": 4,
+        "efa_per_node": 1,
+        "namespace": "ray",
+        "raycluster": "ray-efa",
+        "worker_replicas": 2,
+    }, f"got {got}"
