@@ -191,6 +191,17 @@ class ClusterConfig(Section):
         "--kubernetes-version <kubernetesVersion>`.",
         addon_version,
     )
+    coredns_version: str = key(
+        "corednsVersion",
+        "v1.14.3-eksbuild.14",
+        "Version of the EKS-managed CoreDNS add-on (coredns). With no default node group pulumi-eks leaves CoreDNS "
+        "self-managed (its corednsAddonOptions apply only to a Fargate cluster or one with the default node group), "
+        "i.e. whatever EKS bootstrapped, never updated; the stack makes it an EKS add-on pinned like vpcCniVersion "
+        "(https://docs.aws.amazon.com/eks/latest/userguide/managing-coredns.html). v1.14.3-eksbuild.14 is what "
+        "`aws eks describe-addon-versions` listed for Kubernetes 1.36 in a published record of 2026. Preflight checks "
+        "it with `aws eks describe-addon-versions --addon-name coredns --kubernetes-version <kubernetesVersion>`.",
+        addon_version,
+    )
     endpoint_public_access: bool = key(
         "apiPublicAccess",
         True,

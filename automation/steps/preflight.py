@@ -506,6 +506,13 @@ def check_api_endpoint(cluster: ClusterConfig, stack: str, address: Callable[[],
     return Finding(check, "pass", f"{cidr}, this machine's address: `run`/`up` writes it to {API_CIDRS_KEY}")
 
 
+def check_coredns_version(eks: Any, version: str, kubernetes_version: str, region: str) -> Finding:
+    """The coredns row: corednsVersion is offered for kubernetesVersion."""
+    return check_addon_version(
+        eks, "coredns", ClusterConfig.keyname("coredns_version"), version, kubernetes_version, region
+    )
+
+
 def _reservation_kind(cr: dict) -> str:
     rtype = cr.get("ReservationType", "default")
     return "a Capacity Block for ML" if rtype == CAPACITY_BLOCK else f"an On-Demand Capacity Reservation ({rtype})"
@@ -552,6 +559,7 @@ def run_preflight(
     rows.append(check_kubernetes_version(clients.eks, c.kubernetes_version, cfg.region))
     rows.append(check_vpc_cni_version(clients.eks, c.vpc_cni_version, c.kubernetes_version, cfg.region))
     rows.append(check_kube_proxy_version(clients.eks, c.kube_proxy_version, c.kubernetes_version, cfg.region))
+    rows.append(check_coredns_version(clients.eks, c.coredns_version, c.kubernetes_version, cfg.region))
     rows.append(check_capacity_block_type(g.instance_type, g.capacity_block, cfg.stack))
     rows.append(
         check_capacity_reservation(

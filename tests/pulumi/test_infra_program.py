@@ -183,6 +183,21 @@ def test_kube_proxy_add_on_is_pinned_to_the_stack_key(east):
     assert got == ("v1.36.0-eksbuild.21", "v1.36.0-eksbuild.25"), f"kube-proxy add-on versions {got}"
 
 
+def test_coredns_is_an_eks_add_on_pinned_to_the_stack_key(east):
+    chosen = render("us-west-2", corednsVersion="v1.13.2-eksbuild.21")
+    got = tuple(
+        (a.inputs["addonName"], a.inputs["addonVersion"])
+        for a in (one(r, "aws:eks/addon:Addon", "coredns") for r in (east, chosen))
+    )
+    assert got == (("coredns", "v1.14.3-eksbuild.14"), ("coredns", "v1.13.2-eksbuild.21")), f"coredns add-on {got}"
+
+
+def test_coredns_add_on_waits_for_the_system_node_group(east):
+    addon = one(east, "aws:eks/addon:Addon", "coredns")
+    system = one(east, "aws:eks/nodeGroup:NodeGroup", "system").name
+    assert system in addon.depends_on, f"expected the add-on to wait for {system}, it waits for {addon.depends_on}"
+
+
 def test_public_endpoint_defaults_to_the_deployers_address(east):
     got = one(east, "eks:index:Cluster").inputs["publicAccessCidrs"]
     assert got == [MOCK_DEPLOYER_CIDR], f"expected the driver's address stand-in, got {got}"
