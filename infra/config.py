@@ -866,9 +866,9 @@ def from_pulumi_config(project_dir: Path | None = None) -> StackConfig:
     region = pulumi.Config("aws").get("region")
     with warnings.catch_warnings():  # the program reports StackConfig.warnings through pulumi.log
         warnings.simplefilter("ignore", ConfigWarning)
-        cfg = validate(raw, stack=pulumi.get_stack(), region=region)
-    cfg.cluster.require_api_cidrs(cfg.stack)
-    return cfg
+        stack_cfg = validate(raw, stack=pulumi.get_stack(), region=region)
+    stack_cfg.cluster.require_api_cidrs(stack_cfg.stack)
+    return stack_cfg
 
 
 def _engine_keys() -> dict[str, Any]:
