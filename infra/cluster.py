@@ -79,6 +79,19 @@ class Cluster(pulumi.ComponentResource):
             for arn in NODE_POLICY_ARNS
         ]
         system = self._system_node_group(name, args, cluster_name, node_role, attachments)
+        # pulumi-eks creates its coredns add-on only for Fargate or its default node group (CoreDnsAddonOptions'
+        # `enabled` in pulumi_eks/_inputs.py, v4.4), so CoreDNS would stay the self-managed copy EKS bootstraps,
+        # unpinned. An explicit add-on takes it over (OVERWRITE adopts the bootstrapped Deployment) once a node
+        # can run its pods: the add-on is not ACTIVE before, and `up` would wait on it (docs/aws-round-three.md).
+        aws.eks.Addon(
+            f"{name}-coredns",
+            cluster_name=cluster_name,
+            addon_name="coredns",
+            addon_version=c.coredns_version,
+            resolve_conflicts_on_create="OVERWRITE",
+            resolve_conflicts_on_update="OVERWRITE",
+            opts=pulumi.ResourceOptions(parent=self, depends_on=[system]),
+        )
         _cluster_admins(name, cluster_name, c.admin_role_arns, child)
 
         self.provider = k8s.Provider(

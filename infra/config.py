@@ -104,6 +104,7 @@ __all__ = [
     "capacity_block_fix",
     "extended_support_note",
     "from_pulumi_config",
+    "MOCK_DEPLOYER_CIDR",
     "is_floating_image",
     "known_stacks",
     "load_stack",
@@ -190,17 +191,32 @@ class ClusterConfig(Section):
         "--kubernetes-version <kubernetesVersion>`.",
         addon_version,
     )
+    coredns_version: str = key(
+        "corednsVersion",
+        "v1.14.3-eksbuild.14",
+        "Version of the EKS-managed CoreDNS add-on (coredns). With no default node group pulumi-eks leaves CoreDNS "
+        "self-managed (its corednsAddonOptions apply only to a Fargate cluster or one with the default node group), "
+        "i.e. whatever EKS bootstrapped, never updated; the stack makes it an EKS add-on pinned like vpcCniVersion "
+        "(https://docs.aws.amazon.com/eks/latest/userguide/managing-coredns.html). v1.14.3-eksbuild.14 is what "
+        "`aws eks describe-addon-versions` listed for Kubernetes 1.36 in a published record of 2026. Preflight checks "
+        "it with `aws eks describe-addon-versions --addon-name coredns --kubernetes-version <kubernetesVersion>`.",
+        addon_version,
+    )
     endpoint_public_access: bool = key(
         "apiPublicAccess",
         True,
         "Whether the Kubernetes API has a public endpoint (limited to apiPublicAccessCidrs); false makes it "
         "private only, reachable from inside the VPC.",
     )
-    # Used only while endpoint_public_access is true (infra/cluster.py passes none otherwise).
+    # Used only while endpoint_public_access is true (infra/cluster.py passes none otherwise). Empty means "the
+    # deploying machine": the driver's `run`/`up` fills it before preview (automation/steps/stack.py), and the
+    # program refuses it still empty (require_api_cidrs) rather than open the endpoint to the world.
     public_access_cidrs: tuple[str, ...] = key(
         "apiPublicAccessCidrs",
-        ("0.0.0.0/0",),
-        "CIDRs allowed to reach the public API endpoint; set it to your own address (x.x.x.x/32). Ignored when "
+        (),
+        "CIDRs allowed to reach the public API endpoint. Empty (the default) means this machine: `python -m "
+        "automation run` or `up` writes this machine's public IPv4 as x.x.x.x/32 here before preview (from "
+        "https://checkip.amazonaws.com), and a plain `pulumi preview` refuses it still empty. Ignored when "
         "apiPublicAccess is false.",
         public_cidrs,
     )
@@ -226,11 +242,21 @@ class ClusterConfig(Section):
         role_arns,
     )
 
-    def check(self) -> None:
-        if self.endpoint_public_access and not self.public_access_cidrs:
+    @property
+    def needs_address(self) -> bool:
+        """Whether the public endpoint's allow-list is left to the driver to fill with this machine's address."""
+        return self.endpoint_public_access and not self.public_access_cidrs
+
+    def require_api_cidrs(self, stack: str) -> None:
+        """The program's rule: an allow-list left empty is refused, never read as open to the world."""
+        if self.needs_address:
+            k = self.keyname
             raise ConfigError(
-                f"{self.keyname('public_access_cidrs')} [] leaves the public endpoint reachable by nobody: list your "
-                f"address as x.x.x.x/32 or set {self.keyname('endpoint_public_access')} to false"
+                f"{k('public_access_cidrs', prefixed=True)} is empty in stack {stack}: it means this machine's "
+                f"address, which `python -m automation up --stack {stack}` (or `run`) writes before preview; with "
+                f"pulumi alone, set it: `pulumi config set --path '{k('public_access_cidrs', prefixed=True)}[0]' "
+                f"x.x.x.x/32` (your address: curl https://checkip.amazonaws.com), or set "
+                f"{k('endpoint_public_access')} to false"
             )
 
     def notes(self, today: date) -> list[str | None]:
@@ -740,7 +766,6 @@ class StackConfig(Section):
     def check(self) -> None:
         """The rules over several keys, in an order that blames a setting before what depends on it."""
         self.network.check(self.region)
-        self.cluster.check()
         self.gpu_nodes.check(self.network)
         self.ray.check(self.gpu_nodes, self.system_nodes)
         self.storage.check(self.cluster)
@@ -795,11 +820,17 @@ def read_stack_file(stack: str, project_dir: Path) -> StackFile:
     return config_files.read_stack_file(stack, Path(project_dir), KEYS_BY_NAME)
 
 
+# What the mocks take for the deploying machine's address: 203.0.113.0/24 is TEST-NET-3, for documentation
+# (RFC 5737), so a render never shows a real address.
+MOCK_DEPLOYER_CIDR = "203.0.113.10/32"
+
+
 def stack_config_values(stack: str, project_dir: Path) -> dict[str, str]:
     """The merged config of a stack as the Pulumi engine would pass it (``project:key`` -> string).
 
-    Used to run the program under Pulumi's mocks exactly as the engine would: the defaults,
-    overridden by the stack file, arrays and objects as JSON.
+    Used to run the program under Pulumi's mocks exactly as the engine would after the driver's `up`: the
+    defaults, overridden by the stack file, arrays and objects as JSON; an empty apiPublicAccessCidrs holds
+    MOCK_DEPLOYER_CIDR where `up` would write this machine's address.
     """
     check_project_file(Path(project_dir), KEYS)
     found = read_stack_file(stack, project_dir)
@@ -808,6 +839,9 @@ def stack_config_values(stack: str, project_dir: Path) -> dict[str, str]:
         validate(found.values, stack=stack, region=found.region)  # fail early, with the clear message
     values: dict[str, Any] = {f"{PROJECT}:{k.name}": k.default for k in KEYS}
     values.update(found.raw)
+    cidrs = f"{PROJECT}:{ClusterConfig.keyname('public_access_cidrs')}"
+    if not values[cidrs]:  # left to the driver, which writes this machine's address before the engine runs
+        values[cidrs] = [MOCK_DEPLOYER_CIDR]
 
     def text(v: Any) -> str:
         return (
@@ -832,7 +866,9 @@ def from_pulumi_config(project_dir: Path | None = None) -> StackConfig:
     region = pulumi.Config("aws").get("region")
     with warnings.catch_warnings():  # the program reports StackConfig.warnings through pulumi.log
         warnings.simplefilter("ignore", ConfigWarning)
-        return validate(raw, stack=pulumi.get_stack(), region=region)
+        stack_cfg = validate(raw, stack=pulumi.get_stack(), region=region)
+    stack_cfg.cluster.require_api_cidrs(stack_cfg.stack)
+    return stack_cfg
 
 
 def _engine_keys() -> dict[str, Any]:

@@ -229,7 +229,7 @@ def addon_version(key: str, value: str) -> None:
     if not _ADDON_VERSION.fullmatch(value):
         raise ConfigError(
             f"{key} {value!r} is not an EKS add-on version (vMAJOR.MINOR.PATCH-eksbuild.N): list the versions for "
-            "your cluster with `aws eks describe-addon-versions --addon-name <vpc-cni|kube-proxy> "
+            "your cluster with `aws eks describe-addon-versions --addon-name <vpc-cni|kube-proxy|coredns> "
             "--kubernetes-version 1.36 --query 'addons[].addonVersions[].addonVersion'`"
         )
 

@@ -23,7 +23,7 @@ from automation.errors import DriverError
 from automation.job import one_node_note, stack_label
 from automation.pipeline import Finding, PreflightFacts, Prior, StepResult, verdict
 from automation.ray_head import WORKLOADS_DIR
-from automation.targets.aws import GPU_AZ_KEY, AwsTarget
+from automation.targets.aws import API_CIDRS_KEY, GPU_AZ_KEY, AwsTarget
 from automation.targets.local import LocalPlan, LocalTarget
 from infra.config import (
     PROJECT,
@@ -489,6 +489,30 @@ def check_kube_proxy_version(eks: Any, version: str, kubernetes_version: str, re
     )
 
 
+def check_api_endpoint(cluster: ClusterConfig, stack: str, address: Callable[[], str] | None) -> Finding:
+    """Who may reach the public Kubernetes API: the stack's allow-list, or, left empty, this machine's address that
+    `run`/`up` will write (``address``: the target's deployer_cidr; a failure to learn it fails the row)."""
+    check = "API endpoint access"
+    if not cluster.endpoint_public_access:
+        return Finding(check, "pass", "private endpoint only (reachable from inside the VPC)")
+    if cluster.public_access_cidrs:
+        return Finding(check, "pass", f"{API_CIDRS_KEY}: {', '.join(cluster.public_access_cidrs)}")
+    try:
+        cidr = address() if address is not None else None
+    except DriverError as e:
+        return Finding(check, "fail", str(e), f"set '{API_CIDRS_KEY}: [x.x.x.x/32]' in Pulumi.{stack}.yaml")
+    if cidr is None:
+        return Finding(check, "skip", f"{API_CIDRS_KEY} is empty: this machine's address not looked up here")
+    return Finding(check, "pass", f"{cidr}, this machine's address: `run`/`up` writes it to {API_CIDRS_KEY}")
+
+
+def check_coredns_version(eks: Any, version: str, kubernetes_version: str, region: str) -> Finding:
+    """The coredns row: corednsVersion is offered for kubernetesVersion."""
+    return check_addon_version(
+        eks, "coredns", ClusterConfig.keyname("coredns_version"), version, kubernetes_version, region
+    )
+
+
 def _reservation_kind(cr: dict) -> str:
     rtype = cr.get("ReservationType", "default")
     return "a Capacity Block for ML" if rtype == CAPACITY_BLOCK else f"an On-Demand Capacity Reservation ({rtype})"
@@ -535,6 +559,7 @@ def run_preflight(
     rows.append(check_kubernetes_version(clients.eks, c.kubernetes_version, cfg.region))
     rows.append(check_vpc_cni_version(clients.eks, c.vpc_cni_version, c.kubernetes_version, cfg.region))
     rows.append(check_kube_proxy_version(clients.eks, c.kube_proxy_version, c.kubernetes_version, cfg.region))
+    rows.append(check_coredns_version(clients.eks, c.coredns_version, c.kubernetes_version, cfg.region))
     rows.append(check_capacity_block_type(g.instance_type, g.capacity_block, cfg.stack))
     rows.append(
         check_capacity_reservation(
@@ -590,7 +615,9 @@ def run_aws(target: AwsTarget, prior: Prior) -> StepResult:
     if note:
         target.note(note)
     c = target.deps.client
-    machine = target.deps.pulumi_setup() if target.deps.pulumi_setup else ()
+    machine = [*(target.deps.pulumi_setup() if target.deps.pulumi_setup else ())]
+    address = target.deployer_cidr if target.deps.public_ip is not None else None
+    machine.append(check_api_endpoint(cfg.cluster, cfg.stack, address))
     clients = AwsClients(sts=c("sts"), ec2=c("ec2"), quotas=c("service-quotas"), eks=c("eks"))
     result = run_preflight(cfg, clients, machine=machine)
     facts = result.data

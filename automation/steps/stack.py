@@ -16,7 +16,7 @@ from automation.pipeline import Prior, StepResult
 from automation.pulumi_stack import StackLike, destroy, nodegroup_failure_cause, preview, up
 from automation.scaling import live_desired_size
 from automation.storage import kept_bucket_line
-from automation.targets.aws import GPU_AZ_KEY, AwsTarget
+from automation.targets.aws import API_CIDRS_KEY, GPU_AZ_KEY, AwsTarget
 from automation.targets.local import LocalTarget
 from infra.config import GpuNodesConfig
 
@@ -44,15 +44,31 @@ def settle_gpu_az(target: AwsTarget, prior: Prior) -> None:
     target.note(f"set {GPU_AZ_KEY} = {az} in stack {s} (Pulumi.{s}.yaml), the AZ preflight chose")
 
 
-def run_preview(target: AwsTarget, prior: Prior) -> StepResult:
+def settle_api_cidrs(target: AwsTarget) -> None:
+    """Before preview/up: a public API endpoint whose allow-list the stack leaves empty gets this machine's
+    address (x.x.x.x/32), written into the stack and said in one line."""
+    if not target.cfg.cluster.needs_address:
+        return
+    cidr, s = target.deployer_cidr(), target.cfg.stack
+    target.set_api_cidrs(cidr)
+    target.note(f"set {API_CIDRS_KEY} = [{cidr}] in stack {s} (Pulumi.{s}.yaml): this machine's address")
+
+
+def settle_stack(target: AwsTarget, prior: Prior) -> None:
+    """What the driver fills in a stack before the program reads it: the GPU AZ, the API endpoint's allow-list."""
     settle_gpu_az(target, prior)
+    settle_api_cidrs(target)
+
+
+def run_preview(target: AwsTarget, prior: Prior) -> StepResult:
+    settle_stack(target, prior)
     return preview(target.stack(), target.on_progress)
 
 
 def run_up(target: AwsTarget, prior: Prior) -> StepResult:
     """`up`, after asking unless preview saw nothing that costs money; DriverError when declined. When
     it fails, the cause the node group's Auto Scaling group reports is added."""
-    settle_gpu_az(target, prior)
+    settle_stack(target, prior)
     previewed = prior.get("preview")
     summary = previewed.data if previewed is not None else None
     if summary is None or summary.costs_money:

@@ -9,10 +9,12 @@ kubernetes client. What the steps do with it is in automation/steps/.
 from __future__ import annotations
 
 import dataclasses
+import ipaddress
 import json
 import os
 import shutil
 import sys
+import urllib.request
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -47,14 +49,15 @@ from automation.scaling import SYSTEM_CLOCK, Clock
 from automation.start_phases import observe
 from automation.storage import Durability, outside_run_bucket, require_run, run_locations, split_s3_uri
 from automation.ui import tty_confirm
+from infra.config import ClusterConfig, GpuNodesConfig, load_stack
 from infra.config import ConfigError as StackConfigError
-from infra.config import GpuNodesConfig, load_stack
 from workloads.config import ConfigError, TrainConfig, new_run_id
 from workloads.env import NCCL_DEBUG_LEVEL
 from workloads.nccl_check.counters import NodeReading, parse_reading, read_script
 
 PIPELINE = ("preflight", "preview", "up", "verify", "counters", "submit", "train", "check")
 GPU_AZ_KEY = GpuNodesConfig.keyname("availability_zone", prefixed=True)
+API_CIDRS_KEY = ClusterConfig.keyname("public_access_cidrs", prefixed=True)
 PLAN = ("preflight", "preview")
 DETACHED = PIPELINE[: PIPELINE.index("submit") + 1]  # `run --detach`: submit, say how to attach, return
 ATTACH = ("attach", "train", "check")
@@ -77,6 +80,9 @@ class AwsDeps:
     # Tests pass a fake clock that moves on sleep.
     clock: Clock = SYSTEM_CLOCK
     interactive: Callable[[], bool] = lambda: sys.stdin.isatty()  # whether Ctrl-C may ask before leaving a job
+    # This machine's public IPv4 (checkip_address), for a stack that leaves apiPublicAccessCidrs to the driver;
+    # None: a stand-in, nothing to ask, and a stack that needs an address stops with the key to set.
+    public_ip: Callable[[], str] | None = None
 
     @classmethod
     def real(cls, cfg: Any, project_dir: Path) -> AwsDeps:
@@ -99,7 +105,28 @@ class AwsDeps:
             # The Pricing API lives in us-east-1 whatever the stack's region.
             pricing=lambda: session.client("pricing", region_name="us-east-1"),
             pulumi_setup=lambda: pulumi_rows(os.environ, Path.home(), project_dir, cfg.stack, shutil.which),
+            public_ip=checkip_address,
         )
+
+
+# AWS's own "what is my IP" service: its answer is one line, the caller's public IPv4 and a newline.
+CHECKIP_URL = "https://checkip.amazonaws.com"
+
+
+def checkip_address(urlopen: Callable[..., Any] = urllib.request.urlopen, timeout_s: float = 10.0) -> str:
+    """This machine's public IPv4 as checkip.amazonaws.com sees it; DriverError naming the key to set by hand
+    when the service cannot be reached or answers something that is no IPv4 address."""
+    fix = f"set '{API_CIDRS_KEY}: [x.x.x.x/32]' in Pulumi.<stack>.yaml with your address"
+    try:
+        with urlopen(CHECKIP_URL, timeout=timeout_s) as answer:
+            text = answer.read(64).decode("ascii", "replace").strip()
+    except OSError as e:  # URLError, timeouts and refused connections are all OSError
+        why = f"could not read this machine's address from {CHECKIP_URL} ({e})"
+        raise DriverError(f"{why}: {fix}", exit_code=2) from None
+    try:
+        return str(ipaddress.IPv4Address(text))
+    except ValueError:
+        raise DriverError(f"{CHECKIP_URL} answered {text!r}, not an IPv4 address: {fix}", exit_code=2) from None
 
 
 # The files the AWS SDK and CLI read, by the variable that moves each (AWS CLI v2 user guide,
@@ -219,6 +246,25 @@ class AwsTarget(AsksJobServer):
         self.stack().set_config(GPU_AZ_KEY, ConfigValue(value=az))
         self.cfg = dataclasses.replace(
             self.cfg, gpu_nodes=dataclasses.replace(self.cfg.gpu_nodes, availability_zone=az)
+        )
+
+    def deployer_cidr(self) -> str:
+        """This machine's public address as x.x.x.x/32, for an apiPublicAccessCidrs left empty; DriverError
+        naming the key when there is no way to learn it."""
+        if self.deps.public_ip is None:
+            raise DriverError(
+                f"stack {self.cfg.stack} leaves {API_CIDRS_KEY} empty and this run has no way to learn this "
+                f"machine's address: set '{API_CIDRS_KEY}: [x.x.x.x/32]' in Pulumi.{self.cfg.stack}.yaml",
+                exit_code=2,
+            )
+        return f"{self.deps.public_ip()}/32"
+
+    def set_api_cidrs(self, cidr: str) -> None:
+        """Set apiPublicAccessCidrs to [cidr] in the stack with the Automation API (`pulumi config set --path`,
+        which writes Pulumi.<stack>.yaml's list), so the program sees it now and later runs reuse it."""
+        self.stack().set_config(f"{API_CIDRS_KEY}[0]", ConfigValue(value=cidr), path=True)
+        self.cfg = dataclasses.replace(
+            self.cfg, cluster=dataclasses.replace(self.cfg.cluster, public_access_cidrs=(cidr,))
         )
 
     def stack(self) -> StackLike:

@@ -293,6 +293,15 @@ class FakeStack:
         return {k: OutputValue(value=v, secret=(k == "kubeconfig")) for k, v in self._outputs.items()}
 
 
+# The stand-in for this machine's public address (TEST-NET-3, RFC 5737), what checkip.amazonaws.com would answer:
+# the shipped stacks leave apiPublicAccessCidrs to the driver, which writes it before preview/up.
+DEPLOYER_IP = "203.0.113.7"
+
+
+def deployer_ip() -> str:
+    return DEPLOYER_IP
+
+
 def stack_config(stack: str = "us-west-2"):
     """The real, validated config of one of the project's stacks."""
     return quiet_stack(stack)

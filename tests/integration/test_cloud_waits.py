@@ -4,6 +4,7 @@ ticks. Everything runs on a fake clock (tests/integration/_cloud_fakes.py): hour
 
 from __future__ import annotations
 
+import dataclasses
 import json
 
 import _driver_helpers as helpers  # tests/integration is on pytest's pythonpath
@@ -21,7 +22,7 @@ from automation.scaling import LEASE_S, NodeGroupRef, after_run, before_verify, 
 from automation.steps.stack import run_up
 from automation.targets.aws import AwsDeps, AwsTarget
 from automation.ui import Ui
-from infra.config import stack_config_values
+from infra.config import MOCK_DEPLOYER_CIDR, stack_config_values
 from infra.idle_guard_script import LEASE_KEY, run_once
 from infra.mock_render import run_program
 
@@ -298,7 +299,10 @@ def up_with_node_count(node_count: int, render: bool = False):
     outputs = {"region": MOTO_REGION, "cluster_name": MOTO_CLUSTER, "nodegroup_name": MOTO_NODEGROUP}
     stack = RenderingStack({"ray-efa-eks:gpuNodeCount": str(node_count)}, outputs, render)
     deps = AwsDeps(client=lambda name: boto3.client(name, region_name=MOTO_REGION), stack=lambda: stack, kube=None)
-    run_up(AwsTarget(cfg=helpers.stack_config(), deps=deps, run_id="r1", yes=True), {})
+    # A stack that lists its own API allow-list: the only key the driver sets for this `up` is the live size.
+    cfg = helpers.stack_config()
+    cfg = dataclasses.replace(cfg, cluster=dataclasses.replace(cfg.cluster, public_access_cidrs=(MOCK_DEPLOYER_CIDR,)))
+    run_up(AwsTarget(cfg=cfg, deps=deps, run_id="r1", yes=True), {})
     return stack
 
 

@@ -23,10 +23,12 @@ from automation.errors import DriverError
 from automation.kube import ExecResult, KubeApi
 from automation.pipeline import run_pipeline
 from automation.ray_head import RESOURCES_MARK
-from automation.targets.aws import GPU_AZ_KEY, PIPELINE, PLAN, AwsDeps, AwsTarget
+from automation.targets.aws import API_CIDRS_KEY, GPU_AZ_KEY, PIPELINE, PLAN, AwsDeps, AwsTarget
 from infra.config import ConfigWarning, read_stack_file, validate
 
 REGION = MOTO_REGION
+DEPLOYER_IP = helpers.DEPLOYER_IP
+SET_CIDRS = f"set_config {API_CIDRS_KEY}[0]"  # the shipped stacks leave the API allow-list to the driver
 NCCL = helpers.REPO / "tests" / "fixtures" / "nccl"
 RAY_RESOURCES = {"GPU": 8.0, "CPU": 82.0}  # two g6.12xlarge workers as Ray advertises them
 S3_PROBE_OK = "PYARROW 21.0.0 CREDENTIALS pod-identity\nFILESYSTEM S3FileSystem\nok\n"  # version illustrative
@@ -128,6 +130,7 @@ def make_target(api, stack, pod_exec=None, confirm=lambda q: True, yes=True, cli
         stack=lambda: stack,
         kube=lambda kc: KubeWithExec(kc, pod_exec or cluster_exec()),
         confirm=confirm,
+        public_ip=helpers.deployer_ip,
     )
     return AwsTarget(cfg=helpers.stack_config(), deps=deps, run_id="r1", yes=yes, node_wait_s=0, pod_wait_s=0)
 
@@ -162,7 +165,7 @@ def test_run_executes_every_step_in_order(aws):
     assert result.ok, f"expected success, failed at {result.failed_step}: {result.reason}"
     assert step_names(result) == list(PIPELINE), f"expected {list(PIPELINE)}, got {step_names(result)}"
     # `up` reads the outputs first: the GPU node group's live size is kept (automation/steps/stack.py)
-    assert stack.calls == ["preview", "outputs", "up"], f"expected preview then up on the stack, got {stack.calls}"
+    assert stack.calls == [SET_CIDRS, "preview", "outputs", "up"], f"expected preview then up, got {stack.calls}"
 
 
 def test_preview_failure_stops_before_up(aws):
@@ -190,7 +193,7 @@ def test_plan_stops_after_preview(aws):
     with helpers.FakeKubeApi() as api:
         stack = helpers.FakeStack("us-west-2", outputs=outputs(api))
         result = run(make_target(api, stack), PLAN)
-    assert result.ok and stack.calls == ["preview"], f"expected only a preview, got ok={result.ok} calls={stack.calls}"
+    assert result.ok and stack.calls == [SET_CIDRS, "preview"], f"expected a preview, got {result.ok} {stack.calls}"
 
 
 def test_declined_confirmation_changes_nothing(aws):
@@ -307,12 +310,53 @@ def test_az_chosen_by_preflight_is_set_in_the_stack_before_preview(aws):
         target = target_without_gpu_az(api, stack)
         result = run(target, PLAN)
     assert result.ok, f"expected success, failed at {result.failed_step}: {result.reason}"
-    assert stack.calls == [f"set_config {GPU_AZ_KEY}", "preview"], (
+    assert stack.calls == [f"set_config {GPU_AZ_KEY}", SET_CIDRS, "preview"], (
         f"expected the AZ set before preview, got {stack.calls}"
     )
     value = stack.config[GPU_AZ_KEY]
     assert (type(value).__name__, value.value, value.secret) == ("ConfigValue", "us-west-2a", False), f"got {value!r}"
     assert any(f"{GPU_AZ_KEY} = us-west-2a" in n for n in target.notes), f"expected the user told, notes {target.notes}"
+
+
+def test_api_allow_list_left_empty_gets_this_machines_address_before_preview(aws):
+    with helpers.FakeKubeApi() as api:
+        stack = helpers.FakeStack("us-west-2", outputs=outputs(api))
+        target = make_target(api, stack)
+        run(target, ("preview",))
+    value = stack.config.get(f"{API_CIDRS_KEY}[0]")
+    got = (stack.calls[0], getattr(value, "value", None), target.cfg.cluster.public_access_cidrs)
+    assert got == (SET_CIDRS, f"{DEPLOYER_IP}/32", (f"{DEPLOYER_IP}/32",)), f"got {got}"
+
+
+def test_the_address_written_is_said_in_one_line(aws):
+    with helpers.FakeKubeApi() as api:
+        target = make_target(api, helpers.FakeStack("us-west-2", outputs=outputs(api)))
+        run(target, ("preview",))
+    said = [n for n in target.notes if API_CIDRS_KEY in n]
+    assert len(said) == 1 and f"{DEPLOYER_IP}/32" in said[0], f"expected one line with the address, notes {said}"
+
+
+def test_api_allow_list_set_in_the_stack_is_kept(aws):
+    with helpers.FakeKubeApi() as api:
+        stack = helpers.FakeStack("us-west-2", outputs=outputs(api))
+        target = make_target(api, stack)
+        target.cfg = dataclasses.replace(
+            target.cfg, cluster=dataclasses.replace(target.cfg.cluster, public_access_cidrs=("198.51.100.0/24",))
+        )
+        run(target, ("preview",))
+    assert stack.calls == ["preview"], f"expected no config written, got {stack.calls}"
+
+
+def test_up_without_a_way_to_learn_the_address_names_the_key_and_changes_nothing(aws):
+    with helpers.FakeKubeApi() as api:
+        stack = helpers.FakeStack("us-west-2", outputs=outputs(api))
+        target = make_target(api, stack)
+        target.deps = dataclasses.replace(target.deps, public_ip=None)
+        with pytest.raises(DriverError) as err:
+            run(target, ("up",))
+    assert (err.value.exit_code, API_CIDRS_KEY in str(err.value), stack.calls) == (2, True, []), (
+        f"got {err.value.exit_code}: {err.value}, calls {stack.calls}"
+    )
 
 
 def test_up_without_az_and_without_preflight_changes_nothing(aws):

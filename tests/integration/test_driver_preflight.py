@@ -17,6 +17,7 @@ from automation.steps.preflight import (
     AwsClients,
     check_aws_cli,
     check_capacity_reservation,
+    check_coredns_version,
     check_vpc_cni_version,
     run_preflight,
 )
@@ -305,6 +306,16 @@ def test_pinned_vpc_cni_version_not_offered_fails_before_up_with_the_listing_com
     expected = ("fail", "newest offered: v1.22.4-eksbuild.3", "set ray-efa-eks:vpcCniVersion")
     got = (row.status, row.detail, row.fix)
     assert got[0] == expected[0] and expected[1] in got[1] and got[2].startswith(expected[2]), f"got {got}"
+
+
+def test_pinned_coredns_version_not_offered_fails_naming_its_key():
+    eks = boto3.client("eks", region_name=REGION)
+    stub = Stubber(eks)
+    answer = {"addons": [{"addonName": "coredns", "addonVersions": [{"addonVersion": "v1.14.3-eksbuild.14"}]}]}
+    stub.add_response("describe_addon_versions", answer, {"addonName": "coredns", "kubernetesVersion": "1.36"})
+    stub.activate()
+    row = check_coredns_version(eks, "v1.9.3-eksbuild.5", "1.36", REGION)
+    assert (row.status, row.fix.startswith("set ray-efa-eks:corednsVersion")) == ("fail", True), f"got {row}"
 
 
 def test_vpc_cni_version_unlistable_is_skipped_not_failed():

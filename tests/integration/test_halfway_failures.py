@@ -66,6 +66,7 @@ def target(api, stack, pricing, pod_exec=None, clients=None) -> AwsTarget:
         kube=lambda kc: KubeWithExec(kc, pod_exec or cluster_exec()),
         confirm=lambda q: True,
         pricing=pricing,
+        public_ip=helpers.deployer_ip,
     )
     return AwsTarget(cfg=helpers.stack_config(STACK), deps=deps, run_id="r1", yes=True, node_wait_s=0, pod_wait_s=0)
 

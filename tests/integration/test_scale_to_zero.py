@@ -123,6 +123,7 @@ def target_for(api, eks=None, clock: FakeClock | None = None, jobs: list | None 
         stack=lambda: helpers.FakeStack("us-west-2", outputs=outputs),
         kube=lambda kubeconfig: ClusterKube(kubeconfig, None if jobs is None else list(jobs)),
         clock=(clock or FakeClock()).clock(),
+        public_ip=helpers.deployer_ip,
     )
     return AwsTarget(cfg=helpers.stack_config(), deps=deps, run_id="r1", **kw)
 

@@ -13,7 +13,14 @@ import pytest
 from conftest import REPO, quiet_stack
 
 from infra import mock_render
-from infra.config import PROJECT, ConfigError, ConfigWarning, from_pulumi_config, stack_config_values
+from infra.config import (
+    MOCK_DEPLOYER_CIDR,
+    PROJECT,
+    ConfigError,
+    ConfigWarning,
+    from_pulumi_config,
+    stack_config_values,
+)
 from infra.efa_nodegroup import gpu_hugepages_2mi
 from infra.manifests import cached_image, gpu_node_user_data, image_cache_prefix, raycluster_spec, registry_host
 from infra.mock_render import Render, RenderMocks, run_program
@@ -99,7 +106,9 @@ def test_program_config_equals_offline_config():
         pulumi.runtime.set_mocks(RenderMocks(), project=PROJECT, stack="us-east-2", preview=False)
         return from_pulumi_config(REPO)
 
-    assert contextvars.Context().run(in_program) == quiet_stack("us-east-2")
+    offline = quiet_stack("us-east-2")  # the driver writes an address into the stack; the mocks hold the stand-in
+    filled = dataclasses.replace(offline.cluster, public_access_cidrs=(MOCK_DEPLOYER_CIDR,))
+    assert contextvars.Context().run(in_program) == dataclasses.replace(offline, cluster=filled)
 
 
 def test_bad_config_fails_the_program_with_the_config_error():
@@ -172,6 +181,26 @@ def test_kube_proxy_add_on_is_pinned_to_the_stack_key(east):
         one(r, "eks:index:Cluster").inputs.get("kubeProxyAddonOptions", {}).get("version") for r in (east, chosen)
     )
     assert got == ("v1.36.0-eksbuild.21", "v1.36.0-eksbuild.25"), f"kube-proxy add-on versions {got}"
+
+
+def test_coredns_is_an_eks_add_on_pinned_to_the_stack_key(east):
+    chosen = render("us-west-2", corednsVersion="v1.13.2-eksbuild.21")
+    got = tuple(
+        (a.inputs["addonName"], a.inputs["addonVersion"])
+        for a in (one(r, "aws:eks/addon:Addon", "coredns") for r in (east, chosen))
+    )
+    assert got == (("coredns", "v1.14.3-eksbuild.14"), ("coredns", "v1.13.2-eksbuild.21")), f"coredns add-on {got}"
+
+
+def test_coredns_add_on_waits_for_the_system_node_group(east):
+    addon = one(east, "aws:eks/addon:Addon", "coredns")
+    system = one(east, "aws:eks/nodeGroup:NodeGroup", "system").name
+    assert system in addon.depends_on, f"expected the add-on to wait for {system}, it waits for {addon.depends_on}"
+
+
+def test_public_endpoint_defaults_to_the_deployers_address(east):
+    got = one(east, "eks:index:Cluster").inputs["publicAccessCidrs"]
+    assert got == [MOCK_DEPLOYER_CIDR], f"expected the driver's address stand-in, got {got}"
 
 
 def test_private_only_endpoint_has_no_public_access():

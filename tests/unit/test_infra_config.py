@@ -246,10 +246,6 @@ BAD_CONFIGS = {
         {"gpuCapacityReservationId": "reservation-1"},
         ["gpuCapacityReservationId 'reservation-1'", "cr-"],
     ),
-    "public endpoint for nobody": (
-        {"apiPublicAccessCidrs": []},
-        ["apiPublicAccessCidrs []", "apiPublicAccess to false"],
-    ),
     "shm over memory": ({"rayWorkerShmSize": "100Gi"}, ["rayWorkerShmSize '100Gi'", "half of rayWorkerMemory"]),
     "memory without unit": ({"rayWorkerMemory": "160"}, ["rayWorkerMemory '160' has no unit"]),
     "old kubernetes": ({"kubernetesVersion": "1.28"}, ["kubernetesVersion '1.28'", "1.30 or newer"]),
@@ -290,8 +286,36 @@ def test_train_block_arrives_from_the_engine_as_json():
 
 
 def test_open_public_endpoint_warns():
-    cfg = _validate({})
+    cfg = _validate({"apiPublicAccessCidrs": ["0.0.0.0/0"]})
     assert any("0.0.0.0/0" in w for w in cfg.warnings), f"warnings: {cfg.warnings}"
+
+
+def test_default_api_allow_list_is_left_to_the_driver():
+    cluster = _validate({}).cluster
+    assert (cluster.public_access_cidrs, cluster.needs_address) == ((), True), f"got {cluster}"
+
+
+@pytest.mark.parametrize("stack", ["us-east-2", "us-west-2"])
+def test_shipped_stacks_do_not_warn_about_the_api_endpoint(stack):
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConfigWarning)
+        cfg = load_stack(stack, REPO)
+    about_api = [w for w in cfg.warnings if "apiPublicAccessCidrs" in w]
+    assert not about_api, f"expected no API endpoint warning for {stack}, got {about_api}"
+
+
+def test_program_refuses_an_empty_api_allow_list_naming_key_and_command():
+    with pytest.raises(ConfigError) as err:
+        _validate({}).cluster.require_api_cidrs("us-west-2")
+    wanted = ["ray-efa-eks:apiPublicAccessCidrs", "python -m automation up --stack us-west-2", "apiPublicAccess"]
+    missing = [w for w in wanted if w not in str(err.value)]
+    assert not missing, f"error lacks {missing}; got: {err.value}"
+
+
+def test_private_endpoint_needs_no_address():
+    cluster = _validate({"apiPublicAccess": False}).cluster
+    cluster.require_api_cidrs("us-west-2")  # raises if the rule judged a private endpoint
+    assert not cluster.needs_address
 
 
 def test_capacity_reservation_is_kept():
