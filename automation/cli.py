@@ -70,7 +70,8 @@ def parse(parser: argparse.ArgumentParser, argv: Sequence[str] | None) -> argpar
     """`parser.parse_args`, except that a flag the command does not take is named with the flags it does."""
     args, extra = parser.parse_known_args(argv)
     if extra:
-        command_parser = parser._subparsers._group_actions[0].choices[args.command]  # noqa: SLF001
+        commands = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))  # noqa: SLF001
+        command_parser = commands.choices[args.command]
         takes = ", ".join(
             a.option_strings[0] if a.option_strings else (a.metavar or a.dest)
             for a in command_parser._actions  # noqa: SLF001

@@ -25,8 +25,9 @@ import time
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any, Protocol, TypeVar
 
 from automation.errors import DriverError
 from automation.job import CLUSTER_ROOT, command
@@ -38,6 +39,7 @@ WORKLOADS_DIR = Path(__file__).resolve().parents[1] / "workloads"
 HEAD_JOB_SERVER = "http://127.0.0.1:8265"
 _ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
 RESOURCES_MARK = "RAY_CLUSTER_RESOURCES "
+_T = TypeVar("_T")
 # Run in the head pod: what Ray itself advertises, which is what Ray Train schedules against.
 RAY_RESOURCES_SNIPPET = (
     "import json, ray; ray.init(address='auto', logging_level='ERROR'); "
@@ -293,6 +295,8 @@ class HeadJobs:
 
     def summary(self, args: TrainConfig) -> dict | None:
         """The training summary; the entrypoint (rank 0's driver) runs in the head pod and writes it there."""
+        if args.summary_json is None:
+            return None
         cat = self.pod_exec(self.pod, self.namespace, ["cat", args.summary_json], timeout_s=60)
         return _parse_summary(cat.stdout) if cat.rc == 0 else None
 
@@ -344,6 +348,8 @@ class LocalJobs:
 
     @staticmethod
     def summary(args: TrainConfig) -> dict | None:
+        if args.summary_json is None:
+            return None
         path = Path(args.summary_json)
         return _parse_summary(path.read_text()) if path.is_file() else None
 
@@ -375,7 +381,7 @@ class _Patient:
     said: bool = False
     lost_since: float | None = None
 
-    def call(self, fn: Callable[[], Any]) -> Any:
+    def call(self, fn: Callable[[], _T]) -> _T:
         delay = RETRY_FIRST_S
         while True:
             try:
@@ -426,7 +432,7 @@ def follow_job(
     tail: deque[str] = deque(maxlen=200)
     while True:
         state = patient.call(lambda: api.job_status(job_id))
-        chunk = patient.call(lambda o=offset, s=state: api.job_logs(job_id, o, final=s.terminal))
+        chunk = patient.call(partial(api.job_logs, job_id, offset, final=state.terminal))
         for line in chunk.lines:
             tail.append(line)
             on_line(line)

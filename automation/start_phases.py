@@ -119,7 +119,9 @@ def start_phases(
     """The phases of the start of ``pods`` (the Ray pods) on ``nodes`` (the GPU nodes), from the namespace's
     ``events`` and the time the driver saw the first ``[train] step`` line."""
     joins = [
-        (_ready_at(n) - k8s_time(n["metadata"]["creationTimestamp"])).total_seconds() for n in nodes if _ready_at(n)
+        (ready - k8s_time(n["metadata"]["creationTimestamp"])).total_seconds()
+        for n in nodes
+        if (ready := _ready_at(n)) is not None
     ]
     pulls: dict[str, Pull] = {}
     for e in events:

@@ -23,6 +23,7 @@ from automation.errors import DriverError
 from automation.job import one_node_note, stack_label
 from automation.pipeline import Finding, PreflightFacts, Prior, StepResult, verdict
 from automation.ray_head import WORKLOADS_DIR
+from automation.targets import Target
 from automation.targets.aws import GPU_AZ_KEY, AwsTarget
 from automation.targets.local import LocalPlan, LocalTarget
 from infra.config import (
@@ -453,8 +454,8 @@ def check_kubernetes_version(eks: Any, version: str, region: str) -> Finding:
         found = eks.describe_cluster_versions(clusterVersions=[version], includeAll=True).get("clusterVersions", [])
     except (ClientError, BotoCoreError) as e:
         return Finding(check, "skip", f"{version} not checked ({aws_error(e)}); EKS checks it at `up`", listing)
-    info = next((v for v in found if v.get("clusterVersion") == version), None)
-    status = (info or {}).get("versionStatus", "UNSUPPORTED")
+    info: dict = next((v for v in found if v.get("clusterVersion") == version), {})
+    status = info.get("versionStatus", "UNSUPPORTED")
     if status not in EKS_USD_PER_HOUR:
         return Finding(check, "fail", f"{version} is past EKS support in {region}", f"set {key} to one of: {listing}")
     price = EKS_USD_PER_HOUR[status]
@@ -645,9 +646,10 @@ def run_local(target: LocalTarget, prior: Prior) -> StepResult:
     return preflight_local(target.plan)
 
 
-RUN_ON = {"aws": run_aws, "local": run_local}
-
-
-def run(target: Any, prior: Prior) -> StepResult:
+def run(target: Target, prior: Prior) -> StepResult:
     """preflight: the target's read-only checks (on AWS the ones above; locally the machine's), before any change."""
-    return RUN_ON[target.name](target, prior)
+    if isinstance(target, AwsTarget):
+        return run_aws(target, prior)
+    if isinstance(target, LocalTarget):
+        return run_local(target, prior)
+    raise TypeError(f"no {__name__.rsplit('.', 1)[-1]} for a target of type {type(target).__name__}")
