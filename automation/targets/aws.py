@@ -13,7 +13,7 @@ import json
 import os
 import shutil
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -22,14 +22,17 @@ from typing import Any, Literal
 from botocore.exceptions import BotoCoreError, ClientError
 from pulumi.automation import ConfigValue
 
+from automation.aws_clients import ClientFactory, Pricing
 from automation.cost import CostEstimate, estimate
 from automation.efa_witness import COUNTERS_BEFORE_FILE
 from automation.errors import DriverError
 from automation.job import CLUSTER_ROOT, ResolvedJob, resolve_cluster_job
-from automation.kube import KubeApi, RayClusterPods, parse_kubeconfig, read_kubeconfig_file
+from automation.kube import KubeApi, PodExec, RayClusterPods, parse_kubeconfig, read_kubeconfig_file
 from automation.pipeline import (
+    SYSTEM_CLOCK,
     Advice,
     ChangeSummary,
+    Clock,
     Expectations,
     Finding,
     PipelineResult,
@@ -43,12 +46,11 @@ from automation.pulumi_setup import pulumi_rows
 from automation.pulumi_stack import PULUMI_MISSING, StackLike, outputs_dict, select_stack
 from automation.ray_head import POLL_S, AsksJobServer, HeadJobs, run_to_end
 from automation.run_files import collect_logs, fetch_run
-from automation.scaling import SYSTEM_CLOCK, Clock
 from automation.start_phases import observe
 from automation.storage import Durability, outside_run_bucket, require_run, run_locations, split_s3_uri
-from automation.ui import tty_confirm
+from automation.ui import Output, tty_confirm
 from infra.config import ConfigError as StackConfigError
-from infra.config import GpuNodesConfig, load_stack
+from infra.config import GpuNodesConfig, StackConfig, load_stack
 from workloads.config import ConfigError, TrainConfig, new_run_id
 from workloads.env import NCCL_DEBUG_LEVEL
 from workloads.nccl_check.counters import NodeReading, parse_reading, read_script
@@ -66,11 +68,11 @@ RESUMED = "-resumed-"  # a resumed run's job id: <run id>-resumed-<new id> (Ray 
 class AwsDeps:
     """Factories for the outside world; `real()` builds the production ones."""
 
-    client: Callable[[str], Any]  # boto3 client by service name, in the stack's region
+    client: ClientFactory  # boto3 client by service name, in the stack's region
     stack: Callable[[], StackLike]
-    kube: Callable[[dict], Any]  # kubeconfig dict -> KubeApi-like (reads + exec)
+    kube: Callable[[dict], KubeApi]  # kubeconfig dict -> KubeApi or a stand-in with its methods (reads + exec)
     confirm: Callable[[str], bool] = tty_confirm
-    pricing: Callable[[], Any] | None = None
+    pricing: Callable[[], Pricing] | None = None
     # preflight's rows for this machine's pulumi CLI, backend and passphrase (None: a stand-in stack, not checked)
     pulumi_setup: Callable[[], list[Finding]] | None = None
     # What every wait reads and sleeps on: the follow step's polls, the waits on EKS, the idle guard's lease.
@@ -79,7 +81,7 @@ class AwsDeps:
     interactive: Callable[[], bool] = lambda: sys.stdin.isatty()  # whether Ctrl-C may ask before leaving a job
 
     @classmethod
-    def real(cls, cfg: Any, project_dir: Path) -> AwsDeps:
+    def real(cls, cfg: StackConfig, project_dir: Path) -> AwsDeps:
         import boto3
         from botocore.exceptions import ProfileNotFound
 
@@ -107,7 +109,7 @@ class AwsDeps:
 AWS_FILES = (("AWS_CONFIG_FILE", "~/.aws/config"), ("AWS_SHARED_CREDENTIALS_FILE", "~/.aws/credentials"))
 
 
-def check_aws_files(environ: Any) -> None:
+def check_aws_files(environ: Mapping[str, str]) -> None:
     """The AWS config and credentials files read with botocore's own parser before any AWS call:
     one line naming the file and the fix for a folder, an unreadable file or one botocore cannot
     parse (it raised ConfigParseError, or PermissionError, with a traceback; a folder it ignored)."""
@@ -136,7 +138,7 @@ def check_aws_files(environ: Any) -> None:
             ) from None
 
 
-def newest_cluster_run(pod_exec: Any, pod: str, namespace: str) -> str:
+def newest_cluster_run(pod_exec: PodExec, pod: str, namespace: str) -> str:
     """The most recent run directory under CLUSTER_ROOT/runs in `pod`; DriverError if there is none."""
     res = pod_exec(pod, namespace, ["sh", "-c", f"ls -1t {CLUSTER_ROOT}/runs 2>/dev/null | head -n 1"], timeout_s=60)
     run_id = res.stdout.strip()
@@ -151,7 +153,7 @@ def newest_cluster_run(pod_exec: Any, pod: str, namespace: str) -> str:
 class AwsTarget(AsksJobServer):
     """One stack as the steps and commands use it (automation.targets.Target and more: its stack, kube, cfg)."""
 
-    cfg: Any
+    cfg: StackConfig
     deps: AwsDeps
     run_id: str
     run_id_given: bool = False
@@ -175,9 +177,9 @@ class AwsTarget(AsksJobServer):
     job_timeout_s: float | None = None  # --timeout: stop the job after this long (None: no limit)
     attach_job: str | None = None  # `attach JOB`: the job to follow (None: the newest submitted)
     poll_s: float = POLL_S
-    _stack: Any = None
+    _stack: StackLike | None = None
     _jobs: HeadJobs | None = None
-    _kube: Any = None
+    _kube: KubeApi | None = None
     _outputs: dict | None = None
     notes: list[str] = field(default_factory=list)
     name: str = "aws"
@@ -242,7 +244,7 @@ class AwsTarget(AsksJobServer):
                 self._outputs = outputs_dict(self.stack().outputs())
         return self._outputs
 
-    def kube(self) -> Any:
+    def kube(self) -> KubeApi:
         if self._kube is None:
             if self.kubeconfig_path is not None:
                 kubeconfig = read_kubeconfig_file(self.kubeconfig_path)
@@ -506,7 +508,7 @@ class AwsTarget(AsksJobServer):
         return estimate(pricing, cfg.region, groups)
 
 
-def load_config(stack: str, project_dir: Path) -> Any:
+def load_config(stack: str, project_dir: Path) -> StackConfig:
     """The validated stack config; its ConfigError becomes a one-line bad-input error."""
     try:
         return load_stack(stack, project_dir)
@@ -524,7 +526,7 @@ def open_stack(
     stack: str,
     *,
     project_dir: Path,
-    ui: Any = None,
+    ui: Output | None = None,
     kubeconfig: Path | None = None,
     pulumi: PulumiUse = "without-kubeconfig",
     deps: AwsDeps | None = None,
