@@ -27,12 +27,12 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
-from typing import Any, Protocol, TypeVar
+from typing import Protocol, TypeVar
 
 from automation.errors import DriverError
 from automation.job import CLUSTER_ROOT, command
-from automation.kube import PodExec
-from automation.pipeline import TrainOutcome
+from automation.kube import ExecResult, PodExec
+from automation.pipeline import SubmittedJob, TrainOutcome
 from workloads.config import TrainConfig
 
 WORKLOADS_DIR = Path(__file__).resolve().parents[1] / "workloads"
@@ -236,7 +236,7 @@ def parse_status(output: str) -> JobState | None:
     return JobState(status, message) if status else None
 
 
-def _exec_failed(what: str, job_id: str, res: Any) -> DriverError:
+def _exec_failed(what: str, job_id: str, res: ExecResult) -> DriverError:
     text = (res.stderr or res.stdout).strip()
     if "does not exist" in text:
         return JobNotFound(f"the Ray job server has no job {job_id!r}: {text[-200:]}", exit_code=2)
@@ -321,11 +321,25 @@ def _parse_summary(text: str) -> dict | None:
 
 
 # ---- local: the job server on loopback -----------------------------------------------------------
+class JobInfo(Protocol):
+    status: object  # ray.job_submission.JobStatus, an enum whose name is the state
+    message: str | None
+
+
+class JobSubmission(Protocol):
+    """The calls made of `ray.job_submission.JobSubmissionClient` (Ray 2.58, ray/dashboard/modules/job/sdk.py)."""
+
+    def submit_job(self, *, entrypoint: str, submission_id: str, runtime_env: dict[str, str]) -> str: ...
+    def get_job_info(self, job_id: str) -> JobInfo: ...
+    def get_job_logs(self, job_id: str) -> str: ...
+    def stop_job(self, job_id: str) -> bool: ...
+
+
 @dataclass(frozen=True)
 class LocalJobs:
     """A `ray.job_submission.JobSubmissionClient` of the local head, with the same questions as HeadJobs."""
 
-    client: Any
+    client: JobSubmission
 
     def submit(self, args: TrainConfig, working_dir: Path, python: str) -> str:
         # The SDK logs each package upload at INFO on stderr; the driver reports the job itself.
@@ -468,7 +482,23 @@ class AsksJobServer:
         return self.jobs().summary(args)  # type: ignore[attr-defined]
 
 
-def follow_on(place: Any, job_id: str, on_line: Callable[[str], None] | None = None) -> FollowEnd:
+class FollowPlace(JobApi, Protocol):
+    """What following a job needs of a target (automation.targets.Target has all of it)."""
+
+    @property
+    def on_line(self) -> Callable[[str], None]: ...
+    @property
+    def poll_s(self) -> float: ...
+    @property
+    def job_timeout_s(self) -> float | None: ...
+    def note(self, text: str) -> None: ...
+    def clock(self) -> float: ...
+    def sleep(self, seconds: float) -> None: ...
+    def submit_job(self, args: TrainConfig) -> SubmittedJob: ...
+    def job_summary(self, args: TrainConfig) -> dict | None: ...
+
+
+def follow_on(place: FollowPlace, job_id: str, on_line: Callable[[str], None] | None = None) -> FollowEnd:
     """`follow_job` with what a target offers (automation.targets.Target): its job server, its output lines
     (or ``on_line``) and notes, its clock, the user's --timeout and its poll interval."""
     return follow_job(
@@ -483,7 +513,7 @@ def follow_on(place: Any, job_id: str, on_line: Callable[[str], None] | None = N
     )
 
 
-def run_to_end(place: Any, args: TrainConfig) -> TrainOutcome:
+def run_to_end(place: FollowPlace, args: TrainConfig) -> TrainOutcome:
     """Submit `args` on a target and follow the job to its end (bench and drill wait for each job they start)."""
     job = place.submit_job(args)
     end = follow_on(place, job.job_id)

@@ -81,6 +81,9 @@ class LocalGpus:
     def efa_counters(self):
         return None
 
+    def kept_counters(self, job_id):  # nothing outlives a local command (LocalTarget.kept_counters)
+        return None
+
 
 def test_local_check_says_the_counter_witness_does_not_apply():
     from automation.steps import check
