@@ -98,3 +98,18 @@ class ClientFactory(Protocol):
     def __call__(self, name: Literal["service-quotas"]) -> ServiceQuotas: ...
     @overload
     def __call__(self, name: Literal["autoscaling"]) -> AutoScaling: ...
+
+
+class Ec2AllCalls(Ec2, Ec2Reservations, Protocol):
+    """EC2 as the capacity command uses it: the survey's reads and the probe's reservations."""
+
+
+class Session(Protocol):
+    """A boto3 session's clients in a named region (`session.client(name, region_name=...)`)."""
+
+    @overload
+    def client(self, service_name: Literal["ec2"], *, region_name: str) -> Ec2AllCalls: ...
+    @overload
+    def client(self, service_name: Literal["pricing"], *, region_name: str) -> Pricing: ...
+    @overload
+    def client(self, service_name: Literal["service-quotas"], *, region_name: str) -> ServiceQuotas: ...

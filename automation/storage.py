@@ -13,7 +13,6 @@ import dataclasses
 import re
 import shlex
 from dataclasses import dataclass
-from typing import Any
 
 from automation.aws_clients import S3
 from automation.errors import DriverError
@@ -54,7 +53,7 @@ class Durability:
     checkpoint_every: int = CHECKPOINT_EVERY
     max_failures: int = MAX_FAILURES
 
-    def layer(self) -> dict[str, Any]:
+    def layer(self) -> dict[str, object]:
         """The fields as the job's durability layer (automation/job.py drops a storage_path of None)."""
         return dataclasses.asdict(self)
 
