@@ -30,6 +30,8 @@ import importlib
 import signal
 import warnings
 from collections.abc import Sequence
+from types import FrameType
+from typing import NoReturn
 
 from automation.errors import DriverError
 from automation.flags import common_parent
@@ -81,7 +83,7 @@ def parse(parser: argparse.ArgumentParser, argv: Sequence[str] | None) -> argpar
     return args
 
 
-def _on_sigterm(signum, frame):  # noqa: ANN001
+def _on_sigterm(signum: int, frame: FrameType | None) -> NoReturn:
     raise KeyboardInterrupt
 
 

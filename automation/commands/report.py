@@ -23,7 +23,7 @@ import statistics
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from automation import efa_witness
 from automation.errors import DriverError
@@ -34,6 +34,10 @@ from automation.targets import Target, aws
 from automation.ui import Output
 from workloads.config import _RUN_ID, runs_root
 from workloads.metrics import METRICS_FILE, RUN_INFO_FILE, MetricsError, latest_per_step, local_runs, read_metrics
+
+if TYPE_CHECKING:  # matplotlib is imported where a plot is drawn: `report --help` stays instant
+    from matplotlib.axes import Axes
+    from matplotlib.figure import Figure
 
 REPORT_DIR = "report"
 PLOT_SIZE_IN = (8.0, 4.5)
@@ -160,7 +164,7 @@ def _series(run: RunData, key: str) -> tuple[list[int], list[float]]:
     return [s for s, _ in pts], [v for _, v in pts]
 
 
-def _figure(title: str):
+def _figure(title: str) -> tuple[Figure, Axes]:
     try:
         import matplotlib
         import matplotlib.ticker
@@ -178,7 +182,7 @@ def _figure(title: str):
     return fig, ax
 
 
-def _save(fig, path: Path) -> Path:
+def _save(fig: Figure, path: Path) -> Path:
     import matplotlib.pyplot as plt
 
     fig.tight_layout()
@@ -226,7 +230,7 @@ def plot_memory(runs: list[RunData], path: Path) -> Path:
     ax.set_ylim(0, max((ax.get_ylim()[1], 1e-3)) * 1.1)
     time_ax.set_ylim(0, max((time_ax.get_ylim()[1], 1e-3)) * 1.1)
     lines = ax.get_lines() + time_ax.get_lines()  # one legend for both axes: the step time's too
-    ax.legend(lines, [line.get_label() for line in lines], loc="lower right")
+    ax.legend(lines, [str(line.get_label()) for line in lines], loc="lower right")
     return _save(fig, path)
 
 
