@@ -38,7 +38,7 @@ def next_network_az(target: AwsTarget, tried: list[str]) -> str | None:
 def may_move(target: AwsTarget, question: str) -> bool:
     """--auto-az moves without asking; otherwise the terminal is asked (`AwsDeps.confirm`), and without one
     (tty_confirm's DriverError) nothing moves."""
-    if target.auto_az:
+    if target.run.auto_az:
         return True
     try:
         return target.deps.confirm(question)

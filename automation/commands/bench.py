@@ -101,8 +101,8 @@ class Leg:
         v = self.verdict
         return {
             "run_id": self.target.run_id,
-            "job_env": dict(self.target.job_env),
-            "require": self.target.require,
+            "job_env": dict(self.target.run.job_env),
+            "require": self.target.run.require,
             "ran": self.result is not None,
             "ok": self.ok,
             "failed_step": self.result.failed_step if self.result is not None else None,
@@ -192,8 +192,8 @@ def run_legs(targets: dict[str, aws.AwsTarget], ui: Ui) -> list[Leg]:
         (TCP, ("counters", "submit", "train", "check")),
     ):
         target = targets[name]
-        how = " ".join(f"{k}={v}" for k, v in target.job_env.items()) or "the stack's own NCCL env"
-        ui.note(f"{name.upper()} run {target.run_id} ({how}; its NCCL logs must show {target.require})")
+        how = " ".join(f"{k}={v}" for k, v in target.run.job_env.items()) or "the stack's own NCCL env"
+        ui.note(f"{name.upper()} run {target.run_id} ({how}; its NCCL logs must show {target.run.require})")
         result = steps.run(names, target, ui.step_started, ui.step_finished)
         legs.append(Leg(name, target, result))
         if not result.ok:
@@ -208,7 +208,7 @@ def failure(legs: list[Leg]) -> str | None:
             continue
         run_id = leg.target.run_id
         if leg.name == TCP and leg.result.failed_step == "check" and leg.verdict is not None:
-            forced = " ".join(f"{k}={v}" for k, v in leg.target.job_env.items())
+            forced = " ".join(f"{k}={v}" for k, v in leg.target.run.job_env.items())
             evidence = "; ".join(leg.verdict.evidence[:3]) or "no evidence line"
             return (
                 f"the TCP run {run_id} was not found on TCP sockets although its job set {forced}, so the "

@@ -336,15 +336,15 @@ def run_aws(target: AwsTarget, prior: Prior) -> StepResult:
     pod and from the head pod: workers write checkpoint shards; the head runs the job's driver and Ray
     Train's controller, which write the run's own state to the same storage path. A `run` first brings
     the GPU node group back to its node count (automation/scaling.py)."""
-    scaled = before_verify(target) if target.scale_nodes else None
+    scaled = before_verify(target) if target.run.scale_nodes else None
     if scaled is not None:
         target.note(scaled.text())
     kube = target.kube()
     exp = target.expectations()
     # `run` renews its lease at each poll, so the idle guard leaves the nodes to the starting run.
-    sleep = Lease.of(target).sleeping(time.sleep) if target.scale_nodes else time.sleep
+    sleep = Lease.of(target).sleeping(time.sleep) if target.run.scale_nodes else time.sleep
     cluster = verify_cluster(
-        kube, exp, kube.exec, target.node_wait_s, target.pod_wait_s, sleep=sleep, on_progress=target.on_progress
+        kube, exp, kube.exec, target.run.node_wait_s, target.run.pod_wait_s, sleep=sleep, on_progress=target.on_progress
     )
     if not cluster.ok:
         return cluster

@@ -29,7 +29,8 @@ class Target(Protocol):
     @property
     def on_line(self) -> Callable[[str], None]: ...  # one line of the job's log, shown to the user as it comes
 
-    poll_s: float  # how often the follow step asks the job server
+    @property
+    def poll_s(self) -> float: ...  # how often the follow step asks the job server
 
     def note(self, text: str) -> None: ...  # a line for the user now and among the report's notes
 
