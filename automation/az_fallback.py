@@ -12,12 +12,11 @@ move is asked on a terminal, and otherwise left to the user as before (UpWatch's
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
 
 from automation.capacity import NO_CAPACITY, rank, stack_zones
 from automation.errors import DriverError
 from automation.pipeline import StepResult
-from automation.targets.aws import GPU_AZ_KEY
+from automation.targets.aws import GPU_AZ_KEY, AwsTarget
 
 MAX_MOVES = 2  # at most this many other AZs are tried after the first: a region rarely has more in the network
 # What says "no capacity": EC2's error code in the node group's health issue, or the Auto Scaling group's activity
@@ -30,16 +29,16 @@ def capacity_short(error: str) -> bool:
     return any(w in error for w in SHORT_WORDS)
 
 
-def next_network_az(target: Any, tried: list[str]) -> str | None:
+def next_network_az(target: AwsTarget, tried: list[str]) -> str | None:
     """The best-ranked usable AZ of the stack's network not yet tried, by the capacity finder's ranking."""
     azs = target.cfg.network.azs
     return next((z.az for z in rank(stack_zones(target)) if z.usable and z.az in azs and z.az not in tried), None)
 
 
-def may_move(target: Any, question: str) -> bool:
+def may_move(target: AwsTarget, question: str) -> bool:
     """--auto-az moves without asking; otherwise the terminal is asked (`AwsDeps.confirm`), and without one
     (tty_confirm's DriverError) nothing moves."""
-    if target.auto_az:
+    if target.run.auto_az:
         return True
     try:
         return target.deps.confirm(question)
@@ -47,7 +46,7 @@ def may_move(target: Any, question: str) -> bool:
         return False
 
 
-def up_with_fallback(target: Any, attempt: Callable[[], StepResult]) -> StepResult:
+def up_with_fallback(target: AwsTarget, attempt: Callable[[], StepResult]) -> StepResult:
     """``attempt()`` (one `up`), and after each failure for want of capacity, the next AZ and ``attempt()`` again, at
     most MAX_MOVES times; any other failure, a refused move or no AZ left raises the failure as it came."""
     tried = [target.cfg.gpu_nodes.availability_zone]

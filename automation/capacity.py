@@ -34,17 +34,20 @@ import threading
 from collections.abc import Callable, Collection, Sequence
 from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import asdict, dataclass, field
-from typing import Any
+from typing import TypeVar
 
 from botocore.exceptions import BotoCoreError, ClientError
 
+from automation.aws_clients import Ec2, Eks, Pricing, ServiceQuotas
 from automation.cost import on_demand_price
 from automation.ec2 import check_quota, describe_type, offered_azs, spot_quota_for, spot_quota_vcpus
+from automation.targets.aws import AwsTarget
 from infra.catalog import instance_spec, known_instance_types
 from infra.config import GpuNodesConfig, NetworkConfig
 from infra.eks_facts import capacity_block_eligible
 from infra.names import GPU_ROLE, ROLE_LABEL
 
+_T = TypeVar("_T")
 BLOCK_HOURS = 24  # the block length asked about: one day, as the CLI example in infra/eks_facts.py asks
 PROBED = "capacity now"  # a probe reservation's answer when EC2 held the capacity (automation/capacity_probe.py)
 SPOT_MIN_TYPES = 3  # fewer instance types "always" score low (Spot placement score, Limitations)
@@ -53,8 +56,8 @@ SPOT_REGIONS_PER_CALL = 10  # GetSpotPlacementScores' RegionNames holds at most 
 
 @dataclass(frozen=True)
 class RegionClients:
-    ec2: Any
-    quotas: Any
+    ec2: Ec2
+    quotas: ServiceQuotas
 
 
 @dataclass(frozen=True)
@@ -105,7 +108,7 @@ class Zone:
         price = self.usd_per_hour if self.usd_per_hour is not None else math.inf
         return (not self.usable, probe, held, spot, price, self.region, self.az)
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> dict[str, object]:
         doc = asdict(self)
         doc.pop("region_azs")
         return {
@@ -143,7 +146,7 @@ def error_code(e: Exception) -> str:
     return type(e).__name__
 
 
-def az_names(ec2: Any) -> dict[str, str]:
+def az_names(ec2: Ec2) -> dict[str, str]:
     """AZ id (usw2-az1) -> AZ name (us-west-2a): the Spot placement score names AZs by id."""
     zones = ec2.describe_availability_zones()["AvailabilityZones"]
     return {z["ZoneId"]: z["ZoneName"] for z in zones}
@@ -160,7 +163,7 @@ def spot_types(instance_type: str) -> tuple[str, ...]:
     return (instance_type, *others)
 
 
-def spot_signal(ec2: Any, instance_type: str, count: int, regions: Sequence[str]) -> SpotSignal:
+def spot_signal(ec2: Ec2, instance_type: str, count: int, regions: Sequence[str]) -> SpotSignal:
     """The family's Spot placement scores, one AZ each, for every region of the survey: one call per ten regions."""
     types = spot_types(instance_type)
     if len(types) < SPOT_MIN_TYPES:
@@ -182,7 +185,7 @@ def spot_signal(ec2: Any, instance_type: str, count: int, regions: Sequence[str]
     return SpotSignal(types, scores)
 
 
-def open_reservations(ec2: Any, instance_type: str, count: int) -> dict[str, list[str]]:
+def open_reservations(ec2: Ec2, instance_type: str, count: int) -> dict[str, list[str]]:
     """AZ -> ids of active On-Demand Capacity Reservations of the type with ``count`` or more available."""
     resp = ec2.describe_capacity_reservations(
         Filters=[{"Name": "instance-type", "Values": [instance_type]}, {"Name": "state", "Values": ["active"]}]
@@ -194,7 +197,7 @@ def open_reservations(ec2: Any, instance_type: str, count: int) -> dict[str, lis
     return found
 
 
-def block_offerings(ec2: Any, instance_type: str, count: int) -> dict[str, list[dict]]:
+def block_offerings(ec2: Ec2, instance_type: str, count: int) -> dict[str, list[dict]]:
     """AZ -> Capacity Block offerings of ``count`` instances for BLOCK_HOURS: start, hours, upfront fee (every page:
     EC2 pages the offerings with NextToken)."""
     pages = ec2.get_paginator("describe_capacity_block_offerings").paginate(
@@ -237,7 +240,7 @@ def ranking_lines(zones: Sequence[Zone]) -> list[str]:
     return lines
 
 
-def _optional(what: str, notes: list[str], call: Callable[[], Any], empty: Any) -> Any:
+def _optional(what: str, notes: list[str], call: Callable[[], _T], empty: _T) -> _T:
     """``call()``, or ``empty`` with a note naming what could not be read and why."""
     try:
         return call()
@@ -247,7 +250,12 @@ def _optional(what: str, notes: list[str], call: Callable[[], Any], empty: Any) 
 
 
 def survey_region(
-    c: RegionClients, pricing: Any, instance_type: str, count: int, region: str, spot: SpotSignal = SpotSignal()
+    c: RegionClients,
+    pricing: Pricing | None,
+    instance_type: str,
+    count: int,
+    region: str,
+    spot: SpotSignal = SpotSignal(),
 ) -> list[Zone]:
     """Every AZ of ``region`` that offers ``instance_type``, with what EC2 says about ``count`` of them there
     (``spot``: the survey's Spot placement scores)."""
@@ -267,7 +275,8 @@ def survey_region(
     spot_quota = None
     if spot.scores and spot_quota_for(instance_type):
         spot_quota = _optional("Spot quota", notes, lambda: spot_quota_vcpus(c.quotas, instance_type), None)
-    held = _optional("capacity reservations", notes, lambda: open_reservations(c.ec2, instance_type, count), {})
+    none_held: dict[str, list[str]] = {}
+    held = _optional("capacity reservations", notes, lambda: open_reservations(c.ec2, instance_type, count), none_held)
     blocks: dict[str, list[dict]] = {}
     if capacity_block_eligible(instance_type):
         blocks = _optional("Capacity Blocks", notes, lambda: block_offerings(c.ec2, instance_type, count), {})
@@ -298,7 +307,7 @@ def survey_region(
 def survey(
     regions: Sequence[str],
     clients_for: Callable[[str], RegionClients],
-    pricing: Any,
+    pricing: Pricing | None,
     instance_type: str,
     count: int,
     on_region: Callable[[str], None] = lambda region: None,
@@ -370,7 +379,16 @@ class UpWatch:
     """While `up` runs: every ``interval`` s, the cluster's GPU node groups (label role=gpu-worker); the first time
     one is stuck for want of capacity, ``say`` the line naming the next AZ (``next_best()``, asked only then)."""
 
-    def __init__(self, eks: Any, cluster: str, az: str, stack: str, next_best, say, interval: float = 60.0):
+    def __init__(
+        self,
+        eks: Eks,
+        cluster: str,
+        az: str,
+        stack: str,
+        next_best: Callable[[], str | None],
+        say: Callable[[str], None],
+        interval: float = 60.0,
+    ):
         self.eks, self.cluster, self.az, self.stack = eks, cluster, az, stack
         self.next_best, self.say, self.interval = next_best, say, interval
         self.said: str | None = None
@@ -383,9 +401,11 @@ class UpWatch:
             ng = self.eks.describe_nodegroup(clusterName=self.cluster, nodegroupName=name)["nodegroup"]
             if ng.get("labels", {}).get(ROLE_LABEL) != GPU_ROLE or capacity_stuck(ng) is None:
                 continue
-            self.said = stuck_line(ng, self.az, self.next_best(), self.stack)
-            self.say(self.said)
-            return self.said
+            said = stuck_line(ng, self.az, self.next_best(), self.stack)
+            if said is not None:
+                self.said = said
+                self.say(said)
+            return said
         return None
 
     def _loop(self) -> None:
@@ -404,7 +424,7 @@ class UpWatch:
         self._thread.join(timeout=5)
 
 
-def stack_zones(target: Any) -> list[Zone]:
+def stack_zones(target: AwsTarget) -> list[Zone]:
     """The finder's survey of the stack's region for its GPU type and count (no prices); [] when EC2 cannot be read."""
     cfg, client = target.cfg, target.deps.client
     gpu = cfg.gpu_nodes
@@ -415,7 +435,7 @@ def stack_zones(target: Any) -> list[Zone]:
         return []
 
 
-def up_watch(target: Any, interval: float = 60.0) -> UpWatch:
+def up_watch(target: AwsTarget, interval: float = 60.0) -> UpWatch:
     """The watch `up` runs under on AWS: the stack's cluster, its GPU AZ, and the finder's ranking of the region's
     other AZs (asked only once the node group is stuck)."""
     cfg = target.cfg

@@ -30,6 +30,8 @@ import importlib
 import signal
 import warnings
 from collections.abc import Sequence
+from types import FrameType
+from typing import NoReturn
 
 from automation.errors import DriverError
 from automation.flags import common_parent
@@ -70,7 +72,8 @@ def parse(parser: argparse.ArgumentParser, argv: Sequence[str] | None) -> argpar
     """`parser.parse_args`, except that a flag the command does not take is named with the flags it does."""
     args, extra = parser.parse_known_args(argv)
     if extra:
-        command_parser = parser._subparsers._group_actions[0].choices[args.command]  # noqa: SLF001
+        commands = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))  # noqa: SLF001
+        command_parser = commands.choices[args.command]
         takes = ", ".join(
             a.option_strings[0] if a.option_strings else (a.metavar or a.dest)
             for a in command_parser._actions  # noqa: SLF001
@@ -80,7 +83,7 @@ def parse(parser: argparse.ArgumentParser, argv: Sequence[str] | None) -> argpar
     return args
 
 
-def _on_sigterm(signum, frame):  # noqa: ANN001
+def _on_sigterm(signum: int, frame: FrameType | None) -> NoReturn:
     raise KeyboardInterrupt
 
 

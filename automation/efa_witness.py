@@ -145,7 +145,7 @@ def write(run_dir: Path, record: dict[str, object]) -> Path:
     return path
 
 
-def last_witness(runs_root: Path, stack: str) -> dict[str, Any] | str:
+def last_witness(runs_root: Path, stack: str) -> dict[str, object] | str:
     """The counter witness of the newest run of `stack` under `runs_root` (by its COUNTERS_FILE's time):
     the run, its outcome, the line why and each NIC's ratio of counted to predicted bytes; or why none."""
     found = []

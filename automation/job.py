@@ -20,7 +20,6 @@ import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 from infra.config import GpuNodesConfig, RayWorkerConfig, StackConfig, parse_quantity
 from infra.names import RUN_ROOT as CLUSTER_ROOT  # mounted in every pod of the RayCluster
@@ -39,7 +38,7 @@ STACK_KEY = StackConfig.keyname("train", prefixed=True)
 # (without checkpointing no micro-batch of 2048 tokens fits an L4). Measured on an H100 at world
 # size 8: 17.9 GiB reserved per rank, 3-4% faster than full checkpointing
 # (bench/results/2026-12-05-h100/, BENCHMARKS.md's L4 memory budget).
-CLUSTER_JOB: Mapping[str, Any] = {
+CLUSTER_JOB: Mapping[str, object] = {
     "preset": "qwen2.5-1.5b",
     "num_workers": 8,
     "use_gpu": True,
@@ -58,7 +57,7 @@ CLUSTER_JOB: Mapping[str, Any] = {
 
 # The local run: the tiny preset on 2 CPU workers (about a minute on 2 cores), a task the tiny
 # model learns in 20 steps so the report shows the loss falling.
-LOCAL_JOB: Mapping[str, Any] = {
+LOCAL_JOB: Mapping[str, object] = {
     "preset": "tiny",
     "num_workers": 2,
     "cpus_per_worker": 1.0,
@@ -106,7 +105,7 @@ class ResolvedJob:
     def source(self, name: str) -> str:
         return self.sources.get(name, TRAIN_DEFAULT)
 
-    def shown(self) -> list[tuple[str, Any, str]]:
+    def shown(self) -> list[tuple[str, object, str]]:
         """(field, value, source) of every field not at TrainConfig's default, and of the durability fields;
         not the run's own paths (RUN_PATH_FIELDS), which follow from the run id."""
         rows = []
@@ -127,14 +126,14 @@ class ResolvedJob:
         head = f"{title}, each value's source (the rest: TrainConfig's defaults, and the run's paths under its id):"
         return "\n  ".join([head, *self.lines()])
 
-    def as_dict(self) -> dict[str, dict[str, Any]]:
+    def as_dict(self) -> dict[str, dict[str, object]]:
         """The shown fields for --json: ``{field: {"value": ..., "source": ...}}``."""
         return {name: {"value": value, "source": source} for name, value, source in self.shown()}
 
 
-def layered(layers: Sequence[tuple[str, Mapping[str, Any]]]) -> tuple[dict[str, Any], dict[str, str]]:
+def layered(layers: Sequence[tuple[str, Mapping[str, object]]]) -> tuple[dict[str, object], dict[str, str]]:
     """The layers merged key by key, a later one winning, and the name of the layer each key came from."""
-    values: dict[str, Any] = {}
+    values: dict[str, object] = {}
     sources: dict[str, str] = {}
     for name, layer in layers:
         values.update(layer)
@@ -142,12 +141,12 @@ def layered(layers: Sequence[tuple[str, Mapping[str, Any]]]) -> tuple[dict[str, 
     return values, sources
 
 
-def flag_layers(flags: Mapping[str, Any]) -> list[tuple[str, Mapping[str, Any]]]:
+def flag_layers(flags: Mapping[str, object]) -> list[tuple[str, Mapping[str, object]]]:
     """One layer per CLI flag that was given (its value not None), named after the flag."""
     return [(flag_of(k), {k: v}) for k, v in flags.items() if v is not None]
 
 
-def check_cluster_storage(block: Mapping[str, Any]) -> None:
+def check_cluster_storage(block: Mapping[str, object]) -> None:
     """ConfigError when the train: block's storage_path is not S3: Ray Train's workers run in pods on
     several nodes and must all reach the storage, and a pod's own disk goes with the pod."""
     if "storage_path" not in block:
@@ -175,7 +174,10 @@ def with_run_paths(job: TrainConfig, run_id: str, run_dir: str) -> TrainConfig:
 
 
 def resolve_cluster_job(
-    cfg: StackConfig, run_id: str, durability: Mapping[str, Any] | None = None, flags: Mapping[str, Any] | None = None
+    cfg: StackConfig,
+    run_id: str,
+    durability: Mapping[str, object] | None = None,
+    flags: Mapping[str, object] | None = None,
 ) -> ResolvedJob:
     """The job `train` submits to the stack's cluster, from its layers (the module docstring's order),
     validated against the job's and the cluster's rules; ConfigError names the stack key and the fix.

@@ -10,13 +10,19 @@ import json
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Generic, Protocol, TypeVar
+from typing import Generic, Protocol, TypeVar, cast
 
 import yaml
 
 from automation.errors import DriverError
 
 REQUEST_TIMEOUT_S = 15
+
+
+class _Response(Protocol):
+    """The raw answer of a kubernetes client call made with `_preload_content=False` (a urllib3 response)."""
+
+    data: bytes
 
 
 @dataclass(frozen=True)
@@ -92,17 +98,18 @@ class KubeApi:
         self.apps = client.AppsV1Api(self.api_client)
         self.custom = client.CustomObjectsApi(self.api_client)
 
-    def _json(self, what: str, call: Callable[..., Any], *args: Any, **kwargs: Any) -> dict:
+    def _json(self, what: str, call: Callable[..., object], *args: object, **kwargs: object) -> dict:
         return json.loads(self._call(what, call, *args, **kwargs))
 
-    def _text(self, what: str, call: Callable[..., Any], *args: Any, **kwargs: Any) -> str:
+    def _text(self, what: str, call: Callable[..., object], *args: object, **kwargs: object) -> str:
         return self._call(what, call, *args, **kwargs).decode("utf-8", "replace")
 
-    def _call(self, what: str, call: Callable[..., Any], *args: Any, **kwargs: Any) -> bytes:
+    def _call(self, what: str, call: Callable[..., object], *args: object, **kwargs: object) -> bytes:
         from kubernetes.client.exceptions import ApiException
 
         try:
-            resp = call(*args, _preload_content=False, _request_timeout=REQUEST_TIMEOUT_S, **kwargs)
+            # With _preload_content=False the client returns the raw urllib3 response, not the model it declares.
+            resp = cast(_Response, call(*args, _preload_content=False, _request_timeout=REQUEST_TIMEOUT_S, **kwargs))
         except ApiException as e:
             if e.status == 404:
                 raise DriverError(f"{what}: not found on the cluster at {self.host}") from None

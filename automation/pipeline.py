@@ -19,6 +19,17 @@ T = TypeVar("T")
 
 
 @dataclass(frozen=True)
+class Clock:
+    """Time as the waits see it: seconds since the epoch and a sleep. Tests hand in a fake that moves on sleep."""
+
+    now: Callable[[], float] = time.time
+    sleep: Callable[[float], None] = time.sleep
+
+
+SYSTEM_CLOCK = Clock()
+
+
+@dataclass(frozen=True)
 class Finding:
     """One checked fact: its verdict, what was seen, and on failure the command that fixes it."""
 

@@ -25,19 +25,21 @@ import time
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Protocol, TypeVar
 
 from automation.errors import DriverError
 from automation.job import CLUSTER_ROOT, command, job_packages
-from automation.kube import PodExec
-from automation.pipeline import TrainOutcome
+from automation.kube import ExecResult, PodExec
+from automation.pipeline import SubmittedJob, TrainOutcome
 from workloads.config import TrainConfig
 
 WORKLOADS_DIR = Path(__file__).resolve().parents[1] / "workloads"
 HEAD_JOB_SERVER = "http://127.0.0.1:8265"
 _ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
 RESOURCES_MARK = "RAY_CLUSTER_RESOURCES "
+_T = TypeVar("_T")
 # Run in the head pod: what Ray itself advertises, which is what Ray Train schedules against.
 RAY_RESOURCES_SNIPPET = (
     "import json, ray; ray.init(address='auto', logging_level='ERROR'); "
@@ -177,7 +179,7 @@ def submit_command(
     it into a virtualenv made with --system-site-packages (ray/_private/runtime_env/virtualenv_utils.py, 2.58), so
     the image's torch and Ray stay, and the job's actors, Ray Train's workers included, inherit the field
     (docs.ray.io, ray-core/handling-dependencies, "Inheritance")."""
-    runtime_env: dict[str, Any] = {"env_vars": dict(env_vars or {})}
+    runtime_env: dict[str, object] = {"env_vars": dict(env_vars or {})}
     if packages := job_packages(args):
         runtime_env["pip"] = packages
     return [
@@ -241,7 +243,7 @@ def parse_status(output: str) -> JobState | None:
     return JobState(status, message) if status else None
 
 
-def _exec_failed(what: str, job_id: str, res: Any) -> DriverError:
+def _exec_failed(what: str, job_id: str, res: ExecResult) -> DriverError:
     text = (res.stderr or res.stdout).strip()
     if "does not exist" in text:
         return JobNotFound(f"the Ray job server has no job {job_id!r}: {text[-200:]}", exit_code=2)
@@ -300,6 +302,8 @@ class HeadJobs:
 
     def summary(self, args: TrainConfig) -> dict | None:
         """The training summary; the entrypoint (rank 0's driver) runs in the head pod and writes it there."""
+        if args.summary_json is None:
+            return None
         cat = self.pod_exec(self.pod, self.namespace, ["cat", args.summary_json], timeout_s=60)
         return _parse_summary(cat.stdout) if cat.rc == 0 else None
 
@@ -324,11 +328,25 @@ def _parse_summary(text: str) -> dict | None:
 
 
 # ---- local: the job server on loopback -----------------------------------------------------------
+class JobInfo(Protocol):
+    status: object  # ray.job_submission.JobStatus, an enum whose name is the state
+    message: str | None
+
+
+class JobSubmission(Protocol):
+    """The calls made of `ray.job_submission.JobSubmissionClient` (Ray 2.58, ray/dashboard/modules/job/sdk.py)."""
+
+    def submit_job(self, *, entrypoint: str, submission_id: str, runtime_env: dict[str, str]) -> str: ...
+    def get_job_info(self, job_id: str) -> JobInfo: ...
+    def get_job_logs(self, job_id: str) -> str: ...
+    def stop_job(self, job_id: str) -> bool: ...
+
+
 @dataclass(frozen=True)
 class LocalJobs:
     """A `ray.job_submission.JobSubmissionClient` of the local head, with the same questions as HeadJobs."""
 
-    client: Any
+    client: JobSubmission
 
     def submit(self, args: TrainConfig, working_dir: Path, python: str) -> str:
         # The SDK logs each package upload at INFO on stderr; the driver reports the job itself.
@@ -351,6 +369,8 @@ class LocalJobs:
 
     @staticmethod
     def summary(args: TrainConfig) -> dict | None:
+        if args.summary_json is None:
+            return None
         path = Path(args.summary_json)
         return _parse_summary(path.read_text()) if path.is_file() else None
 
@@ -382,7 +402,7 @@ class _Patient:
     said: bool = False
     lost_since: float | None = None
 
-    def call(self, fn: Callable[[], Any]) -> Any:
+    def call(self, fn: Callable[[], _T]) -> _T:
         delay = RETRY_FIRST_S
         while True:
             try:
@@ -433,7 +453,7 @@ def follow_job(
     tail: deque[str] = deque(maxlen=200)
     while True:
         state = patient.call(lambda: api.job_status(job_id))
-        chunk = patient.call(lambda o=offset, s=state: api.job_logs(job_id, o, final=s.terminal))
+        chunk = patient.call(partial(api.job_logs, job_id, offset, final=state.terminal))
         for line in chunk.lines:
             tail.append(line)
             on_line(line)
@@ -469,7 +489,23 @@ class AsksJobServer:
         return self.jobs().summary(args)  # type: ignore[attr-defined]
 
 
-def follow_on(place: Any, job_id: str, on_line: Callable[[str], None] | None = None) -> FollowEnd:
+class FollowPlace(JobApi, Protocol):
+    """What following a job needs of a target (automation.targets.Target has all of it)."""
+
+    @property
+    def on_line(self) -> Callable[[str], None]: ...
+    @property
+    def poll_s(self) -> float: ...
+    @property
+    def job_timeout_s(self) -> float | None: ...
+    def note(self, text: str) -> None: ...
+    def clock(self) -> float: ...
+    def sleep(self, seconds: float) -> None: ...
+    def submit_job(self, args: TrainConfig) -> SubmittedJob: ...
+    def job_summary(self, args: TrainConfig) -> dict | None: ...
+
+
+def follow_on(place: FollowPlace, job_id: str, on_line: Callable[[str], None] | None = None) -> FollowEnd:
     """`follow_job` with what a target offers (automation.targets.Target): its job server, its output lines
     (or ``on_line``) and notes, its clock, the user's --timeout and its poll interval."""
     return follow_job(
@@ -484,7 +520,7 @@ def follow_on(place: Any, job_id: str, on_line: Callable[[str], None] | None = N
     )
 
 
-def run_to_end(place: Any, args: TrainConfig) -> TrainOutcome:
+def run_to_end(place: FollowPlace, args: TrainConfig) -> TrainOutcome:
     """Submit `args` on a target and follow the job to its end (bench and drill wait for each job they start)."""
     job = place.submit_job(args)
     end = follow_on(place, job.job_id)

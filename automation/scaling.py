@@ -27,13 +27,15 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Any
 
 from botocore.exceptions import BotoCoreError, ClientError
 
+from automation.aws_clients import ApiJson, Eks
 from automation.errors import DriverError
-from automation.kube import RayClusterPods
+from automation.kube import KubeApi, RayClusterPods
+from automation.pipeline import SYSTEM_CLOCK, Clock
 from automation.ray_head import HEAD_JOB_SERVER
+from automation.targets.aws import AwsTarget
 from infra.config import GpuNodesConfig
 from infra.idle_guard_script import ACTIVE, LEASE_KEY, RECORD_KEY, lease_doc
 from infra.names import GPU_NODE_SELECTOR, IDLE_GUARD_RECORD
@@ -48,17 +50,6 @@ BROKEN = ("DELETING", "CREATE_FAILED", "DELETE_FAILED")  # no update will be tak
 BACKOFF_S = (5.0, 10.0, 20.0, 40.0, 60.0)  # after a ResourceInUseException; the last repeats
 LEASE_S = 20 * 60.0  # a lease not renewed for 20 minutes is ignored by the guard
 RENEW_AFTER_S = 60.0  # a renewal writes the record at most once a minute
-
-
-@dataclass(frozen=True)
-class Clock:
-    """Time as the waits see it: seconds since the epoch and a sleep. Tests hand in a fake that moves on sleep."""
-
-    now: Callable[[], float] = time.time
-    sleep: Callable[[float], None] = time.sleep
-
-
-SYSTEM_CLOCK = Clock()
 
 
 @dataclass(frozen=True)
@@ -96,7 +87,7 @@ class Scaled:
             took += " (" + ", ".join(f"{name} {s:.0f} s" for name, s in self.per_node) + ")"
         return f"GPU node group {self.nodegroup} scaled from {self.before} to {self.after} node(s){took}{waited}"
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> dict[str, object]:
         return {
             "nodegroup": self.nodegroup,
             "before": self.before,
@@ -120,11 +111,11 @@ def nodegroup_ref(outputs: dict, stack: str) -> NodeGroupRef:
     return NodeGroupRef(str(cluster), str(nodegroup), str(outputs.get("region") or ""))
 
 
-def describe(eks: Any, ref: NodeGroupRef) -> dict[str, Any]:
+def describe(eks: Eks, ref: NodeGroupRef) -> ApiJson:
     return eks.describe_nodegroup(clusterName=ref.cluster, nodegroupName=ref.nodegroup)["nodegroup"]
 
 
-def sizes(eks: Any, ref: NodeGroupRef) -> dict[str, int]:
+def sizes(eks: Eks, ref: NodeGroupRef) -> dict[str, int]:
     """The node group's scalingConfig now: desiredSize, minSize, maxSize."""
     return dict(describe(eks, ref)["scalingConfig"])
 
@@ -135,7 +126,7 @@ class EksWait:
     """One bounded wait on a node group: every poll said through ``on_progress``, the whole within ``timeout_s``
     of ``started`` (``clock`` seconds)."""
 
-    eks: Any
+    eks: Eks
     ref: NodeGroupRef
     clock: Clock
     on_progress: Callable[[str], None]
@@ -145,7 +136,7 @@ class EksWait:
     def waited(self) -> float:
         return self.clock.now() - self.started
 
-    def not_busy(self, first: dict[str, Any] | None = None) -> tuple[dict[str, Any], str]:
+    def not_busy(self, first: ApiJson | None = None) -> tuple[ApiJson, str]:
         """The node group (``first``: as just described) once it is neither CREATING nor UPDATING, and the status
         it waited out ('' if none). DriverError when it is being deleted or failed, or still busy past the bound."""
         ref, waited_out = self.ref, ""
@@ -210,7 +201,7 @@ class EksWait:
 
 
 def set_desired(
-    eks: Any,
+    eks: Eks,
     ref: NodeGroupRef,
     desired: int,
     on_progress: Callable[[str], None] = lambda s: None,
@@ -249,7 +240,7 @@ def set_desired(
     return Scaled(ref.nodegroup, before, desired, waited=waited, waited_for=busy)
 
 
-def live_desired_size(eks: Any, outputs: dict, stack: str) -> int | None:
+def live_desired_size(eks: Eks, outputs: dict, stack: str) -> int | None:
     """The GPU node group's desired size as EKS reports it now (for `up`: infra/efa_nodegroup.py
     ``driver_scaling``); None when the stack has no node group yet. DriverError when EKS cannot be asked: an
     `up` that guessed could start GPU nodes."""
@@ -313,13 +304,13 @@ def ready_after(nodes: list[dict], started: datetime) -> tuple[tuple[str, float]
 
 
 def scale_up_for_run(
-    eks: Any,
+    eks: Eks,
     ref: NodeGroupRef,
     count: int,
     list_nodes: Callable[[], list[dict]],
     on_progress: Callable[[str], None],
     clock: Clock = SYSTEM_CLOCK,
-    **wait: Any,
+    timeout_s: float = NODE_WAIT_S,
 ) -> Scaled:
     """Before `verify`: the group at ``count`` (gpuNodeCount) and its nodes Ready, with how long they took, all
     together and each node, and how long EKS kept the group busy first."""
@@ -328,7 +319,7 @@ def scale_up_for_run(
     if not scaled.changed and ready_count(list_nodes()) >= count:
         return scaled
     on_progress(f"scaling GPU node group {ref.nodegroup} from {scaled.before} to {count} node(s)")
-    seconds = wait_ready(list_nodes, count, on_progress=on_progress, clock=clock.now, sleep=clock.sleep, **wait)
+    seconds = wait_ready(list_nodes, count, timeout_s, on_progress, clock.now, clock.sleep)
     per_node = ready_after(list_nodes(), started)
     return Scaled(ref.nodegroup, scaled.before, count, round(seconds, 1), per_node, scaled.waited, scaled.waited_for)
 
@@ -343,7 +334,7 @@ JOBS_SNIPPET = (
 )
 
 
-def head_jobs(pods: RayClusterPods) -> list[dict[str, Any]]:
+def head_jobs(pods: RayClusterPods) -> list[dict]:
     """The Ray job list of the RayCluster's head, asked by exec into the head pod; DriverError when it cannot be
     asked (no running head pod, the exec or the job server failed)."""
     head = pods.head_pod()
@@ -360,7 +351,7 @@ def head_jobs(pods: RayClusterPods) -> list[dict[str, Any]]:
     return jobs
 
 
-def active_job(jobs: list[dict[str, Any]]) -> str:
+def active_job(jobs: list[dict]) -> str:
     """'Ray job <id> is RUNNING' for the first PENDING or RUNNING job, '' when none is."""
     for j in jobs:
         if j.get("status") in ACTIVE:
@@ -368,7 +359,7 @@ def active_job(jobs: list[dict[str, Any]]) -> str:
     return ""
 
 
-def job_keeps_nodes(target: Any) -> str:
+def job_keeps_nodes(target: AwsTarget) -> str:
     """Why the GPU nodes must stay ('' when nothing holds them): a PENDING or RUNNING job, or a job API that
     cannot be asked, which may hide one."""
     try:
@@ -388,14 +379,14 @@ class Lease:
 
     The renew hook for any wait of `run`: ``Lease.of(target).renew()``."""
 
-    kube: Any
+    kube: KubeApi | None
     namespace: str
     run_id: str
     clock: Clock = SYSTEM_CLOCK
     ttl_s: float = LEASE_S
 
     @classmethod
-    def of(cls, target: Any) -> Lease:
+    def of(cls, target: AwsTarget) -> Lease:
         clock = target.deps.clock
         if target.cfg.gpu_nodes.idle_minutes <= 0 or not target.outputs():
             return cls(None, "", target.run_id, clock)
@@ -405,7 +396,7 @@ class Lease:
             return cls(None, "", target.run_id, clock)
         return cls(kube, target.cfg.ray.namespace, target.run_id, clock)
 
-    def held(self) -> dict[str, Any] | None:
+    def held(self) -> dict | None:
         """The lease in the record now (None: none, or it cannot be read)."""
         if self.kube is None:
             return None
@@ -457,7 +448,7 @@ class Lease:
 
 
 # ---- run's start and end -----------------------------------------------------------------------------------
-def before_verify(target: Any) -> Scaled | None:
+def before_verify(target: AwsTarget) -> Scaled | None:
     """`run` on AWS, before `verify`: the lease taken, then the GPU nodes back at gpuNodeCount; None when the
     stack's outputs are not read (--kubeconfig), since the node group's name comes from them."""
     outputs = target.outputs()
@@ -478,7 +469,7 @@ def before_verify(target: Any) -> Scaled | None:
     )
 
 
-def after_run(target: Any, keep_nodes: bool, force: bool = False) -> str:
+def after_run(target: AwsTarget, keep_nodes: bool, force: bool = False) -> str:
     """When `run` on AWS ends (pass, fail or Ctrl-C): the lease released and the GPU nodes at gpuIdleNodes unless
     ``keep_nodes`` or a job still holds them (``force`` scales anyway); the line that says what happened and what
     runs now."""
@@ -491,7 +482,7 @@ def after_run(target: Any, keep_nodes: bool, force: bool = False) -> str:
             pass
 
 
-def _scale_after_run(target: Any, keep_nodes: bool, force: bool) -> str:
+def _scale_after_run(target: AwsTarget, keep_nodes: bool, force: bool) -> str:
     stack, idle = target.cfg.stack, target.cfg.gpu_nodes.idle_nodes
     by_hand = f"`python -m automation scale --stack {stack} --gpu-nodes {idle}`"
     if keep_nodes:
@@ -525,7 +516,7 @@ def _scale_after_run(target: Any, keep_nodes: bool, force: bool) -> str:
     return f"{scaled.text()} ({GpuNodesConfig.keyname('idle_nodes')} {idle}); {running_line(target, idle)}; {keep}"
 
 
-def running_line(target: Any, gpu_nodes: int) -> str:
+def running_line(target: AwsTarget, gpu_nodes: int) -> str:
     est = target.price(gpu_nodes)
     cfg = target.cfg
     what = (
@@ -534,7 +525,7 @@ def running_line(target: Any, gpu_nodes: int) -> str:
     return f"running now: {what}, {est.text()} On-Demand (plus the EKS control plane and the NAT gateway)"
 
 
-def now_running(target: Any) -> dict[str, Any]:
+def now_running(target: AwsTarget) -> dict[str, object]:
     """What runs now and its On-Demand cost per hour (`status`): the GPU node group's desired size from EKS."""
     outputs = target.outputs()
     if not outputs.get("nodegroup_name"):
@@ -547,7 +538,7 @@ def now_running(target: Any) -> dict[str, Any]:
     return {"gpu_nodes": gpu, "text": running_line(target, gpu), "cost": est.to_dict()}
 
 
-def guard_record(kube: Any, namespace: str) -> dict[str, Any] | str:
+def guard_record(kube: KubeApi, namespace: str) -> dict | str:
     """The idle guard's last decision (its record ConfigMap), or why there is none."""
     try:
         data = kube.get_configmap(namespace, IDLE_GUARD_RECORD).get("data") or {}

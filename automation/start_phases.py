@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
+from automation.kube import KubeApi
 from infra.names import GPU_NODE_SELECTOR
 
 PHASES = ("node_join_s", "image_pull_s", "pod_start_s", "first_step_s")
@@ -98,7 +99,7 @@ class StartPhases:
     first_step_s: float | None = None
     image_bytes: int | None = None
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> dict[str, object]:
         return {p: getattr(self, p) for p in (*PHASES, "image_bytes")}
 
     def text(self) -> str:
@@ -119,7 +120,9 @@ def start_phases(
     """The phases of the start of ``pods`` (the Ray pods) on ``nodes`` (the GPU nodes), from the namespace's
     ``events`` and the time the driver saw the first ``[train] step`` line."""
     joins = [
-        (_ready_at(n) - k8s_time(n["metadata"]["creationTimestamp"])).total_seconds() for n in nodes if _ready_at(n)
+        (ready - k8s_time(n["metadata"]["creationTimestamp"])).total_seconds()
+        for n in nodes
+        if (ready := _ready_at(n)) is not None
     ]
     pulls: dict[str, Pull] = {}
     for e in events:
@@ -146,7 +149,7 @@ def start_phases(
     )
 
 
-def observe(kube: Any, namespace: str, raycluster: str, first_step_at: datetime | None) -> StartPhases:
+def observe(kube: KubeApi, namespace: str, raycluster: str, first_step_at: datetime | None) -> StartPhases:
     """The phases of the RayCluster's last start, read through ``kube`` (automation.kube.KubeApi or a stand-in)
     while its pods and GPU nodes still exist: call it when the job ends, before the nodes go idle."""
     pods = kube.list_pods(namespace, f"ray.io/cluster={raycluster}")

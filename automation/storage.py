@@ -13,10 +13,11 @@ import dataclasses
 import re
 import shlex
 from dataclasses import dataclass
-from typing import Any
 
+from automation.aws_clients import S3
 from automation.errors import DriverError
 from automation.job import CLUSTER_ROOT, stack_label
+from automation.kube import PodExec
 from automation.pipeline import StepResult
 from infra.config import StorageConfig
 
@@ -52,7 +53,7 @@ class Durability:
     checkpoint_every: int = CHECKPOINT_EVERY
     max_failures: int = MAX_FAILURES
 
-    def layer(self) -> dict[str, Any]:
+    def layer(self) -> dict[str, object]:
         """The fields as the job's durability layer (automation/job.py drops a storage_path of None)."""
         return dataclasses.asdict(self)
 
@@ -91,7 +92,7 @@ def kept_bucket_line(outputs: dict, force_destroy: bool) -> str | None:
     )
 
 
-def require_run(s3: Any, storage_uri: str, run_id: str) -> None:
+def require_run(s3: S3, storage_uri: str, run_id: str) -> None:
     """DriverError (exit 2), before any training, when ``run_id`` has nothing under the storage URI;
     the message lists the runs that do exist."""
     from botocore.exceptions import ClientError
@@ -221,7 +222,7 @@ def storage_cause(why: str, facts: ProbeFacts, identity: Identity, stack_hint: s
 
 
 def verify_storage(
-    pod_exec: Any, pod: str, identity: Identity, storage_uri: str, tag: str, stack: str = "<stack>"
+    pod_exec: PodExec, pod: str, identity: Identity, storage_uri: str, tag: str, stack: str = "<stack>"
 ) -> StepResult:
     """Prove from inside ``pod``, through pyarrow's S3 filesystem, that it can write, read and delete a
     marker under the job's storage path; on failure say whether the SDK's age, missing credentials or

@@ -44,11 +44,13 @@ from automation.commands import report
 from automation.errors import DriverError
 from automation.flags import CLUSTER_PARENT, command_parser, output_folder, run_id, whole_number
 from automation.job import cluster_job, stack_label
+from automation.pipeline import PipelineResult, TrainOutcome, TransportVerdict
 from automation.targets import aws
 from automation.throughput import load_model, model_row
-from infra.config import GpuNodesConfig, known_stacks
+from automation.ui import Output, Ui
+from infra.config import GpuNodesConfig, StackConfig, known_stacks
 from workloads import collectives_bench
-from workloads.config import ConfigError, new_run_id
+from workloads.config import ConfigError, TrainConfig, new_run_id
 
 HELP = "run the training job over EFA and again over TCP sockets on the cluster, and compare them"
 EFA, TCP = "efa", "tcp"
@@ -73,28 +75,36 @@ class Leg:
     """One of the two runs: its name (efa or tcp), target, and what its steps returned."""
 
     name: str
-    target: Any
-    result: Any = None  # automation.pipeline.PipelineResult
+    target: aws.AwsTarget
+    result: PipelineResult | None = None
 
     @property
-    def outcome(self) -> Any:
+    def outcome(self) -> TrainOutcome | None:
         trained = self.result.result("train") if self.result is not None else None
-        return trained.data if trained is not None else None
+        return trained.data if trained is not None and isinstance(trained.data, TrainOutcome) else None
 
     @property
-    def verdict(self) -> Any:
+    def verdict(self) -> TransportVerdict | None:
         checked = self.result.result("check") if self.result is not None else None
-        return checked.data if checked is not None else None
+        return checked.data if checked is not None and isinstance(checked.data, TransportVerdict) else None
 
-    def to_dict(self) -> dict[str, Any]:
-        summary = (self.outcome.summary if self.outcome is not None else None) or {}
+    @property
+    def ok(self) -> bool:
+        return self.result is not None and self.result.ok
+
+    def summary(self) -> dict:
+        """The training summary the job wrote ({} when none)."""
+        return (self.outcome.summary if self.outcome is not None else None) or {}
+
+    def to_dict(self) -> dict[str, object]:
+        summary = self.summary()
         v = self.verdict
         return {
             "run_id": self.target.run_id,
-            "job_env": dict(self.target.job_env),
-            "require": self.target.require,
+            "job_env": dict(self.target.run.job_env),
+            "require": self.target.run.require,
             "ran": self.result is not None,
-            "ok": bool(self.result is not None and self.result.ok),
+            "ok": self.ok,
             "failed_step": self.result.failed_step if self.result is not None else None,
             "reason": self.result.reason if self.result is not None else None,
             "status": self.outcome.status if self.outcome is not None else None,
@@ -132,7 +142,7 @@ def require_stack(args: argparse.Namespace) -> None:
         )
 
 
-def require_two_nodes(job: Any, cfg: Any, flag: str) -> None:
+def require_two_nodes(job: TrainConfig, cfg: StackConfig, flag: str) -> None:
     """Refuse a job whose workers fit on one GPU node: nothing need cross the network bench compares
     (`flag` names where the worker count came from: --num-workers or the stack's train block)."""
     nodes, per_node = cfg.gpu_nodes.node_count, cfg.gpu_nodes.gpus_per_node
@@ -152,7 +162,7 @@ def require_two_nodes(job: Any, cfg: Any, flag: str) -> None:
         )
 
 
-def make_targets(args: argparse.Namespace, ui: Any, deps: Any, **opts: Any) -> dict[str, Any]:
+def make_targets(args: argparse.Namespace, ui: Ui, deps: aws.AwsDeps | None, **opts: Any) -> dict[str, aws.AwsTarget]:
     """The EFA and TCP targets over one stack: the same job, two run ids, the TCP one forced onto sockets."""
     ids = run_ids(args.run_id or new_run_id())
     common = dict(
@@ -172,7 +182,7 @@ def make_targets(args: argparse.Namespace, ui: Any, deps: Any, **opts: Any) -> d
 
 
 # ---- the two runs --------------------------------------------------------------------------------------
-def run_legs(targets: dict[str, Any], ui: Any) -> list[Leg]:
+def run_legs(targets: dict[str, aws.AwsTarget], ui: Ui) -> list[Leg]:
     """verify once, then read the EFA counters, train and check the EFA run, then the TCP run (whose
     counters must stay flat); stop at the first failure (a TCP number beside a failed EFA run compares
     nothing)."""
@@ -182,8 +192,8 @@ def run_legs(targets: dict[str, Any], ui: Any) -> list[Leg]:
         (TCP, ("counters", "submit", "train", "check")),
     ):
         target = targets[name]
-        how = " ".join(f"{k}={v}" for k, v in target.job_env.items()) or "the stack's own NCCL env"
-        ui.note(f"{name.upper()} run {target.run_id} ({how}; its NCCL logs must show {target.require})")
+        how = " ".join(f"{k}={v}" for k, v in target.run.job_env.items()) or "the stack's own NCCL env"
+        ui.note(f"{name.upper()} run {target.run_id} ({how}; its NCCL logs must show {target.run.require})")
         result = steps.run(names, target, ui.step_started, ui.step_finished)
         legs.append(Leg(name, target, result))
         if not result.ok:
@@ -194,11 +204,11 @@ def run_legs(targets: dict[str, Any], ui: Any) -> list[Leg]:
 def failure(legs: list[Leg]) -> str | None:
     """Why the comparison does not stand (one line), or None when both runs passed their checks."""
     for leg in legs:
-        if leg.result.ok:
+        if leg.ok or leg.result is None:
             continue
         run_id = leg.target.run_id
         if leg.name == TCP and leg.result.failed_step == "check" and leg.verdict is not None:
-            forced = " ".join(f"{k}={v}" for k, v in leg.target.job_env.items())
+            forced = " ".join(f"{k}={v}" for k, v in leg.target.run.job_env.items())
             evidence = "; ".join(leg.verdict.evidence[:3]) or "no evidence line"
             return (
                 f"the TCP run {run_id} was not found on TCP sockets although its job set {forced}, so the "
@@ -213,9 +223,9 @@ def failure(legs: list[Leg]) -> str | None:
 
 def ratio(legs: list[Leg]) -> float | None:
     """EFA tokens/s over TCP tokens/s, only when both runs passed their NCCL checks."""
-    if len(legs) < 2 or not all(leg.result.ok for leg in legs):
+    if len(legs) < 2 or not all(leg.ok for leg in legs):
         return None
-    efa, tcp = (leg.to_dict()["tokens_per_s"] for leg in legs)
+    efa, tcp = (leg.summary().get("tokens_per_s") for leg in legs)
     return efa / tcp if efa and tcp else None
 
 
@@ -224,7 +234,7 @@ def _span(values: list[float]) -> list[float]:
     return [min(values), max(values)]
 
 
-def prediction(job: Any, cfg: Any) -> dict[str, Any]:
+def prediction(job: TrainConfig, cfg: StackConfig) -> dict[str, object]:
     """The model's EFA and TCP tokens/s, step time and MFU for this job, as ranges over the L4's
     achievable matmul rate (54-71 TFLOP/s) and, for TCP, its 10-40 Gbps bracket; or why there is none."""
     if cfg.gpu_nodes.instance_type != "g6.12xlarge":
@@ -259,11 +269,11 @@ def prediction(job: Any, cfg: Any) -> dict[str, Any]:
 
 
 # ---- the report ------------------------------------------------------------------------------------------
-def write_reports(legs: list[Leg], runs_root: Path) -> dict[str, Any]:
+def write_reports(legs: list[Leg], runs_root: Path) -> dict[str, object]:
     """Copy both runs from the cluster, each with its own verdict, and write their report side by side."""
     files = {}
     for leg in legs:
-        doc = {"target": "aws", "stack": leg.target.cfg.stack, "job_id": leg.target.run_id, "ok": leg.result.ok}
+        doc = {"target": "aws", "stack": leg.target.cfg.stack, "job_id": leg.target.run_id, "ok": leg.ok}
         doc["transport"] = leg.verdict.to_dict() if leg.verdict is not None else None
         files[leg.name] = report.collect_and_report(leg.target, runs_root, doc)
     missing = [f"{n}: {f.get('report_error')}" for n, f in files.items() if not f.get("metrics_file")]
@@ -278,7 +288,7 @@ def write_reports(legs: list[Leg], runs_root: Path) -> dict[str, Any]:
 
 
 # ---- output ----------------------------------------------------------------------------------------------
-def _fmt(v: Any, spec: str, unit: str = "") -> str:
+def _fmt(v: object, spec: str, unit: str = "") -> str:
     return "n/a" if v is None else format(v, spec) + unit
 
 
@@ -328,7 +338,7 @@ def _verdict(leg: dict) -> str:
     return f"{leg.get('verdict') or 'n/a'} (require {leg['require']})"
 
 
-def document(legs: list[Leg], pred: dict[str, Any], reports: dict[str, Any], error: str | None) -> dict[str, Any]:
+def document(legs: list[Leg], pred: dict[str, object], reports: dict[str, object], error: str | None) -> dict[str, Any]:
     return {
         "ok": error is None,
         "error": error,
@@ -376,7 +386,7 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
-def local_collectives(max_mib: int, iters: int) -> tuple[dict[str, Any], list[str]]:
+def local_collectives(max_mib: int, iters: int) -> tuple[dict, list[str]]:
     """workloads/collectives_bench.py under torchrun with LOCAL_RANKS processes on 127.0.0.1; its document
     and the command line that ran it. DriverError with the output's tail when it fails."""
     with tempfile.TemporaryDirectory(prefix="collectives-") as tmp:
@@ -391,7 +401,9 @@ def local_collectives(max_mib: int, iters: int) -> tuple[dict[str, Any], list[st
         return json.loads(out.read_text()), cmd
 
 
-def cluster_collectives(args: argparse.Namespace, ui: Any, deps: Any = None) -> dict[str, tuple[dict, list]]:
+def cluster_collectives(
+    args: argparse.Namespace, ui: Output, deps: aws.AwsDeps | None = None
+) -> dict[str, tuple[dict, list]]:
     """The sweep in the stack's worker pods, over EFA and then with TCP_ENV: each leg's document and the
     command node 0 ran (automation/collectives.py)."""
     target = aws.open_stack(args.stack, project_dir=args.project_dir, ui=ui, kubeconfig=args.kubeconfig, deps=deps)
@@ -408,7 +420,7 @@ def cluster_collectives(args: argparse.Namespace, ui: Any, deps: Any = None) -> 
     return legs
 
 
-def collectives(args: argparse.Namespace, ui: Any, deps: Any = None) -> int:
+def collectives(args: argparse.Namespace, ui: Output, deps: aws.AwsDeps | None = None) -> int:
     """The sweep (on the stack's pods over EFA and TCP, else here on gloo), its table and one file per leg
     under --runs-root (collectives-<id>[-efa|-tcp].json, with machine, date and command)."""
     if args.stack:
@@ -433,7 +445,7 @@ def collectives(args: argparse.Namespace, ui: Any, deps: Any = None) -> int:
     return 0
 
 
-def run(args: argparse.Namespace, ui: Any, deps: Any = None, **target_opts: Any) -> int:
+def run(args: argparse.Namespace, ui: Ui, deps: aws.AwsDeps | None = None, **target_opts: Any) -> int:
     """Both runs, the comparison and the report; exit 0 only when the EFA run passed its NCCL check
     and the TCP run was found on sockets. `deps` (an AwsDeps) and `target_opts` are for tests.
     With --collectives: the collective bandwidth sweep instead (`collectives`)."""

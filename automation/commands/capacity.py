@@ -16,6 +16,7 @@ from __future__ import annotations
 import argparse
 import os
 import re
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -23,13 +24,14 @@ from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
 from rich.table import Table
 
+from automation.aws_clients import Ec2Reservations, Pricing, Session
 from automation.capacity import RegionClients, Zone, ranking_lines, spot_types, stack_file_text, survey
 from automation.capacity_probe import cleanup, probe
 from automation.ec2 import offered_azs, spot_quota_for
 from automation.errors import DriverError
 from automation.flags import stack_named_by_file
 from automation.targets.aws import check_aws_files
-from automation.ui import tty_confirm
+from automation.ui import Output, tty_confirm
 from infra.catalog import instance_spec, known_instance_types
 from infra.config import ConfigError, GpuNodesConfig, SystemNodesConfig, read_stack_file
 from infra.config_files import known_regions, known_stacks
@@ -140,7 +142,7 @@ def default_regions(project_dir: Path) -> list[str]:
     return found
 
 
-def aws_session() -> Any:
+def aws_session() -> Session:
     """A boto3 session with credentials; DriverError (exit 2) naming the fix when there are none."""
     import boto3
 
@@ -155,7 +157,12 @@ def aws_session() -> Any:
     return session
 
 
-def run(args: argparse.Namespace, ui: Any, session: Any = None, confirm=tty_confirm) -> int:
+def run(
+    args: argparse.Namespace,
+    ui: Output,
+    session: Session | None = None,
+    confirm: Callable[[str], bool] = tty_confirm,
+) -> int:
     regions = check_args(args)
     session = session or aws_session()
     if regions is None:
@@ -177,7 +184,7 @@ def run(args: argparse.Namespace, ui: Any, session: Any = None, confirm=tty_conf
     return 0
 
 
-def _cleanup(ui: Any, session: Any, regions: list[str], as_json: bool) -> int:
+def _cleanup(ui: Output, session: Session, regions: list[str], as_json: bool) -> int:
     """``regions`` searched for this tool's probe reservations, each found cancelled."""
     said: list[str] = []
 
@@ -193,7 +200,13 @@ def _cleanup(ui: Any, session: Any, regions: list[str], as_json: bool) -> int:
     return 0
 
 
-def _survey_with_bar(ui: Any, regions: list[str], clients_for, pricing: Any, args: argparse.Namespace) -> list[Zone]:
+def _survey_with_bar(
+    ui: Output,
+    regions: list[str],
+    clients_for: Callable[[str], RegionClients],
+    pricing: Pricing,
+    args: argparse.Namespace,
+) -> list[Zone]:
     """The survey, regions in parallel, with a bar of regions done (on stderr under --json)."""
     bar = Progress(
         TextColumn("[bold]capacity[/] regions"), MofNCompleteColumn(), BarColumn(), console=ui.console, transient=True
@@ -205,7 +218,9 @@ def _survey_with_bar(ui: Any, regions: list[str], clients_for, pricing: Any, arg
         )
 
 
-def _probe(ui: Any, zones: list[Zone], session: Any, args: argparse.Namespace, confirm) -> list[Zone]:
+def _probe(
+    ui: Output, zones: list[Zone], session: Session, args: argparse.Namespace, confirm: Callable[[str], bool]
+) -> list[Zone]:
     usable = [z for z in zones if z.usable]
     if not usable:
         ui.note("--probe: no usable AZ (offered, with EFA, within the quota) to probe")
@@ -217,15 +232,15 @@ def _probe(ui: Any, zones: list[Zone], session: Any, args: argparse.Namespace, c
     )
     if not (args.yes or confirm(question)):
         raise DriverError("--probe not confirmed: no reservation was made (pass --yes to skip the question)")
-    clients: dict[str, Any] = {}
+    clients: dict[str, Ec2Reservations] = {}
 
-    def ec2_for(region: str) -> Any:
+    def ec2_for(region: str) -> Ec2Reservations:
         return clients.setdefault(region, session.client("ec2", region_name=region))
 
     return probe(zones, ec2_for, args.instance_type, args.count, say=ui.note)
 
 
-def _write_stack(args: argparse.Namespace, zones: list[Zone], session: Any) -> Path | None:
+def _write_stack(args: argparse.Namespace, zones: list[Zone], session: Session) -> Path | None:
     """Pulumi.NAME.yaml for the best usable AZ, its second AZ one that offers the system node type (the system node
     group spans both AZs' private subnets)."""
     if args.write_stack is None:
@@ -247,7 +262,7 @@ def _write_stack(args: argparse.Namespace, zones: list[Zone], session: Any) -> P
     return path
 
 
-def _show(ui: Any, args: argparse.Namespace, zones: list[Zone], written: Path | None) -> None:
+def _show(ui: Output, args: argparse.Namespace, zones: list[Zone], written: Path | None) -> None:
     fixes = sorted({z.quota_fix for z in zones if z.quota_fix})
     blocks_note = (
         ""

@@ -7,6 +7,7 @@ no pulumi CLI, no credentials, no cloud call.
 
 from __future__ import annotations
 
+import argparse
 from typing import Any
 
 from automation.errors import DriverError
@@ -14,6 +15,7 @@ from automation.flags import STACK_PARENT, resolve_target
 from automation.job import resolve_cluster_job
 from automation.storage import Durability
 from automation.targets.aws import load_config
+from automation.ui import Output
 from infra.config import ConfigError
 from infra.mock_render import format_render, render_stack
 from workloads.config import ConfigError as JobConfigError
@@ -27,7 +29,7 @@ def add_parser(sub: Any, parents: list) -> None:
     sub.add_parser("render", help=help, description=help, parents=[*parents, STACK_PARENT])
 
 
-def run(args: Any, ui: Any) -> int:
+def run(args: argparse.Namespace, ui: Output) -> int:
     args.target = resolve_target(args)
     cfg = load_config(args.stack, args.project_dir)  # the clear message for a bad stack, before Pulumi's mocks
     try:

@@ -20,9 +20,10 @@ import dataclasses
 import html
 import json
 import statistics
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from automation import efa_witness
 from automation.errors import DriverError
@@ -30,8 +31,13 @@ from automation.flags import CLUSTER_PARENT, command_parser, location, output_fo
 from automation.run_files import DRIVER_FILE, SUMMARY_FILE, fetch_run
 from automation.steps.check import assert_transport
 from automation.targets import Target, aws
+from automation.ui import Output
 from workloads.config import _RUN_ID, runs_root
 from workloads.metrics import METRICS_FILE, RUN_INFO_FILE, MetricsError, latest_per_step, local_runs, read_metrics
+
+if TYPE_CHECKING:  # matplotlib is imported where a plot is drawn: `report --help` stays instant
+    from matplotlib.axes import Axes
+    from matplotlib.figure import Figure
 
 REPORT_DIR = "report"
 PLOT_SIZE_IN = (8.0, 4.5)
@@ -158,7 +164,7 @@ def _series(run: RunData, key: str) -> tuple[list[int], list[float]]:
     return [s for s, _ in pts], [v for _, v in pts]
 
 
-def _figure(title: str):
+def _figure(title: str) -> tuple[Figure, Axes]:
     try:
         import matplotlib
         import matplotlib.ticker
@@ -176,7 +182,7 @@ def _figure(title: str):
     return fig, ax
 
 
-def _save(fig, path: Path) -> Path:
+def _save(fig: Figure, path: Path) -> Path:
     import matplotlib.pyplot as plt
 
     fig.tight_layout()
@@ -224,7 +230,7 @@ def plot_memory(runs: list[RunData], path: Path) -> Path:
     ax.set_ylim(0, max((ax.get_ylim()[1], 1e-3)) * 1.1)
     time_ax.set_ylim(0, max((time_ax.get_ylim()[1], 1e-3)) * 1.1)
     lines = ax.get_lines() + time_ax.get_lines()  # one legend for both axes: the step time's too
-    ax.legend(lines, [line.get_label() for line in lines], loc="lower right")
+    ax.legend(lines, [str(line.get_label()) for line in lines], loc="lower right")
     return _save(fig, path)
 
 
@@ -298,7 +304,7 @@ def mfu_absent(run: RunData) -> str | None:
     return f"no MFU: the peak bf16 FLOP/s of {device} is not in PEAK_BF16_TFLOPS (workloads/model.py)"
 
 
-def headline(run: RunData) -> dict[str, Any]:
+def headline(run: RunData) -> dict[str, object]:
     """The numbers at the top of the page, after the verdict (medians skip the first two steps)."""
     s, last = run.summary or {}, run.metrics[-1]
     label, tps = throughput(run)
@@ -342,7 +348,7 @@ def micro_batches(run: RunData) -> str:
     return text
 
 
-def cost_rows(run: RunData) -> dict[str, Any]:
+def cost_rows(run: RunData) -> dict[str, object]:
     """Instance type and cost: the driver's On-Demand price per hour times this run's training wall time."""
     d = run.driver or {}
     if d.get("target") != "aws":
@@ -363,7 +369,7 @@ def _loss_change(first: float | None, last: float | None) -> str:
     return f"{_fmt(first, '.4f') or 'n/a (not finite)'} -> {_fmt(last, '.4f') or 'n/a (not finite)'}"
 
 
-def _fmt(v: Any, spec: str, unit: str = "") -> str | None:
+def _fmt(v: object, spec: str, unit: str = "") -> str | None:
     return None if v is None else format(v, spec) + unit
 
 
@@ -374,7 +380,7 @@ th{background:#f3f3f3}img{max-width:100%;border:1px solid #ddd}.pass{color:#080}
 pre{background:#f6f6f6;padding:.6em;overflow-x:auto;font-size:.85em}"""
 
 
-def _table(rows: dict[str, Any], head: tuple[str, ...] = ()) -> str:
+def _table(rows: Mapping[str, object], head: tuple[str, ...] = ()) -> str:
     th = "<tr>" + "".join(f"<th>{html.escape(h)}</th>" for h in head) + "</tr>" if head else ""
     body = "".join(
         f"<tr><th>{html.escape(str(k))}</th><td>{html.escape('n/a' if v is None else str(v))}</td></tr>"
@@ -537,7 +543,7 @@ def check_out_dir(out: Path) -> None:
         ) from None
 
 
-def run(args: argparse.Namespace, ui: Any, deps: Any = None) -> int:
+def run(args: argparse.Namespace, ui: Output, deps: aws.AwsDeps | None = None) -> int:
     """Write the report of RUN (and RUN2); print where it is, or a JSON document with the paths.
     `deps` (an AwsDeps) replaces the real Kubernetes client in tests."""
     if args.run is None:

@@ -8,6 +8,7 @@ later with the same steps. The GPU nodes go back to gpuIdleNodes at the end only
 from __future__ import annotations
 
 import argparse
+from collections.abc import Callable
 from typing import Any
 
 from automation import steps
@@ -18,6 +19,7 @@ from automation.ray_head import TERMINAL
 from automation.run_report import build_report, show
 from automation.scaling import after_run
 from automation.targets import Target, aws, local
+from automation.ui import Output, Ui
 from infra.config import GpuNodesConfig
 from workloads.config import runs_root
 
@@ -155,7 +157,7 @@ def add_timeout(p: argparse.ArgumentParser) -> None:
     )
 
 
-def open_target(args: argparse.Namespace, ui: Any, deps: aws.AwsDeps | None = None) -> Target:
+def open_target(args: argparse.Namespace, ui: Ui, deps: aws.AwsDeps | None = None) -> Target:
     """The target the flags chose, for this command's steps (`deps`: the AWS target's outside world, for tests)."""
     if resolve_target(args) == "local":
         return local.from_args(args, ui)
@@ -181,7 +183,7 @@ def open_target(args: argparse.Namespace, ui: Any, deps: aws.AwsDeps | None = No
     )
 
 
-def run(args: argparse.Namespace, ui: Any) -> int:
+def run(args: argparse.Namespace, ui: Ui) -> int:
     """The command's steps on the chosen target, then its report; 130 with what exists when interrupted."""
     target = None
     try:
@@ -214,11 +216,13 @@ def run(args: argparse.Namespace, ui: Any) -> int:
 SCALE_DOWN_AFTER = {"run": "up", "attach": "train"}
 
 
-def idle_nodes(args: argparse.Namespace, target: Target, begun: list[str], say: Any, running: str | None) -> None:
+def idle_nodes(
+    args: argparse.Namespace, target: Target, begun: list[str], say: Callable[[str], None], running: str | None
+) -> None:
     """After an AWS `run` that reached `up`, or an `attach` that followed its job (pass, fail or Ctrl-C): the
     GPU nodes to gpuIdleNodes unless --keep-nodes (automation/scaling.py), and the line saying so; never while
     job `running` may still run on them."""
-    if target.name != "aws" or SCALE_DOWN_AFTER.get(args.command) not in begun:
+    if not isinstance(target, aws.AwsTarget) or SCALE_DOWN_AFTER.get(args.command) not in begun:
         return
     if running is not None:
         say(
@@ -241,7 +245,7 @@ def job_left_running(result: PipelineResult) -> str | None:
     return None if ended else jobs[0].job_id
 
 
-def report_interrupt(e: KeyboardInterrupt, target: Target, ui: Any) -> None:
+def report_interrupt(e: KeyboardInterrupt, target: Target, ui: Output) -> None:
     """Which step was interrupted, what exists now, and the commands to resume or tear down."""
     step = e.step if isinstance(e, StepInterrupted) else None
     advice = target.interrupted(e.advice if isinstance(e, StepInterrupted) else None)

@@ -22,6 +22,7 @@ from automation.errors import DriverError
 from automation.flags import STACK_PARENT
 from automation.scaling import job_keeps_nodes, nodegroup_ref, running_line, set_desired, sizes, wait_ready
 from automation.targets.aws import AwsDeps, load_config, open_stack
+from automation.ui import Output
 from infra.config import GpuNodesConfig, known_stacks
 from infra.names import GPU_NODE_SELECTOR
 
@@ -49,7 +50,7 @@ def add_parser(sub: Any, parents: list[argparse.ArgumentParser]) -> None:
     )
 
 
-def run(args: argparse.Namespace, ui: Any, deps: AwsDeps | None = None) -> int:
+def run(args: argparse.Namespace, ui: Output, deps: AwsDeps | None = None) -> int:
     if not args.stack:
         known = ", ".join(known_stacks(args.project_dir)) or "(none)"
         raise DriverError(f"scale needs --stack NAME: known stacks are {known}", exit_code=2)

@@ -4,6 +4,7 @@ with `--capture DIR` also the cluster's objects as JSON, in the layout of tests/
 
 from __future__ import annotations
 
+import argparse
 from pathlib import Path
 from typing import Any
 
@@ -16,6 +17,7 @@ from automation.pipeline import SECRET_OUTPUTS
 from automation.scaling import guard_record, now_running
 from automation.steps.verify_checks import is_ready
 from automation.targets import aws
+from automation.ui import Output
 from infra.names import GPU_NODE_SELECTOR
 from workloads.config import runs_root
 from workloads.metrics import local_runs
@@ -38,7 +40,7 @@ def add_parser(sub: Any, parents: list) -> None:
     )
 
 
-def run(args: Any, ui: Any) -> int:
+def run(args: argparse.Namespace, ui: Output) -> int:
     args.target = resolve_target(args)
     if args.target == "local":
         doc = local_status(runs_root().absolute())
@@ -57,7 +59,7 @@ def run(args: Any, ui: Any) -> int:
     return 0
 
 
-def local_status(root: Path) -> dict[str, Any]:
+def local_status(root: Path) -> dict[str, object]:
     """What the local target leaves: its runs under ``root``, the newest first (as ``report`` and ``clean``
     see them)."""
     runs = local_runs(root)
@@ -65,10 +67,10 @@ def local_status(root: Path) -> dict[str, Any]:
     return {"target": "local", "status": LOCAL_STATUS, "runs": said, "newest_run": runs[0].name if runs else None}
 
 
-def aws_status(target: Any, kubeconfig_given: bool) -> dict[str, Any]:
+def aws_status(target: aws.AwsTarget, kubeconfig_given: bool) -> dict[str, object]:
     """The stack's outputs and, when the cluster answers, its GPU nodes and the RayCluster's state."""
     outputs = {} if kubeconfig_given else target.outputs()
-    doc: dict[str, Any] = {
+    doc: dict[str, object] = {
         "stack": target.cfg.stack,
         "region": target.cfg.region,
         "outputs": {k: ("[secret]" if k in SECRET_OUTPUTS else v) for k, v in outputs.items()},

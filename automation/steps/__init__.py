@@ -9,6 +9,7 @@ pipeline steps and `run` runs them, always closing the target.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from functools import partial
 from typing import TYPE_CHECKING, Any
 
 from automation.pipeline import PipelineResult, Prior, Step, StepResult, Timed, run_pipeline
@@ -34,7 +35,7 @@ STEPS: dict[str, Callable[[Any, Prior], StepResult]] = {
 
 def build(names: Sequence[str], target: Target) -> list[Step]:
     """The steps `names`, in that order, each bound to `target`."""
-    return [Step(name, lambda prior, fn=STEPS[name]: fn(target, prior)) for name in names]
+    return [Step(name, partial(STEPS[name], target)) for name in names]
 
 
 def run(

@@ -18,7 +18,6 @@ import dataclasses
 import tempfile
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
 
 from automation import efa_witness
 from automation.efa_witness import CounterRecord, Snapshot
@@ -32,7 +31,7 @@ from workloads.nccl_check.witnesses import NOT_APPLICABLE, not_applicable
 CPU_SKIP_REASON = "no NCCL on CPU/gloo, EFA not applicable"
 
 
-def _evidence_lines(report: Any) -> tuple[str, ...]:
+def _evidence_lines(report: object) -> tuple[str, ...]:
     ev = getattr(report, "evidence", ()) or ()
     if isinstance(ev, dict):
         return tuple(f"{k}: {v}" for k, v in ev.items())

@@ -13,16 +13,17 @@ import shutil
 import subprocess
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from datetime import UTC
-from typing import Any
+from datetime import UTC, datetime
 
 from botocore.exceptions import BotoCoreError, ClientError, NoCredentialsError
 
+from automation.aws_clients import Ec2, Eks, ServiceQuotas, Sts
 from automation.ec2 import aws_error, check_quota, describe_type, offered_azs, quota_for
 from automation.errors import DriverError
 from automation.job import one_node_note, stack_label
 from automation.pipeline import Finding, PreflightFacts, Prior, StepResult, verdict
 from automation.ray_head import WORKLOADS_DIR
+from automation.targets import Target
 from automation.targets.aws import API_CIDRS_KEY, GPU_AZ_KEY, AwsTarget
 from automation.targets.local import LocalPlan, LocalTarget
 from infra.config import (
@@ -48,10 +49,10 @@ _GPU = GpuNodesConfig.keyname  # the stack keys a fix names, from the schema
 
 @dataclass(frozen=True)
 class AwsClients:
-    sts: Any
-    ec2: Any
-    quotas: Any
-    eks: Any = None  # None: the add-on version row is skipped
+    sts: Sts
+    ec2: Ec2
+    quotas: ServiceQuotas
+    eks: Eks | None = None  # None: the add-on version row is skipped
 
 
 def aws_cli_version(path: str) -> str:
@@ -93,7 +94,7 @@ def check_aws_cli(
     return Finding("AWS CLI", "pass", f"{path}, {shown} (the kubeconfig runs `aws eks get-token`)")
 
 
-def check_credentials(sts: Any) -> tuple[Finding, str | None]:
+def check_credentials(sts: Sts) -> tuple[Finding, str | None]:
     try:
         ident = sts.get_caller_identity()
     except NoCredentialsError:
@@ -208,9 +209,9 @@ ENDED_STATES = frozenset(
 PLANNED_QUANTITY_TAG = "aws:ec2capacityreservation:incrementalRequestedQuantity"
 
 
-def _when(value: Any) -> str:
+def _when(value: object) -> str:
     """A reservation date as UTC text (boto3 parses them into aware datetimes), or 'an unknown time'."""
-    if hasattr(value, "astimezone"):
+    if isinstance(value, datetime):
         return value.astimezone(UTC).strftime("%Y-%m-%d %H:%M UTC")
     return str(value) if value else "an unknown time"
 
@@ -306,7 +307,7 @@ def _kind_problems(cr: dict, capacity_block: bool, placement_group: str | None) 
 
 
 def check_capacity_reservation(
-    ec2: Any,
+    ec2: Ec2,
     reservation_id: str | None,
     instance_type: str,
     az: str | None,
@@ -401,7 +402,9 @@ def check_system_quota(cfg: StackConfig, clients: AwsClients) -> Finding:
     return row
 
 
-def check_addon_version(eks: Any, addon: str, key: str, version: str, kubernetes_version: str, region: str) -> Finding:
+def check_addon_version(
+    eks: Eks | None, addon: str, key: str, version: str, kubernetes_version: str, region: str
+) -> Finding:
     """The pinned version of EKS add-on ``addon`` (stack key ``key``) is one EKS offers for the cluster's
     Kubernetes version.
 
@@ -438,7 +441,7 @@ def check_addon_version(eks: Any, addon: str, key: str, version: str, kubernetes
 EKS_USD_PER_HOUR = {"STANDARD_SUPPORT": 0.10, "EXTENDED_SUPPORT": 0.60}
 
 
-def check_kubernetes_version(eks: Any, version: str, region: str) -> Finding:
+def check_kubernetes_version(eks: Eks | None, version: str, region: str) -> Finding:
     """kubernetesVersion is one EKS supports (DescribeClusterVersions): standard support passes, extended support
     passes with its price, past support (or unknown to EKS) fails naming the versions in standard support."""
     check = "Kubernetes version"
@@ -453,8 +456,8 @@ def check_kubernetes_version(eks: Any, version: str, region: str) -> Finding:
         found = eks.describe_cluster_versions(clusterVersions=[version], includeAll=True).get("clusterVersions", [])
     except (ClientError, BotoCoreError) as e:
         return Finding(check, "skip", f"{version} not checked ({aws_error(e)}); EKS checks it at `up`", listing)
-    info = next((v for v in found if v.get("clusterVersion") == version), None)
-    status = (info or {}).get("versionStatus", "UNSUPPORTED")
+    info: dict = next((v for v in found if v.get("clusterVersion") == version), {})
+    status = info.get("versionStatus", "UNSUPPORTED")
     if status not in EKS_USD_PER_HOUR:
         return Finding(check, "fail", f"{version} is past EKS support in {region}", f"set {key} to one of: {listing}")
     price = EKS_USD_PER_HOUR[status]
@@ -471,18 +474,18 @@ def check_kubernetes_version(eks: Any, version: str, region: str) -> Finding:
     return Finding(check, "pass", f"{version} is in EKS standard support until {end} (${price:.2f}/h)")
 
 
-def _day(when: Any) -> str:
-    return when.date().isoformat() if hasattr(when, "date") else str(when or "?")
+def _day(when: object) -> str:
+    return when.date().isoformat() if isinstance(when, datetime) else str(when or "?")
 
 
-def check_vpc_cni_version(eks: Any, version: str, kubernetes_version: str, region: str) -> Finding:
+def check_vpc_cni_version(eks: Eks | None, version: str, kubernetes_version: str, region: str) -> Finding:
     """The vpc-cni row: vpcCniVersion is offered for kubernetesVersion."""
     return check_addon_version(
         eks, "vpc-cni", ClusterConfig.keyname("vpc_cni_version"), version, kubernetes_version, region
     )
 
 
-def check_kube_proxy_version(eks: Any, version: str, kubernetes_version: str, region: str) -> Finding:
+def check_kube_proxy_version(eks: Eks | None, version: str, kubernetes_version: str, region: str) -> Finding:
     """The kube-proxy row: kubeProxyVersion is offered for kubernetesVersion (kube-proxy follows its minor)."""
     return check_addon_version(
         eks, "kube-proxy", ClusterConfig.keyname("kube_proxy_version"), version, kubernetes_version, region
@@ -506,7 +509,7 @@ def check_api_endpoint(cluster: ClusterConfig, stack: str, address: Callable[[],
     return Finding(check, "pass", f"{cidr}, this machine's address: `run`/`up` writes it to {API_CIDRS_KEY}")
 
 
-def check_coredns_version(eks: Any, version: str, kubernetes_version: str, region: str) -> Finding:
+def check_coredns_version(eks: Eks | None, version: str, kubernetes_version: str, region: str) -> Finding:
     """The coredns row: corednsVersion is offered for kubernetesVersion."""
     return check_addon_version(
         eks, "coredns", ClusterConfig.keyname("coredns_version"), version, kubernetes_version, region
@@ -672,9 +675,10 @@ def run_local(target: LocalTarget, prior: Prior) -> StepResult:
     return preflight_local(target.plan)
 
 
-RUN_ON = {"aws": run_aws, "local": run_local}
-
-
-def run(target: Any, prior: Prior) -> StepResult:
+def run(target: Target, prior: Prior) -> StepResult:
     """preflight: the target's read-only checks (on AWS the ones above; locally the machine's), before any change."""
-    return RUN_ON[target.name](target, prior)
+    if isinstance(target, AwsTarget):
+        return run_aws(target, prior)
+    if isinstance(target, LocalTarget):
+        return run_local(target, prior)
+    raise TypeError(f"no {__name__.rsplit('.', 1)[-1]} for a target of type {type(target).__name__}")

@@ -13,7 +13,7 @@ from __future__ import annotations
 import dataclasses
 import time
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any, Protocol
+from typing import Protocol
 
 from automation.errors import DriverError
 from automation.kube import PodExec, RayClusterPods
@@ -32,6 +32,7 @@ from automation.steps.verify_checks import name_of as _name
 from automation.steps.verify_checks import quantity as _quantity
 from automation.steps.verify_pending import CANNOT_START_CHECKS, diagnose, diagnose_head
 from automation.storage import Identity, verify_storage
+from automation.targets import Target
 from automation.targets.aws import AwsTarget
 from automation.targets.local import LocalPlan, LocalTarget
 from infra.names import EFA_RESOURCE, GPU_NODE_SELECTOR, GPU_RESOURCE
@@ -256,9 +257,9 @@ def check_efa_in_pods(kube: KubeReader, exp: Expectations, pod_exec: PodExec) ->
     for pod in sorted(kube.list_pods(exp.namespace, worker_selector(exp)), key=_name):
         per_node.setdefault(pod.get("spec", {}).get("nodeName", "?"), _name(pod))
     rows = []
-    for node, pod in sorted(per_node.items()):
-        res = pod_exec(pod, exp.namespace, fi_info_command(), timeout_s=60)
-        rows.append(check_fi_info(pod, node, res.rc, res.stdout + res.stderr))
+    for node, name in sorted(per_node.items()):
+        res = pod_exec(name, exp.namespace, fi_info_command(), timeout_s=60)
+        rows.append(check_fi_info(name, node, res.rc, res.stdout + res.stderr))
     return rows
 
 
@@ -335,15 +336,15 @@ def run_aws(target: AwsTarget, prior: Prior) -> StepResult:
     pod and from the head pod: workers write checkpoint shards; the head runs the job's driver and Ray
     Train's controller, which write the run's own state to the same storage path. A `run` first brings
     the GPU node group back to its node count (automation/scaling.py)."""
-    scaled = before_verify(target) if target.scale_nodes else None
+    scaled = before_verify(target) if target.run.scale_nodes else None
     if scaled is not None:
         target.note(scaled.text())
     kube = target.kube()
     exp = target.expectations()
     # `run` renews its lease at each poll, so the idle guard leaves the nodes to the starting run.
-    sleep = Lease.of(target).sleeping(time.sleep) if target.scale_nodes else time.sleep
+    sleep = Lease.of(target).sleeping(time.sleep) if target.run.scale_nodes else time.sleep
     cluster = verify_cluster(
-        kube, exp, kube.exec, target.node_wait_s, target.pod_wait_s, sleep=sleep, on_progress=target.on_progress
+        kube, exp, kube.exec, target.run.node_wait_s, target.run.pod_wait_s, sleep=sleep, on_progress=target.on_progress
     )
     if not cluster.ok:
         return cluster
@@ -383,9 +384,10 @@ def run_local(target: LocalTarget, prior: Prior) -> StepResult:
     return check_resources(target.ray_resources(), target.plan)
 
 
-RUN_ON = {"aws": run_aws, "local": run_local}
-
-
-def run(target: Any, prior: Prior) -> StepResult:
+def run(target: Target, prior: Prior) -> StepResult:
     """verify: the target's cluster is what it promised (on AWS the cluster and the bucket; locally Ray's resources)."""
-    return RUN_ON[target.name](target, prior)
+    if isinstance(target, AwsTarget):
+        return run_aws(target, prior)
+    if isinstance(target, LocalTarget):
+        return run_local(target, prior)
+    raise TypeError(f"no {__name__.rsplit('.', 1)[-1]} for a target of type {type(target).__name__}")

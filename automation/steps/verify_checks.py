@@ -10,7 +10,6 @@ and https://kubernetes.io/docs/concepts/scheduling-eviction/taint-and-toleration
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Any
 
 from automation.pipeline import Finding
 from infra.config import RayConfig, RayWorkerConfig
@@ -21,7 +20,7 @@ NO_SCHEDULE_EFFECTS = ("NoSchedule", "NoExecute")
 DEVICE_PLUGINS = {"nvidia-device-plugin": "NVIDIA device plugin", "efa": "EFA device plugin"}
 
 
-def quantity(value: Any) -> float:
+def quantity(value: object) -> float:
     from kubernetes.utils.quantity import parse_quantity
 
     return float(parse_quantity(str(value)))

@@ -25,8 +25,12 @@ class Target(Protocol):
 
     name: str  # "aws" or "local", as the report names it and the steps pick their place's work by
     notes: list[str]  # lines for the report's notes, in the order they came
-    on_line: Callable[[str], None]  # one line of the job's log, shown to the user as it comes
-    poll_s: float  # how often the follow step asks the job server
+
+    @property
+    def on_line(self) -> Callable[[str], None]: ...  # one line of the job's log, shown to the user as it comes
+
+    @property
+    def poll_s(self) -> float: ...  # how often the follow step asks the job server
 
     def note(self, text: str) -> None: ...  # a line for the user now and among the report's notes
 

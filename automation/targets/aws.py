@@ -15,7 +15,7 @@ import os
 import shutil
 import sys
 import urllib.request
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -24,14 +24,17 @@ from typing import Any, Literal
 from botocore.exceptions import BotoCoreError, ClientError
 from pulumi.automation import ConfigValue
 
+from automation.aws_clients import ClientFactory, Pricing
 from automation.cost import CostEstimate, estimate
 from automation.efa_witness import COUNTERS_BEFORE_FILE
 from automation.errors import DriverError
 from automation.job import CLUSTER_ROOT, ResolvedJob, resolve_cluster_job
-from automation.kube import KubeApi, RayClusterPods, parse_kubeconfig, read_kubeconfig_file
+from automation.kube import KubeApi, PodExec, RayClusterPods, parse_kubeconfig, read_kubeconfig_file
 from automation.pipeline import (
+    SYSTEM_CLOCK,
     Advice,
     ChangeSummary,
+    Clock,
     Expectations,
     Finding,
     PipelineResult,
@@ -45,11 +48,10 @@ from automation.pulumi_setup import pulumi_rows
 from automation.pulumi_stack import PULUMI_MISSING, StackLike, outputs_dict, select_stack
 from automation.ray_head import POLL_S, AsksJobServer, HeadJobs, run_to_end
 from automation.run_files import collect_logs, fetch_run
-from automation.scaling import SYSTEM_CLOCK, Clock
 from automation.start_phases import observe
 from automation.storage import Durability, outside_run_bucket, require_run, run_locations, split_s3_uri
-from automation.ui import tty_confirm
-from infra.config import ClusterConfig, GpuNodesConfig, load_stack
+from automation.ui import Output, tty_confirm
+from infra.config import ClusterConfig, GpuNodesConfig, StackConfig, load_stack
 from infra.config import ConfigError as StackConfigError
 from workloads.config import ConfigError, TrainConfig, new_run_id
 from workloads.env import NCCL_DEBUG_LEVEL
@@ -69,11 +71,11 @@ RESUMED = "-resumed-"  # a resumed run's job id: <run id>-resumed-<new id> (Ray 
 class AwsDeps:
     """Factories for the outside world; `real()` builds the production ones."""
 
-    client: Callable[[str], Any]  # boto3 client by service name, in the stack's region
+    client: ClientFactory  # boto3 client by service name, in the stack's region
     stack: Callable[[], StackLike]
-    kube: Callable[[dict], Any]  # kubeconfig dict -> KubeApi-like (reads + exec)
+    kube: Callable[[dict], KubeApi]  # kubeconfig dict -> KubeApi or a stand-in with its methods (reads + exec)
     confirm: Callable[[str], bool] = tty_confirm
-    pricing: Callable[[], Any] | None = None
+    pricing: Callable[[], Pricing] | None = None
     # preflight's rows for this machine's pulumi CLI, backend and passphrase (None: a stand-in stack, not checked)
     pulumi_setup: Callable[[], list[Finding]] | None = None
     # What every wait reads and sleeps on: the follow step's polls, the waits on EKS, the idle guard's lease.
@@ -85,7 +87,7 @@ class AwsDeps:
     public_ip: Callable[[], str] | None = None
 
     @classmethod
-    def real(cls, cfg: Any, project_dir: Path) -> AwsDeps:
+    def real(cls, cfg: StackConfig, project_dir: Path) -> AwsDeps:
         import boto3
         from botocore.exceptions import ProfileNotFound
 
@@ -134,7 +136,7 @@ def checkip_address(urlopen: Callable[..., Any] = urllib.request.urlopen, timeou
 AWS_FILES = (("AWS_CONFIG_FILE", "~/.aws/config"), ("AWS_SHARED_CREDENTIALS_FILE", "~/.aws/credentials"))
 
 
-def check_aws_files(environ: Any) -> None:
+def check_aws_files(environ: Mapping[str, str]) -> None:
     """The AWS config and credentials files read with botocore's own parser before any AWS call:
     one line naming the file and the fix for a folder, an unreadable file or one botocore cannot
     parse (it raised ConfigParseError, or PermissionError, with a traceback; a folder it ignored)."""
@@ -163,7 +165,7 @@ def check_aws_files(environ: Any) -> None:
             ) from None
 
 
-def newest_cluster_run(pod_exec: Any, pod: str, namespace: str) -> str:
+def newest_cluster_run(pod_exec: PodExec, pod: str, namespace: str) -> str:
     """The most recent run directory under CLUSTER_ROOT/runs in `pod`; DriverError if there is none."""
     res = pod_exec(pod, namespace, ["sh", "-c", f"ls -1t {CLUSTER_ROOT}/runs 2>/dev/null | head -n 1"], timeout_s=60)
     run_id = res.stdout.strip()
@@ -174,12 +176,12 @@ def newest_cluster_run(pod_exec: Any, pod: str, namespace: str) -> str:
     return run_id
 
 
-@dataclass
-class AwsTarget(AsksJobServer):
-    """One stack as the steps and commands use it (automation.targets.Target and more: its stack, kube, cfg)."""
+@dataclass(frozen=True)
+class AwsRun:
+    """One command's run on one stack as it was asked for: the stack config, the run id and the flags. Frozen:
+    what the run changes (the GPU AZ it moved to, the run of the job it attached to) is a new AwsRun."""
 
-    cfg: Any
-    deps: AwsDeps
+    cfg: StackConfig
     run_id: str
     run_id_given: bool = False
     resume: bool = False  # continue run_id from its last checkpoint in the run bucket
@@ -189,11 +191,8 @@ class AwsTarget(AsksJobServer):
     workers_override: int | None = None
     # The job's runtime env on top of NCCL_DEBUG=INFO, and what its NCCL logs must show (check's
     # require): `bench` runs a TCP baseline with NCCL_NET=Socket and require "socket".
-    job_env: dict[str, str] = field(default_factory=dict)
+    job_env: Mapping[str, str] = field(default_factory=dict)
     require: str = "efa"
-    on_line: Callable[[str], None] = lambda s: None
-    on_progress: Callable[[str], None] = lambda s: None
-    on_note: Callable[[str], None] = lambda s: None
     node_wait_s: float = 180
     scale_nodes: bool = False  # `run`: the GPU node group back at gpuNodeCount before verify (automation/scaling.py)
     auto_az: bool = False  # `up --auto-az`: move the GPU node group to the next ranked AZ when EC2 has no capacity
@@ -202,12 +201,66 @@ class AwsTarget(AsksJobServer):
     job_timeout_s: float | None = None  # --timeout: stop the job after this long (None: no limit)
     attach_job: str | None = None  # `attach JOB`: the job to follow (None: the newest submitted)
     poll_s: float = POLL_S
-    _stack: Any = None
-    _jobs: HeadJobs | None = None
-    _kube: Any = None
-    _outputs: dict | None = None
-    notes: list[str] = field(default_factory=list)
-    name: str = "aws"
+
+
+@dataclass
+class AwsHandles:
+    """What a run acts through, each made by ``deps`` on first use and kept: the Pulumi stack and its outputs,
+    the cluster's Kubernetes API and the head pod's job server."""
+
+    deps: AwsDeps
+    stack: StackLike | None = None
+    outputs: dict | None = None
+    kube: KubeApi | None = None
+    jobs: HeadJobs | None = None
+
+
+class AwsTarget(AsksJobServer):
+    """One stack as the steps and commands use it (automation.targets.Target and more): ``run``, the frozen
+    description of what was asked, and ``handles``, what it acts through. ``flags`` are AwsRun's fields."""
+
+    name = "aws"
+
+    def __init__(
+        self,
+        cfg: StackConfig,
+        deps: AwsDeps,
+        run_id: str,
+        *,
+        on_line: Callable[[str], None] = lambda s: None,
+        on_progress: Callable[[str], None] = lambda s: None,
+        on_note: Callable[[str], None] = lambda s: None,
+        notes: list[str] | None = None,
+        **flags: Any,
+    ) -> None:
+        self.run = AwsRun(cfg, run_id, **flags)
+        self.handles = AwsHandles(deps)
+        self.on_line, self.on_progress, self.on_note = on_line, on_progress, on_note
+        self.notes: list[str] = [] if notes is None else notes
+
+    @property
+    def cfg(self) -> StackConfig:
+        return self.run.cfg
+
+    @cfg.setter
+    def cfg(self, cfg: StackConfig) -> None:
+        self.run = dataclasses.replace(self.run, cfg=cfg)
+
+    @property
+    def run_id(self) -> str:
+        return self.run.run_id
+
+    @property
+    def deps(self) -> AwsDeps:
+        return self.handles.deps
+
+    @property
+    def poll_s(self) -> float:
+        return self.run.poll_s
+
+    @property
+    def job_timeout_s(self) -> float | None:
+        return self.run.job_timeout_s
 
     @property
     def stack_name(self) -> str:
@@ -215,7 +268,7 @@ class AwsTarget(AsksJobServer):
 
     def pipeline(self, command: str, plan: bool) -> tuple[str, ...]:
         if command == "run":
-            return PLAN if plan else DETACHED if self.detach else PIPELINE
+            return PLAN if plan else DETACHED if self.run.detach else PIPELINE
         return {"train": ("submit", "train"), "attach": ATTACH}.get(command, (command,))
 
     def resolved_job(self, storage_uri: str | None = None) -> ResolvedJob:
@@ -225,7 +278,7 @@ class AwsTarget(AsksJobServer):
 
         A job the stack or the cluster cannot run is bad input: DriverError, exit status 2.
         """
-        flags = {"steps": self.steps_override, "num_workers": self.workers_override}
+        flags = {"steps": self.run.steps_override, "num_workers": self.run.workers_override}
         try:
             return resolve_cluster_job(self.cfg, self.run_id, Durability(storage_uri).layer(), flags)
         except ConfigError as e:
@@ -268,30 +321,30 @@ class AwsTarget(AsksJobServer):
         )
 
     def stack(self) -> StackLike:
-        if self._stack is None:
-            self._stack = self.deps.stack()
-        return self._stack
+        if self.handles.stack is None:
+            self.handles.stack = self.deps.stack()
+        return self.handles.stack
 
     def confirm(self, question: str) -> bool:
-        return self.yes or self.deps.confirm(question)
+        return self.run.yes or self.deps.confirm(question)
 
     def stack_changed(self, summary: ChangeSummary) -> None:
         """After `up`: its outputs are the stack's from now on."""
-        self._outputs = dict(summary.outputs)
+        self.handles.outputs = dict(summary.outputs)
 
     def outputs(self) -> dict:
         """The stack outputs (from this run's `up`, else the stack); {} when --kubeconfig replaces them."""
-        if self._outputs is None:
-            if self.kubeconfig_path is not None:
-                self._outputs = {}
+        if self.handles.outputs is None:
+            if self.run.kubeconfig_path is not None:
+                self.handles.outputs = {}
             else:
-                self._outputs = outputs_dict(self.stack().outputs())
-        return self._outputs
+                self.handles.outputs = outputs_dict(self.stack().outputs())
+        return self.handles.outputs
 
-    def kube(self) -> Any:
-        if self._kube is None:
-            if self.kubeconfig_path is not None:
-                kubeconfig = read_kubeconfig_file(self.kubeconfig_path)
+    def kube(self) -> KubeApi:
+        if self.handles.kube is None:
+            if self.run.kubeconfig_path is not None:
+                kubeconfig = read_kubeconfig_file(self.run.kubeconfig_path)
             else:
                 raw = self.outputs().get("kubeconfig")
                 if not raw:
@@ -303,8 +356,8 @@ class AwsTarget(AsksJobServer):
                 kubeconfig = (
                     raw if isinstance(raw, dict) else parse_kubeconfig(str(raw), f"stack {self.cfg.stack}'s output")
                 )
-            self._kube = self.deps.kube(kubeconfig)
-        return self._kube
+            self.handles.kube = self.deps.kube(kubeconfig)
+        return self.handles.kube
 
     def expectations(self) -> Expectations:
         return expectations_from(self.cfg, self.outputs())
@@ -332,7 +385,7 @@ class AwsTarget(AsksJobServer):
         resolved = self.resolved_job(uri)
         job = resolved.config
         self.notes.append(resolved.text(f"job of run {self.run_id}"))
-        if self.resume:
+        if self.run.resume:
             require_run(self.deps.client("s3"), job.storage_path, self.run_id)
         outside = outside_run_bucket(job.storage_path, uri)
         if outside:
@@ -343,23 +396,23 @@ class AwsTarget(AsksJobServer):
     # ---- the job, detached (automation/ray_head.py) ------------------------------------------------
     def jobs(self) -> HeadJobs:
         """The head pod's job server, through short exec calls (the head pod is looked up once)."""
-        if self._jobs is None:
+        if self.handles.jobs is None:
             pods = self.ray_pods()
-            self._jobs = HeadJobs(pods.kube.exec, pods.head_pod(), pods.namespace)
-        return self._jobs
+            self.handles.jobs = HeadJobs(pods.kube.exec, pods.head_pod(), pods.namespace)
+        return self.handles.jobs
 
     def submit_job(self, args: TrainConfig) -> SubmittedJob:
         # Ray keeps a finished job's id: a resumed run needs a job id of its own.
-        submission_id = f"{self.run_id}{RESUMED}{new_run_id()}" if self.resume else args.run_id
+        submission_id = f"{self.run_id}{RESUMED}{new_run_id()}" if self.run.resume else args.run_id
         jobs = self.jobs()
         self.on_progress(f"copying workloads/ into {jobs.pod} and submitting job {submission_id}")
-        env = {"NCCL_DEBUG": NCCL_DEBUG_LEVEL, **self.job_env}
+        env = {"NCCL_DEBUG": NCCL_DEBUG_LEVEL, **self.run.job_env}
         return SubmittedJob(jobs.submit(args, env, submission_id), args)
 
     def find_job(self) -> SubmittedJob:
         """The job `attach` names, else the newest submitted, with the training job of its run."""
-        job_id = self.attach_job or self.jobs().newest_job()
-        self.run_id = job_id.split(RESUMED)[0]
+        job_id = self.run.attach_job or self.jobs().newest_job()
+        self.run = dataclasses.replace(self.run, run_id=job_id.split(RESUMED)[0])
         return SubmittedJob(job_id, self.train_args())
 
     def clock(self) -> float:
@@ -391,7 +444,7 @@ class AwsTarget(AsksJobServer):
         return observe(pods.kube, pods.namespace, pods.raycluster, seen).to_dict()
 
     def nccl_expectation(self) -> tuple[str, str]:
-        return self.require, ""
+        return self.run.require, ""
 
     def _worker_pods(self) -> list[str]:
         pods = self.ray_pods()
@@ -449,7 +502,7 @@ class AwsTarget(AsksJobServer):
 
     def checked_run_id(self) -> str:
         """The --run-id given, else the newest run in the first worker pod."""
-        if self.run_id_given:
+        if self.run.run_id_given:
             return self.run_id
         return newest_cluster_run(self.kube().exec, self._worker_pods()[0], self.expectations().namespace)
 
@@ -556,7 +609,7 @@ class AwsTarget(AsksJobServer):
         return estimate(pricing, cfg.region, groups)
 
 
-def load_config(stack: str, project_dir: Path) -> Any:
+def load_config(stack: str, project_dir: Path) -> StackConfig:
     """The validated stack config; its ConfigError becomes a one-line bad-input error."""
     try:
         return load_stack(stack, project_dir)
@@ -574,7 +627,7 @@ def open_stack(
     stack: str,
     *,
     project_dir: Path,
-    ui: Any = None,
+    ui: Output | None = None,
     kubeconfig: Path | None = None,
     pulumi: PulumiUse = "without-kubeconfig",
     deps: AwsDeps | None = None,

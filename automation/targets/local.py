@@ -8,6 +8,7 @@ SIGTERM). What the steps do with it is in automation/steps/.
 
 from __future__ import annotations
 
+import argparse
 import dataclasses
 import io
 import logging
@@ -19,7 +20,6 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 from automation.errors import DriverError
 from automation.job import local_job
@@ -34,6 +34,7 @@ from automation.ray_head import (
     workloads_tarball,
 )
 from automation.storage import MAX_FAILURES, Durability
+from automation.ui import Output
 from workloads.config import ConfigError, TrainConfig, new_run_id, runs_root
 
 RESUME = "python -m automation run --target local"
@@ -284,7 +285,7 @@ class LocalTarget(AsksJobServer):
             self.notes.append("the local Ray cluster started by this run was stopped")
 
 
-def from_args(args: Any, ui: Any) -> LocalTarget:
+def from_args(args: argparse.Namespace, ui: Output) -> LocalTarget:
     """The local target for the CLI's arguments: the `tiny` preset unless flags say otherwise."""
     try:
         job = local_job(

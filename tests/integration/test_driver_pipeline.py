@@ -520,7 +520,7 @@ def auto_az_target(api, stack, auto_az: bool = True, move_answer: bool = True):
     # terminal, where tty_confirm raises and nothing moves).
     clients = client_factory(extra={"ec2": Ec2WithoutReservations()})
     target = make_target(api, stack, confirm=lambda q: move_answer, clients=clients)
-    target.auto_az = auto_az
+    target.run = dataclasses.replace(target.run, auto_az=auto_az)
     return target
 
 

@@ -90,7 +90,7 @@ def test_resume_looks_for_the_run_under_the_train_blocks_storage_path():
     with helpers.FakeKubeApi() as api:
         target = make_target(api, helpers.FakeStack(REGION, outputs=outputs(api)), pod_exec=pod_exec)
         target.cfg = dataclasses.replace(target.cfg, train={"storage_path": "s3://mine/x"})
-        target.resume = True
+        target.run = dataclasses.replace(target.run, resume=True)
         result = run(target, STEPS)
     assert result.ok, f"--resume r1 with its checkpoints under s3://mine/x/r1/ was refused: {result.reason}"
 
@@ -103,9 +103,8 @@ def test_resume_of_an_unknown_run_stops_before_submitting():
         boto3.client("s3", region_name=REGION).create_bucket(
             Bucket=bucket, CreateBucketConfiguration={"LocationConstraint": REGION}
         )
-        target = dataclasses.replace(
-            make_target(api, helpers.FakeStack(REGION, outputs=outs), pod_exec=pod_exec), run_id="gone", resume=True
-        )
+        target = make_target(api, helpers.FakeStack(REGION, outputs=outs), pod_exec=pod_exec)
+        target.run = dataclasses.replace(target.run, run_id="gone", resume=True)
         with pytest.raises(DriverError, match=r"--resume 'gone': no run under"):
             run(target, STEPS)
     submitted = [c for c in pod_exec.calls if c[2][:3] == ["ray", "job", "submit"]]

@@ -20,7 +20,7 @@ def test_the_cli_builds_the_aws_run_with_efa_required(repo_root):
     args = parse(build_parser(), ["run", "--stack", "us-west-2", "--project-dir", str(repo_root)])
     ui = types.SimpleNamespace(log=print, progress=print, note=print)
     target = open_target(args, ui, deps=object())  # deps given: nothing of the outside world is built
-    assert target.require == "efa", f"expected the AWS run's NCCL check to require efa, got {target.require!r}"
+    assert target.run.require == "efa", f"expected the AWS run's NCCL check to require efa, got {target.run.require!r}"
 
 
 def test_socket_fallback_fails_the_check_step_when_efa_is_required():

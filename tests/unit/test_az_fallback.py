@@ -18,10 +18,10 @@ AZS = ("us-west-2a", "us-west-2b", "us-west-2c", "us-west-2d")
 
 
 class Target:
-    """What up_with_fallback uses of AwsTarget: cfg's AZs, auto_az, note, set_gpu_az, deps.confirm."""
+    """What up_with_fallback uses of AwsTarget: cfg's AZs, run.auto_az, note, set_gpu_az, deps.confirm."""
 
     def __init__(self, auto_az: bool = True):
-        self.auto_az = auto_az
+        self.run = SimpleNamespace(auto_az=auto_az)
         self.cfg = SimpleNamespace(
             network=SimpleNamespace(azs=AZS), gpu_nodes=SimpleNamespace(availability_zone=AZS[0])
         )
