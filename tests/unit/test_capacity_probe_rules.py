@@ -259,3 +259,84 @@ def test_a_ctrl_c_while_cancelling_waits_for_the_cancel_then_is_raised():
     with pytest.raises(KeyboardInterrupt):
         cancel_all([(ec2, WEST, cr)], lambda s: None)
     assert w.live() == [] and signal.getsignal(signal.SIGINT) is previous, "the cancel did not finish first"
+
+
+def test_a_page_without_reservations_is_read_as_none():
+    class EmptyPage(Ec2Pages):
+        def paginate(self, **kw):
+            yield {}
+
+    assert live_probes(EmptyPage([])) == []
+
+
+def test_two_reservations_left_are_named_apart():
+    w = World({(WEST, "us-west-2a"): 2, (WEST, "us-west-2b"): 2})
+    w.fail("cancel_capacity_reservation", ClientError({"Error": {"Code": "UnauthorizedOperation"}}, "Cancel"))
+    w.fail("cancel_capacity_reservation", ClientError({"Error": {"Code": "UnauthorizedOperation"}}, "Cancel"))
+    with pytest.raises(DriverError) as e:
+        probe([zone(WEST, "us-west-2a"), zone(WEST, "us-west-2b")], w.client, G6, 1, run_id="r1", clock=lambda: NOW)
+    assert "--region us-west-2; cr-" in str(e.value), e.value
+
+
+def test_a_probe_first_sweeps_and_tells_what_an_earlier_run_left():
+    w = World({(WEST, "us-west-2a"): 4})
+    old = w.add(WEST, "us-west-2a", 1, probe_tags("r0"))
+    said: list[str] = []
+    probe([zone(WEST, "us-west-2a")], w.client, G6, 1, said.append, run_id="r1", clock=lambda: NOW)
+    assert said[0] == f"1 probe reservation(s) left in us-west-2: {old}", said
+
+
+def test_a_refused_zone_does_not_stop_the_probe_of_the_next():
+    w = World({(WEST, "us-west-2a"): 0, (WEST, "us-west-2b"): 2})
+    out = probe([zone(WEST, "us-west-2a"), zone(WEST, "us-west-2b")], w.client, G6, 1, run_id="r1", clock=lambda: NOW)
+    assert {z.az: z.probe for z in out} == {"us-west-2a": "InsufficientInstanceCapacity", "us-west-2b": "capacity now"}
+
+
+def test_a_region_the_first_sweep_could_not_search_is_still_named_after_the_probe():
+    w = World({(WEST, "us-west-2a"): 2, (EAST, "us-east-2a"): 2})
+    w.fail("describe_capacity_reservations", EndpointConnectionError(endpoint_url="https://ec2.us-west-2"))
+    with pytest.raises(DriverError, match="us-west-2 could not be searched"):
+        probe([zone(WEST, "us-west-2a"), zone(EAST, "us-east-2a")], w.client, G6, 1, run_id="r1", clock=lambda: NOW)
+
+
+def test_each_probe_reservation_is_cancelled_before_the_next_is_made():
+    w = World({(WEST, "us-west-2a"): 2, (WEST, "us-west-2b"): 2})
+    probe([zone(WEST, "us-west-2a"), zone(WEST, "us-west-2b")], w.client, G6, 1, run_id="r1", clock=lambda: NOW)
+    ops = [op for op, _ in w.requests if op != "describe_capacity_reservations"]
+    assert ops == ["create_capacity_reservation", "cancel_capacity_reservation"] * 2, ops
+
+
+def test_a_ctrl_c_right_after_a_create_still_cancels_it_and_says_so():
+    w = World({(WEST, "us-west-2a"): 2})
+    said: list[str] = []
+
+    def say(text: str) -> None:
+        said.append(text)
+        if text.startswith("probe us-west-2a: reservation"):
+            raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt):
+        probe([zone(WEST, "us-west-2a")], w.client, G6, 1, say, run_id="r1", clock=lambda: NOW)
+    assert w.live() == [] and said[-1].startswith("cancelled probe reservation cr-"), (w.reservations, said)
+
+
+def test_a_lost_create_sweeps_this_runs_reservation_and_leaves_another_runs():
+    w = World({(WEST, "us-west-2a"): 4})
+    w.fail("create_capacity_reservation", EndpointConnectionError(endpoint_url="https://ec2.us-west-2"), after=True)
+    theirs: list[str] = []
+
+    def ec2_for(region: str):
+        ec2 = w.client(region)
+        create = ec2.create_capacity_reservation
+
+        def create_beside_another_run(**kw):
+            theirs.append(w.add(WEST, "us-west-2a", 1, probe_tags("r2")))  # a probe of another run, meanwhile
+            return create(**kw)
+
+        ec2.create_capacity_reservation = create_beside_another_run
+        return ec2
+
+    said: list[str] = []
+    out = probe([zone(WEST, "us-west-2a")], ec2_for, G6, 1, said.append, run_id="r1", clock=lambda: NOW)
+    assert w.live() == theirs, f"expected only the other run's {theirs} left, got {w.live()}"
+    assert out[0].probe == "EndpointConnectionError" and any(s.startswith("cancelled probe") for s in said), said

@@ -25,7 +25,7 @@ from datetime import UTC, datetime
 import pytest
 
 from infra import idle_guard_script as guard
-from infra.idle_guard_script import Kube, decide, lease_holds, ray_jobs, run_once
+from infra.idle_guard_script import Kube, decide, lease_doc, lease_holds, ray_jobs, run_once
 
 NOW = 1_764_950_400.0  # 2025-12-05T16:00:00Z, an arbitrary clock
 MIN = 60.0
@@ -45,6 +45,12 @@ ENV = {  # the guard's environment as its CronJob sets it (the keys run_once and
 
 
 # ---- the lease -------------------------------------------------------------------------------------------------
+def test_the_lease_the_driver_writes_is_the_lease_the_guard_reads():
+    doc = lease_doc("r9", "scaling up", NOW + 5 * MIN)
+    assert doc == {"run": "r9", "what": "scaling up", "until": NOW + 5 * MIN}, doc
+    assert lease_holds(doc, NOW) == "run r9 scaling up, lease until 16:05:00Z"
+
+
 def test_a_held_lease_names_its_run_what_it_does_and_its_end_in_utc():
     got = lease_holds({"run": "r9", "what": "scaling up", "until": NOW + 5 * MIN}, NOW)
     assert got == "run r9 scaling up, lease until 16:05:00Z", got
