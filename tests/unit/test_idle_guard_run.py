@@ -18,6 +18,7 @@ import io
 import json
 import ssl
 import sys
+import time
 import types
 import urllib.request
 from datetime import UTC, datetime
@@ -54,6 +55,20 @@ def test_the_lease_the_driver_writes_is_the_lease_the_guard_reads():
 def test_a_held_lease_names_its_run_what_it_does_and_its_end_in_utc():
     got = lease_holds({"run": "r9", "what": "scaling up", "until": NOW + 5 * MIN}, NOW)
     assert got == "run r9 scaling up, lease until 16:05:00Z", got
+
+
+@pytest.fixture
+def tokyo(monkeypatch):
+    """The process in a time zone 9 hours from UTC: the guard's times must still be UTC."""
+    monkeypatch.setenv("TZ", "Asia/Tokyo")
+    time.tzset()
+    yield
+    monkeypatch.undo()
+    time.tzset()
+
+
+def test_a_leases_end_is_said_in_utc_whatever_the_local_zone(tokyo):
+    assert lease_holds({"run": "r9", "until": NOW + 5 * MIN}, NOW).endswith("lease until 16:05:00Z")
 
 
 def test_a_lease_without_what_is_a_starting_run():
@@ -113,6 +128,14 @@ def test_a_finished_job_without_an_end_time_is_not_activity():
     # Ray lists a job that never started with end_time null; it must neither crash nor count as just ended
     d = at([{"submission_id": "r1", "status": "FAILED", "end_time": None}], changed_min_ago=45)
     assert d.action == "scale-down", d
+
+
+def test_zero_idle_minutes_say_the_guard_is_off():
+    assert at([], idle_minutes=0).reason == "the stack's idle minutes are 0: the guard is off"
+
+
+def test_an_unreadable_job_api_says_a_job_may_be_running():
+    assert at(None).reason == "the Ray job API could not be read: a job may be running"
 
 
 def test_negative_idle_minutes_turn_the_guard_off_too():
@@ -196,6 +219,15 @@ def test_an_event_names_the_pod_reason_type_source_and_time(kube, monkeypatch):
         "lastTimestamp": stamp,
         "count": 1,
     }, body
+
+
+def test_an_events_time_is_utc_whatever_the_local_zone(kube, monkeypatch, tokyo):
+    opened = Urlopen(b"{}")
+    monkeypatch.setattr(urllib.request, "urlopen", opened)
+    before = datetime.now(UTC).replace(microsecond=0)
+    kube.event("Normal", "m", "idle-guard-1")
+    stamp = datetime.strptime(_sent(opened)[1]["firstTimestamp"], "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=UTC)
+    assert abs((stamp - before).total_seconds()) < 60, f"{stamp} is not the UTC time {before}"
 
 
 def test_an_events_message_is_cut_to_a_thousand_characters(kube, monkeypatch):
@@ -333,7 +365,15 @@ def test_the_idle_window_is_read_from_the_environment():
 
 def test_a_group_change_given_as_epoch_seconds_counts_as_activity():
     rc, eks, _, _ = once(eks=Eks(changed=NOW - 5 * MIN))
-    assert eks.updates == [], "a group changed 5 minutes ago (epoch seconds) was scaled down"
+    assert (rc, eks.updates) == (0, []), f"a group changed 5 minutes ago (epoch seconds): rc {rc}, {eks.updates}"
+
+
+def test_a_group_created_minutes_ago_and_never_modified_keeps_its_nodes():
+    eks = Eks()
+    del eks.group["modifiedAt"]
+    eks.group["createdAt"] = datetime.fromtimestamp(NOW - 5 * MIN, UTC)
+    rc, eks, _, _ = once(eks=eks)
+    assert (rc, eks.updates) == (0, []), f"a group created 5 minutes ago: rc {rc}, {eks.updates}"
 
 
 def test_a_decision_is_recorded_and_told_as_a_normal_event_of_the_pod():
@@ -377,11 +417,23 @@ def test_a_scale_down_is_written_to_the_run_bucket_under_the_stacks_prefix():
     assert put["Body"] == json.dumps(doc, sort_keys=True).encode(), "the stored object is not sorted JSON bytes"
 
 
+def test_the_objects_name_is_the_utc_time_under_a_prefix_trimmed_of_slashes(tokyo):
+    s3 = S3()
+    once(s3=s3, env={**ENV, "RECORD_PREFIX": "/Xenon/idle-guard/"})
+    assert s3.puts[0]["Key"] == "Xenon/idle-guard/20251205T160000Z.json", s3.puts
+
+
 def test_the_record_and_the_event_say_where_the_scale_down_was_written():
     rc, _, kube, _ = once(s3=S3())
     where = "s3://ray-efa-eks-us-west-2-runs/us-west-2/idle-guard/20251205T160000Z.json"
     assert kube.records[0][1]["s3"] == where, kube.records
-    assert kube.events[0][0] == "Normal" and kube.events[0][1].endswith(f" ({where})"), kube.events
+    assert kube.events[0][0] == "Normal" and kube.events[0][1].startswith("scale-down: no Ray job for 45 minutes")
+    assert kube.events[0][1].endswith(f" ({where})"), kube.events
+
+
+def test_what_the_guard_decided_is_printed_to_its_log(capsys):
+    once(jobs=[{"submission_id": "r1", "status": "RUNNING"}])
+    assert capsys.readouterr().out == "keep: Ray job r1 is RUNNING\n"
 
 
 def test_a_failed_eks_call_is_written_to_the_run_bucket():
@@ -418,15 +470,17 @@ def test_an_unreachable_api_server_is_printed_and_the_run_still_succeeds(capsys)
 def test_main_asks_eks_and_s3_in_the_pods_region_with_a_single_attempt(monkeypatch):
     made, ran = [], []
     monkeypatch.setattr(guard, "Kube", lambda ns, host: ("kube", ns, host))
-    monkeypatch.setattr(guard, "run_once", lambda env, eks, kube, s3: ran.append((eks, kube, s3)) or 0)
-    fake = types.SimpleNamespace(client=lambda name, region_name, config: made.append((name, region_name, config)))
+    monkeypatch.setattr(guard, "run_once", lambda env, eks, kube, s3: ran.append((env, eks, kube, s3)) or 0)
+    fake = types.SimpleNamespace(
+        client=lambda name, region_name, config: made.append((name, region_name, config)) or f"{name}-client"
+    )
     monkeypatch.setitem(sys.modules, "boto3", fake)
     env = {**ENV, "KUBERNETES_SERVICE_HOST": "10.100.0.1", "KUBERNETES_SERVICE_PORT": "443"}
     monkeypatch.setattr(guard.os, "environ", env)
     assert guard.main() == 0
     assert [(n, r) for n, r, _ in made] == [("eks", "us-west-2"), ("s3", "us-west-2")], made
     assert all(c.retries == {"max_attempts": 1, "mode": "standard"} for _, _, c in made), made
-    assert ran[0][1] == ("kube", "ray", "https://10.100.0.1:443"), ran
+    assert ran == [(env, "eks-client", ("kube", "ray", "https://10.100.0.1:443"), "s3-client")], ran
 
 
 def test_main_without_boto3_reports_it_and_exits_1(monkeypatch):
@@ -437,4 +491,15 @@ def test_main_without_boto3_reports_it_and_exits_1(monkeypatch):
     monkeypatch.setattr(guard.os, "environ", env)
     assert guard.main() == 1
     assert kube.events[0][:1] == ("Warning",) and "boto3 is not in the image" in kube.events[0][1], kube.events
-    assert kube.records[0][1]["action"] == "error", kube.records
+    assert kube.events[0][2] == "idle-guard-29412345-abcde", kube.events
+    assert kube.records[0][1]["action"] == "error" and "at" in kube.records[0][1], kube.records
+
+
+def test_main_without_boto3_in_a_pod_without_a_name_reports_as_idle_guard(monkeypatch):
+    kube = Recorder()
+    monkeypatch.setattr(guard, "Kube", lambda ns, host: kube)
+    monkeypatch.setitem(sys.modules, "boto3", None)
+    env = {k: v for k, v in ENV.items() if k != "POD_NAME"}
+    monkeypatch.setattr(guard.os, "environ", {**env, "KUBERNETES_SERVICE_HOST": "h", "KUBERNETES_SERVICE_PORT": "1"})
+    guard.main()
+    assert kube.events[0][2] == "idle-guard", kube.events
