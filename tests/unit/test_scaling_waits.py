@@ -252,6 +252,11 @@ def test_the_live_size_is_eks_desired_size():
     assert live_desired_size(Eks(desired=3), OUTPUTS, "s") == 3
 
 
+def test_a_live_size_of_a_group_without_its_cluster_names_the_stack():
+    with pytest.raises(DriverError, match="stack us-west-2 exports no cluster_name"):
+        live_desired_size(Eks(), {"nodegroup_name": "gpu-ng"}, "us-west-2")
+
+
 def test_a_stack_without_a_node_group_has_no_live_size():
     assert live_desired_size(Eks(), {"cluster_name": "c"}, "s") is None
 
@@ -310,8 +315,10 @@ def test_the_nodes_wait_gives_up_at_its_bound_with_the_count_and_where_to_look()
     clock = FakeClock()
     with pytest.raises(DriverError) as e:
         wait_ready(lambda: [node("a")], 2, clock=clock.now, sleep=clock.sleep)
-    assert str(e.value).startswith("1 of 2 GPU nodes Ready after 1200 s"), e.value
-    assert "python -m automation capacity" in str(e.value), e.value
+    assert str(e.value) == (
+        "1 of 2 GPU nodes Ready after 1200 s: the node group may lack capacity in its AZ; `python -m automation "
+        "status --stack STACK` and `python -m automation capacity` say more"
+    ), e.value
 
 
 def test_more_ready_nodes_than_asked_end_the_wait():
@@ -319,16 +326,18 @@ def test_more_ready_nodes_than_asked_end_the_wait():
     assert wait_ready(lambda: [node("a"), node("b"), node("c")], 2, clock=clock.now, sleep=clock.sleep) == 0.0
 
 
-def test_each_node_ready_since_the_scale_is_timed_and_older_ones_left_out():
-    started = datetime(2026, 12, 6, 5, 0, tzinfo=UTC)
+def test_each_node_ready_since_the_scale_is_timed_to_a_tenth_and_older_ones_left_out():
+    started = datetime(2026, 12, 6, 4, 59, 59, 960_000, tzinfo=UTC)  # the driver's clock has sub-seconds
     nodes = [
         node("b", at="2026-12-06T05:05:00Z"),
         node("a", at="2026-12-06T05:00:00Z"),  # turned Ready at the very start: counted
-        node("old", at="2026-12-06T04:59:59Z"),
+        node("old", at="2026-12-06T04:59:59Z"),  # 0.04 s before the scale
         node("down", ready="False", at="2026-12-06T05:01:00Z"),
         node("unstamped", at=""),
+        {"metadata": {"name": "new"}},  # a Node the kubelet has not yet reported on
+        {"metadata": {"name": "new2"}, "status": {}},
     ]
-    assert ready_after(nodes, started) == (("a", 0.0), ("b", 300.0))
+    assert ready_after(nodes, started) == (("a", 0.0), ("b", 300.0)), ready_after(nodes, started)
 
 
 def test_a_scale_up_waits_for_the_nodes_and_times_each():
@@ -337,6 +346,22 @@ def test_a_scale_up_waits_for_the_nodes_and_times_each():
     got = scale_up_for_run(Eks(desired=0), REF, 1, lambda: next(answers), said.append, clock.clock())
     assert (got.before, got.after, got.seconds, got.per_node) == (0, 1, 10.0, (("a", 10.0),)), got
     assert said[0] == "scaling GPU node group gpu-ng from 0 to 1 node(s)", said
+
+
+def test_a_scale_up_on_a_busy_group_waits_on_the_fake_clock_and_tells_it():
+    clock, said = FakeClock(), []
+    answers = iter([[node("a")]] * 3)
+    eks = Eks(desired=0, statuses=("UPDATING", "ACTIVE"))
+    got = scale_up_for_run(eks, REF, 1, lambda: next(answers), said.append, clock.clock())
+    assert said[0] == "node group gpu-ng is UPDATING: waiting to scale it (0 s of 1200)", said
+    assert (clock.slept, got.nodegroup, got.waited, got.waited_for) == ([POLL_S], "gpu-ng", 10.0, "UPDATING"), got
+
+
+def test_a_scale_up_tells_the_nodes_wait_and_passes_its_bound_on():
+    clock, said = FakeClock(), []
+    with pytest.raises(DriverError, match="0 of 1 GPU nodes Ready after 30 s"):
+        scale_up_for_run(Eks(desired=0), REF, 1, lambda: [], said.append, clock.clock(), timeout_s=30.0)
+    assert said[1] == "waiting for GPU nodes: 0 of 1 Ready after 0 s", said
 
 
 def test_a_group_at_the_count_with_its_nodes_ready_is_not_waited_on():
@@ -460,6 +485,18 @@ def test_a_first_renewal_writes_the_lease_for_twenty_minutes():
     assert written(kube) == [{"run": "r1", "what": "scaling up", "until": START + LEASE_S}], kube.patches
 
 
+def test_a_lease_is_written_as_sorted_json_of_a_starting_run():
+    kube = RecordKube()
+    lease_of(kube, FakeClock()).renew()
+    assert kube.patches[0]["data"]["lease"] == f'{{"run": "r1", "until": {START + LEASE_S}, "what": "starting"}}'
+
+
+def test_this_runs_lease_without_an_end_is_written_again():
+    kube = RecordKube({"lease": '{"run": "r1", "what": "starting"}'})
+    lease_of(kube, FakeClock()).renew()
+    assert written(kube) == [{"run": "r1", "what": "starting", "until": START + LEASE_S}], kube.patches
+
+
 def test_a_renewal_within_the_minute_writes_nothing():
     kube, clock = RecordKube(), FakeClock()
     lease = lease_of(kube, clock)
@@ -546,7 +583,7 @@ def target(idle_minutes=30, outputs=OUTPUTS, kube=None, eks=None, jobs="[]", idl
         run_id="r1",
         outputs=lambda: outputs,
         kube=kube_of,
-        deps=SimpleNamespace(clock=clock.clock(), client=lambda name: eks),
+        deps=SimpleNamespace(clock=clock.clock(), client=lambda name: {"eks": eks}[name]),
         ray_pods=lambda: Pods(ExecResult(0, jobs, "")),
         on_progress=lambda s: None,
         note=notes.append,
@@ -587,9 +624,24 @@ class NodesKube(RecordKube):
 
 def test_before_verify_takes_the_lease_and_scales_to_the_node_count():
     kube, eks = NodesKube([node("a"), node("b")]), Eks(desired=0)
-    got = before_verify(target(kube=kube, eks=eks))
-    assert (got.before, got.after) == (0, 2), got
+    t = target(kube=kube, eks=eks)
+    got = before_verify(t)
+    assert (got.before, got.after, t.notes) == (0, 2, []), (got, t.notes)
     assert written(kube)[0]["run"] == "r1" and kube.selectors[0] == "role=gpu-worker", (kube.patches, kube.selectors)
+
+
+def test_before_verify_waits_for_the_nodes_on_the_targets_clock():
+    kube = NodesKube([])
+    t = target(kube=kube, eks=Eks(desired=0))
+    answers = iter([[], [node("a"), node("b")], [node("a"), node("b")]])
+    kube.list_nodes = lambda selector: next(answers)
+    before_verify(t)
+    assert t.deps.clock.now() - START == POLL_S, "the wait for the nodes did not sleep on the target's clock"
+
+
+def test_before_verify_of_a_stack_without_its_cluster_names_the_stack():
+    with pytest.raises(DriverError, match="stack us-west-2 exports no cluster_name"):
+        before_verify(target(outputs={"nodegroup_name": "gpu-ng"}, kube=NodesKube([])))
 
 
 def test_before_verify_without_outputs_does_nothing():
@@ -656,6 +708,21 @@ def test_a_scale_down_eks_refuses_names_the_group_and_the_command():
     ), line
 
 
+def test_a_scale_down_before_the_outputs_are_read_names_the_gpu_node_group():
+    t = target(eks=Eks(desired=2))
+    t.outputs = lambda: (_ for _ in ()).throw(DriverError("the stack cannot be read"))
+    line = after_run(t, keep_nodes=False)
+    assert line == (
+        "GPU nodes NOT scaled down (the stack cannot be read): the nodes of the GPU node group that run cost money "
+        "until `python -m automation scale --stack us-west-2 --gpu-nodes 0`"
+    ), line
+
+
+def test_a_scale_down_of_a_stack_without_its_cluster_names_the_stack():
+    line = after_run(target(outputs={"nodegroup_name": "gpu-ng"}, eks=Eks(desired=2)), keep_nodes=False)
+    assert "stack us-west-2 exports no cluster_name" in line, line
+
+
 def test_a_lease_release_that_fails_never_hides_the_line():
     t = target(eks=Eks(desired=0), kube=RecordKube())
     t.kube = lambda: (_ for _ in ()).throw(RuntimeError("kubeconfig unreadable"))
@@ -670,7 +737,13 @@ def test_status_shows_the_groups_size_and_its_cost():
 
 
 def test_status_without_outputs_says_where_the_name_comes_from():
-    assert now_running(target(outputs={}))["gpu_nodes"] is None
+    got = now_running(target(outputs={}))
+    assert got == {"gpu_nodes": None, "note": "the GPU node group's name comes from the stack outputs (not read)"}, got
+
+
+def test_status_of_a_stack_without_its_cluster_names_the_stack():
+    got = now_running(target(outputs={"nodegroup_name": "gpu-ng"}))
+    assert got["note"].startswith("EKS: stack us-west-2 exports no cluster_name"), got
 
 
 def test_status_when_eks_cannot_be_read_names_eks():
