@@ -605,6 +605,23 @@ def test_no_guard_no_outputs_or_no_cluster_gives_a_lease_that_does_nothing(t):
     assert Lease.of(t).kube is None
 
 
+def test_a_guard_of_one_idle_minute_gets_a_lease():
+    assert Lease.of(target(idle_minutes=1, kube=RecordKube())).kube is not None
+
+
+def test_a_lease_that_cannot_reach_the_cluster_renews_nothing_and_does_not_fail():
+    assert Lease.of(target(kube=None)).renew() is False
+
+
+def test_before_verify_on_a_stack_without_the_guard_waits_on_the_targets_clock():
+    kube = NodesKube([])
+    t = target(idle_minutes=0, kube=kube, eks=Eks(desired=0))
+    answers = iter([[], [node("a"), node("b")], [node("a"), node("b")]])
+    kube.list_nodes = lambda selector: next(answers)
+    before_verify(t)
+    assert (t.deps.clock.now() - START, kube.patches) == (POLL_S, []), kube.patches
+
+
 def test_a_stack_with_the_guard_leases_in_the_ray_namespace():
     kube = RecordKube()
     lease = Lease.of(target(kube=kube))
@@ -675,6 +692,15 @@ def test_after_run_keeps_nodes_a_running_job_holds_and_releases_the_lease():
     assert line.startswith("GPU nodes kept at 2: Ray job j1 is RUNNING;"), line
     assert "add --force if no job runs" in line and "gpuIdleMinutes 30 after the last job" in line, line
     assert (eks.updates, "lease" in kube.data) == ([], False), (eks.updates, kube.data)
+
+
+def test_a_scale_down_of_a_busy_group_waits_on_the_targets_clock_and_tells_it():
+    t = target(eks=Eks(desired=2, statuses=("UPDATING", "UPDATING", "ACTIVE")))  # sizes() reads one
+    said: list[str] = []
+    t.on_progress = said.append
+    line = after_run(t, keep_nodes=False)
+    assert said == ["node group gpu-ng is UPDATING: waiting to scale it (0 s of 1200)"], said
+    assert t.deps.clock.now() - START == POLL_S and "scaled from 2 to 0" in line, line
 
 
 def test_after_run_with_force_scales_down_under_a_running_job():
