@@ -118,8 +118,11 @@ def test_a_size_just_outside_the_groups_range_is_refused_naming_the_range(desire
     eks = Eks(desired=2, lo=1, hi=4)
     with pytest.raises(DriverError) as e:
         scale(eks, desired)
-    assert e.value.exit_code == 2 and f"--gpu-nodes {desired} is outside node group gpu-ng's 1..4" in str(e.value)
-    assert "gpuNodeCount" in str(e.value) and eks.updates == [], (e.value, eks.updates)
+    assert e.value.exit_code == 2 and eks.updates == [], (e.value, eks.updates)
+    assert str(e.value) == (
+        f"--gpu-nodes {desired} is outside node group gpu-ng's 1..4: pass a count within it (the maximum is "
+        "gpuNodeCount; `up` applies a new one)"
+    ), e.value
 
 
 def test_a_group_already_at_the_size_is_not_updated():
@@ -190,6 +193,25 @@ def test_refusals_past_the_bound_are_raised_as_a_refusal():
     eks = Eks(desired=0, refusals=100)
     with pytest.raises(DriverError, match="EKS refused to scale node group gpu-ng to 2: ResourceInUseException"):
         scale(eks, 2, timeout_s=100.0)
+
+
+def test_a_refusal_that_comes_exactly_at_the_bound_is_raised():
+    # refused at 0, 5, 15, 35 and 75 s (backoff 5, 10, 20, 40): the fifth comes as the 75 s bound is reached
+    eks = Eks(desired=0, refusals=5)
+    with pytest.raises(DriverError, match="ResourceInUseException"):
+        scale(eks, 2, timeout_s=75.0)
+
+
+def test_a_group_another_hand_scaled_while_it_was_busy_is_not_updated_again():
+    class ScaledMeanwhile(Eks):
+        def describe_nodegroup(self, **kw):
+            got = super().describe_nodegroup(**kw)
+            self.desired = 2  # after the first look, someone else's update to 2 lands
+            return got
+
+    eks = ScaledMeanwhile(desired=0, statuses=("UPDATING", "ACTIVE"))
+    got, clock, _ = scale(eks, 2)
+    assert (eks.updates, got.before, got.after, got.waited_for) == ([], 2, 2, "UPDATING"), (eks.updates, got)
 
 
 def test_another_refusal_is_not_retried_and_names_its_code():
