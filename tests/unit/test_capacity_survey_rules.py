@@ -508,3 +508,65 @@ def test_a_capacity_block_on_sale_is_a_comment_with_its_purchase_command():
         "gpuCapacityReservationId to its reservation and gpuCapacityBlock: true."
     ), lines
     assert sum("cb-2" in line for line in lines) == 0 and lines[2] == "config:", lines
+
+
+def test_the_watch_keeps_looking_while_the_cluster_cannot_be_read_and_stops_once_it_said():
+    class NotYet(Groups):
+        def __init__(self, *groups):
+            super().__init__(*groups)
+            self.looks = 0
+
+        def list_nodegroups(self, clusterName):  # noqa: N803
+            self.looks += 1
+            if self.looks == 1:
+                raise refused("ResourceNotFoundException")  # the cluster does not exist yet
+            return super().list_nodegroups(clusterName)
+
+    eks, said = NotYet(stuck()), []
+    watch = UpWatch(eks, "c", "us-west-2a", "s", lambda: "us-west-2b", said.append, interval=0)
+    watch._loop()
+    assert (eks.looks, len(said)) == (2, 1), (eks.looks, said)
+
+
+def test_the_watch_thread_ends_when_up_ends():
+    watch = UpWatch(Groups(), "c", "a", "s", lambda: None, lambda s: None, interval=3600)
+    with watch:
+        assert watch._thread.is_alive()
+    assert not watch._thread.is_alive(), "the watch outlived `up`"
+
+
+def stack_target(ec2=None) -> SimpleNamespace:
+    """The `up` target as the watch reads it: the stack's cluster, region, GPU AZ, type and count."""
+    cfg = SimpleNamespace(
+        stack="us-west-2",
+        region=WEST,
+        cluster=SimpleNamespace(name="ray-efa-eks"),
+        gpu_nodes=SimpleNamespace(instance_type=G6, node_count=2, availability_zone="us-west-2a"),
+    )
+    clients = {"ec2": ec2 or RegionEc2(), "service-quotas": "quotas", "eks": Groups(stuck())}
+    notes: list[str] = []
+    return SimpleNamespace(
+        cfg=cfg, deps=SimpleNamespace(client=lambda name: clients[name]), note=notes.append, notes=notes
+    )
+
+
+def test_the_stacks_zones_are_the_survey_of_its_region_type_and_count_without_prices(reads):
+    zones = capacity.stack_zones(stack_target())
+    assert [(z.region, z.az, z.usd_per_hour) for z in zones] == [(WEST, "us-west-2a", None), (WEST, "us-west-2b", None)]
+    assert reads.quota_asked == [(G6, 48, 2, WEST)], reads.quota_asked
+
+
+def test_the_stacks_zones_are_none_when_ec2_cannot_be_read(reads):
+    class Refusing(RegionEc2):
+        def describe_availability_zones(self):
+            raise refused("UnauthorizedOperation")
+
+    assert capacity.stack_zones(stack_target(Refusing())) == []
+
+
+def test_ups_watch_names_the_best_other_az_of_the_stacks_region(reads):
+    t = stack_target()
+    watch = capacity.up_watch(t, interval=7.0)
+    line = watch.check_once()
+    assert (watch.cluster, watch.az, watch.stack, watch.interval) == ("ray-efa-eks", "us-west-2a", "us-west-2", 7.0)
+    assert "ranks us-west-2b next" in line and t.notes == [line], (line, t.notes)
