@@ -205,6 +205,14 @@ def test_a_reservation_without_an_available_count_has_no_room():
     assert open_reservations(ReservationsEc2([{"CapacityReservationId": "c", "AvailabilityZone": "a"}]), G6, 1) == {}
 
 
+def test_a_page_without_capacity_blocks_is_read_as_none():
+    class EmptyPages(ReservationsEc2):
+        def paginate(self, **kw):
+            yield {}
+
+    assert block_offerings(EmptyPages(), P5, 2) == {}
+
+
 def test_capacity_blocks_of_every_page_are_read_for_a_day():
     offering = {
         "CapacityBlockOfferingId": "cb-1",
@@ -455,9 +463,11 @@ class Groups:
         self.groups = {g["nodegroupName"]: g for g in groups}
 
     def list_nodegroups(self, clusterName):  # noqa: N803
-        return {"nodegroups": list(self.groups)}
+        assert clusterName in ("c", "ray-efa-eks"), f"asked about cluster {clusterName!r}"
+        return {"nodegroups": list(self.groups)} if self.groups else {}  # EKS may leave an empty list out
 
     def describe_nodegroup(self, clusterName, nodegroupName):  # noqa: N803
+        assert clusterName in ("c", "ray-efa-eks"), f"asked about cluster {clusterName!r}"
         return {"nodegroup": self.groups[nodegroupName]}
 
 
@@ -528,10 +538,14 @@ def test_the_watch_keeps_looking_while_the_cluster_cannot_be_read_and_stops_once
     assert (eks.looks, len(said)) == (2, 1), (eks.looks, said)
 
 
-def test_the_watch_thread_ends_when_up_ends():
+def test_a_cluster_without_node_groups_is_not_stuck():
+    assert UpWatch(Groups(), "c", "a", "s", lambda: None, lambda s: None).check_once() is None
+
+
+def test_the_watch_thread_ends_when_up_ends_and_never_holds_the_process():
     watch = UpWatch(Groups(), "c", "a", "s", lambda: None, lambda s: None, interval=3600)
     with watch:
-        assert watch._thread.is_alive()
+        assert watch._thread.is_alive() and watch._thread.daemon
     assert not watch._thread.is_alive(), "the watch outlived `up`"
 
 
