@@ -154,7 +154,12 @@ def test_run_stack_world_ends_pass_with_both_witnesses_and_the_bytes_plot(tmp_pa
         # `run` scales the GPU node group back to gpuNodeCount before verify: moto's EKS holds it
         outs = {**outputs(api), "cluster_name": MOTO_CLUSTER, "nodegroup_name": MOTO_NODEGROUP}
         stack = helpers.FakeStack("us-west-2", outputs=outs)
-        deps = AwsDeps(client=client_factory(), stack=lambda: stack, kube=lambda kc: KubeWithExec(kc, cluster.exec))
+        deps = AwsDeps(
+            client=client_factory(),
+            stack=lambda: stack,
+            kube=lambda kc: KubeWithExec(kc, cluster.exec),
+            public_ip=helpers.deployer_ip,
+        )
         real = run_steps.open_target
         monkeypatch.setattr(run_steps, "open_target", lambda args, ui: real(args, ui, deps))
         argv = ["run", "--stack", "us-west-2", "--run-id", "w1-efa", "--yes", "--keep-nodes", "--json"]
