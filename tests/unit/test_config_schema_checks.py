@@ -239,7 +239,8 @@ def test_a_retention_cloudwatch_does_not_offer_names_the_key():
 
 def test_a_bad_addon_version_says_how_to_list_the_good_ones():
     assert _message(addon_version, "vpcCniVersion", "1.19").endswith(
-        "list the versions for your cluster with `aws eks describe-addon-versions --addon-name <vpc-cni|kube-proxy|coredns> "
+        "list the versions for your cluster with `aws eks describe-addon-versions "
+        "--addon-name <vpc-cni|kube-proxy|coredns> "
         "--kubernetes-version 1.36 --query 'addons[].addonVersions[].addonVersion'`"
     )
 
