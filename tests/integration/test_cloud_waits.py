@@ -49,6 +49,7 @@ def test_a_scale_waits_while_the_node_group_is_updating_then_says_how_long(eks, 
     assert "waited 240 s for the node group to leave UPDATING" in scaled.text(), scaled.text()
 
 
+@pytest.mark.slow  # a moto world per test: the default tier keeps one test of each protection
 def test_no_update_is_sent_while_the_node_group_is_updating(eks, clock):
     slow = SlowEks(eks, clock, busy_until=clock.now() + 4 * MIN)
     start = clock.now()
@@ -56,6 +57,7 @@ def test_no_update_is_sent_while_the_node_group_is_updating(eks, clock):
     assert slow.updates[0][0] >= start + 4 * MIN, f"the update came at +{slow.updates[0][0] - start:.0f} s"
 
 
+@pytest.mark.slow  # a moto world per test: the default tier keeps one test of each protection
 def test_each_wait_is_shown_through_the_progress_callback(eks, clock):
     said: list[str] = []
     set_desired(SlowEks(eks, clock, busy_until=clock.now() + 30), REF, 0, said.append, clock.clock())
@@ -68,6 +70,7 @@ def test_a_refused_update_is_retried_with_backoff(eks, clock):
     assert (slow.refused, clock.slept[:2], scaled.after) == (2, [5.0, 10.0], 0), (slow.refused, clock.slept)
 
 
+@pytest.mark.slow  # a moto world per test: the default tier keeps one test of each protection
 def test_set_desired_returns_once_eks_reports_the_new_size(eks, clock):
     slow = SlowEks(eks, clock, report_lag_s=25)
     set_desired(slow, REF, 0, lambda s: None, clock.clock())
@@ -79,6 +82,7 @@ def test_set_desired_returns_once_eks_reports_the_new_size(eks, clock):
     ), "returned before EKS reported the new size"
 
 
+@pytest.mark.slow  # a moto world per test: the default tier keeps one test of each protection
 def test_a_node_group_updating_past_the_bound_fails_naming_its_status(eks, clock):
     slow = SlowEks(eks, clock, busy_until=clock.now() + 3 * 3600)
     with pytest.raises(DriverError, match=r"still UPDATING after 1200 s"):
@@ -113,6 +117,7 @@ def test_run_end_keeps_the_nodes_while_a_job_runs(eks):
     assert "kept at 2: Ray job r1 is RUNNING" in line, line
 
 
+@pytest.mark.slow  # a moto world per test: the default tier keeps one test of each protection
 def test_run_end_keeps_the_nodes_when_the_job_api_cannot_be_asked_and_names_the_command(eks):
     with helpers.FakeKubeApi() as api:
         line = after_run(target_for(api, jobs=None), keep_nodes=False)
@@ -134,6 +139,7 @@ def test_scale_command_refuses_a_scale_down_under_a_running_job(eks):
     assert sizes(eks, REF)["desiredSize"] == 2
 
 
+@pytest.mark.slow  # a moto world per test: the default tier keeps one test of each protection
 def test_scale_command_with_force_scales_down_under_a_running_job(eks, capsys):
     with helpers.FakeKubeApi() as api:
         deps = target_for(api, jobs=[job("r7", "RUNNING")]).deps
@@ -246,6 +252,7 @@ def test_a_running_job_keeps_the_nodes_whatever_the_lease(eks, clock, idle_world
     assert (set(actions), sizes(eks, REF)["desiredSize"]) == ({"keep"}, 2), actions
 
 
+@pytest.mark.slow  # a moto world per test: the default tier keeps one test of each protection
 def test_run_releases_its_lease_at_the_end(eks, clock):
     objects = cluster_with_record()
     with helpers.FakeKubeApi(objects) as api:
@@ -256,6 +263,7 @@ def test_run_releases_its_lease_at_the_end(eks, clock):
     assert (held, LEASE_KEY in objects["configmaps"]["items"][0]["data"]) == (True, False), objects["configmaps"]
 
 
+@pytest.mark.slow  # a moto world per test: the default tier keeps one test of each protection
 def test_a_lease_is_renewed_at_most_once_a_minute(eks, clock):
     from automation.scaling import Lease
 
@@ -317,11 +325,13 @@ def test_up_on_a_group_scaled_to_zero_with_a_new_node_count_starts_no_gpu_node(e
     assert (scaling["desiredSize"], scaling["maxSize"], ignored) == (0, 3, ()), (scaling, ignored)
 
 
+@pytest.mark.slow  # a moto world per test: the default tier keeps one test of each protection
 def test_up_hands_the_program_a_running_groups_live_size(eks):
     seen = up_with_node_count(3).config_at_up
     assert seen == {"ray-efa-eks:gpuLiveDesiredSize": "2"}, f"the 2 nodes that run now must stay: {seen}"
 
 
+@pytest.mark.slow  # a moto world per test: the default tier keeps one test of each protection
 def test_the_live_size_is_in_the_stack_only_for_the_length_of_up(eks):
     stack = up_with_node_count(3)
     key = "ray-efa-eks:gpuLiveDesiredSize"

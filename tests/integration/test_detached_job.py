@@ -183,12 +183,14 @@ def test_a_three_hour_job_passes_through_two_drops_and_an_expired_token(faulty, 
     assert step(doc, "train")["status"] == "pass", step(doc, "train")["summary"]
 
 
+@pytest.mark.slow  # a moto world per test: the default tier keeps the 3-hour job, detach+attach and Ctrl-C
 def test_every_log_line_of_the_three_hour_job_is_shown_once_in_order(faulty, capsys, monkeypatch):
     cli_on(faulty, monkeypatch, ["run", "--stack", "us-west-2", "--yes"])
     want = list(train_lines(STEPS))
     assert faulty.shown == want, f"expected {len(want)} lines once each, got {len(faulty.shown)}"
 
 
+@pytest.mark.slow  # a moto world per test: the default tier keeps the 3-hour job, detach+attach and Ctrl-C
 def test_the_lost_connection_is_said_once(faulty, capsys, monkeypatch):
     cli_on(faulty, monkeypatch, ["run", "--stack", "us-west-2", "--yes"])
     said = [n for n in faulty.notes if "lost the connection to the job server" in n]
@@ -203,6 +205,7 @@ def test_the_gpu_nodes_scale_down_only_after_the_job_ended(faulty, capsys, monke
 
 
 # ---- run --detach, then attach from a second invocation ------------------------------------------------------
+@pytest.mark.slow  # a moto world per test: the default tier keeps the 3-hour job, detach+attach and Ctrl-C
 def test_detach_submits_exits_zero_and_keeps_the_nodes(world, capsys, monkeypatch):
     got = cli_on(world, monkeypatch, ["run", "--stack", "us-west-2", "--yes", "--detach"])
     doc = doc_of(capsys)
@@ -238,6 +241,7 @@ def test_attach_after_detach_gives_the_result_and_report_of_one_run(moto_eks, ca
     assert two.shown == one.shown and sizes(moto_eks, REF)["desiredSize"] == 0, "same lines, nodes down after"
 
 
+@pytest.mark.slow  # a moto world per test: the default tier keeps the 3-hour job, detach+attach and Ctrl-C
 def test_attach_without_a_run_follows_the_newest_job(world, capsys, monkeypatch):
     cli_on(world, monkeypatch, ["run", "--stack", "us-west-2", "--yes", "--detach"])
     newest = f"/tmp/ray-efa-eks/src/{next(iter(world.jobs.jobs))}"
@@ -255,6 +259,7 @@ def test_attach_without_a_run_follows_the_newest_job(world, capsys, monkeypatch)
     assert (got["rc"], step(doc, "attach")["data"]["job_id"]) == (0, "r1"), doc["steps"]
 
 
+@pytest.mark.slow  # a moto world per test: the default tier keeps the 3-hour job, detach+attach and Ctrl-C
 def test_attach_to_a_job_the_server_does_not_know_is_refused(world, capsys, monkeypatch):
     got = cli_on(world, monkeypatch, ["attach", "--stack", "us-west-2", "nosuch"])
     err = capsys.readouterr().err
@@ -274,6 +279,7 @@ def test_ctrl_c_while_following_leaves_the_job_and_the_nodes(world, capsys, monk
     assert "attach --stack us-west-2 r1" in err, f"expected the attach command in: {err}"
 
 
+@pytest.mark.slow  # a moto world per test: the default tier keeps the 3-hour job, detach+attach and Ctrl-C
 def test_ctrl_c_then_yes_stops_the_job_and_then_scales_down(world, capsys, monkeypatch):
     world.interrupt_at = 3600
     got = cli_on(world, monkeypatch, ["run", "--stack", "us-west-2", "--yes"], interactive=True, answer=True)
@@ -283,6 +289,7 @@ def test_ctrl_c_then_yes_stops_the_job_and_then_scales_down(world, capsys, monke
 
 
 # ---- --timeout -----------------------------------------------------------------------------------------------
+@pytest.mark.slow  # a moto world per test: the default tier keeps the 3-hour job, detach+attach and Ctrl-C
 def test_timeout_stops_the_job_with_ray_job_stop_and_says_so(world, capsys, monkeypatch):
     got = cli_on(world, monkeypatch, ["run", "--stack", "us-west-2", "--yes", "--timeout", "3600"])
     doc = doc_of(capsys)
@@ -292,6 +299,7 @@ def test_timeout_stops_the_job_with_ray_job_stop_and_says_so(world, capsys, monk
     assert "stopped by --timeout 3600 s" in step(doc, "train")["summary"], step(doc, "train")["summary"]
 
 
+@pytest.mark.slow  # a moto world per test: the default tier keeps the 3-hour job, detach+attach and Ctrl-C
 def test_a_job_server_that_stops_answering_fails_train_and_keeps_the_nodes(world, capsys, monkeypatch):
     world.jobs.gone_at = 3600  # e.g. the API server unreachable from here for good
     got = cli_on(world, monkeypatch, ["run", "--stack", "us-west-2", "--yes"])
@@ -324,6 +332,7 @@ def test_attach_judges_the_counters_the_detached_run_kept_in_the_run_bucket(worl
     assert (check["status"], witness["outcome"]) == ("pass", "pass"), f"attach's check: {check['summary']}"
 
 
+@pytest.mark.slow  # a moto world per test: the default tier keeps the 3-hour job, detach+attach and Ctrl-C
 def test_attach_without_a_kept_reading_is_no_pass(world, capsys, monkeypatch):
     cli_on(world, monkeypatch, ["run", "--stack", "us-west-2", "--yes", "--detach"])
     capsys.readouterr()

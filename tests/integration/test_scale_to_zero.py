@@ -282,6 +282,7 @@ def _ended(monkeypatch, capsys, step: str, outcome: BaseException, keep: bool) -
     return got, " ".join("".join(capsys.readouterr()).split())
 
 
+@pytest.mark.slow  # the whole table; the default tier keeps the interrupted-or-failed-after-up test above
 @pytest.mark.parametrize(("step", "how", "outcome", "rc"), RUN_ENDS, ids=[f"{s}-{h}" for s, h, _, _ in RUN_ENDS])
 def test_every_way_a_run_ends_leaves_the_gpu_nodes_where_the_stack_says(
     eks, capsys, monkeypatch, step, how, outcome, rc

@@ -11,6 +11,9 @@ from infra.config import stack_config_values
 from infra.deploy_permissions import DOC, PERMISSIONS, page_with_section, uncovered
 from infra.mock_render import run_program
 
+# Program renders under Pulumi's mock engine take tens of seconds on 2 cores: the slow tier runs them.
+pytestmark = pytest.mark.slow
+
 
 @pytest.mark.parametrize("stack", ["us-east-2", "us-west-2"])
 def test_every_resource_type_of_the_render_has_its_permissions(stack):

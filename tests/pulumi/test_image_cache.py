@@ -13,6 +13,9 @@ from conftest import REPO
 from infra.config import PROJECT, stack_config_values
 from infra.mock_render import Render, run_program
 
+# Program renders under Pulumi's mock engine take tens of seconds on 2 cores: the slow tier runs them.
+pytestmark = pytest.mark.slow
+
 RULE = "aws:ecr/pullThroughCacheRule:PullThroughCacheRule"
 ACCOUNT = "123456789012"
 
