@@ -23,7 +23,7 @@ from automation.errors import DriverError
 from automation.job import one_node_note, stack_label
 from automation.pipeline import Finding, PreflightFacts, Prior, StepResult, verdict
 from automation.ray_head import WORKLOADS_DIR
-from automation.targets import Target
+from automation.steps.place import by_place
 from automation.targets.aws import API_CIDRS_KEY, GPU_AZ_KEY, AwsTarget
 from automation.targets.local import LocalPlan, LocalTarget
 from infra.config import (
@@ -675,10 +675,9 @@ def run_local(target: LocalTarget, prior: Prior) -> StepResult:
     return preflight_local(target.plan)
 
 
-def run(target: Target, prior: Prior) -> StepResult:
-    """preflight: the target's read-only checks (on AWS the ones above; locally the machine's), before any change."""
-    if isinstance(target, AwsTarget):
-        return run_aws(target, prior)
-    if isinstance(target, LocalTarget):
-        return run_local(target, prior)
-    raise TypeError(f"no {__name__.rsplit('.', 1)[-1]} for a target of type {type(target).__name__}")
+run = by_place(
+    "preflight",
+    "preflight: the target's read-only checks (on AWS the ones above; locally the machine's), before any change.",
+    run_aws,
+    run_local,
+)

@@ -20,6 +20,7 @@ from automation.kube import PodExec, RayClusterPods
 from automation.pipeline import Expectations, Finding, Prior, StepResult, verdict
 from automation.ray_head import RAY_RESOURCES_SNIPPET, parse_ray_resources
 from automation.scaling import Lease, before_verify
+from automation.steps.place import by_place
 from automation.steps.verify_checks import (
     check_daemonsets,
     check_fi_info,
@@ -32,7 +33,6 @@ from automation.steps.verify_checks import name_of as _name
 from automation.steps.verify_checks import quantity as _quantity
 from automation.steps.verify_pending import CANNOT_START_CHECKS, diagnose, diagnose_head
 from automation.storage import Identity, verify_storage
-from automation.targets import Target
 from automation.targets.aws import AwsTarget
 from automation.targets.local import LocalPlan, LocalTarget
 from infra.names import EFA_RESOURCE, GPU_NODE_SELECTOR, GPU_RESOURCE
@@ -384,10 +384,9 @@ def run_local(target: LocalTarget, prior: Prior) -> StepResult:
     return check_resources(target.ray_resources(), target.plan)
 
 
-def run(target: Target, prior: Prior) -> StepResult:
-    """verify: the target's cluster is what it promised (on AWS the cluster and the bucket; locally Ray's resources)."""
-    if isinstance(target, AwsTarget):
-        return run_aws(target, prior)
-    if isinstance(target, LocalTarget):
-        return run_local(target, prior)
-    raise TypeError(f"no {__name__.rsplit('.', 1)[-1]} for a target of type {type(target).__name__}")
+run = by_place(
+    "verify",
+    "verify: the target's cluster is what it promised (on AWS the cluster and the bucket; locally Ray's resources).",
+    run_aws,
+    run_local,
+)
