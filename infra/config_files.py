@@ -9,11 +9,12 @@ keys (``infra.config.KEYS``) come in as an argument: that module reads the files
 
 from __future__ import annotations
 
+import copy
 import json
 import textwrap
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from functools import cache
+from functools import cache, lru_cache
 from pathlib import Path
 from typing import Any
 
@@ -53,9 +54,6 @@ def read_yaml(path: Path, fix: str, config_as_text: bool = False) -> Any:
     (null as ""), because the engine hands a stack key to the program as that text (``1.30`` stays
     "1.30"), and the key's declared type reads it; nested values (the train: block, arrays) are typed.
     """
-    from ruamel.yaml import YAML
-    from ruamel.yaml.error import YAMLError
-
     try:
         data = path.read_bytes()
     except FileNotFoundError:
@@ -66,18 +64,28 @@ def read_yaml(path: Path, fix: str, config_as_text: bool = False) -> Any:
         raise ConfigError(
             f"{path.name} is not UTF-8 text (byte 0x{data[e.start]:02x} at offset {e.start}): save it as UTF-8"
         ) from None
+    return copy.deepcopy(_parse_yaml(path.name, text, config_as_text))
+
+
+# One command reads Pulumi.yaml several times (the project check, each stack's defaults), and ruamel's pure
+# parser takes about 0.1 s over it: a parse is kept by the file's name and text, and each caller gets a copy.
+@lru_cache(maxsize=32)
+def _parse_yaml(name: str, text: str, config_as_text: bool) -> Any:
+    from ruamel.yaml import YAML
+    from ruamel.yaml.error import YAMLError
+
     yaml = YAML(typ="safe", pure=True)
     try:
         node = yaml.compose(text)
         if node is None:
             return None
-        refuse_duplicate_keys(path.name, node)
+        refuse_duplicate_keys(name, node)
         return _engine_document(yaml, node) if config_as_text else yaml.constructor.construct_document(node)
     except YAMLError as e:
         mark = getattr(e, "problem_mark", None)
         where = f"line {mark.line + 1}, column {mark.column + 1}" if mark else "somewhere"
         problem = getattr(e, "problem", None) or str(e).splitlines()[0]
-        raise ConfigError(f"{path.name} is not valid YAML ({where}: {problem}): fix the syntax there") from None
+        raise ConfigError(f"{name} is not valid YAML ({where}: {problem}): fix the syntax there") from None
 
 
 def refuse_duplicate_keys(file: str, node: Any) -> None:

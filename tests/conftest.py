@@ -10,6 +10,35 @@ import pytest
 
 from workloads.config import RUNS_DIR, RUNS_DIR_ENV
 
+# moto's EC2 backend loads about 1,300 default AMIs each time it starts for a region (moto/ec2/models/amis.py,
+# `_load_amis`): a third of a moto world's cost, and no test here reads an AMI. moto's own setting turns it off
+# (moto/settings.py, `ec2_load_default_amis`); subprocesses the tests start inherit it.
+os.environ.setdefault("MOTO_EC2_LOAD_DEFAULT_AMIS", "false")
+
+
+def _share_botocore_loader() -> None:
+    """One botocore data loader for every session of this process. moto puts a fresh default boto3 session in
+    place for each mock (moto/core/models.py patches ``boto3.DEFAULT_SESSION`` to None), and each session
+    builds its own loader (botocore/session.py, ``create_loader`` for the ``data_loader`` component), so every
+    test read and decoded each service's JSON model again: about a tenth of a second per client. The loader
+    caches what it read per instance (botocore/loaders.py, ``instance_cache``) and the models are read-only
+    data, so sessions that share one loader get the same answers, read once."""
+    import botocore.loaders
+    import botocore.session
+
+    loaders: dict[str | None, botocore.loaders.Loader] = {}
+    create = botocore.loaders.create_loader
+
+    def shared(search_path_string: str | None = None) -> botocore.loaders.Loader:
+        if search_path_string not in loaders:
+            loaders[search_path_string] = create(search_path_string)
+        return loaders[search_path_string]
+
+    botocore.session.create_loader = shared
+
+
+_share_botocore_loader()
+
 REPO = Path(__file__).resolve().parents[1]
 FIXTURES = REPO / "tests" / "fixtures"
 
@@ -40,6 +69,19 @@ def pytest_sessionfinish(session, exitstatus):
     if new:
         print(f"\ntests left runs in {REPO / RUNS_DIR} (they belong under tmp_path): {', '.join(new)}")
         session.exitstatus = pytest.ExitCode.TESTS_FAILED
+
+
+# The session-scoped set-ups of tests/integration/conftest.py start once per pytest process. Under
+# pytest-xdist (README's test command runs two workers, `--dist loadgroup`) every test that uses one is put
+# in one group, so one worker starts each set-up once and the other worker runs the rest beside it.
+SHARED_SETUPS = frozenset({"local_run", "local_run_doc", "s3_env", "ray_cluster"})
+
+
+@pytest.hookimpl(tryfirst=True)  # before xdist's own hook, which reads the group into each test's id
+def pytest_collection_modifyitems(config, items):
+    for item in items:
+        if SHARED_SETUPS & set(getattr(item, "fixturenames", ())):
+            item.add_marker(pytest.mark.xdist_group("shared-setups"))
 
 
 @pytest.fixture(autouse=True)

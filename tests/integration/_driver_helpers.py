@@ -84,7 +84,8 @@ class FakeKubeApi:
 
         self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
-        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+        # serve_forever checks for shutdown every poll_interval (0.5 s by default): each test's __exit__ waited it.
+        self.thread = threading.Thread(target=self.server.serve_forever, kwargs={"poll_interval": 0.02}, daemon=True)
 
     def route(self, path: str) -> tuple[int, Any]:
         u = urlparse(path)

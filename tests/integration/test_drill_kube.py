@@ -28,7 +28,7 @@ def test_delete_pod_deletes_the_named_pod_at_once():
             self.wfile.write(body)
 
     server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
+    threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.02}, daemon=True).start()
     try:
         KubeApi(kubeconfig_for(f"http://127.0.0.1:{server.server_address[1]}")).delete_pod("ray", "worker-b")
     finally:

@@ -203,3 +203,20 @@ def test_a_yaml_1_1_boolean_in_the_train_block_is_refused_naming_the_field(proje
         cfg = load_stack("s", project)
     with pytest.raises(TrainConfigError, match=r"ray-efa-eks:train\.compile 'yes' is not true or false"):
         resolve_cluster_job(cfg, "r1")
+
+
+def test_a_file_read_twice_gives_fresh_values_and_a_changed_file_is_read_again(tmp_path):
+    """read_yaml keeps a parse by the file's text: what a caller does to one answer never reaches the next,
+    and a file rewritten with other text is parsed anew."""
+    from infra.config_files import read_yaml
+
+    path = tmp_path / "Pulumi.dev.yaml"
+    path.write_text("config:\n  ray-efa-eks:gpuNodeCount: 2\n  ray-efa-eks:train:\n    steps: 5\n")
+    first = read_yaml(path, "fix it")
+    first["config"]["ray-efa-eks:train"]["steps"] = 99
+    assert read_yaml(path, "fix it")["config"]["ray-efa-eks:train"] == {"steps": 5}
+    path.write_text("config:\n  ray-efa-eks:gpuNodeCount: 3\n")
+    assert read_yaml(path, "fix it") == {"config": {"ray-efa-eks:gpuNodeCount": 3}}
+    path.write_text("config: [\n")
+    with pytest.raises(ConfigError, match=r"Pulumi\.dev\.yaml is not valid YAML \(line 2"):
+        read_yaml(path, "fix it")
