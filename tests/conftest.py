@@ -71,17 +71,61 @@ def pytest_sessionfinish(session, exitstatus):
         session.exitstatus = pytest.ExitCode.TESTS_FAILED
 
 
-# The session-scoped set-ups of tests/integration/conftest.py start once per pytest process. Under
-# pytest-xdist (README's test command runs two workers, `--dist loadgroup`) every test that uses one is put
-# in one group, so one worker starts each set-up once and the other worker runs the rest beside it.
+# Under pytest-xdist (README's test command runs `-n 2`), work goes to the workers a test file at a time, so a
+# module's fixtures start once. The session-scoped set-ups of tests/integration/conftest.py start once per
+# worker, so the files that use them are one unit of work, sent first: one worker starts the local run, the
+# S3 server and the Ray cluster once while the other works through the rest. The scheduler sees test ids
+# only, so the files are named here, and collection fails a test that uses a set-up from another file.
 SHARED_SETUPS = frozenset({"local_run", "local_run_doc", "s3_env", "ray_cluster"})
+SHARED_SETUP_FILES = frozenset(
+    {
+        "tests/integration/test_driver_local.py",
+        "tests/integration/test_observe_local.py",
+        "tests/integration/test_s3_storage.py",
+        "tests/integration/test_train_ray.py",
+    }
+)
+# The longest other files of either tier (--durations on the 2-core machine, 2026-12-06), sent next, longest
+# first; a file the tier does not hold is passed over.
+HEAVY_FILES = tuple(
+    f"tests/integration/{name}.py"
+    for name in (
+        "test_halfway_interrupts",  # slow: ~150 s
+        "test_drill_local",  # slow: ~135 s
+        "test_step_equivalence",  # slow: ~75 s
+        "test_resume_schedule",  # slow: ~31 s
+        "test_train_fsdp",  # default: ~30 s
+        "test_observe_torchrun",  # slow: ~19 s
+        "test_bench_command",  # default: ~12 s
+    )
+)
 
 
-@pytest.hookimpl(tryfirst=True)  # before xdist's own hook, which reads the group into each test's id
-def pytest_collection_modifyitems(config, items):
-    for item in items:
-        if SHARED_SETUPS & set(getattr(item, "fixturenames", ())):
-            item.add_marker(pytest.mark.xdist_group("shared-setups"))
+def pytest_itemcollected(item):
+    used = SHARED_SETUPS & set(getattr(item, "fixturenames", ()))
+    file = item.nodeid.split("::", 1)[0]
+    if used and file not in SHARED_SETUP_FILES:
+        raise pytest.UsageError(
+            f"{item.nodeid} uses {', '.join(sorted(used))}: add {file} to SHARED_SETUP_FILES in tests/conftest.py"
+        )
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_make_scheduler(config, log):
+    from xdist.scheduler import LoadScopeScheduling
+
+    class ByFile(LoadScopeScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            file = nodeid.split("::", 1)[0]
+            return "shared-setups" if file in SHARED_SETUP_FILES else file
+
+        def _assign_work_unit(self, node) -> None:
+            for scope in reversed(("shared-setups", *HEAVY_FILES)):
+                if scope in self.workqueue:
+                    self.workqueue.move_to_end(scope, last=False)
+            super()._assign_work_unit(node)
+
+    return ByFile(config, log)
 
 
 @pytest.fixture(autouse=True)
