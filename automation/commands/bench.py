@@ -388,7 +388,8 @@ def _free_port() -> int:
 
 def local_collectives(max_mib: int, iters: int) -> tuple[dict, list[str]]:
     """workloads/collectives_bench.py under torchrun with LOCAL_RANKS processes on 127.0.0.1; its document
-    and the command line that ran it. DriverError with the output's tail when it fails."""
+    and the command line that ran it (the interpreter as `python`). DriverError with the output's tail when it
+    fails."""
     with tempfile.TemporaryDirectory(prefix="collectives-") as tmp:
         out = Path(tmp) / "c.json"
         cmd = [sys.executable, "-m", "torch.distributed.run", f"--nproc-per-node={LOCAL_RANKS}"]
@@ -398,7 +399,8 @@ def local_collectives(max_mib: int, iters: int) -> tuple[dict, list[str]]:
         if proc.returncode != 0 or not out.is_file():
             tail = (proc.stdout + proc.stderr).strip().splitlines()[-5:]
             raise DriverError(f"the collectives bench exited {proc.returncode}: {' | '.join(tail)}")
-        return json.loads(out.read_text()), cmd
+        # The record names the interpreter as `python`: its absolute path is this machine's, not the command's.
+        return json.loads(out.read_text()), ["python", *cmd[1:]]
 
 
 def cluster_collectives(

@@ -24,4 +24,6 @@ def test_local_collectives_sweep_runs_end_to_end_and_keeps_its_file(tmp_path):
     doc = json.loads(proc.stdout)
     points = sorted({(r["op"], r["bytes"]) for r in doc["rows"]})
     assert points == sorted((op, s) for op in OPS for s in (1 << 20, 2 << 20)), f"got {points}"
-    assert json.loads(open(doc["file"]).read())["backend"] == "gloo", "the file must hold the same sweep"
+    kept = json.loads(open(doc["file"]).read())
+    assert kept["backend"] == "gloo", "the file must hold the same sweep"
+    assert kept["command"][:3] == ["python", "-m", "torch.distributed.run"], f"got {kept['command'][:3]}"
