@@ -38,7 +38,9 @@ class CutStream:
 
     @property
     def returncode(self):
-        return None["status"]  # what a status read from an empty error channel comes to
+        # What a status read from an empty error channel comes to: indexing None (a TypeError).
+        empty_channel: dict | None = None
+        return empty_channel["status"]  # type: ignore[index]
 
     def close(self):
         self.open = False
