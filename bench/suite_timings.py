@@ -3,11 +3,12 @@
     python bench/suite_timings.py                  # both tiers: the default, then the slow tier
     python bench/suite_timings.py --tier default   # one tier
 
-Each tier is the command TESTING.md gives (`python -m pytest -n 2`, `python -m pytest -m slow -n 2`), run from the
-repository root with a JUnit XML report, whose counts are read back. Writes
-bench/results/suite-<date>.json (--out to choose another file): per tier its command, wall seconds,
-exit code and the number of tests passed, failed, errored and skipped, with the machine, the date and
-the commit. README.md and TESTING.md link to the newest such file instead of restating its figures.
+Each tier is the command TESTING.md gives (`python -m pytest -n 2`, `python -m pytest -m slow -n 2`), run
+from the repository root with a JUnit XML report, whose counts are read back. Writes
+bench/results/suite-<date>.json (--out to choose another file): per tier its command, wall seconds, exit
+code, the number of tests passed, failed, errored and skipped and the machine's load average before and
+after, with the machine, the date and the commit. README.md and TESTING.md link to the newest such file
+instead of restating its figures.
 """
 
 from __future__ import annotations
@@ -49,12 +50,26 @@ def run_tier(name: str, extra: list[str], cwd: Path, python: str = sys.executabl
     with tempfile.TemporaryDirectory() as tmp:
         report = Path(tmp) / "junit.xml"
         argv = [python, "-m", "pytest", *extra]
+        load_before = _load()
         t0 = time.perf_counter()
         rc = subprocess.run([*argv, f"--junitxml={report}", "-p", "no:cacheprovider"], cwd=cwd).returncode
         wall = time.perf_counter() - t0
+        load_after = _load()
         found = counts(report.read_text()) if report.exists() else {}
     command = " ".join(["python", "-m", "pytest", *extra])
-    return {"tier": name, "command": command, "wall_s": round(wall, 1), "exit_code": rc, **found}
+    return {
+        "tier": name,
+        "command": command,
+        "wall_s": round(wall, 1),
+        "exit_code": rc,
+        **found,
+        # The machine's 1-minute load average before and after: other work on it slows the tier.
+        "load_average": [load_before, load_after],
+    }
+
+
+def _load() -> float | None:
+    return round(os.getloadavg()[0], 2) if hasattr(os, "getloadavg") else None
 
 
 def machine() -> str:

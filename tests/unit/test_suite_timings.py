@@ -37,3 +37,5 @@ def test_a_tiny_suite_is_timed_and_counted_per_tier(tmp_path):
         for t in json.loads(out.read_text())["tiers"]
     }
     assert (rc, tiers) == (1, {"default": (3, 1, 1, 1, 1), "slow": (1, 1, 0, 0, 0)}), f"rc {rc}, tiers {tiers}"
+    loads = [t["load_average"] for t in json.loads(out.read_text())["tiers"]]
+    assert all(len(pair) == 2 and all(x >= 0 for x in pair) for pair in loads), f"got load averages {loads}"
