@@ -151,6 +151,16 @@ def test_a_spot_score_ec2_refuses_is_a_note_not_a_failure():
     assert (got.scores, got.note) == ({}, "Spot placement score: UnauthorizedOperation"), got
 
 
+@pytest.mark.parametrize("unnamed", ["Region", "AvailabilityZoneId"])
+def test_a_spot_score_that_does_not_name_its_region_or_az_is_dropped(unnamed):
+    # Both are optional in SpotPlacementScore (https://docs.aws.amazon.com/AWSEC2/latest/APIReference/API_SpotPlacementScore.html):
+    # a score without them cannot be placed in an AZ, nor matched to an AZ whose id is unknown.
+    score = {"Region": WEST, "AvailabilityZoneId": "usw2-az1", "Score": 9}
+    del score[unnamed]
+    got = spot_signal(SpotEc2([{"SpotPlacementScores": [score]}]), G6, 2, [WEST])
+    assert got.scores == {}, got
+
+
 def test_a_family_of_two_comparable_types_is_not_asked(monkeypatch):
     monkeypatch.setattr(capacity, "spot_types", lambda t: ("a.1", "b.1"))
     ec2 = SpotEc2()
@@ -368,6 +378,14 @@ def test_an_unread_quota_is_noted_with_why(reads):
 def test_the_spot_quota_is_read_only_when_there_are_scores(reads):
     reads.spot_quota = AssertionError("the Spot quota was read without a score to judge")
     assert survey_region(CLIENTS, None, G6, 2, WEST, SpotSignal((G6,), note="n"))[0].notes == ("n",)
+
+
+def test_an_az_the_region_does_not_name_has_no_spot_score(reads):
+    # DescribeAvailabilityZones leaves out zones not opted in to unless asked with AllAvailabilityZones
+    # (https://docs.aws.amazon.com/AWSEC2/latest/APIReference/API_DescribeAvailabilityZones.html).
+    reads.offered = {"us-west-2a", "us-west-2-lax-1a"}
+    lax = next(z for z in survey_region(CLIENTS, None, G6, 2, WEST, SPOT) if z.az == "us-west-2-lax-1a")
+    assert lax.spot_score is None, lax
 
 
 def test_each_optional_read_that_fails_is_a_note_and_an_empty_column(reads):
