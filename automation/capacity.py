@@ -179,7 +179,10 @@ def spot_signal(ec2: Ec2, instance_type: str, count: int, regions: Sequence[str]
             )
             for page in pages:
                 for sc in page.get("SpotPlacementScores", []):
-                    scores[(sc.get("Region", ""), sc.get("AvailabilityZoneId", ""))] = int(sc["Score"])
+                    # Both names are optional in the API reference (SpotPlacementScore): a score that does not
+                    # name its AZ cannot be placed, and must not match an AZ whose id is unknown either.
+                    if sc.get("Region") and sc.get("AvailabilityZoneId"):
+                        scores[(sc["Region"], sc["AvailabilityZoneId"])] = int(sc["Score"])
     except (ClientError, BotoCoreError) as e:
         return SpotSignal(types, note=f"Spot placement score: {error_code(e)}")
     return SpotSignal(types, scores)
@@ -260,6 +263,7 @@ def survey_region(
     """Every AZ of ``region`` that offers ``instance_type``, with what EC2 says about ``count`` of them there
     (``spot``: the survey's Spot placement scores)."""
     ids = az_names(c.ec2)
+    # Without AllAvailabilityZones, DescribeAvailabilityZones leaves out zones not opted in to: an AZ may lack an id.
     az_id = {name: zone_id for zone_id, name in ids.items()}
     all_azs = tuple(sorted(ids.values()))
     offered = sorted(offered_azs(c.ec2, instance_type))
@@ -292,7 +296,7 @@ def survey_region(
             vcpus_needed=need,
             vcpus_free=free,
             quota_fix=finding.fix,
-            spot_score=spot.scores.get((region, az_id.get(az, ""))),
+            spot_score=spot.scores.get((region, az_id[az])) if az in az_id else None,
             spot_quota_vcpus=spot_quota,
             reservations=tuple(held.get(az, ())),
             blocks=tuple(blocks.get(az, ())),

@@ -8,7 +8,10 @@ model) and needs at least three instance types, fewer "always" score low
 1 to 10 per AZ id; DescribeCapacityReservations carries AvailableInstanceCount
 (https://docs.aws.amazon.com/AWSEC2/latest/APIReference/API_CapacityReservation.html); EKS reports EC2's refusal
 as a health issue whose message carries InsufficientInstanceCapacity
-(https://docs.aws.amazon.com/eks/latest/APIReference/API_Issue.html). The lower-level reads (offerings, the
+(https://docs.aws.amazon.com/eks/latest/APIReference/API_Issue.html). No member of these answers is required in
+botocore's EC2 and EKS models (GetSpotPlacementScores, DescribeCapacityReservations, DescribeInstanceTypes'
+InstanceTypeInfo, SpotPlacementScore, EKS's Nodegroup and Issue: no `required` list), so an answer without one is a
+shape the code must read. The lower-level reads (offerings, the
 instance type, the quota, the price: automation/ec2.py, automation/cost.py) are replaced by stand-ins here; their
 own tests are theirs.
 """
@@ -151,6 +154,21 @@ def test_a_spot_score_ec2_refuses_is_a_note_not_a_failure():
     assert (got.scores, got.note) == ({}, "Spot placement score: UnauthorizedOperation"), got
 
 
+def test_a_spot_page_without_scores_is_read_as_none():
+    got = spot_signal(SpotEc2([{}]), G6, 2, [WEST])
+    assert (got.scores, got.note) == ({}, ""), got
+
+
+@pytest.mark.parametrize("unnamed", ["Region", "AvailabilityZoneId"])
+def test_a_spot_score_that_does_not_name_its_region_or_az_is_dropped(unnamed):
+    # Both are optional in SpotPlacementScore (https://docs.aws.amazon.com/AWSEC2/latest/APIReference/API_SpotPlacementScore.html):
+    # a score without them cannot be placed in an AZ, nor matched to an AZ whose id is unknown.
+    score = {"Region": WEST, "AvailabilityZoneId": "usw2-az1", "Score": 9}
+    del score[unnamed]
+    got = spot_signal(SpotEc2([{"SpotPlacementScores": [score]}]), G6, 2, [WEST])
+    assert got.scores == {}, got
+
+
 def test_a_family_of_two_comparable_types_is_not_asked(monkeypatch):
     monkeypatch.setattr(capacity, "spot_types", lambda t: ("a.1", "b.1"))
     ec2 = SpotEc2()
@@ -203,6 +221,14 @@ def test_open_reservations_with_room_for_the_count_are_listed_by_az():
 
 def test_a_reservation_without_an_available_count_has_no_room():
     assert open_reservations(ReservationsEc2([{"CapacityReservationId": "c", "AvailabilityZone": "a"}]), G6, 1) == {}
+
+
+def test_an_answer_without_capacity_reservations_holds_none():
+    class NoList(ReservationsEc2):
+        def describe_capacity_reservations(self, **kw):
+            return {}
+
+    assert open_reservations(NoList(), G6, 1) == {}
 
 
 def test_a_page_without_capacity_blocks_is_read_as_none():
@@ -264,6 +290,28 @@ def test_capped_and_unread_spot_quotas_are_named_by_region():
     assert len(lines) == 3, lines
 
 
+def test_the_capped_line_says_why_the_scores_are_left_out():
+    line = ranking_lines([usable(spot_score=5, spot_quota_vcpus=64.0)])[1]
+    assert line == (
+        "Spot scores left out of the ranking in us-west-2 (64 < 96 vCPUs): the account's Spot vCPU quota is below "
+        "the vCPUs asked, and EC2 limits a new account's score target by its Spot limit"
+    ), line
+
+
+@pytest.mark.parametrize(
+    "quota, named",
+    [(64.0, "eu-north-1 (64 < 96 vCPUs), us-west-2 (64 < 96 vCPUs):"), (None, "eu-north-1, us-west-2:")],
+    ids=["capped", "unread"],
+)
+def test_several_regions_left_out_are_named_comma_separated(quota, named):
+    zones = [
+        usable(spot_score=5, spot_quota_vcpus=quota),
+        replace(usable(spot_score=5, spot_quota_vcpus=quota), region="eu-north-1"),
+    ]
+    line = ranking_lines(zones)[1]
+    assert line.startswith(f"Spot scores left out of the ranking in {named}"), line
+
+
 def test_no_counting_spot_score_says_the_order_is_by_price():
     lines = ranking_lines([usable(spot_quota_vcpus=1000.0)])
     assert lines[1:] == ["no Spot score counts here: the order below the reservations is by price and name"], lines
@@ -300,6 +348,7 @@ def reads(monkeypatch):
         reservations={"us-west-2b": ["cr-1"]},
         blocks={},
         quota_asked=[],
+        asked={},  # read -> what it was asked about (the type, and the count or region where it takes one)
     )
     finding = SimpleNamespace(detail="quota not read: NoSuchResource", fix="aws service-quotas request ...")
 
@@ -316,15 +365,36 @@ def reads(monkeypatch):
     def ec2_of_region(ec2):
         assert isinstance(ec2, RegionEc2), f"asked {ec2!r}, not the region's EC2 client"
 
-    monkeypatch.setattr(capacity, "offered_azs", lambda ec2, t: ec2_of_region(ec2) or set(state.offered))
-    monkeypatch.setattr(capacity, "describe_type", lambda ec2, t: ec2_of_region(ec2) or state.info)
-    monkeypatch.setattr(capacity, "check_quota", quota)
-    monkeypatch.setattr(capacity, "spot_quota_vcpus", lambda q, t: fails_or(state.spot_quota) if q == "quotas" else 0)
+    def asked(read, *about):
+        state.asked[read] = about
+
     monkeypatch.setattr(
-        capacity, "open_reservations", lambda ec2, t, n: ec2_of_region(ec2) or fails_or(state.reservations)
+        capacity, "offered_azs", lambda ec2, t: ec2_of_region(ec2) or asked("offered_azs", t) or set(state.offered)
     )
-    monkeypatch.setattr(capacity, "block_offerings", lambda ec2, t, n: ec2_of_region(ec2) or fails_or(state.blocks))
-    monkeypatch.setattr(capacity, "on_demand_price", lambda p, t, r: fails_or(state.price) if p == "pricing" else 0)
+    monkeypatch.setattr(
+        capacity, "describe_type", lambda ec2, t: ec2_of_region(ec2) or asked("describe_type", t) or state.info
+    )
+    monkeypatch.setattr(capacity, "check_quota", quota)
+    monkeypatch.setattr(
+        capacity,
+        "spot_quota_vcpus",
+        lambda q, t: asked("spot_quota_vcpus", t) or fails_or(state.spot_quota) if q == "quotas" else 0,
+    )
+    monkeypatch.setattr(
+        capacity,
+        "open_reservations",
+        lambda ec2, t, n: ec2_of_region(ec2) or asked("open_reservations", t, n) or fails_or(state.reservations),
+    )
+    monkeypatch.setattr(
+        capacity,
+        "block_offerings",
+        lambda ec2, t, n: ec2_of_region(ec2) or asked("block_offerings", t, n) or fails_or(state.blocks),
+    )
+    monkeypatch.setattr(
+        capacity,
+        "on_demand_price",
+        lambda p, t, r: asked("on_demand_price", t, r) or fails_or(state.price) if p == "pricing" else 0,
+    )
     return state
 
 
@@ -345,7 +415,7 @@ def test_a_region_survey_has_one_row_per_offered_az_with_what_ec2_said(reads):
 def test_a_region_that_does_not_offer_the_type_is_one_row_saying_so(reads):
     reads.offered = set()
     (z,) = survey_region(CLIENTS, None, G6, 2, WEST)
-    assert (z.az, z.offered, z.notes) == ("", False, ("g6.12xlarge is not offered in us-west-2",)), z
+    assert (z.region, z.az, z.offered, z.notes) == (WEST, "", False, ("g6.12xlarge is not offered in us-west-2",)), z
     assert z.region_azs == ("us-west-2a", "us-west-2b", "us-west-2c"), z
 
 
@@ -355,8 +425,13 @@ def test_a_type_ec2_does_not_describe_has_unknown_efa_and_no_vcpus(reads):
     assert (z.efa, reads.quota_asked[0][1]) == (None, 0), (z, reads.quota_asked)
 
 
-def test_a_type_without_efa_is_read_as_no_efa(reads):
-    reads.info = {"NetworkInfo": {}, "VCpuInfo": {"DefaultVCpus": 48}}
+@pytest.mark.parametrize(
+    "info",
+    [{"NetworkInfo": {}, "VCpuInfo": {"DefaultVCpus": 48}}, {"VCpuInfo": {"DefaultVCpus": 48}}],
+    ids=["no-EfaSupported", "no-NetworkInfo"],
+)
+def test_a_type_without_efa_is_read_as_no_efa(reads, info):
+    reads.info = info
     assert survey_region(CLIENTS, None, G6, 2, WEST)[0].efa is False
 
 
@@ -368,6 +443,34 @@ def test_an_unread_quota_is_noted_with_why(reads):
 def test_the_spot_quota_is_read_only_when_there_are_scores(reads):
     reads.spot_quota = AssertionError("the Spot quota was read without a score to judge")
     assert survey_region(CLIENTS, None, G6, 2, WEST, SpotSignal((G6,), note="n"))[0].notes == ("n",)
+
+
+def test_without_spot_scores_the_spot_quota_is_unknown(reads):
+    assert survey_region(CLIENTS, None, G6, 2, WEST, SpotSignal((G6,), note="n"))[0].spot_quota_vcpus is None
+
+
+@pytest.mark.parametrize(
+    "read, about",
+    [
+        ("offered_azs", (P5,)),
+        ("describe_type", (P5,)),
+        ("spot_quota_vcpus", (P5,)),
+        ("open_reservations", (P5, 3)),
+        ("block_offerings", (P5, 3)),
+        ("on_demand_price", (P5, WEST)),
+    ],
+)
+def test_each_read_asks_about_the_surveyed_type_count_and_region(reads, read, about):
+    survey_region(CLIENTS, "pricing", P5, 3, WEST, SPOT)
+    assert reads.asked[read] == about, reads.asked
+
+
+def test_an_az_the_region_does_not_name_has_no_spot_score(reads):
+    # DescribeAvailabilityZones leaves out zones not opted in to unless asked with AllAvailabilityZones
+    # (https://docs.aws.amazon.com/AWSEC2/latest/APIReference/API_DescribeAvailabilityZones.html).
+    reads.offered = {"us-west-2a", "us-west-2-lax-1a"}
+    lax = next(z for z in survey_region(CLIENTS, None, G6, 2, WEST, SPOT) if z.az == "us-west-2-lax-1a")
+    assert lax.spot_score is None, lax
 
 
 def test_each_optional_read_that_fails_is_a_note_and_an_empty_column(reads):
@@ -411,8 +514,41 @@ def test_a_survey_of_regions_ranks_them_and_names_a_region_that_cannot_be_read(r
     done: list[str] = []
     zones = survey([WEST, "ap-east-1"], clients_for, None, G6, 2, on_region=done.append, workers=1)
     assert [z.az for z in zones] == ["us-west-2b", "us-west-2a", ""], zones  # 2b holds cr-1
-    assert zones[2].notes == ("region ap-east-1 could not be read: AuthFailure",), zones[2]
+    assert zones[2] == Zone("ap-east-1", "", False, notes=("region ap-east-1 could not be read: AuthFailure",)), zones[
+        2
+    ]
     assert sorted(done) == ["ap-east-1", WEST], done
+
+
+def test_the_survey_asks_the_spot_score_once_for_all_regions_with_the_first_regions_client(reads, monkeypatch):
+    clients = {WEST: CLIENTS, "us-east-2": RegionClients(RegionEc2(), quotas="quotas")}
+    calls = []
+    monkeypatch.setattr(
+        capacity, "spot_signal", lambda ec2, t, n, regions: calls.append((ec2, t, n, regions)) or SpotSignal(note="n")
+    )
+    survey([WEST, "us-east-2"], clients.__getitem__, None, G6, 2, workers=1)
+    assert calls == [(CLIENTS.ec2, G6, 2, [WEST, "us-east-2"])], calls
+
+
+def test_a_surveyed_region_is_its_own_survey_with_the_surveys_spot_scores_and_prices(reads, monkeypatch):
+    monkeypatch.setattr(capacity, "spot_signal", lambda ec2, t, n, regions: SPOT)
+    got = survey([WEST], lambda region: CLIENTS, "pricing", G6, 2)
+    assert got == capacity.rank(survey_region(CLIENTS, "pricing", G6, 2, WEST, SPOT)), got
+
+
+@pytest.mark.parametrize("regions, workers, threads", [(1, 8, 1), (3, 2, 2), (3, 8, 3)])
+def test_the_survey_runs_one_thread_per_region_up_to_workers(reads, monkeypatch, regions, workers, threads):
+    sizes = []
+
+    class Pool(capacity.ThreadPoolExecutor):
+        def __init__(self, max_workers=None):
+            sizes.append(max_workers)
+            super().__init__(max_workers=max_workers)
+
+    monkeypatch.setattr(capacity, "ThreadPoolExecutor", Pool)
+    monkeypatch.setattr(capacity, "spot_signal", lambda ec2, t, n, regions: SpotSignal(note="n"))
+    survey([f"r{i}" for i in range(regions)], lambda region: CLIENTS, None, G6, 2, workers=workers)
+    assert sizes == [threads], sizes
 
 
 def test_a_survey_of_no_regions_is_empty():
@@ -460,6 +596,12 @@ def test_without_another_usable_az_the_line_says_to_look_further():
     )
 
 
+def test_a_stuck_group_eks_did_not_name_is_named_with_a_question_mark():
+    group = {k: v for k, v in stuck().items() if k != "nodegroupName"}
+    line = stuck_line(group, "us-west-2a", None, "s")
+    assert line.startswith("GPU node group ? is still CREATING: "), line
+
+
 def test_a_group_not_stuck_has_no_line():
     assert stuck_line(stuck(status="ACTIVE"), "us-west-2a", "us-west-2b", "s") is None
 
@@ -484,6 +626,22 @@ def test_the_watch_says_once_which_gpu_group_is_stuck_and_the_next_az():
     line = watch.check_once()
     assert said == [line] and watch.said == line, said
     assert line == stuck_line(stuck(), "us-west-2a", "us-west-2c", "us-west-2"), line
+
+
+def test_the_watch_passes_over_a_group_without_labels():
+    by_hand = {**{k: v for k, v in stuck().items() if k != "labels"}, "nodegroupName": "by-hand"}
+    watch = UpWatch(Groups(by_hand, stuck()), "c", "us-west-2a", "s", lambda: None, lambda line: None)
+    line = watch.check_once()
+    assert line.startswith("GPU node group gpu-ng is still CREATING"), line
+
+
+def test_leaving_the_watch_waits_a_bounded_time_for_its_thread():
+    # The thread may be inside an EKS call that hangs on the network: `up` must not hang with it.
+    watch = UpWatch(Groups(), "c", "a", "s", lambda: None, lambda line: None)
+    joined = []
+    watch._thread = SimpleNamespace(join=lambda timeout=None: joined.append(timeout))
+    watch.__exit__(None, None, None)
+    assert [t is not None for t in joined] == [True], joined
 
 
 def test_the_watch_of_healthy_groups_says_nothing():
