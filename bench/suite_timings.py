@@ -3,7 +3,7 @@
     python bench/suite_timings.py                  # both tiers: the default, then the slow tier
     python bench/suite_timings.py --tier default   # one tier
 
-Each tier is the command TESTING.md gives (`python -m pytest -n 2`, `python -m pytest -m slow -n 2`), run
+Each tier is the command TESTING.md gives (`python -m pytest -n 2`, `python -m pytest -m slow`), run
 from the repository root with a JUnit XML report, whose counts are read back. Writes
 bench/results/suite-<date>.json (--out to choose another file): per tier its command, wall seconds, exit
 code, the number of tests passed, failed, errored and skipped and the machine's load average before and
@@ -26,8 +26,9 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
-# What each tier adds to `python -m pytest`: its marker and two pytest-xdist workers, as README.md and .ci/run.
-TIERS = {"default": ["-n", "2"], "slow": ["-m", "slow", "-n", "2"]}
+# What each tier adds to `python -m pytest`, as README.md and .ci/run run it: the default tier on two pytest-xdist
+# workers, the slow tier (real runs only) in one process (TESTING.md says why).
+TIERS = {"default": ["-n", "2"], "slow": ["-m", "slow"]}
 
 
 def counts(junit_xml: str) -> dict[str, int]:

@@ -85,20 +85,9 @@ SHARED_SETUP_FILES = frozenset(
         "tests/integration/test_train_ray.py",
     }
 )
-# The longest other files of either tier (--durations on the 2-core machine, 2026-12-06), sent next, longest
-# first; a file the tier does not hold is passed over.
-HEAVY_FILES = tuple(
-    f"tests/integration/{name}.py"
-    for name in (
-        "test_halfway_interrupts",  # slow: ~150 s
-        "test_drill_local",  # slow: ~135 s
-        "test_step_equivalence",  # slow: ~75 s
-        "test_resume_schedule",  # slow: ~31 s
-        "test_train_fsdp",  # default: ~30 s
-        "test_observe_torchrun",  # slow: ~19 s
-        "test_bench_command",  # default: ~12 s
-    )
-)
+# The longest other files of the default tier (--durations on the 2-core machine, 2026-12-06), sent next,
+# longest first; a file the run does not hold is passed over. (The slow tier runs in one process: TESTING.md.)
+HEAVY_FILES = ("tests/integration/test_train_fsdp.py", "tests/integration/test_bench_command.py")
 
 
 def pytest_itemcollected(item):
