@@ -29,7 +29,7 @@ from workloads.uri import parse_location
 STACK_KEY = StackConfig.keyname("train", prefixed=True)
 
 # The cluster's job: Qwen2.5-1.5B on 8 workers x 1 GPU (two g6.12xlarge) in the layout that
-# bench/throughput_model.py chooses (BENCHMARKS.md, "The cluster job on 8 x L4"): HSDP 2 x 4
+# bench/throughput_model.py chooses (bench/results/2026-12-04-h200/README.md): HSDP 2 x 4
 # (shard inside a node, replicate across the two), so only a bf16 gradient all-reduce crosses the
 # 40 Gbps NIC (3.09 GB per step, against 8.10 GB for FSDP over 8 with an fp32 reduce);
 # 8 x 2048-token micro-batches per worker and no accumulation (8 x 8 = 64 sequences per step);
@@ -37,7 +37,7 @@ STACK_KEY = StackConfig.keyname("train", prefixed=True)
 # parameters resharded after forward and a loss chunk of 2048 tokens, which pay for what it keeps
 # (without checkpointing no micro-batch of 2048 tokens fits an L4). Measured on an H100 at world
 # size 8: 17.9 GiB reserved per rank, 3-4% faster than full checkpointing
-# (bench/results/2026-12-05-h100/, BENCHMARKS.md's L4 memory budget).
+# (bench/results/2026-12-05-h100/README.md, the L4 memory budget).
 CLUSTER_JOB: Mapping[str, object] = {
     "preset": "qwen2.5-1.5b",
     "num_workers": 8,

@@ -9,7 +9,8 @@ API, so the job server's port 8265 never leaves the pod; locally it talks to the
 A job is detached: `ray job submit --no-wait` returns once the job server has it, and `follow_job`
 follows it by asking the job server, in short calls each poll (`ray job status`, `ray job logs` from a
 line offset), so a dropped exec stream or an expired token costs one poll, never the job's outcome.
-The job server, not the terminal, owns the job (STYLE.md, "Time, faults and the reader").
+The job server, not the terminal, owns the job: a dropped connection changes what the user sees, never the
+outcome (docs/long-runs.md).
 """
 
 from __future__ import annotations

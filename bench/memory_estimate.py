@@ -1,10 +1,10 @@
 """Estimate the per-GPU memory of the reference job from the model's shapes: an estimate, not a measurement.
 
 Measured numbers supersede it: `bench/fake_rank_step.py` runs the real step as rank 0 of a fake
-world of 8 on a GPU and reports PyTorch's peak allocated and reserved memory (BENCHMARKS.md, "Memory
-per rank, measured"). For the fsdp, 4 x 2048, activation-checkpointing job this estimate says
-19.6 GiB where 11.5 GiB allocated / 15.1 GiB reserved were measured (2026-12-04, H200): it errs
-high, which keeps the stack's fit test on the safe side.
+world of 8 on a GPU and reports PyTorch's peak allocated and reserved memory
+(bench/results/2026-12-04-h200/README.md, "Memory per rank, measured"). For the fsdp, 4 x 2048,
+activation-checkpointing job this estimate says 19.6 GiB where 11.5 GiB allocated / 15.1 GiB reserved
+were measured (2026-12-04, H200): it errs high, which keeps the stack's fit test on the safe side.
 
 The reference job: Qwen2.5-1.5B (workloads/configs/qwen2.5-1.5b.json), FSDP2 full shard as
 `workloads.model.apply_fsdp` does it (`fully_shard` per decoder block, then the root), bf16 compute
@@ -36,7 +36,7 @@ N = b*T tokens, C = min(loss chunk, N):
             = N*V*4*2                                  full: fp32 logits and their gradient
     tensors = states + blocks + root + acts + loss
     total   = tensors * 1.10 + 1.75 GiB  10% for caching-allocator fragmentation; 1.75 GiB for what the
-                                         L4 budget adds to reserved memory (BENCHMARKS.md, issue 29): the
+                                         L4 budget adds to reserved memory (2026-12-05-h100/README.md): the
                                          CUDA context 0.82 (measured), NCCL's buffers 0.43 (cited), margin 0.5
     fits    = total <= --gpu-mem-gib
 

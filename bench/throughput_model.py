@@ -77,8 +77,8 @@ L4_ACHIEVABLE_TFLOPS = (54.0, 71.0)  # published matmul sweep, as quoted in issu
 FP8_OVER_BF16 = {"L4": 242.5 / 121.0, "H100": 1979.0 / 989.0, "H200": 1979.0 / 989.0}
 L4_MEMORY_GIB = 22888 / 1024  # EC2 DescribeInstanceTypes: 22888 MiB per L4 on g6.12xlarge
 
-# The L4 budget (BENCHMARKS.md, "An honest L4 memory budget"): a config fits when its measured reserved
-# peak + CONTEXT_GIB + NCCL_GIB + MARGIN_GIB <= L4_MEMORY_GIB.
+# The L4 budget (bench/results/2026-12-05-h100/README.md, "An honest L4 memory budget"): a config fits
+# when its measured reserved peak + CONTEXT_GIB + NCCL_GIB + MARGIN_GIB <= L4_MEMORY_GIB.
 CONTEXT_GIB = 0.82  # outside the allocator in the training process, measured (fake_rank_step, H100, 2026-12-05)
 # NCCL's receive buffers per connection (NVIDIA/nccl src/include/device.h, comm.h): Simple 4 MiB
 # (NCCL_BUFFSIZE), LL128 120 x 640 x 8 steps x 8 B = 4.69 MiB, LL 8 x 512 x 8 x 16 B = 0.5 MiB, so
@@ -180,7 +180,8 @@ def predict(row: dict, rate: float, links: dict[str, float] | None = None) -> di
 
 def predict_aws_sample(fsdp_bf16_row: dict) -> dict:
     """The sample's steps/s over EFA and TCP, from bytes alone (its 128 tokens per rank make compute
-    small; the measured H200 step at that size is reported beside it, not scaled: see BENCHMARKS).
+    small; the measured H200 step at that size is reported beside it, not scaled:
+    see bench/results/2026-12-04-h200/README.md).
 
     Bytes: FSDP1 FULL_SHARD gathers the bf16 parameters in forward and again in backward (it
     reshards after forward: https://pytorch.org/docs/stable/fsdp.html, ShardingStrategy.FULL_SHARD)

@@ -82,7 +82,7 @@ class Cluster(pulumi.ComponentResource):
         # pulumi-eks creates its coredns add-on only for Fargate or its default node group (CoreDnsAddonOptions'
         # `enabled` in pulumi_eks/_inputs.py, v4.4), so CoreDNS would stay the self-managed copy EKS bootstraps,
         # unpinned. An explicit add-on takes it over (OVERWRITE adopts the bootstrapped Deployment) once a node
-        # can run its pods: the add-on is not ACTIVE before, and `up` would wait on it (docs/aws-round-three.md).
+        # can run its pods: the add-on is not ACTIVE before, and `up` would wait on it (docs/architecture.md).
         aws.eks.Addon(
             f"{name}-coredns",
             cluster_name=cluster_name,

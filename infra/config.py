@@ -160,46 +160,31 @@ class ClusterConfig(Section):
     kubernetes_version: str = key(
         "kubernetesVersion",
         "1.36",
-        "EKS Kubernetes version (major.minor); the AL2023 NVIDIA AMI type needs 1.30 or newer. 1.36 is in EKS "
-        "standard support until 2027-08-02 (EKS released it on 2026-06-02; standard support lasts 14 months: "
-        "https://endoflife.date/amazon-eks), 1.35 until 2027-03-27; 1.34's ended on 2026-12-02. AWS's own Ray "
-        "Train sample defaults to 1.36 (aws-samples/sample-aws-deep-learning-containers, "
-        "training/ray-train/scripts/env.sh). A version past its standard support is accepted with a warning, because "
-        "EKS bills extended support per cluster hour "
-        "(https://docs.aws.amazon.com/eks/latest/userguide/kubernetes-versions.html).",
+        "EKS Kubernetes version (major.minor), 1.30 or newer for the AL2023 NVIDIA AMI type. A version past its EKS "
+        "standard support is accepted with a warning, as EKS bills extended support per cluster hour "
+        "(docs/architecture.md gives the support dates and where the default comes from).",
         kubernetes_version,
     )
     vpc_cni_version: str = key(
         "vpcCniVersion",
         "v1.22.4-eksbuild.3",
-        "Version of the EKS-managed VPC CNI add-on (vpc-cni), pinned so that a later `pulumi up` never changes "
-        "pod networking unasked (pulumi-eks otherwise takes the newest for the cluster's Kubernetes version). "
-        "v1.22.4-eksbuild.3 is the version EKS offered for Kubernetes 1.31 to 1.36 in published records of "
-        "2026, one of them an EKS 1.36 cluster that resolved to it; the EKS guide's managing-vpc-cni table read "
-        "here stops before 1.36. Preflight checks it with `aws eks describe-addon-versions --addon-name vpc-cni "
-        "--kubernetes-version <kubernetesVersion>`.",
+        "Version of the EKS-managed VPC CNI add-on (vpc-cni), pinned so that a later `pulumi up` never changes pod "
+        "networking unasked; preflight checks that EKS offers it for kubernetesVersion (docs/architecture.md: the "
+        "default's source).",
         addon_version,
     )
     kube_proxy_version: str = key(
         "kubeProxyVersion",
         "v1.36.0-eksbuild.21",
-        "Version of the EKS-managed kube-proxy add-on, pinned like vpcCniVersion (pulumi-eks otherwise takes the "
-        "newest at every `up`). kube-proxy follows the Kubernetes minor version, so change it with "
-        "kubernetesVersion. v1.36.0-eksbuild.21 is what an EKS 1.36 cluster resolved to in a published record of "
-        "2026-09 (beside vpc-cni v1.22.4-eksbuild.3); the EKS guide's managing-kube-proxy table read here stops "
-        "before 1.36. Preflight checks it with `aws eks describe-addon-versions --addon-name kube-proxy "
-        "--kubernetes-version <kubernetesVersion>`.",
+        "Version of the EKS-managed kube-proxy add-on, pinned like vpcCniVersion. It follows the Kubernetes minor "
+        "version, so change it with kubernetesVersion (docs/architecture.md: the default's source).",
         addon_version,
     )
     coredns_version: str = key(
         "corednsVersion",
         "v1.14.3-eksbuild.14",
-        "Version of the EKS-managed CoreDNS add-on (coredns). With no default node group pulumi-eks leaves CoreDNS "
-        "self-managed (its corednsAddonOptions apply only to a Fargate cluster or one with the default node group), "
-        "i.e. whatever EKS bootstrapped, never updated; the stack makes it an EKS add-on pinned like vpcCniVersion "
-        "(https://docs.aws.amazon.com/eks/latest/userguide/managing-coredns.html). v1.14.3-eksbuild.14 is what "
-        "`aws eks describe-addon-versions` listed for Kubernetes 1.36 in a published record of 2026. Preflight checks "
-        "it with `aws eks describe-addon-versions --addon-name coredns --kubernetes-version <kubernetesVersion>`.",
+        "Version of the EKS-managed CoreDNS add-on (coredns), which the stack declares so that it is pinned like "
+        "vpcCniVersion (docs/architecture.md: why, and the default's source).",
         addon_version,
     )
     endpoint_public_access: bool = key(
@@ -363,28 +348,17 @@ class GpuNodesConfig(Section):
     capacity_reservation_id: str = key(
         "gpuCapacityReservationId",
         "",
-        "Optional targeted capacity reservation (cr-...) for the GPU nodes, in gpuAvailabilityZone: an On-Demand "
-        "Capacity Reservation or, with gpuCapacityBlock true, a Capacity Block for ML. A matching open On-Demand "
-        "Capacity Reservation is used by instances in a cluster placement group too; AWS recommends (does not "
-        "require) making the reservation in the cluster placement group, which needs the group to exist first: "
-        "create it, make the reservation in it, and set gpuPlacementGroupName to its name "
-        "(https://docs.aws.amazon.com/AWSEC2/latest/UserGuide/placement-groups-limitations.html, "
-        "https://docs.aws.amazon.com/AWSEC2/latest/UserGuide/cr-cpg.html). A reservation made in a placement group "
-        "is used only by instances in that group; preflight checks it. Empty for plain on-demand capacity.",
+        "Optional targeted capacity reservation (cr-...) for the GPU nodes in gpuAvailabilityZone: an On-Demand "
+        "Capacity Reservation or, with gpuCapacityBlock true, a Capacity Block for ML; empty for plain on-demand "
+        "capacity. Preflight checks its type, state, AZ and placement group (docs/cost-and-capacity.md).",
         reservation_id,
     )
     capacity_block: bool = key(
         "gpuCapacityBlock",
         False,
-        "True when gpuCapacityReservationId is a Capacity Block for ML (its ReservationType is capacity-block): the "
-        "launch template then names the instance type and sets the capacity-block market type, and the node group "
-        "takes the CAPACITY_BLOCK capacity type and lists no instance types "
-        "(https://docs.aws.amazon.com/eks/latest/userguide/capacity-blocks-mng.html). Capacity Blocks exist only "
-        "for some types (P4d, P5, P5e, P5en, P6, Trn1, Trn2: "
-        "https://docs.aws.amazon.com/AWSEC2/latest/UserGuide/ec2-capacity-blocks.html); config refuses true for "
-        "any other gpuInstanceType (g6 included). EKS updates a node group on a Capacity Block only at desired "
-        "size 0: scale it to 0 before an `up` that changes it. Preflight reads the reservation's type and says "
-        "which value to set.",
+        "True when gpuCapacityReservationId is a Capacity Block for ML, which only some instance types have (not "
+        "g6). EKS updates a node group on a Capacity Block only at desired size 0: scale it to 0 before an `up` that "
+        "changes it (docs/cost-and-capacity.md).",
     )
     placement_group_name: str = key(
         "gpuPlacementGroupName",
@@ -592,10 +566,8 @@ class RayConfig(Section):
     image: str = key(
         "rayImage",
         "public.ecr.aws/deep-learning-containers/ray:train-ml-cuda-v1.1.0",
-        "Container image of the Ray head and workers (pinned tag or digest; never latest). The default is the full "
-        "tag of Ray Train DLC v1.1 (Ray 2.58.0, PyTorch 2.13.0, EFA 1.49.0 with aws-ofi-nccl 1.20.0); "
-        "train-ml-cuda-v1.1 and train-ml-cuda-v1 move with later patch releases "
-        "(aws/deep-learning-containers docs/ray-train/changelog/index.md).",
+        "Container image of the Ray head and workers (pinned tag or digest; never latest). The default is Ray Train "
+        "DLC v1.1 (Ray 2.58.0, PyTorch 2.13.0, EFA 1.49.0 with aws-ofi-nccl 1.20.0; docs/architecture.md).",
         pinned_image,
     )
     version: str = key(
@@ -604,10 +576,9 @@ class RayConfig(Section):
     image_cache: bool = key(
         "imageCache",
         True,
-        "Pull rayImage through an ECR pull-through cache rule for ECR Public in the stack's region instead of from "
-        "public.ecr.aws: image layers then come from Amazon S3 over the stack's free S3 gateway endpoint, not through "
-        "the NAT gateway ($0.045/GB, about $0.59 per node per cold start of the ~13 GB image), for about $1.30 a month "
-        "of ECR storage (docs/aws-round-three.md). Needs rayImage on public.ecr.aws; false pulls it directly.",
+        "Pull rayImage through an ECR pull-through cache in the stack's region, so that its layers come from S3 over "
+        "the free gateway endpoint instead of through the NAT gateway (docs/cost-and-capacity.md). Needs rayImage on "
+        "public.ecr.aws; false pulls it directly.",
     )
     head: RayHeadConfig = field(default_factory=RayHeadConfig)
     worker: RayWorkerConfig = field(default_factory=RayWorkerConfig)
@@ -697,15 +668,9 @@ class StorageConfig(Section):
     pod_identity_mode: str = key(
         "podIdentityMode",
         POD_IDENTITY,
-        "How the Ray pods get the run bucket's role. pod-identity: EKS Pod Identity (an agent add-on and an "
-        "association; https://docs.aws.amazon.com/eks/latest/userguide/pod-identities.html). irsa: IAM roles for "
-        "service accounts through the cluster's OIDC provider (a role trusting sts:AssumeRoleWithWebIdentity for "
-        "the ray-train ServiceAccount only, which carries the eks.amazonaws.com/role-arn annotation; no Pod "
-        "Identity association; https://docs.aws.amazon.com/eks/latest/userguide/iam-roles-for-service-accounts.html). "
-        "Use irsa when the pods' AWS SDK is too old for Pod Identity: pyarrow's S3 filesystem needs the AWS SDK for "
-        "C++ 1.11.263 or newer (https://docs.aws.amazon.com/eks/latest/userguide/pod-id-minimum-sdk.html). The "
-        "default is pod-identity because Ray 2.58 requires pyarrow >= 17, whose wheels bundle SDK 1.11.285 or newer "
-        "(docs/aws-round-three.md). The S3 permissions are the same policy document in both modes.",
+        "How the Ray pods get the run bucket's role: pod-identity (EKS Pod Identity) or irsa (IAM roles for service "
+        "accounts, for pods whose AWS SDK is too old for Pod Identity); the S3 permissions are the same in both "
+        "(docs/storage.md says why pod-identity is the default).",
         pod_identity_mode,
     )
     # Set by StackConfig from the cluster name and the stack:

@@ -1,5 +1,5 @@
 """The IAM actions the identity that runs `up` and `destroy` needs, per Pulumi resource type the program declares,
-and the page section docs/first-real-run.md shows (``python -m infra.deploy_permissions --write`` regenerates it;
+and the page section docs/aws-first-run.md shows (``python -m infra.deploy_permissions --write`` regenerates it;
 tests/pulumi/test_deploy_permissions.py fails when a type of the mock render has no entry or the page differs).
 
 Each entry lists the create, read, update, delete and tag calls of that resource's API, by the action names of the
@@ -18,7 +18,7 @@ import sys
 from collections.abc import Iterable
 from pathlib import Path
 
-DOC = Path(__file__).resolve().parent.parent / "docs" / "first-real-run.md"
+DOC = Path(__file__).resolve().parent.parent / "docs" / "aws-first-run.md"
 BEGIN, END = "<!-- iam:begin (python -m infra.deploy_permissions --write) -->", "<!-- iam:end -->"
 
 _EC2_TAGS = ("ec2:CreateTags", "ec2:DeleteTags")
@@ -307,6 +307,6 @@ def page_with_section(text: str) -> str:
 
 if __name__ == "__main__":
     if sys.argv[1:] != ["--write"]:
-        sys.exit("usage: python -m infra.deploy_permissions --write  (rewrites docs/first-real-run.md's IAM section)")
+        sys.exit("usage: python -m infra.deploy_permissions --write  (rewrites docs/aws-first-run.md's IAM section)")
     DOC.write_text(page_with_section(DOC.read_text()))
     print(f"{DOC}: IAM section rewritten")

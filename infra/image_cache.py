@@ -3,7 +3,7 @@
 With it, the nodes pull the Ray image from the stack's own private registry: the first pull imports it from
 public.ecr.aws into a repository under the stack's prefix, every later one (each cold start of a GPU node) is served by
 ECR, whose image layers come from Amazon S3 and so over the stack's S3 gateway endpoint instead of the NAT gateway
-(https://docs.aws.amazon.com/AmazonECR/latest/userguide/vpc-endpoints.html). docs/aws-round-three.md has the cost.
+(https://docs.aws.amazon.com/AmazonECR/latest/userguide/vpc-endpoints.html). docs/cost-and-capacity.md has the cost.
 """
 
 from __future__ import annotations

@@ -364,7 +364,7 @@ def aws_region_env(region: str) -> dict[str, str]:
 # Ray's own health endpoints, probed by HTTP so that nothing runs inside the image. KubeRay v1.5.2 injects exec probes
 # (`bash -c "wget ... | grep success"`) into a Ray container that sets none (ray-operator/controllers/ray/common/pod.go,
 # initLivenessAndReadinessProbe, tag v1.5.2 = commit 9f65eca), and only where the container has none; whether the DLC
-# image has wget is not established (docs/aws-round-three.md). Paths and ports: utils/constant.go at that tag
+# image has wget is not established (docs/architecture.md). Paths and ports: utils/constant.go at that tag
 # (RayAgentRayletHealthPath on DefaultDashboardAgentListenPort 52365, RayDashboardGCSHealthPath on DefaultDashboardPort
 # 8265). Ray 2.58 answers 200 "success" or 503 on both (dashboard/modules/reporter/healthz_agent.py, reporter_head.py),
 # so httpGet's 2xx test is KubeRay's `grep success`; the agent listens on the pod IP as well as localhost

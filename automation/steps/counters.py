@@ -1,8 +1,7 @@
 """counters: every GPU node's EFA port counters, read before the job is submitted (the first half of
 the counter witness; `check` reads them again and judges: automation/efa_witness.py).
 
-It records, never fails: what the counters say is `check`'s to judge. When the job's submission moves
-to a step of its own, this step runs right before it (or that step calls `efa_witness.snapshot`).
+It records, never fails: what the counters say is `check`'s to judge. On AWS it runs right before `submit`.
 """
 
 from __future__ import annotations

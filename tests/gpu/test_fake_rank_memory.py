@@ -15,7 +15,7 @@ from conftest import REPO
 
 pytestmark = [pytest.mark.gpu, pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")]
 
-# The default bench/throughput_model.py chose on 2026-12-05 (BENCHMARKS.md says why).
+# The default bench/throughput_model.py chose on 2026-12-05 (bench/results/2026-12-05-h100/README.md says why).
 DEFAULT = (
     "mesh=hsdp+micro_batch_size=8+reduce_dtype=bfloat16+activation_checkpointing=1+ac_policy=attention"
     "+reshard_after_forward=1+loss_chunk_size=2048"

@@ -1,4 +1,4 @@
-"""docs/first-real-run.md's IAM permissions against what the program declares: every resource type of the mock
+"""docs/aws-first-run.md's IAM permissions against what the program declares: every resource type of the mock
 render of both example stacks has its IAM actions (or makes no AWS call of its own), and the page shows what
 infra/deploy_permissions.py generates."""
 

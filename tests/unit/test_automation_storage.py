@@ -176,7 +176,7 @@ def test_passing_probe_reports_the_pods_pyarrow_version():
 
 def test_pod_identity_default_holds_for_every_pyarrow_ray_admits():
     # podIdentityMode defaults to pod-identity only because every pyarrow Ray's train extra accepts bundles an AWS SDK
-    # for C++ that reads Pod Identity credentials (docs/aws-round-three.md); a Ray that admits an older pyarrow
+    # for C++ that reads Pod Identity credentials (docs/storage.md); a Ray that admits an older pyarrow
     # breaks that premise.
     floors = [re.search(r"pyarrow\s*>=\s*(\d+)", r) for r in requires("ray") or [] if 'extra == "train"' in r]
     lowest = min(int(m.group(1)) for m in floors if m)

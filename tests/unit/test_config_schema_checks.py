@@ -1,6 +1,6 @@
 """The value checks of the stack's typed tree (infra/config_schema.py), each on both sides of its limit
 and with its message, written against the survivors of a mutmut run of that module
-(docs/mutation-testing.md, "Stack reading").
+(bench/results/mutation/2026-12-06-data-verdict-verify-schema.md).
 
 The limits are written here as numbers with their sources, not imported from the code under test:
 - Kubernetes quantities: suffixes m (1/1000), Ki Mi Gi Ti (powers of 1024), k M G T (powers of 1000)

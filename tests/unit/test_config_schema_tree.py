@@ -1,6 +1,7 @@
 """The typed tree's machinery (infra/config_schema.py: `key`, `keys_of`, `build`, `Section.keyname`) on a
 small tree built inside each test, so that a change to it shows in the test that reads it (the stack's
-own tree is built once, at import, before any test runs; docs/mutation-testing.md, "Stack reading").
+own tree is built once, at import, before any test runs;
+bench/results/mutation/2026-12-06-data-verdict-verify-schema.md).
 
 No `from __future__ import annotations` here: the key fields' annotations are written as the strings the
 stack's modules get from it (`"int"`, `"Mapping[str, Any]"`), and the nested section as a class, so the

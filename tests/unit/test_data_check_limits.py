@@ -1,7 +1,7 @@
 """The limits and messages of `--data`'s check (workloads/data_check.py), on both sides of each limit.
 
-Written against the survivors of a mutmut run (docs/mutation-testing.md, "Data checks"). The head size
-is written here as a number, 1 MiB, from the module's docstring ("Only a head of each file is read
+Written against the survivors of a mutmut run (bench/results/mutation/2026-12-06-data-verdict-verify-schema.md).
+The head size is written here as a number, 1 MiB, from the module's docstring ("Only a head of each file is read
 (HEAD_BYTES of text ...)"), not imported from the code under test.
 """
 

@@ -1,6 +1,6 @@
-"""The estimate in docs/first-run.md and the README of how long the default AWS job trains follows from its defaults
-(automation/job.py, CLUSTER_JOB) and the tokens/s BENCHMARKS.md predicts for it ("The re-chosen default and its
-prediction", the **new default** row), so a change to either shows here."""
+"""The estimate in docs/aws-first-run.md and the README of how long the default AWS job trains follows from its defaults
+(automation/job.py, CLUSTER_JOB) and the tokens/s predicted for it (bench/results/2026-12-05-h100/README.md, "The
+re-chosen default and its prediction", the **new default** row), so a change to either shows here."""
 
 from __future__ import annotations
 
@@ -13,13 +13,13 @@ from automation.job import CLUSTER_JOB
 
 
 def _predicted_tokens_per_s() -> tuple[int, int]:
-    text = (REPO / "BENCHMARKS.md").read_text()
+    text = (REPO / "bench" / "results" / "2026-12-05-h100" / "README.md").read_text()
     row = next(line for line in text.splitlines() if line.startswith("| **new default** |"))
     low, high = re.search(r"\*\*([\d,]+)–([\d,]+)\*\*", row).groups()
     return int(low.replace(",", "")), int(high.replace(",", ""))
 
 
-@pytest.mark.parametrize("page", ["docs/first-run.md", "README.md"])
+@pytest.mark.parametrize("page", ["docs/aws-first-run.md", "README.md"])
 def test_the_stated_training_time_follows_from_the_defaults_and_the_prediction(page):
     tokens = CLUSTER_JOB["steps"] * CLUSTER_JOB["global_batch_size"] * CLUSTER_JOB["seq_len"]
     low, high = _predicted_tokens_per_s()

@@ -1,6 +1,6 @@
 """The scheduler's rules as verify reads them, the huge-page boundary and fi_info's causes
 (automation/steps/verify_checks.py), written against the survivors of a mutmut run of that module with
-its unit tests only (docs/mutation-testing.md, "Verify checks").
+its unit tests only (bench/results/mutation/2026-12-06-data-verdict-verify-schema.md).
 
 The rules are Kubernetes': node affinity operators
 (https://kubernetes.io/docs/reference/kubernetes-api/common-definitions/node-selector-requirement/:

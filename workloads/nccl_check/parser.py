@@ -419,8 +419,8 @@ class LineReader:
 
     Only lines in scope count: the whole file when ``in_scope_at_start``; otherwise (a combined
     log given a run id) the lines after a ``run_marker(run_id)`` line and before a marker of
-    another run. A plain loop: the largest real log is tens of kB, and BENCHMARKS.md ("NCCL
-    check: the line loop") states the rate it meets.
+    another run. A plain loop: the largest real log is tens of kB, and bench/results/2026-12-06-local/README.md
+    ("NCCL check: the line loop") states the rate it meets.
     """
 
     def __init__(self, label: str, state: ScanState, run_id: str | None, in_scope_at_start: bool) -> None:

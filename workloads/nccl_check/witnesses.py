@@ -17,7 +17,8 @@ Rules (`require` is the NCCL check's):
   each is named in the message and kept in `contradictions`, and the verdict is no pass.
 
 MIN_FRACTION, from the model's own error: over EFA the model's step rate is 7-19% optimistic against
-the AWS sample's published steps/s (BENCHMARKS.md, "The AWS sample"); its bytes are counted from the
+the AWS sample's published steps/s (bench/results/2026-12-04-h200/README.md, "The AWS sample");
+its bytes are counted from the
 collectives FSDP2 issues under NCCL's ring accounting (bench/collectives.py), and tree or ring moves
 the same bytes per NIC for two nodes. Charging the whole 19% to the bytes, twice over, gives a floor
 of 1 - 2 x 0.19 = 0.62; 0.6 keeps a run that matches the model within its known error passing with
