@@ -25,7 +25,7 @@ import re
 import warnings
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from datetime import date
+from datetime import UTC, date, datetime
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -75,9 +75,11 @@ from infra.config_schema import (
 from infra.eks_facts import (
     CAPACITY_BLOCK_FAMILIES,
     CAPACITY_BLOCKS_GUIDE,
+    EXTENDED_SUPPORT_ENDS,
     STANDARD_SUPPORT_ENDS,
     capacity_block_eligible,
     efa_hugepages_gib,
+    oldest_supported,
 )
 from workloads.config import BLOCK_FIELDS, DRIVER_FIELDS, check_block_keys
 from workloads.errors import ConfigError as TrainConfigError
@@ -165,8 +167,8 @@ class ClusterConfig(Section):
         "https://endoflife.date/amazon-eks), 1.35 until 2027-03-27; 1.34's ended on 2026-12-02. AWS's own Ray "
         "Train sample defaults to 1.36 (aws-samples/sample-aws-deep-learning-containers, "
         "training/ray-train/scripts/env.sh). A version past its standard support is accepted with a warning, because "
-        "EKS bills extended support per cluster hour "
-        "(https://docs.aws.amazon.com/eks/latest/userguide/kubernetes-versions.html).",
+        "EKS bills extended support per cluster hour; one past its extended support is refused, because EKS no "
+        "longer creates clusters on it (https://docs.aws.amazon.com/eks/latest/userguide/kubernetes-versions.html).",
         kubernetes_version,
     )
     vpc_cni_version: str = key(
@@ -259,6 +261,23 @@ class ClusterConfig(Section):
                 f"{k('endpoint_public_access')} to false"
             )
 
+    def check(self, today: date) -> None:
+        """A Kubernetes version past its EKS extended support on ``today`` is refused: EKS creates no cluster on it."""
+        ends = EXTENDED_SUPPORT_ENDS.get(self.kubernetes_version)
+        if ends is None or today < ends:
+            return
+        name, oldest = self.keyname("kubernetes_version"), oldest_supported(today)
+        fix = (
+            f"{oldest} or newer (the oldest EKS supports on {today.isoformat()})"
+            if oldest
+            else "a version `aws eks describe-cluster-versions` lists"
+        )
+        raise ConfigError(
+            f"{name} {self.kubernetes_version!r} left EKS extended support on {ends.isoformat()}: EKS no longer "
+            f"creates clusters on it (https://docs.aws.amazon.com/eks/latest/userguide/kubernetes-versions.html); "
+            f"set {name} to {fix}"
+        )
+
     def notes(self, today: date) -> list[str | None]:
         k = self.keyname
         open_note = None
@@ -282,14 +301,16 @@ class ClusterConfig(Section):
 
 
 def extended_support_note(version: str, today: date) -> str | None:
-    """A warning when Kubernetes ``version`` is past its EKS standard support on ``today``, else None."""
+    """A warning when Kubernetes ``version`` is past its EKS standard support on ``today``, else None. EKS bills
+    extended support from the start (UTC) of the day standard support ends (infra/eks_facts.py), so that day warns."""
     ends = STANDARD_SUPPORT_ENDS.get(version)
-    if ends is None or today <= ends:
+    if ends is None or today < ends:
         return None
     name = ClusterConfig.keyname("kubernetes_version")
     return (
-        f"{name} {version!r} left EKS standard support on {ends.isoformat()}: the cluster runs in "
-        f"extended support at extra cost per cluster hour; set {name} to a version in standard support "
+        f"{name} {version!r} left EKS standard support on {ends.isoformat()}: the cluster runs in extended "
+        f"support (until {EXTENDED_SUPPORT_ENDS[version].isoformat()}) at an additional cost per cluster hour; set "
+        f"{name} to a version in standard support "
         f"(https://docs.aws.amazon.com/eks/latest/userguide/kubernetes-versions.html)"
     )
 
@@ -763,8 +784,10 @@ class StackConfig(Section):
         storage = dataclasses.replace(self.storage, bucket_prefix=prefix, object_prefix=self.stack)
         object.__setattr__(self, "storage", storage)
 
-    def check(self) -> None:
-        """The rules over several keys, in an order that blames a setting before what depends on it."""
+    def check(self, today: date) -> None:
+        """The rules over several keys, in an order that blames a setting before what depends on it; ``today``
+        (UTC) dates the EKS version's support."""
+        self.cluster.check(today)
         self.network.check(self.region)
         self.gpu_nodes.check(self.network)
         self.ray.check(self.gpu_nodes, self.system_nodes)
@@ -781,13 +804,15 @@ KEYS_BY_NAME = {k.name: k for k in KEYS}
 # --------------------------------------------------------------------------- loading and validation
 
 
-def validate(raw: Mapping[str, Any], *, stack: str, region: str | None) -> StackConfig:
+def validate(raw: Mapping[str, Any], *, stack: str, region: str | None, today: date | None = None) -> StackConfig:
     """Coerce ``raw`` (our keys without the project prefix) over the defaults and check it.
 
     Order: unknown keys, the region, every key's type, every key's own check, the sections' rules.
     Raises ConfigError on the first broken one; returns a StackConfig whose ``warnings`` list the
-    doubtful settings, each also emitted as a ConfigWarning.
+    doubtful settings, each also emitted as a ConfigWarning. ``today`` (default: the UTC date, as EKS dates
+    its support) dates the rules that depend on the calendar.
     """
+    today = today or datetime.now(UTC).date()
     for name in raw:
         if name not in KEYS_BY_NAME:
             raise ConfigError(f"unknown config key {PROJECT}:{name}: {close_match(name, list(KEYS_BY_NAME))}")
@@ -797,8 +822,8 @@ def validate(raw: Mapping[str, Any], *, stack: str, region: str | None) -> Stack
         if k.check is not None:
             k.check(k.name, values[k.name])
     cfg: StackConfig = build(StackConfig, values, stack=stack, region=region)
-    cfg.check()
-    notes = cfg.notes(date.today())
+    cfg.check(today)
+    notes = cfg.notes(today)
     for note in notes:
         warnings.warn(note, ConfigWarning, stacklevel=2)
     return dataclasses.replace(cfg, warnings=notes)
