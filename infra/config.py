@@ -20,6 +20,7 @@ legal but doubtful setting (one GPU node, a public API open to the world) is ret
 from __future__ import annotations
 
 import dataclasses
+import ipaddress
 import json
 import re
 import warnings
@@ -61,6 +62,7 @@ from infra.config_schema import (
     log_types,
     memory_gib,
     memory_quantity,
+    optional_cidr,
     parse_quantity,
     pinned_image,
     placement_group,
@@ -222,6 +224,18 @@ class ClusterConfig(Section):
         "apiPublicAccess is false.",
         public_cidrs,
     )
+    # Which entry the driver wrote, as a key of its own rather than a YAML comment: `pulumi config set` rewrites
+    # Pulumi.<stack>.yaml and has dropped comments doing so (pulumi/pulumi#3613, #423, #5235), while a key is config
+    # the CLI and the Automation API read and write like the list itself.
+    driver_cidr: str = key(
+        "apiPublicAccessDriverCidr",
+        "",
+        "The entry of apiPublicAccessCidrs that `python -m automation run` or `up` wrote (this machine's address "
+        "then). Run from another address, the driver replaces that entry, and only it, with the new address before "
+        "preview (an in-place update of the cluster at `up`). Empty: every entry is yours, and preflight fails, "
+        "naming the command that adds your address, when none covers it.",
+        optional_cidr,
+    )
     log_types: tuple[str, ...] = key(
         "controlPlaneLogTypes",
         ("api", "audit", "authenticator"),
@@ -243,6 +257,11 @@ class ClusterConfig(Section):
         "CI or on-call role; the principal that creates the cluster is admin anyway.",
         role_arns,
     )
+
+    def admits(self, cidr: str) -> bool:
+        """Whether an entry of apiPublicAccessCidrs covers ``cidr`` (this machine's address as x.x.x.x/32)."""
+        mine = ipaddress.IPv4Network(cidr, strict=False)
+        return any(mine.subnet_of(ipaddress.IPv4Network(c, strict=False)) for c in self.public_access_cidrs)
 
     @property
     def needs_address(self) -> bool:

@@ -60,6 +60,7 @@ from workloads.nccl_check.counters import NodeReading, parse_reading, read_scrip
 PIPELINE = ("preflight", "preview", "up", "verify", "counters", "submit", "train", "check")
 GPU_AZ_KEY = GpuNodesConfig.keyname("availability_zone", prefixed=True)
 API_CIDRS_KEY = ClusterConfig.keyname("public_access_cidrs", prefixed=True)
+DRIVER_CIDR_KEY = ClusterConfig.keyname("driver_cidr", prefixed=True)
 PLAN = ("preflight", "preview")
 DETACHED = PIPELINE[: PIPELINE.index("submit") + 1]  # `run --detach`: submit, say how to attach, return
 ATTACH = ("attach", "train", "check")
@@ -312,13 +313,16 @@ class AwsTarget(AsksJobServer):
             )
         return f"{self.deps.public_ip()}/32"
 
-    def set_api_cidrs(self, cidr: str) -> None:
-        """Set apiPublicAccessCidrs to [cidr] in the stack with the Automation API (`pulumi config set --path`,
-        which writes Pulumi.<stack>.yaml's list), so the program sees it now and later runs reuse it."""
-        self.stack().set_config(f"{API_CIDRS_KEY}[0]", ConfigValue(value=cidr), path=True)
-        self.cfg = dataclasses.replace(
-            self.cfg, cluster=dataclasses.replace(self.cfg.cluster, public_access_cidrs=(cidr,))
-        )
+    def set_api_cidr(self, index: int, cidr: str) -> None:
+        """Set entry ``index`` of apiPublicAccessCidrs to ``cidr`` in the stack with the Automation API (`pulumi
+        config set --path`, which writes Pulumi.<stack>.yaml's list), and name it in apiPublicAccessDriverCidr as
+        the driver's: the program sees it now, later runs reuse it, a run from another address replaces it."""
+        self.stack().set_config(f"{API_CIDRS_KEY}[{index}]", ConfigValue(value=cidr), path=True)
+        self.stack().set_config(DRIVER_CIDR_KEY, ConfigValue(value=cidr))
+        cidrs = [*self.cfg.cluster.public_access_cidrs]
+        cidrs[index : index + 1] = [cidr]
+        cluster = dataclasses.replace(self.cfg.cluster, public_access_cidrs=tuple(cidrs), driver_cidr=cidr)
+        self.cfg = dataclasses.replace(self.cfg, cluster=cluster)
 
     def stack(self) -> StackLike:
         if self.handles.stack is None:
