@@ -28,7 +28,7 @@ from automation.aws_clients import ClientFactory, Pricing
 from automation.cost import CostEstimate, estimate
 from automation.efa_witness import COUNTERS_BEFORE_FILE
 from automation.errors import DriverError
-from automation.job import CLUSTER_ROOT, ResolvedJob, resolve_cluster_job
+from automation.job import CLUSTER_ROOT, ResolvedJob, resolve_cluster_job, stack_label
 from automation.kube import KubeApi, PodExec, RayClusterPods, parse_kubeconfig, read_kubeconfig_file
 from automation.pipeline import (
     SYSTEM_CLOCK,
@@ -49,7 +49,14 @@ from automation.pulumi_stack import PULUMI_MISSING, StackLike, outputs_dict, sel
 from automation.ray_head import POLL_S, AsksJobServer, HeadJobs, run_to_end
 from automation.run_files import collect_logs, fetch_run
 from automation.start_phases import observe
-from automation.storage import Durability, outside_run_bucket, require_run, run_locations, split_s3_uri
+from automation.storage import (
+    Durability,
+    outside_run_bucket,
+    require_credentials,
+    require_run,
+    run_locations,
+    split_s3_uri,
+)
 from automation.ui import Output, tty_confirm
 from infra.config import ClusterConfig, GpuNodesConfig, StackConfig, load_stack
 from infra.config import ConfigError as StackConfigError
@@ -93,6 +100,7 @@ class AwsDeps:
         from botocore.exceptions import ProfileNotFound
 
         check_aws_files(os.environ)
+        require_credentials(stack_label("storage_path"), str(cfg.train.get("storage_path", "")))
         try:
             session = boto3.Session(region_name=cfg.region)
         except ProfileNotFound as e:
