@@ -12,6 +12,7 @@ from __future__ import annotations
 import dataclasses
 import re
 import shlex
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from automation.aws_clients import S3
@@ -30,6 +31,31 @@ CHECKPOINT_EVERY = 25
 MAX_FAILURES = 3
 
 _S3 = re.compile(r"^s3://([^/]+)/(.+?)/*$")
+# How to give this machine credentials (AWS CLI v2 user guide: cli-configure-quickstart, cli-configure-sso,
+# cli-configure-envvars).
+CREDENTIALS_FIX = (
+    "run `aws configure` (or `aws sso login`), or export AWS_PROFILE, or AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY"
+)
+
+
+def has_credentials() -> bool:
+    """Whether botocore's credential chain finds credentials here (environment, the shared files, SSO, a container
+    or instance role; IMDS not asked when AWS_EC2_METADATA_DISABLED=true), with no call to AWS itself."""
+    import botocore.session
+    from botocore.exceptions import BotoCoreError
+
+    try:
+        return botocore.session.get_session().get_credentials() is not None
+    except BotoCoreError:  # a profile that names a missing source, an SSO cache that cannot be read
+        return False
+
+
+def require_credentials(writes: str, uri: str | None, found: Callable[[], bool] = has_credentials) -> None:
+    """Before anything starts: DriverError (exit 2) naming ``writes`` (the flag or key) when ``uri`` is s3:// and
+    this machine has no AWS credentials to write it with (Ray Train would fail later, with a traceback)."""
+    if uri and uri.startswith("s3://") and not found():
+        why = f"{writes} {uri}: no AWS credentials on this machine to write there"
+        raise DriverError(f"{why}: {CREDENTIALS_FIX}", exit_code=2)
 
 
 def split_s3_uri(uri: str) -> tuple[str, str]:

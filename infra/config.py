@@ -20,12 +20,13 @@ legal but doubtful setting (one GPU node, a public API open to the world) is ret
 from __future__ import annotations
 
 import dataclasses
+import ipaddress
 import json
 import re
 import warnings
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from datetime import date
+from datetime import UTC, date, datetime
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -61,6 +62,7 @@ from infra.config_schema import (
     log_types,
     memory_gib,
     memory_quantity,
+    optional_cidr,
     parse_quantity,
     pinned_image,
     placement_group,
@@ -75,9 +77,11 @@ from infra.config_schema import (
 from infra.eks_facts import (
     CAPACITY_BLOCK_FAMILIES,
     CAPACITY_BLOCKS_GUIDE,
+    EXTENDED_SUPPORT_ENDS,
     STANDARD_SUPPORT_ENDS,
     capacity_block_eligible,
     efa_hugepages_gib,
+    oldest_supported,
 )
 from workloads.config import BLOCK_FIELDS, DRIVER_FIELDS, check_block_keys
 from workloads.errors import ConfigError as TrainConfigError
@@ -161,8 +165,8 @@ class ClusterConfig(Section):
         "kubernetesVersion",
         "1.36",
         "EKS Kubernetes version (major.minor), 1.30 or newer for the AL2023 NVIDIA AMI type. A version past its EKS "
-        "standard support is accepted with a warning, as EKS bills extended support per cluster hour "
-        "(docs/architecture.md gives the support dates and where the default comes from).",
+        "standard support is accepted with a warning, as EKS bills extended support per cluster hour; one past its "
+        "extended support is refused (docs/architecture.md gives the support dates and where the default comes from).",
         kubernetes_version,
     )
     vpc_cni_version: str = key(
@@ -205,6 +209,18 @@ class ClusterConfig(Section):
         "apiPublicAccess is false.",
         public_cidrs,
     )
+    # Which entry the driver wrote, as a key of its own rather than a YAML comment: `pulumi config set` rewrites
+    # Pulumi.<stack>.yaml and has dropped comments doing so (pulumi/pulumi#3613, #423, #5235), while a key is config
+    # the CLI and the Automation API read and write like the list itself.
+    driver_cidr: str = key(
+        "apiPublicAccessDriverCidr",
+        "",
+        "The entry of apiPublicAccessCidrs that `python -m automation run` or `up` wrote (this machine's address "
+        "then). Run from another address, the driver replaces that entry, and only it, with the new address before "
+        "preview (an in-place update of the cluster at `up`). Empty: every entry is yours, and preflight fails, "
+        "naming the command that adds your address, when none covers it.",
+        optional_cidr,
+    )
     log_types: tuple[str, ...] = key(
         "controlPlaneLogTypes",
         ("api", "audit", "authenticator"),
@@ -227,6 +243,11 @@ class ClusterConfig(Section):
         role_arns,
     )
 
+    def admits(self, cidr: str) -> bool:
+        """Whether an entry of apiPublicAccessCidrs covers ``cidr`` (this machine's address as x.x.x.x/32)."""
+        mine = ipaddress.IPv4Network(cidr, strict=False)
+        return any(mine.subnet_of(ipaddress.IPv4Network(c, strict=False)) for c in self.public_access_cidrs)
+
     @property
     def needs_address(self) -> bool:
         """Whether the public endpoint's allow-list is left to the driver to fill with this machine's address."""
@@ -243,6 +264,23 @@ class ClusterConfig(Section):
                 f"x.x.x.x/32` (your address: curl https://checkip.amazonaws.com), or set "
                 f"{k('endpoint_public_access')} to false"
             )
+
+    def check(self, today: date) -> None:
+        """A Kubernetes version past its EKS extended support on ``today`` is refused: EKS creates no cluster on it."""
+        ends = EXTENDED_SUPPORT_ENDS.get(self.kubernetes_version)
+        if ends is None or today < ends:
+            return
+        name, oldest = self.keyname("kubernetes_version"), oldest_supported(today)
+        fix = (
+            f"{oldest} or newer (the oldest EKS supports on {today.isoformat()})"
+            if oldest
+            else "a version `aws eks describe-cluster-versions` lists"
+        )
+        raise ConfigError(
+            f"{name} {self.kubernetes_version!r} left EKS extended support on {ends.isoformat()}: EKS no longer "
+            f"creates clusters on it (https://docs.aws.amazon.com/eks/latest/userguide/kubernetes-versions.html); "
+            f"set {name} to {fix}"
+        )
 
     def notes(self, today: date) -> list[str | None]:
         k = self.keyname
@@ -267,14 +305,16 @@ class ClusterConfig(Section):
 
 
 def extended_support_note(version: str, today: date) -> str | None:
-    """A warning when Kubernetes ``version`` is past its EKS standard support on ``today``, else None."""
+    """A warning when Kubernetes ``version`` is past its EKS standard support on ``today``, else None. EKS bills
+    extended support from the start (UTC) of the day standard support ends (infra/eks_facts.py), so that day warns."""
     ends = STANDARD_SUPPORT_ENDS.get(version)
-    if ends is None or today <= ends:
+    if ends is None or today < ends:
         return None
     name = ClusterConfig.keyname("kubernetes_version")
     return (
-        f"{name} {version!r} left EKS standard support on {ends.isoformat()}: the cluster runs in "
-        f"extended support at extra cost per cluster hour; set {name} to a version in standard support "
+        f"{name} {version!r} left EKS standard support on {ends.isoformat()}: the cluster runs in extended "
+        f"support (until {EXTENDED_SUPPORT_ENDS[version].isoformat()}) at an additional cost per cluster hour; set "
+        f"{name} to a version in standard support "
         f"(https://docs.aws.amazon.com/eks/latest/userguide/kubernetes-versions.html)"
     )
 
@@ -728,8 +768,10 @@ class StackConfig(Section):
         storage = dataclasses.replace(self.storage, bucket_prefix=prefix, object_prefix=self.stack)
         object.__setattr__(self, "storage", storage)
 
-    def check(self) -> None:
-        """The rules over several keys, in an order that blames a setting before what depends on it."""
+    def check(self, today: date) -> None:
+        """The rules over several keys, in an order that blames a setting before what depends on it; ``today``
+        (UTC) dates the EKS version's support."""
+        self.cluster.check(today)
         self.network.check(self.region)
         self.gpu_nodes.check(self.network)
         self.ray.check(self.gpu_nodes, self.system_nodes)
@@ -746,13 +788,15 @@ KEYS_BY_NAME = {k.name: k for k in KEYS}
 # --------------------------------------------------------------------------- loading and validation
 
 
-def validate(raw: Mapping[str, Any], *, stack: str, region: str | None) -> StackConfig:
+def validate(raw: Mapping[str, Any], *, stack: str, region: str | None, today: date | None = None) -> StackConfig:
     """Coerce ``raw`` (our keys without the project prefix) over the defaults and check it.
 
     Order: unknown keys, the region, every key's type, every key's own check, the sections' rules.
     Raises ConfigError on the first broken one; returns a StackConfig whose ``warnings`` list the
-    doubtful settings, each also emitted as a ConfigWarning.
+    doubtful settings, each also emitted as a ConfigWarning. ``today`` (default: the UTC date, as EKS dates
+    its support) dates the rules that depend on the calendar.
     """
+    today = today or datetime.now(UTC).date()
     for name in raw:
         if name not in KEYS_BY_NAME:
             raise ConfigError(f"unknown config key {PROJECT}:{name}: {close_match(name, list(KEYS_BY_NAME))}")
@@ -762,8 +806,8 @@ def validate(raw: Mapping[str, Any], *, stack: str, region: str | None) -> Stack
         if k.check is not None:
             k.check(k.name, values[k.name])
     cfg: StackConfig = build(StackConfig, values, stack=stack, region=region)
-    cfg.check()
-    notes = cfg.notes(date.today())
+    cfg.check(today)
+    notes = cfg.notes(today)
     for note in notes:
         warnings.warn(note, ConfigWarning, stacklevel=2)
     return dataclasses.replace(cfg, warnings=notes)

@@ -176,6 +176,11 @@ def ipv4_cidr(key: str, value: str) -> None:
         raise ConfigError(f"{key} entry {value!r} is not an IPv4 CIDR: use e.g. 203.0.113.7/32") from None
 
 
+def optional_cidr(key: str, value: str) -> None:
+    if value:
+        ipv4_cidr(key, value)
+
+
 def vpc_cidr(key: str, value: str) -> None:
     try:
         net = ipaddress.IPv4Network(value)

@@ -66,12 +66,17 @@ def efa_hugepages_gib(vcpus: int) -> float:
     return efa_hugepages_pages(vcpus) * HUGEPAGE_2MI_KIB / 1024 / 1024
 
 
-# End of EKS standard support per Kubernetes minor version: 14 months after EKS released it, then
-# 12 months of extended support at extra cost per cluster hour
-# (https://docs.aws.amazon.com/eks/latest/userguide/kubernetes-versions.html). Dates as listed
-# by https://endoflife.date/amazon-eks (which follows the EKS release calendar), read 2026-12-04;
-# 1.36 from its releases list read 2026-12-05 (EKS release 2026-06-02, eol 2027-08-02: 14 months).
-# A version missing here is newer than this table: no warning.
+# End of EKS standard and extended support per Kubernetes minor version: standard support lasts 14 months
+# after EKS released it, then 12 months of extended support at an additional cost per cluster hour; "on the end
+# of extended support date, you can no longer create new Amazon EKS clusters with the unsupported version", and
+# "billing for extended support starts at the beginning of the day that the version reaches end of standard
+# support" (UTC). Source: the EKS user guide's "Understand the Kubernetes version lifecycle on EKS", release
+# calendar (https://docs.aws.amazon.com/eks/latest/userguide/kubernetes-versions.html; its source
+# awsdocs/amazon-eks-user-guide latest/ug/versioning/kubernetes-versions.adoc at 0138560, rows 1.29 to 1.34),
+# read 2026-12-06. 1.35 and 1.36 are past that copy's table: 1.35 from https://endoflife.date/amazon-eks (read
+# 2026-12-04: standard to 2027-03-27, extended to 2028-03-27); 1.36 from its releases list read 2026-12-05 (EKS
+# release 2026-06-02, standard to 2027-08-02) with the guide's 12 months of extended support after it.
+# A version missing here is newer than this table: no warning, no refusal.
 STANDARD_SUPPORT_ENDS = {
     "1.30": date(2025, 7, 23),
     "1.31": date(2025, 11, 26),
@@ -81,3 +86,19 @@ STANDARD_SUPPORT_ENDS = {
     "1.35": date(2027, 3, 27),
     "1.36": date(2027, 8, 2),
 }
+EXTENDED_SUPPORT_ENDS = {
+    "1.30": date(2026, 7, 23),
+    "1.31": date(2026, 11, 26),
+    "1.32": date(2027, 3, 23),
+    "1.33": date(2027, 7, 29),
+    "1.34": date(2027, 12, 2),
+    "1.35": date(2028, 3, 27),
+    "1.36": date(2028, 8, 2),
+}
+
+
+def oldest_supported(today: date) -> str | None:
+    """The oldest Kubernetes version EKS still creates clusters on at ``today`` (by EXTENDED_SUPPORT_ENDS), or
+    None when every version listed has left extended support."""
+    alive = [v for v, ends in EXTENDED_SUPPORT_ENDS.items() if today < ends]
+    return min(alive, key=lambda v: tuple(int(p) for p in v.split("."))) if alive else None

@@ -44,6 +44,7 @@ from automation.errors import DriverError
 from automation.flags import CLUSTER_PARENT, command_parser, location, whole_number
 from automation.job import CLUSTER_ROOT, local_job, stack_label, with_run_paths
 from automation.pipeline import TrainOutcome
+from automation.storage import require_credentials
 from automation.targets import aws
 from automation.targets.local import LOCAL_CHECKPOINT_EVERY, LocalPlan, LocalTarget, durable
 from automation.ui import Output
@@ -315,6 +316,7 @@ def local_kill_for(job: TrainConfig) -> KillFor:
 
 def drill_local(args: argparse.Namespace, ui: Output) -> dict:
     """Reference run, killed run, their numbers; the local Ray cluster is stopped whatever happens."""
+    require_credentials("--storage-path", args.storage_path)
     run_id, runs, steps = new_run_id(), runs_root().absolute(), args.steps or DRILL_STEPS
     try:
         job = durable(local_job(run_id, runs, steps=steps), args.storage_path)

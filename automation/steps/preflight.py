@@ -493,20 +493,35 @@ def check_kube_proxy_version(eks: Eks | None, version: str, kubernetes_version: 
 
 
 def check_api_endpoint(cluster: ClusterConfig, stack: str, address: Callable[[], str] | None) -> Finding:
-    """Who may reach the public Kubernetes API: the stack's allow-list, or, left empty, this machine's address that
-    `run`/`up` will write (``address``: the target's deployer_cidr; a failure to learn it fails the row)."""
-    check = "API endpoint access"
+    """Whether this machine may reach the public Kubernetes API (``address``: the target's deployer_cidr, None
+    for a stand-in). An empty list or the driver's own entry gets this machine's address at `run`/`up`
+    (steps/stack.py); a list the user wrote that covers no address of this machine fails with the command that
+    adds it, since every Pulumi and Kubernetes call to the cluster would time out."""
+    check, cidrs = "API endpoint access", cluster.public_access_cidrs
     if not cluster.endpoint_public_access:
         return Finding(check, "pass", "private endpoint only (reachable from inside the VPC)")
-    if cluster.public_access_cidrs:
-        return Finding(check, "pass", f"{API_CIDRS_KEY}: {', '.join(cluster.public_access_cidrs)}")
+    listed = f"{API_CIDRS_KEY}: {', '.join(cidrs)}"
     try:
         cidr = address() if address is not None else None
     except DriverError as e:
+        if cidrs:
+            return Finding(check, "skip", f"{listed}; this machine's address not compared: {e}")
         return Finding(check, "fail", str(e), f"set '{API_CIDRS_KEY}: [x.x.x.x/32]' in Pulumi.{stack}.yaml")
     if cidr is None:
-        return Finding(check, "skip", f"{API_CIDRS_KEY} is empty: this machine's address not looked up here")
-    return Finding(check, "pass", f"{cidr}, this machine's address: `run`/`up` writes it to {API_CIDRS_KEY}")
+        return Finding(check, "pass" if cidrs else "skip", listed if cidrs else f"{API_CIDRS_KEY} is empty")
+    if not cidrs:
+        return Finding(check, "pass", f"{cidr}, this machine's address: `run`/`up` writes it to {API_CIDRS_KEY}")
+    if cluster.admits(cidr):
+        return Finding(check, "pass", f"{cidr}, this machine's address, is covered by {listed}")
+    if cluster.driver_cidr in cidrs:
+        why = f"{cluster.driver_cidr} is the driver's entry from another address"
+        return Finding(check, "pass", f"{why}: `run`/`up` replace it with {cidr}, this machine's (in place)")
+    return Finding(
+        check,
+        "fail",
+        f"{cidr}, this machine's address, is not covered by {listed}: every call to the cluster would time out",
+        f"pulumi config set --stack {stack} --path '{API_CIDRS_KEY}[{len(cidrs)}]' {cidr}",
+    )
 
 
 def check_coredns_version(eks: Eks | None, version: str, kubernetes_version: str, region: str) -> Finding:
@@ -621,6 +636,8 @@ def run_aws(target: AwsTarget, prior: Prior) -> StepResult:
     machine = [*(target.deps.pulumi_setup() if target.deps.pulumi_setup else ())]
     address = target.deployer_cidr if target.deps.public_ip is not None else None
     machine.append(check_api_endpoint(cfg.cluster, cfg.stack, address))
+    if machine[-1].status == "fail":  # the cluster is out of this machine's reach: no AWS call is worth making
+        return verdict("preflight", machine, PreflightFacts())
     clients = AwsClients(sts=c("sts"), ec2=c("ec2"), quotas=c("service-quotas"), eks=c("eks"))
     result = run_preflight(cfg, clients, machine=machine)
     facts = result.data

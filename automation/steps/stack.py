@@ -46,12 +46,26 @@ def settle_gpu_az(target: AwsTarget, prior: Prior) -> None:
 
 def settle_api_cidrs(target: AwsTarget) -> None:
     """Before preview/up: a public API endpoint whose allow-list the stack leaves empty gets this machine's
-    address (x.x.x.x/32), written into the stack and said in one line."""
-    if not target.cfg.cluster.needs_address:
+    address (x.x.x.x/32); the entry the driver wrote on an earlier run from another address is replaced by it.
+    Either is written into the stack and said in one line. A list the user wrote is preflight's to judge."""
+    c, s = target.cfg.cluster, target.cfg.stack
+    if c.needs_address:
+        cidr = target.deployer_cidr()
+        target.set_api_cidr(0, cidr)
+        target.note(f"set {API_CIDRS_KEY} = [{cidr}] in stack {s} (Pulumi.{s}.yaml): this machine's address")
         return
-    cidr, s = target.deployer_cidr(), target.cfg.stack
-    target.set_api_cidrs(cidr)
-    target.note(f"set {API_CIDRS_KEY} = [{cidr}] in stack {s} (Pulumi.{s}.yaml): this machine's address")
+    if not (c.endpoint_public_access and c.driver_cidr in c.public_access_cidrs):
+        return
+    cidr = target.deployer_cidr()
+    if c.admits(cidr):
+        return
+    # In place: the AWS provider sends a changed public_access_cidrs with UpdateClusterConfig, no replacement
+    # (hashicorp/terraform-provider-aws internal/service/eks/cluster.go, resourceClusterUpdate; pulumi-aws bridges it).
+    target.set_api_cidr(c.public_access_cidrs.index(c.driver_cidr), cidr)
+    target.note(
+        f"replaced {c.driver_cidr}, the address an earlier run wrote, with {cidr}, this machine's, in {API_CIDRS_KEY} "
+        f"of stack {s} (Pulumi.{s}.yaml): `up` updates the cluster's endpoint access in place"
+    )
 
 
 def settle_stack(target: AwsTarget, prior: Prior) -> None:

@@ -28,7 +28,7 @@ from automation.aws_clients import ClientFactory, Pricing
 from automation.cost import CostEstimate, estimate
 from automation.efa_witness import COUNTERS_BEFORE_FILE
 from automation.errors import DriverError
-from automation.job import CLUSTER_ROOT, ResolvedJob, resolve_cluster_job
+from automation.job import CLUSTER_ROOT, ResolvedJob, resolve_cluster_job, stack_label
 from automation.kube import KubeApi, PodExec, RayClusterPods, parse_kubeconfig, read_kubeconfig_file
 from automation.pipeline import (
     SYSTEM_CLOCK,
@@ -49,7 +49,14 @@ from automation.pulumi_stack import PULUMI_MISSING, StackLike, outputs_dict, sel
 from automation.ray_head import POLL_S, AsksJobServer, HeadJobs, run_to_end
 from automation.run_files import collect_logs, fetch_run
 from automation.start_phases import observe
-from automation.storage import Durability, outside_run_bucket, require_run, run_locations, split_s3_uri
+from automation.storage import (
+    Durability,
+    outside_run_bucket,
+    require_credentials,
+    require_run,
+    run_locations,
+    split_s3_uri,
+)
 from automation.ui import Output, tty_confirm
 from infra.config import ClusterConfig, GpuNodesConfig, StackConfig, load_stack
 from infra.config import ConfigError as StackConfigError
@@ -60,6 +67,7 @@ from workloads.nccl_check.counters import NodeReading, parse_reading, read_scrip
 PIPELINE = ("preflight", "preview", "up", "verify", "counters", "submit", "train", "check")
 GPU_AZ_KEY = GpuNodesConfig.keyname("availability_zone", prefixed=True)
 API_CIDRS_KEY = ClusterConfig.keyname("public_access_cidrs", prefixed=True)
+DRIVER_CIDR_KEY = ClusterConfig.keyname("driver_cidr", prefixed=True)
 PLAN = ("preflight", "preview")
 DETACHED = PIPELINE[: PIPELINE.index("submit") + 1]  # `run --detach`: submit, say how to attach, return
 ATTACH = ("attach", "train", "check")
@@ -92,6 +100,7 @@ class AwsDeps:
         from botocore.exceptions import ProfileNotFound
 
         check_aws_files(os.environ)
+        require_credentials(stack_label("storage_path"), str(cfg.train.get("storage_path", "")))
         try:
             session = boto3.Session(region_name=cfg.region)
         except ProfileNotFound as e:
@@ -312,13 +321,16 @@ class AwsTarget(AsksJobServer):
             )
         return f"{self.deps.public_ip()}/32"
 
-    def set_api_cidrs(self, cidr: str) -> None:
-        """Set apiPublicAccessCidrs to [cidr] in the stack with the Automation API (`pulumi config set --path`,
-        which writes Pulumi.<stack>.yaml's list), so the program sees it now and later runs reuse it."""
-        self.stack().set_config(f"{API_CIDRS_KEY}[0]", ConfigValue(value=cidr), path=True)
-        self.cfg = dataclasses.replace(
-            self.cfg, cluster=dataclasses.replace(self.cfg.cluster, public_access_cidrs=(cidr,))
-        )
+    def set_api_cidr(self, index: int, cidr: str) -> None:
+        """Set entry ``index`` of apiPublicAccessCidrs to ``cidr`` in the stack with the Automation API (`pulumi
+        config set --path`, which writes Pulumi.<stack>.yaml's list), and name it in apiPublicAccessDriverCidr as
+        the driver's: the program sees it now, later runs reuse it, a run from another address replaces it."""
+        self.stack().set_config(f"{API_CIDRS_KEY}[{index}]", ConfigValue(value=cidr), path=True)
+        self.stack().set_config(DRIVER_CIDR_KEY, ConfigValue(value=cidr))
+        cidrs = [*self.cfg.cluster.public_access_cidrs]
+        cidrs[index : index + 1] = [cidr]
+        cluster = dataclasses.replace(self.cfg.cluster, public_access_cidrs=tuple(cidrs), driver_cidr=cidr)
+        self.cfg = dataclasses.replace(self.cfg, cluster=cluster)
 
     def stack(self) -> StackLike:
         if self.handles.stack is None:

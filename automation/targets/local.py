@@ -33,7 +33,7 @@ from automation.ray_head import (
     run_to_end,
     workloads_tarball,
 )
-from automation.storage import MAX_FAILURES, Durability
+from automation.storage import MAX_FAILURES, Durability, require_credentials
 from automation.ui import Output
 from workloads.config import ConfigError, TrainConfig, new_run_id, runs_root
 
@@ -297,6 +297,7 @@ def from_args(args: argparse.Namespace, ui: Output) -> LocalTarget:
         )
     except ConfigError as e:
         raise DriverError(str(e), exit_code=2) from None
+    require_credentials("--storage-path", getattr(args, "storage_path", None))
     plan = LocalPlan(job, storage_path=getattr(args, "storage_path", None))
     if getattr(args, "timeout", None):
         plan = dataclasses.replace(plan, job_timeout_s=float(args.timeout))

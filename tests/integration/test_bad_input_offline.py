@@ -311,3 +311,52 @@ def test_a_tilde_path_that_is_a_file_is_refused_as_a_file(capsys, here, tmp_path
     (tmp_path / "notes.txt").write_text("a file\n")
     line = refused(capsys, ["status", *STACK, "--capture", "~/notes.txt"])
     assert "'~/notes.txt' is a file" in line, line
+
+
+# ---- an S3 storage path and no AWS credentials (issue 44 item 8): one line naming the flag or key, before anything
+# starts. No credentials as botocore looks for them (its credential chain: the environment, the shared files, a
+# container or instance role, https://docs.aws.amazon.com/sdkref/latest/guide/standardized-credentials.html):
+# empty files, no variables, and instance metadata switched off (AWS_EC2_METADATA_DISABLED, botocore's
+# InstanceMetadataFetcher), so nothing is asked of the network, which a tripwire on connect() proves.
+S3_PATH = "s3://ray-efa-eks-runs/prefix"
+AWS_CREDENTIAL_VARS = (
+    *("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN", "AWS_PROFILE", "AWS_DEFAULT_PROFILE"),
+    *("AWS_ROLE_ARN", "AWS_WEB_IDENTITY_TOKEN_FILE"),
+    *("AWS_CONTAINER_CREDENTIALS_RELATIVE_URI", "AWS_CONTAINER_CREDENTIALS_FULL_URI"),
+)
+
+
+@pytest.fixture
+def no_credentials(tmp_path, monkeypatch):
+    for var in AWS_CREDENTIAL_VARS:
+        monkeypatch.delenv(var, raising=False)
+    for var, name in (("AWS_CONFIG_FILE", "config"), ("AWS_SHARED_CREDENTIALS_FILE", "credentials")):
+        (tmp_path / name).write_text("")
+        monkeypatch.setenv(var, str(tmp_path / name))
+    monkeypatch.setenv("AWS_EC2_METADATA_DISABLED", "true")
+    monkeypatch.setattr(socket.socket, "connect", _tripwire("a network connection"))
+
+
+@pytest.fixture
+def stack_writing_to_s3(project) -> Path:
+    with (project / "Pulumi.us-west-2.yaml").open("a") as f:
+        f.write(f"  ray-efa-eks:train:\n    storage_path: {S3_PATH}\n")
+    return project
+
+
+LOCAL_WRITERS = ["run", "drill"]  # --storage-path: the local Ray Train workers write there with these credentials
+STACK_WRITERS = ["run", "train", "bench", "drill"]  # the stack's train.storage_path: the job writes there
+
+
+@pytest.mark.parametrize("command", LOCAL_WRITERS)
+def test_a_local_s3_storage_path_without_credentials_is_one_line_naming_the_flag(capsys, here, no_credentials, command):
+    line = refused(capsys, [command, "--storage-path", S3_PATH])
+    assert f"--storage-path {S3_PATH}" in line and "aws configure" in line, line
+
+
+@pytest.mark.parametrize("command", STACK_WRITERS)
+def test_a_stacks_s3_storage_path_without_credentials_is_one_line_naming_the_key(
+    capsys, here, no_credentials, stack_writing_to_s3, command
+):
+    line = refused(capsys, [command, *STACK, "--project-dir", str(stack_writing_to_s3)])
+    assert f"ray-efa-eks:train.storage_path {S3_PATH}" in line and "aws configure" in line, line

@@ -23,12 +23,13 @@ from automation.errors import DriverError
 from automation.kube import ExecResult, KubeApi
 from automation.pipeline import run_pipeline
 from automation.ray_head import RESOURCES_MARK
-from automation.targets.aws import API_CIDRS_KEY, GPU_AZ_KEY, PIPELINE, PLAN, AwsDeps, AwsTarget
+from automation.targets.aws import API_CIDRS_KEY, DRIVER_CIDR_KEY, GPU_AZ_KEY, PIPELINE, PLAN, AwsDeps, AwsTarget
 from infra.config import ConfigWarning, read_stack_file, validate
 
 REGION = MOTO_REGION
 DEPLOYER_IP = helpers.DEPLOYER_IP
-SET_CIDRS = f"set_config {API_CIDRS_KEY}[0]"  # the shipped stacks leave the API allow-list to the driver
+# The shipped stacks leave the API allow-list to the driver, which writes the entry and names it as its own.
+SET_CIDRS = [f"set_config {API_CIDRS_KEY}[0]", f"set_config {DRIVER_CIDR_KEY}"]
 NCCL = helpers.REPO / "tests" / "fixtures" / "nccl"
 RAY_RESOURCES = {"GPU": 8.0, "CPU": 82.0}  # two g6.12xlarge workers as Ray advertises them
 S3_PROBE_OK = "PYARROW 21.0.0 CREDENTIALS pod-identity\nFILESYSTEM S3FileSystem\nok\n"  # version illustrative
@@ -165,7 +166,7 @@ def test_run_executes_every_step_in_order(aws):
     assert result.ok, f"expected success, failed at {result.failed_step}: {result.reason}"
     assert step_names(result) == list(PIPELINE), f"expected {list(PIPELINE)}, got {step_names(result)}"
     # `up` reads the outputs first: the GPU node group's live size is kept (automation/steps/stack.py)
-    assert stack.calls == [SET_CIDRS, "preview", "outputs", "up"], f"expected preview then up, got {stack.calls}"
+    assert stack.calls == [*SET_CIDRS, "preview", "outputs", "up"], f"expected preview then up, got {stack.calls}"
 
 
 def test_preview_failure_stops_before_up(aws):
@@ -193,7 +194,7 @@ def test_plan_stops_after_preview(aws):
     with helpers.FakeKubeApi() as api:
         stack = helpers.FakeStack("us-west-2", outputs=outputs(api))
         result = run(make_target(api, stack), PLAN)
-    assert result.ok and stack.calls == [SET_CIDRS, "preview"], f"expected a preview, got {result.ok} {stack.calls}"
+    assert result.ok and stack.calls == [*SET_CIDRS, "preview"], f"expected a preview, got {result.ok} {stack.calls}"
 
 
 def test_declined_confirmation_changes_nothing(aws):
@@ -310,7 +311,7 @@ def test_az_chosen_by_preflight_is_set_in_the_stack_before_preview(aws):
         target = target_without_gpu_az(api, stack)
         result = run(target, PLAN)
     assert result.ok, f"expected success, failed at {result.failed_step}: {result.reason}"
-    assert stack.calls == [f"set_config {GPU_AZ_KEY}", SET_CIDRS, "preview"], (
+    assert stack.calls == [f"set_config {GPU_AZ_KEY}", *SET_CIDRS, "preview"], (
         f"expected the AZ set before preview, got {stack.calls}"
     )
     value = stack.config[GPU_AZ_KEY]
@@ -325,7 +326,7 @@ def test_api_allow_list_left_empty_gets_this_machines_address_before_preview(aws
         run(target, ("preview",))
     value = stack.config.get(f"{API_CIDRS_KEY}[0]")
     got = (stack.calls[0], getattr(value, "value", None), target.cfg.cluster.public_access_cidrs)
-    assert got == (SET_CIDRS, f"{DEPLOYER_IP}/32", (f"{DEPLOYER_IP}/32",)), f"got {got}"
+    assert got == (SET_CIDRS[0], f"{DEPLOYER_IP}/32", (f"{DEPLOYER_IP}/32",)), f"got {got}"
 
 
 def test_the_address_written_is_said_in_one_line(aws):
@@ -345,6 +346,52 @@ def test_api_allow_list_set_in_the_stack_is_kept(aws):
         )
         run(target, ("preview",))
     assert stack.calls == ["preview"], f"expected no config written, got {stack.calls}"
+
+
+# A second run from another address (issue 44 item 3): the stack holds what an earlier run wrote from 198.51.100.9
+# (TEST-NET-2), this machine is DEPLOYER_IP.
+def _allow_list(target, cidrs, driver_cidr=""):
+    cluster = dataclasses.replace(target.cfg.cluster, public_access_cidrs=cidrs, driver_cidr=driver_cidr)
+    target.cfg = dataclasses.replace(target.cfg, cluster=cluster)
+
+
+def test_the_drivers_entry_from_another_address_is_replaced_before_preview_in_one_line(aws):
+    with helpers.FakeKubeApi() as api:
+        stack = helpers.FakeStack("us-west-2", outputs=outputs(api))
+        target = make_target(api, stack)
+        _allow_list(target, ("192.0.2.0/24", "198.51.100.9/32"), driver_cidr="198.51.100.9/32")
+        run(target, ("preview",))
+    mine = f"{DEPLOYER_IP}/32"
+    written = (stack.calls, stack.config[f"{API_CIDRS_KEY}[1]"].value, stack.config[DRIVER_CIDR_KEY].value)
+    want = ([f"set_config {API_CIDRS_KEY}[1]", f"set_config {DRIVER_CIDR_KEY}", "preview"], mine, mine)
+    assert written == want, f"expected entry 1 and the driver's key set to {mine} before preview, got {written}"
+    said = [n for n in target.notes if "198.51.100.9/32" in n]
+    assert len(said) == 1 and mine in said[0] and "in place" in said[0], f"expected one line, notes {target.notes}"
+
+
+def test_the_drivers_entry_that_still_covers_this_machine_is_kept(aws):
+    with helpers.FakeKubeApi() as api:
+        stack = helpers.FakeStack("us-west-2", outputs=outputs(api))
+        target = make_target(api, stack)
+        _allow_list(target, ("203.0.113.0/24",), driver_cidr="203.0.113.0/24")
+        run(target, ("preview",))
+    assert stack.calls == ["preview"], f"expected no config written, got {stack.calls}"
+
+
+def test_a_user_list_without_this_address_fails_preflight_before_any_aws_call(aws):
+    built = []
+
+    def no_client(name):
+        built.append(name)
+        raise AssertionError(f"AWS client {name} built after the allow-list had failed")
+
+    with helpers.FakeKubeApi() as api:
+        stack = helpers.FakeStack("us-west-2", outputs=outputs(api))
+        target = make_target(api, stack, clients=no_client)
+        _allow_list(target, ("198.51.100.9/32",))
+        result = run(target, PLAN)
+    got = (result.failed_step, built, stack.calls)
+    assert got == ("preflight", [], []), f"expected preflight to fail with no AWS client and no stack call, got {got}"
 
 
 def test_up_without_a_way_to_learn_the_address_names_the_key_and_changes_nothing(aws):

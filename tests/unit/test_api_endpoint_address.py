@@ -70,3 +70,42 @@ def test_preflight_fails_when_the_address_cannot_be_learned():
 def test_preflight_shows_an_allow_list_the_stack_sets():
     row = check_api_endpoint(_cluster(public_access_cidrs=("198.51.100.0/24",)), "us-west-2", None)
     assert (row.status, "198.51.100.0/24" in row.detail) == ("pass", True), f"got {row}"
+
+
+# ---- a second run from another address (issue 44 item 3). This machine's address is faked: HERE, in TEST-NET-3;
+# the earlier machine's in TEST-NET-2 (RFC 5737).
+HERE = "203.0.113.7/32"
+ELSEWHERE = "198.51.100.9/32"
+
+
+def _row(cidrs: tuple[str, ...], driver_cidr: str = ""):
+    cluster = _cluster(public_access_cidrs=cidrs, driver_cidr=driver_cidr)
+    return check_api_endpoint(cluster, "us-west-2", lambda: HERE)
+
+
+def test_a_list_the_user_wrote_without_this_address_fails_with_the_command_that_adds_it():
+    row = _row((ELSEWHERE, "192.0.2.0/24"))
+    wanted = f"pulumi config set --stack us-west-2 --path '{API_CIDRS_KEY}[2]' {HERE}"
+    assert (row.status, row.fix) == ("fail", wanted), f"expected fail with `{wanted}`, got {row}"
+
+
+def test_a_list_open_to_the_world_passes():
+    assert _row(("0.0.0.0/0",)).status == "pass", "0.0.0.0/0 covers every address"
+
+
+def test_a_cidr_covering_this_address_passes():
+    row = _row((ELSEWHERE, "203.0.113.0/24"))
+    assert (row.status, "203.0.113.0/24" in row.detail) == ("pass", True), f"got {row}"
+
+
+def test_the_drivers_entry_from_another_address_passes_saying_run_replaces_it():
+    row = _row((ELSEWHERE,), driver_cidr=ELSEWHERE)
+    assert (row.status, "replace" in row.detail, HERE in row.detail) == ("pass", True, True), f"got {row}"
+
+
+def test_an_unreachable_address_service_skips_the_comparison_of_a_list_the_stack_sets():
+    def fails() -> str:
+        raise DriverError("could not read this machine's address", exit_code=2)
+
+    row = check_api_endpoint(_cluster(public_access_cidrs=(ELSEWHERE,)), "us-west-2", fails)
+    assert row.status == "skip", f"expected skip (the list may well hold this machine), got {row}"

@@ -210,18 +210,19 @@ def test_a_doubtful_setting_is_named_in_the_warnings(overrides, note):
     assert note in got, f"expected\n  {note}\namong\n  {got}"
 
 
-def test_a_version_past_standard_support_warns_from_the_day_after_its_end():
-    # EKS standard support of 1.34 ends 2026-12-02 (https://endoflife.date/amazon-eks)
-    on_the_day, day_after = (
+def test_a_version_past_standard_support_warns_from_the_day_its_standard_support_ends():
+    # EKS standard support of 1.34 ends 2026-12-02 and extended support 2027-12-02; EKS bills extended support from
+    # the start (UTC) of the first day (the EKS user guide's release calendar, infra/eks_facts.py).
+    day_before, on_the_day = (
+        extended_support_note("1.34", date(2026, 12, 1)),
         extended_support_note("1.34", date(2026, 12, 2)),
-        extended_support_note("1.34", date(2026, 12, 3)),
     )
     want = (
-        "kubernetesVersion '1.34' left EKS standard support on 2026-12-02: the cluster runs in extended support at "
-        "extra cost per cluster hour; set kubernetesVersion to a version in standard support "
-        "(https://docs.aws.amazon.com/eks/latest/userguide/kubernetes-versions.html)"
+        "kubernetesVersion '1.34' left EKS standard support on 2026-12-02: the cluster runs in extended support "
+        "(until 2027-12-02) at an additional cost per cluster hour; set kubernetesVersion to a version in standard "
+        "support (https://docs.aws.amazon.com/eks/latest/userguide/kubernetes-versions.html)"
     )
-    assert (on_the_day, day_after) == (None, want), f"got {on_the_day!r}, then {day_after!r}"
+    assert (day_before, on_the_day) == (None, want), f"got {day_before!r}, then {on_the_day!r}"
 
 
 def test_a_warning_is_attributed_to_the_caller_of_validate_not_to_the_config_module():

@@ -88,11 +88,12 @@ def test_capacity_block_warns_that_updates_need_desired_size_zero():
 
 
 def test_kubernetes_1_36_leaves_standard_support_on_2027_08_02():
+    # EKS bills extended support from the start (UTC) of the day standard support ends (infra/eks_facts.py).
     got = (
-        extended_support_note("1.36", date(2027, 8, 2)),
-        "2027-08-02" in (extended_support_note("1.36", date(2027, 8, 3)) or ""),
+        extended_support_note("1.36", date(2027, 8, 1)),
+        "2027-08-02" in (extended_support_note("1.36", date(2027, 8, 2)) or ""),
     )
-    assert got == (None, True), f"expected no note on 2027-08-02 and one naming it the day after, got {got}"
+    assert got == (None, True), f"expected no note on 2027-08-01 and one naming 2027-08-02 on that day, got {got}"
 
 
 def test_default_kubernetes_and_kube_proxy_versions_agree_on_the_minor():
@@ -117,8 +118,40 @@ def test_version_past_standard_support_warns_with_the_date():
 
 
 def test_version_in_standard_support_has_no_note():
-    assert extended_support_note("1.35", date(2027, 3, 27)) is None
+    assert extended_support_note("1.35", date(2027, 3, 26)) is None
 
 
-def test_version_is_extended_the_day_after_its_end():
-    assert "2027-03-27" in (extended_support_note("1.35", date(2027, 3, 28)) or ""), "no note on 2027-03-28"
+def test_version_is_extended_on_the_day_its_standard_support_ends():
+    assert "2027-03-27" in (extended_support_note("1.35", date(2027, 3, 27)) or ""), "no note on 2027-03-27"
+
+
+# ---- past EKS extended support: refused offline (issue 44 item 8). Dates: infra/eks_facts.py, from the EKS user
+# guide's release calendar (1.31: extended support ends 2026-11-26; on that day EKS creates no cluster on it).
+OLD = {"kubernetesVersion": "1.31", "kubeProxyVersion": "v1.31.0-eksbuild.1"}
+
+
+def _validate_on(overrides: dict, today: date) -> StackConfig:
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConfigWarning)
+        return validate(overrides, stack="test", region="us-west-2", today=today)
+
+
+def test_version_on_its_last_day_of_extended_support_is_accepted():
+    assert _validate_on(OLD, date(2026, 11, 25)).cluster.kubernetes_version == "1.31"
+
+
+def test_version_on_the_day_its_extended_support_ends_is_refused_naming_key_value_and_fix():
+    with pytest.raises(ConfigError) as err:
+        _validate_on(OLD, date(2026, 11, 26))
+    wanted = ("kubernetesVersion '1.31'", "2026-11-26", "set kubernetesVersion to 1.32 or newer")
+    assert all(w in str(err.value) for w in wanted), f"expected {wanted} in: {err.value}"
+
+
+def test_version_in_extended_support_warns_of_the_hourly_cost_and_is_not_refused():
+    with pytest.warns(ConfigWarning, match=r"'1.31' left EKS standard support .* additional cost per cluster hour"):
+        validate(OLD, stack="test", region="us-west-2", today=date(2025, 11, 26))
+
+
+def test_the_fix_names_the_oldest_version_still_supported_that_day():
+    with pytest.raises(ConfigError, match=r"set kubernetesVersion to 1.33 or newer"):
+        _validate_on({"kubernetesVersion": "1.32", "kubeProxyVersion": "v1.32.0-eksbuild.1"}, date(2027, 3, 23))

@@ -66,6 +66,9 @@ def test_run_passes_its_storage_path_to_the_local_target(tmp_path, monkeypatch):
     from automation.ui import Ui
 
     monkeypatch.chdir(tmp_path)
+    # Credentials as moto's docs set them: an s3:// storage path needs some on this machine (automation/storage.py).
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "testing")
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "testing")
     args = parse(build_parser(), ["run", "--storage-path", "s3://bucket/runs"])
     target = from_args(args, Ui(json_mode=True))
     assert target.plan.storage_path == "s3://bucket/runs", f"expected s3://bucket/runs, got {target.plan.storage_path}"

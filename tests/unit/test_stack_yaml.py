@@ -24,10 +24,12 @@ from infra.config import ConfigError, load_stack, stack_config_values, validate
 BASE = "config:\n  aws:region: us-west-2\n  ray-efa-eks:gpuAvailabilityZone: us-west-2a\n"
 BASE_ENGINE = {"gpuAvailabilityZone": "us-west-2a"}
 
-# (line under config:, key, what the engine passes for it)
+# (line under config:, key, what the engine passes for it). The version is a minor with a trailing zero, which YAML
+# reads as a float: 1.40, not yet an EKS version, because 1.30 is past EKS extended support since 2026-07-23 and
+# refused (infra/eks_facts.py), which is not what these cases test.
 AGREE = {
-    "version-plain": ("ray-efa-eks:kubernetesVersion: 1.30", "kubernetesVersion", "1.30"),
-    "version-quoted": ("ray-efa-eks:kubernetesVersion: '1.30'", "kubernetesVersion", "1.30"),
+    "version-plain": ("ray-efa-eks:kubernetesVersion: 1.40", "kubernetesVersion", "1.40"),
+    "version-quoted": ("ray-efa-eks:kubernetesVersion: '1.40'", "kubernetesVersion", "1.40"),
     "integer": ("ray-efa-eks:gpuNodeCount: 2", "gpuNodeCount", "2"),
     "boolean-lower": ("ray-efa-eks:apiPublicAccess: false", "apiPublicAccess", "false"),
     "boolean-capital": ("ray-efa-eks:apiPublicAccess: False", "apiPublicAccess", "False"),
@@ -86,12 +88,12 @@ def test_render_and_the_program_build_the_same_config_from_one_file(project, cas
     assert offline == program, f"{line!r}: offline {offline} but the program {program}"
 
 
-def test_a_version_written_1_30_stays_1_30(project):
-    _with(project, "ray-efa-eks:kubernetesVersion: 1.30")
+def test_a_version_written_1_40_stays_1_40(project):
+    _with(project, "ray-efa-eks:kubernetesVersion: 1.40")
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         got = load_stack("s", project).cluster.kubernetes_version
-    assert got == "1.30", f"expected '1.30' (PyYAML made it 1.3), got {got!r}"
+    assert got == "1.40", f"expected '1.40' (PyYAML made it 1.4), got {got!r}"
 
 
 def test_yes_is_no_boolean_offline_as_for_the_engine(project):
