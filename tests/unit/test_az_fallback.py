@@ -5,6 +5,7 @@ requested" (EC2 user guide, troubleshooting-launch.html#troubleshooting-launch-c
 
 from __future__ import annotations
 
+from dataclasses import replace
 from types import SimpleNamespace
 
 import pytest
@@ -83,6 +84,22 @@ def test_a_failure_other_than_capacity_is_not_retried():
 )
 def test_ec2s_capacity_wordings_read_as_short(error):
     assert az_fallback.capacity_short(error), error
+
+
+def test_spot_scores_reversed_leave_the_auto_az_order_as_it_was(monkeypatch):
+    # A Spot placement score rates a Spot request for any of the family's types (botocore's EC2 model,
+    # GetSpotPlacementScores), not On-Demand capacity for this type: it must not choose where the nodes go.
+    orders = []
+    for scores in ((9, 1), (1, 9)):
+        scored = [replace(z, spot_score=s, spot_quota_vcpus=1000.0) for z, s in zip(USABLE[1:3], scores, strict=True)]
+        monkeypatch.setattr(az_fallback, "stack_zones", lambda target, scored=scored: scored)
+        orders.append(
+            [
+                az_fallback.next_network_az(Target(), ["us-west-2a"]),
+                az_fallback.next_network_az(Target(), ["us-west-2a", "us-west-2b"]),
+            ]
+        )
+    assert orders[0] == orders[1] == ["us-west-2b", "us-west-2c"], f"--auto-az's order for each way round: {orders}"
 
 
 class FailedGroupEks:
