@@ -3,20 +3,26 @@ next ranked AZ of the stack's network and run `up` again, a bounded number of ti
 
 The AWS sample's `deploy_all.sh` does the same by deleting and recreating in the next AZ
 (aws-samples/sample-aws-deep-learning-containers, training/ray-train). Here the move is one stack key,
-gpuAvailabilityZone (`AwsTarget.set_gpu_az`): the program then puts the node group, its placement group and the NAT
-gateway in that AZ's existing private subnet. Only AZs of the stack's network (networkAzs) can take the node group,
-since only they have a private subnet and the control plane's subnets cannot change in place. Without --auto-az the
-move is asked on a terminal, and otherwise left to the user as before (UpWatch's line names the AZ).
+gpuAvailabilityZone (`AwsTarget.set_gpu_az`): the program then puts the node group and a new placement group (the AZ
+is in its name) in that AZ's existing private subnet; the NAT gateway stays where it is (infra/network.py says why).
+Before the move the failed AZ's GPU node group is emptied (`retire_gpu_groups`). Only AZs of the stack's network
+(networkAzs) can take the node group, since only they have a private subnet and the control plane's subnets cannot
+change in place. Without --auto-az the move is asked on a terminal, and otherwise left to the user as before (UpWatch's
+line names the AZ).
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
 
+from botocore.exceptions import BotoCoreError, ClientError
+
 from automation.capacity import NO_CAPACITY, rank, stack_zones
 from automation.errors import DriverError
 from automation.pipeline import StepResult
+from automation.scaling import BROKEN, BUSY_WAIT_S, EksWait, NodeGroupRef, describe, set_desired
 from automation.targets.aws import GPU_AZ_KEY, AwsTarget
+from infra.names import GPU_ROLE, ROLE_LABEL
 
 MAX_MOVES = 2  # at most this many other AZs are tried after the first: a region rarely has more in the network
 # What says "no capacity": EC2's error code in the node group's health issue, or the Auto Scaling group's activity
@@ -33,6 +39,31 @@ def next_network_az(target: AwsTarget, tried: list[str]) -> str | None:
     """The best-ranked usable AZ of the stack's network not yet tried, by the capacity finder's ranking."""
     azs = target.cfg.network.azs
     return next((z.az for z in rank(stack_zones(target)) if z.usable and z.az in azs and z.az not in tried), None)
+
+
+def retire_gpu_groups(target: AwsTarget) -> None:
+    """Before a move: each GPU node group of the cluster (label role=gpu-worker) at 0 nodes, or deleted where EKS takes
+    no size change (CREATE_FAILED, DELETE_FAILED), each wait bounded and shown. The group of the AZ without capacity
+    then starts no node while the next `up` makes its replacement, nor stays behind billing if that `up` fails too;
+    Pulumi's replacement deletes an empty group. DriverError, and nothing moves, when EKS cannot be asked."""
+    eks, cluster, clock = target.deps.client("eks"), target.cfg.cluster.name, target.deps.clock
+    try:
+        for name in eks.list_nodegroups(clusterName=cluster).get("nodegroups", []):
+            ref = NodeGroupRef(cluster, name, target.cfg.region)
+            group = describe(eks, ref)
+            if group.get("labels", {}).get(ROLE_LABEL) != GPU_ROLE:
+                continue
+            if group.get("status") not in BROKEN:
+                target.note(set_desired(eks, ref, 0, target.on_progress, clock).text())
+                continue
+            if group["status"] != "DELETING":
+                eks.delete_nodegroup(clusterName=cluster, nodegroupName=name)
+            EksWait(eks, ref, clock, target.on_progress, clock.now(), BUSY_WAIT_S).gone()
+            target.note(f"deleted GPU node group {name}: it was {group['status']}, and EKS scales no such group")
+    except (ClientError, BotoCoreError, DriverError) as e:
+        raise DriverError(
+            f"nothing moved: the GPU node groups of cluster {cluster} could not be emptied first: {e}"
+        ) from None
 
 
 def may_move(target: AwsTarget, question: str) -> bool:
@@ -70,5 +101,6 @@ def up_with_fallback(target: AwsTarget, attempt: Callable[[], StepResult]) -> St
             target.note(
                 f"moving the GPU node group from {here} to {there} (no capacity in {here}): {GPU_AZ_KEY}={there}"
             )
+            retire_gpu_groups(target)
             target.set_gpu_az(there)
             tried.append(there)

@@ -16,7 +16,9 @@ unknown with the reason, never a guess. The sources of each call's meaning:
   survey; EC2 answers the top ten AZs only ("How Spot placement score works"), so an AZ may have no score. The
   guide also limits the target capacity "aligned with your Spot request limit" when the account has no recent
   Spot usage: where the family's Spot vCPU quota (automation/ec2.py, SPOT_QUOTA_BY_FAMILY) is below the vCPUs
-  asked, the score is shown "capped" and left out of the ranking;
+  asked, the score is shown "capped". The score is shown, never ranked: it rates a Spot request for any of the
+  family's types (botocore's EC2 model, GetSpotPlacementScores: "a recommendation only"), not On-Demand capacity for
+  the one type `up` launches, so it must not choose the AZ (`--auto-az`, `--write-stack`);
 - the account's On-Demand Capacity Reservations that are active with enough available instances
   (DescribeCapacityReservations);
 - Capacity Block offerings for the eligible families only (infra/eks_facts.py; g6 is not one)
@@ -101,12 +103,11 @@ class Zone:
 
     def rank_key(self) -> tuple:
         """RANKING's order: usable first; a passed probe, then untried, a failed probe last; a reservation or a
-        Capacity Block; the Spot score where it counts; price; name."""
+        Capacity Block; price; name. The Spot score is not a key (the module's docstring says why)."""
         probe = 0 if self.probe == PROBED else (2 if self.probe else 1)
         held = 0 if (self.reservations or self.blocks) else 1
-        spot = -(self.spot_score or 0) if self.spot_counts else 0
         price = self.usd_per_hour if self.usd_per_hour is not None else math.inf
-        return (not self.usable, probe, held, spot, price, self.region, self.az)
+        return (not self.usable, probe, held, price, self.region, self.az)
 
     def to_dict(self) -> dict[str, object]:
         doc = asdict(self)
@@ -124,9 +125,14 @@ RANKING = (
     "usable (offered, EFA, On-Demand vCPU quota)",
     "a probe that got capacity, then unprobed, a refused probe last",
     "an open Capacity Reservation or Capacity Block",
-    "the Spot placement score where it counts (not capped by the Spot quota)",
     "On-Demand price",
     "region and AZ name",
+)
+
+
+SPOT_SIGNAL = (
+    "spot (family) is a signal, not a rank: EC2 scores a Spot request for any of the family's types, not On-Demand "
+    "capacity for this type"
 )
 
 
@@ -230,16 +236,14 @@ def ranking_lines(zones: Sequence[Zone]) -> list[str]:
         }
     )
     unknown = sorted({z.region for z in zones if z.spot_score is not None and z.spot_capped is None})
-    lines = ["ranked by: " + "; ".join(f"({i}) {what}" for i, what in enumerate(RANKING, 1))]
+    lines = ["ranked by: " + "; ".join(f"({i}) {what}" for i, what in enumerate(RANKING, 1)), SPOT_SIGNAL]
     if capped:
         lines.append(
-            f"Spot scores left out of the ranking in {', '.join(capped)}: the account's Spot vCPU quota is below "
-            "the vCPUs asked, and EC2 limits a new account's score target by its Spot limit"
+            f"Spot scores capped in {', '.join(capped)}: the account's Spot vCPU quota is below the vCPUs asked, "
+            "and EC2 limits a new account's score target by its Spot limit"
         )
     if unknown:
-        lines.append(f"Spot scores left out of the ranking in {', '.join(unknown)}: the Spot quota could not be read")
-    if not any(z.spot_counts for z in zones):
-        lines.append("no Spot score counts here: the order below the reservations is by price and name")
+        lines.append(f"Spot scores unchecked in {', '.join(unknown)}: the Spot quota could not be read")
     return lines
 
 

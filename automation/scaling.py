@@ -199,6 +199,24 @@ class EksWait:
             )
             self.clock.sleep(POLL_S)
 
+    def gone(self) -> None:
+        """Until DescribeNodegroup answers ResourceNotFoundException (EKS deleted the group); DriverError past the
+        bound."""
+        while True:
+            try:
+                status = describe(self.eks, self.ref).get("status")
+            except ClientError as e:
+                if e.response.get("Error", {}).get("Code") == "ResourceNotFoundException":
+                    return
+                raise
+            if self.waited() >= self.timeout_s:
+                raise DriverError(f"node group {self.ref.nodegroup} is still {status} after {self.waited():.0f} s")
+            self.on_progress(
+                f"node group {self.ref.nodegroup} is {status}: waiting for EKS to delete it "
+                f"({self.waited():.0f} s of {self.timeout_s:.0f})"
+            )
+            self.clock.sleep(POLL_S)
+
 
 def set_desired(
     eks: Eks,

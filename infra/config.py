@@ -143,9 +143,16 @@ class NetworkConfig(Section):
         "availabilityZones",
         ("us-west-2a", "us-west-2b"),
         "AZs of the private subnets (2 or 3, all in aws:region); the EKS control plane needs at least two, and "
-        "gpuAvailabilityZone must be one of them.",
+        "gpuAvailabilityZone must be one of them. The first also holds the NAT gateway, whatever the GPU AZ.",
         two_or_three_azs,
     )
+
+    @property
+    def nat_az(self) -> str:
+        """The NAT gateway's AZ: the first of availabilityZones, never the GPU AZ. A NAT gateway cannot change subnet
+        in place, and its replacement, created before the old one is deleted, asks for the Elastic IP the old one
+        still holds (pulumi/pulumi-aws#1483): a NAT that followed the GPU AZ made every `up --auto-az` move fail."""
+        return self.azs[0]
 
     def check(self, region: str) -> None:
         for az in self.azs:

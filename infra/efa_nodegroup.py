@@ -77,11 +77,13 @@ class EfaNodeGroup(pulumi.ComponentResource):
 
         # "cluster" packs the instances close together in one AZ: the lowest latency EFA gets. A capacity
         # reservation made for a placement group needs that group to exist first, so the stack can use
-        # an existing one instead (gpuPlacementGroupName).
+        # an existing one instead (gpuPlacementGroupName). The AZ is in the group's name (Pulumi's, and so the
+        # auto-named AWS one): a cluster group cannot span AZs, so a move to another AZ makes a new group.
         if gpu.placement_group_name:
             placement_group_name: pulumi.Input[str] = gpu.placement_group_name
         else:
-            placement_group_name = aws.ec2.PlacementGroup(f"{name}-pg", strategy="cluster", opts=child).name
+            pg = aws.ec2.PlacementGroup(f"{name}-pg-{gpu.availability_zone}", strategy="cluster", opts=child)
+            placement_group_name = pg.name
 
         efa_sg = self._efa_security_group(name, args.vpc_id)
 

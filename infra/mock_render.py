@@ -120,6 +120,7 @@ class ResourceRecord:
     depends_on: tuple[str, ...] = ()  # names of the resources it waits for (data and explicit)
     retain_on_delete: bool = False  # `destroy` leaves it in the cloud
     ignore_changes: tuple[str, ...] = ()  # properties `up` leaves as the cloud has them
+    delete_before_replace: bool = False  # a replacement deletes the old one first
 
 
 class RecordingMonitor(MockMonitor):
@@ -149,6 +150,7 @@ class RecordingMonitor(MockMonitor):
                     depends_on=tuple(self._names_by_urn.get(u, u) for u in request.dependencies),
                     retain_on_delete=request.retainOnDelete,
                     ignore_changes=tuple(request.ignoreChanges),
+                    delete_before_replace=request.deleteBeforeReplace,
                 )
             )
         return response

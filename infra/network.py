@@ -16,7 +16,7 @@ class NetworkArgs:
     vpc_cidr: str
     azs: tuple[str, ...]
     cluster_name: str  # for the EKS subnet tags
-    nat_az: str  # the GPU nodes' AZ: their image pulls and AWS calls stay in it
+    nat_az: str  # fixed (NetworkConfig.nat_az): moving the GPU nodes to another AZ leaves the NAT as it is
     region: str  # names the S3 endpoint's service
 
 
@@ -117,16 +117,19 @@ class Network(pulumi.ComponentResource):
     ) -> aws.ec2.RouteTable:
         """The private subnets' route table, its default route through the one NAT gateway."""
         child = pulumi.ResourceOptions(parent=self)
-        # One NAT gateway keeps the cost down. It sits in the GPU nodes' AZ: a NAT gateway is zonal, so
-        # in another AZ every image pull of the GPU nodes would cross AZs (billed per GB) and fail with
-        # that AZ (https://docs.aws.amazon.com/vpc/latest/userguide/nat-gateway-basics.html).
+        # One NAT gateway keeps the cost down. It stays in one AZ whatever the GPU AZ, so `up --auto-az` never
+        # replaces it; GPU nodes in another AZ pay cross-AZ transfer for what crosses the NAT (image layers do not:
+        # with imageCache they come over the S3 endpoint) and lose egress if the NAT's AZ fails
+        # (https://docs.aws.amazon.com/vpc/latest/userguide/nat-gateway-basics.html). Should it be replaced anyway
+        # (availabilityZones reordered, or a stack made when it followed the GPU AZ), the old one goes first: a
+        # replacement made first would ask for the Elastic IP the old one still holds (pulumi/pulumi-aws#1483).
         eip = aws.ec2.Eip(f"{name}-nat-eip", domain="vpc", tags={"Name": f"{args.cluster_name}-nat"}, opts=child)
         nat = aws.ec2.NatGateway(
             f"{name}-nat",
             allocation_id=eip.id,
             subnet_id=nat_subnet.id,
             tags={"Name": f"{args.cluster_name}-nat"},
-            opts=pulumi.ResourceOptions(parent=self, depends_on=[igw]),
+            opts=pulumi.ResourceOptions(parent=self, depends_on=[igw], delete_before_replace=True),
         )
         private_rt = aws.ec2.RouteTable(
             f"{name}-private-rt", vpc_id=vpc.id, tags={"Name": f"{args.cluster_name}-private"}, opts=child

@@ -45,11 +45,10 @@ def build(cfg: StackConfig) -> dict[str, Any]:
     """
     gpu_az = require_gpu_az(cfg)
     name = cfg.cluster.name
+    net = cfg.network
     network = Network(
         f"{name}-network",
-        NetworkArgs(
-            vpc_cidr=cfg.network.vpc_cidr, azs=cfg.network.azs, cluster_name=name, nat_az=gpu_az, region=cfg.region
-        ),
+        NetworkArgs(vpc_cidr=net.vpc_cidr, azs=net.azs, cluster_name=name, nat_az=net.nat_az, region=cfg.region),
     )
     cluster = Cluster(
         name,

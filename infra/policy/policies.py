@@ -610,32 +610,6 @@ irsa_trust_scoped = ResourceValidationPolicy(
 # --------------------------------------------------------------------------- cost (advisory)
 
 
-def _nat_in_gpu_az(args: StackValidationArgs, report: ReportViolation) -> None:
-    subnet_az = {s.props.get("id"): s.props.get("availabilityZone") for s in _of(args.resources, SUBNET)}
-    gpu_azs = {
-        subnet_az.get(s)
-        for ng in _of(args.resources, NODE_GROUP)
-        if any(t in max_efa_interfaces() for t in ng.props.get("instanceTypes") or [])
-        for s in ng.props.get("subnetIds") or []
-    }
-    for nat in _of(args.resources, NAT_GATEWAY):
-        az = subnet_az.get(nat.props.get("subnetId"))
-        if gpu_azs and az not in gpu_azs:
-            report(f"{nat.name} is in {az}, the GPU nodes in {sorted(map(str, gpu_azs))}: traffic crosses AZs", nat.urn)
-
-
-nat_in_gpu_az = StackValidationPolicy(
-    name="nat-gateway-in-gpu-az",
-    description=(
-        "The NAT gateway is in the GPU nodes' AZ: a NAT gateway is zonal, so in another AZ every image pull "
-        "is billed as cross-AZ traffic and depends on that AZ. Source: "
-        "https://docs.aws.amazon.com/vpc/latest/userguide/nat-gateway-basics.html"
-    ),
-    validate=_nat_in_gpu_az,
-    enforcement_level=EnforcementLevel.ADVISORY,
-)
-
-
 def _s3_endpoint(args: StackValidationArgs, report: ReportViolation) -> None:
     if not _of(args.resources, NAT_GATEWAY):
         return
@@ -673,6 +647,5 @@ POLICIES: list[ResourceValidationPolicy | StackValidationPolicy] = [
     iam_s3_prefix,
     idle_guard_least_privilege,
     irsa_trust_scoped,
-    nat_in_gpu_az,
     s3_gateway_endpoint,
 ]

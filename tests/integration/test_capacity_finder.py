@@ -21,10 +21,10 @@ from conftest import REPO
 
 from automation import cli
 from automation.capacity import (
+    SPOT_SIGNAL,
     RegionClients,
     UpWatch,
     Zone,
-    ranking_lines,
     stack_file_text,
     stuck_line,
     survey,
@@ -105,18 +105,19 @@ def by_az(zones):
     return {z.az: z for z in zones}
 
 
-def test_spot_score_ranks_the_usable_azs(moto_aws):
-    ec2 = Ec2()
-    answer_signals(ec2, {"us-west-2a": 3, "us-west-2b": 9, "us-west-2c": 5, "us-west-2d": 1})
-    zones = survey([REGION], lambda r: RegionClients(ec2, quotas()), None, G6, 2)
-    assert [z.az for z in zones] == ["us-west-2b", "us-west-2c", "us-west-2a", "us-west-2d"], zones
-    assert all(z.usable and z.efa and z.vcpus_needed == 96 for z in zones), zones
+def test_reversed_spot_scores_leave_the_ranking_as_it_was(moto_aws):
+    orders = []
+    for scores in ({"us-west-2a": 9, "us-west-2b": 1}, {"us-west-2a": 1, "us-west-2b": 9}):
+        ec2 = Ec2()
+        answer_signals(ec2, scores)
+        orders.append([z.az for z in survey([REGION], lambda r, ec2=ec2: RegionClients(ec2, quotas()), None, G6, 2)])
+    assert orders[0] == orders[1] == ["us-west-2a", "us-west-2b", "us-west-2c", "us-west-2d"], orders
 
 
 NEW_ACCOUNT_SCORES = {"us-west-2a": 1, "us-west-2b": 9, "us-west-2c": 5, "us-west-2d": 3}
 
 
-def test_a_new_accounts_zero_spot_quota_takes_the_scores_out_of_the_ranking(moto_aws):
+def test_a_new_accounts_zero_spot_quota_marks_every_score_capped(moto_aws):
     ec2 = Ec2()
     answer_signals(ec2, NEW_ACCOUNT_SCORES)
     zones = survey([REGION], lambda r: RegionClients(ec2, quotas(spot=0)), None, G6, 2)
@@ -132,16 +133,19 @@ def test_the_table_marks_capped_scores_and_says_why_the_order(moto_aws, tmp_path
     expected = (
         "'All G and VT Spot Instance Requests' quota (L-3819A6DF)",
         "ranked by: (1) usable",
-        "Spot scores left out of the ranking in us-west-2 (0 < 96 vCPUs)",
+        "spot (family) is a signal, not a rank",
+        "Spot scores capped in us-west-2 (0 < 96 vCPUs)",
     )
     assert rc == 0 and all(e in out for e in expected), out
 
 
-def test_an_uncapped_score_counts_and_the_ranking_says_so(moto_aws):
+def test_the_printed_ranking_shows_the_score_as_a_family_signal(moto_aws, tmp_path, capsys):
     ec2 = Ec2()
     answer_signals(ec2, {"us-west-2b": 9})
-    lines = ranking_lines(survey([REGION], lambda r: RegionClients(ec2, quotas(spot=96)), None, G6, 2))
-    assert lines == [lines[0]] and "(4) the Spot placement score where it counts" in lines[0], lines
+    rc = command.run(args_for(tmp_path), Ui(json_mode=True), session=Session(ec2, spot=96))
+    doc = json.loads(capsys.readouterr().out)
+    got = (rc, [(z["az"], z["spot_score"]) for z in doc["zones"]][:2], SPOT_SIGNAL in doc["ranking"])
+    assert got == (0, [("us-west-2a", None), ("us-west-2b", 9)], True), got
 
 
 def test_an_open_reservation_with_room_ranks_first(moto_aws):
@@ -274,14 +278,14 @@ def args_for(project_dir, **kw) -> argparse.Namespace:
 def test_write_stack_writes_a_stack_the_config_loader_accepts(moto_aws, tmp_path, capsys):
     shutil.copy(REPO / "Pulumi.yaml", tmp_path / "Pulumi.yaml")
     ec2 = Ec2()
-    answer_signals(ec2, {"us-west-2c": 9})
+    answer_signals(ec2, {"us-west-2c": 9})  # the Spot score does not choose the AZ: the first usable by name does
     rc = command.run(args_for(tmp_path, write_stack="found"), Ui(json_mode=True), session=Session(ec2))
     doc = json.loads(capsys.readouterr().out)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         cfg = load_stack("found", tmp_path)
     got = (rc, cfg.region, cfg.gpu_nodes.availability_zone, cfg.gpu_nodes.node_count, cfg.network.azs[0])
-    assert got == (0, REGION, "us-west-2c", 2, "us-west-2c"), f"got {got}; {doc['written']}"
+    assert got == (0, REGION, "us-west-2a", 2, "us-west-2a"), f"got {got}; {doc['written']}"
 
 
 def test_write_stack_pairs_the_gpu_az_with_an_az_offering_the_system_node_type():

@@ -548,6 +548,10 @@ NO_CAPACITY_ERROR = (
 )
 
 
+CLUSTER = "ray-efa-eks"
+GPU_LABELS = {"role": "gpu-worker"}  # infra/names.py's GPU_NODE_SELECTOR, as the node group's labels carry it
+
+
 class Ec2WithoutReservations:
     """moto's EC2 client, but DescribeCapacityReservations answers that the account holds none (moto 5.2.5 does not
     model capacity reservations; the shape is the EC2 API's DescribeCapacityReservations response)."""
@@ -573,16 +577,44 @@ def auto_az_target(api, stack, auto_az: bool = True, move_answer: bool = True):
 
 class ShortOfCapacityIn(helpers.FakeStack):
     """A stack whose `up` fails for want of capacity while its GPU AZ is one of ``short`` (the AZ the stack file
-    names until `pulumi config set` moves it)."""
+    names until `pulumi config set` moves it), with the GPU node groups it leaves in moto's EKS: each `up` makes the
+    group of its AZ (labelled role=gpu-worker, at gpuNodeCount) before the old one goes, as Pulumi replaces a node
+    group whose subnet changed (create before delete); a failed `up` deletes nothing, so the failed group stays
+    (EKS keeps a CREATE_FAILED group: https://docs.aws.amazon.com/eks/latest/APIReference/API_Nodegroup.html).
+    ``others_at_up`` records, at each `up`, the desired size of every other GPU group."""
 
     def __init__(self, *args, short: tuple[str, ...], **kwargs):
         super().__init__(*args, **kwargs)
         self.short = short
+        self.others_at_up: list[dict[str, int]] = []
+        self.eks = boto3.client("eks", region_name=REGION)
+        self.eks.create_cluster(
+            name=CLUSTER, roleArn="arn:aws:iam::123456789012:role/eks", resourcesVpcConfig={"subnetIds": ["subnet-1"]}
+        )
+
+    def gpu_groups(self) -> dict[str, int]:
+        names = self.eks.list_nodegroups(clusterName=CLUSTER)["nodegroups"]
+        groups = [self.eks.describe_nodegroup(clusterName=CLUSTER, nodegroupName=n)["nodegroup"] for n in names]
+        return {g["nodegroupName"]: g["scalingConfig"]["desiredSize"] for g in groups if g["labels"] == GPU_LABELS}
 
     def up(self, on_event=None):
         az = self.config[GPU_AZ_KEY].value if GPU_AZ_KEY in self.config else "us-west-2a"
+        mine = f"gpu-{az}"
+        self.others_at_up.append({n: size for n, size in self.gpu_groups().items() if n != mine})
+        if mine not in self.gpu_groups():
+            self.eks.create_nodegroup(
+                clusterName=CLUSTER,
+                nodegroupName=mine,
+                nodeRole="arn:aws:iam::123456789012:role/node",
+                subnets=[f"subnet-{az}"],
+                scalingConfig={"desiredSize": 2, "minSize": 0, "maxSize": 2},
+                labels=GPU_LABELS,
+            )
         self.fail = {"up": NO_CAPACITY_ERROR} if az in self.short else {}
-        return super().up(on_event)
+        result = super().up(on_event)
+        for old in set(self.gpu_groups()) - {mine}:
+            self.eks.delete_nodegroup(clusterName=CLUSTER, nodegroupName=old)
+        return result
 
 
 def test_up_with_auto_az_moves_the_gpu_nodes_to_the_next_network_az_and_says_so(aws):
@@ -593,6 +625,21 @@ def test_up_with_auto_az_moves_the_gpu_nodes_to_the_next_network_az_and_says_so(
     moved = [n for n in target.notes if n.startswith("moving the GPU node group from us-west-2a to us-west-2b")]
     got = (result.ok, stack.config[GPU_AZ_KEY].value, stack.calls.count("up"), len(moved))
     assert got == (True, "us-west-2b", 2, 1), f"expected one move to us-west-2b and a second up: {got}, {target.notes}"
+
+
+def test_a_move_empties_the_failed_azs_gpu_node_group_before_the_next_up(aws):
+    with helpers.FakeKubeApi() as api:
+        stack = ShortOfCapacityIn("us-west-2", outputs=outputs(api), short=("us-west-2a",))
+        run(auto_az_target(api, stack), PIPELINE)
+    assert stack.others_at_up == [{}, {"gpu-us-west-2a": 0}], f"other GPU groups at each up: {stack.others_at_up}"
+
+
+def test_when_every_network_az_is_short_the_groups_moved_from_are_left_at_zero(aws):
+    with helpers.FakeKubeApi() as api:
+        stack = ShortOfCapacityIn("us-west-2", outputs=outputs(api), short=("us-west-2a", "us-west-2b"))
+        run(auto_az_target(api, stack), PIPELINE)
+    asking = {n: size for n, size in stack.gpu_groups().items() if n != "gpu-us-west-2b"}
+    assert asking == {"gpu-us-west-2a": 0}, f"GPU node groups besides the last one tried: {stack.gpu_groups()}"
 
 
 def test_up_without_auto_az_and_a_declined_move_names_the_shortage_and_moves_nothing(aws):

@@ -26,7 +26,7 @@ from infra.policy import policies as pp
 
 # Every stack file of the project: a new Pulumi.<stack>.yaml is checked by the pack without a change here.
 STACKS = tuple(sorted(p.name.removeprefix("Pulumi.").removesuffix(".yaml") for p in REPO.glob("Pulumi.*.yaml")))
-S3_EFA_MANDATORY = {p.name for p in pp.POLICIES} - {"nat-gateway-in-gpu-az", "s3-gateway-endpoint"}
+S3_EFA_MANDATORY = {p.name for p in pp.POLICIES} - {"s3-gateway-endpoint"}
 
 
 def _opts() -> PolicyResourceOptions:
@@ -330,14 +330,6 @@ def test_listing_without_a_prefix_condition_is_reported(condition):
     )
     found = violations(only("iam-s3-scoped-to-a-prefix"), _role_policy(statement))
     assert found == ["statement 's' lists the bucket without an s3:prefix condition naming a prefix"], found
-
-
-def test_nat_outside_the_gpu_az_is_advised(east):
-    def elsewhere(props):
-        props["subnetId"] = "ray-efa-eks-network-public-us-east-2a-id"
-
-    found = violations(only("nat-gateway-in-gpu-az"), edited(east, pp.NAT_GATEWAY, "nat", elsewhere))
-    assert len(found) == 1 and "is in us-east-2a, the GPU nodes in ['us-east-2b']" in found[0], f"got {found}"
 
 
 def test_nat_without_s3_endpoint_is_advised(east):

@@ -275,7 +275,7 @@ def test_capacity_blocks_of_every_page_are_read_for_a_day():
 def test_the_ranking_is_explained_in_order():
     first = ranking_lines([])[0]
     assert first.startswith("ranked by: (1) usable (offered, EFA, On-Demand vCPU quota); (2) a probe"), first
-    assert first.endswith("; (6) region and AZ name"), first
+    assert first.endswith("; (4) On-Demand price; (5) region and AZ name"), first
 
 
 def test_capped_and_unread_spot_quotas_are_named_by_region():
@@ -285,16 +285,16 @@ def test_capped_and_unread_spot_quotas_are_named_by_region():
         replace(usable(spot_score=5, spot_quota_vcpus=1000.0), region="eu-north-1"),
     ]
     lines = ranking_lines(zones)
-    assert lines[1].startswith("Spot scores left out of the ranking in us-west-2 (64 < 96 vCPUs):"), lines
-    assert lines[2] == "Spot scores left out of the ranking in us-east-2: the Spot quota could not be read", lines
-    assert len(lines) == 3, lines
+    assert lines[2].startswith("Spot scores capped in us-west-2 (64 < 96 vCPUs):"), lines
+    assert lines[3] == "Spot scores unchecked in us-east-2: the Spot quota could not be read", lines
+    assert len(lines) == 4, lines
 
 
-def test_the_capped_line_says_why_the_scores_are_left_out():
-    line = ranking_lines([usable(spot_score=5, spot_quota_vcpus=64.0)])[1]
+def test_the_capped_line_says_why_the_scores_are_capped():
+    line = ranking_lines([usable(spot_score=5, spot_quota_vcpus=64.0)])[2]
     assert line == (
-        "Spot scores left out of the ranking in us-west-2 (64 < 96 vCPUs): the account's Spot vCPU quota is below "
-        "the vCPUs asked, and EC2 limits a new account's score target by its Spot limit"
+        "Spot scores capped in us-west-2 (64 < 96 vCPUs): the account's Spot vCPU quota is below the vCPUs asked, "
+        "and EC2 limits a new account's score target by its Spot limit"
     ), line
 
 
@@ -303,22 +303,25 @@ def test_the_capped_line_says_why_the_scores_are_left_out():
     [(64.0, "eu-north-1 (64 < 96 vCPUs), us-west-2 (64 < 96 vCPUs):"), (None, "eu-north-1, us-west-2:")],
     ids=["capped", "unread"],
 )
-def test_several_regions_left_out_are_named_comma_separated(quota, named):
+def test_several_regions_capped_or_unchecked_are_named_comma_separated(quota, named):
     zones = [
         usable(spot_score=5, spot_quota_vcpus=quota),
         replace(usable(spot_score=5, spot_quota_vcpus=quota), region="eu-north-1"),
     ]
-    line = ranking_lines(zones)[1]
-    assert line.startswith(f"Spot scores left out of the ranking in {named}"), line
+    line = ranking_lines(zones)[2]
+    assert line.startswith(f"Spot scores {'capped' if quota else 'unchecked'} in {named}"), line
 
 
-def test_no_counting_spot_score_says_the_order_is_by_price():
-    lines = ranking_lines([usable(spot_quota_vcpus=1000.0)])
-    assert lines[1:] == ["no Spot score counts here: the order below the reservations is by price and name"], lines
+def test_the_spot_score_is_explained_as_a_signal_not_a_rank():
+    lines = ranking_lines([usable(spot_score=9, spot_quota_vcpus=1000.0)])
+    assert lines[1:] == [
+        "spot (family) is a signal, not a rank: EC2 scores a Spot request for any of the family's types, not "
+        "On-Demand capacity for this type"
+    ], lines
 
 
 def test_a_capped_zone_without_a_score_is_not_named():
-    assert len(ranking_lines([usable(spot_quota_vcpus=1.0), usable(spot_score=3, spot_quota_vcpus=1000.0)])) == 1
+    assert len(ranking_lines([usable(spot_quota_vcpus=1.0), usable(spot_score=3, spot_quota_vcpus=1000.0)])) == 2
 
 
 # ---- one region's survey ---------------------------------------------------------------------------------------
