@@ -84,6 +84,13 @@ class S3(Protocol):
     def get_object(self, *, Bucket: str, Key: str) -> ApiJson: ...
 
 
+class Ecr(Protocol):
+    """The stack's pull-through cache repositories, which `destroy` lists with their size and deletes."""
+
+    def delete_repository(self, *, repositoryName: str, force: bool) -> ApiJson: ...
+    def get_paginator(self, operation_name: str) -> Paginator: ...
+
+
 class ClientFactory(Protocol):
     """A boto3 client by service name in one region (`session.client`): each name answers its protocol."""
 
@@ -99,6 +106,8 @@ class ClientFactory(Protocol):
     def __call__(self, name: Literal["service-quotas"]) -> ServiceQuotas: ...
     @overload
     def __call__(self, name: Literal["autoscaling"]) -> AutoScaling: ...
+    @overload
+    def __call__(self, name: Literal["ecr"]) -> Ecr: ...
 
 
 class Ec2AllCalls(Ec2, Ec2Reservations, Protocol):

@@ -146,6 +146,8 @@ def slice_log(text: str, offset: int, final: bool) -> LogChunk:
 LOG_STYLE = ("--log-style", "record")
 _RECORD = re.compile(r"^\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d{3}\t[A-Z]+ \S+:\d+ -- ")
 _SUBMITTED = re.compile(r"Job '([^']+)' submitted successfully")
+# What the job server answers a submission id it already has (dashboard/modules/job/job_manager.py, submit_job).
+_EXISTS = re.compile(r"Job with submission_id \S+ already exists")
 _STATUS_FOR = re.compile(r"Status for job '[^']+': (\w+)")
 _ENDED = re.compile(r"Job '[^']+' (succeeded|failed|was stopped)$")
 _ENDED_STATUS = {"succeeded": "SUCCEEDED", "failed": "FAILED", "was stopped": "STOPPED"}
@@ -261,7 +263,11 @@ class HeadJobs:
     call_s: float = 120  # one call; a stuck one costs a poll, not the job
 
     def submit(self, args: TrainConfig, env_vars: dict[str, str], submission_id: str) -> str:
-        """Copy `workloads/` into the head pod as `src/<submission id>` and submit the job; its id."""
+        """Copy `workloads/` into the head pod as `src/<submission id>` and submit the job; its id.
+
+        A dropped exec stream says nothing of the job: the job server is asked for ``submission_id`` (it may have
+        accepted the job before the drop) and, only when it has no such job, the same id is submitted once more,
+        which Ray would refuse beside a job of that id (job_manager.py, ``submit_job``): one submit, one job."""
         src_dir = f"{CLUSTER_ROOT}/src/{submission_id}"
         payload = base64.b64encode(workloads_tarball()).decode()
         upload = upload_command(src_dir, len(payload))
@@ -271,7 +277,17 @@ class HeadJobs:
                 f"copying workloads/ into {self.namespace}/{self.pod} failed (rc {up.rc}): {up.stderr.strip()[-300:]}"
             )
         cmd = submit_command(args, src_dir, env_vars, submission_id)
-        res = self.pod_exec(self.pod, self.namespace, cmd, timeout_s=self.call_s)
+        try:
+            res = self.pod_exec(self.pod, self.namespace, cmd, timeout_s=self.call_s)
+        except DriverError:
+            if self._has_job(submission_id):
+                return submission_id
+            try:
+                res = self.pod_exec(self.pod, self.namespace, cmd, timeout_s=self.call_s)
+            except DriverError as again:
+                raise self._unsure(submission_id, f"`ray job submit` lost its exec stream twice: {again}") from None
+            if _EXISTS.search(res.stderr):  # the first submit reached the server after the status was asked
+                return submission_id
         job_id = parse_submitted(res.stdout)
         if res.rc != 0 or job_id is None:
             raise DriverError(
@@ -279,6 +295,21 @@ class HeadJobs:
                 f"{(res.stderr or res.stdout).strip()[-300:]}"
             )
         return job_id
+
+    def _has_job(self, submission_id: str) -> bool:
+        """Whether the job server has the job whose `ray job submit` lost its stream; no answer fails the step."""
+        try:
+            self.job_status(submission_id)
+        except JobNotFound:
+            return False
+        except DriverError as e:
+            why = f"`ray job submit` lost its exec stream, then `ray job status` got no answer: {e}"
+            raise self._unsure(submission_id, why) from None
+        return True
+
+    def _unsure(self, submission_id: str, why: str) -> DriverError:
+        check = f"kubectl -n {self.namespace} exec {self.pod} -- {shlex.join(status_command(submission_id))}"
+        return DriverError(f"job {submission_id} may be queued or not ({why}); check before submitting again: {check}")
 
     def job_status(self, job_id: str) -> JobState:
         res = self.pod_exec(self.pod, self.namespace, status_command(job_id), timeout_s=self.call_s)

@@ -169,12 +169,16 @@ PERMISSIONS: dict[str, tuple[str, ...]] = {
         "ec2:DescribeLaunchTemplateVersions",
     ),
     # imageCache: the rule itself; the first pull's CreateRepository/BatchImportUpstreamImage are the node role's
-    # (ECR user guide, pull-through-cache-iam.html), not the deployer's.
+    # (ECR user guide, pull-through-cache-iam.html), not the deployer's. `destroy` lists the repositories the rule
+    # made, with their images' sizes, and deletes them (automation/steps/stack.py, run_destroy).
     "aws:ecr/pullThroughCacheRule:PullThroughCacheRule": (
         "ecr:CreatePullThroughCacheRule",
         "ecr:DescribePullThroughCacheRules",
         "ecr:UpdatePullThroughCacheRule",
         "ecr:DeletePullThroughCacheRule",
+        "ecr:DescribeRepositories",
+        "ecr:DescribeImages",
+        "ecr:DeleteRepository",
     ),
     "aws:eks/podIdentityAssociation:PodIdentityAssociation": (
         "eks:CreatePodIdentityAssociation",

@@ -11,9 +11,10 @@ and PutObject the ``object`` type, an ARN of ``bucket/key`` that may end in a wi
 reads, lists or deletes there. The policy pack's ``idle-guard-least-privilege`` holds this. In Kubernetes it
 may create Events in its namespace and read and patch its one record ConfigMap.
 
-The guard runs the Ray image (rayImage): the head already pulled it onto the system node, so the guard adds
-no image pull and no second image to pin. It reaches the Ray head's job server through the head Service,
-a ClusterIP Service (8265 never leaves the cluster: infra/manifests.py).
+The guard runs the Ray image by the reference the Ray pods use (through the stack's pull-through cache when
+imageCache is on: the rule serves all of public.ecr.aws, where rayImage must then be): the head already pulled it
+onto the system node, so the guard adds no image pull and no second image to pin. It reaches the Ray head's job
+server through the head Service, a ClusterIP Service (8265 never leaves the cluster: infra/manifests.py).
 """
 
 from __future__ import annotations
@@ -82,7 +83,7 @@ def guard_env(gpu: GpuNodesConfig, ray: RayConfig, region: str, records_prefix: 
     return [*({"name": k, "value": v} for k, v in plain.items()), pod_name]
 
 
-def guard_job_spec(image: str, env: list[dict[str, Any]]) -> dict[str, Any]:
+def guard_job_spec(image: pulumi.Input[str], env: list[dict[str, Any]]) -> dict[str, Any]:
     """The CronJob's spec: one pod at a time on the system node, never retried within a run (backoffLimit 0)."""
     container = {
         "name": IDLE_GUARD,
@@ -121,6 +122,7 @@ class IdleGuardArgs:
     bucket_name: pulumi.Input[str]  # the run bucket (infra/storage.py)
     bucket_arn: pulumi.Input[str]
     records_prefix: str  # where in it the guard writes (infra/storage.py idle_guard_prefix)
+    image: pulumi.Input[str]  # the Ray pods' image reference (through the image cache when imageCache is on)
     namespace: pulumi.Input[str]  # the Ray namespace, once it exists
     provider: k8s.Provider
     oidc_provider_arn: pulumi.Input[str] | None = None  # IRSA
@@ -165,7 +167,7 @@ class IdleGuard(pulumi.ComponentResource):
         cronjob = k8s.batch.v1.CronJob(
             f"{name}-cronjob",
             metadata=meta,
-            spec=_with_env(guard_job_spec(args.ray.image, env), names),
+            spec=_with_env(guard_job_spec(args.image, env), names),
             opts=pulumi.ResourceOptions(parent=self, provider=args.provider, depends_on=[account, script]),
         )
         self.role_arn: pulumi.Output[str] = role.arn

@@ -113,7 +113,7 @@ def build(cfg: StackConfig) -> dict[str, Any]:
         ),
     )
     if cfg.gpu_nodes.idle_minutes > 0:
-        _idle_guard(cfg, name, cluster, gpu, ray, identity, bucket)
+        _idle_guard(cfg, name, cluster, gpu, ray, identity, bucket, cache.image if cache else cfg.ray.image)
     return _outputs(cfg, gpu_az, cluster, gpu, ray, bucket, identity)
 
 
@@ -126,8 +126,9 @@ def _image_cache(cfg: StackConfig, name: str, cluster: Cluster) -> ImageCache | 
     return ImageCache(f"{name}-image-cache", args)
 
 
-def _idle_guard(cfg: StackConfig, name: str, cluster, gpu, ray, identity, bucket) -> IdleGuard:
-    """The in-cluster idle guard (gpuIdleMinutes > 0): the GPU node group to gpuIdleNodes when no job runs."""
+def _idle_guard(cfg: StackConfig, name: str, cluster, gpu, ray, identity, bucket, image) -> IdleGuard:
+    """The in-cluster idle guard (gpuIdleMinutes > 0): the GPU node group to gpuIdleNodes when no job runs. It runs
+    the Ray pods' image by the same reference (through the cache with imageCache), which the head pulled already."""
     return IdleGuard(
         f"{name}-idle-guard",
         IdleGuardArgs(
@@ -141,6 +142,7 @@ def _idle_guard(cfg: StackConfig, name: str, cluster, gpu, ray, identity, bucket
             bucket_name=bucket.bucket,
             bucket_arn=bucket.arn,
             records_prefix=idle_guard_prefix(cfg.storage),
+            image=image,
             namespace=ray.namespace,
             provider=cluster.provider,
             oidc_provider_arn=cluster.oidc_provider_arn,

@@ -9,6 +9,7 @@ from contextlib import contextmanager
 
 from pulumi.automation import ConfigValue
 
+from automation.aws_clients import Ecr
 from automation.az_fallback import up_with_fallback
 from automation.capacity import up_watch
 from automation.errors import DriverError
@@ -19,6 +20,7 @@ from automation.storage import kept_bucket_line
 from automation.targets.aws import API_CIDRS_KEY, GPU_AZ_KEY, AwsTarget
 from automation.targets.local import LocalTarget
 from infra.config import GpuNodesConfig
+from infra.manifests import image_cache_prefix
 
 LIVE_SIZE_KEY = GpuNodesConfig.keyname("live_desired_size", prefixed=True)
 
@@ -132,8 +134,40 @@ def run_destroy(target: AwsTarget, prior: Prior) -> StepResult:
         raise DriverError("not confirmed: nothing was deleted")
     # Read before: a destroyed stack has no outputs left.
     kept = kept_bucket_line(target.outputs(), target.cfg.storage.force_destroy)
+    ecr, prefix = target.deps.client("ecr"), image_cache_prefix(target.cfg.cluster.name, target.cfg.stack)
+    cached = cached_repositories(ecr, prefix)
+    listing = ", ".join(f"{name} ({size / 1e9:.1f} GB)" for name, size in cached.items())
+    # Asked before the long destroy, so the answer need not wait for it; deleted after it, once the cache rule that
+    # would refill them is gone.
+    delete = bool(cached) and target.confirm(f"also delete the image cache's ECR repositories {listing}?")
     done = destroy(target.stack(), target.on_progress)
-    return dataclasses.replace(done, summary=f"{done.summary}; {kept}") if kept else done
+    for name in cached if delete else ():
+        ecr.delete_repository(repositoryName=name, force=True)
+    said = [done.summary, kept]
+    if cached:
+        said.append(f"deleted ECR repositories {listing}" if delete else kept_cache_line(listing, target.cfg.region))
+    return dataclasses.replace(done, summary="; ".join(filter(None, said)))
+
+
+def cached_repositories(ecr: Ecr, prefix: str) -> dict[str, int]:
+    """The repositories the stack's pull-through cache made (``<prefix>/...``; infra/image_cache.py), which Pulumi does
+    not own, each with the bytes ECR bills for: the sum of its images' imageSizeInBytes. DescribeRepositories has no
+    name filter, so every repository is read and the prefix kept (botocore data/ecr/2015-09-21/service-2.json)."""
+    pages = ecr.get_paginator("describe_repositories").paginate()
+    names = [r["repositoryName"] for page in pages for r in page["repositories"]]
+
+    def size(name: str) -> int:
+        pages = ecr.get_paginator("describe_images").paginate(repositoryName=name)
+        return sum(image.get("imageSizeInBytes", 0) for page in pages for image in page["imageDetails"])
+
+    return {name: size(name) for name in names if name.startswith(f"{prefix}/")}
+
+
+def kept_cache_line(listing: str, region: str) -> str:
+    return (
+        f"kept the image cache's ECR repositories {listing}, billed for storage until deleted; delete each with: "
+        f"aws ecr delete-repository --region {region} --force --repository-name NAME"
+    )
 
 
 def run_start(target: LocalTarget, prior: Prior) -> StepResult:

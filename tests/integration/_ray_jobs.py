@@ -171,12 +171,15 @@ class Clock:
 @dataclass(frozen=True)
 class Fault:
     """The first job request of `action` (any when None) at or after `at_s` fails: "drop" as a cut exec
-    websocket after `after_lines` lines, "expired-token" as the API server refusing the exec's credentials."""
+    websocket after `after_lines` lines, "expired-token" as the API server refusing the exec's credentials.
+    `reached`: whether the request reached the job server before the stream dropped (a `submit` then queued
+    its job) or was lost on the way."""
 
     at_s: float
     kind: Literal["drop", "expired-token"]
     action: Action | None = None
     after_lines: int = 0
+    reached: bool = True
 
 
 def record(line_no: int, message: str, level: str = "INFO") -> str:
@@ -208,34 +211,41 @@ class FakeRayJobs:
         if request is None:
             return None
         self.requests.append(request)
-        result = self._answer(request)
-        self._fault_due(request, pod, result, on_line)
+        fault = self._fault_due(request)
+        result = self._answer(request) if fault is None or fault.reached else ExecResult(1, "", "")
+        if fault is not None:
+            self._fail(fault, request, pod, result, on_line)
         return result
 
-    def _fault_due(self, request: JobRequest, pod: str, result: ExecResult, on_line) -> None:
+    def _fault_due(self, request: JobRequest) -> Fault | None:
+        """The fault this request meets, taken off the list, or None."""
         if self.gone_at is not None and self.clock() >= self.gone_at:
             self.faults.append(Fault(self.gone_at, "drop", request.action))
         for fault in self.faults:
             if self.clock() >= fault.at_s and fault.action in (None, request.action):
                 self.faults.remove(fault)
-                if fault.kind == "drop":
-                    for line in result.stdout.splitlines()[: fault.after_lines]:
-                        if on_line:
-                            on_line(line)
-                    # automation/kube.py's KubeApi.exec: a cut websocket is one DriverError
-                    said = (
-                        f"the exec stream of `{' '.join(['ray', 'job', request.action])} …` in pod ray/{pod} dropped: "
-                        "WebSocketConnectionClosedException: Connection to remote host was lost."
-                    )
-                else:
-                    # KubeApi.exec: the kubernetes client's websocket_call turns the refused handshake into
-                    # ApiException(status=0, reason=str(WebSocketBadStatusException)) (kubernetes/stream/ws_client.py)
-                    said = (
-                        f"cannot exec into pod ray/{pod} at https://EKS.example: ApiException: (0)\n"
-                        "Reason: Handshake status 401 Unauthorized -+-+- {} -+-+- None"
-                    )
-                self.failures.append(said)
-                raise DriverError(said)
+                return fault
+        return None
+
+    def _fail(self, fault: Fault, request: JobRequest, pod: str, result: ExecResult, on_line) -> None:
+        if fault.kind == "drop":
+            for line in result.stdout.splitlines()[: fault.after_lines]:
+                if on_line:
+                    on_line(line)
+            # automation/kube.py's KubeApi.exec: a cut websocket is one DriverError
+            said = (
+                f"the exec stream of `{' '.join(['ray', 'job', request.action])} …` in pod ray/{pod} dropped: "
+                "WebSocketConnectionClosedException: Connection to remote host was lost."
+            )
+        else:
+            # KubeApi.exec: the kubernetes client's websocket_call turns the refused handshake into
+            # ApiException(status=0, reason=str(WebSocketBadStatusException)) (kubernetes/stream/ws_client.py)
+            said = (
+                f"cannot exec into pod ray/{pod} at https://EKS.example: ApiException: (0)\n"
+                "Reason: Handshake status 401 Unauthorized -+-+- {} -+-+- None"
+            )
+        self.failures.append(said)
+        raise DriverError(said)
 
     def _answer(self, req: JobRequest) -> ExecResult:
         header = [record(42, f"Job submission server address: {req.option('--address')}")]
@@ -262,7 +272,11 @@ class FakeRayJobs:
     def _submit(self, req: JobRequest, header: list[str]) -> ExecResult:
         job_id = req.job_id or "raysubmit_fake"
         if job_id in self.jobs:  # the SDK refuses a submission id it already has
-            return ExecResult(1, "\n".join(header) + "\n", f"RuntimeError: Job with submission_id {job_id} exists\n")
+            # dashboard/modules/job/job_manager.py `submit_job`'s ValueError, through the SDK's `_raise_error`
+            refused = f"Job with submission_id {job_id} already exists. Please use a different submission_id."
+            return ExecResult(
+                1, "\n".join(header) + "\n", f"RuntimeError: Request failed with status code 400: {refused}\n"
+            )
         self.jobs[job_id] = FakeJob(job_id, self.script(job_id), self.clock(), req)
         hints = [
             record(330, "Next steps"),

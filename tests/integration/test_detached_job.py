@@ -27,8 +27,10 @@ from automation import cli, scaling, steps
 from automation.commands import run_steps
 from automation.kube import ExecResult
 from automation.pipeline import StepResult
+from automation.ray_head import HeadJobs
 from automation.scaling import NodeGroupRef, sizes
 from automation.targets import aws
+from workloads.config import TrainConfig
 
 HOURS = 3
 STEPS = 540  # a step every 20 s of the 3 hours: 1,080 log lines
@@ -202,6 +204,52 @@ def test_the_gpu_nodes_scale_down_only_after_the_job_ended(faulty, capsys, monke
     ended = faulty.jobs.jobs["r1"].ended_at
     assert [(size, states) for _, size, states in faulty.scaled] == [(0, ("SUCCEEDED",))], faulty.scaled
     assert faulty.scaled[0][0] >= ended >= HOURS * 3600, f"scaled at {faulty.scaled[0][0]}, job ended {ended}"
+
+
+# ---- one job per submit: a dropped `ray job submit` stream is followed by `ray job status <submission id>` ---------
+def submits(world: World) -> list[str | None]:
+    return [r.job_id for r in world.jobs.requests if r.action == "submit"]
+
+
+def test_a_submit_stream_dropped_after_acceptance_follows_the_one_job(moto_eks, capsys, monkeypatch):
+    world = World(moto_eks, faults=[Fault(0, "drop", "submit", reached=True)])
+    got = cli_on(world, monkeypatch, ["run", "--stack", "us-west-2", "--yes"])
+    train = step(doc_of(capsys), "train")
+    said = (got["rc"], submits(world), list(world.jobs.jobs), train["status"])
+    assert said == (0, ["r1"], ["r1"], "pass"), f"expected one submit, one job r1 followed to a pass, got {said}"
+
+
+def test_a_submit_stream_dropped_before_acceptance_resubmits_once_with_the_same_id(moto_eks, capsys, monkeypatch):
+    world = World(moto_eks, faults=[Fault(0, "drop", "submit", reached=False)])
+    got = cli_on(world, monkeypatch, ["run", "--stack", "us-west-2", "--yes"])
+    asked = [r.action for r in world.jobs.requests][:3]
+    said = (got["rc"], asked, submits(world), list(world.jobs.jobs))
+    want = (0, ["submit", "status", "submit"], ["r1", "r1"], ["r1"])
+    assert said == want, f"expected submit, status (not found), submit again as r1, one job: got {said}"
+
+
+def test_a_submit_whose_status_cannot_be_asked_fails_naming_the_id_and_the_check(moto_eks, capsys, monkeypatch):
+    world = World(moto_eks, faults=[Fault(0, "drop", "submit"), Fault(0, "drop", "status")])
+    got = cli_on(world, monkeypatch, ["run", "--stack", "us-west-2", "--yes"])
+    summary = step(doc_of(capsys), "submit")["summary"]
+    check = "kubectl -n ray exec ray-efa-head-"
+    said = (got["rc"], submits(world), "job r1 may be queued" in summary, check in summary)
+    assert said == (1, ["r1"], True, True), f"expected exit 1 after one submit, naming r1 and {check}…: {summary}"
+
+
+def test_a_resubmit_refused_as_existing_returns_the_job_the_first_submit_queued_late():
+    jobs = FakeRayJobs(Clock(), lambda job_id: JobScript(("x",), run_s=10), [Fault(0, "drop", "submit", reached=False)])
+
+    def pod_exec(pod, namespace, command, *, stdin=None, on_line=None, timeout_s=600):
+        if stdin is not None:  # the workloads/ upload
+            return ExecResult(0, "", "")
+        if command[2] == "submit" and any(r.action == "status" for r in jobs.requests):
+            jobs.answer(pod, command)  # the first submit, held up on its way, reaches the server only now
+        return jobs.answer(pod, command, on_line)
+
+    job_id = HeadJobs(pod_exec, "head-0", "ray").submit(TrainConfig(run_id="r1"), {}, "r1")
+    said = (job_id, [r.action for r in jobs.requests], list(jobs.jobs))
+    assert said == ("r1", ["submit", "status", "submit", "submit"], ["r1"]), f"expected job r1 once, got {said}"
 
 
 # ---- run --detach, then attach from a second invocation ------------------------------------------------------

@@ -75,3 +75,14 @@ def test_the_ray_cluster_waits_for_the_node_roles_pull_policy(cached):
 def test_without_the_cache_no_rule_and_the_public_image(direct):
     got = ([x.name for x in direct.records if x.type == RULE], {i.split("/")[0] for i in ray_images(direct)})
     assert got == ([], {"public.ecr.aws"}), got
+
+
+def guard_images(r: Render) -> list[str]:
+    guards = [x for x in r.records if x.type == "kubernetes:batch/v1:CronJob"]
+    pods = [g.inputs["spec"]["jobTemplate"]["spec"]["template"]["spec"] for g in guards]
+    return [c["image"] for p in pods for c in p["containers"]]
+
+
+def test_the_idle_guard_pulls_the_ray_image_through_the_cache(cached):
+    got, want = guard_images(cached), sorted(set(ray_images(cached)))
+    assert got == want and len(want) == 1, f"expected the guard on the Ray pods' cached image {want}, got {got}"
