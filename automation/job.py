@@ -23,7 +23,7 @@ from pathlib import Path
 
 from infra.config import GpuNodesConfig, RayWorkerConfig, StackConfig, parse_quantity
 from infra.names import RUN_ROOT as CLUSTER_ROOT  # mounted in every pod of the RayCluster
-from workloads.config import TORCHAO_PIN, ConfigError, TrainConfig, check_block_keys, flag_of, validate
+from workloads.config import ConfigError, TrainConfig, check_block_keys, flag_of, validate
 from workloads.uri import parse_location
 
 STACK_KEY = StackConfig.keyname("train", prefixed=True)
@@ -38,6 +38,10 @@ STACK_KEY = StackConfig.keyname("train", prefixed=True)
 # (without checkpointing no micro-batch of 2048 tokens fits an L4). Measured on an H100 at world
 # size 8: 17.9 GiB reserved per rank, 3-4% faster than full checkpointing
 # (bench/results/2026-12-05-h100/README.md, the L4 memory budget).
+# Float8 (tensorwise, the MLP's projections): 1.12-1.15x the bf16 step on one H100 inside the L4 budget
+# (docs/float8.md); the L4 has float8 tensor cores (compute capability 8.9) at twice its bf16 rate. torchao
+# ships with the job (automation/job_modules.py); `float8: off` in the stack's train: block runs bf16.
+# LOCAL_JOB leaves it off: float8 needs a GPU of compute capability 8.9 or higher.
 CLUSTER_JOB: Mapping[str, object] = {
     "preset": "qwen2.5-1.5b",
     "num_workers": 8,
@@ -53,6 +57,7 @@ CLUSTER_JOB: Mapping[str, object] = {
     "loss_chunk_size": 2048,
     "mesh": "hsdp",
     "reduce_dtype": "bfloat16",
+    "float8": "tensorwise",
 }
 
 # The local run: the tiny preset on 2 CPU workers (about a minute on 2 cores), a task the tiny
@@ -122,9 +127,20 @@ class ResolvedJob:
         return [f"{name:<{width}} = {value}  ({source})" for name, value, source in rows]
 
     def text(self, title: str) -> str:
-        """``title`` and the shown fields, one an indented line: a note for the user."""
+        """``title`` and the shown fields, one an indented line, then the precision line: a note for the user."""
         head = f"{title}, each value's source (the rest: TrainConfig's defaults, and the run's paths under its id):"
-        return "\n  ".join([head, *self.lines()])
+        return "\n  ".join([head, *self.lines()]) + "\n" + self.precision()
+
+    def precision(self) -> str:
+        """Which precision the job's matmuls run in, where that came from, and the key that changes it."""
+        job, source, key = self.config, self.source("float8"), stack_label("float8")
+        if job.float8 == "off":
+            return f"precision: {job.precision} (float8 off: {source}); {key}: tensorwise runs MLP matmuls in float8"
+        return (
+            f"precision: {job.precision} in the MLP's matmuls, {job.param_dtype} elsewhere ({source}): about 1.12x the "
+            f"bf16 step on one H100 (docs/float8.md), on float8 tensor cores (compute capability 8.9+, the L4 is 8.9), "
+            f"torchao shipped with the job; {key}: off runs bf16"
+        )
 
     def as_dict(self) -> dict[str, dict[str, object]]:
         """The shown fields for --json: ``{field: {"value": ..., "source": ...}}``."""
@@ -206,8 +222,9 @@ def resolve_cluster_job(
         sources["cpus_per_worker"] = CLUSTER_DEFAULT
     job = with_run_paths(job, run_id, f"{CLUSTER_ROOT}/runs/{run_id}")
     sources.update(dict.fromkeys(RUN_PATH_FIELDS, DRIVER))
-    validate(job, label=stack_label, local_paths=False)  # the paths are the head pod's, not this machine's
+    # The cluster's rules first: a CPU job hears "the workers are GPU pods", not what else needs a GPU (float8).
     check_fits_cluster(job, cfg.gpu_nodes.node_count, cfg.gpu_nodes.gpus_per_node)
+    validate(job, label=stack_label, local_paths=False)  # the paths are the head pod's, not this machine's
     return ResolvedJob(job, sources, pending)
 
 
@@ -262,16 +279,6 @@ def local_job(
     job = with_run_paths(job, run_id, str((runs_root / run_id).absolute()))
     validate(job, local_paths=False)  # the run directory is created by the job itself
     return job
-
-
-def job_packages(job: TrainConfig) -> list[str]:
-    """The pip requirements the cluster's image lacks and ``job`` needs: torchao for a float8 job, else none.
-
-    The image's published contents (ENVIRONMENT.md: Ray 2.58, PyTorch 2.13, Python 3.13) list no torchao;
-    torchao 0.17.0 is one 3.2 MB cp310-abi3 wheel with no runtime requirements (its METADATA), so installing it
-    touches nothing else.
-    """
-    return [TORCHAO_PIN] if job.float8 != "off" else []
 
 
 def command(job: TrainConfig) -> list[str]:

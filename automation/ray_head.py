@@ -24,14 +24,14 @@ import shlex
 import tarfile
 import time
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
 from typing import Protocol, TypeVar
 
 from automation.errors import DriverError
-from automation.job import CLUSTER_ROOT, command, job_packages
+from automation.job import CLUSTER_ROOT, command
 from automation.kube import ExecResult, PodExec
 from automation.pipeline import SubmittedJob, TrainOutcome
 from workloads.config import TrainConfig
@@ -76,6 +76,11 @@ def worth_showing(line: str) -> bool:
 
 def workloads_tarball(src: Path = WORKLOADS_DIR) -> bytes:
     """The `workloads/` package as a gzipped tar rooted at `workloads/`, without caches or run output."""
+    return folders_tarball([src])
+
+
+def folders_tarball(folders: Sequence[Path]) -> bytes:
+    """Each folder as a gzipped tar entry of its own name, without caches or run output."""
     buf = io.BytesIO()
 
     def keep(info: tarfile.TarInfo) -> tarfile.TarInfo | None:
@@ -85,7 +90,8 @@ def workloads_tarball(src: Path = WORKLOADS_DIR) -> bytes:
         return info
 
     with tarfile.open(fileobj=buf, mode="w:gz") as tar:
-        tar.add(src, arcname="workloads", filter=keep)
+        for folder in folders:
+            tar.add(folder, arcname=folder.name, filter=keep)
     return buf.getvalue()
 
 
@@ -171,20 +177,23 @@ def upload_command(dest: str, payload_len: int) -> list[str]:
 
 
 def submit_command(
-    args: TrainConfig, working_dir: str, env_vars: dict[str, str] | None = None, submission_id: str | None = None
+    args: TrainConfig,
+    working_dir: str,
+    env_vars: dict[str, str] | None = None,
+    submission_id: str | None = None,
+    py_modules: Sequence[str] = (),
 ) -> list[str]:
     """`ray job submit --no-wait` against the head pod's own job server: it returns once the job is queued.
 
     ``submission_id`` is the Ray job id (default: the run id); a job that resumes a run needs its own,
     because Ray keeps a finished job's id.
 
-    What the job needs beyond the image (``job_packages``) goes into the runtime environment's `pip`: Ray installs
-    it into a virtualenv made with --system-site-packages (ray/_private/runtime_env/virtualenv_utils.py, 2.58), so
-    the image's torch and Ray stay, and the job's actors, Ray Train's workers included, inherit the field
+    ``py_modules`` are folders in the head pod that the job needs beyond the image (automation/job_modules.py:
+    torchao for a float8 job); the job's actors, Ray Train's workers included, inherit the field
     (docs.ray.io, ray-core/handling-dependencies, "Inheritance")."""
     runtime_env: dict[str, object] = {"env_vars": dict(env_vars or {})}
-    if packages := job_packages(args):
-        runtime_env["pip"] = packages
+    if py_modules:
+        runtime_env["py_modules"] = list(py_modules)
     return [
         "ray",
         "job",
@@ -262,21 +271,21 @@ class HeadJobs:
     namespace: str
     call_s: float = 120  # one call; a stuck one costs a poll, not the job
 
-    def submit(self, args: TrainConfig, env_vars: dict[str, str], submission_id: str) -> str:
-        """Copy `workloads/` into the head pod as `src/<submission id>` and submit the job; its id.
+    def submit(
+        self, args: TrainConfig, env_vars: dict[str, str], submission_id: str, modules: Sequence[Path] = ()
+    ) -> str:
+        """Copy `workloads/` into the head pod as `src/<submission id>` (and ``modules``, the job's py_modules
+        folders, as `deps/<submission id>/<folder>`) and submit the job; its id.
 
         A dropped exec stream says nothing of the job: the job server is asked for ``submission_id`` (it may have
         accepted the job before the drop) and, only when it has no such job, the same id is submitted once more,
         which Ray would refuse beside a job of that id (job_manager.py, ``submit_job``): one submit, one job."""
         src_dir = f"{CLUSTER_ROOT}/src/{submission_id}"
-        payload = base64.b64encode(workloads_tarball()).decode()
-        upload = upload_command(src_dir, len(payload))
-        up = self.pod_exec(self.pod, self.namespace, upload, stdin=payload, timeout_s=300)
-        if up.rc != 0:
-            raise DriverError(
-                f"copying workloads/ into {self.namespace}/{self.pod} failed (rc {up.rc}): {up.stderr.strip()[-300:]}"
-            )
-        cmd = submit_command(args, src_dir, env_vars, submission_id)
+        self._upload(src_dir, workloads_tarball(), "workloads/")
+        deps_dir = f"{CLUSTER_ROOT}/deps/{submission_id}"
+        if modules:
+            self._upload(deps_dir, folders_tarball(modules), ", ".join(f"{m.name}/" for m in modules))
+        cmd = submit_command(args, src_dir, env_vars, submission_id, [f"{deps_dir}/{m.name}" for m in modules])
         try:
             res = self.pod_exec(self.pod, self.namespace, cmd, timeout_s=self.call_s)
         except DriverError:
@@ -310,6 +319,14 @@ class HeadJobs:
     def _unsure(self, submission_id: str, why: str) -> DriverError:
         check = f"kubectl -n {self.namespace} exec {self.pod} -- {shlex.join(status_command(submission_id))}"
         return DriverError(f"job {submission_id} may be queued or not ({why}); check before submitting again: {check}")
+
+    def _upload(self, dest: str, tarball: bytes, what: str) -> None:
+        payload = base64.b64encode(tarball).decode()
+        up = self.pod_exec(self.pod, self.namespace, upload_command(dest, len(payload)), stdin=payload, timeout_s=300)
+        if up.rc != 0:
+            raise DriverError(
+                f"copying {what} into {self.namespace}/{self.pod} failed (rc {up.rc}): {up.stderr.strip()[-300:]}"
+            )
 
     def job_status(self, job_id: str) -> JobState:
         res = self.pod_exec(self.pod, self.namespace, status_command(job_id), timeout_s=self.call_s)

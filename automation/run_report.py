@@ -34,7 +34,8 @@ class RunReport:
 
     def metrics(self) -> dict[str, object]:
         s = self.training or {}
-        keys: tuple[str, ...] = ("run_id", "world_size", "steps", "tokens_per_s", "tokens_per_s_per_gpu", "mfu")
+        keys: tuple[str, ...] = ("run_id", "world_size", "steps", "precision", "tokens_per_s", "tokens_per_s_per_gpu")
+        keys += ("mfu",)
         keys += ("loss_first", "loss_last", "peak_mem_gb")
         return {**{k: s.get(k) for k in keys}, **{f"start_{k}": v for k, v in (self.start or {}).items()}}
 
@@ -130,6 +131,7 @@ def render(report: RunReport, console: Console) -> None:
     res.add_column("what")
     res.add_column("value", overflow="fold")
     res.add_row("job", _fmt(report.job_id))
+    res.add_row("precision", _fmt(m["precision"]))  # float8 never replaces bf16 silently: the summary says which ran
     res.add_row(
         "throughput",
         f"{_fmt(m['tokens_per_s'], ',.0f')} tokens/s ({_fmt(m['tokens_per_s_per_gpu'], ',.0f')} per GPU), "

@@ -16,9 +16,19 @@ def load_model() -> ModuleType:
     return throughput_model
 
 
+def model_rows() -> list[dict]:
+    """The model's measured rows: the bf16 candidates, then the float8 rows of the module's rule (the MLP's
+    projections: the `f8only=mlp` rows of 2026-12-06; that run's other float8 rows converted every eligible layer,
+    a rule since dropped)."""
+    model = load_model()
+    float8 = [r for r in model.load_rows(model.FLOAT8_ROWS) if r["float8"] != "off" and "f8only=mlp" in r["config"]]
+    return model.load_rows(model.DEFAULT_ROWS) + float8
+
+
 def model_row(rows: list[dict], job: TrainConfig, gpus_per_node: int) -> dict | None:
-    """The measured row of the model with this job's layout, or None when the model has none."""
+    """The measured row of the model with this job's layout and precision, or None when the model has none."""
     want = {
+        "float8": job.float8,
         "mesh": job.mesh,
         "world": job.num_workers,
         "gpus_per_node": gpus_per_node,
@@ -49,6 +59,5 @@ def _row_field(row: dict, key: str, default: Any) -> Any:
 def nic_bytes_per_step(job: TrainConfig, gpus_per_node: int) -> float | None:
     """Bytes each node's NIC sends across nodes per optimizer step for `job` (the model's counted
     `inter_node_bytes_per_nic`), or None when the model has no measured row for its layout."""
-    model = load_model()
-    row = model_row(model.load_rows(model.DEFAULT_ROWS), job, gpus_per_node)
+    row = model_row(model_rows(), job, gpus_per_node)
     return None if row is None else float(row["collectives"]["inter_node_bytes_per_nic"])

@@ -73,6 +73,15 @@ H200_MATMUL_TFLOPS = 790.0  # measured on this card type (device KINDS.md)
 MATMUL_TFLOPS = {"H200": 790.0, "H100": 798.0}  # bf16 8192^3 product measured on each card (device KINDS.md)
 L4_PEAK_TFLOPS = 121.0  # NVIDIA L4 datasheet, dense bf16
 L4_ACHIEVABLE_TFLOPS = (54.0, 71.0)  # published matmul sweep, as quoted in issue 21
+# What the float8 prediction for the L4 assumes, and what would falsify it (`bench --stack`'s precision leg).
+L4_POWER_ASSUMPTION = (
+    "the L4 is a 72 W card: the model assumes that under its power cap it reaches the same fraction of its FP8 "
+    "peak (242.5 TFLOP/s) as of its bf16 peak (121), so float8's gain over bf16 on the L4 is the H100's"
+)
+L4_POWER_FALSIFIED_BY = (
+    "a measured float8/bf16 tokens/s ratio on the cluster below the predicted range: the card then clocks lower "
+    "under float8 load than under bf16 (nvidia-smi -q -d PERFORMANCE would show 'SW Power Cap: Active')"
+)
 # Dense FP8 over dense bf16 peak per card (datasheets above): float8 GEMMs gain the same factor on each.
 FP8_OVER_BF16 = {"L4": 242.5 / 121.0, "H100": 1979.0 / 989.0, "H200": 1979.0 / 989.0}
 L4_MEMORY_GIB = 22888 / 1024  # EC2 DescribeInstanceTypes: 22888 MiB per L4 on g6.12xlarge

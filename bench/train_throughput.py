@@ -266,14 +266,17 @@ def window(name: str, cfg: TrainConfig, device: torch.device, warmup: int, steps
 
 
 def numerics(names: list[str], cfg: TrainConfig, n_steps: int) -> dict:
-    """Same seed, same data, `n_steps` steps per variant: the loss curves side by side."""
+    """Same seed, same data, `n_steps` steps per variant: the loss curves side by side. The data is the learnable
+    synthetic task, or real text where `--set data=FILE` names it (docs/float8.md's pre-registered comparison)."""
+    task = cfg.task if cfg.data else "learnable"
     curves = {}
     for name in names:
-        curves[name] = isolated_window(name, dataclasses.replace(cfg, task="learnable"), 0, n_steps)["losses"]
+        curves[name] = isolated_window(name, dataclasses.replace(cfg, task=task), 0, n_steps)["losses"]
     base = curves[names[0]]
     return {
         "steps": n_steps,
-        "task": "learnable",
+        "task": f"data {Path(cfg.data).name}" if cfg.data else task,
+        "seed": cfg.seed,
         "curves": curves,
         "max_abs_diff": {n: max(abs(a - b) for a, b in zip(base, c, strict=True)) for n, c in curves.items()},
         "max_rel_diff": {n: max(abs(a - b) / abs(b) for a, b in zip(base, c, strict=True)) for n, c in curves.items()},

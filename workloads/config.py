@@ -35,7 +35,7 @@ MESHES = ("fsdp", "hsdp")
 AC_POLICIES = ("full", "ops", "attention", "none")
 FLOAT8_RECIPES = ("off", "tensorwise", "rowwise")
 # The torchao a `--float8` job needs, as pip spells it: pyproject.toml's `gpu` extra pins the same (a test holds
-# them equal), and the cluster job's Ray runtime environment installs it (automation/job.py `job_packages`).
+# them equal), and the cluster job ships the same version's wheel (automation/job_modules.py `TORCHAO_WHEEL`).
 TORCHAO_PIN = "torchao==0.17.0"
 
 _RUN_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,62}$")
@@ -219,6 +219,11 @@ class TrainConfig:
     @property
     def tokens_per_step(self) -> int:
         return self.global_batch_size * self.seq_len
+
+    @property
+    def precision(self) -> str:
+        """The precision of the decoder blocks' matmuls, as the summary and the report name it."""
+        return f"float8 {self.float8}" if self.float8 != "off" else self.param_dtype
 
     def to_dict(self) -> dict:
         return dataclasses.asdict(self)
@@ -470,7 +475,7 @@ def _check_float8(cfg: TrainConfig, label: Callable[[str], str]) -> None:
     if cfg.float8 != "off" and not cfg.use_gpu:
         raise ConfigError(
             f"{label('float8')} {cfg.float8!r} needs {label('use_gpu')}: float8 matmuls run only on GPUs of compute "
-            f"capability 8.9 or higher (L4, H100); drop {label('float8')} to train on CPU"
+            f"capability 8.9 or higher (L4, H100); set {label('float8')} to off to train on CPU"
         )
 
 

@@ -34,6 +34,7 @@ from workloads.model import (
     apply_unsharded,
     build_mesh,
     build_model,
+    check_float8_device,
     count_params,
     flops_per_token,
     peak_tflops,
@@ -453,6 +454,7 @@ def _summary(
         "micro_batch": cfg.micro_batch,
         "grad_accum": cfg.grad_accum,
         "seq_len": cfg.seq_len,
+        "precision": cfg.precision,
         "params": tr.n_params,
         "tokens_per_s": tokens_per_s,
         "tokens_per_s_per_gpu": tokens_per_s / env.world if tokens_per_s and device.type == "cuda" else None,
@@ -547,6 +549,7 @@ def train_loop_per_worker(config: dict) -> dict | None:
     """
     cfg = TrainConfig.from_dict(config)
     env, device = _join(cfg)
+    check_float8_device(cfg, device)  # before the model is built: a float8 job never runs as bf16
     fallbacks: list[dict] = []
     while True:
         try:

@@ -101,18 +101,27 @@ def build_model(cfg: TrainConfig, device: torch.device) -> CausalLM:
 FLOAT8_MIN_CAPABILITY = (8, 9)
 
 
+# The one key that runs today's bf16 job instead, as a float8 refusal names it (stack and CLI spellings).
+BF16_FIX = "set `float8: off` in the stack's train: block (--float8 off) to train in bf16"
+
+
 def check_float8_device(cfg: TrainConfig, device: torch.device) -> None:
-    """ConfigError, one line, when `--float8` is asked of a device without float8 tensor cores."""
+    """ConfigError, one line naming the reason and BF16_FIX, when `--float8` is asked of a device without float8
+    tensor cores or torchao does not load: never a silent fall back to bf16."""
     if cfg.float8 == "off":
         return
     if device.type != "cuda":
-        raise ConfigError(f"--float8 {cfg.float8} needs a GPU (--use-gpu) and this worker runs on {device.type}")
+        raise ConfigError(f"--float8 {cfg.float8} needs a GPU and this worker runs on {device.type}: {BF16_FIX}")
     cap = torch.cuda.get_device_capability(device)
     if tuple(cap) < FLOAT8_MIN_CAPABILITY:
         raise ConfigError(
             f"--float8 {cfg.float8} needs a GPU of compute capability 8.9 or higher (L4, H100) but "
-            f"{torch.cuda.get_device_name(device)} has {cap[0]}.{cap[1]}: drop --float8"
+            f"{torch.cuda.get_device_name(device)} has {cap[0]}.{cap[1]}: {BF16_FIX}"
         )
+    try:
+        import torchao.float8  # noqa: F401
+    except ImportError as e:
+        raise ConfigError(f"--float8 {cfg.float8} needs torchao, which does not load here ({e}): {BF16_FIX}") from None
 
 
 def float8_eligible(module: nn.Module, hidden: int) -> bool:
@@ -133,9 +142,10 @@ def convert_float8(lm: nn.Module, recipe: str, fsdp: bool) -> int:
     recipe all-gathers the weights in float8 (half the bytes). Returns how many layers were swapped."""
     try:
         from torchao.float8 import Float8LinearConfig, convert_to_float8_training
-    except ImportError:
+    except ImportError as e:
         raise ConfigError(
-            f"--float8 {recipe} needs torchao: pip install 'ray-efa-eks[gpu]' (pins torchao), or drop --float8"
+            f"--float8 {recipe} needs torchao, which does not load here ({e}): pip install 'ray-efa-eks[gpu]' "
+            f"(pins torchao), or {BF16_FIX}"
         ) from None
     if recipe == "tensorwise":
         config = Float8LinearConfig(enable_fsdp_float8_all_gather=fsdp)

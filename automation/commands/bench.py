@@ -1,4 +1,5 @@
-"""`python -m automation bench --stack S`: the same training job twice on the cluster, over EFA and over TCP.
+"""`python -m automation bench --stack S`: the same training job on the cluster over EFA, over TCP, and over EFA in
+the other precision (float8 against bf16).
 
     python -m automation bench --stack us-west-2               # verify, the EFA run, the TCP run, a table
     python -m automation bench --stack us-west-2 --steps 30    # shorter runs
@@ -11,10 +12,12 @@ NCCL_NET=Socket and NCCL_NET_PLUGIN=none in its runtime env, which overrides the
 worker; its logs must show TCP sockets (`--require socket`), else the comparison is void and the
 command fails naming the lines that show the other network. Each run has its own run id (`<id>-efa`,
 `<id>-tcp`, neither a part of the other), and the NCCL check scopes log files by run id, so neither
-run's lines can count in the other's verdict. It prints tokens/s, MFU and step time (the job's own
-summary: step time is the median step) for both, their ratio, and bench/throughput_model.py's
-prediction for the job's layout; with both runs' metrics it writes their report side by side
-(automation/commands/report.py, --compare).
+run's lines can count in the other's verdict. The third, the precision leg, is the EFA job on the same nodes in
+the other precision: bf16 (`float8: off`) when the job runs float8 (the cluster default), else float8 tensorwise;
+its run id ends in `-bf16` or `-float8`. It prints tokens/s, MFU and step time (the job's own summary: step time is
+the median step) for each, the EFA/TCP and float8/bf16 ratios, and bench/throughput_model.py's prediction for the
+job's layout in both precisions with the assumption the L4's float8 prediction rests on and what falsifies it;
+with the runs' metrics it writes their report side by side (automation/commands/report.py, --compare).
 
 `--collectives` runs workloads/collectives_bench.py instead: all-reduce, all-gather and reduce-scatter
 over message sizes, with algorithm and bus bandwidth against the 40 Gbps link. With --stack it runs in
@@ -27,6 +30,7 @@ date and command.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import platform
 import socket
@@ -46,14 +50,16 @@ from automation.flags import CLUSTER_PARENT, command_parser, output_folder, run_
 from automation.job import cluster_job, stack_label
 from automation.pipeline import PipelineResult, TrainOutcome, TransportVerdict
 from automation.targets import aws
-from automation.throughput import load_model, model_row
+from automation.throughput import load_model, model_row, model_rows
 from automation.ui import Output, Ui
 from infra.config import GpuNodesConfig, StackConfig, known_stacks
 from workloads import collectives_bench
 from workloads.config import ConfigError, TrainConfig, new_run_id
 
-HELP = "run the training job over EFA and again over TCP sockets on the cluster, and compare them"
+HELP = "run the training job over EFA, over TCP sockets and in the other precision on the cluster, and compare them"
 EFA, TCP = "efa", "tcp"
+# The precision leg's name by the float8 value it runs: bf16 against a float8 job, float8 against a bf16 one.
+BF16, FLOAT8 = "bf16", "float8"
 # The TCP baseline: force NCCL's internal socket network and load no external net plugin (so not
 # aws-ofi-nccl). NCCL_NET names the network a communicator must use, matched case-insensitively
 # against the net's name ("Socket" is NCCL's internal TCP one) and NCCL_NET_PLUGIN=none skips the
@@ -65,7 +71,13 @@ EFA, TCP = "efa", "tcp"
 # (https://docs.ray.io/en/latest/ray-core/handling-dependencies.html, "Inheritance" and the env_vars
 # API reference; ray-project/ray#16378). If an image defeats this, the TCP run's check says so.
 TCP_ENV = {"NCCL_NET": "Socket", "NCCL_NET_PLUGIN": "none"}
-REQUIRE = {EFA: "efa", TCP: "socket"}
+REQUIRE = {EFA: "efa", TCP: "socket", BF16: "efa", FLOAT8: "efa"}
+
+
+def precision_leg(job: TrainConfig) -> tuple[str, str]:
+    """(leg name, its float8 value): the same job in the other precision."""
+    return (BF16, "off") if job.float8 != "off" else (FLOAT8, "tensorwise")
+
 
 NODE_COUNT = GpuNodesConfig.keyname("node_count")
 
@@ -111,6 +123,7 @@ class Leg:
             "verdict": v.verdict if v is not None else None,
             "cause": v.cause if v is not None else None,
             "evidence": list(v.evidence) if v is not None else [],
+            "precision": summary.get("precision"),
             "tokens_per_s": summary.get("tokens_per_s"),
             "mfu": summary.get("mfu"),
             "step_time_s": summary.get("step_time_s"),
@@ -118,9 +131,9 @@ class Leg:
 
 
 def run_ids(base: str) -> dict[str, str]:
-    """The two runs' ids: `<base>-efa` and `<base>-tcp` (neither contains the other, so the NCCL
-    check, which takes a file whose name or folder contains the run id, never mixes them)."""
-    return {EFA: f"{base}-{EFA}", TCP: f"{base}-{TCP}"}
+    """The runs' ids by leg: `<base>-efa`, `<base>-tcp`, `<base>-bf16`, `<base>-float8` (none contains another, so
+    the NCCL check, which takes a file whose name or folder contains the run id, never mixes them)."""
+    return {leg: f"{base}-{leg}" for leg in (EFA, TCP, BF16, FLOAT8)}
 
 
 def base_run_id(text: str) -> str:
@@ -162,8 +175,11 @@ def require_two_nodes(job: TrainConfig, cfg: StackConfig, flag: str) -> None:
         )
 
 
-def make_targets(args: argparse.Namespace, ui: Ui, deps: aws.AwsDeps | None, **opts: Any) -> dict[str, aws.AwsTarget]:
-    """The EFA and TCP targets over one stack: the same job, two run ids, the TCP one forced onto sockets."""
+def make_targets(
+    args: argparse.Namespace, ui: Ui, deps: aws.AwsDeps | None, precision: tuple[str, str], **opts: Any
+) -> dict[str, aws.AwsTarget]:
+    """The EFA, TCP and precision targets over one stack: the same job, three run ids, the TCP one forced onto
+    sockets, the precision one (``precision``: its leg name and float8 value) in the other precision."""
     ids = run_ids(args.run_id or new_run_id())
     common = dict(
         project_dir=args.project_dir,
@@ -178,21 +194,23 @@ def make_targets(args: argparse.Namespace, ui: Ui, deps: aws.AwsDeps | None, **o
     efa = aws.open_stack(args.stack, run_id=ids[EFA], require=REQUIRE[EFA], **common)
     common["deps"] = efa.deps  # one outside world for both runs: the clients are made once
     tcp = aws.open_stack(args.stack, run_id=ids[TCP], require=REQUIRE[TCP], job_env=dict(TCP_ENV), **common)
-    return {EFA: efa, TCP: tcp}
+    leg, float8 = precision
+    other = aws.open_stack(args.stack, run_id=ids[leg], require=REQUIRE[leg], float8_override=float8, **common)
+    return {EFA: efa, TCP: tcp, leg: other}
 
 
 # ---- the two runs --------------------------------------------------------------------------------------
 def run_legs(targets: dict[str, aws.AwsTarget], ui: Ui) -> list[Leg]:
     """verify once, then read the EFA counters, train and check the EFA run, then the TCP run (whose
-    counters must stay flat); stop at the first failure (a TCP number beside a failed EFA run compares
-    nothing)."""
+    counters must stay flat), then the precision run over EFA; stop at the first failure (a TCP number beside a
+    failed EFA run compares nothing)."""
     legs = []
-    for name, names in (
-        (EFA, ("verify", "counters", "submit", "train", "check")),
-        (TCP, ("counters", "submit", "train", "check")),
-    ):
+    for name in targets:
         target = targets[name]
+        names = ("verify", "counters", "submit", "train", "check")[0 if name == EFA else 1 :]
         how = " ".join(f"{k}={v}" for k, v in target.run.job_env.items()) or "the stack's own NCCL env"
+        if target.run.float8_override is not None:
+            how += f", float8 {target.run.float8_override}"
         ui.note(f"{name.upper()} run {target.run_id} ({how}; its NCCL logs must show {target.run.require})")
         result = steps.run(names, target, ui.step_started, ui.step_finished)
         legs.append(Leg(name, target, result))
@@ -201,8 +219,8 @@ def run_legs(targets: dict[str, aws.AwsTarget], ui: Ui) -> list[Leg]:
     return legs
 
 
-def failure(legs: list[Leg]) -> str | None:
-    """Why the comparison does not stand (one line), or None when both runs passed their checks."""
+def failure(legs: list[Leg], planned: int = 3) -> str | None:
+    """Why the comparison does not stand (one line), or None when all ``planned`` runs passed their checks."""
     for leg in legs:
         if leg.ok or leg.result is None:
             continue
@@ -216,17 +234,27 @@ def failure(legs: list[Leg]) -> str | None:
                 f"{leg.verdict.cause}; evidence: {evidence}"
             )
         return f"the {leg.name.upper()} run {run_id} failed at {leg.result.failed_step}: {leg.result.reason}"
-    if len(legs) < 2:
-        return "the TCP run did not start"
+    if len(legs) < planned:
+        return f"the run after {legs[-1].name.upper()} did not start" if legs else "no run started"
     return None
 
 
-def ratio(legs: list[Leg]) -> float | None:
-    """EFA tokens/s over TCP tokens/s, only when both runs passed their NCCL checks."""
-    if len(legs) < 2 or not all(leg.ok for leg in legs):
+def ratio(legs: list[Leg], over: str = TCP) -> float | None:
+    """EFA tokens/s over the ``over`` leg's, only when both runs passed their NCCL checks."""
+    by = {leg.name: leg for leg in legs}
+    if EFA not in by or over not in by or not (by[EFA].ok and by[over].ok):
         return None
-    efa, tcp = (leg.summary().get("tokens_per_s") for leg in legs)
-    return efa / tcp if efa and tcp else None
+    a, b = by[EFA].summary().get("tokens_per_s"), by[over].summary().get("tokens_per_s")
+    return a / b if a and b else None
+
+
+def precision_ratio(legs: list[Leg]) -> float | None:
+    """float8 tokens/s over bf16 tokens/s, same job and nodes, when both runs passed their checks."""
+    names = {leg.name for leg in legs}
+    if BF16 in names:
+        return ratio(legs, BF16)
+    r = ratio(legs, FLOAT8)
+    return 1 / r if r else None
 
 
 # ---- the model's prediction ------------------------------------------------------------------------------
@@ -243,7 +271,7 @@ def prediction(job: TrainConfig, cfg: StackConfig) -> dict[str, object]:
             "note": f"the model covers g6.12xlarge only, the stack has {cfg.gpu_nodes.instance_type}",
         }
     model = load_model()
-    row = model_row(model.load_rows(model.DEFAULT_ROWS), job, cfg.gpu_nodes.gpus_per_node)
+    row = model_row(model_rows(), job, cfg.gpu_nodes.gpus_per_node)
     if row is None:
         return {"config": None, "note": "the model has no measured row with this job's layout (mesh, batch, dtype)"}
     at = [model.predict(row, rate) for rate in model.L4_ACHIEVABLE_TFLOPS]
@@ -268,6 +296,32 @@ def prediction(job: TrainConfig, cfg: StackConfig) -> dict[str, object]:
     }
 
 
+def precision_prediction(job: TrainConfig, cfg: StackConfig) -> dict[str, object]:
+    """The model's float8/bf16 tokens/s over EFA for this job at both L4 rates, the assumption that prediction
+    rests on and what falsifies it; or why there is none."""
+    model = load_model()
+    said = {"assumption": model.L4_POWER_ASSUMPTION, "falsified_by": model.L4_POWER_FALSIFIED_BY}
+    if cfg.gpu_nodes.instance_type != "g6.12xlarge":
+        return {**said, "ratio": None, "note": f"the model covers g6.12xlarge only, not {cfg.gpu_nodes.instance_type}"}
+    float8 = job.float8 if job.float8 != "off" else "tensorwise"
+    rows, per_node = model_rows(), cfg.gpu_nodes.gpus_per_node
+    f8, bf = (model_row(rows, dataclasses.replace(job, float8=v), per_node) for v in (float8, "off"))
+    if f8 is None or bf is None:
+        return {**said, "ratio": None, "note": "the model has no measured float8 and bf16 rows of this job's layout"}
+    rates = model.L4_ACHIEVABLE_TFLOPS
+    at = [model.predict(f8, r)["efa"]["tokens_per_s"] / model.predict(bf, r)["efa"]["tokens_per_s"] for r in rates]
+    return {**said, "ratio": _span(at)}
+
+
+def precision_verdict(measured: float | None, predicted: list[float] | None) -> str | None:
+    """Whether the measured float8/bf16 ratio keeps the model's L4 power assumption (None: nothing to judge)."""
+    if measured is None or not predicted:
+        return None
+    if measured < predicted[0]:
+        return f"{measured:.2f} is below the model's {predicted[0]:.2f}: the L4 power assumption does not hold"
+    return f"{measured:.2f} is not below the model's {predicted[0]:.2f}: the L4 power assumption stands"
+
+
 # ---- the report ------------------------------------------------------------------------------------------
 def write_reports(legs: list[Leg], runs_root: Path) -> dict[str, object]:
     """Copy both runs from the cluster, each with its own verdict, and write their report side by side."""
@@ -281,7 +335,7 @@ def write_reports(legs: list[Leg], runs_root: Path) -> dict[str, object]:
         return {"report": None, "report_error": "; ".join(missing) or "the TCP run did not run", "runs": files}
     try:
         runs = [report.load_run(runs_root / leg.target.run_id) for leg in legs]
-        out = report.write_report(runs, runs[0].dir / f"{report.REPORT_DIR}-vs-{runs[1].run_id}")
+        out = report.write_report(runs, runs[0].dir / f"{report.REPORT_DIR}-vs-{'-'.join(r.run_id for r in runs[1:])}")
     except DriverError as e:
         return {"report": None, "report_error": str(e), "runs": files}
     return {"report": str(out.html), "runs": files}
@@ -297,35 +351,48 @@ def _range(pair: list[float] | None, spec: str, unit: str = "") -> str:
 
 
 def table(doc: dict[str, Any]) -> list[str]:
-    """The human form of the JSON document: one column per run, then the model's column."""
-    efa, tcp, pred = doc["runs"].get(EFA, {}), doc["runs"].get(TCP, {}), doc["prediction"]
+    """The human form of the JSON document: one column per run, then the model's column, then the model's L4
+    power assumption and its verdict."""
+    runs, pred, prec = doc["runs"], doc["prediction"], doc["precision_prediction"]
+    other = BF16 if BF16 in runs or FLOAT8 not in runs else FLOAT8
+    efa, tcp, oth = runs.get(EFA, {}), runs.get(TCP, {}), runs.get(other, {})
     pe, pt = pred.get(EFA) or {}, pred.get(TCP) or {}
+    forced = " ".join(f"{k}={v}" for k, v in TCP_ENV.items())
     rows = [
-        ("", "EFA", "TCP (" + " ".join(f"{k}={v}" for k, v in TCP_ENV.items()) + ")", "model: EFA / TCP"),
-        ("run id", efa.get("run_id", "n/a"), tcp.get("run_id", "n/a"), pred.get("config") or pred.get("note")),
-        ("NCCL verdict", _verdict(efa), _verdict(tcp), ""),
+        ("", "EFA", f"TCP ({forced})", f"EFA, {other}", "model: EFA / TCP"),
+        ("run id", *(leg.get("run_id", "n/a") for leg in (efa, tcp, oth)), pred.get("config") or pred.get("note")),
+        ("precision", efa.get("precision") or "n/a", tcp.get("precision") or "n/a", oth.get("precision") or "n/a", ""),
+        ("NCCL verdict", _verdict(efa), _verdict(tcp), _verdict(oth), ""),
         (
             "tokens/s",
             _fmt(efa.get("tokens_per_s"), ",.0f"),
             _fmt(tcp.get("tokens_per_s"), ",.0f"),
+            _fmt(oth.get("tokens_per_s"), ",.0f"),
             f"{_range(pe.get('tokens_per_s'), ',.0f')} / {_range(pt.get('tokens_per_s'), ',.0f')}",
         ),
         (
             "MFU",
             _fmt(efa.get("mfu"), ".1%"),
             _fmt(tcp.get("mfu"), ".1%"),
+            _fmt(oth.get("mfu"), ".1%"),
             f"{_range(_pct(pe.get('mfu')), '.1f', '%')} / {_range(_pct(pt.get('mfu')), '.1f', '%')}",
         ),
         (
             "step time (median)",
             _fmt(efa.get("step_time_s"), ".3f", " s"),
             _fmt(tcp.get("step_time_s"), ".3f", " s"),
+            _fmt(oth.get("step_time_s"), ".3f", " s"),
             f"{_range(pe.get('step_time_s'), '.2f', ' s')} / {_range(pt.get('step_time_s'), '.2f', ' s')}",
         ),
-        ("EFA/TCP tokens/s", _fmt(doc["ratio"], ".2f"), "", _range(pred.get("ratio"), ".2f")),
+        ("EFA/TCP tokens/s", _fmt(doc["ratio"], ".2f"), "", "", _range(pred.get("ratio"), ".2f")),
+        ("float8/bf16 tokens/s", _fmt(doc["precision_ratio"], ".2f"), "", "", _range(prec.get("ratio"), ".2f")),
     ]
-    widths = [max(len(str(r[i])) for r in rows) for i in range(4)]
-    return ["  ".join(str(c).ljust(w) for c, w in zip(r, widths, strict=True)).rstrip() for r in rows]
+    widths = [max(len(str(r[i])) for r in rows) for i in range(5)]
+    lines = ["  ".join(str(c).ljust(w) for c, w in zip(r, widths, strict=True)).rstrip() for r in rows]
+    lines.append(f"model's float8 assumption: {prec['assumption']}; falsified by {prec['falsified_by']}")
+    if doc.get("precision_verdict"):
+        lines.append(f"float8/bf16 measured: {doc['precision_verdict']}")
+    return lines
 
 
 def _pct(pair: list[float] | None) -> list[float] | None:
@@ -338,13 +405,19 @@ def _verdict(leg: dict) -> str:
     return f"{leg.get('verdict') or 'n/a'} (require {leg['require']})"
 
 
-def document(legs: list[Leg], pred: dict[str, object], reports: dict[str, object], error: str | None) -> dict[str, Any]:
+def document(
+    legs: list[Leg], pred: dict[str, object], prec: dict[str, Any], reports: dict[str, object], error: str | None
+) -> dict[str, Any]:
+    measured = precision_ratio(legs)
     return {
         "ok": error is None,
         "error": error,
         "runs": {leg.name: leg.to_dict() for leg in legs},
         "ratio": ratio(legs),
+        "precision_ratio": measured,
+        "precision_verdict": precision_verdict(measured, prec.get("ratio")),
         "prediction": pred,
+        "precision_prediction": prec,
         "report": reports.get("report"),
         "report_error": reports.get("report_error"),
     }
@@ -462,7 +535,7 @@ def run(args: argparse.Namespace, ui: Ui, deps: aws.AwsDeps | None = None, **tar
     except ConfigError as e:
         raise DriverError(str(e), exit_code=2) from None
     require_two_nodes(job, cfg, "--num-workers" if args.num_workers else stack_label("num_workers"))
-    targets = make_targets(args, ui, deps, **target_opts)
+    targets = make_targets(args, ui, deps, precision_leg(job), **target_opts)
     try:
         legs = run_legs(targets, ui)
     except KeyboardInterrupt:
@@ -474,7 +547,8 @@ def run(args: argparse.Namespace, ui: Ui, deps: aws.AwsDeps | None = None, **tar
         ) from None
     error = failure(legs)
     reports = write_reports([leg for leg in legs if leg.outcome is not None], args.runs_root)
-    doc = document(legs, prediction(job, targets[EFA].cfg), reports, error)
+    cfg = targets[EFA].cfg
+    doc = document(legs, prediction(job, cfg), precision_prediction(job, cfg), reports, error)
     if args.json:
         ui.emit_json(doc)
     else:

@@ -41,7 +41,7 @@ def run(args: argparse.Namespace, ui: Output) -> int:
     except ConfigError as e:  # what only the program checks (an empty gpuAvailabilityZone)
         raise DriverError(str(e), exit_code=2) from None
     if args.json:
-        ui.emit_json({"stack": args.stack, "resources": rows, "job": job.as_dict()})
+        ui.emit_json({"stack": args.stack, "resources": rows, "job": job.as_dict(), "precision": job.precision()})
     else:
         ui.console.print(format_render(rows), markup=False, highlight=False, soft_wrap=True)
         ui.console.print("\n" + job.text("job"), markup=False, highlight=False, soft_wrap=True)

@@ -313,6 +313,7 @@ def headline(run: RunData) -> dict[str, object]:
         "steps": f"{last['step']} / {last['total_steps']}",
         "workers": s.get("world_size") or (run.info or {}).get("world_size"),
         "device": f"{s.get('device', '?')} ({s.get('backend', '?')})",
+        "precision": s.get("precision", "not recorded (a run before the summary named it)"),
         "loss": _loss_change(run.metrics[0].get("loss"), last.get("loss")),
         label: tps,
         "MFU": _fmt(mfu, ".1%") or mfu_absent(run),

@@ -29,6 +29,7 @@ from automation.cost import CostEstimate, estimate
 from automation.efa_witness import COUNTERS_BEFORE_FILE
 from automation.errors import DriverError
 from automation.job import CLUSTER_ROOT, ResolvedJob, resolve_cluster_job, stack_label
+from automation.job_modules import job_modules
 from automation.kube import KubeApi, PodExec, RayClusterPods, parse_kubeconfig, read_kubeconfig_file
 from automation.pipeline import (
     SYSTEM_CLOCK,
@@ -93,6 +94,9 @@ class AwsDeps:
     # This machine's public IPv4 (checkip_address), for a stack that leaves apiPublicAccessCidrs to the driver;
     # None: a stand-in, nothing to ask, and a stack that needs an address stops with the key to set.
     public_ip: Callable[[], str] | None = None
+    # The local folders a job ships as its py_modules (automation/job_modules.py: torchao for float8, fetched into
+    # this user's cache); None: a stand-in world, nothing fetched or shipped.
+    job_modules: Callable[[TrainConfig], list[Path]] | None = None
 
     @classmethod
     def real(cls, cfg: StackConfig, project_dir: Path) -> AwsDeps:
@@ -117,6 +121,7 @@ class AwsDeps:
             pricing=lambda: session.client("pricing", region_name="us-east-1"),
             pulumi_setup=lambda: pulumi_rows(os.environ, Path.home(), project_dir, cfg.stack, shutil.which),
             public_ip=checkip_address,
+            job_modules=job_modules,
         )
 
 
@@ -198,6 +203,7 @@ class AwsRun:
     kubeconfig_path: Path | None = None
     steps_override: int | None = None
     workers_override: int | None = None
+    float8_override: str | None = None  # `bench`'s precision leg: the same job in the other precision
     # The job's runtime env on top of NCCL_DEBUG=INFO, and what its NCCL logs must show (check's
     # require): `bench` runs a TCP baseline with NCCL_NET=Socket and require "socket".
     job_env: Mapping[str, str] = field(default_factory=dict)
@@ -283,11 +289,15 @@ class AwsTarget(AsksJobServer):
     def resolved_job(self, storage_uri: str | None = None) -> ResolvedJob:
         """The training job of this run and where each value came from: the cluster's defaults, durability
         (its storage the run bucket ``storage_uri``; None: not known yet), the stack's train: block, then
-        --steps and --num-workers (automation/job.py), checked.
+        --steps, --num-workers and bench's precision leg (automation/job.py), checked.
 
         A job the stack or the cluster cannot run is bad input: DriverError, exit status 2.
         """
-        flags = {"steps": self.run.steps_override, "num_workers": self.run.workers_override}
+        flags = {
+            "steps": self.run.steps_override,
+            "num_workers": self.run.workers_override,
+            "float8": self.run.float8_override,
+        }
         try:
             return resolve_cluster_job(self.cfg, self.run_id, Durability(storage_uri).layer(), flags)
         except ConfigError as e:
@@ -419,7 +429,8 @@ class AwsTarget(AsksJobServer):
         jobs = self.jobs()
         self.on_progress(f"copying workloads/ into {jobs.pod} and submitting job {submission_id}")
         env = {"NCCL_DEBUG": NCCL_DEBUG_LEVEL, **self.run.job_env}
-        return SubmittedJob(jobs.submit(args, env, submission_id), args)
+        modules = self.deps.job_modules(args) if self.deps.job_modules else []
+        return SubmittedJob(jobs.submit(args, env, submission_id, modules), args)
 
     def find_job(self) -> SubmittedJob:
         """The job `attach` names, else the newest submitted, with the training job of its run."""
@@ -650,7 +661,7 @@ def open_stack(
 
     Every command opens its stack here. A missing pulumi CLI is reported before any step: preflight
     passing and then `preview` failing would waste the user's time. `options` are AwsTarget's fields
-    (run_id_given, resume, yes, steps_override, workers_override, job_env, require); ``ui`` gives the
+    (run_id_given, resume, yes, steps_override, workers_override, float8_override, job_env, require); ``ui`` gives the
     target its output lines.
     """
     cfg = load_config(stack, project_dir)

@@ -4,6 +4,7 @@ judged from its own NCCL logs; the NCCL logs are real ones from tests/fixtures/n
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import re
 from pathlib import Path
@@ -25,7 +26,7 @@ RANK0_POD = "ray-efa-gpu-workers-worker-tz8mb"
 NCCL = helpers.REPO / "tests" / "fixtures" / "nccl"
 EFA_LOG = NCCL / "efa_unprefixed_ofi1.20.log"  # aws-ofi-nccl 1.20 over EFA, `via NET/Libfabric/0`
 SOCKET_LOG = NCCL / "socket_cluster_nccl952.log"  # a multi-node run over `NET/Socket`
-TOKENS_PER_S = {"efa": 52000.0, "tcp": 20800.0}
+TOKENS_PER_S = {"efa": 52000.0, "tcp": 20800.0, "bf16": 46400.0}  # the precision leg: bf16 against float8
 BASE = "b1"
 
 
@@ -40,6 +41,7 @@ def summary(run_id: str) -> dict:
         "backend": "nccl",
         "world_size": 8,
         "steps": 3,
+        "precision": "bfloat16" if leg_of(run_id) == "bf16" else "float8 tensorwise",
         "tokens_per_s": tps,
         "mfu": tps * 1.0e10 / (8 * 121e12),
         "step_time_s": 8 * 16384 / tps,
@@ -83,7 +85,7 @@ class Cluster:
         run = re.search(r"runs/([^/' ]+)", request.arg)
         if request.job is not None and request.job.action == "submit" and request.job.job_id:
             job = request.job.job_id
-            self.efa.job_ran(helpers.predicted_job_bytes(summary(job)["steps"]), over_efa=leg_of(job) == "efa")
+            self.efa.job_ran(helpers.predicted_job_bytes(summary(job)["steps"]), over_efa=leg_of(job) != "tcp")
         answer = self.jobs.answer(pod, cmd) or helpers.routine_answer(request, pod, self.efa)
         if answer is not None:
             return answer
@@ -164,7 +166,7 @@ def outputs(api) -> dict:
 
 
 def run_bench(tmp_path, logs=None, failed=(), json_mode=True):
-    cluster = Cluster(tmp_path, logs or {"efa": EFA_LOG, "tcp": SOCKET_LOG}, failed)
+    cluster = Cluster(tmp_path, logs or {"efa": EFA_LOG, "tcp": SOCKET_LOG, "bf16": EFA_LOG}, failed)
     ui = Ui()
     argv = ["bench", "--stack", "us-west-2", "--run-id", BASE, "--runs-root", str(tmp_path / "runs")]
     with helpers.FakeKubeApi() as api:
@@ -182,10 +184,44 @@ def passing(tmp_path_factory):
     return run_bench(tmp_path_factory.mktemp("bench"))
 
 
-def test_both_jobs_are_submitted_with_distinct_run_ids(passing):
+def test_the_three_jobs_are_submitted_with_distinct_run_ids(passing):
     _, _, cluster = passing
     jobs = [job for job, _ in cluster.submitted]
-    assert jobs == [f"{BASE}-efa", f"{BASE}-tcp"], f"expected the EFA then the TCP job, got {jobs}"
+    expected = [f"{BASE}-efa", f"{BASE}-tcp", f"{BASE}-bf16"]
+    assert jobs == expected, f"expected the EFA, the TCP then the bf16 job, got {jobs}"
+
+
+def test_the_precision_leg_is_the_same_job_over_efa_in_bf16(passing):
+    from automation.job import with_run_paths
+    from workloads.train import parse_config
+
+    _, _, cluster = passing
+    (efa_id, efa_env), _, (bf16_id, bf16_env) = cluster.submitted
+    efa, bf16 = (parse_config(list(cluster.jobs.jobs[j].request.entrypoint[3:])) for j in (efa_id, bf16_id))
+    expected = dataclasses.replace(with_run_paths(efa, bf16_id, bf16.run_dir), float8="off", name=bf16_id)
+    same_env = bf16_env["env_vars"] == efa_env["env_vars"]
+    assert (bf16, same_env) == (expected, True), f"expected the EFA job with float8 off, got {bf16}; env {bf16_env}"
+
+
+def test_precision_ratio_is_float8_tokens_per_s_over_bf16(passing):
+    _, ui, _ = passing
+    expected = TOKENS_PER_S["efa"] / TOKENS_PER_S["bf16"]
+    assert ui.doc["precision_ratio"] == pytest.approx(expected), f"expected {expected}, got {ui.doc['precision_ratio']}"
+
+
+def test_precision_verdict_judges_the_measured_ratio_against_the_model(passing):
+    _, ui, _ = passing
+    low = ui.doc["precision_prediction"]["ratio"][0]
+    held = TOKENS_PER_S["efa"] / TOKENS_PER_S["bf16"] >= low
+    said = ui.doc["precision_verdict"]
+    assert said.endswith("assumption stands" if held else "does not hold"), f"model low end {low}: {said}"
+
+
+def test_each_run_names_the_precision_it_ran(passing):
+    _, ui, _ = passing
+    got = {name: leg["precision"] for name, leg in ui.doc["runs"].items()}
+    expected = {"efa": "float8 tensorwise", "tcp": "float8 tensorwise", "bf16": "bfloat16"}
+    assert got == expected, f"expected each run's summary precision {expected}, got {got}"
 
 
 def test_tcp_job_env_forces_sockets_without_the_ofi_plugin(passing):
@@ -203,15 +239,16 @@ def test_efa_job_keeps_the_pods_own_nccl_env(passing):
 
 def test_each_check_reads_only_its_own_runs_nccl_logs(passing):
     _, _, cluster = passing
-    # One read per worker pod: the EFA check, the TCP check, then the report's copies of both runs.
-    expected = ([f"{BASE}-efa"] * 2 + [f"{BASE}-tcp"] * 2) * 2
+    # One read per worker pod: the EFA, TCP and bf16 checks, then the report's copies of the three runs.
+    expected = ([f"{BASE}-efa"] * 2 + [f"{BASE}-tcp"] * 2 + [f"{BASE}-bf16"] * 2) * 2
     assert cluster.collected == expected, f"expected each run's own nccl/ from both workers, got {cluster.collected}"
 
 
-def test_efa_run_passes_and_tcp_run_is_found_on_sockets(passing):
+def test_efa_and_bf16_runs_pass_and_tcp_run_is_found_on_sockets(passing):
     rc, ui, _ = passing
     got = {name: (leg["verdict"], leg["require"]) for name, leg in ui.doc["runs"].items()}
-    assert (rc, got) == (0, {"efa": ("pass", "efa"), "tcp": ("pass", "socket")}), f"rc {rc}, verdicts {got}"
+    expected = {"efa": ("pass", "efa"), "tcp": ("pass", "socket"), "bf16": ("pass", "efa")}
+    assert (rc, got) == (0, expected), f"rc {rc}, verdicts {got}"
 
 
 def test_ratio_is_efa_tokens_per_s_over_tcp(passing):
@@ -227,12 +264,12 @@ def test_each_run_reports_tokens_per_s_mfu_and_step_time_from_its_summary(passin
     assert got == expected, f"expected each run's summary numbers {expected}, got {got}"
 
 
-def test_prediction_is_for_the_layout_the_model_chose_as_the_cluster_job(passing):
+def test_prediction_is_for_the_layout_the_model_chose_as_the_cluster_job_in_float8(passing):
     _, ui, _ = passing
     model = bench.load_model()
     chosen = model.choose_default(model.candidate_table(model.load_rows(model.DEFAULT_ROWS), {}))["config"]
     got = ui.doc["prediction"]["config"]
-    assert got == chosen, f"expected the prediction of the model's chosen default {chosen!r}, got {got!r}"
+    assert got == f"{chosen}+float8=tensorwise+f8only=mlp", f"expected {chosen!r} with float8, got {got!r}"
 
 
 def test_side_by_side_report_shows_both_runs_with_their_own_requirement(passing):
@@ -244,18 +281,18 @@ def test_side_by_side_report_shows_both_runs_with_their_own_requirement(passing)
 
 
 def test_tcp_run_found_on_efa_fails_naming_the_evidence(tmp_path):
-    rc, ui, _ = run_bench(tmp_path, logs={"efa": EFA_LOG, "tcp": EFA_LOG})
+    rc, ui, _ = run_bench(tmp_path, logs={"efa": EFA_LOG, "tcp": EFA_LOG, "bf16": EFA_LOG})
     error = ui.doc["error"] or ""
     assert rc == 1 and "NET/Libfabric" in error and "NCCL_NET=Socket" in error, f"rc {rc}, error {error!r}"
 
 
 def test_tcp_run_found_on_efa_gives_no_ratio(tmp_path):
-    _, ui, _ = run_bench(tmp_path, logs={"efa": EFA_LOG, "tcp": EFA_LOG})
+    _, ui, _ = run_bench(tmp_path, logs={"efa": EFA_LOG, "tcp": EFA_LOG, "bf16": EFA_LOG})
     assert ui.doc["ratio"] is None, f"expected no ratio from a void TCP run, got {ui.doc['ratio']}"
 
 
 def test_efa_run_on_sockets_fails_before_the_tcp_job(tmp_path):
-    rc, ui, cluster = run_bench(tmp_path, logs={"efa": SOCKET_LOG, "tcp": SOCKET_LOG})
+    rc, ui, cluster = run_bench(tmp_path, logs={"efa": SOCKET_LOG, "tcp": SOCKET_LOG, "bf16": SOCKET_LOG})
     jobs = [job for job, _ in cluster.submitted]
     assert (rc, jobs) == (1, [f"{BASE}-efa"]), (
         f"expected exit 1 and only the EFA job, got {rc}, {jobs}: {ui.doc['error']}"
@@ -270,8 +307,9 @@ def test_failed_efa_job_names_its_step(tmp_path):
 
 def test_table_has_a_row_per_measure(tmp_path):
     _, ui, _ = run_bench(tmp_path, json_mode=False)
-    firsts = [line.split("  ")[0] for line in ui.notes[2:9]]
-    expected = ["", "run id", "NCCL verdict", "tokens/s", "MFU", "step time (median)", "EFA/TCP tokens/s"]
+    firsts = [line.split("  ")[0][:34] for line in ui.notes[3:13]]
+    expected = ["", "run id", "precision", "NCCL verdict", "tokens/s", "MFU", "step time (median)"]
+    expected += ["EFA/TCP tokens/s", "float8/bf16 tokens/s", "model's float8 assumption: the L4 "]
     assert firsts == expected, f"expected the table's rows {expected}, got {ui.notes}"
 
 

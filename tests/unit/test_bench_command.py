@@ -35,8 +35,7 @@ def test_neither_run_id_scopes_the_others_nccl_log(base):
 
 def test_job_with_an_unmeasured_layout_has_no_model_row(cfg):
     job = dataclasses.replace(cluster_job(cfg, "r1"), seq_len=4096)
-    model = bench.load_model()
-    row = bench.model_row(model.load_rows(model.DEFAULT_ROWS), job, cfg.gpu_nodes.gpus_per_node)
+    row = bench.model_row(bench.model_rows(), job, cfg.gpu_nodes.gpus_per_node)
     assert row is None, f"expected no measured row for seq_len 4096, got {row and row['config']}"
 
 
@@ -49,7 +48,7 @@ def test_prediction_of_another_instance_type_says_the_model_does_not_cover_it(cf
 def test_prediction_ratio_spans_the_models_efa_over_tcp_at_both_l4_rates(cfg):
     job = cluster_job(cfg, "r1")
     model = bench.load_model()
-    row = bench.model_row(model.load_rows(model.DEFAULT_ROWS), job, cfg.gpu_nodes.gpus_per_node)
+    row = bench.model_row(bench.model_rows(), job, cfg.gpu_nodes.gpus_per_node)
     at = [model.predict(row, rate) for rate in model.L4_ACHIEVABLE_TFLOPS]
     ratios = [p["efa"]["tokens_per_s"] / p[k]["tokens_per_s"] for p in at for k in ("tcp_best", "tcp_worst")]
     got = bench.prediction(job, cfg)["ratio"]
@@ -72,3 +71,15 @@ def test_a_rows_unrecorded_field_is_read_from_its_config_string_else_the_default
     got = (_row_field(row, "loss_chunk_size", 8192), _row_field(row, "reshard_after_forward", False))
     assert got == (2048, True), f"expected the config string's 2048 and True, got {got}"
     assert _row_field(row, "ac_policy", "full") == "full", "a field the string does not name is the default"
+
+
+def test_the_precision_leg_runs_the_other_precision(cfg):
+    job = cluster_job(cfg, "r1")
+    got = (bench.precision_leg(job), bench.precision_leg(dataclasses.replace(job, float8="off")))
+    assert got == (("bf16", "off"), ("float8", "tensorwise")), f"expected bf16 against float8 and back, got {got}"
+
+
+def test_a_measured_float8_gain_below_the_model_says_its_l4_power_assumption_fails(cfg):
+    pred = bench.precision_prediction(cluster_job(cfg, "r1"), cfg)
+    said = bench.precision_verdict(pred["ratio"][0] - 0.05, pred["ratio"])
+    assert "72 W" in pred["assumption"] and said.endswith("does not hold"), f"{pred['assumption']!r}: {said!r}"

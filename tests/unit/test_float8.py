@@ -1,5 +1,5 @@
-"""`--float8` on a machine without float8 tensor cores, and which layers it converts; on CPU (torchao's float8 needs
-a GPU of compute capability 8.9+, so the conversion itself runs in tests/gpu)."""
+"""`--float8` on a machine without float8 tensor cores or torchao, and which layers it converts; on CPU (torchao's
+float8 needs a GPU of compute capability 8.9+, so the conversion itself runs in tests/gpu)."""
 
 from __future__ import annotations
 
@@ -16,8 +16,8 @@ from workloads.config import ConfigError, TrainConfig
 F8 = TrainConfig(preset="tiny", seq_len=64, use_gpu=True, float8="tensorwise")
 
 
-def test_float8_on_a_cpu_worker_is_refused_in_one_line():
-    with pytest.raises(ConfigError, match=r"^--float8 tensorwise needs a GPU \(--use-gpu\)[^\n]*$"):
+def test_float8_on_a_cpu_worker_is_refused_in_one_line_naming_the_bf16_key():
+    with pytest.raises(ConfigError, match=r"^--float8 tensorwise needs a GPU [^\n]*`float8: off`[^\n]*$"):
         model_mod.build_model(F8, torch.device("cpu"))
 
 
@@ -27,18 +27,19 @@ def test_float8_below_compute_capability_8_9_is_refused_naming_the_gpu(monkeypat
     monkeypatch.setattr(torch.cuda, "get_device_name", lambda device=None: name)
     with pytest.raises(ConfigError) as e:
         model_mod.check_float8_device(F8, torch.device("cuda", 0))
-    expected = f"{name} has {capability[0]}.{capability[1]}: drop --float8"
+    expected = f"{name} has {capability[0]}.{capability[1]}: set `float8: off` in the stack's train: block"
     assert expected in str(e.value) and "\n" not in str(e.value), f"expected {expected!r} in one line: {e.value}"
 
 
 @pytest.mark.parametrize("capability", [(8, 9), (9, 0)])
 def test_float8_on_an_l4_or_h100_passes_the_device_check(monkeypatch, capability):
     # L4 (Ada) is 8.9, H100 and H200 (Hopper) 9.0: NVIDIA's CUDA GPUs compute capability table.
+    _fake_torchao(monkeypatch)
     monkeypatch.setattr(torch.cuda, "get_device_capability", lambda device=None: capability)
     model_mod.check_float8_device(F8, torch.device("cuda", 0))
 
 
-def test_float8_without_torchao_names_the_extra(monkeypatch):
+def _no_torchao(monkeypatch) -> None:
     real_import = builtins.__import__
 
     def no_torchao(name, *args, **kwargs):
@@ -47,10 +48,24 @@ def test_float8_without_torchao_names_the_extra(monkeypatch):
         return real_import(name, *args, **kwargs)
 
     monkeypatch.delitem(sys.modules, "torchao", raising=False)
+    monkeypatch.delitem(sys.modules, "torchao.float8", raising=False)
     monkeypatch.setattr(builtins, "__import__", no_torchao)
+
+
+def test_float8_without_torchao_names_the_extra(monkeypatch):
+    _no_torchao(monkeypatch)
     lm = model_mod.build_model(dataclasses.replace(F8, float8="off"), torch.device("cpu")).lm
-    with pytest.raises(ConfigError, match=r"needs torchao: pip install 'ray-efa-eks\[gpu\]'"):
+    with pytest.raises(ConfigError, match=r"needs torchao, which does not load here .*'ray-efa-eks\[gpu\]'"):
         model_mod.convert_float8(lm, "tensorwise", fsdp=True)
+
+
+def test_float8_on_an_l4_without_torchao_is_refused_naming_the_bf16_key(monkeypatch):
+    _no_torchao(monkeypatch)
+    monkeypatch.setattr(torch.cuda, "get_device_capability", lambda device=None: (8, 9))
+    with pytest.raises(ConfigError) as e:
+        model_mod.check_float8_device(F8, torch.device("cuda", 0))
+    said = str(e.value)
+    assert "needs torchao, which does not load here" in said and "`float8: off`" in said, said
 
 
 def _fake_torchao(monkeypatch) -> list[str]:
@@ -125,3 +140,37 @@ def test_a_float8_run_says_which_torchao_ran(monkeypatch):
     monkeypatch.setattr("importlib.metadata.version", lambda name: {"torchao": "0.17.0"}[name])
     line = loop.float8_line("tensorwise", 84)
     assert line == "[train] float8 tensorwise: 84 linear layers in float8 (torchao 0.17.0)", line
+
+
+@pytest.mark.parametrize("cause, expected", [("A10G", "NVIDIA A10G has 8.6"), ("torchao", "needs torchao")])
+def test_a_float8_worker_stops_before_building_or_stepping_naming_the_bf16_key(monkeypatch, cause, expected):
+    from workloads import loop
+
+    if cause == "torchao":
+        _no_torchao(monkeypatch)
+    monkeypatch.setattr(torch.cuda, "get_device_capability", lambda device=None: (8, 6) if cause == "A10G" else (8, 9))
+    monkeypatch.setattr(torch.cuda, "get_device_name", lambda device=None: "NVIDIA A10G")
+    ran: list[str] = []
+    monkeypatch.setattr(loop, "_join", lambda cfg: (None, torch.device("cuda", 0)))
+    monkeypatch.setattr(loop, "build_training", lambda *a, **k: ran.append("build"))
+    monkeypatch.setattr(loop, "train_step", lambda *a, **k: ran.append("step"))
+    with pytest.raises(ConfigError) as e:
+        loop.train_loop_per_worker(F8.to_dict())
+    said = (expected in str(e.value), "`float8: off`" in str(e.value), ran)
+    assert said == (True, True, []), f"expected {expected!r}, the bf16 key and nothing run, got {said}: {e.value}"
+
+
+@pytest.mark.parametrize("float8, precision", [("off", "bfloat16"), ("tensorwise", "float8 tensorwise")])
+def test_the_job_names_the_precision_it_runs(float8, precision):
+    assert dataclasses.replace(F8, float8=float8).precision == precision
+
+
+def test_the_run_summary_carries_the_precision_that_ran(tmp_path):
+    from types import SimpleNamespace
+
+    from workloads import loop
+
+    cfg = dataclasses.replace(F8, nccl_log_dir=str(tmp_path))
+    env, tr = SimpleNamespace(world=1), SimpleNamespace(n_params=1)
+    summary = loop._summary(cfg, env, torch.device("cpu"), tr, 0, [1.0], [0.1], None, 1.0, None)
+    assert summary["precision"] == "float8 tensorwise", f"expected the precision field, got {summary}"

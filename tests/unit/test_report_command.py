@@ -206,3 +206,22 @@ def test_throughput_plot_of_a_cpu_run_says_why_it_has_no_mfu_line(tmp_path):
     (run_dir / "summary.json").write_text(json.dumps({**summary, "device": "cpu"}))
     caption = _page(run_dir, tmp_path).split('<figure id="plot-throughput">', 1)[1].split("</figcaption>")[0]
     assert "no MFU: MFU needs the peak FLOP/s of the device, and the run was on CPU" in caption, caption
+
+
+def test_report_names_the_precision_the_run_summary_records(tmp_path):
+    from automation.commands.report import headline
+
+    run_dir = make_run(tmp_path, "r1")
+    summary = json.loads((run_dir / "summary.json").read_text())
+    (run_dir / "summary.json").write_text(json.dumps({**summary, "precision": "float8 tensorwise"}))
+    got = headline(load_run(run_dir, require_verdict=False))["precision"]
+    assert got == "float8 tensorwise", f"expected the summary's precision, got {got!r}"
+
+
+def test_report_metrics_carry_the_precision_of_the_summary():
+    from automation.pipeline import PipelineResult
+    from automation.run_report import RunReport
+
+    training = {"precision": "float8 tensorwise"}
+    metrics = RunReport("aws", "us-west-2", PipelineResult(steps=()), training=training).metrics()
+    assert metrics["precision"] == "float8 tensorwise", metrics

@@ -43,7 +43,7 @@ def _run(capsys, *args) -> tuple[int, str]:
         (["--run-id", "bad id!"], "--run-id", "letters, digits"),
         (["--unsharded", "--num-workers", "2"], "--num-workers 2", "drop --unsharded"),
         (["--unsharded", "--checkpoint-every", "5"], "--checkpoint-every", "set --checkpoint-every 0"),
-        (["--float8", "tensorwise"], "--float8 'tensorwise' needs --use-gpu", "drop --float8 to train on CPU"),
+        (["--float8", "tensorwise"], "--float8 'tensorwise' needs --use-gpu", "set --float8 to off to train on CPU"),
         (["--float8", "e5m2"], "--float8 'e5m2'", "off, tensorwise, rowwise"),
     ],
 )
