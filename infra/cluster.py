@@ -13,7 +13,14 @@ import pulumi_eks as eks
 import pulumi_kubernetes as k8s
 
 from infra.config import ClusterConfig, SystemNodesConfig
-from infra.manifests import SYSTEM_AMI_TYPE, launch_template_metadata_options, root_volume, system_node_labels
+from infra.manifests import (
+    SYSTEM_AMI_TYPE,
+    launch_template_metadata_options,
+    node_monitoring_agent_values,
+    root_volume,
+    system_node_labels,
+)
+from infra.names import NODE_MONITORING_AGENT
 
 NODE_POLICY_ARNS = (
     "arn:aws:iam::aws:policy/AmazonEKSWorkerNodePolicy",
@@ -89,6 +96,17 @@ class Cluster(pulumi.ComponentResource):
             addon_name="coredns",
             addon_version=c.coredns_version,
             resolve_conflicts_on_create="OVERWRITE",
+            resolve_conflicts_on_update="OVERWRITE",
+            opts=pulumi.ResourceOptions(parent=self, depends_on=[system]),
+        )
+        # The node monitoring agent sets the node conditions the GPU node group's auto repair acts on
+        # (infra/manifests.py, GPU_NODE_REPAIR). Its pods run on every node, so it waits for the system nodes too.
+        aws.eks.Addon(
+            f"{name}-node-monitoring-agent",
+            cluster_name=cluster_name,
+            addon_name=NODE_MONITORING_AGENT,
+            addon_version=c.node_monitoring_agent_version,
+            configuration_values=json.dumps(node_monitoring_agent_values()),
             resolve_conflicts_on_update="OVERWRITE",
             opts=pulumi.ResourceOptions(parent=self, depends_on=[system]),
         )

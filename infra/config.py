@@ -198,6 +198,18 @@ class ClusterConfig(Section):
         "vpcCniVersion (docs/architecture.md: why, and the default's source).",
         addon_version,
     )
+    node_monitoring_agent_version: str = key(
+        "nodeMonitoringAgentVersion",
+        "v1.7.0-eksbuild.1",
+        "Version of the EKS node monitoring agent add-on (eks-node-monitoring-agent), which reads each node's logs "
+        "(GPU Xid and DCGM faults, EFA and kernel errors) and sets node conditions such as AcceleratedHardwareReady "
+        "that the GPU node group's auto repair acts on (https://docs.aws.amazon.com/eks/latest/userguide/"
+        "node-health-nma.html). v1.7.0-eksbuild.1 is the agent image tag of the project's chart at tag v1.7.0, "
+        "2026-08-04 (aws/eks-node-monitoring-agent, charts/eks-node-monitoring-agent/values.yaml); no source read "
+        "here lists the add-on versions EKS offers for Kubernetes 1.36, so preflight checks it with `aws eks "
+        "describe-addon-versions --addon-name eks-node-monitoring-agent --kubernetes-version <kubernetesVersion>`.",
+        addon_version,
+    )
     endpoint_public_access: bool = key(
         "apiPublicAccess",
         True,

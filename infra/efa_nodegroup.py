@@ -16,6 +16,7 @@ from infra.eks_facts import efa_hugepages_pages
 from infra.manifests import (
     DRIVER_OWNED_PROPERTIES,
     GPU_AMI_TYPE,
+    GPU_NODE_REPAIR,
     GpuCapacity,
     efa_network_interfaces,
     efa_security_group_rules,
@@ -105,6 +106,7 @@ class EfaNodeGroup(pulumi.ComponentResource):
             update_config={"max_unavailable": 1},
             labels=gpu_node_labels(),
             taints=gpu_node_taints(),
+            node_repair_config=GPU_NODE_REPAIR,
             # The driver and the idle guard own the desired size (scale-to-zero between runs): `up` must
             # not scale the nodes back up, nor fail on the size they left (driver_scaling says how).
             opts=pulumi.ResourceOptions(parent=self, depends_on=list(args.depends_on), ignore_changes=ignored),

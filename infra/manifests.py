@@ -66,6 +66,25 @@ def gpu_node_taints() -> list[dict[str, str]]:
     return [dict(GPU_TAINT)]
 
 
+# EKS repairs the GPU nodes (reboot or replace) when the node monitoring agent sets a condition such as
+# AcceleratedHardwareReady=False (https://docs.aws.amazon.com/eks/latest/userguide/node-repair.html); off by
+# default on a managed node group (pulumi-aws 7.51.1, eks/_inputs.py, NodeGroupNodeRepairConfigArgs.enabled).
+GPU_NODE_REPAIR = {"enabled": True}
+
+
+def node_monitoring_agent_values() -> dict[str, Any]:
+    """The node monitoring agent add-on's configuration values (its chart's values, charts/configuration.schema.json,
+    aws/eks-node-monitoring-agent at tag v1.7.0, where the add-on's keys are `nodeAgent` and `dcgmAgent`; the EKS
+    guide's node-health-nma page still names `monitoringAgent`, the schema's key before v1.6.0, commit 389d2b6).
+
+    The agent itself tolerates every taint (values.yaml `nodeAgent.tolerations: [{operator: Exists}]`), but its DCGM
+    host engine (`dcgm-server`, which reads the GPUs' health for the agent) tolerates none, so on the tainted GPU
+    nodes it would not run and the agent would set AcceleratedHardwareReady=False with reason DCGMError
+    (monitors/nvidia/dcgm/dcgm_reconcile.go; pkg/reasons/reasons.yaml: DCGMError is Fatal), for which EKS takes no
+    repair action (the node-health-nma page's table)."""
+    return {"dcgmAgent": {"tolerations": [dict(GPU_TOLERATION)]}}
+
+
 # --------------------------------------------------------------------------- network
 
 

@@ -287,7 +287,15 @@ KEY_INPUTS: dict[str, tuple[str, ...]] = {
         "placement",
         "capacityReservationSpecification",
     ),
-    "aws:eks/nodeGroup:NodeGroup": ("instanceTypes", "amiType", "subnetIds", "scalingConfig", "labels", "taints"),
+    "aws:eks/nodeGroup:NodeGroup": (
+        "instanceTypes",
+        "amiType",
+        "subnetIds",
+        "scalingConfig",
+        "labels",
+        "taints",
+        "nodeRepairConfig",
+    ),
     "aws:kms/key:Key": ("enableKeyRotation",),
     "eks:index:Cluster": (
         "name",

@@ -34,3 +34,10 @@ IDLE_GUARD_RECORD = "idle-guard-record"
 # The key folder, under the stack's prefix of the run bucket, where the guard writes the decisions that acted or
 # failed; its role may put objects there and nowhere else (the policy pack's idle-guard-least-privilege).
 IDLE_GUARD_S3_FOLDER = IDLE_GUARD
+
+# The EKS node monitoring agent: the EKS add-on's name, which is also its DaemonSet's name in kube-system and its
+# pods' app.kubernetes.io/name label (the chart's nameOverride and fullnameOverride, charts/eks-node-monitoring-agent/
+# values.yaml; the DaemonSet and label the agent's own e2e test reads, e2e/suites/basic/deployment.go; both in
+# aws/eks-node-monitoring-agent at tag v1.7.0). The stack installs it, the policy pack requires it, verify finds it.
+NODE_MONITORING_AGENT = "eks-node-monitoring-agent"
+NODE_MONITORING_NAMESPACE = "kube-system"

@@ -15,6 +15,7 @@ DEFINED_IN = {
     r'"vpc\.amazonaws\.com/efa"': ("infra/names.py",),
     r'"gpu-worker"|"role=': ("infra/names.py",),
     r'"/tmp/ray-efa-eks"': ("infra/names.py",),
+    r'"eks-node-monitoring-agent"': ("infra/names.py",),
     r'"INFO"': ("workloads/env.py",),
 }
 # The GPU nodes' taint key is spelled nvidia.com/gpu by convention; it is defined beside the taint.

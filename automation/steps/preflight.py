@@ -36,6 +36,7 @@ from infra.config import (
     capacity_block_fix,
 )
 from infra.eks_facts import CAPACITY_BLOCKS_GUIDE, capacity_block_eligible
+from infra.names import NODE_MONITORING_AGENT
 from workloads.config import ConfigError, TrainConfig
 from workloads.uri import parse_location
 
@@ -531,6 +532,12 @@ def check_coredns_version(eks: Eks | None, version: str, kubernetes_version: str
     )
 
 
+def check_node_monitoring_agent_version(eks: Eks | None, version: str, kubernetes_version: str, region: str) -> Finding:
+    """The eks-node-monitoring-agent row: nodeMonitoringAgentVersion is offered for kubernetesVersion."""
+    key = ClusterConfig.keyname("node_monitoring_agent_version")
+    return check_addon_version(eks, NODE_MONITORING_AGENT, key, version, kubernetes_version, region)
+
+
 def _reservation_kind(cr: dict) -> str:
     rtype = cr.get("ReservationType", "default")
     return "a Capacity Block for ML" if rtype == CAPACITY_BLOCK else f"an On-Demand Capacity Reservation ({rtype})"
@@ -578,6 +585,8 @@ def run_preflight(
     rows.append(check_vpc_cni_version(clients.eks, c.vpc_cni_version, c.kubernetes_version, cfg.region))
     rows.append(check_kube_proxy_version(clients.eks, c.kube_proxy_version, c.kubernetes_version, cfg.region))
     rows.append(check_coredns_version(clients.eks, c.coredns_version, c.kubernetes_version, cfg.region))
+    agent = c.node_monitoring_agent_version
+    rows.append(check_node_monitoring_agent_version(clients.eks, agent, c.kubernetes_version, cfg.region))
     rows.append(check_capacity_block_type(g.instance_type, g.capacity_block, cfg.stack))
     rows.append(
         check_capacity_reservation(

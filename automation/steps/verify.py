@@ -2,7 +2,8 @@
 
 Node facts (count, AZ, GPU and EFA allocatable) are checked first and fail fast with a table of
 every GPU node, because a missing device plugin otherwise shows up only as pods that never schedule.
-Then the DaemonSets that target the GPU nodes and the KubeRay operator, the nodes' huge pages against
+Then the DaemonSets that target the GPU nodes, the node monitoring agent Ready on each GPU node with its
+GPU condition True, and the KubeRay operator, the nodes' huge pages against
 the worker request, the RayCluster and its workers (a Pending worker fails the step as soon as its
 cause is certain: automation/steps/verify_pending.py), `fi_info -p efa` in one worker per node, and
 the GPUs Ray advertises. The pure checks live in verify_checks.py.
@@ -22,9 +23,11 @@ from automation.ray_head import RAY_RESOURCES_SNIPPET, parse_ray_resources
 from automation.scaling import Lease, before_verify
 from automation.steps.place import by_place
 from automation.steps.verify_checks import (
+    AGENT_SELECTOR,
     check_daemonsets,
     check_fi_info,
     check_hugepages,
+    check_node_agent,
     fi_info_command,
     worker_requests,
 )
@@ -35,7 +38,7 @@ from automation.steps.verify_pending import CANNOT_START_CHECKS, diagnose, diagn
 from automation.storage import Identity, verify_storage
 from automation.targets.aws import AwsTarget
 from automation.targets.local import LocalPlan, LocalTarget
-from infra.names import EFA_RESOURCE, GPU_NODE_SELECTOR, GPU_RESOURCE
+from infra.names import EFA_RESOURCE, GPU_NODE_SELECTOR, GPU_RESOURCE, NODE_MONITORING_NAMESPACE
 
 ZONE_LABEL = "topology.kubernetes.io/zone"
 
@@ -123,6 +126,16 @@ def check_operator(deployments: Sequence[dict]) -> Finding:
         f"deployment {dep['metadata'].get('namespace')}/{_name(dep)} Available={ok}",
         f"kubectl -n {dep['metadata'].get('namespace')} logs deploy/{_name(dep)}",
     )
+
+
+def check_addons(kube: KubeReader) -> list[Finding]:
+    """The DaemonSets on the GPU nodes, the node monitoring agent on each of them, the KubeRay operator."""
+    gpu_nodes = kube.list_nodes(GPU_NODE_SELECTOR)
+    return [
+        *check_daemonsets(kube.list_daemonsets(), gpu_nodes),
+        check_node_agent(kube.list_pods(NODE_MONITORING_NAMESPACE, AGENT_SELECTOR), gpu_nodes),
+        check_operator(kube.list_deployments()),
+    ]
 
 
 def check_raycluster(rc: dict, exp: Expectations) -> list[Finding]:
@@ -294,15 +307,8 @@ def verify_cluster(
     if _failed(rows):
         return verdict("verify", rows, exp)
 
-    on_progress("device plugins, KubeRay operator, huge pages")
-    rows += poll(
-        lambda: [
-            *check_daemonsets(kube.list_daemonsets(), kube.list_nodes(GPU_NODE_SELECTOR)),
-            check_operator(kube.list_deployments()),
-        ],
-        pod_wait_s,
-        sleep,
-    )
+    on_progress("device plugins, node monitoring agent, KubeRay operator, huge pages")
+    rows += poll(lambda: check_addons(kube), pod_wait_s, sleep)
     if not _failed(rows):
         rc = kube.get_raycluster(exp.namespace, exp.raycluster)
         rows += check_hugepages(kube.list_nodes(GPU_NODE_SELECTOR), worker_requests(rc))

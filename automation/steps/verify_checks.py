@@ -14,6 +14,7 @@ from collections.abc import Mapping, Sequence
 from automation.pipeline import Finding
 from infra.config import RayConfig, RayWorkerConfig
 from infra.eks_facts import EFA_HUGEPAGES_RESOURCE
+from infra.names import NODE_MONITORING_AGENT, NODE_MONITORING_NAMESPACE
 
 NO_SCHEDULE_EFFECTS = ("NoSchedule", "NoExecute")
 # The device plugins verify requires on every GPU node, found among the DaemonSets that target them.
@@ -154,6 +155,44 @@ def check_daemonsets(daemonsets: Sequence[Mapping], gpu_nodes: Sequence[Mapping]
                 )
             )
     return rows
+
+
+# ---- the node monitoring agent --------------------------------------------------------------------
+# Its pods carry the chart's app.kubernetes.io/name label (infra/names.py says where that is read).
+AGENT_SELECTOR = f"app.kubernetes.io/name={NODE_MONITORING_AGENT}"
+# The condition the agent sets on a node with NVIDIA GPUs: True (reason NvidiaGPUIsReady) while its nvidia monitor
+# runs, False with the fault (an Xid, DCGM) as reason; absent on a node where the agent does not run or sees no GPU
+# (aws/eks-node-monitoring-agent v1.7.0, pkg/conditions/conditions.go, cmd/eks-node-monitoring-agent/main.go).
+GPU_HEALTH_CONDITION = "AcceleratedHardwareReady"
+
+
+def _gpu_health(node: Mapping) -> str:
+    """What the node shows of the agent's GPU condition: '' when True, else what is wrong."""
+    found = [c for c in node.get("status", {}).get("conditions") or [] if c.get("type") == GPU_HEALTH_CONDITION]
+    if not found:
+        return f"no {GPU_HEALTH_CONDITION} condition"
+    c = found[0]
+    return "" if c.get("status") == "True" else f"{GPU_HEALTH_CONDITION} {c.get('status')} ({c.get('reason')})"
+
+
+def check_node_agent(agent_pods: Sequence[Mapping], gpu_nodes: Sequence[Mapping]) -> Finding:
+    """One row: every GPU node runs a Ready node monitoring agent pod and shows its GPU condition True; each node
+    lacking either is named with what it lacks."""
+    ready_on = {p.get("spec", {}).get("nodeName") for p in agent_pods if is_ready(p)}
+    problems = []
+    for node in sorted(gpu_nodes, key=name_of):
+        lacks = [f"no Ready {NODE_MONITORING_AGENT} pod"] if name_of(node) not in ready_on else []
+        lacks += [h] if (h := _gpu_health(node)) else []
+        problems += [f"{name_of(node)}: {', '.join(lacks)}"] if lacks else []
+    ns = NODE_MONITORING_NAMESPACE
+    return Finding.judged(
+        "node monitoring agent",
+        not problems,
+        "; ".join(problems) or f"Ready on all {len(gpu_nodes)} GPU nodes, each {GPU_HEALTH_CONDITION}=True",
+        f"kubectl -n {ns} get pods -l {AGENT_SELECTOR} -o wide; kubectl describe node <node>: a GPU condition False "
+        "names the fault, for which EKS node auto repair reboots or replaces the node after 10 minutes "
+        "(https://docs.aws.amazon.com/eks/latest/userguide/node-repair.html)",
+    )
 
 
 # ---- huge pages ------------------------------------------------------------------------------------

@@ -30,12 +30,13 @@ from pulumi_policy import (
 # The pack may import infra.names: it runs only from this repository (`--policy-pack infra/policy`, and it
 # reads infra/data/ already), and infra/names.py and infra/__init__.py import nothing, so the pack's own
 # virtualenv (pulumi-policy only) is enough. __main__.py puts the repository root on the path for it.
-from infra.names import EFA_RESOURCE, GPU_RESOURCE, IDLE_GUARD_S3_FOLDER
+from infra.names import EFA_RESOURCE, GPU_RESOURCE, GPU_ROLE, IDLE_GUARD_S3_FOLDER, NODE_MONITORING_AGENT, ROLE_LABEL
 
 INSTANCE_DATA = Path(__file__).resolve().parents[1] / "data" / "instance_types.json"
 
 LAUNCH_TEMPLATE = "aws:ec2/launchTemplate:LaunchTemplate"
 NODE_GROUP = "aws:eks/nodeGroup:NodeGroup"
+ADDON = "aws:eks/addon:Addon"
 PLACEMENT_GROUP = "aws:ec2/placementGroup:PlacementGroup"
 SUBNET = "aws:ec2/subnet:Subnet"
 NAT_GATEWAY = "aws:ec2/natGateway:NatGateway"
@@ -159,6 +160,35 @@ gpu_one_subnet = ResourceValidationPolicy(
         "placement group lives in one AZ. Source: https://docs.aws.amazon.com/eks/latest/userguide/node-efa.html"
     ),
     validate=_gpu_one_subnet,
+    enforcement_level=EnforcementLevel.MANDATORY,
+)
+
+
+def _gpu_node_repair(args: StackValidationArgs, report: ReportViolation) -> None:
+    # The GPU node group by its role label: on a Capacity Block it lists no instance types.
+    gpu_groups = [
+        ng for ng in _of(args.resources, NODE_GROUP) if (ng.props.get("labels") or {}).get(ROLE_LABEL) == GPU_ROLE
+    ]
+    for ng in gpu_groups:
+        if (ng.props.get("nodeRepairConfig") or {}).get("enabled") is not True:
+            report(f"{ng.name}: the GPU node group's node auto repair is off (nodeRepairConfig.enabled)", ng.urn)
+    if gpu_groups and not [a for a in _of(args.resources, ADDON) if a.props.get("addonName") == NODE_MONITORING_AGENT]:
+        report(
+            f"no {NODE_MONITORING_AGENT} add-on: nothing sets the GPU condition (AcceleratedHardwareReady) that node "
+            "auto repair acts on",
+            None,
+        )
+
+
+gpu_node_repair = StackValidationPolicy(
+    name="gpu-node-auto-repair",
+    description=(
+        "The GPU node group has node auto repair on and the stack installs the EKS node monitoring agent add-on, "
+        "which reads GPU (Xid, DCGM), EFA and kernel faults and sets the node conditions repair acts on: without "
+        "both, a node whose GPU or EFA link failed stays in the group, stalling the run while it bills. Source: "
+        "https://docs.aws.amazon.com/eks/latest/userguide/node-health.html"
+    ),
+    validate=_gpu_node_repair,
     enforcement_level=EnforcementLevel.MANDATORY,
 )
 
@@ -637,6 +667,7 @@ POLICIES: list[ResourceValidationPolicy | StackValidationPolicy] = [
     efa_interfaces,
     placement_cluster,
     gpu_one_subnet,
+    gpu_node_repair,
     efa_security_group,
     imds_v2_hop_1,
     no_public_ray_ports,

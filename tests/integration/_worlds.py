@@ -26,7 +26,7 @@ def node(objects: dict, name: str = GPU_NODE) -> dict:
 
 
 def workers(objects: dict) -> list[dict]:
-    return [p for p in objects["pods"]["items"] if p["metadata"]["labels"]["ray.io/node-type"] == "worker"]
+    return [p for p in objects["pods"]["items"] if p["metadata"]["labels"].get("ray.io/node-type") == "worker"]
 
 
 def daemonset(objects: dict, name: str) -> dict:
@@ -137,6 +137,33 @@ def efa_plugin_crashlooping(objects: dict) -> None:
     ds["status"].update(numberReady=1, numberAvailable=1, numberUnavailable=1)
     for part in ("capacity", "allocatable"):
         node(objects)["status"][part].pop(EFA, None)
+
+
+def node_agent_crashlooping(objects: dict) -> None:
+    """The node monitoring agent's pod on one GPU node crash-loops: not Ready, its DaemonSet one short, and the node
+    keeps the conditions the agent set before (a node condition stays until someone writes it again)."""
+    ds = daemonset(objects, "eks-node-monitoring-agent")
+    ds["status"].update(numberReady=2, numberAvailable=2, numberUnavailable=1)
+    pod = next(
+        p
+        for p in objects["pods"]["items"]
+        if p["spec"]["nodeName"] == GPU_NODE and "monitoring" in p["metadata"]["name"]
+    )
+    for c in pod["status"]["conditions"]:
+        if c["type"] in ("Ready", "ContainersReady"):
+            c["status"] = "False"
+    pod["status"]["containerStatuses"][0].update(
+        ready=False, started=False, restartCount=6, state={"waiting": {"reason": "CrashLoopBackOff"}}
+    )
+
+
+def gpu_fallen_off_the_bus(objects: dict) -> None:
+    """One GPU node logs Xid 79 (the GPU has fallen off the bus): the agent sets AcceleratedHardwareReady False
+    with reason NvidiaXID79Error (aws/eks-node-monitoring-agent v1.7.0, pkg/reasons/reasons.yaml: template
+    NvidiaXID%dError, Fatal; the message here is that entry's description, the agent's own wording not read)."""
+    for c in node(objects)["status"]["conditions"]:
+        if c["type"] == "AcceleratedHardwareReady":
+            c.update(status="False", reason="NvidiaXID79Error", message="A critical GPU error occurred.")
 
 
 def node_not_ready(objects: dict) -> None:

@@ -349,6 +349,41 @@ def test_preflight_passes_the_pinned_kube_proxy_version_when_eks_offers_it():
     assert (row.status, row.detail) == ("pass", "v1.36.0-eksbuild.21 is offered for Kubernetes 1.36"), f"got {row}"
 
 
+def every_addon_client(agent: tuple[str, ...]):
+    """EKS answering DescribeAddonVersions for each add-on preflight asks about, in its order, for Kubernetes 1.36:
+    the stack's pinned versions of vpc-cni, kube-proxy and coredns, then ``agent`` for the node monitoring agent."""
+    pinned = config().cluster
+    offered = {
+        "vpc-cni": (pinned.vpc_cni_version,),
+        "kube-proxy": (pinned.kube_proxy_version,),
+        "coredns": (pinned.coredns_version,),
+        "eks-node-monitoring-agent": agent,
+    }
+    client = boto3.client("eks", region_name=REGION)
+    stub = Stubber(client)
+    for addon, versions in offered.items():
+        answer = {"addons": [{"addonName": addon, "addonVersions": [{"addonVersion": v} for v in versions]}]}
+        stub.add_response("describe_addon_versions", answer, {"addonName": addon, "kubernetesVersion": "1.36"})
+    stub.activate()
+    return client
+
+
+def test_preflight_fails_on_a_node_monitoring_agent_version_eks_does_not_offer_naming_what_it_offers_and_the_key():
+    eks = every_addon_client(agent=("v1.7.1-eksbuild.2", "v1.6.7-eksbuild.1"))
+    result = run(config(), dataclasses.replace(clients(quota=192), eks=eks))
+    row = rows(result)["eks-node-monitoring-agent add-on"]
+    got = (result.status, row.status, "newest offered: v1.7.1-eksbuild.2, v1.6.7-eksbuild.1" in row.detail, row.fix)
+    assert got[:3] == ("fail", "fail", True) and got[3].startswith("set ray-efa-eks:nodeMonitoringAgentVersion to "), (
+        f"expected a failing row naming the offered versions and the key, got {result.status}, {row}"
+    )
+
+
+def test_preflight_passes_the_pinned_node_monitoring_agent_version_when_eks_offers_it():
+    eks = every_addon_client(agent=("v1.7.1-eksbuild.2", config().cluster.node_monitoring_agent_version))
+    row = rows(run(config(), dataclasses.replace(clients(quota=192), eks=eks)))["eks-node-monitoring-agent add-on"]
+    assert row.status == "pass", f"expected the pinned agent version to pass, got {row}"
+
+
 # ---- where preflight stops early: nothing after a row that the later rows depend on ----------------
 class _NoCredentials:
     def get_caller_identity(self):

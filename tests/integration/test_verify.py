@@ -369,12 +369,14 @@ def test_every_request_limit_difference_is_listed():
 
 # =========================================================================== the flow, an in-memory cluster
 READY = [{"type": "Ready", "status": "True"}]
+# The node monitoring agent's GPU condition on a healthy NVIDIA node (tests/fixtures/k8s/README.md, nodes.json).
+GPU_HEALTHY = {"type": "AcceleratedHardwareReady", "status": "True", "reason": "NvidiaGPUIsReady"}
 
 
 def healthy_node() -> dict:
     return {
         "metadata": {"name": "n1", "labels": {"topology.kubernetes.io/zone": "us-west-2a"}},
-        "status": {"conditions": READY, "allocatable": {GPU: "4", "vpc.amazonaws.com/efa": "1"}},
+        "status": {"conditions": [*READY, GPU_HEALTHY], "allocatable": {GPU: "4", "vpc.amazonaws.com/efa": "1"}},
     }
 
 
@@ -417,6 +419,9 @@ class Cluster:
         return []
 
     def list_pods(self, namespace: str, label_selector: str) -> list[dict]:
+        if label_selector == "app.kubernetes.io/name=eks-node-monitoring-agent" and namespace == "kube-system":
+            agent = {"metadata": {"name": "eks-node-monitoring-agent-k7m2p"}, "spec": {"nodeName": "n1"}}
+            return [{**agent, "status": {"phase": "Running", "conditions": READY}}]
         if "node-type=head" in label_selector:
             return [{"metadata": {"name": "rc-head"}, "status": {"phase": "Running"}}]
         res = {"cpu": "1", GPU: "4"}
@@ -455,7 +460,7 @@ def test_progress_names_each_phase_in_order():
     verify_in_memory(Cluster(), ray_has(4), progress=progress)
     expected = [
         "GPU nodes: count, AZ, GPU and EFA allocatable",
-        "device plugins, KubeRay operator, huge pages",
+        "device plugins, node monitoring agent, KubeRay operator, huge pages",
         "RayCluster and its worker pods",
         "EFA inside the worker pods, GPUs Ray advertises",
     ]
@@ -570,6 +575,27 @@ def test_passing_verify_summarises_nodes_az_and_raycluster():
 def test_healthy_cluster_passes_every_check():
     result = run_verify(helpers.load_k8s())
     assert result.status == "pass", f"expected pass, got {result.status}: {failing(result)}"
+
+
+def test_healthy_cluster_shows_the_node_monitoring_agent_on_every_gpu_node():
+    row = next(f for f in run_verify(helpers.load_k8s()).findings if f.check == "node monitoring agent")
+    expected = ("pass", "Ready on all 2 GPU nodes, each AcceleratedHardwareReady=True")
+    assert (row.status, row.detail) == expected, f"expected {expected}, got {row}"
+
+
+def test_a_gpu_node_whose_agent_crash_loops_is_named():
+    objects = helpers.load_k8s()
+    worlds.node_agent_crashlooping(objects)
+    detail = failing(run_verify(objects)).get("node monitoring agent", "")
+    assert detail == f"{GPU_NODE}: no Ready eks-node-monitoring-agent pod", f"got {failing(run_verify(objects))}"
+
+
+def test_a_gpu_the_agent_reads_as_failed_fails_verify_naming_the_node_and_the_xid():
+    objects = helpers.load_k8s()
+    worlds.gpu_fallen_off_the_bus(objects)
+    rows = failing(run_verify(objects))
+    expected = f"{GPU_NODE}: AcceleratedHardwareReady False (NvidiaXID79Error)"
+    assert rows.get("node monitoring agent") == expected, f"expected {expected!r}, got {rows}"
 
 
 def test_node_without_efa_allocatable_fails_with_node_row():
@@ -690,7 +716,7 @@ def test_gpu_nodes_short_of_huge_pages_fail_before_waiting_on_pods():
         result = verify_cluster(
             KubeApi(api.kubeconfig()), EXP, ray_says(8), node_wait_s=0, pod_wait_s=900, sleep=lambda s: 1 / 0
         )
-        pod_reads = [p for p in api.requests if "/pods" in p]
+        pod_reads = [p for p in api.requests if f"/namespaces/{EXP.namespace}/pods" in p]  # the Ray pods
     rows = failing(result)
     assert list(rows) == ["GPU nodes hugepages-2Mi"] and pod_reads == [], f"got {rows}, pod reads {pod_reads}"
     assert f"{worlds.GPU_NODE} has 0Mi" in rows["GPU nodes hugepages-2Mi"], rows

@@ -6,12 +6,14 @@ from __future__ import annotations
 import base64
 import contextvars
 import dataclasses
+import json
 import warnings
 
 import pulumi
 import pytest
 from conftest import REPO, quiet_stack
 
+from automation.steps.verify_checks import untolerated_taints
 from infra import mock_render
 from infra.config import (
     MOCK_DEPLOYER_CIDR,
@@ -196,6 +198,31 @@ def test_coredns_add_on_waits_for_the_system_node_group(east):
     addon = one(east, "aws:eks/addon:Addon", "coredns")
     system = one(east, "aws:eks/nodeGroup:NodeGroup", "system").name
     assert system in addon.depends_on, f"expected the add-on to wait for {system}, it waits for {addon.depends_on}"
+
+
+def test_gpu_node_group_has_node_auto_repair_on(east):
+    got = one(east, "aws:eks/nodeGroup:NodeGroup", "gpu-ng").inputs.get("nodeRepairConfig")
+    assert got == {"enabled": True}, f"expected nodeRepairConfig {{'enabled': True}}, got {got}"
+
+
+def test_node_monitoring_agent_is_an_eks_add_on_pinned_to_the_stack_key(east):
+    chosen = render("us-west-2", nodeMonitoringAgentVersion="v1.6.7-eksbuild.1")
+    got = tuple(
+        (a.inputs["addonName"], a.inputs["addonVersion"])
+        for a in (one(r, "aws:eks/addon:Addon", "node-monitoring-agent") for r in (east, chosen))
+    )
+    expected = (("eks-node-monitoring-agent", "v1.7.0-eksbuild.1"), ("eks-node-monitoring-agent", "v1.6.7-eksbuild.1"))
+    assert got == expected, f"node monitoring agent add-on {got}"
+
+
+def test_node_monitoring_agents_gpu_health_engine_tolerates_the_gpu_nodes_taint(east):
+    """The add-on's dcgm-server tolerates no taint by default (the agent's chart, values.yaml at v1.7.0)."""
+    values = json.loads(one(east, "aws:eks/addon:Addon", "node-monitoring-agent").inputs["configurationValues"])
+    taints = one(east, "aws:eks/nodeGroup:NodeGroup", "gpu-ng").inputs["taints"]
+    # The node group's taints in EKS's spelling (NO_SCHEDULE) as the node shows them (NoSchedule).
+    node = {"spec": {"taints": [{**t, "effect": t["effect"].title().replace("_", "")} for t in taints]}}
+    left = untolerated_taints(values["dcgmAgent"], node)
+    assert left == [], f"expected dcgm-server to tolerate every GPU node taint, it does not tolerate {left}"
 
 
 def test_public_endpoint_defaults_to_the_deployers_address(east):

@@ -49,6 +49,20 @@ def test_human_format_says_it_is_a_render_not_a_preview(rows):
     assert "interfaceType" in text and "render-only" not in text
 
 
+def block(text: str, header: str) -> list[str]:
+    """The input lines of the resource block that starts with ``header`` in a human render."""
+    after = text.split(header + "  (", 1)[1].splitlines()[1:]
+    return [line.strip() for line in after[: next((i for i, x in enumerate(after) if not x.startswith("    ")), None)]]
+
+
+def test_human_format_shows_the_gpu_node_groups_repair_and_the_node_monitoring_agent(rows):
+    text = format_render(rows)
+    ng = block(text, "aws:eks/nodeGroup:NodeGroup  ray-efa-eks-gpu-ng")
+    agent = block(text, "aws:eks/addon:Addon  ray-efa-eks-node-monitoring-agent")
+    got = ('nodeRepairConfig: {"enabled": true}' in ng, "addonVersion: v1.7.0-eksbuild.1" in agent)
+    assert got == (True, True), f"expected the GPU group's repair and the agent's version in the render: {ng}, {agent}"
+
+
 def test_mask_secrets_masks_marked_and_secret_named_fields_only():
     masked = mask_secrets(
         {"kubeconfig": "k", "values": {"password": "p", "httpTokens": "required"}, "plain": "x", "marked": "m"},

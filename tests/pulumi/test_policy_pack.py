@@ -147,6 +147,20 @@ def test_gpu_node_group_in_two_subnets_is_reported(east):
     assert found == ["EFA node group in 2 subnets: a cluster placement group and EFA need exactly one"], found
 
 
+def test_gpu_node_group_without_node_repair_is_reported(east):
+    def off(props):
+        props.pop("nodeRepairConfig")
+
+    found = violations(only("gpu-node-auto-repair"), edited(east, NG, "gpu-ng", off))
+    assert len(found) == 1 and "node auto repair is off (nodeRepairConfig.enabled)" in found[0], f"got {found}"
+
+
+def test_stack_without_the_node_monitoring_agent_add_on_is_reported(east):
+    without = [r for r in east if r.props.get("addonName") != "eks-node-monitoring-agent"]
+    found = violations(only("gpu-node-auto-repair"), without)
+    assert len(found) == 1 and found[0].startswith("no eks-node-monitoring-agent add-on"), f"got {found}"
+
+
 def test_efa_group_without_egress_self_rule_is_reported(east):
     without = [r for r in east if r.resource_type != pp.SG_EGRESS]
     found = violations(only("efa-security-group-self-all-traffic"), without)

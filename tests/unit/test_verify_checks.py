@@ -1,6 +1,6 @@
 """automation/steps/verify_checks.py: which DaemonSets reach the GPU nodes (selectors, affinity, taints), the
-device plugins' rows, huge pages and the fi_info check, on hand-made Kubernetes objects (verify.py's own checks:
-tests/integration/test_verify.py).
+device plugins' rows, the node monitoring agent's row, huge pages and the fi_info check, on hand-made Kubernetes
+objects (verify.py's own checks: tests/integration/test_verify.py).
 
 Objects carry only the fields verify reads, in the Kubernetes API's shapes
 (https://kubernetes.io/docs/reference/kubernetes-api/workload-resources/daemon-set-v1/#DaemonSetStatus,
@@ -10,7 +10,7 @@ Objects carry only the fields verify reads, in the Kubernetes API's shapes
 from __future__ import annotations
 
 from automation.steps.verify import check_operator
-from automation.steps.verify_checks import check_daemonsets, check_fi_info, check_hugepages
+from automation.steps.verify_checks import check_daemonsets, check_fi_info, check_hugepages, check_node_agent
 
 
 def daemonset(name: str, desired: int, ready: int) -> dict:
@@ -122,3 +122,49 @@ def test_nodes_short_of_huge_pages_name_the_stack_key_that_turns_the_request_off
     node = {"metadata": {"name": "gpu-a"}, "status": {"allocatable": {"hugepages-2Mi": "0"}}}
     (row,) = check_hugepages([node], {"hugepages-2Mi": "5120Mi"})
     assert row.status == "fail" and "rayWorkerHugepages: false" in row.fix, f"expected the key in the fix, got {row}"
+
+
+# --------------------------------------------------------------------------- the node monitoring agent
+# Its pods and the condition it sets on an NVIDIA node, in the shapes tests/fixtures/k8s/README.md cites (the agent's
+# chart and pkg/conditions/conditions.go, aws/eks-node-monitoring-agent v1.7.0).
+
+
+def gpu_node(name: str, *conditions: tuple[str, str]) -> dict:
+    """A GPU node with the agent's GPU condition (status, reason) for each of ``conditions``, or none."""
+    conds = [{"type": "AcceleratedHardwareReady", "status": s, "reason": r} for s, r in conditions]
+    return {"metadata": {"name": name}, "status": {"conditions": [{"type": "Ready", "status": "True"}, *conds]}}
+
+
+def agent_pod(node: str, ready: str = "True") -> dict:
+    status = {"phase": "Running", "conditions": [{"type": "Ready", "status": ready}]}
+    return {"spec": {"nodeName": node}, "status": status}
+
+
+HEALTHY = ("True", "NvidiaGPUIsReady")
+
+
+def test_every_gpu_node_with_a_ready_agent_and_its_gpu_condition_true_passes():
+    row = check_node_agent([agent_pod("n0"), agent_pod("n1")], [gpu_node("n0", HEALTHY), gpu_node("n1", HEALTHY)])
+    assert row.status == "pass", f"expected a pass, got {row}"
+
+
+def test_a_gpu_node_whose_agent_pod_is_not_ready_is_named():
+    nodes = [gpu_node("n0", HEALTHY), gpu_node("n1", HEALTHY)]
+    row = check_node_agent([agent_pod("n0"), agent_pod("n1", "False")], nodes)
+    assert (row.status, row.detail) == ("fail", "n1: no Ready eks-node-monitoring-agent pod"), f"got {row}"
+
+
+def test_a_gpu_node_without_the_agents_gpu_condition_is_named():
+    row = check_node_agent([agent_pod("n0"), agent_pod("n1")], [gpu_node("n0", HEALTHY), gpu_node("n1")])
+    assert (row.status, row.detail) == ("fail", "n1: no AcceleratedHardwareReady condition"), f"got {row}"
+
+
+def test_a_gpu_node_whose_gpu_condition_is_false_is_named_with_the_reason():
+    nodes = [gpu_node("n0", ("False", "NvidiaXID79Error")), gpu_node("n1", HEALTHY)]
+    row = check_node_agent([agent_pod("n0"), agent_pod("n1")], nodes)
+    assert row.detail == "n0: AcceleratedHardwareReady False (NvidiaXID79Error)", f"got {row}"
+
+
+def test_a_gpu_node_lacking_both_names_both():
+    row = check_node_agent([], [gpu_node("n0")])
+    assert row.detail == "n0: no Ready eks-node-monitoring-agent pod, no AcceleratedHardwareReady condition", row
