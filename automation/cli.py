@@ -34,7 +34,7 @@ from types import FrameType
 from typing import NoReturn
 
 from automation.errors import DriverError
-from automation.flags import common_parent
+from automation.flags import NOT_IN, common_parent
 from automation.ui import Ui
 
 PIPELINE_COMMANDS = "automation.commands.run_steps"
@@ -68,14 +68,19 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def subcommand(parser: argparse.ArgumentParser, command: str) -> argparse.ArgumentParser:
+    """The parser of `command`, one of `parser`'s subcommands."""
+    commands = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))  # noqa: SLF001
+    return commands.choices[command]
+
+
 def parse(parser: argparse.ArgumentParser, argv: Sequence[str] | None) -> argparse.Namespace:
     """`parser.parse_args`, except that a flag the command does not take is named with the flags it does."""
     args, extra = parser.parse_known_args(argv)
     if extra:
-        commands = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))  # noqa: SLF001
-        command_parser = commands.choices[args.command]
+        command_parser = subcommand(parser, args.command)
         takes = ", ".join(
-            a.option_strings[0] if a.option_strings else (a.metavar or a.dest)
+            a.option_strings[0] if a.option_strings else str(a.metavar or a.dest)
             for a in command_parser._actions  # noqa: SLF001
             if a.help != argparse.SUPPRESS
         )
@@ -83,12 +88,24 @@ def parse(parser: argparse.ArgumentParser, argv: Sequence[str] | None) -> argpar
     return args
 
 
+def refuse_flags_out_of_mode(parser: argparse.ArgumentParser, args: argparse.Namespace) -> None:
+    """The one check of the modes each flag is declared `not_in` (automation/flags.py): a flag given, that is
+    away from its default, in a mode where it has no meaning is bad input, refused before anything starts."""
+    for action in subcommand(parser, args.command)._actions:  # noqa: SLF001
+        given = getattr(args, action.dest, action.default) != action.default
+        for mode, why in NOT_IN.get(action, ()) if given else ():
+            if mode.chosen(args):
+                flag = action.option_strings[0]
+                raise DriverError(f"{flag} does not apply to {args.command} {mode.name} ({why}); drop it", exit_code=2)
+
+
 def _on_sigterm(signum: int, frame: FrameType | None) -> NoReturn:
     raise KeyboardInterrupt
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    args = parse(build_parser(), argv)
+    parser = build_parser()
+    args = parse(parser, argv)
     ui = Ui(json_mode=args.json)
     # SIGTERM takes the same path as Ctrl-C, so the finally blocks stop what this run started.
     # SIGINT gets Python's own handler back: a shell that starts the driver in the background
@@ -100,6 +117,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         with warnings.catch_warnings():
             # ConfigWarnings are shown as notes in the output, not as Python warnings.
             warnings.simplefilter("ignore")
+            refuse_flags_out_of_mode(parser, args)
             return importlib.import_module(COMMAND_MODULES[args.command]).run(args, ui)
     except DriverError as e:
         ui.error(str(e))

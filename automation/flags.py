@@ -1,6 +1,7 @@
 """The command line's shared pieces: argparse types that refuse bad input with the fix, the parent parsers
-commands share (--json; --stack, with --kubeconfig or --target), and which target a command runs on. Every
-other flag is declared by its command's module, in its `add_parser`.
+commands share (--json; --stack, with --kubeconfig or --target), which target a command runs on, and `not_in`,
+which declares beside a flag the modes it has no meaning in. Every other flag is declared by its command's
+module, in its `add_parser`.
 
 Every error is one line and exit status 2, before any cloud call or Ray start.
 """
@@ -9,6 +10,9 @@ from __future__ import annotations
 
 import argparse
 import re
+import weakref
+from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -112,6 +116,34 @@ def location(remote: bool = True):
     return parse
 
 
+@dataclass(frozen=True)
+class Mode:
+    """A mode of a command that its flags choose: `name` as a refusal names it after the command, and whether
+    `chosen` by the parsed flags."""
+
+    name: str
+    chosen: Callable[[argparse.Namespace], bool]
+
+
+def target_of(args: argparse.Namespace) -> str:
+    """--target if given, else aws with a stack and local without (`resolve_target` refuses a bad pair)."""
+    return getattr(args, "target", None) or ("aws" if getattr(args, "stack", None) else "local")
+
+
+LOCAL = Mode("--target local", lambda args: target_of(args) == "local")
+AWS = Mode("--target aws", lambda args: target_of(args) == "aws")
+# The modes each flag has no meaning in, with why, declared beside the flag by `not_in`; automation/cli.py
+# refuses a flag given in one of them.
+NOT_IN: weakref.WeakKeyDictionary[argparse.Action, tuple[tuple[Mode, str], ...]] = weakref.WeakKeyDictionary()
+
+
+def not_in(action: argparse.Action, mode: Mode, why: str) -> argparse.Action:
+    """Declare that the flag of `action` (what `add_argument` returns) has no meaning in `mode`, `why` saying what
+    happens there instead: given in that mode, it is refused with exit 2 before anything starts, never dropped."""
+    NOT_IN[action] = (*NOT_IN.get(action, ()), (mode, why))
+    return action
+
+
 def command_parser(sub: Any, name: str, help: str, doc: str, parents: list) -> argparse.ArgumentParser:
     """The parser of a command whose --help shows `help` and its module's docstring after the first line."""
     description = help[0].upper() + help[1:] + ".\n\n" + doc.split("\n\n", 1)[1]
@@ -132,7 +164,7 @@ def add_kubeconfig(p: argparse.ArgumentParser) -> None:
     """--kubeconfig, the one declaration: CLUSTER_PARENT's, and that of the commands on a target that reach a
     cluster (verify, train, check, run, attach, status)."""
     help = "aws: use this kubeconfig instead of the stack's `kubeconfig` output"
-    p.add_argument("--kubeconfig", type=Path, help=help)
+    not_in(p.add_argument("--kubeconfig", type=Path, help=help), LOCAL, "the local target talks to its own Ray head")
 
 
 CLUSTER_PARENT = argparse.ArgumentParser(add_help=False, parents=[STACK_PARENT])
@@ -146,8 +178,7 @@ TARGET_PARENT.add_argument(
 def resolve_target(args: argparse.Namespace) -> str:
     """`--target` if given, else aws with a stack and local without; aws without a stack is an error."""
     # A command without --target or --stack (clean) reads as not given, so it runs locally.
-    stack = getattr(args, "stack", None)
-    target = getattr(args, "target", None) or ("aws" if stack else "local")
+    stack, target = getattr(args, "stack", None), target_of(args)
     if target == "aws" and not stack:
         known = ", ".join(known_stacks(args.project_dir)) or "(none)"
         raise DriverError(f"--target aws needs --stack NAME: known stacks are {known}", exit_code=2)
@@ -159,27 +190,4 @@ def resolve_target(args: argparse.Namespace) -> str:
             f"use `python -m automation run --target local`, or pass --stack NAME for AWS",
             exit_code=2,
         )
-    check_target_flags(args, target)
     return target
-
-
-# Flags that exist for one target only: (flag, its attribute, the target it is for, what to do instead).
-ONE_TARGET_FLAGS = (
-    ("--plan", "plan", "aws", "the local target has no preview and changes nothing in the cloud: leave out --plan"),
-    ("--kubeconfig", "kubeconfig", "aws", "the local target talks to its own Ray head: leave out --kubeconfig"),
-    ("--use-gpu", "use_gpu", "local", "on AWS the stack's GPU nodes train (train.use_gpu): leave out --use-gpu"),
-    ("--resume", "resume", "aws", "runs are kept in a stack's run bucket: pass --stack STACK, or leave out --resume"),
-    ("--storage-path", "storage_path", "local", "on AWS the stack's run bucket holds runs: leave out --storage-path"),
-    ("--capture", "capture", "aws", "the local target has no Kubernetes cluster to record: pass --stack STACK"),
-    ("--auto-az", "auto_az", "aws", "the local target has no AZ: leave out --auto-az"),
-    ("--keep-nodes", "keep_nodes", "aws", "the local target's Ray stops when its run ends: leave out --keep-nodes"),
-    ("--detach", "detach", "aws", "the local target's Ray stops when its run ends, so no job could outlive it"),
-)
-
-
-def check_target_flags(args: argparse.Namespace, target: str) -> None:
-    """Refuse a flag meant for the other target before anything starts (no cloud call, no Ray); a flag the
-    command lacks was not given."""
-    for flag, attr, meant_for, instead in ONE_TARGET_FLAGS:
-        if getattr(args, attr, None) and target != meant_for:
-            raise DriverError(f"{flag} is for --target {meant_for}, this is --target {target}: {instead}", exit_code=2)

@@ -23,7 +23,7 @@ from pathlib import Path
 
 from infra.config import GpuNodesConfig, RayWorkerConfig, StackConfig, parse_quantity
 from infra.names import RUN_ROOT as CLUSTER_ROOT  # mounted in every pod of the RayCluster
-from workloads.config import ConfigError, TrainConfig, check_block_keys, flag_of, validate
+from workloads.config import ConfigError, TrainConfig, check_block_keys, flag_of, unmet_needs, validate
 from workloads.uri import parse_location
 
 STACK_KEY = StackConfig.keyname("train", prefixed=True)
@@ -217,6 +217,11 @@ def resolve_cluster_job(
         pending["storage_path"] = PENDING_RUN_BUCKET
         sources["storage_path"] = DURABILITY_DEFAULT
     job = TrainConfig.from_dict(values, label=stack_label)
+    # A cluster default that the block's own values leave without meaning (ac_policy once the block turns
+    # activation checkpointing off) was the cluster's choice, not the user's: TrainConfig's default replaces it.
+    for name in (n for n in unmet_needs(job) if sources.get(n) == CLUSTER_DEFAULT):
+        job = dataclasses.replace(job, **{name: getattr(TrainConfig(), name)})
+        del sources[name]
     if "cpus_per_worker" not in values:  # the pod's CPUs shared by its workers: a cluster default too
         job = dataclasses.replace(job, cpus_per_worker=float(_cpus_per_worker(cfg, job)))
         sources["cpus_per_worker"] = CLUSTER_DEFAULT

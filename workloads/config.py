@@ -58,13 +58,15 @@ def new_run_id() -> str:
     return time.strftime("%Y%m%d-%H%M%S", time.gmtime()) + "-" + secrets.token_hex(3)
 
 
-def _opt(default, help: str, *, low=None, above=None, choices: tuple[str, ...] | None = None):
+def _opt(default, help: str, *, low=None, above=None, choices: tuple[str, ...] | None = None, needs=None):
     """A TrainConfig field: its default, its --help text and its own range or choices.
 
     ``low`` is the smallest legal value, ``above`` a bound the value must exceed; ``choices`` the
-    legal strings. ``validate`` checks them all before anything starts.
+    legal strings; ``needs`` (field, value) the one setting of another field under which a value away
+    from the default means anything (value True: any set value, None: unset), else it is refused, never
+    dropped. ``validate`` checks them all before anything starts.
     """
-    meta = {"help": help, "low": low, "above": above, "choices": choices}
+    meta = {"help": help, "low": low, "above": above, "choices": choices, "needs": needs}
     return field(default=default, metadata=meta)
 
 
@@ -109,6 +111,7 @@ class TrainConfig:
         "random",
         "synthetic data when --data is not given (learnable: a next-token permutation a model can learn)",
         choices=TASKS,
+        needs=("data", None),
     )
     data: str | None = _opt(
         None,
@@ -119,6 +122,7 @@ class TrainConfig:
         None,
         "tokenizer for --data: 'bytes' (built in), a local directory or a hub id "
         "(unset: --pretrained, or bytes for tiny, else Qwen/Qwen2.5-1.5B)",
+        needs=("data", True),
     )
     run_id: str = _opt(
         "", "id of this run, naming its directory (empty: TORCHELASTIC_RUN_ID under torchrun, else UTC time + hex)"
@@ -145,18 +149,21 @@ class TrainConfig:
         "ops (norms, SiLU, rotary), as torchtitan's op-level policy; attention keeps attention and its projections "
         "and recomputes the MLP (about a fifth of the memory of ops, BENCHMARKS.md); none keeps every activation",
         choices=AC_POLICIES,
+        needs=("activation_checkpointing", True),
     )
     ac_blocks: int = _opt(
         0,
         "with --activation-checkpointing: only the first N decoder blocks use --ac-policy, the rest "
         "--ac-rest-policy (0: all blocks use --ac-policy)",
         low=0,
+        needs=("activation_checkpointing", True),
     )
     ac_rest_policy: str = _opt(
         "none",
         "with --activation-checkpointing and --ac-blocks N: the policy of the blocks after the first N "
         "(none: they keep all their activations)",
         choices=AC_POLICIES,
+        needs=("ac_blocks", True),
     )
     compile: bool = _opt(True, "torch.compile each decoder block (GPU only: CPU runs never compile)")
     unsharded: bool = _opt(
@@ -173,7 +180,7 @@ class TrainConfig:
         choices=FLOAT8_RECIPES,
     )
     loss: str = _opt("chunked", "loss head (chunked never materialises the full fp32 logits)", choices=LOSSES)
-    loss_chunk_size: int = _opt(8192, "tokens per chunk of the chunked loss", low=1)
+    loss_chunk_size: int = _opt(8192, "tokens per chunk of the chunked loss", low=1, needs=("loss", "chunked"))
     reshard_after_forward: bool = _opt(
         False, "FSDP2: free gathered block parameters after forward (saves memory, re-gathers in backward)"
     )
@@ -196,7 +203,10 @@ class TrainConfig:
         choices=MESHES,
     )
     shard_size: int = _opt(
-        0, "hsdp: workers per shard group (0: the workers of one node); must divide the number of workers", low=0
+        0,
+        "hsdp: workers per shard group (0: the workers of one node); must divide the number of workers",
+        low=0,
+        needs=("mesh", "hsdp"),
     )
     fail_at_step: int = _opt(0, "fault drill: the last worker dies once at this step (0: off)", low=0)
     oom_drill_micro_batch: int = _opt(
@@ -402,6 +412,7 @@ def validate(cfg: TrainConfig, label: Callable[[str], str] = flag_of, local_path
     that runs elsewhere (a cluster's pods) or creates its own run directory.
     """
     check_fields(cfg, label)
+    _check_needs(cfg, label)
     check_locations(cfg, label)
     _check_batch(cfg, label)
     _check_seq_len(cfg, label)
@@ -432,6 +443,32 @@ def _check_batch(cfg: TrainConfig, label: Callable[[str], str]) -> None:
         raise ConfigError(
             f"{label('micro_batch_size')} {cfg.micro_batch} does not divide the per-worker batch {per_worker} "
             f"({gbs} {cfg.global_batch_size} / {workers} {cfg.num_workers}): pick a divisor of {per_worker}"
+        )
+
+
+def unmet_needs(cfg: TrainConfig) -> list[str]:
+    """The fields set away from their default while the field each ``needs`` gives it no meaning."""
+    unmet = []
+    for f in dataclasses.fields(cfg):
+        if f.metadata["needs"] is not None and getattr(cfg, f.name) != f.default:
+            other, wanted = f.metadata["needs"]
+            have = getattr(cfg, other)
+            if not (bool(have) if wanted is True else have == wanted):
+                unmet.append(f.name)
+    return unmet
+
+
+def _check_needs(cfg: TrainConfig, label: Callable[[str], str]) -> None:
+    """A field without meaning under the others' values is refused, never dropped."""
+    for name in unmet_needs(cfg)[:1]:
+        other, wanted = TrainConfig.__dataclass_fields__[name].metadata["needs"]
+        state = {True: "set", None: "unset"}.get(wanted, repr(wanted))
+        fix = {True: f"set {label(other)}", None: f"leave {label(other)} unset"}.get(
+            wanted, f"set {label(other)} to {wanted!r}"
+        )
+        raise ConfigError(
+            f"{label(name)} {getattr(cfg, name)!r} applies only when {label(other)} is {state}: drop {label(name)}, "
+            f"or {fix}"
         )
 
 
@@ -504,10 +541,6 @@ def _check_paths(cfg: TrainConfig, label: Callable[[str], str]) -> None:
     if cfg.run_id and not _RUN_ID.match(cfg.run_id):
         raise ConfigError(
             f"{label('run_id')} {cfg.run_id!r} is not a valid id: use letters, digits, '.', '_' or '-' (at most 63)"
-        )
-    if cfg.task != "random" and cfg.data:
-        raise ConfigError(
-            f"{label('task')} {cfg.task!r} and {label('data')} both set: --data replaces the synthetic task, drop one"
         )
     if cfg.data:
         _check_readable(label("data"), cfg.data)

@@ -46,7 +46,7 @@ from automation import collectives as cluster_bench
 from automation import steps
 from automation.commands import report
 from automation.errors import DriverError
-from automation.flags import CLUSTER_PARENT, command_parser, output_folder, run_id, whole_number
+from automation.flags import CLUSTER_PARENT, Mode, command_parser, not_in, output_folder, run_id, whole_number
 from automation.job import cluster_job, stack_label
 from automation.pipeline import PipelineResult, TrainOutcome, TransportVerdict
 from automation.targets import aws
@@ -426,11 +426,24 @@ def document(
 # ---- the command -----------------------------------------------------------------------------------------
 def add_parser(sub: Any, parents: list[argparse.ArgumentParser]) -> argparse.ArgumentParser:
     p = command_parser(sub, "bench", HELP, __doc__, [*parents, CLUSTER_PARENT])
-    p.add_argument("--steps", type=whole_number, help="training steps of each run (default: the stack's train.steps)")
-    p.add_argument("--num-workers", type=whole_number, help="training workers (default: the stack's train.num_workers)")
-    p.add_argument(
-        "--run-id", type=base_run_id, help="base of the two run ids, <id>-efa and <id>-tcp (default: a new one)"
+    sweep, training = (
+        Mode("--collectives", lambda a: a.collectives),
+        Mode("without --collectives", lambda a: not a.collectives),
     )
+    trains_nothing = "the sweep trains no job: 2 processes here, one worker pod per GPU node on a stack"
+    job_flags = (
+        p.add_argument(
+            "--steps", type=whole_number, help="training steps of each run (default: the stack's train.steps)"
+        ),
+        p.add_argument(
+            "--num-workers", type=whole_number, help="training workers (default: the stack's train.num_workers)"
+        ),
+        p.add_argument(
+            "--run-id", type=base_run_id, help="base of the two run ids, <id>-efa and <id>-tcp (default: a new one)"
+        ),
+    )
+    for action in job_flags:
+        not_in(action, sweep, trains_nothing)
     p.add_argument(
         "--runs-root", type=output_folder, default=Path("runs"), help="where both runs are copied for the report"
     )
@@ -439,17 +452,20 @@ def add_parser(sub: Any, parents: list[argparse.ArgumentParser]) -> argparse.Arg
         action="store_true",
         help="measure all-reduce, all-gather and reduce-scatter bandwidth instead (no --stack: 2 processes on gloo)",
     )
-    p.add_argument(
+    max_mib = p.add_argument(
         "--max-mib",
         type=whole_number,
         help=f"--collectives: largest message in MiB (default 1024 on a stack, {LOCAL_MAX_MIB} here)",
     )
-    p.add_argument("--iters", type=whole_number, default=5, help="--collectives: timed calls per size (default 5)")
+    iters = p.add_argument("--iters", type=whole_number, help=f"--collectives: timed calls per size (default {ITERS})")
+    for action in (max_mib, iters):
+        not_in(action, training, "it sizes the --collectives sweep; the training runs take --steps")
     return p
 
 
 # ---- --collectives ----------------------------------------------------------------------------------------
 LOCAL_MAX_MIB = 16  # gloo on loopback on a 2-core machine: 16 MiB takes about 30 ms a call
+ITERS = 5
 LOCAL_RANKS = 2
 
 
@@ -488,7 +504,7 @@ def cluster_collectives(
     cluster_bench.copy_workloads(cluster.kube.exec, pods, cluster.namespace)
     legs = {}
     for leg, env in ((EFA, {}), (TCP, TCP_ENV)):
-        sweep = {"max_mib": args.max_mib or 1024, "iters": args.iters, "label": leg}
+        sweep = {"max_mib": args.max_mib or 1024, "iters": args.iters or ITERS, "label": leg}
         ui.note(f"{leg.upper()} sweep on {', '.join(p.node for p in pods)} ({gpus} GPUs each)")
         doc = cluster_bench.sweep_on(cluster.kube.exec, pods, cluster.namespace, gpus, env, sweep)
         legs[leg] = (doc, cluster_bench.torchrun_command(0, pods, gpus, env, sweep, "OUT"))
@@ -501,7 +517,7 @@ def collectives(args: argparse.Namespace, ui: Output, deps: aws.AwsDeps | None =
     if args.stack:
         legs = cluster_collectives(args, ui, deps)
     else:
-        legs = {"": local_collectives(args.max_mib or LOCAL_MAX_MIB, args.iters)}
+        legs = {"": local_collectives(args.max_mib or LOCAL_MAX_MIB, args.iters or ITERS)}
     base, when = new_run_id(), time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
     args.runs_root.mkdir(parents=True, exist_ok=True)
     out = {}

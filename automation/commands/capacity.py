@@ -29,7 +29,7 @@ from automation.capacity import RegionClients, Zone, ranking_lines, spot_types, 
 from automation.capacity_probe import cleanup, probe
 from automation.ec2 import offered_azs, spot_quota_for
 from automation.errors import DriverError
-from automation.flags import stack_named_by_file
+from automation.flags import Mode, not_in, stack_named_by_file
 from automation.targets.aws import check_aws_files
 from automation.ui import Output, tty_confirm
 from infra.catalog import instance_spec, known_instance_types
@@ -57,24 +57,33 @@ _STACK_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,99}$")
 
 def add_parser(sub: Any, parents: list[argparse.ArgumentParser]) -> None:
     p = sub.add_parser("capacity", parents=parents, help=HELP, description=HELP)
-    p.add_argument(
+    cleanup = Mode("--cleanup", lambda args: args.cleanup)
+    any_type = "it cancels every probe reservation this tool left, of any type and size"
+    instance_type = p.add_argument(
         "--instance-type",
         default=GpuNodesConfig.instance_type,
         help="an instance type of infra/data/instance_types.json "
         f"(default: {GpuNodesConfig.keyname('instance_type')}'s default)",
     )
-    p.add_argument("--count", type=int, default=GpuNodesConfig.node_count, help="instances needed in one AZ")
+    not_in(instance_type, cleanup, any_type)
+    count = p.add_argument("--count", type=int, default=GpuNodesConfig.node_count, help="instances needed in one AZ")
+    not_in(count, cleanup, any_type)
     where = p.add_mutually_exclusive_group()
     where.add_argument("--regions", nargs="+", metavar="REGION", help="regions to look in (space or comma separated)")
     where.add_argument("--all-regions", action="store_true", help="every region the account has enabled")
-    p.add_argument("--probe", action="store_true", help="create and cancel at once a targeted reservation per AZ")
-    p.add_argument("--yes", action="store_true", help="--probe without asking")
+    probe = p.add_argument(
+        "--probe", action="store_true", help="create and cancel at once a targeted reservation per AZ"
+    )
+    not_in(probe, cleanup, "it only cancels probe reservations: probe in a command of its own")
+    yes = p.add_argument("--yes", action="store_true", help="--probe without asking")
+    not_in(yes, Mode("without --probe", lambda args: not args.probe), "it answers --probe's question")
     p.add_argument(
         "--cleanup",
         action="store_true",
         help="cancel the probe reservations an interrupted --probe left (every enabled region unless --regions)",
     )
-    p.add_argument("--write-stack", metavar="NAME", help="write Pulumi.NAME.yaml for the best-ranked usable AZ")
+    write = p.add_argument("--write-stack", metavar="NAME", help="write Pulumi.NAME.yaml for the best-ranked usable AZ")
+    not_in(write, cleanup, "it only cancels probe reservations: write a stack in a command of its own")
 
 
 def check_args(args: argparse.Namespace) -> list[str] | None:
@@ -93,15 +102,11 @@ def check_args(args: argparse.Namespace) -> list[str] | None:
             f"nodes need it; pick one of {', '.join(efa)}",
             exit_code=2,
         )
-    if args.yes and not args.probe:
-        raise DriverError("--yes answers --probe's question: add --probe, or leave out --yes", exit_code=2)
     if not 1 <= args.count <= MAX_NODES_PER_MANAGED_NODE_GROUP:
         raise DriverError(
             f"--count {args.count} is outside 1..{MAX_NODES_PER_MANAGED_NODE_GROUP} (nodes per managed node group)",
             exit_code=2,
         )
-    if args.cleanup and (args.probe or args.write_stack is not None):
-        raise DriverError("--cleanup only cancels probe reservations: run --probe or --write-stack apart", exit_code=2)
     if args.write_stack is not None:
         path = Path(args.project_dir) / f"Pulumi.{args.write_stack}.yaml"
         meant = stack_named_by_file(args.write_stack)

@@ -23,7 +23,7 @@ from typing import Protocol
 
 from automation.commands import Subparsers
 from automation.errors import DriverError
-from automation.flags import CLUSTER_PARENT, command_parser, port
+from automation.flags import CLUSTER_PARENT, LOCAL, command_parser, not_in, port
 from automation.kube import KubeApi
 from automation.targets import aws
 from automation.ui import Output
@@ -215,8 +215,9 @@ def run_local(args: argparse.Namespace, ui: Output, find: Callable[[], list[str]
 # ---- the command -----------------------------------------------------------------------------------
 def add_parser(sub: Subparsers, parents: list[argparse.ArgumentParser]) -> argparse.ArgumentParser:
     p = command_parser(sub, "dashboard", HELP, __doc__, [*parents, CLUSTER_PARENT])
-    p.add_argument("--target", choices=("aws", "local"), help="local: a Ray cluster on this machine")
-    p.add_argument("--port", type=port, default=0, help="local port on 127.0.0.1 (default: a free one)")
+    p.add_argument("--target", choices=("aws", "local"), help="where Ray runs: aws (a stack's cluster) or this machine")
+    forward = p.add_argument("--port", type=port, default=0, help="aws: local port on 127.0.0.1 (default: a free one)")
+    not_in(forward, LOCAL, "the local dashboards answer on their own ports, which this command lists")
     return p
 
 

@@ -41,7 +41,7 @@ import psutil
 
 from automation.commands import Subparsers
 from automation.errors import DriverError
-from automation.flags import CLUSTER_PARENT, command_parser, location, whole_number
+from automation.flags import AWS, CLUSTER_PARENT, command_parser, location, not_in, whole_number
 from automation.job import CLUSTER_ROOT, local_job, stack_label, with_run_paths
 from automation.pipeline import TrainOutcome
 from automation.storage import require_credentials
@@ -91,11 +91,12 @@ def add_parser(sub: Subparsers, parents: list[argparse.ArgumentParser]) -> argpa
     p.add_argument(
         "--steps", type=drill_steps, help=f"steps of each run (default: {DRILL_STEPS} locally, the stack's on AWS)"
     )
-    p.add_argument(
+    storage = p.add_argument(
         "--storage-path",
         type=location(),
-        help="Ray Train storage of both runs: a directory or s3://bucket/prefix (default: run dir)",
+        help="local: Ray Train storage of both runs, a directory or s3://bucket/prefix (default: run dir)",
     )
+    not_in(storage, AWS, "the stack's run bucket holds the drill's runs")
     return p
 
 
@@ -458,19 +459,9 @@ def document(
 
 
 def run(args: argparse.Namespace, ui: Output) -> int:
-    if args.stack is None and args.kubeconfig is not None:
-        raise DriverError(
-            "--kubeconfig is for the AWS drill: pass --stack STACK too, or leave out --kubeconfig", exit_code=2
-        )
     if args.stack is not None and args.target == "local":
         raise DriverError(
             f"--stack {args.stack} is an AWS stack: leave out --target local, or drop --stack", exit_code=2
-        )
-    if args.stack is not None and args.storage_path is not None:
-        raise DriverError(
-            f"--storage-path {args.storage_path!r} is for the local drill: on AWS the stack's run bucket holds the "
-            "runs; leave out --storage-path",
-            exit_code=2,
         )
     doc = drill_aws(args, ui) if args.stack else drill_local(args, ui)
     if ui.json_mode:

@@ -13,7 +13,18 @@ from typing import Any
 
 from automation import steps
 from automation.commands.report import collect_and_report
-from automation.flags import TARGET_PARENT, add_kubeconfig, location, resolve_target, run_id, whole_number
+from automation.flags import (
+    AWS,
+    LOCAL,
+    TARGET_PARENT,
+    Mode,
+    add_kubeconfig,
+    location,
+    not_in,
+    resolve_target,
+    run_id,
+    whole_number,
+)
 from automation.pipeline import JobLeftRunning, PipelineResult, StepInterrupted, SubmittedJob
 from automation.ray_head import TERMINAL
 from automation.run_report import build_report, show
@@ -39,6 +50,10 @@ PULUMI_USE: dict[str, aws.PulumiUse] = {
     **dict.fromkeys(("preview", "up", "destroy", "run"), "always"),
     **dict.fromkeys(("verify", "train", "check", "attach"), "without-kubeconfig"),
 }
+# The modes of `run` (and `train`) its flags choose besides the target.
+PLAN = Mode("--plan", lambda args: args.plan)
+DETACHED = Mode("--detach", lambda args: args.detach)
+RESUMED = Mode("--resume", lambda args: args.resume is not None)
 
 
 def add_parser(sub: Any, parents: list[argparse.ArgumentParser]) -> None:
@@ -62,26 +77,34 @@ def add_parser(sub: Any, parents: list[argparse.ArgumentParser]) -> None:
     add_run_id(p)
     add_yes(command("destroy"))
     p = command("run")
-    p.add_argument("--plan", action="store_true", help="aws: stop after preview (no change)")
-    add_yes(p)
-    add_auto_az(p)
+    plan = p.add_argument("--plan", action="store_true", help="aws: stop after preview (no change)")
+    not_in(plan, LOCAL, "the local target has no preview and changes nothing in the cloud")
+    not_in(add_yes(p), PLAN, "it stops before any change")
+    not_in(add_auto_az(p), PLAN, "it stops before `up`")
     add_kubeconfig(p)
     add_job(p)
     add_use_gpu(p)
-    p.add_argument(
+    storage = p.add_argument(
         "--storage-path",
         type=location(),
         help="local: keep checkpoints and Ray Train's state here, a directory or s3://bucket/prefix "
         "(default: runs/<run-id>/ray_results)",
     )
-    add_keep_nodes(p)
-    p.add_argument(
+    not_in(storage, AWS, "the stack's run bucket holds runs")
+    keep = add_keep_nodes(p)
+    not_in(keep, PLAN, "it stops before the GPU nodes scale up")
+    not_in(keep, DETACHED, "the GPU nodes stay up until the job ends; `attach --keep-nodes` keeps them after")
+    detach = p.add_argument(
         "--detach",
         action="store_true",
         help="aws: submit the job and exit 0; it runs on the cluster without this terminal, "
         "`attach --stack S RUN` follows it later (the GPU nodes stay up until it ends)",
     )
-    add_timeout(p)
+    not_in(detach, LOCAL, "the local target's Ray stops when its run ends, so no job could outlive it")
+    not_in(detach, PLAN, "it stops before any job is submitted")
+    timeout = add_timeout(p)
+    not_in(timeout, PLAN, "it stops before any job is submitted")
+    not_in(timeout, DETACHED, "the job outlives this command; `attach --timeout` limits it")
 
 
 def pipeline_command(sub: Any, name: str, help: str, parents: list[argparse.ArgumentParser]) -> argparse.ArgumentParser:
@@ -90,21 +113,22 @@ def pipeline_command(sub: Any, name: str, help: str, parents: list[argparse.Argu
 
 
 # The flags several of these commands take, each declared once (`attach` takes some too).
-def add_yes(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--yes", action="store_true", help="do not ask before changes that cost money")
+def add_yes(p: argparse.ArgumentParser) -> argparse.Action:
+    return p.add_argument("--yes", action="store_true", help="do not ask before changes that cost money")
 
 
-def add_auto_az(p: argparse.ArgumentParser) -> None:
-    p.add_argument(
+def add_auto_az(p: argparse.ArgumentParser) -> argparse.Action:
+    auto_az = p.add_argument(
         "--auto-az",
         action="store_true",
         help="aws: when EC2 has no capacity for the GPU nodes, move them to the next ranked AZ of the stack's "
         "network and run `up` again (at most 2 moves; default: ask on a terminal, else name the AZ)",
     )
+    return not_in(auto_az, LOCAL, "the local target has no AZ")
 
 
-def add_run_id(p: argparse.ArgumentParser) -> None:
-    p.add_argument(
+def add_run_id(p: argparse.ArgumentParser) -> argparse.Action:
+    return p.add_argument(
         "--run-id", type=run_id, help="the run id (default: a new one for train/run, the newest run for check)"
     )
 
@@ -119,13 +143,14 @@ def add_num_workers(p: argparse.ArgumentParser) -> None:
 
 def add_job(p: argparse.ArgumentParser) -> None:
     """Which training job, of how many steps and workers."""
-    add_run_id(p)
-    p.add_argument(
+    not_in(add_run_id(p), RESUMED, "the resumed run keeps its own id")
+    resume = p.add_argument(
         "--resume",
         type=run_id,
         metavar="RUN_ID",
         help="aws: continue run RUN_ID from its last checkpoint in the stack's run bucket",
     )
+    not_in(resume, LOCAL, "runs are kept in a stack's run bucket: pass --stack NAME to resume one")
     p.add_argument(
         "--steps", type=whole_number, help="training steps (default: 20 locally, the stack's train.steps on aws)"
     )
@@ -133,22 +158,22 @@ def add_job(p: argparse.ArgumentParser) -> None:
 
 
 def add_use_gpu(p: argparse.ArgumentParser) -> None:
-    p.add_argument(
-        "--use-gpu", action="store_true", help="local: train on this machine's GPUs with NCCL (default: CPU, gloo)"
-    )
+    help = "local: train on this machine's GPUs with NCCL (default: CPU, gloo)"
+    not_in(p.add_argument("--use-gpu", action="store_true", help=help), AWS, "the stack's GPU nodes train")
 
 
-def add_keep_nodes(p: argparse.ArgumentParser) -> None:
-    p.add_argument(
+def add_keep_nodes(p: argparse.ArgumentParser) -> argparse.Action:
+    keep = p.add_argument(
         "--keep-nodes",
         action="store_true",
         help="aws: leave the GPU nodes running when the run ends "
         f"(default: scale them to {GpuNodesConfig.keyname('idle_nodes')}, 0)",
     )
+    return not_in(keep, LOCAL, "the local target's Ray stops when its run ends")
 
 
-def add_timeout(p: argparse.ArgumentParser) -> None:
-    p.add_argument(
+def add_timeout(p: argparse.ArgumentParser) -> argparse.Action:
+    return p.add_argument(
         "--timeout",
         type=whole_number,
         metavar="SECONDS",

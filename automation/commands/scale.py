@@ -19,7 +19,7 @@ import dataclasses
 from typing import Any
 
 from automation.errors import DriverError
-from automation.flags import STACK_PARENT
+from automation.flags import STACK_PARENT, Mode, not_in
 from automation.scaling import job_keeps_nodes, nodegroup_ref, running_line, set_desired, sizes, wait_ready
 from automation.targets.aws import AwsDeps, load_config, open_stack
 from automation.ui import Output
@@ -44,7 +44,9 @@ def _count(text: str) -> int:
 def add_parser(sub: Any, parents: list[argparse.ArgumentParser]) -> None:
     p = sub.add_parser("scale", parents=[*parents, STACK_PARENT], help=HELP, description=HELP)
     p.add_argument("--gpu-nodes", type=_count, required=True, metavar="N", help=f"GPU nodes, 0 to {NODE_COUNT}")
-    p.add_argument("--wait", action="store_true", help="wait until N GPU nodes are Ready (scaling up)")
+    wait = p.add_argument("--wait", action="store_true", help="wait until N GPU nodes are Ready (scaling up)")
+    to_zero = Mode("--gpu-nodes 0", lambda args: args.gpu_nodes == 0)
+    not_in(wait, to_zero, "no GPU node will become Ready; `status` shows the node group scaling down")
     p.add_argument(
         "--force", action="store_true", help="scale down even if a Ray job runs or the job API cannot be asked"
     )
@@ -60,12 +62,6 @@ def run(args: argparse.Namespace, ui: Output, deps: AwsDeps | None = None) -> in
             f"--gpu-nodes {args.gpu_nodes} is more than stack {args.stack}'s {NODE_COUNT} "
             f"{cfg.gpu_nodes.node_count} (the node group's maximum): pass 0..{cfg.gpu_nodes.node_count}, or raise "
             f"{NODE_COUNT} and run `up`",
-            exit_code=2,
-        )
-    if args.wait and args.gpu_nodes == 0:
-        raise DriverError(
-            "--wait waits for GPU nodes to become Ready: with --gpu-nodes 0 none will; leave out --wait "
-            "(`status` shows the node group scaling down)",
             exit_code=2,
         )
     target = open_stack(args.stack, project_dir=args.project_dir, pulumi="always", deps=deps, on_progress=ui.progress)

@@ -12,7 +12,7 @@ from rich.pretty import Pretty
 
 from automation.capture import capture_cluster
 from automation.efa_witness import last_witness
-from automation.flags import TARGET_PARENT, add_kubeconfig, output_folder, resolve_target
+from automation.flags import LOCAL, TARGET_PARENT, add_kubeconfig, not_in, output_folder, resolve_target
 from automation.pipeline import SECRET_OUTPUTS
 from automation.scaling import guard_record, now_running
 from automation.steps.verify_checks import is_ready
@@ -31,13 +31,14 @@ def add_parser(sub: Any, parents: list) -> None:
     help = "what exists now"
     p = sub.add_parser("status", help=help, description=help, parents=[*parents, TARGET_PARENT])
     add_kubeconfig(p)
-    p.add_argument(
+    capture = p.add_argument(
         "--capture",
         type=output_folder,
         metavar="DIR",
         help="aws: also write the cluster's nodes, DaemonSets, Deployments, pods, events and RayCluster as JSON "
         "into DIR (the layout of tests/fixtures/k8s/), AWS account ids redacted",
     )
+    not_in(capture, LOCAL, "the local target has no Kubernetes cluster to record")
 
 
 def run(args: argparse.Namespace, ui: Output) -> int:

@@ -10,6 +10,7 @@ workloads.train 2; workloads.nccl_check 3 for bad input and 2 for an inconclusiv
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import io
 import os
 import shutil
@@ -21,6 +22,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
+
+from workloads.config import TrainConfig, flag_of
 
 REPO = Path(__file__).resolve().parents[2]
 EFA_LOG = REPO / "tests" / "fixtures" / "nccl" / "efa_unprefixed_ofi1.20.log"  # a passing 2-node log
@@ -552,6 +555,44 @@ ISSUE_28: dict[str, Case] = {
     ),
 }
 CASES.update(ISSUE_28)
+# Issue 45: a training field without meaning under another field's value (TrainConfig's `needs`) is refused on the
+# command line and in a stack's train: block alike. Per such field: a value away from its default, and a value of the
+# field it needs (as YAML; None: left unset) under which it means nothing.
+UNMEANT = {
+    "ac_policy": ("attention", "false"),
+    "ac_blocks": ("2", "false"),
+    "ac_rest_policy": ("ops", "0"),
+    "shard_size": ("2", "fsdp"),
+    "loss_chunk_size": ("1024", "full"),
+    "task": ("learnable", "s3://b-1/corpus/"),
+    "tokenizer": ("bytes", None),
+}
+NEEDS = {f.name: f.metadata["needs"][0] for f in dataclasses.fields(TrainConfig) if f.metadata["needs"]}
+
+
+def _unmeant_flags(name: str) -> tuple[str, ...]:
+    (value, other_value), other = UNMEANT[name], flag_of(NEEDS[name])
+    given = [] if other_value is None else [f"--no-{other[2:]}"] if other_value == "false" else [other, other_value]
+    return ("--preset", "tiny", flag_of(name), value, *given)
+
+
+def _unmeant_block(name: str) -> Callable[[Path], None]:
+    value, other_value = UNMEANT[name]
+    return train_block(f"{name}: {value}" + ("" if other_value is None else f"\n    {NEEDS[name]}: {other_value}"))
+
+
+for _name in UNMEANT:
+    CASES[f"train-{_name}-without-meaning"] = Case(
+        "train", _unmeant_flags(_name), 2, (flag_of(_name), flag_of(NEEDS[_name]))
+    )
+    CASES[f"stack-train-{_name}-without-meaning"] = Case(
+        A, bad_stack(), 2, (f"train.{_name}", f"train.{NEEDS[_name]}"), _unmeant_block(_name)
+    )
+
+
+def test_every_training_field_that_needs_another_is_tried_without_it():
+    assert UNMEANT.keys() == NEEDS.keys(), f"UNMEANT has {sorted(UNMEANT)}, TrainConfig's needs {sorted(NEEDS)}"
+
 
 MAINS = {"automation": "automation.cli", "train": "workloads.train", "nccl": "workloads.nccl_check.__main__"}
 MODULES = {

@@ -2,7 +2,8 @@
 line naming the input, no traceback, and no run folder left behind (issue 40, the fourth set's classes).
 
 The walk covers every flag of every command `python -m automation --help` lists: a flag that takes a value gets a
-bad one from BAD (a test fails when a command gains a flag BAD lacks), each command gets an unknown flag. Each case
+bad one from BAD (a test fails when a command gains a flag BAD lacks), each command gets an unknown flag, and each
+flag declared `not_in` a mode (automation/flags.py) is given in that mode (issue 45: never dropped). Each case
 runs in-process through `automation.cli.main` with the outside world's constructors replaced by a tripwire that
 raises: boto3's Session and client, the Pulumi stack, the Kubernetes client, ray.init and any child process. The
 pulumi CLI is reported present, so its absence (exit 2 too) cannot hide a check that comes too late.
@@ -19,6 +20,7 @@ from unittest.mock import patch
 import pytest
 
 from automation import cli
+from automation.flags import AWS, LOCAL, NOT_IN
 
 REPO = Path(__file__).resolve().parents[2]
 STACK = ("--stack", "us-west-2")  # Pulumi.us-west-2.yaml, the repository's stack
@@ -150,6 +152,75 @@ def test_a_bad_value_of_any_flag_is_refused_offline_naming_it(capsys, here, tmp_
 def test_an_unknown_flag_names_the_flags_the_command_takes(capsys, here, command):
     line = refused(capsys, [command, *BASE.get(command, []), "--no-such-flag"])
     assert "--no-such-flag" in line and f"`{command}` takes" in line, line
+
+
+# ---- a flag in a mode it has no meaning in: refused, never dropped ------------------------------------------
+# The flags that choose each mode a flag is declared `not_in` (a test fails when a mode lacks them).
+CHOOSE = {
+    LOCAL.name: [],
+    AWS.name: list(STACK),
+    "--plan": [*STACK, "--plan"],
+    "--detach": [*STACK, "--detach"],
+    "--resume": [*STACK, "--resume", "r0"],
+    "--collectives": ["--collectives"],
+    "without --collectives": list(STACK),
+    "--gpu-nodes 0": [*STACK, "--gpu-nodes", "0"],
+    "--cleanup": ["--cleanup"],
+    "without --probe": [],
+}
+# A good value of each valued flag so declared, away from its default: only the mode can refuse it.
+GOOD = {
+    "--kubeconfig": lambda d: str(d / "kubeconfig"),
+    "--run-id": lambda d: "r1",
+    "--resume": lambda d: "r1",
+    "--steps": lambda d: "30",
+    "--num-workers": lambda d: "8",
+    "--storage-path": lambda d: str(d / "storage"),
+    "--capture": lambda d: str(d / "capture"),
+    "--timeout": lambda d: "60",
+    "--max-mib": lambda d: "4",
+    "--iters": lambda d: "3",
+    "--port": lambda d: "8000",
+    "--instance-type": lambda d: "p5.48xlarge",
+    "--count": lambda d: "3",
+    "--write-stack": lambda d: "fresh",
+}
+
+
+def _declared(command: str) -> list[tuple[str, bool, str]]:
+    """(flag, takes a value, mode) of each mode each of ``command``'s flags is declared not to apply in."""
+    actions = _commands()[command]._actions  # noqa: SLF001
+    return [(a.option_strings[0], a.nargs != 0, mode.name) for a in actions for mode, _ in NOT_IN.get(a, ())]
+
+
+OUT_OF_MODE = [(command, *case) for command in _commands() for case in _declared(command)]
+
+
+def test_every_declared_mode_and_flag_has_what_the_walk_gives_it():
+    modes = {mode for *_, mode in OUT_OF_MODE} - set(CHOOSE)
+    flags = {flag for _, flag, valued, _ in OUT_OF_MODE if valued} - set(GOOD)
+    assert not modes | flags, f"add to CHOOSE the flags that choose these modes, to GOOD a value: {modes | flags}"
+
+
+@pytest.mark.parametrize(
+    ("command", "flag", "valued", "mode"), OUT_OF_MODE, ids=[f"{c}{f}-in-{m}" for c, f, _, m in OUT_OF_MODE]
+)
+def test_a_flag_given_in_a_mode_it_does_not_apply_to_is_refused_naming_both(
+    capsys, here, tmp_path, command, flag, valued, mode
+):
+    given = [flag, GOOD[flag](tmp_path)] if valued else [flag]
+    line = refused(capsys, [command, *BASE.get(command, []), *CHOOSE[mode], *given])
+    assert f"{flag} does not apply to {command} {mode} (" in line, f"{command} {flag} in {mode}: {line}"
+    assert not any(here.iterdir()), f"{command} {flag}: the refused command left {sorted(here.iterdir())}"
+
+
+def test_a_flag_whose_help_names_one_target_is_declared_not_in_the_other():
+    tag = {LOCAL.name: "aws:", AWS.name: "local:"}  # refused on the local target: a flag for aws, and back
+    for command, parser in _commands().items():
+        for a in (a for a in parser._actions if a.option_strings):  # noqa: SLF001
+            said = next((t for t in ("aws:", "local:") if (a.help or "").startswith(t)), None)
+            declared = next((tag[m.name] for m, _ in NOT_IN.get(a, ()) if m.name in tag), None)
+            assert said == declared, f"{command} {a.option_strings[0]}: help says {said}, declared for {declared}"
 
 
 # ---- the fourth set's classes, one case each beyond the walk ------------------------------------------------

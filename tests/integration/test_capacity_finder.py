@@ -325,7 +325,6 @@ def test_no_credentials_is_one_line_and_exit_2(monkeypatch, tmp_path, capsys):
         (["--count", "0"], "--count 0 is outside 1..450"),
         (["--regions", "us-west-9"], "--regions 'us-west-9' is not an AWS region"),
         (["--write-stack", "us-west-2"], "Pulumi.us-west-2.yaml exists"),
-        (["--cleanup", "--probe"], "--cleanup only cancels probe reservations"),
     ],
 )
 def test_bad_input_is_refused_before_any_aws_call(argv, expected, capsys, monkeypatch):

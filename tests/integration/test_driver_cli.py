@@ -52,12 +52,6 @@ def test_a_capture_replaces_the_recorded_fixtures_and_verify_reads_it(tmp_path):
     assert result.status == "pass", f"expected verify to pass on the capture, got {result.summary}"
 
 
-def test_capture_is_refused_on_the_local_target(tmp_path, capsys):
-    rc = cli.main(["status", "--target", "local", "--capture", str(tmp_path)])
-    err = capsys.readouterr().err
-    assert rc == 2 and "--capture is for --target aws" in err, f"expected exit 2 naming --capture, got {rc}: {err}"
-
-
 def test_render_lists_the_declared_resources_offline():
     proc = subprocess.run(
         [sys.executable, "-m", "automation", "render", "--stack", "us-west-2", "--json"],

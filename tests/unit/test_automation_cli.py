@@ -198,20 +198,6 @@ def test_flag_the_command_does_not_take_is_refused_naming_the_command(capsys, ar
     assert rc == 2 and "unrecognized arguments" in text and takes in text, f"got rc={rc}: {text}"
 
 
-def test_plan_is_refused_for_the_local_target(capsys, monkeypatch):
-    no_ray_start(monkeypatch)
-    rc, out, err = run_cli(capsys, "run", "--plan")
-    assert rc == 2 and "--plan is for --target aws" in " ".join(err.split()), f"got rc={rc}: {err}"
-
-
-def test_use_gpu_is_refused_for_the_aws_target(capsys, monkeypatch):
-    monkeypatch.setattr(
-        "automation.targets.aws.load_config", lambda *a: pytest.fail("bad input must be refused before the stack")
-    )
-    rc, out, err = run_cli(capsys, "run", "--stack", "us-west-2", "--use-gpu")
-    assert rc == 2 and "--use-gpu is for --target local" in " ".join(err.split()), f"got rc={rc}: {err}"
-
-
 @pytest.mark.parametrize(
     ("flag", "value"), [("--steps", "0"), ("--num-workers", "0"), ("--num-workers", "-1"), ("--steps", "two")]
 )

@@ -102,14 +102,6 @@ def test_destroy_says_which_bucket_it_kept_and_how_to_delete_it():
     assert kept_bucket_line(outputs, force_destroy=True) is None, "a forced destroy deleted the bucket: nothing kept"
 
 
-def test_resume_without_a_stack_is_refused_not_ignored(capsys):
-    from automation.cli import main
-
-    rc = main(["run", "--resume", "r1"])
-    err = capsys.readouterr().err
-    assert rc == 2 and "--resume" in err and "--stack STACK" in err, f"expected exit 2 naming --stack, got {rc}: {err}"
-
-
 # --------------------------------------------------------------------------- the probe's cause
 
 

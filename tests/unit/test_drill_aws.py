@@ -142,18 +142,11 @@ def test_aws_drill_passes_a_resume_that_ends_at_the_references_loss(aws_drill):
     assert (doc["ok"], doc["final_loss_matches"]) == (True, True), f"expected a pass, got {doc['failures']}"
 
 
-@pytest.mark.parametrize(
-    ("argv", "expected"),
-    [
-        (["drill", "--stack", "us-west-2", "--storage-path", "/tmp/x"], "--storage-path '/tmp/x' is for the local"),
-        (["drill", "--target", "local", "--stack", "us-west-2"], "--stack us-west-2 is an AWS stack"),
-        (["drill", "--kubeconfig", "/tmp/k"], "--kubeconfig is for the AWS drill"),
-    ],
-)
-def test_drill_refuses_a_flag_of_the_other_target_before_anything_starts(argv, expected):
+def test_drill_refuses_a_stack_with_the_local_target_before_anything_starts():
     from automation.cli import build_parser, parse
     from automation.ui import Ui
 
-    with pytest.raises(DriverError, match=expected) as e:
+    argv = ["drill", "--target", "local", "--stack", "us-west-2"]
+    with pytest.raises(DriverError, match="--stack us-west-2 is an AWS stack") as e:
         drill.run(parse(build_parser(), argv), Ui(json_mode=True))
     assert e.value.exit_code == 2, f"expected exit 2 for bad input, got {e.value.exit_code}"

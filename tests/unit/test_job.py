@@ -57,6 +57,17 @@ def test_stack_block_overrides_a_default_key_by_key():
     assert (job.steps, job.preset) == (7, CLUSTER_JOB["preset"]), f"got steps {job.steps}, preset {job.preset}"
 
 
+@pytest.mark.parametrize(
+    ("block", "meaningless"),
+    [({"activation_checkpointing": False}, "ac_policy"), ({"loss": "full"}, "loss_chunk_size")],
+)
+def test_a_cluster_default_the_block_leaves_without_meaning_goes_back_to_trainconfigs(block, meaningless):
+    resolved = resolve_cluster_job(stack_cfg(**block), "r1")
+    got = (getattr(resolved.config, meaningless), resolved.source(meaningless))
+    default = TrainConfig.__dataclass_fields__[meaningless].default
+    assert got == (default, TRAIN_DEFAULT), f"{block}: expected {meaningless} {default!r} by default, got {got}"
+
+
 def test_unknown_key_in_the_block_names_the_close_match():
     with pytest.raises(ConfigError) as err:
         cluster_job(stack_cfg(global_batchsize=64), "r1")

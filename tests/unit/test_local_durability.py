@@ -4,8 +4,6 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import pytest
-
 from automation.job import local_job
 from automation.storage import MAX_FAILURES
 from automation.targets.local import LOCAL_CHECKPOINT_EVERY, LocalPlan, LocalTarget, durable
@@ -72,13 +70,3 @@ def test_run_passes_its_storage_path_to_the_local_target(tmp_path, monkeypatch):
     args = parse(build_parser(), ["run", "--storage-path", "s3://bucket/runs"])
     target = from_args(args, Ui(json_mode=True))
     assert target.plan.storage_path == "s3://bucket/runs", f"expected s3://bucket/runs, got {target.plan.storage_path}"
-
-
-def test_storage_path_on_aws_is_refused_naming_the_flag():
-    from automation.cli import build_parser, parse
-    from automation.errors import DriverError
-    from automation.flags import check_target_flags
-
-    args = parse(build_parser(), ["run", "--stack", "us-west-2", "--storage-path", "/tmp/x"])
-    with pytest.raises(DriverError, match="--storage-path is for --target local"):
-        check_target_flags(args, "aws")
