@@ -73,6 +73,7 @@ def build(cfg: StackConfig) -> dict[str, Any]:
         ),
     )
     pins = chart_pins(cfg)
+    cache = _image_cache(cfg, name, cluster)
     plugins = DevicePlugins(
         f"{name}-device-plugins",
         DevicePluginsArgs(
@@ -81,6 +82,8 @@ def build(cfg: StackConfig) -> dict[str, Any]:
             gpu_instance_type=cfg.gpu_nodes.instance_type,
             provider=cluster.provider,
             gpu_nodes=gpu.node_group,
+            reader_image=cache.image if cache else cfg.ray.image,
+            reader_needs=cache.ready if cache else (),
         ),
     )
     kuberay = KubeRay(
@@ -101,7 +104,6 @@ def build(cfg: StackConfig) -> dict[str, Any]:
             oidc_issuer=cluster.oidc_issuer,
         ),
     )
-    cache = _image_cache(cfg, name, cluster)
     before_pods = (kuberay.release, *plugins.releases, *identity.ready, *(cache.ready if cache else ()))
     ray = RayCluster(
         f"{name}-ray",
