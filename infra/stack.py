@@ -74,18 +74,7 @@ def build(cfg: StackConfig) -> dict[str, Any]:
     )
     pins = chart_pins(cfg)
     cache = _image_cache(cfg, name, cluster)
-    plugins = DevicePlugins(
-        f"{name}-device-plugins",
-        DevicePluginsArgs(
-            nvidia=pins["nvidia-device-plugin"],
-            efa=pins["aws-efa-k8s-device-plugin"],
-            gpu_instance_type=cfg.gpu_nodes.instance_type,
-            provider=cluster.provider,
-            gpu_nodes=gpu.node_group,
-            reader_image=cache.image if cache else cfg.ray.image,
-            reader_needs=cache.ready if cache else (),
-        ),
-    )
+    plugins = _device_plugins(cfg, name, cluster, gpu, cache)
     kuberay = KubeRay(
         f"{name}-kuberay",
         KubeRayArgs(chart=pins["kuberay-operator"], provider=cluster.provider, system_nodes=cluster),
@@ -118,6 +107,23 @@ def build(cfg: StackConfig) -> dict[str, Any]:
     if cfg.gpu_nodes.idle_minutes > 0:
         _idle_guard(cfg, name, cluster, gpu, ray, identity, bucket)
     return _outputs(cfg, gpu_az, cluster, gpu, ray, bucket, identity)
+
+
+def _device_plugins(cfg: StackConfig, name: str, cluster: Cluster, gpu, cache: ImageCache | None) -> DevicePlugins:
+    """The device plugins and the EFA counter reader, which runs the workers' image (through the cache when on)."""
+    pins = chart_pins(cfg)
+    return DevicePlugins(
+        f"{name}-device-plugins",
+        DevicePluginsArgs(
+            nvidia=pins["nvidia-device-plugin"],
+            efa=pins["aws-efa-k8s-device-plugin"],
+            gpu_instance_type=cfg.gpu_nodes.instance_type,
+            provider=cluster.provider,
+            gpu_nodes=gpu.node_group,
+            reader_image=cache.image if cache else cfg.ray.image,
+            reader_needs=cache.ready if cache else (),
+        ),
+    )
 
 
 def _image_cache(cfg: StackConfig, name: str, cluster: Cluster) -> ImageCache | None:
