@@ -26,7 +26,7 @@ def node(objects: dict, name: str = GPU_NODE) -> dict:
 
 
 def workers(objects: dict) -> list[dict]:
-    return [p for p in objects["pods"]["items"] if p["metadata"]["labels"]["ray.io/node-type"] == "worker"]
+    return [p for p in objects["pods"]["items"] if p["metadata"]["labels"].get("ray.io/node-type") == "worker"]
 
 
 def daemonset(objects: dict, name: str) -> dict:
@@ -232,7 +232,7 @@ def gcs_unreachable(objects: dict) -> None:
 
 
 def head(objects: dict) -> dict:
-    return next(p for p in objects["pods"]["items"] if p["metadata"]["labels"]["ray.io/node-type"] == "head")
+    return next(p for p in objects["pods"]["items"] if p["metadata"]["labels"].get("ray.io/node-type") == "head")
 
 
 def _head_not_ready(objects: dict) -> None:

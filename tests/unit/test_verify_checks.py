@@ -122,3 +122,10 @@ def test_nodes_short_of_huge_pages_name_the_stack_key_that_turns_the_request_off
     node = {"metadata": {"name": "gpu-a"}, "status": {"allocatable": {"hugepages-2Mi": "0"}}}
     (row,) = check_hugepages([node], {"hugepages-2Mi": "5120Mi"})
     assert row.status == "fail" and "rayWorkerHugepages: false" in row.fix, f"expected the key in the fix, got {row}"
+
+
+def test_the_counter_reader_is_waited_for_under_its_own_name_and_is_not_the_efa_plugin():
+    rows = check_daemonsets([daemonset("nvidia-device-plugin", 2, 2), daemonset("efa-counter-reader", 2, 1)], GPU_NODES)
+    got = [(r.check, r.status) for r in rows]
+    expected = [("EFA counter reader", "fail"), ("NVIDIA device plugin", "pass"), ("EFA device plugin", "fail")]
+    assert got == expected, f"expected {expected}, got {got}"
