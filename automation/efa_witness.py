@@ -5,10 +5,10 @@ starts and after it ends, weighed against the bytes bench/throughput_model.py pr
     ...                                             # the job runs
     w = efa_witness.weigh(target, before, job, steps, log_verdict, log_cause, require)   # in `check`
 
-The target reads the counters (`Target.efa_counters`: on AWS `cat` of the sysfs files in one Ray worker
-pod per GPU node, which needs no privilege: workloads/nccl_check/counters.py cites why); this module
-keeps the two readings, their differences and the verdict together, in the shape stored with the run
-as `runs/<id>/efa_counters.json`.
+The target reads the counters (`Target.efa_counters`: on AWS `cat` of the sysfs files in each GPU node's
+efa-counter-reader pod, which sees the host's sysfs read-only; a Ray worker pod sees no port counters:
+docs/efa-witnesses.md, "Where the counters are read"); this module keeps the two readings, their differences
+and the verdict together, in the shape stored with the run as `runs/<id>/efa_counters.json`.
 """
 
 from __future__ import annotations
@@ -42,6 +42,14 @@ class Snapshot:
 
     taken_at: float
     nodes: dict[str, NodeReading] | None
+
+    def problems(self) -> list[str]:
+        """Why this reading cannot be a witness's first half, one line per node ([] when every node was read)."""
+        if self.nodes is None:
+            return []
+        return [f"{node}: {r.short}" for node, r in sorted(self.nodes.items()) if r.short] or (
+            [] if self.nodes else ["no GPU node to read"]
+        )
 
     @property
     def summary(self) -> str:

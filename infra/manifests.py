@@ -18,9 +18,14 @@ from typing import Any
 from infra.config import ECR_PUBLIC, GpuNodesConfig, RayConfig, RayWorkerConfig, StackConfig
 from infra.eks_facts import EFA_HUGEPAGES, EFA_HUGEPAGES_RESOURCE
 from infra.names import (
+    APP_LABEL,
+    EFA_COUNTER_READER,
+    EFA_COUNTER_READER_NAMESPACE,
     EFA_RESOURCE,
     GPU_RESOURCE,
     GPU_ROLE,
+    HOST_SYS,
+    HOST_SYS_MOUNT,
     ROLE_LABEL,
     RUN_ROOT,
     SYSTEM_ROLE,
@@ -337,6 +342,58 @@ def efa_device_plugin_values(instance_type: str) -> dict[str, Any]:
         "nodeSelector": {ROLE_LABEL: GPU_ROLE},
         "tolerations": [dict(GPU_TOLERATION)],
         "supportedInstanceLabels": {"keys": ["node.kubernetes.io/instance-type"], "values": [instance_type]},
+    }
+
+
+# The reader is idle between reads: a shell that sleeps, and leaves at once on SIGTERM (PID 1 has no default handler).
+READER_IDLE = "trap 'exit 0' TERM; while :; do sleep 3600 & wait $!; done"
+READER_RESOURCES = {"cpu": "10m", "memory": "32Mi"}  # `sh` and `cat` of a few dozen sysfs files
+
+
+def efa_counter_reader_daemonset(image: str) -> dict[str, Any]:
+    """The EFA counter reader: one idle pod per GPU node (the EFA device plugin's nodeSelector and toleration) that
+    sees the host's sysfs read-only at HOST_SYS_MOUNT, where the driver execs `cat` of the port counters.
+
+    Why the host's sysfs: a pod of its own network namespace sees a compat copy of each RDMA device without per-port
+    hw_counters (Linux drivers/infiniband/core/sysfs.c `setup_port`; docs/efa-witnesses.md). A bind of the host's
+    /sys keeps the view of the namespace it was mounted in (the initial one), as nebius/soperator#403's workaround
+    does; the whole of /sys, because /sys/class/infiniband/<dev> are relative links into /sys/devices. Nothing more:
+    no hostNetwork (it would reach IMDS past the hop limit of 1: EKS best practices, security), no privilege, no
+    capability, no write, no service-account token. ``image``: the Ray image as the workers pull it (through the
+    image cache when the stack has one), already on every GPU node for the worker, so the reader adds no pull.
+    """
+    labels = {APP_LABEL: EFA_COUNTER_READER}
+    container = {
+        "name": EFA_COUNTER_READER,
+        "image": image,
+        "imagePullPolicy": "IfNotPresent",
+        "command": ["sh", "-c", READER_IDLE],
+        "resources": {"requests": dict(READER_RESOURCES), "limits": dict(READER_RESOURCES)},
+        "securityContext": {
+            "runAsNonRoot": True,
+            "runAsUser": 65534,  # nobody: the counter files are mode 0444
+            "runAsGroup": 65534,
+            "allowPrivilegeEscalation": False,
+            "readOnlyRootFilesystem": True,
+            "capabilities": {"drop": ["ALL"]},
+            "seccompProfile": {"type": "RuntimeDefault"},
+        },
+        "volumeMounts": [{"name": "host-sys", "mountPath": HOST_SYS_MOUNT, "readOnly": True}],
+    }
+    pod = {
+        "nodeSelector": {ROLE_LABEL: GPU_ROLE},
+        "tolerations": [dict(GPU_TOLERATION)],
+        "automountServiceAccountToken": False,
+        "enableServiceLinks": False,
+        "terminationGracePeriodSeconds": 5,
+        "containers": [container],
+        "volumes": [{"name": "host-sys", "hostPath": {"path": HOST_SYS, "type": "Directory"}}],
+    }
+    return {
+        "apiVersion": "apps/v1",
+        "kind": "DaemonSet",
+        "metadata": {"name": EFA_COUNTER_READER, "namespace": EFA_COUNTER_READER_NAMESPACE, "labels": labels},
+        "spec": {"selector": {"matchLabels": labels}, "template": {"metadata": {"labels": labels}, "spec": pod}},
     }
 
 

@@ -41,3 +41,13 @@ IDLE_GUARD_S3_FOLDER = IDLE_GUARD
 # aws/eks-node-monitoring-agent at tag v1.7.0). The stack installs it, the policy pack requires it, verify finds it.
 NODE_MONITORING_AGENT = "eks-node-monitoring-agent"
 NODE_MONITORING_NAMESPACE = "kube-system"
+
+# The EFA counter reader (infra/manifests.py `efa_counter_reader_daemonset`): one pod per GPU node, beside the device
+# plugins, with the host's sysfs mounted read-only at HOST_SYS_MOUNT. The kernel gives a pod of its own network
+# namespace no per-port hw_counters (docs/efa-witnesses.md, "Where the counters are read"), so the driver reads them
+# there; the policy pack allows that one hostPath and no other. Its pods carry APP_LABEL=EFA_COUNTER_READER.
+EFA_COUNTER_READER = "efa-counter-reader"
+EFA_COUNTER_READER_NAMESPACE = "kube-system"
+APP_LABEL = "app.kubernetes.io/name"
+HOST_SYS = "/sys"
+HOST_SYS_MOUNT = "/host/sys"

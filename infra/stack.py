@@ -72,16 +72,8 @@ def build(cfg: StackConfig) -> dict[str, Any]:
         ),
     )
     pins = chart_pins(cfg)
-    plugins = DevicePlugins(
-        f"{name}-device-plugins",
-        DevicePluginsArgs(
-            nvidia=pins["nvidia-device-plugin"],
-            efa=pins["aws-efa-k8s-device-plugin"],
-            gpu_instance_type=cfg.gpu_nodes.instance_type,
-            provider=cluster.provider,
-            gpu_nodes=gpu.node_group,
-        ),
-    )
+    cache = _image_cache(cfg, name, cluster)
+    plugins = _device_plugins(cfg, name, cluster, gpu, cache)
     kuberay = KubeRay(
         f"{name}-kuberay",
         KubeRayArgs(chart=pins["kuberay-operator"], provider=cluster.provider, system_nodes=cluster),
@@ -100,7 +92,6 @@ def build(cfg: StackConfig) -> dict[str, Any]:
             oidc_issuer=cluster.oidc_issuer,
         ),
     )
-    cache = _image_cache(cfg, name, cluster)
     before_pods = (kuberay.release, *plugins.releases, *identity.ready, *(cache.ready if cache else ()))
     ray = RayCluster(
         f"{name}-ray",
@@ -115,6 +106,23 @@ def build(cfg: StackConfig) -> dict[str, Any]:
     if cfg.gpu_nodes.idle_minutes > 0:
         _idle_guard(cfg, name, cluster, gpu, ray, identity, bucket, cache.image if cache else cfg.ray.image)
     return _outputs(cfg, gpu_az, cluster, gpu, ray, bucket, identity)
+
+
+def _device_plugins(cfg: StackConfig, name: str, cluster: Cluster, gpu, cache: ImageCache | None) -> DevicePlugins:
+    """The device plugins and the EFA counter reader, which runs the workers' image (through the cache when on)."""
+    pins = chart_pins(cfg)
+    return DevicePlugins(
+        f"{name}-device-plugins",
+        DevicePluginsArgs(
+            nvidia=pins["nvidia-device-plugin"],
+            efa=pins["aws-efa-k8s-device-plugin"],
+            gpu_instance_type=cfg.gpu_nodes.instance_type,
+            provider=cluster.provider,
+            gpu_nodes=gpu.node_group,
+            reader_image=cache.image if cache else cfg.ray.image,
+            reader_needs=cache.ready if cache else (),
+        ),
+    )
 
 
 def _image_cache(cfg: StackConfig, name: str, cluster: Cluster) -> ImageCache | None:

@@ -1,7 +1,10 @@
 """counters: every GPU node's EFA port counters, read before the job is submitted (the first half of
 the counter witness; `check` reads them again and judges: automation/efa_witness.py).
 
-It records, never fails: what the counters say is `check`'s to judge. On AWS it runs right before `submit`.
+It fails, naming the node, when a GPU node's reading cannot serve as the witness's first half (no Running
+counter reader there, no readable hw_counters, fewer EFA devices than the node advertises): a run started
+then would end in a `check` that cannot tell whether EFA carried it. What the counters say is `check`'s to
+judge.
 """
 
 from __future__ import annotations
@@ -10,6 +13,12 @@ from automation.efa_witness import Snapshot, snapshot
 from automation.errors import DriverError
 from automation.pipeline import Finding, Prior, Status, StepResult
 from automation.targets import Target
+from infra.names import APP_LABEL, EFA_COUNTER_READER, EFA_COUNTER_READER_NAMESPACE
+
+READER_FIX = (
+    f"kubectl -n {EFA_COUNTER_READER_NAMESPACE} get pods -l {APP_LABEL}={EFA_COUNTER_READER} -o wide "
+    "(one Running per GPU node; run `up` again if the DaemonSet is missing)"
+)
 
 
 def run(target: Target, prior: Prior) -> StepResult[Snapshot]:
@@ -18,6 +27,10 @@ def run(target: Target, prior: Prior) -> StepResult[Snapshot]:
         before = snapshot(target)
     except DriverError as e:  # the cluster did not answer: check will say the witness is absent
         return StepResult("counters", "skip", f"EFA counters not read before the job: {e}")
+    problems = before.problems()
+    if problems:
+        rows = tuple(Finding("EFA counters before", "fail", p, READER_FIX) for p in problems)
+        return StepResult("counters", "fail", f"EFA counters unreadable before the job: {'; '.join(problems)}", rows)
     status: Status = "skip" if before.nodes is None else "pass"
     line = f"EFA counters before the job: {before.summary}"
     if before.nodes is not None:

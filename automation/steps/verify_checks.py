@@ -14,11 +14,19 @@ from collections.abc import Mapping, Sequence
 from automation.pipeline import Finding
 from infra.config import RayConfig, RayWorkerConfig
 from infra.eks_facts import EFA_HUGEPAGES_RESOURCE
-from infra.names import NODE_MONITORING_AGENT, NODE_MONITORING_NAMESPACE
+from infra.names import EFA_COUNTER_READER, NODE_MONITORING_AGENT, NODE_MONITORING_NAMESPACE
 
 NO_SCHEDULE_EFFECTS = ("NoSchedule", "NoExecute")
 # The device plugins verify requires on every GPU node, found among the DaemonSets that target them.
 DEVICE_PLUGINS = {"nvidia-device-plugin": "NVIDIA device plugin", "efa": "EFA device plugin"}
+# Other DaemonSets named in verify's rows. Like every DaemonSet that targets the GPU nodes, the EFA counter reader is
+# waited for until ready there; where it is absent, `counters` fails naming each node without it.
+LABELS = {**DEVICE_PLUGINS, EFA_COUNTER_READER: "EFA counter reader"}
+
+
+def _kind(name: str) -> str | None:
+    """The LABELS key that names `name`: the longest that it contains (efa-counter-reader is not the EFA plugin)."""
+    return max((k for k in LABELS if k in name), key=len, default=None)
 
 
 def quantity(value: object) -> float:
@@ -109,7 +117,7 @@ def _template_spec(ds: Mapping) -> Mapping:
 
 def _ds_row(ds: Mapping, targeted: int) -> Finding:
     ns, name = ds.get("metadata", {}).get("namespace"), name_of(ds)
-    label = next((v for k, v in DEVICE_PLUGINS.items() if k in name), "DaemonSet")
+    label = LABELS.get(_kind(name) or "", "DaemonSet")
     st = ds.get("status", {})
     want, ready = int(st.get("desiredNumberScheduled", 0)), int(st.get("numberReady", 0))
     ok = ready == want and ready >= targeted
@@ -142,8 +150,9 @@ def check_daemonsets(daemonsets: Sequence[Mapping], gpu_nodes: Sequence[Mapping]
             )
             continue
         rows.append(_ds_row(ds, targeted))
-        for key in DEVICE_PLUGINS:
-            covering[key] |= key in name_of(ds) and targeted == len(gpu_nodes)
+        kind = _kind(name_of(ds))
+        if kind in covering:
+            covering[kind] |= targeted == len(gpu_nodes)
     for key, label in DEVICE_PLUGINS.items():
         if not covering[key]:
             rows.append(

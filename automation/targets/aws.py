@@ -61,10 +61,20 @@ from automation.storage import (
 from automation.ui import Output, tty_confirm
 from infra.config import ClusterConfig, GpuNodesConfig, StackConfig, load_stack
 from infra.config import ConfigError as StackConfigError
+from infra.names import (
+    APP_LABEL,
+    EFA_COUNTER_READER,
+    EFA_COUNTER_READER_NAMESPACE,
+    EFA_RESOURCE,
+    GPU_NODE_SELECTOR,
+    HOST_SYS_MOUNT,
+)
 from workloads.config import ConfigError, TrainConfig, new_run_id
 from workloads.env import NCCL_DEBUG_LEVEL
 from workloads.nccl_check.counters import NodeReading, parse_reading, read_script
 
+READER_SELECTOR = f"{APP_LABEL}={EFA_COUNTER_READER}"
+READER_SYSFS_ROOT = f"{HOST_SYS_MOUNT}/class/infiniband"  # the host's RDMA devices, as the reader pod sees them
 PIPELINE = ("preflight", "preview", "up", "verify", "counters", "submit", "train", "check")
 GPU_AZ_KEY = GpuNodesConfig.keyname("availability_zone", prefixed=True)
 API_CIDRS_KEY = ClusterConfig.keyname("public_access_cidrs", prefixed=True)
@@ -477,22 +487,33 @@ class AwsTarget(AsksJobServer):
         return names
 
     def efa_counters(self) -> dict[str, NodeReading]:
-        """Every GPU node's EFA port counters, read with `cat` from sysfs in one Running Ray worker pod per
-        node (the files are mode 0444: no privilege needed); a node whose read fails carries the reason."""
-        exp = self.expectations()
+        """Every GPU node's EFA port counters, read with `cat` in the node's efa-counter-reader pod, which sees the
+        host's sysfs (a Ray worker pod sees no port counters: infra/manifests.py `efa_counter_reader_daemonset`);
+        a node without a Running reader, or showing fewer EFA devices than it advertises, carries the reason."""
+        kube = self.kube()
+        pods = kube.list_pods(EFA_COUNTER_READER_NAMESPACE, READER_SELECTOR)
+        readers: dict[str, str] = {}
+        for p in sorted(pods, key=lambda p: p["metadata"]["name"]):
+            if p.get("status", {}).get("phase") == "Running":
+                readers.setdefault(p.get("spec", {}).get("nodeName", "?"), p["metadata"]["name"])
         out = {}
-        for node, pod in sorted(self.ray_pods().pods_by_node("worker").items()):
-            try:
-                res = self.kube().exec(pod, exp.namespace, ["sh", "-c", read_script()], timeout_s=60)
-            except DriverError as e:
-                out[node] = NodeReading(error=f"exec in pod {pod} failed: {e}")
-                continue
-            out[node] = (
-                parse_reading(res.stdout)
-                if res.rc == 0
-                else NodeReading(error=f"the read in pod {pod} exited {res.rc}: {res.stderr.strip()[-200:]}")
-            )
+        for node in kube.list_nodes(GPU_NODE_SELECTOR):
+            name = node["metadata"]["name"]
+            advertised = int(node.get("status", {}).get("allocatable", {}).get(EFA_RESOURCE, 0))
+            out[name] = dataclasses.replace(self._read_counters(readers.get(name)), advertised=advertised)
         return out
+
+    def _read_counters(self, pod: str | None) -> NodeReading:
+        if pod is None:
+            return NodeReading(error=f"no Running {EFA_COUNTER_READER} pod on this node (`up` installs its DaemonSet)")
+        script = read_script(READER_SYSFS_ROOT)
+        try:
+            res = self.kube().exec(pod, EFA_COUNTER_READER_NAMESPACE, ["sh", "-c", script], timeout_s=60)
+        except DriverError as e:
+            return NodeReading(error=f"exec in pod {pod} failed: {e}")
+        if res.rc != 0:
+            return NodeReading(error=f"the read in pod {pod} exited {res.rc}: {res.stderr.strip()[-200:]}")
+        return parse_reading(res.stdout)
 
     def _counters_key(self, run_id: str) -> tuple[str, str]:
         bucket, prefix = split_s3_uri(self.storage_uri())

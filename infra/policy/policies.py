@@ -30,7 +30,17 @@ from pulumi_policy import (
 # The pack may import infra.names: it runs only from this repository (`--policy-pack infra/policy`, and it
 # reads infra/data/ already), and infra/names.py and infra/__init__.py import nothing, so the pack's own
 # virtualenv (pulumi-policy only) is enough. __main__.py puts the repository root on the path for it.
-from infra.names import EFA_RESOURCE, GPU_RESOURCE, GPU_ROLE, IDLE_GUARD_S3_FOLDER, NODE_MONITORING_AGENT, ROLE_LABEL
+from infra.names import (
+    EFA_COUNTER_READER,
+    EFA_COUNTER_READER_NAMESPACE,
+    EFA_RESOURCE,
+    GPU_RESOURCE,
+    GPU_ROLE,
+    HOST_SYS,
+    IDLE_GUARD_S3_FOLDER,
+    NODE_MONITORING_AGENT,
+    ROLE_LABEL,
+)
 
 INSTANCE_DATA = Path(__file__).resolve().parents[1] / "data" / "instance_types.json"
 
@@ -400,6 +410,91 @@ ray_pod_identity = StackValidationPolicy(
 )
 
 
+# --------------------------------------------------------------------------- the host's namespaces and files
+
+# Where each kind keeps its pod templates (the Kubernetes API's workload resources; KubeRay's RayCluster CRD).
+POD_PATHS: dict[str, tuple[tuple[str, ...], ...]] = {
+    "kubernetes:core/v1:Pod": (("spec",),),
+    **{
+        f"kubernetes:{kind}": (("spec", "template", "spec"),)
+        for kind in ("apps/v1:DaemonSet", "apps/v1:Deployment", "apps/v1:StatefulSet", "apps/v1:ReplicaSet")
+    },
+    "kubernetes:batch/v1:Job": (("spec", "template", "spec"),),
+    "kubernetes:batch/v1:CronJob": (("spec", "jobTemplate", "spec", "template", "spec"),),
+    RAY_CLUSTER: (("spec", "headGroupSpec", "template", "spec"), ("spec", "workerGroupSpecs", "*", "template", "spec")),
+}
+
+
+def _pod_specs(props: Any, path: tuple[str, ...]) -> list[dict]:
+    """The pod specs found along ``path`` ("*": each item of a list)."""
+    nodes = [props]
+    for key in path:
+        if key == "*":
+            nodes = [x for n in nodes if isinstance(n, list) for x in n]
+        else:
+            nodes = [n.get(key) for n in nodes if isinstance(n, dict)]
+    return [n for n in nodes if isinstance(n, dict)]
+
+
+def _is_counter_reader(resource_type: str, props: Any) -> bool:
+    meta = props.get("metadata") or {}
+    return resource_type == "kubernetes:apps/v1:DaemonSet" and (meta.get("name"), meta.get("namespace")) == (
+        EFA_COUNTER_READER,
+        EFA_COUNTER_READER_NAMESPACE,
+    )
+
+
+def _host_path_problems(spec: dict, reader: bool) -> list[str]:
+    """The hostPath volumes of ``spec`` beyond the one the counter reader may have: the host's /sys, type
+    Directory, mounted read-only by every container that mounts it."""
+    containers = [*(spec.get("initContainers") or []), *(spec.get("containers") or [])]
+    problems = []
+    for v in spec.get("volumes") or []:
+        host = v.get("hostPath")
+        if not host:
+            continue
+        mounts = [m for c in containers for m in c.get("volumeMounts") or [] if m.get("name") == v.get("name")]
+        if not reader:
+            problems.append(f"hostPath {host.get('path')!r} outside the {EFA_COUNTER_READER} DaemonSet")
+        elif (host.get("path"), host.get("type")) != (HOST_SYS, "Directory"):
+            problems.append(f"hostPath {host.get('path')!r} (type {host.get('type')!r}): only {HOST_SYS} is allowed")
+        elif not mounts or not all(m.get("readOnly") is True for m in mounts):
+            problems.append(f"hostPath {HOST_SYS} mounted writable (every mount must be readOnly)")
+    return problems
+
+
+def _host_access(args: ResourceValidationArgs, report: ReportViolation) -> None:
+    reader = _is_counter_reader(args.resource_type, args.props)
+    for path in POD_PATHS.get(args.resource_type, ()):
+        for spec in _pod_specs(args.props, path):
+            problems = [f"{key}: true" for key in ("hostNetwork", "hostPID", "hostIPC") if spec.get(key)]
+            containers = [*(spec.get("initContainers") or []), *(spec.get("containers") or [])]
+            problems += [
+                f"container {c.get('name')} is privileged"
+                for c in containers
+                if (c.get("securityContext") or {}).get("privileged")
+            ]
+            for problem in problems + _host_path_problems(spec, reader):
+                report(problem, None)
+
+
+host_access_only_the_counter_reader = ResourceValidationPolicy(
+    name="no-host-access-but-the-counter-reader",
+    description=(
+        "No pod the program declares shares the node's network, PID or IPC namespace or runs privileged, and "
+        f"none mounts a host path except the {EFA_COUNTER_READER} DaemonSet in {EFA_COUNTER_READER_NAMESPACE}, "
+        f"which mounts the host's {HOST_SYS} (type Directory) read-only to read the EFA port counters the kernel "
+        "shows only in the initial network namespace. A hostNetwork pod reaches IMDS past the hop limit of 1 and "
+        "so the node role's credentials; a host path or privilege is a way out of the container. The pinned Helm "
+        "charts' pods are not in the render. Sources: "
+        "https://docs.aws.amazon.com/eks/latest/userguide/best-practices-security.html, "
+        "https://kubernetes.io/docs/concepts/security/pod-security-standards/"
+    ),
+    validate=_host_access,
+    enforcement_level=EnforcementLevel.MANDATORY,
+)
+
+
 # --------------------------------------------------------------------------- S3 and IAM
 
 
@@ -673,6 +768,7 @@ POLICIES: list[ResourceValidationPolicy | StackValidationPolicy] = [
     no_public_ray_ports,
     ray_worker_pods,
     ray_pod_identity,
+    host_access_only_the_counter_reader,
     s3_private_encrypted,
     iam_no_s3_star,
     iam_s3_prefix,

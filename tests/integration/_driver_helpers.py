@@ -18,10 +18,12 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qs, urlparse
 
-from _pod_requests import PodAction, PodRequest, asks
+from _pod_requests import PodAction, PodRequest
 from conftest import REPO, quiet_stack
 
 from automation.kube import ExecResult
+from automation.targets.aws import READER_SYSFS_ROOT
+from infra.names import APP_LABEL, EFA_COUNTER_READER
 
 K8S_FIXTURES = REPO / "tests" / "fixtures" / "k8s"
 EFA_FIXTURES = REPO / "tests" / "fixtures" / "efa"
@@ -329,19 +331,54 @@ WIRE_OVERHEAD = 1.04
 BOOT_BYTES = 5 * 10**12
 
 
+# Two views of one node's RDMA devices, as the kernel gives them (Linux drivers/infiniband/core):
+# - the host's (the initial network namespace): the full device, whose ports/1/ holds hw_counters/ (sysfs.c,
+#   `setup_port`: `bool is_full_dev = &device->coredev == coredev;` ... `if (port_num && is_full_dev)
+#   { ret = setup_hw_port_stats(...) }`). The reader pod sees it: the host's /sys, bound read-only at /host/sys,
+#   keeps the namespace it was mounted in (nebius/soperator#403 reads InfiniBand counters that way).
+# - a pod's own (its own network namespace, RDMA netns mode "shared"): a compat copy of each device (device.c,
+#   `add_one_compat_dev`, which calls `ib_setup_port_attrs(cdev)`) whose ports/1/ has gids and pkeys but no
+#   hw_counters (is_full_dev is false; linux-rdma "RDMA: don't expose hw_stats into non-init net namespaces",
+#   2025-02, hid the device-level ones too). The Ray worker pods see this one.
+# /sys/class/infiniband/<dev> is a relative link into /sys/devices/ (sysfs class directories), so a view is
+# only whole with /sys/devices beside it.
+PCI_PATH = "devices/pci0000:00/0000:00:1f.0"  # illustrative PCI address; rdmap0s31 names slot 31 (0x1f)
+
+
+def write_sysfs(root: Path, devices: dict[str, dict[str, int]], *, full: bool) -> Path:
+    """``devices`` laid out under ``root`` as sysfs shows them, the host's view (``full``) or a pod's: returns
+    ``root/class/infiniband``, the folder the read script is given."""
+    klass = root / "class" / "infiniband"
+    klass.mkdir(parents=True)
+    for device, counters in devices.items():
+        port = root / PCI_PATH / "infiniband" / device / "ports" / "1"
+        (port / "gids").mkdir(parents=True)
+        (port / "gids" / "0").write_text("fe80:0000:0000:0000:0000:0000:0000:0000\n")
+        if full:
+            (port / "hw_counters").mkdir()
+            for name, value in {**counters, "lifespan": 10}.items():
+                (port / "hw_counters" / name).write_text(f"{value}\n")
+        (klass / device).symlink_to(Path("..", "..", PCI_PATH, "infiniband", device))
+    return klass
+
+
 class FakeEfaNodes:
-    """Each GPU node's EFA counters, cumulative since boot, advancing with the fake job.
+    """Each GPU node's EFA counters, cumulative since boot, advancing with the fake job, and what a read shows
+    from where it runs: the reader pods (the fixture's efa-counter-reader pods, one per GPU node) at the host's
+    sysfs see the counters; any other pod, or the reader at its own /sys, sees the pod's view, with none.
 
-    `pods` maps a pod to its node (the recorded pods.json). Fault switches, one per failure world:
-    `flat` (the job's collectives do not reach the NIC), `missing_after` (the device is gone after the
-    job), `reset` (the driver restarts during the job: counters start again from 0), `unreadable`
-    (the node whose reads fail with EIO, as a sysfs read of a failed admin command does)."""
+    `pods` maps a Ray worker pod to its node, `readers` a reader pod to its node (the recorded pods.json). Fault
+    switches, one per failure world: `flat` (the job's collectives do not reach the NIC), `missing_after` (the
+    device is gone after the job), `reset` (the driver restarts during the job: counters start again from 0),
+    `unreadable` (the node whose reads fail with EIO, as a sysfs read of a failed admin command does),
+    `no_devices` (the node whose host view lists no EFA device)."""
 
-    def __init__(self, pods: dict[str, str], nodes: list[str], *, flat=False, missing_after=False, reset=False,
-                 unreadable: str | None = None) -> None:  # fmt: skip
-        self.pods = pods
+    def __init__(self, pods: dict[str, str], nodes: list[str], readers: dict[str, str] | None = None, *, flat=False,
+                 missing_after=False, reset=False, unreadable: str | None = None,
+                 no_devices: str | None = None) -> None:  # fmt: skip
+        self.pods, self.readers = pods, readers or {}
         boot = {c: BOOT_BYTES + 1000 * i for i, c in enumerate(EFA_PORT_COUNTERS)}
-        self.tree = {n: {EFA_DEVICE: dict(boot)} for n in nodes}
+        self.tree = {n: ({} if n == no_devices else {EFA_DEVICE: dict(boot)}) for n in nodes}
         self.flat, self.missing_after, self.reset, self.unreadable = flat, missing_after, reset, unreadable
         self.reads = 0
 
@@ -349,32 +386,41 @@ class FakeEfaNodes:
     def of_fixture(cls, **faults) -> FakeEfaNodes:
         pods = load_k8s()["pods"]["items"]
         workers = {p["metadata"]["name"]: p["spec"]["nodeName"] for p in pods if "worker" in p["metadata"]["name"]}
-        return cls(workers, sorted(set(workers.values())), **faults)
+        readers = {
+            p["metadata"]["name"]: p["spec"]["nodeName"]
+            for p in pods
+            if p["metadata"]["labels"].get(APP_LABEL) == EFA_COUNTER_READER
+        }
+        return cls(workers, sorted(set(workers.values())), readers, **faults)
 
     def job_ran(self, payload_bytes: float, over_efa: bool = True) -> None:
         """The job sent (and received) `payload_bytes` per NIC across nodes; over EFA unless sockets carried it."""
         moved = 0 if (self.flat or not over_efa) else int(payload_bytes * WIRE_OVERHEAD)
         for devices in self.tree.values():
+            if EFA_DEVICE not in devices:
+                continue
             counters = devices[EFA_DEVICE]
             for name in ("tx_bytes", "rx_bytes", "send_bytes", "recv_bytes"):
                 counters[name] = moved // 3 if self.reset else counters[name] + moved
             if self.missing_after:
                 devices.clear()
 
-    def is_read(self, cmd: list[str]) -> bool:
-        return asks(cmd, PodAction.EFA_COUNTERS)
+    def view(self, pod: str, root: str) -> tuple[str, dict[str, dict[str, int]], bool]:
+        """(node, devices, full): what the read script given ``root`` finds in ``pod``."""
+        node = self.readers.get(pod) or self.pods[pod]
+        return node, self.tree[node], pod in self.readers and root == READER_SYSFS_ROOT
 
-    def answer(self, pod: str) -> ExecResult:
-        """What the read script prints in `pod`: its node's devices, files in name order as a shell glob
-        lists them."""
+    def answer(self, pod: str, root: str) -> ExecResult:
+        """What the read script prints in `pod` for `root`: a device's counters only in the host's view, files in
+        name order as a shell glob lists them (`write_sysfs` lays the same views out for the real script)."""
         self.reads += 1
-        node = self.pods[pod]
+        node, devices, full = self.view(pod, root)
         lines = ["EFA_COUNTERS_BEGIN"]
-        for device, counters in sorted(self.tree[node].items()):
+        for device, counters in sorted(devices.items()) if full else ():
             lines.append(f"DEVICE {device}")
             for name in sorted(counters):
                 lines.append(f"UNREADABLE {name}" if node == self.unreadable else f"{name} {counters[name]}")
-        lines += ([] if self.tree[node] else ["NO_DEVICES"]) + ["EFA_COUNTERS_END"]
+        lines += ([] if full and devices else ["NO_DEVICES"]) + ["EFA_COUNTERS_END"]
         return ExecResult(0, "\n".join(lines) + "\n", "")
 
 
@@ -382,7 +428,7 @@ def routine_answer(request: PodRequest, pod: str, efa: FakeEfaNodes) -> ExecResu
     """What every fake cluster answers alike: its nodes' EFA counters, and an upload of the job's source that
     succeeds; None for any other request."""
     if request.action is PodAction.EFA_COUNTERS:
-        return efa.answer(pod)
+        return efa.answer(pod, request.arg)
     if request.action is PodAction.UPLOAD:
         return ExecResult(0, "", "")
     return None

@@ -20,7 +20,8 @@ from automation.ray_head import RAY_RESOURCES_SNIPPET, upload_command
 from automation.run_files import _pack_command, collect_command
 from automation.steps.verify_checks import fi_info_command
 from automation.storage import marker_probe_command
-from workloads.nccl_check.counters import read_script
+from automation.targets.aws import READER_SYSFS_ROOT
+from workloads.nccl_check.counters import SYSFS_ROOT, read_script
 
 
 class PodAction(enum.Enum):
@@ -38,7 +39,7 @@ class PodAction(enum.Enum):
 @dataclass(frozen=True)
 class PodRequest:
     action: PodAction
-    arg: str = ""  # the marker's URI, the upload's or the logs' directory, the file read
+    arg: str = ""  # the marker's URI, the upload's or the logs' directory, the file read, the sysfs root read
     job: JobRequest | None = None
     names: tuple[str, ...] = ()  # the files a PACK_FILES request names
 
@@ -59,8 +60,9 @@ def pod_request(argv: list[str]) -> PodRequest | None:
 
 
 def _shell_request(argv: list[str]) -> PodRequest | None:
-    if argv[2] == read_script():
-        return PodRequest(PodAction.EFA_COUNTERS)
+    for root in (SYSFS_ROOT, READER_SYSFS_ROOT):  # a Ray pod's own sysfs (the old read), the reader's host view
+        if argv[2] == read_script(root):
+            return PodRequest(PodAction.EFA_COUNTERS, root)
     words = shlex.split(argv[2])
     if words[:2] == ["python", "-c"] and argv == marker_probe_command(words[-1]):
         return PodRequest(PodAction.S3_MARKER, words[-1])

@@ -259,7 +259,7 @@ def gcs_unreachable(objects: dict) -> None:
 
 
 def head(objects: dict) -> dict:
-    return next(p for p in objects["pods"]["items"] if p["metadata"]["labels"]["ray.io/node-type"] == "head")
+    return next(p for p in objects["pods"]["items"] if p["metadata"]["labels"].get("ray.io/node-type") == "head")
 
 
 def _head_not_ready(objects: dict) -> None:

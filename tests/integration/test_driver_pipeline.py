@@ -67,7 +67,7 @@ def cluster_exec(
         if request is None:
             raise AssertionError(f"unexpected command {cmd}")
         if request.action is PodAction.EFA_COUNTERS:  # the counter witness, before and after the job
-            return efa.answer(pod)
+            return efa.answer(pod, request.arg)
         if request.job is not None and request.job.action == "submit":
             efa.job_ran(helpers.predicted_job_bytes(SUMMARY["steps"]), over_efa)
         if (job_answer := jobs.answer(pod, cmd)) is not None:

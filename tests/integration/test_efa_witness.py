@@ -1,15 +1,18 @@
 """The two witnesses of a cluster run's transport, NCCL's log and the EFA port counters, on the fake
 cluster (test_driver_pipeline.py's fakes; the counters are _driver_helpers.FakeEfaNodes, whose sysfs
-tree follows the EFA driver's source). Each world runs the steps that read and judge the counters:
-`counters` before the job, `train`, `check` after it."""
+tree follows the EFA driver's source, and which shows the Ray workers the pod's view of it, without port
+counters, and the efa-counter-reader pods the host's, with them: _driver_helpers cites the kernel). Each world
+runs the steps that read and judge the counters: `counters` before the job, `train`, `check` after it."""
 
 from __future__ import annotations
 
 import json
+import subprocess
 from pathlib import Path
 
 import _driver_helpers as helpers  # tests/integration is on pytest's pythonpath
 import pytest
+from _pod_requests import PodAction, pod_request
 from test_driver_pipeline import (  # noqa: F401 - aws is the moto fixture the tests use
     NCCL,
     aws,
@@ -19,7 +22,10 @@ from test_driver_pipeline import (  # noqa: F401 - aws is the moto fixture the t
     run,
 )
 
+from automation.targets.aws import READER_SYSFS_ROOT
+from infra.names import EFA_COUNTER_READER_NAMESPACE
 from workloads.nccl_check import witnesses
+from workloads.nccl_check.counters import SYSFS_ROOT, parse_reading, read_script
 
 pytestmark = pytest.mark.usefixtures("aws")
 EFA_LOG = NCCL / "efa_unprefixed_ofi1.20.log"
@@ -27,11 +33,20 @@ SOCKET_LOG = NCCL / "socket_cluster_nccl952.log"
 JOB_STEPS = ("counters", "submit", "train", "check")
 
 
+def ran(efa: helpers.FakeEfaNodes, log=EFA_LOG, over_efa: bool = True, names=JOB_STEPS, edit=lambda objects: None):
+    """The pipeline's result and the pod exec's calls after `names` ran on the fake cluster, its recorded objects
+    first changed by `edit`."""
+    pod_exec = cluster_exec(log, efa=efa, over_efa=over_efa)
+    with helpers.FakeKubeApi() as api:
+        edit(api.objects)
+        stack = helpers.FakeStack("us-west-2", outputs=outputs(api))
+        result = run(make_target(api, stack, pod_exec=pod_exec), names)
+    return result, pod_exec.calls
+
+
 def checked(efa: helpers.FakeEfaNodes, log=EFA_LOG, over_efa: bool = True, names=JOB_STEPS):
     """The check step's result and its counter witness after `names` ran on the fake cluster."""
-    with helpers.FakeKubeApi() as api:
-        stack = helpers.FakeStack("us-west-2", outputs=outputs(api))
-        result = run(make_target(api, stack, pod_exec=cluster_exec(log, efa=efa, over_efa=over_efa)), names)
+    result, _ = ran(efa, log, over_efa, names)
     check = result.result("check")
     assert check is not None, f"expected check to run, the pipeline stopped at {result.failed_step}: {result.reason}"
     return check, check.data.counters["witnesses"]
@@ -40,6 +55,19 @@ def checked(efa: helpers.FakeEfaNodes, log=EFA_LOG, over_efa: bool = True, names
 def test_run_passes_when_the_log_and_the_counters_both_say_efa():
     check, w = checked(helpers.FakeEfaNodes.of_fixture())
     assert (check.status, w["outcome"]) == ("pass", witnesses.PASS), f"got {check.status}: {check.summary}"
+
+
+def test_a_run_over_efa_passes_reading_every_counter_through_the_reader_pods():
+    result, calls = ran(helpers.FakeEfaNodes.of_fixture())
+    reads = {
+        (pod, ns, pod_request(cmd).arg)
+        for pod, ns, cmd, _ in calls
+        if pod_request(cmd).action is PodAction.EFA_COUNTERS
+    }
+    readers = helpers.FakeEfaNodes.of_fixture().readers
+    expected = {(pod, EFA_COUNTER_READER_NAMESPACE, READER_SYSFS_ROOT) for pod in readers}
+    w = result.result("check").data.counters["witnesses"]
+    assert (w["outcome"], reads) == (witnesses.PASS, expected), f"got {w['outcome']}, reads {reads}"
 
 
 def test_pass_reports_predicted_and_counted_bytes_per_nic_of_each_node():
@@ -84,21 +112,79 @@ def test_check_without_a_reading_before_the_job_is_no_pass():
     assert (check.status, w["outcome"]) == ("fail", witnesses.NO_BEFORE), f"got {check.status}: {w['message']}"
 
 
+# ---- where the counters can be read ---------------------------------------------------------------------------
+NODE_A, NODE_B = "ip-10-30-1-17.us-west-2.compute.internal", "ip-10-30-1-204.us-west-2.compute.internal"
+
+
+def sh_read(root: Path) -> str:
+    """The driver's read script run by a real shell over a sysfs view laid out under `root`."""
+    return subprocess.run(["sh", "-c", read_script(str(root))], capture_output=True, text=True, check=True).stdout
+
+
+def test_the_old_read_in_a_pods_own_sysfs_finds_no_counters(tmp_path):
+    # A Ray worker pod's /sys: the compat copy of the device, ports/1/ without hw_counters.
+    view = helpers.write_sysfs(tmp_path, {helpers.EFA_DEVICE: {"tx_bytes": 7}}, full=False)
+    out = sh_read(view)
+    assert (parse_reading(out).devices, "NO_DEVICES" in out) == ({}, True), f"expected no device read, got {out}"
+
+
 @pytest.mark.slow
 def test_read_script_reads_a_sysfs_tree_laid_out_as_the_efa_driver_does(tmp_path):
-    import subprocess
+    counters = {n: i for i, n in enumerate(helpers.EFA_PORT_COUNTERS)}
+    view = helpers.write_sysfs(tmp_path / "host" / "sys", {helpers.EFA_DEVICE: counters}, full=True)
+    assert parse_reading(sh_read(view)).devices == {helpers.EFA_DEVICE: counters}, (
+        "expected every port counter but lifespan"
+    )
 
-    from workloads.nccl_check.counters import parse_reading, read_script
 
-    counters = tmp_path / helpers.EFA_DEVICE / "ports" / "1" / "hw_counters"
-    counters.mkdir(parents=True)
-    for i, name in enumerate(helpers.EFA_PORT_COUNTERS):
-        (counters / name).write_text(f"{i}\n")
-    (counters / "lifespan").write_text("12\n")
-    (tmp_path / "no_counters_device").mkdir()  # a device without port counters is not read
-    out = subprocess.run(["sh", "-c", read_script(str(tmp_path))], capture_output=True, text=True, check=True).stdout
-    expected = {helpers.EFA_DEVICE: {n: i for i, n in enumerate(helpers.EFA_PORT_COUNTERS)}}
-    assert parse_reading(out).devices == expected, f"expected every port counter but lifespan, got {out}"
+@pytest.mark.parametrize(
+    "who, root",
+    [("reader", READER_SYSFS_ROOT), ("worker", SYSFS_ROOT), ("reader", SYSFS_ROOT)],
+    ids=["reader-host-sys", "worker-own-sys", "reader-own-sys"],
+)
+def test_the_fake_cluster_answers_as_the_real_script_reads_the_same_view(tmp_path, who, root):
+    efa = helpers.FakeEfaNodes.of_fixture()
+    pod = next(iter(efa.readers if who == "reader" else efa.pods))
+    _, devices, full = efa.view(pod, root)
+    real = parse_reading(sh_read(helpers.write_sysfs(tmp_path, devices, full=full)))
+    fake = parse_reading(efa.answer(pod, root).stdout)
+    assert fake == real, f"the fake answered {fake}, the script over the same view read {real}"
+
+
+def stops_before_submit(efa: helpers.FakeEfaNodes, edit=lambda objects: None):
+    result, calls = ran(efa, edit=edit)
+    submitted = [cmd for _, _, cmd, _ in calls if (r := pod_request(cmd)) and r.job and r.job.action == "submit"]
+    assert (result.failed_step, submitted) == ("counters", []), (
+        f"expected counters to stop the run before submit, got {result.failed_step}: {result.reason}; {submitted}"
+    )
+    return result.reason
+
+
+def test_counters_fail_before_submit_naming_the_node_whose_reader_sees_no_counters():
+    reason = stops_before_submit(helpers.FakeEfaNodes.of_fixture(no_devices=NODE_B))
+    assert f"{NODE_B}: 0 EFA device(s)" in reason and NODE_A not in reason, reason
+
+
+def test_counters_fail_before_submit_when_a_node_shows_fewer_devices_than_it_advertises():
+    def two_efa_on_a(objects):
+        node = next(n for n in objects["nodes"]["items"] if n["metadata"]["name"] == NODE_A)
+        node["status"]["allocatable"]["vpc.amazonaws.com/efa"] = "2"
+
+    reason = stops_before_submit(helpers.FakeEfaNodes.of_fixture(), two_efa_on_a)
+    assert f"{NODE_A}: 1 EFA device(s) with readable hw_counters, the node advertises 2" in reason, reason
+
+
+def test_counters_fail_before_submit_naming_the_node_without_a_reader_pod():
+    def no_reader_on_b(objects):
+        pods = objects["pods"]["items"]
+        objects["pods"]["items"] = [
+            p
+            for p in pods
+            if not (p["metadata"]["name"].startswith("efa-counter-reader") and p["spec"]["nodeName"] == NODE_B)
+        ]
+
+    reason = stops_before_submit(helpers.FakeEfaNodes.of_fixture(), no_reader_on_b)
+    assert f"{NODE_B}: no Running efa-counter-reader pod" in reason and NODE_A not in reason, reason
 
 
 def test_passing_cluster_run_keeps_its_counters_and_draws_bytes_per_nic_in_the_report(tmp_path):

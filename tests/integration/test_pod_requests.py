@@ -10,13 +10,15 @@ from automation.ray_head import RAY_RESOURCES_SNIPPET, status_command, upload_co
 from automation.run_files import _pack_command, collect_command
 from automation.steps.verify_checks import fi_info_command
 from automation.storage import marker_probe_command
-from workloads.nccl_check.counters import read_script
+from automation.targets.aws import READER_SYSFS_ROOT
+from workloads.nccl_check.counters import SYSFS_ROOT, read_script
 
 BUILT = [
     (fi_info_command(), PodAction.FI_INFO, ""),
     (["python", "-c", RAY_RESOURCES_SNIPPET], PodAction.RAY_RESOURCES, ""),
     (marker_probe_command("s3://bucket/stack/m"), PodAction.S3_MARKER, "s3://bucket/stack/m"),
-    (["sh", "-c", read_script()], PodAction.EFA_COUNTERS, ""),
+    (["sh", "-c", read_script()], PodAction.EFA_COUNTERS, SYSFS_ROOT),
+    (["sh", "-c", read_script(READER_SYSFS_ROOT)], PodAction.EFA_COUNTERS, READER_SYSFS_ROOT),
     (upload_command("/tmp/ray-efa-eks/src/r1", 1234), PodAction.UPLOAD, "/tmp/ray-efa-eks/src/r1"),
     (["cat", "/tmp/ray-efa-eks/runs/r1/summary.json"], PodAction.READ_FILE, "/tmp/ray-efa-eks/runs/r1/summary.json"),
     (collect_command("/tmp/ray-efa-eks/runs/r1/nccl"), PodAction.COLLECT_LOGS, "/tmp/ray-efa-eks/runs/r1/nccl"),

@@ -656,7 +656,7 @@ def test_device_plugin_not_ready_fails():
 
 def test_worker_requests_not_equal_to_limits_fail():
     objects = helpers.load_k8s()
-    worker = next(p for p in objects["pods"]["items"] if p["metadata"]["labels"]["ray.io/node-type"] == "worker")
+    worker = next(p for p in objects["pods"]["items"] if p["metadata"]["labels"].get("ray.io/node-type") == "worker")
     worker["spec"]["containers"][0]["resources"]["requests"]["cpu"] = "30"
     rows = failing(run_verify(objects))
     key = f"pod {worker['metadata']['name']} requests == limits"

@@ -395,6 +395,14 @@ def test_raycluster_resource_carries_the_built_spec(east):
     assert ints(rc["spec"]) == want, "the engine did not receive the spec manifests.py built"
 
 
+def test_counter_reader_runs_the_workers_image_so_it_adds_no_pull(east):
+    reader = one(east, "kubernetes:apps/v1:DaemonSet", "efa-counter-reader").inputs
+    rc = one(east, "kubernetes:ray.io/v1:RayCluster").inputs
+    got = reader["spec"]["template"]["spec"]["containers"][0]["image"]
+    want = rc["spec"]["workerGroupSpecs"][0]["template"]["spec"]["containers"][0]["image"]
+    assert got == want, f"reader image {got}, worker image {want}"
+
+
 @pytest.mark.parametrize("stack", STACKS)
 def test_ray_containers_get_the_region_of_their_stack(stack):
     spec = one(render(stack), "kubernetes:ray.io/v1:RayCluster").inputs["spec"]

@@ -228,6 +228,71 @@ def test_worker_without_hugepages_but_told_libfabric_passes(east):
     assert found == [], f"expected no report with FI_EFA_USE_HUGE_PAGE=0, got {found}"
 
 
+HOST_ACCESS = "no-host-access-but-the-counter-reader"
+DAEMONSET = "kubernetes:apps/v1:DaemonSet"
+
+
+def _reader_pod(props) -> dict:
+    return props["spec"]["template"]["spec"]
+
+
+def test_the_render_holds_the_counter_reader_with_the_host_sys_read_only(east):
+    (reader,) = [r for r in east if r.resource_type == DAEMONSET and "efa-counter-reader" in r.name]
+    pod = _reader_pod(reader.props)
+    got = (pod["volumes"], pod["containers"][0]["volumeMounts"])
+    expected = (
+        [{"name": "host-sys", "hostPath": {"path": "/sys", "type": "Directory"}}],
+        [{"name": "host-sys", "mountPath": "/host/sys", "readOnly": True}],
+    )
+    assert got == expected, f"expected the host's /sys read-only at /host/sys, got {got}"
+
+
+@pytest.mark.parametrize(
+    "break_it, expected",
+    [
+        (lambda pod: pod["containers"][0]["volumeMounts"][0].pop("readOnly"), "mounted writable"),
+        (lambda pod: pod["volumes"][0]["hostPath"].update(path="/"), "hostPath '/'"),
+        (lambda pod: pod["volumes"][0]["hostPath"].update(path="/sys/class/infiniband"), "only /sys is allowed"),
+        (lambda pod: pod["volumes"][0]["hostPath"].update(type="DirectoryOrCreate"), "only /sys is allowed"),
+        (lambda pod: pod.update(hostNetwork=True), "hostNetwork: true"),
+        (lambda pod: pod["containers"][0]["securityContext"].update(privileged=True), "is privileged"),
+    ],
+    ids=["writable", "root", "class-only", "or-create", "host-network", "privileged"],
+)
+def test_a_counter_reader_reaching_further_is_reported(east, break_it, expected):
+    found = violations(
+        only(HOST_ACCESS), edited(east, DAEMONSET, "efa-counter-reader", lambda p: break_it(_reader_pod(p)))
+    )
+    assert len(found) == 1 and expected in found[0], f"expected one report about {expected!r}, got {found}"
+
+
+def test_the_same_mount_in_another_namespace_is_reported(east):
+    found = violations(
+        only(HOST_ACCESS),
+        edited(east, DAEMONSET, "efa-counter-reader", lambda p: p["metadata"].update(namespace="ray")),
+    )
+    assert found == ["hostPath '/sys' outside the efa-counter-reader DaemonSet"], found
+
+
+def test_the_same_mount_in_a_ray_worker_is_reported(east):
+    def edit(props):
+        pod = props["spec"]["workerGroupSpecs"][0]["template"]["spec"]
+        pod["volumes"].append({"name": "host-sys", "hostPath": {"path": "/sys", "type": "Directory"}})
+        pod["containers"][0]["volumeMounts"].append({"name": "host-sys", "mountPath": "/host/sys", "readOnly": True})
+
+    found = violations(only(HOST_ACCESS), edited(east, pp.RAY_CLUSTER, "raycluster", edit))
+    assert found == ["hostPath '/sys' outside the efa-counter-reader DaemonSet"], found
+
+
+@pytest.mark.parametrize("key", ["hostNetwork", "hostPID", "hostIPC"])
+def test_a_host_namespace_in_the_idle_guard_is_reported(east, key):
+    def edit(props):
+        props["spec"]["jobTemplate"]["spec"]["template"]["spec"][key] = True
+
+    found = violations(only(HOST_ACCESS), edited(east, "kubernetes:batch/v1:CronJob", "idle-guard", edit))
+    assert found == [f"{key}: true"], found
+
+
 def _with_service_account(props):
     props["spec"]["workerGroupSpecs"][0]["template"]["spec"]["serviceAccountName"] = "ray-train"
 

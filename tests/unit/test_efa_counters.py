@@ -79,3 +79,16 @@ def test_counters_just_under_the_stated_fraction_of_the_prediction_fail():
 def test_no_prediction_for_the_job_is_no_pass():
     got = w.judge("efa", "pass", "cause", moved(3 * GB), None)
     assert (got.outcome, got.ok) == (w.NO_PREDICTION, False), f"got {got.outcome}"
+
+
+def test_a_node_showing_fewer_devices_than_it_advertises_is_short():
+    r = NodeReading(reading(5 * GB).devices, advertised=2)
+    assert r.short == "1 EFA device(s) with readable hw_counters, the node advertises 2", r.short
+
+
+def test_a_node_showing_no_device_is_short_even_when_it_advertises_none():
+    assert NodeReading(advertised=0).short, "a reading with no device must never serve as the first half"
+
+
+def test_a_node_showing_what_it_advertises_is_not_short():
+    assert NodeReading(reading(5 * GB).devices, advertised=1).short == ""

@@ -168,6 +168,37 @@ def test_efa_plugin_lists_the_stack_instance_type():
     assert values == {"keys": ["node.kubernetes.io/instance-type"], "values": ["p5.48xlarge"]}
 
 
+def _reader_pod(image: str = "img:1") -> dict:
+    return m.efa_counter_reader_daemonset(image)["spec"]["template"]["spec"]
+
+
+def test_counter_reader_lands_where_the_efa_plugin_does():
+    plugin = m.efa_device_plugin_values("g6.12xlarge")
+    got = {k: _reader_pod()[k] for k in ("nodeSelector", "tolerations")}
+    assert got == {k: plugin[k] for k in ("nodeSelector", "tolerations")}, f"reader {got}, plugin {plugin}"
+
+
+def test_counter_reader_requests_equal_limits():
+    res = _reader_pod()["containers"][0]["resources"]
+    assert res["requests"] == res["limits"], res
+
+
+def test_counter_reader_runs_unprivileged_on_a_read_only_root():
+    sc = _reader_pod()["containers"][0]["securityContext"]
+    got = (sc["runAsNonRoot"], sc["allowPrivilegeEscalation"], sc["readOnlyRootFilesystem"], sc["capabilities"])
+    assert got == (True, False, True, {"drop": ["ALL"]}), f"got {sc}"
+
+
+def test_counter_reader_has_no_host_network_and_no_api_token():
+    pod = _reader_pod()
+    assert (pod.get("hostNetwork"), pod["automountServiceAccountToken"]) == (None, False), pod
+
+
+def test_counter_reader_selector_matches_its_pods():
+    ds = m.efa_counter_reader_daemonset("img:1")["spec"]
+    assert ds["selector"]["matchLabels"] == ds["template"]["metadata"]["labels"], ds
+
+
 # --------------------------------------------------------------------------- RayCluster
 
 

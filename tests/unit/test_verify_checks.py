@@ -168,3 +168,10 @@ def test_a_gpu_node_whose_gpu_condition_is_false_is_named_with_the_reason():
 def test_a_gpu_node_lacking_both_names_both():
     row = check_node_agent([], [gpu_node("n0")])
     assert row.detail == "n0: no Ready eks-node-monitoring-agent pod, no AcceleratedHardwareReady condition", row
+
+
+def test_the_counter_reader_is_waited_for_under_its_own_name_and_is_not_the_efa_plugin():
+    rows = check_daemonsets([daemonset("nvidia-device-plugin", 2, 2), daemonset("efa-counter-reader", 2, 1)], GPU_NODES)
+    got = [(r.check, r.status) for r in rows]
+    expected = [("EFA counter reader", "fail"), ("NVIDIA device plugin", "pass"), ("EFA device plugin", "fail")]
+    assert got == expected, f"expected {expected}, got {got}"

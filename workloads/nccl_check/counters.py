@@ -15,13 +15,13 @@ Facts, each from a source:
   Which driver release the EKS AL2023 accelerated AMI ships is not pinned by any source found here.
 - The RDMA core publishes them as one file per counter under
   `/sys/class/infiniband/<device>/ports/1/hw_counters/<name>`, mode 0444 (world-readable), plus a
-  writable `lifespan` (Linux `drivers/infiniband/core/sysfs.c`, `setup_hw_port_stats`). Reading needs no
-  privilege and no capability, only a /sys that lists the device: containers get a read-only sysfs,
-  and RDMA devices are visible from every network namespace while the RDMA subsystem is in its
-  default "shared" netns mode (rdma-system(8)); not yet confirmed in one of this cluster's pods, and a
-  pod that shows none reads as `missing`. Device names follow rdma-core's naming: `rdmap0s31` in the
-  EC2 guide (https://docs.aws.amazon.com/AWSEC2/latest/UserGuide/efa-working-monitor.html), `efa_0`
-  on others.
+  writable `lifespan` (Linux `drivers/infiniband/core/sysfs.c`, `setup_hw_port_stats`): reading needs no
+  privilege. Only the initial network namespace's device has them (same file, `setup_port`: `if (port_num
+  && is_full_dev)`); a pod of its own namespace sees a compat copy without them (`device.c`,
+  `add_one_compat_dev`), so the driver reads them through the host's sysfs mounted read-only in a reader
+  pod (`read_script`'s `root`; docs/efa-witnesses.md, "Where the counters are read"). Device names follow
+  rdma-core's naming: `rdmap0s31` in the EC2 guide
+  (https://docs.aws.amazon.com/AWSEC2/latest/UserGuide/efa-working-monitor.html), `efa_0` on others.
 - The values are cumulative "since instance launch or the last driver reset" (same EC2 page): a
   value that goes down between two reads is a reset, and the difference then means nothing.
 """
@@ -65,24 +65,35 @@ def read_script(root: str = SYSFS_ROOT) -> str:
 @dataclass(frozen=True)
 class NodeReading:
     """One node's read: counters by device and counter name, the counters that could not be read
-    (by device), or why the node could not be read at all (`error`)."""
+    (by device), or why the node could not be read at all (`error`); `advertised`: the EFA devices the
+    node advertises to the scheduler, where the reader knows it."""
 
     devices: dict[str, dict[str, int]] = field(default_factory=dict)
     unreadable: dict[str, tuple[str, ...]] = field(default_factory=dict)
     error: str = ""
+    advertised: int | None = None
+
+    @property
+    def short(self) -> str:
+        """Why this read cannot be a witness's first half: it failed, or shows no device, or fewer than advertised."""
+        found = len(self.devices)
+        if self.error or (found and found >= (self.advertised or 0)):
+            return self.error
+        return f"{found} EFA device(s) with readable hw_counters, the node advertises {self.advertised}"
 
     def to_dict(self) -> dict[str, Any]:
         return {
             "devices": self.devices,
             "unreadable": {d: list(n) for d, n in self.unreadable.items()},
             "error": self.error,
+            "advertised": self.advertised,
         }
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> NodeReading:
         unreadable = {k: tuple(v) for k, v in (d.get("unreadable") or {}).items()}
         devices = {dev: {k: int(v) for k, v in c.items()} for dev, c in (d.get("devices") or {}).items()}
-        return cls(devices, unreadable, str(d.get("error") or ""))
+        return cls(devices, unreadable, str(d.get("error") or ""), d.get("advertised"))
 
 
 def parse_reading(text: str) -> NodeReading:
