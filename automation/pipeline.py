@@ -204,8 +204,9 @@ class TransportVerdict:
 
 
 Prior = Mapping[str, StepResult]
-# The steps whose pass means the cluster was seen: `up` made or updated it, `verify` reached its nodes.
-SEEING_STEPS = ("up", "verify")
+# The steps whose pass means the cluster was seen: `up` made or updated it, `scale-up` grew its node group,
+# `verify` reached its nodes.
+SEEING_STEPS = ("up", "scale-up", "verify")
 
 
 def cluster_seen(results: Prior) -> bool:

@@ -1,5 +1,5 @@
 """The pipeline steps, one module each: preflight, stack (preview, up, destroy), verify, counters, submit,
-attach, train (follow.py: the job followed to its end), check.
+attach, train (follow.py: the job followed to its end), check; and scale-up, automation/scaling.py's.
 
 Each step is a function `(target, prior) -> StepResult` over the target interface
 (automation.targets.Target); `STEPS` names them, `build` turns a target's step names into
@@ -12,6 +12,7 @@ from collections.abc import Callable, Sequence
 from functools import partial
 from typing import TYPE_CHECKING, Any
 
+from automation import scaling
 from automation.pipeline import PipelineResult, Prior, Step, StepResult, Timed, run_pipeline
 from automation.steps import attach, check, counters, follow, preflight, stack, submit, verify
 
@@ -22,6 +23,7 @@ STEPS: dict[str, Callable[[Any, Prior], StepResult]] = {
     "preflight": preflight.run,
     "preview": stack.run_preview,
     "up": stack.run_up,
+    "scale-up": scaling.scale_up,
     "start": stack.run_start,
     "verify": verify.run,
     "counters": counters.run,

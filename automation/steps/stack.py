@@ -78,8 +78,7 @@ def run_up(target: AwsTarget, prior: Prior) -> StepResult:
             f"`up` on stack {target.cfg.stack} ({changes}) creates resources that cost money "
             f"({g.node_count} x {g.instance_type}). Go ahead?"
         )
-        if not target.confirm(question):
-            raise DriverError("not confirmed: nothing was changed (pass --yes to skip the question)")
+        target.go_ahead(question)
 
     def cause() -> str:
         c = target.deps.client

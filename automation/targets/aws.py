@@ -19,7 +19,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, Protocol
 
 from botocore.exceptions import BotoCoreError, ClientError
 from pulumi.automation import ConfigValue
@@ -57,13 +57,13 @@ from workloads.config import ConfigError, TrainConfig, new_run_id
 from workloads.env import NCCL_DEBUG_LEVEL
 from workloads.nccl_check.counters import NodeReading, parse_reading, read_script
 
-PIPELINE = ("preflight", "preview", "up", "verify", "counters", "submit", "train", "check")
+PIPELINE = ("preflight", "preview", "up", "scale-up", "verify", "counters", "submit", "train", "check")
 GPU_AZ_KEY = GpuNodesConfig.keyname("availability_zone", prefixed=True)
 API_CIDRS_KEY = ClusterConfig.keyname("public_access_cidrs", prefixed=True)
 PLAN = ("preflight", "preview")
 DETACHED = PIPELINE[: PIPELINE.index("submit") + 1]  # `run --detach`: submit, say how to attach, return
 ATTACH = ("attach", "train", "check")
-STEP_COMMAND = {"submit": "train"}  # the command that runs a step which has none of its own
+STEP_COMMAND = {"submit": "train", "scale-up": "train"}  # the command that runs a step which has none of its own
 RESUMED = "-resumed-"  # a resumed run's job id: <run id>-resumed-<new id> (Ray keeps a finished job's id)
 
 
@@ -194,13 +194,19 @@ class AwsRun:
     job_env: Mapping[str, str] = field(default_factory=dict)
     require: str = "efa"
     node_wait_s: float = 180
-    scale_nodes: bool = False  # `run`: the GPU node group back at gpuNodeCount before verify (automation/scaling.py)
     auto_az: bool = False  # `up --auto-az`: move the GPU node group to the next ranked AZ when EC2 has no capacity
     pod_wait_s: float = 900
     detach: bool = False  # `run --detach`: the pipeline ends at submit
     job_timeout_s: float | None = None  # --timeout: stop the job after this long (None: no limit)
     attach_job: str | None = None  # `attach JOB`: the job to follow (None: the newest submitted)
     poll_s: float = POLL_S
+
+
+class HeldLease(Protocol):
+    """The idle guard's lease a run holds (automation/scaling.py's Lease, which imports this module)."""
+
+    def renew(self, what: str = "starting") -> bool: ...
+    def sleeping(self, sleep: Callable[[float], None]) -> Callable[[float], None]: ...
 
 
 @dataclass
@@ -213,6 +219,7 @@ class AwsHandles:
     outputs: dict | None = None
     kube: KubeApi | None = None
     jobs: HeadJobs | None = None
+    lease: HeldLease | None = None  # the idle guard's lease, held from the `scale-up` step to the run's end
 
 
 class AwsTarget(AsksJobServer):
@@ -269,7 +276,7 @@ class AwsTarget(AsksJobServer):
     def pipeline(self, command: str, plan: bool) -> tuple[str, ...]:
         if command == "run":
             return PLAN if plan else DETACHED if self.run.detach else PIPELINE
-        return {"train": ("submit", "train"), "attach": ATTACH}.get(command, (command,))
+        return {"train": ("scale-up", "submit", "train"), "attach": ATTACH}.get(command, (command,))
 
     def resolved_job(self, storage_uri: str | None = None) -> ResolvedJob:
         """The training job of this run and where each value came from: the cluster's defaults, durability
@@ -327,6 +334,11 @@ class AwsTarget(AsksJobServer):
 
     def confirm(self, question: str) -> bool:
         return self.run.yes or self.deps.confirm(question)
+
+    def go_ahead(self, question: str) -> None:
+        """Ask ``question`` about a change that costs money (--yes answers it); DriverError when declined."""
+        if not self.confirm(question):
+            raise DriverError("not confirmed: nothing was changed (pass --yes to skip the question)")
 
     def stack_changed(self, summary: ChangeSummary) -> None:
         """After `up`: its outputs are the stack's from now on."""

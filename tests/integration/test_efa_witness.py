@@ -110,7 +110,7 @@ def test_passing_cluster_run_keeps_its_counters_and_draws_bytes_per_nic_in_the_r
     for n in (1, 2, 3):  # the run's own step metrics, as rank 0 writes them
         writer.write(StepMetrics(n, 3, 4.0 - n, 1e-4, 9e4, 1.1e4, 0.41, 1.2, 0.01, 18.0, 0.9))
     writer.close()
-    files = report.after_run(tmp_path, {"target": "aws", "transport": check.data.to_dict()})
+    files = report.keep_and_report(tmp_path, {"target": "aws", "transport": check.data.to_dict()})
     stored = json.loads((tmp_path / "efa_counters.json").read_text())
     page = Path(files["report"]).read_text()
     assert len(stored["deltas"]) == 2 and 'id="plot-efa"' in page, (
