@@ -96,12 +96,10 @@ class RunController:
     def job_left_running(self) -> str | None:
         """The job this run submitted or attached to, when the job server has not said it ended (--detach, a job
         server that stopped answering); None when it ended or none was submitted."""
-        for result in self.results:
-            jobs = [r.data for r in (result.result("submit"), result.result("attach")) if r is not None and r.data]
-            followed = result.result("train")
-            ended = followed is not None and followed.data is not None and followed.data.status in TERMINAL
-            if jobs and not ended:
-                return jobs[0].job_id
+        for state in (result.state for result in self.results):
+            followed = state.train.data if state.train is not None else None
+            if state.job is not None and (followed is None or followed.status not in TERMINAL):
+                return state.job.job_id
         return None
 
 

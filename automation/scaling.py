@@ -34,7 +34,7 @@ from botocore.exceptions import BotoCoreError, ClientError
 from automation.aws_clients import ApiJson, Eks
 from automation.errors import DriverError
 from automation.kube import KubeApi, RayClusterPods
-from automation.pipeline import SYSTEM_CLOCK, Clock, Prior, StepResult
+from automation.pipeline import SYSTEM_CLOCK, Clock, Prior, Scaled, StepResult
 from automation.ray_head import HEAD_JOB_SERVER
 from automation.targets.aws import AwsTarget
 from infra.config import GpuNodesConfig
@@ -58,46 +58,6 @@ class NodeGroupRef:
     cluster: str
     nodegroup: str
     region: str = ""
-
-
-@dataclass(frozen=True)
-class Scaled:
-    """What a scale did: the desired size before and after, seconds the nodes took (None: not waited), and
-    seconds spent waiting for EKS to take the change (the group busy, then the new size reported)."""
-
-    nodegroup: str
-    before: int
-    after: int
-    seconds: float | None = None
-    per_node: tuple[tuple[str, float], ...] = ()  # (node, seconds from the scale-up to its Ready)
-    waited: float = 0.0
-    waited_for: str = ""  # what it waited for, e.g. "UPDATING"
-
-    @property
-    def changed(self) -> bool:
-        return self.before != self.after
-
-    def text(self) -> str:
-        waited = (
-            f" (waited {self.waited:.0f} s for the node group to leave {self.waited_for})" if self.waited_for else ""
-        )
-        if not self.changed:
-            return f"GPU node group {self.nodegroup} already at {self.after} node(s){waited}"
-        took = f", the nodes were Ready after {self.seconds:.0f} s" if self.seconds is not None else ""
-        if self.per_node:
-            took += " (" + ", ".join(f"{name} {s:.0f} s" for name, s in self.per_node) + ")"
-        return f"GPU node group {self.nodegroup} scaled from {self.before} to {self.after} node(s){took}{waited}"
-
-    def to_dict(self) -> dict[str, object]:
-        return {
-            "nodegroup": self.nodegroup,
-            "before": self.before,
-            "after": self.after,
-            "seconds": self.seconds,
-            "per_node": dict(self.per_node),
-            "waited": self.waited,
-            "waited_for": self.waited_for,
-        }
 
 
 def nodegroup_ref(outputs: dict, stack: str) -> NodeGroupRef:

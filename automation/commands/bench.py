@@ -83,13 +83,13 @@ class Leg:
 
     @property
     def outcome(self) -> TrainOutcome | None:
-        trained = self.result.result("train") if self.result is not None else None
-        return trained.data if trained is not None and isinstance(trained.data, TrainOutcome) else None
+        trained = self.result.state.train if self.result is not None else None
+        return trained.data if trained is not None else None
 
     @property
     def verdict(self) -> TransportVerdict | None:
-        checked = self.result.result("check") if self.result is not None else None
-        return checked.data if checked is not None and isinstance(checked.data, TransportVerdict) else None
+        checked = self.result.state.check if self.result is not None else None
+        return checked.data if checked is not None else None
 
     @property
     def ok(self) -> bool:

@@ -191,7 +191,7 @@ def run(args: argparse.Namespace, ui: Ui) -> int:
 
     def report(result: PipelineResult) -> int:
         report = build_report(target, result, args.command)
-        trained = result.result("train") is not None
+        trained = result.state.train is not None
         return show(report, ui, run_files(target, runs_root(), report.to_dict()) if trained else {})
 
     return owner.run(lambda owner: owner.steps(names), report)

@@ -31,7 +31,7 @@ def settle_gpu_az(target: AwsTarget, prior: Prior) -> None:
     if cfg.gpu_nodes.availability_zone:
         return
     s = cfg.stack
-    checked = prior.get("preflight")
+    checked = prior.preflight
     az = checked.data.gpu_az if checked is not None and checked.ok and checked.data is not None else None
     if not az:
         raise DriverError(
@@ -69,7 +69,7 @@ def run_up(target: AwsTarget, prior: Prior) -> StepResult:
     """`up`, after asking unless preview saw nothing that costs money; DriverError when declined. When
     it fails, the cause the node group's Auto Scaling group reports is added."""
     settle_stack(target, prior)
-    previewed = prior.get("preview")
+    previewed = prior.preview
     summary = previewed.data if previewed is not None else None
     if summary is None or summary.costs_money:
         g = target.cfg.gpu_nodes

@@ -41,7 +41,6 @@ from automation.pipeline import (
     Prior,
     SubmittedJob,
     TrainOutcome,
-    cluster_seen,
     expectations_from,
 )
 from automation.pulumi_setup import pulumi_rows
@@ -548,7 +547,7 @@ class AwsTarget(AsksJobServer):
             )
         if failed == "destroy":
             return Advice(f"some resources of stack {s} may remain", (f"retry: {teardown}",))
-        if not cluster_seen(prior):
+        if not prior.cluster_seen:
             return Advice(
                 f"this command has not seen the cluster of stack {s} (no `up` ran and `verify` did not reach it): "
                 f"`python -m automation status --stack {s}` says what exists; a cluster costs money until "
@@ -582,7 +581,7 @@ class AwsTarget(AsksJobServer):
         return f" of stack {self.cfg.stack}"
 
     def files(self, result: PipelineResult) -> str:
-        trained = result.result("train")
+        trained = result.state.train
         run_id = trained.data.job_id if trained is not None and trained.data is not None else self.run_id
         return (
             f"{CLUSTER_ROOT}/runs/{run_id} in the RayCluster's pods of stack {self.cfg.stack} "

@@ -17,6 +17,7 @@ from test_scale_to_zero import run_with_steps, target_for
 
 from automation.commands import scale
 from automation.errors import DriverError
+from automation.pipeline import RunState
 from automation.scaling import LEASE_S, NodeGroupRef, after_run, scale_up, set_desired, sizes
 from automation.steps.stack import run_up
 from automation.targets.aws import AwsDeps, AwsTarget
@@ -305,7 +306,7 @@ def up_with_node_count(node_count: int, render: bool = False):
     # A stack that lists its own API allow-list: the only key the driver sets for this `up` is the live size.
     cfg = helpers.stack_config()
     cfg = dataclasses.replace(cfg, cluster=dataclasses.replace(cfg.cluster, public_access_cidrs=(MOCK_DEPLOYER_CIDR,)))
-    run_up(AwsTarget(cfg=cfg, deps=deps, run_id="r1", yes=True), {})
+    run_up(AwsTarget(cfg=cfg, deps=deps, run_id="r1", yes=True), RunState())
     return stack
 
 

@@ -402,7 +402,7 @@ def test_failure_world_stops_the_pipeline_at_verify_with_one_finding_naming_caus
         stack = helpers.FakeStack("us-west-2", outputs=outputs(api))
         # verify's findings are the subject: `scale-up` would wait out a node that is not Ready before it
         result = run(make_target(api, stack), [n for n in PIPELINE if n != "scale-up"])
-    verify = result.result("verify")
+    verify = result.state.verify
     failed = [(f.check, f.detail, f.fix) for f in (verify.findings if verify else ()) if f.status == "fail"]
     check, cause, fix = WORLD_CAUSES[world]
     assert result.failed_step == "verify" and len(failed) == 1, f"expected one failing verify finding, got {failed}"
@@ -462,7 +462,7 @@ def test_capacity_block_not_yet_active_stops_the_pipeline_at_preflight_with_one_
     with helpers.FakeKubeApi() as api:
         stack = helpers.FakeStack("us-west-2", outputs=outputs(api))
         result = run(capacity_block_target(api, stack, worlds.CAPACITY_BLOCK_SCHEDULED), PIPELINE)
-    pre = result.result("preflight")
+    pre = result.state.preflight
     failed = [(f.check, f.detail, f.fix) for f in (pre.findings if pre else ()) if f.status == "fail"]
     assert result.failed_step == "preflight" and len(failed) == 1, f"expected one failing preflight row, got {failed}"
     check, detail, fix = failed[0]
@@ -494,7 +494,7 @@ def test_run_records_the_phases_of_the_start_from_the_cluster(aws):
         seen = datetime(2026, 12, 2, 10, 15, 10, tzinfo=UTC).timestamp()
         target.deps.clock = scaling.Clock(now=lambda: seen, sleep=lambda s: None)
         result = run(target, PIPELINE)
-    start = result.result("train").data.start
+    start = result.state.train.data.start
     want = {"node_join_s": 31.0, "image_pull_s": 89.9, "pod_start_s": 3.0, "first_step_s": 90.0}
     assert start == {**want, "image_bytes": worlds.COLD_PULL_BYTES}, f"expected {want}, got {start}"
 

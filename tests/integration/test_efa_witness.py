@@ -32,7 +32,7 @@ def checked(efa: helpers.FakeEfaNodes, log=EFA_LOG, over_efa: bool = True, names
     with helpers.FakeKubeApi() as api:
         stack = helpers.FakeStack("us-west-2", outputs=outputs(api))
         result = run(make_target(api, stack, pod_exec=cluster_exec(log, efa=efa, over_efa=over_efa)), names)
-    check = result.result("check")
+    check = result.state.check
     assert check is not None, f"expected check to run, the pipeline stopped at {result.failed_step}: {result.reason}"
     return check, check.data.counters["witnesses"]
 
