@@ -6,7 +6,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Generic, Literal, TypeVar
+from typing import TYPE_CHECKING, Any, Generic, Literal, TypeVar
 
 from automation.errors import DriverError
 from workloads.config import TrainConfig
@@ -154,6 +154,46 @@ def expectations_from(cfg: StackConfig, outputs: Mapping[str, object]) -> Expect
 
 
 @dataclass(frozen=True)
+class Scaled:
+    """What a scale did: the desired size before and after, seconds the nodes took (None: not waited), and
+    seconds spent waiting for EKS to take the change (the group busy, then the new size reported)."""
+
+    nodegroup: str
+    before: int
+    after: int
+    seconds: float | None = None
+    per_node: tuple[tuple[str, float], ...] = ()  # (node, seconds from the scale-up to its Ready)
+    waited: float = 0.0
+    waited_for: str = ""  # what it waited for, e.g. "UPDATING"
+
+    @property
+    def changed(self) -> bool:
+        return self.before != self.after
+
+    def text(self) -> str:
+        waited = (
+            f" (waited {self.waited:.0f} s for the node group to leave {self.waited_for})" if self.waited_for else ""
+        )
+        if not self.changed:
+            return f"GPU node group {self.nodegroup} already at {self.after} node(s){waited}"
+        took = f", the nodes were Ready after {self.seconds:.0f} s" if self.seconds is not None else ""
+        if self.per_node:
+            took += " (" + ", ".join(f"{name} {s:.0f} s" for name, s in self.per_node) + ")"
+        return f"GPU node group {self.nodegroup} scaled from {self.before} to {self.after} node(s){took}{waited}"
+
+    def to_dict(self) -> dict[str, object]:
+        return {
+            "nodegroup": self.nodegroup,
+            "before": self.before,
+            "after": self.after,
+            "seconds": self.seconds,
+            "per_node": dict(self.per_node),
+            "waited": self.waited,
+            "waited_for": self.waited_for,
+        }
+
+
+@dataclass(frozen=True)
 class SubmittedJob:
     """A job the job server has (submit's and attach's result): its Ray job id and the training job it runs."""
 
@@ -203,20 +243,49 @@ class TransportVerdict:
         return dict(self.__dict__, evidence=list(self.evidence))
 
 
-Prior = Mapping[str, StepResult]
-# The steps whose pass means the cluster was seen: `up` made or updated it, `verify` reached its nodes.
-SEEING_STEPS = ("up", "verify")
+@dataclass
+class RunState:
+    """What a run carries from step to step, declared in one place as torchtitan's ``Trainer`` declares its state
+    at its class head (pytorch/torchtitan, torchtitan/train.py): one typed attribute per step, its result once it
+    has run (None before, or when the command has no such step). The steps, the console and the report read it by
+    attribute; the pipeline records each result under its step's name."""
+
+    preflight: StepResult[PreflightFacts] | None = None
+    preview: StepResult[ChangeSummary] | None = None
+    up: StepResult[ChangeSummary] | None = None
+    start: StepResult[dict] | None = None  # the local target's `up`: its Ray head
+    scale_up: StepResult[Scaled] | None = None
+    verify: StepResult[Expectations] | None = None
+    counters: StepResult[Any] | None = None  # efa_witness.Snapshot (that module's imports lead back here)
+    submit: StepResult[SubmittedJob] | None = None
+    attach: StepResult[SubmittedJob] | None = None
+    train: StepResult[TrainOutcome] | None = None  # the job followed to its end
+    check: StepResult[TransportVerdict] | None = None
+    destroy: StepResult[ChangeSummary] | None = None
+
+    def record(self, result: StepResult) -> None:
+        setattr(self, result.step.replace("-", "_"), result)
+
+    @property
+    def job(self) -> SubmittedJob | None:
+        """The job `submit` queued or `attach` found."""
+        queued = self.submit or self.attach
+        return queued.data if queued is not None else None
+
+    @property
+    def cluster_seen(self) -> bool:
+        """Whether a step of this command has seen the cluster exist: `up` made or updated it, `scale-up` grew its
+        node group, `verify` reached its nodes (a config or an unreachable kubeconfig is no proof: a command says
+        "up and costs money" only after this)."""
+        return any(r is not None and r.status == "pass" for r in (self.up, self.scale_up, self.verify))
 
 
-def cluster_seen(results: Prior) -> bool:
-    """Whether a step of this command has seen the cluster exist (a config or an unreachable
-    kubeconfig is no proof: a command says "up and costs money" only after this)."""
-    return any(results.get(name) is not None and results[name].status == "pass" for name in SEEING_STEPS)
+Prior = RunState  # what a step sees: the results of the steps before it
 
 
 @dataclass(frozen=True)
 class Step:
-    """A named unit of the pipeline; `run` sees the results of the steps before it, by name."""
+    """A named unit of the pipeline; `run` sees the results of the steps before it (RunState)."""
 
     name: str
     run: Callable[[Prior], StepResult]
@@ -246,16 +315,11 @@ class PipelineResult:
     reason: str = ""
     advice: Advice | None = None
     not_run: tuple[str, ...] = field(default_factory=tuple)
+    state: RunState = field(default_factory=RunState)
 
     @property
     def ok(self) -> bool:
         return self.failed_step is None
-
-    def result(self, name: str) -> StepResult | None:
-        for t in self.steps:
-            if t.result.step == name:
-                return t.result
-        return None
 
     def to_dict(self) -> dict[str, object]:
         return {
@@ -310,7 +374,7 @@ def run_pipeline(
     A KeyboardInterrupt inside a step propagates as StepInterrupted (still a KeyboardInterrupt,
     so the caller's cleanup runs) naming the step and carrying `advise`'s advice for it.
     """
-    done: dict[str, StepResult] = {}
+    done = RunState()
     timed: list[Timed] = []
     for i, step in enumerate(steps):
         on_start(step.name)
@@ -322,14 +386,14 @@ def run_pipeline(
                 raise
             raise StepInterrupted(step.name, _advice_or_none(advise, step.name, done)) from e
         except DriverError as e:
-            if e.exit_code == 2 and not done:
+            if e.exit_code == 2 and not timed:
                 raise
             result = StepResult(step.name, "fail", str(e))
         except Exception as e:  # noqa: BLE001 - any step error becomes a clear failed row
             result = StepResult(step.name, "fail", f"{type(e).__name__}: {e}")
         t = Timed(result, time.monotonic() - t0)
         timed.append(t)
-        done[step.name] = result
+        done.record(result)
         on_finish(t)
         if not result.ok:
             return PipelineResult(
@@ -338,5 +402,6 @@ def run_pipeline(
                 reason=result.summary,
                 advice=advise(step.name, done),
                 not_run=tuple(s.name for s in steps[i + 1 :]),
+                state=done,
             )
-    return PipelineResult(steps=tuple(timed))
+    return PipelineResult(steps=tuple(timed), state=done)

@@ -9,7 +9,7 @@ from rich.console import Console
 from rich.table import Table
 
 from automation.cost import CostEstimate
-from automation.pipeline import PipelineResult, cluster_seen
+from automation.pipeline import PipelineResult
 from automation.start_phases import StartPhases
 from automation.targets import Target
 from automation.ui import Notes, Output
@@ -56,20 +56,19 @@ class RunReport:
 
 def build_report(target: Target, result: PipelineResult, command: str) -> RunReport:
     """The report of `command`'s run on `target`: call it after the target is closed, so its notes are all in."""
-    train = result.result("train")
-    check = result.result("check")
+    train, check = result.state.train, result.state.check
     outcome = train.data if train is not None else None
     return RunReport(
         target=target.name,
         stack=target.stack_name,
         pipeline=result,
-        training=getattr(outcome, "summary", None),
-        job_id=getattr(outcome, "job_id", None),
+        training=outcome.summary if outcome is not None else None,
+        job_id=outcome.job_id if outcome is not None else None,
         transport=check.data.to_dict() if check is not None and check.data is not None else None,
-        cost=target.cost(command) if cluster_seen({t.result.step: t.result for t in result.steps}) else None,
+        cost=target.cost(command) if result.state.cluster_seen else None,
         notes=tuple(target.notes),
-        files=target.files(result) if result.result("train") is not None else None,
-        start=getattr(outcome, "start", None),
+        files=target.files(result) if train is not None else None,
+        start=outcome.start if outcome is not None else None,
     )
 
 

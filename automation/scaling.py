@@ -2,8 +2,9 @@
 
 The Pulumi program leaves ``scalingConfig.desiredSize`` to the driver (infra/manifests.py,
 ``DRIVER_OWNED_PROPERTIES``), with ``minSize`` 0, so `up` neither fights a scaled-down group nor scales it
-back. `run` scales the group to ``gpuNodeCount`` before `verify` and waits for the nodes; when it ends
-(pass, fail or Ctrl-C) it scales to ``gpuIdleNodes`` (default 0) unless ``--keep-nodes``.
+back. A command that needs the GPU nodes scales the group to ``gpuNodeCount`` in its `scale-up` step and waits
+for the nodes; when it ends (pass, fail or Ctrl-C) its run controller (automation/run_controller.py) scales it
+to ``gpuIdleNodes`` (default 0) unless ``--keep-nodes``.
 
 EKS's ``UpdateNodegroupConfig`` takes ``scalingConfig.desiredSize`` within ``minSize..maxSize``
 (https://docs.aws.amazon.com/eks/latest/APIReference/API_UpdateNodegroupConfig.html); a group that is
@@ -14,7 +15,7 @@ So ``set_desired`` waits (bounded, shown) for the group to leave CREATING/UPDATI
 backoff, and waits until DescribeNodegroup reports the new size.
 
 Nothing scales down under a job: before any scale-down the Ray job API on the head is asked (``head_jobs``);
-a PENDING or RUNNING job, or a head that cannot be asked, keeps the nodes unless forced. While `run` starts
+a PENDING or RUNNING job, or a head that cannot be asked, keeps the nodes unless forced. While a run starts
 (nodes, add-ons, pods: up to about 53 minutes before the job exists) it holds a ``Lease`` in the idle guard's
 record that the guard honours (infra/idle_guard_script.py); a lease that is not renewed expires, so a driver
 that died cannot keep the GPUs.
@@ -33,7 +34,7 @@ from botocore.exceptions import BotoCoreError, ClientError
 from automation.aws_clients import ApiJson, Eks
 from automation.errors import DriverError
 from automation.kube import KubeApi, RayClusterPods
-from automation.pipeline import SYSTEM_CLOCK, Clock
+from automation.pipeline import SYSTEM_CLOCK, Clock, Prior, Scaled, StepResult
 from automation.ray_head import HEAD_JOB_SERVER
 from automation.targets.aws import AwsTarget
 from infra.config import GpuNodesConfig
@@ -57,46 +58,6 @@ class NodeGroupRef:
     cluster: str
     nodegroup: str
     region: str = ""
-
-
-@dataclass(frozen=True)
-class Scaled:
-    """What a scale did: the desired size before and after, seconds the nodes took (None: not waited), and
-    seconds spent waiting for EKS to take the change (the group busy, then the new size reported)."""
-
-    nodegroup: str
-    before: int
-    after: int
-    seconds: float | None = None
-    per_node: tuple[tuple[str, float], ...] = ()  # (node, seconds from the scale-up to its Ready)
-    waited: float = 0.0
-    waited_for: str = ""  # what it waited for, e.g. "UPDATING"
-
-    @property
-    def changed(self) -> bool:
-        return self.before != self.after
-
-    def text(self) -> str:
-        waited = (
-            f" (waited {self.waited:.0f} s for the node group to leave {self.waited_for})" if self.waited_for else ""
-        )
-        if not self.changed:
-            return f"GPU node group {self.nodegroup} already at {self.after} node(s){waited}"
-        took = f", the nodes were Ready after {self.seconds:.0f} s" if self.seconds is not None else ""
-        if self.per_node:
-            took += " (" + ", ".join(f"{name} {s:.0f} s" for name, s in self.per_node) + ")"
-        return f"GPU node group {self.nodegroup} scaled from {self.before} to {self.after} node(s){took}{waited}"
-
-    def to_dict(self) -> dict[str, object]:
-        return {
-            "nodegroup": self.nodegroup,
-            "before": self.before,
-            "after": self.after,
-            "seconds": self.seconds,
-            "per_node": dict(self.per_node),
-            "waited": self.waited,
-            "waited_for": self.waited_for,
-        }
 
 
 def nodegroup_ref(outputs: dict, stack: str) -> NodeGroupRef:
@@ -330,8 +291,8 @@ def scale_up_for_run(
     clock: Clock = SYSTEM_CLOCK,
     timeout_s: float = NODE_WAIT_S,
 ) -> Scaled:
-    """Before `verify`: the group at ``count`` (gpuNodeCount) and its nodes Ready, with how long they took, all
-    together and each node, and how long EKS kept the group busy first."""
+    """The `scale-up` step's work: the group at ``count`` (gpuNodeCount) and its nodes Ready, with how long they
+    took, all together and each node, and how long EKS kept the group busy first."""
     started = datetime.fromtimestamp(clock.now(), UTC)
     scaled = set_desired(eks, ref, count, on_progress, clock)
     if not scaled.changed and ready_count(list_nodes()) >= count:
@@ -466,25 +427,30 @@ class Lease:
 
 
 # ---- run's start and end -----------------------------------------------------------------------------------
-def before_verify(target: AwsTarget) -> Scaled | None:
-    """`run` on AWS, before `verify`: the lease taken, then the GPU nodes back at gpuNodeCount; None when the
-    stack's outputs are not read (--kubeconfig), since the node group's name comes from them."""
+def scale_up(target: AwsTarget, prior: Prior) -> StepResult:
+    """The `scale-up` step of a command that needs the GPU nodes (automation/run_controller.py): the price asked
+    about when the group must grow, the idle guard's lease taken and held by the target until the run's end, then
+    the group at gpuNodeCount and its nodes Ready. Skipped when the stack's outputs are not read (--kubeconfig),
+    since the node group's name comes from them."""
     outputs = target.outputs()
     if not outputs:
-        return None
-    ref = nodegroup_ref(outputs, target.cfg.stack)
-    kube = target.kube()
-    lease = Lease.of(target)
+        return StepResult("scale-up", "skip", "the GPU node group is not known with --kubeconfig: not scaled")
+    ref, count = nodegroup_ref(outputs, target.cfg.stack), target.cfg.gpu_nodes.node_count
+    eks = target.deps.client("eks")
+    now = sizes(eks, ref)["desiredSize"]
+    if now < count:
+        target.go_ahead(
+            f"scaling GPU node group {ref.nodegroup} of stack {target.cfg.stack} from {now} to {count} node(s) "
+            f"costs money ({count} x {target.cfg.gpu_nodes.instance_type}: {target.price(count).text()} On-Demand with "
+            "the system nodes). Go ahead?"
+        )
+    lease = target.handles.lease = Lease.of(target)
     if lease.kube is not None and not lease.renew():
         target.note("the idle guard's lease could not be written: it may scale the nodes down during a long start")
-    return scale_up_for_run(
-        target.deps.client("eks"),
-        ref,
-        target.cfg.gpu_nodes.node_count,
-        lambda: kube.list_nodes(GPU_NODE_SELECTOR),
-        lease.progress(target.on_progress),
-        lease.clock,
-    )
+    kube = target.kube()
+    listed = lambda: kube.list_nodes(GPU_NODE_SELECTOR)  # noqa: E731
+    scaled = scale_up_for_run(eks, ref, count, listed, lease.progress(target.on_progress), lease.clock)
+    return StepResult("scale-up", "pass", scaled.text(), data=scaled)
 
 
 def after_run(target: AwsTarget, keep_nodes: bool, force: bool = False) -> str:

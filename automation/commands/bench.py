@@ -18,6 +18,9 @@ its run id ends in `-bf16` or `-float8`. It prints tokens/s, MFU and step time (
 the median step) for each, the EFA/TCP and float8/bf16 ratios, and bench/throughput_model.py's prediction for the
 job's layout in both precisions with the assumption the L4's float8 prediction rests on and what falsifies it;
 with the runs' metrics it writes their report side by side (automation/commands/report.py, --compare).
+On the stack's cluster every leg (and `--collectives`) runs under one run controller
+(automation/run_controller.py): the GPU nodes scaled up once, and back to gpuIdleNodes once at the end unless
+--keep-nodes.
 
 `--collectives` runs workloads/collectives_bench.py instead: all-reduce, all-gather and reduce-scatter
 over message sizes, with algorithm and bus bandwidth against the 40 Gbps link. With --stack it runs in
@@ -43,12 +46,13 @@ from pathlib import Path
 from typing import Any
 
 from automation import collectives as cluster_bench
-from automation import steps
 from automation.commands import report
+from automation.commands.run_steps import add_keep_nodes, add_yes
 from automation.errors import DriverError
 from automation.flags import CLUSTER_PARENT, Mode, command_parser, not_in, output_folder, run_id, whole_number
 from automation.job import cluster_job, stack_label
 from automation.pipeline import PipelineResult, TrainOutcome, TransportVerdict
+from automation.run_controller import RunController
 from automation.targets import aws
 from automation.throughput import load_model, model_row, model_rows
 from automation.ui import Output, Ui
@@ -92,13 +96,13 @@ class Leg:
 
     @property
     def outcome(self) -> TrainOutcome | None:
-        trained = self.result.result("train") if self.result is not None else None
-        return trained.data if trained is not None and isinstance(trained.data, TrainOutcome) else None
+        trained = self.result.state.train if self.result is not None else None
+        return trained.data if trained is not None else None
 
     @property
     def verdict(self) -> TransportVerdict | None:
-        checked = self.result.result("check") if self.result is not None else None
-        return checked.data if checked is not None and isinstance(checked.data, TransportVerdict) else None
+        checked = self.result.state.check if self.result is not None else None
+        return checked.data if checked is not None else None
 
     @property
     def ok(self) -> bool:
@@ -187,6 +191,7 @@ def make_targets(
         kubeconfig=args.kubeconfig,
         deps=deps,
         run_id_given=True,
+        yes=args.yes,
         steps_override=args.steps,
         workers_override=args.num_workers,
         **opts,
@@ -200,19 +205,19 @@ def make_targets(
 
 
 # ---- the two runs --------------------------------------------------------------------------------------
-def run_legs(targets: dict[str, aws.AwsTarget], ui: Ui) -> list[Leg]:
-    """verify once, then read the EFA counters, train and check the EFA run, then the TCP run (whose
-    counters must stay flat), then the precision run over EFA; stop at the first failure (a TCP number beside a
-    failed EFA run compares nothing)."""
+def run_legs(targets: dict[str, aws.AwsTarget], owner: RunController) -> list[Leg]:
+    """The GPU nodes scaled up and verified once, then the EFA counters read, train and check of the EFA run, then
+    of the TCP run (whose counters must stay flat), then of the precision run over EFA; stop at the first failure
+    (a TCP number beside a failed EFA run compares nothing)."""
     legs = []
-    for name in targets:
+    for i, name in enumerate(targets):
         target = targets[name]
-        names = ("verify", "counters", "submit", "train", "check")[0 if name == EFA else 1 :]
+        names = ("scale-up", "verify", "counters", "submit", "train", "check")[0 if i == 0 else 2 :]
         how = " ".join(f"{k}={v}" for k, v in target.run.job_env.items()) or "the stack's own NCCL env"
         if target.run.float8_override is not None:
             how += f", float8 {target.run.float8_override}"
-        ui.note(f"{name.upper()} run {target.run_id} ({how}; its NCCL logs must show {target.run.require})")
-        result = steps.run(names, target, ui.step_started, ui.step_finished)
+        owner.ui.note(f"{name.upper()} run {target.run_id} ({how}; its NCCL logs must show {target.run.require})")
+        result = owner.steps(names, target)
         legs.append(Leg(name, target, result))
         if not result.ok:
             break
@@ -329,7 +334,7 @@ def write_reports(legs: list[Leg], runs_root: Path) -> dict[str, object]:
     for leg in legs:
         doc = {"target": "aws", "stack": leg.target.cfg.stack, "job_id": leg.target.run_id, "ok": leg.ok}
         doc["transport"] = leg.verdict.to_dict() if leg.verdict is not None else None
-        files[leg.name] = report.collect_and_report(leg.target, runs_root, doc)
+        files[leg.name] = report.run_files(leg.target, runs_root, doc)
     missing = [f"{n}: {f.get('report_error')}" for n, f in files.items() if not f.get("metrics_file")]
     if len(legs) < 2 or missing:
         return {"report": None, "report_error": "; ".join(missing) or "the TCP run did not run", "runs": files}
@@ -460,6 +465,8 @@ def add_parser(sub: Any, parents: list[argparse.ArgumentParser]) -> argparse.Arg
     iters = p.add_argument("--iters", type=whole_number, help=f"--collectives: timed calls per size (default {ITERS})")
     for action in (max_mib, iters):
         not_in(action, training, "it sizes the --collectives sweep; the training runs take --steps")
+    add_yes(p)
+    add_keep_nodes(p)
     return p
 
 
@@ -473,6 +480,9 @@ def _free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
+
+
+Sweeps = dict[str, tuple[dict, list[str]]]  # each leg's document and the command node 0 ran, by leg name
 
 
 def local_collectives(max_mib: int, iters: int) -> tuple[dict, list[str]]:
@@ -492,12 +502,12 @@ def local_collectives(max_mib: int, iters: int) -> tuple[dict, list[str]]:
         return json.loads(out.read_text()), ["python", *cmd[1:]]
 
 
-def cluster_collectives(
-    args: argparse.Namespace, ui: Output, deps: aws.AwsDeps | None = None
-) -> dict[str, tuple[dict, list]]:
-    """The sweep in the stack's worker pods, over EFA and then with TCP_ENV: each leg's document and the
-    command node 0 ran (automation/collectives.py)."""
-    target = aws.open_stack(args.stack, project_dir=args.project_dir, ui=ui, kubeconfig=args.kubeconfig, deps=deps)
+def cluster_collectives(args: argparse.Namespace, target: aws.AwsTarget, owner: RunController) -> Sweeps:
+    """The GPU nodes scaled up and verified, then the sweep in the stack's worker pods, over EFA and then with
+    TCP_ENV: each leg's document and the command node 0 ran (automation/collectives.py)."""
+    ready = owner.steps(("scale-up", "verify"))
+    if not ready.ok:
+        raise DriverError(f"{ready.failed_step} failed: {ready.reason}")
     cluster = target.ray_pods()
     pods = cluster_bench.worker_pods(cluster)
     gpus = target.cfg.gpu_nodes.gpus_per_node
@@ -505,19 +515,31 @@ def cluster_collectives(
     legs = {}
     for leg, env in ((EFA, {}), (TCP, TCP_ENV)):
         sweep = {"max_mib": args.max_mib or 1024, "iters": args.iters or ITERS, "label": leg}
-        ui.note(f"{leg.upper()} sweep on {', '.join(p.node for p in pods)} ({gpus} GPUs each)")
+        owner.ui.note(f"{leg.upper()} sweep on {', '.join(p.node for p in pods)} ({gpus} GPUs each)")
+        if target.handles.lease is not None:  # no Ray job runs: the lease alone keeps the idle guard off
+            target.handles.lease.renew("collectives")
         doc = cluster_bench.sweep_on(cluster.kube.exec, pods, cluster.namespace, gpus, env, sweep)
         legs[leg] = (doc, cluster_bench.torchrun_command(0, pods, gpus, env, sweep, "OUT"))
     return legs
 
 
-def collectives(args: argparse.Namespace, ui: Output, deps: aws.AwsDeps | None = None) -> int:
-    """The sweep (on the stack's pods over EFA and TCP, else here on gloo), its table and one file per leg
-    under --runs-root (collectives-<id>[-efa|-tcp].json, with machine, date and command)."""
-    if args.stack:
-        legs = cluster_collectives(args, ui, deps)
-    else:
-        legs = {"": local_collectives(args.max_mib or LOCAL_MAX_MIB, args.iters or ITERS)}
+def collectives(args: argparse.Namespace, ui: Ui, deps: aws.AwsDeps | None = None, **target_opts: Any) -> int:
+    """The sweep (on the stack's pods over EFA and TCP under a run controller, else here on gloo), its table and
+    one file per leg under --runs-root (collectives-<id>[-efa|-tcp].json, with machine, date and command)."""
+    if not args.stack:
+        return write_sweeps(args, ui, {"": local_collectives(args.max_mib or LOCAL_MAX_MIB, args.iters or ITERS)}, None)
+    given = {"kubeconfig": args.kubeconfig, "deps": deps, "yes": args.yes, **target_opts}
+    target = aws.open_stack(args.stack, project_dir=args.project_dir, ui=ui, **given)
+    owner = RunController(target, ui, keep_nodes=args.keep_nodes)
+    return owner.run(
+        lambda owner: cluster_collectives(args, target, owner),
+        lambda legs: write_sweeps(args, ui, legs, owner.scale_down_line),
+    )
+
+
+def write_sweeps(args: argparse.Namespace, ui: Output, legs: Sweeps, nodes: str | None) -> int:
+    """Each leg's document in its file under --runs-root, with its table (or all of them as one JSON document)
+    and ``nodes``, where the GPU nodes were left."""
     base, when = new_run_id(), time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
     args.runs_root.mkdir(parents=True, exist_ok=True)
     out = {}
@@ -532,7 +554,9 @@ def collectives(args: argparse.Namespace, ui: Output, deps: aws.AwsDeps | None =
                 ui.note(line)
             ui.note(f"written: {path}")
     if args.json:
-        ui.emit_json(out[""] if "" in out else out)
+        ui.emit_json(out[""] if "" in out else {**out, "nodes": nodes})
+    elif nodes:
+        ui.note(nodes)
     return 0
 
 
@@ -541,7 +565,7 @@ def run(args: argparse.Namespace, ui: Ui, deps: aws.AwsDeps | None = None, **tar
     and the TCP run was found on sockets. `deps` (an AwsDeps) and `target_opts` are for tests.
     With --collectives: the collective bandwidth sweep instead (`collectives`)."""
     if args.collectives:
-        return collectives(args, ui, deps)
+        return collectives(args, ui, deps, **target_opts)
     require_stack(args)
     # The job is judged from the stack file alone, before any client exists: a job the stack cannot run, or one
     # that fits on one node, is bad input whatever the cloud says.
@@ -552,25 +576,23 @@ def run(args: argparse.Namespace, ui: Ui, deps: aws.AwsDeps | None = None, **tar
         raise DriverError(str(e), exit_code=2) from None
     require_two_nodes(job, cfg, "--num-workers" if args.num_workers else stack_label("num_workers"))
     targets = make_targets(args, ui, deps, precision_leg(job), **target_opts)
-    try:
-        legs = run_legs(targets, ui)
-    except KeyboardInterrupt:
-        ids = " and ".join(t.run_id for t in targets.values())
-        raise DriverError(
-            f"interrupted: the jobs {ids} may still run on the cluster of stack {args.stack}; "
-            f"`python -m automation logs --stack {args.stack} RUN` follows one",
-            exit_code=130,
-        ) from None
-    error = failure(legs)
-    reports = write_reports([leg for leg in legs if leg.outcome is not None], args.runs_root)
-    cfg = targets[EFA].cfg
-    doc = document(legs, prediction(job, cfg), precision_prediction(job, cfg), reports, error)
-    if args.json:
-        ui.emit_json(doc)
-    else:
+
+    def report(legs: list[Leg]) -> int:
+        error = failure(legs)
+        reports = write_reports([leg for leg in legs if leg.outcome is not None], args.runs_root)
+        cfg = targets[EFA].cfg
+        doc = document(legs, prediction(job, cfg), precision_prediction(job, cfg), reports, error)
+        if args.json:
+            ui.emit_json({**doc, "nodes": owner.scale_down_line})
+            return 0 if error is None else 1
         for line in table(doc):
             ui.note(line)
         ui.note(f"report: {doc['report']}" if doc["report"] else f"no side-by-side report: {doc['report_error']}")
+        if owner.scale_down_line:
+            ui.note(owner.scale_down_line)
         if error:
             ui.error(error)
-    return 0 if error is None else 1
+        return 0 if error is None else 1
+
+    owner = RunController(targets[EFA], ui, keep_nodes=args.keep_nodes)
+    return owner.run(lambda owner: run_legs(targets, owner), report)

@@ -10,7 +10,8 @@ checkpoint, SIGKILLs one Ray Train worker process of that run: the process whose
 the run's marker for the highest rank shown (`(RayTrainWorker pid=N) ray-efa-eks nccl-run run_id=RUN
 rank=R`). Ray Train then restarts the worker group from the newest registered checkpoint (max_failures
 3). Both runs are durable through automation/storage.py's Durability, as every local run is. On AWS
-(--stack) it deletes a worker pod instead and reads the steps from the metrics echoed in the job log.
+(--stack) it deletes a worker pod instead and reads the steps from the metrics echoed in the job log, under a
+run controller (automation/run_controller.py): the GPU nodes scaled up and verified first, scaled down at the end.
 
 From the killed run's metrics.jsonl (rank 0 appends a line per step, again after the restart) it
 reports: the step reached before the kill, `resumed_from_step` (the step before the first line
@@ -40,14 +41,16 @@ from typing import Protocol
 import psutil
 
 from automation.commands import Subparsers
+from automation.commands.run_steps import add_keep_nodes, add_yes
 from automation.errors import DriverError
 from automation.flags import AWS, CLUSTER_PARENT, command_parser, location, not_in, whole_number
 from automation.job import CLUSTER_ROOT, local_job, stack_label, with_run_paths
 from automation.pipeline import TrainOutcome
+from automation.run_controller import RunController
 from automation.storage import require_credentials
 from automation.targets import aws
 from automation.targets.local import LOCAL_CHECKPOINT_EVERY, LocalPlan, LocalTarget, durable
-from automation.ui import Output
+from automation.ui import Output, Ui
 from workloads.config import ConfigError, TrainConfig, new_run_id, runs_root
 from workloads.metrics import METRICS_FILE, parse_echo, read_metrics
 from workloads.nccl_check import run_marker
@@ -97,6 +100,8 @@ def add_parser(sub: Subparsers, parents: list[argparse.ArgumentParser]) -> argpa
         help="local: Ray Train storage of both runs, a directory or s3://bucket/prefix (default: run dir)",
     )
     not_in(storage, AWS, "the stack's run bucket holds the drill's runs")
+    add_yes(p)
+    add_keep_nodes(p)
     return p
 
 
@@ -402,28 +407,21 @@ def aws_kill_for(job: TrainConfig, kube: PodDeleter, namespace: str, selector: s
     return bind
 
 
-def drill_aws(args: argparse.Namespace, ui: Output) -> dict:
-    """The drill on the stack's cluster: the stack's durable job, a worker pod deleted through the Kubernetes API."""
-    target = aws.open_stack(
-        args.stack,
-        project_dir=args.project_dir,
-        ui=ui,
-        kubeconfig=args.kubeconfig,
-        steps_override=args.steps,
-        on_progress=ui.milestone,
-    )
-    try:
-        job = target.train_args()
-        ref_id = f"{job.run_id}-reference"
-        reference = with_run_paths(job, ref_id, f"{CLUSTER_ROOT}/runs/{ref_id}")
-        exp = target.expectations()
-        selector = f"ray.io/cluster={exp.raycluster},ray.io/node-type=worker"
-        ref_lines: list[str] = []
-        target.on_line = ref_lines.append
-        kill_for = aws_kill_for(job, target.kube(), exp.namespace, selector)
-        kill, lines = run_and_kill(target, job, reference, AWS_JOB_TIMEOUT_S, kill_for)
-    finally:
-        target.close()
+def drill_aws(args: argparse.Namespace, target: aws.AwsTarget, owner: RunController) -> dict:
+    """The drill on the stack's cluster, the GPU nodes scaled up and verified first: the stack's durable job, a
+    worker pod deleted through the Kubernetes API."""
+    ready = owner.steps(("scale-up", "verify"))
+    if not ready.ok:
+        raise DriverError(f"{ready.failed_step} failed: {ready.reason}")
+    job = target.train_args()
+    ref_id = f"{job.run_id}-reference"
+    reference = with_run_paths(job, ref_id, f"{CLUSTER_ROOT}/runs/{ref_id}")
+    exp = target.expectations()
+    selector = f"ray.io/cluster={exp.raycluster},ray.io/node-type=worker"
+    ref_lines: list[str] = []
+    target.on_line = ref_lines.append
+    kill_for = aws_kill_for(job, target.kube(), exp.namespace, selector)
+    kill, lines = run_and_kill(target, job, reference, AWS_JOB_TIMEOUT_S, kill_for)
     doc = document(job, reference, kill, echoed_records(lines), echoed_records(ref_lines))
     return {**doc, "target": "aws", "stack": args.stack}
 
@@ -458,14 +456,23 @@ def document(
     }
 
 
-def run(args: argparse.Namespace, ui: Output) -> int:
+def run(args: argparse.Namespace, ui: Ui) -> int:
     if args.stack is not None and args.target == "local":
         raise DriverError(
             f"--stack {args.stack} is an AWS stack: leave out --target local, or drop --stack", exit_code=2
         )
-    doc = drill_aws(args, ui) if args.stack else drill_local(args, ui)
+    if not args.stack:
+        return show(drill_local(args, ui), ui, None)
+    options = {"steps_override": args.steps, "yes": args.yes, "on_progress": ui.milestone}
+    target = aws.open_stack(args.stack, project_dir=args.project_dir, ui=ui, kubeconfig=args.kubeconfig, **options)
+    owner = RunController(target, ui, keep_nodes=args.keep_nodes)
+    return owner.run(lambda owner: drill_aws(args, target, owner), lambda doc: show(doc, ui, owner.scale_down_line))
+
+
+def show(doc: dict, ui: Output, nodes: str | None) -> int:
+    """The drill's document (JSON, or its lines) and ``nodes``, where the GPU nodes were left; 0 when it passed."""
     if ui.json_mode:
-        ui.emit_json(doc)
+        ui.emit_json({**doc, "nodes": nodes} if nodes else doc)
     else:
         keys = ("step_at_kill", "resumed_from_step", "steps_lost", "final_step", "recovery_seconds")
         for key in (*keys, "final_loss_matches"):
@@ -473,4 +480,6 @@ def run(args: argparse.Namespace, ui: Output) -> int:
         for line in doc["failures"]:
             ui.error(line)
         ui.note(f"drill {'passed' if doc['ok'] else 'failed'}: run {doc['run_id']}")
+        if nodes:
+            ui.note(nodes)
     return 0 if doc["ok"] else 1

@@ -479,18 +479,18 @@ def write_report(runs: list[RunData], out_dir: Path) -> ReportFiles:
 
 
 # ---- after a run of the pipeline --------------------------------------------------------------------
-def collect_and_report(target: Target, runs_root: Path, doc: dict) -> dict[str, str | None]:
-    """`after_run` on the target's run, once it is on this machine (copied from the cluster on AWS)."""
+def run_files(target: Target, runs_root: Path, doc: dict) -> dict[str, str | None]:
+    """`keep_and_report` on the target's run, once it is on this machine (copied from the cluster on AWS)."""
     try:
         run_dir = target.collect_run(runs_root)
     except DriverError as e:
         return {"report": None, "metrics_file": None, "report_error": f"copying the run from the cluster: {e}"}
-    return after_run(run_dir, doc)
+    return keep_and_report(run_dir, doc)
 
 
 # ---- entry points --------------------------------------------------------------------------------------
-def after_run(run_dir: Path, doc: dict) -> dict[str, str | None]:
-    """What `automation run` calls at its end: keep the driver's view of the run (target, stack, NCCL
+def keep_and_report(run_dir: Path, doc: dict) -> dict[str, str | None]:
+    """What a run's controller calls at its end: keep the driver's view of the run (target, stack, NCCL
     verdict, cost) in the run directory and write the report. Returns the report's and the metrics
     file's paths for the JSON document; a report that cannot be made is named, never raised, since
     the run's own outcome is what the user asked for."""

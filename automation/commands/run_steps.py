@@ -3,16 +3,15 @@ train, check, destroy), over the target the flags choose; then the one report ev
 
 `train` is two steps, `submit` (the job queued on the cluster's job server) and `train` (the job followed to
 its end); `run --detach` stops after `submit`, and `attach` (automation/commands/attach.py) follows the job
-later with the same steps. The GPU nodes go back to gpuIdleNodes at the end only once the job has ended."""
+later with the same steps. On AWS `run` and `train` begin with `scale-up`, and each command's run controller
+(automation/run_controller.py) scales the GPU nodes back to gpuIdleNodes at the end, once the job has ended."""
 
 from __future__ import annotations
 
 import argparse
-from collections.abc import Callable
 from typing import Any
 
-from automation import steps
-from automation.commands.report import collect_and_report
+from automation.commands.report import run_files
 from automation.flags import (
     AWS,
     LOCAL,
@@ -25,12 +24,11 @@ from automation.flags import (
     run_id,
     whole_number,
 )
-from automation.pipeline import JobLeftRunning, PipelineResult, StepInterrupted, SubmittedJob
-from automation.ray_head import TERMINAL
+from automation.pipeline import PipelineResult
+from automation.run_controller import RunController
 from automation.run_report import build_report, show
-from automation.scaling import after_run
 from automation.targets import Target, aws, local
-from automation.ui import Output, Ui
+from automation.ui import Ui
 from infra.config import GpuNodesConfig
 from workloads.config import runs_root
 
@@ -69,7 +67,9 @@ def add_parser(sub: Any, parents: list[argparse.ArgumentParser]) -> None:
     add_auto_az(p)
     add_kubeconfig(command("verify"))
     p = command("train")
+    add_yes(p)
     add_kubeconfig(p)
+    add_keep_nodes(p)
     add_job(p)
     add_timeout(p)
     p = command("check")
@@ -200,7 +200,6 @@ def open_target(args: argparse.Namespace, ui: Ui, deps: aws.AwsDeps | None = Non
         yes=bool(given("yes")),
         steps_override=given("steps"),
         workers_override=given("num_workers"),
-        scale_nodes=args.command == "run",
         detach=bool(given("detach")),
         job_timeout_s=given("timeout"),
         attach_job=given("job"),
@@ -209,82 +208,15 @@ def open_target(args: argparse.Namespace, ui: Ui, deps: aws.AwsDeps | None = Non
 
 
 def run(args: argparse.Namespace, ui: Ui) -> int:
-    """The command's steps on the chosen target, then its report; 130 with what exists when interrupted."""
-    target = None
-    try:
-        target = open_target(args, ui)
-        begun: list[str] = []
+    """The command's steps on the chosen target under its run controller, then its report; 130 with what exists
+    when interrupted."""
+    target = open_target(args, ui)
+    names = target.pipeline(args.command, bool(vars(args).get("plan")))  # only `run` takes --plan
+    owner = RunController(target, ui, keep_nodes=bool(vars(args).get("keep_nodes")))
 
-        def on_start(name: str) -> None:
-            begun.append(name)
-            ui.step_started(name)
-
-        try:
-            plan = target.pipeline(args.command, bool(vars(args).get("plan")))  # only `run` takes --plan
-            result = steps.run(plan, target, on_start, ui.step_finished)
-        except KeyboardInterrupt as e:
-            idle_nodes(args, target, begun, ui.note, e.job_id if isinstance(e, JobLeftRunning) else None)
-            raise
-        idle_nodes(args, target, begun, target.notes.append, job_left_running(result))
+    def report(result: PipelineResult) -> int:
         report = build_report(target, result, args.command)
-        trained = result.result("train") is not None
-        files = collect_and_report(target, runs_root(), report.to_dict()) if trained else {}
-        return show(report, ui, files)
-    except KeyboardInterrupt as e:
-        if target is None:
-            raise
-        report_interrupt(e, target, ui)
-        return 130
+        trained = result.state.train is not None
+        return show(report, ui, run_files(target, runs_root(), report.to_dict()) if trained else {})
 
-
-# The step each command that scales down must have begun: `run` from `up` on, `attach` once it followed a job.
-SCALE_DOWN_AFTER = {"run": "up", "attach": "train"}
-
-
-def idle_nodes(
-    args: argparse.Namespace, target: Target, begun: list[str], say: Callable[[str], None], running: str | None
-) -> None:
-    """After an AWS `run` that reached `up`, or an `attach` that followed its job (pass, fail or Ctrl-C): the
-    GPU nodes to gpuIdleNodes unless --keep-nodes (automation/scaling.py), and the line saying so; never while
-    job `running` may still run on them."""
-    if not isinstance(target, aws.AwsTarget) or SCALE_DOWN_AFTER.get(args.command) not in begun:
-        return
-    if running is not None:
-        say(
-            f"GPU nodes kept: job {running} may still run on them; `{target.attach_command(running)}` follows it "
-            "and scales them down when it ends"
-        )
-        return
-    say(after_run(target, args.keep_nodes))
-
-
-def job_left_running(result: PipelineResult) -> str | None:
-    """The job this command submitted or attached to, when the job server has not said it ended (--detach, a
-    job server that stopped answering); None when it ended or none was submitted."""
-    found = [r.data for r in (result.result("submit"), result.result("attach")) if r is not None]
-    jobs = [d for d in found if isinstance(d, SubmittedJob)]
-    if not jobs:
-        return None
-    followed = result.result("train")
-    ended = followed is not None and followed.data is not None and followed.data.status in TERMINAL
-    return None if ended else jobs[0].job_id
-
-
-def report_interrupt(e: KeyboardInterrupt, target: Target, ui: Output) -> None:
-    """Which step was interrupted, what exists now, and the commands to resume or tear down."""
-    step = e.step if isinstance(e, StepInterrupted) else None
-    advice = target.interrupted(e.advice if isinstance(e, StepInterrupted) else None)
-    where = f"during step {step}" if step else "outside any step"
-    ui.error(f"interrupted {where}{target.where()}: {advice.exists}")
-    for cmd in advice.next_commands:
-        ui.note(f"  {cmd}")
-    if ui.json_mode:
-        ui.emit_json(
-            {
-                "ok": False,
-                "error": f"interrupted {where}",
-                "interrupted_step": step,
-                "exists": advice.exists,
-                "next": list(advice.next_commands),
-            }
-        )
+    return owner.run(lambda owner: owner.steps(names), report)

@@ -7,9 +7,9 @@
 A scale-down first asks the Ray job API on the head (automation/scaling.py ``job_keeps_nodes``): a PENDING or
 RUNNING job, or a head that cannot be asked, refuses it (exit 1) unless --force.
 
-`run` does the same on its own (automation/scaling.py): back to gpuNodeCount before `verify`, to
-gpuIdleNodes when it ends. N is 0 to gpuNodeCount (the node group's maximum); the Ray head lives on the
-system node, so the RayCluster's workers come back as the nodes do.
+Each command that works on the GPU nodes does the same on its own (automation/run_controller.py): back to
+gpuNodeCount in its `scale-up` step, to gpuIdleNodes when it ends. N is 0 to gpuNodeCount (the node group's
+maximum); the Ray head lives on the system node, so the RayCluster's workers come back as the nodes do.
 """
 
 from __future__ import annotations

@@ -108,9 +108,8 @@ def with_counters(v: TransportVerdict, record: CounterRecord, note: str = "") ->
 def before_of(prior: Prior, target: Target, run_id: str) -> Snapshot | None:
     """The counters the `counters` step read before the job: this command's, else the reading it kept for a
     later command (`attach`, `check` on its own), else None."""
-    taken = prior.get("counters")
-    if taken is not None and isinstance(taken.data, Snapshot):
-        return taken.data
+    if prior.counters is not None and prior.counters.data is not None:
+        return prior.counters.data
     kept = target.kept_counters(run_id)
     try:
         return Snapshot.from_dict(kept) if kept is not None else None
@@ -125,7 +124,7 @@ def run(target: Target, prior: Prior) -> StepResult:
     require, note = target.nccl_expectation()
     if require is None:
         return check_result(not_applicable_on_cpu())
-    trained = prior.get("train")
+    trained = prior.train
     run_id = trained.data.job_id if trained is not None and trained.data is not None else target.checked_run_id()
     with tempfile.TemporaryDirectory(prefix="nccl-") as tmp:
         # Keep the run id in the local paths: the NCCL check scopes files to a run by their path.

@@ -51,11 +51,9 @@ def _num(v: object, spec: str) -> str:
 
 def submitted(prior: Prior) -> SubmittedJob:
     """The job `submit` queued or `attach` found."""
-    for name in ("submit", "attach"):
-        result = prior.get(name)
-        if result is not None and isinstance(result.data, SubmittedJob):
-            return result.data
-    raise DriverError("`train` follows a submitted job: run it after `submit` or `attach`")
+    if prior.job is None:
+        raise DriverError("`train` follows a submitted job: run it after `submit` or `attach`")
+    return prior.job
 
 
 def left(target: Target, job: SubmittedJob) -> StepInterrupted | None:
@@ -112,7 +110,7 @@ def run(target: Target, prior: Prior) -> StepResult[TrainOutcome]:
     summary = target.job_summary(job.args) if end.state.status == "SUCCEEDED" else None
     # Read now, while the pods and GPU nodes still exist (`run` may idle the nodes before the report). A job
     # this command did not submit (`attach`) was seen starting by another: its first step time is not known.
-    seen = first_step[0] if first_step and prior.get("submit") is not None else None
+    seen = first_step[0] if first_step and prior.submit is not None else None
     outcome = dataclasses.replace(outcome_of(end, job.args, summary), start=start_phases(target, seen))
     result = train_result(outcome)
     if end.stopped_for_timeout:

@@ -33,7 +33,7 @@ def settle_gpu_az(target: AwsTarget, prior: Prior) -> None:
     if cfg.gpu_nodes.availability_zone:
         return
     s = cfg.stack
-    checked = prior.get("preflight")
+    checked = prior.preflight
     az = checked.data.gpu_az if checked is not None and checked.ok and checked.data is not None else None
     if not az:
         raise DriverError(
@@ -85,7 +85,7 @@ def run_up(target: AwsTarget, prior: Prior) -> StepResult:
     """`up`, after asking unless preview saw nothing that costs money; DriverError when declined. When
     it fails, the cause the node group's Auto Scaling group reports is added."""
     settle_stack(target, prior)
-    previewed = prior.get("preview")
+    previewed = prior.preview
     summary = previewed.data if previewed is not None else None
     if summary is None or summary.costs_money:
         g = target.cfg.gpu_nodes
@@ -94,8 +94,7 @@ def run_up(target: AwsTarget, prior: Prior) -> StepResult:
             f"`up` on stack {target.cfg.stack} ({changes}) creates resources that cost money "
             f"({g.node_count} x {g.instance_type}). Go ahead?"
         )
-        if not target.confirm(question):
-            raise DriverError("not confirmed: nothing was changed (pass --yes to skip the question)")
+        target.go_ahead(question)
 
     def cause() -> str:
         c = target.deps.client

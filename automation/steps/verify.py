@@ -20,7 +20,6 @@ from automation.errors import DriverError
 from automation.kube import PodExec, RayClusterPods
 from automation.pipeline import Expectations, Finding, Prior, StepResult, verdict
 from automation.ray_head import RAY_RESOURCES_SNIPPET, parse_ray_resources
-from automation.scaling import Lease, before_verify
 from automation.steps.place import by_place
 from automation.steps.verify_checks import (
     AGENT_SELECTOR,
@@ -340,15 +339,12 @@ def verify_cluster(
 def run_aws(target: AwsTarget, prior: Prior) -> StepResult:
     """The stack's cluster (`verify_cluster`), then a marker object written to the run bucket from a worker
     pod and from the head pod: workers write checkpoint shards; the head runs the job's driver and Ray
-    Train's controller, which write the run's own state to the same storage path. A `run` first brings
-    the GPU node group back to its node count (automation/scaling.py)."""
-    scaled = before_verify(target) if target.run.scale_nodes else None
-    if scaled is not None:
-        target.note(scaled.text())
+    Train's controller, which write the run's own state to the same storage path."""
     kube = target.kube()
     exp = target.expectations()
-    # `run` renews its lease at each poll, so the idle guard leaves the nodes to the starting run.
-    sleep = Lease.of(target).sleeping(time.sleep) if target.run.scale_nodes else time.sleep
+    # A run that holds the idle guard's lease (its `scale-up` step took it) renews it at each poll.
+    lease = target.handles.lease
+    sleep = lease.sleeping(time.sleep) if lease is not None else time.sleep
     cluster = verify_cluster(
         kube, exp, kube.exec, target.run.node_wait_s, target.run.pod_wait_s, sleep=sleep, on_progress=target.on_progress
     )

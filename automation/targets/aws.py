@@ -19,7 +19,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, Protocol
 
 from botocore.exceptions import BotoCoreError, ClientError
 from pulumi.automation import ConfigValue
@@ -42,7 +42,6 @@ from automation.pipeline import (
     Prior,
     SubmittedJob,
     TrainOutcome,
-    cluster_seen,
     expectations_from,
 )
 from automation.pulumi_setup import pulumi_rows
@@ -75,14 +74,14 @@ from workloads.nccl_check.counters import NodeReading, parse_reading, read_scrip
 
 READER_SELECTOR = f"{APP_LABEL}={EFA_COUNTER_READER}"
 READER_SYSFS_ROOT = f"{HOST_SYS_MOUNT}/class/infiniband"  # the host's RDMA devices, as the reader pod sees them
-PIPELINE = ("preflight", "preview", "up", "verify", "counters", "submit", "train", "check")
+PIPELINE = ("preflight", "preview", "up", "scale-up", "verify", "counters", "submit", "train", "check")
 GPU_AZ_KEY = GpuNodesConfig.keyname("availability_zone", prefixed=True)
 API_CIDRS_KEY = ClusterConfig.keyname("public_access_cidrs", prefixed=True)
 DRIVER_CIDR_KEY = ClusterConfig.keyname("driver_cidr", prefixed=True)
 PLAN = ("preflight", "preview")
 DETACHED = PIPELINE[: PIPELINE.index("submit") + 1]  # `run --detach`: submit, say how to attach, return
 ATTACH = ("attach", "train", "check")
-STEP_COMMAND = {"submit": "train"}  # the command that runs a step which has none of its own
+STEP_COMMAND = {"submit": "train", "scale-up": "train"}  # the command that runs a step which has none of its own
 RESUMED = "-resumed-"  # a resumed run's job id: <run id>-resumed-<new id> (Ray keeps a finished job's id)
 
 
@@ -219,13 +218,19 @@ class AwsRun:
     job_env: Mapping[str, str] = field(default_factory=dict)
     require: str = "efa"
     node_wait_s: float = 180
-    scale_nodes: bool = False  # `run`: the GPU node group back at gpuNodeCount before verify (automation/scaling.py)
     auto_az: bool = False  # `up --auto-az`: move the GPU node group to the next ranked AZ when EC2 has no capacity
     pod_wait_s: float = 900
     detach: bool = False  # `run --detach`: the pipeline ends at submit
     job_timeout_s: float | None = None  # --timeout: stop the job after this long (None: no limit)
     attach_job: str | None = None  # `attach JOB`: the job to follow (None: the newest submitted)
     poll_s: float = POLL_S
+
+
+class HeldLease(Protocol):
+    """The idle guard's lease a run holds (automation/scaling.py's Lease, which imports this module)."""
+
+    def renew(self, what: str = "starting") -> bool: ...
+    def sleeping(self, sleep: Callable[[float], None]) -> Callable[[float], None]: ...
 
 
 @dataclass
@@ -238,6 +243,7 @@ class AwsHandles:
     outputs: dict | None = None
     kube: KubeApi | None = None
     jobs: HeadJobs | None = None
+    lease: HeldLease | None = None  # the idle guard's lease, held from the `scale-up` step to the run's end
 
 
 class AwsTarget(AsksJobServer):
@@ -294,7 +300,7 @@ class AwsTarget(AsksJobServer):
     def pipeline(self, command: str, plan: bool) -> tuple[str, ...]:
         if command == "run":
             return PLAN if plan else DETACHED if self.run.detach else PIPELINE
-        return {"train": ("submit", "train"), "attach": ATTACH}.get(command, (command,))
+        return {"train": ("scale-up", "submit", "train"), "attach": ATTACH}.get(command, (command,))
 
     def resolved_job(self, storage_uri: str | None = None) -> ResolvedJob:
         """The training job of this run and where each value came from: the cluster's defaults, durability
@@ -359,6 +365,11 @@ class AwsTarget(AsksJobServer):
 
     def confirm(self, question: str) -> bool:
         return self.run.yes or self.deps.confirm(question)
+
+    def go_ahead(self, question: str) -> None:
+        """Ask ``question`` about a change that costs money (--yes answers it); DriverError when declined."""
+        if not self.confirm(question):
+            raise DriverError("not confirmed: nothing was changed (pass --yes to skip the question)")
 
     def stack_changed(self, summary: ChangeSummary) -> None:
         """After `up`: its outputs are the stack's from now on."""
@@ -580,7 +591,7 @@ class AwsTarget(AsksJobServer):
             )
         if failed == "destroy":
             return Advice(f"some resources of stack {s} may remain", (f"retry: {teardown}",))
-        if not cluster_seen(prior):
+        if not prior.cluster_seen:
             return Advice(
                 f"this command has not seen the cluster of stack {s} (no `up` ran and `verify` did not reach it): "
                 f"`python -m automation status --stack {s}` says what exists; a cluster costs money until "
@@ -614,7 +625,7 @@ class AwsTarget(AsksJobServer):
         return f" of stack {self.cfg.stack}"
 
     def files(self, result: PipelineResult) -> str:
-        trained = result.result("train")
+        trained = result.state.train
         run_id = trained.data.job_id if trained is not None and trained.data is not None else self.run_id
         return (
             f"{CLUSTER_ROOT}/runs/{run_id} in the RayCluster's pods of stack {self.cfg.stack} "

@@ -15,9 +15,12 @@ whether a scaling change moves it is not documented, so ``modified_at_moves=Fals
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator
+from contextlib import contextmanager
 from datetime import UTC, datetime
 from typing import Any
 
+from _shared_env import MOTO_CLUSTER, MOTO_NODEGROUP, MOTO_REGION
 from botocore.exceptions import ClientError
 
 from automation.kube import ExecResult, KubeApi
@@ -42,6 +45,29 @@ class FakeClock:
 
     def clock(self) -> Clock:
         return Clock(self.now, self.sleep)
+
+
+@contextmanager
+def gpu_nodegroup(desired: int = 2) -> Iterator[Any]:
+    """moto's in-process EKS (its own fake credentials: no call leaves the process) whose cluster MOTO_CLUSTER has
+    the GPU node group MOTO_NODEGROUP at ``desired`` within the 0..2 infra/manifests.py's gpu_scaling_config gives a
+    2-node stack; its client."""
+    import boto3
+    from moto import mock_aws
+
+    with mock_aws():
+        client = boto3.client("eks", region_name=MOTO_REGION)
+        client.create_cluster(
+            name=MOTO_CLUSTER, roleArn="arn:aws:iam::123456789012:role/eks", resourcesVpcConfig={"subnetIds": ["s-1"]}
+        )
+        client.create_nodegroup(
+            clusterName=MOTO_CLUSTER,
+            nodegroupName=MOTO_NODEGROUP,
+            nodeRole="arn:aws:iam::123456789012:role/node",
+            subnets=["s-1"],
+            scalingConfig={"desiredSize": desired, "minSize": 0, "maxSize": 2},
+        )
+        yield client
 
 
 class SlowEks:

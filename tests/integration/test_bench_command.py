@@ -11,8 +11,10 @@ from pathlib import Path
 
 import _driver_helpers as helpers  # tests/integration is on pytest's pythonpath
 import pytest
+from _cloud_fakes import gpu_nodegroup
 from _pod_requests import PodAction, pod_request
 from _ray_jobs import Clock, FakeRayJobs, JobScript
+from _shared_env import MOTO_CLUSTER, MOTO_NODEGROUP
 
 from automation import cli
 from automation.commands import bench
@@ -133,6 +135,8 @@ class KubeWithExec(KubeApi):
 
 
 class Ui:
+    json_mode = False  # what the report of an interrupt reads; emit_json records a document either way
+
     def __init__(self):
         self.notes, self.errors, self.doc = [], [], None
 
@@ -155,6 +159,8 @@ class Ui:
 
 def outputs(api) -> dict:
     return {
+        "cluster_name": MOTO_CLUSTER,
+        "nodegroup_name": MOTO_NODEGROUP,  # moto's, which `scale-up` sizes (_cloud_fakes.gpu_nodegroup)
         "kubeconfig": json.dumps(api.kubeconfig()),
         "raycluster_name": "ray-efa",
         "raycluster_namespace": "ray",
@@ -169,10 +175,11 @@ def run_bench(tmp_path, logs=None, failed=(), json_mode=True):
     cluster = Cluster(tmp_path, logs or {"efa": EFA_LOG, "tcp": SOCKET_LOG, "bf16": EFA_LOG}, failed)
     ui = Ui()
     argv = ["bench", "--stack", "us-west-2", "--run-id", BASE, "--runs-root", str(tmp_path / "runs")]
-    with helpers.FakeKubeApi() as api:
+    with helpers.FakeKubeApi() as api, gpu_nodegroup() as eks:
         stack = helpers.FakeStack("us-west-2", outputs=outputs(api))
         bucket = RunBucket()
-        deps = AwsDeps(client=lambda name: bucket, stack=lambda: stack, kube=lambda kc: KubeWithExec(kc, cluster.exec))
+        clients = {"eks": eks, "s3": bucket}
+        deps = AwsDeps(client=clients.get, stack=lambda: stack, kube=lambda kc: KubeWithExec(kc, cluster.exec))
         args = cli.build_parser().parse_args(argv + (["--json"] if json_mode else []))
         rc = bench.run(args, ui, deps, node_wait_s=0, pod_wait_s=0)
     return rc, ui, cluster
@@ -307,7 +314,8 @@ def test_failed_efa_job_names_its_step(tmp_path):
 
 def test_table_has_a_row_per_measure(tmp_path):
     _, ui, _ = run_bench(tmp_path, json_mode=False)
-    firsts = [line.split("  ")[0][:34] for line in ui.notes[3:13]]
+    head = next(i for i, line in enumerate(ui.notes) if "model: EFA / TCP" in line)
+    firsts = [line.split("  ")[0][:34] for line in ui.notes[head : head + 10]]
     expected = ["", "run id", "precision", "NCCL verdict", "tokens/s", "MFU", "step time (median)"]
     expected += ["EFA/TCP tokens/s", "float8/bf16 tokens/s", "model's float8 assumption: the L4 "]
     assert firsts == expected, f"expected the table's rows {expected}, got {ui.notes}"
@@ -319,7 +327,7 @@ def test_bench_without_stack_is_refused_naming_the_flag(capsys):
     assert rc == 2 and "--stack NAME" in err, f"expected exit 2 naming --stack, got {rc}: {err!r}"
 
 
-def test_interrupt_names_both_jobs_that_may_still_run(tmp_path):
+def test_an_interrupt_exits_130_through_the_run_controllers_end(tmp_path):
     cluster = Cluster(tmp_path, {"efa": EFA_LOG, "tcp": SOCKET_LOG})
     answer = cluster.answer
 
@@ -330,15 +338,15 @@ def test_interrupt_names_both_jobs_that_may_still_run(tmp_path):
 
     cluster.exec = helpers.ScriptedExec(interrupted)
     argv = ["bench", "--stack", "us-west-2", "--run-id", BASE, "--runs-root", str(tmp_path / "runs")]
-    with helpers.FakeKubeApi() as api:
+    ui = Ui()
+    with helpers.FakeKubeApi() as api, gpu_nodegroup() as eks:
         stack = helpers.FakeStack("us-west-2", outputs=outputs(api))
-        deps = AwsDeps(
-            client=lambda name: RunBucket(), stack=lambda: stack, kube=lambda kc: KubeWithExec(kc, cluster.exec)
-        )
-        with pytest.raises(bench.DriverError) as e:
-            bench.run(cli.build_parser().parse_args(argv), Ui(), deps, node_wait_s=0, pod_wait_s=0)
-    said = (e.value.exit_code, f"{BASE}-efa and {BASE}-tcp" in str(e.value))
-    assert said == (130, True), f"expected exit 130 naming both jobs, got {e.value.exit_code}: {e.value}"
+        clients = {"eks": eks, "s3": RunBucket()}
+        deps = AwsDeps(client=clients.get, stack=lambda: stack, kube=lambda kc: KubeWithExec(kc, cluster.exec))
+        rc = bench.run(cli.build_parser().parse_args(argv), ui, deps, node_wait_s=0, pod_wait_s=0)
+    said = [e for e in ui.errors if "interrupted during step submit of stack us-west-2" in e]
+    assert (rc, len(said)) == (130, 1), f"expected exit 130 naming the step, got {rc}: {ui.errors}"
+    assert any(n.startswith("GPU node") for n in ui.notes), f"where the GPU nodes are was not said: {ui.notes}"
 
 
 def test_job_that_fits_one_node_is_refused_before_any_submit(tmp_path):

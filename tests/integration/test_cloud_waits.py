@@ -17,8 +17,8 @@ from test_scale_to_zero import run_with_steps, target_for
 
 from automation.commands import scale
 from automation.errors import DriverError
-from automation.pipeline import StepResult
-from automation.scaling import LEASE_S, NodeGroupRef, after_run, before_verify, set_desired, sizes
+from automation.pipeline import RunState
+from automation.scaling import LEASE_S, NodeGroupRef, after_run, scale_up, set_desired, sizes
 from automation.steps.stack import run_up
 from automation.targets.aws import AwsDeps, AwsTarget
 from automation.ui import Ui
@@ -92,19 +92,15 @@ def test_a_node_group_updating_past_the_bound_fails_naming_its_status(eks, clock
 
 def test_a_rerun_while_the_node_group_is_updating_waits_then_scales_and_says_how_long(eks, clock, capsys, monkeypatch):
     """`run --stack` right after a run's scale-down (the group still UPDATING for 3 more minutes): the scale-up
-    is real (automation/scaling.py before_verify, as verify calls it), the other steps stand in."""
+    is the real `scale-up` step (automation/scaling.py), the other steps stand in."""
     set_desired(eks, REF, 0)
     slow = SlowEks(eks, clock, busy_until=clock.now() + 3 * MIN)
 
-    def scale_up(target, prior) -> StepResult:
-        target.note(before_verify(target).text())
-        return StepResult("verify", "pass", "ok")
-
     argv = ["run", "--stack", "us-west-2", "--yes", "--json"]
-    rc = run_with_steps(monkeypatch, argv, real={"verify": scale_up}, eks=slow, clock=clock)
-    notes = json.loads(capsys.readouterr().out)["notes"]
-    up = next((n for n in notes if "scaled from 0 to 2" in n), None)
-    assert rc == 0 and up is not None, notes
+    rc = run_with_steps(monkeypatch, argv, real={"scale-up": scale_up}, eks=slow, clock=clock)
+    rows = json.loads(capsys.readouterr().out)["steps"]
+    up = next((r["summary"] for r in rows if "scaled from 0 to 2" in r["summary"]), None)
+    assert rc == 0 and up is not None, rows
     assert "waited 180 s for the node group to leave UPDATING" in up, up
     assert [d for _, d in slow.updates] == [2, 0], f"expected the scale-up, then the run's scale-down: {slow.updates}"
 
@@ -198,11 +194,11 @@ def guard_tick(slow, guard: GuardKube, clock: FakeClock, jobs: list | None) -> s
 
 
 def start_of(minutes: float, target, slow, guard, clock, jobs) -> list[str]:
-    """`run`'s start: its lease and scale-up (before_verify), then ``minutes`` of waiting on add-ons and pods
+    """`run`'s start: its lease and scale-up (the `scale-up` step), then ``minutes`` of waiting on add-ons and pods
     (verify's polls, every 10 s, each renewing the lease) while the guard decides every 5 minutes."""
     from automation.scaling import Lease
 
-    before_verify(target)
+    scale_up(target, {})
     began, sleep, actions = clock.now(), Lease.of(target).sleeping(clock.sleep), []
     while clock.now() - began < minutes * MIN:
         if int(clock.now() - began) % 300 == 0:
@@ -236,7 +232,7 @@ def test_an_expired_lease_and_no_job_lets_the_guard_scale_down(eks, clock, idle_
     guard scales down."""
     slow, objects, guard = idle_world
     with helpers.FakeKubeApi(objects) as api:
-        before_verify(target_for(api, eks=slow, clock=clock))
+        scale_up(target_for(api, eks=slow, clock=clock), {})
     clock.sleep(max(LEASE_S, 30 * MIN) + 1)
     assert (guard_tick(slow, guard, clock, []), sizes(eks, REF)["desiredSize"]) == ("scale-down", 0), guard.decisions
 
@@ -244,7 +240,7 @@ def test_an_expired_lease_and_no_job_lets_the_guard_scale_down(eks, clock, idle_
 def test_a_running_job_keeps_the_nodes_whatever_the_lease(eks, clock, idle_world):
     slow, objects, guard = idle_world
     with helpers.FakeKubeApi(objects) as api:
-        before_verify(target_for(api, eks=slow, clock=clock))
+        scale_up(target_for(api, eks=slow, clock=clock), {})
     actions = []
     for _ in range(36):  # three hours of the guard's 5-minute ticks, the lease long expired
         clock.sleep(5 * MIN)
@@ -257,7 +253,7 @@ def test_run_releases_its_lease_at_the_end(eks, clock):
     objects = cluster_with_record()
     with helpers.FakeKubeApi(objects) as api:
         target = target_for(api, clock=clock, jobs=[])
-        before_verify(target)
+        scale_up(target, {})
         held = LEASE_KEY in objects["configmaps"]["items"][0]["data"]
         after_run(target, keep_nodes=False)
     assert (held, LEASE_KEY in objects["configmaps"]["items"][0]["data"]) == (True, False), objects["configmaps"]
@@ -310,7 +306,7 @@ def up_with_node_count(node_count: int, render: bool = False):
     # A stack that lists its own API allow-list: the only key the driver sets for this `up` is the live size.
     cfg = helpers.stack_config()
     cfg = dataclasses.replace(cfg, cluster=dataclasses.replace(cfg.cluster, public_access_cidrs=(MOCK_DEPLOYER_CIDR,)))
-    run_up(AwsTarget(cfg=cfg, deps=deps, run_id="r1", yes=True), {})
+    run_up(AwsTarget(cfg=cfg, deps=deps, run_id="r1", yes=True), RunState())
     return stack
 
 

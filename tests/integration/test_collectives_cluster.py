@@ -7,7 +7,8 @@ from __future__ import annotations
 import json
 
 import _driver_helpers as helpers  # tests/integration is on pytest's pythonpath
-from test_bench_command import KubeWithExec, Ui, outputs
+from _cloud_fakes import gpu_nodegroup
+from test_bench_command import Cluster, KubeWithExec, Ui, outputs
 
 from automation import cli
 from automation.commands import bench
@@ -24,24 +25,25 @@ DOC = {"backend": "nccl", "world": 8, "nodes": 2, "nccl_tests": None, "rows": [r
 
 def run_sweep(tmp_path):
     launched: list[tuple[str, str]] = []
+    cluster = Cluster(tmp_path, {})  # bench's cluster answers what `verify` runs in the pods first
 
     def answer(pod, cmd, stdin):
         text = " ".join(cmd)
-        if "base64 -d | tar" in text:
+        if "base64 -d | tar" in text and "collectives" in text:
             return ExecResult(0, "", "")
         if "workloads.collectives_bench" in text:
             launched.append((pod, cmd[2]))
             return ExecResult(0, "table\n", "")
         if cmd[0] == "cat" and pod == FIRST[0]:
             return ExecResult(0, json.dumps(DOC), "")
-        raise AssertionError(f"unexpected command {cmd} in {pod}")
+        return cluster.answer(pod, cmd, stdin)
 
     ui = Ui()
     argv = ["bench", "--collectives", "--stack", "us-west-2", "--runs-root", str(tmp_path), "--json"]
-    with helpers.FakeKubeApi() as api:
+    with helpers.FakeKubeApi() as api, gpu_nodegroup() as eks:
         stack = helpers.FakeStack("us-west-2", outputs=outputs(api))
-        deps = AwsDeps(client=None, stack=lambda: stack, kube=lambda kc: KubeWithExec(kc, helpers.ScriptedExec(answer)))
-        rc = bench.run(cli.build_parser().parse_args(argv), ui, deps)
+        deps = AwsDeps({"eks": eks}.get, lambda: stack, lambda kc: KubeWithExec(kc, helpers.ScriptedExec(answer)))
+        rc = bench.run(cli.build_parser().parse_args(argv), ui, deps, node_wait_s=0, pod_wait_s=0)
     return rc, ui, launched
 
 

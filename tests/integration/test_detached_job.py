@@ -148,7 +148,7 @@ def cli_on(world: World, monkeypatch, argv: list[str], interactive: bool = False
         monkeypatch.setattr(aws, "open_stack", open_stack)
         for name in STOOD_IN:
             monkeypatch.setitem(steps.STEPS, name, lambda t, p, name=name: StepResult(name, "pass", "stood in"))
-        monkeypatch.setattr(run_steps, "collect_and_report", lambda t, root, doc: world.reports.append(doc) or {})
+        monkeypatch.setattr(run_steps, "run_files", lambda t, root, doc: world.reports.append(doc) or {})
         return {"rc": cli.main([*argv, "--json"])}
 
 

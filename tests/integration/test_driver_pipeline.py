@@ -13,9 +13,10 @@ import _driver_helpers as helpers  # tests/integration is on pytest's pythonpath
 import _worlds as worlds
 import boto3
 import pytest
+from _cloud_fakes import FakeClock
 from _pod_requests import PodAction, asks, pod_request
 from _ray_jobs import Clock, FakeRayJobs, JobScript
-from _shared_env import MOTO_REGION
+from _shared_env import MOTO_CLUSTER, MOTO_NODEGROUP, MOTO_REGION
 from botocore.stub import Stubber
 
 from automation import scaling, steps
@@ -97,7 +98,7 @@ class KubeWithExec(KubeApi):
 
 
 @pytest.fixture
-def aws(moto_aws, monkeypatch):
+def aws(moto_eks, monkeypatch):  # moto's EKS holds the stack's GPU node group, which `scale-up` sizes
     # The machine's own `aws` may be v1 (preflight fails it): these tests stand in v2's `aws --version`
     # line (AWS CLI user guide's example) so that the pipeline, not this machine, decides the result.
     monkeypatch.setattr(
@@ -132,6 +133,7 @@ def make_target(api, stack, pod_exec=None, confirm=lambda q: True, yes=True, cli
         kube=lambda kc: KubeWithExec(kc, pod_exec or cluster_exec()),
         confirm=confirm,
         public_ip=helpers.deployer_ip,
+        clock=FakeClock().clock(),
     )
     return AwsTarget(cfg=helpers.stack_config(), deps=deps, run_id="r1", yes=yes, node_wait_s=0, pod_wait_s=0)
 
@@ -140,7 +142,8 @@ def outputs(api):
     return {
         "region": REGION,
         "gpu_az": "us-west-2a",
-        "cluster_name": "ray-efa-eks",
+        "cluster_name": MOTO_CLUSTER,
+        "nodegroup_name": MOTO_NODEGROUP,
         "kubeconfig": json.dumps(api.kubeconfig()),
         "raycluster_name": "ray-efa",
         "raycluster_namespace": "ray",
@@ -165,8 +168,10 @@ def test_run_executes_every_step_in_order(aws):
         result = run(make_target(api, stack), PIPELINE)
     assert result.ok, f"expected success, failed at {result.failed_step}: {result.reason}"
     assert step_names(result) == list(PIPELINE), f"expected {list(PIPELINE)}, got {step_names(result)}"
-    # `up` reads the outputs first: the GPU node group's live size is kept (automation/steps/stack.py)
-    assert stack.calls == [*SET_CIDRS, "preview", "outputs", "up"], f"expected preview then up, got {stack.calls}"
+    # `up` reads the outputs first: the GPU node group's live size is kept for it (automation/steps/stack.py)
+    live = "ray-efa-eks:gpuLiveDesiredSize"
+    expected = [*SET_CIDRS, "preview", "outputs", f"set_config {live}", "up", f"remove_config {live}"]
+    assert stack.calls == expected, f"expected preview then up, got {stack.calls}"
 
 
 def test_preview_failure_stops_before_up(aws):
@@ -177,7 +182,7 @@ def test_preview_failure_stops_before_up(aws):
         result = run(make_target(api, stack), PIPELINE)
     assert result.failed_step == "preview", f"expected preview to fail, got {result.failed_step}"
     assert "up" not in stack.calls, f"up must not run after a failed preview, stack calls {stack.calls}"
-    assert result.not_run == ("up", "verify", "counters", "submit", "train", "check"), f"got {result.not_run}"
+    assert result.not_run == PIPELINE[PIPELINE.index("up") :], f"got {result.not_run}"
     assert result.advice.exists.startswith("nothing was created"), result.advice.exists
 
 
@@ -246,9 +251,10 @@ def test_up_failure_reports_the_scaling_activity_cause(aws):
     eks_stub.activate()
     asg_stub.activate()
     with helpers.FakeKubeApi() as api:
-        stack = helpers.FakeStack(
-            "us-west-2", outputs=outputs(api), fail={"up": "eks:index:ManagedNodeGroup gpu: CREATE_FAILED"}
-        )
+        # A first `up`: no node group in the outputs yet, so no live size is read before it.
+        outs = {k: v for k, v in outputs(api).items() if k != "nodegroup_name"}
+        failing = {"up": "eks:index:ManagedNodeGroup gpu: CREATE_FAILED"}
+        stack = helpers.FakeStack("us-west-2", outputs=outs, fail=failing)
         clients = client_factory(extra={"eks": eks, "autoscaling": asg})
         # No --auto-az, and the terminal declines the move to another AZ: the failure stands with its cause.
         result = run(make_target(api, stack, confirm=lambda q: False, clients=clients), PIPELINE)
@@ -285,12 +291,12 @@ def test_failed_job_stops_before_check_with_its_log_tail(aws):
     assert "ended FAILED" in result.reason and "[train] step 100/100" in result.reason, result.reason
 
 
-def test_missing_kubeconfig_output_after_up_fails_verify_with_destroy_advice(aws):
+def test_missing_kubeconfig_output_after_up_fails_the_scale_up_with_destroy_advice(aws):
     with helpers.FakeKubeApi() as api:
         outs = {k: v for k, v in outputs(api).items() if k != "kubeconfig"}
         stack = helpers.FakeStack("us-west-2", outputs=outs)
         result = run(make_target(api, stack), PIPELINE)
-    assert result.failed_step == "verify", f"expected verify to fail, got {result.failed_step}: {result.reason}"
+    assert result.failed_step == "scale-up", f"expected scale-up to fail, got {result.failed_step}: {result.reason}"
     assert "no kubeconfig output" in result.reason, result.reason
     assert result.advice is not None and "is up and costs money" in result.advice.exists, f"got {result.advice}"
     cmds = " ".join(result.advice.next_commands)
@@ -441,8 +447,9 @@ def test_failure_world_stops_the_pipeline_at_verify_with_one_finding_naming_caus
     worlds.WORLDS[world](objects)
     with helpers.FakeKubeApi(objects) as api:
         stack = helpers.FakeStack("us-west-2", outputs=outputs(api))
-        result = run(make_target(api, stack), PIPELINE)
-    verify = result.result("verify")
+        # verify's findings are the subject: `scale-up` would wait out a node that is not Ready before it
+        result = run(make_target(api, stack), [n for n in PIPELINE if n != "scale-up"])
+    verify = result.state.verify
     failed = [(f.check, f.detail, f.fix) for f in (verify.findings if verify else ()) if f.status == "fail"]
     check, cause, fix = WORLD_CAUSES[world]
     assert result.failed_step == "verify" and len(failed) == 1, f"expected one failing verify finding, got {failed}"
@@ -502,7 +509,7 @@ def test_capacity_block_not_yet_active_stops_the_pipeline_at_preflight_with_one_
     with helpers.FakeKubeApi() as api:
         stack = helpers.FakeStack("us-west-2", outputs=outputs(api))
         result = run(capacity_block_target(api, stack, worlds.CAPACITY_BLOCK_SCHEDULED), PIPELINE)
-    pre = result.result("preflight")
+    pre = result.state.preflight
     failed = [(f.check, f.detail, f.fix) for f in (pre.findings if pre else ()) if f.status == "fail"]
     assert result.failed_step == "preflight" and len(failed) == 1, f"expected one failing preflight row, got {failed}"
     check, detail, fix = failed[0]
@@ -534,7 +541,7 @@ def test_run_records_the_phases_of_the_start_from_the_cluster(aws):
         seen = datetime(2026, 12, 2, 10, 15, 10, tzinfo=UTC).timestamp()
         target.deps.clock = scaling.Clock(now=lambda: seen, sleep=lambda s: None)
         result = run(target, PIPELINE)
-    start = result.result("train").data.start
+    start = result.state.train.data.start
     want = {"node_join_s": 31.0, "image_pull_s": 89.9, "pod_start_s": 3.0, "first_step_s": 90.0}
     assert start == {**want, "image_bytes": worlds.COLD_PULL_BYTES}, f"expected {want}, got {start}"
 
@@ -588,9 +595,12 @@ class ShortOfCapacityIn(helpers.FakeStack):
         self.short = short
         self.others_at_up: list[dict[str, int]] = []
         self.eks = boto3.client("eks", region_name=REGION)
-        self.eks.create_cluster(
-            name=CLUSTER, roleArn="arn:aws:iam::123456789012:role/eks", resourcesVpcConfig={"subnetIds": ["subnet-1"]}
-        )
+        if CLUSTER not in self.eks.list_clusters()["clusters"]:  # the `aws` fixture's moto EKS may hold it already
+            self.eks.create_cluster(
+                name=CLUSTER,
+                roleArn="arn:aws:iam::123456789012:role/eks",
+                resourcesVpcConfig={"subnetIds": ["subnet-1"]},
+            )
 
     def gpu_groups(self) -> dict[str, int]:
         names = self.eks.list_nodegroups(clusterName=CLUSTER)["nodegroups"]

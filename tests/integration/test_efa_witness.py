@@ -47,7 +47,7 @@ def ran(efa: helpers.FakeEfaNodes, log=EFA_LOG, over_efa: bool = True, names=JOB
 def checked(efa: helpers.FakeEfaNodes, log=EFA_LOG, over_efa: bool = True, names=JOB_STEPS):
     """The check step's result and its counter witness after `names` ran on the fake cluster."""
     result, _ = ran(efa, log, over_efa, names)
-    check = result.result("check")
+    check = result.state.check
     assert check is not None, f"expected check to run, the pipeline stopped at {result.failed_step}: {result.reason}"
     return check, check.data.counters["witnesses"]
 
@@ -66,7 +66,7 @@ def test_a_run_over_efa_passes_reading_every_counter_through_the_reader_pods():
     }
     readers = helpers.FakeEfaNodes.of_fixture().readers
     expected = {(pod, EFA_COUNTER_READER_NAMESPACE, READER_SYSFS_ROOT) for pod in readers}
-    w = result.result("check").data.counters["witnesses"]
+    w = result.state.check.data.counters["witnesses"]
     assert (w["outcome"], reads) == (witnesses.PASS, expected), f"got {w['outcome']}, reads {reads}"
 
 
@@ -196,7 +196,7 @@ def test_passing_cluster_run_keeps_its_counters_and_draws_bytes_per_nic_in_the_r
     for n in (1, 2, 3):  # the run's own step metrics, as rank 0 writes them
         writer.write(StepMetrics(n, 3, 4.0 - n, 1e-4, 9e4, 1.1e4, 0.41, 1.2, 0.01, 18.0, 0.9))
     writer.close()
-    files = report.after_run(tmp_path, {"target": "aws", "transport": check.data.to_dict()})
+    files = report.keep_and_report(tmp_path, {"target": "aws", "transport": check.data.to_dict()})
     stored = json.loads((tmp_path / "efa_counters.json").read_text())
     page = Path(files["report"]).read_text()
     assert len(stored["deltas"]) == 2 and 'id="plot-efa"' in page, (

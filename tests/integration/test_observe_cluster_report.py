@@ -124,5 +124,5 @@ def test_aws_run_end_copies_the_run_and_writes_its_report(tmp_path):
         stack = helpers.FakeStack("us-west-2", {"kubeconfig": json.dumps(api.kubeconfig())})
         deps = AwsDeps(client=None, stack=lambda: stack, kube=lambda kc: KubeWithExec(kc, pod_exec))
         target = AwsTarget(cfg=helpers.stack_config(), deps=deps, run_id="r1")
-        files = report.collect_and_report(target, tmp_path / "runs", {"target": "aws", "stack": "us-west-2"})
+        files = report.run_files(target, tmp_path / "runs", {"target": "aws", "stack": "us-west-2"})
     assert files.get("report") and Path(files["report"]).is_file(), f"expected a report, got {files}"

@@ -22,8 +22,8 @@ from automation.scaling import (
     NodeGroupRef,
     Scaled,
     after_run,
-    before_verify,
     guard_record,
+    scale_up,
     scale_up_for_run,
     set_desired,
     sizes,
@@ -103,7 +103,7 @@ def test_wait_ready_gives_up_after_its_timeout_naming_what_is_ready():
         wait_ready(lambda: ready_nodes(1), 2, timeout_s=30, clock=clock, sleep=clock.sleep)
 
 
-def test_scale_up_before_verify_restores_the_node_count_and_times_it(eks):
+def test_scale_up_restores_the_node_count_and_times_it(eks):
     set_desired(eks, REF, 0)
     clock = FakeClock()
     seen = iter([[], ready_nodes(2)])
@@ -114,9 +114,12 @@ def test_scale_up_before_verify_restores_the_node_count_and_times_it(eks):
 
 
 # ---- run's end and the scale command, through the target --------------------------------------------
-def target_for(api, eks=None, clock: FakeClock | None = None, jobs: list | None = (), **kw) -> AwsTarget:
+def target_for(
+    api, eks=None, clock: FakeClock | None = None, jobs: list | None = (), yes: bool = True, **kw
+) -> AwsTarget:
     """A target of the us-west-2 stack over moto (or ``eks``), the fake cluster ``api`` and a fake clock; its head
-    answers the Ray job list ``jobs`` (None: the job API cannot be asked)."""
+    answers the Ray job list ``jobs`` (None: the job API cannot be asked); ``yes``: as --yes, the scale-up asks
+    nothing."""
     outputs = {"region": REGION, "cluster_name": CLUSTER, "nodegroup_name": NODEGROUP, "kubeconfig": api.kubeconfig()}
     deps = AwsDeps(
         client=lambda name: eks if name == "eks" and eks is not None else boto3.client(name, region_name=REGION),
@@ -125,7 +128,7 @@ def target_for(api, eks=None, clock: FakeClock | None = None, jobs: list | None 
         clock=(clock or FakeClock()).clock(),
         public_ip=helpers.deployer_ip,
     )
-    return AwsTarget(cfg=helpers.stack_config(), deps=deps, run_id="r1", **kw)
+    return AwsTarget(cfg=helpers.stack_config(), deps=deps, run_id="r1", yes=yes, **kw)
 
 
 def test_run_end_scales_the_gpu_nodes_to_idle_and_says_so(eks):
@@ -210,11 +213,10 @@ def test_scale_command_refuses_a_negative_count(capsys):
     assert e.value.code == 2 and "-1 is below 0" in capsys.readouterr().err
 
 
-def test_run_brings_the_nodes_back_before_verify_and_notes_it(eks):
+def test_the_scale_up_step_brings_the_nodes_back_to_the_node_count(eks):
     set_desired(eks, REF, 0)
     with helpers.FakeKubeApi() as api:  # the recorded cluster: its two GPU nodes Ready at once
-        target = target_for(api, scale_nodes=True)
-        scaled = before_verify(target)
+        scaled = scale_up(target_for(api), {}).data
     assert (scaled.before, scaled.after, sizes(eks, REF)["desiredSize"]) == (0, 2, 2), f"got {scaled}"
 
 

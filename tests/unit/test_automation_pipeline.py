@@ -11,6 +11,7 @@ from automation.pipeline import (
     Advice,
     Expectations,
     Finding,
+    Scaled,
     Step,
     StepInterrupted,
     StepResult,
@@ -50,8 +51,13 @@ def test_first_failure_stops_the_run_and_names_the_rest():
 
 def test_failure_advice_is_asked_for_the_failed_step():
     asked = []
-    run_pipeline(recording_steps({"a": "pass", "b": "fail"}, []), lambda n, p: asked.append((n, sorted(p))) or ADVICE)
-    assert asked == [("b", ["a", "b"])], f"expected advice for b with results of a and b, got {asked}"
+
+    def advise(name, state):
+        asked.append((name, state.preflight.status, state.preview.status))
+        return ADVICE
+
+    run_pipeline(recording_steps({"preflight": "pass", "preview": "fail"}, []), advise)
+    assert asked == [("preview", "pass", "fail")], f"expected advice for preview with both results, got {asked}"
 
 
 def test_unexpected_exception_becomes_a_failed_step_without_traceback():
@@ -77,17 +83,17 @@ def test_keyboard_interrupt_passes_through():
         run_pipeline(recording_steps({"a": KeyboardInterrupt()}, []), lambda n, p: ADVICE)
 
 
-def test_later_steps_see_earlier_results_by_name():
-    seen = {}
+def test_later_steps_read_earlier_results_as_the_run_states_attributes():
+    seen = []
 
-    def second(prior):
-        seen.update(prior)
-        return StepResult("second", "pass", "")
+    def verify(prior):
+        seen.append(prior.scale_up.data)
+        return StepResult("verify", "pass", "")
 
-    run_pipeline(
-        [Step("first", lambda p: StepResult("first", "pass", "", data=42)), Step("second", second)], lambda n, p: ADVICE
-    )
-    assert seen["first"].data == 42, f"expected first's data 42, got {seen}"
+    scaled = Scaled("gpu-ng", 0, 2)
+    up = Step("scale-up", lambda p: StepResult("scale-up", "pass", "", data=scaled))
+    result = run_pipeline([up, Step("verify", verify)], lambda n, p: ADVICE)
+    assert (seen, result.state.verify.status) == ([scaled], "pass"), f"got {seen}, {result.state}"
 
 
 def test_verdict_fails_when_any_finding_fails():

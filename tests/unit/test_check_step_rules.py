@@ -18,7 +18,7 @@ from conftest import FIXTURES
 
 from automation.efa_witness import CounterRecord, Snapshot
 from automation.errors import DriverError
-from automation.pipeline import Finding, StepResult, TrainOutcome, TransportVerdict
+from automation.pipeline import Finding, RunState, StepResult, TrainOutcome, TransportVerdict
 from automation.steps import check
 from automation.steps.check import CPU_SKIP_REASON, assert_transport, before_of, check_result, with_counters
 from workloads.config import TrainConfig
@@ -198,21 +198,21 @@ class Kept:
 
 def test_the_counters_step_of_this_command_gives_the_reading_before():
     target = Kept(READ.to_dict())
-    got = before_of({"counters": StepResult("counters", "pass", "", (), READ)}, target, "r1")
+    got = before_of(RunState(counters=StepResult("counters", "pass", "", (), READ)), target, "r1")
     assert (got, target.asked) == (READ, []), f"expected this command's reading, got {got}, asked {target.asked}"
 
 
 @pytest.mark.parametrize("counters_step", [None, StepResult("counters", "skip", "no EFA here")])
 def test_without_a_reading_of_this_command_the_one_kept_for_the_run_is_read(counters_step):
     target = Kept(READ.to_dict())
-    prior = {"counters": counters_step} if counters_step is not None else {}
+    prior = RunState(counters=counters_step)
     got = before_of(prior, target, "r1")
     assert (got, target.asked) == (READ, ["r1"]), f"expected run r1's kept reading, got {got}, asked {target.asked}"
 
 
 @pytest.mark.parametrize("kept", [None, {"nodes": {}}, {"taken_at": "soon"}], ids=["none", "no-time", "bad-time"])
 def test_no_kept_reading_or_one_this_version_cannot_read_is_no_reading(kept):
-    got = before_of({}, Kept(kept), "r1")
+    got = before_of(RunState(), Kept(kept), "r1")
     assert got is None, f"expected no reading, got {got}"
 
 
@@ -266,13 +266,13 @@ def test_a_target_without_nccl_skips_and_reads_no_logs():
             return None, ""
 
     target = Cpu()
-    got = check.run(target, {})
+    got = check.run(target, RunState())
     assert (got, target.asked) == (check_result(check.not_applicable_on_cpu()), []), f"got {got}, {target.asked}"
 
 
 def test_without_a_job_of_this_command_the_run_the_target_names_is_read_and_weighed(weighed):
     target = Cluster({"host-a": "node-a"})
-    got = check.run(target, {})
+    got = check.run(target, RunState())
     asked = (target.asked, weighed["before"], weighed["job"], weighed["steps"])
     assert asked == ([("nccl_logs", "job-7", "job-7"), ("kept_counters", "job-7")], READ, None, None), (
         f"expected run job-7's logs and kept reading, no job, no steps; got {asked}"
@@ -291,18 +291,18 @@ STEPS_RUN = {
 def test_the_job_this_command_trained_is_the_run_checked_and_weighed(weighed, summary, job_steps, steps):
     target, job = Cluster({"host-a": "node-a"}), TrainConfig(steps=job_steps)
     trained = StepResult("train", "pass", "", (), TrainOutcome("raysubmit_9", "SUCCEEDED", summary, args=job))
-    got = check.run(target, {"train": trained})
+    got = check.run(target, RunState(train=trained))
     seen = (target.asked[0], weighed["job"], weighed["steps"])
     assert seen == (("nccl_logs", "raysubmit_9", "raysubmit_9"), job, steps), f"got {seen}"
     assert got.status == "pass" and (got.data.report or {})["run_id"] == "raysubmit_9", f"got {got}"
 
 
 def test_the_witness_gets_the_logs_verdict_its_channel_claims_and_the_pods_nodes(weighed):
-    check.run(Cluster({"host-a": "node-a"}), {})
+    check.run(Cluster({"host-a": "node-a"}), RunState())
     got = (weighed["log"][:2], weighed["claims"] > 0, weighed["names"])
     assert got == (("efa", "pass"), True, {"host-a": "node-a"}), f"got {got}"
 
 
 def test_pods_that_are_gone_leave_the_cross_check_no_node_names(weighed):
-    got = check.run(Cluster(DriverError("pods gone")), {})
+    got = check.run(Cluster(DriverError("pods gone")), RunState())
     assert (got.status, weighed["names"]) == ("pass", {}), f"got {got.status}, names {weighed['names']}"

@@ -11,6 +11,7 @@ from conftest import quiet_stack
 
 from automation import efa_witness
 from automation.job import cluster_job
+from automation.pipeline import RunState
 from automation.throughput import nic_bytes_per_step
 from workloads.nccl_check.counters import NodeReading
 
@@ -88,7 +89,7 @@ class LocalGpus:
 def test_local_check_says_the_counter_witness_does_not_apply():
     from automation.steps import check
 
-    r = check.run(LocalGpus(), {})
+    r = check.run(LocalGpus(), RunState())
     outcome = r.data.counters["witnesses"]["outcome"]
     assert (r.status, outcome) == ("skip", "not-applicable"), f"got {r.status}, {outcome}: {r.summary}"
 
@@ -127,6 +128,6 @@ def test_check_hands_the_cross_check_the_pods_nodes_when_the_log_claims_channels
         return efa_witness.CounterRecord(None, after, efa_witness.not_applicable("test", log[1]), steps)
 
     monkeypatch.setattr(check.efa_witness, "weigh", weigh)
-    check.run(PodsOnNodes(), {})
+    check.run(PodsOnNodes(), RunState())
     want = {"ray-efa-worker-a": "ip-10-30-1-5.us-west-2.compute.internal"}
     assert seen["claims"] > 0 and seen["names"] == want, f"expected the log's claims with the pods' nodes, got {seen}"

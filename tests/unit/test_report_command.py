@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from automation.cli import main
-from automation.commands.report import after_run, cost_rows, find_run_dir, load_run, micro_batches
+from automation.commands.report import cost_rows, find_run_dir, keep_and_report, load_run, micro_batches
 from automation.errors import DriverError
 from automation.run_report import announce
 from workloads.metrics import METRICS_FILE, RUN_MARKER_FILE, MetricsWriter, StepMetrics
@@ -91,7 +91,7 @@ def test_report_command_refuses_an_unknown_run_with_exit_2(tmp_path, capsys):
 
 
 def test_after_run_without_metrics_says_why_instead_of_raising(tmp_path):
-    files = after_run(tmp_path, {"target": "local"})
+    files = keep_and_report(tmp_path, {"target": "local"})
     assert files["report"] is None and METRICS_FILE in files["report_error"], f"got {files}"
 
 
@@ -104,7 +104,7 @@ def test_report_help_documents_compare(capsys):
 
 def test_run_end_names_the_report(tmp_path):
     run_dir = make_run(tmp_path, "r1")
-    files = after_run(run_dir, {"target": "local"})
+    files = keep_and_report(run_dir, {"target": "local"})
     notes = []
     announce(files, type("Ui", (), {"note": lambda self, t: notes.append(t)})())
     assert notes == [f"report: {run_dir}/report/report.html  (metrics: {run_dir}/{METRICS_FILE})"], f"got {notes}"

@@ -29,7 +29,6 @@ from automation.scaling import (
     Scaled,
     active_job,
     after_run,
-    before_verify,
     guard_record,
     head_jobs,
     job_keeps_nodes,
@@ -38,6 +37,7 @@ from automation.scaling import (
     now_running,
     ready_after,
     ready_count,
+    scale_up,
     scale_up_for_run,
     set_desired,
     wait_ready,
@@ -611,6 +611,8 @@ def target(idle_minutes=30, outputs=OUTPUTS, kube=None, eks=None, jobs="[]", idl
         note=notes.append,
         notes=notes,
         price=price,
+        handles=SimpleNamespace(lease=None),
+        go_ahead=lambda question: None,
     )
 
 
@@ -635,12 +637,12 @@ def test_a_lease_that_cannot_reach_the_cluster_renews_nothing_and_does_not_fail(
     assert Lease.of(target(kube=None)).renew() is False
 
 
-def test_before_verify_on_a_stack_without_the_guard_waits_on_the_targets_clock():
+def test_scale_up_on_a_stack_without_the_guard_waits_on_the_targets_clock():
     kube = NodesKube([])
     t = target(idle_minutes=0, kube=kube, eks=Eks(desired=0))
     answers = iter([[], [node("a"), node("b")], [node("a"), node("b")]])
     kube.list_nodes = lambda selector: next(answers)
-    before_verify(t)
+    scale_up(t, {})
     assert (t.deps.clock.now() - START, kube.patches) == (POLL_S, []), kube.patches
 
 
@@ -661,35 +663,35 @@ class NodesKube(RecordKube):
         return self.nodes
 
 
-def test_before_verify_takes_the_lease_and_scales_to_the_node_count():
+def test_scale_up_takes_the_lease_and_scales_to_the_node_count():
     kube, eks = NodesKube([node("a"), node("b")]), Eks(desired=0)
     t = target(kube=kube, eks=eks)
-    got = before_verify(t)
+    got = scale_up(t, {}).data
     assert (got.before, got.after, t.notes) == (0, 2, []), (got, t.notes)
     assert written(kube)[0]["run"] == "r1" and kube.selectors[0] == "role=gpu-worker", (kube.patches, kube.selectors)
 
 
-def test_before_verify_waits_for_the_nodes_on_the_targets_clock():
+def test_scale_up_waits_for_the_nodes_on_the_targets_clock():
     kube = NodesKube([])
     t = target(kube=kube, eks=Eks(desired=0))
     answers = iter([[], [node("a"), node("b")], [node("a"), node("b")]])
     kube.list_nodes = lambda selector: next(answers)
-    before_verify(t)
+    scale_up(t, {})
     assert t.deps.clock.now() - START == POLL_S, "the wait for the nodes did not sleep on the target's clock"
 
 
-def test_before_verify_of_a_stack_without_its_cluster_names_the_stack():
+def test_scale_up_of_a_stack_without_its_cluster_names_the_stack():
     with pytest.raises(DriverError, match="stack us-west-2 exports no cluster_name"):
-        before_verify(target(outputs={"nodegroup_name": "gpu-ng"}, kube=NodesKube([])))
+        scale_up(target(outputs={"nodegroup_name": "gpu-ng"}, kube=NodesKube([])), {})
 
 
-def test_before_verify_without_outputs_does_nothing():
-    assert before_verify(target(outputs={})) is None
+def test_scale_up_without_outputs_does_nothing():
+    assert scale_up(target(outputs={}), {}).status == "skip"
 
 
-def test_before_verify_warns_when_the_lease_cannot_be_written():
+def test_scale_up_warns_when_the_lease_cannot_be_written():
     t = target(kube=NodesKube([node("a"), node("b")], fail="patch"), eks=Eks(desired=2))
-    before_verify(t)
+    scale_up(t, {})
     assert t.notes == ["the idle guard's lease could not be written: it may scale the nodes down during a long start"]
 
 
