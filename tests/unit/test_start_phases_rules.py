@@ -245,3 +245,13 @@ def test_observe_reads_the_clusters_pods_the_gpu_nodes_and_the_namespaces_events
     got = observe(kube, "ray", "rc", T0 + timedelta(seconds=160))  # type: ignore[arg-type]
     assert got == StartPhases(50.0, 30.0, 4.0, 60.0, 13_000_000_000), got
     assert sorted(kube.asked) == [("events", "ray"), ("nodes", GPU_NODE_SELECTOR), ("pods", "ray", "ray.io/cluster=rc")]
+
+
+def test_objects_the_api_returns_before_their_status_is_filled_have_no_phase():
+    pods = [{"metadata": {"name": "w"}}, {"metadata": {"name": "v"}, "status": {"phase": "Pending"}}]
+    pods.append({"metadata": {"name": "u"}, "status": {"containerStatuses": [{"name": "ray-worker"}]}})
+    nodes = [{"metadata": {"name": "n", "creationTimestamp": stamp(0)}}, node(stamp(0), [])]
+    nodes.append({"metadata": {"name": "m", "creationTimestamp": stamp(0)}, "status": {}})
+    events = [{"reason": "Pulled", "message": PRESENT, "lastTimestamp": stamp(1)}, pulled("w", cold(3), stamp(2))]
+    got = start_phases(nodes, pods, events, T0)
+    assert got == StartPhases(image_pull_s=3.0, image_bytes=13_000_000_000), got
