@@ -355,3 +355,23 @@ def test_the_first_pending_head_by_name_is_reported():
     assert got == [
         Finding(vp.HEAD_CANNOT_START, "fail", f"pod h-1 cannot pull image {IMG}: ImagePullBackOff: a", vp.IMAGE_FIX)
     ]
+
+
+def test_the_latest_event_by_last_timestamp_wins_over_list_order():
+    cpu = "0/1 nodes are available: 1 Insufficient cpu."
+    events = [failed(message=MSG, at="2026-12-06T05:00:10Z"), failed(message=cpu, at="2026-12-06T05:00:05Z")]
+    got = vp.unschedulable(gpu_pod(), events, [node()])
+    assert got is not None and f"(scheduler: {MSG!r};" in got.detail, got
+
+
+@pytest.mark.parametrize(
+    "p", [{"metadata": {"name": "w"}}, {"status": {"phase": "Pending"}}], ids=["no-status", "no-meta"]
+)
+def test_a_pod_without_status_or_metadata_has_no_init_finding(p):
+    assert vp.init_failure(p, lambda pod, c: vp.GCS_STILL_WAITING) is None
+
+
+def test_a_crash_looping_init_container_of_a_pod_without_metadata_is_named_in_the_default_namespace():
+    init = [waiting("CrashLoopBackOff", name="i")]
+    got = vp.init_failure({"status": {"initContainerStatuses": init}})
+    assert got is not None and got.fix == "kubectl -n ray logs ? -c i --previous shows why it exits"
