@@ -70,6 +70,8 @@ def test_a_candidate_row_carries_its_bytes_in_gb_and_both_l4_rates():
         71.0,
         {"efa", "efa_serial"},
     )
+    assert set(row["high"]) - {"rate", "t_compute"} == {"efa", "efa_serial"}, "the fast rate ignored the links given"
+    assert (row["config"], row["tokens_per_rank_step"]) == ("c", 1000)
 
 
 def _cand(config, fits=True, t_compute=1.0, efa_t=1.0, tcp_tps=1.0, efa_tps=1.0) -> dict:
