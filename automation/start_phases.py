@@ -133,7 +133,9 @@ def start_phases(
             seen = pulls.setdefault(e["involvedObject"]["name"], pull)
             at = max((t for t in (seen.at, pull.at) if t), default=None)
             size = _max((seen.image_bytes, pull.image_bytes))
-            pulls[e["involvedObject"]["name"]] = Pull(max(seen.seconds, pull.seconds), size and int(size), at)
+            pulls[e["involvedObject"]["name"]] = Pull(
+                max(seen.seconds, pull.seconds), None if size is None else int(size), at
+            )
     names = {pod["metadata"]["name"] for pod in pods}
     pulls = {name: pull for name, pull in pulls.items() if name in names}
     starts, pod_starts = [], []
