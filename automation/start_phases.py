@@ -124,11 +124,18 @@ def start_phases(
         for n in nodes
         if (ready := _ready_at(n)) is not None
     ]
+    # A pod has a Pulled event per container (KubeRay's wait-gcs-ready init container pulls the Ray image, then the
+    # Ray container finds it "already present"), in no promised order: its pull is the longest, its time the last.
     pulls: dict[str, Pull] = {}
     for e in events:
         pull = parse_pulled(e)
         if pull is not None and e.get("involvedObject", {}).get("kind") == "Pod":
-            pulls[e["involvedObject"]["name"]] = pull
+            seen = pulls.setdefault(e["involvedObject"]["name"], pull)
+            at = max((t for t in (seen.at, pull.at) if t), default=None)
+            size = _max((seen.image_bytes, pull.image_bytes))
+            pulls[e["involvedObject"]["name"]] = Pull(
+                max(seen.seconds, pull.seconds), None if size is None else int(size), at
+            )
     names = {pod["metadata"]["name"] for pod in pods}
     pulls = {name: pull for name, pull in pulls.items() if name in names}
     starts, pod_starts = [], []

@@ -1,6 +1,6 @@
 """docs/aws-first-run.md's IAM permissions against what the program declares: every resource type of the mock
-render of both example stacks has its IAM actions (or makes no AWS call of its own), and the page shows what
-infra/deploy_permissions.py generates."""
+render of both example stacks has its IAM actions (or makes no AWS call of its own). The page against its generator
+and the generator against known-good output are in the default tier (tests/unit/test_generated_pages.py)."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import pytest
 from conftest import REPO
 
 from infra.config import stack_config_values
-from infra.deploy_permissions import DOC, PERMISSIONS, page_with_section, uncovered
+from infra.deploy_permissions import uncovered
 from infra.mock_render import run_program
 
 # Program renders under Pulumi's mock engine take tens of seconds on 2 cores: the slow tier runs them.
@@ -19,13 +19,3 @@ pytestmark = pytest.mark.slow
 def test_every_resource_type_of_the_render_has_its_permissions(stack):
     types = {r.type for r in run_program(stack, REPO, config=stack_config_values(stack, REPO)).records}
     assert uncovered(types) == [], f"no IAM actions listed for {uncovered(types)} (infra/deploy_permissions.py)"
-
-
-def test_every_listed_action_names_a_service_and_an_action():
-    bad = [a for acts in PERMISSIONS.values() for a in acts if a.count(":") != 1 or not a.split(":")[1][:1].isupper()]
-    assert bad == [], bad
-
-
-def test_the_page_shows_what_the_generator_writes():
-    text = DOC.read_text()
-    assert page_with_section(text) == text, "run `python -m infra.deploy_permissions --write`"
