@@ -13,7 +13,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from automation.errors import DriverError
-from automation.pipeline import StepResult
+from automation.pipeline import RunState, StepResult
 from automation.steps.stack import settle_api_cidrs, settle_gpu_az, settle_stack
 from automation.targets.aws import API_CIDRS_KEY, GPU_AZ_KEY
 from infra.config import ConfigWarning, StackConfig, validate
@@ -64,10 +64,10 @@ class Checked:
     gpu_az: str | None
 
 
-def _prior(status: str | None, az: str | None = "us-west-2b", data: bool = True) -> dict:
+def _prior(status: str | None, az: str | None = "us-west-2b", data: bool = True) -> RunState:
     if status is None:
-        return {}
-    return {"preflight": StepResult("preflight", status, "s", data=Checked(az) if data else None)}  # type: ignore[arg-type]
+        return RunState()
+    return RunState(preflight=StepResult("preflight", status, "s", data=Checked(az) if data else None))  # type: ignore[arg-type]
 
 
 # ---- the GPU AZ -------------------------------------------------------------------------------------------------
