@@ -157,7 +157,7 @@ def test_settle_stack_fills_the_az_then_the_allow_list():
 def test_settle_stack_touches_no_allow_list_when_the_az_is_refused():
     t = Target(_config())
     with pytest.raises(DriverError):
-        settle_stack(t, {})  # type: ignore[arg-type]
+        settle_stack(t, RunState())
     assert t.calls == []
 
 
