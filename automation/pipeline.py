@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Any, Generic, Literal, TypeVar
 
 from automation.errors import DriverError
 from workloads.config import TrainConfig
+from workloads.summary import RunSummary
 
 if TYPE_CHECKING:
     from infra.config import StackConfig
@@ -210,7 +211,7 @@ class TrainOutcome:
 
     job_id: str
     status: str
-    summary: dict | None
+    summary: RunSummary | None
     log_tail: tuple[str, ...] = field(default_factory=tuple)
     args: TrainConfig | None = None
     start: dict | None = None  # the start's phases in seconds (automation/start_phases.py), where the target reads them
@@ -219,7 +220,7 @@ class TrainOutcome:
         return {
             "job_id": self.job_id,
             "status": self.status,
-            "summary": self.summary,
+            "summary": self.summary.to_dict() if self.summary else None,
             "log_tail": list(self.log_tail),
             "args": self.args.to_dict() if self.args else None,
             "start": self.start,

@@ -35,6 +35,7 @@ from automation.job import CLUSTER_ROOT, command
 from automation.kube import ExecResult, PodExec
 from automation.pipeline import SubmittedJob, TrainOutcome
 from workloads.config import TrainConfig
+from workloads.summary import RunSummary
 
 WORKLOADS_DIR = Path(__file__).resolve().parents[1] / "workloads"
 HEAD_JOB_SERVER = "http://127.0.0.1:8265"
@@ -349,12 +350,12 @@ class HeadJobs:
         if res.rc != 0:
             raise _exec_failed("stop", job_id, res)
 
-    def summary(self, args: TrainConfig) -> dict | None:
+    def summary(self, job: TrainConfig) -> RunSummary | None:
         """The training summary; the entrypoint (rank 0's driver) runs in the head pod and writes it there."""
-        if args.summary_json is None:
+        if job.summary_json is None:
             return None
-        cat = self.pod_exec(self.pod, self.namespace, ["cat", args.summary_json], timeout_s=60)
-        return _parse_summary(cat.stdout) if cat.rc == 0 else None
+        cat = self.pod_exec(self.pod, self.namespace, ["cat", job.summary_json], timeout_s=60)
+        return RunSummary.parse(cat.stdout) if cat.rc == 0 else None
 
     def newest_job(self) -> str:
         """The newest job submitted from this driver: the newest `src/<submission id>` in the head pod."""
@@ -366,14 +367,6 @@ class HeadJobs:
                 exit_code=2,
             )
         return res.stdout.strip()
-
-
-def _parse_summary(text: str) -> dict | None:
-    try:
-        data = json.loads(text)
-    except json.JSONDecodeError:
-        return None
-    return data if isinstance(data, dict) else None
 
 
 # ---- local: the job server on loopback -----------------------------------------------------------
@@ -417,11 +410,11 @@ class LocalJobs:
         self.client.stop_job(job_id)
 
     @staticmethod
-    def summary(args: TrainConfig) -> dict | None:
-        if args.summary_json is None:
+    def summary(job: TrainConfig) -> RunSummary | None:
+        if job.summary_json is None:
             return None
-        path = Path(args.summary_json)
-        return _parse_summary(path.read_text()) if path.is_file() else None
+        path = Path(job.summary_json)
+        return RunSummary.parse(path.read_text()) if path.is_file() else None
 
 
 # ---- following a job to its end ------------------------------------------------------------------
@@ -516,7 +509,7 @@ def follow_job(
         sleep(poll_s)
 
 
-def outcome_of(end: FollowEnd, args: TrainConfig, summary: dict | None) -> TrainOutcome:
+def outcome_of(end: FollowEnd, args: TrainConfig, summary: RunSummary | None) -> TrainOutcome:
     """The step's outcome: what the job server said of the job, never how a stream ended."""
     return TrainOutcome(args.run_id, end.state.status, summary, end.tail, args)
 
@@ -534,7 +527,7 @@ class AsksJobServer:
     def stop_job(self, job_id: str) -> None:
         self.jobs().stop_job(job_id)  # type: ignore[attr-defined]
 
-    def job_summary(self, args: TrainConfig) -> dict | None:
+    def job_summary(self, args: TrainConfig) -> RunSummary | None:
         return self.jobs().summary(args)  # type: ignore[attr-defined]
 
 
@@ -551,7 +544,7 @@ class FollowPlace(JobApi, Protocol):
     def clock(self) -> float: ...
     def sleep(self, seconds: float) -> None: ...
     def submit_job(self, args: TrainConfig) -> SubmittedJob: ...
-    def job_summary(self, args: TrainConfig) -> dict | None: ...
+    def job_summary(self, args: TrainConfig) -> RunSummary | None: ...
 
 
 def follow_on(place: FollowPlace, job_id: str, on_line: Callable[[str], None] | None = None) -> FollowEnd:

@@ -13,6 +13,7 @@ from automation.pipeline import PipelineResult
 from automation.start_phases import StartPhases
 from automation.targets import Target
 from automation.ui import Notes, Output
+from workloads.summary import RunSummary
 
 
 @dataclass(frozen=True)
@@ -20,7 +21,7 @@ class RunReport:
     target: str
     stack: str | None
     pipeline: PipelineResult
-    training: dict | None = None  # the training CLI's summary JSON
+    training: RunSummary | None = None  # what the training job wrote in summary.json
     job_id: str | None = None
     transport: dict | None = None  # TransportVerdict.to_dict()
     cost: CostEstimate | None = None
@@ -33,11 +34,11 @@ class RunReport:
         return self.pipeline.ok
 
     def metrics(self) -> dict[str, object]:
-        s = self.training or {}
+        s = self.training or RunSummary()
         keys: tuple[str, ...] = ("run_id", "world_size", "steps", "precision", "tokens_per_s", "tokens_per_s_per_gpu")
         keys += ("mfu",)
         keys += ("loss_first", "loss_last", "peak_mem_gb")
-        return {**{k: s.get(k) for k in keys}, **{f"start_{k}": v for k, v in (self.start or {}).items()}}
+        return {**{k: getattr(s, k) for k in keys}, **{f"start_{k}": v for k, v in (self.start or {}).items()}}
 
     def to_dict(self) -> dict[str, object]:
         return {

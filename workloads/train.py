@@ -36,6 +36,7 @@ from typing import NoReturn
 from workloads.config import ConfigError, TrainConfig, build_parser, check_gpu_capacity, check_locations, validate
 from workloads.env import WORKER_ENV
 from workloads.metrics import mark_run_dir
+from workloads.summary import RunSummary
 
 __all__ = ["build_parser", "exit_without_finalizing", "main", "parse_config", "run_ray", "run_torchrun"]
 
@@ -70,7 +71,7 @@ def _fail(msg: str) -> int:
     return 2
 
 
-def run_ray(cfg: TrainConfig) -> dict:
+def run_ray(cfg: TrainConfig) -> RunSummary:
     """Launch `train_loop_per_worker` on cfg.num_workers Ray Train workers; return the summary."""
     import ray
     from ray.train import CheckpointConfig, FailureConfig, RunConfig, ScalingConfig
@@ -122,11 +123,12 @@ def run_ray(cfg: TrainConfig) -> dict:
     ray.kill(sink)
     if summary is None:
         raise RuntimeError("training finished but rank 0 reported no summary")
-    summary["checkpoint"] = result.checkpoint.path if cfg.checkpoint_every and result.checkpoint else None
-    return summary
+    return dataclasses.replace(
+        summary, checkpoint=result.checkpoint.path if cfg.checkpoint_every and result.checkpoint else None
+    )
 
 
-def worker_entry(config: dict) -> dict | None:
+def worker_entry(config: dict) -> RunSummary | None:
     """A Ray Train worker: the training loop, and bad input it finds past the launcher's checks (a
     record deep in --data) printed as one line before Ray's traceback of the worker buries it."""
     # the loop imports torch and transformers: loaded where a run starts, so --help and bad input stay instant
@@ -163,17 +165,17 @@ def config_error_in(error: BaseException, depth: int = 0) -> ConfigError | None:
 class _SummarySink:
     """Holds the summary rank 0 puts, until the launcher takes it."""
 
-    def __init__(self):
-        self.summary = None
+    def __init__(self) -> None:
+        self.summary: RunSummary | None = None
 
-    def put(self, summary: dict) -> None:
+    def put(self, summary: RunSummary) -> None:
         self.summary = summary
 
-    def get(self) -> dict | None:
+    def get(self) -> RunSummary | None:
         return self.summary
 
 
-def run_torchrun(cfg: TrainConfig) -> dict | None:
+def run_torchrun(cfg: TrainConfig) -> RunSummary | None:
     """Run this process as one worker of a torchrun launch (WORLD_SIZE, RANK set by torchrun)."""
     import torch
     import torch.distributed as dist
@@ -261,17 +263,16 @@ def main(argv: list[str] | None = None) -> int:
         return _fail(str(e))
     if summary is None:  # a torchrun worker other than rank 0
         return 0
-    text = json.dumps(summary, indent=2)
     if cfg.summary_json:
-        Path(cfg.summary_json).write_text(text + "\n")
-    mfu = f", MFU {summary['mfu']:.1%}" if summary.get("mfu") else ""
-    tps = summary["tokens_per_s"]
+        Path(cfg.summary_json).write_text(json.dumps(summary.to_dict(), indent=2) + "\n")
+    mfu = f", MFU {summary.mfu:.1%}" if summary.mfu else ""
+    tps = summary.tokens_per_s
     print(
-        f"[train] done: {summary['steps']} steps on {summary['world_size']} workers ({summary['backend']}), "
-        f"loss {summary['loss_first']:.4f} -> {summary['loss_last']:.4f}, "
-        f"{tps:,.0f} tokens/s (mean after warm-up){mfu}, run {summary['run_id']}"
+        f"[train] done: {summary.steps} steps on {summary.world_size} workers ({summary.backend}), "
+        f"loss {summary.loss_first:.4f} -> {summary.loss_last:.4f}, "
+        f"{tps:,.0f} tokens/s (mean after warm-up){mfu}, run {summary.run_id}"
         if tps
-        else f"[train] done: run {summary['run_id']}",
+        else f"[train] done: run {summary.run_id}",
         flush=True,
     )
     return 0

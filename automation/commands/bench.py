@@ -59,6 +59,7 @@ from automation.ui import Output, Ui
 from infra.config import GpuNodesConfig, StackConfig, known_stacks
 from workloads import collectives_bench
 from workloads.config import ConfigError, TrainConfig, new_run_id
+from workloads.summary import RunSummary
 
 HELP = "run the training job over EFA, over TCP sockets and in the other precision on the cluster, and compare them"
 EFA, TCP = "efa", "tcp"
@@ -108,9 +109,9 @@ class Leg:
     def ok(self) -> bool:
         return self.result is not None and self.result.ok
 
-    def summary(self) -> dict:
-        """The training summary the job wrote ({} when none)."""
-        return (self.outcome.summary if self.outcome is not None else None) or {}
+    def summary(self) -> RunSummary:
+        """The training summary the job wrote (all fields None when none)."""
+        return (self.outcome.summary if self.outcome is not None else None) or RunSummary()
 
     def to_dict(self) -> dict[str, object]:
         summary = self.summary()
@@ -127,10 +128,10 @@ class Leg:
             "verdict": v.verdict if v is not None else None,
             "cause": v.cause if v is not None else None,
             "evidence": list(v.evidence) if v is not None else [],
-            "precision": summary.get("precision"),
-            "tokens_per_s": summary.get("tokens_per_s"),
-            "mfu": summary.get("mfu"),
-            "step_time_s": summary.get("step_time_s"),
+            "precision": summary.precision,
+            "tokens_per_s": summary.tokens_per_s,
+            "mfu": summary.mfu,
+            "step_time_s": summary.step_time_s,
         }
 
 
@@ -249,7 +250,7 @@ def ratio(legs: list[Leg], over: str = TCP) -> float | None:
     by = {leg.name: leg for leg in legs}
     if EFA not in by or over not in by or not (by[EFA].ok and by[over].ok):
         return None
-    a, b = by[EFA].summary().get("tokens_per_s"), by[over].summary().get("tokens_per_s")
+    a, b = by[EFA].summary().tokens_per_s, by[over].summary().tokens_per_s
     return a / b if a and b else None
 
 

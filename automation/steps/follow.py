@@ -38,9 +38,9 @@ def train_result(outcome: TrainOutcome) -> StepResult[TrainOutcome]:
     return StepResult(
         STEP,
         "pass",
-        f"job {outcome.job_id} SUCCEEDED: {s.get('steps')} steps on {s.get('world_size')} workers, "
-        f"loss {_num(s.get('loss_first'), '.4f')} -> {_num(s.get('loss_last'), '.4f')}, "
-        f"{_num(s.get('tokens_per_s'), ',.0f')} tokens/s",
+        f"job {outcome.job_id} SUCCEEDED: {s.steps} steps on {s.world_size} workers, "
+        f"loss {_num(s.loss_first, '.4f')} -> {_num(s.loss_last, '.4f')}, "
+        f"{_num(s.tokens_per_s, ',.0f')} tokens/s",
         data=outcome,
     )
 

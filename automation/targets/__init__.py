@@ -18,6 +18,7 @@ if TYPE_CHECKING:
     from automation.ray_head import JobState, LogChunk
     from workloads.config import TrainConfig
     from workloads.nccl_check.counters import NodeReading
+    from workloads.summary import RunSummary
 
 
 class Target(Protocol):
@@ -61,7 +62,7 @@ class Target(Protocol):
 
     def stop_job(self, job_id: str) -> None: ...  # `ray job stop`; the job server then says STOPPED
 
-    def job_summary(self, args: TrainConfig) -> dict | None: ...  # the summary a SUCCEEDED job wrote
+    def job_summary(self, args: TrainConfig) -> RunSummary | None: ...  # the summary a SUCCEEDED job wrote
 
     # How the follow step waits (a fake clock in tests), and the user's --timeout (None: no limit).
     def clock(self) -> float: ...

@@ -24,6 +24,7 @@ from automation.steps.check import CPU_SKIP_REASON, assert_transport, before_of,
 from workloads.config import TrainConfig
 from workloads.nccl_check.counters import NodeReading
 from workloads.nccl_check.witnesses import Witnesses, not_applicable
+from workloads.summary import RunSummary
 
 EFA_LOG = FIXTURES / "nccl" / "efa_unprefixed_ofi1.20.log"  # aws-ofi-nccl 1.20 over EFA, two nodes
 SOCKET_LOG = FIXTURES / "nccl" / "socket_cluster_nccl952.log"  # NCCL over NET/Socket between two hosts
@@ -282,7 +283,7 @@ def test_without_a_job_of_this_command_the_run_the_target_names_is_read_and_weig
 
 # (the train step's summary, the job's steps) -> the steps the witness is told the job ran
 STEPS_RUN = {
-    "a resumed job counts the steps after the resume": ({"steps": 100, "resumed_from_step": 60}, 100, 40),
+    "a resumed job counts the steps after the resume": (RunSummary(steps=100, resumed_from_step=60), 100, 40),
     "without a summary the job's own steps": (None, 30, 30),
 }
 

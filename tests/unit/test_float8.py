@@ -173,4 +173,4 @@ def test_the_run_summary_carries_the_precision_that_ran(tmp_path):
     cfg = dataclasses.replace(F8, nccl_log_dir=str(tmp_path))
     env, tr = SimpleNamespace(world=1), SimpleNamespace(n_params=1)
     summary = loop._summary(cfg, env, torch.device("cpu"), tr, 0, [1.0], [0.1], None, 1.0, None)
-    assert summary["precision"] == "float8 tensorwise", f"expected the precision field, got {summary}"
+    assert summary.precision == "float8 tensorwise", f"expected the precision field, got {summary}"

@@ -14,6 +14,7 @@ from automation.commands.report import cost_rows, find_run_dir, keep_and_report,
 from automation.errors import DriverError
 from automation.run_report import announce
 from workloads.metrics import METRICS_FILE, RUN_MARKER_FILE, MetricsWriter, StepMetrics
+from workloads.summary import RunSummary
 
 
 def make_run(root: Path, run_id: str, backend: str = "gloo", steps: int = 4) -> Path:
@@ -222,6 +223,6 @@ def test_report_metrics_carry_the_precision_of_the_summary():
     from automation.pipeline import PipelineResult
     from automation.run_report import RunReport
 
-    training = {"precision": "float8 tensorwise"}
+    training = RunSummary(precision="float8 tensorwise")
     metrics = RunReport("aws", "us-west-2", PipelineResult(steps=()), training=training).metrics()
     assert metrics["precision"] == "float8 tensorwise", metrics
