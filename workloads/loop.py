@@ -27,7 +27,7 @@ import torch.distributed as dist
 from workloads.config import TrainConfig
 from workloads.data import MicroBatches
 from workloads.env import NCCL_DEBUG_LEVEL
-from workloads.errors import ConfigError
+from workloads.errors import TrainConfigError
 from workloads.metrics import DataWait, StepRecorder
 from workloads.model import (
     apply_fsdp,
@@ -341,7 +341,7 @@ def build_training(cfg: TrainConfig, device: torch.device, world: int, per_node:
     adamw = {"lr": cfg.lr, "betas": (0.9, 0.95), "weight_decay": cfg.weight_decay, "fused": device.type == "cuda"}
     if cfg.unsharded:
         if world != 1:
-            raise ConfigError(f"--unsharded trains on one rank and this launch has {world}: drop --unsharded")
+            raise TrainConfigError(f"--unsharded trains on one rank and this launch has {world}: drop --unsharded")
         apply_unsharded(model, cfg, device)
         optimizer = MasterAdamW(model, getattr(torch, cfg.param_dtype), **adamw)
     else:

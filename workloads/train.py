@@ -33,7 +33,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import NoReturn
 
-from workloads.config import ConfigError, TrainConfig, build_parser, check_gpu_capacity, check_locations, validate
+from workloads.config import TrainConfig, TrainConfigError, build_parser, check_gpu_capacity, check_locations, validate
 from workloads.env import WORKER_ENV
 from workloads.metrics import mark_run_dir
 from workloads.summary import RunSummary
@@ -85,7 +85,7 @@ def run_ray(cfg: TrainConfig) -> RunSummary:
     check_gpu_capacity(cfg, ray.cluster_resources().get("GPU", 0.0), where="the Ray cluster")
     nodes = sum(1 for n in ray.nodes() if n.get("Alive"))
     if cfg.checkpoint_every and "://" not in cfg.storage_path and nodes > 1:
-        raise ConfigError(
+        raise TrainConfigError(
             f"--checkpoint-every {cfg.checkpoint_every} on {nodes} nodes needs storage every node reaches, "
             f"but --storage-path {cfg.storage_path!r} is local to each node: pass s3://bucket/prefix "
             "(or file:///path of a filesystem every node mounts)"
@@ -136,21 +136,21 @@ def worker_entry(config: dict) -> RunSummary | None:
 
     try:
         return train_loop_per_worker(config)
-    except ConfigError as e:
+    except TrainConfigError as e:
         print(f"error: {config_error_in(e)}", file=sys.stderr, flush=True)
         raise
 
 
-def config_error_in(error: BaseException, depth: int = 0) -> ConfigError | None:
-    """The ConfigError a worker raised, found inside Ray Train's error (its worker failures, causes
+def config_error_in(error: BaseException, depth: int = 0) -> TrainConfigError | None:
+    """The TrainConfigError a worker raised, found inside Ray Train's error (its worker failures, causes
     and contexts), or None: the launcher then ends with that one line and exit 2."""
-    said = re.search(r"ConfigError: ([^\n]+)", str(error))
-    if isinstance(error, ConfigError):  # Ray's RayTaskError(ConfigError) is one too, its text a traceback
+    said = re.search(r"TrainConfigError: ([^\n]+)", str(error))
+    if isinstance(error, TrainConfigError):  # Ray's RayTaskError(TrainConfigError) is one too, its text a traceback
         cause = getattr(error, "cause", None)
-        if isinstance(cause, ConfigError) and cause is not error:
+        if isinstance(cause, TrainConfigError) and cause is not error:
             return config_error_in(cause, depth + 1)
         lines = str(error).splitlines()
-        return ConfigError(said.group(1) if said else lines[0] if lines else "bad input in a worker")
+        return TrainConfigError(said.group(1) if said else lines[0] if lines else "bad input in a worker")
     if depth > 8:
         return None
     inner = list(getattr(error, "worker_failures", {}).values()) + [error.__cause__, error.__context__]
@@ -159,7 +159,7 @@ def config_error_in(error: BaseException, depth: int = 0) -> ConfigError | None:
         if isinstance(e, BaseException) and (found := config_error_in(e, depth + 1)) is not None:
             return found
     # A worker's exception may reach here only as the text of its traceback.
-    return ConfigError(said.group(1)) if said else None
+    return TrainConfigError(said.group(1)) if said else None
 
 
 class _SummarySink:
@@ -238,7 +238,7 @@ def _check_local_gpus(cfg: TrainConfig) -> None:
 def main(argv: list[str] | None = None) -> int:
     try:
         cfg = parse_config(argv)
-    except ConfigError as e:
+    except TrainConfigError as e:
         return _fail(str(e))
     if cfg.launcher == "torchrun":  # torchrun, not the flag, sets the world size
         cfg = dataclasses.replace(cfg, num_workers=int(os.environ.get("WORLD_SIZE", 1)))
@@ -259,7 +259,7 @@ def main(argv: list[str] | None = None) -> int:
                 flush=True,
             )
         summary = run_ray(cfg) if cfg.launcher == "ray" else run_torchrun(cfg)
-    except ConfigError as e:
+    except TrainConfigError as e:
         return _fail(str(e))
     if summary is None:  # a torchrun worker other than rank 0
         return 0

@@ -58,7 +58,7 @@ from automation.throughput import load_model, model_row, model_rows
 from automation.ui import Output, Ui
 from infra.config import GpuNodesConfig, StackConfig, known_stacks
 from workloads import collectives_bench
-from workloads.config import ConfigError, TrainConfig, new_run_id
+from workloads.config import TrainConfig, TrainConfigError, new_run_id
 from workloads.summary import RunSummary
 
 HELP = "run the training job over EFA, over TCP sockets and in the other precision on the cluster, and compare them"
@@ -573,7 +573,7 @@ def run(args: argparse.Namespace, ui: Ui, deps: aws.AwsDeps | None = None, **tar
     cfg = aws.load_config(args.stack, args.project_dir)
     try:
         job = cluster_job(cfg, args.run_id or "bench", args.steps, args.num_workers)
-    except ConfigError as e:
+    except TrainConfigError as e:
         raise DriverError(str(e), exit_code=2) from None
     require_two_nodes(job, cfg, "--num-workers" if args.num_workers else stack_label("num_workers"))
     targets = make_targets(args, ui, deps, precision_leg(job), **target_opts)

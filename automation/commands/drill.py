@@ -51,7 +51,7 @@ from automation.storage import require_credentials
 from automation.targets import aws
 from automation.targets.local import LOCAL_CHECKPOINT_EVERY, LocalPlan, LocalTarget, durable
 from automation.ui import Output, Ui
-from workloads.config import ConfigError, TrainConfig, new_run_id, runs_root
+from workloads.config import TrainConfig, TrainConfigError, new_run_id, runs_root
 from workloads.metrics import METRICS_FILE, parse_echo, read_metrics
 from workloads.nccl_check import run_marker
 
@@ -327,7 +327,7 @@ def drill_local(args: argparse.Namespace, ui: Output) -> dict:
     try:
         job = durable(local_job(run_id, runs, steps=steps), args.storage_path)
         reference = durable(local_job(f"{run_id}-reference", runs, steps=steps), args.storage_path)
-    except ConfigError as e:
+    except TrainConfigError as e:
         raise DriverError(str(e), exit_code=2) from None
     target = LocalTarget(LocalPlan(job, storage_path=args.storage_path), on_progress=ui.milestone, on_note=ui.note)
     before = os.environ.get(HEALTH_CHECK_ENV)

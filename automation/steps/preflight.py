@@ -37,7 +37,7 @@ from infra.config import (
 )
 from infra.eks_facts import CAPACITY_BLOCKS_GUIDE, capacity_block_eligible
 from infra.names import NODE_MONITORING_AGENT
-from workloads.config import ConfigError, TrainConfig
+from workloads.config import TrainConfig, TrainConfigError
 from workloads.uri import parse_location
 
 # EC2's ReservationType of a Capacity Block for ML (DescribeCapacityReservations); "default" is an
@@ -626,7 +626,7 @@ def check_job_data(job: TrainConfig) -> None:
         from workloads.data_check import check_data
 
         check_data(job.data, job.num_workers, flag=stack_label("data"))
-    except ConfigError as e:
+    except TrainConfigError as e:
         raise DriverError(str(e), exit_code=2) from None
 
 

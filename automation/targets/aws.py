@@ -58,8 +58,7 @@ from automation.storage import (
     split_s3_uri,
 )
 from automation.ui import Output, tty_confirm
-from infra.config import ClusterConfig, GpuNodesConfig, StackConfig, load_stack
-from infra.config import ConfigError as StackConfigError
+from infra.config import ClusterConfig, GpuNodesConfig, StackConfig, StackConfigError, load_stack
 from infra.names import (
     APP_LABEL,
     EFA_COUNTER_READER,
@@ -68,7 +67,7 @@ from infra.names import (
     GPU_NODE_SELECTOR,
     HOST_SYS_MOUNT,
 )
-from workloads.config import ConfigError, TrainConfig, new_run_id
+from workloads.config import TrainConfig, TrainConfigError, new_run_id
 from workloads.env import NCCL_DEBUG_LEVEL
 from workloads.nccl_check.counters import NodeReading, parse_reading, read_script
 
@@ -316,7 +315,7 @@ class AwsTarget(AsksJobServer):
         }
         try:
             return resolve_cluster_job(self.cfg, self.run_id, Durability(storage_uri).layer(), flags)
-        except ConfigError as e:
+        except TrainConfigError as e:
             raise DriverError(str(e), exit_code=2) from None
 
     def job(self) -> TrainConfig:
@@ -665,7 +664,7 @@ class AwsTarget(AsksJobServer):
 
 
 def load_config(stack: str, project_dir: Path) -> StackConfig:
-    """The validated stack config; its ConfigError becomes a one-line bad-input error."""
+    """The validated stack config; its StackConfigError becomes a one-line bad-input error."""
     try:
         return load_stack(stack, project_dir)
     except StackConfigError as e:

@@ -35,7 +35,7 @@ from automation.ray_head import (
 )
 from automation.storage import MAX_FAILURES, Durability, require_credentials
 from automation.ui import Output
-from workloads.config import ConfigError, TrainConfig, new_run_id, runs_root
+from workloads.config import TrainConfig, TrainConfigError, new_run_id, runs_root
 
 RESUME = "python -m automation run --target local"
 NO_ATTACH = (
@@ -295,7 +295,7 @@ def from_args(args: argparse.Namespace, ui: Output) -> LocalTarget:
             num_workers=args.num_workers,
             use_gpu=bool(getattr(args, "use_gpu", False)),
         )
-    except ConfigError as e:
+    except TrainConfigError as e:
         raise DriverError(str(e), exit_code=2) from None
     require_credentials("--storage-path", getattr(args, "storage_path", None))
     plan = LocalPlan(job, storage_path=getattr(args, "storage_path", None))
