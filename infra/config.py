@@ -217,7 +217,7 @@ class ClusterConfig(Section):
         "private only, reachable from inside the VPC.",
     )
     # Used only while endpoint_public_access is true (infra/cluster.py passes none otherwise). Empty means "the
-    # deploying machine": the driver's `run`/`up` fills it before preview (automation/steps/stack.py), and the
+    # deploying machine": the driver's `run`/`up` fills it before preview (automation/steps/stack_steps.py), and the
     # program refuses it still empty (require_api_cidrs) rather than open the endpoint to the world.
     public_access_cidrs: tuple[str, ...] = key(
         "apiPublicAccessCidrs",

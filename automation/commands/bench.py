@@ -25,7 +25,7 @@ On the stack's cluster every leg (and `--collectives`) runs under one run contro
 `--collectives` runs workloads/collectives_bench.py instead: all-reduce, all-gather and reduce-scatter
 over message sizes, with algorithm and bus bandwidth against the 40 Gbps link. With --stack it runs in
 one worker pod per GPU node, over EFA and again with the TCP run's overrides (1 MiB to 1 GiB;
-automation/collectives.py); without, the same code with 2 processes on gloo over loopback (up to 16 MiB
+automation/collectives_pods.py); without, the same code with 2 processes on gloo over loopback (up to 16 MiB
 here). Each leg's file goes under --runs-root as collectives-<id>[-efa|-tcp].json with the machine,
 date and command.
 """
@@ -45,7 +45,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from automation import collectives as cluster_bench
+from automation import collectives_pods as cluster_bench
 from automation.commands import report
 from automation.commands.run_steps import add_keep_nodes, add_yes
 from automation.errors import DriverError
@@ -505,7 +505,7 @@ def local_collectives(max_mib: int, iters: int) -> tuple[dict, list[str]]:
 
 def cluster_collectives(args: argparse.Namespace, target: aws.AwsTarget, owner: RunController) -> Sweeps:
     """The GPU nodes scaled up and verified, then the sweep in the stack's worker pods, over EFA and then with
-    TCP_ENV: each leg's document and the command node 0 ran (automation/collectives.py)."""
+    TCP_ENV: each leg's document and the command node 0 ran (automation/collectives_pods.py)."""
     ready = owner.steps(("scale-up", "verify"))
     if not ready.ok:
         raise DriverError(f"{ready.failed_step} failed: {ready.reason}")

@@ -1,4 +1,4 @@
-"""`python -m automation capacity`: where an EFA GPU type can be had now, ranked (automation/capacity.py).
+"""`python -m automation capacity`: where an EFA GPU type can be had now, ranked (automation/capacity_finder.py).
 
     python -m automation capacity --instance-type g6.12xlarge --count 2                 # the stacks' regions
     python -m automation capacity --instance-type g6.12xlarge --count 2 --regions us-east-1 us-east-2
@@ -25,7 +25,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
 from rich.table import Table
 
 from automation.aws_clients import Ec2Reservations, Pricing, Session
-from automation.capacity import RegionClients, Zone, ranking_lines, spot_types, stack_file_text, survey
+from automation.capacity_finder import RegionClients, Zone, ranking_lines, spot_types, stack_file_text, survey
 from automation.capacity_probe import cleanup, probe
 from automation.ec2 import offered_azs, spot_quota_for
 from automation.errors import DriverError

@@ -26,7 +26,7 @@ from automation.flags import (
 )
 from automation.pipeline import PipelineResult
 from automation.run_controller import RunController
-from automation.run_report import build_report, show
+from automation.run_outcome import build_report, show
 from automation.targets import Target, aws, local
 from automation.ui import Ui
 from infra.config import GpuNodesConfig

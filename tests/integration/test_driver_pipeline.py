@@ -168,7 +168,7 @@ def test_run_executes_every_step_in_order(aws):
         result = run(make_target(api, stack), PIPELINE)
     assert result.ok, f"expected success, failed at {result.failed_step}: {result.reason}"
     assert step_names(result) == list(PIPELINE), f"expected {list(PIPELINE)}, got {step_names(result)}"
-    # `up` reads the outputs first: the GPU node group's live size is kept for it (automation/steps/stack.py)
+    # `up` reads the outputs first: the GPU node group's live size is kept for it (automation/steps/stack_steps.py)
     live = "ray-efa-eks:gpuLiveDesiredSize"
     expected = [*SET_CIDRS, "preview", "outputs", f"set_config {live}", "up", f"remove_config {live}"]
     assert stack.calls == expected, f"expected preview then up, got {stack.calls}"

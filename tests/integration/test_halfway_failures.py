@@ -25,7 +25,7 @@ from test_driver_pipeline import (  # noqa: F401 - aws is the moto fixture the t
     run,
 )
 
-from automation.run_report import build_report, render
+from automation.run_outcome import build_report, render
 from automation.targets.aws import PIPELINE, AwsDeps, AwsTarget
 
 STACK = "us-west-2"
