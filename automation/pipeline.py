@@ -260,7 +260,7 @@ class RunState:
     counters: StepResult[Any] | None = None  # efa_witness.Snapshot (that module's imports lead back here)
     submit: StepResult[SubmittedJob] | None = None
     attach: StepResult[SubmittedJob] | None = None
-    train: StepResult[TrainOutcome] | None = None  # the job followed to its end
+    follow: StepResult[TrainOutcome] | None = None  # the job followed to its end
     check: StepResult[TransportVerdict] | None = None
     destroy: StepResult[ChangeSummary] | None = None
 

@@ -57,8 +57,8 @@ class RunReport:
 
 def build_report(target: Target, result: PipelineResult, command: str) -> RunReport:
     """The report of `command`'s run on `target`: call it after the target is closed, so its notes are all in."""
-    train, check = result.state.train, result.state.check
-    outcome = train.data if train is not None else None
+    followed, check = result.state.follow, result.state.check
+    outcome = followed.data if followed is not None else None
     return RunReport(
         target=target.name,
         stack=target.stack_name,
@@ -68,7 +68,7 @@ def build_report(target: Target, result: PipelineResult, command: str) -> RunRep
         transport=check.data.to_dict() if check is not None and check.data is not None else None,
         cost=target.cost(command) if result.state.cluster_seen else None,
         notes=tuple(target.notes),
-        files=target.files(result) if train is not None else None,
+        files=target.files(result) if followed is not None else None,
         start=outcome.start if outcome is not None else None,
     )
 

@@ -97,7 +97,7 @@ class Leg:
 
     @property
     def outcome(self) -> TrainOutcome | None:
-        trained = self.result.state.train if self.result is not None else None
+        trained = self.result.state.follow if self.result is not None else None
         return trained.data if trained is not None else None
 
     @property
@@ -213,7 +213,7 @@ def run_legs(targets: dict[str, aws.AwsTarget], owner: RunController) -> list[Le
     legs = []
     for i, name in enumerate(targets):
         target = targets[name]
-        names = ("scale-up", "verify", "counters", "submit", "train", "check")[0 if i == 0 else 2 :]
+        names = ("scale-up", "verify", "counters", "submit", "follow", "check")[0 if i == 0 else 2 :]
         how = " ".join(f"{k}={v}" for k, v in target.run.job_env.items()) or "the stack's own NCCL env"
         if target.run.float8_override is not None:
             how += f", float8 {target.run.float8_override}"

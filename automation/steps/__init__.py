@@ -29,7 +29,7 @@ STEPS: dict[str, Callable[[Any, Prior], StepResult]] = {
     "counters": counters.run,
     "submit": submit.run,
     "attach": attach.run,
-    "train": follow.run,
+    "follow": follow.run,
     "check": check.run,
     "destroy": stack_steps.run_destroy,
 }

@@ -1,6 +1,6 @@
 """attach: the job of a run that was left (`run --detach`, a closed laptop, Ctrl-C), found on the job server.
 
-`train` (steps/follow.py) then follows it and `check` reads its NCCL logs, as if `run` had stayed.
+`follow` (steps/follow.py) then follows it and `check` reads its NCCL logs, as if `run` had stayed.
 """
 
 from __future__ import annotations

@@ -124,7 +124,7 @@ def run(target: Target, prior: Prior) -> StepResult:
     require, note = target.nccl_expectation()
     if require is None:
         return check_result(not_applicable_on_cpu())
-    trained = prior.train
+    trained = prior.follow
     run_id = trained.data.job_id if trained is not None and trained.data is not None else target.checked_run_id()
     with tempfile.TemporaryDirectory(prefix="nccl-") as tmp:
         # Keep the run id in the local paths: the NCCL check scopes files to a run by their path.

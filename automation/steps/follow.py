@@ -16,7 +16,7 @@ from automation.ray_head import UNKNOWN, FollowEnd, JobState, follow_on, is_step
 from automation.targets import Target
 
 LOG_TAIL_LINES = 40
-STEP = "train"
+STEP = "follow"
 
 
 def train_result(outcome: TrainOutcome) -> StepResult[TrainOutcome]:
@@ -52,7 +52,7 @@ def _num(v: object, spec: str) -> str:
 def submitted(prior: Prior) -> SubmittedJob:
     """The job `submit` queued or `attach` found."""
     if prior.job is None:
-        raise DriverError("`train` follows a submitted job: run it after `submit` or `attach`")
+        raise DriverError("`follow` follows a submitted job: run it after `submit` or `attach`")
     return prior.job
 
 

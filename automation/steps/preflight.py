@@ -635,7 +635,7 @@ def run_aws(target: AwsTarget, prior: Prior) -> StepResult:
     are shown), then every AWS row; a chosen AZ is noted."""
     resolved = target.resolved_job()  # a job that cannot run on this cluster fails before anything is created
     job = resolved.config
-    target.on_note(resolved.text("job"))  # shown now; the train step notes it again, storage path known, for the report
+    target.on_note(resolved.text("job"))  # shown now; `follow` notes it again with the storage path
     check_job_data(job)
     cfg = target.cfg
     note = one_node_note(job, cfg.gpu_nodes.node_count, cfg.gpu_nodes.gpus_per_node)

@@ -2,7 +2,7 @@
 
 The target says which job (`train_args`: the stack's or the local preset, made durable) and queues it
 (`submit_job`: `ray job submit --no-wait` in the head pod on AWS, the job server on 127.0.0.1 locally;
-automation/ray_head.py). The job server owns the job from then on; `train` (steps/follow.py) follows it.
+automation/ray_head.py). The job server owns the job from then on; `follow` (steps/follow.py) follows it.
 """
 
 from __future__ import annotations

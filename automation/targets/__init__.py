@@ -114,7 +114,7 @@ class Target(Protocol):
 
     def cost(self, command: str) -> CostEstimate | None: ...
 
-    # Where the run's files are (its summary, its NCCL logs), for a run that reached `train`.
+    # Where the run's files are (its summary, its NCCL logs), for a run that reached `follow`.
     def files(self, result: PipelineResult) -> str: ...
 
     def close(self) -> None: ...  # stop what this run started and must not outlive it; idempotent

@@ -73,14 +73,15 @@ from workloads.nccl_check.counters import NodeReading, parse_reading, read_scrip
 
 READER_SELECTOR = f"{APP_LABEL}={EFA_COUNTER_READER}"
 READER_SYSFS_ROOT = f"{HOST_SYS_MOUNT}/class/infiniband"  # the host's RDMA devices, as the reader pod sees them
-PIPELINE = ("preflight", "preview", "up", "scale-up", "verify", "counters", "submit", "train", "check")
+PIPELINE = ("preflight", "preview", "up", "scale-up", "verify", "counters", "submit", "follow", "check")
 GPU_AZ_KEY = GpuNodesConfig.keyname("availability_zone", prefixed=True)
 API_CIDRS_KEY = ClusterConfig.keyname("public_access_cidrs", prefixed=True)
 DRIVER_CIDR_KEY = ClusterConfig.keyname("driver_cidr", prefixed=True)
 PLAN = ("preflight", "preview")
 DETACHED = PIPELINE[: PIPELINE.index("submit") + 1]  # `run --detach`: submit, say how to attach, return
-ATTACH = ("attach", "train", "check")
-STEP_COMMAND = {"submit": "train", "scale-up": "train"}  # the command that runs a step which has none of its own
+ATTACH = ("attach", "follow", "check")
+# the command that runs a step which has none of its own
+STEP_COMMAND = {"submit": "train", "scale-up": "train", "follow": "train"}
 RESUMED = "-resumed-"  # a resumed run's job id: <run id>-resumed-<new id> (Ray keeps a finished job's id)
 
 
@@ -299,7 +300,7 @@ class AwsTarget(AsksJobServer):
     def pipeline(self, command: str, plan: bool) -> tuple[str, ...]:
         if command == "run":
             return PLAN if plan else DETACHED if self.run.detach else PIPELINE
-        return {"train": ("scale-up", "submit", "train"), "attach": ATTACH}.get(command, (command,))
+        return {"train": ("scale-up", "submit", "follow"), "attach": ATTACH}.get(command, (command,))
 
     def resolved_job(self, storage_uri: str | None = None) -> ResolvedJob:
         """The training job of this run and where each value came from: the cluster's defaults, durability
@@ -624,7 +625,7 @@ class AwsTarget(AsksJobServer):
         return f" of stack {self.cfg.stack}"
 
     def files(self, result: PipelineResult) -> str:
-        trained = result.state.train
+        trained = result.state.follow
         run_id = trained.data.job_id if trained is not None and trained.data is not None else self.run_id
         return (
             f"{CLUSTER_ROOT}/runs/{run_id} in the RayCluster's pods of stack {self.cfg.stack} "

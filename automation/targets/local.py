@@ -42,11 +42,11 @@ NO_ATTACH = (
     "the local target's Ray cluster lives only as long as its `run`: there is no job to attach to "
     "(pass --stack STACK to attach to a cluster's job)"
 )
-PIPELINE = ("preflight", "start", "verify", "submit", "train", "check")
+PIPELINE = ("preflight", "start", "verify", "submit", "follow", "check")
 LOCAL_GPU_NOTE = "local GPUs talk within one node: the NCCL check is inconclusive for EFA"
 # A local run checkpoints every 10 steps. Measured on the 2-core machine, 2026-12-04: in the default 20-step
 # `python -m automation run` (run 20261204-180612-82b4cc) a step took 0.076 s (median) and the step-10
-# checkpoint held training up 0.26 s; the whole train step took 51 s. A report can block up to Ray Train's
+# checkpoint held training up 0.26 s; the whole follow step took 51 s. A report can block up to Ray Train's
 # 2 s poll when the previous one is not yet collected (1.4 and 1.8 s in a 20-step run checkpointing every 5).
 LOCAL_CHECKPOINT_EVERY = 10
 LOCAL_STORAGE_DIR = "ray_results"  # under the run directory, unless the user names a storage path

@@ -33,7 +33,7 @@ def test_local_run_passes_every_step_in_order(local_run_doc):
         ("start", "pass"),
         ("verify", "pass"),
         ("submit", "pass"),
-        ("train", "pass"),
+        ("follow", "pass"),
         ("check", "skip"),
     ]
     assert got == expected, f"expected {expected}, got {got}"
