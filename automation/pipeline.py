@@ -199,10 +199,10 @@ class SubmittedJob:
     """A job the job server has (submit's and attach's result): its Ray job id and the training job it runs."""
 
     job_id: str
-    args: TrainConfig
+    train_cfg: TrainConfig
 
     def to_dict(self) -> dict[str, object]:
-        return {"job_id": self.job_id, "run_id": self.args.run_id}
+        return {"job_id": self.job_id, "run_id": self.train_cfg.run_id}
 
 
 @dataclass(frozen=True)
@@ -213,7 +213,7 @@ class TrainOutcome:
     status: str
     summary: RunSummary | None
     log_tail: tuple[str, ...] = field(default_factory=tuple)
-    args: TrainConfig | None = None
+    job: TrainConfig | None = None
     start: dict | None = None  # the start's phases in seconds (automation/start_phases.py), where the target reads them
 
     def to_dict(self) -> dict[str, object]:
@@ -222,7 +222,7 @@ class TrainOutcome:
             "status": self.status,
             "summary": self.summary.to_dict() if self.summary else None,
             "log_tail": list(self.log_tail),
-            "args": self.args.to_dict() if self.args else None,
+            "job": self.job.to_dict() if self.job else None,
             "start": self.start,
         }
 

@@ -265,7 +265,7 @@ def kill_between_checkpoints(
 
 
 def _submit(target: DrillTarget, job: TrainConfig, what: str) -> TrainOutcome:
-    outcome = target.submit(job)
+    outcome = target.run_job_to_end(job)
     if outcome.status != "SUCCEEDED":
         tail = "\n".join(outcome.log_tail[-20:])
         raise DriverError(f"the {what} run {job.run_id} ended {outcome.status}; last log lines:\n{tail}", exit_code=1)
@@ -283,7 +283,7 @@ def run_and_kill(
     lines: list[str] = []
     target.on_line = lines.append
     outcome: list[TrainOutcome] = []
-    running = threading.Thread(target=lambda: outcome.append(target.submit(job)), daemon=True)
+    running = threading.Thread(target=lambda: outcome.append(target.run_job_to_end(job)), daemon=True)
     target.on_progress(f"drill run {job.run_id}: {job.steps} steps, one worker killed after a checkpoint")
     running.start()
     kill = kill_between_checkpoints(job, running, timeout_s, *kill_for(lines))
@@ -413,7 +413,7 @@ def drill_aws(args: argparse.Namespace, target: aws.AwsTarget, owner: RunControl
     ready = owner.steps(("scale-up", "verify"))
     if not ready.ok:
         raise DriverError(f"{ready.failed_step} failed: {ready.reason}")
-    job = target.train_args()
+    job = target.train_job()
     ref_id = f"{job.run_id}-reference"
     reference = with_run_paths(job, ref_id, f"{CLUSTER_ROOT}/runs/{ref_id}")
     exp = target.expectations()

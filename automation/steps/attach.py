@@ -14,4 +14,6 @@ def run(target: Target, prior: Prior) -> StepResult[SubmittedJob]:
     job = target.find_job()
     state = target.job_status(job.job_id)
     said = f": {state.message}" if state.message else ""
-    return StepResult("attach", "pass", f"job {job.job_id} of run {job.args.run_id} is {state.status}{said}", data=job)
+    return StepResult(
+        "attach", "pass", f"job {job.job_id} of run {job.train_cfg.run_id} is {state.status}{said}", data=job
+    )

@@ -131,7 +131,7 @@ def run(target: Target, prior: Prior) -> StepResult:
         files = target.nccl_logs(run_id, Path(tmp) / run_id)
         v = assert_transport(files, require, run_id)
     outcome = trained.data if trained is not None else None
-    job = outcome.args if outcome is not None else None
+    job = outcome.job if outcome is not None else None
     steps = efa_witness.steps_run(outcome.summary if outcome is not None else None, job)
     claims = [ChannelClaim.from_dict(c) for c in (v.report or {}).get("channel_claims", [])]
     before = before_of(prior, target, run_id)

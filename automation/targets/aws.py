@@ -420,7 +420,7 @@ class AwsTarget(AsksJobServer):
             )
         return str(uri)
 
-    def train_args(self) -> TrainConfig:
+    def train_job(self) -> TrainConfig:
         """The job as submitted, durable unless the train: block says otherwise (checkpoints and Ray Train's
         state in the run bucket, retries on failure); the resolved job and its sources go into the report's
         notes (preflight printed them at the start of the run, the storage path still unknown)."""
@@ -444,20 +444,20 @@ class AwsTarget(AsksJobServer):
             self.handles.jobs = HeadJobs(pods.kube.exec, pods.head_pod(), pods.namespace)
         return self.handles.jobs
 
-    def submit_job(self, args: TrainConfig) -> SubmittedJob:
+    def submit_job(self, job: TrainConfig) -> SubmittedJob:
         # Ray keeps a finished job's id: a resumed run needs a job id of its own.
-        submission_id = f"{self.run_id}{RESUMED}{new_run_id()}" if self.run.resume else args.run_id
+        submission_id = f"{self.run_id}{RESUMED}{new_run_id()}" if self.run.resume else job.run_id
         jobs = self.jobs()
         self.on_progress(f"copying workloads/ into {jobs.pod} and submitting job {submission_id}")
         env = {"NCCL_DEBUG": NCCL_DEBUG_LEVEL, **self.run.job_env}
-        modules = self.deps.job_modules(args) if self.deps.job_modules else []
-        return SubmittedJob(jobs.submit(args, env, submission_id, modules), args)
+        modules = self.deps.job_modules(job) if self.deps.job_modules else []
+        return SubmittedJob(jobs.submit(job, env, submission_id, modules), job)
 
     def find_job(self) -> SubmittedJob:
         """The job `attach` names, else the newest submitted, with the training job of its run."""
         job_id = self.run.attach_job or self.jobs().newest_job()
         self.run = dataclasses.replace(self.run, run_id=job_id.split(RESUMED)[0])
-        return SubmittedJob(job_id, self.train_args())
+        return SubmittedJob(job_id, self.train_job())
 
     def clock(self) -> float:
         return self.deps.clock.now()
@@ -477,8 +477,8 @@ class AwsTarget(AsksJobServer):
     def attach_command(self, job_id: str) -> str:
         return f"python -m automation attach --stack {self.cfg.stack} {job_id}"
 
-    def submit(self, args: TrainConfig) -> TrainOutcome:
-        return run_to_end(self, args)
+    def run_job_to_end(self, job: TrainConfig) -> TrainOutcome:
+        return run_to_end(self, job)
 
     def start_phases(self, first_step_at: float | None) -> dict | None:
         """The phases of the RayCluster's last start (node join, image pull, pod start, first step), read while

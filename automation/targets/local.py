@@ -184,7 +184,7 @@ class LocalTarget(AsksJobServer):
         """What the running head advertises."""
         return read_resources(self._cluster().gcs_address)
 
-    def train_args(self) -> TrainConfig:
+    def train_job(self) -> TrainConfig:
         """The job, durable as on the cluster: it checkpoints and Ray Train restarts a lost worker from there."""
         job = durable(self.plan.job, self.plan.storage_path)
         self.notes.append(f"checkpoints of run {job.run_id}: {job.storage_path.rstrip('/')}/{job.name or job.run_id}/")
@@ -199,9 +199,9 @@ class LocalTarget(AsksJobServer):
             quiet_ray_sdk()
         return self._jobs
 
-    def submit_job(self, args: TrainConfig) -> SubmittedJob:
+    def submit_job(self, job: TrainConfig) -> SubmittedJob:
         workdir = stage_workloads(Path(self._cluster().temp_dir) / "src")
-        return SubmittedJob(self.jobs().submit(args, workdir, sys.executable), args)
+        return SubmittedJob(self.jobs().submit(job, workdir, sys.executable), job)
 
     def find_job(self) -> SubmittedJob:
         raise DriverError(NO_ATTACH, exit_code=2)
@@ -226,8 +226,8 @@ class LocalTarget(AsksJobServer):
         """The local cluster starts no nodes and pulls no image: no phases to read."""
         return None
 
-    def submit(self, args: TrainConfig) -> TrainOutcome:
-        return run_to_end(self, args)
+    def run_job_to_end(self, job: TrainConfig) -> TrainOutcome:
+        return run_to_end(self, job)
 
     def nccl_expectation(self) -> tuple[str | None, str]:
         """On CPU (gloo) no NCCL at all; local GPUs talk within one node: any transport passes, no EFA proof."""

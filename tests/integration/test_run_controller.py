@@ -77,7 +77,7 @@ def run_command(monkeypatch, tmp_path: Path, eks, command: str, outcome=None, jo
     monkeypatch.setattr(drill, "document", lambda *a: {"ok": True, "failures": [], "run_id": "r1"})
     with helpers.FakeKubeApi(objects) as api:
         made = target_for(api, jobs=list(jobs))
-        monkeypatch.setattr(made, "train_args", lambda: local_job("r1", tmp_path, steps=20))
+        monkeypatch.setattr(made, "train_job", lambda: local_job("r1", tmp_path, steps=20))
         monkeypatch.setattr(aws, "open_stack", lambda stack, **options: made)
         monkeypatch.setattr(aws.AwsTarget, "price", lambda self, n=None: aws.CostEstimate(None, (), "not priced"))
         where = ["--runs-root", str(tmp_path)] if command.startswith("bench") else []

@@ -291,7 +291,7 @@ STEPS_RUN = {
 @pytest.mark.parametrize("summary, job_steps, steps", STEPS_RUN.values(), ids=STEPS_RUN.keys())
 def test_the_job_this_command_trained_is_the_run_checked_and_weighed(weighed, summary, job_steps, steps):
     target, job = Cluster({"host-a": "node-a"}), TrainConfig(steps=job_steps)
-    trained = StepResult("follow", "pass", "", (), TrainOutcome("raysubmit_9", "SUCCEEDED", summary, args=job))
+    trained = StepResult("follow", "pass", "", (), TrainOutcome("raysubmit_9", "SUCCEEDED", summary, job=job))
     got = check.run(target, RunState(follow=trained))
     seen = (target.asked[0], weighed["job"], weighed["steps"])
     assert seen == (("nccl_logs", "raysubmit_9", "raysubmit_9"), job, steps), f"got {seen}"
