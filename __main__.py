@@ -8,11 +8,11 @@ from pathlib import Path
 
 import pulumi
 
-from infra.config import ConfigError, from_pulumi_config
+from infra.config import StackConfigError, from_pulumi_config
 from infra.stack import build, export
 
 
-class StackConfigError(ConfigError, pulumi.RunError):
+class ProgramConfigError(StackConfigError, pulumi.RunError):
     """Pulumi's Python host prints a RunError as one error line, any other exception with its traceback
     (https://github.com/pulumi/pulumi/blob/master/sdk/python/cmd/pulumi-language-python-exec)."""
 
@@ -22,5 +22,5 @@ try:
     for note in cfg.warnings:
         pulumi.log.warn(note)
     export(build(cfg))
-except ConfigError as e:
-    raise StackConfigError(str(e)) from None
+except StackConfigError as e:
+    raise ProgramConfigError(str(e)) from None

@@ -17,7 +17,7 @@ from collections.abc import Callable
 
 from botocore.exceptions import BotoCoreError, ClientError
 
-from automation.capacity import NO_CAPACITY, rank, stack_zones
+from automation.capacity_finder import NO_CAPACITY, rank, stack_zones
 from automation.errors import DriverError
 from automation.pipeline import StepResult
 from automation.scaling import BROKEN, BUSY_WAIT_S, EksWait, NodeGroupRef, describe, set_desired

@@ -31,7 +31,7 @@ from datetime import UTC, datetime, timedelta
 from botocore.exceptions import BotoCoreError, ClientError
 
 from automation.aws_clients import Ec2Reservations
-from automation.capacity import Zone, error_code, rank
+from automation.capacity_finder import Zone, error_code, rank
 from automation.errors import DriverError
 
 PROBED = "capacity now"

@@ -1,6 +1,6 @@
 """What EC2 says about an instance type in a region: the type itself, the AZs that offer it, and the vCPUs its
 On-Demand quota leaves free. Preflight (automation/steps/preflight.py) and the capacity finder
-(automation/capacity.py) read them the same way, from the clients they are given.
+(automation/capacity_finder.py) read them the same way, from the clients they are given.
 """
 
 from __future__ import annotations

@@ -25,6 +25,7 @@ from automation.throughput import nic_bytes_per_step
 from workloads.nccl_check.counters import UNREAD, NodeReading, deltas
 from workloads.nccl_check.verdict import ChannelClaim
 from workloads.nccl_check.witnesses import Witnesses, judge, not_applicable
+from workloads.summary import RunSummary
 
 if TYPE_CHECKING:
     from automation.targets import Target
@@ -78,12 +79,12 @@ def snapshot(target: Target, clock: Callable[[], float] = time.time) -> Snapshot
     return Snapshot(clock(), target.efa_counters())
 
 
-def steps_run(summary: dict | None, job: TrainConfig | None) -> int | None:
+def steps_run(summary: RunSummary | None, job: TrainConfig | None) -> int | None:
     """Optimizer steps this job ran between the two reads: the summary's steps less the step a resumed
     run started from (workloads/loop.py's `resumed_from_step`); the job's steps without a summary."""
-    summary = summary or {}
-    total = summary.get("steps") or (job.steps if job is not None else None)
-    return None if total is None else total - (summary.get("resumed_from_step") or 0)
+    summary = summary or RunSummary()
+    total = summary.steps or (job.steps if job is not None else None)
+    return None if total is None else total - (summary.resumed_from_step or 0)
 
 
 def predicted_per_nic(job: TrainConfig, steps: int, nodes: dict[str, NodeReading]) -> float | None:

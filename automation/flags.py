@@ -18,7 +18,7 @@ from typing import Any
 
 from automation.errors import DriverError
 from infra.config import known_stacks
-from workloads.config import _RUN_ID, ConfigError
+from workloads.config import _RUN_ID, TrainConfigError
 from workloads.uri import parse_location
 
 PROJECT_DIR = Path(__file__).resolve().parent.parent
@@ -109,7 +109,7 @@ def location(remote: bool = True):
     def parse(text: str) -> str:
         try:
             parse_location("", text, remote=remote)
-        except ConfigError as e:
+        except TrainConfigError as e:
             raise argparse.ArgumentTypeError(str(e).strip()) from None
         return text
 

@@ -23,7 +23,7 @@ from pathlib import Path
 
 from infra.config import GpuNodesConfig, RayWorkerConfig, StackConfig, parse_quantity
 from infra.names import RUN_ROOT as CLUSTER_ROOT  # mounted in every pod of the RayCluster
-from workloads.config import ConfigError, TrainConfig, check_block_keys, flag_of, unmet_needs, validate
+from workloads.config import TrainConfig, TrainConfigError, check_block_keys, flag_of, unmet_needs, validate
 from workloads.uri import parse_location
 
 STACK_KEY = StackConfig.keyname("train", prefixed=True)
@@ -163,13 +163,13 @@ def flag_layers(flags: Mapping[str, object]) -> list[tuple[str, Mapping[str, obj
 
 
 def check_cluster_storage(block: Mapping[str, object]) -> None:
-    """ConfigError when the train: block's storage_path is not S3: Ray Train's workers run in pods on
+    """TrainConfigError when the train: block's storage_path is not S3: Ray Train's workers run in pods on
     several nodes and must all reach the storage, and a pod's own disk goes with the pod."""
     if "storage_path" not in block:
         return
     label, value = stack_label("storage_path"), str(block["storage_path"])
     if not parse_location(label, value).remote:
-        raise ConfigError(
+        raise TrainConfigError(
             f"{label} {value!r} is a local path, but the cluster's workers run in pods on several nodes: Ray Train "
             "needs storage every worker reaches, and a pod's disk is lost with the pod; set it to "
             "s3://<bucket>/<prefix> (the pods' role may write the stack's run bucket), or remove it to keep runs "
@@ -196,7 +196,7 @@ def resolve_cluster_job(
     flags: Mapping[str, object] | None = None,
 ) -> ResolvedJob:
     """The job `train` submits to the stack's cluster, from its layers (the module docstring's order),
-    validated against the job's and the cluster's rules; ConfigError names the stack key and the fix.
+    validated against the job's and the cluster's rules; TrainConfigError names the stack key and the fix.
 
     ``durability`` is automation/storage.py's Durability as a mapping (no storage_path: the run bucket,
     not known yet); ``flags`` the CLI's overrides by field name (None: not given).
@@ -246,18 +246,18 @@ def _cpus_per_worker(cfg: StackConfig, job: TrainConfig) -> int:
 
 
 def check_fits_cluster(job: TrainConfig, nodes: int, gpus_per_node: int) -> None:
-    """ConfigError when the workers are not GPU workers or ask for more GPUs than the GPU nodes have."""
+    """TrainConfigError when the workers are not GPU workers or ask for more GPUs than the GPU nodes have."""
     workers, per_worker = stack_label("num_workers"), stack_label("gpus_per_worker")
     if not job.use_gpu:
-        raise ConfigError(f"{stack_label('use_gpu')} is false: the cluster's workers are GPU pods; set it to true")
+        raise TrainConfigError(f"{stack_label('use_gpu')} is false: the cluster's workers are GPU pods; set it to true")
     if job.gpus_per_worker > gpus_per_node:
-        raise ConfigError(
+        raise TrainConfigError(
             f"{per_worker} {job.gpus_per_worker:g} exceeds the {gpus_per_node} GPUs of one node: "
             f"set it to at most {gpus_per_node}"
         )
     total, wanted = nodes * gpus_per_node, job.num_workers * job.gpus_per_worker
     if wanted > total:
-        raise ConfigError(
+        raise TrainConfigError(
             f"{workers} {job.num_workers} x {per_worker} {job.gpus_per_worker:g} = {wanted:g} GPUs but the cluster "
             f"has {total} ({nodes} nodes x {gpus_per_node}): set {workers} to at most "
             f"{int(total // job.gpus_per_worker)} or raise {GpuNodesConfig.keyname('node_count')}"

@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Any, Generic, Literal, TypeVar
 
 from automation.errors import DriverError
 from workloads.config import TrainConfig
+from workloads.summary import RunSummary
 
 if TYPE_CHECKING:
     from infra.config import StackConfig
@@ -198,10 +199,10 @@ class SubmittedJob:
     """A job the job server has (submit's and attach's result): its Ray job id and the training job it runs."""
 
     job_id: str
-    args: TrainConfig
+    train_cfg: TrainConfig
 
     def to_dict(self) -> dict[str, object]:
-        return {"job_id": self.job_id, "run_id": self.args.run_id}
+        return {"job_id": self.job_id, "run_id": self.train_cfg.run_id}
 
 
 @dataclass(frozen=True)
@@ -210,18 +211,18 @@ class TrainOutcome:
 
     job_id: str
     status: str
-    summary: dict | None
+    summary: RunSummary | None
     log_tail: tuple[str, ...] = field(default_factory=tuple)
-    args: TrainConfig | None = None
+    job: TrainConfig | None = None
     start: dict | None = None  # the start's phases in seconds (automation/start_phases.py), where the target reads them
 
     def to_dict(self) -> dict[str, object]:
         return {
             "job_id": self.job_id,
             "status": self.status,
-            "summary": self.summary,
+            "summary": self.summary.to_dict() if self.summary else None,
             "log_tail": list(self.log_tail),
-            "args": self.args.to_dict() if self.args else None,
+            "job": self.job.to_dict() if self.job else None,
             "start": self.start,
         }
 
@@ -259,7 +260,7 @@ class RunState:
     counters: StepResult[Any] | None = None  # efa_witness.Snapshot (that module's imports lead back here)
     submit: StepResult[SubmittedJob] | None = None
     attach: StepResult[SubmittedJob] | None = None
-    train: StepResult[TrainOutcome] | None = None  # the job followed to its end
+    follow: StepResult[TrainOutcome] | None = None  # the job followed to its end
     check: StepResult[TransportVerdict] | None = None
     destroy: StepResult[ChangeSummary] | None = None
 

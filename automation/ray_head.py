@@ -35,6 +35,7 @@ from automation.job import CLUSTER_ROOT, command
 from automation.kube import ExecResult, PodExec
 from automation.pipeline import SubmittedJob, TrainOutcome
 from workloads.config import TrainConfig
+from workloads.summary import RunSummary
 
 WORKLOADS_DIR = Path(__file__).resolve().parents[1] / "workloads"
 HEAD_JOB_SERVER = "http://127.0.0.1:8265"
@@ -177,7 +178,7 @@ def upload_command(dest: str, payload_len: int) -> list[str]:
 
 
 def submit_command(
-    args: TrainConfig,
+    job: TrainConfig,
     working_dir: str,
     env_vars: dict[str, str] | None = None,
     submission_id: str | None = None,
@@ -205,12 +206,12 @@ def submit_command(
         "--working-dir",
         working_dir,
         "--submission-id",
-        submission_id or args.run_id,
+        submission_id or job.run_id,
         "--runtime-env-json",
         json.dumps(runtime_env, sort_keys=True),
         "--",
         "python",
-        *command(args),
+        *command(job),
     ]
 
 
@@ -272,7 +273,7 @@ class HeadJobs:
     call_s: float = 120  # one call; a stuck one costs a poll, not the job
 
     def submit(
-        self, args: TrainConfig, env_vars: dict[str, str], submission_id: str, modules: Sequence[Path] = ()
+        self, job: TrainConfig, env_vars: dict[str, str], submission_id: str, modules: Sequence[Path] = ()
     ) -> str:
         """Copy `workloads/` into the head pod as `src/<submission id>` (and ``modules``, the job's py_modules
         folders, as `deps/<submission id>/<folder>`) and submit the job; its id.
@@ -285,7 +286,7 @@ class HeadJobs:
         deps_dir = f"{CLUSTER_ROOT}/deps/{submission_id}"
         if modules:
             self._upload(deps_dir, folders_tarball(modules), ", ".join(f"{m.name}/" for m in modules))
-        cmd = submit_command(args, src_dir, env_vars, submission_id, [f"{deps_dir}/{m.name}" for m in modules])
+        cmd = submit_command(job, src_dir, env_vars, submission_id, [f"{deps_dir}/{m.name}" for m in modules])
         try:
             res = self.pod_exec(self.pod, self.namespace, cmd, timeout_s=self.call_s)
         except DriverError:
@@ -349,12 +350,12 @@ class HeadJobs:
         if res.rc != 0:
             raise _exec_failed("stop", job_id, res)
 
-    def summary(self, args: TrainConfig) -> dict | None:
+    def summary(self, job: TrainConfig) -> RunSummary | None:
         """The training summary; the entrypoint (rank 0's driver) runs in the head pod and writes it there."""
-        if args.summary_json is None:
+        if job.summary_json is None:
             return None
-        cat = self.pod_exec(self.pod, self.namespace, ["cat", args.summary_json], timeout_s=60)
-        return _parse_summary(cat.stdout) if cat.rc == 0 else None
+        cat = self.pod_exec(self.pod, self.namespace, ["cat", job.summary_json], timeout_s=60)
+        return RunSummary.parse(cat.stdout) if cat.rc == 0 else None
 
     def newest_job(self) -> str:
         """The newest job submitted from this driver: the newest `src/<submission id>` in the head pod."""
@@ -366,14 +367,6 @@ class HeadJobs:
                 exit_code=2,
             )
         return res.stdout.strip()
-
-
-def _parse_summary(text: str) -> dict | None:
-    try:
-        data = json.loads(text)
-    except json.JSONDecodeError:
-        return None
-    return data if isinstance(data, dict) else None
 
 
 # ---- local: the job server on loopback -----------------------------------------------------------
@@ -397,12 +390,12 @@ class LocalJobs:
 
     client: JobSubmission
 
-    def submit(self, args: TrainConfig, working_dir: Path, python: str) -> str:
+    def submit(self, job: TrainConfig, working_dir: Path, python: str) -> str:
         # The SDK logs each package upload at INFO on stderr; the driver reports the job itself.
         logging.getLogger("ray").setLevel(logging.WARNING)
-        entry = " ".join(shlex.quote(a) for a in [python, *command(args)])
+        entry = " ".join(shlex.quote(a) for a in [python, *command(job)])
         return self.client.submit_job(
-            entrypoint=entry, submission_id=args.run_id, runtime_env={"working_dir": str(working_dir)}
+            entrypoint=entry, submission_id=job.run_id, runtime_env={"working_dir": str(working_dir)}
         )
 
     def job_status(self, job_id: str) -> JobState:
@@ -417,11 +410,11 @@ class LocalJobs:
         self.client.stop_job(job_id)
 
     @staticmethod
-    def summary(args: TrainConfig) -> dict | None:
-        if args.summary_json is None:
+    def summary(job: TrainConfig) -> RunSummary | None:
+        if job.summary_json is None:
             return None
-        path = Path(args.summary_json)
-        return _parse_summary(path.read_text()) if path.is_file() else None
+        path = Path(job.summary_json)
+        return RunSummary.parse(path.read_text()) if path.is_file() else None
 
 
 # ---- following a job to its end ------------------------------------------------------------------
@@ -516,9 +509,9 @@ def follow_job(
         sleep(poll_s)
 
 
-def outcome_of(end: FollowEnd, args: TrainConfig, summary: dict | None) -> TrainOutcome:
+def outcome_of(end: FollowEnd, job: TrainConfig, summary: RunSummary | None) -> TrainOutcome:
     """The step's outcome: what the job server said of the job, never how a stream ended."""
-    return TrainOutcome(args.run_id, end.state.status, summary, end.tail, args)
+    return TrainOutcome(job.run_id, end.state.status, summary, end.tail, job)
 
 
 class AsksJobServer:
@@ -534,8 +527,8 @@ class AsksJobServer:
     def stop_job(self, job_id: str) -> None:
         self.jobs().stop_job(job_id)  # type: ignore[attr-defined]
 
-    def job_summary(self, args: TrainConfig) -> dict | None:
-        return self.jobs().summary(args)  # type: ignore[attr-defined]
+    def job_summary(self, job: TrainConfig) -> RunSummary | None:
+        return self.jobs().summary(job)  # type: ignore[attr-defined]
 
 
 class FollowPlace(JobApi, Protocol):
@@ -550,8 +543,8 @@ class FollowPlace(JobApi, Protocol):
     def note(self, text: str) -> None: ...
     def clock(self) -> float: ...
     def sleep(self, seconds: float) -> None: ...
-    def submit_job(self, args: TrainConfig) -> SubmittedJob: ...
-    def job_summary(self, args: TrainConfig) -> dict | None: ...
+    def submit_job(self, job: TrainConfig) -> SubmittedJob: ...
+    def job_summary(self, job: TrainConfig) -> RunSummary | None: ...
 
 
 def follow_on(place: FollowPlace, job_id: str, on_line: Callable[[str], None] | None = None) -> FollowEnd:
@@ -569,8 +562,8 @@ def follow_on(place: FollowPlace, job_id: str, on_line: Callable[[str], None] | 
     )
 
 
-def run_to_end(place: FollowPlace, args: TrainConfig) -> TrainOutcome:
-    """Submit `args` on a target and follow the job to its end (bench and drill wait for each job they start)."""
-    job = place.submit_job(args)
-    end = follow_on(place, job.job_id)
-    return outcome_of(end, args, place.job_summary(args) if end.state.status == "SUCCEEDED" else None)
+def run_to_end(place: FollowPlace, job: TrainConfig) -> TrainOutcome:
+    """Submit `job` on a target and follow the job to its end (bench and drill wait for each job they start)."""
+    submitted = place.submit_job(job)
+    end = follow_on(place, submitted.job_id)
+    return outcome_of(end, job, place.job_summary(job) if end.state.status == "SUCCEEDED" else None)

@@ -27,9 +27,9 @@ from automation.targets import Target, aws
 from automation.ui import Output, Ui
 
 R = TypeVar("R")
-# The steps that may leave GPU nodes up for this run: `up` makes the node group, `scale-up` grows it, `train`
+# The steps that may leave GPU nodes up for this run: `up` makes the node group, `scale-up` grows it, `follow`
 # follows a job on it (`attach`). From the start of any of them on, the end of the run decides the scale-down.
-NODE_STEPS = ("up", "scale-up", "train")
+NODE_STEPS = ("up", "scale-up", "follow")
 _NOT_DONE = object()
 
 
@@ -97,7 +97,7 @@ class RunController:
         """The job this run submitted or attached to, when the job server has not said it ended (--detach, a job
         server that stopped answering); None when it ended or none was submitted."""
         for state in (result.state for result in self.results):
-            followed = state.train.data if state.train is not None else None
+            followed = state.follow.data if state.follow is not None else None
             if state.job is not None and (followed is None or followed.status not in TERMINAL):
                 return state.job.job_id
         return None

@@ -12,7 +12,7 @@ that need two keys are the sections' ``check`` methods, and messages name a key 
 
 Both end in ``validate(raw, stack=..., region=...)``, which checks in an order that blames the
 real cause first: unknown keys, the region, each key's type, each key's own value, then the
-sections' rules. A broken rule raises ``ConfigError`` naming the key, the value and the fix; a
+sections' rules. A broken rule raises ``StackConfigError`` naming the key, the value and the fix; a
 legal but doubtful setting (one GPU node, a public API open to the world) is returned in
 ``StackConfig.warnings`` and emitted as a ``ConfigWarning``.
 """
@@ -39,9 +39,9 @@ from infra.config_schema import (
     MAX_NODES_PER_MANAGED_NODE_GROUP,
     POD_IDENTITY,
     PROJECT,
-    ConfigError,
     ConfigWarning,
     Section,
+    StackConfigError,
     addon_version,
     between,
     bucket_name,
@@ -84,7 +84,7 @@ from infra.eks_facts import (
     oldest_supported,
 )
 from workloads.config import BLOCK_FIELDS, DRIVER_FIELDS, check_block_keys
-from workloads.errors import ConfigError as TrainConfigError
+from workloads.errors import TrainConfigError
 
 __all__ = [
     "IRSA",
@@ -95,7 +95,7 @@ __all__ = [
     "PROJECT",
     "ChartsConfig",
     "ClusterConfig",
-    "ConfigError",
+    "StackConfigError",
     "ConfigWarning",
     "GpuNodesConfig",
     "NetworkConfig",
@@ -157,7 +157,7 @@ class NetworkConfig(Section):
     def check(self, region: str) -> None:
         for az in self.azs:
             if not re.fullmatch(re.escape(region) + r"[a-z]", az):
-                raise ConfigError(
+                raise StackConfigError(
                     f"{self.keyname('azs')} entry {az!r} is not an AZ of aws:region {region!r}: "
                     f"use AZs such as {region}a"
                 )
@@ -217,7 +217,7 @@ class ClusterConfig(Section):
         "private only, reachable from inside the VPC.",
     )
     # Used only while endpoint_public_access is true (infra/cluster.py passes none otherwise). Empty means "the
-    # deploying machine": the driver's `run`/`up` fills it before preview (automation/steps/stack.py), and the
+    # deploying machine": the driver's `run`/`up` fills it before preview (automation/steps/stack_steps.py), and the
     # program refuses it still empty (require_api_cidrs) rather than open the endpoint to the world.
     public_access_cidrs: tuple[str, ...] = key(
         "apiPublicAccessCidrs",
@@ -276,7 +276,7 @@ class ClusterConfig(Section):
         """The program's rule: an allow-list left empty is refused, never read as open to the world."""
         if self.needs_address:
             k = self.keyname
-            raise ConfigError(
+            raise StackConfigError(
                 f"{k('public_access_cidrs', prefixed=True)} is empty in stack {stack}: it means this machine's "
                 f"address, which `python -m automation up --stack {stack}` (or `run`) writes before preview; with "
                 f"pulumi alone, set it: `pulumi config set --path '{k('public_access_cidrs', prefixed=True)}[0]' "
@@ -295,7 +295,7 @@ class ClusterConfig(Section):
             if oldest
             else "a version `aws eks describe-cluster-versions` lists"
         )
-        raise ConfigError(
+        raise StackConfigError(
             f"{name} {self.kubernetes_version!r} left EKS extended support on {ends.isoformat()}: EKS no longer "
             f"creates clusters on it (https://docs.aws.amazon.com/eks/latest/userguide/kubernetes-versions.html); "
             f"set {name} to {fix}"
@@ -469,32 +469,32 @@ class GpuNodesConfig(Section):
     def check(self, network: NetworkConfig) -> None:
         k = self.keyname
         if self.availability_zone and self.availability_zone not in network.azs:
-            raise ConfigError(
+            raise StackConfigError(
                 f"{k('availability_zone')} {self.availability_zone!r} is not one of the network's private-subnet "
                 f"AZs {list(network.azs)}: set {k('availability_zone')} to one of them or add it to "
                 f"{network.keyname('azs')}"
             )
         spec = instance_spec(self.instance_type)
         if self.efa_interfaces != spec.max_efa_interfaces:
-            raise ConfigError(
+            raise StackConfigError(
                 f"{k('efa_interfaces')} is {self.efa_interfaces} but {k('instance_type')} {spec.instance_type!r} has "
                 f"{spec.max_efa_interfaces} EFA interface(s) ({spec.network_cards} network card(s)): "
                 f"set {k('efa_interfaces')} to {spec.max_efa_interfaces}"
             )
         if self.idle_nodes > self.node_count:
-            raise ConfigError(
+            raise StackConfigError(
                 f"{k('idle_nodes')} {self.idle_nodes} is more than {k('node_count')} {self.node_count}: "
                 f"the node group holds at most {self.node_count} nodes; "
                 f"set {k('idle_nodes')} within 0..{self.node_count}"
             )
         if self.capacity_block and not self.capacity_reservation_id:
-            raise ConfigError(
+            raise StackConfigError(
                 f"{k('capacity_block')} is true but {k('capacity_reservation_id')} is empty: set "
                 f"{k('capacity_reservation_id')} to the Capacity Block's cr-... id, or set {k('capacity_block')} to "
                 "false"
             )
         if self.capacity_block and not capacity_block_eligible(self.instance_type):
-            raise ConfigError(
+            raise StackConfigError(
                 f"{k('capacity_block')} is true but Capacity Blocks for ML do not exist for {self.instance_type} "
                 f"({CAPACITY_BLOCKS_GUIDE}): {capacity_block_fix(self.instance_type)}"
             )
@@ -652,18 +652,18 @@ class RayConfig(Section):
         w, gk = self.worker, gpu_nodes.keyname
         spec = instance_spec(gpu_nodes.instance_type)
         if w.num_gpus != spec.gpus:
-            raise ConfigError(
+            raise StackConfigError(
                 f"{gk('instance_type')} {spec.instance_type!r} has {spec.gpus} GPUs but {w.keyname('num_gpus')} is "
                 f"{w.num_gpus}: set {w.keyname('num_gpus')} to {spec.gpus} (one worker pod per node, Ray num-gpus = "
                 "the pod's GPU limit)"
             )
         if w.efa != gpu_nodes.efa_interfaces:
-            raise ConfigError(
+            raise StackConfigError(
                 f"{w.keyname('efa')} is {w.efa} but each node has {gpu_nodes.efa_interfaces} EFA interface(s): "
                 f"set {w.keyname('efa')} to {gpu_nodes.efa_interfaces}"
             )
         if self.image_cache and not self.image.startswith(f"{ECR_PUBLIC}/"):
-            raise ConfigError(
+            raise StackConfigError(
                 f"{self.keyname('image_cache')} is true but {self.keyname('image')} {self.image!r} is not on "
                 f"{ECR_PUBLIC}, the only upstream the stack's cache rule serves: set {self.keyname('image_cache')} "
                 "to false, or use an image from public.ecr.aws"
@@ -673,7 +673,7 @@ class RayConfig(Section):
         _check_fits(self.head, system_nodes.instance_type, system_nodes.keyname("instance_type"))
         shm = memory_gib(w.keyname("shm_size"), w.shm_size)
         if not 1 <= shm <= memory_gib(w.keyname("memory"), w.memory) / 2:
-            raise ConfigError(
+            raise StackConfigError(
                 f"{w.keyname('shm_size')} {w.shm_size!r} must be between 1Gi and half of {w.keyname('memory')} "
                 f"({w.memory}): /dev/shm is memory-backed and counts against the pod's limit"
             )
@@ -686,12 +686,12 @@ def _check_fits(
     cpu_room = round(spec.allocatable_cpu - NODE_CPU_HEADROOM, 2)
     mem_room = round(spec.allocatable_memory_gib - NODE_MEMORY_HEADROOM_GIB - hugepages_gib, 1)
     if cpu_cores(cpu_key, pod.cpu) > cpu_room:
-        raise ConfigError(
+        raise StackConfigError(
             f"{cpu_key} {pod.cpu!r} does not fit {instance_key} {instance_type!r} (allocatable {spec.allocatable_cpu} "
             f"CPU, {NODE_CPU_HEADROOM} kept for DaemonSets): set {cpu_key} to at most {int(cpu_room)}"
         )
     if memory_gib(mem_key, pod.memory) > mem_room:
-        raise ConfigError(
+        raise StackConfigError(
             f"{mem_key} {pod.memory!r} does not fit {instance_key} {instance_type!r} (allocatable "
             f"{spec.allocatable_memory_gib} GiB, {NODE_MEMORY_HEADROOM_GIB} GiB kept for DaemonSets"
             + (f", {hugepages_gib:.1f} GiB of EFA huge pages" if hugepages_gib else "")
@@ -738,7 +738,7 @@ class StorageConfig(Section):
 
     def check(self, cluster: ClusterConfig) -> None:
         if not self.bucket_name and len(self.bucket_prefix) > BUCKET_PREFIX_MAX:
-            raise ConfigError(
+            raise StackConfigError(
                 f"the bucket name prefix {self.bucket_prefix!r} ({cluster.keyname('name')}-stack-) is longer than "
                 f"{BUCKET_PREFIX_MAX} characters: set {self.keyname('bucket_name', prefixed=True)} to a bucket name"
             )
@@ -749,8 +749,8 @@ def _train_block(name: str, value: Mapping[str, Any]) -> None:
     TrainConfig itself when the driver parses the block over the cluster's job (automation/job.py)."""
     try:
         check_block_keys(value, lambda field: f"{PROJECT}:{name}.{field}", f"{PROJECT}:{name}")
-    except TrainConfigError as e:  # the program and render report infra's ConfigError
-        raise ConfigError(str(e)) from None
+    except TrainConfigError as e:  # the program and render report infra's StackConfigError
+        raise StackConfigError(str(e)) from None
 
 
 @dataclass(frozen=True)
@@ -811,14 +811,14 @@ def validate(raw: Mapping[str, Any], *, stack: str, region: str | None, today: d
     """Coerce ``raw`` (our keys without the project prefix) over the defaults and check it.
 
     Order: unknown keys, the region, every key's type, every key's own check, the sections' rules.
-    Raises ConfigError on the first broken one; returns a StackConfig whose ``warnings`` list the
+    Raises StackConfigError on the first broken one; returns a StackConfig whose ``warnings`` list the
     doubtful settings, each also emitted as a ConfigWarning. ``today`` (default: the UTC date, as EKS dates
     its support) dates the rules that depend on the calendar.
     """
     today = today or datetime.now(UTC).date()
     for name in raw:
         if name not in KEYS_BY_NAME:
-            raise ConfigError(f"unknown config key {PROJECT}:{name}: {close_match(name, list(KEYS_BY_NAME))}")
+            raise StackConfigError(f"unknown config key {PROJECT}:{name}: {close_match(name, list(KEYS_BY_NAME))}")
     region = check_region(stack, region)
     values = {k.name: coerce(k, raw.get(k.name, k.default)) for k in KEYS}
     for k in KEYS:
@@ -835,7 +835,7 @@ def validate(raw: Mapping[str, Any], *, stack: str, region: str | None, today: d
 def load_stack(stack: str, project_dir: Path) -> StackConfig:
     """Read ``Pulumi.<stack>.yaml`` (and check ``Pulumi.yaml``) once, then validate.
 
-    Works offline without the pulumi CLI. Raises ConfigError for a missing or broken file, an
+    Works offline without the pulumi CLI. Raises StackConfigError for a missing or broken file, an
     unknown stack (listing the known ones), a misspelled key, or any broken rule of ``validate``.
     """
     check_project_file(Path(project_dir), KEYS)
@@ -913,10 +913,10 @@ def _engine_keys() -> dict[str, Any]:
 
 
 def require_gpu_az(cfg: StackConfig) -> str:
-    """The GPU nodes' AZ; ConfigError (naming the two ways to set it) when the stack left it empty."""
+    """The GPU nodes' AZ; StackConfigError (naming the two ways to set it) when the stack left it empty."""
     az, name = cfg.gpu_nodes.availability_zone, cfg.gpu_nodes.keyname("availability_zone")
     if not az:
-        raise ConfigError(
+        raise StackConfigError(
             f"{name} is empty for stack {cfg.stack!r}: "
             f"run `python -m automation preflight --stack {cfg.stack}` "
             f"to see which of {cfg.network.keyname('azs')} {list(cfg.network.azs)} offer "

@@ -1,7 +1,7 @@
 """Reading ``Pulumi.yaml`` and ``Pulumi.<stack>.yaml`` once each, with one clear error per broken file,
 and writing ``Pulumi.yaml``'s ``config:`` block from the keys the typed config declares.
 
-A file that is missing, not UTF-8, not YAML or not shaped like a Pulumi file raises ConfigError
+A file that is missing, not UTF-8, not YAML or not shaped like a Pulumi file raises StackConfigError
 naming the file, where it broke and the fix; a stack key in an unknown namespace, a provider key
 Pulumi does not know, or a key without a namespace is refused with the closest known name. The
 keys (``infra.config.KEYS``) come in as an argument: that module reads the files through this one.
@@ -18,7 +18,7 @@ from functools import cache, lru_cache
 from pathlib import Path
 from typing import Any
 
-from infra.config_schema import PROJECT, ConfigError, Key, close_match, coerce
+from infra.config_schema import PROJECT, Key, StackConfigError, close_match, coerce
 
 REGIONS_FILE = Path(__file__).parent / "data" / "regions.json"
 
@@ -46,7 +46,7 @@ class StackFile:
 
 
 def read_yaml(path: Path, fix: str, config_as_text: bool = False) -> Any:
-    """The YAML 1.2 document at ``path``, read as the Pulumi engine reads it; ConfigError for a missing,
+    """The YAML 1.2 document at ``path``, read as the Pulumi engine reads it; StackConfigError for a missing,
     non-UTF-8 or malformed file, or a mapping that sets one key twice.
 
     YAML 1.2 (ruamel.yaml), not PyYAML's 1.1: ``3e-4`` is a number and ``yes`` a string, as for the
@@ -57,11 +57,11 @@ def read_yaml(path: Path, fix: str, config_as_text: bool = False) -> Any:
     try:
         data = path.read_bytes()
     except FileNotFoundError:
-        raise ConfigError(f"{path} does not exist: {fix}") from None
+        raise StackConfigError(f"{path} does not exist: {fix}") from None
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError as e:
-        raise ConfigError(
+        raise StackConfigError(
             f"{path.name} is not UTF-8 text (byte 0x{data[e.start]:02x} at offset {e.start}): save it as UTF-8"
         ) from None
     return copy.deepcopy(_parse_yaml(path.name, text, config_as_text))
@@ -85,11 +85,11 @@ def _parse_yaml(name: str, text: str, config_as_text: bool) -> Any:
         mark = getattr(e, "problem_mark", None)
         where = f"line {mark.line + 1}, column {mark.column + 1}" if mark else "somewhere"
         problem = getattr(e, "problem", None) or str(e).splitlines()[0]
-        raise ConfigError(f"{name} is not valid YAML ({where}: {problem}): fix the syntax there") from None
+        raise StackConfigError(f"{name} is not valid YAML ({where}: {problem}): fix the syntax there") from None
 
 
 def refuse_duplicate_keys(file: str, node: Any) -> None:
-    """ConfigError for a mapping anywhere in ``node`` that sets a key twice (PyYAML kept the last)."""
+    """StackConfigError for a mapping anywhere in ``node`` that sets a key twice (PyYAML kept the last)."""
     from ruamel.yaml.nodes import MappingNode, SequenceNode
 
     if isinstance(node, MappingNode):
@@ -98,7 +98,7 @@ def refuse_duplicate_keys(file: str, node: Any) -> None:
             name = str(key.value)
             line = key.start_mark.line + 1
             if name in seen:
-                raise ConfigError(
+                raise StackConfigError(
                     f"{file} sets {name!r} twice (lines {seen[name]} and {line}): keep one; Pulumi refuses the file"
                 )
             seen[name] = line
@@ -136,10 +136,10 @@ def check_project_file(project_dir: Path, keys: Sequence[Key]) -> None:
     doc = read_yaml(path, f"run from the project directory (the one holding {PROJECT}'s Pulumi.yaml)")
     if not isinstance(doc, dict) or doc.get("name") != PROJECT:
         name = doc.get("name") if isinstance(doc, dict) else None
-        raise ConfigError(f"{path} names project {name!r}, not {PROJECT!r}: restore the project's Pulumi.yaml")
+        raise StackConfigError(f"{path} names project {name!r}, not {PROJECT!r}: restore the project's Pulumi.yaml")
     drift = schema_drift(doc.get("config"), keys)
     if drift:
-        raise ConfigError(
+        raise StackConfigError(
             f"Pulumi.yaml's config: block differs from the schema in infra/config.py ({drift}): the Pulumi "
             "engine would apply Pulumi.yaml's defaults and render/preflight the schema's. Set a stack's own value in "
             f"Pulumi.<stack>.yaml, and regenerate Pulumi.yaml with `{REGENERATE}`"
@@ -166,7 +166,7 @@ def schema_drift(block: Any, keys: Sequence[Key]) -> str | None:
             return f"{key.name} has type {spec.get('type')!r}, the schema {key.type!r}"
         try:
             same = "default" in spec and coerce(key, spec["default"]) == coerce(key, key.default)
-        except ConfigError:
+        except StackConfigError:
             same = False
         if not same:
             return f"{key.name} has default {spec.get('default')!r}, the schema {key.default!r}"
@@ -182,14 +182,16 @@ def read_stack_file(stack: str, project_dir: Path, known: Mapping[str, Key]) -> 
     """Our keys and the region that ``Pulumi.<stack>.yaml`` sets, every key checked by name against ``known``."""
     path = Path(project_dir) / f"Pulumi.{stack}.yaml"
     if not path.is_file():
-        raise ConfigError(
+        raise StackConfigError(
             f"stack {stack!r} has no {path.name} in {project_dir}: known stacks are "
             f"{', '.join(known_stacks(project_dir)) or '(none)'}"
         )
     doc = read_yaml(path, "create it", config_as_text=True)
     config = doc.get("config") if isinstance(doc, dict) else None
     if doc is not None and (not isinstance(doc, dict) or not isinstance(config, (dict, type(None)))):
-        raise ConfigError(f"{path.name} is not a Pulumi stack file: write 'config:' followed by 'key: value' lines")
+        raise StackConfigError(
+            f"{path.name} is not a Pulumi stack file: write 'config:' followed by 'key: value' lines"
+        )
     values: dict[str, Any] = {}
     region = None
     for full_key, value in (config or {}).items():
@@ -202,23 +204,23 @@ def read_stack_file(stack: str, project_dir: Path, known: Mapping[str, Key]) -> 
 
 
 def split_key(file: str, full_key: str, known: Mapping[str, Key]) -> tuple[str, str]:
-    """(namespace, key) of a stack key; ConfigError for a name Pulumi or this program would not read."""
+    """(namespace, key) of a stack key; StackConfigError for a name Pulumi or this program would not read."""
     namespace, colon, key = full_key.partition(":")
     if not colon:
         suggestion = f"{PROJECT}:{full_key}" if full_key in known else f"{PROJECT}:<key>"
-        raise ConfigError(f"{file} sets {full_key!r} without a namespace: write it as {suggestion}")
+        raise StackConfigError(f"{file} sets {full_key!r} without a namespace: write it as {suggestion}")
     if namespace not in NAMESPACES:
-        raise ConfigError(
+        raise StackConfigError(
             f"{file} sets {full_key} in unknown namespace {namespace!r}: {close_match(namespace, NAMESPACES)}"
         )
     # A key the other namespace declares is the obvious reading (ray-efa-eks:region is aws:region), ahead of
     # any near spelling inside the namespace written.
     if namespace == PROJECT and key not in known:
         hint = f"did you mean 'aws:{key}'?" if key in AWS_PROVIDER_KEYS else close_match(key, list(known))
-        raise ConfigError(f"{file} sets {full_key} which {PROJECT} does not declare: {hint}")
+        raise StackConfigError(f"{file} sets {full_key} which {PROJECT} does not declare: {hint}")
     if namespace == "aws" and key not in AWS_PROVIDER_KEYS:
         hint = f"did you mean '{PROJECT}:{key}'?" if key in known else close_match(key, AWS_PROVIDER_KEYS)
-        raise ConfigError(f"{file} sets {full_key}, not a key of the aws provider: {hint}")
+        raise StackConfigError(f"{file} sets {full_key}, not a key of the aws provider: {hint}")
     return namespace, key
 
 
@@ -229,20 +231,20 @@ def known_regions() -> tuple[str, ...]:
 
 
 def check_region(stack: str, region: Any) -> str:
-    """``region`` if it is a known AWS region; ConfigError naming the missing key or the closest region."""
+    """``region`` if it is a known AWS region; StackConfigError naming the missing key or the closest region."""
     if not region:
-        raise ConfigError(
+        raise StackConfigError(
             f"aws:region is not set for stack {stack!r}: add 'aws:region: <region>' to Pulumi.{stack}.yaml"
         )
     if region not in known_regions():
-        raise ConfigError(
+        raise StackConfigError(
             f"aws:region {region!r} is not an AWS region: {close_match(str(region), known_regions())} "
             f"(the list is {REGIONS_FILE.name}; add a new region there)"
         )
     if stack in known_regions() and region != stack:
         # A stack named after a region is read as that region everywhere a user looks (status lines,
         # the capacity finder's stacks, the README's examples); deploying it elsewhere would be a surprise.
-        raise ConfigError(
+        raise StackConfigError(
             f"stack {stack!r} is named after region {stack} but Pulumi.{stack}.yaml sets aws:region {region!r}: "
             f"set 'aws:region: {stack}', or name the stack after its region (Pulumi.{region}.yaml)"
         )

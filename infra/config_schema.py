@@ -49,7 +49,7 @@ _QUANTITY = re.compile(r"^(\d+(?:\.\d+)?)(m|Ki|Mi|Gi|Ti|k|M|G|T)?$")
 _MEMORY_UNIT = re.compile(r"(Ki|Mi|Gi|Ti|k|M|G|T)$")
 
 
-class ConfigError(ValueError):
+class StackConfigError(ValueError):
     """A stack configuration that cannot work; the message names key, value and fix."""
 
 
@@ -66,7 +66,7 @@ PULUMI_TYPES["Mapping[str, Any]"] = "object"
 
 def key(name: str, default: Any, description: str, check: Check | None = None) -> Any:
     """A section field that is the stack key ``ray-efa-eks:<name>``: its default, its description
-    (Pulumi.yaml's) and the check of its own value, ``check(name, value)`` raising ConfigError."""
+    (Pulumi.yaml's) and the check of its own value, ``check(name, value)`` raising StackConfigError."""
     meta = {"key": name, "default": default, "description": description, "check": check}
     if isinstance(default, dict):
         return dataclasses.field(default_factory=lambda: dict(default), metadata=meta)
@@ -146,14 +146,14 @@ def between(low: int, high: int, fix: str = "") -> Check:
     def check(key: str, value: int) -> None:
         if not low <= value <= high:
             why = f": {fix}" if fix else ""
-            raise ConfigError(f"{key} {value} is outside {low}..{high}{why}; set {key} within {low}..{high}")
+            raise StackConfigError(f"{key} {value} is outside {low}..{high}{why}; set {key} within {low}..{high}")
 
     return check
 
 
 def exact_version(key: str, value: str) -> None:
     if not _EXACT_SEMVER.fullmatch(value):
-        raise ConfigError(
+        raise StackConfigError(
             f"{key} {value!r} is not an exact chart version: pin one such as 1.5.2 (no ranges, no latest)"
         )
 
@@ -161,7 +161,7 @@ def exact_version(key: str, value: str) -> None:
 def dns_label(limit: int) -> Check:
     def check(key: str, value: str) -> None:
         if not _DNS_LABEL.fullmatch(value) or len(value) > limit:
-            raise ConfigError(
+            raise StackConfigError(
                 f"{key} {value!r} is not a DNS-1123 label of at most {limit} characters: "
                 "use lowercase letters, digits and '-'"
             )
@@ -173,7 +173,7 @@ def ipv4_cidr(key: str, value: str) -> None:
     try:
         ipaddress.IPv4Network(value)
     except ValueError:
-        raise ConfigError(f"{key} entry {value!r} is not an IPv4 CIDR: use e.g. 203.0.113.7/32") from None
+        raise StackConfigError(f"{key} entry {value!r} is not an IPv4 CIDR: use e.g. 203.0.113.7/32") from None
 
 
 def optional_cidr(key: str, value: str) -> None:
@@ -185,14 +185,14 @@ def vpc_cidr(key: str, value: str) -> None:
     try:
         net = ipaddress.IPv4Network(value)
     except ValueError:
-        raise ConfigError(f"{key} {value!r} is not an IPv4 network: use e.g. 10.0.0.0/16") from None
+        raise StackConfigError(f"{key} {value!r} is not an IPv4 network: use e.g. 10.0.0.0/16") from None
     if not 16 <= net.prefixlen <= 22:
-        raise ConfigError(f"{key} {value!r} has prefix /{net.prefixlen}: use a /16 to /22")
+        raise StackConfigError(f"{key} {value!r} has prefix /{net.prefixlen}: use a /16 to /22")
 
 
 def two_or_three_azs(key: str, value: tuple[str, ...]) -> None:
     if len(set(value)) != len(value) or not 2 <= len(value) <= 3:
-        raise ConfigError(
+        raise StackConfigError(
             f"{key} {list(value)!r} must be 2 or 3 distinct AZs: the EKS control plane needs two; "
             "set e.g. [us-west-2a, us-west-2b]"
         )
@@ -200,7 +200,7 @@ def two_or_three_azs(key: str, value: tuple[str, ...]) -> None:
 
 def public_cidrs(key: str, value: tuple[str, ...]) -> None:
     if len(value) > MAX_PUBLIC_ACCESS_CIDRS:
-        raise ConfigError(
+        raise StackConfigError(
             f"{key} lists {len(value)} CIDRs but EKS accepts at most {MAX_PUBLIC_ACCESS_CIDRS}: merge them"
         )
     for cidr in value:
@@ -210,7 +210,7 @@ def public_cidrs(key: str, value: tuple[str, ...]) -> None:
 def log_types(key: str, value: tuple[str, ...]) -> None:
     bad = [t for t in value if t not in CONTROL_PLANE_LOG_TYPES]
     if bad:
-        raise ConfigError(f"{key} {bad!r} unknown: use some of {list(CONTROL_PLANE_LOG_TYPES)}")
+        raise StackConfigError(f"{key} {bad!r} unknown: use some of {list(CONTROL_PLANE_LOG_TYPES)}")
 
 
 # CloudWatch Logs accepts only these retention periods (PutRetentionPolicy's retentionInDays, botocore's logs model).
@@ -220,19 +220,21 @@ LOG_RETENTION_DAYS += (2192, 2557, 2922, 3288, 3653)
 
 def log_retention_days(key: str, value: int) -> None:
     if value not in LOG_RETENTION_DAYS:
-        raise ConfigError(f"{key} {value} is not a CloudWatch Logs retention period: use one of {LOG_RETENTION_DAYS}")
+        raise StackConfigError(
+            f"{key} {value} is not a CloudWatch Logs retention period: use one of {LOG_RETENTION_DAYS}"
+        )
 
 
 def kubernetes_version(key: str, value: str) -> None:
     if not _K8S_VERSION.fullmatch(value) or int(value.split(".")[1]) < 30:
-        raise ConfigError(
+        raise StackConfigError(
             f"{key} {value!r} is not an EKS version 1.30 or newer (the AL2023 NVIDIA AMI needs it): set e.g. '1.36'"
         )
 
 
 def addon_version(key: str, value: str) -> None:
     if not _ADDON_VERSION.fullmatch(value):
-        raise ConfigError(
+        raise StackConfigError(
             f"{key} {value!r} is not an EKS add-on version (vMAJOR.MINOR.PATCH-eksbuild.N): list the versions for "
             "your cluster with `aws eks describe-addon-versions --addon-name <vpc-cni|kube-proxy|coredns> "
             "--kubernetes-version 1.36 --query 'addons[].addonVersions[].addonVersion'`"
@@ -240,11 +242,11 @@ def addon_version(key: str, value: str) -> None:
 
 
 def known_instance(key: str, value: str):
-    """The catalog's facts of instance type ``value``; ConfigError with the closest known type."""
+    """The catalog's facts of instance type ``value``; StackConfigError with the closest known type."""
     try:
         return instance_spec(value)
     except KeyError:
-        raise ConfigError(
+        raise StackConfigError(
             f"{key} {value!r} is not in infra/data/instance_types.json: "
             f"{close_match(value, known_instance_types())} (or add its facts there)"
         ) from None
@@ -254,9 +256,9 @@ def efa_gpu_instance(key: str, value: str) -> None:
     spec = known_instance(key, value)
     efa_types = [t for t in known_instance_types() if instance_spec(t).efa_supported and instance_spec(t).gpus]
     if spec.gpus == 0:
-        raise ConfigError(f"{key} {value!r} has no GPU: use one of {efa_types}")
+        raise StackConfigError(f"{key} {value!r} has no GPU: use one of {efa_types}")
     if not spec.efa_supported:
-        raise ConfigError(f"{key} {value!r} does not support EFA: use one of {efa_types}")
+        raise StackConfigError(f"{key} {value!r} does not support EFA: use one of {efa_types}")
 
 
 POD_IDENTITY, IRSA = "pod-identity", "irsa"
@@ -265,14 +267,14 @@ POD_IDENTITY_MODES = (POD_IDENTITY, IRSA)
 
 def pod_identity_mode(key: str, value: str) -> None:
     if value not in POD_IDENTITY_MODES:
-        raise ConfigError(
+        raise StackConfigError(
             f"{key} {value!r} is not one of {list(POD_IDENTITY_MODES)}: {close_match(value, POD_IDENTITY_MODES)}"
         )
 
 
 def reservation_id(key: str, value: str) -> None:
     if value and not _CAPACITY_RESERVATION.fullmatch(value):
-        raise ConfigError(f"{key} {value!r} is not a capacity reservation id: use cr-xxxxxxxxxxxxxxxxx or ''")
+        raise StackConfigError(f"{key} {value!r} is not a capacity reservation id: use cr-xxxxxxxxxxxxxxxxx or ''")
 
 
 def is_floating_image(image: str) -> bool:
@@ -288,7 +290,7 @@ def is_floating_image(image: str) -> bool:
 
 def pinned_image(key: str, value: str) -> None:
     if is_floating_image(value):
-        raise ConfigError(
+        raise StackConfigError(
             f"{key} {value!r} has a floating or missing tag: pin a version tag or a digest, e.g. "
             "public.ecr.aws/deep-learning-containers/ray:train-ml-cuda-v1.1.0"
         )
@@ -296,7 +298,7 @@ def pinned_image(key: str, value: str) -> None:
 
 def placement_group(key: str, value: str) -> None:
     if value and not _PLACEMENT_GROUP.fullmatch(value):
-        raise ConfigError(
+        raise StackConfigError(
             f"{key} {value!r} is not a placement group name: use letters, digits, '.', '_' and '-' (at most 255), "
             "or '' to let the stack create one"
         )
@@ -305,12 +307,14 @@ def placement_group(key: str, value: str) -> None:
 def role_arns(key: str, value: tuple[str, ...]) -> None:
     for arn in value:
         if not _ROLE_ARN.fullmatch(arn):
-            raise ConfigError(f"{key} entry {arn!r} is not an IAM role ARN: use arn:aws:iam::<account-id>:role/<name>")
+            raise StackConfigError(
+                f"{key} entry {arn!r} is not an IAM role ARN: use arn:aws:iam::<account-id>:role/<name>"
+            )
 
 
 def bucket_name(key: str, value: str) -> None:
     if value and (not _BUCKET_NAME.fullmatch(value) or "--" in value):
-        raise ConfigError(
+        raise StackConfigError(
             f"{key} {value!r} is not a valid S3 bucket name: use 3-63 lowercase letters, digits and '-' "
             "(no dots), or '' to let Pulumi name it"
         )
@@ -318,14 +322,14 @@ def bucket_name(key: str, value: str) -> None:
 
 def ray_version(key: str, value: str) -> None:
     if not _EXACT_SEMVER.fullmatch(value) or value.startswith("v"):
-        raise ConfigError(f"{key} {value!r} is not an exact Ray version: set e.g. 2.58.0")
+        raise StackConfigError(f"{key} {value!r} is not an exact Ray version: set e.g. 2.58.0")
 
 
 def parse_quantity(key: str, value: str) -> float:
-    """A Kubernetes CPU or memory quantity in cores or GiB. ConfigError if malformed."""
+    """A Kubernetes CPU or memory quantity in cores or GiB. StackConfigError if malformed."""
     m = _QUANTITY.fullmatch(str(value).strip())
     if not m:
-        raise ConfigError(f"{key} {value!r} is not a Kubernetes quantity: use e.g. '40', '500m', '160Gi'")
+        raise StackConfigError(f"{key} {value!r} is not a Kubernetes quantity: use e.g. '40', '500m', '160Gi'")
     factors = {"": 1.0, "m": 1e-3, "Ki": 1 / 1024**2, "Mi": 1 / 1024, "Gi": 1.0, "Ti": 1024.0}
     factors |= {"k": 1e3 / 1024**3, "M": 1e6 / 1024**3, "G": 1e9 / 1024**3, "T": 1e12 / 1024**3}
     return float(m.group(1)) * factors[m.group(2) or ""]
@@ -333,22 +337,22 @@ def parse_quantity(key: str, value: str) -> float:
 
 def memory_gib(key: str, value: str) -> float:
     if not _MEMORY_UNIT.search(str(value).strip()):
-        raise ConfigError(f"{key} {value!r} has no unit: write memory as e.g. '160Gi'")
+        raise StackConfigError(f"{key} {value!r} has no unit: write memory as e.g. '160Gi'")
     return parse_quantity(key, value)
 
 
 def cpu_cores(key: str, value: str) -> float:
     if _MEMORY_UNIT.search(str(value).strip()):
-        raise ConfigError(f"{key} {value!r} is a memory unit: write CPU as cores ('40') or millicores ('500m')")
+        raise StackConfigError(f"{key} {value!r} is a memory unit: write CPU as cores ('40') or millicores ('500m')")
     cores = parse_quantity(key, value)
     if cores <= 0:
-        raise ConfigError(f"{key} {value!r} is no CPU at all: set e.g. '2'")
+        raise StackConfigError(f"{key} {value!r} is no CPU at all: set e.g. '2'")
     return cores
 
 
 def memory_quantity(key: str, value: str) -> None:
     if memory_gib(key, value) <= 0:
-        raise ConfigError(f"{key} {value!r} is no memory at all: set e.g. '8Gi'")
+        raise StackConfigError(f"{key} {value!r} is no memory at all: set e.g. '8Gi'")
 
 
 def cpu_quantity(key: str, value: str) -> None:
@@ -370,9 +374,11 @@ def coerce(key: Key, value: Any) -> Any:
     1.1's others (``yes``, ``off``) are refused naming the value they meant there."""
     kind = key.type
     article = "an" if kind[0] in "aeiou" else "a"
-    bad = ConfigError(f"{key.name} {value!r} is not {article} {kind}: set {PROJECT}:{key.name} to {article} {kind}")
+    bad = StackConfigError(
+        f"{key.name} {value!r} is not {article} {kind}: set {PROJECT}:{key.name} to {article} {kind}"
+    )
     if kind != "string" and value in ("", None):
-        raise ConfigError(
+        raise StackConfigError(
             f"{key.name} is null (empty, ~ or null in the stack file), which is not {article} {kind}: set "
             f"{PROJECT}:{key.name} to {article} {kind}, or remove the line to keep the default {key.default!r}"
         )
@@ -395,7 +401,7 @@ def coerce(key: Key, value: Any) -> Any:
             return YAML12_BOOLEANS[value]
         if isinstance(value, str) and value in YAML11_ONLY_BOOLEANS:
             meant = str(YAML11_ONLY_BOOLEANS[value]).lower()
-            raise ConfigError(
+            raise StackConfigError(
                 f"{key.name} {value!r} is not a boolean in YAML 1.2, which the Pulumi engine reads (only YAML 1.1 "
                 f"read it as {meant}): set {PROJECT}:{key.name} to {meant}"
             )

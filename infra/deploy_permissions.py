@@ -171,7 +171,7 @@ PERMISSIONS: dict[str, tuple[str, ...]] = {
     ),
     # imageCache: the rule itself; the first pull's CreateRepository/BatchImportUpstreamImage are the node role's
     # (ECR user guide, pull-through-cache-iam.html), not the deployer's. `destroy` lists the repositories the rule
-    # made, with their images' sizes, and deletes them (automation/steps/stack.py, run_destroy).
+    # made, with their images' sizes, and deletes them (automation/steps/stack_steps.py, run_destroy).
     "aws:ecr/pullThroughCacheRule:PullThroughCacheRule": (
         "ecr:CreatePullThroughCacheRule",
         "ecr:DescribePullThroughCacheRules",

@@ -203,7 +203,7 @@ def run_program(stack: str, project_dir: Path, config: dict[str, str] | None = N
 
     ``config`` (``project:key`` -> string, as the engine passes it) defaults to the stack's
     merged Pulumi.yaml + Pulumi.<stack>.yaml values. Runs in a fresh context so consecutive
-    renders share no Pulumi global state. Exceptions of the program (ConfigError, a failing
+    renders share no Pulumi global state. Exceptions of the program (StackConfigError, a failing
     assert inside an apply) propagate.
     """
     project_dir = Path(project_dir).resolve()

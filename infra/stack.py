@@ -40,7 +40,7 @@ OUTPUT_NAMES = (
 def build(cfg: StackConfig) -> dict[str, Any]:
     """Declare every resource of the stack; returns the stack outputs by name (OUTPUT_NAMES).
 
-    ConfigError before declaring anything when gpuAvailabilityZone is empty (the placement group
+    StackConfigError before declaring anything when gpuAvailabilityZone is empty (the placement group
     and the GPU subnet need one AZ).
     """
     gpu_az = require_gpu_az(cfg)

@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from workloads.errors import ConfigError
+from workloads.errors import TrainConfigError
 from workloads.uri import parse_location
 
 CONFIG_DIR = Path(__file__).parent / "configs"
@@ -289,11 +289,11 @@ BLOCK_FIELDS = tuple(f.name for f in dataclasses.fields(TrainConfig) if f.name n
 
 
 def check_block_keys(block: Mapping[str, Any], label: Callable[[str], str], owner: str) -> None:
-    """ConfigError for a key of a job block (``owner``, e.g. a stack's train:) that the driver sets or
+    """TrainConfigError for a key of a job block (``owner``, e.g. a stack's train:) that the driver sets or
     TrainConfig lacks; the values are judged when the block becomes a TrainConfig."""
     owned = sorted(set(block) & set(DRIVER_FIELDS))
     if owned:
-        raise ConfigError(f"{label(owned[0])} is set by the driver for every run: remove it from {owner}")
+        raise TrainConfigError(f"{label(owned[0])} is set by the driver for every run: remove it from {owner}")
     _refuse_unknown(block, BLOCK_FIELDS, label)
 
 
@@ -302,7 +302,7 @@ def _refuse_unknown(d: Mapping[str, Any], known: list[str] | tuple[str, ...], la
         if key not in known:
             near = difflib.get_close_matches(str(key), known, n=1)
             hint = f"did you mean {near[0]!r}?" if near else f"known ones are {', '.join(known)}"
-            raise ConfigError(f"unknown training option {label(str(key))} ({key!r}): {hint}")
+            raise TrainConfigError(f"unknown training option {label(str(key))} ({key!r}): {hint}")
 
 
 def flag_of(name: str) -> str:
@@ -323,7 +323,7 @@ _KIND_NAMES = {int: "a whole number", float: "a number", str: "a string", bool: 
 
 
 def _typed(label: str, kind: type, value: Any) -> Any:
-    """``value`` as ``kind`` (an int is a legal float); ConfigError naming ``label`` otherwise."""
+    """``value`` as ``kind`` (an int is a legal float); TrainConfigError naming ``label`` otherwise."""
     if value is None:
         return None  # a field whose default is not None refuses None in validate
     if kind is float and isinstance(value, int) and not isinstance(value, bool):
@@ -331,7 +331,7 @@ def _typed(label: str, kind: type, value: Any) -> Any:
     if isinstance(value, kind) and not (kind is int and isinstance(value, bool)):
         return value
     kind_name = _KIND_NAMES.get(kind, kind.__name__)
-    raise ConfigError(f"{label} {value!r} is not {kind_name}: set it to {kind_name}")
+    raise TrainConfigError(f"{label} {value!r} is not {kind_name}: set it to {kind_name}")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -379,33 +379,33 @@ EXIT_CODES = """exit status:
 def load_model_config(preset: str) -> dict:
     """The transformers Qwen2 config dict of a shipped preset."""
     if preset not in PRESETS:
-        raise ConfigError(f"--preset {preset!r} is unknown: choose one of {', '.join(PRESETS)}")
+        raise TrainConfigError(f"--preset {preset!r} is unknown: choose one of {', '.join(PRESETS)}")
     d = json.loads((CONFIG_DIR / f"{preset}.json").read_text())
     d.pop("_comment", None)
     return d
 
 
 def check_fields(cfg: TrainConfig, label: Callable[[str], str] = flag_of) -> None:
-    """Each field against its own declaration: type, range, choices. ConfigError names the first bad one."""
+    """Each field against its own declaration: type, range, choices. TrainConfigError names the first bad one."""
     for f in dataclasses.fields(cfg):
         value, meta, name = getattr(cfg, f.name), f.metadata, label(f.name)
         if value is None:
             if f.default is not None:
-                raise ConfigError(f"{name} is unset but has no 'unset' meaning: set it (default {f.default!r})")
+                raise TrainConfigError(f"{name} is unset but has no 'unset' meaning: set it (default {f.default!r})")
             continue
         _typed(name, field_type(f.name), value)
         if isinstance(value, float) and not math.isfinite(value):
-            raise ConfigError(f"{name} {value!r} is not a finite number: set a number such as {f.default!r}")
+            raise TrainConfigError(f"{name} {value!r} is not a finite number: set a number such as {f.default!r}")
         if meta["choices"] and value not in meta["choices"]:
-            raise ConfigError(f"{name} {value!r} is unknown: choose one of {', '.join(meta['choices'])}")
+            raise TrainConfigError(f"{name} {value!r} is unknown: choose one of {', '.join(meta['choices'])}")
         if meta["low"] is not None and value < meta["low"]:
-            raise ConfigError(f"{name} {value!r} is below {meta['low']}: set it to {meta['low']} or more")
+            raise TrainConfigError(f"{name} {value!r} is below {meta['low']}: set it to {meta['low']} or more")
         if meta["above"] is not None and value <= meta["above"]:
-            raise ConfigError(f"{name} {value!r} must be above {meta['above']}: set a positive value")
+            raise TrainConfigError(f"{name} {value!r} must be above {meta['above']}: set a positive value")
 
 
 def validate(cfg: TrainConfig, label: Callable[[str], str] = flag_of, local_paths: bool = True) -> None:
-    """Raise ConfigError for the first bad input. Touches the filesystem, never the network or Ray.
+    """Raise TrainConfigError for the first bad input. Touches the filesystem, never the network or Ray.
 
     ``label`` names a field in the messages (default: its CLI flag; the driver passes stack keys).
     ``local_paths=False`` skips the checks of data and output paths on this machine, for a job
@@ -423,9 +423,11 @@ def validate(cfg: TrainConfig, label: Callable[[str], str] = flag_of, local_path
     if local_paths:
         _check_paths(cfg, label)
     elif cfg.run_id and not _RUN_ID.match(cfg.run_id):
-        raise ConfigError(f"{label('run_id')} {cfg.run_id!r} is not a valid id: use letters, digits, '.', '_' or '-'")
+        raise TrainConfigError(
+            f"{label('run_id')} {cfg.run_id!r} is not a valid id: use letters, digits, '.', '_' or '-'"
+        )
     if cfg.use_gpu and cfg.launcher == "ray" and cfg.gpus_per_worker > 1 and cfg.gpus_per_worker % 1:
-        raise ConfigError(
+        raise TrainConfigError(
             f"{label('gpus_per_worker')} {cfg.gpus_per_worker:g}: a worker above one GPU takes whole GPUs; "
             f"set {int(cfg.gpus_per_worker)} or {int(cfg.gpus_per_worker) + 1}"
         )
@@ -435,12 +437,12 @@ def _check_batch(cfg: TrainConfig, label: Callable[[str], str]) -> None:
     gbs, workers = label("global_batch_size"), label("num_workers")
     per_worker = cfg.global_batch_size // cfg.num_workers
     if cfg.global_batch_size % cfg.num_workers:
-        raise ConfigError(
+        raise TrainConfigError(
             f"{gbs} {cfg.global_batch_size} does not divide over {workers} {cfg.num_workers}: "
             f"use a multiple of {cfg.num_workers}, e.g. {cfg.num_workers * max(1, per_worker)}"
         )
     if per_worker % cfg.micro_batch:
-        raise ConfigError(
+        raise TrainConfigError(
             f"{label('micro_batch_size')} {cfg.micro_batch} does not divide the per-worker batch {per_worker} "
             f"({gbs} {cfg.global_batch_size} / {workers} {cfg.num_workers}): pick a divisor of {per_worker}"
         )
@@ -466,7 +468,7 @@ def _check_needs(cfg: TrainConfig, label: Callable[[str], str]) -> None:
         fix = {True: f"set {label(other)}", None: f"leave {label(other)} unset"}.get(
             wanted, f"set {label(other)} to {wanted!r}"
         )
-        raise ConfigError(
+        raise TrainConfigError(
             f"{label(name)} {getattr(cfg, name)!r} applies only when {label(other)} is {state}: drop {label(name)}, "
             f"or {fix}"
         )
@@ -474,7 +476,7 @@ def _check_needs(cfg: TrainConfig, label: Callable[[str], str]) -> None:
 
 def _check_mesh(cfg: TrainConfig, label: Callable[[str], str]) -> None:
     if cfg.mesh == "hsdp" and cfg.shard_size and cfg.num_workers % cfg.shard_size:
-        raise ConfigError(
+        raise TrainConfigError(
             f"{label('shard_size')} {cfg.shard_size} does not divide {label('num_workers')} {cfg.num_workers}: "
             "pass a divisor (e.g. the GPUs of one node) or 0 for the workers of a node"
         )
@@ -487,7 +489,7 @@ def _check_ac(cfg: TrainConfig, label: Callable[[str], str]) -> None:
     # compiled model may differ only by being checkpointed or not.
     rest, first = cfg.ac_rest_policy, cfg.ac_policy
     if cfg.activation_checkpointing and cfg.compile and cfg.ac_blocks and "none" not in (first, rest) and first != rest:
-        raise ConfigError(
+        raise TrainConfigError(
             f"{label('ac_policy')} {first!r} on the first {cfg.ac_blocks} blocks and {label('ac_rest_policy')} "
             f"{rest!r} after them: compiled blocks would all run one of the two; set {label('ac_rest_policy')} "
             f"none or {first}, or turn off {label('compile')}"
@@ -496,12 +498,12 @@ def _check_ac(cfg: TrainConfig, label: Callable[[str], str]) -> None:
 
 def _check_unsharded(cfg: TrainConfig, label: Callable[[str], str]) -> None:
     if cfg.unsharded and cfg.num_workers != 1:
-        raise ConfigError(
+        raise TrainConfigError(
             f"{label('unsharded')} trains on one worker, not {label('num_workers')} {cfg.num_workers}: "
             f"drop {label('unsharded')} to shard with FSDP2"
         )
     if cfg.unsharded and cfg.checkpoint_every:
-        raise ConfigError(
+        raise TrainConfigError(
             f"{label('unsharded')} keeps its fp32 weights in the optimizer, which the sharded checkpoint "
             f"does not save: drop {label('unsharded')} or set {label('checkpoint_every')} 0"
         )
@@ -510,7 +512,7 @@ def _check_unsharded(cfg: TrainConfig, label: Callable[[str], str]) -> None:
 def _check_float8(cfg: TrainConfig, label: Callable[[str], str]) -> None:
     # torchao's float8 matmuls need float8 tensor cores (compute capability 8.9+); the workers check the GPU's.
     if cfg.float8 != "off" and not cfg.use_gpu:
-        raise ConfigError(
+        raise TrainConfigError(
             f"{label('float8')} {cfg.float8!r} needs {label('use_gpu')}: float8 matmuls run only on GPUs of compute "
             f"capability 8.9 or higher (L4, H100); set {label('float8')} to off to train on CPU"
         )
@@ -519,7 +521,7 @@ def _check_float8(cfg: TrainConfig, label: Callable[[str], str]) -> None:
 def _check_seq_len(cfg: TrainConfig, label: Callable[[str], str]) -> None:
     limit = load_model_config(cfg.preset)["max_position_embeddings"]
     if cfg.seq_len > limit:
-        raise ConfigError(
+        raise TrainConfigError(
             f"{label('seq_len')} {cfg.seq_len} exceeds the {limit} positions (max_position_embeddings) of "
             f"preset {cfg.preset!r}: set it to {limit} or less"
         )
@@ -539,13 +541,13 @@ def check_locations(cfg: TrainConfig, label: Callable[[str], str] = flag_of) -> 
 
 def _check_paths(cfg: TrainConfig, label: Callable[[str], str]) -> None:
     if cfg.run_id and not _RUN_ID.match(cfg.run_id):
-        raise ConfigError(
+        raise TrainConfigError(
             f"{label('run_id')} {cfg.run_id!r} is not a valid id: use letters, digits, '.', '_' or '-' (at most 63)"
         )
     if cfg.data:
         _check_readable(label("data"), cfg.data)
     if cfg.pretrained and _looks_local(cfg.pretrained) and not Path(cfg.pretrained).is_dir():
-        raise ConfigError(
+        raise TrainConfigError(
             f"{label('pretrained')} {cfg.pretrained!r} is not a directory: pass a local model directory "
             "or a hub id such as Qwen/Qwen2.5-1.5B"
         )
@@ -562,14 +564,14 @@ def check_gpu_capacity(
     if not cfg.use_gpu:
         return
     if available_gpus <= 0:
-        raise ConfigError(
+        raise TrainConfigError(
             f"--use-gpu is set but {where} has no GPU: drop --use-gpu to train on CPU (gloo), or run where GPUs are"
         )
     needed = cfg.num_workers * cfg.gpus_per_worker
     if needed > available_gpus:
         fit = int(available_gpus // cfg.gpus_per_worker)
         fix = f"lower {workers_flag} to {fit}" if fit else f"lower --gpus-per-worker to {available_gpus:g}"
-        raise ConfigError(
+        raise TrainConfigError(
             f"{workers_flag} {cfg.num_workers} x --gpus-per-worker {cfg.gpus_per_worker:g} needs {needed:g} GPUs "
             f"but {where} has {available_gpus:g}: {fix} or add GPUs"
         )
@@ -585,26 +587,28 @@ def _check_readable(flag: str, path: str) -> None:
         return  # listed and its heads read by workloads.data.check_data, with a deadline
     p = Path(where.path)
     if not p.exists():
-        raise ConfigError(
+        raise TrainConfigError(
             f"{flag} {path!r} does not exist: pass a .txt, .jsonl or .parquet file or a directory of them"
         )
     files = [p] if p.is_file() else [f for f in p.rglob("*") if f.is_file()]
     if not files:
-        raise ConfigError(f"{flag} {path!r} is an empty directory: put .txt, .jsonl or .parquet files in it")
+        raise TrainConfigError(f"{flag} {path!r} is an empty directory: put .txt, .jsonl or .parquet files in it")
     for f in files:
         if not os.access(f, os.R_OK):
-            raise ConfigError(f"{flag} file {str(f)!r} is not readable: fix its permissions (chmod a+r)")
+            raise TrainConfigError(f"{flag} file {str(f)!r} is not readable: fix its permissions (chmod a+r)")
 
 
 def check_output_file(flag: str, path: str) -> None:
     """A file this run writes at its end, checked before it starts: not a folder, in a writable folder."""
     p = Path(path).expanduser()
     if p.is_dir():
-        raise ConfigError(f"{flag} {path!r} is a folder: name a file in it, e.g. {str(p / 'summary.json')!r}")
+        raise TrainConfigError(f"{flag} {path!r} is a folder: name a file in it, e.g. {str(p / 'summary.json')!r}")
     if p.exists() and not os.access(p, os.W_OK):
-        raise ConfigError(f"{flag} {path!r} exists and cannot be written: fix its permissions or name another file")
+        raise TrainConfigError(
+            f"{flag} {path!r} exists and cannot be written: fix its permissions or name another file"
+        )
     if p.parent.exists() and not p.parent.is_dir():
-        raise ConfigError(f"{flag} {path!r}: {str(p.parent)!r} is a file, not a folder: name a file in a folder")
+        raise TrainConfigError(f"{flag} {path!r}: {str(p.parent)!r} is a file, not a folder: name a file in a folder")
     _check_writable(flag, str(p.absolute().parent))
 
 
@@ -615,4 +619,6 @@ def _check_writable(flag: str, path: str) -> None:
         with tempfile.NamedTemporaryFile(dir=p, prefix=".write-test-"):
             pass
     except OSError as e:
-        raise ConfigError(f"{flag} {path!r} cannot be written ({e.strerror or e}): pick a writable directory") from None
+        raise TrainConfigError(
+            f"{flag} {path!r} cannot be written ({e.strerror or e}): pick a writable directory"
+        ) from None

@@ -28,7 +28,7 @@ from pathlib import Path
 
 import torch
 
-from workloads.config import ConfigError
+from workloads.config import TrainConfigError
 from workloads.loss import IGNORE_INDEX
 from workloads.shards import Space, iterate_ray_share, ray_share, read_range, space_of
 from workloads.uri import NETWORK_TIMEOUT_S, parse_location, within
@@ -131,13 +131,13 @@ class DataFiles:
         return space_of(self.kind, self.uris, self.sizes)
 
 
-def _bad(uri: str, why: str) -> ConfigError:
-    return ConfigError(f"--data {uri!r} {why}")
+def _bad(uri: str, why: str) -> TrainConfigError:
+    return TrainConfigError(f"--data {uri!r} {why}")
 
 
 def list_data(uri: str) -> DataFiles:
     """List ``--data`` (a local file or directory, or an s3:// object or prefix) through pyarrow's
-    filesystem, the same one Ray Data reads with. ConfigError, before any training, for a malformed
+    filesystem, the same one Ray Data reads with. TrainConfigError, before any training, for a malformed
     s3:// URI, an empty prefix, files of no known format, or formats mixed under one prefix."""
     where = parse_location("--data", uri)
     try:
@@ -252,12 +252,12 @@ class MicroBatches:
         if pos.cursor is None:
             return lo
         if pos.total is not None and pos.total != space.total:
-            raise ConfigError(
+            raise TrainConfigError(
                 f"--data {data!r} changed since the checkpoint (its size was {pos.total}, now {space.total}): "
                 "resume with the same corpus, or start a new run"
             )
         if not lo <= pos.cursor <= hi:
-            raise ConfigError(
+            raise TrainConfigError(
                 f"rank {self.rank}: the checkpoint's data cursor {pos.cursor} lies outside this rank's share "
                 f"[{lo}, {hi}) of --data {data!r}: resume with the number of workers the run started with"
             )

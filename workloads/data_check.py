@@ -1,6 +1,6 @@
 """`--data` checked before any worker starts: the head of every file or object, and the ranks' shares.
 
-What is refused (ConfigError, one line naming the file, the record and the fix; exit status 2):
+What is refused (TrainConfigError, one line naming the file, the record and the fix; exit status 2):
 - an empty file, a file of blank lines only;
 - text or JSONL that is not UTF-8 (a UTF-16 or UTF-8 byte-order mark included);
 - a JSONL line that is not a JSON object, has no `text` field, or whose `text` is null, not a
@@ -20,7 +20,7 @@ import codecs
 from functools import partial
 
 from workloads.data import DataFiles, list_data
-from workloads.errors import ConfigError
+from workloads.errors import TrainConfigError
 from workloads.shards import _filesystem, json_record_text, read_range
 from workloads.uri import NETWORK_TIMEOUT_S, within
 
@@ -30,12 +30,12 @@ _BOMS = {codecs.BOM_UTF8: "UTF-8 with a byte-order mark", codecs.BOM_UTF16_LE: "
 
 
 def check_data(uri: str, world: int, flag: str = "--data") -> DataFiles:
-    """List ``uri`` and read the head of each of its files; ConfigError for the first bad one."""
+    """List ``uri`` and read the head of each of its files; TrainConfigError for the first bad one."""
     files = list_data(uri)
     check = _parquet_head if files.kind == "parquet" else _text_head
     for name, size in zip(files.uris, files.sizes, strict=True):
         if size == 0:
-            raise ConfigError(f"{flag} file {name!r} is empty: remove it, or put one document a line in it")
+            raise TrainConfigError(f"{flag} file {name!r} is empty: remove it, or put one document a line in it")
         within(NETWORK_TIMEOUT_S, f"reading the head of {flag} file {name!r}", partial(check, files.kind, name, flag))
     _check_shares(files, world, flag)
     return files
@@ -48,7 +48,7 @@ def _text_head(kind: str, name: str, flag: str) -> None:
     whole = len(head) <= HEAD_BYTES
     for bom, what in _BOMS.items():
         if head.startswith(bom):
-            raise ConfigError(f"{flag} file {name!r} is {what}, not plain UTF-8: save it as UTF-8 without a BOM")
+            raise TrainConfigError(f"{flag} file {name!r} is {what}, not plain UTF-8: save it as UTF-8 without a BOM")
     text = _utf8(head[:HEAD_BYTES], whole, name, flag)
     lines = text.split("\n")
     if not whole:
@@ -61,7 +61,9 @@ def _text_head(kind: str, name: str, flag: str) -> None:
         if kind == "json":
             json_record_text(line, name, f"line {number}", flag)
     if whole and not documents:
-        raise ConfigError(f"{flag} file {name!r} holds only blank lines: remove it, or put one document a line in it")
+        raise TrainConfigError(
+            f"{flag} file {name!r} holds only blank lines: remove it, or put one document a line in it"
+        )
 
 
 def _utf8(head: bytes, whole: bool, name: str, flag: str) -> str:
@@ -69,7 +71,7 @@ def _utf8(head: bytes, whole: bool, name: str, flag: str) -> str:
         return codecs.getincrementaldecoder("utf-8")().decode(head, final=whole)
     except UnicodeDecodeError as e:
         line = head[: e.start].count(b"\n") + 1
-        raise ConfigError(
+        raise TrainConfigError(
             f"{flag} file {name!r} is not UTF-8 (line {line}, byte {e.start}: {head[e.start : e.start + 4]!r}): "
             "save it as UTF-8 (iconv -f LATIN1 -t UTF-8, or your editor's 'save with encoding')"
         ) from None
@@ -84,15 +86,15 @@ def _parquet_head(kind: str, name: str, flag: str) -> None:
         try:
             pf = pq.ParquetFile(f)
         except (pa.ArrowInvalid, OSError) as e:
-            raise ConfigError(f"{flag} file {name!r} is not a Parquet file ({e}): write it with pyarrow") from None
+            raise TrainConfigError(f"{flag} file {name!r} is not a Parquet file ({e}): write it with pyarrow") from None
         schema = pf.schema_arrow
         if schema.get_field_index("text") < 0:
-            raise ConfigError(
+            raise TrainConfigError(
                 f"{flag} file {name!r} has no 'text' column (it has {', '.join(schema.names[:5])}): name it 'text'"
             )
         kind_of = schema.field("text").type
         if not (pa.types.is_string(kind_of) or pa.types.is_large_string(kind_of)):
-            raise ConfigError(f"{flag} file {name!r} has a 'text' column of type {kind_of}: store it as strings")
+            raise TrainConfigError(f"{flag} file {name!r} has a 'text' column of type {kind_of}: store it as strings")
 
 
 def _check_shares(files: DataFiles, world: int, flag: str) -> None:
@@ -101,12 +103,12 @@ def _check_shares(files: DataFiles, world: int, flag: str) -> None:
     space = files.space()
     unit = "rows" if files.kind == "parquet" else "bytes"
     if space.total < world:
-        raise ConfigError(f"{flag} holds {space.total} {unit}, fewer than the {world} workers: use fewer workers")
+        raise TrainConfigError(f"{flag} holds {space.total} {unit}, fewer than the {world} workers: use fewer workers")
     if files.kind == "parquet" or space.total > HEAD_BYTES:
         return
     for rank in range(world):
         if next(read_range(space, *space.share(rank, world)), None) is None:
-            raise ConfigError(
+            raise TrainConfigError(
                 f"{flag} is too small for {world} workers: rank {rank}'s share of its {space.total} bytes holds no "
                 "document; use fewer workers or more data"
             )

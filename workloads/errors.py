@@ -3,5 +3,5 @@
 from __future__ import annotations
 
 
-class ConfigError(ValueError):
+class TrainConfigError(ValueError):
     """Bad input, with a message that names the flag, the value and the fix."""

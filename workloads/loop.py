@@ -27,7 +27,7 @@ import torch.distributed as dist
 from workloads.config import TrainConfig
 from workloads.data import MicroBatches
 from workloads.env import NCCL_DEBUG_LEVEL
-from workloads.errors import ConfigError
+from workloads.errors import TrainConfigError
 from workloads.metrics import DataWait, StepRecorder
 from workloads.model import (
     apply_fsdp,
@@ -41,6 +41,7 @@ from workloads.model import (
 )
 from workloads.nccl_check import run_marker
 from workloads.optim import MasterAdamW
+from workloads.summary import MFU_FORMULA, RunSummary
 
 STATE_FILE = "state.json"
 SUMMARY_FILE = "summary.json"
@@ -198,7 +199,12 @@ class Checkpointer:
 
     # -- save ------------------------------------------------------------------------------
     def save(
-        self, state: dict, model=None, optimizer=None, summary: dict | None = None, data_position: dict | None = None
+        self,
+        state: dict,
+        model=None,
+        optimizer=None,
+        summary: RunSummary | None = None,
+        data_position: dict | None = None,
     ) -> str | None:
         """Write this rank's shards (and, on rank 0, the step state) and hand them over.
 
@@ -228,7 +234,7 @@ class Checkpointer:
         if self.env.rank == 0:
             (d / STATE_FILE).write_text(json.dumps(state))
             if summary is not None:
-                (d / SUMMARY_FILE).write_text(json.dumps(summary, indent=2))
+                (d / SUMMARY_FILE).write_text(json.dumps(summary.to_dict(), indent=2))
         if not self.env.under_ray:
             dist.barrier()
             return str(d)
@@ -242,11 +248,12 @@ class Checkpointer:
         return None
 
 
-def report_metrics(state: dict, summary: dict | None = None) -> dict:
+def report_metrics(state: dict, summary: RunSummary | None = None) -> dict:
     """What Ray Train records beside a checkpoint: the scalar fields (numbers, text, None) of the run's
     summary on the final save, else of the step state. Ray keeps them as the checkpoint's metrics, in
     its checkpoint manager's snapshot too, where `automation drill` reads the registered step from."""
-    return {k: v for k, v in (summary or state).items() if isinstance(v, (int, float, str)) or v is None}
+    fields = summary.to_dict() if summary is not None else state
+    return {k: v for k, v in fields.items() if isinstance(v, (int, float, str)) or v is None}
 
 
 def _maybe_fail(cfg: TrainConfig, env: WorkerEnv, step: int) -> None:
@@ -334,7 +341,7 @@ def build_training(cfg: TrainConfig, device: torch.device, world: int, per_node:
     adamw = {"lr": cfg.lr, "betas": (0.9, 0.95), "weight_decay": cfg.weight_decay, "fused": device.type == "cuda"}
     if cfg.unsharded:
         if world != 1:
-            raise ConfigError(f"--unsharded trains on one rank and this launch has {world}: drop --unsharded")
+            raise TrainConfigError(f"--unsharded trains on one rank and this launch has {world}: drop --unsharded")
         apply_unsharded(model, cfg, device)
         optimizer = MasterAdamW(model, getattr(torch, cfg.param_dtype), **adamw)
     else:
@@ -440,53 +447,56 @@ def _summary(
     tokens_per_s: float | None,
     fpt: float,
     peak: float | None,
-) -> dict:
+) -> RunSummary:
     """The run's summary (summary.json), as rank 0 reports it."""
-    return {
-        "run_id": cfg.run_id,
-        "preset": cfg.preset,
-        "world_size": env.world,
-        "backend": "nccl" if device.type == "cuda" else "gloo",
-        "device": torch.cuda.get_device_name(device) if device.type == "cuda" else "cpu",
-        "steps": cfg.steps,
-        "resumed_from_step": start or None,
-        "global_batch_size": cfg.global_batch_size,
-        "micro_batch": cfg.micro_batch,
-        "grad_accum": cfg.grad_accum,
-        "seq_len": cfg.seq_len,
-        "precision": cfg.precision,
-        "params": tr.n_params,
-        "tokens_per_s": tokens_per_s,
-        "tokens_per_s_per_gpu": tokens_per_s / env.world if tokens_per_s and device.type == "cuda" else None,
-        "mfu": tokens_per_s * fpt / (env.world * peak * 1e12) if tokens_per_s and peak else None,
-        "mfu_formula": "tokens/s * (6*N + 12*L*d*T) / (world_size * peak_bf16_flops)",
-        "step_time_s": sorted(step_times)[len(step_times) // 2] if step_times else None,
-        "loss_first": losses[0] if losses else None,
-        "loss_last": losses[-1] if losses else None,
-        "losses": losses,
-        "peak_mem_gb": _peak_mem_gb(device),
-        "nccl_log_dir": str(Path(cfg.nccl_log_dir).absolute()),
-        "nccl_log_host": socket.gethostname(),
-        "checkpoint": None,
-    }
+    return RunSummary(
+        run_id=cfg.run_id,
+        preset=cfg.preset,
+        world_size=env.world,
+        backend="nccl" if device.type == "cuda" else "gloo",
+        device=torch.cuda.get_device_name(device) if device.type == "cuda" else "cpu",
+        steps=cfg.steps,
+        resumed_from_step=start or None,
+        global_batch_size=cfg.global_batch_size,
+        micro_batch=cfg.micro_batch,
+        grad_accum=cfg.grad_accum,
+        seq_len=cfg.seq_len,
+        precision=cfg.precision,
+        params=tr.n_params,
+        tokens_per_s=tokens_per_s,
+        tokens_per_s_per_gpu=tokens_per_s / env.world if tokens_per_s and device.type == "cuda" else None,
+        mfu=tokens_per_s * fpt / (env.world * peak * 1e12) if tokens_per_s and peak else None,
+        mfu_formula=MFU_FORMULA,
+        step_time_s=sorted(step_times)[len(step_times) // 2] if step_times else None,
+        loss_first=losses[0] if losses else None,
+        loss_last=losses[-1] if losses else None,
+        losses=tuple(losses),
+        peak_mem_gb=_peak_mem_gb(device),
+        nccl_log_dir=str(Path(cfg.nccl_log_dir).absolute()),
+        nccl_log_host=socket.gethostname(),
+    )
 
 
-def _hand_over(cfg: TrainConfig, env: WorkerEnv, ckpt: Checkpointer, summary: dict, model, optimizer, stream) -> None:
-    """Save the final checkpoint (its path into ``summary``) and, under Ray, give rank 0's summary to
-    the launcher's actor."""
+def _hand_over(
+    cfg: TrainConfig, env: WorkerEnv, ckpt: Checkpointer, summary: RunSummary, model, optimizer, stream
+) -> RunSummary:
+    """Save the final checkpoint (its path into the summary returned) and, under Ray, give rank 0's
+    summary to the launcher's actor."""
     if cfg.checkpoint_every:
         # None under Ray: the launcher fills in the stored path.
-        summary["checkpoint"] = ckpt.save(
-            {"step": cfg.steps, "losses": summary["losses"], "run_id": cfg.run_id},
+        path = ckpt.save(
+            {"step": cfg.steps, "losses": list(summary.losses), "run_id": cfg.run_id},
             model,
             optimizer,
             summary=summary,
             data_position=stream.position(),
         )
+        summary = dataclasses.replace(summary, checkpoint=path)
     if env.under_ray and env.rank == 0:
         import ray
 
         ray.get(ray.get_actor(summary_actor_name(cfg.run_id)).put.remote(summary))
+    return summary
 
 
 # An OOM in the first optimizer steps of a process is a micro-batch too large for this GPU: the first
@@ -538,7 +548,7 @@ def release_memory(device: torch.device) -> None:
         torch.cuda.reset_peak_memory_stats(device)
 
 
-def train_loop_per_worker(config: dict) -> dict | None:
+def train_loop_per_worker(config: dict) -> RunSummary | None:
     """Train per the config; returns the summary on rank 0 of a plain (non-Ray) launch.
 
     If the GPU runs out of memory in the first OOM_FALLBACK_STEPS steps, the attempt is dropped, the
@@ -578,7 +588,7 @@ def train_loop_per_worker(config: dict) -> dict | None:
         release_memory(device)
 
 
-def _train(cfg: TrainConfig, env: WorkerEnv, device: torch.device, fallbacks: list[dict]) -> dict | None:
+def _train(cfg: TrainConfig, env: WorkerEnv, device: torch.device, fallbacks: list[dict]) -> RunSummary | None:
     """One attempt at the whole run: build, restore, train, hand over. FirstStepsOutOfMemory when the GPU
     runs out of memory in its first OOM_FALLBACK_STEPS steps."""
     tr = build_training(cfg, device, env.world, ranks_per_node(env))
@@ -637,8 +647,8 @@ def _train(cfg: TrainConfig, env: WorkerEnv, device: torch.device, fallbacks: li
     recorder.close()
     tokens_per_s = cfg.tokens_per_step * timed_steps / timed_s if timed_s else None
     summary = _summary(cfg, env, device, tr, start, losses, step_times, tokens_per_s, fpt, peak)
-    summary["oom_fallbacks"] = fallbacks
-    _hand_over(cfg, env, ckpt, summary, model, optimizer, stream)
+    summary = dataclasses.replace(summary, oom_fallbacks=tuple(fallbacks))
+    summary = _hand_over(cfg, env, ckpt, summary, model, optimizer, stream)
     dist.barrier()
     return summary if env.rank == 0 else None
 

@@ -15,7 +15,7 @@ import torch
 from torch import nn
 
 from workloads import loss as loss_fns
-from workloads.config import ConfigError, TrainConfig, load_model_config
+from workloads.config import TrainConfig, TrainConfigError, load_model_config
 
 # Dense bf16 peak per GPU, TFLOP/s, from the vendors' datasheets (no sparsity).
 PEAK_BF16_TFLOPS = {"L4": 121.0, "H100": 989.0, "H200": 989.0, "A100": 312.0}
@@ -106,22 +106,24 @@ BF16_FIX = "set `float8: off` in the stack's train: block (--float8 off) to trai
 
 
 def check_float8_device(cfg: TrainConfig, device: torch.device) -> None:
-    """ConfigError, one line naming the reason and BF16_FIX, when `--float8` is asked of a device without float8
+    """TrainConfigError, one line naming the reason and BF16_FIX, when `--float8` is asked of a device without float8
     tensor cores or torchao does not load: never a silent fall back to bf16."""
     if cfg.float8 == "off":
         return
     if device.type != "cuda":
-        raise ConfigError(f"--float8 {cfg.float8} needs a GPU and this worker runs on {device.type}: {BF16_FIX}")
+        raise TrainConfigError(f"--float8 {cfg.float8} needs a GPU and this worker runs on {device.type}: {BF16_FIX}")
     cap = torch.cuda.get_device_capability(device)
     if tuple(cap) < FLOAT8_MIN_CAPABILITY:
-        raise ConfigError(
+        raise TrainConfigError(
             f"--float8 {cfg.float8} needs a GPU of compute capability 8.9 or higher (L4, H100) but "
             f"{torch.cuda.get_device_name(device)} has {cap[0]}.{cap[1]}: {BF16_FIX}"
         )
     try:
         import torchao.float8  # noqa: F401
     except ImportError as e:
-        raise ConfigError(f"--float8 {cfg.float8} needs torchao, which does not load here ({e}): {BF16_FIX}") from None
+        raise TrainConfigError(
+            f"--float8 {cfg.float8} needs torchao, which does not load here ({e}): {BF16_FIX}"
+        ) from None
 
 
 def float8_eligible(module: nn.Module, hidden: int) -> bool:
@@ -143,7 +145,7 @@ def convert_float8(lm: nn.Module, recipe: str, fsdp: bool) -> int:
     try:
         from torchao.float8 import Float8LinearConfig, convert_to_float8_training
     except ImportError as e:
-        raise ConfigError(
+        raise TrainConfigError(
             f"--float8 {recipe} needs torchao, which does not load here ({e}): pip install 'ray-efa-eks[gpu]' "
             f"(pins torchao), or {BF16_FIX}"
         ) from None
@@ -175,7 +177,7 @@ def precompute_float8_scales(model: nn.Module) -> None:
 
 def mesh_shape(mesh: str, world: int, shard_size: int, ranks_per_node: int) -> tuple[int, ...]:
     """The device-mesh shape of `--mesh`: (world,) for fsdp; (replicas, shard) for hsdp, where the
-    shard group is `shard_size` ranks (0: the ranks of one node). Raises ConfigError if it does not
+    shard group is `shard_size` ranks (0: the ranks of one node). Raises TrainConfigError if it does not
     divide the world.
 
     FSDP2 treats a 2-D mesh as HSDP: parameters are sharded over the last dimension and replicated
@@ -185,7 +187,7 @@ def mesh_shape(mesh: str, world: int, shard_size: int, ranks_per_node: int) -> t
         return (world,)
     shard = shard_size or ranks_per_node
     if shard <= 0 or world % shard:
-        raise ConfigError(
+        raise TrainConfigError(
             f"--mesh hsdp with --shard-size {shard} does not divide {world} workers: "
             f"pass a --shard-size that divides {world} (e.g. the GPUs of one node)"
         )

@@ -21,7 +21,7 @@ import json
 from collections.abc import Iterator
 from dataclasses import dataclass
 
-from workloads.config import ConfigError
+from workloads.config import TrainConfigError
 
 CHUNK = 1 << 20  # bytes per read inside a range
 TAIL_READ = 4096  # bytes per read once past the range's end, looking for the end of its last line
@@ -145,7 +145,7 @@ def _text_documents(space: Space, index: int, start: int, end: int, stats: ReadS
             try:
                 text = raw.decode("utf-8").rstrip("\r")
             except UnicodeDecodeError:
-                raise ConfigError(
+                raise TrainConfigError(
                     f"--data file {uri!r} line at byte {after - len(raw) - 1} is not UTF-8: save the file as UTF-8"
                 ) from None
             if not text.strip():
@@ -156,26 +156,30 @@ def _text_documents(space: Space, index: int, start: int, end: int, stats: ReadS
 
 
 def json_record_text(line: str, name: str, where: str, flag: str = "--data") -> str:
-    """The ``text`` of one JSONL record, or ConfigError naming the file, ``where`` and the fix."""
+    """The ``text`` of one JSONL record, or TrainConfigError naming the file, ``where`` and the fix."""
     try:
         doc = json.loads(line)
     except json.JSONDecodeError as e:
-        raise ConfigError(
+        raise TrainConfigError(
             f"{flag} file {name!r} {where} is not JSON ({e.msg} at column {e.colno}): write one JSON object a line, "
             'e.g. {"text": "..."}'
         ) from None
     if not isinstance(doc, dict):
-        raise ConfigError(f'{flag} file {name!r} {where} is a JSON {type(doc).__name__}, not an object {{"text": ...}}')
+        raise TrainConfigError(
+            f'{flag} file {name!r} {where} is a JSON {type(doc).__name__}, not an object {{"text": ...}}'
+        )
     if "text" not in doc:
         has = ", ".join(map(repr, list(doc)[:5])) or "no field"
-        raise ConfigError(f"{flag} file {name!r} {where} has no 'text' field (it has {has}): name the field 'text'")
+        raise TrainConfigError(
+            f"{flag} file {name!r} {where} has no 'text' field (it has {has}): name the field 'text'"
+        )
     text = doc["text"]
     if text is None:
-        raise ConfigError(f"{flag} file {name!r} {where} has text null: drop the record or give it text")
+        raise TrainConfigError(f"{flag} file {name!r} {where} has text null: drop the record or give it text")
     if not isinstance(text, str):
-        raise ConfigError(f"{flag} file {name!r} {where} has text of type {type(text).__name__}: make it a string")
+        raise TrainConfigError(f"{flag} file {name!r} {where} has text of type {type(text).__name__}: make it a string")
     if not text.strip():
-        raise ConfigError(f"{flag} file {name!r} {where} has empty text: drop the record or give it text")
+        raise TrainConfigError(f"{flag} file {name!r} {where} has empty text: drop the record or give it text")
     return text
 
 
@@ -189,7 +193,7 @@ def _parquet_documents(space: Space, index: int, start: int, end: int, stats: Re
         meta, first = pf.metadata, 0
         column = pf.schema_arrow.get_field_index("text")
         if column < 0:
-            raise ConfigError(f"--data {space.uris[index]!r} has no 'text' column")
+            raise TrainConfigError(f"--data {space.uris[index]!r} has no 'text' column")
         for g in range(meta.num_row_groups):
             group = meta.row_group(g)
             lo, hi = max(start, first), min(end, first + group.num_rows)

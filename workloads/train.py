@@ -33,9 +33,10 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import NoReturn
 
-from workloads.config import ConfigError, TrainConfig, build_parser, check_gpu_capacity, check_locations, validate
+from workloads.config import TrainConfig, TrainConfigError, build_parser, check_gpu_capacity, check_locations, validate
 from workloads.env import WORKER_ENV
 from workloads.metrics import mark_run_dir
+from workloads.summary import RunSummary
 
 __all__ = ["build_parser", "exit_without_finalizing", "main", "parse_config", "run_ray", "run_torchrun"]
 
@@ -70,7 +71,7 @@ def _fail(msg: str) -> int:
     return 2
 
 
-def run_ray(cfg: TrainConfig) -> dict:
+def run_ray(cfg: TrainConfig) -> RunSummary:
     """Launch `train_loop_per_worker` on cfg.num_workers Ray Train workers; return the summary."""
     import ray
     from ray.train import CheckpointConfig, FailureConfig, RunConfig, ScalingConfig
@@ -84,7 +85,7 @@ def run_ray(cfg: TrainConfig) -> dict:
     check_gpu_capacity(cfg, ray.cluster_resources().get("GPU", 0.0), where="the Ray cluster")
     nodes = sum(1 for n in ray.nodes() if n.get("Alive"))
     if cfg.checkpoint_every and "://" not in cfg.storage_path and nodes > 1:
-        raise ConfigError(
+        raise TrainConfigError(
             f"--checkpoint-every {cfg.checkpoint_every} on {nodes} nodes needs storage every node reaches, "
             f"but --storage-path {cfg.storage_path!r} is local to each node: pass s3://bucket/prefix "
             "(or file:///path of a filesystem every node mounts)"
@@ -122,11 +123,12 @@ def run_ray(cfg: TrainConfig) -> dict:
     ray.kill(sink)
     if summary is None:
         raise RuntimeError("training finished but rank 0 reported no summary")
-    summary["checkpoint"] = result.checkpoint.path if cfg.checkpoint_every and result.checkpoint else None
-    return summary
+    return dataclasses.replace(
+        summary, checkpoint=result.checkpoint.path if cfg.checkpoint_every and result.checkpoint else None
+    )
 
 
-def worker_entry(config: dict) -> dict | None:
+def worker_entry(config: dict) -> RunSummary | None:
     """A Ray Train worker: the training loop, and bad input it finds past the launcher's checks (a
     record deep in --data) printed as one line before Ray's traceback of the worker buries it."""
     # the loop imports torch and transformers: loaded where a run starts, so --help and bad input stay instant
@@ -134,21 +136,21 @@ def worker_entry(config: dict) -> dict | None:
 
     try:
         return train_loop_per_worker(config)
-    except ConfigError as e:
+    except TrainConfigError as e:
         print(f"error: {config_error_in(e)}", file=sys.stderr, flush=True)
         raise
 
 
-def config_error_in(error: BaseException, depth: int = 0) -> ConfigError | None:
-    """The ConfigError a worker raised, found inside Ray Train's error (its worker failures, causes
+def config_error_in(error: BaseException, depth: int = 0) -> TrainConfigError | None:
+    """The TrainConfigError a worker raised, found inside Ray Train's error (its worker failures, causes
     and contexts), or None: the launcher then ends with that one line and exit 2."""
-    said = re.search(r"ConfigError: ([^\n]+)", str(error))
-    if isinstance(error, ConfigError):  # Ray's RayTaskError(ConfigError) is one too, its text a traceback
+    said = re.search(r"TrainConfigError: ([^\n]+)", str(error))
+    if isinstance(error, TrainConfigError):  # Ray's RayTaskError(TrainConfigError) is one too, its text a traceback
         cause = getattr(error, "cause", None)
-        if isinstance(cause, ConfigError) and cause is not error:
+        if isinstance(cause, TrainConfigError) and cause is not error:
             return config_error_in(cause, depth + 1)
         lines = str(error).splitlines()
-        return ConfigError(said.group(1) if said else lines[0] if lines else "bad input in a worker")
+        return TrainConfigError(said.group(1) if said else lines[0] if lines else "bad input in a worker")
     if depth > 8:
         return None
     inner = list(getattr(error, "worker_failures", {}).values()) + [error.__cause__, error.__context__]
@@ -157,23 +159,23 @@ def config_error_in(error: BaseException, depth: int = 0) -> ConfigError | None:
         if isinstance(e, BaseException) and (found := config_error_in(e, depth + 1)) is not None:
             return found
     # A worker's exception may reach here only as the text of its traceback.
-    return ConfigError(said.group(1)) if said else None
+    return TrainConfigError(said.group(1)) if said else None
 
 
 class _SummarySink:
     """Holds the summary rank 0 puts, until the launcher takes it."""
 
-    def __init__(self):
-        self.summary = None
+    def __init__(self) -> None:
+        self.summary: RunSummary | None = None
 
-    def put(self, summary: dict) -> None:
+    def put(self, summary: RunSummary) -> None:
         self.summary = summary
 
-    def get(self) -> dict | None:
+    def get(self) -> RunSummary | None:
         return self.summary
 
 
-def run_torchrun(cfg: TrainConfig) -> dict | None:
+def run_torchrun(cfg: TrainConfig) -> RunSummary | None:
     """Run this process as one worker of a torchrun launch (WORLD_SIZE, RANK set by torchrun)."""
     import torch
     import torch.distributed as dist
@@ -236,7 +238,7 @@ def _check_local_gpus(cfg: TrainConfig) -> None:
 def main(argv: list[str] | None = None) -> int:
     try:
         cfg = parse_config(argv)
-    except ConfigError as e:
+    except TrainConfigError as e:
         return _fail(str(e))
     if cfg.launcher == "torchrun":  # torchrun, not the flag, sets the world size
         cfg = dataclasses.replace(cfg, num_workers=int(os.environ.get("WORLD_SIZE", 1)))
@@ -257,21 +259,20 @@ def main(argv: list[str] | None = None) -> int:
                 flush=True,
             )
         summary = run_ray(cfg) if cfg.launcher == "ray" else run_torchrun(cfg)
-    except ConfigError as e:
+    except TrainConfigError as e:
         return _fail(str(e))
     if summary is None:  # a torchrun worker other than rank 0
         return 0
-    text = json.dumps(summary, indent=2)
     if cfg.summary_json:
-        Path(cfg.summary_json).write_text(text + "\n")
-    mfu = f", MFU {summary['mfu']:.1%}" if summary.get("mfu") else ""
-    tps = summary["tokens_per_s"]
+        Path(cfg.summary_json).write_text(json.dumps(summary.to_dict(), indent=2) + "\n")
+    mfu = f", MFU {summary.mfu:.1%}" if summary.mfu else ""
+    tps = summary.tokens_per_s
     print(
-        f"[train] done: {summary['steps']} steps on {summary['world_size']} workers ({summary['backend']}), "
-        f"loss {summary['loss_first']:.4f} -> {summary['loss_last']:.4f}, "
-        f"{tps:,.0f} tokens/s (mean after warm-up){mfu}, run {summary['run_id']}"
+        f"[train] done: {summary.steps} steps on {summary.world_size} workers ({summary.backend}), "
+        f"loss {summary.loss_first:.4f} -> {summary.loss_last:.4f}, "
+        f"{tps:,.0f} tokens/s (mean after warm-up){mfu}, run {summary.run_id}"
         if tps
-        else f"[train] done: run {summary['run_id']}",
+        else f"[train] done: run {summary.run_id}",
         flush=True,
     )
     return 0

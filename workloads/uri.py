@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import TypeVar
 from urllib.parse import unquote
 
-from workloads.errors import ConfigError
+from workloads.errors import TrainConfigError
 
 ACCEPTED = "a local path, file:///absolute/path or s3://bucket/prefix"
 # A bucket name: 3-63 of a-z 0-9 . -, starting and ending with a letter or digit (S3's rules).
@@ -53,15 +53,15 @@ class Location:
 
 
 def parse_location(flag: str, text: str, *, remote: bool = True) -> Location:
-    """``text`` as a Location, or ConfigError naming ``flag``, the value and the accepted forms.
+    """``text`` as a Location, or TrainConfigError naming ``flag``, the value and the accepted forms.
 
     ``remote=False`` refuses s3:// too (a file this machine writes, such as --summary-json).
     """
     accepted = ACCEPTED if remote else "a local path (or file:///absolute/path)"
     if not text.strip():
-        raise ConfigError(f"{flag} {text!r} is empty: pass {accepted}")
+        raise TrainConfigError(f"{flag} {text!r} is empty: pass {accepted}")
     if "\0" in text:
-        raise ConfigError(f"{flag} {text!r} holds a NUL byte: pass {accepted}")
+        raise TrainConfigError(f"{flag} {text!r} holds a NUL byte: pass {accepted}")
     match = _SCHEME.match(text)
     if match is None:
         return Location("local", text, path=str(Path(text).expanduser()))
@@ -71,21 +71,21 @@ def parse_location(flag: str, text: str, *, remote: bool = True) -> Location:
         return Location("local", text, path=unquote(rest[2:]))
     if scheme != "s3" or not rest.startswith("//"):
         hint = "write s3://bucket/prefix (two slashes)" if scheme.lower() == "s3" else f"{scheme}: is not read here"
-        raise ConfigError(
+        raise TrainConfigError(
             f"{flag} {text!r} is not a path this project reads ({hint}): pass {accepted}; "
             f"for a local folder of that name write ./{text}"
         )
     if not remote:
-        raise ConfigError(f"{flag} {text!r} is remote but this file is written on this machine: pass {accepted}")
+        raise TrainConfigError(f"{flag} {text!r} is remote but this file is written on this machine: pass {accepted}")
     bucket, _, key = rest[2:].partition("/")
     if not _BUCKET.match(bucket):
         why = "names no bucket" if not bucket else f"has no valid bucket name ({bucket!r}: 3-63 of a-z 0-9 . -)"
-        raise ConfigError(f"{flag} {text!r} {why}: pass {accepted}")
+        raise TrainConfigError(f"{flag} {text!r} {why}: pass {accepted}")
     return Location("s3", f"s3://{bucket}/{key}", bucket=bucket, key=key)
 
 
 def within(seconds: float, what: str, call: Callable[[], T]) -> T:
-    """``call()``'s result, or ConfigError when it has not answered in ``seconds`` (a network path that
+    """``call()``'s result, or TrainConfigError when it has not answered in ``seconds`` (a network path that
     hangs: no route, a firewall that drops packets). The call goes on in a daemon thread, which the
     process's exit does not wait for."""
     box: dict = {}
@@ -100,7 +100,7 @@ def within(seconds: float, what: str, call: Callable[[], T]) -> T:
     worker.start()
     worker.join(seconds)
     if worker.is_alive():
-        raise ConfigError(
+        raise TrainConfigError(
             f"{what} did not answer within {seconds:g} s: check the network, the AWS region and credentials "
             "(aws s3 ls on the same URI), then retry"
         )

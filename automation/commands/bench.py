@@ -25,7 +25,7 @@ On the stack's cluster every leg (and `--collectives`) runs under one run contro
 `--collectives` runs workloads/collectives_bench.py instead: all-reduce, all-gather and reduce-scatter
 over message sizes, with algorithm and bus bandwidth against the 40 Gbps link. With --stack it runs in
 one worker pod per GPU node, over EFA and again with the TCP run's overrides (1 MiB to 1 GiB;
-automation/collectives.py); without, the same code with 2 processes on gloo over loopback (up to 16 MiB
+automation/collectives_pods.py); without, the same code with 2 processes on gloo over loopback (up to 16 MiB
 here). Each leg's file goes under --runs-root as collectives-<id>[-efa|-tcp].json with the machine,
 date and command.
 """
@@ -45,7 +45,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from automation import collectives as cluster_bench
+from automation import collectives_pods as cluster_bench
 from automation.commands import report
 from automation.commands.run_steps import add_keep_nodes, add_yes
 from automation.errors import DriverError
@@ -58,7 +58,8 @@ from automation.throughput import load_model, model_row, model_rows
 from automation.ui import Output, Ui
 from infra.config import GpuNodesConfig, StackConfig, known_stacks
 from workloads import collectives_bench
-from workloads.config import ConfigError, TrainConfig, new_run_id
+from workloads.config import TrainConfig, TrainConfigError, new_run_id
+from workloads.summary import RunSummary
 
 HELP = "run the training job over EFA, over TCP sockets and in the other precision on the cluster, and compare them"
 EFA, TCP = "efa", "tcp"
@@ -96,7 +97,7 @@ class Leg:
 
     @property
     def outcome(self) -> TrainOutcome | None:
-        trained = self.result.state.train if self.result is not None else None
+        trained = self.result.state.follow if self.result is not None else None
         return trained.data if trained is not None else None
 
     @property
@@ -108,9 +109,9 @@ class Leg:
     def ok(self) -> bool:
         return self.result is not None and self.result.ok
 
-    def summary(self) -> dict:
-        """The training summary the job wrote ({} when none)."""
-        return (self.outcome.summary if self.outcome is not None else None) or {}
+    def summary(self) -> RunSummary:
+        """The training summary the job wrote (all fields None when none)."""
+        return (self.outcome.summary if self.outcome is not None else None) or RunSummary()
 
     def to_dict(self) -> dict[str, object]:
         summary = self.summary()
@@ -127,10 +128,10 @@ class Leg:
             "verdict": v.verdict if v is not None else None,
             "cause": v.cause if v is not None else None,
             "evidence": list(v.evidence) if v is not None else [],
-            "precision": summary.get("precision"),
-            "tokens_per_s": summary.get("tokens_per_s"),
-            "mfu": summary.get("mfu"),
-            "step_time_s": summary.get("step_time_s"),
+            "precision": summary.precision,
+            "tokens_per_s": summary.tokens_per_s,
+            "mfu": summary.mfu,
+            "step_time_s": summary.step_time_s,
         }
 
 
@@ -212,7 +213,7 @@ def run_legs(targets: dict[str, aws.AwsTarget], owner: RunController) -> list[Le
     legs = []
     for i, name in enumerate(targets):
         target = targets[name]
-        names = ("scale-up", "verify", "counters", "submit", "train", "check")[0 if i == 0 else 2 :]
+        names = ("scale-up", "verify", "counters", "submit", "follow", "check")[0 if i == 0 else 2 :]
         how = " ".join(f"{k}={v}" for k, v in target.run.job_env.items()) or "the stack's own NCCL env"
         if target.run.float8_override is not None:
             how += f", float8 {target.run.float8_override}"
@@ -249,7 +250,7 @@ def ratio(legs: list[Leg], over: str = TCP) -> float | None:
     by = {leg.name: leg for leg in legs}
     if EFA not in by or over not in by or not (by[EFA].ok and by[over].ok):
         return None
-    a, b = by[EFA].summary().get("tokens_per_s"), by[over].summary().get("tokens_per_s")
+    a, b = by[EFA].summary().tokens_per_s, by[over].summary().tokens_per_s
     return a / b if a and b else None
 
 
@@ -504,7 +505,7 @@ def local_collectives(max_mib: int, iters: int) -> tuple[dict, list[str]]:
 
 def cluster_collectives(args: argparse.Namespace, target: aws.AwsTarget, owner: RunController) -> Sweeps:
     """The GPU nodes scaled up and verified, then the sweep in the stack's worker pods, over EFA and then with
-    TCP_ENV: each leg's document and the command node 0 ran (automation/collectives.py)."""
+    TCP_ENV: each leg's document and the command node 0 ran (automation/collectives_pods.py)."""
     ready = owner.steps(("scale-up", "verify"))
     if not ready.ok:
         raise DriverError(f"{ready.failed_step} failed: {ready.reason}")
@@ -572,7 +573,7 @@ def run(args: argparse.Namespace, ui: Ui, deps: aws.AwsDeps | None = None, **tar
     cfg = aws.load_config(args.stack, args.project_dir)
     try:
         job = cluster_job(cfg, args.run_id or "bench", args.steps, args.num_workers)
-    except ConfigError as e:
+    except TrainConfigError as e:
         raise DriverError(str(e), exit_code=2) from None
     require_two_nodes(job, cfg, "--num-workers" if args.num_workers else stack_label("num_workers"))
     targets = make_targets(args, ui, deps, precision_leg(job), **target_opts)

@@ -1,4 +1,4 @@
-"""`python -m automation capacity`: where an EFA GPU type can be had now, ranked (automation/capacity.py).
+"""`python -m automation capacity`: where an EFA GPU type can be had now, ranked (automation/capacity_finder.py).
 
     python -m automation capacity --instance-type g6.12xlarge --count 2                 # the stacks' regions
     python -m automation capacity --instance-type g6.12xlarge --count 2 --regions us-east-1 us-east-2
@@ -25,7 +25,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
 from rich.table import Table
 
 from automation.aws_clients import Ec2Reservations, Pricing, Session
-from automation.capacity import RegionClients, Zone, ranking_lines, spot_types, stack_file_text, survey
+from automation.capacity_finder import RegionClients, Zone, ranking_lines, spot_types, stack_file_text, survey
 from automation.capacity_probe import cleanup, probe
 from automation.ec2 import offered_azs, spot_quota_for
 from automation.errors import DriverError
@@ -33,7 +33,7 @@ from automation.flags import Mode, not_in, stack_named_by_file
 from automation.targets.aws import check_aws_files
 from automation.ui import Output, tty_confirm
 from infra.catalog import instance_spec, known_instance_types
-from infra.config import ConfigError, GpuNodesConfig, SystemNodesConfig, read_stack_file
+from infra.config import GpuNodesConfig, StackConfigError, SystemNodesConfig, read_stack_file
 from infra.config_files import known_regions, known_stacks
 from infra.config_schema import MAX_NODES_PER_MANAGED_NODE_GROUP, close_match
 from infra.eks_facts import CAPACITY_BLOCKS_GUIDE, capacity_block_eligible
@@ -139,7 +139,7 @@ def default_regions(project_dir: Path) -> list[str]:
     for stack in known_stacks(project_dir):
         try:
             regions.append(read_stack_file(stack, project_dir).region)
-        except ConfigError as e:
+        except StackConfigError as e:
             raise DriverError(f"{e} (or pass --regions REGION ... to look elsewhere)", exit_code=2) from None
     found = list(dict.fromkeys(r for r in regions if r))
     if not found:

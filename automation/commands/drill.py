@@ -51,7 +51,7 @@ from automation.storage import require_credentials
 from automation.targets import aws
 from automation.targets.local import LOCAL_CHECKPOINT_EVERY, LocalPlan, LocalTarget, durable
 from automation.ui import Output, Ui
-from workloads.config import ConfigError, TrainConfig, new_run_id, runs_root
+from workloads.config import TrainConfig, TrainConfigError, new_run_id, runs_root
 from workloads.metrics import METRICS_FILE, parse_echo, read_metrics
 from workloads.nccl_check import run_marker
 
@@ -265,7 +265,7 @@ def kill_between_checkpoints(
 
 
 def _submit(target: DrillTarget, job: TrainConfig, what: str) -> TrainOutcome:
-    outcome = target.submit(job)
+    outcome = target.run_job_to_end(job)
     if outcome.status != "SUCCEEDED":
         tail = "\n".join(outcome.log_tail[-20:])
         raise DriverError(f"the {what} run {job.run_id} ended {outcome.status}; last log lines:\n{tail}", exit_code=1)
@@ -283,7 +283,7 @@ def run_and_kill(
     lines: list[str] = []
     target.on_line = lines.append
     outcome: list[TrainOutcome] = []
-    running = threading.Thread(target=lambda: outcome.append(target.submit(job)), daemon=True)
+    running = threading.Thread(target=lambda: outcome.append(target.run_job_to_end(job)), daemon=True)
     target.on_progress(f"drill run {job.run_id}: {job.steps} steps, one worker killed after a checkpoint")
     running.start()
     kill = kill_between_checkpoints(job, running, timeout_s, *kill_for(lines))
@@ -327,7 +327,7 @@ def drill_local(args: argparse.Namespace, ui: Output) -> dict:
     try:
         job = durable(local_job(run_id, runs, steps=steps), args.storage_path)
         reference = durable(local_job(f"{run_id}-reference", runs, steps=steps), args.storage_path)
-    except ConfigError as e:
+    except TrainConfigError as e:
         raise DriverError(str(e), exit_code=2) from None
     target = LocalTarget(LocalPlan(job, storage_path=args.storage_path), on_progress=ui.milestone, on_note=ui.note)
     before = os.environ.get(HEALTH_CHECK_ENV)
@@ -413,7 +413,7 @@ def drill_aws(args: argparse.Namespace, target: aws.AwsTarget, owner: RunControl
     ready = owner.steps(("scale-up", "verify"))
     if not ready.ok:
         raise DriverError(f"{ready.failed_step} failed: {ready.reason}")
-    job = target.train_args()
+    job = target.train_job()
     ref_id = f"{job.run_id}-reference"
     reference = with_run_paths(job, ref_id, f"{CLUSTER_ROOT}/runs/{ref_id}")
     exp = target.expectations()

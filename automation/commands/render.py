@@ -16,9 +16,9 @@ from automation.job import resolve_cluster_job
 from automation.storage import Durability
 from automation.targets.aws import load_config
 from automation.ui import Output
-from infra.config import ConfigError
+from infra.config import StackConfigError
 from infra.mock_render import format_render, render_stack
-from workloads.config import ConfigError as JobConfigError
+from workloads.config import TrainConfigError
 
 # The run id a rendered job shows: each run chooses its own (a valid id, so the job's checks pass).
 RENDERED_RUN_ID = "RUN_ID"
@@ -34,11 +34,11 @@ def run(args: argparse.Namespace, ui: Output) -> int:
     cfg = load_config(args.stack, args.project_dir)  # the clear message for a bad stack, before Pulumi's mocks
     try:
         job = resolve_cluster_job(cfg, RENDERED_RUN_ID, Durability().layer())  # the job preflight would refuse
-    except JobConfigError as e:
+    except TrainConfigError as e:
         raise DriverError(str(e), exit_code=2) from None
     try:
         rows = render_stack(args.stack, args.project_dir)
-    except ConfigError as e:  # what only the program checks (an empty gpuAvailabilityZone)
+    except StackConfigError as e:  # what only the program checks (an empty gpuAvailabilityZone)
         raise DriverError(str(e), exit_code=2) from None
     if args.json:
         ui.emit_json({"stack": args.stack, "resources": rows, "job": job.as_dict(), "precision": job.precision()})

@@ -34,6 +34,7 @@ from automation.targets import Target, aws
 from automation.ui import Output
 from workloads.config import _RUN_ID, runs_root
 from workloads.metrics import METRICS_FILE, RUN_INFO_FILE, MetricsError, latest_per_step, local_runs, read_metrics
+from workloads.summary import RunSummary
 
 if TYPE_CHECKING:  # matplotlib is imported where a plot is drawn: `report --help` stays instant
     from matplotlib.axes import Axes
@@ -60,7 +61,7 @@ class RunData:
     run_id: str
     dir: Path
     metrics: list[dict]
-    summary: dict | None
+    summary: RunSummary | None
     info: dict | None
     driver: dict | None
     verdict: dict = field(default_factory=dict)
@@ -127,13 +128,14 @@ def load_run(run_dir: Path, require_verdict: bool = True) -> RunData:
     if not metrics:
         raise DriverError(f"{path} holds no step: the run stopped before its first step ended", exit_code=2)
     summary, info, driver = (_json_file(run_dir / n) for n in (SUMMARY_FILE, RUN_INFO_FILE, DRIVER_FILE))
-    run = RunData(metrics[0].get("run_id") or run_dir.name, run_dir, metrics, summary, info, driver)
+    typed = RunSummary.from_dict(summary) if summary is not None else None
+    run = RunData(metrics[0].get("run_id") or run_dir.name, run_dir, metrics, typed, info, driver)
     return dataclasses.replace(run, verdict=nccl_verdict(run, require_verdict))
 
 
 def _uses_nccl(run: RunData) -> bool:
-    if run.summary and run.summary.get("backend"):
-        return run.summary["backend"] == "nccl"
+    if run.summary and run.summary.backend:
+        return run.summary.backend == "nccl"
     return bool(((run.info or {}).get("config") or {}).get("use_gpu"))
 
 
@@ -281,9 +283,10 @@ def wall_time_s(run: RunData) -> float:
 def throughput(run: RunData) -> tuple[str, str | None]:
     """(label, value) of the run's one throughput figure: the mean tokens/s after warm-up from its summary,
     the figure the terminal printed at the end of the run; the median step's where the run left no summary."""
-    s = run.summary or {}
-    if s.get("tokens_per_s") is not None:
-        label, tps, per_gpu = "tokens/s (mean after warm-up)", s["tokens_per_s"], s.get("tokens_per_s_per_gpu")
+    s = run.summary or RunSummary()
+    tps: float | None
+    if s.tokens_per_s is not None:
+        label, tps, per_gpu = "tokens/s (mean after warm-up)", s.tokens_per_s, s.tokens_per_s_per_gpu
     else:
         label, tps, per_gpu = (
             "tokens/s (median step)",
@@ -298,7 +301,7 @@ def mfu_absent(run: RunData) -> str | None:
     """Why the run has no MFU (and its throughput plot no MFU line), or None when it has one."""
     if any(r.get("mfu") is not None for r in run.metrics):
         return None
-    device = str((run.summary or {}).get("device", "?"))
+    device = (run.summary or RunSummary()).device or "?"
     if device == "cpu":
         return "no MFU: MFU needs the peak FLOP/s of the device, and the run was on CPU"
     return f"no MFU: the peak bf16 FLOP/s of {device} is not in PEAK_BF16_TFLOPS (workloads/model.py)"
@@ -306,14 +309,14 @@ def mfu_absent(run: RunData) -> str | None:
 
 def headline(run: RunData) -> dict[str, object]:
     """The numbers at the top of the page, after the verdict (medians skip the first two steps)."""
-    s, last = run.summary or {}, run.metrics[-1]
+    s, last = run.summary or RunSummary(), run.metrics[-1]
     label, tps = throughput(run)
-    mfu = s.get("mfu") if s.get("tokens_per_s") is not None else _median(run, "mfu")
+    mfu = s.mfu if s.tokens_per_s is not None else _median(run, "mfu")
     return {
         "steps": f"{last['step']} / {last['total_steps']}",
-        "workers": s.get("world_size") or (run.info or {}).get("world_size"),
-        "device": f"{s.get('device', '?')} ({s.get('backend', '?')})",
-        "precision": s.get("precision", "not recorded (a run before the summary named it)"),
+        "workers": s.world_size or (run.info or {}).get("world_size"),
+        "device": f"{s.device or '?'} ({s.backend or '?'})",
+        "precision": s.precision or "not recorded (a run before the summary named it)",
         "loss": _loss_change(run.metrics[0].get("loss"), last.get("loss")),
         label: tps,
         "MFU": _fmt(mfu, ".1%") or mfu_absent(run),
@@ -329,11 +332,11 @@ def headline(run: RunData) -> dict[str, object]:
 
 def checkpoints_of(run: RunData) -> str:
     """Where the run's checkpoints are (the storage path and run name it trained with), or why none."""
-    config, summary = (run.info or {}).get("config") or {}, run.summary or {}
+    config = (run.info or {}).get("config") or {}
     if not config.get("checkpoint_every"):
         return "none (checkpoint_every 0)"
     where = f"{str(config.get('storage_path') or '?').rstrip('/')}/{config.get('name') or run.run_id}/"
-    last = summary.get("checkpoint")
+    last = run.summary.checkpoint if run.summary else None
     return f"{where} (last: {last})" if last else where
 
 
@@ -344,7 +347,7 @@ def micro_batches(run: RunData) -> str:
     if last.get("micro_batch") is None:
         return "n/a"
     text = f"{last['micro_batch']} x {last['grad_accum']}"
-    for f in (run.summary or {}).get("oom_fallbacks") or []:
+    for f in run.summary.oom_fallbacks if run.summary else ():
         text += f"; out of GPU memory at step {f['step']} with {f['micro_batch']} x {f['grad_accum']}, halved"
     return text
 

@@ -1,7 +1,7 @@
 """The pipeline's commands: `run` (every step in order) and each step alone (preflight, preview, up, verify,
 train, check, destroy), over the target the flags choose; then the one report every target shares.
 
-`train` is two steps, `submit` (the job queued on the cluster's job server) and `train` (the job followed to
+`train` is two steps, `submit` (the job queued on the cluster's job server) and `follow` (the job followed to
 its end); `run --detach` stops after `submit`, and `attach` (automation/commands/attach.py) follows the job
 later with the same steps. On AWS `run` and `train` begin with `scale-up`, and each command's run controller
 (automation/run_controller.py) scales the GPU nodes back to gpuIdleNodes at the end, once the job has ended."""
@@ -26,7 +26,7 @@ from automation.flags import (
 )
 from automation.pipeline import PipelineResult
 from automation.run_controller import RunController
-from automation.run_report import build_report, show
+from automation.run_outcome import build_report, show
 from automation.targets import Target, aws, local
 from automation.ui import Ui
 from infra.config import GpuNodesConfig
@@ -216,7 +216,7 @@ def run(args: argparse.Namespace, ui: Ui) -> int:
 
     def report(result: PipelineResult) -> int:
         report = build_report(target, result, args.command)
-        trained = result.state.train is not None
+        trained = result.state.follow is not None
         return show(report, ui, run_files(target, runs_root(), report.to_dict()) if trained else {})
 
     return owner.run(lambda owner: owner.steps(names), report)

@@ -14,24 +14,24 @@ from typing import TYPE_CHECKING, Any
 
 from automation import scaling
 from automation.pipeline import Prior, Step, StepResult
-from automation.steps import attach, check, counters, follow, preflight, stack, submit, verify
+from automation.steps import attach, check, counters, follow, preflight, stack_steps, submit, verify
 
 if TYPE_CHECKING:
     from automation.targets import Target
 
 STEPS: dict[str, Callable[[Any, Prior], StepResult]] = {
     "preflight": preflight.run,
-    "preview": stack.run_preview,
-    "up": stack.run_up,
+    "preview": stack_steps.run_preview,
+    "up": stack_steps.run_up,
     "scale-up": scaling.scale_up,
-    "start": stack.run_start,
+    "start": stack_steps.run_start,
     "verify": verify.run,
     "counters": counters.run,
     "submit": submit.run,
     "attach": attach.run,
-    "train": follow.run,
+    "follow": follow.run,
     "check": check.run,
-    "destroy": stack.run_destroy,
+    "destroy": stack_steps.run_destroy,
 }
 
 

@@ -1,6 +1,6 @@
 """attach: the job of a run that was left (`run --detach`, a closed laptop, Ctrl-C), found on the job server.
 
-`train` (steps/follow.py) then follows it and `check` reads its NCCL logs, as if `run` had stayed.
+`follow` (steps/follow.py) then follows it and `check` reads its NCCL logs, as if `run` had stayed.
 """
 
 from __future__ import annotations
@@ -14,4 +14,6 @@ def run(target: Target, prior: Prior) -> StepResult[SubmittedJob]:
     job = target.find_job()
     state = target.job_status(job.job_id)
     said = f": {state.message}" if state.message else ""
-    return StepResult("attach", "pass", f"job {job.job_id} of run {job.args.run_id} is {state.status}{said}", data=job)
+    return StepResult(
+        "attach", "pass", f"job {job.job_id} of run {job.train_cfg.run_id} is {state.status}{said}", data=job
+    )

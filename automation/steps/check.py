@@ -124,14 +124,14 @@ def run(target: Target, prior: Prior) -> StepResult:
     require, note = target.nccl_expectation()
     if require is None:
         return check_result(not_applicable_on_cpu())
-    trained = prior.train
+    trained = prior.follow
     run_id = trained.data.job_id if trained is not None and trained.data is not None else target.checked_run_id()
     with tempfile.TemporaryDirectory(prefix="nccl-") as tmp:
         # Keep the run id in the local paths: the NCCL check scopes files to a run by their path.
         files = target.nccl_logs(run_id, Path(tmp) / run_id)
         v = assert_transport(files, require, run_id)
     outcome = trained.data if trained is not None else None
-    job = outcome.args if outcome is not None else None
+    job = outcome.job if outcome is not None else None
     steps = efa_witness.steps_run(outcome.summary if outcome is not None else None, job)
     claims = [ChannelClaim.from_dict(c) for c in (v.report or {}).get("channel_claims", [])]
     before = before_of(prior, target, run_id)

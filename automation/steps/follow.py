@@ -16,7 +16,7 @@ from automation.ray_head import UNKNOWN, FollowEnd, JobState, follow_on, is_step
 from automation.targets import Target
 
 LOG_TAIL_LINES = 40
-STEP = "train"
+STEP = "follow"
 
 
 def train_result(outcome: TrainOutcome) -> StepResult[TrainOutcome]:
@@ -31,16 +31,16 @@ def train_result(outcome: TrainOutcome) -> StepResult[TrainOutcome]:
             STEP,
             "fail",
             f"job {outcome.job_id} SUCCEEDED but wrote no summary at "
-            f"{outcome.args.summary_json if outcome.args else '?'}",
+            f"{outcome.job.summary_json if outcome.job else '?'}",
             data=outcome,
         )
     s = outcome.summary
     return StepResult(
         STEP,
         "pass",
-        f"job {outcome.job_id} SUCCEEDED: {s.get('steps')} steps on {s.get('world_size')} workers, "
-        f"loss {_num(s.get('loss_first'), '.4f')} -> {_num(s.get('loss_last'), '.4f')}, "
-        f"{_num(s.get('tokens_per_s'), ',.0f')} tokens/s",
+        f"job {outcome.job_id} SUCCEEDED: {s.steps} steps on {s.world_size} workers, "
+        f"loss {_num(s.loss_first, '.4f')} -> {_num(s.loss_last, '.4f')}, "
+        f"{_num(s.tokens_per_s, ',.0f')} tokens/s",
         data=outcome,
     )
 
@@ -52,7 +52,7 @@ def _num(v: object, spec: str) -> str:
 def submitted(prior: Prior) -> SubmittedJob:
     """The job `submit` queued or `attach` found."""
     if prior.job is None:
-        raise DriverError("`train` follows a submitted job: run it after `submit` or `attach`")
+        raise DriverError("`follow` follows a submitted job: run it after `submit` or `attach`")
     return prior.job
 
 
@@ -105,13 +105,13 @@ def run(target: Target, prior: Prior) -> StepResult[TrainOutcome]:
     except DriverError as e:  # the job server stopped answering: its job goes on, the outcome is unknown
         attach = target.attach_command(job.job_id)
         unknown = FollowEnd(JobState(UNKNOWN, str(e)), ())
-        outcome = outcome_of(unknown, job.args, None)
+        outcome = outcome_of(unknown, job.train_cfg, None)
         return StepResult(STEP, "fail", f"{e}; follow it again: {attach}" if attach else str(e), data=outcome)
-    summary = target.job_summary(job.args) if end.state.status == "SUCCEEDED" else None
+    summary = target.job_summary(job.train_cfg) if end.state.status == "SUCCEEDED" else None
     # Read now, while the pods and GPU nodes still exist (`run` may idle the nodes before the report). A job
     # this command did not submit (`attach`) was seen starting by another: its first step time is not known.
     seen = first_step[0] if first_step and prior.submit is not None else None
-    outcome = dataclasses.replace(outcome_of(end, job.args, summary), start=start_phases(target, seen))
+    outcome = dataclasses.replace(outcome_of(end, job.train_cfg, summary), start=start_phases(target, seen))
     result = train_result(outcome)
     if end.stopped_for_timeout:
         said = f"job {job.job_id} was stopped by --timeout {target.job_timeout_s:g} s, its time limit (`ray job stop`)"

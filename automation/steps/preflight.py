@@ -37,7 +37,7 @@ from infra.config import (
 )
 from infra.eks_facts import CAPACITY_BLOCKS_GUIDE, capacity_block_eligible
 from infra.names import NODE_MONITORING_AGENT
-from workloads.config import ConfigError, TrainConfig
+from workloads.config import TrainConfig, TrainConfigError
 from workloads.uri import parse_location
 
 # EC2's ReservationType of a Capacity Block for ML (DescribeCapacityReservations); "default" is an
@@ -496,7 +496,7 @@ def check_kube_proxy_version(eks: Eks | None, version: str, kubernetes_version: 
 def check_api_endpoint(cluster: ClusterConfig, stack: str, address: Callable[[], str] | None) -> Finding:
     """Whether this machine may reach the public Kubernetes API (``address``: the target's deployer_cidr, None
     for a stand-in). An empty list or the driver's own entry gets this machine's address at `run`/`up`
-    (steps/stack.py); a list the user wrote that covers no address of this machine fails with the command that
+    (steps/stack_steps.py); a list the user wrote that covers no address of this machine fails with the command that
     adds it, since every Pulumi and Kubernetes call to the cluster would time out."""
     check, cidrs = "API endpoint access", cluster.public_access_cidrs
     if not cluster.endpoint_public_access:
@@ -626,7 +626,7 @@ def check_job_data(job: TrainConfig) -> None:
         from workloads.data_check import check_data
 
         check_data(job.data, job.num_workers, flag=stack_label("data"))
-    except ConfigError as e:
+    except TrainConfigError as e:
         raise DriverError(str(e), exit_code=2) from None
 
 
@@ -635,7 +635,7 @@ def run_aws(target: AwsTarget, prior: Prior) -> StepResult:
     are shown), then every AWS row; a chosen AZ is noted."""
     resolved = target.resolved_job()  # a job that cannot run on this cluster fails before anything is created
     job = resolved.config
-    target.on_note(resolved.text("job"))  # shown now; the train step notes it again, storage path known, for the report
+    target.on_note(resolved.text("job"))  # shown now; `follow` notes it again with the storage path
     check_job_data(job)
     cfg = target.cfg
     note = one_node_note(job, cfg.gpu_nodes.node_count, cfg.gpu_nodes.gpus_per_node)

@@ -18,6 +18,7 @@ if TYPE_CHECKING:
     from automation.ray_head import JobState, LogChunk
     from workloads.config import TrainConfig
     from workloads.nccl_check.counters import NodeReading
+    from workloads.summary import RunSummary
 
 
 class Target(Protocol):
@@ -40,9 +41,9 @@ class Target(Protocol):
     # The names of the steps `command` runs, in order (automation.steps.STEPS holds each).
     def pipeline(self, command: str, plan: bool) -> tuple[str, ...]: ...
 
-    def train_args(self) -> TrainConfig: ...  # the training job of this run, as submitted
+    def train_job(self) -> TrainConfig: ...  # the training job of this run, as submitted
 
-    def submit(self, args: TrainConfig) -> TrainOutcome: ...  # run the job to its end; what it reported
+    def run_job_to_end(self, job: TrainConfig) -> TrainOutcome: ...  # submit, follow to its end; what it reported
 
     # The phases of the cluster's last start in seconds (node join, image pull, pod start, first step;
     # automation/start_phases.py), `first_step_at` when this command saw the first step line; None where
@@ -50,7 +51,7 @@ class Target(Protocol):
     def start_phases(self, first_step_at: float | None) -> dict | None: ...
 
     # ---- the job, detached: submitted, then followed by asking the job server (automation/ray_head.py) ----
-    def submit_job(self, args: TrainConfig) -> SubmittedJob: ...  # queue the job and return at once
+    def submit_job(self, job: TrainConfig) -> SubmittedJob: ...  # queue the job and return at once
 
     # The job of a run that was left (`attach`): the one named, else the newest submitted; JobNotFound if none.
     def find_job(self) -> SubmittedJob: ...
@@ -61,7 +62,7 @@ class Target(Protocol):
 
     def stop_job(self, job_id: str) -> None: ...  # `ray job stop`; the job server then says STOPPED
 
-    def job_summary(self, args: TrainConfig) -> dict | None: ...  # the summary a SUCCEEDED job wrote
+    def job_summary(self, job: TrainConfig) -> RunSummary | None: ...  # the summary a SUCCEEDED job wrote
 
     # How the follow step waits (a fake clock in tests), and the user's --timeout (None: no limit).
     def clock(self) -> float: ...
@@ -113,7 +114,7 @@ class Target(Protocol):
 
     def cost(self, command: str) -> CostEstimate | None: ...
 
-    # Where the run's files are (its summary, its NCCL logs), for a run that reached `train`.
+    # Where the run's files are (its summary, its NCCL logs), for a run that reached `follow`.
     def files(self, result: PipelineResult) -> str: ...
 
     def close(self) -> None: ...  # stop what this run started and must not outlive it; idempotent

@@ -58,8 +58,7 @@ from automation.storage import (
     split_s3_uri,
 )
 from automation.ui import Output, tty_confirm
-from infra.config import ClusterConfig, GpuNodesConfig, StackConfig, load_stack
-from infra.config import ConfigError as StackConfigError
+from infra.config import ClusterConfig, GpuNodesConfig, StackConfig, StackConfigError, load_stack
 from infra.names import (
     APP_LABEL,
     EFA_COUNTER_READER,
@@ -68,20 +67,21 @@ from infra.names import (
     GPU_NODE_SELECTOR,
     HOST_SYS_MOUNT,
 )
-from workloads.config import ConfigError, TrainConfig, new_run_id
+from workloads.config import TrainConfig, TrainConfigError, new_run_id
 from workloads.env import NCCL_DEBUG_LEVEL
 from workloads.nccl_check.counters import NodeReading, parse_reading, read_script
 
 READER_SELECTOR = f"{APP_LABEL}={EFA_COUNTER_READER}"
 READER_SYSFS_ROOT = f"{HOST_SYS_MOUNT}/class/infiniband"  # the host's RDMA devices, as the reader pod sees them
-PIPELINE = ("preflight", "preview", "up", "scale-up", "verify", "counters", "submit", "train", "check")
+PIPELINE = ("preflight", "preview", "up", "scale-up", "verify", "counters", "submit", "follow", "check")
 GPU_AZ_KEY = GpuNodesConfig.keyname("availability_zone", prefixed=True)
 API_CIDRS_KEY = ClusterConfig.keyname("public_access_cidrs", prefixed=True)
 DRIVER_CIDR_KEY = ClusterConfig.keyname("driver_cidr", prefixed=True)
 PLAN = ("preflight", "preview")
 DETACHED = PIPELINE[: PIPELINE.index("submit") + 1]  # `run --detach`: submit, say how to attach, return
-ATTACH = ("attach", "train", "check")
-STEP_COMMAND = {"submit": "train", "scale-up": "train"}  # the command that runs a step which has none of its own
+ATTACH = ("attach", "follow", "check")
+# the command that runs a step which has none of its own
+STEP_COMMAND = {"submit": "train", "scale-up": "train", "follow": "train"}
 RESUMED = "-resumed-"  # a resumed run's job id: <run id>-resumed-<new id> (Ray keeps a finished job's id)
 
 
@@ -300,7 +300,7 @@ class AwsTarget(AsksJobServer):
     def pipeline(self, command: str, plan: bool) -> tuple[str, ...]:
         if command == "run":
             return PLAN if plan else DETACHED if self.run.detach else PIPELINE
-        return {"train": ("scale-up", "submit", "train"), "attach": ATTACH}.get(command, (command,))
+        return {"train": ("scale-up", "submit", "follow"), "attach": ATTACH}.get(command, (command,))
 
     def resolved_job(self, storage_uri: str | None = None) -> ResolvedJob:
         """The training job of this run and where each value came from: the cluster's defaults, durability
@@ -316,7 +316,7 @@ class AwsTarget(AsksJobServer):
         }
         try:
             return resolve_cluster_job(self.cfg, self.run_id, Durability(storage_uri).layer(), flags)
-        except ConfigError as e:
+        except TrainConfigError as e:
             raise DriverError(str(e), exit_code=2) from None
 
     def job(self) -> TrainConfig:
@@ -420,7 +420,7 @@ class AwsTarget(AsksJobServer):
             )
         return str(uri)
 
-    def train_args(self) -> TrainConfig:
+    def train_job(self) -> TrainConfig:
         """The job as submitted, durable unless the train: block says otherwise (checkpoints and Ray Train's
         state in the run bucket, retries on failure); the resolved job and its sources go into the report's
         notes (preflight printed them at the start of the run, the storage path still unknown)."""
@@ -444,20 +444,20 @@ class AwsTarget(AsksJobServer):
             self.handles.jobs = HeadJobs(pods.kube.exec, pods.head_pod(), pods.namespace)
         return self.handles.jobs
 
-    def submit_job(self, args: TrainConfig) -> SubmittedJob:
+    def submit_job(self, job: TrainConfig) -> SubmittedJob:
         # Ray keeps a finished job's id: a resumed run needs a job id of its own.
-        submission_id = f"{self.run_id}{RESUMED}{new_run_id()}" if self.run.resume else args.run_id
+        submission_id = f"{self.run_id}{RESUMED}{new_run_id()}" if self.run.resume else job.run_id
         jobs = self.jobs()
         self.on_progress(f"copying workloads/ into {jobs.pod} and submitting job {submission_id}")
         env = {"NCCL_DEBUG": NCCL_DEBUG_LEVEL, **self.run.job_env}
-        modules = self.deps.job_modules(args) if self.deps.job_modules else []
-        return SubmittedJob(jobs.submit(args, env, submission_id, modules), args)
+        modules = self.deps.job_modules(job) if self.deps.job_modules else []
+        return SubmittedJob(jobs.submit(job, env, submission_id, modules), job)
 
     def find_job(self) -> SubmittedJob:
         """The job `attach` names, else the newest submitted, with the training job of its run."""
         job_id = self.run.attach_job or self.jobs().newest_job()
         self.run = dataclasses.replace(self.run, run_id=job_id.split(RESUMED)[0])
-        return SubmittedJob(job_id, self.train_args())
+        return SubmittedJob(job_id, self.train_job())
 
     def clock(self) -> float:
         return self.deps.clock.now()
@@ -477,8 +477,8 @@ class AwsTarget(AsksJobServer):
     def attach_command(self, job_id: str) -> str:
         return f"python -m automation attach --stack {self.cfg.stack} {job_id}"
 
-    def submit(self, args: TrainConfig) -> TrainOutcome:
-        return run_to_end(self, args)
+    def run_job_to_end(self, job: TrainConfig) -> TrainOutcome:
+        return run_to_end(self, job)
 
     def start_phases(self, first_step_at: float | None) -> dict | None:
         """The phases of the RayCluster's last start (node join, image pull, pod start, first step), read while
@@ -625,7 +625,7 @@ class AwsTarget(AsksJobServer):
         return f" of stack {self.cfg.stack}"
 
     def files(self, result: PipelineResult) -> str:
-        trained = result.state.train
+        trained = result.state.follow
         run_id = trained.data.job_id if trained is not None and trained.data is not None else self.run_id
         return (
             f"{CLUSTER_ROOT}/runs/{run_id} in the RayCluster's pods of stack {self.cfg.stack} "
@@ -665,7 +665,7 @@ class AwsTarget(AsksJobServer):
 
 
 def load_config(stack: str, project_dir: Path) -> StackConfig:
-    """The validated stack config; its ConfigError becomes a one-line bad-input error."""
+    """The validated stack config; its StackConfigError becomes a one-line bad-input error."""
     try:
         return load_stack(stack, project_dir)
     except StackConfigError as e:

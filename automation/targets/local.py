@@ -35,18 +35,18 @@ from automation.ray_head import (
 )
 from automation.storage import MAX_FAILURES, Durability, require_credentials
 from automation.ui import Output
-from workloads.config import ConfigError, TrainConfig, new_run_id, runs_root
+from workloads.config import TrainConfig, TrainConfigError, new_run_id, runs_root
 
 RESUME = "python -m automation run --target local"
 NO_ATTACH = (
     "the local target's Ray cluster lives only as long as its `run`: there is no job to attach to "
     "(pass --stack STACK to attach to a cluster's job)"
 )
-PIPELINE = ("preflight", "start", "verify", "submit", "train", "check")
+PIPELINE = ("preflight", "start", "verify", "submit", "follow", "check")
 LOCAL_GPU_NOTE = "local GPUs talk within one node: the NCCL check is inconclusive for EFA"
 # A local run checkpoints every 10 steps. Measured on the 2-core machine, 2026-12-04: in the default 20-step
 # `python -m automation run` (run 20261204-180612-82b4cc) a step took 0.076 s (median) and the step-10
-# checkpoint held training up 0.26 s; the whole train step took 51 s. A report can block up to Ray Train's
+# checkpoint held training up 0.26 s; the whole follow step took 51 s. A report can block up to Ray Train's
 # 2 s poll when the previous one is not yet collected (1.4 and 1.8 s in a 20-step run checkpointing every 5).
 LOCAL_CHECKPOINT_EVERY = 10
 LOCAL_STORAGE_DIR = "ray_results"  # under the run directory, unless the user names a storage path
@@ -184,7 +184,7 @@ class LocalTarget(AsksJobServer):
         """What the running head advertises."""
         return read_resources(self._cluster().gcs_address)
 
-    def train_args(self) -> TrainConfig:
+    def train_job(self) -> TrainConfig:
         """The job, durable as on the cluster: it checkpoints and Ray Train restarts a lost worker from there."""
         job = durable(self.plan.job, self.plan.storage_path)
         self.notes.append(f"checkpoints of run {job.run_id}: {job.storage_path.rstrip('/')}/{job.name or job.run_id}/")
@@ -199,9 +199,9 @@ class LocalTarget(AsksJobServer):
             quiet_ray_sdk()
         return self._jobs
 
-    def submit_job(self, args: TrainConfig) -> SubmittedJob:
+    def submit_job(self, job: TrainConfig) -> SubmittedJob:
         workdir = stage_workloads(Path(self._cluster().temp_dir) / "src")
-        return SubmittedJob(self.jobs().submit(args, workdir, sys.executable), args)
+        return SubmittedJob(self.jobs().submit(job, workdir, sys.executable), job)
 
     def find_job(self) -> SubmittedJob:
         raise DriverError(NO_ATTACH, exit_code=2)
@@ -226,8 +226,8 @@ class LocalTarget(AsksJobServer):
         """The local cluster starts no nodes and pulls no image: no phases to read."""
         return None
 
-    def submit(self, args: TrainConfig) -> TrainOutcome:
-        return run_to_end(self, args)
+    def run_job_to_end(self, job: TrainConfig) -> TrainOutcome:
+        return run_to_end(self, job)
 
     def nccl_expectation(self) -> tuple[str | None, str]:
         """On CPU (gloo) no NCCL at all; local GPUs talk within one node: any transport passes, no EFA proof."""
@@ -295,7 +295,7 @@ def from_args(args: argparse.Namespace, ui: Output) -> LocalTarget:
             num_workers=args.num_workers,
             use_gpu=bool(getattr(args, "use_gpu", False)),
         )
-    except ConfigError as e:
+    except TrainConfigError as e:
         raise DriverError(str(e), exit_code=2) from None
     require_credentials("--storage-path", getattr(args, "storage_path", None))
     plan = LocalPlan(job, storage_path=getattr(args, "storage_path", None))

@@ -16,7 +16,7 @@ sys.path[:0] = [str(HERE), str(HERE.parents[1])]
 
 from _reservations_world import FileWorld  # noqa: E402
 
-from automation.capacity import Zone  # noqa: E402
+from automation.capacity_finder import Zone  # noqa: E402
 from automation.capacity_probe import probe  # noqa: E402
 
 

@@ -309,7 +309,7 @@ def test_efa_run_on_sockets_fails_before_the_tcp_job(tmp_path):
 def test_failed_efa_job_names_its_step(tmp_path):
     rc, ui, _ = run_bench(tmp_path, failed=("efa",))
     error = ui.doc["error"] or ""
-    assert rc == 1 and f"EFA run {BASE}-efa failed at train" in error, f"rc {rc}, error {error!r}"
+    assert rc == 1 and f"EFA run {BASE}-efa failed at follow" in error, f"rc {rc}, error {error!r}"
 
 
 def test_table_has_a_row_per_measure(tmp_path):

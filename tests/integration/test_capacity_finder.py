@@ -1,4 +1,4 @@
-"""The capacity finder (automation/capacity.py, automation/commands/capacity.py) against moto's EC2 (offerings,
+"""The capacity finder (automation/capacity_finder.py, automation/commands/capacity.py) against moto's EC2 (offerings,
 instance types, instances, AZs, regions: moto 5.2.5's fixed data, not live capacity) and botocore's Stubber for
 what moto lacks (Service Quotas, Spot placement scores, Capacity Reservations, Capacity Block offerings, Pricing,
 EKS health issues). Stubbed answers follow the EC2 API reference's response shapes; their values are
@@ -20,7 +20,7 @@ from botocore.stub import Stubber
 from conftest import REPO
 
 from automation import cli
-from automation.capacity import (
+from automation.capacity_finder import (
     SPOT_SIGNAL,
     RegionClients,
     UpWatch,

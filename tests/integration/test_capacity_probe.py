@@ -17,7 +17,7 @@ from botocore.exceptions import ClientError, EndpointConnectionError, ReadTimeou
 from conftest import REPO
 from test_capacity_finder import args_for
 
-from automation.capacity import Zone
+from automation.capacity_finder import Zone
 from automation.capacity_probe import cleanup, probe, probe_tags
 from automation.commands import capacity as command
 from automation.errors import DriverError

@@ -19,7 +19,7 @@ from automation.commands import scale
 from automation.errors import DriverError
 from automation.pipeline import RunState
 from automation.scaling import LEASE_S, NodeGroupRef, after_run, scale_up, set_desired, sizes
-from automation.steps.stack import run_up
+from automation.steps.stack_steps import run_up
 from automation.targets.aws import AwsDeps, AwsTarget
 from automation.ui import Ui
 from infra.config import MOCK_DEPLOYER_CIDR, stack_config_values

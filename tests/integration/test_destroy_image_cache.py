@@ -17,7 +17,7 @@ import pytest
 from _shared_env import MOTO_REGION
 
 from automation.errors import DriverError
-from automation.steps.stack import run_destroy
+from automation.steps.stack_steps import run_destroy
 from automation.targets.aws import AwsDeps, AwsTarget
 from infra.manifests import image_cache_prefix
 

@@ -182,7 +182,7 @@ def test_a_three_hour_job_passes_through_two_drops_and_an_expired_token(faulty, 
     got = cli_on(faulty, monkeypatch, ["run", "--stack", "us-west-2", "--yes"])
     doc = doc_of(capsys)
     assert (got["rc"], len(faulty.jobs.failures)) == (0, 3), f"expected exit 0 after 3 faults, got {got}, {doc}"
-    assert step(doc, "train")["status"] == "pass", step(doc, "train")["summary"]
+    assert step(doc, "follow")["status"] == "pass", step(doc, "follow")["summary"]
 
 
 @pytest.mark.slow  # a moto world per test: the default tier keeps the 3-hour job, detach+attach and Ctrl-C
@@ -214,7 +214,7 @@ def submits(world: World) -> list[str | None]:
 def test_a_submit_stream_dropped_after_acceptance_follows_the_one_job(moto_eks, capsys, monkeypatch):
     world = World(moto_eks, faults=[Fault(0, "drop", "submit", reached=True)])
     got = cli_on(world, monkeypatch, ["run", "--stack", "us-west-2", "--yes"])
-    train = step(doc_of(capsys), "train")
+    train = step(doc_of(capsys), "follow")
     said = (got["rc"], submits(world), list(world.jobs.jobs), train["status"])
     assert said == (0, ["r1"], ["r1"], "pass"), f"expected one submit, one job r1 followed to a pass, got {said}"
 
@@ -276,14 +276,14 @@ def test_attach_after_detach_gives_the_result_and_report_of_one_run(moto_eks, ca
     attached = doc_of(capsys)
 
     def outcome(doc: dict) -> list:  # check's data names its temporary folder: its verdict is compared
-        train, check = step(doc, "train"), step(doc, "check")
+        train, check = step(doc, "follow"), step(doc, "check")
         # The start's phases are compared below: attach did not see the job start, so its first step is unknown.
         job = {k: v for k, v in train["data"].items() if k != "start"}
         return [train["status"], train["summary"], job, check["status"], check["summary"], doc["ok"]]
 
     same = [a == b for a, b in zip(outcome(attached), outcome(whole), strict=True)]
     assert (got["rc"], same) == (0, [True] * 6), f"attach differs from one run (train, check, ok): {got}, {same}"
-    one_start, two_start = step(whole, "train")["data"]["start"], step(attached, "train")["data"]["start"]
+    one_start, two_start = step(whole, "follow")["data"]["start"], step(attached, "follow")["data"]["start"]
     assert two_start == {**one_start, "first_step_s": None}, f"start phases: run {one_start}, attach {two_start}"
     assert [r["ok"] for r in two.reports] == [r["ok"] for r in one.reports] == [True], (two.reports, one.reports)
     assert two.shown == one.shown and sizes(moto_eks, REF)["desiredSize"] == 0, "same lines, nodes down after"
@@ -344,14 +344,14 @@ def test_timeout_stops_the_job_with_ray_job_stop_and_says_so(world, capsys, monk
     stops = [(r.job_id, r.option("--no-wait")) for r in world.jobs.requests if r.action == "stop"]
     said = (got["rc"], stops, world.job_states())
     assert said == (1, [("r1", "")], ("STOPPED",)), f"expected exit 1 after one `ray job stop`, got {said}"
-    assert "stopped by --timeout 3600 s" in step(doc, "train")["summary"], step(doc, "train")["summary"]
+    assert "stopped by --timeout 3600 s" in step(doc, "follow")["summary"], step(doc, "follow")["summary"]
 
 
 @pytest.mark.slow  # a moto world per test: the default tier keeps the 3-hour job, detach+attach and Ctrl-C
 def test_a_job_server_that_stops_answering_fails_train_and_keeps_the_nodes(world, capsys, monkeypatch):
     world.jobs.gone_at = 3600  # e.g. the API server unreachable from here for good
     got = cli_on(world, monkeypatch, ["run", "--stack", "us-west-2", "--yes"])
-    train = step(doc_of(capsys), "train")
+    train = step(doc_of(capsys), "follow")
     said = (got["rc"], train["data"]["status"], world.scaled, sizes(world.eks, REF)["desiredSize"])
     assert said == (1, "UNKNOWN", [], 2), f"expected exit 1, the job UNKNOWN and the nodes kept, got {said}"
     assert re.search(r"no answer from the Ray job server for 18\d\d s", train["summary"]), train["summary"]

@@ -33,7 +33,7 @@ def test_local_run_passes_every_step_in_order(local_run_doc):
         ("start", "pass"),
         ("verify", "pass"),
         ("submit", "pass"),
-        ("train", "pass"),
+        ("follow", "pass"),
         ("check", "skip"),
     ]
     assert got == expected, f"expected {expected}, got {got}"
@@ -209,9 +209,9 @@ def test_interrupted_run_returns_within_seconds(interrupted_run):
     assert r["seconds"] < 15, f"expected the driver back within 15 s of {r['sig']}, it took {r['seconds']:.1f} s"
 
 
-def test_interrupted_run_names_the_train_step(interrupted_run):
+def test_interrupted_run_names_the_follow_step(interrupted_run):
     r = interrupted_run
-    expected = "interrupted during step train"
+    expected = "interrupted during step follow"
     assert expected in r["stderr"], f"expected {expected!r} on stderr after {r['sig']}, got: {r['stderr'][-2000:]}"
 
 

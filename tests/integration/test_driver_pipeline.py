@@ -168,7 +168,7 @@ def test_run_executes_every_step_in_order(aws):
         result = run(make_target(api, stack), PIPELINE)
     assert result.ok, f"expected success, failed at {result.failed_step}: {result.reason}"
     assert step_names(result) == list(PIPELINE), f"expected {list(PIPELINE)}, got {step_names(result)}"
-    # `up` reads the outputs first: the GPU node group's live size is kept for it (automation/steps/stack.py)
+    # `up` reads the outputs first: the GPU node group's live size is kept for it (automation/steps/stack_steps.py)
     live = "ray-efa-eks:gpuLiveDesiredSize"
     expected = [*SET_CIDRS, "preview", "outputs", f"set_config {live}", "up", f"remove_config {live}"]
     assert stack.calls == expected, f"expected preview then up, got {stack.calls}"
@@ -287,7 +287,7 @@ def test_failed_job_stops_before_check_with_its_log_tail(aws):
         stack = helpers.FakeStack("us-west-2", outputs=outputs(api))
         target = make_target(api, stack, pod_exec=cluster_exec(ends="FAILED"))
         result = run(target, PIPELINE)
-    assert result.failed_step == "train", f"expected train to fail, got {result.failed_step}"
+    assert result.failed_step == "follow", f"expected follow to fail, got {result.failed_step}"
     assert "ended FAILED" in result.reason and "[train] step 100/100" in result.reason, result.reason
 
 
@@ -541,7 +541,7 @@ def test_run_records_the_phases_of_the_start_from_the_cluster(aws):
         seen = datetime(2026, 12, 2, 10, 15, 10, tzinfo=UTC).timestamp()
         target.deps.clock = scaling.Clock(now=lambda: seen, sleep=lambda s: None)
         result = run(target, PIPELINE)
-    start = result.state.train.data.start
+    start = result.state.follow.data.start
     want = {"node_join_s": 31.0, "image_pull_s": 89.9, "pod_start_s": 3.0, "first_step_s": 90.0}
     assert start == {**want, "image_bytes": worlds.COLD_PULL_BYTES}, f"expected {want}, got {start}"
 

@@ -30,7 +30,7 @@ from workloads.nccl_check.counters import SYSFS_ROOT, parse_reading, read_script
 pytestmark = pytest.mark.usefixtures("aws")
 EFA_LOG = NCCL / "efa_unprefixed_ofi1.20.log"
 SOCKET_LOG = NCCL / "socket_cluster_nccl952.log"
-JOB_STEPS = ("counters", "submit", "train", "check")
+JOB_STEPS = ("counters", "submit", "follow", "check")
 
 
 def ran(efa: helpers.FakeEfaNodes, log=EFA_LOG, over_efa: bool = True, names=JOB_STEPS, edit=lambda objects: None):
@@ -108,7 +108,7 @@ def test_unreadable_counters_on_one_node_are_their_own_outcome():
 
 
 def test_check_without_a_reading_before_the_job_is_no_pass():
-    check, w = checked(helpers.FakeEfaNodes.of_fixture(), names=("submit", "train", "check"))
+    check, w = checked(helpers.FakeEfaNodes.of_fixture(), names=("submit", "follow", "check"))
     assert (check.status, w["outcome"]) == ("fail", witnesses.NO_BEFORE), f"got {check.status}: {w['message']}"
 
 

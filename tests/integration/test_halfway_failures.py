@@ -25,7 +25,7 @@ from test_driver_pipeline import (  # noqa: F401 - aws is the moto fixture the t
     run,
 )
 
-from automation.run_report import build_report, render
+from automation.run_outcome import build_report, render
 from automation.targets.aws import PIPELINE, AwsDeps, AwsTarget
 
 STACK = "us-west-2"
@@ -93,7 +93,7 @@ def failing_run(case: str, pricing) -> tuple:
     with helpers.FakeKubeApi(objects) as api:
         stack = up_fails(api) if case == "up-after-cluster" else helpers.FakeStack(STACK, outputs=outputs(api))
         pod_exec = {
-            "train-job-fails": cluster_exec(ends="FAILED"),
+            "follow-job-fails": cluster_exec(ends="FAILED"),
             "check-socket-fallback": cluster_exec(nccl_log=NCCL / "socket_cluster_nccl952.log"),
         }.get(case)
         t = target(api, stack, pricing, pod_exec=pod_exec)
@@ -114,7 +114,7 @@ def stubbed_run(case: str) -> tuple:
 CASES = {
     "up-after-cluster": "up",
     "verify-no-efa": "verify",
-    "train-job-fails": "train",
+    "follow-job-fails": "follow",
     "check-socket-fallback": "check",
 }
 

@@ -3,7 +3,7 @@
 the same directory succeeds.
 
 The signal is sent by the driver's own process from inside the step (a wrapper around the step's
-function in automation.steps.STEPS, or around the local target's submit_job for train), so it lands in
+function in automation.steps.STEPS, or around the local target's submit_job for follow), so it lands in
 that step every time, whatever the machine's load: after preflight's checks, after the Ray head
 started, after verify read Ray's resources, and after the NCCL check. test_driver_local.py sends SIGINT and
 SIGTERM from outside, mid-training."""
@@ -59,7 +59,7 @@ def at_first_training_step():
         return original(self, *a, **k)
     LocalTarget.submit_job = wrapped
 
-if step == "train":
+if step == "follow":
     at_first_training_step()
 else:
     after(step)
@@ -82,7 +82,7 @@ def interrupt_at(step: str, sig: signal.Signals, cwd: Path) -> dict:
     return {"rc": proc.returncode, "stderr": proc.stderr, "temp_dirs": temp_dirs, "run_id": run_id, "cwd": cwd}
 
 
-# Ctrl-C in every step but train: test_driver_local.py sends SIGINT (default tier) and SIGTERM (slow tier)
+# Ctrl-C in every step but follow: test_driver_local.py sends SIGINT (default tier) and SIGTERM (slow tier)
 # during training and asserts the same of both; SIGTERM takes Ctrl-C's path (automation/cli.py, _on_sigterm).
 CASES = [(s, signal.SIGINT) for s in ("preflight", "start", "verify", "check")]
 
@@ -135,7 +135,7 @@ def test_interrupted_step_leaves_no_half_written_run_file(interrupted):
 def test_rerun_after_an_interrupt_succeeds(workdir):
     # In the directory of the interrupted runs; if none ran yet (a test selection), interrupt one first.
     if not any((workdir / "runs").glob("halfway-*")):
-        interrupt_at("train", signal.SIGINT, workdir)
+        interrupt_at("follow", signal.SIGINT, workdir)
     proc = subprocess.run(
         [sys.executable, "-m", "automation", "run", "--json", "--steps", STEPS],
         cwd=workdir,

@@ -80,7 +80,7 @@ def test_real_run_wrote_one_schema_line_per_step(run_doc):
 
 def test_metrics_lines_reach_the_driver_through_the_job_log(run_doc):
     """What feeds the progress bar: rank 0's echoed records, as the job log delivers them."""
-    tail = next(s["data"]["log_tail"] for s in run_doc["steps"] if s["step"] == "train")
+    tail = next(s["data"]["log_tail"] for s in run_doc["steps"] if s["step"] == "follow")
     steps = [rec["step"] for rec in map(parse_echo, tail) if rec is not None]
     assert steps and steps[-1] == 20, f"expected echoed records up to step 20 in the job log, got steps {steps}"
 

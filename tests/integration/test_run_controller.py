@@ -16,7 +16,7 @@ from test_cloud_waits import cluster_with_record
 from test_scale_to_zero import target_for
 
 from automation import cli, steps
-from automation.collectives import WorkerPod
+from automation.collectives_pods import WorkerPod
 from automation.commands import bench, drill
 from automation.errors import DriverError
 from automation.job import local_job
@@ -67,7 +67,7 @@ def run_command(monkeypatch, tmp_path: Path, eks, command: str, outcome=None, jo
     for name in steps.STEPS:
         if name != "scale-up":
             monkeypatch.setitem(steps.STEPS, name, lambda target, prior, name=name: world.step(name))
-    # bench --collectives: the sweep over two worker pods (automation/collectives.py) stands in
+    # bench --collectives: the sweep over two worker pods (automation/collectives_pods.py) stands in
     pods = [WorkerPod("w0", "10.0.0.1", "node-0"), WorkerPod("w1", "10.0.0.2", "node-1")]
     monkeypatch.setattr(bench.cluster_bench, "worker_pods", lambda cluster: pods)
     monkeypatch.setattr(bench.cluster_bench, "copy_workloads", lambda *a: None)
@@ -77,7 +77,7 @@ def run_command(monkeypatch, tmp_path: Path, eks, command: str, outcome=None, jo
     monkeypatch.setattr(drill, "document", lambda *a: {"ok": True, "failures": [], "run_id": "r1"})
     with helpers.FakeKubeApi(objects) as api:
         made = target_for(api, jobs=list(jobs))
-        monkeypatch.setattr(made, "train_args", lambda: local_job("r1", tmp_path, steps=20))
+        monkeypatch.setattr(made, "train_job", lambda: local_job("r1", tmp_path, steps=20))
         monkeypatch.setattr(aws, "open_stack", lambda stack, **options: made)
         monkeypatch.setattr(aws.AwsTarget, "price", lambda self, n=None: aws.CostEstimate(None, (), "not priced"))
         where = ["--runs-root", str(tmp_path)] if command.startswith("bench") else []

@@ -16,7 +16,7 @@ from automation.kube import ExecResult
 from automation.storage import CHECKPOINT_EVERY, MAX_FAILURES
 from workloads.config import TrainConfig
 
-STEPS = ("submit", "train")
+STEPS = ("submit", "follow")
 pytestmark = pytest.mark.usefixtures("aws")  # moto for every AWS client
 
 
@@ -134,6 +134,6 @@ def test_verify_fails_before_training_when_a_pod_cannot_write():
         target = make_target(
             api, helpers.FakeStack(REGION, outputs=outputs(api)), pod_exec=helpers.ScriptedExec(answer)
         )
-        result = run(target, ("verify", "submit", "train"))
+        result = run(target, ("verify", "submit", "follow"))
     assert result.failed_step == "verify" and "ACCESS_DENIED" in result.reason, (result.failed_step, result.reason)
     assert "ray-pods" in result.reason and "a-123" in result.reason and "ray/ray-train" in result.reason, result.reason

@@ -273,7 +273,7 @@ def test_each_node_that_came_up_is_timed_from_the_scale_up():
 # gpuIdleNodes (0, Pulumi.yaml's default), or as they were with --keep-nodes.
 RUN_ENDS = [
     (step, how, outcome, rc)
-    for step in ("preflight", "preview", "up", "verify", "train", "check")
+    for step in ("preflight", "preview", "up", "verify", "follow", "check")
     for how, outcome, rc in (("fails", DriverError(f"{step} failed"), 1), ("interrupted", KeyboardInterrupt(), 130))
 ]
 

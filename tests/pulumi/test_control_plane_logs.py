@@ -9,7 +9,7 @@ import warnings
 import pytest
 from conftest import REPO
 
-from infra.config import PROJECT, ConfigError, ConfigWarning, stack_config_values, validate
+from infra.config import PROJECT, ConfigWarning, StackConfigError, stack_config_values, validate
 from infra.mock_render import Render, run_program
 
 LOG_GROUP = "aws:cloudwatch/logGroup:LogGroup"
@@ -49,6 +49,9 @@ def test_the_cluster_waits_for_the_log_group(east):
 
 
 def test_a_retention_cloudwatch_does_not_offer_is_refused_with_the_choices():
-    with warnings.catch_warnings(), pytest.raises(ConfigError, match="controlPlaneLogRetentionDays 10 is not a Cloud"):
+    with (
+        warnings.catch_warnings(),
+        pytest.raises(StackConfigError, match="controlPlaneLogRetentionDays 10 is not a Cloud"),
+    ):
         warnings.simplefilter("ignore", ConfigWarning)
         validate({"controlPlaneLogRetentionDays": 10}, stack="test", region="us-east-2")

@@ -18,8 +18,8 @@ from infra import mock_render
 from infra.config import (
     MOCK_DEPLOYER_CIDR,
     PROJECT,
-    ConfigError,
     ConfigWarning,
+    StackConfigError,
     from_pulumi_config,
     stack_config_values,
 )
@@ -114,7 +114,7 @@ def test_program_config_equals_offline_config():
 
 
 def test_bad_config_fails_the_program_with_the_config_error():
-    with pytest.raises(ConfigError, match="set rayWorkerGpus to 4"):
+    with pytest.raises(StackConfigError, match="set rayWorkerGpus to 4"):
         render("us-west-2", rayWorkerGpus="8")
 
 
@@ -444,7 +444,7 @@ def test_no_kubernetes_object_exposes_a_port_outside_the_cluster(east):
 
 
 def test_empty_gpu_az_fails_the_program_naming_preflight_and_the_key():
-    with pytest.raises(ConfigError) as err:
+    with pytest.raises(StackConfigError) as err:
         render("us-west-2", gpuAvailabilityZone="")
     text = str(err.value)
     for expected in ("python -m automation preflight --stack us-west-2", "ray-efa-eks:gpuAvailabilityZone"):
@@ -500,7 +500,7 @@ def test_capacity_block_type_is_in_the_launch_template_and_not_on_the_node_group
 
 
 def test_capacity_block_on_g6_stops_the_program_with_the_fix():
-    with pytest.raises(ConfigError, match="set gpuCapacityBlock to false"):
+    with pytest.raises(StackConfigError, match="set gpuCapacityBlock to false"):
         render("us-east-2", gpuCapacityReservationId="cr-0123456789abcdef0", gpuCapacityBlock="true")
 
 

@@ -9,7 +9,7 @@ import pulumi
 import pytest
 from conftest import REPO
 
-from infra.config import MOCK_DEPLOYER_CIDR, PROJECT, ConfigError, from_pulumi_config, stack_config_values
+from infra.config import MOCK_DEPLOYER_CIDR, PROJECT, StackConfigError, from_pulumi_config, stack_config_values
 from infra.mock_render import RenderMocks
 
 
@@ -24,7 +24,7 @@ def _in_program(values: dict[str, str]):
 
 def test_program_refuses_an_undeclared_key_with_the_close_match():
     values = {**stack_config_values("us-east-2", REPO), f"{PROJECT}:gpuNodeCont": "3"}
-    with pytest.raises(ConfigError, match="gpuNodeCont: did you mean 'gpuNodeCount'"):
+    with pytest.raises(StackConfigError, match="gpuNodeCont: did you mean 'gpuNodeCount'"):
         _in_program(values)
 
 
@@ -37,7 +37,9 @@ def test_program_reads_the_train_block_from_json():
 def test_program_refuses_an_empty_api_allow_list_instead_of_opening_it():
     # What a plain `pulumi preview` passes for a shipped stack the driver has not filled: the key's default, [].
     values = {**stack_config_values("us-east-2", REPO), f"{PROJECT}:apiPublicAccessCidrs": "[]"}
-    with pytest.raises(ConfigError, match=r"apiPublicAccessCidrs is empty .*python -m automation up --stack us-east-2"):
+    with pytest.raises(
+        StackConfigError, match=r"apiPublicAccessCidrs is empty .*python -m automation up --stack us-east-2"
+    ):
         _in_program(values)
 
 

@@ -9,7 +9,7 @@ import warnings
 import pytest
 from conftest import REPO
 
-from infra.config import PROJECT, ConfigError, ConfigWarning, load_stack, stack_config_values
+from infra.config import PROJECT, ConfigWarning, StackConfigError, load_stack, stack_config_values
 from infra.manifests import RAY_SERVICE_ACCOUNT
 from infra.mock_render import Render, run_program
 
@@ -189,7 +189,7 @@ def test_bad_storage_config_is_refused_naming_key_and_fix(tmp_path, key, value, 
     (tmp_path / f"Pulumi.{STACK}.yaml").write_text(
         (REPO / f"Pulumi.{STACK}.yaml").read_text() + f"  {PROJECT}:{key}: {value!r}\n"
     )
-    with warnings.catch_warnings(), pytest.raises(ConfigError) as err:
+    with warnings.catch_warnings(), pytest.raises(StackConfigError) as err:
         warnings.simplefilter("ignore", ConfigWarning)
         load_stack(STACK, tmp_path)
     assert fix in str(err.value), f"expected {fix!r} in the error, got: {err.value}"
@@ -248,5 +248,5 @@ def test_both_modes_attach_the_same_s3_policy_document(west, irsa):
 
 
 def test_unknown_pod_identity_mode_is_refused_with_the_close_match():
-    with pytest.raises(ConfigError, match=r"podIdentityMode 'irs' is not one of \['pod-identity', 'irsa'\]"):
+    with pytest.raises(StackConfigError, match=r"podIdentityMode 'irs' is not one of \['pod-identity', 'irsa'\]"):
         render(podIdentityMode="irs")

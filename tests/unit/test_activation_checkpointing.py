@@ -98,10 +98,10 @@ def test_rest_policy_none_leaves_the_blocks_after_the_first_n_unwrapped():
 
 
 def test_two_checkpointing_policies_in_one_compiled_model_are_refused():
-    from workloads.config import ConfigError, validate
+    from workloads.config import TrainConfigError, validate
 
     cfg = dataclasses.replace(BASE, ac_policy="ops", ac_blocks=4, ac_rest_policy="attention", preset="qwen2.5-1.5b")
-    with pytest.raises(ConfigError, match="compiled blocks would all run one of the two"):
+    with pytest.raises(TrainConfigError, match="compiled blocks would all run one of the two"):
         validate(cfg, local_paths=False)
 
 

@@ -112,11 +112,11 @@ def test_bad_input_error_after_a_completed_step_fails_that_step_with_advice():
     """Once a step has run (e.g. `up`), an exit-2 DriverError must not drop the what-exists advice."""
     asked = []
     steps = recording_steps(
-        {"up": "pass", "verify": DriverError("stack has no kubeconfig output", exit_code=2), "train": "pass"}, []
+        {"up": "pass", "verify": DriverError("stack has no kubeconfig output", exit_code=2), "follow": "pass"}, []
     )
     result = run_pipeline(steps, lambda n, p: asked.append(n) or ADVICE)
     got = (result.failed_step, result.reason, result.advice, result.not_run, asked)
-    assert got == ("verify", "stack has no kubeconfig output", ADVICE, ("train",), ["verify"]), f"got {got}"
+    assert got == ("verify", "stack has no kubeconfig output", ADVICE, ("follow",), ["verify"]), f"got {got}"
 
 
 def test_interrupt_names_the_step_and_carries_its_advice():

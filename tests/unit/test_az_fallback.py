@@ -12,7 +12,7 @@ import pytest
 from botocore.exceptions import ClientError
 
 from automation import az_fallback
-from automation.capacity import Zone
+from automation.capacity_finder import Zone
 from automation.errors import DriverError
 from automation.pipeline import Clock, StepResult
 

@@ -64,12 +64,12 @@ def test_a_parquet_corpus_needs_a_row_per_worker(tmp_path, rows, refused):
     import pyarrow.parquet as pq
 
     from workloads.data_check import check_data
-    from workloads.errors import ConfigError
+    from workloads.errors import TrainConfigError
 
     pq.write_table(pa.table({"text": [f"document {i}" for i in range(rows)]}), tmp_path / "a.parquet")
     try:
         check_data(str(tmp_path / "a.parquet"), world=4)
-    except ConfigError as e:
+    except TrainConfigError as e:
         assert refused and "fewer than the 4 workers" in str(e), f"{rows} rows for 4 workers: {e}"
     else:
         assert not refused, f"{rows} rows for 4 workers were accepted"

@@ -18,7 +18,7 @@ import pytest
 from _reservations_world import World
 from botocore.exceptions import ClientError, EndpointConnectionError
 
-from automation.capacity import Zone
+from automation.capacity_finder import Zone
 from automation.capacity_probe import (
     cancel_all,
     cancel_command,

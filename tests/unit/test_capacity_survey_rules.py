@@ -1,4 +1,4 @@
-"""The capacity finder's survey around its ranking (automation/capacity.py), in process: which EC2 answer feeds
+"""The capacity finder's survey around its ranking (automation/capacity_finder.py), in process: which EC2 answer feeds
 which column, the Spot placement score's call and its limits, open reservations and Capacity Blocks, the lines
 under the table, a node group stuck for want of capacity, and the stack file it writes.
 
@@ -24,8 +24,8 @@ from types import SimpleNamespace
 import pytest
 from botocore.exceptions import ClientError, EndpointConnectionError
 
-from automation import capacity
-from automation.capacity import (
+from automation import capacity_finder as capacity
+from automation.capacity_finder import (
     RegionClients,
     SpotSignal,
     UpWatch,

@@ -24,6 +24,7 @@ from automation.steps.check import CPU_SKIP_REASON, assert_transport, before_of,
 from workloads.config import TrainConfig
 from workloads.nccl_check.counters import NodeReading
 from workloads.nccl_check.witnesses import Witnesses, not_applicable
+from workloads.summary import RunSummary
 
 EFA_LOG = FIXTURES / "nccl" / "efa_unprefixed_ofi1.20.log"  # aws-ofi-nccl 1.20 over EFA, two nodes
 SOCKET_LOG = FIXTURES / "nccl" / "socket_cluster_nccl952.log"  # NCCL over NET/Socket between two hosts
@@ -282,7 +283,7 @@ def test_without_a_job_of_this_command_the_run_the_target_names_is_read_and_weig
 
 # (the train step's summary, the job's steps) -> the steps the witness is told the job ran
 STEPS_RUN = {
-    "a resumed job counts the steps after the resume": ({"steps": 100, "resumed_from_step": 60}, 100, 40),
+    "a resumed job counts the steps after the resume": (RunSummary(steps=100, resumed_from_step=60), 100, 40),
     "without a summary the job's own steps": (None, 30, 30),
 }
 
@@ -290,8 +291,8 @@ STEPS_RUN = {
 @pytest.mark.parametrize("summary, job_steps, steps", STEPS_RUN.values(), ids=STEPS_RUN.keys())
 def test_the_job_this_command_trained_is_the_run_checked_and_weighed(weighed, summary, job_steps, steps):
     target, job = Cluster({"host-a": "node-a"}), TrainConfig(steps=job_steps)
-    trained = StepResult("train", "pass", "", (), TrainOutcome("raysubmit_9", "SUCCEEDED", summary, args=job))
-    got = check.run(target, RunState(train=trained))
+    trained = StepResult("follow", "pass", "", (), TrainOutcome("raysubmit_9", "SUCCEEDED", summary, job=job))
+    got = check.run(target, RunState(follow=trained))
     seen = (target.asked[0], weighed["job"], weighed["steps"])
     assert seen == (("nccl_logs", "raysubmit_9", "raysubmit_9"), job, steps), f"got {seen}"
     assert got.status == "pass" and (got.data.report or {})["run_id"] == "raysubmit_9", f"got {got}"

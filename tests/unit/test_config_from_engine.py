@@ -17,7 +17,7 @@ import pulumi
 import pytest
 from conftest import REPO
 
-from infra.config import PROJECT, ConfigError, ConfigWarning, from_pulumi_config, validate
+from infra.config import PROJECT, ConfigWarning, StackConfigError, from_pulumi_config, validate
 from infra.mock_render import RenderMocks
 
 ADDRESS = '["203.0.113.7/32"]'  # TEST-NET-3 (RFC 5737)
@@ -44,19 +44,21 @@ def test_the_engines_values_become_the_config_load_stack_would_give():
 
 
 def test_an_engine_without_aws_region_is_refused_naming_the_key():
-    with pytest.raises(ConfigError, match="aws:region is not set for stack 'dev'"):
+    with pytest.raises(StackConfigError, match="aws:region is not set for stack 'dev'"):
         in_program({f"{PROJECT}:apiPublicAccessCidrs": ADDRESS})
 
 
 def test_a_key_no_declaration_knows_is_refused_with_its_close_match():
-    with pytest.raises(ConfigError, match=f"unknown config key {PROJECT}:gpuNodeCont: did you mean 'gpuNodeCount'"):
+    with pytest.raises(
+        StackConfigError, match=f"unknown config key {PROJECT}:gpuNodeCont: did you mean 'gpuNodeCount'"
+    ):
         in_program({**BASE, f"{PROJECT}:gpuNodeCont": "3"})
 
 
 def test_a_key_passed_only_through_pulumi_config_in_the_environment_is_refused_too(monkeypatch):
     # The language host may pass the config as the PULUMI_CONFIG environment variable (pulumi/runtime/config.py).
     monkeypatch.setenv("PULUMI_CONFIG", json.dumps({f"{PROJECT}:rayWorkerGpu": "4"}))
-    with pytest.raises(ConfigError, match="rayWorkerGpu: did you mean 'rayWorkerGpus'"):
+    with pytest.raises(StackConfigError, match="rayWorkerGpu: did you mean 'rayWorkerGpus'"):
         in_program(BASE)
 
 
@@ -71,14 +73,14 @@ def test_a_doubtful_setting_is_kept_in_the_config_not_raised_as_a_python_warning
 
 
 def test_an_empty_allow_list_is_refused_naming_the_stack():
-    with pytest.raises(ConfigError, match=r"apiPublicAccessCidrs is empty in stack dev: .* --stack dev"):
+    with pytest.raises(StackConfigError, match=r"apiPublicAccessCidrs is empty in stack dev: .* --stack dev"):
         in_program({**BASE, f"{PROJECT}:apiPublicAccessCidrs": "[]"})
 
 
 def test_the_project_file_is_checked_when_its_folder_is_given(tmp_path):
     text = (REPO / "Pulumi.yaml").read_text()
     (tmp_path / "Pulumi.yaml").write_text(text.replace("\n  gpuNodeCount:", "\n  gpuNodes:", 1))
-    with pytest.raises(ConfigError, match="Pulumi.yaml's config: block differs from the schema"):
+    with pytest.raises(StackConfigError, match="Pulumi.yaml's config: block differs from the schema"):
         in_program(BASE, project_dir=tmp_path)
 
 

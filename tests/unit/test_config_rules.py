@@ -15,10 +15,10 @@ from pathlib import Path
 import pytest
 
 from infra.config import (
-    ConfigError,
     ConfigWarning,
     GpuNodesConfig,
     StackConfig,
+    StackConfigError,
     extended_support_note,
     require_gpu_az,
     stack_config_values,
@@ -33,7 +33,7 @@ def _validate(overrides: dict, stack: str = "test", region: str = "us-west-2") -
 
 
 def _refusal(overrides: dict, stack: str = "test") -> str:
-    with pytest.raises(ConfigError) as err:
+    with pytest.raises(StackConfigError) as err:
         _validate(overrides, stack)
     return str(err.value)
 
@@ -151,7 +151,7 @@ def test_a_stack_named_after_a_region_is_refused_in_another_region():
 
 
 def test_the_program_refuses_an_empty_allow_list_naming_the_key_as_pulumi_config_takes_it():
-    with pytest.raises(ConfigError) as err:
+    with pytest.raises(StackConfigError) as err:
         _validate({}).cluster.require_api_cidrs("dev")
     want = (
         "ray-efa-eks:apiPublicAccessCidrs is empty in stack dev: it means this machine's address, which `python -m "
@@ -163,7 +163,7 @@ def test_the_program_refuses_an_empty_allow_list_naming_the_key_as_pulumi_config
 
 
 def test_an_empty_gpu_az_is_refused_naming_both_ways_to_set_it():
-    with pytest.raises(ConfigError) as err:
+    with pytest.raises(StackConfigError) as err:
         require_gpu_az(_validate({}))
     want = (
         "gpuAvailabilityZone is empty for stack 'test': run `python -m automation preflight --stack test` to see "
@@ -275,5 +275,5 @@ def test_a_set_allow_list_reaches_the_mocks_as_set(tmp_path):
 
 
 def test_a_stack_named_after_another_region_is_refused_before_the_mocks_run(tmp_path):
-    with pytest.raises(ConfigError, match="named after region us-east-2"):
+    with pytest.raises(StackConfigError, match="named after region us-east-2"):
         stack_config_values("us-east-2", _project(tmp_path, "us-east-2", ""))

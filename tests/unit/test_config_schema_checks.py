@@ -18,8 +18,8 @@ from __future__ import annotations
 import pytest
 
 from infra.config_schema import (
-    ConfigError,
     Key,
+    StackConfigError,
     addon_version,
     between,
     bucket_name,
@@ -48,7 +48,7 @@ GIB = 1024**3
 
 
 def _message(check, *args) -> str:
-    with pytest.raises(ConfigError) as e:
+    with pytest.raises(StackConfigError) as e:
         check(*args)
     return str(e.value)
 
@@ -132,7 +132,7 @@ def test_a_dns_label_of_exactly_the_limit_passes_and_one_more_is_refused():
 
 @pytest.mark.parametrize("value", ["Abc", "-ab", "ab-", "a_b"])
 def test_a_dns_label_with_a_character_kubernetes_refuses_is_refused(value):
-    with pytest.raises(ConfigError):
+    with pytest.raises(StackConfigError):
         dns_label(63)("name", value)
 
 

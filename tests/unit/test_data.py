@@ -140,10 +140,10 @@ def test_resume_tokenises_no_document_trained_on_before(tmp_path, monkeypatch):
 def test_malformed_s3_uri_is_refused_naming_flag_and_fix():
     import pytest
 
-    from workloads.config import ConfigError
+    from workloads.config import TrainConfigError
     from workloads.data import list_data
 
-    with pytest.raises(ConfigError) as err:
+    with pytest.raises(TrainConfigError) as err:
         list_data("s3://Bad_Bucket/prefix/")
     expected = "--data 's3://Bad_Bucket/prefix/' has no valid bucket name ('Bad_Bucket'"
     assert expected in str(err.value) and "s3://bucket/prefix" in str(err.value), str(err.value)
@@ -152,9 +152,9 @@ def test_malformed_s3_uri_is_refused_naming_flag_and_fix():
 def test_local_directory_of_unknown_format_is_refused(tmp_path):
     import pytest
 
-    from workloads.config import ConfigError
+    from workloads.config import TrainConfigError
     from workloads.data import list_data
 
     (tmp_path / "a.csv").write_text("text\nx\n")
-    with pytest.raises(ConfigError, match=r"holds no file of a known format \(a.csv\)"):
+    with pytest.raises(TrainConfigError, match=r"holds no file of a known format \(a.csv\)"):
         list_data(str(tmp_path))

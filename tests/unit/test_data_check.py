@@ -11,7 +11,7 @@ import pytest
 
 from workloads import train
 from workloads.data_check import check_data
-from workloads.errors import ConfigError
+from workloads.errors import TrainConfigError
 
 
 @pytest.fixture
@@ -101,14 +101,16 @@ def test_a_worker_config_error_inside_rays_error_becomes_the_launchers_one_line(
             super().__init__("Training failed due to worker errors")
             self.worker_failures = failures
 
-    bad = ConfigError("--data file 'x.jsonl' line at byte 17 has text null: drop the record or give it text")
+    bad = TrainConfigError("--data file 'x.jsonl' line at byte 17 has text null: drop the record or give it text")
     wrapped = WorkerGroupError({0: RuntimeError("other"), 1: bad})
     got = train.config_error_in(wrapped)
-    assert isinstance(got, ConfigError) and str(got) == str(bad), f"expected the worker's ConfigError, got {got!r}"
+    assert isinstance(got, TrainConfigError) and str(got) == str(bad), (
+        f"expected the worker's TrainConfigError, got {got!r}"
+    )
 
 
 def test_an_error_without_bad_input_is_not_taken_for_one():
-    assert train.config_error_in(RuntimeError("NCCL timeout")) is None, "expected no ConfigError found"
+    assert train.config_error_in(RuntimeError("NCCL timeout")) is None, "expected no TrainConfigError found"
 
 
 @pytest.fixture(scope="module")
@@ -153,14 +155,14 @@ def test_an_s3_object_with_a_null_record_fails_the_aws_preflight_before_anything
 
 
 def test_an_s3_prefix_that_does_not_exist_is_refused(s3_server):
-    with pytest.raises(ConfigError, match=r"is empty or does not exist"):
+    with pytest.raises(TrainConfigError, match=r"is empty or does not exist"):
         check_data("s3://corpus-bucket/absent/", world=1)
 
 
 def test_a_worker_config_error_known_only_by_its_traceback_text_is_found():
     text = (
         "Training failed due to worker errors:\n[Rank 1]\nTraceback (most recent call last):\n  ...\n"
-        "workloads.errors.ConfigError: --data file 'c.jsonl' line at byte 1270 has text null: drop the record\n"
+        "workloads.errors.TrainConfigError: --data file 'c.jsonl' line at byte 1270 has text null: drop the record\n"
     )
     got = train.config_error_in(RuntimeError(text))
     assert str(got) == "--data file 'c.jsonl' line at byte 1270 has text null: drop the record", f"got {got!r}"

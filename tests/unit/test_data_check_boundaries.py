@@ -17,7 +17,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from workloads import data_check
-from workloads.errors import ConfigError
+from workloads.errors import TrainConfigError
 
 _text = st.text(st.characters(codec="utf-8", exclude_categories=("Cs",)), min_size=1, max_size=8).filter(str.strip)
 _lines = st.lists(
@@ -33,7 +33,7 @@ def _check(data: bytes, head: int) -> str | None:
         path.write_bytes(data)
         try:
             data_check.check_data(str(path), 1)
-        except ConfigError as e:
+        except TrainConfigError as e:
             return str(e)
         return None
 

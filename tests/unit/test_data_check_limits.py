@@ -16,13 +16,13 @@ import pytest
 
 from workloads import data_check
 from workloads.data_check import check_data
-from workloads.errors import ConfigError
+from workloads.errors import TrainConfigError
 
 HEAD = 1 << 20  # 1 MiB: the head of a text file that the check reads
 
 
 def _refusal(path, world=1, **kw) -> str:
-    with pytest.raises(ConfigError) as e:
+    with pytest.raises(TrainConfigError) as e:
         check_data(str(path), world, **kw)
     return str(e.value)
 

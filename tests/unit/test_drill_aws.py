@@ -15,6 +15,7 @@ from automation.commands import drill
 from automation.errors import DriverError
 from automation.pipeline import TrainOutcome
 from workloads.metrics import ECHO_PREFIX, SCHEMA_VERSION
+from workloads.summary import RunSummary
 
 # Shaped like the TrainController's lines in a job log (local run ck, 2-core machine, 2026-12-04), with the
 # node IPs of two worker pods in place of the local node's.
@@ -92,11 +93,11 @@ class FakeTarget:
     on_line: object = None
     on_progress: object = lambda s: None
 
-    def submit(self, job) -> TrainOutcome:
+    def run_job_to_end(self, job) -> TrainOutcome:
         if job.run_id.endswith("-reference"):
             for step in range(1, 21):
                 self.on_line(_echo(step, 6.0 - step / 10))
-            return TrainOutcome(job.run_id, "SUCCEEDED", {}, (), job)
+            return TrainOutcome(job.run_id, "SUCCEEDED", RunSummary(), (), job)
         for step in range(1, 14):
             self.on_line(_echo(step, 6.0 - step / 10))
         for line in GROUP:  # last, so the drill kills after step 13
@@ -105,7 +106,7 @@ class FakeTarget:
         time.sleep(0.01)
         for step in range(11, 21):
             self.on_line(_echo(step, 6.0 - step / 10))
-        return TrainOutcome(job.run_id, "SUCCEEDED", {}, (), job)
+        return TrainOutcome(job.run_id, "SUCCEEDED", RunSummary(), (), job)
 
 
 @pytest.fixture

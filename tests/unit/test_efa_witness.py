@@ -14,6 +14,7 @@ from automation.job import cluster_job
 from automation.pipeline import RunState
 from automation.throughput import nic_bytes_per_step
 from workloads.nccl_check.counters import NodeReading
+from workloads.summary import RunSummary
 
 ONE_NIC = NodeReading({"rdmap0s31": {"tx_bytes": 0}})
 
@@ -95,7 +96,7 @@ def test_local_check_says_the_counter_witness_does_not_apply():
 
 
 def test_a_resumed_run_is_predicted_for_the_steps_it_ran_after_resuming():
-    got = efa_witness.steps_run({"steps": 100, "resumed_from_step": 60}, None)
+    got = efa_witness.steps_run(RunSummary(steps=100, resumed_from_step=60), None)
     assert got == 40, f"a job resumed at step 60 of 100 ran 40 steps, got {got}"
 
 

@@ -11,13 +11,13 @@ import pytest
 import torch
 
 from workloads import model as model_mod
-from workloads.config import ConfigError, TrainConfig
+from workloads.config import TrainConfig, TrainConfigError
 
 F8 = TrainConfig(preset="tiny", seq_len=64, use_gpu=True, float8="tensorwise")
 
 
 def test_float8_on_a_cpu_worker_is_refused_in_one_line_naming_the_bf16_key():
-    with pytest.raises(ConfigError, match=r"^--float8 tensorwise needs a GPU [^\n]*`float8: off`[^\n]*$"):
+    with pytest.raises(TrainConfigError, match=r"^--float8 tensorwise needs a GPU [^\n]*`float8: off`[^\n]*$"):
         model_mod.build_model(F8, torch.device("cpu"))
 
 
@@ -25,7 +25,7 @@ def test_float8_on_a_cpu_worker_is_refused_in_one_line_naming_the_bf16_key():
 def test_float8_below_compute_capability_8_9_is_refused_naming_the_gpu(monkeypatch, name, capability):
     monkeypatch.setattr(torch.cuda, "get_device_capability", lambda device=None: capability)
     monkeypatch.setattr(torch.cuda, "get_device_name", lambda device=None: name)
-    with pytest.raises(ConfigError) as e:
+    with pytest.raises(TrainConfigError) as e:
         model_mod.check_float8_device(F8, torch.device("cuda", 0))
     expected = f"{name} has {capability[0]}.{capability[1]}: set `float8: off` in the stack's train: block"
     assert expected in str(e.value) and "\n" not in str(e.value), f"expected {expected!r} in one line: {e.value}"
@@ -55,14 +55,14 @@ def _no_torchao(monkeypatch) -> None:
 def test_float8_without_torchao_names_the_extra(monkeypatch):
     _no_torchao(monkeypatch)
     lm = model_mod.build_model(dataclasses.replace(F8, float8="off"), torch.device("cpu")).lm
-    with pytest.raises(ConfigError, match=r"needs torchao, which does not load here .*'ray-efa-eks\[gpu\]'"):
+    with pytest.raises(TrainConfigError, match=r"needs torchao, which does not load here .*'ray-efa-eks\[gpu\]'"):
         model_mod.convert_float8(lm, "tensorwise", fsdp=True)
 
 
 def test_float8_on_an_l4_without_torchao_is_refused_naming_the_bf16_key(monkeypatch):
     _no_torchao(monkeypatch)
     monkeypatch.setattr(torch.cuda, "get_device_capability", lambda device=None: (8, 9))
-    with pytest.raises(ConfigError) as e:
+    with pytest.raises(TrainConfigError) as e:
         model_mod.check_float8_device(F8, torch.device("cuda", 0))
     said = str(e.value)
     assert "needs torchao, which does not load here" in said and "`float8: off`" in said, said
@@ -154,7 +154,7 @@ def test_a_float8_worker_stops_before_building_or_stepping_naming_the_bf16_key(m
     monkeypatch.setattr(loop, "_join", lambda cfg: (None, torch.device("cuda", 0)))
     monkeypatch.setattr(loop, "build_training", lambda *a, **k: ran.append("build"))
     monkeypatch.setattr(loop, "train_step", lambda *a, **k: ran.append("step"))
-    with pytest.raises(ConfigError) as e:
+    with pytest.raises(TrainConfigError) as e:
         loop.train_loop_per_worker(F8.to_dict())
     said = (expected in str(e.value), "`float8: off`" in str(e.value), ran)
     assert said == (True, True, []), f"expected {expected!r}, the bf16 key and nothing run, got {said}: {e.value}"
@@ -173,4 +173,4 @@ def test_the_run_summary_carries_the_precision_that_ran(tmp_path):
     cfg = dataclasses.replace(F8, nccl_log_dir=str(tmp_path))
     env, tr = SimpleNamespace(world=1), SimpleNamespace(n_params=1)
     summary = loop._summary(cfg, env, torch.device("cpu"), tr, 0, [1.0], [0.1], None, 1.0, None)
-    assert summary["precision"] == "float8 tensorwise", f"expected the precision field, got {summary}"
+    assert summary.precision == "float8 tensorwise", f"expected the precision field, got {summary}"

@@ -15,7 +15,7 @@ import warnings
 import pytest
 
 from infra import manifests as m
-from infra.config import ConfigError, ConfigWarning, validate
+from infra.config import ConfigWarning, StackConfigError, validate
 
 ECR_PREFIX = re.compile(r"(?:[a-z0-9]+(?:[._-][a-z0-9]+)*/)*[a-z0-9]+(?:[._-][a-z0-9]+)*")
 
@@ -52,7 +52,7 @@ def test_an_image_from_another_registry_cannot_be_cached():
 
 
 def test_image_cache_with_an_image_off_ecr_public_is_refused_naming_both_keys():
-    with warnings.catch_warnings(), pytest.raises(ConfigError, match="imageCache is true but rayImage"):
+    with warnings.catch_warnings(), pytest.raises(StackConfigError, match="imageCache is true but rayImage"):
         warnings.simplefilter("ignore", ConfigWarning)
         validate({"rayImage": "nvcr.io/nvidia/pytorch:25.01-py3"}, stack="test", region="us-west-2")
 

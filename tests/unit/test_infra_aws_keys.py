@@ -7,7 +7,7 @@ from datetime import date
 
 import pytest
 
-from infra.config import ConfigError, ConfigWarning, StackConfig, extended_support_note, validate
+from infra.config import ConfigWarning, StackConfig, StackConfigError, extended_support_note, validate
 
 ADMIN = "arn:aws:iam::123456789012:role/ci-deployer"
 # A type Capacity Blocks exist for, with the keys that must follow it (32 EFA interfaces, 8 GPUs).
@@ -65,13 +65,13 @@ BAD = {
 
 @pytest.mark.parametrize("overrides, expected", BAD.values(), ids=BAD.keys())
 def test_bad_new_key_is_refused_with_its_name(overrides, expected):
-    with pytest.raises(ConfigError) as err:
+    with pytest.raises(StackConfigError) as err:
         _validate(overrides)
     assert expected in str(err.value), f"expected {expected!r} in: {err.value}"
 
 
 def test_capacity_block_on_a_type_without_capacity_blocks_is_refused_with_the_fix():
-    with pytest.raises(ConfigError) as err:
+    with pytest.raises(StackConfigError) as err:
         _validate({"gpuCapacityReservationId": "cr-0123456789abcdef0", "gpuCapacityBlock": True})
     expected = ("do not exist for g6.12xlarge", "set gpuCapacityBlock to false", "describe-capacity-block-offerings")
     missing = [e for e in expected if e not in str(err.value)]
@@ -141,7 +141,7 @@ def test_version_on_its_last_day_of_extended_support_is_accepted():
 
 
 def test_version_on_the_day_its_extended_support_ends_is_refused_naming_key_value_and_fix():
-    with pytest.raises(ConfigError) as err:
+    with pytest.raises(StackConfigError) as err:
         _validate_on(OLD, date(2026, 11, 26))
     wanted = ("kubernetesVersion '1.31'", "2026-11-26", "set kubernetesVersion to 1.32 or newer")
     assert all(w in str(err.value) for w in wanted), f"expected {wanted} in: {err.value}"
@@ -153,5 +153,5 @@ def test_version_in_extended_support_warns_of_the_hourly_cost_and_is_not_refused
 
 
 def test_the_fix_names_the_oldest_version_still_supported_that_day():
-    with pytest.raises(ConfigError, match=r"set kubernetesVersion to 1.33 or newer"):
+    with pytest.raises(StackConfigError, match=r"set kubernetesVersion to 1.33 or newer"):
         _validate_on({"kubernetesVersion": "1.32", "kubeProxyVersion": "v1.32.0-eksbuild.1"}, date(2027, 3, 23))

@@ -14,10 +14,10 @@ from conftest import REPO, quiet_stack
 from infra.config import (
     KEYS,
     KEYS_BY_NAME,
-    ConfigError,
     ConfigWarning,
     GpuNodesConfig,
     StackConfig,
+    StackConfigError,
     is_floating_image,
     load_stack,
     validate,
@@ -61,7 +61,7 @@ def test_defaults_are_the_reference_deployment():
 
 
 def test_unknown_train_key_is_refused_by_infra_naming_the_close_match():
-    with pytest.raises(ConfigError) as err:
+    with pytest.raises(StackConfigError) as err:
         _validate({"train": {"stepz": 5}})
     text = str(err.value)
     assert "ray-efa-eks:train.stepz" in text and "did you mean 'steps'?" in text, (
@@ -70,7 +70,7 @@ def test_unknown_train_key_is_refused_by_infra_naming_the_close_match():
 
 
 def test_driver_set_train_key_is_refused_by_infra():
-    with pytest.raises(ConfigError, match=r"ray-efa-eks:train\.run_id is set by the driver"):
+    with pytest.raises(StackConfigError, match=r"ray-efa-eks:train\.run_id is set by the driver"):
         _validate({"train": {"run_id": "x"}})
 
 
@@ -141,7 +141,7 @@ def test_every_key_has_a_description_and_a_section():
 
 
 def test_unknown_stack_lists_the_known_ones():
-    with pytest.raises(ConfigError) as err:
+    with pytest.raises(StackConfigError) as err:
         load_stack("eu-west-1", REPO)
     assert "us-east-2" in str(err.value) and "us-west-2" in str(err.value), f"got: {err.value}"
 
@@ -149,14 +149,14 @@ def test_unknown_stack_lists_the_known_ones():
 def test_stack_file_with_undeclared_key_is_rejected(tmp_path):
     shutil.copy(REPO / "Pulumi.yaml", tmp_path / "Pulumi.yaml")
     (tmp_path / "Pulumi.x.yaml").write_text("config:\n  aws:region: us-west-2\n  ray-efa-eks:gpuNodeCont: 3\n")
-    with pytest.raises(ConfigError, match="gpuNodeCont"):
+    with pytest.raises(StackConfigError, match="gpuNodeCont"):
         load_stack("x", tmp_path)
 
 
 def test_stack_without_region_is_rejected(tmp_path):
     shutil.copy(REPO / "Pulumi.yaml", tmp_path / "Pulumi.yaml")
     (tmp_path / "Pulumi.x.yaml").write_text("config:\n  ray-efa-eks:gpuNodeCount: 2\n")
-    with pytest.raises(ConfigError, match="aws:region"):
+    with pytest.raises(StackConfigError, match="aws:region"):
         load_stack("x", tmp_path)
 
 
@@ -256,7 +256,7 @@ BAD_CONFIGS = {
 
 @pytest.mark.parametrize("overrides, expected", BAD_CONFIGS.values(), ids=BAD_CONFIGS.keys())
 def test_bad_config_names_key_value_and_fix(overrides, expected):
-    with pytest.raises(ConfigError) as err:
+    with pytest.raises(StackConfigError) as err:
         _validate(overrides)
     missing = [text for text in expected if text not in str(err.value)]
     assert not missing, f"error lacks {missing}; got: {err.value}"
@@ -305,7 +305,7 @@ def test_shipped_stacks_do_not_warn_about_the_api_endpoint(stack):
 
 
 def test_program_refuses_an_empty_api_allow_list_naming_key_and_command():
-    with pytest.raises(ConfigError) as err:
+    with pytest.raises(StackConfigError) as err:
         _validate({}).cluster.require_api_cidrs("us-west-2")
     wanted = ["ray-efa-eks:apiPublicAccessCidrs", "python -m automation up --stack us-west-2", "apiPublicAccess"]
     missing = [w for w in wanted if w not in str(err.value)]
@@ -388,7 +388,7 @@ def _project(tmp_path: Path, stack_text: str | bytes) -> Path:
 
 
 def _load_error(project_dir: Path) -> str:
-    with pytest.raises(ConfigError) as err:
+    with pytest.raises(StackConfigError) as err:
         quiet_stack("x", project_dir)
     return str(err.value)
 

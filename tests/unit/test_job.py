@@ -28,7 +28,7 @@ from automation.job import (
 )
 from automation.storage import CHECKPOINT_EVERY, MAX_FAILURES, Durability, outside_run_bucket
 from infra.config import parse_quantity
-from workloads.config import BLOCK_FIELDS, DRIVER_FIELDS, ConfigError, TrainConfig
+from workloads.config import BLOCK_FIELDS, DRIVER_FIELDS, TrainConfig, TrainConfigError
 from workloads.train import parse_config
 
 
@@ -69,7 +69,7 @@ def test_a_cluster_default_the_block_leaves_without_meaning_goes_back_to_trainco
 
 
 def test_unknown_key_in_the_block_names_the_close_match():
-    with pytest.raises(ConfigError) as err:
+    with pytest.raises(TrainConfigError) as err:
         cluster_job(stack_cfg(global_batchsize=64), "r1")
     assert "ray-efa-eks:train.global_batchsize" in str(err.value) and "'global_batch_size'" in str(err.value), str(
         err.value
@@ -77,12 +77,12 @@ def test_unknown_key_in_the_block_names_the_close_match():
 
 
 def test_bad_value_in_the_block_is_judged_by_trainconfig():
-    with pytest.raises(ConfigError, match=r"ray-efa-eks:train.seq_len 999999 exceeds the 131072 positions"):
+    with pytest.raises(TrainConfigError, match=r"ray-efa-eks:train.seq_len 999999 exceeds the 131072 positions"):
         cluster_job(stack_cfg(seq_len=999999), "r1")
 
 
 def test_driver_fields_are_refused_in_the_block():
-    with pytest.raises(ConfigError, match="ray-efa-eks:train.run_dir is set by the driver"):
+    with pytest.raises(TrainConfigError, match="ray-efa-eks:train.run_dir is set by the driver"):
         cluster_job(stack_cfg(run_dir="/x"), "r1")
 
 
@@ -92,7 +92,7 @@ def test_driver_fields_are_not_documented_for_stacks():
 
 
 def test_more_gpus_than_the_cluster_has_is_refused():
-    with pytest.raises(ConfigError) as err:
+    with pytest.raises(TrainConfigError) as err:
         cluster_job(stack_cfg(num_workers=16, global_batch_size=128), "r1")
     for text in ("ray-efa-eks:train.num_workers 16", "16 GPUs", "has 8", "at most 8"):
         assert text in str(err.value), f"expected {text!r} in {err.value}"
@@ -100,12 +100,12 @@ def test_more_gpus_than_the_cluster_has_is_refused():
 
 def test_more_gpus_per_worker_than_a_node_has_is_refused():
     job = TrainConfig(use_gpu=True, num_workers=1, gpus_per_worker=8.0)
-    with pytest.raises(ConfigError, match="exceeds the 4 GPUs of one node"):
+    with pytest.raises(TrainConfigError, match="exceeds the 4 GPUs of one node"):
         check_fits_cluster(job, nodes=2, gpus_per_node=4)
 
 
 def test_cpu_job_is_refused_on_the_gpu_cluster():
-    with pytest.raises(ConfigError, match="ray-efa-eks:train.use_gpu is false"):
+    with pytest.raises(TrainConfigError, match="ray-efa-eks:train.use_gpu is false"):
         cluster_job(stack_cfg(use_gpu=False), "r1")
 
 
@@ -171,7 +171,7 @@ def test_shown_job_says_which_precision_runs_and_the_key_that_changes_it():
 
 
 def test_local_job_bad_override_is_refused(tmp_path):
-    with pytest.raises(ConfigError, match="--num-workers 0 is below 1"):
+    with pytest.raises(TrainConfigError, match="--num-workers 0 is below 1"):
         local_job("r1", tmp_path, num_workers=0)
 
 
@@ -296,7 +296,7 @@ def test_run_bucket_before_up_is_shown_as_pending_not_as_empty():
 
 @pytest.mark.parametrize("path", ["/tmp/checkpoints", "file:///tmp/checkpoints", "ckpts"])
 def test_a_local_storage_path_on_the_cluster_is_refused_naming_the_key_value_and_fix(path):
-    with pytest.raises(ConfigError) as err:
+    with pytest.raises(TrainConfigError) as err:
         resolve_cluster_job(stack_cfg(storage_path=path), "r1", DURABLE)
     for text in (f"ray-efa-eks:train.storage_path {path!r}", "s3://<bucket>/<prefix>", "remove it"):
         assert text in str(err.value), f"expected {text!r} in {err.value}"
@@ -328,5 +328,5 @@ def test_storage_under_the_run_bucket_is_not_noted():
 
 
 def test_an_unsharded_job_is_told_to_turn_off_the_durability_checkpoints():
-    with pytest.raises(ConfigError, match=r"set ray-efa-eks:train.checkpoint_every 0"):
+    with pytest.raises(TrainConfigError, match=r"set ray-efa-eks:train.checkpoint_every 0"):
         resolve_cluster_job(stack_cfg(unsharded=True, num_workers=1, global_batch_size=8), "r1", DURABLE)

@@ -45,7 +45,7 @@ def test_local_default_run_checkpoints_before_its_last_step(tmp_path):
 
 def test_local_target_submits_the_durable_job(tmp_path):
     target = LocalTarget(LocalPlan(_job(tmp_path), storage_path=str(tmp_path / "store")))
-    job = target.train_args()
+    job = target.train_job()
     assert (job.storage_path, job.checkpoint_every) == (str(tmp_path / "store"), LOCAL_CHECKPOINT_EVERY), (
         f"expected the job submitted with storage {tmp_path / 'store'} and checkpoints every "
         f"{LOCAL_CHECKPOINT_EVERY}, got {job.storage_path} every {job.checkpoint_every}"

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from workloads.config import ConfigError, TrainConfig, validate
+from workloads.config import TrainConfig, TrainConfigError, validate
 from workloads.model import mesh_shape
 
 
@@ -23,16 +23,16 @@ def test_hsdp_shard_size_overrides_the_node():
 
 
 def test_hsdp_shard_size_that_does_not_divide_the_world_is_refused_by_flag():
-    with pytest.raises(ConfigError, match=r"--shard-size 3 does not divide 8 workers"):
+    with pytest.raises(TrainConfigError, match=r"--shard-size 3 does not divide 8 workers"):
         mesh_shape("hsdp", 8, 3, 4)
 
 
 def test_validate_refuses_a_shard_size_that_does_not_divide_the_workers():
     cfg = TrainConfig(preset="tiny", mesh="hsdp", shard_size=3, num_workers=4)
-    with pytest.raises(ConfigError, match=r"--shard-size 3 does not divide --num-workers 4"):
+    with pytest.raises(TrainConfigError, match=r"--shard-size 3 does not divide --num-workers 4"):
         validate(cfg)
 
 
 def test_validate_refuses_an_unknown_mesh_by_flag():
-    with pytest.raises(ConfigError, match=r"--mesh 'ddp' is unknown: choose one of fsdp, hsdp"):
+    with pytest.raises(TrainConfigError, match=r"--mesh 'ddp' is unknown: choose one of fsdp, hsdp"):
         validate(TrainConfig(preset="tiny", mesh="ddp"))

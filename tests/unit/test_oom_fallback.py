@@ -4,7 +4,6 @@
 from __future__ import annotations
 
 import dataclasses
-import json
 
 import pytest
 import torch.distributed as dist
@@ -12,6 +11,7 @@ import torch.distributed as dist
 from workloads.config import TrainConfig
 from workloads.loop import FirstStepsOutOfMemory, halved, train_loop_per_worker
 from workloads.metrics import read_metrics
+from workloads.summary import RunSummary
 
 OOM = FirstStepsOutOfMemory(1, "CUDA out of memory.")
 
@@ -43,19 +43,21 @@ def group(tmp_path, monkeypatch):
     dist.destroy_process_group()
 
 
-def _run(tmp_path, drill: int) -> dict:
+def _run(tmp_path, drill: int) -> RunSummary:
     cfg = TrainConfig(
         preset="tiny", steps=3, global_batch_size=4, micro_batch_size=4, seq_len=32, oom_drill_micro_batch=drill
     )
     cfg = dataclasses.replace(cfg, run_id="oom", run_dir=str(tmp_path / "run")).resolved()
-    return train_loop_per_worker(cfg.to_dict())
+    summary = train_loop_per_worker(cfg.to_dict())
+    assert summary is not None, "rank 0 of a plain launch returns the summary"
+    return summary
 
 
 def test_first_step_oom_continues_with_half_the_micro_batch(tmp_path, group, capsys):
     summary = _run(tmp_path, drill=3)
-    got = [(f["step"], f["micro_batch"], f["to_micro_batch"], f["to_grad_accum"]) for f in summary["oom_fallbacks"]]
+    got = [(f["step"], f["micro_batch"], f["to_micro_batch"], f["to_grad_accum"]) for f in summary.oom_fallbacks]
     assert got == [(1, 4, 2, 2)], f"expected one fallback at step 1 from 4 to 2 x 2, got {got}"
-    assert len(summary["losses"]) == 3, f"expected all 3 steps trained, got losses {summary['losses']}"
+    assert len(summary.losses) == 3, f"expected all 3 steps trained, got losses {summary.losses}"
     assert "out of GPU memory at step 1 with micro-batch 4 x 1 accumulated" in capsys.readouterr().out
 
 
@@ -73,5 +75,5 @@ def test_oom_at_micro_batch_one_ends_the_run_loudly(tmp_path, group):
 
 def test_repeated_ooms_halve_until_the_step_fits(tmp_path, group):
     summary = _run(tmp_path, drill=2)
-    assert [f["to_micro_batch"] for f in summary["oom_fallbacks"]] == [2, 1], summary["oom_fallbacks"]
-    assert (summary["micro_batch"], summary["grad_accum"]) == (1, 4), json.dumps(summary)[:500]
+    assert [f["to_micro_batch"] for f in summary.oom_fallbacks] == [2, 1], summary.oom_fallbacks
+    assert (summary.micro_batch, summary.grad_accum) == (1, 4), summary

@@ -1,4 +1,4 @@
-"""Properties of the capacity ranking (automation/capacity.py, ``rank``): monotonic in each key, price included,
+"""Properties of the capacity ranking (automation/capacity_finder.py, ``rank``): monotonic in each key, price included,
 and blind to the order the zones were surveyed in.
 
 A zone is what one region and AZ answered; its keys, best first, as the module's docstring names them: usable
@@ -14,7 +14,7 @@ from dataclasses import replace
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from automation.capacity import PROBED, Zone, rank
+from automation.capacity_finder import PROBED, Zone, rank
 
 PROPERTY = settings(max_examples=200, deadline=None, derandomize=True)
 

@@ -12,8 +12,9 @@ import pytest
 from automation.cli import main
 from automation.commands.report import cost_rows, find_run_dir, keep_and_report, load_run, micro_batches
 from automation.errors import DriverError
-from automation.run_report import announce
+from automation.run_outcome import announce
 from workloads.metrics import METRICS_FILE, RUN_MARKER_FILE, MetricsWriter, StepMetrics
+from workloads.summary import RunSummary
 
 
 def make_run(root: Path, run_id: str, backend: str = "gloo", steps: int = 4) -> Path:
@@ -220,8 +221,8 @@ def test_report_names_the_precision_the_run_summary_records(tmp_path):
 
 def test_report_metrics_carry_the_precision_of_the_summary():
     from automation.pipeline import PipelineResult
-    from automation.run_report import RunReport
+    from automation.run_outcome import RunReport
 
-    training = {"precision": "float8 tensorwise"}
+    training = RunSummary(precision="float8 tensorwise")
     metrics = RunReport("aws", "us-west-2", PipelineResult(steps=()), training=training).metrics()
     assert metrics["precision"] == "float8 tensorwise", metrics

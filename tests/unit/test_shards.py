@@ -10,7 +10,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from workloads.config import ConfigError, TrainConfig
+from workloads.config import TrainConfig, TrainConfigError
 from workloads.data import MicroBatches, list_data, read_documents
 from workloads.shards import TAIL_READ, ReadStats, read_range
 
@@ -112,7 +112,7 @@ def test_a_parquet_rank_reads_only_the_row_groups_of_its_share(tmp_path):
 
 def test_a_malformed_jsonl_line_is_a_config_error_naming_the_file_and_offset(tmp_path):
     (tmp_path / "a.jsonl").write_text('{"text": "fine"}\n{"txt": "no text field"}\n')
-    with pytest.raises(ConfigError, match=r"a\.jsonl' line at byte 17 has no 'text' field \(it has 'txt'\)"):
+    with pytest.raises(TrainConfigError, match=r"a\.jsonl' line at byte 17 has no 'text' field \(it has 'txt'\)"):
         list(read_documents(str(tmp_path / "a.jsonl")))
 
 
@@ -120,13 +120,15 @@ def test_a_malformed_jsonl_line_is_a_config_error_naming_the_file_and_offset(tmp
 def test_the_reader_refuses_a_record_without_usable_text_past_any_head(tmp_path, record):
     # null was once trained on as the string "None"; the reader is the workers' second line of defence
     (tmp_path / "a.jsonl").write_text('{"text": "fine"}\n' + record + "\n")
-    with pytest.raises(ConfigError, match=r"a\.jsonl' line at byte 17 has (text null|text of type int|empty text)"):
+    with pytest.raises(
+        TrainConfigError, match=r"a\.jsonl' line at byte 17 has (text null|text of type int|empty text)"
+    ):
         list(read_documents(str(tmp_path / "a.jsonl")))
 
 
 def test_the_reader_refuses_a_line_that_is_not_utf8(tmp_path):
     (tmp_path / "a.txt").write_bytes(b"fine\ncaf\xe9\n")
-    with pytest.raises(ConfigError, match=r"a\.txt' line at byte 5 is not UTF-8"):
+    with pytest.raises(TrainConfigError, match=r"a\.txt' line at byte 5 is not UTF-8"):
         list(read_documents(str(tmp_path / "a.txt")))
 
 
@@ -170,10 +172,10 @@ def test_resume_on_a_changed_corpus_or_another_world_size_is_refused(tmp_path):
     for _ in range(5):
         next(it)
     position = stream.position()
-    with pytest.raises(ConfigError, match="outside this rank's share .*resume with the number of workers"):
+    with pytest.raises(TrainConfigError, match="outside this rank's share .*resume with the number of workers"):
         next(_stream(tmp_path, rank=0, world=4).iterate(5, position))
     (tmp_path / "c" / "part-9.txt").write_text("one more document\n")
-    with pytest.raises(ConfigError, match="changed since the checkpoint"):
+    with pytest.raises(TrainConfigError, match="changed since the checkpoint"):
         next(_stream(tmp_path, rank=1).iterate(5, position))
 
 

@@ -1,4 +1,4 @@
-"""What the driver fills in a stack before preview and up (automation/steps/stack.py, settle_*), over every stack
+"""What the driver fills in a stack before preview and up (automation/steps/stack_steps.py, settle_*), over every stack
 shape the settle steps see (issue 48): the GPU AZ set or empty against each preflight outcome, and the API
 endpoint public or private with an allow-list empty, the user's, or holding the driver's entry from this or another
 address."""
@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 
 from automation.errors import DriverError
 from automation.pipeline import RunState, StepResult
-from automation.steps.stack import settle_api_cidrs, settle_gpu_az, settle_stack
+from automation.steps.stack_steps import settle_api_cidrs, settle_gpu_az, settle_stack
 from automation.targets.aws import API_CIDRS_KEY, GPU_AZ_KEY
 from infra.config import ConfigWarning, StackConfig, validate
 

@@ -19,7 +19,7 @@ import warnings
 import pytest
 from conftest import REPO
 
-from infra.config import ConfigError, load_stack, stack_config_values, validate
+from infra.config import StackConfigError, load_stack, stack_config_values, validate
 
 BASE = "config:\n  aws:region: us-west-2\n  ray-efa-eks:gpuAvailabilityZone: us-west-2a\n"
 BASE_ENGINE = {"gpuAvailabilityZone": "us-west-2a"}
@@ -99,7 +99,7 @@ def test_a_version_written_1_40_stays_1_40(project):
 def test_yes_is_no_boolean_offline_as_for_the_engine(project):
     # YAML 1.2: `yes` is a string; the engine passes "yes" and a boolean key refuses it
     _with(project, "ray-efa-eks:apiPublicAccess: yes")
-    with pytest.raises(ConfigError, match="apiPublicAccess 'yes' is not a boolean"):
+    with pytest.raises(StackConfigError, match="apiPublicAccess 'yes' is not a boolean"):
         load_stack("s", project)
 
 
@@ -113,7 +113,7 @@ def test_yes_is_no_boolean_offline_as_for_the_engine(project):
 )
 def test_a_key_set_twice_is_refused_naming_both_lines(project, text, where):
     (project / "Pulumi.s.yaml").write_text(text)
-    with pytest.raises(ConfigError, match=f"twice \\({where}\\)"):
+    with pytest.raises(StackConfigError, match=f"twice \\({where}\\)"):
         load_stack("s", project)
 
 
@@ -121,7 +121,7 @@ def test_a_default_edited_in_pulumi_yaml_is_refused_with_the_regenerate_command(
     text = (project / "Pulumi.yaml").read_text()
     (project / "Pulumi.yaml").write_text(text.replace("default: ray-efa-eks\n", "default: my-cluster\n", 1))
     _with(project, "ray-efa-eks:gpuNodeCount: 2")
-    with pytest.raises(ConfigError) as err:
+    with pytest.raises(StackConfigError) as err:
         load_stack("s", project)
     msg = str(err.value)
     assert "clusterName has default 'my-cluster'" in msg and "--write-pulumi-yaml" in msg, msg
@@ -171,25 +171,26 @@ def test_a_boolean_key_reads_each_yaml_1_2_spelling(project, written, value):
 )
 def test_a_yaml_1_1_only_boolean_is_refused_naming_what_it_meant_there(project, written, meant):
     with pytest.raises(
-        ConfigError, match=f"rayWorkerHugepages '{written}' is not a boolean in YAML 1.2.*set {HUGEPAGES} to {meant}$"
+        StackConfigError,
+        match=f"rayWorkerHugepages '{written}' is not a boolean in YAML 1.2.*set {HUGEPAGES} to {meant}$",
     ):
         _hugepages(project, written)
 
 
 def test_a_boolean_in_neither_yaml_is_refused_as_no_boolean(project):
-    with pytest.raises(ConfigError, match="rayWorkerHugepages 'tRUE' is not a boolean: set"):
+    with pytest.raises(StackConfigError, match="rayWorkerHugepages 'tRUE' is not a boolean: set"):
         _hugepages(project, "tRUE")
 
 
 @pytest.mark.parametrize("written", ["", "~", "null", "Null", "NULL"])
 def test_a_null_boolean_key_is_refused_with_the_way_to_keep_its_default(project, written):
-    with pytest.raises(ConfigError, match="rayWorkerHugepages is null .*remove the line to keep the default True"):
+    with pytest.raises(StackConfigError, match="rayWorkerHugepages is null .*remove the line to keep the default True"):
         _hugepages(project, written)
 
 
 def test_the_program_refuses_a_yaml_1_1_boolean_as_the_offline_reader_does(project):
     # The engine hands the program the text written, "yes" (this file's docstring), and the program validates it.
-    with pytest.raises(ConfigError, match="rayWorkerHugepages 'yes' is not a boolean in YAML 1.2"):
+    with pytest.raises(StackConfigError, match="rayWorkerHugepages 'yes' is not a boolean in YAML 1.2"):
         validate({**BASE_ENGINE, "rayWorkerHugepages": "yes"}, stack="s", region="us-west-2")
 
 
@@ -197,7 +198,7 @@ def test_a_yaml_1_1_boolean_in_the_train_block_is_refused_naming_the_field(proje
     # Inside an object YAML 1.2 types the value: `yes` stays the string "yes", which TrainConfig refuses when the
     # driver parses the block over the cluster's job (infra/config.py leaves the values to it).
     from automation.job import resolve_cluster_job
-    from workloads.config import ConfigError as TrainConfigError
+    from workloads.config import TrainConfigError
 
     _with(project, "ray-efa-eks:train: {compile: yes}")
     with warnings.catch_warnings():
@@ -220,5 +221,5 @@ def test_a_file_read_twice_gives_fresh_values_and_a_changed_file_is_read_again(t
     path.write_text("config:\n  ray-efa-eks:gpuNodeCount: 3\n")
     assert read_yaml(path, "fix it") == {"config": {"ray-efa-eks:gpuNodeCount": 3}}
     path.write_text("config: [\n")
-    with pytest.raises(ConfigError, match=r"Pulumi\.dev\.yaml is not valid YAML \(line 2"):
+    with pytest.raises(StackConfigError, match=r"Pulumi\.dev\.yaml is not valid YAML \(line 2"):
         read_yaml(path, "fix it")

@@ -16,7 +16,7 @@ from datetime import UTC, datetime
 import pytest
 
 from automation.pipeline import PipelineResult
-from automation.run_report import RunReport
+from automation.run_outcome import RunReport
 from automation.start_phases import go_duration_s, parse_pulled, start_phases
 
 IMAGE = "public.ecr.aws/deep-learning-containers/ray:train-ml-cuda-v1.1"

@@ -9,7 +9,7 @@ import dataclasses
 import pytest
 
 from workloads import train
-from workloads.config import ConfigError, TrainConfig, check_gpu_capacity, validate
+from workloads.config import TrainConfig, TrainConfigError, check_gpu_capacity, validate
 
 
 def _run(capsys, *args) -> tuple[int, str]:
@@ -61,12 +61,12 @@ def test_empty_data_directory_is_refused(tmp_path, capsys):
 
 def test_more_gpu_workers_than_gpus_is_refused():
     cfg = TrainConfig(use_gpu=True, num_workers=8, gpus_per_worker=1)
-    with pytest.raises(ConfigError, match=r"needs 8 GPUs but this machine has 4: lower --num-workers to 4"):
+    with pytest.raises(TrainConfigError, match=r"needs 8 GPUs but this machine has 4: lower --num-workers to 4"):
         check_gpu_capacity(cfg, 4.0)
 
 
 def test_use_gpu_without_a_gpu_advises_dropping_the_flag():
-    with pytest.raises(ConfigError) as err:
+    with pytest.raises(TrainConfigError) as err:
         check_gpu_capacity(TrainConfig(use_gpu=True, num_workers=2), 0.0)
     assert "drop --use-gpu" in str(err.value) and "to 0" not in str(err.value), f"got: {err.value}"
 
@@ -90,12 +90,12 @@ def test_gpu_capacity_is_not_checked_on_cpu():
 
 
 def test_unknown_option_in_worker_config_is_refused_with_the_close_match():
-    with pytest.raises(ConfigError, match="did you mean 'seq_len'"):
+    with pytest.raises(TrainConfigError, match="did you mean 'seq_len'"):
         TrainConfig.from_dict({"preset": "tiny", "seq_lenn": 5})
 
 
 def test_option_of_the_wrong_type_is_refused():
-    with pytest.raises(ConfigError, match="--steps 'ten' is not a whole number"):
+    with pytest.raises(TrainConfigError, match="--steps 'ten' is not a whole number"):
         TrainConfig.from_dict({"steps": "ten"})
 
 
@@ -211,5 +211,5 @@ def test_nan_or_infinite_hyperparameter_is_refused_before_ray_starts(capsys, fla
 
 def test_nan_in_a_stack_train_block_is_refused():
     cfg = TrainConfig.from_dict({"lr": float("nan")})
-    with pytest.raises(ConfigError, match="not a finite number"):
+    with pytest.raises(TrainConfigError, match="not a finite number"):
         validate(cfg, local_paths=False)

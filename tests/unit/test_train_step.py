@@ -29,6 +29,7 @@ from workloads.loop import (
     report_metrics,
     train_step,
 )
+from workloads.summary import RunSummary
 
 VOCAB = 11
 CPU = torch.device("cpu")
@@ -244,12 +245,12 @@ def test_save_over_an_incomplete_checkpoint_of_the_same_step_replaces_it(tmp_pat
     assert latest_complete(Path(ckpt.plain_root)) == Path(path), f"expected {path} complete after the second save"
 
 
-@pytest.mark.parametrize("summary", [None, {"loss_last": 1.25, "steps": 4}], ids=["mid-run", "final"])
+@pytest.mark.parametrize("summary", [None, RunSummary(loss_last=1.25, steps=4)], ids=["mid-run", "final"])
 def test_only_the_final_save_writes_the_run_summary(tmp_path, process_group, summary):
     model = TinyLM()
     _, opt = _sgd_step(model, [_batch(2, seed=6)])
     path = Path(Checkpointer(_cfg(tmp_path), PLAIN).save({"step": 4, "losses": []}, model, opt, summary=summary))
-    written = json.loads((path / SUMMARY_FILE).read_text()) if (path / SUMMARY_FILE).exists() else "no file"
+    written = RunSummary.parse((path / SUMMARY_FILE).read_text()) if (path / SUMMARY_FILE).exists() else "no file"
     expected = summary or "no file"
     assert written == expected, f"expected summary {expected}, got {written}"
 
@@ -261,9 +262,10 @@ def test_ray_records_the_step_states_scalars_beside_a_mid_run_checkpoint():
 
 
 def test_ray_records_the_summarys_scalars_beside_the_final_checkpoint():
-    summary = {"loss_last": 1.25, "mfu": None, "losses": [2.0, 1.25], "backend": "gloo"}
+    summary = RunSummary(loss_last=1.25, losses=(2.0, 1.25), backend="gloo")
     got = report_metrics({"step": 20, "losses": []}, summary)
-    assert got == {"loss_last": 1.25, "mfu": None, "backend": "gloo"}, f"got {got}"
+    kept = {k: got.get(k, "absent") for k in ("loss_last", "mfu", "backend", "losses")}
+    assert kept == {"loss_last": 1.25, "mfu": None, "backend": "gloo", "losses": "absent"}, f"got {got}"
 
 
 # ---- under Ray Train: the checkpoint goes through ray.train.report and comes back through get_checkpoint.
@@ -320,9 +322,10 @@ def test_ray_save_reports_the_checkpoint_with_its_scalars_and_removes_the_local_
 def test_ray_final_save_reports_the_summarys_scalars(tmp_path, process_group, ray_train):
     model = TinyLM()
     _, opt = _sgd_step(model, [_batch(2, seed=6)])
-    summary = {"loss_last": 1.0, "losses": [1.0]}
+    summary = RunSummary(loss_last=1.0, losses=(1.0,))
     Checkpointer(_cfg(tmp_path), RAY).save({"step": 4, "losses": [1.0]}, model, opt, summary=summary)
-    assert ray_train.reports[0]["metrics"] == {"loss_last": 1.0}, f"got {ray_train.reports[0]['metrics']}"
+    got = ray_train.reports[0]["metrics"]
+    assert (got["loss_last"], "losses" in got) == (1.0, False), f"got {got}"
 
 
 def test_ray_restore_loads_the_checkpoint_ray_train_hands_over(tmp_path, process_group, ray_train):

@@ -7,7 +7,7 @@ import threading
 
 import pytest
 
-from workloads.errors import ConfigError
+from workloads.errors import TrainConfigError
 from workloads.uri import ACCEPTED, parse_location, within
 
 
@@ -50,20 +50,20 @@ def test_accepted_forms_parse_to_their_place(text, kind, where):
     ],
 )
 def test_other_forms_are_refused_with_the_accepted_ones(text, why):
-    with pytest.raises(ConfigError) as err:
+    with pytest.raises(TrainConfigError) as err:
         parse_location("--storage-path", text)
     msg = str(err.value)
     assert msg.startswith(f"--storage-path {text!r}") and why in msg and ACCEPTED in msg, f"got {msg!r}"
 
 
 def test_a_file_written_here_refuses_s3():
-    with pytest.raises(ConfigError, match=r"--summary-json 's3://b-1/x.json' is remote"):
+    with pytest.raises(TrainConfigError, match=r"--summary-json 's3://b-1/x.json' is remote"):
         parse_location("--summary-json", "s3://b-1/x.json", remote=False)
 
 
 def test_a_call_that_hangs_ends_with_a_message_at_its_deadline():
     never = threading.Event()
-    with pytest.raises(ConfigError, match=r"listing --data 's3://b-1/x' did not answer within 0.2 s"):
+    with pytest.raises(TrainConfigError, match=r"listing --data 's3://b-1/x' did not answer within 0.2 s"):
         within(0.2, "listing --data 's3://b-1/x'", never.wait)
     never.set()
 

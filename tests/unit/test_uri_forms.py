@@ -12,7 +12,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from workloads.errors import ConfigError
+from workloads.errors import TrainConfigError
 from workloads.uri import ACCEPTED, Location, parse_location, within
 
 LOCAL_ONLY = "a local path (or file:///absolute/path)"
@@ -63,7 +63,7 @@ def test_a_location_is_remote_only_for_s3():
     ],
 )
 def test_a_foreign_or_misspelt_scheme_is_refused_whole(text, why):
-    with pytest.raises(ConfigError) as err:
+    with pytest.raises(TrainConfigError) as err:
         parse_location("--data", text)
     assert str(err.value) == f"--data {text!r} {why}: pass {ACCEPTED}; for a local folder of that name write ./{text}"
 
@@ -82,7 +82,7 @@ def test_a_foreign_or_misspelt_scheme_is_refused_whole(text, why):
     ],
 )
 def test_an_s3_uri_without_a_valid_bucket_is_refused_whole(text, why):
-    with pytest.raises(ConfigError) as err:
+    with pytest.raises(TrainConfigError) as err:
         parse_location("--data", text)
     assert str(err.value) == f"--data {text!r} {why}: pass {ACCEPTED}"
 
@@ -103,7 +103,7 @@ def test_an_s3_uri_without_a_valid_bucket_is_refused_whole(text, why):
     ],
 )
 def test_empty_nul_and_remote_for_a_local_flag_are_refused_whole(text, remote, why):
-    with pytest.raises(ConfigError) as err:
+    with pytest.raises(TrainConfigError) as err:
         parse_location("--summary-json", text, remote=remote)
     assert str(err.value) == f"--summary-json {text!r} {why}"
 
@@ -132,7 +132,7 @@ def test_every_path_without_a_scheme_is_local_as_typed(text):
 
 def test_a_call_past_its_deadline_names_what_and_the_seconds():
     never = threading.Event()
-    with pytest.raises(ConfigError) as err:
+    with pytest.raises(TrainConfigError) as err:
         within(0.05, "reading x", never.wait)
     never.set()
     assert str(err.value) == (

@@ -11,7 +11,7 @@ from pulumi.automation import ConfigValue
 
 from automation.aws_clients import Ecr
 from automation.az_fallback import up_with_fallback
-from automation.capacity import up_watch
+from automation.capacity_finder import up_watch
 from automation.errors import DriverError
 from automation.pipeline import Prior, StepResult
 from automation.pulumi_stack import StackLike, destroy, nodegroup_failure_cause, preview, up

@@ -13,6 +13,7 @@ from automation.pipeline import PipelineResult
 from automation.start_phases import StartPhases
 from automation.targets import Target
 from automation.ui import Notes, Output
+from workloads.summary import RunSummary
 
 
 @dataclass(frozen=True)
@@ -20,7 +21,7 @@ class RunReport:
     target: str
     stack: str | None
     pipeline: PipelineResult
-    training: dict | None = None  # the training CLI's summary JSON
+    training: RunSummary | None = None  # what the training job wrote in summary.json
     job_id: str | None = None
     transport: dict | None = None  # TransportVerdict.to_dict()
     cost: CostEstimate | None = None
@@ -33,11 +34,11 @@ class RunReport:
         return self.pipeline.ok
 
     def metrics(self) -> dict[str, object]:
-        s = self.training or {}
+        s = self.training or RunSummary()
         keys: tuple[str, ...] = ("run_id", "world_size", "steps", "precision", "tokens_per_s", "tokens_per_s_per_gpu")
         keys += ("mfu",)
         keys += ("loss_first", "loss_last", "peak_mem_gb")
-        return {**{k: s.get(k) for k in keys}, **{f"start_{k}": v for k, v in (self.start or {}).items()}}
+        return {**{k: getattr(s, k) for k in keys}, **{f"start_{k}": v for k, v in (self.start or {}).items()}}
 
     def to_dict(self) -> dict[str, object]:
         return {
@@ -56,8 +57,8 @@ class RunReport:
 
 def build_report(target: Target, result: PipelineResult, command: str) -> RunReport:
     """The report of `command`'s run on `target`: call it after the target is closed, so its notes are all in."""
-    train, check = result.state.train, result.state.check
-    outcome = train.data if train is not None else None
+    followed, check = result.state.follow, result.state.check
+    outcome = followed.data if followed is not None else None
     return RunReport(
         target=target.name,
         stack=target.stack_name,
@@ -67,7 +68,7 @@ def build_report(target: Target, result: PipelineResult, command: str) -> RunRep
         transport=check.data.to_dict() if check is not None and check.data is not None else None,
         cost=target.cost(command) if result.state.cluster_seen else None,
         notes=tuple(target.notes),
-        files=target.files(result) if train is not None else None,
+        files=target.files(result) if followed is not None else None,
         start=outcome.start if outcome is not None else None,
     )
 
