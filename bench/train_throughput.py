@@ -26,6 +26,9 @@ Variants:
   window: rms (RMSNorm), swiglu (the MLP), rope (rotary embedding), each through
   `apply_liger_kernel_to_qwen2` before the model is built (so compile traces them), and flce (its fused
   linear cross-entropy in place of the chunked loss), e.g. `default+liger=rms.swiglu.rope.flce`.
+  `f8opt=K.K...` (bench only) changes torchao's Float8LinearConfig for a `float8=tensorwise` window (issue 47,
+  item 5): fastaccum (the two backward GEMMs accumulate fast, as the forward one does), pow2 (scales rounded
+  down to powers of two), bf16wgrad (the weight-gradient GEMM in bf16: its operands' casts skipped).
 
 MFU = tokens/s x (6N + 12 L d T) / peak, N the parameters with the tied embedding once, peak the
 GPU's dense bf16 rate (989 TFLOP/s for H100/H200).
@@ -101,12 +104,48 @@ def apply_liger(kernels: tuple[str, ...]) -> None:
         loss_fns.chunked_cross_entropy = flce
 
 
+F8OPTS = ("fastaccum", "pow2", "bf16wgrad")
+
+
+def float8_option_names(name: str) -> tuple[str, ...]:
+    """The Float8LinearConfig options a variant name asks for (`f8opt=fastaccum.pow2`), in F8OPTS' order."""
+    asked = {o for i in name.replace("+", ",").split(",") if i.startswith("f8opt=") for o in i[6:].split(".") if o}
+    if asked - set(F8OPTS):
+        raise SystemExit(f"unknown f8opt(s) {sorted(asked - set(F8OPTS))} in {name!r}: choose from {', '.join(F8OPTS)}")
+    return tuple(o for o in F8OPTS if o in asked)
+
+
+def float8_options(names: tuple[str, ...]) -> dict:
+    """Float8LinearConfig fields of the options `names` (torchao 0.17 torchao/float8/config.py)."""
+    from torchao.float8.config import CastConfig, Float8GemmConfig, ScalingType
+
+    def off(dtype):  # a skipped cast still names its dtype: torchao checks both uses of an operand agree
+        return CastConfig(scaling_type=ScalingType.DISABLED, target_dtype=dtype)
+
+    fields = {
+        "fastaccum": {f"gemm_config_grad_{g}": Float8GemmConfig(use_fast_accum=True) for g in ("input", "weight")},
+        "pow2": {"round_scales_to_power_of_2": True},
+        "bf16wgrad": {
+            "cast_config_input_for_grad_weight": off(torch.float8_e4m3fn),
+            "cast_config_grad_output_for_grad_weight": off(torch.float8_e5m2),
+        },
+    }
+    return {k: v for n in names for k, v in fields[n].items()}
+
+
 def apply_bench_only(name: str) -> None:
-    """The bench-only keys of a variant (`liger=`), applied in this process only."""
+    """The bench-only keys of a variant (`liger=`, `f8opt=`), applied in this process only."""
     apply_liger(liger_kernels(name))
+    if opts := float8_option_names(name):
+        import functools
+
+        import torchao.float8
+
+        # workloads/model.py imports Float8LinearConfig from torchao.float8 when it converts the model
+        torchao.float8.Float8LinearConfig = functools.partial(torchao.float8.Float8LinearConfig, **float8_options(opts))
 
 
-BENCH_ONLY = ("liger=",)
+BENCH_ONLY = ("liger=", "f8opt=")
 
 
 def _parse_overrides(text: str) -> dict:

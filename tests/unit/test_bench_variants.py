@@ -60,3 +60,14 @@ def test_profile_step_counts_each_matmuls_flops_from_its_input_shapes():
     assert ps.gemm_flops("aten::addmm", [[256], [16384, 1536], [1536, 256], [], []]) == 2 * 16384 * 1536 * 256
     assert ps.gemm_flops("aten::bmm", [[12, 2048, 128], [12, 128, 2048]]) == 2 * 12 * 2048 * 128 * 2048
     assert ps.gemm_flops("aten::mm", [[], []]) == 0.0
+
+
+def test_float8_options_are_read_from_the_variant_name_and_skipped_as_config_fields():
+    name = "default+float8=tensorwise+f8opt=pow2.fastaccum"
+    assert tt.float8_option_names(name) == ("fastaccum", "pow2")
+    assert tt.variant_config(name) == (False, {"float8": "tensorwise"})
+
+
+def test_unknown_float8_option_is_refused_by_name():
+    with pytest.raises(SystemExit, match="unknown f8opt.*'fast'"):
+        tt.float8_option_names("default+float8=tensorwise+f8opt=fast")
