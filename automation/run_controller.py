@@ -16,12 +16,15 @@ controller.py: one object drives the run through its states to the end).
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable, Sequence
 from typing import TypeVar
 
 from automation import steps
-from automation.pipeline import JobLeftRunning, PipelineResult, StepInterrupted, run_pipeline
+from automation.errors import DriverError
+from automation.pipeline import JobLeftRunning, PipelineResult, RunState, StepInterrupted, run_pipeline
 from automation.ray_head import TERMINAL
+from automation.recovery import APPLICATION, Recovery, last_step
 from automation.scaling import after_run
 from automation.targets import Target, aws
 from automation.ui import Output, Ui
@@ -31,6 +34,7 @@ R = TypeVar("R")
 # follows a job on it (`attach`). From the start of any of them on, the end of the run decides the scale-down.
 NODE_STEPS = ("up", "scale-up", "follow")
 _NOT_DONE = object()
+RESUMED_STEPS = ("counters", "submit", "follow", "check")  # a resumed attempt: counters before it, its own logs
 
 
 class RunController:
@@ -41,6 +45,7 @@ class RunController:
         self.begun: list[str] = []
         self.results: list[PipelineResult] = []
         self.scale_down_line: str | None = None
+        self.recoveries: list[Recovery] = []
 
     def steps(self, names: Sequence[str], target: Target | None = None) -> PipelineResult:
         """The steps ``names`` in order on ``target`` (default: the run's own), the first failure stopping them."""
@@ -53,6 +58,64 @@ class RunController:
         result = run_pipeline(steps.build(names, on), on.advise, started, self.ui.step_finished)
         self.results.append(result)
         return result
+
+    def recovering(self, result: PipelineResult) -> PipelineResult:
+        """After a job that failed for the infrastructure (automation/recovery.py): wait for the repaired or
+        replaced node, then resume the run from its last checkpoint as a new job, at most --max-recoveries times
+        within --recovery-minutes, each attempt's cost said; an application failure stops at once."""
+        target = self.target
+        if not isinstance(target, aws.AwsTarget):
+            return result
+        deadline = target.clock() + target.run.recovery_minutes * 60
+        while result.failed_step == "follow" and result.state.follow and result.state.follow.data:
+            failed = result.state.follow.data
+            if failed.status not in TERMINAL:  # the job server stopped answering: the job may go on
+                return result
+            began = target.clock()
+            failure = target.failure_of(failed)
+            said = f"job {failed.job_id} ended {failed.status}: {failure.kind} failure, {failure.cause}"
+            if failure.kind == APPLICATION:
+                target.note(f"{said}; not retried (an application failure repeats on any node)")
+                return result
+            if len(self.recoveries) >= target.run.max_recoveries:
+                target.note(f"{said}; stopped after {self.spent()} (--max-recoveries {target.run.max_recoveries})")
+                return result
+            target.note(f"{said} on node {failure.node or '?'}: waiting for its replacement, then resuming")
+            try:
+                waited = target.wait_for_replacement(deadline)
+            except DriverError as e:
+                target.note(f"{e}; stopped after {self.spent()} (--recovery-minutes {target.run.recovery_minutes:g})")
+                return result
+            target.set_aside_nccl_logs(len(self.recoveries) + 1)
+            target.run = dataclasses.replace(target.run, resume=True)
+            resumed, first = self.resume()
+            hours = (target.clock() - began) / 3600
+            self.recoveries.append(Recovery(failure, waited / 60, first, attempt_cost(target, hours)))
+            target.note(f"recovered: {self.recoveries[-1].line()} ({self.recoveries[-1].cost})")
+            result = joined(result, resumed)
+        return result
+
+    def resume(self) -> tuple[PipelineResult, int | None]:
+        """The resumed attempt's steps and the first step its job showed (the log tail holds only its last)."""
+        target, first = self.target, list[int]()
+        shown = target.on_line
+
+        def line(text: str) -> None:
+            if not first and (step := last_step([text])) is not None:
+                first.append(step)
+            shown(text)
+
+        target.on_line = line  # type: ignore[misc]  # AwsTarget's on_line is an attribute
+        try:
+            return self.steps(RESUMED_STEPS), first[0] if first else None
+        finally:
+            target.on_line = shown  # type: ignore[misc]
+
+    def spent(self) -> str:
+        """What the recoveries so far spent: attempts, minutes waiting for nodes, and each attempt's cost."""
+        minutes = sum(r.minutes for r in self.recoveries)
+        costs = "; ".join(r.cost for r in self.recoveries) or "no cost"
+        return f"{len(self.recoveries)} recovery attempt(s), {minutes:.0f} min waiting for nodes ({costs})"
 
     def run(self, work: Callable[[RunController], R], report: Callable[[R], int]) -> int:
         """``work`` on the run, then ``report`` of what it returned (its exit status); 130 after Ctrl-C, with what
@@ -101,6 +164,21 @@ class RunController:
             if state.job is not None and (followed is None or followed.status not in TERMINAL):
                 return state.job.job_id
         return None
+
+
+def attempt_cost(target: aws.AwsTarget, hours: float) -> str:
+    """An attempt's wall time and what the cluster cost over it (automation/cost.py)."""
+    per_hour = target.price().usd_per_hour
+    cost = f"${per_hour * hours:.2f} at {per_hour:.2f} USD/h" if per_hour is not None else "cost unknown"
+    return f"{hours * 60:.0f} min, {cost}"
+
+
+def joined(first: PipelineResult, then: PipelineResult) -> PipelineResult:
+    """One run of two pipelines: every step, the later's verdict, its state over the earlier's."""
+    state = RunState(
+        **{f.name: getattr(then.state, f.name) or getattr(first.state, f.name) for f in dataclasses.fields(RunState)}
+    )
+    return dataclasses.replace(then, steps=first.steps + then.steps, state=state)
 
 
 def report_interrupt(e: KeyboardInterrupt, target: Target, ui: Output) -> None:

@@ -30,6 +30,13 @@ def collect_command(nccl_dir: str) -> list[str]:
     return ["sh", "-c", f"[ -d {q} ] && ls {q}/*.log >/dev/null 2>&1 && tar -czf - -C {q} . | base64 -w0 || true"]
 
 
+def set_aside_command(nccl_dir: str, attempt: int) -> list[str]:
+    """Move a pod's NCCL logs of an ended attempt to `<nccl_dir>-attempt-<attempt>`, so the next attempt's logs
+    are alone under `nccl_dir` (a worker makes it again at its start: workloads/loop.py)."""
+    q, aside = shlex.quote(nccl_dir), shlex.quote(f"{nccl_dir}-attempt-{attempt}")
+    return ["sh", "-c", f"[ -d {q} ] && mv {q} {aside} || true"]
+
+
 def collect_logs(pod_exec: PodExec, pods: Sequence[str], namespace: str, nccl_dir: str, dest: Path) -> list[Path]:
     """Copy every `*.log` under `nccl_dir` of each pod into `dest/<pod>/`; return the files copied."""
     files: list[Path] = []

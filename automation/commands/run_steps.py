@@ -18,6 +18,7 @@ from automation.flags import (
     TARGET_PARENT,
     Mode,
     add_kubeconfig,
+    count,
     location,
     not_in,
     resolve_target,
@@ -25,6 +26,7 @@ from automation.flags import (
     whole_number,
 )
 from automation.pipeline import PipelineResult
+from automation.recovery import MAX_RECOVERIES, RECOVERY_MINUTES
 from automation.run_controller import RunController
 from automation.run_outcome import build_report, show
 from automation.targets import Target, aws, local
@@ -105,6 +107,24 @@ def add_parser(sub: Any, parents: list[argparse.ArgumentParser]) -> None:
     timeout = add_timeout(p)
     not_in(timeout, PLAN, "it stops before any job is submitted")
     not_in(timeout, DETACHED, "the job outlives this command; `attach --timeout` limits it")
+    recoveries = p.add_argument(
+        "--max-recoveries",
+        type=count,
+        metavar="N",
+        help="aws: after a job fails for the infrastructure (a GPU node lost or unhealthy, a pod evicted), wait "
+        f"for the replaced node and resume from the last checkpoint at most N times (default {MAX_RECOVERIES}; "
+        "0: never); an application failure (a traceback, out of memory) is never retried",
+    )
+    minutes = p.add_argument(
+        "--recovery-minutes",
+        type=whole_number,
+        metavar="M",
+        help=f"aws: stop recovering once M minutes have passed since the first failure (default {RECOVERY_MINUTES})",
+    )
+    for flag in (recoveries, minutes):
+        not_in(flag, LOCAL, "the local target has no nodes to replace")
+        not_in(flag, PLAN, "it stops before any job is submitted")
+        not_in(flag, DETACHED, "this command ends at submit; nothing follows the job to recover it")
 
 
 def pipeline_command(sub: Any, name: str, help: str, parents: list[argparse.ArgumentParser]) -> argparse.ArgumentParser:
@@ -204,6 +224,7 @@ def open_target(args: argparse.Namespace, ui: Ui, deps: aws.AwsDeps | None = Non
         job_timeout_s=given("timeout"),
         attach_job=given("job"),
         auto_az=bool(given("auto_az")),
+        **{k: given(k) for k in ("max_recoveries", "recovery_minutes") if given(k) is not None},
     )
 
 
@@ -219,4 +240,4 @@ def run(args: argparse.Namespace, ui: Ui) -> int:
         trained = result.state.follow is not None
         return show(report, ui, run_files(target, runs_root(), report.to_dict()) if trained else {})
 
-    return owner.run(lambda owner: owner.steps(names), report)
+    return owner.run(lambda owner: owner.recovering(owner.steps(names)), report)

@@ -47,7 +47,8 @@ from automation.pipeline import (
 from automation.pulumi_setup import pulumi_rows
 from automation.pulumi_stack import PULUMI_MISSING, StackLike, outputs_dict, select_stack
 from automation.ray_head import POLL_S, AsksJobServer, HeadJobs, run_to_end
-from automation.run_files import collect_logs, fetch_run
+from automation.recovery import MAX_RECOVERIES, RECOVERY_MINUTES, Failure, classify, wait_for_nodes
+from automation.run_files import collect_logs, fetch_run, set_aside_command
 from automation.start_phases import observe
 from automation.storage import (
     Durability,
@@ -224,6 +225,9 @@ class AwsRun:
     job_timeout_s: float | None = None  # --timeout: stop the job after this long (None: no limit)
     attach_job: str | None = None  # `attach JOB`: the job to follow (None: the newest submitted)
     poll_s: float = POLL_S
+    # After an infrastructure failure: resumed runs at most, and minutes for all of them (automation/recovery.py)
+    max_recoveries: int = MAX_RECOVERIES
+    recovery_minutes: float = RECOVERY_MINUTES
 
 
 class HeldLease(Protocol):
@@ -569,6 +573,29 @@ class AwsTarget(AsksJobServer):
         )
         self.on_progress(f"{len(files)} NCCL log files from {len(workers)} worker pods")
         return files
+
+    def _gpu_nodes_and_workers(self) -> tuple[list[dict], list[dict]]:
+        pods = self.ray_pods()
+        return pods.kube.list_nodes(GPU_NODE_SELECTOR), pods.kube.list_pods(pods.namespace, pods.selector("worker"))
+
+    def failure_of(self, outcome: TrainOutcome) -> Failure:
+        """The class of a failed job from what the cluster shows now (automation/recovery.py)."""
+        nodes, workers = self._gpu_nodes_and_workers()
+        return classify(nodes, workers, self.cfg.gpu_nodes.node_count, outcome.log_tail)
+
+    def wait_for_replacement(self, deadline: float) -> float:
+        """Seconds until the GPU nodes are back at gpuNodeCount and the worker pods Running; DriverError at
+        ``deadline``."""
+        clock = self.deps.clock
+        want = (self.cfg.gpu_nodes.node_count, self.expectations().worker_replicas)
+        return wait_for_nodes(self._gpu_nodes_and_workers, *want, deadline, clock.now, clock.sleep, self.on_progress)
+
+    def set_aside_nccl_logs(self, attempt: int) -> None:
+        """Move the NCCL logs of attempt ``attempt`` in the worker pods that outlived it to nccl-attempt-<n>/, so
+        `check` reads only the resumed attempt's logs (the logs upload keeps both)."""
+        move = set_aside_command(f"{CLUSTER_ROOT}/runs/{self.run_id}/nccl", attempt)
+        for pod in self.ray_pods().pods("worker"):
+            self.kube().exec(pod, self.expectations().namespace, move, timeout_s=60)
 
     def collect_run(self, runs_root: Path) -> Path:
         """The run copied from the cluster's pods into `runs_root/<run id>`."""

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from _ray_jobs import JobRequest, parse_request
 
 from automation.ray_head import RAY_RESOURCES_SNIPPET, upload_command
-from automation.run_files import _pack_command, collect_command
+from automation.run_files import _pack_command, collect_command, set_aside_command
 from automation.steps.verify_checks import fi_info_command
 from automation.storage import marker_probe_command
 from automation.targets.aws import READER_SYSFS_ROOT
@@ -34,6 +34,7 @@ class PodAction(enum.Enum):
     COLLECT_LOGS = "the NCCL logs of a pod as a base64 tar"
     PACK_FILES = "named files of a run directory as a base64 tar"
     JOB = "a `ray job` command or the job list"
+    SET_ASIDE = "move an ended attempt's NCCL logs aside"
 
 
 @dataclass(frozen=True)
@@ -72,6 +73,8 @@ def _shell_request(argv: list[str]) -> PodRequest | None:
             return PodRequest(PodAction.UPLOAD, dest)
     if words[:1] == ["["] and argv == collect_command(words[2]):
         return PodRequest(PodAction.COLLECT_LOGS, words[2])
+    if words[:1] == ["["] and "mv" in words and argv == set_aside_command(words[2], int(words[-3].rsplit("-", 1)[1])):
+        return PodRequest(PodAction.SET_ASIDE, words[2])
     if words[:1] == ["cd"] and "ls" in words:
         start = words.index("ls") + 1
         names = tuple(words[start : words.index("2>/dev/null", start)])
