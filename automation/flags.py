@@ -75,6 +75,8 @@ def _at_least(low: int, hint: str = ""):
 
 whole_number = _at_least(1, ", or leave the flag out")  # a count of 1 or more
 count = _at_least(0)  # a count of 0 or more
+hang_factor = _at_least(2, " (a step line may come later than the median without a hang)")
+hang_floor = _at_least(60, " seconds (a checkpoint's save alone can take a minute)")
 
 
 def port(text: str) -> int:

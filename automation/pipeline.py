@@ -215,6 +215,7 @@ class TrainOutcome:
     log_tail: tuple[str, ...] = field(default_factory=tuple)
     job: TrainConfig | None = None
     start: dict | None = None  # the start's phases in seconds (automation/start_phases.py), where the target reads them
+    hang: dict[str, object] | None = None  # automation/hang.py `diagnosis` of a job stopped as hung
 
     def to_dict(self) -> dict[str, object]:
         return {
@@ -224,6 +225,7 @@ class TrainOutcome:
             "log_tail": list(self.log_tail),
             "job": self.job.to_dict() if self.job else None,
             "start": self.start,
+            "hang": self.hang,
         }
 
 

@@ -31,6 +31,7 @@ from pathlib import Path
 from typing import Protocol, TypeVar
 
 from automation.errors import DriverError
+from automation.hang import HangBound, HangWatch, RankEvidence, diagnosis
 from automation.job import CLUSTER_ROOT, command
 from automation.kube import ExecResult, PodExec
 from automation.pipeline import SubmittedJob, TrainOutcome
@@ -430,6 +431,7 @@ class FollowEnd:
     state: JobState
     tail: tuple[str, ...]
     stopped_for_timeout: bool = False
+    hang: dict[str, object] | None = None  # automation/hang.py `diagnosis`, when the job was stopped as hung
 
 
 @dataclass
@@ -483,25 +485,39 @@ def follow_job(
     timeout_s: float | None = None,
     poll_s: float = POLL_S,
     give_up_s: float = GIVE_UP_S,
+    hang: HangBound | None = None,
+    on_hang: Callable[[str], dict[str, object]] = lambda late: {"late": late},
 ) -> FollowEnd:
     """Follow `job_id` until the job server says it ended: each log line passed to `on_line` once, in order.
 
     No limit on how long the job runs; with `timeout_s` the job is stopped (`ray job stop`) once this follow
-    has lasted that long, and followed until the server says STOPPED. DriverError when the server gives no answer for
-    `give_up_s` (the job goes on), JobNotFound when it does not know the job.
+    has lasted that long, and followed until the server says STOPPED. With `hang`, a job with no step line past its
+    bound (automation/hang.py) is diagnosed first (`on_hang`, while it still hangs), then stopped alike. DriverError
+    when the server gives no answer for `give_up_s` (the job goes on), JobNotFound when it does not know the job.
     """
     patient = _Patient(clock, sleep, on_note, give_up_s)
     start, offset, stopped = clock(), 0, False
     tail: deque[str] = deque(maxlen=200)
+    watch, hung = (HangWatch(hang) if hang else None), None
     while True:
         state = patient.call(lambda: api.job_status(job_id))
         chunk = patient.call(partial(api.job_logs, job_id, offset, final=state.terminal))
+        if watch and state.status == "RUNNING":
+            watch.running(clock())
         for line in chunk.lines:
             tail.append(line)
             on_line(line)
+            if watch:
+                watch.line(line, clock())
         offset = chunk.next_offset
         if state.terminal:
-            return FollowEnd(state, tuple(tail), stopped)
+            return FollowEnd(state, tuple(tail), stopped and hung is None, hung)
+        late = watch.overdue(clock()) if watch and not stopped else None
+        if late:
+            on_note(f"job {job_id} looks hung: {late}; reading the workers' stacks and NCCL logs, then `ray job stop`")
+            hung = on_hang(late)
+            patient.call(lambda: api.stop_job(job_id))
+            stopped = True
         if timeout_s is not None and not stopped and clock() - start >= timeout_s:
             on_note(f"job {job_id} has run {clock() - start:.0f} s, past --timeout {timeout_s:g}: `ray job stop`")
             patient.call(lambda: api.stop_job(job_id))
@@ -511,7 +527,7 @@ def follow_job(
 
 def outcome_of(end: FollowEnd, job: TrainConfig, summary: RunSummary | None) -> TrainOutcome:
     """The step's outcome: what the job server said of the job, never how a stream ended."""
-    return TrainOutcome(job.run_id, end.state.status, summary, end.tail, job)
+    return TrainOutcome(job.run_id, end.state.status, summary, end.tail, job, hang=end.hang)
 
 
 class AsksJobServer:
@@ -540,6 +556,9 @@ class FollowPlace(JobApi, Protocol):
     def poll_s(self) -> float: ...
     @property
     def job_timeout_s(self) -> float | None: ...
+    @property
+    def hang_bound(self) -> HangBound | None: ...
+    def hang_evidence(self) -> list[RankEvidence]: ...
     def note(self, text: str) -> None: ...
     def clock(self) -> float: ...
     def sleep(self, seconds: float) -> None: ...
@@ -549,7 +568,7 @@ class FollowPlace(JobApi, Protocol):
 
 def follow_on(place: FollowPlace, job_id: str, on_line: Callable[[str], None] | None = None) -> FollowEnd:
     """`follow_job` with what a target offers (automation.targets.Target): its job server, its output lines
-    (or ``on_line``) and notes, its clock, the user's --timeout and its poll interval."""
+    (or ``on_line``) and notes, its clock, the user's --timeout and hang bound, and its poll interval."""
     return follow_job(
         place,
         job_id,
@@ -559,6 +578,8 @@ def follow_on(place: FollowPlace, job_id: str, on_line: Callable[[str], None] | 
         sleep=place.sleep,
         timeout_s=place.job_timeout_s,
         poll_s=place.poll_s,
+        hang=place.hang_bound,
+        on_hang=lambda late: diagnosis(late, place.hang_evidence()),
     )
 
 

@@ -22,6 +22,7 @@ def add_parser(sub: Subparsers, parents: list[argparse.ArgumentParser]) -> None:
     add_kubeconfig(p)
     run_steps.add_keep_nodes(p)
     run_steps.add_timeout(p)
+    run_steps.add_hang(p)
     what = "the run (its Ray job id) to follow (default: the newest job submitted)"
     p.add_argument("job", nargs="?", type=run_id, metavar="RUN", help=what)
 

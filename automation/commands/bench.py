@@ -47,9 +47,10 @@ from typing import Any
 
 from automation import collectives_pods as cluster_bench
 from automation.commands import report
-from automation.commands.run_steps import add_keep_nodes, add_yes
+from automation.commands.run_steps import add_hang, add_keep_nodes, add_yes
 from automation.errors import DriverError
 from automation.flags import CLUSTER_PARENT, Mode, command_parser, not_in, output_folder, run_id, whole_number
+from automation.hang import bound_of
 from automation.job import cluster_job, stack_label
 from automation.pipeline import PipelineResult, TrainOutcome, TransportVerdict
 from automation.run_controller import RunController
@@ -195,6 +196,7 @@ def make_targets(
         yes=args.yes,
         steps_override=args.steps,
         workers_override=args.num_workers,
+        hang_bound=bound_of(args.hang_factor, args.hang_floor),
         **opts,
     )
     efa = aws.open_stack(args.stack, run_id=ids[EFA], require=REQUIRE[EFA], **common)
@@ -448,7 +450,7 @@ def add_parser(sub: Any, parents: list[argparse.ArgumentParser]) -> argparse.Arg
             "--run-id", type=base_run_id, help="base of the two run ids, <id>-efa and <id>-tcp (default: a new one)"
         ),
     )
-    for action in job_flags:
+    for action in (*job_flags, *add_hang(p)):
         not_in(action, sweep, trains_nothing)
     p.add_argument(
         "--runs-root", type=output_folder, default=Path("runs"), help="where both runs are copied for the report"

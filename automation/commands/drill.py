@@ -41,9 +41,10 @@ from typing import Protocol
 import psutil
 
 from automation.commands import Subparsers
-from automation.commands.run_steps import add_keep_nodes, add_yes
+from automation.commands.run_steps import add_hang, add_keep_nodes, add_yes
 from automation.errors import DriverError
 from automation.flags import AWS, CLUSTER_PARENT, command_parser, location, not_in, whole_number
+from automation.hang import bound_of
 from automation.job import CLUSTER_ROOT, local_job, stack_label, with_run_paths
 from automation.pipeline import TrainOutcome
 from automation.run_controller import RunController
@@ -100,6 +101,7 @@ def add_parser(sub: Subparsers, parents: list[argparse.ArgumentParser]) -> argpa
         help="local: Ray Train storage of both runs, a directory or s3://bucket/prefix (default: run dir)",
     )
     not_in(storage, AWS, "the stack's run bucket holds the drill's runs")
+    add_hang(p)
     add_yes(p)
     add_keep_nodes(p)
     return p
@@ -329,7 +331,8 @@ def drill_local(args: argparse.Namespace, ui: Output) -> dict:
         reference = durable(local_job(f"{run_id}-reference", runs, steps=steps), args.storage_path)
     except TrainConfigError as e:
         raise DriverError(str(e), exit_code=2) from None
-    target = LocalTarget(LocalPlan(job, storage_path=args.storage_path), on_progress=ui.milestone, on_note=ui.note)
+    plan = LocalPlan(job, storage_path=args.storage_path, hang_bound=bound_of(args.hang_factor, args.hang_floor))
+    target = LocalTarget(plan, on_progress=ui.milestone, on_note=ui.note)
     before = os.environ.get(HEALTH_CHECK_ENV)
     os.environ[HEALTH_CHECK_ENV] = DRILL_HEALTH_CHECK_S  # the head's environment, inherited by its jobs
     try:
@@ -463,7 +466,8 @@ def run(args: argparse.Namespace, ui: Ui) -> int:
         )
     if not args.stack:
         return show(drill_local(args, ui), ui, None)
-    options = {"steps_override": args.steps, "yes": args.yes, "on_progress": ui.milestone}
+    hang = bound_of(args.hang_factor, args.hang_floor)
+    options = {"steps_override": args.steps, "yes": args.yes, "on_progress": ui.milestone, "hang_bound": hang}
     target = aws.open_stack(args.stack, project_dir=args.project_dir, ui=ui, kubeconfig=args.kubeconfig, **options)
     owner = RunController(target, ui, keep_nodes=args.keep_nodes)
     return owner.run(lambda owner: drill_aws(args, target, owner), lambda doc: show(doc, ui, owner.scale_down_line))

@@ -19,12 +19,15 @@ from automation.flags import (
     Mode,
     add_kubeconfig,
     count,
+    hang_factor,
+    hang_floor,
     location,
     not_in,
     resolve_target,
     run_id,
     whole_number,
 )
+from automation.hang import FIRST_STEP_S, HANG_FACTOR, HANG_FILE, HANG_FLOOR_S, bound_of
 from automation.pipeline import PipelineResult
 from automation.recovery import MAX_RECOVERIES, RECOVERY_MINUTES
 from automation.run_controller import RunController
@@ -74,6 +77,7 @@ def add_parser(sub: Any, parents: list[argparse.ArgumentParser]) -> None:
     add_keep_nodes(p)
     add_job(p)
     add_timeout(p)
+    add_hang(p)
     p = command("check")
     add_kubeconfig(p)
     add_run_id(p)
@@ -125,6 +129,9 @@ def add_parser(sub: Any, parents: list[argparse.ArgumentParser]) -> None:
         not_in(flag, LOCAL, "the local target has no nodes to replace")
         not_in(flag, PLAN, "it stops before any job is submitted")
         not_in(flag, DETACHED, "this command ends at submit; nothing follows the job to recover it")
+    for hang in add_hang(p):
+        not_in(hang, PLAN, "it stops before any job is submitted")
+        not_in(hang, DETACHED, "nothing follows the job; `attach` watches it for hangs")
 
 
 def pipeline_command(sub: Any, name: str, help: str, parents: list[argparse.ArgumentParser]) -> argparse.ArgumentParser:
@@ -202,6 +209,28 @@ def add_timeout(p: argparse.ArgumentParser) -> argparse.Action:
     )
 
 
+def add_hang(p: argparse.ArgumentParser) -> tuple[argparse.Action, argparse.Action]:
+    """The hang bound (automation/hang.py): no step line for max(K × the median step time, the floor) stops the job."""
+    factor = p.add_argument(
+        "--hang-factor",
+        type=hang_factor,
+        metavar="K",
+        help=f"call the job hung when no step line came for K times the median step time so far, or --hang-floor if "
+        f"longer; then read each worker's Python stacks (`ray stack`) and last NCCL lines into runs/<run-id>/"
+        f"{HANG_FILE}, `ray job stop` it and name the rank and node behind (default {HANG_FACTOR}: steps vary by a "
+        f"few times, a collective that hangs does not end)",
+    )
+    floor = p.add_argument(
+        "--hang-floor",
+        type=hang_floor,
+        metavar="SECONDS",
+        help=f"the shortest wait for a step line before calling the job hung (default {HANG_FLOOR_S}: PyTorch's "
+        f"own NCCL timeout, and longer than a checkpoint's save); before the first step line the job has "
+        f"{FIRST_STEP_S:.0f} s from RUNNING (nodes, image, model build, first compile)",
+    )
+    return factor, floor
+
+
 def open_target(args: argparse.Namespace, ui: Ui, deps: aws.AwsDeps | None = None) -> Target:
     """The target the flags chose, for this command's steps (`deps`: the AWS target's outside world, for tests)."""
     if resolve_target(args) == "local":
@@ -222,6 +251,7 @@ def open_target(args: argparse.Namespace, ui: Ui, deps: aws.AwsDeps | None = Non
         workers_override=given("num_workers"),
         detach=bool(given("detach")),
         job_timeout_s=given("timeout"),
+        hang_bound=bound_of(given("hang_factor"), given("hang_floor")),
         attach_job=given("job"),
         auto_az=bool(given("auto_az")),
         **{k: given(k) for k in ("max_recoveries", "recovery_minutes") if given(k) is not None},

@@ -3,17 +3,20 @@
 Each poll is a short call (status, then the log lines after the last one shown; automation/ray_head.py's
 `follow_job`), so a dropped connection or an expired token only delays the output. The step passes only a
 job that SUCCEEDED and wrote its summary. Ctrl-C leaves the job running unless the user, asked on a
-terminal, says to stop it; the run then says how to follow it again (`automation attach`).
+terminal, says to stop it; the run then says how to follow it again (`automation attach`). A job with no step line
+past its hang bound (automation/hang.py) is diagnosed, stopped, and fails the step naming the rank behind.
 """
 
 from __future__ import annotations
 
 import dataclasses
 
+from automation import hang
 from automation.errors import DriverError
 from automation.pipeline import Advice, JobLeftRunning, Prior, StepInterrupted, StepResult, SubmittedJob, TrainOutcome
 from automation.ray_head import UNKNOWN, FollowEnd, JobState, follow_on, is_step_line, outcome_of
 from automation.targets import Target
+from workloads.config import runs_root
 
 LOG_TAIL_LINES = 40
 STEP = "follow"
@@ -113,6 +116,10 @@ def run(target: Target, prior: Prior) -> StepResult[TrainOutcome]:
     seen = first_step[0] if first_step and prior.submit is not None else None
     outcome = dataclasses.replace(outcome_of(end, job.train_cfg, summary), start=start_phases(target, seen))
     result = train_result(outcome)
+    if end.hang is not None:
+        kept = hang.write(runs_root() / job.train_cfg.run_id, end.hang)
+        said = f"job {job.job_id} hung ({end.hang['late']}) and was stopped; {end.hang['verdict']} (evidence: {kept})"
+        return StepResult(STEP, "fail", said, data=result.data)
     if end.stopped_for_timeout:
         said = f"job {job.job_id} was stopped by --timeout {target.job_timeout_s:g} s, its time limit (`ray job stop`)"
         return StepResult(STEP, "fail", f"{said}; {result.summary}", data=result.data)

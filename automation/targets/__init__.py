@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Protocol
 
 if TYPE_CHECKING:
     from automation.cost import CostEstimate
+    from automation.hang import HangBound, RankEvidence
     from automation.pipeline import Advice, PipelineResult, Prior, SubmittedJob, TrainOutcome
     from automation.ray_head import JobState, LogChunk
     from workloads.config import TrainConfig
@@ -71,6 +72,13 @@ class Target(Protocol):
 
     @property
     def job_timeout_s(self) -> float | None: ...
+
+    # --hang-factor/--hang-floor (automation/hang.py; None: not watched), and what each worker rank shows while the
+    # job hangs (its stack, its last NCCL lines), each call bounded: read before `ray job stop`.
+    @property
+    def hang_bound(self) -> HangBound | None: ...
+
+    def hang_evidence(self) -> list[RankEvidence]: ...
 
     # After Ctrl-C while a job runs: whether to stop it (asked on a terminal, default no; None: no terminal),
     # and the command that follows it again from any machine ("" when nothing outlives the run).

@@ -28,6 +28,7 @@ from automation.aws_clients import ClientFactory, Pricing
 from automation.cost import CostEstimate, estimate
 from automation.efa_witness import COUNTERS_BEFORE_FILE
 from automation.errors import DriverError
+from automation.hang import HangBound, RankEvidence, pod_evidence
 from automation.job import CLUSTER_ROOT, ResolvedJob, resolve_cluster_job, stack_label
 from automation.job_modules import job_modules
 from automation.kube import KubeApi, PodExec, RayClusterPods, parse_kubeconfig, read_kubeconfig_file
@@ -223,6 +224,7 @@ class AwsRun:
     pod_wait_s: float = 900
     detach: bool = False  # `run --detach`: the pipeline ends at submit
     job_timeout_s: float | None = None  # --timeout: stop the job after this long (None: no limit)
+    hang_bound: HangBound | None = HangBound()  # --hang-factor, --hang-floor
     attach_job: str | None = None  # `attach JOB`: the job to follow (None: the newest submitted)
     poll_s: float = POLL_S
     # After an infrastructure failure: resumed runs at most, and minutes for all of them (automation/recovery.py)
@@ -296,6 +298,21 @@ class AwsTarget(AsksJobServer):
     @property
     def job_timeout_s(self) -> float | None:
         return self.run.job_timeout_s
+
+    @property
+    def hang_bound(self) -> HangBound | None:
+        return self.run.hang_bound
+
+    def hang_evidence(self) -> list[RankEvidence]:
+        """Each worker rank's stack and last NCCL lines (automation/hang.py), each call bounded, none raised."""
+        try:
+            pods = self.ray_pods()
+            nodes = pods.node_of_pods("worker")
+        except DriverError as e:
+            return [RankEvidence(None, "?", "?", stack_error=f"the worker pods were not listed: {e}")]
+        nccl_dir = f"{CLUSTER_ROOT}/runs/{self.run_id}/nccl"
+        ns = pods.namespace
+        return [r for pod, node in sorted(nodes.items()) for r in pod_evidence(pods.kube.exec, pod, node, ns, nccl_dir)]
 
     @property
     def stack_name(self) -> str:

@@ -13,6 +13,7 @@ import dataclasses
 import io
 import logging
 import os
+import re
 import subprocess
 import sys
 import tarfile
@@ -22,6 +23,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from automation.errors import DriverError
+from automation.hang import NCCL_TAIL_LINES, HangBound, RankEvidence, bound_of
 from automation.job import local_job
 from automation.local_ray import INHERITED_ADDRESS, LocalRayCluster, client_env
 from automation.pipeline import Advice, PipelineResult, Prior, SubmittedJob, TrainOutcome
@@ -69,6 +71,7 @@ class LocalPlan:
 
     job: TrainConfig
     job_timeout_s: float = 600  # the local smoke job takes about a minute; --timeout sets another limit
+    hang_bound: HangBound | None = HangBound()  # --hang-factor, --hang-floor
     storage_path: str | None = None  # None: <run-dir>/ray_results
 
     # Read from the job, never stored twice.
@@ -210,6 +213,19 @@ class LocalTarget(AsksJobServer):
     def job_timeout_s(self) -> float | None:
         return self.plan.job_timeout_s
 
+    @property
+    def hang_bound(self) -> HangBound | None:
+        return self.plan.hang_bound
+
+    def hang_evidence(self) -> list[RankEvidence]:
+        """Each rank's last NCCL lines from its file here; stacks are not read (`ray stack` asks for sudo)."""
+        files = nccl_files(Path(self.plan.job.nccl_log_dir))
+        why = "not read on the local target (`ray stack` runs py-spy under sudo)"
+        tails = {f: tuple(f.read_text(errors="replace").splitlines()[-NCCL_TAIL_LINES:]) for f in files}
+        ranks = {f: int(m[1]) if (m := re.search(r"rank(\d+)", f.name)) else None for f in files}
+        none = RankEvidence(None, "local", "local", stack_error=why, nccl_error="no NCCL log files (gloo on CPU)")
+        return [RankEvidence(ranks[f], "local", "local", stack_error=why, nccl_tail=tails[f]) for f in files] or [none]
+
     def clock(self) -> float:
         return time.monotonic()
 
@@ -298,7 +314,8 @@ def from_args(args: argparse.Namespace, ui: Output) -> LocalTarget:
     except TrainConfigError as e:
         raise DriverError(str(e), exit_code=2) from None
     require_credentials("--storage-path", getattr(args, "storage_path", None))
-    plan = LocalPlan(job, storage_path=getattr(args, "storage_path", None))
+    hang = bound_of(getattr(args, "hang_factor", None), getattr(args, "hang_floor", None))
+    plan = LocalPlan(job, storage_path=getattr(args, "storage_path", None), hang_bound=hang)
     if getattr(args, "timeout", None):
         plan = dataclasses.replace(plan, job_timeout_s=float(args.timeout))
     return LocalTarget(plan, on_line=ui.log, on_progress=ui.progress, on_note=ui.note)

@@ -118,6 +118,7 @@ class JobScript:
     pending_s: float = 20.0
     ends: str = "SUCCEEDED"
     message: str = "Job finished successfully."
+    stalls_at_s: float | None = None  # a hung collective: no line after this much running time, RUNNING till run_s
 
 
 @dataclass
@@ -145,6 +146,7 @@ class FakeJob:
         ran, n = self._running_for(now), len(self.script.lines)
         if ran < 0:
             return ()
+        ran = ran if self.script.stalls_at_s is None else min(ran, self.script.stalls_at_s)
         done = n if ran >= self.script.run_s else int(ran / self.script.run_s * n)
         return self.script.lines[:done]
 

@@ -110,6 +110,10 @@ BAD = {
     "--regions": lambda d: "us-west-9",
     "--write-stack": lambda d: "Pulumi.east1.yaml",  # a file name for a stack name
     "--timeout": lambda d: "0",  # seconds: a job stopped before it starts
+    "--hang-factor": lambda d: "1",  # K × the median: a step a little slower than the median would be a hang
+    "--hang-floor": lambda d: "30",  # seconds: less than a checkpoint's save
+    "--max-recoveries": lambda d: "-1",  # a count of resumed jobs
+    "--recovery-minutes": lambda d: "0",  # minutes: a recovery that could never wait for a node
     "--max-mib": lambda d: "0",
     "--iters": lambda d: "0",
 }
@@ -178,6 +182,10 @@ GOOD = {
     "--storage-path": lambda d: str(d / "storage"),
     "--capture": lambda d: str(d / "capture"),
     "--timeout": lambda d: "60",
+    "--hang-factor": lambda d: "20",
+    "--hang-floor": lambda d: "900",
+    "--max-recoveries": lambda d: "3",
+    "--recovery-minutes": lambda d: "30",
     "--max-mib": lambda d: "4",
     "--iters": lambda d: "3",
     "--port": lambda d: "8000",

@@ -121,7 +121,11 @@ class LostNodeWorld(World):
 
 
 def _step(line: str, first: int) -> bool:
-    return not line.startswith("[train] step ") or int(line.split()[2].split("/")[0]) >= first
+    """Whether a line of the whole job belongs to a job that starts at step ``first``: its step lines and the
+    heartbeats between them from that step on (a resumed job does not replay the steps before its checkpoint)."""
+    if line.startswith("[train] step "):
+        return int(line.split()[2].split("/")[0]) >= first
+    return " heartbeat " not in line or int(line.split(" heartbeat ")[1].split()[0]) >= first
 
 
 def run_on(world: LostNodeWorld, monkeypatch, argv: list[str]) -> int:
