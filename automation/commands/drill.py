@@ -41,7 +41,7 @@ from typing import Protocol
 import psutil
 
 from automation.commands import Subparsers
-from automation.commands.run_steps import add_keep_nodes, add_yes
+from automation.commands.run_steps import add_keep_nodes, add_skip_gate, add_yes
 from automation.errors import DriverError
 from automation.flags import AWS, CLUSTER_PARENT, command_parser, location, not_in, whole_number
 from automation.job import CLUSTER_ROOT, local_job, stack_label, with_run_paths
@@ -102,6 +102,7 @@ def add_parser(sub: Subparsers, parents: list[argparse.ArgumentParser]) -> argpa
     not_in(storage, AWS, "the stack's run bucket holds the drill's runs")
     add_yes(p)
     add_keep_nodes(p)
+    add_skip_gate(p)
     return p
 
 
@@ -410,7 +411,7 @@ def aws_kill_for(job: TrainConfig, kube: PodDeleter, namespace: str, selector: s
 def drill_aws(args: argparse.Namespace, target: aws.AwsTarget, owner: RunController) -> dict:
     """The drill on the stack's cluster, the GPU nodes scaled up and verified first: the stack's durable job, a
     worker pod deleted through the Kubernetes API."""
-    ready = owner.steps(("scale-up", "verify"))
+    ready = owner.steps(("scale-up", "verify", "gate"))
     if not ready.ok:
         raise DriverError(f"{ready.failed_step} failed: {ready.reason}")
     job = target.train_job()
@@ -463,7 +464,7 @@ def run(args: argparse.Namespace, ui: Ui) -> int:
         )
     if not args.stack:
         return show(drill_local(args, ui), ui, None)
-    options = {"steps_override": args.steps, "yes": args.yes, "on_progress": ui.milestone}
+    options = {"steps_override": args.steps, "yes": args.yes, "skip_gate": args.skip_gate, "on_progress": ui.milestone}
     target = aws.open_stack(args.stack, project_dir=args.project_dir, ui=ui, kubeconfig=args.kubeconfig, **options)
     owner = RunController(target, ui, keep_nodes=args.keep_nodes)
     return owner.run(lambda owner: drill_aws(args, target, owner), lambda doc: show(doc, ui, owner.scale_down_line))

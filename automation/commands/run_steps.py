@@ -27,6 +27,7 @@ from automation.flags import (
 from automation.pipeline import PipelineResult
 from automation.run_controller import RunController
 from automation.run_outcome import build_report, show
+from automation.steps.gate import SKIP_GATE_HELP
 from automation.targets import Target, aws, local
 from automation.ui import Ui
 from infra.config import GpuNodesConfig
@@ -72,6 +73,7 @@ def add_parser(sub: Any, parents: list[argparse.ArgumentParser]) -> None:
     add_keep_nodes(p)
     add_job(p)
     add_timeout(p)
+    add_skip_gate(p)
     p = command("check")
     add_kubeconfig(p)
     add_run_id(p)
@@ -105,6 +107,7 @@ def add_parser(sub: Any, parents: list[argparse.ArgumentParser]) -> None:
     timeout = add_timeout(p)
     not_in(timeout, PLAN, "it stops before any job is submitted")
     not_in(timeout, DETACHED, "the job outlives this command; `attach --timeout` limits it")
+    not_in(add_skip_gate(p), PLAN, "it stops before the GPU nodes scale up")
 
 
 def pipeline_command(sub: Any, name: str, help: str, parents: list[argparse.ArgumentParser]) -> argparse.ArgumentParser:
@@ -172,6 +175,11 @@ def add_keep_nodes(p: argparse.ArgumentParser) -> argparse.Action:
     return not_in(keep, LOCAL, "the local target's Ray stops when its run ends")
 
 
+def add_skip_gate(p: argparse.ArgumentParser) -> argparse.Action:
+    gate = p.add_argument("--skip-gate", action="store_true", help=SKIP_GATE_HELP)
+    return not_in(gate, LOCAL, "the local target has no GPU nodes to gate")
+
+
 def add_timeout(p: argparse.ArgumentParser) -> argparse.Action:
     return p.add_argument(
         "--timeout",
@@ -204,6 +212,7 @@ def open_target(args: argparse.Namespace, ui: Ui, deps: aws.AwsDeps | None = Non
         job_timeout_s=given("timeout"),
         attach_job=given("job"),
         auto_az=bool(given("auto_az")),
+        skip_gate=bool(given("skip_gate")),
     )
 
 
