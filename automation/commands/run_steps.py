@@ -175,9 +175,12 @@ def add_keep_nodes(p: argparse.ArgumentParser) -> argparse.Action:
     return not_in(keep, LOCAL, "the local target's Ray stops when its run ends")
 
 
-def add_skip_gate(p: argparse.ArgumentParser) -> argparse.Action:
-    gate = p.add_argument("--skip-gate", action="store_true", help=SKIP_GATE_HELP)
-    return not_in(gate, LOCAL, "the local target has no GPU nodes to gate")
+def add_skip_gate(
+    p: argparse.ArgumentParser, mode: Mode = LOCAL, why: str = "the local target has no GPU nodes to gate"
+) -> argparse.Action:
+    """--skip-gate, refused in ``mode`` (where no gate runs: the local target, or bench's sweep)."""
+    help = f"aws: {SKIP_GATE_HELP}" if mode is LOCAL else SKIP_GATE_HELP
+    return not_in(p.add_argument("--skip-gate", action="store_true", help=help), mode, why)
 
 
 def add_timeout(p: argparse.ArgumentParser) -> argparse.Action:

@@ -28,7 +28,7 @@ from automation.throughput import load_model
 from infra.names import GPU_NODE_SELECTOR
 
 SKIP_GATE_HELP = (
-    "aws: skip the gate before training (nvidia-smi's GPU count, ECC and row-remap state and the node monitoring "
+    "skip the gate before training (nvidia-smi's GPU count, ECC and row-remap state and the node monitoring "
     "agent's GPU condition on each GPU node, and the short all-reduce over EFA between them); nothing is cordoned"
 )
 # The fields read, as `nvidia-smi --help-query-gpu` names them (NVIDIA's nvidia-smi(1), "--query-gpu"; their
@@ -151,7 +151,7 @@ def node_checks(
 def run_aws(target: AwsTarget, prior: Prior) -> StepResult[GateOutcome]:
     """Each node, then (all nodes healthy) the link; every node named by a failing row cordoned."""
     if target.run.skip_gate:
-        return StepResult("gate", "skip", f"--skip-gate: {SKIP_GATE_HELP.removeprefix('aws: skip ')}")
+        return StepResult("gate", "skip", f"--skip-gate: {SKIP_GATE_HELP.removeprefix('skip ')}")
     cluster = target.ray_pods()
     pods = collectives_pods.worker_pods(cluster)
     target.on_progress(f"the gate: nvidia-smi on {len(pods)} GPU nodes")
@@ -170,7 +170,7 @@ def run_aws(target: AwsTarget, prior: Prior) -> StepResult[GateOutcome]:
     return dataclasses.replace(result, summary=f"{result.summary}; cordoned {', '.join(bad)}") if bad else result
 
 
-def link_check(cluster: RayClusterPods, pods: Sequence[collectives_pods.WorkerPod], gpus: int) -> Finding:
+def link_check(cluster: RayClusterPods, pods: list[collectives_pods.WorkerPod], gpus: int) -> Finding:
     """GATE_SWEEP in the pods, judged by `check_link`; a sweep that cannot run fails the row, cordoning nothing."""
     try:
         collectives_pods.copy_workloads(cluster.kube.exec, pods, cluster.namespace)
