@@ -58,6 +58,7 @@ def torchrun_command(
         f"python -m torch.distributed.run --nnodes {len(pods)} --node-rank {rank} --nproc-per-node {gpus} "
         f"--master-addr {pods[0].ip} --master-port {PORT} -m workloads.collectives_bench "
         f"--max-mib {sweep['max_mib']} --iters {sweep['iters']} --out {out}"
+        + (f" --min-mib {sweep['min_mib']}" if "min_mib" in sweep else "")
     )
     return ["sh", "-c", f"cd {SRC} && {envs + ' ' if envs else ''}{run}"]
 

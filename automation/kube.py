@@ -159,6 +159,14 @@ class KubeApi:
             _content_type="application/merge-patch+json",
         )
 
+    def cordon_node(self, name: str) -> dict:
+        """Mark a node unschedulable, as `kubectl cordon` does (a merge patch of spec.unschedulable; pods on it
+        stay, no new pod lands there: https://kubernetes.io/docs/reference/kubectl/generated/kubectl_cordon/)."""
+        patch = {"spec": {"unschedulable": True}}
+        return self._json(
+            f"cordon node {name}", self.core.patch_node, name, patch, _content_type="application/merge-patch+json"
+        )
+
     def pod_log(self, namespace: str, name: str, container: str, tail_lines: int = 1) -> str:
         """The last ``tail_lines`` lines a container of a pod printed (`kubectl logs --tail`)."""
         return self._text(

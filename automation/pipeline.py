@@ -195,6 +195,16 @@ class Scaled:
 
 
 @dataclass(frozen=True)
+class GateOutcome:
+    """What the gate did beyond its rows: the GPU nodes it cordoned (none when all were fit)."""
+
+    cordoned: tuple[str, ...] = ()
+
+    def to_dict(self) -> dict[str, object]:
+        return {"cordoned": list(self.cordoned)}
+
+
+@dataclass(frozen=True)
 class SubmittedJob:
     """A job the job server has (submit's and attach's result): its Ray job id and the training job it runs."""
 
@@ -259,6 +269,7 @@ class RunState:
     start: StepResult[dict] | None = None  # the local target's `up`: its Ray head
     scale_up: StepResult[Scaled] | None = None
     verify: StepResult[Expectations] | None = None
+    gate: StepResult[GateOutcome] | None = None  # the GPU nodes fit to train (automation/steps/gate.py)
     counters: StepResult[Any] | None = None  # efa_witness.Snapshot (that module's imports lead back here)
     submit: StepResult[SubmittedJob] | None = None
     attach: StepResult[SubmittedJob] | None = None

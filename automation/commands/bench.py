@@ -47,7 +47,7 @@ from typing import Any
 
 from automation import collectives_pods as cluster_bench
 from automation.commands import report
-from automation.commands.run_steps import add_hang, add_keep_nodes, add_yes
+from automation.commands.run_steps import add_hang, add_keep_nodes, add_skip_gate, add_yes
 from automation.errors import DriverError
 from automation.flags import CLUSTER_PARENT, Mode, command_parser, not_in, output_folder, run_id, whole_number
 from automation.hang import bound_of
@@ -194,6 +194,7 @@ def make_targets(
         deps=deps,
         run_id_given=True,
         yes=args.yes,
+        skip_gate=args.skip_gate,
         steps_override=args.steps,
         workers_override=args.num_workers,
         hang_bound=bound_of(args.hang_factor, args.hang_floor),
@@ -215,7 +216,7 @@ def run_legs(targets: dict[str, aws.AwsTarget], owner: RunController) -> list[Le
     legs = []
     for i, name in enumerate(targets):
         target = targets[name]
-        names = ("scale-up", "verify", "counters", "submit", "follow", "check")[0 if i == 0 else 2 :]
+        names = ("scale-up", "verify", "gate", "counters", "submit", "follow", "check")[0 if i == 0 else 3 :]
         how = " ".join(f"{k}={v}" for k, v in target.run.job_env.items()) or "the stack's own NCCL env"
         if target.run.float8_override is not None:
             how += f", float8 {target.run.float8_override}"
@@ -470,6 +471,8 @@ def add_parser(sub: Any, parents: list[argparse.ArgumentParser]) -> argparse.Arg
         not_in(action, training, "it sizes the --collectives sweep; the training runs take --steps")
     add_yes(p)
     add_keep_nodes(p)
+    # The sweep measures the link itself, so no gate runs before it (and bench's only local mode is the sweep).
+    add_skip_gate(p, sweep, "the sweep runs no gate: it measures the link itself")
     return p
 
 

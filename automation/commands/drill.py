@@ -41,7 +41,7 @@ from typing import Protocol
 import psutil
 
 from automation.commands import Subparsers
-from automation.commands.run_steps import add_hang, add_keep_nodes, add_yes
+from automation.commands.run_steps import add_hang, add_keep_nodes, add_skip_gate, add_yes
 from automation.errors import DriverError
 from automation.flags import AWS, CLUSTER_PARENT, command_parser, location, not_in, whole_number
 from automation.hang import bound_of
@@ -104,6 +104,7 @@ def add_parser(sub: Subparsers, parents: list[argparse.ArgumentParser]) -> argpa
     add_hang(p)
     add_yes(p)
     add_keep_nodes(p)
+    add_skip_gate(p)
     return p
 
 
@@ -413,7 +414,7 @@ def aws_kill_for(job: TrainConfig, kube: PodDeleter, namespace: str, selector: s
 def drill_aws(args: argparse.Namespace, target: aws.AwsTarget, owner: RunController) -> dict:
     """The drill on the stack's cluster, the GPU nodes scaled up and verified first: the stack's durable job, a
     worker pod deleted through the Kubernetes API."""
-    ready = owner.steps(("scale-up", "verify"))
+    ready = owner.steps(("scale-up", "verify", "gate"))
     if not ready.ok:
         raise DriverError(f"{ready.failed_step} failed: {ready.reason}")
     job = target.train_job()
@@ -467,7 +468,13 @@ def run(args: argparse.Namespace, ui: Ui) -> int:
     if not args.stack:
         return show(drill_local(args, ui), ui, None)
     hang = bound_of(args.hang_factor, args.hang_floor)
-    options = {"steps_override": args.steps, "yes": args.yes, "on_progress": ui.milestone, "hang_bound": hang}
+    options = {
+        "steps_override": args.steps,
+        "yes": args.yes,
+        "skip_gate": args.skip_gate,
+        "on_progress": ui.milestone,
+        "hang_bound": hang,
+    }
     target = aws.open_stack(args.stack, project_dir=args.project_dir, ui=ui, kubeconfig=args.kubeconfig, **options)
     owner = RunController(target, ui, keep_nodes=args.keep_nodes)
     return owner.run(lambda owner: drill_aws(args, target, owner), lambda doc: show(doc, ui, owner.scale_down_line))

@@ -32,6 +32,7 @@ from automation.pipeline import PipelineResult
 from automation.recovery import MAX_RECOVERIES, RECOVERY_MINUTES
 from automation.run_controller import RunController
 from automation.run_outcome import build_report, show
+from automation.steps.gate import SKIP_GATE_HELP
 from automation.targets import Target, aws, local
 from automation.ui import Ui
 from infra.config import GpuNodesConfig
@@ -78,6 +79,7 @@ def add_parser(sub: Any, parents: list[argparse.ArgumentParser]) -> None:
     add_job(p)
     add_timeout(p)
     add_hang(p)
+    add_skip_gate(p)
     p = command("check")
     add_kubeconfig(p)
     add_run_id(p)
@@ -132,6 +134,7 @@ def add_parser(sub: Any, parents: list[argparse.ArgumentParser]) -> None:
     for hang in add_hang(p):
         not_in(hang, PLAN, "it stops before any job is submitted")
         not_in(hang, DETACHED, "nothing follows the job; `attach` watches it for hangs")
+    not_in(add_skip_gate(p), PLAN, "it stops before the GPU nodes scale up")
 
 
 def pipeline_command(sub: Any, name: str, help: str, parents: list[argparse.ArgumentParser]) -> argparse.ArgumentParser:
@@ -199,6 +202,14 @@ def add_keep_nodes(p: argparse.ArgumentParser) -> argparse.Action:
     return not_in(keep, LOCAL, "the local target's Ray stops when its run ends")
 
 
+def add_skip_gate(
+    p: argparse.ArgumentParser, mode: Mode = LOCAL, why: str = "the local target has no GPU nodes to gate"
+) -> argparse.Action:
+    """--skip-gate, refused in ``mode`` (where no gate runs: the local target, or bench's sweep)."""
+    help = f"aws: {SKIP_GATE_HELP}" if mode is LOCAL else SKIP_GATE_HELP
+    return not_in(p.add_argument("--skip-gate", action="store_true", help=help), mode, why)
+
+
 def add_timeout(p: argparse.ArgumentParser) -> argparse.Action:
     return p.add_argument(
         "--timeout",
@@ -255,6 +266,7 @@ def open_target(args: argparse.Namespace, ui: Ui, deps: aws.AwsDeps | None = Non
         attach_job=given("job"),
         auto_az=bool(given("auto_az")),
         **{k: given(k) for k in ("max_recoveries", "recovery_minutes") if given(k) is not None},
+        skip_gate=bool(given("skip_gate")),
     )
 
 

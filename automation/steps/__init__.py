@@ -1,4 +1,4 @@
-"""The pipeline steps, one module each: preflight, stack (preview, up, destroy), verify, counters, submit,
+"""The pipeline steps, one module each: preflight, stack (preview, up, destroy), verify, gate, counters, submit,
 attach, train (follow.py: the job followed to its end), check; and scale-up, automation/scaling.py's.
 
 Each step is a function `(target, prior) -> StepResult` over the target interface
@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 from automation import scaling
 from automation.pipeline import Prior, Step, StepResult
-from automation.steps import attach, check, counters, follow, preflight, stack_steps, submit, verify
+from automation.steps import attach, check, counters, follow, gate, preflight, stack_steps, submit, verify
 
 if TYPE_CHECKING:
     from automation.targets import Target
@@ -26,6 +26,7 @@ STEPS: dict[str, Callable[[Any, Prior], StepResult]] = {
     "scale-up": scaling.scale_up,
     "start": stack_steps.run_start,
     "verify": verify.run,
+    "gate": gate.run,
     "counters": counters.run,
     "submit": submit.run,
     "attach": attach.run,

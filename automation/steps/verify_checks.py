@@ -175,7 +175,7 @@ AGENT_SELECTOR = f"app.kubernetes.io/name={NODE_MONITORING_AGENT}"
 GPU_HEALTH_CONDITION = "AcceleratedHardwareReady"
 
 
-def _gpu_health(node: Mapping) -> str:
+def gpu_health(node: Mapping) -> str:
     """What the node shows of the agent's GPU condition: '' when True, else what is wrong."""
     found = [c for c in node.get("status", {}).get("conditions") or [] if c.get("type") == GPU_HEALTH_CONDITION]
     if not found:
@@ -191,7 +191,7 @@ def check_node_agent(agent_pods: Sequence[Mapping], gpu_nodes: Sequence[Mapping]
     problems = []
     for node in sorted(gpu_nodes, key=name_of):
         lacks = [f"no Ready {NODE_MONITORING_AGENT} pod"] if name_of(node) not in ready_on else []
-        lacks += [h] if (h := _gpu_health(node)) else []
+        lacks += [h] if (h := gpu_health(node)) else []
         problems += [f"{name_of(node)}: {', '.join(lacks)}"] if lacks else []
     ns = NODE_MONITORING_NAMESPACE
     return Finding.judged(

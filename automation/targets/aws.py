@@ -75,7 +75,7 @@ from workloads.nccl_check.counters import NodeReading, parse_reading, read_scrip
 
 READER_SELECTOR = f"{APP_LABEL}={EFA_COUNTER_READER}"
 READER_SYSFS_ROOT = f"{HOST_SYS_MOUNT}/class/infiniband"  # the host's RDMA devices, as the reader pod sees them
-PIPELINE = ("preflight", "preview", "up", "scale-up", "verify", "counters", "submit", "follow", "check")
+PIPELINE = ("preflight", "preview", "up", "scale-up", "verify", "gate", "counters", "submit", "follow", "check")
 GPU_AZ_KEY = GpuNodesConfig.keyname("availability_zone", prefixed=True)
 API_CIDRS_KEY = ClusterConfig.keyname("public_access_cidrs", prefixed=True)
 DRIVER_CIDR_KEY = ClusterConfig.keyname("driver_cidr", prefixed=True)
@@ -83,7 +83,7 @@ PLAN = ("preflight", "preview")
 DETACHED = PIPELINE[: PIPELINE.index("submit") + 1]  # `run --detach`: submit, say how to attach, return
 ATTACH = ("attach", "follow", "check")
 # the command that runs a step which has none of its own
-STEP_COMMAND = {"submit": "train", "scale-up": "train", "follow": "train"}
+STEP_COMMAND = {"submit": "train", "scale-up": "train", "follow": "train", "gate": "train"}
 RESUMED = "-resumed-"  # a resumed run's job id: <run id>-resumed-<new id> (Ray keeps a finished job's id)
 
 
@@ -230,6 +230,7 @@ class AwsRun:
     # After an infrastructure failure: resumed runs at most, and minutes for all of them (automation/recovery.py)
     max_recoveries: int = MAX_RECOVERIES
     recovery_minutes: float = RECOVERY_MINUTES
+    skip_gate: bool = False  # --skip-gate: the gate step skips (automation/steps/gate.py)
 
 
 class HeldLease(Protocol):
@@ -321,7 +322,8 @@ class AwsTarget(AsksJobServer):
     def pipeline(self, command: str, plan: bool) -> tuple[str, ...]:
         if command == "run":
             return PLAN if plan else DETACHED if self.run.detach else PIPELINE
-        return {"train": ("scale-up", "submit", "follow"), "attach": ATTACH}.get(command, (command,))
+        # train verifies before its gate: the gate runs in the worker pods, which verify waits for
+        return {"train": ("scale-up", "verify", "gate", "submit", "follow"), "attach": ATTACH}.get(command, (command,))
 
     def resolved_job(self, storage_uri: str | None = None) -> ResolvedJob:
         """The training job of this run and where each value came from: the cluster's defaults, durability

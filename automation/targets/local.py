@@ -44,7 +44,7 @@ NO_ATTACH = (
     "the local target's Ray cluster lives only as long as its `run`: there is no job to attach to "
     "(pass --stack STACK to attach to a cluster's job)"
 )
-PIPELINE = ("preflight", "start", "verify", "submit", "follow", "check")
+PIPELINE = ("preflight", "start", "verify", "gate", "submit", "follow", "check")
 LOCAL_GPU_NOTE = "local GPUs talk within one node: the NCCL check is inconclusive for EFA"
 # A local run checkpoints every 10 steps. Measured on the 2-core machine, 2026-12-04: in the default 20-step
 # `python -m automation run` (run 20261204-180612-82b4cc) a step took 0.076 s (median) and the step-10

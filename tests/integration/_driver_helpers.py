@@ -137,7 +137,14 @@ class FakeKubeApi:
         )
 
     def patch(self, path: str, content_type: str, patch: dict) -> tuple[int, Any]:
-        """A JSON merge patch (RFC 7386: a null removes the key) of a ConfigMap's data, as the API applies one."""
+        """A JSON merge patch (RFC 7386: a null removes the key) of a ConfigMap's data or of a node's spec
+        (`kubectl cordon`: spec.unschedulable), as the API applies one."""
+        if n := re.fullmatch(r"/api/v1/nodes/([^/]+)", urlparse(path).path):
+            node = next((o for o in self.objects["nodes"]["items"] if o["metadata"]["name"] == n.group(1)), None)
+            if node is None or content_type != "application/merge-patch+json":
+                return _not_found(path) if node is None else (415, {"kind": "Status", "code": 415})
+            node.setdefault("spec", {}).update(patch.get("spec") or {})
+            return 200, node
         m = re.fullmatch(r"/api/v1/namespaces/([^/]+)/configmaps/([^/]+)", urlparse(path).path)
         cm = self._cm(*m.groups()) if m else None
         if cm is None:
@@ -424,9 +431,44 @@ class FakeEfaNodes:
         return ExecResult(0, "\n".join(lines) + "\n", "")
 
 
+# What `nvidia-smi --query-gpu=index,name,uuid,ecc...,remapped_rows.pending,remapped_rows.failure
+# --format=csv,noheader,nounits` prints on a healthy g6.12xlarge: four L4s. The `index, name, uuid` shape is a public
+# capture's (`580.105.08, NVIDIA L4, GPU-c2f76b33-7953-256e-8f33-1343419b1a1c`, a DRA driver check record in a public
+# repository, found with find_string "NVIDIA L4, GPU-"); the other UUIDs are made up in its form. The L4's GDDR6 is
+# taken to leave row remapping unreported, `[N/A]` (nvidia-smi(1): unsupported data is shown as N/A), and its ECC
+# count 0: what the real L4 prints for those two fields was not read here.
+L4_UUIDS = [f"GPU-c2f76b33-7953-256e-8f33-1343419b1a{i}c" for i in range(1, 5)]
+HEALTHY_SMI = "".join(f"{i}, NVIDIA L4, {u}, 0, [N/A], [N/A]\n" for i, u in enumerate(L4_UUIDS))
+# The gate's all-reduce as rank 0's document (workloads/collectives_bench.py `row`): 8 ranks on 2 nodes, 256 MiB in
+# 0.2 s is a bus bandwidth of 2.35 GB/s = 18.8 Gbps, under the 20 Gbps the gate asks (half the model's 40 Gbps);
+# 0.1 s is 37.6 Gbps, a healthy link. Test values, not a measurement.
+HEALTHY_LINK_S = 0.1
+SLOW_LINK_S = 0.2
+
+
+def collectives_doc(seconds: float) -> dict:
+    from workloads.collectives_bench import row
+
+    rows = [row(op, 256 << 20, 8, seconds) for op in ("all_reduce", "all_gather", "reduce_scatter")]
+    return {"backend": "nccl", "world": 8, "nodes": 2, "nccl_tests": None, "rows": rows}
+
+
+def gate_answer(request: PodRequest, smi: str = HEALTHY_SMI, link_s: float = HEALTHY_LINK_S) -> ExecResult | None:
+    """The gate's requests: `smi` from nvidia-smi, a sweep that succeeds and its document at `link_s` per call."""
+    if request.action is PodAction.NVIDIA_SMI:
+        return ExecResult(0, smi, "")
+    if request.action is PodAction.COLLECTIVES:
+        return ExecResult(0, "table\n", "")
+    if request.action is PodAction.READ_FILE and request.arg.endswith("/collectives-gate.json"):
+        return ExecResult(0, json.dumps(collectives_doc(link_s)), "")
+    return None
+
+
 def routine_answer(request: PodRequest, pod: str, efa: FakeEfaNodes) -> ExecResult | None:
-    """What every fake cluster answers alike: its nodes' EFA counters, and an upload of the job's source that
-    succeeds; None for any other request."""
+    """What every fake cluster answers alike: its nodes' EFA counters, a healthy gate, and an upload of the job's
+    source that succeeds; None for any other request."""
+    if (gate := gate_answer(request)) is not None:
+        return gate
     if request.action is PodAction.EFA_COUNTERS:
         return efa.answer(pod, request.arg)
     if request.action is PodAction.UPLOAD:

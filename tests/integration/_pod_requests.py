@@ -2,7 +2,8 @@
 
 A fake pod answers the request, not a substring of a command line: each kind is recognised by rebuilding the
 driver's own command from the parsed arguments (automation/steps/verify_checks.py `fi_info_command`,
-automation/ray_head.py, automation/storage.py `marker_probe_command`, automation/run_files.py,
+automation/ray_head.py, automation/storage.py `marker_probe_command`, automation/steps/gate.py,
+automation/collectives_pods.py, automation/run_files.py,
 workloads/nccl_check/counters.py `read_script`), so rewording a script changes no test that is not about it,
 and a command the driver no longer sends is an unknown request, not a silent match. `ray job` commands are
 tests/integration/_ray_jobs.py's `JobRequest`.
@@ -16,8 +17,10 @@ from dataclasses import dataclass
 
 from _ray_jobs import JobRequest, parse_request
 
+from automation import collectives_pods
 from automation.ray_head import RAY_RESOURCES_SNIPPET, upload_command
 from automation.run_files import _pack_command, collect_command, set_aside_command
+from automation.steps.gate import nvidia_smi_command
 from automation.steps.verify_checks import fi_info_command
 from automation.storage import marker_probe_command
 from automation.targets.aws import READER_SYSFS_ROOT
@@ -35,6 +38,8 @@ class PodAction(enum.Enum):
     PACK_FILES = "named files of a run directory as a base64 tar"
     JOB = "a `ray job` command or the job list"
     SET_ASIDE = "move an ended attempt's NCCL logs aside"
+    NVIDIA_SMI = "the gate's nvidia-smi query of the pod's GPUs"
+    COLLECTIVES = "torchrun of workloads/collectives_bench.py (the gate's or bench's sweep)"
 
 
 @dataclass(frozen=True)
@@ -49,6 +54,8 @@ def pod_request(argv: list[str]) -> PodRequest | None:
     """The request `argv` makes, or None when it is none the driver sends."""
     if argv == fi_info_command():
         return PodRequest(PodAction.FI_INFO)
+    if argv == nvidia_smi_command():
+        return PodRequest(PodAction.NVIDIA_SMI)
     if argv == ["python", "-c", RAY_RESOURCES_SNIPPET]:
         return PodRequest(PodAction.RAY_RESOURCES)
     if (job := parse_request(argv)) is not None:
@@ -75,6 +82,8 @@ def _shell_request(argv: list[str]) -> PodRequest | None:
         return PodRequest(PodAction.COLLECT_LOGS, words[2])
     if words[:1] == ["["] and "mv" in words and argv == set_aside_command(words[2], int(words[-3].rsplit("-", 1)[1])):
         return PodRequest(PodAction.SET_ASIDE, words[2])
+    if words[:3] == ["cd", collectives_pods.SRC, "&&"] and "workloads.collectives_bench" in words:
+        return PodRequest(PodAction.COLLECTIVES, words[words.index("--out") + 1])  # arg: the document it writes
     if words[:1] == ["cd"] and "ls" in words:
         start = words.index("ls") + 1
         names = tuple(words[start : words.index("2>/dev/null", start)])
