@@ -1,0 +1,363 @@
+"""`python -m automation bench --stack S` against the fake Kubernetes API: the same job submitted twice
+from the head pod (through a scripted exec), once as configured and once forced onto TCP sockets, each
+judged from its own NCCL logs; the NCCL logs are real ones from tests/fixtures/nccl (README there)."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import re
+from pathlib import Path
+
+import _driver_helpers as helpers  # tests/support is on pytest's pythonpath
+import pytest
+from _cloud_fakes import gpu_nodegroup
+from _pod_requests import PodAction, pod_request
+from _ray_jobs import Clock, FakeRayJobs, JobScript
+from _shared_env import MOTO_CLUSTER, MOTO_NODEGROUP
+
+from automation import cli
+from automation.commands import bench
+from automation.kube import ExecResult, KubeApi
+from automation.ray_head import RESOURCES_MARK
+from automation.targets.aws import AwsDeps
+from workloads.metrics import METRICS_FILE, MetricsWriter, StepMetrics
+
+HEAD = "ray-efa-head-9xk2q"
+RANK0_POD = "ray-efa-gpu-workers-worker-tz8mb"
+NCCL = helpers.REPO / "tests" / "fixtures" / "nccl"
+EFA_LOG = NCCL / "efa_unprefixed_ofi1.20.log"  # aws-ofi-nccl 1.20 over EFA, `via NET/Libfabric/0`
+SOCKET_LOG = NCCL / "socket_cluster_nccl952.log"  # a multi-node run over `NET/Socket`
+TOKENS_PER_S = {"efa": 52000.0, "tcp": 20800.0, "bf16": 46400.0}  # the precision leg: bf16 against float8
+BASE = "b1"
+
+
+def leg_of(run_id: str) -> str:
+    return run_id.rsplit("-", 1)[1]
+
+
+def summary(run_id: str) -> dict:
+    tps = TOKENS_PER_S[leg_of(run_id)]
+    return {
+        "run_id": run_id,
+        "backend": "nccl",
+        "world_size": 8,
+        "steps": 3,
+        "precision": "bfloat16" if leg_of(run_id) == "bf16" else "float8 tensorwise",
+        "tokens_per_s": tps,
+        "mfu": tps * 1.0e10 / (8 * 121e12),
+        "step_time_s": 8 * 16384 / tps,
+        "loss_first": 4.0,
+        "loss_last": 2.0,
+    }
+
+
+def metrics_files(tmp: Path, run_id: str) -> dict[str, bytes]:
+    w = MetricsWriter(tmp / "made" / run_id, run_id, echo=False, tensorboard=False)
+    for n in (1, 2, 3):
+        w.write(StepMetrics(n, 3, 4.0 - n, 1e-4, TOKENS_PER_S[leg_of(run_id)], 1e3, 0.3, 1.2, 0.01, 18.0, 0.9))
+    w.close()
+    return {METRICS_FILE: (tmp / "made" / run_id / METRICS_FILE).read_bytes(), "run_info.json": b'{"config": {}}'}
+
+
+class Cluster:
+    """Answers what the driver runs in the pods; `logs` maps efa/tcp to the NCCL log that run leaves."""
+
+    def __init__(self, tmp: Path, logs: dict[str, Path], failed: tuple[str, ...] = ()):
+        self.tmp, self.logs, self.failed = tmp, logs, failed
+        self.collected: list[str] = []  # NCCL directories read by the checks
+        self.efa = helpers.FakeEfaNodes.of_fixture()  # the EFA counters, moved only by the EFA run
+        # The head pod's job server (tests/support/_ray_jobs.py): each job ends at once, FAILED for a failed leg.
+        self.jobs = FakeRayJobs(Clock(), self.job_script)
+        self.exec = helpers.ScriptedExec(self.answer)
+
+    def job_script(self, job_id: str) -> JobScript:
+        ends = "FAILED" if leg_of(job_id) in self.failed else "SUCCEEDED"
+        return JobScript(("[train] step 3/3",), run_s=0, pending_s=0, ends=ends)
+
+    @property
+    def submitted(self) -> list[tuple[str, dict]]:
+        """(submission id, runtime env) of each job, in the order submitted."""
+        return [(job_id, self.jobs.runtime_env(job_id)) for job_id in self.jobs.jobs]
+
+    def answer(self, pod: str, cmd: list[str], stdin: str | None) -> ExecResult:
+        request = pod_request(cmd)
+        if request is None:
+            raise AssertionError(f"unexpected command {cmd} in {pod}")
+        run = re.search(r"runs/([^/' ]+)", request.arg)
+        if request.job is not None and request.job.action == "submit" and request.job.job_id:
+            job = request.job.job_id
+            self.efa.job_ran(helpers.predicted_job_bytes(summary(job)["steps"]), over_efa=leg_of(job) != "tcp")
+        answer = self.jobs.answer(pod, cmd) or helpers.routine_answer(request, pod, self.efa)
+        if answer is not None:
+            return answer
+        match request.action:
+            case PodAction.READ_FILE:
+                return ExecResult(0, json.dumps(summary(run.group(1))), "")
+            case PodAction.FI_INFO:
+                return helpers.fi_info_answer()
+            case PodAction.S3_MARKER:
+                return ExecResult(0, "ok\n", "")
+            case PodAction.RAY_RESOURCES:
+                return ExecResult(0, f"{RESOURCES_MARK}{json.dumps({'GPU': 8.0, 'CPU': 82.0})}\n", "")
+            case PodAction.PACK_FILES:  # the report copying a run's files
+                return self.pack(pod, run.group(1), "summary.json" in request.names)
+            case PodAction.COLLECT_LOGS:  # the NCCL check collecting one run's logs
+                self.collected.append(run.group(1))
+                log = self.logs[leg_of(run.group(1))].read_bytes()
+                files = {f"./nccl.{run.group(1)}.rank0.host.1.log": log}
+                return ExecResult(0, helpers.tar_b64(files) if pod == RANK0_POD else "", "")
+        raise AssertionError(f"unexpected request {request} in {pod}")
+
+    def pack(self, pod: str, run_id: str, wants_summary: bool) -> ExecResult:
+        if wants_summary:
+            return ExecResult(
+                0, helpers.tar_b64({"summary.json": json.dumps(summary(run_id)).encode()}) if pod == HEAD else "", ""
+            )
+        return ExecResult(0, helpers.tar_b64(metrics_files(self.tmp, run_id)) if pod == RANK0_POD else "", "")
+
+
+class RunBucket:
+    """The stack's run bucket as far as bench uses it: the counters step keeps its reading there for `attach`."""
+
+    def __init__(self):
+        self.objects: dict[tuple[str, str], bytes] = {}
+
+    def put_object(self, Bucket, Key, Body):  # noqa: N803 - boto3's keyword names
+        self.objects[(Bucket, Key)] = Body
+        return {}
+
+
+class KubeWithExec(KubeApi):
+    def __init__(self, kubeconfig, pod_exec):
+        super().__init__(kubeconfig)
+        self.exec = pod_exec
+
+
+class Ui:
+    json_mode = False  # what the report of an interrupt reads; emit_json records a document either way
+
+    def __init__(self):
+        self.notes, self.errors, self.doc = [], [], None
+
+    def note(self, text):
+        self.notes.append(text)
+
+    def error(self, text):
+        self.errors.append(text)
+
+    def emit_json(self, doc):
+        self.doc = doc
+
+    def log(self, text):
+        pass
+
+    progress = log
+    step_started = log
+    step_finished = log
+
+
+def outputs(api) -> dict:
+    return {
+        "cluster_name": MOTO_CLUSTER,
+        "nodegroup_name": MOTO_NODEGROUP,  # moto's, which `scale-up` sizes (_cloud_fakes.gpu_nodegroup)
+        "kubeconfig": json.dumps(api.kubeconfig()),
+        "raycluster_name": "ray-efa",
+        "raycluster_namespace": "ray",
+        "storage_uri": "s3://ray-efa-eks-us-west-2-render/us-west-2/runs",
+        "pod_role_arn": "arn:aws:iam::123456789012:role/ray-pods",
+        "pod_identity_association_id": "a-123",
+        "ray_service_account": "ray-train",
+    }
+
+
+def run_bench(tmp_path, logs=None, failed=(), json_mode=True):
+    cluster = Cluster(tmp_path, logs or {"efa": EFA_LOG, "tcp": SOCKET_LOG, "bf16": EFA_LOG}, failed)
+    ui = Ui()
+    argv = ["bench", "--stack", "us-west-2", "--run-id", BASE, "--runs-root", str(tmp_path / "runs")]
+    with helpers.FakeKubeApi() as api, gpu_nodegroup() as eks:
+        stack = helpers.FakeStack("us-west-2", outputs=outputs(api))
+        bucket = RunBucket()
+        clients = {"eks": eks, "s3": bucket}
+        deps = AwsDeps(client=clients.get, stack=lambda: stack, kube=lambda kc: KubeWithExec(kc, cluster.exec))
+        args = cli.build_parser().parse_args(argv + (["--json"] if json_mode else []))
+        rc = bench.run(args, ui, deps, node_wait_s=0, pod_wait_s=0)
+    return rc, ui, cluster
+
+
+@pytest.fixture(scope="module")
+def passing(tmp_path_factory):
+    """One bench whose EFA run used EFA and whose TCP run used sockets (shared: it costs a few seconds)."""
+    return run_bench(tmp_path_factory.mktemp("bench"))
+
+
+def test_the_three_jobs_are_submitted_with_distinct_run_ids(passing):
+    _, _, cluster = passing
+    jobs = [job for job, _ in cluster.submitted]
+    expected = [f"{BASE}-efa", f"{BASE}-tcp", f"{BASE}-bf16"]
+    assert jobs == expected, f"expected the EFA, the TCP then the bf16 job, got {jobs}"
+
+
+def test_the_precision_leg_is_the_same_job_over_efa_in_bf16(passing):
+    from automation.job import with_run_paths
+    from workloads.train import parse_config
+
+    _, _, cluster = passing
+    (efa_id, efa_env), _, (bf16_id, bf16_env) = cluster.submitted
+    efa, bf16 = (parse_config(list(cluster.jobs.jobs[j].request.entrypoint[3:])) for j in (efa_id, bf16_id))
+    expected = dataclasses.replace(with_run_paths(efa, bf16_id, bf16.run_dir), float8="off", name=bf16_id)
+    same_env = bf16_env["env_vars"] == efa_env["env_vars"]
+    assert (bf16, same_env) == (expected, True), f"expected the EFA job with float8 off, got {bf16}; env {bf16_env}"
+
+
+def test_precision_ratio_is_float8_tokens_per_s_over_bf16(passing):
+    _, ui, _ = passing
+    expected = TOKENS_PER_S["efa"] / TOKENS_PER_S["bf16"]
+    assert ui.doc["precision_ratio"] == pytest.approx(expected), f"expected {expected}, got {ui.doc['precision_ratio']}"
+
+
+def test_precision_verdict_judges_the_measured_ratio_against_the_model(passing):
+    _, ui, _ = passing
+    low = ui.doc["precision_prediction"]["ratio"][0]
+    held = TOKENS_PER_S["efa"] / TOKENS_PER_S["bf16"] >= low
+    said = ui.doc["precision_verdict"]
+    assert said.endswith("assumption stands" if held else "does not hold"), f"model low end {low}: {said}"
+
+
+def test_each_run_names_the_precision_it_ran(passing):
+    _, ui, _ = passing
+    got = {name: leg["precision"] for name, leg in ui.doc["runs"].items()}
+    expected = {"efa": "float8 tensorwise", "tcp": "float8 tensorwise", "bf16": "bfloat16"}
+    assert got == expected, f"expected each run's summary precision {expected}, got {got}"
+
+
+def test_tcp_job_env_forces_sockets_without_the_ofi_plugin(passing):
+    _, _, cluster = passing
+    env = cluster.submitted[1][1]["env_vars"]
+    forced = {k: env.get(k) for k in ("NCCL_NET", "NCCL_NET_PLUGIN")}
+    assert forced == {"NCCL_NET": "Socket", "NCCL_NET_PLUGIN": "none"}, f"TCP job's env_vars: {env}"
+
+
+def test_efa_job_keeps_the_pods_own_nccl_env(passing):
+    _, _, cluster = passing
+    env = cluster.submitted[0][1]["env_vars"]
+    assert not {"NCCL_NET", "NCCL_NET_PLUGIN"} & set(env), f"expected no network override in the EFA job, got {env}"
+
+
+def test_each_check_reads_only_its_own_runs_nccl_logs(passing):
+    _, _, cluster = passing
+    # One read per worker pod: the EFA, TCP and bf16 checks, then the report's copies of the three runs.
+    expected = ([f"{BASE}-efa"] * 2 + [f"{BASE}-tcp"] * 2 + [f"{BASE}-bf16"] * 2) * 2
+    assert cluster.collected == expected, f"expected each run's own nccl/ from both workers, got {cluster.collected}"
+
+
+def test_efa_and_bf16_runs_pass_and_tcp_run_is_found_on_sockets(passing):
+    rc, ui, _ = passing
+    got = {name: (leg["verdict"], leg["require"]) for name, leg in ui.doc["runs"].items()}
+    expected = {"efa": ("pass", "efa"), "tcp": ("pass", "socket"), "bf16": ("pass", "efa")}
+    assert (rc, got) == (0, expected), f"rc {rc}, verdicts {got}"
+
+
+def test_ratio_is_efa_tokens_per_s_over_tcp(passing):
+    _, ui, _ = passing
+    expected = TOKENS_PER_S["efa"] / TOKENS_PER_S["tcp"]
+    assert ui.doc["ratio"] == pytest.approx(expected), f"expected {expected}, got {ui.doc['ratio']}"
+
+
+def test_each_run_reports_tokens_per_s_mfu_and_step_time_from_its_summary(passing):
+    _, ui, _ = passing
+    got = {name: [leg[k] for k in ("tokens_per_s", "mfu", "step_time_s")] for name, leg in ui.doc["runs"].items()}
+    expected = {name: [summary(f"{BASE}-{name}")[k] for k in ("tokens_per_s", "mfu", "step_time_s")] for name in got}
+    assert got == expected, f"expected each run's summary numbers {expected}, got {got}"
+
+
+def test_prediction_is_for_the_layout_the_model_chose_as_the_cluster_job_in_float8(passing):
+    _, ui, _ = passing
+    model = bench.load_model()
+    chosen = model.choose_default(model.candidate_table(model.load_rows(model.DEFAULT_ROWS), {}))["config"]
+    got = ui.doc["prediction"]["config"]
+    assert got == f"{chosen}+float8=tensorwise+f8only=mlp", f"expected {chosen!r} with float8, got {got!r}"
+
+
+def test_side_by_side_report_shows_both_runs_with_their_own_requirement(passing):
+    _, ui, _ = passing
+    page = Path(ui.doc["report"]).read_text()
+    wanted = ['<b class="pass">pass</b> (require efa)', '<b class="pass">pass</b> (require socket)']
+    missing = [w for w in wanted if w not in page]
+    assert not missing, f"expected both verdicts in {ui.doc['report']}, missing {missing}"
+
+
+def test_tcp_run_found_on_efa_fails_naming_the_evidence(tmp_path):
+    rc, ui, _ = run_bench(tmp_path, logs={"efa": EFA_LOG, "tcp": EFA_LOG, "bf16": EFA_LOG})
+    error = ui.doc["error"] or ""
+    assert rc == 1 and "NET/Libfabric" in error and "NCCL_NET=Socket" in error, f"rc {rc}, error {error!r}"
+
+
+def test_tcp_run_found_on_efa_gives_no_ratio(tmp_path):
+    _, ui, _ = run_bench(tmp_path, logs={"efa": EFA_LOG, "tcp": EFA_LOG, "bf16": EFA_LOG})
+    assert ui.doc["ratio"] is None, f"expected no ratio from a void TCP run, got {ui.doc['ratio']}"
+
+
+def test_efa_run_on_sockets_fails_before_the_tcp_job(tmp_path):
+    rc, ui, cluster = run_bench(tmp_path, logs={"efa": SOCKET_LOG, "tcp": SOCKET_LOG, "bf16": SOCKET_LOG})
+    jobs = [job for job, _ in cluster.submitted]
+    assert (rc, jobs) == (1, [f"{BASE}-efa"]), (
+        f"expected exit 1 and only the EFA job, got {rc}, {jobs}: {ui.doc['error']}"
+    )
+
+
+def test_failed_efa_job_names_its_step(tmp_path):
+    rc, ui, _ = run_bench(tmp_path, failed=("efa",))
+    error = ui.doc["error"] or ""
+    assert rc == 1 and f"EFA run {BASE}-efa failed at train" in error, f"rc {rc}, error {error!r}"
+
+
+def test_table_has_a_row_per_measure(tmp_path):
+    _, ui, _ = run_bench(tmp_path, json_mode=False)
+    head = next(i for i, line in enumerate(ui.notes) if "model: EFA / TCP" in line)
+    firsts = [line.split("  ")[0][:34] for line in ui.notes[head : head + 10]]
+    expected = ["", "run id", "precision", "NCCL verdict", "tokens/s", "MFU", "step time (median)"]
+    expected += ["EFA/TCP tokens/s", "float8/bf16 tokens/s", "model's float8 assumption: the L4 "]
+    assert firsts == expected, f"expected the table's rows {expected}, got {ui.notes}"
+
+
+def test_bench_without_stack_is_refused_naming_the_flag(capsys):
+    rc = cli.main(["bench"])
+    err = capsys.readouterr().err
+    assert rc == 2 and "--stack NAME" in err, f"expected exit 2 naming --stack, got {rc}: {err!r}"
+
+
+def test_an_interrupt_exits_130_through_the_run_controllers_end(tmp_path):
+    cluster = Cluster(tmp_path, {"efa": EFA_LOG, "tcp": SOCKET_LOG})
+    answer = cluster.answer
+
+    def interrupted(pod, cmd, stdin):
+        if cmd[:3] == ["ray", "job", "submit"]:
+            raise KeyboardInterrupt
+        return answer(pod, cmd, stdin)
+
+    cluster.exec = helpers.ScriptedExec(interrupted)
+    argv = ["bench", "--stack", "us-west-2", "--run-id", BASE, "--runs-root", str(tmp_path / "runs")]
+    ui = Ui()
+    with helpers.FakeKubeApi() as api, gpu_nodegroup() as eks:
+        stack = helpers.FakeStack("us-west-2", outputs=outputs(api))
+        clients = {"eks": eks, "s3": RunBucket()}
+        deps = AwsDeps(client=clients.get, stack=lambda: stack, kube=lambda kc: KubeWithExec(kc, cluster.exec))
+        rc = bench.run(cli.build_parser().parse_args(argv), ui, deps, node_wait_s=0, pod_wait_s=0)
+    said = [e for e in ui.errors if "interrupted during step submit of stack us-west-2" in e]
+    assert (rc, len(said)) == (130, 1), f"expected exit 130 naming the step, got {rc}: {ui.errors}"
+    assert any(n.startswith("GPU node") for n in ui.notes), f"where the GPU nodes are was not said: {ui.notes}"
+
+
+def test_job_that_fits_one_node_is_refused_before_any_submit(tmp_path):
+    cluster = Cluster(tmp_path, {"efa": EFA_LOG, "tcp": SOCKET_LOG})
+    argv = ["bench", "--stack", "us-west-2", "--num-workers", "4", "--runs-root", str(tmp_path / "runs")]
+    with helpers.FakeKubeApi() as api:
+        stack = helpers.FakeStack("us-west-2", outputs=outputs(api))
+        deps = AwsDeps(
+            client=lambda name: RunBucket(), stack=lambda: stack, kube=lambda kc: KubeWithExec(kc, cluster.exec)
+        )
+        with pytest.raises(bench.DriverError) as e:
+            bench.run(cli.build_parser().parse_args(argv), Ui(), deps)
+    said = (e.value.exit_code, "--num-workers 4" in str(e.value), cluster.exec.calls)
+    assert said == (2, True, []), f"expected exit 2 naming --num-workers 4 and no pod command, got {said}: {e.value}"
