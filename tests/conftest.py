@@ -23,8 +23,11 @@ def _share_botocore_loader() -> None:
     test read and decoded each service's JSON model again: about a tenth of a second per client. The loader
     caches what it read per instance (botocore/loaders.py, ``instance_cache``) and the models are read-only
     data, so sessions that share one loader get the same answers, read once."""
-    import botocore.loaders
-    import botocore.session
+    try:
+        import botocore.loaders
+        import botocore.session
+    except ImportError:  # the GPU tier runs where only the training dependencies are (tests/test_gpu_tier.py)
+        return
 
     loaders: dict[str | None, botocore.loaders.Loader] = {}
     create = botocore.loaders.create_loader
