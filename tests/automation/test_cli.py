@@ -9,6 +9,7 @@ import pytest
 import yaml
 
 from automation import cli, flags
+from workloads.config import runs_root
 
 
 def run_cli(capsys, *argv):
@@ -295,3 +296,25 @@ def test_a_signal_during_a_command_takes_ctrl_cs_path_and_exits_130(capsys, monk
     assert time.monotonic() - t0 < 4, f"{sig} waited for the command instead of interrupting it"
     assert "interrupted" in err, err
     assert signal.getsignal(signal.SIGTERM) is before, "main did not put the previous SIGTERM handler back"
+
+
+# ---- A refused command starts no run: nothing is left under the runs directory (issue 36: a newcomer's
+# runs/ filled with empty folders of commands that never ran).
+
+REFUSED = {
+    "steps-0": ("run", "--steps", "0"),
+    "run-id-dotdot": ("run", "--run-id", "../x"),
+    "unknown-stack": ("run", "--stack", "nosuch"),
+    "resume-without-stack": ("run", "--resume", "r1"),
+    "report-unknown-run": ("report", "no-such-run"),
+}
+
+
+@pytest.mark.parametrize("argv", REFUSED.values(), ids=REFUSED.keys())
+def test_a_refused_command_leaves_nothing_under_runs(argv, capsys):
+    try:
+        rc = cli.main(list(argv))
+    except SystemExit as e:  # argparse's refusals
+        rc = e.code
+    left = sorted(p.name for p in runs_root().rglob("*")) if runs_root().exists() else []
+    assert (rc, left) == (2, []), f"{' '.join(argv)}: expected exit 2 and nothing under {runs_root()}, got {rc}, {left}"

@@ -7,6 +7,10 @@ of a closed stream without a status frame runs yaml.safe_load("")["status"], a T
 
 from __future__ import annotations
 
+import json
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
 import pytest
 from _driver_helpers import kubeconfig_for
 from websocket import WebSocketConnectionClosedException
@@ -55,3 +59,34 @@ def test_a_cut_exec_stream_is_one_driver_error_naming_the_pod(monkeypatch, cut_i
     with pytest.raises(DriverError, match=r"exec stream of `ray job status …` in pod ray/head-0 dropped") as e:
         api.exec("head-0", "ray", ["ray", "job", "status"])
     assert e.value.exit_code == 1, f"a dropped stream is no bad input, got exit {e.value.exit_code}"
+
+
+# ---- KubeApi.delete_pod, which the AWS drill uses, against an HTTP server that answers like the Kubernetes API.
+
+
+def test_delete_pod_deletes_the_named_pod_at_once():
+    seen: list[str] = []
+
+    class Handler(BaseHTTPRequestHandler):
+        def log_message(self, *a):  # keep pytest output clean
+            pass
+
+        def do_DELETE(self):
+            seen.append(self.path)
+            body = json.dumps({"kind": "Pod", "metadata": {"name": "worker-b"}}).encode()
+            self.send_response(200)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.02}, daemon=True).start()
+    try:
+        KubeApi(kubeconfig_for(f"http://127.0.0.1:{server.server_address[1]}")).delete_pod("ray", "worker-b")
+    finally:
+        server.shutdown()
+        server.server_close()
+    assert seen == ["/api/v1/namespaces/ray/pods/worker-b?gracePeriodSeconds=0"], (
+        f"expected one DELETE of ray/worker-b with grace 0, got {seen}"
+    )

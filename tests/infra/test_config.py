@@ -3,10 +3,14 @@ and Pulumi.yaml's config: block is the typed schema's rendering."""
 
 from __future__ import annotations
 
+import contextvars
+import json
 import shutil
 import warnings
+from datetime import date
 from pathlib import Path
 
+import pulumi
 import pytest
 import yaml
 from conftest import REPO, quiet_stack
@@ -14,16 +18,23 @@ from conftest import REPO, quiet_stack
 from infra.config import (
     KEYS,
     KEYS_BY_NAME,
+    MOCK_DEPLOYER_CIDR,
+    PROJECT,
     ConfigError,
     ConfigWarning,
     GpuNodesConfig,
     StackConfig,
+    extended_support_note,
+    from_pulumi_config,
     is_floating_image,
     load_stack,
+    require_gpu_az,
+    stack_config_values,
     validate,
 )
 from infra.config_files import config_docs, pulumi_yaml_config, write_pulumi_yaml
 from infra.config_schema import MAX_NODES_PER_MANAGED_NODE_GROUP, coerce
+from infra.mock_render import RenderMocks
 
 STACKS = ("us-east-2", "us-west-2")
 
@@ -452,3 +463,522 @@ def test_stack_train_block_reaches_the_config_and_the_engine_values(tmp_path):
     train = quiet_stack("x", project).train
     engine = stack_config_values("x", project)["ray-efa-eks:train"]
     assert (train, engine) == ({"steps": 5}, '{"steps": 5}'), f"got {train!r} and {engine!r}"
+
+
+# ---- infra/config.py's rules over several keys, by rule: each limit on both sides of its boundary, each refusal's
+# whole message (the key, the value and the fix a user acts on), and what one section takes from the others.
+#
+# The numbers are written here with their source, not read from the code under test: the instance facts are
+# infra/data/instance_types.json's (its `$comment` gives the EKS rules they follow), the huge-page pool is the EFA
+# installer's rule quoted in infra/eks_facts.py, and the bucket prefix limit is the AWS provider's (37 characters:
+# 63 for a bucket name less the 26 of the random suffix pulumi-aws adds to `bucketPrefix`).
+
+
+def _validate_as(overrides: dict, stack: str = "test", region: str = "us-west-2") -> StackConfig:
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConfigWarning)
+        return validate(overrides, stack=stack, region=region)
+
+
+def _refusal(overrides: dict, stack: str = "test") -> str:
+    with pytest.raises(ConfigError) as err:
+        _validate_as(overrides, stack)
+    return str(err.value)
+
+
+# ---- limits, on both sides ----------------------------------------------------------------------
+# (key, the largest value that fits, the smallest that does not). A pod's room is the node's allocatable
+# less 0.5 CPU and 1.0 GiB kept for DaemonSets, and for a worker less the EFA huge-page pool; memory to 0.1 GiB.
+# g6.12xlarge (48 vCPUs, 192 GiB, 234 pods): allocatable 48 - (0.06 + 0.01 + 2 x 0.005 + 44 x 0.0025) = 47.81
+# CPU and 0.92 x 192 - (11 x 234 + 255 + 100) / 1024 = 173.78 GiB; huge pages 110 MiB x 2 x 48 / 2 MiB + 1 =
+# 5281 pages = 10.31 GiB. m7i.xlarge (4 vCPUs, 16 GiB, 58 pods): 3.92 CPU, 13.75 GiB, no huge pages.
+BOUNDS = {
+    "worker cpu: 47.81 - 0.5": ("rayWorkerCpu", "47.31", "47320m"),
+    "worker memory: 173.78 - 1.0 - 10.31 = 162.47, to 162.5": ("rayWorkerMemory", "162.5Gi", "162.6Gi"),
+    "head cpu: 3.92 - 0.5": ("rayHeadCpu", "3.42", "3430m"),
+    "head memory: 13.75 - 1.0 = 12.75, to 12.8": ("rayHeadMemory", "12.8Gi", "12.9Gi"),
+    "shm at least 1Gi": ("rayWorkerShmSize", "1Gi", "1023Mi"),
+    "shm at most half of rayWorkerMemory (160Gi)": ("rayWorkerShmSize", "80Gi", "80.1Gi"),
+    "idle nodes at most gpuNodeCount (2)": ("gpuIdleNodes", 2, 3),
+    "bucket prefix '<clusterName>-test-' at most 37 characters": ("clusterName", "c" * 31, "c" * 32),
+}
+
+
+@pytest.mark.parametrize("key, fits, too_much", BOUNDS.values(), ids=BOUNDS.keys())
+def test_a_limit_takes_its_boundary(key, fits, too_much):
+    got = _validate_as({key: fits})  # raises on a refusal
+    assert got.stack == "test", f"expected {key}={fits!r} accepted, got {got}"
+
+
+@pytest.mark.parametrize("key, fits, too_much", BOUNDS.values(), ids=BOUNDS.keys())
+def test_one_step_past_a_limit_is_refused_by_name(key, fits, too_much):
+    got = _refusal({key: too_much})
+    assert key in got, f"expected {key}={too_much!r} refused by name, got {got}"
+
+
+def test_a_set_bucket_name_lifts_the_prefix_limit():
+    got = _validate_as({"clusterName": "c" * 32, "storageBucketName": "my-runs"}).storage.bucket_name
+    assert got == "my-runs", f"expected the named bucket, got {got!r}"
+
+
+# ---- the whole message of each refusal ----------------------------------------------------------
+CAPACITY_BLOCK_TYPES = "p4d, p4de, p5, p5e, p5en, p6-b200, p6-b300, p6e-gb200, trn1, trn2"  # the EC2 guide's list
+BLOCKS_GUIDE = "https://docs.aws.amazon.com/AWSEC2/latest/UserGuide/ec2-capacity-blocks.html"
+RESERVATION = "cr-0123456789abcdef0"
+
+MESSAGES = {
+    "worker GPUs": (
+        {"rayWorkerGpus": 8},
+        "gpuInstanceType 'g6.12xlarge' has 4 GPUs but rayWorkerGpus is 8: set rayWorkerGpus to 4 (one worker pod per "
+        "node, Ray num-gpus = the pod's GPU limit)",
+    ),
+    "image cache off ECR Public": (
+        {"rayImage": "docker.io/rayproject/ray:2.58.0"},
+        "imageCache is true but rayImage 'docker.io/rayproject/ray:2.58.0' is not on public.ecr.aws, the only upstream "
+        "the stack's cache rule serves: set imageCache to false, or use an image from public.ecr.aws",
+    ),
+    "worker memory, huge pages named": (
+        {"rayWorkerMemory": "163Gi"},
+        "rayWorkerMemory '163Gi' does not fit gpuInstanceType 'g6.12xlarge' (allocatable 173.78 GiB, 1.0 GiB kept for "
+        "DaemonSets, 10.3 GiB of EFA huge pages): set rayWorkerMemory to at most 162Gi",
+    ),
+    "worker CPU": (
+        {"rayWorkerCpu": "48"},
+        "rayWorkerCpu '48' does not fit gpuInstanceType 'g6.12xlarge' (allocatable 47.81 CPU, 0.5 kept for "
+        "DaemonSets): set rayWorkerCpu to at most 47",
+    ),
+    "head memory, no huge pages": (
+        {"rayHeadMemory": "13Gi"},
+        "rayHeadMemory '13Gi' does not fit systemInstanceType 'm7i.xlarge' (allocatable 13.75 GiB, 1.0 GiB kept for "
+        "DaemonSets): set rayHeadMemory to at most 12Gi",
+    ),
+    "head CPU": (
+        {"rayHeadCpu": "4"},
+        "rayHeadCpu '4' does not fit systemInstanceType 'm7i.xlarge' (allocatable 3.92 CPU, 0.5 kept for DaemonSets): "
+        "set rayHeadCpu to at most 3",
+    ),
+    "shm": (
+        {"rayWorkerShmSize": "1023Mi"},
+        "rayWorkerShmSize '1023Mi' must be between 1Gi and half of rayWorkerMemory (160Gi): /dev/shm is memory-backed "
+        "and counts against the pod's limit",
+    ),
+    "bucket prefix": (
+        {"clusterName": "c" * 32},
+        f"the bucket name prefix '{'c' * 32}-test-' (clusterName-stack-) is longer than 37 characters: set "
+        "ray-efa-eks:storageBucketName to a bucket name",
+    ),
+    "capacity block without a reservation": (
+        {"gpuCapacityBlock": True},
+        "gpuCapacityBlock is true but gpuCapacityReservationId is empty: set gpuCapacityReservationId to the Capacity "
+        "Block's cr-... id, or set gpuCapacityBlock to false",
+    ),
+    "capacity block of a type that has none": (
+        {"gpuCapacityBlock": True, "gpuCapacityReservationId": RESERVATION},
+        f"gpuCapacityBlock is true but Capacity Blocks for ML do not exist for g6.12xlarge ({BLOCKS_GUIDE}): set "
+        "gpuCapacityBlock to false (an On-Demand Capacity Reservation of g6.12xlarge needs only "
+        f"gpuCapacityReservationId), or choose a type of {CAPACITY_BLOCK_TYPES} (aws ec2 "
+        "describe-capacity-block-offerings --instance-type <type> --instance-count 1 --capacity-duration-hours 24 "
+        "lists the blocks on sale)",
+    ),
+    "train key the driver sets": (
+        {"train": {"run_id": "x"}},
+        "ray-efa-eks:train.run_id is set by the driver for every run: remove it from ray-efa-eks:train",
+    ),
+}
+
+
+@pytest.mark.parametrize("overrides, message", MESSAGES.values(), ids=MESSAGES.keys())
+def test_a_refusal_says_the_key_the_value_and_the_fix(overrides, message):
+    got = _refusal(overrides)
+    assert got == message, f"expected\n  {message}\ngot\n  {got}"
+
+
+def test_a_stack_named_after_a_region_is_refused_in_another_region():
+    got = _refusal({}, stack="us-east-2")
+    assert got.startswith("stack 'us-east-2' is named after region us-east-2 but"), f"got {got}"
+
+
+def test_the_program_refuses_an_empty_allow_list_naming_the_key_as_pulumi_config_takes_it():
+    with pytest.raises(ConfigError) as err:
+        _validate_as({}).cluster.require_api_cidrs("dev")
+    want = (
+        "ray-efa-eks:apiPublicAccessCidrs is empty in stack dev: it means this machine's address, which `python -m "
+        "automation up --stack dev` (or `run`) writes before preview; with pulumi alone, set it: `pulumi config set "
+        "--path 'ray-efa-eks:apiPublicAccessCidrs[0]' x.x.x.x/32` (your address: curl https://checkip.amazonaws.com), "
+        "or set apiPublicAccess to false"
+    )
+    assert str(err.value) == want, f"expected\n  {want}\ngot\n  {err.value}"
+
+
+def test_an_empty_gpu_az_is_refused_naming_both_ways_to_set_it():
+    with pytest.raises(ConfigError) as err:
+        require_gpu_az(_validate_as({}))
+    want = (
+        "gpuAvailabilityZone is empty for stack 'test': run `python -m automation preflight --stack test` to see "
+        "which of availabilityZones ['us-west-2a', 'us-west-2b'] offer g6.12xlarge (`python -m automation run "
+        "--stack test` chooses one and sets it in the stack), or set ray-efa-eks:gpuAvailabilityZone in "
+        "Pulumi.test.yaml"
+    )
+    assert str(err.value) == want, f"expected\n  {want}\ngot\n  {err.value}"
+
+
+def test_a_set_gpu_az_is_the_one_the_nodes_get():
+    got = require_gpu_az(_validate_as({"gpuAvailabilityZone": "us-west-2b"}))
+    assert got == "us-west-2b", f"expected us-west-2b, got {got!r}"
+
+
+# ---- warnings -------------------------------------------------------------------------------------
+BLOCK_NOTE = (
+    "gpuCapacityBlock is true: EKS updates a node group on a Capacity Block only at desired size 0, so before an `up` "
+    "that changes the GPU node group (launch template, AMI, kubernetesVersion) scale it to 0 (aws eks "
+    "update-nodegroup-config --scaling-config minSize=0,maxSize=<n>,desiredSize=0), then back "
+    "(https://docs.aws.amazon.com/eks/latest/userguide/capacity-blocks-mng.html)"
+)
+OPEN_NOTE = (
+    "apiPublicAccessCidrs includes 0.0.0.0/0: the Kubernetes API endpoint is reachable from anywhere (IAM "
+    "authentication still applies); set it to your address as x.x.x.x/32"
+)
+P5_ON_A_BLOCK = {  # p5.48xlarge: 8 GPUs, 32 EFA interfaces (the EFA guide); Capacity Blocks are sold for P5
+    "gpuInstanceType": "p5.48xlarge",
+    "rayWorkerGpus": 8,
+    "gpuEfaInterfaces": 32,
+    "rayWorkerEfa": 32,
+    "gpuCapacityBlock": True,
+    "gpuCapacityReservationId": RESERVATION,
+}
+
+
+@pytest.mark.parametrize(
+    "overrides, note",
+    [(P5_ON_A_BLOCK, BLOCK_NOTE), ({"apiPublicAccessCidrs": ["0.0.0.0/0"]}, OPEN_NOTE)],
+    ids=["capacity block", "open endpoint"],
+)
+def test_a_doubtful_setting_is_named_in_the_warnings(overrides, note):
+    got = _validate_as(overrides).warnings
+    assert note in got, f"expected\n  {note}\namong\n  {got}"
+
+
+def test_a_version_past_standard_support_warns_from_the_day_its_standard_support_ends():
+    # EKS standard support of 1.34 ends 2026-12-02 and extended support 2027-12-02; EKS bills extended support from
+    # the start (UTC) of the first day (the EKS user guide's release calendar, infra/eks_facts.py).
+    day_before, on_the_day = (
+        extended_support_note("1.34", date(2026, 12, 1)),
+        extended_support_note("1.34", date(2026, 12, 2)),
+    )
+    want = (
+        "kubernetesVersion '1.34' left EKS standard support on 2026-12-02: the cluster runs in extended support "
+        "(until 2027-12-02) at an additional cost per cluster hour; set kubernetesVersion to a version in standard "
+        "support (https://docs.aws.amazon.com/eks/latest/userguide/kubernetes-versions.html)"
+    )
+    assert (day_before, on_the_day) == (None, want), f"got {day_before!r}, then {on_the_day!r}"
+
+
+def test_a_warning_is_attributed_to_the_caller_of_validate_not_to_the_config_module():
+    # stacklevel=2: where the message is printed (file:line) and where a module-scoped warnings filter
+    # applies is the code that asked for the validation. (Not "this test file": mutmut's trampoline adds a frame.)
+    with pytest.warns(ConfigWarning) as caught:
+        validate({"gpuNodeCount": 1, "apiPublicAccessCidrs": ["203.0.113.7/32"]}, stack="t", region="us-west-2")
+    inside = [w.filename for w in caught if Path(w.filename).parts[-2:] == ("infra", "config.py")]
+    assert not inside, f"expected the warning attributed outside infra/config.py, got {inside}"
+
+
+# ---- what a section takes from the others ---------------------------------------------------------
+
+
+def test_the_stack_hands_its_region_and_name_to_the_pods_and_the_bucket():
+    cfg = _validate_as({"clusterName": "train"}, stack="dev")
+    got = (cfg.stack, cfg.ray.region, cfg.storage.bucket_prefix, cfg.storage.object_prefix)
+    assert got == ("dev", "us-west-2", "train-dev-", "dev"), f"got {got}"
+
+
+@pytest.mark.parametrize("instance_type, gpus", [("g6.12xlarge", 4), ("p5.48xlarge", 8)])  # EC2 instance pages
+def test_the_gpu_count_comes_from_the_catalog_unless_given(instance_type, gpus):
+    from_catalog = GpuNodesConfig(instance_type=instance_type).gpus_per_node
+    given = GpuNodesConfig(instance_type=instance_type, gpus_per_node=3).gpus_per_node
+    assert (from_catalog, given) == (gpus, 3), (
+        f"expected {gpus} from the catalog and 3 as given, got {from_catalog}, {given}"
+    )
+
+
+# ---- the values the engine is handed under the mocks ---------------------------------------------
+
+
+def _project_with(tmp_path: Path, stack: str, lines: str) -> Path:
+    from conftest import REPO
+
+    (tmp_path / "Pulumi.yaml").write_text((REPO / "Pulumi.yaml").read_text())
+    (tmp_path / f"Pulumi.{stack}.yaml").write_text(f"config:\n  aws:region: us-west-2\n{lines}")
+    return tmp_path
+
+
+def test_an_empty_allow_list_reaches_the_mocks_as_a_documentation_address(tmp_path):
+    got = stack_config_values("dev", _project_with(tmp_path, "dev", ""))["ray-efa-eks:apiPublicAccessCidrs"]
+    assert got == '["203.0.113.10/32"]', f"expected TEST-NET-3's address (RFC 5737), got {got}"
+
+
+def test_a_set_allow_list_reaches_the_mocks_as_set(tmp_path):
+    project = _project_with(tmp_path, "dev", "  ray-efa-eks:apiPublicAccessCidrs: [198.51.100.7/32]\n")
+    got = stack_config_values("dev", project)["ray-efa-eks:apiPublicAccessCidrs"]
+    assert got == '["198.51.100.7/32"]', f"expected the stack's own list, got {got}"
+
+
+def test_a_stack_named_after_another_region_is_refused_before_the_mocks_run(tmp_path):
+    with pytest.raises(ConfigError, match="named after region us-east-2"):
+        stack_config_values("us-east-2", _project_with(tmp_path, "us-east-2", ""))
+
+
+# ---- The stack keys of issue 18 (AWS truth): each is read into the typed config and bad values name key, value and
+# fix.
+
+ADMIN = "arn:aws:iam::123456789012:role/ci-deployer"
+# A type Capacity Blocks exist for, with the keys that must follow it (32 EFA interfaces, 8 GPUs).
+P5 = {"gpuInstanceType": "p5.48xlarge", "gpuEfaInterfaces": 32, "rayWorkerEfa": 32, "rayWorkerGpus": 8}
+
+
+def test_new_keys_reach_the_typed_config():
+    cfg = _validate(
+        {
+            **P5,
+            "gpuCapacityReservationId": "cr-0123456789abcdef0",
+            "gpuCapacityBlock": True,
+            "gpuPlacementGroupName": "reserved-pg",
+            "systemRootVolumeGib": 150,
+            "clusterAdminRoleArns": [ADMIN],
+        }
+    )
+    got = (
+        cfg.gpu_nodes.capacity_block,
+        cfg.gpu_nodes.placement_group_name,
+        cfg.system_nodes.root_volume_gib,
+        cfg.cluster.admin_role_arns,
+    )
+    assert got == (True, "reserved-pg", 150, (ADMIN,)), f"typed config got {got}"
+
+
+def test_defaults_create_the_placement_group_and_give_no_extra_admin():
+    cfg = _validate({})
+    got = (cfg.gpu_nodes.capacity_block, cfg.gpu_nodes.placement_group_name, cfg.cluster.admin_role_arns)
+    assert got == (False, "", ()), f"defaults got {got}"
+
+
+def test_default_kubernetes_version_is_in_standard_support_today():
+    version = _validate({}).cluster.kubernetes_version
+    assert extended_support_note(version, date.today()) is None, f"default {version} is past its standard support"
+
+
+BAD = {
+    "capacity block without reservation": ({"gpuCapacityBlock": True}, "gpuCapacityBlock is true but"),
+    "placement group name": ({"gpuPlacementGroupName": "bad name!"}, "gpuPlacementGroupName 'bad name!'"),
+    "system volume too small": ({"systemRootVolumeGib": 20}, "systemRootVolumeGib 20"),
+    "admin not a role arn": ({"clusterAdminRoleArns": ["arn:aws:iam::1:user/x"]}, "clusterAdminRoleArns entry"),
+    "worker memory eats the huge pages": ({"rayWorkerMemory": "170Gi"}, "10.3 GiB of EFA huge pages"),
+    "vpc-cni version without its eksbuild": ({"vpcCniVersion": "v1.22.4"}, "vpcCniVersion 'v1.22.4'"),
+    "vpc-cni version floating": ({"vpcCniVersion": "latest"}, "vpcCniVersion 'latest'"),
+    "kube-proxy version without its eksbuild": ({"kubeProxyVersion": "v1.36.0"}, "kubeProxyVersion 'v1.36.0'"),
+}
+
+
+@pytest.mark.parametrize("overrides, expected", BAD.values(), ids=BAD.keys())
+def test_bad_new_key_is_refused_with_its_name(overrides, expected):
+    with pytest.raises(ConfigError) as err:
+        _validate(overrides)
+    assert expected in str(err.value), f"expected {expected!r} in: {err.value}"
+
+
+def test_capacity_block_on_a_type_without_capacity_blocks_is_refused_with_the_fix():
+    with pytest.raises(ConfigError) as err:
+        _validate({"gpuCapacityReservationId": "cr-0123456789abcdef0", "gpuCapacityBlock": True})
+    expected = ("do not exist for g6.12xlarge", "set gpuCapacityBlock to false", "describe-capacity-block-offerings")
+    missing = [e for e in expected if e not in str(err.value)]
+    assert not missing, f"expected {missing} in: {err.value}"
+
+
+def test_capacity_block_warns_that_updates_need_desired_size_zero():
+    with pytest.warns(ConfigWarning, match=r"only at desired size 0"):
+        validate(
+            {**P5, "gpuCapacityReservationId": "cr-0123456789abcdef0", "gpuCapacityBlock": True},
+            stack="t",
+            region="us-west-2",
+        )
+
+
+def test_kubernetes_1_36_leaves_standard_support_on_2027_08_02():
+    # EKS bills extended support from the start (UTC) of the day standard support ends (infra/eks_facts.py).
+    got = (
+        extended_support_note("1.36", date(2027, 8, 1)),
+        "2027-08-02" in (extended_support_note("1.36", date(2027, 8, 2)) or ""),
+    )
+    assert got == (None, True), f"expected no note on 2027-08-01 and one naming 2027-08-02 on that day, got {got}"
+
+
+def test_default_kubernetes_and_kube_proxy_versions_agree_on_the_minor():
+    c = _validate({}).cluster
+    got = (c.kubernetes_version, c.kube_proxy_version.split(".")[:2])
+    assert got == ("1.36", ["v1", "36"]), f"expected 1.36 with a v1.36 kube-proxy, got {got}"
+
+
+def test_kubernetes_version_changed_without_kube_proxy_warns_with_the_listing_command():
+    with pytest.warns(ConfigWarning, match=r"kubeProxyVersion 'v1.36.0-eksbuild.21' is for Kubernetes 1.36 but"):
+        validate({"kubernetesVersion": "1.35"}, stack="t", region="us-west-2")
+
+
+def test_matching_kube_proxy_and_kubernetes_versions_give_no_kube_proxy_note():
+    notes = [w for w in _validate({}).warnings if "kubeProxyVersion" in w]
+    assert notes == [], f"expected no kube-proxy note for the defaults, got {notes}"
+
+
+def test_version_past_standard_support_warns_with_the_date():
+    with pytest.warns(ConfigWarning, match=r"left EKS standard support on 2026-12-02"):
+        validate({"kubernetesVersion": "1.34"}, stack="t", region="us-west-2")
+
+
+def test_version_in_standard_support_has_no_note():
+    assert extended_support_note("1.35", date(2027, 3, 26)) is None
+
+
+def test_version_is_extended_on_the_day_its_standard_support_ends():
+    assert "2027-03-27" in (extended_support_note("1.35", date(2027, 3, 27)) or ""), "no note on 2027-03-27"
+
+
+# ---- past EKS extended support: refused offline (issue 44 item 8). Dates: infra/eks_facts.py, from the EKS user
+# guide's release calendar (1.31: extended support ends 2026-11-26; on that day EKS creates no cluster on it).
+OLD = {"kubernetesVersion": "1.31", "kubeProxyVersion": "v1.31.0-eksbuild.1"}
+
+
+def _validate_on(overrides: dict, today: date) -> StackConfig:
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConfigWarning)
+        return validate(overrides, stack="test", region="us-west-2", today=today)
+
+
+def test_version_on_its_last_day_of_extended_support_is_accepted():
+    assert _validate_on(OLD, date(2026, 11, 25)).cluster.kubernetes_version == "1.31"
+
+
+def test_version_on_the_day_its_extended_support_ends_is_refused_naming_key_value_and_fix():
+    with pytest.raises(ConfigError) as err:
+        _validate_on(OLD, date(2026, 11, 26))
+    wanted = ("kubernetesVersion '1.31'", "2026-11-26", "set kubernetesVersion to 1.32 or newer")
+    assert all(w in str(err.value) for w in wanted), f"expected {wanted} in: {err.value}"
+
+
+def test_version_in_extended_support_warns_of_the_hourly_cost_and_is_not_refused():
+    with pytest.warns(ConfigWarning, match=r"'1.31' left EKS standard support .* additional cost per cluster hour"):
+        validate(OLD, stack="test", region="us-west-2", today=date(2025, 11, 26))
+
+
+def test_the_fix_names_the_oldest_version_still_supported_that_day():
+    with pytest.raises(ConfigError, match=r"set kubernetesVersion to 1.33 or newer"):
+        _validate_on({"kubernetesVersion": "1.32", "kubeProxyVersion": "v1.32.0-eksbuild.1"}, date(2027, 3, 23))
+
+
+# ---- infra.config.from_pulumi_config: the Pulumi program's way in reads the stack, `aws:region` and every
+# `ray-efa-eks:*` key the engine hands it, and validates them as `load_stack` does.
+#
+# In process, without a render: the engine's config is set with `pulumi.runtime.set_all_config` (the map the
+# language host fills from the stack), the stack's name with `pulumi.runtime.set_mocks`, each in a fresh
+# contextvars Context so nothing leaks to other tests (both live in context variables in the pulumi SDK,
+# pulumi/runtime/config.py and settings.py). Values are strings, as the engine passes them.
+
+ADDRESS = '["203.0.113.7/32"]'  # TEST-NET-3 (RFC 5737)
+BASE = {"aws:region": "us-west-2", f"{PROJECT}:apiPublicAccessCidrs": ADDRESS}
+
+
+def in_program(values: dict[str, str], project_dir: Path | None = None, stack: str = "dev"):
+    def run():
+        pulumi.runtime.set_all_config(values, [])
+        pulumi.runtime.set_mocks(RenderMocks(), project=PROJECT, stack=stack, preview=False)
+        return from_pulumi_config(project_dir)
+
+    return contextvars.Context().run(run)
+
+
+def test_the_engines_values_become_the_config_load_stack_would_give():
+    got = in_program({**BASE, f"{PROJECT}:gpuNodeCount": "3", f"{PROJECT}:clusterName": "train"})
+    want = validate(
+        {"gpuNodeCount": 3, "clusterName": "train", "apiPublicAccessCidrs": ["203.0.113.7/32"]},
+        stack="dev",
+        region="us-west-2",
+    )
+    assert got == want, f"expected stack dev in us-west-2 with 3 GPU nodes named train, got {got}"
+
+
+def test_an_engine_without_aws_region_is_refused_naming_the_key():
+    with pytest.raises(ConfigError, match="aws:region is not set for stack 'dev'"):
+        in_program({f"{PROJECT}:apiPublicAccessCidrs": ADDRESS})
+
+
+def test_a_key_no_declaration_knows_is_refused_with_its_close_match():
+    with pytest.raises(ConfigError, match=f"unknown config key {PROJECT}:gpuNodeCont: did you mean 'gpuNodeCount'"):
+        in_program({**BASE, f"{PROJECT}:gpuNodeCont": "3"})
+
+
+def test_a_key_passed_only_through_pulumi_config_in_the_environment_is_refused_too(monkeypatch):
+    # The language host may pass the config as the PULUMI_CONFIG environment variable (pulumi/runtime/config.py).
+    monkeypatch.setenv("PULUMI_CONFIG", json.dumps({f"{PROJECT}:rayWorkerGpu": "4"}))
+    with pytest.raises(ConfigError, match="rayWorkerGpu: did you mean 'rayWorkerGpus'"):
+        in_program(BASE)
+
+
+def test_a_doubtful_setting_is_kept_in_the_config_not_raised_as_a_python_warning():
+    with warnings.catch_warnings(record=True) as raised:
+        warnings.simplefilter("always")
+        got = in_program({**BASE, f"{PROJECT}:gpuNodeCount": "1"})
+    kinds = [w.category for w in raised if issubclass(w.category, ConfigWarning)]
+    assert (kinds, any("prove EFA" in w for w in got.warnings)) == ([], True), (
+        f"expected the one-node note in the config only, got warnings {kinds} and config notes {got.warnings}"
+    )
+
+
+def test_an_empty_allow_list_is_refused_naming_the_stack():
+    with pytest.raises(ConfigError, match=r"apiPublicAccessCidrs is empty in stack dev: .* --stack dev"):
+        in_program({**BASE, f"{PROJECT}:apiPublicAccessCidrs": "[]"})
+
+
+def test_the_project_file_is_checked_when_its_folder_is_given(tmp_path):
+    text = (REPO / "Pulumi.yaml").read_text()
+    (tmp_path / "Pulumi.yaml").write_text(text.replace("\n  gpuNodeCount:", "\n  gpuNodes:", 1))
+    with pytest.raises(ConfigError, match="Pulumi.yaml's config: block differs from the schema"):
+        in_program(BASE, project_dir=tmp_path)
+
+
+def test_without_a_folder_the_project_file_is_the_engines_business():
+    got = in_program(BASE, project_dir=None)
+    assert got.stack == "dev", f"expected stack dev, got {got.stack}"
+
+
+# ---- from_pulumi_config: the program reads every ray-efa-eks key the engine passes, so a key that no
+# declaration knows (a leftover or a typo) fails the program instead of being ignored.
+
+
+def _in_program(values: dict[str, str]):
+    def run():
+        pulumi.runtime.set_all_config(values, [])
+        pulumi.runtime.set_mocks(RenderMocks(), project=PROJECT, stack="us-east-2", preview=False)
+        return from_pulumi_config(REPO)
+
+    return contextvars.Context().run(run)
+
+
+def test_program_refuses_an_undeclared_key_with_the_close_match():
+    values = {**stack_config_values("us-east-2", REPO), f"{PROJECT}:gpuNodeCont": "3"}
+    with pytest.raises(ConfigError, match="gpuNodeCont: did you mean 'gpuNodeCount'"):
+        _in_program(values)
+
+
+def test_program_reads_the_train_block_from_json():
+    values = {**stack_config_values("us-east-2", REPO), f"{PROJECT}:train": '{"steps": 5}'}
+    got = _in_program(values).train
+    assert got == {"steps": 5}, f"expected the block as JSON-decoded, got {got}"
+
+
+def test_program_refuses_an_empty_api_allow_list_instead_of_opening_it():
+    # What a plain `pulumi preview` passes for a shipped stack the driver has not filled: the key's default, [].
+    values = {**stack_config_values("us-east-2", REPO), f"{PROJECT}:apiPublicAccessCidrs": "[]"}
+    with pytest.raises(ConfigError, match=r"apiPublicAccessCidrs is empty .*python -m automation up --stack us-east-2"):
+        _in_program(values)
+
+
+def test_mocks_run_with_a_documentation_address_for_the_deployer():
+    got = _in_program(stack_config_values("us-east-2", REPO)).cluster.public_access_cidrs
+    assert got == (MOCK_DEPLOYER_CIDR,), f"expected the mock's TEST-NET-3 address, got {got}"

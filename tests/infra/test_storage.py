@@ -6,9 +6,11 @@ from __future__ import annotations
 import json
 import warnings
 
+import kubernetes_validate
 import pytest
-from conftest import REPO
+from conftest import REPO, quiet_stack
 
+from infra import manifests as m
 from infra.config import PROJECT, ConfigError, ConfigWarning, load_stack, stack_config_values
 from infra.manifests import RAY_SERVICE_ACCOUNT
 from infra.mock_render import Render, run_program
@@ -250,3 +252,26 @@ def test_both_modes_attach_the_same_s3_policy_document(west, irsa):
 def test_unknown_pod_identity_mode_is_refused_with_the_close_match():
     with pytest.raises(ConfigError, match=r"podIdentityMode 'irs' is not one of \['pod-identity', 'irsa'\]"):
         render(podIdentityMode="irs")
+
+
+# ---- The Ray pods' ServiceAccount is a valid core object, and both pod templates run as it.
+
+
+def _cfg():
+    return quiet_stack("us-west-2")
+
+
+def test_service_account_is_a_valid_core_object_in_the_ray_namespace():
+    cfg = _cfg()
+    sa = m.service_account_manifest(cfg.ray.namespace)
+    kubernetes_validate.validate(sa, f"{cfg.cluster.kubernetes_version}.0", strict=True)
+    assert sa["metadata"] == {"name": m.RAY_SERVICE_ACCOUNT, "namespace": cfg.ray.namespace}, sa["metadata"]
+
+
+def test_head_and_worker_templates_run_as_the_service_account():
+    ray = _cfg().ray
+    got = [
+        m.ray_head_template(ray)["spec"]["serviceAccountName"],
+        m.ray_worker_template(ray)["spec"]["serviceAccountName"],
+    ]
+    assert got == [m.RAY_SERVICE_ACCOUNT] * 2, f"head and worker serviceAccountName: {got}"

@@ -6,21 +6,34 @@ the answers' shapes are those of STS GetCallerIdentity and EC2 DescribeInstanceT
 
 from __future__ import annotations
 
+import dataclasses
+import io
+import urllib.error
+from datetime import UTC, datetime
+
+import boto3
 import pytest
 from botocore.exceptions import ClientError, EndpointConnectionError, NoCredentialsError
+from botocore.stub import Stubber
+from conftest import quiet_stack
 
 from automation.ec2 import describe_type, family, quota_for
+from automation.errors import DriverError
 from automation.pipeline import PreflightFacts
 from automation.steps.preflight import (
     AwsClients,
+    check_api_endpoint,
     check_aws_cli,
+    check_az,
     check_capacity_block_type,
     check_capacity_reservation,
     check_credentials,
     check_instance_type,
+    check_kubernetes_version,
     check_system_quota,
     check_vpc_cni_version,
 )
+from automation.targets.aws import API_CIDRS_KEY, CHECKIP_URL, checkip_address
 
 ARN = "arn:aws:iam::123456789012:user/trainer"
 
@@ -476,3 +489,201 @@ def test_pending_on_demand_reservation_fails_as_not_yet_active_with_no_capacity_
         "Capacity Block" in row.detail + row.fix,
     )
     assert got == ("fail", True, False), f"got {row}"
+
+
+# ---- preflight's GPU availability-zone row: which AZ it picks or refuses, and the fix it names.
+#
+# `check_az` is pure (the offerings and the stack's AZs are passed in), so no AWS client is needed.
+
+STACK_AZS = ("us-west-2a", "us-west-2b")
+
+
+def test_open_az_passes_naming_the_chosen_and_the_valid_azs():
+    row, az, valid = check_az({"us-west-2c", "us-west-2b", "us-west-2a"}, STACK_AZS, "", "g6.12xlarge", "us-west-2")
+    assert (az, valid) == ("us-west-2a", STACK_AZS), f"expected us-west-2a among {STACK_AZS}, got {az} among {valid}"
+    assert (row.check, row.status) == ("GPU availability zone", "pass"), f"expected a passing AZ row, got {row}"
+    expected = "chose us-west-2a (valid: us-west-2a, us-west-2b)"
+    assert row.detail == expected, f"expected {expected!r}, got {row.detail!r}"
+
+
+def test_configured_az_that_cannot_be_used_fails_naming_the_key_and_a_valid_az():
+    row, az, _ = check_az(STACK_AZS, STACK_AZS, "us-west-2d", "g6.12xlarge", "us-west-2")
+    expected = (
+        "set 'ray-efa-eks:gpuAvailabilityZone: us-west-2a' in Pulumi.us-west-2.yaml (valid: us-west-2a, us-west-2b)"
+    )
+    assert (row.status, az, row.fix) == ("fail", None, expected), f"expected a fail with fix {expected!r}, got {row}"
+
+
+def test_type_offered_only_outside_the_stack_fails_naming_where_and_how_to_list_offerings():
+    row, az, valid = check_az({"us-west-2c"}, STACK_AZS, "us-west-2a", "p5e.48xlarge", "us-west-2")
+    assert (row.status, az, valid) == ("fail", None, ()), f"expected a fail with no AZ, got {row}, {az}, {valid}"
+    assert "p5e.48xlarge is offered in ['us-west-2c']" in row.detail, (
+        f"expected where it is offered, got {row.detail!r}"
+    )
+    expected_fix = (
+        "add an AZ that offers it to ray-efa-eks:availabilityZones in Pulumi.us-west-2.yaml "
+        "(aws ec2 describe-instance-type-offerings --location-type availability-zone "
+        "--filters Name=instance-type,Values=p5e.48xlarge)"
+    )
+    assert row.fix == expected_fix, f"expected fix {expected_fix!r}, got {row.fix!r}"
+
+
+def test_type_offered_nowhere_says_so():
+    row, _, _ = check_az(set(), STACK_AZS, "", "p5e.48xlarge", "us-west-2")
+    assert row.status == "fail" and "is offered in no AZ but" in row.detail, f"expected 'offered in no AZ', got {row}"
+
+
+def test_configured_az_that_offers_the_type_passes_as_is():
+    row, az, valid = check_az(STACK_AZS, STACK_AZS, "us-west-2b", "g6.12xlarge", "us-west-2")
+    assert (row.check, row.status, az) == ("GPU availability zone", "pass", "us-west-2b"), f"got {row}, {az}"
+    expected = "us-west-2b offers g6.12xlarge (valid: us-west-2a, us-west-2b)"
+    assert row.detail == expected, f"expected {expected!r}, got {row.detail!r}"
+
+
+# ---- preflight's Kubernetes version row against EKS's DescribeClusterVersions, answered by botocore's Stubber (the
+# answer's shape is botocore's EKS model; the dates are EKS's published 1.36 / 1.32 support windows as
+# https://endoflife.date/amazon-eks lists them, read 2026-12-06, and illustrative only).
+
+REGION = "us-east-2"
+
+
+def eks_answering(version: str, versions: list[dict] | None = None, error: str = ""):
+    client = boto3.client("eks", region_name=REGION, aws_access_key_id="x", aws_secret_access_key="x")
+    stub = Stubber(client)
+    ask = {"clusterVersions": [version], "includeAll": True}
+    if error:
+        stub.add_client_error("describe_cluster_versions", error, "denied", expected_params=ask)
+    else:
+        stub.add_response("describe_cluster_versions", {"clusterVersions": versions or []}, ask)
+    stub.activate()
+    return client
+
+
+def info(version: str, status: str) -> dict:
+    return {
+        "clusterVersion": version,
+        "versionStatus": status,
+        "endOfStandardSupportDate": datetime(2027, 8, 2, tzinfo=UTC),
+        "endOfExtendedSupportDate": datetime(2028, 8, 2, tzinfo=UTC),
+    }
+
+
+def test_a_version_in_standard_support_passes_with_its_end_date():
+    row = check_kubernetes_version(eks_answering("1.36", [info("1.36", "STANDARD_SUPPORT")]), "1.36", REGION)
+    assert (row.status, row.detail) == ("pass", "1.36 is in EKS standard support until 2027-08-02 ($0.10/h)"), row
+
+
+def test_a_version_in_extended_support_warns_with_the_price():
+    row = check_kubernetes_version(eks_answering("1.32", [info("1.32", "EXTENDED_SUPPORT")]), "1.32", REGION)
+    expected = ("WARNING 1.32 is in EKS extended support until 2028-08-02", "$0.60/h ($14.40 a day) instead of $0.10/h")
+    assert row.status == "pass" and all(e in row.detail for e in expected), row
+
+
+def test_a_version_past_support_fails_naming_the_supported_ones():
+    row = check_kubernetes_version(eks_answering("1.28", []), "1.28", REGION)
+    assert (row.status, row.detail) == ("fail", f"1.28 is past EKS support in {REGION}"), row
+    assert "describe-cluster-versions" in row.fix and "STANDARD_SUPPORT" in row.fix, row.fix
+
+
+def test_a_refused_call_skips_the_row_leaving_it_to_eks():
+    row = check_kubernetes_version(eks_answering("1.36", error="AccessDeniedException"), "1.36", REGION)
+    assert (row.status, "AccessDeniedException" in row.detail) == ("skip", True), row
+
+
+# ---- The EKS API endpoint's allow-list left to the driver: this machine's address from checkip.amazonaws.com
+# (read through a stand-in opener, never the network) and preflight's row that shows it.
+#
+# checkip.amazonaws.com answers one line, the caller's public IPv4 and a newline (`curl -s
+# https://checkip.amazonaws.com` prints e.g. `203.0.113.7`); the stand-in answers the same way.
+
+
+def opener(body: bytes = b"203.0.113.7\n", error: Exception | None = None):
+    asked = []
+
+    def urlopen(url, timeout):
+        asked.append((url, timeout))
+        if error is not None:
+            raise error
+        return io.BytesIO(body)
+
+    urlopen.asked = asked
+    return urlopen
+
+
+def test_address_is_read_from_checkip_amazonaws_com():
+    urlopen = opener()
+    got = checkip_address(urlopen)
+    assert (got, urlopen.asked[0][0]) == ("203.0.113.7", CHECKIP_URL), f"got {got} from {urlopen.asked}"
+
+
+def test_unreachable_checkip_names_the_key_to_set_by_hand():
+    with pytest.raises(DriverError) as err:
+        checkip_address(opener(error=urllib.error.URLError("Name or service not known")))
+    assert (err.value.exit_code, API_CIDRS_KEY in str(err.value)) == (2, True), f"got {err.value}"
+
+
+def test_an_answer_that_is_no_ipv4_address_is_refused():
+    with pytest.raises(DriverError) as err:
+        checkip_address(opener(b"<html>captive portal</html>"))
+    assert "not an IPv4 address" in str(err.value), f"got {err.value}"
+
+
+def _cluster(**changes):
+    return dataclasses.replace(quiet_stack("us-west-2").cluster, **changes)
+
+
+def test_preflight_shows_the_address_run_will_write():
+    row = check_api_endpoint(_cluster(), "us-west-2", lambda: "203.0.113.7/32")
+    assert (row.status, "203.0.113.7/32" in row.detail) == ("pass", True), f"got {row}"
+
+
+def test_preflight_fails_when_the_address_cannot_be_learned():
+    def fails() -> str:
+        raise DriverError("could not read this machine's address", exit_code=2)
+
+    row = check_api_endpoint(_cluster(), "us-west-2", fails)
+    assert (row.status, API_CIDRS_KEY in row.fix) == ("fail", True), f"got {row}"
+
+
+def test_preflight_shows_an_allow_list_the_stack_sets():
+    row = check_api_endpoint(_cluster(public_access_cidrs=("198.51.100.0/24",)), "us-west-2", None)
+    assert (row.status, "198.51.100.0/24" in row.detail) == ("pass", True), f"got {row}"
+
+
+# ---- a second run from another address (issue 44 item 3). This machine's address is faked: HERE, in TEST-NET-3;
+# the earlier machine's in TEST-NET-2 (RFC 5737).
+HERE = "203.0.113.7/32"
+ELSEWHERE = "198.51.100.9/32"
+
+
+def _row(cidrs: tuple[str, ...], driver_cidr: str = ""):
+    cluster = _cluster(public_access_cidrs=cidrs, driver_cidr=driver_cidr)
+    return check_api_endpoint(cluster, "us-west-2", lambda: HERE)
+
+
+def test_a_list_the_user_wrote_without_this_address_fails_with_the_command_that_adds_it():
+    row = _row((ELSEWHERE, "192.0.2.0/24"))
+    wanted = f"pulumi config set --stack us-west-2 --path '{API_CIDRS_KEY}[2]' {HERE}"
+    assert (row.status, row.fix) == ("fail", wanted), f"expected fail with `{wanted}`, got {row}"
+
+
+def test_a_list_open_to_the_world_passes():
+    assert _row(("0.0.0.0/0",)).status == "pass", "0.0.0.0/0 covers every address"
+
+
+def test_a_cidr_covering_this_address_passes():
+    row = _row((ELSEWHERE, "203.0.113.0/24"))
+    assert (row.status, "203.0.113.0/24" in row.detail) == ("pass", True), f"got {row}"
+
+
+def test_the_drivers_entry_from_another_address_passes_saying_run_replaces_it():
+    row = _row((ELSEWHERE,), driver_cidr=ELSEWHERE)
+    assert (row.status, "replace" in row.detail, HERE in row.detail) == ("pass", True, True), f"got {row}"
+
+
+def test_an_unreachable_address_service_skips_the_comparison_of_a_list_the_stack_sets():
+    def fails() -> str:
+        raise DriverError("could not read this machine's address", exit_code=2)
+
+    row = check_api_endpoint(_cluster(public_access_cidrs=(ELSEWHERE,)), "us-west-2", fails)
+    assert row.status == "skip", f"expected skip (the list may well hold this machine), got {row}"
