@@ -86,12 +86,6 @@ def test_a_zone_not_offered_is_not_usable():
     assert replace(usable(), offered=False).usable is False
 
 
-def test_a_capped_spot_score_does_not_decide_the_order():
-    capped = usable(spot_score=10, spot_quota_vcpus=48.0, usd_per_hour=9.0)
-    cheaper = replace(usable(spot_score=1, spot_quota_vcpus=48.0, usd_per_hour=4.0), az="us-west-2b")
-    assert [z.az for z in capacity.rank([capped, cheaper])] == ["us-west-2b", "us-west-2a"]
-
-
 def test_a_capacity_block_ranks_like_a_reservation():
     block = replace(usable(blocks=({"id": "cb-1"},), usd_per_hour=99.0), az="us-west-2b")
     assert capacity.rank([usable(usd_per_hour=1.0), block])[0] is block

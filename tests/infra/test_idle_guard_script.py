@@ -351,15 +351,6 @@ def test_idle_within_the_limit_keeps_the_nodes():
     assert d.action == "keep" and "29 of 30 minutes" in d.reason, d
 
 
-def test_a_recent_scale_up_counts_as_activity_before_any_job_runs():
-    d = at([], changed_min_ago=5)
-    assert d.action == "keep", f"a run that just scaled the nodes up must get time to submit its job: {d}"
-
-
-def test_no_job_ever_and_an_old_node_group_scales_down():
-    assert at([], changed_min_ago=45).action == "scale-down"
-
-
 def test_already_at_the_idle_count_does_nothing_so_it_scales_down_once():
     d = at([job("SUCCEEDED", 300)], desired=0)
     assert d.action == "nothing", d
@@ -371,10 +362,6 @@ def test_an_unreadable_job_api_keeps_the_nodes():
 
 def test_a_node_group_that_is_updating_waits():
     assert at([], status="UPDATING").action == "wait"
-
-
-def test_zero_minutes_turns_the_guard_off():
-    assert at([], idle_minutes=0).action == "nothing"
 
 
 def test_a_held_lease_keeps_an_idle_node_group_and_names_the_run():
