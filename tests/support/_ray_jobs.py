@@ -29,7 +29,7 @@ import json
 import shlex
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Literal
+from typing import Literal, cast
 
 from automation.errors import DriverError
 from automation.kube import ExecResult
@@ -89,7 +89,7 @@ def parse_request(argv: list[str]) -> JobRequest | None:
         return JobRequest("logs", argv[5], (("--address", argv[4]),), first_line=int(argv[6]))
     if argv[:2] != ["ray", "job"] or len(argv) < 3:
         return None
-    action, rest = argv[2], argv[3:]
+    action, rest = cast(Action, argv[2]), argv[3:]  # an unknown action reaches the server, which refuses it
     options: list[tuple[str, str]] = []
     positional: list[str] = []
     i = 0

@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+from collections.abc import Iterator
 
 import pytest
 from _shared_env import MOTO_CLUSTER, MOTO_NODEGROUP, MOTO_REGION, S3_BUCKET, STALE_RAY_ADDRESS, driver_env
@@ -38,7 +39,7 @@ def local_run_doc(local_run) -> dict:
 
 
 @pytest.fixture(scope="session")
-def s3_env() -> dict[str, str]:
+def s3_env() -> Iterator[dict[str, str]]:
     """A moto S3 server on 127.0.0.1 with one bucket, `S3_BUCKET`: the environment that points an S3
     client at it (AWS_ENDPOINT_URL_S3, honoured by boto3 and pyarrow:
     https://docs.aws.amazon.com/sdkref/latest/guide/feature-ss-endpoints.html). Only the tests that use
