@@ -12,10 +12,10 @@ import time
 from datetime import UTC, datetime, timedelta
 
 import pytest
+from _capacity_world import args_for
 from _reservations_world import FileWorld, Killed, World
 from botocore.exceptions import ClientError, EndpointConnectionError, ReadTimeoutError
 from conftest import REPO
-from test_capacity import args_for
 
 from automation.capacity import Zone
 from automation.capacity_probe import (

@@ -7,8 +7,8 @@ from __future__ import annotations
 import json
 
 import _driver_helpers as helpers  # tests/support is on pytest's pythonpath
+from _bench_world import Cluster, KubeWithExec, Ui, outputs
 from _cloud_fakes import gpu_nodegroup
-from test_bench import Cluster, KubeWithExec, Ui, outputs
 
 from automation import cli
 from automation.commands import bench

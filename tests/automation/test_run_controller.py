@@ -11,9 +11,8 @@ from pathlib import Path
 import _driver_helpers as helpers  # tests/support is on pytest's pythonpath
 import pytest
 from _cloud_fakes import job
+from _scale_world import cluster_with_record, target_for
 from _shared_env import MOTO_CLUSTER, MOTO_NODEGROUP, MOTO_REGION
-from test_scale import target_for
-from test_scaling_cloud_waits import cluster_with_record
 
 from automation import cli, steps
 from automation.collectives import WorkerPod

@@ -12,10 +12,7 @@ import json
 import _driver_helpers as helpers  # tests/support is on pytest's pythonpath
 import boto3
 import pytest
-from botocore.exceptions import EndpointConnectionError
-from botocore.stub import Stubber
-from rich.console import Console
-from test_run_steps import (  # noqa: F401 - aws is the moto fixture the tests use
+from _aws_run import (  # noqa: F401 - aws is the moto fixture the tests use
     NCCL,
     KubeWithExec,
     aws,
@@ -24,6 +21,9 @@ from test_run_steps import (  # noqa: F401 - aws is the moto fixture the tests u
     outputs,
     run,
 )
+from botocore.exceptions import EndpointConnectionError
+from botocore.stub import Stubber
+from rich.console import Console
 
 from automation.run_report import build_report, render
 from automation.targets.aws import PIPELINE, AwsDeps, AwsTarget

@@ -10,10 +10,10 @@ import json
 import _driver_helpers as helpers  # tests/support is on pytest's pythonpath
 import boto3
 import pytest
-from _cloud_fakes import FakeClock, SlowEks, guard_record, job
+from _cloud_fakes import FakeClock, SlowEks, job
+from _scale_world import cluster_with_record, run_with_steps, target_for
 from _shared_env import MOTO_CLUSTER, MOTO_NODEGROUP, MOTO_REGION
 from conftest import REPO
-from test_scale import run_with_steps, target_for
 
 from automation.commands import scale
 from automation.errors import DriverError
@@ -144,16 +144,9 @@ def test_scale_command_with_force_scales_down_under_a_running_job(eks, capsys):
 
 
 def scale_args(n: int, force: bool = False):
-    from test_scale import scale_args as args
+    from _scale_world import scale_args as args
 
     return args(n, force=force)
-
-
-# ---- the lease and the idle guard, over a 53-minute start ---------------------------------------------------
-def cluster_with_record() -> dict:
-    objects = helpers.load_k8s()
-    objects["configmaps"] = {"kind": "ConfigMapList", "apiVersion": "v1", "items": [guard_record()]}
-    return objects
 
 
 class GuardKube:

@@ -8,8 +8,8 @@ import dataclasses
 import _driver_helpers as helpers  # tests/support is on pytest's pythonpath
 import boto3
 import pytest
+from _aws_run import REGION, aws, cluster_exec, make_target, outputs, run  # noqa: F401 (aws: fixture)
 from _pod_requests import PodAction, asks
-from test_run_steps import REGION, aws, cluster_exec, make_target, outputs, run  # noqa: F401 (aws: fixture)
 
 from automation.errors import DriverError
 from automation.kube import ExecResult

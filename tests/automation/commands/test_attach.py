@@ -18,10 +18,10 @@ from dataclasses import dataclass, field
 import _driver_helpers as helpers  # tests/support is on pytest's pythonpath
 import boto3
 import pytest
+from _aws_run import NCCL, SUMMARY, KubeWithExec
 from _pod_requests import PodAction, pod_request
 from _ray_jobs import Clock, FakeRayJobs, Fault, JobScript, train_lines
 from _shared_env import MOTO_CLUSTER, MOTO_NODEGROUP, MOTO_REGION
-from test_run_steps import NCCL, SUMMARY, KubeWithExec
 
 from automation import cli, scaling, steps
 from automation.commands import run_steps

@@ -6,7 +6,6 @@ illustrative, not observed."""
 
 from __future__ import annotations
 
-import argparse
 import json
 import shutil
 import time
@@ -15,7 +14,7 @@ from datetime import UTC, datetime
 
 import boto3
 import pytest
-from _shared_env import MOTO_REGION
+from _capacity_world import G6, REGION, args_for
 from botocore.stub import Stubber
 from conftest import REPO
 
@@ -35,8 +34,6 @@ from automation.errors import DriverError
 from automation.ui import Ui
 from infra.config import load_stack
 
-REGION = MOTO_REGION
-G6 = "g6.12xlarge"
 AZ_ID = {"us-west-2a": "usw2-az2", "us-west-2b": "usw2-az1", "us-west-2c": "usw2-az3", "us-west-2d": "usw2-az4"}
 
 
@@ -257,22 +254,6 @@ class Session:
         stub.add_response("get_products", {"PriceList": []})  # the API has no price: the column says "?"
         stub.activate()
         return pricing
-
-
-def args_for(project_dir, **kw) -> argparse.Namespace:
-    base = dict(
-        instance_type=G6,
-        count=2,
-        regions=[REGION],
-        all_regions=False,
-        probe=False,
-        yes=False,
-        write_stack=None,
-        cleanup=False,
-        json=True,
-        project_dir=project_dir,
-    )
-    return argparse.Namespace(**{**base, **kw})
 
 
 def test_write_stack_writes_a_stack_the_config_loader_accepts(moto_aws, tmp_path, capsys):

@@ -4,13 +4,12 @@ and `run`'s end through the CLI."""
 
 from __future__ import annotations
 
-import argparse
 import json
 
 import _driver_helpers as helpers  # tests/support is on pytest's pythonpath
-import boto3
 import pytest
-from _cloud_fakes import ClusterKube, FakeClock
+from _cloud_fakes import FakeClock
+from _scale_world import run_with_steps, scale_args, target_for
 from _shared_env import MOTO_CLUSTER, MOTO_NODEGROUP, MOTO_REGION
 from botocore.stub import Stubber
 
@@ -29,7 +28,6 @@ from automation.scaling import (
     sizes,
     wait_ready,
 )
-from automation.targets.aws import AwsDeps, AwsTarget
 from automation.ui import Ui
 
 REGION, CLUSTER, NODEGROUP = MOTO_REGION, MOTO_CLUSTER, MOTO_NODEGROUP
@@ -113,24 +111,6 @@ def test_scale_up_restores_the_node_count_and_times_it(eks):
     assert (scaled, sizes(eks, REF)["desiredSize"]) == (Scaled(NODEGROUP, 0, 2, 10.0), 2), f"got {scaled}"
 
 
-# ---- run's end and the scale command, through the target --------------------------------------------
-def target_for(
-    api, eks=None, clock: FakeClock | None = None, jobs: list | None = (), yes: bool = True, **kw
-) -> AwsTarget:
-    """A target of the us-west-2 stack over moto (or ``eks``), the fake cluster ``api`` and a fake clock; its head
-    answers the Ray job list ``jobs`` (None: the job API cannot be asked); ``yes``: as --yes, the scale-up asks
-    nothing."""
-    outputs = {"region": REGION, "cluster_name": CLUSTER, "nodegroup_name": NODEGROUP, "kubeconfig": api.kubeconfig()}
-    deps = AwsDeps(
-        client=lambda name: eks if name == "eks" and eks is not None else boto3.client(name, region_name=REGION),
-        stack=lambda: helpers.FakeStack("us-west-2", outputs=outputs),
-        kube=lambda kubeconfig: ClusterKube(kubeconfig, None if jobs is None else list(jobs)),
-        clock=(clock or FakeClock()).clock(),
-        public_ip=helpers.deployer_ip,
-    )
-    return AwsTarget(cfg=helpers.stack_config(), deps=deps, run_id="r1", yes=yes, **kw)
-
-
 def test_run_end_scales_the_gpu_nodes_to_idle_and_says_so(eks):
     with helpers.FakeKubeApi() as api:
         line = after_run(target_for(api), keep_nodes=False)
@@ -152,46 +132,12 @@ def test_a_failed_scale_down_is_said_with_the_command_that_fixes_it(eks):
     assert "NOT scaled down" in line and "scale --stack us-west-2 --gpu-nodes 0" in line, line
 
 
-def run_with_steps(
-    monkeypatch, argv: list[str], failing: dict | None = None, real: dict | None = None, objects=None, **target_kw
-) -> int:
-    """`cli.main(argv)` with every pipeline step standing in (each passes, or raises what `failing` names for
-    it, or runs what `real` gives for it) over a target on the fake cluster (``objects``; ``target_kw`` as
-    `target_for` takes them): what is real is the end of the run, against moto."""
-    from automation import steps
-    from automation.pipeline import StepResult
-    from automation.targets import aws
-
-    def step(name: str, target, prior) -> StepResult:
-        if failing and name in failing:
-            raise failing[name]
-        if real and name in real:
-            return real[name](target, prior)
-        return StepResult(name, "pass", "ok")
-
-    with helpers.FakeKubeApi(objects) as api:
-        made = target_for(api, **target_kw)
-        monkeypatch.setattr(aws, "open_stack", lambda stack, **options: made)
-        monkeypatch.setattr(
-            aws.AwsTarget, "price", lambda self, gpu_nodes=None: aws.CostEstimate(None, (), "not priced")
-        )
-        for name in aws.PIPELINE:
-            monkeypatch.setitem(steps.STEPS, name, lambda t, p, name=name: step(name, t, p))
-        return cli.main(argv)
-
-
 def test_cli_run_ends_with_the_gpu_nodes_at_zero(eks, capsys, monkeypatch):
     """`run --stack`: the steps stand in (each passes), the end of the run is the real one against moto."""
     rc = run_with_steps(monkeypatch, ["run", "--stack", "us-west-2", "--yes", "--json"])
     doc = json.loads(capsys.readouterr().out)
     assert (rc, sizes(eks, REF)["desiredSize"]) == (0, 0), f"expected exit 0 and 0 nodes, got {rc}, {sizes(eks, REF)}"
     assert any("scaled from 2 to 0" in n for n in doc["notes"]), f"expected the scale-down in the notes: {doc['notes']}"
-
-
-def scale_args(n: int, force: bool = False, **kw) -> argparse.Namespace:
-    return argparse.Namespace(
-        stack="us-west-2", gpu_nodes=n, wait=False, force=force, json=True, project_dir=helpers.REPO, **kw
-    )
 
 
 def test_scale_command_sets_the_size_and_prints_it(eks, capsys):

@@ -12,8 +12,7 @@ from pathlib import Path
 
 import _driver_helpers as helpers  # tests/support is on pytest's pythonpath
 import pytest
-from _pod_requests import PodAction, pod_request
-from test_run_steps import (  # noqa: F401 - aws is the moto fixture the tests use
+from _aws_run import (  # noqa: F401 - aws is the moto fixture the tests use
     NCCL,
     aws,
     cluster_exec,
@@ -21,6 +20,7 @@ from test_run_steps import (  # noqa: F401 - aws is the moto fixture the tests u
     outputs,
     run,
 )
+from _pod_requests import PodAction, pod_request
 
 from automation.targets.aws import READER_SYSFS_ROOT
 from infra.names import EFA_COUNTER_READER_NAMESPACE
@@ -226,9 +226,9 @@ class RecordingUi:
 
 @pytest.mark.slow  # the whole `run --stack` command (preflight to report) takes about 20 s here
 def test_run_stack_world_ends_pass_with_both_witnesses_and_the_bytes_plot(tmp_path, monkeypatch, moto_eks):
+    from _aws_run import client_factory
+    from _bench_world import Cluster, KubeWithExec
     from _shared_env import MOTO_CLUSTER, MOTO_NODEGROUP
-    from test_bench import Cluster, KubeWithExec
-    from test_run_steps import client_factory
 
     from automation import cli
     from automation.commands import run_steps
