@@ -85,8 +85,7 @@ def cluster_exec(
     def nccl_tar():
         return ExecResult(0, helpers.tar_b64({f"nccl.rank0.{nccl_log.stem}.1.log": nccl_log.read_bytes()}), "")
 
-    scripted = helpers.ScriptedExec(answer)
-    scripted.jobs = jobs
+    scripted = helpers.ScriptedExec(answer, jobs=jobs)
     return scripted
 
 

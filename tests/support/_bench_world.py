@@ -78,7 +78,8 @@ class Cluster:
         request = pod_request(cmd)
         if request is None:
             raise AssertionError(f"unexpected command {cmd} in {pod}")
-        run = re.search(r"runs/([^/' ]+)", request.arg)
+        found = re.search(r"runs/([^/' ]+)", request.arg)
+        run_id = found.group(1) if found else ""  # a file or log request names its run's folder
         if request.job is not None and request.job.action == "submit" and request.job.job_id:
             job = request.job.job_id
             self.efa.job_ran(helpers.predicted_job_bytes(summary(job)["steps"]), over_efa=leg_of(job) != "tcp")
@@ -87,7 +88,7 @@ class Cluster:
             return answer
         match request.action:
             case PodAction.READ_FILE:
-                return ExecResult(0, json.dumps(summary(run.group(1))), "")
+                return ExecResult(0, json.dumps(summary(run_id)), "")
             case PodAction.FI_INFO:
                 return helpers.fi_info_answer()
             case PodAction.S3_MARKER:
@@ -95,11 +96,11 @@ class Cluster:
             case PodAction.RAY_RESOURCES:
                 return ExecResult(0, f"{RESOURCES_MARK}{json.dumps({'GPU': 8.0, 'CPU': 82.0})}\n", "")
             case PodAction.PACK_FILES:  # the report copying a run's files
-                return self.pack(pod, run.group(1), "summary.json" in request.names)
+                return self.pack(pod, run_id, "summary.json" in request.names)
             case PodAction.COLLECT_LOGS:  # the NCCL check collecting one run's logs
-                self.collected.append(run.group(1))
-                log = self.logs[leg_of(run.group(1))].read_bytes()
-                files = {f"./nccl.{run.group(1)}.rank0.host.1.log": log}
+                self.collected.append(run_id)
+                log = self.logs[leg_of(run_id)].read_bytes()
+                files = {f"./nccl.{run_id}.rank0.host.1.log": log}
                 return ExecResult(0, helpers.tar_b64(files) if pod == RANK0_POD else "", "")
         raise AssertionError(f"unexpected request {request} in {pod}")
 

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
-from typing import Any, cast
+from typing import TYPE_CHECKING, Any, cast
 from urllib.parse import parse_qs, urlparse
 
 from _pod_requests import PodAction, PodRequest
@@ -25,6 +25,9 @@ from automation.kube import ExecResult, PodExec
 from automation.pulumi_stack import StackLike
 from automation.targets.aws import READER_SYSFS_ROOT
 from infra.names import APP_LABEL, EFA_COUNTER_READER
+
+if TYPE_CHECKING:
+    from _ray_jobs import FakeRayJobs
 
 K8S_FIXTURES = REPO / "tests" / "fixtures" / "k8s"
 EFA_FIXTURES = REPO / "tests" / "fixtures" / "efa"
@@ -204,6 +207,7 @@ class ScriptedExec:
 
     answer: Callable[[str, list[str], str | None], ExecResult]
     calls: list[tuple[str, str, list[str], str | None]] = field(default_factory=list)
+    jobs: FakeRayJobs | None = None  # the head pod's job server behind the exec, where one answers
 
     def __call__(self, pod, namespace, command, *, stdin=None, on_line=None, timeout_s=600) -> ExecResult:
         self.calls.append((pod, namespace, list(command), stdin))

@@ -15,7 +15,7 @@ from automation.targets.aws import AwsDeps, AwsTarget
 
 
 def target_for(
-    api, eks=None, clock: FakeClock | None = None, jobs: list | None = (), yes: bool = True, **kw
+    api, eks=None, clock: FakeClock | None = None, jobs: list | tuple | None = (), yes: bool = True, **kw
 ) -> AwsTarget:
     """A target of the us-west-2 stack over moto (or ``eks``), the fake cluster ``api`` and a fake clock; its head
     answers the Ray job list ``jobs`` (None: the job API cannot be asked); ``yes``: as --yes, the scale-up asks
