@@ -14,7 +14,7 @@ at the On-Demand rate, so each reservation is made to be found and to end on its
   are matched here, over the reservations in the states that still hold capacity (active, pending);
 - cancelled by id on every exit; where a create's answer never came (a connection or read timeout), this run's
   tags are swept in that region before the command returns; every probe first sweeps the regions it will probe.
-The parameter names are botocore's EC2 service model's (tests/integration/_reservations_world.py validates every
+The parameter names are botocore's EC2 service model's (tests/support/_reservations_world.py validates every
 call against it).
 """
 

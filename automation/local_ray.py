@@ -104,7 +104,7 @@ def head_env(environ: dict[str, str]) -> dict[str, str]:
     a node address of 127.0.0.1 makes Ray's gRPC servers listen on 127.0.0.1 instead of 0.0.0.0
     (ray src/ray/rpc/grpc_server.cc, `GrpcServer::Run` with `listen_to_localhost_only`;
     https://github.com/ray-project/ray/blob/master/src/ray/rpc/grpc_server.cc).
-    tests/integration/test_driver_local.py lists the sockets to prove it.
+    tests/automation/targets/test_local_run.py lists the sockets to prove it.
     """
     env = {k: v for k, v in environ.items() if k != INHERITED_ADDRESS}
     env.update(RAY_USAGE_STATS_ENABLED="0", RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER="0")

@@ -279,7 +279,7 @@ def pulumi_yaml_config(keys: Sequence[Key]) -> str:
 CONFIG_DOCS_HEAD = """# Configuration reference
 
 <!-- Generated from the typed schema in infra/config.py by `python -m infra.config --write-docs`;
-tests/unit/test_infra_config.py fails when this page and the schema differ. Edit the schema. -->
+tests/infra/test_config.py fails when this page and the schema differ. Edit the schema. -->
 
 Every stack key, by section, with its type, its default and what it sets. Set one per
 stack with `pulumi config set ray-efa-eks:<key> <value> --stack <stack>` (or edit

@@ -1,7 +1,7 @@
 """The IAM actions the identity that runs `up` and `destroy` needs, per Pulumi resource type the program declares,
 and the page section docs/aws-first-run.md shows (``python -m infra.deploy_permissions --write`` regenerates it;
-tests/pulumi/test_deploy_permissions.py fails when a type of the mock render has no entry,
-tests/unit/test_generated_pages.py when the page differs).
+tests/infra/test_deploy_permissions.py fails when a type of the mock render has no entry,
+tests/test_generated_pages.py when the page differs).
 
 Each entry lists the create, read, update, delete and tag calls of that resource's API, by the action names of the
 Service Authorization Reference (https://docs.aws.amazon.com/service-authorization/latest/reference/

@@ -23,8 +23,11 @@ def _share_botocore_loader() -> None:
     test read and decoded each service's JSON model again: about a tenth of a second per client. The loader
     caches what it read per instance (botocore/loaders.py, ``instance_cache``) and the models are read-only
     data, so sessions that share one loader get the same answers, read once."""
-    import botocore.loaders
-    import botocore.session
+    try:
+        import botocore.loaders
+        import botocore.session
+    except ImportError:  # the GPU tier runs where only the training dependencies are (tests/test_gpu_tier.py)
+        return
 
     loaders: dict[str | None, botocore.loaders.Loader] = {}
     create = botocore.loaders.create_loader
@@ -38,6 +41,9 @@ def _share_botocore_loader() -> None:
 
 
 _share_botocore_loader()
+
+# The session's shared set-ups (the local run, the S3 server, the Ray cluster) serve files in several folders.
+pytest_plugins = ["shared_setups"]
 
 REPO = Path(__file__).resolve().parents[1]
 FIXTURES = REPO / "tests" / "fixtures"
@@ -72,22 +78,22 @@ def pytest_sessionfinish(session, exitstatus):
 
 
 # Under pytest-xdist (README's test command runs `-n 2`), work goes to the workers a test file at a time, so a
-# module's fixtures start once. The session-scoped set-ups of tests/integration/conftest.py start once per
+# module's fixtures start once. The session-scoped set-ups of tests/support/shared_setups.py start once per
 # worker, so the files that use them are one unit of work, sent first: one worker starts the local run, the
 # S3 server and the Ray cluster once while the other works through the rest. The scheduler sees test ids
 # only, so the files are named here, and collection fails a test that uses a set-up from another file.
 SHARED_SETUPS = frozenset({"local_run", "local_run_doc", "s3_env", "ray_cluster"})
 SHARED_SETUP_FILES = frozenset(
     {
-        "tests/integration/test_driver_local.py",
-        "tests/integration/test_observe_local.py",
-        "tests/integration/test_s3_storage.py",
-        "tests/integration/test_train_ray.py",
+        "tests/automation/targets/test_local_run.py",
+        "tests/automation/commands/test_report_local_run.py",
+        "tests/workloads/test_train_s3.py",
+        "tests/workloads/test_train_ray.py",
     }
 )
 # The longest other files of the default tier (--durations on the 2-core machine, 2026-12-06), sent next,
 # longest first; a file the run does not hold is passed over. (The slow tier runs in one process: TESTING.md.)
-HEAVY_FILES = ("tests/integration/test_train_fsdp.py", "tests/integration/test_bench_command.py")
+HEAVY_FILES = ("tests/workloads/test_train_fsdp.py", "tests/automation/commands/test_bench.py")
 
 
 def pytest_itemcollected(item):
@@ -121,7 +127,7 @@ def pytest_xdist_make_scheduler(config, log):
 def runs_in_tmp(tmp_path, monkeypatch):
     """Every run a test starts in this process goes under its tmp_path, never the checkout's runs/ (a test
     that changes into tmp_path finds them at ./runs as a user would). Subprocesses of the driver get
-    their own cwd's runs/ instead (tests/integration/_shared_env.py, driver_env)."""
+    their own cwd's runs/ instead (tests/support/_shared_env.py, driver_env)."""
     monkeypatch.setenv(RUNS_DIR_ENV, str(tmp_path / "runs"))
 
 

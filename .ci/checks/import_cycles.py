@@ -21,7 +21,7 @@ from _repo import PACKAGES, REPO, finish
 ALLOWED_LOCAL = {
     ("automation.steps.preflight", "workloads.data_check"): "data_check imports torch and transformers (about "
     "1.3 s): imported only once the train: block's data is known to be in S3, so a preflight without data pays "
-    "nothing (tests/integration/test_preflight_imports.py)",
+    "nothing (tests/automation/steps/test_preflight_imports.py)",
     ("workloads.train", "workloads.loop"): "loop imports torch, transformers and Ray Train: `--help` and bad input "
     "must stay instant",
     ("workloads.train", "workloads.data_check"): "data_check imports torch and the tokenizer: only with --data",

@@ -622,7 +622,7 @@ def check_job_data(job: TrainConfig) -> None:
         if not (job.data and parse_location(stack_label("data"), job.data).remote):
             return
         # data_check imports torch and the tokenizer (about 1.3 s): paid only by a job whose data is in
-        # S3, so the import stays below the return above (tests/integration/test_preflight_imports.py).
+        # S3, so the import stays below the return above (tests/automation/steps/test_preflight_imports.py).
         from workloads.data_check import check_data
 
         check_data(job.data, job.num_workers, flag=stack_label("data"))

@@ -1,7 +1,7 @@
 """Entry point the pulumi CLI runs for `pulumi preview --policy-pack infra/policy`.
 
 Constructing the PolicyPack starts the policy server and blocks, so the tests import
-``policies.POLICIES`` instead (tests/pulumi/test_policy_pack.py).
+``policies.POLICIES`` instead (tests/infra/policy/test_policies.py).
 
 The CLI runs this file through ``python -m pulumi.policy ENGINE_ADDRESS PACK_DIR`` (pulumi's
 pulumi/policy/__main__.py, which ``runpy.run_path``s it). Run any other way (``python -m
@@ -15,7 +15,7 @@ from pathlib import Path
 USAGE = (
     "infra/policy is a CrossGuard policy pack: the pulumi CLI runs it, it is not a command. Check a stack "
     "against it with `pulumi preview --stack us-west-2 --policy-pack infra/policy`; offline, "
-    "`python -m pytest tests/pulumi/test_policy_pack.py` runs the same policies over the mock render"
+    "`python -m pytest tests/infra/policy/test_policies.py` runs the same policies over the mock render"
 )
 
 
