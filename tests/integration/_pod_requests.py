@@ -17,7 +17,14 @@ from dataclasses import dataclass
 from _ray_jobs import JobRequest, parse_request
 
 from automation.ray_head import RAY_RESOURCES_SNIPPET, upload_command
-from automation.run_files import _pack_command, collect_command, set_aside_command
+from automation.run_files import (
+    RAY_LOGS,
+    _pack_command,
+    attempts_command,
+    collect_command,
+    ray_logs_command,
+    set_aside_command,
+)
 from automation.steps.verify_checks import fi_info_command
 from automation.storage import marker_probe_command
 from automation.targets.aws import READER_SYSFS_ROOT
@@ -35,6 +42,8 @@ class PodAction(enum.Enum):
     PACK_FILES = "named files of a run directory as a base64 tar"
     JOB = "a `ray job` command or the job list"
     SET_ASIDE = "move an ended attempt's NCCL logs aside"
+    ATTEMPT_LOGS = "every attempt's NCCL logs of a run as a base64 tar"
+    RAY_LOGS = "the Ray worker and raylet logs of the last minutes as a base64 tar"
 
 
 @dataclass(frozen=True)
@@ -75,6 +84,10 @@ def _shell_request(argv: list[str]) -> PodRequest | None:
         return PodRequest(PodAction.COLLECT_LOGS, words[2])
     if words[:1] == ["["] and "mv" in words and argv == set_aside_command(words[2], int(words[-3].rsplit("-", 1)[1])):
         return PodRequest(PodAction.SET_ASIDE, words[2])
+    if words[:1] == ["cd"] and argv == attempts_command(words[1]):
+        return PodRequest(PodAction.ATTEMPT_LOGS, words[1])
+    if words[:2] == ["cd", RAY_LOGS] and argv == ray_logs_command(int(words[words.index("-mmin") + 1][1:])):
+        return PodRequest(PodAction.RAY_LOGS, RAY_LOGS)
     if words[:1] == ["cd"] and "ls" in words:
         start = words.index("ls") + 1
         names = tuple(words[start : words.index("2>/dev/null", start)])
