@@ -567,7 +567,9 @@ def run(args: argparse.Namespace, ui: Output, deps: aws.AwsDeps | None = None) -
                     f"{flag} {ref!r} is no run id: with --stack, name the run by its id (e.g. 20261204-170000-abc123)",
                     exit_code=2,
                 )
-        target = aws.open_stack(args.stack, project_dir=args.project_dir, ui=ui, kubeconfig=args.kubeconfig, deps=deps)
+        target = aws.open_stack(
+            args.stack, project_dir=args.project_dir, kubeconfig=args.kubeconfig, deps=deps, on_note=ui.note
+        )
         for ref in refs:  # from the pods, else from what the run's end kept in the run bucket
             ui.note(f"copying run {ref} from stack {args.stack} into {args.runs_root / ref}")
             target.copy_run(ref, args.runs_root)

@@ -52,7 +52,7 @@ PULUMI_USE: dict[str, aws.PulumiUse] = {
 }
 # The modes of `run` (and `train`) its flags choose besides the target.
 PLAN = Mode("--plan", lambda args: args.plan)
-DETACHED = Mode("--detach", lambda args: bool(vars(args).get("detach")))  # only `run` takes it
+DETACHED = Mode("--detach", lambda args: args.detach)
 RESUMED = Mode("--resume", lambda args: args.resume is not None)
 
 
@@ -110,6 +110,7 @@ def add_parser(sub: Any, parents: list[argparse.ArgumentParser]) -> None:
     not_in(timeout, DETACHED, "the job outlives this command; `attach --timeout` limits it")
     for flag in add_recovery(p):
         not_in(flag, PLAN, "it stops before any job is submitted")
+        not_in(flag, DETACHED, "this command ends at submit; nothing follows the job to recover it")
 
 
 def pipeline_command(sub: Any, name: str, help: str, parents: list[argparse.ArgumentParser]) -> argparse.ArgumentParser:
@@ -137,7 +138,6 @@ def add_recovery(p: argparse.ArgumentParser) -> tuple[argparse.Action, ...]:
     )
     for flag in (recoveries, minutes):
         not_in(flag, LOCAL, "the local target has no nodes to replace")
-        not_in(flag, DETACHED, "this command ends at submit; nothing follows the job to recover it")
     return recoveries, minutes
 
 
