@@ -112,6 +112,8 @@ BAD = {
     "--timeout": lambda d: "0",  # seconds: a job stopped before it starts
     "--max-mib": lambda d: "0",
     "--iters": lambda d: "0",
+    "--max-recoveries": lambda d: "-1",
+    "--recovery-minutes": lambda d: "0",
 }
 NO_VALUE = "store_true"  # flags without a value: their misuse is a combination, below
 SKIPPED = {"--help", "--json", "--project-dir"}  # argparse's own, the output switch, a test-only hidden flag
@@ -178,6 +180,8 @@ GOOD = {
     "--storage-path": lambda d: str(d / "storage"),
     "--capture": lambda d: str(d / "capture"),
     "--timeout": lambda d: "60",
+    "--max-recoveries": lambda d: "1",
+    "--recovery-minutes": lambda d: "10",
     "--max-mib": lambda d: "4",
     "--iters": lambda d: "3",
     "--port": lambda d: "8000",
