@@ -4,9 +4,10 @@ Every command that starts work on the GPU nodes (`run`, `attach`, `train`, `benc
 --collectives --stack`, `drill --stack`) hands its work to a ``RunController``. On AWS the work begins with the
 `scale-up` step (the idle guard's lease taken, the price asked about, the GPU node group at gpuNodeCount:
 automation/scaling.py), then the command's steps; whatever way it ends (done, a failed or raised step, Ctrl-C),
-one ``finally`` then, in order: decides the scale-down (never under a job the job server has not said ended, nor
-under one it cannot be asked about; --keep-nodes keeps them), writes the run's files and report, and closes the
-target.
+one ``finally`` then, in order: keeps the run's logs in the run bucket (the job log, every attempt's NCCL logs,
+the workers' Ray logs: ``AwsTarget.keep_logs``, bounded in time), decides the scale-down (never under a job the
+job server has not said ended, nor under one it cannot be asked about; --keep-nodes keeps them), writes the run's
+files and report, and closes the target.
 
 Anchored on SkyPilot's managed-jobs controller (skypilot-org/skypilot, sky/jobs/controller.py: ``JobController``
 "controls the lifecycle of a single managed job" and its cleanup is its own method, run however the job ended)
@@ -45,7 +46,9 @@ class RunController:
         self.begun: list[str] = []
         self.results: list[PipelineResult] = []
         self.scale_down_line: str | None = None
+        self.logs_line: str | None = None
         self.recoveries: list[Recovery] = []
+        self.began = target.clock()  # the Ray logs written since then are the run's
 
     def steps(self, names: Sequence[str], target: Target | None = None) -> PipelineResult:
         """The steps ``names`` in order on ``target`` (default: the run's own), the first failure stopping them."""
@@ -129,9 +132,11 @@ class RunController:
                 stopped = e
         finally:
             reporting = done is not _NOT_DONE
+            self.keep_logs(stopped)  # before the scale-down: the pods that hold the logs go with their nodes
             self.scale_down_line = self.scale_down(stopped)
-            if self.scale_down_line:  # in the report's notes when a report follows, else now
-                (self.target.notes.append if reporting else self.ui.note)(self.scale_down_line)
+            for line in (self.logs_line, self.scale_down_line):
+                if line:  # in the report's notes when a report follows, else now
+                    (self.target.notes.append if reporting else self.ui.note)(line)
             try:
                 if reporting:
                     rc = report(done)  # type: ignore[arg-type]  # `done` is what `work` returned
@@ -141,6 +146,26 @@ class RunController:
             finally:
                 self.target.close()
         return rc
+
+    def keep_logs(self, stopped: KeyboardInterrupt | None) -> None:
+        """On AWS, once a job was submitted or attached, before any scale-down: its logs to the run bucket
+        (``AwsTarget.keep_logs``) and the line saying where; a copy that fails is one line, never the run's error."""
+        target = self.target
+        if not isinstance(target, aws.AwsTarget):
+            return
+        jobs = [r.state.job.job_id for r in self.results if r.state.job is not None]
+        if isinstance(stopped, JobLeftRunning):
+            jobs.append(stopped.job_id)
+        elif not jobs and {"submit", "follow"} & set(self.begun):  # interrupted in its first job: the run's id
+            jobs.append(target.run_id)
+        if not jobs:
+            return
+        try:
+            self.logs_line = target.keep_logs(list(dict.fromkeys(jobs)), self.began)
+        except KeyboardInterrupt:
+            self.logs_line = "logs not kept in the run bucket: interrupted while copying them"
+        except Exception as e:  # noqa: BLE001 - the logs' copy must never replace the run's own outcome
+            self.logs_line = f"logs not kept in the run bucket: {type(e).__name__}: {e}"
 
     def scale_down(self, stopped: KeyboardInterrupt | None) -> str | None:
         """On AWS, once a step of NODE_STEPS began: the GPU nodes to gpuIdleNodes (automation/scaling.py

@@ -11,8 +11,9 @@ import base64
 import io
 import json
 import shlex
+import shutil
 import tarfile
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from automation.errors import DriverError
@@ -22,6 +23,11 @@ from workloads.metrics import METRICS_FILE, RUN_INFO_FILE, mark_run_dir
 
 DRIVER_FILE = "driver.json"
 SUMMARY_FILE = "summary.json"
+# Ray's logging directory in a pod: the current session's worker, core-worker and raylet logs (docs.ray.io,
+# ray-observability/user-guides/configure-logging, "Logging directory" and "Log files in logging directory").
+RAY_LOGS = "/tmp/ray/session_latest/logs"
+RAY_LOG_NAMES = ("worker-*", "python-core-worker-*", "raylet.*")
+KEPT_LOGS = "logs"  # under <storage_uri>/<run id>/ in the run bucket: the run's files and logs, as a run directory
 
 
 def collect_command(nccl_dir: str) -> list[str]:
@@ -37,6 +43,23 @@ def set_aside_command(nccl_dir: str, attempt: int) -> list[str]:
     return ["sh", "-c", f"[ -d {q} ] && mv {q} {aside} || true"]
 
 
+def attempts_command(run_dir: str) -> list[str]:
+    """Print a pod's NCCL logs of every attempt of a run (`nccl/`, `nccl-attempt-<n>/`) as a base64 tar."""
+    q = shlex.quote(run_dir)
+    return [
+        "sh",
+        "-c",
+        f"cd {q} 2>/dev/null && ls -d nccl nccl-attempt-* 2>/dev/null | tar -czf - -T - | base64 -w0 || true",
+    ]
+
+
+def ray_logs_command(minutes: int) -> list[str]:
+    """Print a pod's Ray worker and raylet logs written in the last ``minutes`` as a base64 tar."""
+    names = " -o ".join(f"-name {shlex.quote(n)}" for n in RAY_LOG_NAMES)
+    found = f"find . -maxdepth 1 -type f \\( {names} \\) -mmin -{minutes}"
+    return ["sh", "-c", f"cd {RAY_LOGS} 2>/dev/null && {found} | tar -czf - -T - | base64 -w0 || true"]
+
+
 def collect_logs(pod_exec: PodExec, pods: Sequence[str], namespace: str, nccl_dir: str, dest: Path) -> list[Path]:
     """Copy every `*.log` under `nccl_dir` of each pod into `dest/<pod>/`; return the files copied."""
     files: list[Path] = []
@@ -46,9 +69,11 @@ def collect_logs(pod_exec: PodExec, pods: Sequence[str], namespace: str, nccl_di
     return files
 
 
-def _unpacked(pod_exec: PodExec, pod: str, namespace: str, command: list[str], what: str, dest: Path) -> list[str]:
+def _unpacked(
+    pod_exec: PodExec, pod: str, namespace: str, command: list[str], what: str, dest: Path, timeout_s: float = 300
+) -> list[str]:
     """Run `command`, which prints a base64 tar (or nothing), in `pod` and unpack it into `dest`: the names."""
-    res = pod_exec(pod, namespace, command, timeout_s=300)
+    res = pod_exec(pod, namespace, command, timeout_s=timeout_s)
     if res.rc != 0:
         raise DriverError(f"reading {what} in {namespace}/{pod} failed (rc {res.rc}): {res.stderr.strip()[-300:]}")
     blob = res.stdout.strip()
@@ -90,3 +115,25 @@ def fetch_run(cluster: RayClusterPods, run_id: str, dest: Path) -> Path:
     if not (dest / DRIVER_FILE).exists():  # so the report holds the run to the cluster's standard: EFA
         (dest / DRIVER_FILE).write_text(json.dumps({"target": "aws", "stack": cluster.stack}) + "\n")
     return dest
+
+
+def archive_run(cluster: RayClusterPods, run_id: str, minutes: int, dest: Path, deadline: Callable[[], bool]) -> None:
+    """What a run left in the pods, laid out in ``dest`` as a run directory (as `fetch_run` lays it out): the
+    summary, metrics and run info, each worker's NCCL logs of every attempt under `nccl*/<pod>/` and its Ray
+    logs of the last ``minutes`` under `ray/<pod>/`. Each exec is bounded; DriverError once ``deadline()``."""
+    run_dir, exec_ = f"{CLUSTER_ROOT}/runs/{run_id}", cluster.kube.exec
+    head, workers = cluster.head_pod(), cluster.pods("worker")
+    mark_run_dir(dest, run_id)
+    for pod, names in ((head, (SUMMARY_FILE,)), *((w, (METRICS_FILE, RUN_INFO_FILE)) for w in workers)):
+        _unpacked(exec_, pod, cluster.namespace, _pack_command(run_dir, names), run_dir, dest, timeout_s=60)
+    for pod in workers:
+        if deadline():
+            raise DriverError(f"out of time before the logs of pod {pod}")
+        by_pod = dest / ".pods" / pod
+        _unpacked(exec_, pod, cluster.namespace, attempts_command(run_dir), run_dir, by_pod, timeout_s=60)
+        _unpacked(exec_, pod, cluster.namespace, ray_logs_command(minutes), RAY_LOGS, by_pod / "ray", timeout_s=60)
+        for path in sorted(p for p in by_pod.rglob("*") if p.is_file()):
+            sub, *rest = path.relative_to(by_pod).parts  # <pod>/nccl/x -> nccl/<pod>/x
+            (dest / sub / pod).joinpath(*rest).parent.mkdir(parents=True, exist_ok=True)
+            path.rename((dest / sub / pod).joinpath(*rest))
+    shutil.rmtree(dest / ".pods", ignore_errors=True)

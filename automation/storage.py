@@ -14,6 +14,7 @@ import re
 import shlex
 from collections.abc import Callable
 from dataclasses import dataclass
+from pathlib import Path, PurePosixPath
 
 from automation.aws_clients import S3
 from automation.errors import DriverError
@@ -102,8 +103,31 @@ def run_locations(storage_uri: str, run_id: str) -> tuple[str, ...]:
     return (
         f"checkpoints of run {run_id}: {storage_uri.rstrip('/')}/{run_id}/ "
         f"(continue it: python -m automation run --stack <stack> --resume {run_id})",
-        f"NCCL logs of run {run_id}: {CLUSTER_ROOT}/runs/{run_id}/nccl/ in each worker pod (collected by `check`)",
+        f"NCCL logs of run {run_id}: {CLUSTER_ROOT}/runs/{run_id}/nccl/ in each worker pod (collected by `check`, "
+        f"kept at the run's end under {storage_uri.rstrip('/')}/{run_id}/logs/)",
     )
+
+
+def upload_tree(s3: S3, bucket: str, prefix: str, src: Path) -> int:
+    """Every file under ``src`` put at ``s3://bucket/prefix<its path under src>``; the count."""
+    files = sorted(p for p in src.rglob("*") if p.is_file())
+    for path in files:
+        s3.put_object(Bucket=bucket, Key=f"{prefix}{path.relative_to(src).as_posix()}", Body=path.read_bytes())
+    return len(files)
+
+
+def download_tree(s3: S3, bucket: str, prefix: str, dest: Path) -> list[Path]:
+    """Every object under ``s3://bucket/prefix`` written to ``dest/<its key after prefix>``; the files."""
+    files = []
+    for page in s3.get_paginator("list_objects_v2").paginate(Bucket=bucket, Prefix=prefix):
+        for obj in page.get("Contents", []):
+            path = dest.joinpath(*PurePosixPath(obj["Key"][len(prefix) :]).parts)
+            if ".." in path.relative_to(dest).parts:  # a key is no path of ours to write outside dest
+                continue
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_bytes(s3.get_object(Bucket=bucket, Key=obj["Key"])["Body"].read())
+            files.append(path)
+    return files
 
 
 def kept_bucket_line(outputs: dict, force_destroy: bool) -> str | None:

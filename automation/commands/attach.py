@@ -1,7 +1,8 @@
 """`attach --stack S [RUN]`: follow a job that a `run` left (--detach, a closed laptop, Ctrl-C) from any
 machine with the stack's credentials, then `check` and the report, as if that `run` had stayed.
 
-The job is found on the head pod's job server (RUN: its run or Ray job id; default: the newest job
+A job that fails for the infrastructure is resumed as under `run` (--max-recoveries, --recovery-minutes). The
+job is found on the head pod's job server (RUN: its run or Ray job id; default: the newest job
 submitted). When it has ended, the GPU nodes go back to gpuIdleNodes as at the end of `run`, unless
 --keep-nodes. The local target cannot be attached to: its Ray cluster ends with its run.
 """
@@ -23,6 +24,7 @@ def add_parser(sub: Subparsers, parents: list[argparse.ArgumentParser]) -> None:
     run_steps.add_keep_nodes(p)
     run_steps.add_timeout(p)
     run_steps.add_hang(p)
+    run_steps.add_recovery(p)
     what = "the run (its Ray job id) to follow (default: the newest job submitted)"
     p.add_argument("job", nargs="?", type=run_id, metavar="RUN", help=what)
 

@@ -8,7 +8,9 @@
 It reads what the run left in its directory: `metrics.jsonl` (one line per step, workloads/metrics.py),
 `summary.json` (the training summary), `run_info.json` (config and versions), `driver.json` (what
 `automation run` knew: target, stack, NCCL verdict, cost per hour) and, when the verdict is not there,
-the NCCL logs under `nccl/`. It writes `<run>/report/report.html` (plots embedded, so the page is one
+the NCCL logs under `nccl/`. With --stack it copies the run from the cluster's pods, or, once they are gone,
+from what the run's end kept in the run bucket (`<storage_uri>/<run id>/logs/`). It writes
+`<run>/report/report.html` (plots embedded, so the page is one
 file) beside `loss.png`, `throughput.png` and `memory.png`.
 """
 
@@ -28,7 +30,7 @@ from typing import TYPE_CHECKING, Any
 from automation import efa_witness
 from automation.errors import DriverError
 from automation.flags import CLUSTER_PARENT, command_parser, location, output_folder
-from automation.run_files import DRIVER_FILE, SUMMARY_FILE, fetch_run
+from automation.run_files import DRIVER_FILE, SUMMARY_FILE
 from automation.steps.check import assert_transport
 from automation.targets import Target, aws
 from automation.ui import Output
@@ -565,11 +567,12 @@ def run(args: argparse.Namespace, ui: Output, deps: aws.AwsDeps | None = None) -
                     f"{flag} {ref!r} is no run id: with --stack, name the run by its id (e.g. 20261204-170000-abc123)",
                     exit_code=2,
                 )
-        target = aws.open_stack(args.stack, project_dir=args.project_dir, kubeconfig=args.kubeconfig, deps=deps)
-        cluster = target.ray_pods()
-        for ref in refs:
+        target = aws.open_stack(
+            args.stack, project_dir=args.project_dir, kubeconfig=args.kubeconfig, deps=deps, on_note=ui.note
+        )
+        for ref in refs:  # from the pods, else from what the run's end kept in the run bucket
             ui.note(f"copying run {ref} from stack {args.stack} into {args.runs_root / ref}")
-            fetch_run(cluster, ref, args.runs_root / ref)
+            target.copy_run(ref, args.runs_root)
     runs = [load_run(find_run_dir(ref, args.runs_root), not args.no_verdict) for ref in refs]
     out = args.out or runs[0].dir / (REPORT_DIR if not args.compare else f"{REPORT_DIR}-vs-{runs[1].run_id}")
     files = write_report(runs, out)

@@ -80,6 +80,7 @@ def add_parser(sub: Any, parents: list[argparse.ArgumentParser]) -> None:
     add_timeout(p)
     add_hang(p)
     add_skip_gate(p)
+    add_recovery(p)
     p = command("check")
     add_kubeconfig(p)
     add_run_id(p)
@@ -113,6 +114,24 @@ def add_parser(sub: Any, parents: list[argparse.ArgumentParser]) -> None:
     timeout = add_timeout(p)
     not_in(timeout, PLAN, "it stops before any job is submitted")
     not_in(timeout, DETACHED, "the job outlives this command; `attach --timeout` limits it")
+    for flag in add_recovery(p):
+        not_in(flag, PLAN, "it stops before any job is submitted")
+        not_in(flag, DETACHED, "this command ends at submit; nothing follows the job to recover it")
+    for hang in add_hang(p):
+        not_in(hang, PLAN, "it stops before any job is submitted")
+        not_in(hang, DETACHED, "nothing follows the job; `attach` watches it for hangs")
+    not_in(add_skip_gate(p), PLAN, "it stops before the GPU nodes scale up")
+
+
+def pipeline_command(sub: Any, name: str, help: str, parents: list[argparse.ArgumentParser]) -> argparse.ArgumentParser:
+    """The parser of a command whose steps run on the target --stack and --target choose."""
+    return sub.add_parser(name, help=help, description=help, parents=[*parents, TARGET_PARENT])
+
+
+# The flags several of these commands take, each declared once (`attach` takes some too).
+def add_recovery(p: argparse.ArgumentParser) -> tuple[argparse.Action, ...]:
+    """--max-recoveries and --recovery-minutes: how far a followed job is resumed after an infrastructure failure
+    (RunController.recovering)."""
     recoveries = p.add_argument(
         "--max-recoveries",
         type=count,
@@ -129,20 +148,9 @@ def add_parser(sub: Any, parents: list[argparse.ArgumentParser]) -> None:
     )
     for flag in (recoveries, minutes):
         not_in(flag, LOCAL, "the local target has no nodes to replace")
-        not_in(flag, PLAN, "it stops before any job is submitted")
-        not_in(flag, DETACHED, "this command ends at submit; nothing follows the job to recover it")
-    for hang in add_hang(p):
-        not_in(hang, PLAN, "it stops before any job is submitted")
-        not_in(hang, DETACHED, "nothing follows the job; `attach` watches it for hangs")
-    not_in(add_skip_gate(p), PLAN, "it stops before the GPU nodes scale up")
+    return recoveries, minutes
 
 
-def pipeline_command(sub: Any, name: str, help: str, parents: list[argparse.ArgumentParser]) -> argparse.ArgumentParser:
-    """The parser of a command whose steps run on the target --stack and --target choose."""
-    return sub.add_parser(name, help=help, description=help, parents=[*parents, TARGET_PARENT])
-
-
-# The flags several of these commands take, each declared once (`attach` takes some too).
 def add_yes(p: argparse.ArgumentParser) -> argparse.Action:
     return p.add_argument("--yes", action="store_true", help="do not ask before changes that cost money")
 

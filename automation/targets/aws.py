@@ -11,11 +11,13 @@ from __future__ import annotations
 import dataclasses
 import ipaddress
 import json
+import math
 import os
 import shutil
 import sys
+import tempfile
 import urllib.request
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -49,15 +51,17 @@ from automation.pulumi_setup import pulumi_rows
 from automation.pulumi_stack import PULUMI_MISSING, StackLike, outputs_dict, select_stack
 from automation.ray_head import POLL_S, AsksJobServer, HeadJobs, run_to_end
 from automation.recovery import MAX_RECOVERIES, RECOVERY_MINUTES, Failure, classify, wait_for_nodes
-from automation.run_files import collect_logs, fetch_run, set_aside_command
+from automation.run_files import KEPT_LOGS, archive_run, collect_logs, fetch_run, set_aside_command
 from automation.start_phases import observe
 from automation.storage import (
     Durability,
+    download_tree,
     outside_run_bucket,
     require_credentials,
     require_run,
     run_locations,
     split_s3_uri,
+    upload_tree,
 )
 from automation.ui import Output, tty_confirm
 from infra.config import ClusterConfig, GpuNodesConfig, StackConfig, StackConfigError, load_stack
@@ -84,6 +88,7 @@ DETACHED = PIPELINE[: PIPELINE.index("submit") + 1]  # `run --detach`: submit, s
 ATTACH = ("attach", "follow", "check")
 # the command that runs a step which has none of its own
 STEP_COMMAND = {"submit": "train", "scale-up": "train", "follow": "train", "gate": "train"}
+KEEP_LOGS_S = 300  # the logs' copy at a run's end, before any scale-down: bounded so it cannot hold the nodes up
 RESUMED = "-resumed-"  # a resumed run's job id: <run id>-resumed-<new id> (Ray keeps a finished job's id)
 
 
@@ -585,13 +590,57 @@ class AwsTarget(AsksJobServer):
         return newest_cluster_run(self.kube().exec, self._worker_pods()[0], self.expectations().namespace)
 
     def nccl_logs(self, run_id: str, dest: Path) -> list[Path]:
-        """Every worker pod's NCCL logs of `run_id`, copied under `dest/<pod>/`."""
-        workers = self._worker_pods()
-        files = collect_logs(
-            self.kube().exec, workers, self.expectations().namespace, f"{CLUSTER_ROOT}/runs/{run_id}/nccl", dest
-        )
-        self.on_progress(f"{len(files)} NCCL log files from {len(workers)} worker pods")
+        """Every worker pod's NCCL logs of `run_id`, copied under `dest/<pod>/`; once the pods are gone or hold
+        none of them, the ones the run's end kept in the run bucket (`keep_logs`), said so."""
+        try:
+            workers = self._worker_pods()
+            nccl = f"{CLUSTER_ROOT}/runs/{run_id}/nccl"
+            files = collect_logs(self.kube().exec, workers, self.expectations().namespace, nccl, dest)
+            gone = "" if files else f"no NCCL logs of run {run_id} in worker pods {', '.join(workers)}"
+        except DriverError as e:
+            files, gone = [], str(e)
+        if gone:
+            files = self.kept_logs(run_id, dest, "nccl/")
+            self.note(f"{gone}: read the {len(files)} NCCL log files kept in the run bucket instead")
+        else:
+            self.on_progress(f"{len(files)} NCCL log files from {len(workers)} worker pods")
         return files
+
+    def _logs_at(self, run_id: str) -> tuple[str, str]:
+        """The run bucket and the prefix `<storage_uri>/<run id>/logs/` of a run (a resumed run's job shares it)."""
+        bucket, prefix = split_s3_uri(self.storage_uri())
+        return bucket, f"{prefix}/{run_id.split(RESUMED)[0]}/{KEPT_LOGS}/".lstrip("/")
+
+    def keep_logs(self, job_ids: Sequence[str], since: float) -> str:
+        """The run's files and logs, from the pods (automation/run_files.py `archive_run`: NCCL of every attempt,
+        Ray's worker logs written since ``since``) and the job server (`ray job logs` of each of ``job_ids``),
+        put under `<storage_uri>/<run id>/logs/` within KEEP_LOGS_S; the line saying where, and what was cut."""
+        now = self.deps.clock.now
+        deadline, minutes = now() + KEEP_LOGS_S, math.ceil((now() - since) / 60) + 1
+        bucket, prefix = self._logs_at(self.run_id)
+        with tempfile.TemporaryDirectory(prefix="logs-") as tmp:
+            dest, cut = Path(tmp) / self.run_id, ""
+            (dest / "job").mkdir(parents=True)
+            try:
+                for job_id in job_ids:
+                    lines = self.job_logs(job_id, 0, final=True).lines
+                    (dest / "job" / f"{job_id}.log").write_text("".join(f"{line}\n" for line in lines))
+                archive_run(self.ray_pods(), self.run_id, minutes, dest, lambda: now() > deadline)
+            except DriverError as e:  # what was read is kept all the same
+                cut = f"; the rest not read: {e}"
+            try:
+                count = upload_tree(self.deps.client("s3"), bucket, prefix, dest)
+            except (ClientError, BotoCoreError) as e:
+                raise DriverError(f"cannot write s3://{bucket}/{prefix}: {type(e).__name__}: {e}") from None
+        return f"logs of run {self.run_id} kept in the run bucket: s3://{bucket}/{prefix} ({count} files){cut}"
+
+    def kept_logs(self, run_id: str, dest: Path, under: str = "") -> list[Path]:
+        """What `keep_logs` kept of run ``run_id`` under `logs/<under>`, written into ``dest``; [] when none."""
+        bucket, prefix = self._logs_at(run_id)
+        try:
+            return download_tree(self.deps.client("s3"), bucket, prefix + under, dest)
+        except (ClientError, BotoCoreError) as e:
+            raise DriverError(f"cannot read s3://{bucket}/{prefix}{under}: {type(e).__name__}: {e}") from None
 
     def _gpu_nodes_and_workers(self) -> tuple[list[dict], list[dict]]:
         pods = self.ray_pods()
@@ -618,7 +667,19 @@ class AwsTarget(AsksJobServer):
 
     def collect_run(self, runs_root: Path) -> Path:
         """The run copied from the cluster's pods into `runs_root/<run id>`."""
-        return fetch_run(self.ray_pods(), self.run_id, runs_root / self.run_id)
+        return self.copy_run(self.run_id, runs_root)
+
+    def copy_run(self, run_id: str, runs_root: Path) -> Path:
+        """Run ``run_id`` copied into `runs_root/<run id>` from the cluster's pods, else, once they are gone or no
+        longer hold it, from what its end kept in the run bucket (`keep_logs`), said so."""
+        dest = runs_root / run_id
+        try:
+            return fetch_run(self.ray_pods(), run_id, dest)
+        except DriverError as e:
+            if not self.kept_logs(run_id, dest):
+                raise
+            self.on_note(f"{e}: read run {run_id} from what its end kept in the run bucket instead")
+            return dest
 
     # ---- after a failure ---------------------------------------------------------------------------
     def advise(self, failed: str, prior: Prior) -> Advice:

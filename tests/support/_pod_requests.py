@@ -19,7 +19,14 @@ from _ray_jobs import JobRequest, parse_request
 
 from automation import collectives_pods
 from automation.ray_head import RAY_RESOURCES_SNIPPET, upload_command
-from automation.run_files import _pack_command, collect_command, set_aside_command
+from automation.run_files import (
+    RAY_LOGS,
+    _pack_command,
+    attempts_command,
+    collect_command,
+    ray_logs_command,
+    set_aside_command,
+)
 from automation.steps.gate import nvidia_smi_command
 from automation.steps.verify_checks import fi_info_command
 from automation.storage import marker_probe_command
@@ -40,6 +47,8 @@ class PodAction(enum.Enum):
     SET_ASIDE = "move an ended attempt's NCCL logs aside"
     NVIDIA_SMI = "the gate's nvidia-smi query of the pod's GPUs"
     COLLECTIVES = "torchrun of workloads/collectives_bench.py (the gate's or bench's sweep)"
+    ATTEMPT_LOGS = "every attempt's NCCL logs of a run as a base64 tar"
+    RAY_LOGS = "the Ray worker and raylet logs of the last minutes as a base64 tar"
 
 
 @dataclass(frozen=True)
@@ -84,6 +93,10 @@ def _shell_request(argv: list[str]) -> PodRequest | None:
         return PodRequest(PodAction.SET_ASIDE, words[2])
     if words[:3] == ["cd", collectives_pods.SRC, "&&"] and "workloads.collectives_bench" in words:
         return PodRequest(PodAction.COLLECTIVES, words[words.index("--out") + 1])  # arg: the document it writes
+    if words[:1] == ["cd"] and argv == attempts_command(words[1]):
+        return PodRequest(PodAction.ATTEMPT_LOGS, words[1])
+    if words[:2] == ["cd", RAY_LOGS] and argv == ray_logs_command(int(words[words.index("-mmin") + 1][1:])):
+        return PodRequest(PodAction.RAY_LOGS, RAY_LOGS)
     if words[:1] == ["cd"] and "ls" in words:
         start = words.index("ls") + 1
         names = tuple(words[start : words.index("2>/dev/null", start)])
