@@ -1,6 +1,6 @@
 """Goodput under injected failures on the local target, and the checkpoint interval the Young/Daly rule chooses.
 
-    PYTHONPATH=$PWD .venv/bin/python bench/goodput.py                       # 400 steps, intervals 10,50,200
+    PYTHONPATH=$PWD .venv/bin/python bench/goodput.py                       # 500 steps, intervals 5,25,150, MTBF 7 s
     PYTHONPATH=$PWD .venv/bin/python bench/goodput.py --steps 200 --intervals 10,50 --mtbf-s 15
 
 What it measures is what Clockwork's fault-tolerance benchmark reports: wall time to a fixed number of steps with
@@ -246,9 +246,9 @@ def machine() -> dict:
 
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--steps", type=int, default=400, help="N: steps of each run")
-    p.add_argument("--intervals", default="10,50,200", help="checkpoint intervals in steps, comma-separated")
-    p.add_argument("--mtbf-s", type=float, default=20.0, help="mean seconds of training between injected failures")
+    p.add_argument("--steps", type=int, default=500, help="N: steps of each run")
+    p.add_argument("--intervals", default="5,25,150", help="checkpoint intervals in steps, comma-separated")
+    p.add_argument("--mtbf-s", type=float, default=7.0, help="mean seconds of training between injected failures")
     p.add_argument("--seed", type=int, default=46, help="seed of the failure schedule (the same for every interval)")
     p.add_argument("--out", type=Path, help="result file (default: bench/results/<today>-local/goodput.json)")
     a = p.parse_args(argv)
