@@ -23,10 +23,13 @@ from automation.kube import PodExec
 from automation.pipeline import StepResult
 from infra.config import StorageConfig
 
-# One failure loses at most this many steps of the whole cluster's work (the steps since the last
-# checkpoint); a quarter of the cluster job's default train.steps (100), so a run that loses a node once
-# still finishes with at least three quarters of its work kept.
-CHECKPOINT_EVERY = 25
+# Young/Daly's interval sqrt(2 x C x MTBF) (Young 1974; Daly 2006) in steps of the cluster job, from the inputs
+# bench/goodput.py's CLUSTER states with their sources: MTBF 6,335 h (Llama 3's 419 interruptions in 54 days on
+# 16,384 GPUs, scaled to 8), C 72 s (9.2 GB a node at gp3's 125 MiB/s, then S3 at 40 Gbps; estimated, not measured),
+# a step of 5.03 s (the throughput model's slower EFA prediction): 57,400 s, about 16 h. A default-length run
+# (100 steps) therefore saves only its final checkpoint; a user who wants more sets train: checkpoint_every.
+# tests/bench/test_goodput.py fails when this and the formula's output differ; docs/long-runs.md tells the story.
+CHECKPOINT_EVERY = 11_417
 # Recoveries Ray Train attempts before the job fails: more than one reclaimed node or lost pod per
 # run, but a crash that repeats at every restart stops after three tries instead of looping.
 MAX_FAILURES = 3

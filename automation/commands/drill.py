@@ -411,13 +411,19 @@ def aws_kill_for(job: TrainConfig, kube: PodDeleter, namespace: str, selector: s
     return bind
 
 
+def with_drill_interval(job: TrainConfig) -> TrainConfig:
+    """``job`` saving at least every quarter of its steps: the cluster's default interval (automation/storage.py,
+    Young/Daly's, about 16 h) outlasts a drill, which must kill between two checkpoints."""
+    return dataclasses.replace(job, checkpoint_every=min(job.checkpoint_every, max(1, job.steps // 4)))
+
+
 def drill_aws(args: argparse.Namespace, target: aws.AwsTarget, owner: RunController) -> dict:
     """The drill on the stack's cluster, the GPU nodes scaled up and verified first: the stack's durable job, a
     worker pod deleted through the Kubernetes API."""
     ready = owner.steps(("scale-up", "verify", "gate"))
     if not ready.ok:
         raise DriverError(f"{ready.failed_step} failed: {ready.reason}")
-    job = target.train_job()
+    job = with_drill_interval(target.train_job())
     ref_id = f"{job.run_id}-reference"
     reference = with_run_paths(job, ref_id, f"{CLUSTER_ROOT}/runs/{ref_id}")
     exp = target.expectations()
