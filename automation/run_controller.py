@@ -35,7 +35,8 @@ R = TypeVar("R")
 # follows a job on it (`attach`). From the start of any of them on, the end of the run decides the scale-down.
 NODE_STEPS = ("up", "scale-up", "follow")
 _NOT_DONE = object()
-RESUMED_STEPS = ("counters", "submit", "follow", "check")  # a resumed attempt: counters before it, its own logs
+# A resumed attempt: the gate again (the replaced node has not been checked), counters before it, its own logs.
+RESUMED_STEPS = ("gate", "counters", "submit", "follow", "check")
 
 
 class RunController:

@@ -28,6 +28,13 @@ def test_a_node_lost_at_step_400_is_replaced_and_the_run_resumes_to_a_pass(moto_
     assert (rc, len(resumed)) == (0, 1), f"expected a pass after one resumed job, got {rc}, {list(world.jobs.jobs)}"
 
 
+def test_the_replaced_node_passes_the_gate_before_the_resumed_job(moto_eks, monkeypatch, capsys):
+    world = LostNodeWorld(moto_eks)
+    _run(world, monkeypatch, capsys)
+    gates = [(s["step"], s["status"]) for s in world.doc["steps"] if s["step"] == "gate"]
+    assert gates == [("gate", "pass"), ("gate", "pass")], f"expected the gate before each job, got {gates}"
+
+
 def test_the_recovery_says_node_condition_step_minutes_and_steps_lost(moto_eks, monkeypatch, capsys):
     world = LostNodeWorld(moto_eks)
     _run(world, monkeypatch, capsys)
