@@ -16,18 +16,14 @@ import json
 import _driver_helpers as helpers  # tests/support is on pytest's pythonpath
 import boto3
 import pytest
-from _attach_world import EFA_LOG, RUN_BUCKET, outputs
-from _aws_run import SUMMARY, KubeWithExec
+from _attach_world import EFA_LOG, RUN_BUCKET
+from _aws_run import SUMMARY
 from _pod_requests import PodAction, pod_request
-from _recovery_world import LostNodeWorld
+from _recovery_world import LostNodeWorld, run_on
 from _shared_env import MOTO_REGION
 from _worlds import workers as workers_of
 
-from automation import cli, scaling, steps
-from automation.commands import run_steps
 from automation.kube import ExecResult
-from automation.pipeline import StepResult
-from automation.targets import aws
 from automation.targets.aws import RESUMED
 from workloads.metrics import METRICS_FILE, MetricsWriter, StepMetrics
 
@@ -80,26 +76,7 @@ class KeptWorld(LostNodeWorld):
 
 def cli_on(world: KeptWorld, monkeypatch, capsys, argv: list[str]) -> tuple[int, dict]:
     """`python -m automation ARGV --json` on ``world``: the exit code and the JSON document."""
-    with helpers.FakeKubeApi(world.objects) as api:
-        stack = helpers.FakeStack("us-west-2", outputs=outputs(api))
-
-        def open_stack(name, *, run_id=None, **options):
-            deps = aws.AwsDeps(
-                client=world.client,
-                stack=lambda: stack,
-                kube=lambda kc: KubeWithExec(kc, world.exec),
-                clock=scaling.Clock(now=world.clock, sleep=world.sleep),
-                interactive=lambda: False,
-            )
-            known = {k: options[k] for k in OPTIONS if k in options}
-            return aws.AwsTarget(helpers.stack_config(), deps, run_id or "r1", on_note=world.notes.append, **known)
-
-        monkeypatch.setattr(aws, "open_stack", open_stack)
-        monkeypatch.setattr(aws.AwsTarget, "price", lambda self, n=None: aws.CostEstimate(9.5, (), "stood in"))
-        for name in ("preflight", "preview", "up", "verify"):
-            monkeypatch.setitem(steps.STEPS, name, lambda t, p, name=name: StepResult(name, "pass", "stood in"))
-        monkeypatch.setattr(run_steps, "run_files", lambda t, root, doc: world.reports.append(doc) or {})
-        rc = cli.main([*argv, "--json"])
+    rc = run_on(world, monkeypatch, argv, OPTIONS)
     out = capsys.readouterr().out
     return rc, json.loads(out) if out.strip() else {}
 

@@ -120,8 +120,12 @@ def _step(line: str, first: int) -> bool:
     return " heartbeat " not in line or int(line.split(" heartbeat ")[1].split()[0]) >= first
 
 
-def run_on(world: LostNodeWorld, monkeypatch, argv: list[str]) -> int:
-    """`python -m automation ARGV --json` on ``world``: the exit code."""
+FORWARDED = ("yes", "max_recoveries", "recovery_minutes")  # the command's options the world's target takes
+
+
+def run_on(world: LostNodeWorld, monkeypatch, argv: list[str], forwarded: tuple[str, ...] = FORWARDED) -> int:
+    """`python -m automation ARGV --json` on ``world``, its target given the command's ``forwarded`` options: the
+    exit code."""
     with helpers.FakeKubeApi(world.objects) as api:
         stack = helpers.FakeStack("us-west-2", outputs=outputs(api))
 
@@ -133,7 +137,7 @@ def run_on(world: LostNodeWorld, monkeypatch, argv: list[str]) -> int:
                 clock=scaling.Clock(now=world.clock, sleep=world.sleep),
                 interactive=lambda: False,
             )
-            known = {k: options[k] for k in ("yes", "max_recoveries", "recovery_minutes") if k in options}
+            known = {k: options[k] for k in forwarded if k in options}
             return aws.AwsTarget(helpers.stack_config(), deps, run_id or "r1", on_note=world.notes.append, **known)
 
         monkeypatch.setattr(aws, "open_stack", open_stack)
