@@ -218,3 +218,30 @@ def test_a_nic_row_without_a_count_or_prediction_has_no_ratio():
     assert w.NicRow("a", "e0", None, 5, "ok").ratio is None
     assert w.NicRow("a", "e0", 10.0, None, "reset").ratio is None
     assert w.NicRow("a", "e0", 10.0, 0, "ok").ratio == 0.0
+
+
+def test_not_applicable_without_a_log_verdict_keeps_none():
+    assert w.not_applicable("why").log_verdict == ""
+
+
+def test_several_contradictions_are_named_in_order_each_once():
+    found = [nic("a", 0), nic("b", 0)]
+    got = w.judge("efa", "fail", "c", found, None, [claim("a"), claim("b")])
+    said = "{}'s 2 inter-node channel line(s) say NET/Libfabric but the EFA counters of {} did not move (e0 sent 0 B)"
+    prefix = "the NCCL log's channel lines and the EFA counters contradict each other: "
+    assert got.message.startswith(f"{prefix}{said.format('a', 'a')}; {said.format('b', 'b')}; "), got.message
+
+
+def test_unplaced_hosts_are_all_named_and_a_host_mapped_to_a_node_not_read_counts_as_unplaced():
+    found = [nic("a", 0)]
+    names = {"pod-y": "gone-node"}
+    (got,) = w.cross_check([claim("pod-y"), claim("pod-x"), claim("pod-x")], found, P, names)
+    assert got.message == (
+        "the inter-node channel lines of pod-x, pod-y say NET/Libfabric but no node's EFA counters moved "
+        "(a: e0 sent 0 B of 1,000 predicted)"
+    ), got
+
+
+def test_a_log_host_under_another_dns_suffix_is_placed_by_its_first_label():
+    got = w.node_of("ip-10-0-1-5.ec2.internal", ["ip-10-0-1-5.us-west-2.compute.internal", "ip-10-0-1-6.x"])
+    assert got == "ip-10-0-1-5.us-west-2.compute.internal", got
