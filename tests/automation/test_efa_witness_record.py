@@ -43,6 +43,7 @@ LOG = ("efa", "pass", "EFA")
 def test_a_failed_read_after_the_job_keeps_the_before_reading_the_steps_and_the_error():
     record = ew.weigh(Reads(ew.DriverError("connection refused")), BEFORE, JOB, 7, LOG)
     assert (record.before, record.after.nodes, record.steps) == (BEFORE, {}, 7), record
+    assert isinstance(record.after.taken_at, float), record.after  # a time, so the record stores and reads back
     assert record.witnesses == w.Witnesses(
         "unreadable", False, "counter witness unreadable: the read after the job failed: connection refused"
     ), record.witnesses
