@@ -245,3 +245,9 @@ def test_unplaced_hosts_are_all_named_and_a_host_mapped_to_a_node_not_read_count
 def test_a_log_host_under_another_dns_suffix_is_placed_by_its_first_label():
     got = w.node_of("ip-10-0-1-5.ec2.internal", ["ip-10-0-1-5.us-west-2.compute.internal", "ip-10-0-1-6.x"])
     assert got == "ip-10-0-1-5.us-west-2.compute.internal", got
+
+
+@pytest.mark.parametrize(("require", "outcome"), [("efa", w.PASS), ("socket", w.DISAGREE)])
+def test_a_nic_at_exactly_the_fraction_counts_as_having_carried_the_run(require, outcome):
+    got = w.judge(require, "pass", "c", [nic("a", 900), nic("b", int(w.MIN_FRACTION * P))], P)
+    assert got.outcome == outcome, got.message
