@@ -155,3 +155,23 @@ def test_without_the_monitoring_agent_add_on_a_gpu_node_group_is_reported_and_wi
         "auto repair acts on"
     ], got
     assert repair(node_group("sys", "system", None), other) == []
+
+
+def test_a_privileged_app_container_is_reported_by_name():
+    pod = {"containers": [{"name": "app", "securityContext": {"privileged": True}}]}
+    assert host_access(resource("kubernetes:core/v1:Pod", "p", {"spec": pod})) == ["container app is privileged"]
+
+
+def test_the_readers_host_path_other_than_the_host_sys_directory_is_reported_with_path_and_type():
+    r = reader()
+    r.props["spec"]["template"]["spec"]["volumes"][1]["hostPath"] = {"path": "/sys/class", "type": "DirectoryOrCreate"}
+    got = host_access(r)
+    assert got == [f"hostPath '/sys/class' (type 'DirectoryOrCreate'): only {HOST_SYS} is allowed"], got
+
+
+def test_a_gpu_node_group_without_repair_is_reported_against_that_node_group():
+    """A stack policy names the resource by URN (pulumi_policy's ReportViolation), or the report is the stack's."""
+    found = []
+    ng = node_group("gpu", GPU_ROLE, None)
+    pp.gpu_node_repair.validate(pp.StackValidationArgs([ng, AGENT]), lambda m, urn=None: found.append(urn))
+    assert found == [ng.urn], found
