@@ -30,7 +30,8 @@ def reader(init_mount=None, main_mount=True, namespace=EFA_COUNTER_READER_NAMESP
     """The counter reader's DaemonSet (or another kind of that name), its pod's mounts of the host's /sys."""
     init = [{"name": "init", "volumeMounts": [mount(init_mount)]}] if init_mount is not None else []
     main = [{"name": "read", "volumeMounts": [mount(main_mount)] if main_mount is not None else []}]
-    pod = {"volumes": [{"name": "tmp", "emptyDir": {}}, SYS], "initContainers": init, "containers": main}
+    sys_volume = {**SYS, "hostPath": dict(SYS["hostPath"])}  # a copy: a test may edit it
+    pod = {"volumes": [{"name": "tmp", "emptyDir": {}}, sys_volume], "initContainers": init, "containers": main}
     props = {"metadata": {"name": EFA_COUNTER_READER, "namespace": namespace}, "spec": {"template": {"spec": pod}}}
     return resource(f"kubernetes:{kind}", "reader", props)
 
