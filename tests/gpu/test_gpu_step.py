@@ -118,12 +118,21 @@ def test_unsharded_step_learns_as_the_default_does(tmp_path):
 FLOAT8_REL_TOLERANCE = 5e-2
 
 
-def test_float8_step_learns_as_bf16_does(tmp_path):
+def test_float8_step_learns_as_bf16_does_or_is_refused_naming_the_bf16_key(tmp_path):
     """`--float8 tensorwise` (torchao, the MLP's projections in float8, compiled) follows the bf16 default's loss
-    curve on one GPU of compute capability 8.9 or higher."""
-    if torch.cuda.get_device_capability() < (8, 9):
-        pytest.skip("float8 needs compute capability 8.9 or higher")
-    pytest.importorskip("torchao")
+    curve on one GPU of compute capability 8.9 or higher with torchao; on any other card, or without torchao, the
+    job is refused in one line naming the key that runs bf16 (workloads/model.py's check): never a silent bf16."""
+    import dataclasses
+
+    from workloads.config import TrainConfig
+    from workloads.errors import TrainConfigError
+    from workloads.model import BF16_FIX, check_float8_device
+
+    try:
+        check_float8_device(dataclasses.replace(TrainConfig(), float8="tensorwise"), torch.device("cuda"))
+    except TrainConfigError as e:
+        assert BF16_FIX in str(e), f"a refused float8 job must name the bf16 key: {e}"
+        return
     out = tmp_path / "n.jsonl"
     cmd = [sys.executable, "bench/train_throughput.py", "--preset", "tiny", "--shapes", "8x256", "--rounds", "0"]
     cmd += ["--numerics-steps", "8", "--numerics-variants", "default,default+float8=tensorwise", "--out", str(out)]
