@@ -7,8 +7,9 @@ from __future__ import annotations
 import json
 
 import _driver_helpers as helpers  # tests/support is on pytest's pythonpath
-from _bench_world import Cluster, KubeWithExec, Ui, outputs
+from _bench_world import Cluster, Ui, outputs
 from _cloud_fakes import gpu_nodegroup
+from _driver_helpers import KubeWithExec
 
 from automation import cli
 from automation.commands import bench

@@ -11,13 +11,14 @@ import _driver_helpers as helpers  # tests/support is on pytest's pythonpath
 import boto3
 import pytest
 from _cloud_fakes import FakeClock
+from _driver_helpers import KubeWithExec
 from _pod_requests import PodAction, pod_request
 from _ray_jobs import Clock, FakeRayJobs, JobScript
 from _shared_env import MOTO_CLUSTER, MOTO_NODEGROUP, MOTO_REGION
 from botocore.stub import Stubber
 
 from automation import steps
-from automation.kube import ExecResult, KubeApi
+from automation.kube import ExecResult
 from automation.pipeline import run_pipeline
 from automation.ray_head import RESOURCES_MARK
 from automation.targets.aws import API_CIDRS_KEY, DRIVER_CIDR_KEY, AwsDeps, AwsTarget
@@ -89,12 +90,6 @@ def cluster_exec(
 
     scripted = helpers.ScriptedExec(answer, jobs=jobs)
     return scripted
-
-
-class KubeWithExec(KubeApi):
-    def __init__(self, kubeconfig, pod_exec):
-        super().__init__(kubeconfig)
-        self.exec = pod_exec
 
 
 @pytest.fixture

@@ -13,7 +13,7 @@ from _pod_requests import PodAction, pod_request
 from _ray_jobs import Clock, FakeRayJobs, JobScript
 from _shared_env import MOTO_CLUSTER, MOTO_NODEGROUP
 
-from automation.kube import ExecResult, KubeApi
+from automation.kube import ExecResult
 from automation.ray_head import RESOURCES_MARK
 from workloads.metrics import METRICS_FILE, MetricsWriter, StepMetrics
 
@@ -121,12 +121,6 @@ class RunBucket:
     def put_object(self, Bucket, Key, Body):  # noqa: N803 - boto3's keyword names
         self.objects[(Bucket, Key)] = Body
         return {}
-
-
-class KubeWithExec(KubeApi):
-    def __init__(self, kubeconfig, pod_exec):
-        super().__init__(kubeconfig)
-        self.exec = pod_exec
 
 
 class Ui:

@@ -21,7 +21,7 @@ from urllib.parse import parse_qs, urlparse
 from _pod_requests import PodAction, PodRequest
 from conftest import REPO, quiet_stack
 
-from automation.kube import ExecResult, PodExec
+from automation.kube import ExecResult, KubeApi, PodExec
 from automation.pulumi_stack import StackLike
 from automation.targets.aws import READER_SYSFS_ROOT
 from infra.names import APP_LABEL, EFA_COUNTER_READER
@@ -31,6 +31,14 @@ if TYPE_CHECKING:
 
 K8S_FIXTURES = REPO / "tests" / "fixtures" / "k8s"
 EFA_FIXTURES = REPO / "tests" / "fixtures" / "efa"
+
+
+class KubeWithExec(KubeApi):
+    """The driver's Kubernetes client over a fake API server, its pod exec answered by ``pod_exec``."""
+
+    def __init__(self, kubeconfig: dict, pod_exec: PodExec) -> None:
+        super().__init__(kubeconfig)
+        self.exec = pod_exec  # type: ignore[method-assign]
 
 
 def fi_info_answer(devices: bool = True, fixture: str | None = "fi_info_efa.txt") -> ExecResult:

@@ -15,13 +15,13 @@ from _bench_world import (
     SOCKET_LOG,
     TOKENS_PER_S,
     Cluster,
-    KubeWithExec,
     RunBucket,
     Ui,
     outputs,
     summary,
 )
 from _cloud_fakes import gpu_nodegroup
+from _driver_helpers import KubeWithExec
 from conftest import quiet_stack
 
 from automation import cli

@@ -7,23 +7,18 @@ import json
 
 import _driver_helpers as helpers
 import pytest
+from _driver_helpers import KubeWithExec
 
 from automation.cli import build_parser
 from automation.commands import logs
 from automation.errors import DriverError
-from automation.kube import ExecResult, KubeApi
+from automation.kube import ExecResult
 from automation.targets.aws import AwsDeps
 from workloads.nccl_check import run_marker
 
 HEAD = "ray-efa-head-9xk2q"
 WORKERS = ("ray-efa-gpu-workers-worker-4kq7d", "ray-efa-gpu-workers-worker-tz8mb")
 RANK3_LOG = "/tmp/ray/session_latest/logs/worker-ab12-01000000-4242.out"
-
-
-class KubeWithExec(KubeApi):
-    def __init__(self, kubeconfig, pod_exec):
-        super().__init__(kubeconfig)
-        self.exec = pod_exec
 
 
 def answer(pod, cmd, stdin):

@@ -9,12 +9,13 @@ from pathlib import Path
 
 import _driver_helpers as helpers
 import pytest
+from _driver_helpers import KubeWithExec
 
 from automation.cli import build_parser, main
 from automation.commands import report
 from automation.commands.report import cost_rows, find_run_dir, keep_and_report, load_run, micro_batches
 from automation.errors import DriverError
-from automation.kube import ExecResult, KubeApi
+from automation.kube import ExecResult
 from automation.run_files import fetch_run
 from automation.run_outcome import announce
 from automation.targets.aws import AwsDeps, AwsTarget
@@ -267,12 +268,6 @@ def scripted(tmp: Path, run_id: str, nccl_log: Path = EFA_LOG) -> helpers.Script
         raise AssertionError(f"unexpected command {cmd} in {pod}")
 
     return helpers.ScriptedExec(answer)
-
-
-class KubeWithExec(KubeApi):
-    def __init__(self, kubeconfig, pod_exec):
-        super().__init__(kubeconfig)
-        self.exec = pod_exec
 
 
 class NullUi:

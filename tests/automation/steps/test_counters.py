@@ -227,7 +227,8 @@ class RecordingUi:
 @pytest.mark.slow  # the whole `run --stack` command (preflight to report) takes about 20 s here
 def test_run_stack_world_ends_pass_with_both_witnesses_and_the_bytes_plot(tmp_path, monkeypatch, moto_eks):
     from _aws_run import client_factory
-    from _bench_world import Cluster, KubeWithExec
+    from _bench_world import Cluster
+    from _driver_helpers import KubeWithExec
     from _shared_env import MOTO_CLUSTER, MOTO_NODEGROUP
 
     from automation import cli
