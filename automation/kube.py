@@ -314,17 +314,6 @@ class RayClusterPods(Generic[Api]):
         items = self.kube.list_pods(self.namespace, self.selector(node_type))
         return sorted(p["metadata"]["name"] for p in items if p.get("status", {}).get("phase") == "Running")
 
-    def pods_by_node(self, node_type: str) -> dict[str, str]:
-        """One Running pod of a node type per node it runs on (node name -> first pod name by name)."""
-        items = sorted(
-            self.kube.list_pods(self.namespace, self.selector(node_type)), key=lambda p: p["metadata"]["name"]
-        )
-        out: dict[str, str] = {}
-        for p in items:
-            if p.get("status", {}).get("phase") == "Running":
-                out.setdefault(p.get("spec", {}).get("nodeName", "?"), p["metadata"]["name"])
-        return out
-
     def node_of_pods(self, node_type: str) -> dict[str, str]:
         """Every Running pod of a node type -> the node it runs on (NCCL's logs name a pod by its host name)."""
         items = self.kube.list_pods(self.namespace, self.selector(node_type))
