@@ -45,9 +45,6 @@ def capture_cluster(kube: KubeApi, namespace: str, raycluster: str, directory: P
         "raycluster": kube.get_raycluster(namespace, raycluster),
     }
     directory.mkdir(parents=True, exist_ok=True)
-    written = []
     for stem, doc in docs.items():
-        path = directory / f"{stem}.json"
-        path.write_text(json.dumps(redact(doc), indent=1) + "\n")
-        written.append(path)
-    return written
+        (directory / f"{stem}.json").write_text(json.dumps(redact(doc), indent=1) + "\n")
+    return [directory / f"{stem}.json" for stem in docs]

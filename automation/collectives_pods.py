@@ -12,7 +12,7 @@ from __future__ import annotations
 import base64
 import json
 import shlex
-import threading
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
 from automation.errors import DriverError
@@ -74,22 +74,17 @@ def copy_workloads(pod_exec: PodExec, pods: list[WorkerPod], namespace: str) -> 
 def sweep_on(pod_exec: PodExec, pods: list[WorkerPod], namespace: str, gpus: int, env: dict, sweep: dict) -> dict:
     """Run the bench on every node at once and return rank 0's document; DriverError naming the node that failed."""
     out = f"{CLUSTER_ROOT}/collectives-{sweep['label']}.json"
-    results: dict[str, ExecResult | DriverError] = {}
 
-    def one(rank: int, pod: WorkerPod) -> None:
+    def one(rank: int, pod: WorkerPod) -> ExecResult | DriverError:
         cmd = torchrun_command(rank, pods, gpus, env, sweep, out)
         try:
-            results[pod.name] = pod_exec(pod.name, namespace, cmd, timeout_s=sweep.get("timeout_s", 1800))
+            return pod_exec(pod.name, namespace, cmd, timeout_s=sweep.get("timeout_s", 1800))
         except DriverError as e:
-            results[pod.name] = e
+            return e
 
-    threads = [threading.Thread(target=one, args=(r, p)) for r, p in enumerate(pods)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
-    for pod in pods:
-        res = results.get(pod.name)
+    with ThreadPoolExecutor(len(pods)) as pool:  # every node at once: torchrun's rendezvous waits for all
+        results = list(pool.map(one, range(len(pods)), pods))
+    for pod, res in zip(pods, results, strict=True):
         if not isinstance(res, ExecResult) or res.rc != 0:
             why = (
                 res if not isinstance(res, ExecResult) else f"exit {res.rc}: {(res.stdout + res.stderr).strip()[-300:]}"

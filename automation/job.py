@@ -120,16 +120,13 @@ class ResolvedJob:
                 rows.append((f.name, self.pending.get(f.name, value), self.source(f.name)))
         return rows
 
-    def lines(self) -> list[str]:
-        """One line a shown field: ``name = value  (source)``, aligned."""
+    def text(self, title: str) -> str:
+        """``title``, the shown fields as aligned ``name = value  (source)`` lines, then the precision line."""
         rows = self.shown()
         width = max((len(name) for name, _, _ in rows), default=0)
-        return [f"{name:<{width}} = {value}  ({source})" for name, value, source in rows]
-
-    def text(self, title: str) -> str:
-        """``title`` and the shown fields, one an indented line, then the precision line: a note for the user."""
+        lines = [f"{name:<{width}} = {value}  ({source})" for name, value, source in rows]
         head = f"{title}, each value's source (the rest: TrainConfig's defaults, and the run's paths under its id):"
-        return "\n  ".join([head, *self.lines()]) + "\n" + self.precision()
+        return "\n  ".join([head, *lines]) + "\n" + self.precision()
 
     def precision(self) -> str:
         """Which precision the job's matmuls run in, where that came from, and the key that changes it."""
@@ -155,11 +152,6 @@ def layered(layers: Sequence[tuple[str, Mapping[str, object]]]) -> tuple[dict[st
         values.update(layer)
         sources.update(dict.fromkeys(layer, name))
     return values, sources
-
-
-def flag_layers(flags: Mapping[str, object]) -> list[tuple[str, Mapping[str, object]]]:
-    """One layer per CLI flag that was given (its value not None), named after the flag."""
-    return [(flag_of(k), {k: v}) for k, v in flags.items() if v is not None]
 
 
 def check_cluster_storage(block: Mapping[str, object]) -> None:
@@ -209,7 +201,7 @@ def resolve_cluster_job(
             (CLUSTER_DEFAULT, CLUSTER_JOB),
             (DURABILITY_DEFAULT, kept),
             (STACK_BLOCK, cfg.train),
-            *flag_layers(flags or {}),
+            *[(flag_of(k), {k: v}) for k, v in (flags or {}).items() if v is not None],  # one a flag given
         ]
     )
     pending = {}

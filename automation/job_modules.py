@@ -66,11 +66,6 @@ def pip_download(wheel: Wheel, dest: Path) -> None:
         raise DriverError(f"`pip download {wheel.pin}` failed (rc {run.returncode}): {run.stderr.strip()[-300:]}")
 
 
-def cache_dir() -> Path:
-    """Where fetched wheels and their unpacked folders live: $XDG_CACHE_HOME/ray-efa-eks, else ~/.cache/ray-efa-eks."""
-    return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "ray-efa-eks"
-
-
 def _sha256(path: Path) -> str:
     with path.open("rb") as f:
         return hashlib.file_digest(f, "sha256").hexdigest()
@@ -115,6 +110,7 @@ def job_modules(job: TrainConfig, cache: Path | None = None) -> list[Path]:
     """The local folders to ship as the job's `py_modules`: torchao's two for a float8 job, else none."""
     if job.float8 == "off":
         return []
-    cache = cache or cache_dir()
+    # Fetched wheels and their unpacked folders: $XDG_CACHE_HOME/ray-efa-eks, else ~/.cache/ray-efa-eks.
+    cache = cache or Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "ray-efa-eks"
     wheel_file = fetch(TORCHAO_WHEEL, cache)
     return unpack(wheel_file, cache / "unpacked" / wheel_file.stem, "torchao")

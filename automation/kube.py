@@ -10,19 +10,13 @@ import json
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Generic, Protocol, TypeVar, cast
+from typing import Any, Generic, Protocol, TypeVar
 
 import yaml
 
 from automation.errors import DriverError
 
 REQUEST_TIMEOUT_S = 15
-
-
-class _Response(Protocol):
-    """The raw answer of a kubernetes client call made with `_preload_content=False` (a urllib3 response)."""
-
-    data: bytes
 
 
 @dataclass(frozen=True)
@@ -101,15 +95,12 @@ class KubeApi:
     def _json(self, what: str, call: Callable[..., object], *args: object, **kwargs: object) -> dict:
         return json.loads(self._call(what, call, *args, **kwargs))
 
-    def _text(self, what: str, call: Callable[..., object], *args: object, **kwargs: object) -> str:
-        return self._call(what, call, *args, **kwargs).decode("utf-8", "replace")
-
-    def _call(self, what: str, call: Callable[..., object], *args: object, **kwargs: object) -> bytes:
+    def _call(self, what: str, call: Callable[..., Any], *args: object, **kwargs: object) -> bytes:
         from kubernetes.client.exceptions import ApiException
 
         try:
             # With _preload_content=False the client returns the raw urllib3 response, not the model it declares.
-            resp = cast(_Response, call(*args, _preload_content=False, _request_timeout=REQUEST_TIMEOUT_S, **kwargs))
+            resp = call(*args, _preload_content=False, _request_timeout=REQUEST_TIMEOUT_S, **kwargs)
         except ApiException as e:
             if e.status == 404:
                 raise DriverError(f"{what}: not found on the cluster at {self.host}") from None
@@ -169,13 +160,9 @@ class KubeApi:
 
     def pod_log(self, namespace: str, name: str, container: str, tail_lines: int = 1) -> str:
         """The last ``tail_lines`` lines a container of a pod printed (`kubectl logs --tail`)."""
-        return self._text(
-            f"read the log of {namespace}/{name} container {container}",
-            self.core.read_namespaced_pod_log,
-            name,
-            namespace,
-            container=container,
-            tail_lines=tail_lines,
+        what, call = f"read the log of {namespace}/{name} container {container}", self.core.read_namespaced_pod_log
+        return self._call(what, call, name, namespace, container=container, tail_lines=tail_lines).decode(
+            "utf-8", "replace"
         )
 
     def delete_pod(self, namespace: str, name: str) -> dict:
@@ -311,8 +298,7 @@ class RayClusterPods(Generic[Api]):
 
     def pods(self, node_type: str) -> list[str]:
         """Running pods of the RayCluster of one node type (head or worker), by name."""
-        items = self.kube.list_pods(self.namespace, self.selector(node_type))
-        return sorted(p["metadata"]["name"] for p in items if p.get("status", {}).get("phase") == "Running")
+        return sorted(self.node_of_pods(node_type))
 
     def node_of_pods(self, node_type: str) -> dict[str, str]:
         """Every Running pod of a node type -> the node it runs on (NCCL's logs name a pod by its host name)."""

@@ -24,6 +24,7 @@ import tempfile
 import time
 import urllib.error
 import urllib.request
+from contextlib import suppress
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -65,35 +66,22 @@ class HeadPorts:
 
 def head_command(temp_dir: str, ports: HeadPorts, num_cpus: int, num_gpus: int) -> list[str]:
     """The `ray start` command line of a loopback-only head with its job server."""
-    return [
-        *ray_executable(),
-        "start",
-        "--head",
-        "--block",
+    options = {
         # Ray swaps a loopback node address for the host's own (it expects other nodes to join);
         # the job server, the only thing this driver talks to, stays bound to 127.0.0.1.
-        "--node-ip-address",
-        "127.0.0.1",
-        "--port",
-        str(ports.gcs),
-        "--dashboard-host",
-        "127.0.0.1",
-        "--dashboard-port",
-        str(ports.dashboard),
-        "--ray-client-server-port",
-        str(ports.client_server),
-        "--dashboard-agent-listen-port",
-        str(ports.dashboard_agent),
-        "--num-cpus",
-        str(num_cpus),
-        "--num-gpus",
-        str(num_gpus),
-        "--temp-dir",
-        temp_dir,
-        "--disable-usage-stats",
-        "--include-dashboard",
-        "true",
-    ]
+        "node-ip-address": "127.0.0.1",
+        "port": ports.gcs,
+        "dashboard-host": "127.0.0.1",
+        "dashboard-port": ports.dashboard,
+        "ray-client-server-port": ports.client_server,
+        "dashboard-agent-listen-port": ports.dashboard_agent,
+        "num-cpus": num_cpus,
+        "num-gpus": num_gpus,
+        "temp-dir": temp_dir,
+        "include-dashboard": "true",
+    }
+    flags = [f"--{name}={value}" for name, value in options.items()]
+    return [*ray_executable(), "start", "--head", "--block", "--disable-usage-stats", *flags]
 
 
 def head_env(environ: dict[str, str]) -> dict[str, str]:
@@ -133,31 +121,15 @@ def process_groups(procs: list[psutil.Process]) -> set[int]:
     """The process groups of `procs`, never this process's own group."""
     groups = set()
     for p in procs:
-        try:
+        with suppress(ProcessLookupError):
             groups.add(os.getpgid(p.pid))
-        except ProcessLookupError:
-            continue
-    groups.discard(os.getpgrp())
-    return groups
+    return groups - {os.getpgrp()}
 
 
 def processes_naming(text: str) -> list[int]:
-    """Pids of processes (other than this one) whose command line contains `text`.
-
-    Reads /proc: the driver runs on Linux (CI, the EKS tooling) and this avoids a dependency.
-    """
-    pids = []
-    me = os.getpid()
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit() or int(entry.name) == me:
-            continue
-        try:
-            cmdline = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
-        except OSError:
-            continue
-        if text in cmdline:
-            pids.append(int(entry.name))
-    return pids
+    """Pids of processes (other than this one) whose command line contains `text`."""
+    found = psutil.process_iter(["cmdline"])  # a process that is gone or not ours to read has cmdline None
+    return [p.pid for p in found if p.pid != os.getpid() and text in " ".join(p.info["cmdline"] or ())]
 
 
 class LocalRayCluster:
@@ -220,9 +192,6 @@ class LocalRayCluster:
             return "(no log)"
         return " | ".join(text[-lines:]) or "(empty log)"
 
-    def leftover_pids(self) -> list[int]:
-        return processes_naming(self.temp_dir)
-
     def stop(self, grace_s: float = 3.0) -> None:
         """Stop the head and every process it started, within about `grace_s` + 5 s; idempotent.
 
@@ -234,20 +203,20 @@ class LocalRayCluster:
         if proc is not None:
             tree = process_tree(proc.pid)
             groups = process_groups(tree)
-            for group in groups:
-                _signal_group(group, signal.SIGTERM)
+            _signal_groups(groups, signal.SIGTERM)
             _, alive = psutil.wait_procs(tree, timeout=grace_s)
-            for group in process_groups(alive) & groups:
-                _signal_group(group, signal.SIGKILL)
+            _signal_groups(process_groups(alive) & groups, signal.SIGKILL)
             for p in alive:
-                _kill(p)
+                with suppress(psutil.NoSuchProcess):
+                    p.kill()
             psutil.wait_procs(alive, timeout=5)
             if proc.poll() is None:
                 proc.kill()
             proc.wait(timeout=5)
         # A process that left the tree before the stop (its parent died) still names the temp dir.
-        for pid in self.leftover_pids():
-            _signal(pid, signal.SIGKILL)
+        for pid in processes_naming(self.temp_dir):
+            with suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
         self._proc = None
         shutil.rmtree(self.temp_dir, ignore_errors=True)
 
@@ -263,22 +232,7 @@ class LocalRayCluster:
         self.stop()
 
 
-def _signal_group(pgid: int, sig: int) -> None:
-    try:
-        os.killpg(pgid, sig)
-    except (ProcessLookupError, PermissionError):
-        pass
-
-
-def _kill(p: psutil.Process) -> None:
-    try:
-        p.kill()
-    except psutil.NoSuchProcess:
-        pass
-
-
-def _signal(pid: int, sig: int) -> None:
-    try:
-        os.kill(pid, sig)
-    except ProcessLookupError:
-        pass
+def _signal_groups(groups: set[int], sig: int) -> None:
+    for group in groups:
+        with suppress(ProcessLookupError, PermissionError):
+            os.killpg(group, sig)

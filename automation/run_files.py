@@ -91,19 +91,15 @@ def _pack_command(run_dir: str, names: tuple[str, ...]) -> list[str]:
     return ["sh", "-c", f"cd {q} 2>/dev/null && ls {listed} 2>/dev/null | tar -czf - -T - | base64 -w0 || true"]
 
 
-def _fetch(cluster: RayClusterPods, pod: str, run_dir: str, names: tuple[str, ...], dest: Path) -> list[str]:
-    return _unpacked(cluster.kube.exec, pod, cluster.namespace, _pack_command(run_dir, names), run_dir, dest)
-
-
 def fetch_run(cluster: RayClusterPods, run_id: str, dest: Path) -> Path:
     """Copy a run's files from the cluster's pods into `dest`: the summary from the head pod (the
     job's driver runs there), metrics and run info from the pod of rank 0, NCCL logs from every worker."""
     run_dir = f"{CLUSTER_ROOT}/runs/{run_id}"
     head, workers = cluster.head_pod(), cluster.pods("worker")
     mark_run_dir(dest, run_id)
-    _fetch(cluster, head, run_dir, (SUMMARY_FILE,), dest)
-    for pod in [*workers, head]:  # rank 0 runs in one of the worker pods
-        if METRICS_FILE in _fetch(cluster, pod, run_dir, (METRICS_FILE, RUN_INFO_FILE), dest):
+    for pod, names in ((head, (SUMMARY_FILE,)), *((p, (METRICS_FILE, RUN_INFO_FILE)) for p in [*workers, head])):
+        got = _unpacked(cluster.kube.exec, pod, cluster.namespace, _pack_command(run_dir, names), run_dir, dest)
+        if METRICS_FILE in got:  # rank 0 runs in one of the worker pods
             break
     else:
         raise DriverError(

@@ -12,7 +12,7 @@ from automation.cost import CostEstimate
 from automation.pipeline import PipelineResult
 from automation.start_phases import StartPhases
 from automation.targets import Target
-from automation.ui import Notes, Output
+from automation.ui import STATUS_STYLE, Notes, Output
 from workloads.summary import RunSummary
 
 
@@ -35,10 +35,10 @@ class RunReport:
 
     def metrics(self) -> dict[str, object]:
         s = self.training or RunSummary()
-        keys: tuple[str, ...] = ("run_id", "world_size", "steps", "precision", "tokens_per_s", "tokens_per_s_per_gpu")
-        keys += ("mfu",)
-        keys += ("loss_first", "loss_last", "peak_mem_gb")
-        return {**{k: getattr(s, k) for k in keys}, **{f"start_{k}": v for k, v in (self.start or {}).items()}}
+        keys = (
+            "run_id world_size steps precision tokens_per_s tokens_per_s_per_gpu mfu loss_first loss_last peak_mem_gb"
+        )
+        return {**{k: getattr(s, k) for k in keys.split()}, **{f"start_{k}": v for k, v in (self.start or {}).items()}}
 
     def to_dict(self) -> dict[str, object]:
         return {
@@ -106,12 +106,11 @@ def render(report: RunReport, console: Console) -> None:
     steps = Table(title=f"run ({report.target}{', stack ' + report.stack if report.stack else ''})", show_lines=False)
     for col in ("step", "status", "seconds", "summary"):
         steps.add_column(col, overflow="fold")
-    style = {"pass": "green", "fail": "bold red", "skip": "yellow"}
     for t in report.pipeline.steps:
         r = t.result
         steps.add_row(
             r.step,
-            f"[{style[r.status]}]{r.status}[/]",
+            f"[{STATUS_STYLE[r.status]}]{r.status}[/]",
             f"{t.seconds:.1f}",
             r.summary.splitlines()[0] if r.summary else "",
         )

@@ -103,8 +103,7 @@ class StartPhases:
         return {p: getattr(self, p) for p in (*PHASES, "image_bytes")}
 
     def text(self) -> str:
-        words = {"node_join_s": "node join", "image_pull_s": "image pull", "pod_start_s": "pod start"}
-        words["first_step_s"] = "first step"
+        words = {p: p.removesuffix("_s").replace("_", " ") for p in PHASES}  # node_join_s: node join
         parts = [f"{words[p]} {getattr(self, p):.0f} s" for p in PHASES if getattr(self, p) is not None]
         return ", ".join(parts) or "n/a"
 

@@ -19,7 +19,7 @@ from automation.pipeline import StepResult, Timed
 from automation.ray_head import is_step_line, worth_showing
 from workloads.metrics import parse_echo
 
-_STYLE = {"pass": "green", "fail": "bold red", "skip": "yellow"}
+STATUS_STYLE = {"pass": "green", "fail": "bold red", "skip": "yellow"}
 
 
 class Notes(Protocol):
@@ -72,8 +72,12 @@ class Ui:
 
     def log(self, text: str) -> None:
         record = parse_echo(text)
-        if record is not None:
-            self.train_progress(record)
+        if record is not None:  # rank 0's metrics line moves the training bar (replacing the spinner); not with --json
+            if not self.json_mode:
+                if self._bar is None:
+                    self._stop_status()
+                    self._bar = TrainBar(self.console, record["total_steps"])
+                self._bar.update(record)
             return
         if self.console.is_terminal and is_step_line(text):
             return  # the bar shows this step already: printed too, every step came out twice
@@ -86,19 +90,10 @@ class Ui:
         r = timed.result
         first = r.summary.splitlines()[0] if r.summary else ""
         self.console.print(
-            f"[{_STYLE[r.status]}]{r.status:>4}[/] [bold]{r.step}[/] ({timed.seconds:.1f} s) {escape(first)}"
+            f"[{STATUS_STYLE[r.status]}]{r.status:>4}[/] [bold]{r.step}[/] ({timed.seconds:.1f} s) {escape(first)}"
         )
         if r.findings:
             self.findings(r)
-
-    def train_progress(self, record: dict) -> None:
-        """Move the training bar to this metrics record (replacing the step's spinner); silent with --json."""
-        if self.json_mode:
-            return
-        if self._bar is None:
-            self._stop_status()
-            self._bar = TrainBar(self.console, record["total_steps"])
-        self._bar.update(record)
 
     def _stop_status(self) -> None:
         if self._status is not None:
@@ -114,7 +109,7 @@ class Ui:
         for col in ("check", "status", "detail", "fix"):
             table.add_column(col, overflow="fold")
         for f in result.findings:
-            table.add_row(escape(f.check), f"[{_STYLE[f.status]}]{f.status}[/]", escape(f.detail), escape(f.fix))
+            table.add_row(escape(f.check), f"[{STATUS_STYLE[f.status]}]{f.status}[/]", escape(f.detail), escape(f.fix))
         self.console.print(table)
 
     def note(self, text: str) -> None:

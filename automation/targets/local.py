@@ -12,6 +12,7 @@ import argparse
 import dataclasses
 import io
 import logging
+import math
 import os
 import re
 import subprocess
@@ -128,14 +129,6 @@ def quiet_ray_sdk() -> None:
     logging.getLogger(RAY_SDK_LOGGER).setLevel(logging.WARNING)
 
 
-def stage_workloads(dest: Path) -> Path:
-    """Unpack the same `workloads/` tarball the AWS path sends, as the job's working_dir."""
-    dest.mkdir(parents=True, exist_ok=True)
-    with tarfile.open(fileobj=io.BytesIO(workloads_tarball()), mode="r:gz") as tar:
-        tar.extractall(dest, filter="data")
-    return dest
-
-
 def nccl_files(nccl_dir: Path) -> list[Path]:
     return sorted(nccl_dir.glob("*.log")) if nccl_dir.is_dir() else []
 
@@ -178,13 +171,13 @@ class LocalTarget(AsksJobServer):
                 f"{INHERITED_ADDRESS}={self._inherited_address} from the environment is not used: the local target "
                 f"starts its own Ray head on 127.0.0.1 and leaves {INHERITED_ADDRESS} out of its processes' environment"
             )
-        gpus = int(self.plan.gpus_needed) if self.plan.use_gpu else 0
-        self.cluster = LocalRayCluster(num_cpus=max(1, int(round(self.plan.cpus_needed + 0.499))), num_gpus=gpus)
+        self.cluster = LocalRayCluster(
+            num_cpus=max(1, math.ceil(self.plan.cpus_needed)), num_gpus=int(self.plan.gpus_needed)
+        )
         self.cluster.start()
         return self.cluster
 
     def ray_resources(self) -> dict[str, float]:
-        """What the running head advertises."""
         return read_resources(self._cluster().gcs_address)
 
     def train_job(self) -> TrainConfig:
@@ -203,7 +196,9 @@ class LocalTarget(AsksJobServer):
         return self._jobs
 
     def submit_job(self, job: TrainConfig) -> SubmittedJob:
-        workdir = stage_workloads(Path(self._cluster().temp_dir) / "src")
+        workdir = Path(self._cluster().temp_dir) / "src"  # the same workloads/ tarball the AWS path sends
+        with tarfile.open(fileobj=io.BytesIO(workloads_tarball()), mode="r:gz") as tar:
+            tar.extractall(workdir, filter="data")
         return SubmittedJob(self.jobs().submit(job, workdir, sys.executable), job)
 
     def find_job(self) -> SubmittedJob:
@@ -239,8 +234,7 @@ class LocalTarget(AsksJobServer):
         return ""  # nothing outlives a local run
 
     def start_phases(self, first_step_at: float | None) -> None:
-        """The local cluster starts no nodes and pulls no image: no phases to read."""
-        return None
+        return None  # the local cluster starts no nodes and pulls no image: no phases to read
 
     def run_job_to_end(self, job: TrainConfig) -> TrainOutcome:
         return run_to_end(self, job)
@@ -250,16 +244,13 @@ class LocalTarget(AsksJobServer):
         return ("any", LOCAL_GPU_NOTE) if self.plan.use_gpu else (None, "")
 
     def efa_counters(self) -> None:
-        """No EFA device here: the counter witness does not apply to a local run."""
-        return None
+        return None  # no EFA device here: the counter witness does not apply to a local run
 
     def host_nodes(self) -> dict[str, str]:
-        """One machine: no pods to place on nodes."""
-        return {}
+        return {}  # one machine: no pods to place on nodes
 
     def keep_counters(self, doc: dict) -> None:
-        """The local cluster does not outlive its run: nothing to keep for a later `attach`."""
-        return None
+        return None  # the local cluster does not outlive its run: nothing to keep for a later `attach`
 
     def kept_counters(self, job_id: str) -> None:
         return None

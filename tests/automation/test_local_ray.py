@@ -21,13 +21,13 @@ PORTS = HeadPorts(gcs=6379, dashboard=8265, client_server=10001, dashboard_agent
 
 
 def flag_value(cmd: list[str], flag: str) -> str | None:
-    return cmd[cmd.index(flag) + 1] if flag in cmd else None
+    return next((arg.split("=", 1)[1] for arg in cmd if arg.startswith(f"{flag}=")), None)
 
 
 @pytest.mark.parametrize("flag", ["--node-ip-address", "--dashboard-host"])
 def test_head_command_binds_the_head_to_loopback(flag):
     got = flag_value(head_command("/tmp/rek-x", PORTS, num_cpus=2, num_gpus=0), flag)
-    assert got == "127.0.0.1", f"expected `ray start {flag} 127.0.0.1`, got {flag} {got!r}"
+    assert got == "127.0.0.1", f"expected `ray start {flag}=127.0.0.1`, got {flag} {got!r}"
 
 
 def test_head_env_keeps_ray_from_swapping_loopback_for_the_hosts_address():
