@@ -103,15 +103,8 @@ class Zone:
         return (not self.usable, probe, held, price, self.region, self.az)
 
     def to_dict(self) -> dict[str, object]:
-        doc = asdict(self)
-        doc.pop("region_azs")
-        return {
-            **doc,
-            "usable": self.usable,
-            "quota_ok": self.quota_ok,
-            "spot_capped": self.spot_capped,
-            "spot_counts": self.spot_counts,
-        }
+        derived = {k: getattr(self, k) for k in ("usable", "quota_ok", "spot_capped", "spot_counts")}
+        return {k: v for k, v in asdict(self).items() if k != "region_azs"} | derived
 
 
 RANKING = (
