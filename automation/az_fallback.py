@@ -1,14 +1,12 @@
-"""`up --auto-az`: when EC2 has no capacity for the GPU node group in its AZ, move the GPU subnet and node group to the
-next ranked AZ of the stack's network and run `up` again, a bounded number of times, saying each move.
+"""`up --auto-az`: when EC2 has no capacity for the GPU node group in its AZ, move it to the next ranked AZ of the
+stack's network and run `up` again, a bounded number of times, saying each move.
 
-The AWS sample's `deploy_all.sh` does the same by deleting and recreating in the next AZ
-(aws-samples/sample-aws-deep-learning-containers, training/ray-train). Here the move is one stack key,
-gpuAvailabilityZone (`AwsTarget.set_gpu_az`): the program then puts the node group and a new placement group (the AZ
-is in its name) in that AZ's existing private subnet; the NAT gateway stays where it is (infra/network.py says why).
-Before the move the failed AZ's GPU node group is emptied (`retire_gpu_groups`). Only AZs of the stack's network
-(networkAzs) can take the node group, since only they have a private subnet and the control plane's subnets cannot
-change in place. Without --auto-az the move is asked on a terminal, and otherwise left to the user as before (UpWatch's
-line names the AZ).
+The AWS sample's `deploy_all.sh` deletes and recreates in the next AZ (aws-samples/sample-aws-deep-learning-containers,
+training/ray-train). Here the move is one stack key, gpuAvailabilityZone (`AwsTarget.set_gpu_az`): the program puts
+the node group and a new placement group in that AZ's existing private subnet; the NAT gateway stays (infra/network.py
+says why). The failed AZ's GPU node group is emptied first. Only AZs of networkAzs have a private subnet, and the
+control plane's subnets cannot change in place. Without --auto-az the move is asked on a terminal, else left to the
+user (UpWatch's line names the AZ).
 """
 
 from __future__ import annotations
@@ -31,7 +29,7 @@ SHORT_WORDS = (NO_CAPACITY, "do not have sufficient")
 
 
 def capacity_short(error: str) -> bool:
-    """Whether a failed `up`'s error (with the node group's cause appended) says EC2 had no capacity."""
+    """Whether a failed `up`'s error (the node group's cause appended) says EC2 had no capacity."""
     return any(w in error for w in SHORT_WORDS)
 
 
@@ -42,10 +40,10 @@ def next_network_az(target: AwsTarget, tried: list[str]) -> str | None:
 
 
 def retire_gpu_groups(target: AwsTarget) -> None:
-    """Before a move: each GPU node group of the cluster (label role=gpu-worker) at 0 nodes, or deleted where EKS takes
-    no size change (CREATE_FAILED, DELETE_FAILED), each wait bounded and shown. The group of the AZ without capacity
-    then starts no node while the next `up` makes its replacement, nor stays behind billing if that `up` fails too;
-    Pulumi's replacement deletes an empty group. DriverError, and nothing moves, when EKS cannot be asked."""
+    """Before a move: each GPU node group (label role=gpu-worker) at 0 nodes, or deleted where EKS takes no size
+    change, each wait bounded and shown, so the group without capacity starts no node while the next `up` replaces
+    it, nor stays billing if that `up` fails too (Pulumi's replacement deletes an empty group). DriverError, and
+    nothing moves, when EKS cannot be asked."""
     eks, cluster, clock = target.deps.client("eks"), target.cfg.cluster.name, target.deps.clock
     try:
         for name in eks.list_nodegroups(clusterName=cluster).get("nodegroups", []):
@@ -67,12 +65,9 @@ def retire_gpu_groups(target: AwsTarget) -> None:
 
 
 def may_move(target: AwsTarget, question: str) -> bool:
-    """--auto-az moves without asking; otherwise the terminal is asked (`AwsDeps.confirm`), and without one
-    (tty_confirm's DriverError) nothing moves."""
-    if target.run.auto_az:
-        return True
+    """--auto-az moves without asking; else the terminal is asked, and without one (DriverError) nothing moves."""
     try:
-        return target.deps.confirm(question)
+        return target.run.auto_az or target.deps.confirm(question)
     except DriverError:
         return False
 

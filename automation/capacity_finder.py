@@ -1,32 +1,26 @@
 """Where an EFA GPU instance type can be had: per region and AZ, what EC2 says about offering, EFA, quota,
 Spot placement score, open reservations, Capacity Blocks and price, ranked (`python -m automation capacity`).
 
-Each fact comes from one EC2 (or Service Quotas, Pricing) call; a call that fails leaves its column
-unknown with the reason, never a guess. The sources of each call's meaning:
+Each fact comes from one call; a call that fails leaves its column unknown with the reason, never a guess:
 - offerings per AZ: DescribeInstanceTypeOfferings
   (https://docs.aws.amazon.com/AWSEC2/latest/APIReference/API_DescribeInstanceTypeOfferings.html);
-- EFA: DescribeInstanceTypes' NetworkInfo.EfaSupported;
-- quota: the family's "Running On-Demand ... instances" vCPU quota minus running and pending instances,
-  exactly as preflight reads it (automation/ec2.py, check_quota);
-- Spot placement score, 1 to 10, "how likely a Spot request is to succeed", per AZ with
-  SingleAvailabilityZone (https://docs.aws.amazon.com/AWSEC2/latest/UserGuide/spot-placement-score.html):
-  a signal of spare capacity, not a promise of On-Demand capacity. Asked as that guide's Limitations require:
-  with at least three instance types (fewer "always" score low), so it is a signal for the family of comparable
-  types (``spot_types``), one call per ten regions (RegionNames' limit in botocore's model) for the whole
-  survey; EC2 answers the top ten AZs only ("How Spot placement score works"), so an AZ may have no score. The
-  guide also limits the target capacity "aligned with your Spot request limit" when the account has no recent
-  Spot usage: where the family's Spot vCPU quota (automation/ec2.py, SPOT_QUOTA_BY_FAMILY) is below the vCPUs
-  asked, the score is shown "capped". The score is shown, never ranked: it rates a Spot request for any of the
-  family's types (botocore's EC2 model, GetSpotPlacementScores: "a recommendation only"), not On-Demand capacity for
-  the one type `up` launches, so it must not choose the AZ (`--auto-az`, `--write-stack`);
-- the account's On-Demand Capacity Reservations that are active with enough available instances
-  (DescribeCapacityReservations);
-- Capacity Block offerings for the eligible families only (infra/eks_facts.py; g6 is not one)
+  EFA: DescribeInstanceTypes' NetworkInfo.EfaSupported; the vCPU quota as preflight reads it (automation/ec2.py);
+- Spot placement score, 1 to 10, per AZ with SingleAvailabilityZone
+  (https://docs.aws.amazon.com/AWSEC2/latest/UserGuide/spot-placement-score.html): a signal of spare capacity.
+  Asked as that guide's Limitations require: with at least three instance types (fewer "always" score low), so
+  for the family of comparable types (``spot_types``), one call per ten regions (RegionNames' limit in botocore's
+  model); EC2 answers the top ten AZs only, so an AZ may have no score. Without recent Spot usage the guide caps
+  the target at the Spot request limit: where the family's Spot vCPU quota is below the vCPUs asked, the score
+  is shown "capped". It is shown, never ranked: it rates a Spot request for any of the family's types
+  (GetSpotPlacementScores: "a recommendation only"), not On-Demand capacity for the one type `up` launches, so it
+  must not choose the AZ (`--auto-az`, `--write-stack`);
+- active On-Demand Capacity Reservations with enough available instances (DescribeCapacityReservations);
+- Capacity Block offerings for the eligible families only (infra/eks_facts.py)
   (https://docs.aws.amazon.com/AWSEC2/latest/APIReference/API_DescribeCapacityBlockOfferings.html);
 - the On-Demand price from the Pricing API (automation/cost.py).
-The AWS sample's scripts/find_gpu_capacity.sh (aws-samples/sample-aws-deep-learning-containers,
-training/ray-train) checks offering, quota, the Spot score and, with --probe, a created-and-cancelled
-reservation; this adds EFA, reservations, Capacity Blocks and prices.
+The AWS sample's scripts/find_gpu_capacity.sh (aws-samples/sample-aws-deep-learning-containers, training/ray-train)
+checks offering, quota, the Spot score and, with --probe, a created-and-cancelled reservation; this adds EFA,
+reservations, Capacity Blocks and prices.
 """
 
 from __future__ import annotations
@@ -88,7 +82,7 @@ class Zone:
 
     @property
     def spot_capped(self) -> bool | None:
-        """The Spot quota is below the vCPUs asked, so EC2 scored against a lower target than the count."""
+        """EC2 scored against a lower target than the count (the Spot quota is below the vCPUs asked)."""
         return None if self.spot_quota_vcpus is None else self.spot_quota_vcpus < self.vcpus_needed
 
     @property
@@ -102,23 +96,15 @@ class Zone:
         return self.offered and self.efa is True and self.quota_ok is True
 
     def rank_key(self) -> tuple:
-        """RANKING's order: usable first; a passed probe, then untried, a failed probe last; a reservation or a
-        Capacity Block; price; name. The Spot score is not a key (the module's docstring says why)."""
+        """RANKING's order; the Spot score is not a key (the module's docstring says why)."""
         probe = 0 if self.probe == PROBED else (2 if self.probe else 1)
         held = 0 if (self.reservations or self.blocks) else 1
         price = self.usd_per_hour if self.usd_per_hour is not None else math.inf
         return (not self.usable, probe, held, price, self.region, self.az)
 
     def to_dict(self) -> dict[str, object]:
-        doc = asdict(self)
-        doc.pop("region_azs")
-        return {
-            **doc,
-            "usable": self.usable,
-            "quota_ok": self.quota_ok,
-            "spot_capped": self.spot_capped,
-            "spot_counts": self.spot_counts,
-        }
+        derived = {k: getattr(self, k) for k in ("usable", "quota_ok", "spot_capped", "spot_counts")}
+        return {k: v for k, v in asdict(self).items() if k != "region_azs"} | derived
 
 
 RANKING = (
@@ -150,12 +136,6 @@ def error_code(e: Exception) -> str:
     if isinstance(e, ClientError):
         return e.response.get("Error", {}).get("Code", "ClientError")
     return type(e).__name__
-
-
-def az_names(ec2: Ec2) -> dict[str, str]:
-    """AZ id (usw2-az1) -> AZ name (us-west-2a): the Spot placement score names AZs by id."""
-    zones = ec2.describe_availability_zones()["AvailabilityZones"]
-    return {z["ZoneId"]: z["ZoneName"] for z in zones}
 
 
 def spot_types(instance_type: str) -> tuple[str, ...]:
@@ -266,10 +246,10 @@ def survey_region(
 ) -> list[Zone]:
     """Every AZ of ``region`` that offers ``instance_type``, with what EC2 says about ``count`` of them there
     (``spot``: the survey's Spot placement scores)."""
-    ids = az_names(c.ec2)
-    # Without AllAvailabilityZones, DescribeAvailabilityZones leaves out zones not opted in to: an AZ may lack an id.
-    az_id = {name: zone_id for zone_id, name in ids.items()}
-    all_azs = tuple(sorted(ids.values()))
+    # The Spot placement score names AZs by id. Without AllAvailabilityZones, DescribeAvailabilityZones leaves out
+    # zones not opted in to: an AZ may lack an id.
+    az_id = {z["ZoneName"]: z["ZoneId"] for z in c.ec2.describe_availability_zones()["AvailabilityZones"]}
+    all_azs = tuple(sorted(az_id))
     offered = sorted(offered_azs(c.ec2, instance_type))
     if not offered:
         return [Zone(region, "", False, notes=(f"{instance_type} is not offered in {region}",), region_azs=all_azs)]
@@ -321,9 +301,8 @@ def survey(
     on_region: Callable[[str], None] = lambda region: None,
     workers: int = 8,
 ) -> list[Zone]:
-    """``survey_region`` over ``regions`` in parallel, ranked best first, after one Spot placement score survey of
-    all of them; a region that cannot be read is one row saying why (an opt-in region without opt-in answers
-    AuthFailure, for example)."""
+    """``survey_region`` over ``regions`` in parallel after one Spot survey of all, ranked; a region that cannot be
+    read is one row saying why (an opt-in region without opt-in answers AuthFailure, for example)."""
     spot = spot_signal(clients_for(regions[0]).ec2, instance_type, count, regions) if regions else SpotSignal()
 
     def one(region: str) -> list[Zone]:
@@ -383,25 +362,20 @@ def stuck_line(nodegroup: dict, az: str, next_best: str | None, stack: str) -> s
     return f"GPU node group {name} is still CREATING: EC2 has no capacity in {az} ({issue}); {instead}"
 
 
+@dataclass
 class UpWatch:
     """While `up` runs: every ``interval`` s, the cluster's GPU node groups (label role=gpu-worker); the first time
     one is stuck for want of capacity, ``say`` the line naming the next AZ (``next_best()``, asked only then)."""
 
-    def __init__(
-        self,
-        eks: Eks,
-        cluster: str,
-        az: str,
-        stack: str,
-        next_best: Callable[[], str | None],
-        say: Callable[[str], None],
-        interval: float = 60.0,
-    ):
-        self.eks, self.cluster, self.az, self.stack = eks, cluster, az, stack
-        self.next_best, self.say, self.interval = next_best, say, interval
-        self.said: str | None = None
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._loop, name="up-capacity-watch", daemon=True)
+    eks: Eks
+    cluster: str
+    az: str
+    stack: str
+    next_best: Callable[[], str | None]
+    say: Callable[[str], None]
+    interval: float = 60.0
+    said: str | None = None
+    _stop: threading.Event = field(default_factory=threading.Event, init=False)
 
     def check_once(self) -> str | None:
         """One look; the line said, if this look found the node group stuck."""
@@ -424,6 +398,7 @@ class UpWatch:
                 continue  # the cluster may not exist yet; `up` itself reports what fails
 
     def __enter__(self) -> UpWatch:
+        self._thread = threading.Thread(target=self._loop, name="up-capacity-watch", daemon=True)
         self._thread.start()
         return self
 
@@ -435,10 +410,9 @@ class UpWatch:
 def stack_zones(target: AwsTarget) -> list[Zone]:
     """The finder's survey of the stack's region for its GPU type and count (no prices); [] when EC2 cannot be read."""
     cfg, client = target.cfg, target.deps.client
-    gpu = cfg.gpu_nodes
     try:
         clients = RegionClients(client("ec2"), client("service-quotas"))
-        return survey_region(clients, None, gpu.instance_type, gpu.node_count, cfg.region)
+        return survey_region(clients, None, cfg.gpu_nodes.instance_type, cfg.gpu_nodes.node_count, cfg.region)
     except (ClientError, BotoCoreError):
         return []
 
@@ -446,14 +420,9 @@ def stack_zones(target: AwsTarget) -> list[Zone]:
 def up_watch(target: AwsTarget, interval: float = 60.0) -> UpWatch:
     """The watch `up` runs under on AWS: the stack's cluster, its GPU AZ, and the finder's ranking of the region's
     other AZs (asked only once the node group is stuck)."""
-    cfg = target.cfg
-    gpu = cfg.gpu_nodes
-
-    def next_best() -> str | None:
-        return next_az(stack_zones(target), cfg.region, gpu.availability_zone)
-
-    eks = target.deps.client("eks")
-    return UpWatch(eks, cfg.cluster.name, gpu.availability_zone, cfg.stack, next_best, target.note, interval)
+    cfg, az = target.cfg, target.cfg.gpu_nodes.availability_zone
+    next_best = lambda: next_az(stack_zones(target), cfg.region, az)  # noqa: E731
+    return UpWatch(target.deps.client("eks"), cfg.cluster.name, az, cfg.stack, next_best, target.note, interval)
 
 
 # ---- --write-stack ----------------------------------------------------------------------------------------

@@ -1,21 +1,17 @@
 """`capacity --probe` and `capacity --cleanup`: a probe reservation that cannot outlive the command that made it.
 
 A probe is a targeted On-Demand Capacity Reservation of the count, created in a candidate AZ and cancelled at once:
-EC2 either holds the capacity (the AZ has it now) or answers InsufficientInstanceCapacity. While it exists it bills
-at the On-Demand rate, so each reservation is made to be found and to end on its own:
-- a ClientToken per run and AZ, so botocore's retry of a create whose answer was lost gets the same reservation
-  back instead of a second one ("Ensure idempotency",
-  https://docs.aws.amazon.com/AWSEC2/latest/APIReference/Run_Instance_Idempotency.html);
-- EndDateType=limited with EndDate one hour out: EC2 ends it within the hour after EndDate even if nothing here
-  runs again (CreateCapacityReservation, EndDate;
-  https://docs.aws.amazon.com/AWSEC2/latest/APIReference/API_CreateCapacityReservation.html);
-- tags naming the tool, the purpose and the run (TagSpecifications, ResourceType capacity-reservation), so
-  ``cleanup`` can find it from its tags alone; DescribeCapacityReservations documents no tag filter, so the tags
-  are matched here, over the reservations in the states that still hold capacity (active, pending);
-- cancelled by id on every exit; where a create's answer never came (a connection or read timeout), this run's
-  tags are swept in that region before the command returns; every probe first sweeps the regions it will probe.
-The parameter names are botocore's EC2 service model's (tests/support/_reservations_world.py validates every
-call against it).
+EC2 holds the capacity (the AZ has it now) or answers InsufficientInstanceCapacity. It bills at the On-Demand rate
+while it exists, so each is made to be found and to end on its own:
+- a ClientToken per run and AZ: botocore's retry of a create whose answer was lost gets the same reservation back
+  ("Ensure idempotency", https://docs.aws.amazon.com/AWSEC2/latest/APIReference/Run_Instance_Idempotency.html);
+- EndDateType=limited, EndDate one hour out: EC2 ends it within the hour after EndDate even if nothing here runs
+  again (https://docs.aws.amazon.com/AWSEC2/latest/APIReference/API_CreateCapacityReservation.html);
+- tags naming the tool, the purpose and the run, so ``cleanup`` finds it by its tags alone (DescribeCapacityReservations
+  documents no tag filter, so they are matched here over the states that still hold capacity);
+- cancelled by id on every exit; where a create's answer never came, this run's tags are swept in that region
+  before the command returns; every probe first sweeps the regions it will probe.
+The parameter names are botocore's EC2 model's (tests/support/_reservations_world.py validates every call).
 """
 
 from __future__ import annotations
@@ -31,10 +27,9 @@ from datetime import UTC, datetime, timedelta
 from botocore.exceptions import BotoCoreError, ClientError
 
 from automation.aws_clients import Ec2Reservations
-from automation.capacity_finder import Zone, error_code, rank
+from automation.capacity_finder import PROBED, Zone, error_code, rank
 from automation.errors import DriverError
 
-PROBED = "capacity now"
 TOOL = ("ray-efa-eks:tool", "ray-efa-eks")
 PURPOSE = ("ray-efa-eks:purpose", "capacity-probe")
 RUN_KEY = "ray-efa-eks:probe-run"
@@ -134,8 +129,8 @@ def cancel_all(created: Created, say: Say) -> list[str]:
 
 
 def sweep(regions: Iterable[str], ec2_for: Ec2For, say: Say, run_id: str | None = None) -> list[str]:
-    """Find and cancel the probe reservations left in ``regions`` (this tool's, or ``run_id``'s alone); the lines
-    for what could not be found or cancelled."""
+    """Cancel the probe reservations left in ``regions`` (this tool's, or ``run_id``'s); the lines for what was
+    not searched or cancelled."""
     left: list[str] = []
     for region in regions:
         ec2 = ec2_for(region)
@@ -169,11 +164,8 @@ def probe(
     run_id: str | None = None,
     clock: Callable[[], datetime] = lambda: datetime.now(UTC),
 ) -> list[Zone]:
-    """For each usable zone, a probe reservation created and cancelled at once; the zone's ``probe`` says
-    "capacity now" or EC2's error code (InsufficientInstanceCapacity). The regions probed are first swept of
-    earlier runs' probes; every reservation made is cancelled on any exit, Ctrl-C included, and a region where a
-    create's answer was lost is swept for this run's tags. DriverError names any reservation that may be left.
-    """
+    """For each usable zone, a probe reservation created and cancelled at once; the zone's ``probe`` says PROBED or
+    EC2's error code. Sweeps and cancels as the module's docstring says; DriverError names any that may be left."""
     run_id = run_id or new_run_id()
     usable = [z for z in zones if z.usable]
     left = sweep(dict.fromkeys(z.region for z in usable), ec2_for, say)

@@ -6,6 +6,8 @@ On-Demand quota leaves free. Preflight (automation/steps/preflight.py) and the c
 from __future__ import annotations
 
 import math
+import re
+from collections import Counter
 
 from botocore.exceptions import BotoCoreError, ClientError
 
@@ -33,13 +35,7 @@ STANDARD_QUOTA = ("L-1216C47A", "Running On-Demand Standard (A, C, D, H, I, M, R
 
 def family(instance_type: str) -> str:
     """The letters before the generation digit: 'g' for g6.12xlarge, 'vt' for vt1.3xlarge, 'p' for p5.48xlarge."""
-    name = instance_type.split(".")[0]
-    letters = ""
-    for ch in name:
-        if ch.isdigit():
-            break
-        letters += ch
-    return letters
+    return re.split(r"[\d.]", instance_type, maxsplit=1)[0]
 
 
 def quota_for(instance_type: str) -> tuple[str, str]:
@@ -97,16 +93,11 @@ def offered_azs(ec2: Ec2, instance_type: str) -> set[str]:
 
 def running_vcpus(ec2: Ec2, families: set[str]) -> int:
     """vCPUs of running or pending instances whose family is in `families`."""
-    counts: dict[str, int] = {}
     pages = ec2.get_paginator("describe_instances").paginate(
         Filters=[{"Name": "instance-state-name", "Values": ["pending", "running"]}]
     )
-    for page in pages:
-        for res in page["Reservations"]:
-            for inst in res["Instances"]:
-                t = inst["InstanceType"]
-                if family(t) in families:
-                    counts[t] = counts.get(t, 0) + 1
+    running = (i["InstanceType"] for page in pages for res in page["Reservations"] for i in res["Instances"])
+    counts = Counter(t for t in running if family(t) in families)
     if not counts:
         return 0
     types = ec2.describe_instance_types(InstanceTypes=sorted(counts))["InstanceTypes"]
@@ -119,41 +110,19 @@ def check_quota(
 ) -> tuple[Finding, int, float | None]:
     """The family's On-Demand vCPU quota minus what already runs covers the node group."""
     code, title = quota_for(instance_type)
-    need = vcpus_per_node * node_count
+    check, need = f"vCPU quota {code}", vcpus_per_node * node_count
     try:
         value = float(quotas.get_service_quota(ServiceCode="ec2", QuotaCode=code)["Quota"]["Value"])
     except (ClientError, BotoCoreError) as e:
-        return (
-            Finding(
-                f"vCPU quota {code}",
-                "fail",
-                f"cannot read '{title}': {aws_error(e)}",
-                f"aws service-quotas get-service-quota --service-code ec2 --quota-code {code} --region {region}",
-            ),
-            need,
-            None,
-        )
+        show = f"aws service-quotas get-service-quota --service-code ec2 --quota-code {code} --region {region}"
+        return Finding(check, "fail", f"cannot read '{title}': {aws_error(e)}", show), need, None
     fams = {f for f, (c, _) in QUOTA_BY_FAMILY.items() if c == code} or {family(instance_type)}
     used = running_vcpus(ec2, fams)
     free = value - used
     ok = free >= need
     detail = f"'{title}' is {value:g} vCPUs, {used} in use, {free:g} free; {node_count} x {instance_type} need {need}"
     fix = (
-        ""
-        if ok
-        else (
-            f"aws service-quotas request-service-quota-increase --service-code ec2 --quota-code {code} "
-            f"--desired-value {math.ceil(used + need)} --region {region}"
-        )
+        f"aws service-quotas request-service-quota-increase --service-code ec2 --quota-code {code} "
+        f"--desired-value {math.ceil(used + need)} --region {region}"
     )
-    return Finding(f"vCPU quota {code}", "pass" if ok else "fail", detail, fix), need, free
-
-
-# Reservation states (EC2 API reference, CapacityReservation.State,
-# https://docs.aws.amazon.com/AWSEC2/latest/APIReference/API_CapacityReservation.html; for Capacity Blocks the
-# EC2 user guide's "View Capacity Blocks", https://docs.aws.amazon.com/AWSEC2/latest/UserGuide/capacity-blocks-view.html,
-# read 2026-12-05): a Capacity Block is payment-pending, then scheduled ("the payment was processed and the
-# reservation hasn't started yet"; its available capacity "appears as zero" and the tag
-# aws:ec2capacityreservation:incrementalRequestedQuantity says how many instances it will hold), active from its
-# StartDate, expired at its EndDate; payment-failed releases it. Instances can be launched into it only while it
-# is active (https://docs.aws.amazon.com/AWSEC2/latest/UserGuide/capacity-blocks-using.html).
+    return Finding(check, "pass" if ok else "fail", detail, "" if ok else fix), need, free

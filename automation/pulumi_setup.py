@@ -17,12 +17,12 @@ from __future__ import annotations
 import json
 from collections.abc import Callable, Mapping
 from pathlib import Path
+from typing import Any
 
 import yaml
 
 from automation.pipeline import Finding
 
-PULUMI_CLOUD = "https://api.pulumi.com"
 INSTALL = "curl -fsSL https://get.pulumi.com | sh  (https://www.pulumi.com/docs/install/)"
 LOGIN_FIX = (
     "pulumi login  (Pulumi Cloud, free for one user), or keep the state in your own bucket: "
@@ -36,14 +36,11 @@ PASSPHRASE_FIX = (
 )
 
 
-def pulumi_home(env: Mapping[str, str], user_home: Path) -> Path:
-    return Path(env["PULUMI_HOME"]) if env.get("PULUMI_HOME") else user_home / ".pulumi"
-
-
-def _credentials(home: Path) -> dict:
+def _mapping(path: Path, parse: Callable[[str], Any]) -> dict:
+    """The file parsed; {} when it cannot be read or parsed."""
     try:
-        return json.loads((home / "credentials.json").read_text())
-    except (OSError, ValueError):
+        return parse(path.read_text()) or {}
+    except (OSError, ValueError, yaml.YAMLError):
         return {}
 
 
@@ -51,14 +48,10 @@ def current_backend(env: Mapping[str, str], home: Path, project_dir: Path) -> tu
     """(backend URL, where it was read), in the CLI's order; ("", "") when none is chosen."""
     if env.get("PULUMI_BACKEND_URL"):
         return env["PULUMI_BACKEND_URL"], "PULUMI_BACKEND_URL"
-    try:
-        project = yaml.safe_load((project_dir / "Pulumi.yaml").read_text()) or {}
-    except (OSError, yaml.YAMLError):
-        project = {}
-    url = (project.get("backend") or {}).get("url", "")
+    url = (_mapping(project_dir / "Pulumi.yaml", yaml.safe_load).get("backend") or {}).get("url", "")
     if url:
         return url, "Pulumi.yaml backend.url"
-    current = _credentials(home).get("current", "")
+    current = _mapping(home / "credentials.json", json.loads).get("current", "")
     return (current, f"{home / 'credentials.json'} (pulumi login)") if current else ("", "")
 
 
@@ -76,7 +69,8 @@ def check_backend(env: Mapping[str, str], home: Path, project_dir: Path) -> tupl
         detail = "no state backend is chosen: `pulumi login` was never run"
         return Finding("Pulumi backend", "fail", detail, LOGIN_FIX), ""
     if url.startswith("https://"):
-        token = env.get("PULUMI_ACCESS_TOKEN") or _credentials(home).get("accessTokens", {}).get(url)
+        tokens = _mapping(home / "credentials.json", json.loads).get("accessTokens", {})
+        token = env.get("PULUMI_ACCESS_TOKEN") or tokens.get(url)
         if not token:
             fix = f"pulumi login {url}  (or export PULUMI_ACCESS_TOKEN)"
             return Finding("Pulumi backend", "fail", f"{url} (from {source}) has no access token", fix), url
@@ -88,11 +82,7 @@ def check_passphrase(env: Mapping[str, str], backend: str, stack_file: Path) -> 
     check = "Pulumi secrets passphrase"
     if not backend or backend.startswith("https://"):
         return Finding(check, "skip", f"{backend or 'no backend'}: the backend encrypts the stack's secrets")
-    try:
-        stack = yaml.safe_load(stack_file.read_text()) or {}
-    except (OSError, yaml.YAMLError):
-        stack = {}
-    provider = stack.get("secretsprovider", "passphrase")
+    provider = _mapping(stack_file, yaml.safe_load).get("secretsprovider", "passphrase")
     if not provider.startswith("passphrase"):
         return Finding(check, "pass", f"{stack_file.name} encrypts secrets with {provider}")
     if "PULUMI_CONFIG_PASSPHRASE" in env:
@@ -110,6 +100,6 @@ def pulumi_rows(
     env: Mapping[str, str], user_home: Path, project_dir: Path, stack: str, which: Callable[[str], str | None]
 ) -> list[Finding]:
     """preflight's rows for the pulumi CLI, its backend and the passphrase source."""
-    home = pulumi_home(env, user_home)
+    home = Path(env["PULUMI_HOME"]) if env.get("PULUMI_HOME") else user_home / ".pulumi"
     backend_row, url = check_backend(env, home, project_dir)
     return [check_pulumi_cli(which), backend_row, check_passphrase(env, url, project_dir / f"Pulumi.{stack}.yaml")]

@@ -18,10 +18,9 @@ from automation.aws_clients import AutoScaling, Eks
 from automation.errors import DriverError
 from automation.pipeline import ChangeSummary, StepResult
 
-PULUMI_INSTALL_URL = "https://www.pulumi.com/docs/install/"
 PULUMI_MISSING = (
-    "the pulumi CLI is not installed (the Automation API runs it): install it from "
-    f"{PULUMI_INSTALL_URL} (curl -fsSL https://get.pulumi.com | sh), log in (pulumi login), then run this again; "
+    "the pulumi CLI is not installed (the Automation API runs it): install it from https://www.pulumi.com/docs/install/"
+    " (curl -fsSL https://get.pulumi.com | sh), log in (pulumi login), then run this again; "
     "`python -m automation render --stack NAME` works without it, and `python -m automation run` "
     "(no --stack) runs the same job locally"
 )
@@ -59,9 +58,8 @@ def describe_event(event: auto.EngineEvent) -> str | None:
     """One progress line for an engine event, or None for events not worth a line."""
     if event.resource_pre_event:
         m = event.resource_pre_event.metadata
-        if str(getattr(m.op, "value", m.op)) == "same":
-            return None
-        return f"{getattr(m.op, 'value', m.op)} {m.type} {m.urn.rsplit('::', 1)[-1]}"
+        op = str(getattr(m.op, "value", m.op))
+        return None if op == "same" else f"{op} {m.type} {m.urn.rsplit('::', 1)[-1]}"
     if event.res_op_failed_event:
         m = event.res_op_failed_event.metadata
         return f"failed {m.type} {m.urn.rsplit('::', 1)[-1]}"
@@ -76,10 +74,7 @@ def outputs_dict(raw: Mapping[str, object]) -> dict[str, object]:
 
 
 def preview(stack: StackLike, on_line: Callable[[str], None] = lambda s: None) -> StepResult:
-    summary = _run(stack, "preview", on_line)
-    changes = dict(getattr(summary, "change_summary", None) or {})
-    cs = ChangeSummary(_ops(changes))
-    return StepResult("preview", "pass", f"stack {stack.name}: {cs.line()}", data=cs)
+    return _run(stack, "preview", on_line)
 
 
 def up(
@@ -87,7 +82,7 @@ def up(
 ) -> StepResult:
     """`stack.up`; on failure the error carries `explain_failure()` (the node group's scaling activity)."""
     try:
-        res = _run(stack, "up", on_line)
+        return _run(stack, "up", on_line)
     except DriverError as e:
         cause = ""
         if explain_failure is not None:
@@ -96,36 +91,32 @@ def up(
             except Exception as inner:  # noqa: BLE001 - the explanation is best effort, the failure stands
                 cause = f"(could not read the node group's cause: {type(inner).__name__}: {inner})"
         raise DriverError(f"{e}" + (f"; {cause}" if cause else "")) from None
-    changes = dict(getattr(getattr(res, "summary", None), "resource_changes", None) or {})
-    cs = ChangeSummary(_ops(changes), outputs_dict(getattr(res, "outputs", None) or {}))
-    return StepResult("up", "pass", f"stack {stack.name}: {cs.line()}", data=cs)
 
 
 def destroy(stack: StackLike, on_line: Callable[[str], None] = lambda s: None) -> StepResult:
-    res = _run(stack, "destroy", on_line)
-    changes = dict(getattr(getattr(res, "summary", None), "resource_changes", None) or {})
-    cs = ChangeSummary(_ops(changes))
-    return StepResult("destroy", "pass", f"stack {stack.name}: {cs.line()}", data=cs)
+    return _run(stack, "destroy", on_line)
 
 
-def _ops(changes: Mapping[str, int]) -> dict[str, int]:
-    return {str(getattr(k, "value", k)): int(v) for k, v in changes.items()}
+def _run(stack: StackLike, op: str, on_line: Callable[[str], None]) -> StepResult:
+    """`pulumi <op>`, each engine event worth it said; the step's row from the engine's resource counts by operation
+    (enum keys) and, after `up`, the outputs."""
 
-
-def _run(
-    stack: StackLike, op: str, on_line: Callable[[str], None]
-) -> auto.PreviewResult | auto.UpResult | auto.DestroyResult:
     def on_event(ev: auto.EngineEvent) -> None:
         line = describe_event(ev)
         if line:
             on_line(line)
 
     try:
-        return getattr(stack, op)(on_event=on_event)
+        res = getattr(stack, op)(on_event=on_event)
     except auto.CommandError as e:
         raise DriverError(f"pulumi {op} of stack {stack.name} failed: {_last_lines(str(e))}") from None
     except FileNotFoundError:
         raise DriverError(PULUMI_MISSING, exit_code=2) from None
+    summary = getattr(res, "summary", None)
+    changes = getattr(res, "change_summary", None) if op == "preview" else getattr(summary, "resource_changes", None)
+    counts = {str(getattr(k, "value", k)): int(v) for k, v in (changes or {}).items()}
+    cs = ChangeSummary(counts, outputs_dict(getattr(res, "outputs", None) or {}))
+    return StepResult(op, "pass", f"stack {stack.name}: {cs.line()}", data=cs)
 
 
 def _last_lines(text: str, n: int = 6) -> str:

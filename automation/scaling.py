@@ -1,24 +1,20 @@
 """Scale-to-zero between runs: the GPU node group's desired size, set by the driver (`run`, `scale`).
 
 The Pulumi program leaves ``scalingConfig.desiredSize`` to the driver (infra/manifests.py,
-``DRIVER_OWNED_PROPERTIES``), with ``minSize`` 0, so `up` neither fights a scaled-down group nor scales it
-back. A command that needs the GPU nodes scales the group to ``gpuNodeCount`` in its `scale-up` step and waits
-for the nodes; when it ends (pass, fail or Ctrl-C) its run controller (automation/run_controller.py) scales it
-to ``gpuIdleNodes`` (default 0) unless ``--keep-nodes``.
+``DRIVER_OWNED_PROPERTIES``), ``minSize`` 0, so `up` neither fights nor undoes a scale-down. A command that needs
+the GPU nodes scales the group to ``gpuNodeCount`` (`scale-up` step); when it ends (pass, fail or Ctrl-C) its run
+controller scales it to ``gpuIdleNodes`` unless ``--keep-nodes``.
 
-EKS's ``UpdateNodegroupConfig`` takes ``scalingConfig.desiredSize`` within ``minSize..maxSize``
-(https://docs.aws.amazon.com/eks/latest/APIReference/API_UpdateNodegroupConfig.html); a group that is
-still CREATING or UPDATING answers ``ResourceInUseException``
-(https://docs.aws.amazon.com/eks/latest/APIReference/API_UpdateNodegroupConfig.html#API_UpdateNodegroupConfig_Errors),
-and the API is eventually consistent: the group reports UPDATING and the new size a while after the call.
-So ``set_desired`` waits (bounded, shown) for the group to leave CREATING/UPDATING, retries a refusal with
-backoff, and waits until DescribeNodegroup reports the new size.
+EKS's UpdateNodegroupConfig takes a desiredSize within minSize..maxSize, and a group still CREATING or UPDATING
+answers ResourceInUseException
+(https://docs.aws.amazon.com/eks/latest/APIReference/API_UpdateNodegroupConfig.html#API_UpdateNodegroupConfig_Errors);
+the API is eventually consistent. So ``set_desired`` waits (bounded, shown) for the group to leave CREATING/UPDATING,
+retries a refusal with backoff, and waits until DescribeNodegroup reports the new size.
 
-Nothing scales down under a job: before any scale-down the Ray job API on the head is asked (``head_jobs``);
-a PENDING or RUNNING job, or a head that cannot be asked, keeps the nodes unless forced. While a run starts
-(nodes, add-ons, pods: up to about 53 minutes before the job exists) it holds a ``Lease`` in the idle guard's
-record that the guard honours (infra/idle_guard_script.py); a lease that is not renewed expires, so a driver
-that died cannot keep the GPUs.
+Nothing scales down under a job: the Ray job API on the head is asked first (``head_jobs``); a PENDING or RUNNING
+job, or a head that cannot be asked, keeps the nodes unless forced. While a run starts (up to about 53 minutes
+before the job exists) it holds a ``Lease`` the idle guard honours (infra/idle_guard_script.py); a lease not
+renewed expires, so a driver that died cannot keep the GPUs.
 """
 
 from __future__ import annotations
@@ -26,6 +22,7 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Callable
+from contextlib import suppress
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
@@ -77,15 +74,13 @@ def describe(eks: Eks, ref: NodeGroupRef) -> ApiJson:
 
 
 def sizes(eks: Eks, ref: NodeGroupRef) -> dict[str, int]:
-    """The node group's scalingConfig now: desiredSize, minSize, maxSize."""
     return dict(describe(eks, ref)["scalingConfig"])
 
 
 # ---- the desired size, once EKS will take it --------------------------------------------------------------
 @dataclass(frozen=True)
 class EksWait:
-    """One bounded wait on a node group: every poll said through ``on_progress``, the whole within ``timeout_s``
-    of ``started`` (``clock`` seconds)."""
+    """One bounded wait on a node group: every poll said, the whole within ``timeout_s`` of ``started``."""
 
     eks: Eks
     ref: NodeGroupRef
@@ -98,8 +93,8 @@ class EksWait:
         return self.clock.now() - self.started
 
     def not_busy(self, first: ApiJson | None = None) -> tuple[ApiJson, str]:
-        """The node group (``first``: as just described) once it is neither CREATING nor UPDATING, and the status
-        it waited out ('' if none). DriverError when it is being deleted or failed, or still busy past the bound."""
+        """The group (``first``: as just described) once not BUSY, and the status it waited out ('' if none);
+        DriverError when it is BROKEN or still busy past the bound."""
         ref, waited_out = self.ref, ""
         while True:
             group, first = first or describe(self.eks, ref), None
@@ -125,8 +120,8 @@ class EksWait:
             self.clock.sleep(POLL_S)
 
     def update(self, desired: int) -> str:
-        """UpdateNodegroupConfig, retried with backoff while EKS answers ResourceInUseException (the group went
-        busy between the describe and the call); what it waited out ('' if nothing)."""
+        """UpdateNodegroupConfig, retried while EKS answers ResourceInUseException (the group went busy between
+        the describe and the call); what it waited out ('' if nothing)."""
         waited_out, attempt = "", 0
         while True:
             try:
@@ -147,8 +142,7 @@ class EksWait:
                 waited_out = self.not_busy()[1] or code
 
     def reported(self, desired: int) -> None:
-        """Until DescribeNodegroup reports ``desired`` (the API is eventually consistent); DriverError past the
-        bound."""
+        """Until DescribeNodegroup reports ``desired``; DriverError past the bound."""
         while (reported := sizes(self.eks, self.ref)["desiredSize"]) != desired:
             if self.waited() >= self.timeout_s:
                 raise DriverError(
@@ -161,8 +155,7 @@ class EksWait:
             self.clock.sleep(POLL_S)
 
     def gone(self) -> None:
-        """Until DescribeNodegroup answers ResourceNotFoundException (EKS deleted the group); DriverError past the
-        bound."""
+        """Until DescribeNodegroup answers ResourceNotFoundException; DriverError past the bound."""
         while True:
             try:
                 status = describe(self.eks, self.ref).get("status")
@@ -187,9 +180,8 @@ def set_desired(
     clock: Clock = SYSTEM_CLOCK,
     timeout_s: float = BUSY_WAIT_S,
 ) -> Scaled:
-    """Set the desired size to ``desired`` (no call when it already is): after the group leaves CREATING or
-    UPDATING, retrying ResourceInUseException, until EKS reports the new size; all within ``timeout_s``, each
-    wait said through ``on_progress``. DriverError naming the fix on refusal."""
+    """The desired size at ``desired`` (no call when it already is), by EksWait's steps within ``timeout_s``;
+    DriverError naming the fix on refusal."""
     wait = EksWait(eks, ref, clock, on_progress, clock.now(), timeout_s)
     try:
         first = describe(eks, ref)
@@ -237,12 +229,14 @@ def live_desired_size(eks: Eks, outputs: dict, stack: str) -> int | None:
 
 
 # ---- the nodes ---------------------------------------------------------------------------------------------
+def _ready(node: dict) -> dict | None:
+    """The Kubernetes Node's Ready=True condition, if it has one."""
+    conditions = node.get("status", {}).get("conditions", [])
+    return next((c for c in conditions if c.get("type") == "Ready" and c.get("status") == "True"), None)
+
+
 def ready_count(nodes: list[dict]) -> int:
-    """How many of ``nodes`` (Kubernetes Node objects) report Ready=True."""
-    return sum(
-        any(c.get("type") == "Ready" and c.get("status") == "True" for c in n.get("status", {}).get("conditions", []))
-        for n in nodes
-    )
+    return sum(_ready(n) is not None for n in nodes)
 
 
 def wait_ready(
@@ -274,11 +268,10 @@ def ready_after(nodes: list[dict], started: datetime) -> tuple[tuple[str, float]
     Ready before ``started`` are left out: they did not come up for this scale)."""
     out = []
     for n in nodes:
-        for c in n.get("status", {}).get("conditions", []):
-            if c.get("type") == "Ready" and c.get("status") == "True" and c.get("lastTransitionTime"):
-                at = datetime.fromisoformat(c["lastTransitionTime"].replace("Z", "+00:00"))
-                if at >= started:
-                    out.append((n["metadata"]["name"], round((at - started).total_seconds(), 1)))
+        if (c := _ready(n)) and c.get("lastTransitionTime"):
+            at = datetime.fromisoformat(c["lastTransitionTime"])
+            if at >= started:
+                out.append((n["metadata"]["name"], round((at - started).total_seconds(), 1)))
     return tuple(sorted(out))
 
 
@@ -291,8 +284,7 @@ def scale_up_for_run(
     clock: Clock = SYSTEM_CLOCK,
     timeout_s: float = NODE_WAIT_S,
 ) -> Scaled:
-    """The `scale-up` step's work: the group at ``count`` (gpuNodeCount) and its nodes Ready, with how long they
-    took, all together and each node, and how long EKS kept the group busy first."""
+    """The group at ``count`` and its nodes Ready, with how long they took (all, each) and EKS kept it busy."""
     started = datetime.fromtimestamp(clock.now(), UTC)
     scaled = set_desired(eks, ref, count, on_progress, clock)
     if not scaled.changed and ready_count(list_nodes()) >= count:
@@ -314,8 +306,7 @@ JOBS_SNIPPET = (
 
 
 def head_jobs(pods: RayClusterPods) -> list[dict]:
-    """The Ray job list of the RayCluster's head, asked by exec into the head pod; DriverError when it cannot be
-    asked (no running head pod, the exec or the job server failed)."""
+    """The Ray job list, asked by exec into the head pod; DriverError when it cannot be asked."""
     head = pods.head_pod()
     res = pods.kube.exec(head, pods.namespace, ["python", "-c", JOBS_SNIPPET], timeout_s=60)
     try:
@@ -331,7 +322,6 @@ def head_jobs(pods: RayClusterPods) -> list[dict]:
 
 
 def active_job(jobs: list[dict]) -> str:
-    """'Ray job <id> is RUNNING' for the first PENDING or RUNNING job, '' when none is."""
     for j in jobs:
         if j.get("status") in ACTIVE:
             return f"Ray job {j.get('submission_id') or j.get('job_id')} is {j.get('status')}"
@@ -350,13 +340,10 @@ def job_keeps_nodes(target: AwsTarget) -> str:
 # ---- the idle guard's lease --------------------------------------------------------------------------------
 @dataclass(frozen=True)
 class Lease:
-    """`run`'s claim on the GPU nodes while it starts: ``{"run": id, "what": ..., "until": epoch s}`` under
-    LEASE_KEY of the idle guard's record ConfigMap, which the guard honours until ``until``
-    (infra/idle_guard_script.py ``lease_holds``). A long wait calls ``renew()`` (or passes ``progress(...)`` as its
-    progress callback): the record is rewritten at most once a minute, reading it back to know. A stack without
-    the guard (gpuIdleMinutes 0) or without a cluster to reach gets a lease that does nothing.
-
-    The renew hook for any wait of `run`: ``Lease.of(target).renew()``."""
+    """`run`'s claim on the GPU nodes while it starts: ``lease_doc`` under LEASE_KEY of the idle guard's record,
+    honoured until its ``until`` (infra/idle_guard_script.py ``lease_holds``). A long wait renews it (``renew``,
+    ``progress``, ``sleeping``): written at most once a minute. Without the guard (gpuIdleMinutes 0) or a cluster
+    to reach, the lease does nothing."""
 
     kube: KubeApi | None
     namespace: str
@@ -366,17 +353,14 @@ class Lease:
 
     @classmethod
     def of(cls, target: AwsTarget) -> Lease:
-        clock = target.deps.clock
-        if target.cfg.gpu_nodes.idle_minutes <= 0 or not target.outputs():
-            return cls(None, "", target.run_id, clock)
-        try:
-            kube = target.kube()
-        except DriverError:
-            return cls(None, "", target.run_id, clock)
-        return cls(kube, target.cfg.ray.namespace, target.run_id, clock)
+        kube = None
+        if target.cfg.gpu_nodes.idle_minutes > 0 and target.outputs():
+            with suppress(DriverError):
+                kube = target.kube()
+        return cls(kube, target.cfg.ray.namespace if kube else "", target.run_id, target.deps.clock)
 
     def held(self) -> dict | None:
-        """The lease in the record now (None: none, or it cannot be read)."""
+        """The lease in the record now (None: none, or unreadable)."""
         if self.kube is None:
             return None
         try:
@@ -404,7 +388,7 @@ class Lease:
         return self._write(json.dumps(lease_doc(self.run_id, what, now + self.ttl_s), sort_keys=True))
 
     def release(self) -> bool:
-        """Remove the lease (a JSON merge patch with null deletes the key)."""
+        # a JSON merge patch with null deletes the key
         return self._write(None)
 
     def progress(self, on_progress: Callable[[str], None]) -> Callable[[str], None]:
@@ -428,10 +412,9 @@ class Lease:
 
 # ---- run's start and end -----------------------------------------------------------------------------------
 def scale_up(target: AwsTarget, prior: Prior) -> StepResult:
-    """The `scale-up` step of a command that needs the GPU nodes (automation/run_controller.py): the price asked
-    about when the group must grow, the idle guard's lease taken and held by the target until the run's end, then
-    the group at gpuNodeCount and its nodes Ready. Skipped when the stack's outputs are not read (--kubeconfig),
-    since the node group's name comes from them."""
+    """The `scale-up` step: the price asked about when the group must grow, the idle guard's lease taken (held by
+    the target until the run's end), then the group at gpuNodeCount and its nodes Ready. Skipped with --kubeconfig:
+    the node group's name comes from the stack's outputs."""
     outputs = target.outputs()
     if not outputs:
         return StepResult("scale-up", "skip", "the GPU node group is not known with --kubeconfig: not scaled")
@@ -454,9 +437,8 @@ def scale_up(target: AwsTarget, prior: Prior) -> StepResult:
 
 
 def after_run(target: AwsTarget, keep_nodes: bool, force: bool = False) -> str:
-    """When `run` on AWS ends (pass, fail or Ctrl-C): the lease released and the GPU nodes at gpuIdleNodes unless
-    ``keep_nodes`` or a job still holds them (``force`` scales anyway); the line that says what happened and what
-    runs now."""
+    """When `run` on AWS ends: the lease released and the GPU nodes at gpuIdleNodes unless ``keep_nodes`` or a job
+    holds them (``force`` scales anyway); the line saying what happened and what runs now."""
     try:
         return _scale_after_run(target, keep_nodes, force)
     finally:
@@ -489,24 +471,17 @@ def _scale_after_run(target: AwsTarget, keep_nodes: bool, force: bool) -> str:
                 f"{target.cfg.gpu_nodes.idle_minutes} after the last job"
             )
         scaled = set_desired(eks, ref, idle, target.on_progress, target.deps.clock)
-    except (DriverError, ClientError, BotoCoreError) as e:
-        return f"GPU nodes NOT scaled down ({e}): the nodes of {group} that run cost money until {by_hand}"
     except Exception as e:  # noqa: BLE001 - the clean-up of any exit must not hide the run's own failure
-        return (
-            f"GPU nodes NOT scaled down ({type(e).__name__}: {e}): the nodes of {group} that run cost money until "
-            f"{by_hand}"
-        )
+        why = str(e) if isinstance(e, (DriverError, ClientError, BotoCoreError)) else f"{type(e).__name__}: {e}"
+        return f"GPU nodes NOT scaled down ({why}): the nodes of {group} that run cost money until {by_hand}"
     keep = f"pass --keep-nodes to keep them, `python -m automation scale --stack {stack} --gpu-nodes N` by hand"
     return f"{scaled.text()} ({GpuNodesConfig.keyname('idle_nodes')} {idle}); {running_line(target, idle)}; {keep}"
 
 
 def running_line(target: AwsTarget, gpu_nodes: int) -> str:
-    est = target.price(gpu_nodes)
-    cfg = target.cfg
-    what = (
-        f"{gpu_nodes} x {cfg.gpu_nodes.instance_type} and {cfg.system_nodes.count} x {cfg.system_nodes.instance_type}"
-    )
-    return f"running now: {what}, {est.text()} On-Demand (plus the EKS control plane and the NAT gateway)"
+    gpu, system, cost = target.cfg.gpu_nodes, target.cfg.system_nodes, target.price(gpu_nodes).text()
+    what = f"{gpu_nodes} x {gpu.instance_type} and {system.count} x {system.instance_type}"
+    return f"running now: {what}, {cost} On-Demand (plus the EKS control plane and the NAT gateway)"
 
 
 def now_running(target: AwsTarget) -> dict[str, object]:
@@ -518,8 +493,7 @@ def now_running(target: AwsTarget) -> dict[str, object]:
         gpu = sizes(target.deps.client("eks"), nodegroup_ref(outputs, target.cfg.stack))["desiredSize"]
     except (ClientError, BotoCoreError, DriverError) as e:
         return {"gpu_nodes": None, "note": f"EKS: {e}"}
-    est = target.price(gpu)
-    return {"gpu_nodes": gpu, "text": running_line(target, gpu), "cost": est.to_dict()}
+    return {"gpu_nodes": gpu, "text": running_line(target, gpu), "cost": target.price(gpu).to_dict()}
 
 
 def guard_record(kube: KubeApi, namespace: str) -> dict | str:
