@@ -198,6 +198,7 @@ COMPARED = (
 
 def _bench(name: str):
     spec = importlib.util.spec_from_file_location(f"bench_{name}", REPO / "bench" / f"{name}.py")
+    assert spec and spec.loader, f"bench/{name}.py cannot be loaded"
     mod = importlib.util.module_from_spec(spec)
     sys.modules[spec.name] = mod  # dataclasses look their module up there
     spec.loader.exec_module(mod)
@@ -343,7 +344,9 @@ def test_an_unsharded_job_is_told_to_turn_off_the_durability_checkpoints():
 def _predicted_tokens_per_s() -> tuple[int, int]:
     text = (REPO / "bench" / "results" / "2026-12-05-h100" / "README.md").read_text()
     row = next(line for line in text.splitlines() if line.startswith("| **new default** |"))
-    low, high = re.search(r"\*\*([\d,]+)–([\d,]+)\*\*", row).groups()
+    found = re.search(r"\*\*([\d,]+)–([\d,]+)\*\*", row)
+    assert found, f"no predicted range in {row!r}"
+    low, high = found.groups()
     return int(low.replace(",", "")), int(high.replace(",", ""))
 
 
