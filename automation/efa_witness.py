@@ -1,5 +1,5 @@
 """The second witness of a run's transport: every GPU node's EFA port counters, read before the job
-starts and after it ends, weighed against the bytes bench/throughput_model.py predicts.
+starts and after it ends, weighed against the bytes workloads/throughput_model.py predicts.
 
     before = efa_witness.snapshot(target)          # before the job is submitted (the `counters` step)
     ...                                             # the job runs
@@ -21,11 +21,11 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from automation.errors import DriverError
-from automation.throughput import nic_bytes_per_step
 from workloads.nccl_check.counters import UNREAD, NodeReading, deltas
 from workloads.nccl_check.verdict import ChannelClaim
 from workloads.nccl_check.witnesses import Witnesses, judge, not_applicable
 from workloads.summary import RunSummary
+from workloads.throughput_model import nic_bytes_per_step
 
 if TYPE_CHECKING:
     from automation.targets import Target

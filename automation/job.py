@@ -29,7 +29,7 @@ from workloads.uri import parse_location
 STACK_KEY = StackConfig.keyname("train", prefixed=True)
 
 # The cluster's job: Qwen2.5-1.5B on 8 workers x 1 GPU (two g6.12xlarge) in the layout that
-# bench/throughput_model.py chooses (bench/results/2026-12-04-h200/README.md): HSDP 2 x 4
+# workloads/throughput_model.py chooses (bench/results/2026-12-04-h200/README.md): HSDP 2 x 4
 # (shard inside a node, replicate across the two), so only a bf16 gradient all-reduce crosses the
 # 40 Gbps NIC (3.09 GB per step, against 8.10 GB for FSDP over 8 with an fp32 reduce);
 # 8 x 2048-token micro-batches per worker and no accumulation (8 x 8 = 64 sequences per step);

@@ -1,2 +1,1 @@
-"""Scripts that print measured numbers; ``bench.throughput_model`` is also imported by the driver's
-``bench`` command."""
+"""Scripts that print measured numbers. No product package imports them (.ci/checks/contract_imports.py)."""

@@ -8,7 +8,7 @@ and what a resume costs, from the corpus' start versus from a saved data positio
 It reads through the same code the training loop uses (workloads.data.MicroBatches, local or s3://
 through pyarrow, without Ray) and prints one JSON line per measurement: what rank 0 of --world reads
 of the corpus, its tokens/s, the tokens/s one rank of the cluster default consumes on 8 L4s
-(bench/throughput_model.py's prediction), and the first micro-batch of a resume.
+(workloads/throughput_model.py's prediction), and the first micro-batch of a resume.
 """
 
 from __future__ import annotations
@@ -80,10 +80,10 @@ def share_read(data: str, rank: int, world: int) -> dict:
 
 
 def cluster_demand() -> dict:
-    """Tokens/s one rank of the cluster default consumes (8 L4s, bench/throughput_model.py's
+    """Tokens/s one rank of the cluster default consumes (8 L4s, workloads/throughput_model.py's
     prediction over EFA with overlap at the slow and the fast achievable L4 rate), and the most it
     could consume (compute-only at the fast rate)."""
-    import throughput_model as tm
+    from workloads import throughput_model as tm
 
     best = tm.choose_default(tm.candidate_table(tm.load_rows(tm.DEFAULT_ROWS), {}))
     per_rank = best["tokens_per_rank_step"]

@@ -67,7 +67,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from bench.throughput_model import CONTEXT_GIB, MARGIN_GIB, NCCL_GIB  # noqa: E402
+from workloads.throughput_model import CONTEXT_GIB, MARGIN_GIB, NCCL_GIB  # noqa: E402
 
 GIB = 1024**3
 BF16, FP32 = 2, 4

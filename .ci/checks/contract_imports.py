@@ -1,6 +1,7 @@
 """The modules of `workloads` that `infra` may import (workloads.CONTRACT_MODULES: TrainConfig, the path
 parser, the shared error, the workers' environment) import only the standard library and each other,
-and `infra` imports nothing else of `workloads` (no torch, no ray: Pulumi's virtualenv has neither)."""
+and `infra` imports nothing else of `workloads` (no torch, no ray: Pulumi's virtualenv has neither). No product
+package (infra, automation, workloads) imports `bench`: its scripts print numbers over the product, never under it."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ import ast
 import sys
 from pathlib import Path
 
-from _repo import REPO, finish
+from _repo import PACKAGES, REPO, finish
 
 
 def imports(path: Path) -> list[tuple[int, str]]:
@@ -22,21 +23,28 @@ def imports(path: Path) -> list[tuple[int, str]]:
     return found
 
 
-def problems() -> list[str]:
-    sys.path.insert(0, str(REPO))
-    from workloads import CONTRACT_MODULES
+def problems(repo: Path = REPO, contract: tuple[str, ...] | None = None) -> list[str]:
+    """Every import that breaks a rule of the module docstring in the tree at `repo` (`contract`: the
+    contract modules, default workloads.CONTRACT_MODULES)."""
+    if contract is None:
+        sys.path.insert(0, str(repo))
+        from workloads import CONTRACT_MODULES as contract
 
     out = []
-    for module in CONTRACT_MODULES:
-        path = REPO / (module.replace(".", "/") + ".py")
+    for module in contract:
+        path = repo / (module.replace(".", "/") + ".py")
         for line, name in imports(path):
             top = name.split(".")[0]
-            if top not in sys.stdlib_module_names and name not in CONTRACT_MODULES:
-                out.append(f"{path.relative_to(REPO)}:{line} imports {name}: a contract module takes the stdlib only")
-    for path in sorted((REPO / "infra").rglob("*.py")):
+            if top not in sys.stdlib_module_names and name not in contract:
+                out.append(f"{path.relative_to(repo)}:{line} imports {name}: a contract module takes the stdlib only")
+    for path in sorted((repo / "infra").rglob("*.py")):
         for line, name in imports(path):
-            if name.split(".")[0] == "workloads" and name not in CONTRACT_MODULES:
-                out.append(f"{path.relative_to(REPO)}:{line} imports {name}: infra may import only {CONTRACT_MODULES}")
+            if name.split(".")[0] == "workloads" and name not in contract:
+                out.append(f"{path.relative_to(repo)}:{line} imports {name}: infra may import only {contract}")
+    for path in sorted(p for package in PACKAGES for p in (repo / package).rglob("*.py")):
+        for line, name in imports(path):
+            if name.split(".")[0] == "bench":
+                out.append(f"{path.relative_to(repo)}:{line} imports {name}: a product package never imports bench/")
     return out
 
 

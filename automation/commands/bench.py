@@ -15,7 +15,7 @@ command fails naming the lines that show the other network. Each run has its own
 run's lines can count in the other's verdict. The third, the precision leg, is the EFA job on the same nodes in
 the other precision: bf16 (`float8: off`) when the job runs float8 (the cluster default), else float8 tensorwise;
 its run id ends in `-bf16` or `-float8`. It prints tokens/s, MFU and step time (the job's own summary: step time is
-the median step) for each, the EFA/TCP and float8/bf16 ratios, and bench/throughput_model.py's prediction for the
+the median step) for each, the EFA/TCP and float8/bf16 ratios, and workloads/throughput_model.py's prediction for the
 job's layout in both precisions with the assumption the L4's float8 prediction rests on and what falsifies it;
 with the runs' metrics it writes their report side by side (automation/commands/report.py, --compare).
 On the stack's cluster every leg (and `--collectives`) runs under one run controller
@@ -55,10 +55,10 @@ from automation.job import cluster_job, stack_label
 from automation.pipeline import PipelineResult, TrainOutcome, TransportVerdict
 from automation.run_controller import RunController
 from automation.targets import aws
-from automation.throughput import load_model, model_row, model_rows
 from automation.ui import Output, Ui
 from infra.config import GpuNodesConfig, StackConfig, known_stacks
 from workloads import collectives_bench
+from workloads import throughput_model as model
 from workloads.config import TrainConfig, TrainConfigError, new_run_id
 from workloads.summary import RunSummary
 
@@ -279,8 +279,7 @@ def prediction(job: TrainConfig, cfg: StackConfig) -> dict[str, object]:
             "config": None,
             "note": f"the model covers g6.12xlarge only, the stack has {cfg.gpu_nodes.instance_type}",
         }
-    model = load_model()
-    row = model_row(model_rows(), job, cfg.gpu_nodes.gpus_per_node)
+    row = model.model_row(model.model_rows(), job, cfg.gpu_nodes.gpus_per_node)
     if row is None:
         return {"config": None, "note": "the model has no measured row with this job's layout (mesh, batch, dtype)"}
     at = [model.predict(row, rate) for rate in model.L4_ACHIEVABLE_TFLOPS]
@@ -308,13 +307,12 @@ def prediction(job: TrainConfig, cfg: StackConfig) -> dict[str, object]:
 def precision_prediction(job: TrainConfig, cfg: StackConfig) -> dict[str, object]:
     """The model's float8/bf16 tokens/s over EFA for this job at both L4 rates, the assumption that prediction
     rests on and what falsifies it; or why there is none."""
-    model = load_model()
     said = {"assumption": model.L4_POWER_ASSUMPTION, "falsified_by": model.L4_POWER_FALSIFIED_BY}
     if cfg.gpu_nodes.instance_type != "g6.12xlarge":
         return {**said, "ratio": None, "note": f"the model covers g6.12xlarge only, not {cfg.gpu_nodes.instance_type}"}
     float8 = job.float8 if job.float8 != "off" else "tensorwise"
-    rows, per_node = model_rows(), cfg.gpu_nodes.gpus_per_node
-    f8, bf = (model_row(rows, dataclasses.replace(job, float8=v), per_node) for v in (float8, "off"))
+    rows, per_node = model.model_rows(), cfg.gpu_nodes.gpus_per_node
+    f8, bf = (model.model_row(rows, dataclasses.replace(job, float8=v), per_node) for v in (float8, "off"))
     if f8 is None or bf is None:
         return {**said, "ratio": None, "note": "the model has no measured float8 and bf16 rows of this job's layout"}
     rates = model.L4_ACHIEVABLE_TFLOPS

@@ -251,7 +251,7 @@ def plot_efa(runs: list[RunData], path: Path) -> Path:
     xs = range(len(rows))
     predicted = [(n.get("predicted_bytes") or 0) / 1e9 for _, n in rows]
     counted = [n["counted_bytes"] / 1e9 for _, n in rows]
-    ax.bar([x - 0.2 for x in xs], predicted, width=0.4, label="predicted (bench/throughput_model.py)")
+    ax.bar([x - 0.2 for x in xs], predicted, width=0.4, label="predicted (workloads/throughput_model.py)")
     bars = ax.bar([x + 0.2 for x in xs], counted, width=0.4, label="counted (tx_bytes after - before)")
     for bar, (_, n) in zip(bars, rows, strict=True):
         if n.get("ratio") is not None:

@@ -4,7 +4,7 @@ On each GPU node, in one Ray worker pod there: its GPUs as `nvidia-smi` reports 
 promises, no uncorrected ECC error since the driver loaded, no row remap pending or failed) and the node
 monitoring agent's GPU condition on the node. Between the nodes: one short all-reduce sweep over EFA as the
 pods are configured (automation/collectives_pods.py, about 20 s), whose bus bandwidth must reach GATE_SHARE of
-the link rate bench/throughput_model.py assumes. A node that fails is cordoned and named with why; the step
+the link rate workloads/throughput_model.py assumes. A node that fails is cordoned and named with why; the step
 fails, so the pipeline stops before `submit` and the run controller's finally scales the GPU nodes down.
 `--skip-gate` skips all of it (SKIP_GATE_HELP). verify asks "is the cluster what the stack promised?"; the gate
 asks "are these nodes healthy enough to spend money training on?", a separate step so it can be skipped alone.
@@ -24,8 +24,8 @@ from automation.steps.place import by_place
 from automation.steps.verify_checks import gpu_health, name_of
 from automation.targets.aws import AwsTarget
 from automation.targets.local import LocalTarget
-from automation.throughput import load_model
 from infra.names import GPU_NODE_SELECTOR
+from workloads import throughput_model
 
 SKIP_GATE_HELP = (
     "skip the gate before training (nvidia-smi's GPU count, ECC and row-remap state and the node monitoring "
@@ -48,7 +48,7 @@ NVIDIA_SMI_FIELDS = (
 NOT_REPORTED = ("[N/A]", "N/A", "[Not Supported]", "Not Supported", "")
 # The share of the throughput model's EFA rate the all-reduce's bus bandwidth must reach. Half: nccl-tests' busbw on
 # a healthy link lands well above it at 256 MiB (the default training job was chosen to hide the network at the
-# full rate with margin, bench/throughput_model.py's choose_default), while a link that falls back to fewer EFA
+# full rate with margin, workloads/throughput_model.py's choose_default), while a link that falls back to fewer EFA
 # paths, a misconfigured NIC or a sick peer shows as a fraction of it.
 GATE_SHARE = 0.5
 # One size, few calls: about 20 s with torchrun's and NCCL's start; the label names the result file in the pod.
@@ -122,7 +122,7 @@ def check_link(doc: Mapping, nodes: Sequence[str], link_gbps: float) -> Finding:
     collective's time cannot tell which end is slow."""
     need = GATE_SHARE * link_gbps
     try:
-        got = load_model().measured_nic_gbps(dict(doc), "the gate's all-reduce")
+        got = throughput_model.measured_nic_gbps(dict(doc), "the gate's all-reduce")
     except SystemExit as e:
         return Finding("EFA between the GPU nodes", "fail", f"{e} (between {', '.join(nodes)})", "")
     return Finding.judged(
@@ -177,7 +177,7 @@ def link_check(cluster: RayClusterPods, pods: list[collectives_pods.WorkerPod], 
         doc = collectives_pods.sweep_on(cluster.kube.exec, pods, cluster.namespace, gpus, {}, GATE_SWEEP)
     except DriverError as e:
         return Finding("EFA between the GPU nodes", "fail", str(e), "kubectl logs and describe the pod named")
-    return check_link(doc, [p.node for p in pods], load_model().NIC_GBPS["efa"])
+    return check_link(doc, [p.node for p in pods], throughput_model.NIC_GBPS["efa"])
 
 
 def run_local(target: LocalTarget, prior: Prior) -> StepResult[GateOutcome]:

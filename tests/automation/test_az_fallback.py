@@ -111,7 +111,8 @@ class FailedGroupEks:
     and gone (DescribeNodegroup's ResourceNotFoundException) ``deleting_polls`` describes after."""
 
     def __init__(self, deleting_polls: int = 2):
-        self.status, self.polls_left, self.calls = "CREATE_FAILED", deleting_polls, []
+        self.status, self.polls_left = "CREATE_FAILED", deleting_polls
+        self.calls: list[tuple[str, str]] = []
 
     def list_nodegroups(self, clusterName):  # noqa: N803 (boto3's keyword)
         return {"nodegroups": ["gpu-a"]}

@@ -36,7 +36,8 @@ class FailingEks:
     """An EKS client whose ``failing`` call raises ``error``; the other answers as EKS's DescribeNodegroup does."""
 
     def __init__(self, failing: str, error: Exception):
-        self.failing, self.error, self.updates = failing, error, []
+        self.failing, self.error = failing, error
+        self.updates: list[dict] = []
 
     def describe_nodegroup(self, **kw):
         if self.failing == "describe_nodegroup":
@@ -90,7 +91,8 @@ class FailingEc2:
     """An EC2 client whose cancel of the reservations in ``failing`` raises ``error``."""
 
     def __init__(self, failing: set[str], error: Exception):
-        self.failing, self.error, self.cancelled = failing, error, []
+        self.failing, self.error = failing, error
+        self.cancelled: list[str] = []
 
     def cancel_capacity_reservation(self, CapacityReservationId: str):  # noqa: N803 - boto3's argument name
         if CapacityReservationId in self.failing:

@@ -12,9 +12,9 @@ from conftest import quiet_stack
 from automation import efa_witness
 from automation.job import cluster_job
 from automation.pipeline import RunState
-from automation.throughput import nic_bytes_per_step
 from workloads.nccl_check.counters import NodeReading
 from workloads.summary import RunSummary
+from workloads.throughput_model import nic_bytes_per_step
 
 ONE_NIC = NodeReading({"rdmap0s31": {"tx_bytes": 0}})
 

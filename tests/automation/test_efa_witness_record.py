@@ -11,11 +11,11 @@ from conftest import quiet_stack
 
 from automation import efa_witness as ew
 from automation.job import cluster_job
-from automation.throughput import nic_bytes_per_step
 from workloads.nccl_check import witnesses as w
 from workloads.nccl_check.counters import NodeReading
 from workloads.nccl_check.records import Evidence
 from workloads.nccl_check.verdict import ChannelClaim
+from workloads.throughput_model import nic_bytes_per_step
 
 JOB = cluster_job(quiet_stack("us-west-2"), "r1", None, None)  # 8 workers of 1 GPU: 4 GPUs a node on 2 nodes
 

@@ -30,6 +30,7 @@ from automation.job import (
 from automation.storage import CHECKPOINT_EVERY, MAX_FAILURES, Durability, outside_run_bucket
 from infra.config import parse_quantity
 from workloads.config import BLOCK_FIELDS, DRIVER_FIELDS, TrainConfig, TrainConfigError
+from workloads.throughput_model import reserved_limit_gib
 from workloads.train import parse_config
 
 
@@ -197,6 +198,7 @@ COMPARED = (
 
 def _bench(name: str):
     spec = importlib.util.spec_from_file_location(f"bench_{name}", REPO / "bench" / f"{name}.py")
+    assert spec and spec.loader, f"bench/{name}.py cannot be loaded"
     mod = importlib.util.module_from_spec(spec)
     sys.modules[spec.name] = mod  # dataclasses look their module up there
     spec.loader.exec_module(mod)
@@ -205,9 +207,9 @@ def _bench(name: str):
 
 def test_cluster_job_fits_an_l4_by_measured_memory():
     """The stack's default job, as the driver submits it, was measured (bench/fake_rank_step.py, rank 0 of
-    a fake world of 8 on an H100) and its peak reserved memory fits bench/throughput_model.py's L4 budget."""
+    a fake world of 8 on an H100) and its peak reserved memory fits workloads/throughput_model.py's L4 budget."""
     job = parse_config(command(cluster_job(stack_cfg(), "r1"))[2:])
-    fake, budget = _bench("fake_rank_step"), _bench("throughput_model")
+    fake = _bench("fake_rank_step")
     # fake_rank_step's own base: TrainConfig's defaults, the rest from the row's config string
     base = TrainConfig(preset=job.preset, seq_len=job.seq_len, num_workers=job.num_workers, use_gpu=True)
     files = [*sorted(MEASURED.glob("sac-sweep?.jsonl")), MEASURED_FLOAT8]
@@ -220,7 +222,7 @@ def test_cluster_job_fits_an_l4_by_measured_memory():
         and tuple(getattr(fake.parse_config(r["config"], base, r["world"]), k) for k in COMPARED) == key
     ]
     assert reserved, f"no measured row in {MEASURED} for the cluster job {key}: measure it before making it the default"
-    limit = budget.reserved_limit_gib()
+    limit = reserved_limit_gib()
     assert max(reserved) <= limit, (
         f"cluster job {key} reserves {max(reserved):.1f} GiB, over the L4 budget's {limit:.2f}"
     )
@@ -342,7 +344,9 @@ def test_an_unsharded_job_is_told_to_turn_off_the_durability_checkpoints():
 def _predicted_tokens_per_s() -> tuple[int, int]:
     text = (REPO / "bench" / "results" / "2026-12-05-h100" / "README.md").read_text()
     row = next(line for line in text.splitlines() if line.startswith("| **new default** |"))
-    low, high = re.search(r"\*\*([\d,]+)–([\d,]+)\*\*", row).groups()
+    found = re.search(r"\*\*([\d,]+)–([\d,]+)\*\*", row)
+    assert found, f"no predicted range in {row!r}"
+    low, high = found.groups()
     return int(low.replace(",", "")), int(high.replace(",", ""))
 
 

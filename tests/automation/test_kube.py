@@ -41,7 +41,7 @@ class CutStream:
         return False
 
     @property
-    def returncode(self):
+    def returncode(self) -> int:
         # What a status read from an empty error channel comes to: indexing None (a TypeError).
         empty_channel: dict | None = None
         return empty_channel["status"]  # type: ignore[index]

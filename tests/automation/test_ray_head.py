@@ -83,7 +83,9 @@ def fake_prints(argv: list[str], status: str = "RUNNING", log: tuple[str, ...] =
     if argv[2] != "submit":
         jobs.answer("head", submit_command(ARGS, "/src"))
         clock.t = {"PENDING": 0, "RUNNING": 50}.get(status, 1000)
-    return STAMP.sub("T", jobs.answer("head", argv).stdout)
+    answer = jobs.answer("head", argv)
+    assert answer is not None, f"the fake head has no answer to {argv}"
+    return STAMP.sub("T", answer.stdout)
 
 
 ARGS = TrainConfig(preset="tiny", run_id="r1", num_workers=2)

@@ -337,7 +337,7 @@ class _Kube:
         return [pulled_event("w", cold(30), stamp(96))]
 
 
-def test_observe_reads_the_clusters_pods_the_gpu_nodes_and_the_namespaces_events():
+def test_observe_reads_the_clusters_pods_the_gpu_nodes_and_the_namespaces_events() -> None:
     kube = _Kube()
     got = observe(kube, "ray", "rc", T0 + timedelta(seconds=160))  # type: ignore[arg-type]
     assert got == StartPhases(50.0, 30.0, 4.0, 60.0, 13_000_000_000), got

@@ -1,10 +1,9 @@
 """On a CUDA machine (`pytest -m gpu`): the chosen cluster default, as rank 0 of a fake world of 8 on
-2 nodes of 4 (bench/fake_rank_step.py), fits an L4 under bench/throughput_model.py's budget (reserved +
+2 nodes of 4 (bench/fake_rank_step.py), fits an L4 under workloads/throughput_model.py's budget (reserved +
 the CUDA context + NCCL's buffers + a margin) and sends only the bf16 gradient all-reduce across nodes."""
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import subprocess
 import sys
@@ -13,9 +12,11 @@ import pytest
 import torch
 from conftest import REPO
 
+from workloads import throughput_model
+
 pytestmark = [pytest.mark.gpu, pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")]
 
-# The default bench/throughput_model.py chose on 2026-12-05 (bench/results/2026-12-05-h100/README.md says why).
+# The default workloads/throughput_model.py chose on 2026-12-05 (bench/results/2026-12-05-h100/README.md says why).
 DEFAULT = (
     "mesh=hsdp+micro_batch_size=8+reduce_dtype=bfloat16+activation_checkpointing=1+ac_policy=attention"
     "+reshard_after_forward=1+loss_chunk_size=2048"
@@ -32,22 +33,14 @@ def row(tmp_path_factory) -> dict:
     return json.loads(out.read_text().splitlines()[0])
 
 
-def _budget():
-    spec = importlib.util.spec_from_file_location("bench_throughput_model", REPO / "bench" / "throughput_model.py")
-    mod = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = mod  # dataclasses look their module up there
-    spec.loader.exec_module(mod)
-    return mod
-
-
 def test_default_fits_the_l4_budget(row):
     assert "oom" not in row and "error" not in row, f"expected the default to run, got {row}"
-    limit, got = _budget().reserved_limit_gib(), row["peak_reserved_gib"]
+    limit, got = throughput_model.reserved_limit_gib(), row["peak_reserved_gib"]
     assert got <= limit, f"expected at most {limit:.2f} GiB reserved per rank, got {got:.2f} GiB"
 
 
 def test_memory_outside_the_allocator_is_within_the_budgets_context(row):
-    budget, got = _budget().CONTEXT_GIB, row["outside_allocator_gib"]
+    budget, got = throughput_model.CONTEXT_GIB, row["outside_allocator_gib"]
     assert got <= budget + 0.05, f"expected at most {budget:.2f} GiB outside PyTorch's allocator, got {got:.2f} GiB"
 
 

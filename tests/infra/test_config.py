@@ -85,8 +85,9 @@ def test_driver_set_train_key_is_refused_by_infra():
         _validate({"train": {"run_id": "x"}})
 
 
-def test_config_is_frozen():
-    cfg = quiet_stack("us-west-2")
+def test_config_is_frozen() -> None:
+    # conftest is not on mypy's path (tests/ is not a package base: pyproject.toml), so the type is named here
+    cfg: StackConfig = quiet_stack("us-west-2")
     with pytest.raises(AttributeError):
         cfg.gpu_nodes.node_count = 3  # type: ignore[misc]
 

@@ -490,9 +490,9 @@ def routine_answer(request: PodRequest, pod: str, efa: FakeEfaNodes) -> ExecResu
 
 
 def predicted_job_bytes(steps: int) -> float:
-    """The bytes per NIC bench/throughput_model.py predicts for `steps` of the cluster's default job."""
+    """The bytes per NIC workloads/throughput_model.py predicts for `steps` of the cluster's default job."""
     from automation.job import cluster_job
-    from automation.throughput import nic_bytes_per_step
+    from workloads.throughput_model import nic_bytes_per_step
 
     job = cluster_job(stack_config(), "r1", None, None)
     per_step = nic_bytes_per_step(job, 4)

@@ -292,7 +292,8 @@ class _RayTrainStandIn:
     hands the newest back, as the controller does to a restarted worker group."""
 
     def __init__(self, store: Path):
-        self.store, self.reports = store, []
+        self.store = store
+        self.reports: list = []
 
     def report(self, metrics, checkpoint=None):
         kept = None

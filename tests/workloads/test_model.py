@@ -269,7 +269,7 @@ def _fake_torchao(monkeypatch) -> list[str]:
             return Float8LinearConfig()
 
     fake = types.ModuleType("torchao.float8")
-    fake.convert_to_float8_training, fake.Float8LinearConfig = convert, Float8LinearConfig
+    fake.__dict__.update(convert_to_float8_training=convert, Float8LinearConfig=Float8LinearConfig)
     monkeypatch.setitem(sys.modules, "torchao", types.ModuleType("torchao"))
     monkeypatch.setitem(sys.modules, "torchao.float8", fake)
     return swapped

@@ -38,7 +38,7 @@ def _steps(opt_of, clip: float, n: int = 4):
     data = [torch.randint(0, VOCAB, (4, 6), generator=g) for _ in range(n)]
     out = []
     for ids in data:
-        stats = {}
+        stats: dict = {}
         loss = train_step(model, opt, iter([(ids, ids.roll(-1, 1))]), 1, clip, CPU, VOCAB, stats)
         out.append((loss.item(), stats["grad_norm"].item()))
     return model, opt, out

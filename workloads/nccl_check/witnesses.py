@@ -3,7 +3,7 @@ the wire). Pure: the caller reads the logs, the counters and the model's predict
 
 Rules (`require` is the NCCL check's):
 - efa: pass only when the log's verdict is pass AND every EFA device sent at least MIN_FRACTION of the
-  bytes per NIC that bench/throughput_model.py predicts for the run's steps. A log that says EFA over
+  bytes per NIC that workloads/throughput_model.py predicts for the run's steps. A log that says EFA over
   counters that stayed below is a fail of its own ("the log says EFA, the NIC did not carry it").
   Counters that moved while the log is inconclusive say so, and are no pass.
 - socket (bench's TCP run): pass only when the log says sockets AND no EFA device sent more than
@@ -278,7 +278,8 @@ def _judge(
         return Witnesses(
             NO_PREDICTION,
             False,
-            "counter witness cannot be weighed: bench/throughput_model.py has no measured row for this job's layout "
+            "counter witness cannot be weighed: workloads/throughput_model.py has no measured row "
+            "for this job's layout "
             f"(counted: {', '.join(f'{r.node}/{r.device} {r.counted:,} B' for r in rows)})",
             rows,
             log_verdict=log_verdict,

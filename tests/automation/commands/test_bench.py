@@ -133,7 +133,7 @@ def test_each_run_reports_tokens_per_s_mfu_and_step_time_from_its_summary(passin
 
 def test_prediction_is_for_the_layout_the_model_chose_as_the_cluster_job_in_float8(passing):
     _, ui, _ = passing
-    model = bench.load_model()
+    model = bench.model
     chosen = model.choose_default(model.candidate_table(model.load_rows(model.DEFAULT_ROWS), {}))["config"]
     got = ui.doc["prediction"]["config"]
     assert got == f"{chosen}+float8=tensorwise+f8only=mlp", f"expected {chosen!r} with float8, got {got!r}"
@@ -224,7 +224,7 @@ def test_job_that_fits_one_node_is_refused_before_any_submit(tmp_path):
 
 
 # ---- automation/commands/bench.py without a cluster: the two run ids, and which of the throughput
-# model's measured rows (bench/throughput_model.py) a job's prediction comes from.
+# model's measured rows (workloads/throughput_model.py) a job's prediction comes from.
 
 REPO = Path(__file__).resolve().parents[3]
 
@@ -248,7 +248,7 @@ def test_neither_run_id_scopes_the_others_nccl_log(base):
 
 def test_job_with_an_unmeasured_layout_has_no_model_row(cfg):
     job = dataclasses.replace(cluster_job(cfg, "r1"), seq_len=4096)
-    row = bench.model_row(bench.model_rows(), job, cfg.gpu_nodes.gpus_per_node)
+    row = bench.model.model_row(bench.model.model_rows(), job, cfg.gpu_nodes.gpus_per_node)
     assert row is None, f"expected no measured row for seq_len 4096, got {row and row['config']}"
 
 
@@ -260,8 +260,8 @@ def test_prediction_of_another_instance_type_says_the_model_does_not_cover_it(cf
 
 def test_prediction_ratio_spans_the_models_efa_over_tcp_at_both_l4_rates(cfg):
     job = cluster_job(cfg, "r1")
-    model = bench.load_model()
-    row = bench.model_row(bench.model_rows(), job, cfg.gpu_nodes.gpus_per_node)
+    model = bench.model
+    row = bench.model.model_row(bench.model.model_rows(), job, cfg.gpu_nodes.gpus_per_node)
     at = [model.predict(row, rate) for rate in model.L4_ACHIEVABLE_TFLOPS]
     ratios = [p["efa"]["tokens_per_s"] / p[k]["tokens_per_s"] for p in at for k in ("tcp_best", "tcp_worst")]
     got = bench.prediction(job, cfg)["ratio"]
@@ -275,15 +275,6 @@ def test_run_id_too_long_for_its_tcp_suffix_is_refused_naming_the_flag(capsys):
         cli.build_parser().parse_args(["bench", "--stack", "us-west-2", "--run-id", "a" * 61])
     err = capsys.readouterr().err
     assert e.value.code == 2 and "--run-id" in err, f"expected exit 2 naming --run-id, got {e.value.code}: {err!r}"
-
-
-def test_a_rows_unrecorded_field_is_read_from_its_config_string_else_the_default():
-    from automation.throughput import _row_field
-
-    row = {"config": "mesh=hsdp+loss_chunk_size=2048+reshard_after_forward=1"}
-    got = (_row_field(row, "loss_chunk_size", 8192), _row_field(row, "reshard_after_forward", False))
-    assert got == (2048, True), f"expected the config string's 2048 and True, got {got}"
-    assert _row_field(row, "ac_policy", "full") == "full", "a field the string does not name is the default"
 
 
 def test_the_precision_leg_runs_the_other_precision(cfg):

@@ -68,7 +68,9 @@ def forwarder_threads() -> list[str]:
 
 
 def round_trip(url: str, payload: bytes = b"get /") -> bytes:
-    host, port = re.fullmatch(r"http://([\d.]+):(\d+)", url).groups()
+    found = re.fullmatch(r"http://([\d.]+):(\d+)", url)
+    assert found, f"not an http://host:port URL: {url!r}"
+    host, port = found.groups()
     with socket.create_connection((host, int(port)), timeout=10) as c:
         c.sendall(payload)
         return c.recv(1024)

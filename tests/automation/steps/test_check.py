@@ -193,7 +193,8 @@ class Kept:
     """A target that kept a reading for run `run_id` (`kept_counters`), recording what it was asked."""
 
     def __init__(self, kept: dict | None):
-        self.kept, self.asked = kept, []
+        self.kept = kept
+        self.asked: list = []
 
     def kept_counters(self, job_id):
         self.asked.append(job_id)

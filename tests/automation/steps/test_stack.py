@@ -72,14 +72,14 @@ def _prior(status: str | None, az: str | None = "us-west-2b", data: bool = True)
 
 # ---- the GPU AZ -------------------------------------------------------------------------------------------------
 @pytest.mark.parametrize("status", ["pass", "warn"])
-def test_an_empty_gpu_az_takes_the_az_a_passing_preflight_chose_and_says_so(status):
+def test_an_empty_gpu_az_takes_the_az_a_passing_preflight_chose_and_says_so(status) -> None:
     t = Target(_config())
     settle_gpu_az(t, _prior(status))  # type: ignore[arg-type]
     assert (t.calls, t.cfg.gpu_nodes.availability_zone) == ([("az", "us-west-2b")], "us-west-2b")
     assert t.notes == [f"set {GPU_AZ_KEY} = us-west-2b in stack dev (Pulumi.dev.yaml), the AZ preflight chose"]
 
 
-def test_a_gpu_az_the_stack_sets_is_kept_whatever_preflight_chose():
+def test_a_gpu_az_the_stack_sets_is_kept_whatever_preflight_chose() -> None:
     t = Target(_config(az="us-west-2a"))
     settle_gpu_az(t, _prior("pass", "us-west-2c"))  # type: ignore[arg-type]
     assert (t.calls, t.notes, t.cfg.gpu_nodes.availability_zone) == ([], [], "us-west-2a")
@@ -90,7 +90,7 @@ def test_a_gpu_az_the_stack_sets_is_kept_whatever_preflight_chose():
     [_prior(None), _prior("fail"), _prior("pass", data=False), _prior("pass", az=None), _prior("pass", az="")],
     ids=["no-preflight", "failed", "no-data", "no-az", "empty-az"],
 )
-def test_an_empty_gpu_az_without_a_passing_preflights_choice_is_refused_as_bad_input(prior):
+def test_an_empty_gpu_az_without_a_passing_preflights_choice_is_refused_as_bad_input(prior) -> None:
     t = Target(_config())
     with pytest.raises(DriverError) as err:
         settle_gpu_az(t, prior)  # type: ignore[arg-type]
@@ -103,14 +103,14 @@ def test_an_empty_gpu_az_without_a_passing_preflights_choice_is_refused_as_bad_i
 
 
 # ---- the API endpoint's allow-list --------------------------------------------------------------------------------
-def test_an_empty_allow_list_of_a_public_endpoint_gets_this_machines_address():
+def test_an_empty_allow_list_of_a_public_endpoint_gets_this_machines_address() -> None:
     t = Target(_config())
     settle_api_cidrs(t)  # type: ignore[arg-type]
     assert t.calls == [("asked",), ("cidr", 0, "203.0.113.7/32")]
     assert t.notes == [f"set {API_CIDRS_KEY} = [203.0.113.7/32] in stack dev (Pulumi.dev.yaml): this machine's address"]
 
 
-def test_the_drivers_entry_from_another_address_is_replaced_in_place_and_said():
+def test_the_drivers_entry_from_another_address_is_replaced_in_place_and_said() -> None:
     t = Target(_config(cidrs=("10.1.0.0/16", "198.51.100.9/32"), driver="198.51.100.9/32"))
     settle_api_cidrs(t)  # type: ignore[arg-type]
     assert t.calls == [("asked",), ("cidr", 1, "203.0.113.7/32")]
@@ -126,7 +126,7 @@ def test_the_drivers_entry_from_another_address_is_replaced_in_place_and_said():
     [(("203.0.113.7/32",), "203.0.113.7/32"), (("203.0.113.0/24", "198.51.100.9/32"), "198.51.100.9/32")],
     ids=["same-address", "admitted-by-another-entry"],
 )
-def test_a_drivers_entry_whose_list_admits_this_machine_is_left_alone(cidrs, driver):
+def test_a_drivers_entry_whose_list_admits_this_machine_is_left_alone(cidrs, driver) -> None:
     t = Target(_config(cidrs=cidrs, driver=driver))
     settle_api_cidrs(t)  # type: ignore[arg-type]
     assert (t.calls, t.notes, t.cfg.cluster.public_access_cidrs) == ([("asked",)], [], cidrs)
@@ -142,13 +142,15 @@ def test_a_drivers_entry_whose_list_admits_this_machine_is_left_alone(cidrs, dri
     ],
     ids=["private-empty", "private-drivers", "users-list", "driver-entry-gone"],
 )
-def test_a_private_endpoint_or_a_list_the_user_wrote_is_not_touched_nor_the_address_asked(public, cidrs, driver):
+def test_a_private_endpoint_or_a_list_the_user_wrote_is_not_touched_nor_the_address_asked(
+    public, cidrs, driver
+) -> None:
     t = Target(_config(public=public, cidrs=cidrs, driver=driver))
     settle_api_cidrs(t)  # type: ignore[arg-type]
     assert (t.calls, t.notes) == ([], [])
 
 
-def test_settle_stack_fills_the_az_then_the_allow_list():
+def test_settle_stack_fills_the_az_then_the_allow_list() -> None:
     t = Target(_config())
     settle_stack(t, _prior("pass"))  # type: ignore[arg-type]
     assert t.calls == [("az", "us-west-2b"), ("asked",), ("cidr", 0, "203.0.113.7/32")]
@@ -173,7 +175,7 @@ _ADDRESSES = ["203.0.113.7/32", "198.51.100.9/32", "192.0.2.1/32"]
 )
 def test_every_allow_list_shape_ends_admitting_this_machine_only_where_the_driver_owns_it(
     public, cidrs, driver_pick, address
-):
+) -> None:
     driver = cidrs[driver_pick] if 0 <= driver_pick < len(cidrs) else ""
     t = Target(_config(public=public, cidrs=tuple(cidrs), driver=driver), address)
     settle_api_cidrs(t)  # type: ignore[arg-type]

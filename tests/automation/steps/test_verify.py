@@ -269,7 +269,8 @@ def test_missing_resources_line_error_quotes_the_last_300_characters():
 
 class Pods:
     def __init__(self, pods: list[dict]):
-        self.pods, self.calls = pods, []
+        self.pods = pods
+        self.calls: list = []
 
     def list_pods(self, namespace: str, label_selector: str) -> list[dict]:
         self.calls.append((namespace, label_selector))

@@ -129,7 +129,8 @@ def test_no_node_read_no_reading_before_and_no_prediction_are_each_no_pass_with_
     assert got == w.Witnesses(
         w.NO_PREDICTION,
         False,
-        "counter witness cannot be weighed: bench/throughput_model.py has no measured row for this job's layout "
+        "counter witness cannot be weighed: workloads/throughput_model.py has no measured row "
+        "for this job's layout "
         "(counted: a/e0 900 B, b/e0 300 B)",
         rows,
         log_verdict="pass",

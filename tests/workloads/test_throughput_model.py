@@ -1,10 +1,11 @@
-"""bench/throughput_model.py: the step-time formula and the AWS sample's bytes."""
+"""workloads/throughput_model.py: the step-time formula, the AWS sample's bytes, the L4 budget, the choice of
+the default, and a job's measured row."""
 
 from __future__ import annotations
 
 import pytest
 
-from bench import throughput_model as tm
+from workloads import throughput_model as tm
 
 LINK = tm.Link(nic_bytes=5e9, pcie_bytes=3.2e9, groups=29)  # 1 s on a 40 Gbps NIC, 0.1 s on PCIe
 
@@ -84,7 +85,7 @@ def test_a_float8_row_scales_by_the_bf16_rates_times_the_cards_fp8_gains():
 
 
 # ---- The throughput model's limits pinned by value and judged on both sides (issue 48), through its public functions
-# (bench/throughput_model.py): the L4 memory budget, the 15% rule for hiding the network over EFA, the ranking, and
+# (workloads/throughput_model.py): the L4 memory budget, the 15% rule for hiding the network over EFA, the ranking, and
 # which bandwidth sweeps count as a measured EFA rate.
 #
 # The budget written out from its cited parts, not from the module: 22888 MiB per L4 (EC2 DescribeInstanceTypes for
@@ -217,3 +218,10 @@ def test_a_sweep_of_two_nodes_counts_and_the_default_source_is_named():
     assert tm.measured_nic_gbps(doc) == 4.0
     with pytest.raises(SystemExit, match=r"^the sweep: no all_reduce row$"):
         tm.measured_nic_gbps({"backend": "nccl", "nodes": 3, "rows": []})
+
+
+def test_a_rows_unrecorded_field_is_read_from_its_config_string_else_the_default():
+    row = {"config": "mesh=hsdp+loss_chunk_size=2048+reshard_after_forward=1"}
+    got = (tm._row_field(row, "loss_chunk_size", 8192), tm._row_field(row, "reshard_after_forward", False))
+    assert got == (2048, True), f"expected the config string's 2048 and True, got {got}"
+    assert tm._row_field(row, "ac_policy", "full") == "full", "a field the string does not name is the default"

@@ -1,0 +1,53 @@
+""".ci/checks/contract_imports.py over small trees written for each test: a product package that imports
+bench/ fails, as does a contract module that imports more than the standard library; a tree that keeps
+both rules passes."""
+
+from __future__ import annotations
+
+import importlib.util
+import sys
+
+import pytest
+from conftest import REPO
+
+CHECKS = REPO / ".ci" / "checks"
+CONTRACT = ("workloads.config",)
+
+
+@pytest.fixture(scope="module")
+def check():
+    sys.path.insert(0, str(CHECKS))  # the check imports its sibling _repo.py as CI runs it
+    try:
+        spec = importlib.util.spec_from_file_location("contract_imports_check", CHECKS / "contract_imports.py")
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+        yield module
+    finally:
+        sys.path.remove(str(CHECKS))
+
+
+def tree(root, files: dict[str, str]):
+    files = {"workloads/__init__.py": "", "workloads/config.py": "import json\n", **files}
+    for name, text in files.items():
+        path = root / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text)
+    return root
+
+
+def test_a_tree_that_keeps_the_rules_passes(check, tmp_path):
+    files = {"automation/cli.py": "from workloads.config import X\n", "bench/x.py": "import automation\n"}
+    repo = tree(tmp_path, files)
+    assert check.problems(repo, CONTRACT) == [], "expected no problem: bench may import the product, not the reverse"
+
+
+def test_a_product_module_that_imports_bench_fails(check, tmp_path):
+    repo = tree(tmp_path, {"automation/steps/gate.py": "def f():\n    from bench import throughput_model\n"})
+    found = check.problems(repo, CONTRACT)
+    assert found == ["automation/steps/gate.py:2 imports bench: a product package never imports bench/"], found
+
+
+def test_a_contract_module_that_imports_a_third_party_package_fails(check, tmp_path):
+    repo = tree(tmp_path, {"workloads/config.py": "import torch\n"})
+    found = check.problems(repo, CONTRACT)
+    assert found == ["workloads/config.py:1 imports torch: a contract module takes the stdlib only"], found
