@@ -99,7 +99,8 @@ def run_times(records: list[dict], steps: int, every: int, kills: Sequence[float
     did not reach `steps`."""
     if not records or records[-1]["step"] != steps:
         raise ValueError(f"the run did not end at step {steps}")
-    plain, across = [], []
+    plain: list[float] = []
+    across: list[float] = []
     for a, b in zip(records, records[1:], strict=False):
         if b["step"] != a["step"] + 1 or any(a["time"] < k <= b["time"] for k in kills):
             continue  # a kill and a restart lie between them
