@@ -15,7 +15,6 @@ import shutil
 import threading
 import time
 from pathlib import Path
-from types import SimpleNamespace
 from unittest.mock import MagicMock, patch
 
 import pytest
@@ -563,7 +562,7 @@ def test_halving_picks_the_largest_micro_batch_that_fits_under_half(cfg):
 def _step(nth: int, error: BaseException | None):
     """loop._step_or_oom for attempt step ``nth`` whose train_step raises ``error`` (None: returns a loss)."""
     cfg = TrainConfig(global_batch_size=8, micro_batch_size=4)
-    tr = SimpleNamespace(model=None, optimizer=MagicMock(), vocab=8)
+    tr = loop.Training(torch.nn.Linear(1, 1), MagicMock(), n_params=2, vocab=8, n_layers=1, hidden=1)
     recorder = MagicMock()
     effect = error if error is not None else (lambda *a, **k: torch.tensor(1.0))
     with patch.object(loop, "train_step", side_effect=effect):
