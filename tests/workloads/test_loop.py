@@ -587,10 +587,16 @@ def test_an_oom_past_the_window_is_the_runs_error(nth):
     assert type(got) is torch.OutOfMemoryError, f"attempt step {nth}: expected the OOM itself, got {got!r}"
 
 
-@pytest.mark.parametrize("error", [RuntimeError("NCCL error"), ValueError("bad batch")])
-def test_an_error_other_than_an_oom_is_never_a_fallback(error):
-    got, _, _ = _step(0, error)
-    assert got is error, f"expected {error!r} unchanged, got {got!r}"
+@PROPERTY
+@given(
+    nth=st.integers(min_value=0, max_value=2 * WINDOW),
+    kind=st.sampled_from([RuntimeError, ValueError, KeyError, OSError, MemoryError]),  # MemoryError: host, not GPU
+    text=st.sampled_from(["NCCL error", "bad batch", "CUDA error: an illegal memory access was encountered"]),
+)
+def test_an_error_other_than_an_oom_is_never_a_fallback(nth, kind, text):
+    error = kind(text)
+    got, _, _ = _step(nth, error)
+    assert got is error, f"attempt step {nth}: expected {error!r} unchanged, got {got!r}"
 
 
 def test_a_micro_batch_of_two_halves_to_one():
