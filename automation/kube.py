@@ -178,15 +178,8 @@ class KubeApi:
         return self._json("list deployments", self.apps.list_deployment_for_all_namespaces)["items"]
 
     def get_raycluster(self, namespace: str, name: str) -> dict:
-        return self._json(
-            f"RayCluster {namespace}/{name}",
-            self.custom.get_namespaced_custom_object,
-            "ray.io",
-            "v1",
-            namespace,
-            "rayclusters",
-            name,
-        )
+        crd = ("ray.io", "v1", namespace, "rayclusters", name)  # group, version, namespace, plural, name
+        return self._json(f"RayCluster {namespace}/{name}", self.custom.get_namespaced_custom_object, *crd)
 
     def exec(
         self,
@@ -275,6 +268,11 @@ def _root_cause(e: BaseException) -> str:
 
 class PodLister(Protocol):
     def list_pods(self, namespace: str, label_selector: str) -> list[dict]: ...
+
+
+class ConfigMaps(Protocol):  # the idle guard's record, as the lease and `status` read it
+    def get_configmap(self, namespace: str, name: str) -> dict: ...
+    def patch_configmap(self, namespace: str, name: str, patch: dict) -> dict: ...
 
 
 Api = TypeVar("Api", bound=PodLister)

@@ -30,7 +30,7 @@ from botocore.exceptions import BotoCoreError, ClientError
 
 from automation.aws_clients import ApiJson, Eks
 from automation.errors import DriverError
-from automation.kube import KubeApi, RayClusterPods
+from automation.kube import ConfigMaps, RayClusterPods
 from automation.pipeline import SYSTEM_CLOCK, Clock, Prior, Scaled, StepResult
 from automation.ray_head import HEAD_JOB_SERVER
 from automation.targets.aws import AwsTarget
@@ -345,7 +345,7 @@ class Lease:
     ``progress``, ``sleeping``): written at most once a minute. Without the guard (gpuIdleMinutes 0) or a cluster
     to reach, the lease does nothing."""
 
-    kube: KubeApi | None
+    kube: ConfigMaps | None
     namespace: str
     run_id: str
     clock: Clock = SYSTEM_CLOCK
@@ -388,8 +388,7 @@ class Lease:
         return self._write(json.dumps(lease_doc(self.run_id, what, now + self.ttl_s), sort_keys=True))
 
     def release(self) -> bool:
-        # a JSON merge patch with null deletes the key
-        return self._write(None)
+        return self._write(None)  # a JSON merge patch with null deletes the key
 
     def progress(self, on_progress: Callable[[str], None]) -> Callable[[str], None]:
         """``on_progress`` that renews the lease first: every poll of a long wait keeps the nodes."""
@@ -496,7 +495,7 @@ def now_running(target: AwsTarget) -> dict[str, object]:
     return {"gpu_nodes": gpu, "text": running_line(target, gpu), "cost": target.price(gpu).to_dict()}
 
 
-def guard_record(kube: KubeApi, namespace: str) -> dict | str:
+def guard_record(kube: ConfigMaps, namespace: str) -> dict | str:
     """The idle guard's last decision (its record ConfigMap), or why there is none."""
     try:
         data = kube.get_configmap(namespace, IDLE_GUARD_RECORD).get("data") or {}

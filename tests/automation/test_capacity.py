@@ -27,6 +27,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from automation import capacity_finder as capacity
+from automation.aws_clients import Paginator
 from automation.capacity_finder import (
     PROBED,
     RegionClients,
@@ -324,9 +325,10 @@ def test_a_capped_zone_without_a_score_is_not_named():
 
 # ---- one region's survey ---------------------------------------------------------------------------------------
 class RegionEc2:
-    """The region's AZs (name and id), as DescribeAvailabilityZones answers them."""
+    """The region's AZs (name and id), as DescribeAvailabilityZones answers them; the survey's other reads are
+    replaced by the `reads` fixture, so the rest of the driver's EC2 protocol (automation/aws_clients.py) fails."""
 
-    def describe_availability_zones(self):
+    def describe_availability_zones(self) -> dict:
         return {
             "AvailabilityZones": [
                 {"ZoneName": "us-west-2b", "ZoneId": "usw2-az1"},
@@ -334,6 +336,25 @@ class RegionEc2:
                 {"ZoneName": "us-west-2c", "ZoneId": "usw2-az3"},
             ]
         }
+
+    def describe_instance_types(self, *, InstanceTypes: list[str]) -> dict:  # noqa: N803
+        raise AssertionError(f"the survey described {InstanceTypes} past the `reads` fixture")
+
+    def describe_capacity_reservations(self, **params: object) -> dict:
+        raise AssertionError(f"the survey listed reservations {params} past the `reads` fixture")
+
+    def describe_regions(self) -> dict:
+        raise AssertionError("the survey listed the regions past the `reads` fixture")
+
+    def get_paginator(self, operation_name: str) -> Paginator:
+        raise AssertionError(f"the survey paginated {operation_name} past the `reads` fixture")
+
+
+class RegionQuotas:
+    """The region's Service Quotas client; the quota reads are replaced by the `reads` fixture."""
+
+    def get_service_quota(self, *, ServiceCode: str, QuotaCode: str) -> dict:  # noqa: N803
+        raise AssertionError(f"the survey read quota {QuotaCode} past the `reads` fixture")
 
 
 @pytest.fixture
@@ -354,7 +375,7 @@ def reads(monkeypatch):
     finding = SimpleNamespace(detail="quota not read: NoSuchResource", fix="aws service-quotas request ...")
 
     def quota(quotas, ec2, t, vcpus, count, region):
-        assert (quotas, ec2.__class__.__name__) == ("quotas", "RegionEc2"), (quotas, ec2)
+        assert isinstance(quotas, RegionQuotas) and isinstance(ec2, RegionEc2), (quotas, ec2)
         state.quota_asked.append((t, vcpus, count, region))
         return finding, vcpus * count, state.free
 
@@ -379,7 +400,7 @@ def reads(monkeypatch):
     monkeypatch.setattr(
         capacity,
         "spot_quota_vcpus",
-        lambda q, t: asked("spot_quota_vcpus", t) or fails_or(state.spot_quota) if q == "quotas" else 0,
+        lambda q, t: asked("spot_quota_vcpus", t) or fails_or(state.spot_quota) if isinstance(q, RegionQuotas) else 0,
     )
     monkeypatch.setattr(
         capacity,
@@ -399,7 +420,7 @@ def reads(monkeypatch):
     return state
 
 
-CLIENTS = RegionClients(RegionEc2(), quotas="quotas")
+CLIENTS = RegionClients(RegionEc2(), RegionQuotas())
 SPOT = SpotSignal((G6,), {(WEST, "usw2-az1"): 8})
 
 
@@ -522,7 +543,7 @@ def test_a_survey_of_regions_ranks_them_and_names_a_region_that_cannot_be_read(r
 
 
 def test_the_survey_asks_the_spot_score_once_for_all_regions_with_the_first_regions_client(reads, monkeypatch):
-    clients = {WEST: CLIENTS, "us-east-2": RegionClients(RegionEc2(), quotas="quotas")}
+    clients = {WEST: CLIENTS, "us-east-2": RegionClients(RegionEc2(), RegionQuotas())}
     calls = []
     monkeypatch.setattr(
         capacity, "spot_signal", lambda ec2, t, n, regions: calls.append((ec2, t, n, regions)) or SpotSignal(note="n")
@@ -723,7 +744,7 @@ def stack_target(ec2=None) -> SimpleNamespace:
         cluster=SimpleNamespace(name="ray-efa-eks"),
         gpu_nodes=SimpleNamespace(instance_type=G6, node_count=2, availability_zone="us-west-2a"),
     )
-    clients = {"ec2": ec2 or RegionEc2(), "service-quotas": "quotas", "eks": Groups(stuck())}
+    clients = {"ec2": ec2 or RegionEc2(), "service-quotas": RegionQuotas(), "eks": Groups(stuck())}
     notes: list[str] = []
     return SimpleNamespace(
         cfg=cfg, deps=SimpleNamespace(client=lambda name: clients[name]), note=notes.append, notes=notes

@@ -76,6 +76,16 @@ class Ec2:
     def describe_instance_types(self, InstanceTypes: list[str]) -> dict:  # noqa: N803
         return {"InstanceTypes": [{"InstanceType": t, "VCpuInfo": {"DefaultVCpus": VCPUS[t]}} for t in InstanceTypes]}
 
+    # The rest of the driver's EC2 protocol (automation/aws_clients.py), which the quota row never calls.
+    def describe_availability_zones(self) -> dict:
+        raise AssertionError("the quota row asked EC2 for the availability zones")
+
+    def describe_capacity_reservations(self, **params: object) -> dict:
+        raise AssertionError(f"the quota row asked EC2 for capacity reservations {params}")
+
+    def describe_regions(self) -> dict:
+        raise AssertionError("the quota row asked EC2 for the regions")
+
 
 def quota_row(quota: float | None, running: int, nodes: int = 2, pending: int = 0, others: tuple[str, ...] = ()):
     ec2 = Ec2(running, pending, others)

@@ -11,6 +11,7 @@ pulumi CLI is reported present, so its absence (exit 2 too) cannot hide a check 
 
 from __future__ import annotations
 
+import argparse
 import contextlib
 import shutil
 import socket
@@ -57,6 +58,7 @@ def offline():
 
 def refused(capsys, argv: list[str]) -> str:
     """The one-line error of ``argv``, asserted: exit 2, no client built, no traceback."""
+    code: int | str | None
     try:
         with offline():
             code = cli.main(argv)
@@ -122,8 +124,9 @@ SKIPPED = {"--help", "--json", "--project-dir"}  # argparse's own, the output sw
 BASE = {"scale": ["--gpu-nodes", "0"], "report": ["r1"]}  # what a command needs besides the flag under test
 
 
-def _commands() -> dict:
-    return cli.build_parser()._subparsers._group_actions[0].choices  # noqa: SLF001
+def _commands() -> dict[str, argparse.ArgumentParser]:
+    actions = cli.build_parser()._actions  # noqa: SLF001
+    return next(a for a in actions if isinstance(a, argparse._SubParsersAction)).choices  # noqa: SLF001
 
 
 def _flags(command: str) -> list[tuple[str, bool]]:

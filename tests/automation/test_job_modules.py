@@ -17,6 +17,7 @@ import sys
 import tarfile
 import tomllib
 import zipfile
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -149,11 +150,20 @@ def submitted(tmp_path) -> tuple[dict, dict[str, list[str]]]:
     """Submit the default (float8) job with torchao's two folders through HeadJobs over a scripted exec: the
     runtime env of `ray job submit` and the top-level names of each upload, by destination."""
     folders = unpack(stand_in_wheel(tmp_path / NAME), tmp_path / "out", "torchao")
-    calls = []
+    calls: list[tuple[list[str], str | None]] = []
 
-    def pod_exec(pod, namespace, cmd, stdin=None, timeout_s=None):
-        calls.append((cmd, stdin))
-        return ExecResult(0, "Job 'r1' submitted successfully\n" if cmd[:3] == ["ray", "job", "submit"] else "", "")
+    def pod_exec(  # a PodExec (automation/kube.py)
+        pod: str,
+        namespace: str,
+        command: list[str],
+        *,
+        stdin: str | None = None,
+        on_line: Callable[[str], None] | None = None,
+        timeout_s: float = 600,
+    ) -> ExecResult:
+        calls.append((command, stdin))
+        submitted = command[:3] == ["ray", "job", "submit"]
+        return ExecResult(0, "Job 'r1' submitted successfully\n" if submitted else "", "")
 
     HeadJobs(pod_exec, "head", "ray").submit(default_job(), {"NCCL_DEBUG": "INFO"}, "r1", folders)
     uploads = {}

@@ -70,9 +70,18 @@ def run_command(monkeypatch, tmp_path: Path, eks, command: str, outcome=None, jo
     pods = [WorkerPod("w0", "10.0.0.1", "node-0"), WorkerPod("w1", "10.0.0.2", "node-1")]
     monkeypatch.setattr(bench.cluster_bench, "worker_pods", lambda cluster: pods)
     monkeypatch.setattr(bench.cluster_bench, "copy_workloads", lambda *a: None)
-    monkeypatch.setattr(bench.cluster_bench, "sweep_on", lambda *a: world.work("sweep") or {"rows": []})
+
+    def sweep_on(*args: object) -> dict:
+        world.work("sweep")
+        return {"rows": []}
+
+    def run_and_kill(*args: object) -> tuple[None, list[str]]:
+        world.work("drill")
+        return None, []
+
+    monkeypatch.setattr(bench.cluster_bench, "sweep_on", sweep_on)
     # drill --stack: the reference run and the killed run stand in, and so the document of their metrics
-    monkeypatch.setattr(drill, "run_and_kill", lambda *a: world.work("drill") or (None, []))
+    monkeypatch.setattr(drill, "run_and_kill", run_and_kill)
     monkeypatch.setattr(drill, "document", lambda *a: {"ok": True, "failures": [], "run_id": "r1"})
     with helpers.FakeKubeApi(objects) as api:
         made = target_for(api, jobs=list(jobs))

@@ -21,6 +21,7 @@ import pytest
 from _cloud_fakes import START, FakeClock  # a clock that moves only when slept on
 from botocore.exceptions import ClientError, EndpointConnectionError
 
+from automation.aws_clients import Paginator
 from automation.errors import DriverError
 from automation.kube import ExecResult
 from automation.scaling import (
@@ -83,9 +84,23 @@ class Eks:
         self.updates.append(kw)
         self.before, self.desired = self.desired, kw["scalingConfig"]["desiredSize"]
 
+    # The rest of the driver's EKS protocol (automation/aws_clients.py), which scaling never calls.
+    def list_nodegroups(self, *, clusterName: str) -> dict:  # noqa: N803
+        raise AssertionError(f"scaling listed the node groups of {clusterName}")
+
+    def delete_nodegroup(self, *, clusterName: str, nodegroupName: str) -> dict:  # noqa: N803
+        raise AssertionError(f"scaling deleted the node group {nodegroupName}")
+
+    def describe_cluster_versions(self, *, clusterVersions: list[str], includeAll: bool) -> dict:  # noqa: N803
+        raise AssertionError(f"scaling asked for the cluster versions {clusterVersions}")
+
+    def get_paginator(self, operation_name: str) -> Paginator:
+        raise AssertionError(f"scaling asked for the {operation_name} paginator")
+
 
 def scale(eks: Eks, desired: int, timeout_s: float = WAIT_S):
-    clock, said = FakeClock(), []
+    clock = FakeClock()
+    said: list[str] = []
     got = set_desired(eks, REF, desired, said.append, clock.clock(), timeout_s)
     return got, clock, said
 
@@ -406,10 +421,12 @@ class Pods:
     namespace = "ray"
 
     def __init__(self, result: ExecResult):
-        self.calls = []
-        self.kube = SimpleNamespace(
-            exec=lambda pod, ns, cmd, timeout_s: self.calls.append((pod, ns, cmd, timeout_s)) or result
-        )
+        self.calls: list[tuple[str, str, list[str], float]] = []
+        self.result, self.kube = result, self  # the pods' API is the recorder itself
+
+    def exec(self, pod: str, ns: str, cmd: list[str], timeout_s: float) -> ExecResult:
+        self.calls.append((pod, ns, cmd, timeout_s))
+        return self.result
 
     def head_pod(self) -> str:
         return "ray-efa-head-abcde"

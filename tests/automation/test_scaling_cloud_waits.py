@@ -191,7 +191,7 @@ def start_of(minutes: float, target, slow, guard, clock, jobs) -> list[str]:
     (verify's polls, every 10 s, each renewing the lease) while the guard decides every 5 minutes."""
     from automation.scaling import Lease
 
-    scale_up(target, {})
+    scale_up(target, RunState())
     began, sleep, actions = clock.now(), Lease.of(target).sleeping(clock.sleep), []
     while clock.now() - began < minutes * MIN:
         if int(clock.now() - began) % 300 == 0:
@@ -246,7 +246,7 @@ def test_run_releases_its_lease_at_the_end(eks, clock):
     objects = cluster_with_record()
     with helpers.FakeKubeApi(objects) as api:
         target = target_for(api, clock=clock, jobs=[])
-        scale_up(target, {})
+        scale_up(target, RunState())
         held = LEASE_KEY in objects["configmaps"]["items"][0]["data"]
         after_run(target, keep_nodes=False)
     assert (held, LEASE_KEY in objects["configmaps"]["items"][0]["data"]) == (True, False), objects["configmaps"]
@@ -295,7 +295,9 @@ def up_with_node_count(node_count: int, render: bool = False):
     """`up` (the driver's step) after gpuNodeCount changed to ``node_count``: the stack it ran."""
     outputs = {"region": MOTO_REGION, "cluster_name": MOTO_CLUSTER, "nodegroup_name": MOTO_NODEGROUP}
     stack = RenderingStack({"ray-efa-eks:gpuNodeCount": str(node_count)}, outputs, render)
-    deps = AwsDeps(client=lambda name: boto3.client(name, region_name=MOTO_REGION), stack=lambda: stack, kube=None)
+    deps = AwsDeps(
+        client=lambda name: boto3.client(name, region_name=MOTO_REGION), stack=lambda: stack, kube=helpers.no_kube
+    )
     # A stack that lists its own API allow-list: the only key the driver sets for this `up` is the live size.
     cfg = helpers.stack_config()
     cfg = dataclasses.replace(cfg, cluster=dataclasses.replace(cfg.cluster, public_access_cidrs=(MOCK_DEPLOYER_CIDR,)))

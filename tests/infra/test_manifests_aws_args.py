@@ -128,8 +128,13 @@ def test_without_a_capacity_block_the_node_group_lists_the_type_and_the_template
 
 
 def _shell_parts(user_data: str) -> list[str]:
-    message = email.message_from_string(user_data)
-    return [p.get_payload() for p in message.walk() if p.get_content_type() == "text/x-shellscript"]
+    parts = []
+    for part in email.message_from_string(user_data).walk():
+        if part.get_content_type() == "text/x-shellscript":
+            payload = part.get_payload()
+            assert isinstance(payload, str), f"a shell part that is not one text: {payload!r}"
+            parts.append(payload)
+    return parts
 
 
 def test_gpu_user_data_is_mime_multipart_with_one_shell_part():

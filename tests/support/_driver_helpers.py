@@ -216,6 +216,11 @@ def kubeconfig_for(server: str) -> dict:
     }
 
 
+def no_kube(kubeconfig: dict) -> KubeApi:
+    """`AwsDeps.kube` for a step that never reaches the cluster's API (destroy, `up`)."""
+    raise AssertionError("the step asked for the cluster's Kubernetes API")
+
+
 @dataclass
 class ScriptedExec:
     """Stands in for `kubectl exec`: records each call; `answer(pod, command, stdin)` scripts the result."""

@@ -367,7 +367,7 @@ def test_a_head_read_that_hangs_is_refused_after_the_network_timeout(tmp_path, m
 # What must hold, from the module's docstring: a good file is never refused wherever the head ends; a bad record or a
 # bad byte is refused exactly when the head holds it whole (a record cut by the head's end is the workers' to judge).
 
-_text = st.text(st.characters(codec="utf-8", exclude_categories=("Cs",)), min_size=1, max_size=8).filter(str.strip)
+_text = st.text(st.characters(codec="utf-8", exclude_categories=["Cs"]), min_size=1, max_size=8).filter(str.strip)
 _lines = st.lists(
     st.one_of(_text.map(lambda t: json.dumps({"text": t}, ensure_ascii=False)), st.just("")), min_size=1, max_size=6
 )

@@ -15,7 +15,6 @@ import shutil
 import threading
 import time
 from pathlib import Path
-from types import SimpleNamespace
 from unittest.mock import MagicMock, patch
 
 import pytest
@@ -563,7 +562,7 @@ def test_halving_picks_the_largest_micro_batch_that_fits_under_half(cfg):
 def _step(nth: int, error: BaseException | None):
     """loop._step_or_oom for attempt step ``nth`` whose train_step raises ``error`` (None: returns a loss)."""
     cfg = TrainConfig(global_batch_size=8, micro_batch_size=4)
-    tr = SimpleNamespace(model=None, optimizer=MagicMock(), vocab=8)
+    tr = loop.Training(torch.nn.Linear(1, 1), MagicMock(), n_params=2, vocab=8, n_layers=1, hidden=1)
     recorder = MagicMock()
     effect = error if error is not None else (lambda *a, **k: torch.tensor(1.0))
     with patch.object(loop, "train_step", side_effect=effect):
@@ -588,10 +587,16 @@ def test_an_oom_past_the_window_is_the_runs_error(nth):
     assert type(got) is torch.OutOfMemoryError, f"attempt step {nth}: expected the OOM itself, got {got!r}"
 
 
-@pytest.mark.parametrize("error", [RuntimeError("NCCL error"), ValueError("bad batch")])
-def test_an_error_other_than_an_oom_is_never_a_fallback(error):
-    got, _, _ = _step(0, error)
-    assert got is error, f"expected {error!r} unchanged, got {got!r}"
+@PROPERTY
+@given(
+    nth=st.integers(min_value=0, max_value=2 * WINDOW),
+    kind=st.sampled_from([RuntimeError, ValueError, KeyError, OSError, MemoryError]),  # MemoryError: host, not GPU
+    text=st.sampled_from(["NCCL error", "bad batch", "CUDA error: an illegal memory access was encountered"]),
+)
+def test_an_error_other_than_an_oom_is_never_a_fallback(nth, kind, text):
+    error = kind(text)
+    got, _, _ = _step(nth, error)
+    assert got is error, f"attempt step {nth}: expected {error!r} unchanged, got {got!r}"
 
 
 def test_a_micro_batch_of_two_halves_to_one():

@@ -10,6 +10,7 @@ import json
 import shutil
 import time
 import warnings
+from collections.abc import Sequence
 from datetime import UTC, datetime
 
 import boto3
@@ -89,7 +90,7 @@ def answer_spot(ec2: Ec2, scores: dict[str, int], regions: tuple[str, ...] = (RE
 
 
 def answer_signals(
-    ec2: Ec2, scores: dict[str, int] | None, reservations: list[dict] = (), regions: tuple[str, ...] = (REGION,)
+    ec2: Ec2, scores: dict[str, int] | None, reservations: Sequence[dict] = (), regions: tuple[str, ...] = (REGION,)
 ) -> None:
     """The survey's calls in order: the Spot scores (``survey`` alone asks them, None: not asked), then the
     region's reservations."""

@@ -6,6 +6,7 @@ import dataclasses
 import json
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -258,8 +259,8 @@ class FakeTarget:
     """Trains 20 steps; the drill run loses a pod after step 13 and resumes from the step-10 checkpoint."""
 
     kube: FakeKube
-    on_line: object = None
-    on_progress: object = lambda s: None
+    on_line: Callable[[str], None] = lambda s: None  # the drill sets its own before the run it reads
+    on_progress: Callable[[str], None] = lambda s: None
 
     def run_job_to_end(self, job) -> TrainOutcome:
         if job.run_id.endswith("-reference"):

@@ -4,6 +4,7 @@ reservations and EKS add-on versions, which moto 5.2.5 does not model)."""
 from __future__ import annotations
 
 import dataclasses
+from typing import Any
 
 import _driver_helpers as helpers  # tests/support is on pytest's pythonpath
 import _worlds as worlds
@@ -440,11 +441,14 @@ class _Ec2WithReservation:
     def __init__(self, ec2, reservation: dict):
         self._ec2, self._reservation = ec2, reservation
 
-    def describe_capacity_reservations(self, CapacityReservationIds):  # noqa: N803 (boto3's argument name)
-        assert CapacityReservationIds == [self._reservation["CapacityReservationId"]], CapacityReservationIds
+    def describe_capacity_reservations(
+        self, *, Filters: list[dict[str, object]] | None = None, CapacityReservationIds: list[str] | None = None
+    ) -> dict:  # noqa: N803 (boto3's argument names)
+        asked = (Filters, CapacityReservationIds)
+        assert asked == (None, [self._reservation["CapacityReservationId"]]), asked
         return {"CapacityReservations": [self._reservation]}
 
-    def __getattr__(self, name):
+    def __getattr__(self, name: str) -> Any:
         return getattr(self._ec2, name)
 
 

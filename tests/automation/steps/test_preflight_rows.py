@@ -597,34 +597,36 @@ def test_a_refused_call_skips_the_row_leaving_it_to_eks():
 # https://checkip.amazonaws.com` prints e.g. `203.0.113.7`); the stand-in answers the same way.
 
 
-def opener(body: bytes = b"203.0.113.7\n", error: Exception | None = None):
-    asked = []
+class Opener:
+    """`urllib.request.urlopen` as checkip_address calls it (the URL and a timeout), answering ``body`` or raising
+    ``error``; what it was asked is kept."""
 
-    def urlopen(url, timeout):
-        asked.append((url, timeout))
-        if error is not None:
-            raise error
-        return io.BytesIO(body)
+    def __init__(self, body: bytes = b"203.0.113.7\n", error: Exception | None = None):
+        self.body, self.error = body, error
+        self.asked: list[tuple[str, float]] = []
 
-    urlopen.asked = asked
-    return urlopen
+    def __call__(self, url: str, timeout: float) -> io.BytesIO:
+        self.asked.append((url, timeout))
+        if self.error is not None:
+            raise self.error
+        return io.BytesIO(self.body)
 
 
 def test_address_is_read_from_checkip_amazonaws_com():
-    urlopen = opener()
+    urlopen = Opener()
     got = checkip_address(urlopen)
     assert (got, urlopen.asked[0][0]) == ("203.0.113.7", CHECKIP_URL), f"got {got} from {urlopen.asked}"
 
 
 def test_unreachable_checkip_names_the_key_to_set_by_hand():
     with pytest.raises(DriverError) as err:
-        checkip_address(opener(error=urllib.error.URLError("Name or service not known")))
+        checkip_address(Opener(error=urllib.error.URLError("Name or service not known")))
     assert (err.value.exit_code, API_CIDRS_KEY in str(err.value)) == (2, True), f"got {err.value}"
 
 
 def test_an_answer_that_is_no_ipv4_address_is_refused():
     with pytest.raises(DriverError) as err:
-        checkip_address(opener(b"<html>captive portal</html>"))
+        checkip_address(Opener(b"<html>captive portal</html>"))
     assert "not an IPv4 address" in str(err.value), f"got {err.value}"
 
 

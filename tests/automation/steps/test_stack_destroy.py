@@ -17,6 +17,7 @@ import pytest
 from _shared_env import MOTO_REGION
 
 from automation.errors import DriverError
+from automation.pipeline import RunState
 from automation.steps.stack_steps import run_destroy
 from automation.targets.aws import AwsDeps, AwsTarget
 from infra.manifests import image_cache_prefix
@@ -64,10 +65,10 @@ def destroy_with(answers: dict[str, bool], yes: bool = False) -> tuple[str, list
     deps = AwsDeps(
         client=lambda name: boto3.client(name, region_name=MOTO_REGION),
         stack=lambda: helpers.FakeStack(CFG.stack, changes={"delete": 42}),
-        kube=lambda kc: None,
+        kube=helpers.no_kube,
         confirm=confirm,
     )
-    return run_destroy(AwsTarget(cfg=CFG, deps=deps, run_id="r1", yes=yes), {}).summary, asked
+    return run_destroy(AwsTarget(cfg=CFG, deps=deps, run_id="r1", yes=yes), RunState()).summary, asked
 
 
 def repositories(ecr) -> set[str]:
@@ -105,11 +106,11 @@ def test_without_a_terminal_destroy_asks_nothing_and_deletes_nothing(ecr):
     deps = AwsDeps(
         client=lambda name: boto3.client(name, region_name=MOTO_REGION),
         stack=lambda: helpers.FakeStack(CFG.stack),
-        kube=lambda kc: None,
+        kube=helpers.no_kube,
         confirm=no_terminal,
     )
     with pytest.raises(DriverError) as e:
-        run_destroy(AwsTarget(cfg=CFG, deps=deps, run_id="r1"), {})
+        run_destroy(AwsTarget(cfg=CFG, deps=deps, run_id="r1"), RunState())
     said = (e.value.exit_code, repositories(ecr) == {CACHED, *OUTSIDE})
     assert said == (2, True), f"expected exit 2 and every repository kept, got {said}"
 

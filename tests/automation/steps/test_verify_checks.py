@@ -515,7 +515,7 @@ def _admits(template: dict, node: dict) -> bool:
 
 @st.composite
 def plugin(draw, name: str, nodes: list[dict]) -> dict:
-    template = {}
+    template: dict[str, object] = {}
     if draw(st.booleans()):
         template["nodeSelector"] = {"efa": "true"}
     if draw(st.booleans()):
