@@ -43,10 +43,9 @@ from typing import Any
 
 from automation import collectives_pods as cluster_bench
 from automation.commands import report
-from automation.commands.run_steps import add_hang, add_keep_nodes, add_skip_gate, add_yes
+from automation.commands.run_steps import add_hang, add_keep_nodes, add_skip_gate, add_yes, aws_target
 from automation.errors import DriverError
 from automation.flags import CLUSTER_PARENT, Mode, command_parser, not_in, output_folder, run_id, whole_number
-from automation.hang import bound_of
 from automation.job import cluster_job, stack_label
 from automation.pipeline import PipelineResult, TrainOutcome, TransportVerdict
 from automation.run_controller import RunController
@@ -170,25 +169,15 @@ def make_targets(
 ) -> dict[str, aws.AwsTarget]:
     """The EFA, TCP and precision targets over one stack: the same job, three run ids, the TCP one forced onto
     sockets, the precision one (``precision``: its leg name and float8 value) in the other precision."""
-    ids = run_ids(args.run_id or new_run_id())
-    common = dict(
-        project_dir=args.project_dir,
-        ui=ui,
-        kubeconfig=args.kubeconfig,
-        deps=deps,
-        run_id_given=True,
-        yes=args.yes,
-        skip_gate=args.skip_gate,
-        steps_override=args.steps,
-        workers_override=args.num_workers,
-        hang_bound=bound_of(args.hang_factor, args.hang_floor),
-        **opts,
+    ids, (leg, float8) = run_ids(args.run_id or new_run_id()), precision
+    efa = aws_target(args, ui, deps, run_id=ids[EFA], run_id_given=True, require=REQUIRE[EFA], **opts)
+    # One outside world for all runs: the clients are made once.
+    tcp = aws_target(
+        args, ui, efa.deps, run_id=ids[TCP], run_id_given=True, require=REQUIRE[TCP], job_env=dict(TCP_ENV), **opts
     )
-    efa = aws.open_stack(args.stack, run_id=ids[EFA], require=REQUIRE[EFA], **common)
-    common["deps"] = efa.deps  # one outside world for both runs: the clients are made once
-    tcp = aws.open_stack(args.stack, run_id=ids[TCP], require=REQUIRE[TCP], job_env=dict(TCP_ENV), **common)
-    leg, float8 = precision
-    other = aws.open_stack(args.stack, run_id=ids[leg], require=REQUIRE[leg], float8_override=float8, **common)
+    other = aws_target(
+        args, ui, efa.deps, run_id=ids[leg], run_id_given=True, require=REQUIRE[leg], float8_override=float8, **opts
+    )
     return {EFA: efa, TCP: tcp, leg: other}
 
 
@@ -502,8 +491,7 @@ def collectives(args: argparse.Namespace, ui: Ui, deps: aws.AwsDeps | None = Non
     one file per leg under --runs-root (collectives-<id>[-efa|-tcp].json, with machine, date and command)."""
     if not args.stack:
         return write_sweeps(args, ui, {"": local_collectives(args.max_mib or LOCAL_MAX_MIB, args.iters or ITERS)}, None)
-    given = {"kubeconfig": args.kubeconfig, "deps": deps, "yes": args.yes, **target_opts}
-    target = aws.open_stack(args.stack, project_dir=args.project_dir, ui=ui, **given)
+    target = aws_target(args, ui, deps, **target_opts)
     owner = RunController(target, ui, keep_nodes=args.keep_nodes)
     return owner.run(
         lambda owner: cluster_collectives(args, target, owner),

@@ -41,7 +41,7 @@ from typing import Protocol
 import psutil
 
 from automation.commands import Subparsers
-from automation.commands.run_steps import add_hang, add_keep_nodes, add_skip_gate, add_yes
+from automation.commands.run_steps import add_hang, add_keep_nodes, add_skip_gate, add_yes, aws_target
 from automation.errors import DriverError
 from automation.flags import AWS, CLUSTER_PARENT, command_parser, location, not_in, whole_number
 from automation.hang import bound_of
@@ -473,15 +473,7 @@ def run(args: argparse.Namespace, ui: Ui) -> int:
         )
     if not args.stack:
         return show(drill_local(args, ui), ui, None)
-    hang = bound_of(args.hang_factor, args.hang_floor)
-    options = {
-        "steps_override": args.steps,
-        "yes": args.yes,
-        "skip_gate": args.skip_gate,
-        "on_progress": ui.milestone,
-        "hang_bound": hang,
-    }
-    target = aws.open_stack(args.stack, project_dir=args.project_dir, ui=ui, kubeconfig=args.kubeconfig, **options)
+    target = aws_target(args, ui, on_progress=ui.milestone)
     owner = RunController(target, ui, keep_nodes=args.keep_nodes)
     return owner.run(lambda owner: drill_aws(args, target, owner), lambda doc: show(doc, ui, owner.scale_down_line))
 

@@ -252,16 +252,14 @@ def add_hang(p: argparse.ArgumentParser) -> tuple[argparse.Action, argparse.Acti
 
 def open_target(args: argparse.Namespace, ui: Ui, deps: aws.AwsDeps | None = None) -> Target:
     """The target the flags chose, for this command's steps (`deps`: the AWS target's outside world, for tests)."""
-    if resolve_target(args) == "local":
-        return local.from_args(args, ui)
+    return local.from_args(args, ui) if resolve_target(args) == "local" else aws_target(args, ui, deps)
+
+
+def aws_target(args: argparse.Namespace, ui: Ui, deps: aws.AwsDeps | None = None, **options: Any) -> aws.AwsTarget:
+    """The stack's target as the command's flags describe it; ``options`` (AwsTarget fields) the command sets itself
+    override them."""
     given = vars(args).get  # each command declares only its own flags: one it lacks was not given
-    return aws.open_stack(
-        args.stack,
-        project_dir=args.project_dir,
-        ui=ui,
-        kubeconfig=given("kubeconfig"),
-        deps=deps,
-        pulumi=PULUMI_USE[args.command],
+    flags = dict(
         run_id=given("resume") or given("run_id"),
         run_id_given=bool(given("resume") or given("run_id")),
         resume=bool(given("resume")),
@@ -275,6 +273,15 @@ def open_target(args: argparse.Namespace, ui: Ui, deps: aws.AwsDeps | None = Non
         auto_az=bool(given("auto_az")),
         **{k: given(k) for k in ("max_recoveries", "recovery_minutes") if given(k) is not None},
         skip_gate=bool(given("skip_gate")),
+    )
+    return aws.open_stack(
+        args.stack,
+        project_dir=args.project_dir,
+        ui=ui,
+        kubeconfig=given("kubeconfig"),
+        deps=deps,
+        pulumi=PULUMI_USE.get(args.command, "without-kubeconfig"),
+        **{**flags, **options},
     )
 
 
