@@ -19,7 +19,7 @@ import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import Protocol
+from typing import Any, Protocol
 
 from automation.commands import Subparsers
 from automation.errors import DriverError
@@ -73,14 +73,8 @@ class _ForwardedSocket:
     def __init__(self, pf: _PortForwardLike, port: int):
         self.pf, self.sock = pf, pf.socket(port)
 
-    def recv(self, n: int) -> bytes:
-        return self.sock.recv(n)
-
-    def sendall(self, data: bytes) -> None:
-        self.sock.sendall(data)
-
-    def shutdown(self, how: int) -> None:
-        self.sock.shutdown(how)
+    def __getattr__(self, name: str) -> Any:  # recv, sendall, shutdown: the port's own
+        return getattr(self.sock, name)
 
     def close(self) -> None:
         self.pf.close()
