@@ -266,23 +266,6 @@ def wall_time_s(run: RunData) -> float:
     return last["time"] - first["time"] + first["step_time_s"]
 
 
-def throughput(run: RunData) -> tuple[str, str | None]:
-    """(label, value) of the run's one throughput figure: the mean tokens/s after warm-up from its summary,
-    the figure the terminal printed at the end of the run; the median step's where the run left no summary."""
-    s = run.summary or RunSummary()
-    tps: float | None
-    if s.tokens_per_s is not None:
-        label, tps, per_gpu = "tokens/s (mean after warm-up)", s.tokens_per_s, s.tokens_per_s_per_gpu
-    else:
-        label, tps, per_gpu = (
-            "tokens/s (median step)",
-            _median(run, "tokens_per_s"),
-            _median(run, "tokens_per_s_per_gpu"),
-        )
-    value = _fmt(tps, ",.0f")
-    return label, value and value + (f" ({per_gpu:,.0f} per GPU)" if per_gpu is not None else "")
-
-
 def mfu_absent(run: RunData) -> str | None:
     """Why the run has no MFU (and its throughput plot no MFU line), or None when it has one."""
     if any(r.get("mfu") is not None for r in run.metrics):
@@ -294,17 +277,23 @@ def mfu_absent(run: RunData) -> str | None:
 
 
 def headline(run: RunData) -> dict[str, object]:
-    """The numbers at the top of the page, after the verdict (medians skip the first two steps)."""
+    """The numbers at the top of the page, after the verdict (medians skip the first two steps). Throughput and MFU
+    are the summary's means after warm-up, the figures the terminal printed at the end of the run; the median step's
+    where the run left no summary."""
     s, last = run.summary or RunSummary(), run.metrics[-1]
-    label, tps = throughput(run)
-    mfu = s.mfu if s.tokens_per_s is not None else _median(run, "mfu")
+    tps: float | None
+    if s.tokens_per_s is not None:
+        label, tps, per_gpu, mfu = "tokens/s (mean after warm-up)", s.tokens_per_s, s.tokens_per_s_per_gpu, s.mfu
+    else:
+        label = "tokens/s (median step)"
+        tps, per_gpu, mfu = (_median(run, k) for k in ("tokens_per_s", "tokens_per_s_per_gpu", "mfu"))
     return {
         "steps": f"{last['step']} / {last['total_steps']}",
         "workers": s.world_size or (run.info or {}).get("world_size"),
         "device": f"{s.device or '?'} ({s.backend or '?'})",
         "precision": s.precision or "not recorded (a run before the summary named it)",
-        "loss": _loss_change(run.metrics[0].get("loss"), last.get("loss")),
-        label: tps,
+        "loss": " -> ".join(_fmt(r.get("loss"), ".4f") or "n/a (not finite)" for r in (run.metrics[0], last)),
+        label: _fmt(tps, ",.0f", f" ({per_gpu:,.0f} per GPU)" if per_gpu is not None else ""),
         "MFU": _fmt(mfu, ".1%") or mfu_absent(run),
         "step time (median)": _fmt(_median(run, "step_time_s"), ".3f", " s"),
         "data wait (median)": _fmt(_median(run, "data_wait_s"), ".4f", " s"),
@@ -353,10 +342,6 @@ def cost_rows(run: RunData) -> dict[str, object]:
         "price (On-Demand)": f"${per_hour:,.2f}/h" if per_hour else f"unknown ({cost.get('note', '')})",
         "cost estimate": est,
     }
-
-
-def _loss_change(first: float | None, last: float | None) -> str:
-    return f"{_fmt(first, '.4f') or 'n/a (not finite)'} -> {_fmt(last, '.4f') or 'n/a (not finite)'}"
 
 
 def _fmt(v: object, spec: str, unit: str = "") -> str | None:
