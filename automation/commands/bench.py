@@ -223,17 +223,14 @@ def failure(legs: list[Leg]) -> str | None:
 
 def ratio(legs: list[Leg], over: str = TCP) -> float | None:
     """EFA tokens/s over the ``over`` leg's, only when both runs passed their NCCL checks."""
-    by = {leg.name: leg for leg in legs}
-    if EFA not in by or over not in by or not (by[EFA].ok and by[over].ok):
-        return None
-    a, b = by[EFA].summary().tokens_per_s, by[over].summary().tokens_per_s
+    passed = {leg.name: leg.summary().tokens_per_s for leg in legs if leg.ok}
+    a, b = passed.get(EFA), passed.get(over)
     return a / b if a and b else None
 
 
 def precision_ratio(legs: list[Leg]) -> float | None:
     """float8 tokens/s over bf16 tokens/s, same job and nodes, when both runs passed their checks."""
-    names = {leg.name for leg in legs}
-    if BF16 in names:
+    if any(leg.name == BF16 for leg in legs):
         return ratio(legs, BF16)
     r = ratio(legs, FLOAT8)
     return 1 / r if r else None
