@@ -1,10 +1,14 @@
-"""The pipeline's commands: `run` (every step in order) and each step alone (preflight, preview, up, verify,
-train, check, destroy), over the target the flags choose; then the one report every target shares.
+"""The pipeline's commands: `run` (every step in order), each step alone (preflight, preview, up, verify,
+train, check, destroy) and `attach`, over the target the flags choose; then the one report every target shares.
 
 `train` is two steps, `submit` (the job queued on the cluster's job server) and `follow` (the job followed to
-its end); `run --detach` stops after `submit`, and `attach` (automation/commands/attach.py) follows the job
-later with the same steps. On AWS `run` and `train` begin with `scale-up`, and each command's run controller
-(automation/run_controller.py) scales the GPU nodes back to gpuIdleNodes at the end, once the job has ended."""
+its end); `run --detach` stops after `submit`. `attach --stack S [RUN]` follows a job that a `run` left (--detach,
+a closed laptop, Ctrl-C) from any machine with the stack's credentials with the same steps, then `check` and the
+report, as if that `run` had stayed; the job is found on the head pod's job server (RUN: its run or Ray job id;
+default: the newest job submitted), and the local target cannot be attached to: its Ray cluster ends with its run.
+On AWS `run` and `train` begin with `scale-up`, and each command's run controller (automation/run_controller.py)
+resumes a job that fails for the infrastructure (--max-recoveries, --recovery-minutes) and scales the GPU nodes
+back to gpuIdleNodes at the end, once the job has ended, unless --keep-nodes."""
 
 from __future__ import annotations
 
@@ -47,6 +51,7 @@ HELPS = {
     "check": "assert from the workers' NCCL logs that collectives went over EFA",
     "destroy": "delete the stack's resources",
     "run": "all steps in order, stopping at the first failure",
+    "attach": "follow a job a `run` left running (--detach, Ctrl-C, a closed laptop), then check and report",
 }
 # How each command reaches the stack through pulumi (automation.targets.aws.PulumiUse).
 PULUMI_USE: dict[str, aws.PulumiUse] = {
@@ -121,6 +126,14 @@ def add_parser(sub: Any, parents: list[argparse.ArgumentParser]) -> None:
         not_in(hang, PLAN, "it stops before any job is submitted")
         not_in(hang, DETACHED, "nothing follows the job; `attach` watches it for hangs")
     not_in(add_skip_gate(p), PLAN, "it stops before the GPU nodes scale up")
+    p = command("attach")
+    add_kubeconfig(p)
+    add_keep_nodes(p)
+    add_timeout(p)
+    add_hang(p)
+    add_recovery(p)
+    what = "the run (its Ray job id) to follow (default: the newest job submitted)"
+    p.add_argument("job", nargs="?", type=run_id, metavar="RUN", help=what)
 
 
 def pipeline_command(sub: Any, name: str, help: str, parents: list[argparse.ArgumentParser]) -> argparse.ArgumentParser:
