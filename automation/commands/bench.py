@@ -86,21 +86,21 @@ class Leg:
 
     name: str
     target: aws.AwsTarget
-    result: PipelineResult | None = None
+    result: PipelineResult
 
     @property
     def outcome(self) -> TrainOutcome | None:
-        trained = self.result.state.follow if self.result is not None else None
+        trained = self.result.state.follow
         return trained.data if trained is not None else None
 
     @property
     def verdict(self) -> TransportVerdict | None:
-        checked = self.result.state.check if self.result is not None else None
+        checked = self.result.state.check
         return checked.data if checked is not None else None
 
     @property
     def ok(self) -> bool:
-        return self.result is not None and self.result.ok
+        return self.result.ok
 
     def summary(self) -> RunSummary:
         """The training summary the job wrote (all fields None when none)."""
@@ -113,10 +113,10 @@ class Leg:
             "run_id": self.target.run_id,
             "job_env": dict(self.target.run.job_env),
             "require": self.target.run.require,
-            "ran": self.result is not None,
+            "ran": True,  # a leg that did not run has no entry; `table` shows it as not run
             "ok": self.ok,
-            "failed_step": self.result.failed_step if self.result is not None else None,
-            "reason": self.result.reason if self.result is not None else None,
+            "failed_step": self.result.failed_step,
+            "reason": self.result.reason,
             "status": self.outcome.status if self.outcome is not None else None,
             "verdict": v.verdict if v is not None else None,
             "cause": v.cause if v is not None else None,
@@ -204,7 +204,7 @@ def run_legs(targets: dict[str, aws.AwsTarget], owner: RunController) -> list[Le
 def failure(legs: list[Leg]) -> str | None:
     """Why the comparison does not stand (one line), or None when all three runs passed their checks."""
     for leg in legs:
-        if leg.ok or leg.result is None:
+        if leg.ok:
             continue
         run_id = leg.target.run_id
         if leg.name == TCP and leg.result.failed_step == "check" and leg.verdict is not None:
