@@ -66,8 +66,8 @@ RESUMED = Mode("--resume", lambda args: args.resume is not None)
 
 
 def add_parser(sub: Any, parents: list[argparse.ArgumentParser]) -> None:
-    def command(name: str) -> argparse.ArgumentParser:
-        return pipeline_command(sub, name, HELPS[name], parents)
+    def command(name: str) -> argparse.ArgumentParser:  # its steps run on the target --stack and --target choose
+        return sub.add_parser(name, help=HELPS[name], description=HELPS[name], parents=[*parents, TARGET_PARENT])
 
     p = command("preflight")
     add_num_workers(p)
@@ -115,16 +115,14 @@ def add_parser(sub: Any, parents: list[argparse.ArgumentParser]) -> None:
         "`attach --stack S RUN` follows it later (the GPU nodes stay up until it ends)",
     )
     not_in(detach, LOCAL, "the local target's Ray stops when its run ends, so no job could outlive it")
-    not_in(detach, PLAN, "it stops before any job is submitted")
-    timeout = add_timeout(p)
-    not_in(timeout, PLAN, "it stops before any job is submitted")
-    not_in(timeout, DETACHED, "the job outlives this command; `attach --timeout` limits it")
-    for flag in add_recovery(p):
+    timeout, recovery, hang = add_timeout(p), add_recovery(p), add_hang(p)
+    for flag in (detach, timeout, *recovery, *hang):
         not_in(flag, PLAN, "it stops before any job is submitted")
+    not_in(timeout, DETACHED, "the job outlives this command; `attach --timeout` limits it")
+    for flag in recovery:
         not_in(flag, DETACHED, "this command ends at submit; nothing follows the job to recover it")
-    for hang in add_hang(p):
-        not_in(hang, PLAN, "it stops before any job is submitted")
-        not_in(hang, DETACHED, "nothing follows the job; `attach` watches it for hangs")
+    for flag in hang:
+        not_in(flag, DETACHED, "nothing follows the job; `attach` watches it for hangs")
     not_in(add_skip_gate(p), PLAN, "it stops before the GPU nodes scale up")
     p = command("attach")
     add_kubeconfig(p)
@@ -134,11 +132,6 @@ def add_parser(sub: Any, parents: list[argparse.ArgumentParser]) -> None:
     add_recovery(p)
     what = "the run (its Ray job id) to follow (default: the newest job submitted)"
     p.add_argument("job", nargs="?", type=run_id, metavar="RUN", help=what)
-
-
-def pipeline_command(sub: Any, name: str, help: str, parents: list[argparse.ArgumentParser]) -> argparse.ArgumentParser:
-    """The parser of a command whose steps run on the target --stack and --target choose."""
-    return sub.add_parser(name, help=help, description=help, parents=[*parents, TARGET_PARENT])
 
 
 # The flags several of these commands take, each declared once (`attach` takes some too).
