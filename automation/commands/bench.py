@@ -389,7 +389,7 @@ def document(
 
 
 # ---- the command -----------------------------------------------------------------------------------------
-def add_parser(sub: Any, parents: list[argparse.ArgumentParser]) -> argparse.ArgumentParser:
+def add_parser(sub: Any, parents: list[argparse.ArgumentParser]) -> None:
     p = command_parser(sub, "bench", HELP, __doc__, [*parents, CLUSTER_PARENT])
     sweep, training = (
         Mode("--collectives", lambda a: a.collectives),
@@ -429,7 +429,6 @@ def add_parser(sub: Any, parents: list[argparse.ArgumentParser]) -> argparse.Arg
     add_keep_nodes(p)
     # The sweep measures the link itself, so no gate runs before it (and bench's only local mode is the sweep).
     add_skip_gate(p, sweep, "the sweep runs no gate: it measures the link itself")
-    return p
 
 
 # ---- --collectives ----------------------------------------------------------------------------------------

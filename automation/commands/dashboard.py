@@ -207,12 +207,11 @@ def run_local(args: argparse.Namespace, ui: Output, find: Callable[[], list[str]
 
 
 # ---- the command -----------------------------------------------------------------------------------
-def add_parser(sub: Subparsers, parents: list[argparse.ArgumentParser]) -> argparse.ArgumentParser:
+def add_parser(sub: Subparsers, parents: list[argparse.ArgumentParser]) -> None:
     p = command_parser(sub, "dashboard", HELP, __doc__, [*parents, CLUSTER_PARENT])
     p.add_argument("--target", choices=("aws", "local"), help="where Ray runs: aws (a stack's cluster) or this machine")
     forward = p.add_argument("--port", type=port, default=0, help="aws: local port on 127.0.0.1 (default: a free one)")
     not_in(forward, LOCAL, "the local dashboards answer on their own ports, which this command lists")
-    return p
 
 
 def check_port_free(local_port: int) -> None:

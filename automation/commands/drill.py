@@ -89,7 +89,7 @@ def drill_steps(text: str) -> int:
     return steps
 
 
-def add_parser(sub: Subparsers, parents: list[argparse.ArgumentParser]) -> argparse.ArgumentParser:
+def add_parser(sub: Subparsers, parents: list[argparse.ArgumentParser]) -> None:
     p = command_parser(sub, "drill", HELP, __doc__, [*parents, CLUSTER_PARENT])
     p.add_argument("--target", choices=("local",), help="drill on this machine (the default without --stack)")
     p.add_argument(
@@ -105,7 +105,6 @@ def add_parser(sub: Subparsers, parents: list[argparse.ArgumentParser]) -> argpa
     add_yes(p)
     add_keep_nodes(p)
     add_skip_gate(p)
-    return p
 
 
 # ---- the worker to kill ----------------------------------------------------------------------------

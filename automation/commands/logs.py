@@ -48,11 +48,10 @@ def worker_log(cluster: RayClusterPods[KubeApi], run_id: str, rank: int) -> tupl
     )
 
 
-def add_parser(sub: Subparsers, parents: list[argparse.ArgumentParser]) -> argparse.ArgumentParser:
+def add_parser(sub: Subparsers, parents: list[argparse.ArgumentParser]) -> None:
     p = command_parser(sub, "logs", HELP, __doc__, [*parents, CLUSTER_PARENT])
     p.add_argument("run", metavar="RUN", nargs="?", help="the run id (default: the newest run on the cluster)")
     p.add_argument("--worker", type=int, metavar="N", help="follow Ray Train rank N's log instead of the driver's")
-    return p
 
 
 def run(args: argparse.Namespace, ui: Notes, deps: aws.AwsDeps | None = None) -> int:

@@ -473,7 +473,7 @@ def keep_and_report(run_dir: Path, doc: dict) -> dict[str, str | None]:
     return {"report": str(page), "metrics_file": str(metrics)}
 
 
-def add_parser(sub: Any, parents: list[argparse.ArgumentParser]) -> argparse.ArgumentParser:
+def add_parser(sub: Any, parents: list[argparse.ArgumentParser]) -> None:
     p = command_parser(sub, "report", HELP, __doc__, [*parents, CLUSTER_PARENT])
     p.add_argument(
         "run",
@@ -493,7 +493,6 @@ def add_parser(sub: Any, parents: list[argparse.ArgumentParser]) -> argparse.Arg
     p.add_argument(
         "--no-verdict", action="store_true", help="report a NCCL run whose NCCL logs are missing, without a verdict"
     )
-    return p
 
 
 def run(args: argparse.Namespace, ui: Output, deps: aws.AwsDeps | None = None) -> int:
