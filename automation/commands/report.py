@@ -484,7 +484,7 @@ def add_parser(sub: Any, parents: list[argparse.ArgumentParser]) -> None:
     p.add_argument("--compare", metavar="RUN2", help="a second run to draw on the same axes")
     p.add_argument(
         "--out",
-        type=lambda text: Path(location(remote=False)(text)),
+        type=lambda text: output_folder(location(remote=False)(text)),
         help="directory for report.html and the PNGs (default: RUN/report)",
     )
     p.add_argument(
@@ -504,11 +504,7 @@ def run(args: argparse.Namespace, ui: Output, deps: aws.AwsDeps | None = None) -
         args.run = newest_local_run(args.runs_root)
         ui.note(f"the newest run under {args.runs_root}: {Path(args.run).name}")
     refs = [args.run] + ([args.compare] if args.compare else [])
-    if args.out is not None:  # before anything is copied or drawn: a folder that exists, or one that can be made
-        if args.out.exists() and not args.out.is_dir():
-            raise DriverError(
-                f"--out {str(args.out)!r} is a file: name a folder for report.html and the PNGs", exit_code=2
-            )
+    if args.out is not None:  # before anything is copied or drawn (output_folder refused a file)
         try:
             args.out.mkdir(parents=True, exist_ok=True)
         except OSError as e:
