@@ -170,8 +170,8 @@ def _figure(title: str) -> tuple[Figure, Axes]:
         import matplotlib.ticker
     except ImportError:
         raise DriverError("the report's plots need matplotlib: pip install -e '.[observe]'", exit_code=2) from None
-    # A Figure of its own, not pyplot's: no display, no global state to close (matplotlib's gallery, "Embedding in a
-    # web application server": https://matplotlib.org/stable/gallery/user_interfaces/web_application_server_sgskip.html).
+    # A Figure of its own, not pyplot's: no display, no global state to close (matplotlib >= 3.1; its gallery, "Embed in
+    # a web application server": https://matplotlib.org/stable/gallery/user_interfaces/web_application_server_sgskip.html).
     fig = matplotlib.figure.Figure(figsize=PLOT_SIZE_IN, dpi=PLOT_DPI)
     ax = fig.subplots()
     ax.set_title(title)

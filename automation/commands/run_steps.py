@@ -134,7 +134,7 @@ def add_parser(sub: Any, parents: list[argparse.ArgumentParser]) -> None:
     p.add_argument("job", nargs="?", type=run_id, metavar="RUN", help=what)
 
 
-# The flags several of these commands take, each declared once (`attach` takes some too).
+# The flags several of these commands take (bench and drill some too), each declared once.
 def add_recovery(p: argparse.ArgumentParser) -> tuple[argparse.Action, ...]:
     """--max-recoveries and --recovery-minutes: how far a followed job is resumed after an infrastructure failure
     (RunController.recovering)."""
