@@ -22,7 +22,7 @@ from typing import Any
 
 from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
-from rich.table import Table
+from rich.table import Column, Table
 
 from automation.aws_clients import Session
 from automation.capacity_finder import RegionClients, Zone, ranking_lines, spot_types, stack_file_text, survey
@@ -275,9 +275,7 @@ def _show(ui: Output, args: argparse.Namespace, zones: list[Zone], written: Path
             }
         )
         return
-    table = Table(show_header=True, header_style="bold")
-    for col in COLUMNS:
-        table.add_column(col, overflow="fold")
+    table = Table(*(Column(col, overflow="fold") for col in COLUMNS), header_style="bold")
     for i, z in enumerate(zones, 1):
         table.add_row(*(escape(c) for c in _row(i, z)))
     ui.console.print(table)
