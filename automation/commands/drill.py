@@ -418,17 +418,13 @@ def document(
     loss, ref_loss = final_loss(records), final_loss(ref_records)
     matches = losses_match(loss, ref_loss)
     why = failures(rec, job.steps, job.checkpoint_every, kill.registered_step, matches)
-    killed = (
-        {"rank": kill.rank, "pid": kill.pid, "signal": "SIGKILL"}
-        if kill.pod is None
-        else {"rank": kill.rank, "pod": kill.pod}
-    )
+    how = {"pid": kill.pid, "signal": "SIGKILL"} if kill.pod is None else {"pod": kill.pod}
     return {
         "ok": not why,
         "failures": why,
         "run_id": job.run_id,
         "reference_run_id": reference.run_id,
-        "killed": killed,
+        "killed": {"rank": kill.rank, **how},
         "checkpoint_every": job.checkpoint_every,
         "registered_checkpoint_at_kill": kill.registered_step,
         **dataclasses.asdict(rec),
@@ -457,8 +453,7 @@ def show(doc: dict, ui: Output, nodes: str | None) -> int:
     if ui.json_mode:
         ui.emit_json({**doc, "nodes": nodes} if nodes else doc)
     else:
-        keys = ("step_at_kill", "resumed_from_step", "steps_lost", "final_step", "recovery_seconds")
-        for key in (*keys, "final_loss_matches"):
+        for key in (*(f.name for f in dataclasses.fields(Recovery)), "final_loss_matches"):
             ui.note(f"{key}: {doc[key]}")
         for line in doc["failures"]:
             ui.error(line)
