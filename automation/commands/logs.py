@@ -18,7 +18,7 @@ import shlex
 
 from automation.commands import Subparsers
 from automation.errors import DriverError
-from automation.flags import CLUSTER_PARENT, command_parser
+from automation.flags import CLUSTER_PARENT, command_parser, count
 from automation.kube import KubeApi, RayClusterPods
 from automation.ray_head import HEAD_JOB_SERVER, strip_ansi
 from automation.targets import aws
@@ -51,7 +51,7 @@ def worker_log(cluster: RayClusterPods[KubeApi], run_id: str, rank: int) -> tupl
 def add_parser(sub: Subparsers, parents: list[argparse.ArgumentParser]) -> None:
     p = command_parser(sub, "logs", HELP, __doc__, [*parents, CLUSTER_PARENT])
     p.add_argument("run", metavar="RUN", nargs="?", help="the run id (default: the newest run on the cluster)")
-    p.add_argument("--worker", type=int, metavar="N", help="follow Ray Train rank N's log instead of the driver's")
+    p.add_argument("--worker", type=count, metavar="N", help="follow Ray Train rank N's log instead of the driver's")
 
 
 def run(args: argparse.Namespace, ui: Notes, deps: aws.AwsDeps | None = None) -> int:
@@ -61,8 +61,6 @@ def run(args: argparse.Namespace, ui: Notes, deps: aws.AwsDeps | None = None) ->
         raise DriverError(
             "logs needs --stack NAME (e.g. --stack us-west-2): the job runs on that stack's cluster", exit_code=2
         )
-    if args.worker is not None and args.worker < 0:
-        raise DriverError(f"--worker {args.worker}: ranks start at 0", exit_code=2)
     target = aws.open_stack(args.stack, project_dir=args.project_dir, kubeconfig=args.kubeconfig, deps=deps)
     cluster = target.ray_pods()
     head = cluster.head_pod()
