@@ -39,10 +39,11 @@ from automation.ui import Ui
 
 PIPELINE_COMMANDS = "automation.commands.run_steps"
 # Each command's module, in the order `--help` lists them; a module may hold several commands
-# (run_steps: the steps and `run`), and its add_parser adds them all.
+# (run_steps: the steps, `run` and `attach`), and its add_parser adds them all.
 COMMAND_MODULES = {
-    **dict.fromkeys(("preflight", "preview", "up", "verify", "train", "check", "destroy", "run"), PIPELINE_COMMANDS),
-    "attach": "automation.commands.attach",
+    **dict.fromkeys(
+        ("preflight", "preview", "up", "verify", "train", "check", "destroy", "run", "attach"), PIPELINE_COMMANDS
+    ),
     "status": "automation.commands.status",
     "render": "automation.commands.render",
     "clean": "automation.commands.clean",

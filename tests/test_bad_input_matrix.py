@@ -173,7 +173,10 @@ CASES: dict[str, Case] = {
         files({"kc": "hello\n"}),
     ),
     "logs-worker-negative": Case(
-        A, ("logs", "--stack", "us-west-2", "--worker", "-1", "--kubeconfig", "{dir}/kc"), 2, ("--worker -1",)
+        A,
+        ("logs", "--stack", "us-west-2", "--worker", "-1", "--kubeconfig", "{dir}/kc"),
+        2,
+        ("--worker", "-1 is below 0"),
     ),
     "dashboard-port-word": Case(A, ("dashboard", "--stack", "us-west-2", "--port", "p"), 2, ("--port", "'p'")),
     "aws-profile-unknown": Case(

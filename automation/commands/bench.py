@@ -6,28 +6,24 @@ the other precision (float8 against bf16).
     python -m automation bench --stack us-west-2 --json        # one JSON document
     python -m automation bench --collectives                   # collective bandwidth, 2 processes on gloo here
 
-The first run is the job as the stack configures it (the pods' env: NCCL_NET_PLUGIN=ofi,
-FI_PROVIDER=efa); its NCCL logs must pass `--require efa`. The second is the same job with
-NCCL_NET=Socket and NCCL_NET_PLUGIN=none in its runtime env, which overrides the pods' env in every
-worker; its logs must show TCP sockets (`--require socket`), else the comparison is void and the
-command fails naming the lines that show the other network. Each run has its own run id (`<id>-efa`,
-`<id>-tcp`, neither a part of the other), and the NCCL check scopes log files by run id, so neither
-run's lines can count in the other's verdict. The third, the precision leg, is the EFA job on the same nodes in
-the other precision: bf16 (`float8: off`) when the job runs float8 (the cluster default), else float8 tensorwise;
-its run id ends in `-bf16` or `-float8`. It prints tokens/s, MFU and step time (the job's own summary: step time is
-the median step) for each, the EFA/TCP and float8/bf16 ratios, and workloads/throughput_model.py's prediction for the
-job's layout in both precisions with the assumption the L4's float8 prediction rests on and what falsifies it;
-with the runs' metrics it writes their report side by side (automation/commands/report.py, --compare).
-On the stack's cluster every leg (and `--collectives`) runs under one run controller
-(automation/run_controller.py): the GPU nodes scaled up once, and back to gpuIdleNodes once at the end unless
---keep-nodes.
+The EFA run is the job as the stack configures it (the pods' env: NCCL_NET_PLUGIN=ofi, FI_PROVIDER=efa); its NCCL
+logs must pass `--require efa`. The TCP run is the same job with NCCL_NET=Socket and NCCL_NET_PLUGIN=none in its
+runtime env; its logs must show TCP sockets (`--require socket`), else the comparison is void and the command fails
+naming the lines that show the other network. The precision run is the EFA job on the same nodes in the other
+precision: bf16 (`float8: off`) when the job runs float8 (the cluster default), else float8 tensorwise. Each run has
+its own run id (`<id>-efa`, `<id>-tcp`, `<id>-bf16` or `<id>-float8`, none a part of another), and the NCCL check
+scopes log files by run id, so no run's lines count in another's verdict. It prints tokens/s, MFU and step time
+(the job's own summary: the median step) of each run, the EFA/TCP and float8/bf16 ratios, and
+workloads/throughput_model.py's prediction for the job's layout in both precisions with the assumption the L4's float8
+prediction rests on and what falsifies it; it writes the runs' report side by side (report --compare). Every leg
+(and `--collectives`) runs under one run controller (automation/run_controller.py): the GPU nodes scaled up once,
+and back to gpuIdleNodes once at the end unless --keep-nodes.
 
-`--collectives` runs workloads/collectives_bench.py instead: all-reduce, all-gather and reduce-scatter
-over message sizes, with algorithm and bus bandwidth against the 40 Gbps link. With --stack it runs in
-one worker pod per GPU node, over EFA and again with the TCP run's overrides (1 MiB to 1 GiB;
-automation/collectives_pods.py); without, the same code with 2 processes on gloo over loopback (up to 16 MiB
-here). Each leg's file goes under --runs-root as collectives-<id>[-efa|-tcp].json with the machine,
-date and command.
+`--collectives` runs workloads/collectives_bench.py instead: all-reduce, all-gather and reduce-scatter over message
+sizes, with algorithm and bus bandwidth against the 40 Gbps link. With --stack it runs in one worker pod per GPU
+node, over EFA and again with the TCP run's overrides (1 MiB to 1 GiB; automation/collectives_pods.py); without,
+the same code with 2 processes on gloo over loopback (up to 16 MiB here). Each leg's file goes under --runs-root as
+collectives-<id>[-efa|-tcp].json with the machine, date and command.
 """
 
 from __future__ import annotations
@@ -47,10 +43,9 @@ from typing import Any
 
 from automation import collectives_pods as cluster_bench
 from automation.commands import report
-from automation.commands.run_steps import add_hang, add_keep_nodes, add_skip_gate, add_yes
+from automation.commands.run_steps import add_hang, add_keep_nodes, add_skip_gate, add_yes, aws_target
 from automation.errors import DriverError
 from automation.flags import CLUSTER_PARENT, Mode, command_parser, not_in, output_folder, run_id, whole_number
-from automation.hang import bound_of
 from automation.job import cluster_job, stack_label
 from automation.pipeline import PipelineResult, TrainOutcome, TransportVerdict
 from automation.run_controller import RunController
@@ -66,16 +61,13 @@ HELP = "run the training job over EFA, over TCP sockets and in the other precisi
 EFA, TCP = "efa", "tcp"
 # The precision leg's name by the float8 value it runs: bf16 against a float8 job, float8 against a bf16 one.
 BF16, FLOAT8 = "bf16", "float8"
-# The TCP baseline: force NCCL's internal socket network and load no external net plugin (so not
-# aws-ofi-nccl). NCCL_NET names the network a communicator must use, matched case-insensitively
-# against the net's name ("Socket" is NCCL's internal TCP one) and NCCL_NET_PLUGIN=none skips the
-# external plugin (https://docs.nvidia.com/deeplearning/nccl/user-guide/docs/env.html, NCCL_NET and
-# NCCL_NET_PLUGIN; NVIDIA/nccl src/plugin/net.cc, initPluginLibsOnceFunc and ncclNetInit). Ray's
-# runtime env_vars override variables of the same name that the pods set, and a job's env_vars are
-# merged key by key into the runtime env of its actors, so Ray Train's workers, whose own
-# worker_runtime_env (workloads/train.py) sets other keys, inherit them
-# (https://docs.ray.io/en/latest/ray-core/handling-dependencies.html, "Inheritance" and the env_vars
-# API reference; ray-project/ray#16378). If an image defeats this, the TCP run's check says so.
+# The TCP baseline: NCCL_NET=Socket forces NCCL's internal TCP network (matched case-insensitively against the net's
+# name) and NCCL_NET_PLUGIN=none loads no external plugin, so not aws-ofi-nccl
+# (https://docs.nvidia.com/deeplearning/nccl/user-guide/docs/env.html; NVIDIA/nccl src/plugin/net.cc,
+# initPluginLibsOnceFunc and ncclNetInit). A job's runtime env_vars override the pods' own and are merged key by key
+# into its actors' runtime env, so Ray Train's workers (workloads/train.py) inherit them
+# (https://docs.ray.io/en/latest/ray-core/handling-dependencies.html, "Inheritance"; ray-project/ray#16378).
+# If an image defeats this, the TCP run's check says so.
 TCP_ENV = {"NCCL_NET": "Socket", "NCCL_NET_PLUGIN": "none"}
 REQUIRE = {EFA: "efa", TCP: "socket", BF16: "efa", FLOAT8: "efa"}
 
@@ -90,25 +82,25 @@ NODE_COUNT = GpuNodesConfig.keyname("node_count")
 
 @dataclass(frozen=True)
 class Leg:
-    """One of the two runs: its name (efa or tcp), target, and what its steps returned."""
+    """One run: its leg's name (efa, tcp, bf16 or float8), target, and what its steps returned."""
 
     name: str
     target: aws.AwsTarget
-    result: PipelineResult | None = None
+    result: PipelineResult
 
     @property
     def outcome(self) -> TrainOutcome | None:
-        trained = self.result.state.follow if self.result is not None else None
+        trained = self.result.state.follow
         return trained.data if trained is not None else None
 
     @property
     def verdict(self) -> TransportVerdict | None:
-        checked = self.result.state.check if self.result is not None else None
+        checked = self.result.state.check
         return checked.data if checked is not None else None
 
     @property
     def ok(self) -> bool:
-        return self.result is not None and self.result.ok
+        return self.result.ok
 
     def summary(self) -> RunSummary:
         """The training summary the job wrote (all fields None when none)."""
@@ -121,10 +113,10 @@ class Leg:
             "run_id": self.target.run_id,
             "job_env": dict(self.target.run.job_env),
             "require": self.target.run.require,
-            "ran": self.result is not None,
+            "ran": True,  # a leg that did not run has no entry; `table` shows it as not run
             "ok": self.ok,
-            "failed_step": self.result.failed_step if self.result is not None else None,
-            "reason": self.result.reason if self.result is not None else None,
+            "failed_step": self.result.failed_step,
+            "reason": self.result.reason,
             "status": self.outcome.status if self.outcome is not None else None,
             "verdict": v.verdict if v is not None else None,
             "cause": v.cause if v is not None else None,
@@ -152,15 +144,6 @@ def base_run_id(text: str) -> str:
     return text
 
 
-def require_stack(args: argparse.Namespace) -> None:
-    if not args.stack:
-        known = ", ".join(known_stacks(args.project_dir)) or "(none)"
-        raise DriverError(
-            f"bench needs --stack NAME: EFA against TCP runs only on a stack's cluster (known stacks: {known})",
-            exit_code=2,
-        )
-
-
 def require_two_nodes(job: TrainConfig, cfg: StackConfig, flag: str) -> None:
     """Refuse a job whose workers fit on one GPU node: nothing need cross the network bench compares
     (`flag` names where the worker count came from: --num-workers or the stack's train block)."""
@@ -186,25 +169,15 @@ def make_targets(
 ) -> dict[str, aws.AwsTarget]:
     """The EFA, TCP and precision targets over one stack: the same job, three run ids, the TCP one forced onto
     sockets, the precision one (``precision``: its leg name and float8 value) in the other precision."""
-    ids = run_ids(args.run_id or new_run_id())
-    common = dict(
-        project_dir=args.project_dir,
-        ui=ui,
-        kubeconfig=args.kubeconfig,
-        deps=deps,
-        run_id_given=True,
-        yes=args.yes,
-        skip_gate=args.skip_gate,
-        steps_override=args.steps,
-        workers_override=args.num_workers,
-        hang_bound=bound_of(args.hang_factor, args.hang_floor),
-        **opts,
+    ids, (leg, float8) = run_ids(args.run_id or new_run_id()), precision
+    efa = aws_target(args, ui, deps, run_id=ids[EFA], run_id_given=True, require=REQUIRE[EFA], **opts)
+    # One outside world for all runs: the clients are made once.
+    tcp = aws_target(
+        args, ui, efa.deps, run_id=ids[TCP], run_id_given=True, require=REQUIRE[TCP], job_env=dict(TCP_ENV), **opts
     )
-    efa = aws.open_stack(args.stack, run_id=ids[EFA], require=REQUIRE[EFA], **common)
-    common["deps"] = efa.deps  # one outside world for both runs: the clients are made once
-    tcp = aws.open_stack(args.stack, run_id=ids[TCP], require=REQUIRE[TCP], job_env=dict(TCP_ENV), **common)
-    leg, float8 = precision
-    other = aws.open_stack(args.stack, run_id=ids[leg], require=REQUIRE[leg], float8_override=float8, **common)
+    other = aws_target(
+        args, ui, efa.deps, run_id=ids[leg], run_id_given=True, require=REQUIRE[leg], float8_override=float8, **opts
+    )
     return {EFA: efa, TCP: tcp, leg: other}
 
 
@@ -228,10 +201,10 @@ def run_legs(targets: dict[str, aws.AwsTarget], owner: RunController) -> list[Le
     return legs
 
 
-def failure(legs: list[Leg], planned: int = 3) -> str | None:
-    """Why the comparison does not stand (one line), or None when all ``planned`` runs passed their checks."""
+def failure(legs: list[Leg]) -> str | None:
+    """Why the comparison does not stand (one line), or None when all three runs passed their checks."""
     for leg in legs:
-        if leg.ok or leg.result is None:
+        if leg.ok:
             continue
         run_id = leg.target.run_id
         if leg.name == TCP and leg.result.failed_step == "check" and leg.verdict is not None:
@@ -243,24 +216,21 @@ def failure(legs: list[Leg], planned: int = 3) -> str | None:
                 f"{leg.verdict.cause}; evidence: {evidence}"
             )
         return f"the {leg.name.upper()} run {run_id} failed at {leg.result.failed_step}: {leg.result.reason}"
-    if len(legs) < planned:
+    if len(legs) < 3:
         return f"the run after {legs[-1].name.upper()} did not start" if legs else "no run started"
     return None
 
 
 def ratio(legs: list[Leg], over: str = TCP) -> float | None:
     """EFA tokens/s over the ``over`` leg's, only when both runs passed their NCCL checks."""
-    by = {leg.name: leg for leg in legs}
-    if EFA not in by or over not in by or not (by[EFA].ok and by[over].ok):
-        return None
-    a, b = by[EFA].summary().tokens_per_s, by[over].summary().tokens_per_s
+    passed = {leg.name: leg.summary().tokens_per_s for leg in legs if leg.ok}
+    a, b = passed.get(EFA), passed.get(over)
     return a / b if a and b else None
 
 
 def precision_ratio(legs: list[Leg]) -> float | None:
     """float8 tokens/s over bf16 tokens/s, same job and nodes, when both runs passed their checks."""
-    names = {leg.name for leg in legs}
-    if BF16 in names:
+    if any(leg.name == BF16 for leg in legs):
         return ratio(legs, BF16)
     r = ratio(legs, FLOAT8)
     return 1 / r if r else None
@@ -269,6 +239,12 @@ def precision_ratio(legs: list[Leg]) -> float | None:
 # ---- the model's prediction ------------------------------------------------------------------------------
 def _span(values: list[float]) -> list[float]:
     return [min(values), max(values)]
+
+
+def _spans(points: list[dict]) -> dict[str, list[float]]:
+    """tokens/s, step time and MFU of the model's predictions, each as its [min, max]."""
+    keys = {"tokens_per_s": "tokens_per_s", "step_time_s": "t", "mfu": "mfu_peak"}
+    return {k: _span([p[v] for p in points]) for k, v in keys.items()}
 
 
 def prediction(job: TrainConfig, cfg: StackConfig) -> dict[str, object]:
@@ -288,18 +264,10 @@ def prediction(job: TrainConfig, cfg: StackConfig) -> dict[str, object]:
         "config": row["config"],
         "l4_tflops": list(model.L4_ACHIEVABLE_TFLOPS),
         "tcp_gbps": [model.NIC_GBPS["tcp_worst"], model.NIC_GBPS["tcp_best"]],
-        "efa": {
-            "tokens_per_s": _span([p["efa"]["tokens_per_s"] for p in at]),
-            "step_time_s": _span([p["efa"]["t"] for p in at]),
-            "mfu": _span([p["efa"]["mfu_peak"] for p in at]),
-        },
-        "tcp": {
-            "tokens_per_s": _span([t["tokens_per_s"] for t in tcp]),
-            "step_time_s": _span([t["t"] for t in tcp]),
-            "mfu": _span([t["mfu_peak"] for t in tcp]),
-        },
+        "efa": _spans([p["efa"] for p in at]),
+        "tcp": _spans(tcp),
         "ratio": _span(
-            [p["efa"]["tokens_per_s"] / p[k]["tokens_per_s"] for p in at for k in ("tcp_best", "tcp_worst")]
+            [p["efa"]["tokens_per_s"] / t["tokens_per_s"] for p in at for t in (p["tcp_best"], p["tcp_worst"])]
         ),
     }
 
@@ -342,10 +310,12 @@ def write_reports(legs: list[Leg], runs_root: Path) -> dict[str, object]:
         return {"report": None, "report_error": "; ".join(missing) or "the TCP run did not run", "runs": files}
     try:
         runs = [report.load_run(runs_root / leg.target.run_id) for leg in legs]
-        out = report.write_report(runs, runs[0].dir / f"{report.REPORT_DIR}-vs-{'-'.join(r.run_id for r in runs[1:])}")
+        page, _ = report.write_report(
+            runs, runs[0].dir / f"{report.REPORT_DIR}-vs-{'-'.join(r.run_id for r in runs[1:])}"
+        )
     except DriverError as e:
         return {"report": None, "report_error": str(e), "runs": files}
-    return {"report": str(out.html), "runs": files}
+    return {"report": str(page), "runs": files}
 
 
 # ---- output ----------------------------------------------------------------------------------------------
@@ -362,34 +332,24 @@ def table(doc: dict[str, Any]) -> list[str]:
     power assumption and its verdict."""
     runs, pred, prec = doc["runs"], doc["prediction"], doc["precision_prediction"]
     other = BF16 if BF16 in runs or FLOAT8 not in runs else FLOAT8
-    efa, tcp, oth = runs.get(EFA, {}), runs.get(TCP, {}), runs.get(other, {})
-    pe, pt = pred.get(EFA) or {}, pred.get(TCP) or {}
+    cols = [runs.get(leg, {}) for leg in (EFA, TCP, other)]
+
+    def model(key: str, spec: str, unit: str = "", scale: float = 1) -> str:
+        spans = ((pred.get(leg) or {}).get(key) for leg in (EFA, TCP))
+        return " / ".join(_range(pair and [scale * v for v in pair], spec, unit) for pair in spans)
+
     forced = " ".join(f"{k}={v}" for k, v in TCP_ENV.items())
     rows = [
         ("", "EFA", f"TCP ({forced})", f"EFA, {other}", "model: EFA / TCP"),
-        ("run id", *(leg.get("run_id", "n/a") for leg in (efa, tcp, oth)), pred.get("config") or pred.get("note")),
-        ("precision", efa.get("precision") or "n/a", tcp.get("precision") or "n/a", oth.get("precision") or "n/a", ""),
-        ("NCCL verdict", _verdict(efa), _verdict(tcp), _verdict(oth), ""),
-        (
-            "tokens/s",
-            _fmt(efa.get("tokens_per_s"), ",.0f"),
-            _fmt(tcp.get("tokens_per_s"), ",.0f"),
-            _fmt(oth.get("tokens_per_s"), ",.0f"),
-            f"{_range(pe.get('tokens_per_s'), ',.0f')} / {_range(pt.get('tokens_per_s'), ',.0f')}",
-        ),
-        (
-            "MFU",
-            _fmt(efa.get("mfu"), ".1%"),
-            _fmt(tcp.get("mfu"), ".1%"),
-            _fmt(oth.get("mfu"), ".1%"),
-            f"{_range(_pct(pe.get('mfu')), '.1f', '%')} / {_range(_pct(pt.get('mfu')), '.1f', '%')}",
-        ),
+        ("run id", *(c.get("run_id", "n/a") for c in cols), pred.get("config") or pred.get("note")),
+        ("precision", *(c.get("precision") or "n/a" for c in cols), ""),
+        ("NCCL verdict", *map(_verdict, cols), ""),
+        ("tokens/s", *(_fmt(c.get("tokens_per_s"), ",.0f") for c in cols), model("tokens_per_s", ",.0f")),
+        ("MFU", *(_fmt(c.get("mfu"), ".1%") for c in cols), model("mfu", ".1f", "%", 100)),
         (
             "step time (median)",
-            _fmt(efa.get("step_time_s"), ".3f", " s"),
-            _fmt(tcp.get("step_time_s"), ".3f", " s"),
-            _fmt(oth.get("step_time_s"), ".3f", " s"),
-            f"{_range(pe.get('step_time_s'), '.2f', ' s')} / {_range(pt.get('step_time_s'), '.2f', ' s')}",
+            *(_fmt(c.get("step_time_s"), ".3f", " s") for c in cols),
+            model("step_time_s", ".2f", " s"),
         ),
         ("EFA/TCP tokens/s", _fmt(doc["ratio"], ".2f"), "", "", _range(pred.get("ratio"), ".2f")),
         ("float8/bf16 tokens/s", _fmt(doc["precision_ratio"], ".2f"), "", "", _range(prec.get("ratio"), ".2f")),
@@ -400,10 +360,6 @@ def table(doc: dict[str, Any]) -> list[str]:
     if doc.get("precision_verdict"):
         lines.append(f"float8/bf16 measured: {doc['precision_verdict']}")
     return lines
-
-
-def _pct(pair: list[float] | None) -> list[float] | None:
-    return [100 * v for v in pair] if pair else None
 
 
 def _verdict(leg: dict) -> str:
@@ -431,7 +387,7 @@ def document(
 
 
 # ---- the command -----------------------------------------------------------------------------------------
-def add_parser(sub: Any, parents: list[argparse.ArgumentParser]) -> argparse.ArgumentParser:
+def add_parser(sub: Any, parents: list[argparse.ArgumentParser]) -> None:
     p = command_parser(sub, "bench", HELP, __doc__, [*parents, CLUSTER_PARENT])
     sweep, training = (
         Mode("--collectives", lambda a: a.collectives),
@@ -471,7 +427,6 @@ def add_parser(sub: Any, parents: list[argparse.ArgumentParser]) -> argparse.Arg
     add_keep_nodes(p)
     # The sweep measures the link itself, so no gate runs before it (and bench's only local mode is the sweep).
     add_skip_gate(p, sweep, "the sweep runs no gate: it measures the link itself")
-    return p
 
 
 # ---- --collectives ----------------------------------------------------------------------------------------
@@ -532,8 +487,7 @@ def collectives(args: argparse.Namespace, ui: Ui, deps: aws.AwsDeps | None = Non
     one file per leg under --runs-root (collectives-<id>[-efa|-tcp].json, with machine, date and command)."""
     if not args.stack:
         return write_sweeps(args, ui, {"": local_collectives(args.max_mib or LOCAL_MAX_MIB, args.iters or ITERS)}, None)
-    given = {"kubeconfig": args.kubeconfig, "deps": deps, "yes": args.yes, **target_opts}
-    target = aws.open_stack(args.stack, project_dir=args.project_dir, ui=ui, **given)
+    target = aws_target(args, ui, deps, **target_opts)
     owner = RunController(target, ui, keep_nodes=args.keep_nodes)
     return owner.run(
         lambda owner: cluster_collectives(args, target, owner),
@@ -570,7 +524,12 @@ def run(args: argparse.Namespace, ui: Ui, deps: aws.AwsDeps | None = None, **tar
     With --collectives: the collective bandwidth sweep instead (`collectives`)."""
     if args.collectives:
         return collectives(args, ui, deps, **target_opts)
-    require_stack(args)
+    if not args.stack:
+        known = ", ".join(known_stacks(args.project_dir)) or "(none)"
+        raise DriverError(
+            f"bench needs --stack NAME: EFA against TCP runs only on a stack's cluster (known stacks: {known})",
+            exit_code=2,
+        )
     # The job is judged from the stack file alone, before any client exists: a job the stack cannot run, or one
     # that fits on one node, is bad input whatever the cloud says.
     cfg = aws.load_config(args.stack, args.project_dir)
@@ -588,14 +547,14 @@ def run(args: argparse.Namespace, ui: Ui, deps: aws.AwsDeps | None = None, **tar
         doc = document(legs, prediction(job, cfg), precision_prediction(job, cfg), reports, error)
         if args.json:
             ui.emit_json({**doc, "nodes": owner.scale_down_line})
-            return 0 if error is None else 1
-        for line in table(doc):
-            ui.note(line)
-        ui.note(f"report: {doc['report']}" if doc["report"] else f"no side-by-side report: {doc['report_error']}")
-        if owner.scale_down_line:
-            ui.note(owner.scale_down_line)
-        if error:
-            ui.error(error)
+        else:
+            for line in table(doc):
+                ui.note(line)
+            ui.note(f"report: {doc['report']}" if doc["report"] else f"no side-by-side report: {doc['report_error']}")
+            if owner.scale_down_line:
+                ui.note(owner.scale_down_line)
+            if error:
+                ui.error(error)
         return 0 if error is None else 1
 
     owner = RunController(targets[EFA], ui, keep_nodes=args.keep_nodes)

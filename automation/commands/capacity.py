@@ -22,9 +22,9 @@ from typing import Any
 
 from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
-from rich.table import Table
+from rich.table import Column, Table
 
-from automation.aws_clients import Ec2Reservations, Pricing, Session
+from automation.aws_clients import Session
 from automation.capacity_finder import RegionClients, Zone, ranking_lines, spot_types, stack_file_text, survey
 from automation.capacity_probe import cleanup, probe
 from automation.ec2 import offered_azs, spot_quota_for
@@ -181,7 +181,15 @@ def run(
         ec2 = session.client("ec2", region_name=region)
         return RegionClients(ec2, session.client("service-quotas", region_name=region))
 
-    zones = _survey_with_bar(ui, regions, clients_for, pricing, args)
+    # The survey, regions in parallel, with a bar of regions done (on stderr under --json).
+    bar = Progress(
+        TextColumn("[bold]capacity[/] regions"), MofNCompleteColumn(), BarColumn(), console=ui.console, transient=True
+    )
+    task = bar.add_task("regions", total=len(regions))
+    with bar:
+        zones = survey(
+            regions, clients_for, pricing, args.instance_type, args.count, on_region=lambda r: bar.advance(task)
+        )
     if args.probe:
         zones = _probe(ui, zones, session, args, confirm)
     written = _write_stack(args, zones, session)
@@ -205,24 +213,6 @@ def _cleanup(ui: Output, session: Session, regions: list[str], as_json: bool) ->
     return 0
 
 
-def _survey_with_bar(
-    ui: Output,
-    regions: list[str],
-    clients_for: Callable[[str], RegionClients],
-    pricing: Pricing,
-    args: argparse.Namespace,
-) -> list[Zone]:
-    """The survey, regions in parallel, with a bar of regions done (on stderr under --json)."""
-    bar = Progress(
-        TextColumn("[bold]capacity[/] regions"), MofNCompleteColumn(), BarColumn(), console=ui.console, transient=True
-    )
-    task = bar.add_task("regions", total=len(regions))
-    with bar:
-        return survey(
-            regions, clients_for, pricing, args.instance_type, args.count, on_region=lambda r: bar.advance(task)
-        )
-
-
 def _probe(
     ui: Output, zones: list[Zone], session: Session, args: argparse.Namespace, confirm: Callable[[str], bool]
 ) -> list[Zone]:
@@ -237,12 +227,9 @@ def _probe(
     )
     if not (args.yes or confirm(question)):
         raise DriverError("--probe not confirmed: no reservation was made (pass --yes to skip the question)")
-    clients: dict[str, Ec2Reservations] = {}
-
-    def ec2_for(region: str) -> Ec2Reservations:
-        return clients.setdefault(region, session.client("ec2", region_name=region))
-
-    return probe(zones, ec2_for, args.instance_type, args.count, say=ui.note)
+    return probe(
+        zones, lambda region: session.client("ec2", region_name=region), args.instance_type, args.count, say=ui.note
+    )
 
 
 def _write_stack(args: argparse.Namespace, zones: list[Zone], session: Session) -> Path | None:
@@ -288,9 +275,7 @@ def _show(ui: Output, args: argparse.Namespace, zones: list[Zone], written: Path
             }
         )
         return
-    table = Table(show_header=True, header_style="bold")
-    for col in COLUMNS:
-        table.add_column(col, overflow="fold")
+    table = Table(*(Column(col, overflow="fold") for col in COLUMNS), header_style="bold")
     for i, z in enumerate(zones, 1):
         table.add_row(*(escape(c) for c in _row(i, z)))
     ui.console.print(table)

@@ -11,7 +11,6 @@ from __future__ import annotations
 import argparse
 import shutil
 from collections.abc import Callable
-from pathlib import Path
 
 from automation.commands import Subparsers
 from automation.errors import DriverError
@@ -19,10 +18,6 @@ from automation.flags import count, resolve_target
 from automation.ui import Output, tty_confirm
 from workloads.config import runs_root
 from workloads.metrics import RUN_MARKER_FILE, local_runs
-
-
-def size_of(paths: list[Path]) -> int:
-    return sum(f.stat().st_size for p in paths for f in p.rglob("*") if f.is_file() and not f.is_symlink())
 
 
 def add_parser(sub: Subparsers, parents: list[argparse.ArgumentParser]) -> None:
@@ -43,7 +38,7 @@ def run(args: argparse.Namespace, ui: Output, confirm: Callable[[str], bool] = t
     if others and not args.json:
         ui.note(f"left alone under {root} (no {RUN_MARKER_FILE}, so no run): {', '.join(others)}")
     if doomed:
-        mib = size_of(doomed) / 2**20
+        mib = sum(f.stat().st_size for p in doomed for f in p.rglob("*") if f.is_file() and not f.is_symlink()) / 2**20
         if not args.json:
             ui.note(f"would delete, oldest last: {', '.join(p.name for p in doomed)}")
         question = (

@@ -19,7 +19,7 @@ import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import Protocol
+from typing import Any, Protocol
 
 from automation.commands import Subparsers
 from automation.errors import DriverError
@@ -73,14 +73,8 @@ class _ForwardedSocket:
     def __init__(self, pf: _PortForwardLike, port: int):
         self.pf, self.sock = pf, pf.socket(port)
 
-    def recv(self, n: int) -> bytes:
-        return self.sock.recv(n)
-
-    def sendall(self, data: bytes) -> None:
-        self.sock.sendall(data)
-
-    def shutdown(self, how: int) -> None:
-        self.sock.shutdown(how)
+    def __getattr__(self, name: str) -> Any:  # recv, sendall, shutdown: the port's own
+        return getattr(self.sock, name)
 
     def close(self) -> None:
         self.pf.close()
@@ -213,12 +207,11 @@ def run_local(args: argparse.Namespace, ui: Output, find: Callable[[], list[str]
 
 
 # ---- the command -----------------------------------------------------------------------------------
-def add_parser(sub: Subparsers, parents: list[argparse.ArgumentParser]) -> argparse.ArgumentParser:
+def add_parser(sub: Subparsers, parents: list[argparse.ArgumentParser]) -> None:
     p = command_parser(sub, "dashboard", HELP, __doc__, [*parents, CLUSTER_PARENT])
     p.add_argument("--target", choices=("aws", "local"), help="where Ray runs: aws (a stack's cluster) or this machine")
     forward = p.add_argument("--port", type=port, default=0, help="aws: local port on 127.0.0.1 (default: a free one)")
     not_in(forward, LOCAL, "the local dashboards answer on their own ports, which this command lists")
-    return p
 
 
 def check_port_free(local_port: int) -> None:

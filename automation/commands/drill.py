@@ -41,7 +41,7 @@ from typing import Protocol
 import psutil
 
 from automation.commands import Subparsers
-from automation.commands.run_steps import add_hang, add_keep_nodes, add_skip_gate, add_yes
+from automation.commands.run_steps import add_hang, add_keep_nodes, add_skip_gate, add_yes, aws_target
 from automation.errors import DriverError
 from automation.flags import AWS, CLUSTER_PARENT, command_parser, location, not_in, whole_number
 from automation.hang import bound_of
@@ -89,7 +89,7 @@ def drill_steps(text: str) -> int:
     return steps
 
 
-def add_parser(sub: Subparsers, parents: list[argparse.ArgumentParser]) -> argparse.ArgumentParser:
+def add_parser(sub: Subparsers, parents: list[argparse.ArgumentParser]) -> None:
     p = command_parser(sub, "drill", HELP, __doc__, [*parents, CLUSTER_PARENT])
     p.add_argument("--target", choices=("local",), help="drill on this machine (the default without --stack)")
     p.add_argument(
@@ -105,7 +105,6 @@ def add_parser(sub: Subparsers, parents: list[argparse.ArgumentParser]) -> argpa
     add_yes(p)
     add_keep_nodes(p)
     add_skip_gate(p)
-    return p
 
 
 # ---- the worker to kill ----------------------------------------------------------------------------
@@ -113,12 +112,7 @@ def worker_pids(lines: list[str], run_id: str) -> dict[int, int]:
     """{rank: pid} of the run's Ray Train workers, from the marker each prints as its first line
     (workloads/loop.py) behind Ray's `(RayTrainWorker pid=N)` prefix; a restarted rank's newest pid wins."""
     pattern = re.compile(rf"\({WORKER_CLASS} pid=(\d+)\)\s*{re.escape(run_marker(run_id))} rank=(\d+)\s*$")
-    found: dict[int, int] = {}
-    for line in lines:
-        m = pattern.search(line)
-        if m:
-            found[int(m.group(2))] = int(m.group(1))
-    return found
+    return {int(m[2]): int(m[1]) for m in map(pattern.search, lines) if m}
 
 
 def kill_worker(pid: int) -> None:
@@ -229,9 +223,10 @@ class Kill:
     pod: str | None = None  # AWS: the pod deleted
 
 
-Progress = Callable[[], tuple[int | None, int]]  # (the registered checkpoint's step, the last step done)
-KillOnce = Callable[[int], Kill | None]  # kill after that registered step; None while no worker is known yet
-KillFor = Callable[[list[str]], tuple[Progress, KillOnce]]  # both, read from the drill run's log lines so far
+# Each reads the drill run's log lines so far: the last step done; a kill after the registered step (None while no
+# worker is known yet).
+LastStep = Callable[[list[str]], int]
+KillOnce = Callable[[list[str], int], Kill | None]
 
 
 # The two targets the drill runs on (a protocol of their on_line/on_progress fields would not do: mypy reads a
@@ -247,16 +242,15 @@ class PodDeleter(Protocol):
 
 
 def kill_between_checkpoints(
-    job: TrainConfig, running: threading.Thread, timeout_s: float, progress: Progress, kill: KillOnce
+    job: TrainConfig, running: threading.Thread, timeout_s: float, lines: list[str], done: LastStep, kill: KillOnce
 ) -> Kill:
-    """`kill(registered)` once Ray Train has registered a mid-run checkpoint and the run has not yet passed the
-    next one, so the restart must resume from the registered one. `progress()` is (registered step, last step
-    done); `kill` returns None while it cannot kill yet (the workers not known)."""
+    """`kill` once Ray Train has registered a mid-run checkpoint and the run has not yet passed the next one, so the
+    restart must resume from the registered one."""
     deadline = time.monotonic() + timeout_s
     while running.is_alive() and time.monotonic() < deadline:
-        registered, done = progress()
-        if registered and done < job.steps and done <= registered + job.checkpoint_every:
-            killed = kill(registered)
+        registered, last = read_registered(job.storage_path, job.name or job.run_id), done(list(lines))
+        if registered and last < job.steps and last <= registered + job.checkpoint_every:
+            killed = kill(list(lines), registered)
             if killed is not None:
                 return killed
         time.sleep(POLL_S)
@@ -276,11 +270,10 @@ def _submit(target: DrillTarget, job: TrainConfig, what: str) -> TrainOutcome:
 
 
 def run_and_kill(
-    target: DrillTarget, job: TrainConfig, reference: TrainConfig, timeout_s: float, kill_for: KillFor
+    target: DrillTarget, job: TrainConfig, reference: TrainConfig, timeout_s: float, how: tuple[LastStep, KillOnce]
 ) -> tuple[Kill, list[str]]:
-    """The reference run to its end, then the drill run with one kill; (the kill, the drill run's log lines).
-
-    `kill_for(lines)` gives (progress, kill) for `kill_between_checkpoints` from the drill run's log so far."""
+    """The reference run to its end, then the drill run with one kill (``how``: `kill_between_checkpoints`'s);
+    (the kill, the drill run's log lines)."""
     target.on_progress(f"reference run {reference.run_id}: {reference.steps} steps, uninterrupted")
     _submit(target, reference, "reference")
     lines: list[str] = []
@@ -289,7 +282,7 @@ def run_and_kill(
     running = threading.Thread(target=lambda: outcome.append(target.run_job_to_end(job)), daemon=True)
     target.on_progress(f"drill run {job.run_id}: {job.steps} steps, one worker killed after a checkpoint")
     running.start()
-    kill = kill_between_checkpoints(job, running, timeout_s, *kill_for(lines))
+    kill = kill_between_checkpoints(job, running, timeout_s, lines, *how)
     target.on_progress(
         f"killed rank {kill.rank} ({kill.pod or f'pid {kill.pid}'}) after checkpoint {kill.registered_step}"
     )
@@ -301,26 +294,19 @@ def run_and_kill(
 
 
 # ---- the local drill -------------------------------------------------------------------------------
-def local_kill_for(job: TrainConfig) -> KillFor:
-    """Progress from the run's storage and metrics file; SIGKILL of the highest rank's process found in the log."""
-    metrics = Path(job.run_dir) / METRICS_FILE
+def local_kill_for(job: TrainConfig) -> tuple[LastStep, KillOnce]:
+    """The last step from the run's metrics file; SIGKILL of the highest rank's process found in the log."""
 
-    def bind(lines: list[str]) -> tuple[Progress, KillOnce]:
-        def progress() -> tuple[int | None, int]:
-            return read_registered(job.storage_path, job.name or job.run_id), last_step(metrics)
+    def kill(lines: list[str], registered: int) -> Kill | None:
+        pids = worker_pids(lines, job.run_id)
+        if not pids:
+            return None
+        rank = max(pids)
+        at = time.time()
+        kill_worker(pids[rank])
+        return Kill(rank, at, registered, pid=pids[rank])
 
-        def kill(registered: int) -> Kill | None:
-            pids = worker_pids(list(lines), job.run_id)
-            if not pids:
-                return None
-            rank = max(pids)
-            at = time.time()
-            kill_worker(pids[rank])
-            return Kill(rank, at, registered, pid=pids[rank])
-
-        return progress, kill
-
-    return bind
+    return lambda lines: last_step(Path(job.run_dir) / METRICS_FILE), kill
 
 
 def drill_local(args: argparse.Namespace, ui: Output) -> dict:
@@ -356,12 +342,7 @@ AWS_JOB_TIMEOUT_S = 3600.0
 
 def worker_ips(lines: list[str]) -> dict[int, str]:
     """{rank: node IP} of the worker group the controller started last (a restart announces a new one)."""
-    found: dict[int, str] = {}
-    for line in lines:
-        m = _GROUP_LINE.search(line)
-        if m:
-            found[int(m.group(3))] = m.group(1)
-    return found
+    return {int(m[3]): m[1] for m in map(_GROUP_LINE.search, lines) if m}
 
 
 def worker_pod_to_delete(pods: list[dict], rank_ips: dict[int, str]) -> tuple[str, int]:
@@ -389,26 +370,19 @@ def echoed_records(lines: list[str]) -> list[dict]:
     return [r for r in map(parse_echo, lines) if r is not None]
 
 
-def aws_kill_for(job: TrainConfig, kube: PodDeleter, namespace: str, selector: str) -> KillFor:
-    """Progress from the run bucket and the job log's echoed metrics; deletion of a worker pod."""
+def aws_kill_for(kube: PodDeleter, namespace: str, selector: str) -> tuple[LastStep, KillOnce]:
+    """The last step from the job log's echoed metrics; deletion of a worker pod."""
 
-    def bind(lines: list[str]) -> tuple[Progress, KillOnce]:
-        def progress() -> tuple[int | None, int]:
-            done = max((r["step"] for r in echoed_records(list(lines))), default=0)
-            return read_registered(job.storage_path, job.name or job.run_id), done
+    def kill(lines: list[str], registered: int) -> Kill | None:
+        ips = worker_ips(lines)
+        if not ips:
+            return None
+        pod, rank = worker_pod_to_delete(kube.list_pods(namespace, selector), ips)
+        at = time.time()
+        kube.delete_pod(namespace, pod)
+        return Kill(rank, at, registered, pod=pod)
 
-        def kill(registered: int) -> Kill | None:
-            ips = worker_ips(list(lines))
-            if not ips:
-                return None
-            pod, rank = worker_pod_to_delete(kube.list_pods(namespace, selector), ips)
-            at = time.time()
-            kube.delete_pod(namespace, pod)
-            return Kill(rank, at, registered, pod=pod)
-
-        return progress, kill
-
-    return bind
+    return lambda lines: max((r["step"] for r in echoed_records(lines)), default=0), kill
 
 
 def with_drill_interval(job: TrainConfig) -> TrainConfig:
@@ -430,7 +404,7 @@ def drill_aws(args: argparse.Namespace, target: aws.AwsTarget, owner: RunControl
     selector = f"ray.io/cluster={exp.raycluster},ray.io/node-type=worker"
     ref_lines: list[str] = []
     target.on_line = ref_lines.append
-    kill_for = aws_kill_for(job, target.kube(), exp.namespace, selector)
+    kill_for = aws_kill_for(target.kube(), exp.namespace, selector)
     kill, lines = run_and_kill(target, job, reference, AWS_JOB_TIMEOUT_S, kill_for)
     doc = document(job, reference, kill, echoed_records(lines), echoed_records(ref_lines))
     return {**doc, "target": "aws", "stack": args.stack}
@@ -444,17 +418,13 @@ def document(
     loss, ref_loss = final_loss(records), final_loss(ref_records)
     matches = losses_match(loss, ref_loss)
     why = failures(rec, job.steps, job.checkpoint_every, kill.registered_step, matches)
-    killed = (
-        {"rank": kill.rank, "pid": kill.pid, "signal": "SIGKILL"}
-        if kill.pod is None
-        else {"rank": kill.rank, "pod": kill.pod}
-    )
+    how = {"pid": kill.pid, "signal": "SIGKILL"} if kill.pod is None else {"pod": kill.pod}
     return {
         "ok": not why,
         "failures": why,
         "run_id": job.run_id,
         "reference_run_id": reference.run_id,
-        "killed": killed,
+        "killed": {"rank": kill.rank, **how},
         "checkpoint_every": job.checkpoint_every,
         "registered_checkpoint_at_kill": kill.registered_step,
         **dataclasses.asdict(rec),
@@ -473,15 +443,7 @@ def run(args: argparse.Namespace, ui: Ui) -> int:
         )
     if not args.stack:
         return show(drill_local(args, ui), ui, None)
-    hang = bound_of(args.hang_factor, args.hang_floor)
-    options = {
-        "steps_override": args.steps,
-        "yes": args.yes,
-        "skip_gate": args.skip_gate,
-        "on_progress": ui.milestone,
-        "hang_bound": hang,
-    }
-    target = aws.open_stack(args.stack, project_dir=args.project_dir, ui=ui, kubeconfig=args.kubeconfig, **options)
+    target = aws_target(args, ui, on_progress=ui.milestone)
     owner = RunController(target, ui, keep_nodes=args.keep_nodes)
     return owner.run(lambda owner: drill_aws(args, target, owner), lambda doc: show(doc, ui, owner.scale_down_line))
 
@@ -491,8 +453,7 @@ def show(doc: dict, ui: Output, nodes: str | None) -> int:
     if ui.json_mode:
         ui.emit_json({**doc, "nodes": nodes} if nodes else doc)
     else:
-        keys = ("step_at_kill", "resumed_from_step", "steps_lost", "final_step", "recovery_seconds")
-        for key in (*keys, "final_loss_matches"):
+        for key in (*(f.name for f in dataclasses.fields(Recovery)), "final_loss_matches"):
             ui.note(f"{key}: {doc[key]}")
         for line in doc["failures"]:
             ui.error(line)

@@ -18,7 +18,7 @@ import shlex
 
 from automation.commands import Subparsers
 from automation.errors import DriverError
-from automation.flags import CLUSTER_PARENT, command_parser
+from automation.flags import CLUSTER_PARENT, command_parser, count
 from automation.kube import KubeApi, RayClusterPods
 from automation.ray_head import HEAD_JOB_SERVER, strip_ansi
 from automation.targets import aws
@@ -30,26 +30,14 @@ RAY_LOGS = "/tmp/ray/session_latest/logs"  # Ray's default session directory ins
 FOLLOW_S = 7 * 24 * 3600.0  # follow as long as the job runs; Ctrl-C ends it sooner
 
 
-def driver_log_command(run_id: str) -> list[str]:
-    """`ray job logs --follow` of the job submitted under the run id (`train` uses it as submission id)."""
-    return ["ray", "job", "logs", "--address", HEAD_JOB_SERVER, "--follow", run_id]
-
-
-def find_worker_log_command(run_id: str, rank: int) -> list[str]:
-    """The Ray worker log file in which rank `rank` of the run printed its run marker (empty if none)."""
-    marker = shlex.quote(run_marker(run_id, rank))
-    return ["sh", "-c", f"grep -l -F -x -- {marker} {RAY_LOGS}/worker-*.out 2>/dev/null | head -n 1"]
-
-
-def follow_file_command(path: str) -> list[str]:
-    return ["tail", "-n", "+1", "-F", path]
-
-
 def worker_log(cluster: RayClusterPods[KubeApi], run_id: str, rank: int) -> tuple[str, str]:
-    """(pod, file) of rank `rank`'s log: searched in every running worker pod, then the head."""
+    """(pod, file) of rank `rank`'s log, the Ray worker log in which it printed its run marker: searched in every
+    running worker pod, then the head."""
+    marker = shlex.quote(run_marker(run_id, rank))
+    find = ["sh", "-c", f"grep -l -F -x -- {marker} {RAY_LOGS}/worker-*.out 2>/dev/null | head -n 1"]
     pods = cluster.pods("worker") + cluster.pods("head")
     for pod in pods:
-        res = cluster.kube.exec(pod, cluster.namespace, find_worker_log_command(run_id, rank), timeout_s=60)
+        res = cluster.kube.exec(pod, cluster.namespace, find, timeout_s=60)
         path = res.stdout.strip()
         if res.rc == 0 and path:
             return pod, path
@@ -60,11 +48,10 @@ def worker_log(cluster: RayClusterPods[KubeApi], run_id: str, rank: int) -> tupl
     )
 
 
-def add_parser(sub: Subparsers, parents: list[argparse.ArgumentParser]) -> argparse.ArgumentParser:
+def add_parser(sub: Subparsers, parents: list[argparse.ArgumentParser]) -> None:
     p = command_parser(sub, "logs", HELP, __doc__, [*parents, CLUSTER_PARENT])
     p.add_argument("run", metavar="RUN", nargs="?", help="the run id (default: the newest run on the cluster)")
-    p.add_argument("--worker", type=int, metavar="N", help="follow Ray Train rank N's log instead of the driver's")
-    return p
+    p.add_argument("--worker", type=count, metavar="N", help="follow Ray Train rank N's log instead of the driver's")
 
 
 def run(args: argparse.Namespace, ui: Notes, deps: aws.AwsDeps | None = None) -> int:
@@ -74,17 +61,15 @@ def run(args: argparse.Namespace, ui: Notes, deps: aws.AwsDeps | None = None) ->
         raise DriverError(
             "logs needs --stack NAME (e.g. --stack us-west-2): the job runs on that stack's cluster", exit_code=2
         )
-    if args.worker is not None and args.worker < 0:
-        raise DriverError(f"--worker {args.worker}: ranks start at 0", exit_code=2)
     target = aws.open_stack(args.stack, project_dir=args.project_dir, kubeconfig=args.kubeconfig, deps=deps)
     cluster = target.ray_pods()
     head = cluster.head_pod()
     run_id = args.run or aws.newest_cluster_run(cluster.kube.exec, head, cluster.namespace)
-    if args.worker is None:
-        pod, command = head, driver_log_command(run_id)
+    if args.worker is None:  # `train` submits the job under the run id
+        pod, command = head, ["ray", "job", "logs", "--address", HEAD_JOB_SERVER, "--follow", run_id]
     else:
         pod, path = worker_log(cluster, run_id, args.worker)
-        command = follow_file_command(path)
+        command = ["tail", "-n", "+1", "-F", path]
     ui.note(f"following {' '.join(command[:4])} … in {cluster.namespace}/{pod} (Ctrl-C stops)")
     try:
         res = cluster.kube.exec(

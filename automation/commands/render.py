@@ -34,11 +34,9 @@ def run(args: argparse.Namespace, ui: Output) -> int:
     cfg = load_config(args.stack, args.project_dir)  # the clear message for a bad stack, before Pulumi's mocks
     try:
         job = resolve_cluster_job(cfg, RENDERED_RUN_ID, Durability().layer())  # the job preflight would refuse
-    except TrainConfigError as e:
-        raise DriverError(str(e), exit_code=2) from None
-    try:
+        # StackConfigError from here: what only the program checks (an empty gpuAvailabilityZone)
         rows = render_stack(args.stack, args.project_dir)
-    except StackConfigError as e:  # what only the program checks (an empty gpuAvailabilityZone)
+    except (TrainConfigError, StackConfigError) as e:
         raise DriverError(str(e), exit_code=2) from None
     if args.json:
         ui.emit_json({"stack": args.stack, "resources": rows, "job": job.as_dict(), "precision": job.precision()})

@@ -10,8 +10,8 @@ It reads what the run left in its directory: `metrics.jsonl` (one line per step,
 `automation run` knew: target, stack, NCCL verdict, cost per hour) and, when the verdict is not there,
 the NCCL logs under `nccl/`. With --stack it copies the run from the cluster's pods, or, once they are gone,
 from what the run's end kept in the run bucket (`<storage_uri>/<run id>/logs/`). It writes
-`<run>/report/report.html` (plots embedded, so the page is one
-file) beside `loss.png`, `throughput.png` and `memory.png`.
+`<run>/report/report.html` (plots embedded, so the page is one file) beside `loss.png`, `throughput.png` and
+`memory.png`.
 """
 
 from __future__ import annotations
@@ -67,10 +67,6 @@ class RunData:
     info: dict | None
     driver: dict | None
     verdict: dict = field(default_factory=dict)
-
-    @property
-    def label(self) -> str:
-        return self.run_id
 
 
 def find_run_dir(ref: str, runs_root: Path) -> Path:
@@ -170,15 +166,14 @@ def _series(run: RunData, key: str) -> tuple[list[int], list[float]]:
 
 def _figure(title: str) -> tuple[Figure, Axes]:
     try:
-        import matplotlib
+        import matplotlib.figure
         import matplotlib.ticker
     except ImportError:
         raise DriverError("the report's plots need matplotlib: pip install -e '.[observe]'", exit_code=2) from None
-
-    matplotlib.use("Agg")  # no display: files only
-    import matplotlib.pyplot as plt
-
-    fig, ax = plt.subplots(figsize=PLOT_SIZE_IN, dpi=PLOT_DPI)
+    # A Figure of its own, not pyplot's: no display, no global state to close (matplotlib >= 3.1; its gallery, "Embed in
+    # a web application server": https://matplotlib.org/stable/gallery/user_interfaces/web_application_server_sgskip.html).
+    fig = matplotlib.figure.Figure(figsize=PLOT_SIZE_IN, dpi=PLOT_DPI)
+    ax = fig.subplots()
     ax.set_title(title)
     ax.set_xlabel("step")
     ax.xaxis.set_major_locator(matplotlib.ticker.MaxNLocator(integer=True))
@@ -186,48 +181,34 @@ def _figure(title: str) -> tuple[Figure, Axes]:
     return fig, ax
 
 
-def _save(fig: Figure, path: Path) -> Path:
-    import matplotlib.pyplot as plt
-
-    fig.tight_layout()
-    fig.savefig(path, dpi=PLOT_DPI)  # no bbox_inches="tight": it would change the pixel size
-    plt.close(fig)
-    return path
-
-
-def plot_loss(runs: list[RunData], path: Path) -> Path:
-    fig, ax = _figure(PLOTS["loss"])
+def plot_loss(ax: Axes, runs: list[RunData]) -> None:
     for run in runs:
-        ax.plot(*_series(run, "loss"), marker=".", label=run.label)
+        ax.plot(*_series(run, "loss"), marker=".", label=run.run_id)
     ax.set_ylabel("loss")
     ax.legend(loc="upper right")
-    return _save(fig, path)
 
 
-def plot_throughput(runs: list[RunData], path: Path) -> Path:
+def plot_throughput(ax: Axes, runs: list[RunData]) -> None:
     """tokens/s on the left axis; MFU (where the peak is known, i.e. on GPUs) on the right, dashed."""
-    fig, ax = _figure(PLOTS["throughput"])
     mfu_ax = None
     for run in runs:
-        (line,) = ax.plot(*_series(run, "tokens_per_s"), marker=".", label=f"{run.label} tokens/s")
+        (line,) = ax.plot(*_series(run, "tokens_per_s"), marker=".", label=f"{run.run_id} tokens/s")
         steps, mfu = _series(run, "mfu")
         if mfu:
             mfu_ax = mfu_ax or ax.twinx()
-            mfu_ax.plot(steps, [100 * v for v in mfu], "--", color=line.get_color(), label=f"{run.label} MFU")
+            mfu_ax.plot(steps, [100 * v for v in mfu], "--", color=line.get_color(), label=f"{run.run_id} MFU")
     ax.set_ylabel("tokens/s (global)")
     if mfu_ax is not None:
         mfu_ax.set_ylabel("MFU (%)")
     ax.legend(loc="lower right")
-    return _save(fig, path)
 
 
-def plot_memory(runs: list[RunData], path: Path) -> Path:
-    fig, ax = _figure(PLOTS["memory"])
+def plot_memory(ax: Axes, runs: list[RunData]) -> None:
     time_ax = ax.twinx()
     for run in runs:
-        (line,) = ax.plot(*_series(run, "peak_mem_gb"), marker=".", label=f"{run.label} peak memory")
+        (line,) = ax.plot(*_series(run, "peak_mem_gb"), marker=".", label=f"{run.run_id} peak memory")
         steps, st = _series(run, "step_time_s")
-        time_ax.plot(steps, st, ":", color=line.get_color(), label=f"{run.label} step time")
+        time_ax.plot(steps, st, ":", color=line.get_color(), label=f"{run.run_id} step time")
     ax.set_ylabel("peak memory (GB), rank 0")
     time_ax.set_ylabel("step time (s), dotted")
     # From 0: a few MB of allocator noise on a 1 GB peak drawn over a 2 MB axis looked like a cliff.
@@ -235,7 +216,6 @@ def plot_memory(runs: list[RunData], path: Path) -> Path:
     time_ax.set_ylim(0, max((time_ax.get_ylim()[1], 1e-3)) * 1.1)
     lines = ax.get_lines() + time_ax.get_lines()  # one legend for both axes: the step time's too
     ax.legend(lines, [str(line.get_label()) for line in lines], loc="lower right")
-    return _save(fig, path)
 
 
 def counter_nics(run: RunData) -> list[dict]:
@@ -244,9 +224,8 @@ def counter_nics(run: RunData) -> list[dict]:
     return [n for n in witness.get("nics") or [] if n.get("counted_bytes") is not None]
 
 
-def plot_efa(runs: list[RunData], path: Path) -> Path:
+def plot_efa(ax: Axes, runs: list[RunData]) -> None:
     """One pair of bars per NIC: the model's predicted bytes for the run and what the counters say it sent."""
-    fig, ax = _figure(TITLES[EFA_PLOT])
     rows = [(run, n) for run in runs for n in counter_nics(run)]
     xs = range(len(rows))
     predicted = [(n.get("predicted_bytes") or 0) / 1e9 for _, n in rows]
@@ -256,17 +235,22 @@ def plot_efa(runs: list[RunData], path: Path) -> Path:
     for bar, (_, n) in zip(bars, rows, strict=True):
         if n.get("ratio") is not None:
             ax.annotate(f"{n['ratio']:.0%}", (bar.get_x() + bar.get_width() / 2, bar.get_height()), ha="center")
-    ax.set_xticks(list(xs), [f"{r.label}\n{n['node'].split('.')[0]}/{n['device']}" for r, n in rows], fontsize=7)
+    ax.set_xticks(list(xs), [f"{r.run_id}\n{n['node'].split('.')[0]}/{n['device']}" for r, n in rows], fontsize=7)
     ax.set_xlabel("run, node / EFA device")
     ax.set_ylabel("GB sent per NIC over the run")
     ax.legend(loc="lower right")
-    return _save(fig, path)
 
 
 def write_plots(runs: list[RunData], out_dir: Path) -> dict[str, Path]:
     makers = {"loss": plot_loss, "throughput": plot_throughput, "memory": plot_memory, EFA_PLOT: plot_efa}
-    names = [*PLOTS, *([EFA_PLOT] if any(counter_nics(r) for r in runs) else [])]
-    return {name: makers[name](runs, out_dir / f"{name}.png") for name in names}
+    paths = {}
+    for name in [*PLOTS, *([EFA_PLOT] if any(counter_nics(r) for r in runs) else [])]:
+        fig, ax = _figure(TITLES[name])
+        makers[name](ax, runs)
+        fig.tight_layout()
+        paths[name] = out_dir / f"{name}.png"
+        fig.savefig(paths[name], dpi=PLOT_DPI)  # no bbox_inches="tight": it would change the pixel size
+    return paths
 
 
 # ---- numbers -----------------------------------------------------------------------------------------
@@ -282,23 +266,6 @@ def wall_time_s(run: RunData) -> float:
     return last["time"] - first["time"] + first["step_time_s"]
 
 
-def throughput(run: RunData) -> tuple[str, str | None]:
-    """(label, value) of the run's one throughput figure: the mean tokens/s after warm-up from its summary,
-    the figure the terminal printed at the end of the run; the median step's where the run left no summary."""
-    s = run.summary or RunSummary()
-    tps: float | None
-    if s.tokens_per_s is not None:
-        label, tps, per_gpu = "tokens/s (mean after warm-up)", s.tokens_per_s, s.tokens_per_s_per_gpu
-    else:
-        label, tps, per_gpu = (
-            "tokens/s (median step)",
-            _median(run, "tokens_per_s"),
-            _median(run, "tokens_per_s_per_gpu"),
-        )
-    value = _fmt(tps, ",.0f")
-    return label, value and value + (f" ({per_gpu:,.0f} per GPU)" if per_gpu is not None else "")
-
-
 def mfu_absent(run: RunData) -> str | None:
     """Why the run has no MFU (and its throughput plot no MFU line), or None when it has one."""
     if any(r.get("mfu") is not None for r in run.metrics):
@@ -310,17 +277,23 @@ def mfu_absent(run: RunData) -> str | None:
 
 
 def headline(run: RunData) -> dict[str, object]:
-    """The numbers at the top of the page, after the verdict (medians skip the first two steps)."""
+    """The numbers at the top of the page, after the verdict (medians skip the first two steps). Throughput and MFU
+    are the summary's means after warm-up, the figures the terminal printed at the end of the run; the median step's
+    where the run left no summary."""
     s, last = run.summary or RunSummary(), run.metrics[-1]
-    label, tps = throughput(run)
-    mfu = s.mfu if s.tokens_per_s is not None else _median(run, "mfu")
+    tps: float | None
+    if s.tokens_per_s is not None:
+        label, tps, per_gpu, mfu = "tokens/s (mean after warm-up)", s.tokens_per_s, s.tokens_per_s_per_gpu, s.mfu
+    else:
+        label = "tokens/s (median step)"
+        tps, per_gpu, mfu = (_median(run, k) for k in ("tokens_per_s", "tokens_per_s_per_gpu", "mfu"))
     return {
         "steps": f"{last['step']} / {last['total_steps']}",
         "workers": s.world_size or (run.info or {}).get("world_size"),
         "device": f"{s.device or '?'} ({s.backend or '?'})",
         "precision": s.precision or "not recorded (a run before the summary named it)",
-        "loss": _loss_change(run.metrics[0].get("loss"), last.get("loss")),
-        label: tps,
+        "loss": " -> ".join(_fmt(r.get("loss"), ".4f") or "n/a (not finite)" for r in (run.metrics[0], last)),
+        label: _fmt(tps, ",.0f", f" ({per_gpu:,.0f} per GPU)" if per_gpu is not None else ""),
         "MFU": _fmt(mfu, ".1%") or mfu_absent(run),
         "step time (median)": _fmt(_median(run, "step_time_s"), ".3f", " s"),
         "data wait (median)": _fmt(_median(run, "data_wait_s"), ".4f", " s"),
@@ -371,10 +344,6 @@ def cost_rows(run: RunData) -> dict[str, object]:
     }
 
 
-def _loss_change(first: float | None, last: float | None) -> str:
-    return f"{_fmt(first, '.4f') or 'n/a (not finite)'} -> {_fmt(last, '.4f') or 'n/a (not finite)'}"
-
-
 def _fmt(v: object, spec: str, unit: str = "") -> str | None:
     return None if v is None else format(v, spec) + unit
 
@@ -409,18 +378,14 @@ def _verdict_html(run: RunData) -> str:
 
 def _evidence_html(run: RunData) -> str:
     evidence = "\n".join(run.verdict.get("evidence") or []) or "(no evidence lines: nothing was checked)"
-    return f"<p>{html.escape(run.run_id)}</p><pre>{html.escape(evidence)}</pre>"
+    return f"<p>{html.escape(run.run_id)}</p><pre>{html.escape(evidence)}</pre>" + _counters_html(run)
 
 
-def _plot_note(name: str, runs: list[RunData]) -> str:
-    """What a plot leaves out and why: the throughput plot's missing MFU lines."""
-    if name != "throughput":
-        return ""
-    return "; ".join(f"{r.label}: {why}" for r in runs if (why := mfu_absent(r)) is not None)
-
-
-def _img(name: str, path: Path, note: str = "") -> str:
+def _img(name: str, path: Path, runs: list[RunData]) -> str:
+    """The plot, embedded, and its caption; the throughput plot's names each run it has no MFU line of, and why."""
     data = base64.b64encode(path.read_bytes()).decode()
+    whys = ((r.run_id, mfu_absent(r)) for r in runs) if name == "throughput" else ()
+    note = "; ".join(f"{run_id}: {why}" for run_id, why in whys if why is not None)
     return (
         f'<figure id="plot-{name}"><img src="data:image/png;base64,{data}" alt="{html.escape(TITLES[name])}">'
         f'<figcaption>{html.escape(TITLES[name])} (<a href="{path.name}">{path.name}</a>)'
@@ -457,8 +422,8 @@ def render_html(runs: list[RunData], plots: dict[str, Path]) -> str:
         parts.append(f"<h2>{html.escape(run.run_id)}</h2>{_verdict_html(run)}")
         parts.append(_table({**headline(run), **cost_rows(run)}))
         parts.append(f"<p>{html.escape(str(run.dir))}</p>")
-    parts.append("<h2>Curves</h2>" + "".join(_img(name, path, _plot_note(name, runs)) for name, path in plots.items()))
-    parts.append("<h2>NCCL evidence</h2>" + "".join(_evidence_html(r) + _counters_html(r) for r in runs))
+    parts.append("<h2>Curves</h2>" + "".join(_img(name, path, runs) for name, path in plots.items()))
+    parts.append("<h2>NCCL evidence</h2>" + "".join(map(_evidence_html, runs)))
     for run in runs:
         info = run.info or {}
         parts.append(f"<h2>Config and versions of {html.escape(run.run_id)}</h2>")
@@ -468,19 +433,13 @@ def render_html(runs: list[RunData], plots: dict[str, Path]) -> str:
     return "\n".join(parts)
 
 
-@dataclass(frozen=True)
-class ReportFiles:
-    html: Path
-    plots: dict[str, Path]
-
-
-def write_report(runs: list[RunData], out_dir: Path) -> ReportFiles:
-    """Write the PNGs and the page that embeds them into `out_dir`."""
+def write_report(runs: list[RunData], out_dir: Path) -> tuple[Path, dict[str, Path]]:
+    """Write the PNGs and the page that embeds them into `out_dir`: (the page, the PNGs by plot name)."""
     out_dir.mkdir(parents=True, exist_ok=True)
     plots = write_plots(runs, out_dir)
     page = out_dir / "report.html"
     page.write_text(render_html(runs, plots), encoding="utf-8")
-    return ReportFiles(page, plots)
+    return page, plots
 
 
 # ---- after a run of the pipeline --------------------------------------------------------------------
@@ -508,13 +467,13 @@ def keep_and_report(run_dir: Path, doc: dict) -> dict[str, str | None]:
     if counters and counters.get("after"):  # both readings and their differences, beside the run
         efa_witness.write(run_dir, counters)
     try:
-        files = write_report([load_run(run_dir)], run_dir / REPORT_DIR)
+        page, _ = write_report([load_run(run_dir)], run_dir / REPORT_DIR)
     except DriverError as e:
         return {"report": None, "metrics_file": str(metrics), "report_error": str(e)}
-    return {"report": str(files.html), "metrics_file": str(metrics)}
+    return {"report": str(page), "metrics_file": str(metrics)}
 
 
-def add_parser(sub: Any, parents: list[argparse.ArgumentParser]) -> argparse.ArgumentParser:
+def add_parser(sub: Any, parents: list[argparse.ArgumentParser]) -> None:
     p = command_parser(sub, "report", HELP, __doc__, [*parents, CLUSTER_PARENT])
     p.add_argument(
         "run",
@@ -525,7 +484,7 @@ def add_parser(sub: Any, parents: list[argparse.ArgumentParser]) -> argparse.Arg
     p.add_argument("--compare", metavar="RUN2", help="a second run to draw on the same axes")
     p.add_argument(
         "--out",
-        type=lambda text: Path(location(remote=False)(text)),
+        type=lambda text: output_folder(location(remote=False)(text)),
         help="directory for report.html and the PNGs (default: RUN/report)",
     )
     p.add_argument(
@@ -534,19 +493,6 @@ def add_parser(sub: Any, parents: list[argparse.ArgumentParser]) -> argparse.Arg
     p.add_argument(
         "--no-verdict", action="store_true", help="report a NCCL run whose NCCL logs are missing, without a verdict"
     )
-    return p
-
-
-def check_out_dir(out: Path) -> None:
-    """--out before anything is copied or drawn: a folder that exists, or one that can be made."""
-    if out.exists() and not out.is_dir():
-        raise DriverError(f"--out {str(out)!r} is a file: name a folder for report.html and the PNGs", exit_code=2)
-    try:
-        out.mkdir(parents=True, exist_ok=True)
-    except OSError as e:
-        raise DriverError(
-            f"--out {str(out)!r} cannot be made ({e.strerror or e}): name a writable folder", exit_code=2
-        ) from None
 
 
 def run(args: argparse.Namespace, ui: Output, deps: aws.AwsDeps | None = None) -> int:
@@ -558,8 +504,13 @@ def run(args: argparse.Namespace, ui: Output, deps: aws.AwsDeps | None = None) -
         args.run = newest_local_run(args.runs_root)
         ui.note(f"the newest run under {args.runs_root}: {Path(args.run).name}")
     refs = [args.run] + ([args.compare] if args.compare else [])
-    if args.out is not None:
-        check_out_dir(args.out)
+    if args.out is not None:  # before anything is copied or drawn (output_folder refused a file)
+        try:
+            args.out.mkdir(parents=True, exist_ok=True)
+        except OSError as e:
+            raise DriverError(
+                f"--out {str(args.out)!r} cannot be made ({e.strerror or e}): name a writable folder", exit_code=2
+            ) from None
     if args.stack:
         for flag, ref in zip(("RUN", "--compare"), refs, strict=False):
             if not _RUN_ID.match(ref):  # copied into --runs-root/<ref>: a path there would write elsewhere
@@ -575,18 +526,14 @@ def run(args: argparse.Namespace, ui: Output, deps: aws.AwsDeps | None = None) -
             target.copy_run(ref, args.runs_root)
     runs = [load_run(find_run_dir(ref, args.runs_root), not args.no_verdict) for ref in refs]
     out = args.out or runs[0].dir / (REPORT_DIR if not args.compare else f"{REPORT_DIR}-vs-{runs[1].run_id}")
-    files = write_report(runs, out)
+    page, plots = write_report(runs, out)
     if args.json:
+        metrics = [str(r.dir / METRICS_FILE) for r in runs]
         ui.emit_json(
-            {
-                "ok": True,
-                "report": str(files.html),
-                "plots": {k: str(v) for k, v in files.plots.items()},
-                "metrics_files": [str(r.dir / METRICS_FILE) for r in runs],
-            }
+            {"ok": True, "report": str(page), "plots": {k: str(v) for k, v in plots.items()}, "metrics_files": metrics}
         )
     else:
-        ui.note(f"report: {files.html}")
-        for name, path in files.plots.items():
+        ui.note(f"report: {page}")
+        for name, path in plots.items():
             ui.note(f"  {name}: {path}")
     return 0

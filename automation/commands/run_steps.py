@@ -1,10 +1,14 @@
-"""The pipeline's commands: `run` (every step in order) and each step alone (preflight, preview, up, verify,
-train, check, destroy), over the target the flags choose; then the one report every target shares.
+"""The pipeline's commands: `run` (every step in order), each step alone (preflight, preview, up, verify,
+train, check, destroy) and `attach`, over the target the flags choose; then the one report every target shares.
 
 `train` is two steps, `submit` (the job queued on the cluster's job server) and `follow` (the job followed to
-its end); `run --detach` stops after `submit`, and `attach` (automation/commands/attach.py) follows the job
-later with the same steps. On AWS `run` and `train` begin with `scale-up`, and each command's run controller
-(automation/run_controller.py) scales the GPU nodes back to gpuIdleNodes at the end, once the job has ended."""
+its end); `run --detach` stops after `submit`. `attach --stack S [RUN]` follows a job that a `run` left (--detach,
+a closed laptop, Ctrl-C) from any machine with the stack's credentials with the same steps, then `check` and the
+report, as if that `run` had stayed; the job is found on the head pod's job server (RUN: its run or Ray job id;
+default: the newest job submitted), and the local target cannot be attached to: its Ray cluster ends with its run.
+On AWS `run` and `train` begin with `scale-up`, and each command's run controller (automation/run_controller.py)
+resumes a job that fails for the infrastructure (--max-recoveries, --recovery-minutes) and scales the GPU nodes
+back to gpuIdleNodes at the end, once the job has ended, unless --keep-nodes."""
 
 from __future__ import annotations
 
@@ -47,6 +51,7 @@ HELPS = {
     "check": "assert from the workers' NCCL logs that collectives went over EFA",
     "destroy": "delete the stack's resources",
     "run": "all steps in order, stopping at the first failure",
+    "attach": "follow a job a `run` left running (--detach, Ctrl-C, a closed laptop), then check and report",
 }
 # How each command reaches the stack through pulumi (automation.targets.aws.PulumiUse).
 PULUMI_USE: dict[str, aws.PulumiUse] = {
@@ -61,8 +66,8 @@ RESUMED = Mode("--resume", lambda args: args.resume is not None)
 
 
 def add_parser(sub: Any, parents: list[argparse.ArgumentParser]) -> None:
-    def command(name: str) -> argparse.ArgumentParser:
-        return pipeline_command(sub, name, HELPS[name], parents)
+    def command(name: str) -> argparse.ArgumentParser:  # its steps run on the target --stack and --target choose
+        return sub.add_parser(name, help=HELPS[name], description=HELPS[name], parents=[*parents, TARGET_PARENT])
 
     p = command("preflight")
     add_num_workers(p)
@@ -110,25 +115,26 @@ def add_parser(sub: Any, parents: list[argparse.ArgumentParser]) -> None:
         "`attach --stack S RUN` follows it later (the GPU nodes stay up until it ends)",
     )
     not_in(detach, LOCAL, "the local target's Ray stops when its run ends, so no job could outlive it")
-    not_in(detach, PLAN, "it stops before any job is submitted")
-    timeout = add_timeout(p)
-    not_in(timeout, PLAN, "it stops before any job is submitted")
-    not_in(timeout, DETACHED, "the job outlives this command; `attach --timeout` limits it")
-    for flag in add_recovery(p):
+    timeout, recovery, hang = add_timeout(p), add_recovery(p), add_hang(p)
+    for flag in (detach, timeout, *recovery, *hang):
         not_in(flag, PLAN, "it stops before any job is submitted")
+    not_in(timeout, DETACHED, "the job outlives this command; `attach --timeout` limits it")
+    for flag in recovery:
         not_in(flag, DETACHED, "this command ends at submit; nothing follows the job to recover it")
-    for hang in add_hang(p):
-        not_in(hang, PLAN, "it stops before any job is submitted")
-        not_in(hang, DETACHED, "nothing follows the job; `attach` watches it for hangs")
+    for flag in hang:
+        not_in(flag, DETACHED, "nothing follows the job; `attach` watches it for hangs")
     not_in(add_skip_gate(p), PLAN, "it stops before the GPU nodes scale up")
+    p = command("attach")
+    add_kubeconfig(p)
+    add_keep_nodes(p)
+    add_timeout(p)
+    add_hang(p)
+    add_recovery(p)
+    what = "the run (its Ray job id) to follow (default: the newest job submitted)"
+    p.add_argument("job", nargs="?", type=run_id, metavar="RUN", help=what)
 
 
-def pipeline_command(sub: Any, name: str, help: str, parents: list[argparse.ArgumentParser]) -> argparse.ArgumentParser:
-    """The parser of a command whose steps run on the target --stack and --target choose."""
-    return sub.add_parser(name, help=help, description=help, parents=[*parents, TARGET_PARENT])
-
-
-# The flags several of these commands take, each declared once (`attach` takes some too).
+# The flags several of these commands take (bench and drill some too), each declared once.
 def add_recovery(p: argparse.ArgumentParser) -> tuple[argparse.Action, ...]:
     """--max-recoveries and --recovery-minutes: how far a followed job is resumed after an infrastructure failure
     (RunController.recovering)."""
@@ -252,16 +258,14 @@ def add_hang(p: argparse.ArgumentParser) -> tuple[argparse.Action, argparse.Acti
 
 def open_target(args: argparse.Namespace, ui: Ui, deps: aws.AwsDeps | None = None) -> Target:
     """The target the flags chose, for this command's steps (`deps`: the AWS target's outside world, for tests)."""
-    if resolve_target(args) == "local":
-        return local.from_args(args, ui)
+    return local.from_args(args, ui) if resolve_target(args) == "local" else aws_target(args, ui, deps)
+
+
+def aws_target(args: argparse.Namespace, ui: Ui, deps: aws.AwsDeps | None = None, **options: Any) -> aws.AwsTarget:
+    """The stack's target as the command's flags describe it; ``options`` (AwsTarget fields) the command sets itself
+    override them."""
     given = vars(args).get  # each command declares only its own flags: one it lacks was not given
-    return aws.open_stack(
-        args.stack,
-        project_dir=args.project_dir,
-        ui=ui,
-        kubeconfig=given("kubeconfig"),
-        deps=deps,
-        pulumi=PULUMI_USE[args.command],
+    flags = dict(
         run_id=given("resume") or given("run_id"),
         run_id_given=bool(given("resume") or given("run_id")),
         resume=bool(given("resume")),
@@ -275,6 +279,15 @@ def open_target(args: argparse.Namespace, ui: Ui, deps: aws.AwsDeps | None = Non
         auto_az=bool(given("auto_az")),
         **{k: given(k) for k in ("max_recoveries", "recovery_minutes") if given(k) is not None},
         skip_gate=bool(given("skip_gate")),
+    )
+    return aws.open_stack(
+        args.stack,
+        project_dir=args.project_dir,
+        ui=ui,
+        kubeconfig=given("kubeconfig"),
+        deps=deps,
+        pulumi=PULUMI_USE.get(args.command, "without-kubeconfig"),
+        **{**flags, **options},
     )
 
 

@@ -19,7 +19,7 @@ import dataclasses
 from typing import Any
 
 from automation.errors import DriverError
-from automation.flags import STACK_PARENT, Mode, not_in
+from automation.flags import STACK_PARENT, Mode, count, not_in
 from automation.scaling import job_keeps_nodes, nodegroup_ref, running_line, set_desired, sizes, wait_ready
 from automation.targets.aws import AwsDeps, load_config, open_stack
 from automation.ui import Output
@@ -31,19 +31,9 @@ NODE_COUNT = GpuNodesConfig.keyname("node_count")
 HELP = "set the number of GPU nodes (0 stops paying for them; the cluster stays)"
 
 
-def _count(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number: pass 0 to {NODE_COUNT}") from None
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"{value} is below 0: pass 0 to {NODE_COUNT}")
-    return value
-
-
 def add_parser(sub: Any, parents: list[argparse.ArgumentParser]) -> None:
     p = sub.add_parser("scale", parents=[*parents, STACK_PARENT], help=HELP, description=HELP)
-    p.add_argument("--gpu-nodes", type=_count, required=True, metavar="N", help=f"GPU nodes, 0 to {NODE_COUNT}")
+    p.add_argument("--gpu-nodes", type=count, required=True, metavar="N", help=f"GPU nodes, 0 to {NODE_COUNT}")
     wait = p.add_argument("--wait", action="store_true", help="wait until N GPU nodes are Ready (scaling up)")
     to_zero = Mode("--gpu-nodes 0", lambda args: args.gpu_nodes == 0)
     not_in(wait, to_zero, "no GPU node will become Ready; `status` shows the node group scaling down")

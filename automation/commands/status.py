@@ -53,10 +53,7 @@ def run(args: argparse.Namespace, ui: Output) -> int:
         pods = target.ray_pods()
         paths = capture_cluster(pods.kube, pods.namespace, pods.raycluster, args.capture)
         doc["captured"] = [str(p) for p in paths]
-    if args.json:
-        ui.emit_json(doc)
-    else:
-        ui.console.print(Pretty(doc))
+    ui.emit_json(doc) if args.json else ui.console.print(Pretty(doc))
     return 0
 
 

@@ -290,7 +290,7 @@ def aws_drill(monkeypatch):
     target = FakeTarget(kube)
     target.on_line = lambda s: None
     kill, lines = drill.run_and_kill(
-        target, job, reference, 30, drill.aws_kill_for(job, kube, "ray", "ray.io/node-type=worker")
+        target, job, reference, 30, drill.aws_kill_for(kube, "ray", "ray.io/node-type=worker")
     )
     ref_lines = [_echo(s, 6.0 - s / 10) for s in range(1, 21)]
     return kube, drill.document(job, reference, kill, drill.echoed_records(lines), drill.echoed_records(ref_lines))

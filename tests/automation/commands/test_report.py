@@ -151,27 +151,14 @@ def test_report_says_where_the_checkpoints_are(tmp_path):
     assert got == "/store/r1/", f"expected the storage path and run name, got {got!r}"
 
 
-def test_memory_plot_axis_starts_at_zero_and_names_the_step_time(tmp_path, monkeypatch):
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
+def test_memory_plot_axis_starts_at_zero_and_names_the_step_time(tmp_path):
     from automation.commands import report
 
-    captured = {}
-    real_save = report._save
-
-    def keep(fig, path):
-        ax = fig.axes[0]
-        captured["ylim"], captured["labels"] = ax.get_ylim(), [t.get_text() for t in ax.get_legend().get_texts()]
-        return real_save(fig, path)
-
-    monkeypatch.setattr(report, "_save", keep)
-    report.plot_memory([load_run(make_run(tmp_path, "r1"), require_verdict=False)], tmp_path / "m.png")
-    plt.close("all")
-    assert captured["ylim"][0] == 0, f"expected the memory axis from 0 (noise looked like a cliff), got {captured}"
-    assert any("step time" in t for t in captured["labels"]), f"expected a legend entry for step time, got {captured}"
+    fig, ax = report._figure("memory")
+    report.plot_memory(ax, [load_run(make_run(tmp_path, "r1"), require_verdict=False)])
+    ylim, labels = ax.get_ylim(), [t.get_text() for t in ax.get_legend().get_texts()]
+    assert ylim[0] == 0, f"expected the memory axis from 0 (noise looked like a cliff), got {ylim}"
+    assert any("step time" in t for t in labels), f"expected a legend entry for step time, got {labels}"
 
 
 def test_report_names_an_out_of_memory_halving_of_the_micro_batch(tmp_path):
