@@ -25,7 +25,7 @@ from automation.pipeline import Finding, PreflightFacts, Prior, StepResult, verd
 from automation.ray_head import WORKLOADS_DIR
 from automation.steps.place import by_place
 from automation.targets.aws import API_CIDRS_KEY, GPU_AZ_KEY, AwsTarget
-from automation.targets.local import LocalPlan, LocalTarget
+from automation.targets.local import LocalTarget
 from infra.config import (
     PROJECT,
     ClusterConfig,
@@ -68,10 +68,8 @@ def aws_cli_version(path: str) -> str:
 def check_aws_cli(
     which: Callable[[str], str | None] = shutil.which, version: Callable[[str], str] | None = None
 ) -> Finding:
-    """The `aws` command is on PATH and is v2: pulumi-eks's kubeconfig runs `aws eks get-token` for every
-    Kubernetes call, and the README requires v2.
-
-    Without it `up` creates the cluster and the GPU nodes (which bill) and then fails at the first Helm release.
+    """The `aws` command is on PATH and is v2 (the README's): pulumi-eks's kubeconfig runs `aws eks get-token` for
+    every Kubernetes call, so without it `up` bills for the cluster and GPU nodes, then fails at the first Helm release.
     """
     path = which("aws")
     if path is None:
@@ -162,45 +160,27 @@ def check_az(
     offered: Iterable[str], stack_azs: Iterable[str], configured: str, instance_type: str, stack: str
 ) -> tuple[Finding, str | None, tuple[str, ...]]:
     """Pick or confirm the GPU AZ among those that offer the type and have a private subnet of the stack."""
-    valid = tuple(sorted(set(offered) & set(stack_azs)))
-    if not valid:
-        return (
-            Finding(
-                "GPU availability zone",
-                "fail",
-                f"{instance_type} is offered in {sorted(offered) or 'no AZ'} but the stack's private subnets are in "
-                f"{sorted(stack_azs)}",
-                f"add an AZ that offers it to {NetworkConfig.keyname('azs', prefixed=True)} in Pulumi.{stack}.yaml "
-                "(aws ec2 describe-instance-type-offerings --location-type availability-zone "
-                f"--filters Name=instance-type,Values={instance_type})",
-            ),
-            None,
-            valid,
+    check, valid = "GPU availability zone", tuple(sorted(set(offered) & set(stack_azs)))
+    listed = ", ".join(valid)
+    if valid and configured in ("", *valid):
+        detail = f"{configured} offers {instance_type}" if configured else f"chose {valid[0]}"
+        return Finding(check, "pass", f"{detail} (valid: {listed})"), configured or valid[0], valid
+    if valid:
+        detail = (
+            f"{configured} does not offer {instance_type} or has no private subnet of the stack; valid AZs: {listed}"
         )
-    if not configured:
-        return (
-            Finding("GPU availability zone", "pass", f"chose {valid[0]} (valid: {', '.join(valid)})"),
-            valid[0],
-            valid,
+        fix = f"set '{_GPU('availability_zone', prefixed=True)}: {valid[0]}' in Pulumi.{stack}.yaml (valid: {listed})"
+    else:
+        detail = (
+            f"{instance_type} is offered in {sorted(offered) or 'no AZ'} but the stack's private subnets are in "
+            f"{sorted(stack_azs)}"
         )
-    if configured not in valid:
-        return (
-            Finding(
-                "GPU availability zone",
-                "fail",
-                f"{configured} does not offer {instance_type} or has no private subnet of the stack; "
-                f"valid AZs: {', '.join(valid)}",
-                f"set '{_GPU('availability_zone', prefixed=True)}: {valid[0]}' in Pulumi.{stack}.yaml "
-                f"(valid: {', '.join(valid)})",
-            ),
-            None,
-            valid,
+        fix = (
+            f"add an AZ that offers it to {NetworkConfig.keyname('azs', prefixed=True)} in Pulumi.{stack}.yaml "
+            "(aws ec2 describe-instance-type-offerings --location-type availability-zone "
+            f"--filters Name=instance-type,Values={instance_type})"
         )
-    return (
-        Finding("GPU availability zone", "pass", f"{configured} offers {instance_type} (valid: {', '.join(valid)})"),
-        configured,
-        valid,
-    )
+    return Finding(check, "fail", detail, fix), None, valid
 
 
 NOT_YET_STATES = frozenset({"scheduled", "payment-pending", "pending", "assessing", "delayed"})
@@ -271,27 +251,22 @@ def _state_problem(cr: dict, stack: str) -> tuple[str, str] | None:
     return f"state is {state}, not active", ""
 
 
-def _fit_problems(cr: dict, instance_type: str, az: str | None, node_count: int) -> list[str]:
-    """What keeps the reservation from holding the node group: its type, AZ, and free (or planned) instances."""
+def _problems(
+    cr: dict, instance_type: str, az: str | None, node_count: int, capacity_block: bool, placement_group: str | None
+) -> list[str]:
+    """What keeps the reservation from holding the node group: its type, AZ, free (or planned) instances, its kind
+    against gpuCapacityBlock and its placement group against gpuPlacementGroupName."""
     problems = []
     if cr.get("InstanceType") != instance_type:
         problems.append(f"it reserves {cr.get('InstanceType')}, not {instance_type}")
     if az and cr.get("AvailabilityZone") != az:
         problems.append(f"it is in {cr.get('AvailabilityZone')}, not the GPU AZ {az}")
-    planned = _planned_count(cr) if cr.get("State") in NOT_YET_STATES else None
-    if planned is not None:
-        if planned < node_count:
+    if cr.get("State") in NOT_YET_STATES:
+        planned = _planned_count(cr)
+        if planned is not None and planned < node_count:
             problems.append(f"it will hold {planned} instances, {node_count} needed")
-    elif cr.get("State") not in NOT_YET_STATES:
-        available = int(cr.get("AvailableInstanceCount", 0))
-        if available < node_count:
-            problems.append(f"{available} of {cr.get('TotalInstanceCount')} instances available, {node_count} needed")
-    return problems
-
-
-def _kind_problems(cr: dict, capacity_block: bool, placement_group: str | None) -> list[str]:
-    """The reservation's kind against gpuCapacityBlock, and its placement group against gpuPlacementGroupName."""
-    problems = []
+    elif (available := int(cr.get("AvailableInstanceCount", 0))) < node_count:
+        problems.append(f"{available} of {cr.get('TotalInstanceCount')} instances available, {node_count} needed")
     is_block = cr.get("ReservationType") == CAPACITY_BLOCK
     if is_block != capacity_block:
         problems.append(
@@ -318,16 +293,11 @@ def check_capacity_reservation(
     placement_group: str | None = None,
     stack: str = "<stack>",
 ) -> Finding:
-    """An optional capacity reservation is active, for this type and AZ, with room for the node group, of the
-    kind (On-Demand Capacity Reservation or Capacity Block) that gpuCapacityBlock declares, and, when it was made
-    in a placement group, for the one in gpuPlacementGroupName (only instances in that group use it:
-    https://docs.aws.amazon.com/AWSEC2/latest/UserGuide/cr-cpg.html). One made outside any group is used by
-    matching instances in a cluster placement group too
-    (https://docs.aws.amazon.com/AWSEC2/latest/UserGuide/placement-groups-limitations.html).
-
-    A reservation that is not active says why by its state: a Capacity Block scheduled for later names its start
-    (nothing can launch before it), an ended one says its capacity is gone; either way the row fails before `up`.
-    """
+    """An optional capacity reservation is active and can hold the node group (`_problems`). One made in a placement
+    group serves only instances in that group (https://docs.aws.amazon.com/AWSEC2/latest/UserGuide/cr-cpg.html); one
+    made outside any serves a cluster placement group too
+    (https://docs.aws.amazon.com/AWSEC2/latest/UserGuide/placement-groups-limitations.html). One not active says why
+    by its state (a Capacity Block names its start, an ended one says its capacity is gone) and fails before `up`."""
     if not reservation_id:
         return Finding("capacity reservation", "skip", "none configured: On-Demand capacity")
     fix_show = f"aws ec2 describe-capacity-reservations --capacity-reservation-ids {reservation_id} --region {region}"
@@ -339,8 +309,9 @@ def check_capacity_reservation(
         return Finding("capacity reservation", "fail", f"{reservation_id} not found in {region}", fix_show)
     cr = found[0]
     state = _state_problem(cr, stack)
-    problems = ([state[0]] if state else []) + _fit_problems(cr, instance_type, az, node_count)
-    problems += _kind_problems(cr, capacity_block, placement_group)
+    problems = ([state[0]] if state else []) + _problems(
+        cr, instance_type, az, node_count, capacity_block, placement_group
+    )
     if problems:
         fixes = [state[1]] if state and state[1] else []
         return Finding(
@@ -359,11 +330,8 @@ def check_capacity_reservation(
 
 
 def check_capacity_block_type(instance_type: str, capacity_block: bool, stack: str) -> Finding:
-    """With gpuCapacityBlock, the GPU type is one Capacity Blocks for ML exist for (infra/eks_facts.py).
-
-    Config validation refuses the same; this row says it again beside the reservation, for a stack whose
-    config reached preflight some other way.
-    """
+    """With gpuCapacityBlock, the GPU type is one Capacity Blocks for ML exist for (infra/eks_facts.py): config
+    validation refuses the same; this row says it beside the reservation for a config that got here another way."""
     check = "Capacity Block type"
     if not capacity_block:
         return Finding(check, "skip", f"{_GPU('capacity_block')} is false")
@@ -403,15 +371,21 @@ def check_system_quota(cfg: StackConfig, clients: AwsClients) -> Finding:
     return row
 
 
+# The EKS add-ons whose pinned version preflight checks: (add-on, ClusterConfig field).
+ADDONS = (
+    ("vpc-cni", "vpc_cni_version"),
+    ("kube-proxy", "kube_proxy_version"),
+    ("coredns", "coredns_version"),
+    (NODE_MONITORING_AGENT, "node_monitoring_agent_version"),
+)
+
+
 def check_addon_version(
     eks: Eks | None, addon: str, key: str, version: str, kubernetes_version: str, region: str
 ) -> Finding:
-    """The pinned version of EKS add-on ``addon`` (stack key ``key``) is one EKS offers for the cluster's
-    Kubernetes version.
-
-    EKS creates the add-ons after the control plane: a version it does not offer fails `up` with the
-    cluster already billing (https://docs.aws.amazon.com/eks/latest/APIReference/API_DescribeAddonVersions.html).
-    """
+    """EKS offers the pinned version of add-on ``addon`` (stack key ``key``) for the cluster's Kubernetes version: it
+    creates the add-ons after the control plane, so a version it does not offer fails `up` with the cluster already
+    billing (https://docs.aws.amazon.com/eks/latest/APIReference/API_DescribeAddonVersions.html)."""
     check = f"{addon} add-on"
     listing = (
         f"aws eks describe-addon-versions --addon-name {addon} --kubernetes-version {kubernetes_version} "
@@ -479,20 +453,6 @@ def _day(when: object) -> str:
     return when.date().isoformat() if isinstance(when, datetime) else str(when or "?")
 
 
-def check_vpc_cni_version(eks: Eks | None, version: str, kubernetes_version: str, region: str) -> Finding:
-    """The vpc-cni row: vpcCniVersion is offered for kubernetesVersion."""
-    return check_addon_version(
-        eks, "vpc-cni", ClusterConfig.keyname("vpc_cni_version"), version, kubernetes_version, region
-    )
-
-
-def check_kube_proxy_version(eks: Eks | None, version: str, kubernetes_version: str, region: str) -> Finding:
-    """The kube-proxy row: kubeProxyVersion is offered for kubernetesVersion (kube-proxy follows its minor)."""
-    return check_addon_version(
-        eks, "kube-proxy", ClusterConfig.keyname("kube_proxy_version"), version, kubernetes_version, region
-    )
-
-
 def check_api_endpoint(cluster: ClusterConfig, stack: str, address: Callable[[], str] | None) -> Finding:
     """Whether this machine may reach the public Kubernetes API (``address``: the target's deployer_cidr, None
     for a stand-in). An empty list or the driver's own entry gets this machine's address at `run`/`up`
@@ -523,19 +483,6 @@ def check_api_endpoint(cluster: ClusterConfig, stack: str, address: Callable[[],
         f"{cidr}, this machine's address, is not covered by {listed}: every call to the cluster would time out",
         f"pulumi config set --stack {stack} --path '{API_CIDRS_KEY}[{len(cidrs)}]' {cidr}",
     )
-
-
-def check_coredns_version(eks: Eks | None, version: str, kubernetes_version: str, region: str) -> Finding:
-    """The coredns row: corednsVersion is offered for kubernetesVersion."""
-    return check_addon_version(
-        eks, "coredns", ClusterConfig.keyname("coredns_version"), version, kubernetes_version, region
-    )
-
-
-def check_node_monitoring_agent_version(eks: Eks | None, version: str, kubernetes_version: str, region: str) -> Finding:
-    """The eks-node-monitoring-agent row: nodeMonitoringAgentVersion is offered for kubernetesVersion."""
-    key = ClusterConfig.keyname("node_monitoring_agent_version")
-    return check_addon_version(eks, NODE_MONITORING_AGENT, key, version, kubernetes_version, region)
 
 
 def _reservation_kind(cr: dict) -> str:
@@ -582,11 +529,9 @@ def run_preflight(
     rows.append(check_system_quota(cfg, clients))
     c = cfg.cluster
     rows.append(check_kubernetes_version(clients.eks, c.kubernetes_version, cfg.region))
-    rows.append(check_vpc_cni_version(clients.eks, c.vpc_cni_version, c.kubernetes_version, cfg.region))
-    rows.append(check_kube_proxy_version(clients.eks, c.kube_proxy_version, c.kubernetes_version, cfg.region))
-    rows.append(check_coredns_version(clients.eks, c.coredns_version, c.kubernetes_version, cfg.region))
-    agent = c.node_monitoring_agent_version
-    rows.append(check_node_monitoring_agent_version(clients.eks, agent, c.kubernetes_version, cfg.region))
+    for addon, field in ADDONS:
+        key, version = ClusterConfig.keyname(field), getattr(c, field)
+        rows.append(check_addon_version(clients.eks, addon, key, version, c.kubernetes_version, cfg.region))
     rows.append(check_capacity_block_type(g.instance_type, g.capacity_block, cfg.stack))
     rows.append(
         check_capacity_reservation(
@@ -661,9 +606,9 @@ def run_aws(target: AwsTarget, prior: Prior) -> StepResult:
 
 
 # ---- on this machine -----------------------------------------------------------------------------------
-def preflight_local(plan: LocalPlan) -> StepResult:
+def run_local(target: LocalTarget, prior: Prior) -> StepResult:
     """What the local run needs on this machine: the training module, Ray's job server, the CPUs or GPUs."""
-    rows = []
+    plan, rows = target.plan, []
     train = WORKLOADS_DIR / "train.py"
     fix = "the workloads package is incomplete: reinstall the project"
     rows.append(Finding.judged("training module", train.is_file(), str(train), fix))
@@ -695,10 +640,6 @@ def _local_gpus() -> int:
     except (OSError, subprocess.TimeoutExpired):
         return 0
     return sum(1 for line in out.stdout.splitlines() if line.startswith("GPU "))
-
-
-def run_local(target: LocalTarget, prior: Prior) -> StepResult:
-    return preflight_local(target.plan)
 
 
 run = by_place(
