@@ -1,12 +1,9 @@
-"""verify: the cluster is what the stack promised, checked from the Kubernetes API.
+"""verify: the cluster is what the stack promised, checked from the Kubernetes API (the pure checks: verify_checks.py).
 
-Node facts (count, AZ, GPU and EFA allocatable) are checked first and fail fast with a table of
-every GPU node, because a missing device plugin otherwise shows up only as pods that never schedule.
-Then the DaemonSets that target the GPU nodes, the node monitoring agent Ready on each GPU node with its
-GPU condition True, and the KubeRay operator, the nodes' huge pages against
-the worker request, the RayCluster and its workers (a Pending worker fails the step as soon as its
-cause is certain: automation/steps/verify_pending.py), `fi_info -p efa` in one worker per node, and
-the GPUs Ray advertises. The pure checks live in verify_checks.py.
+Node facts (count, AZ, GPU and EFA allocatable) come first and fail fast with a row per GPU node, because a missing
+device plugin otherwise shows up only as pods that never schedule. Then the DaemonSets on the GPU nodes, the node
+monitoring agent, the KubeRay operator, huge pages, the RayCluster and its workers (a Pending worker fails as soon as
+its cause is certain: verify_pending.py), `fi_info -p efa` in one worker per node, and the GPUs Ray advertises.
 """
 
 from __future__ import annotations
@@ -14,10 +11,9 @@ from __future__ import annotations
 import dataclasses
 import time
 from collections.abc import Callable, Mapping, Sequence
-from typing import Protocol
 
 from automation.errors import DriverError
-from automation.kube import PodExec, RayClusterPods
+from automation.kube import KubeApi, PodExec, RayClusterPods
 from automation.pipeline import Expectations, Finding, Prior, StepResult, verdict
 from automation.ray_head import RAY_RESOURCES_SNIPPET, parse_ray_resources
 from automation.steps.place import by_place
@@ -36,20 +32,10 @@ from automation.steps.verify_checks import quantity as _quantity
 from automation.steps.verify_pending import CANNOT_START_CHECKS, diagnose, diagnose_head
 from automation.storage import Identity, verify_storage
 from automation.targets.aws import AwsTarget
-from automation.targets.local import LocalPlan, LocalTarget
+from automation.targets.local import LocalTarget
 from infra.names import EFA_RESOURCE, GPU_NODE_SELECTOR, GPU_RESOURCE, NODE_MONITORING_NAMESPACE
 
 ZONE_LABEL = "topology.kubernetes.io/zone"
-
-
-class KubeReader(Protocol):
-    def list_nodes(self, label_selector: str = "") -> list[dict]: ...
-    def list_pods(self, namespace: str, label_selector: str) -> list[dict]: ...
-    def list_daemonsets(self) -> list[dict]: ...
-    def list_deployments(self) -> list[dict]: ...
-    def get_raycluster(self, namespace: str, name: str) -> dict: ...
-    def list_events(self, namespace: str) -> list[dict]: ...
-    def pod_log(self, namespace: str, name: str, container: str, tail_lines: int = 1) -> str: ...
 
 
 # ---- nodes ---------------------------------------------------------------------------------------
@@ -127,7 +113,7 @@ def check_operator(deployments: Sequence[dict]) -> Finding:
     )
 
 
-def check_addons(kube: KubeReader) -> list[Finding]:
+def check_addons(kube: KubeApi) -> list[Finding]:
     """The DaemonSets on the GPU nodes, the node monitoring agent on each of them, the KubeRay operator."""
     gpu_nodes = kube.list_nodes(GPU_NODE_SELECTOR)
     return [
@@ -228,15 +214,11 @@ def poll(
         sleep(interval_s)
 
 
-def head_pod_name(kube: KubeReader, exp: Expectations) -> str:
-    return RayClusterPods(kube, exp.namespace, exp.raycluster).head_pod()
-
-
 def worker_selector(exp: Expectations) -> str:
     return f"ray.io/cluster={exp.raycluster},ray.io/node-type=worker"
 
 
-def check_workers(kube: KubeReader, exp: Expectations) -> list[Finding]:
+def check_workers(kube: KubeApi, exp: Expectations) -> list[Finding]:
     """The RayCluster and its workers, or the one certain reason its Pending workers cannot start."""
     pods = kube.list_pods(exp.namespace, worker_selector(exp))
     heads = kube.list_pods(exp.namespace, f"ray.io/cluster={exp.raycluster},ray.io/node-type=head")
@@ -250,7 +232,7 @@ def check_workers(kube: KubeReader, exp: Expectations) -> list[Finding]:
     return [*check_raycluster(kube.get_raycluster(exp.namespace, exp.raycluster), exp), *check_worker_pods(pods, exp)]
 
 
-def last_log_line(kube: KubeReader, namespace: str) -> Callable[[Mapping, str], str]:
+def last_log_line(kube: KubeApi, namespace: str) -> Callable[[Mapping, str], str]:
     """(pod, container) -> the container's last log line; '' when the log cannot be read (not started yet)."""
 
     def last(pod: Mapping, container: str) -> str:
@@ -263,7 +245,7 @@ def last_log_line(kube: KubeReader, namespace: str) -> Callable[[Mapping, str], 
     return last
 
 
-def check_efa_in_pods(kube: KubeReader, exp: Expectations, pod_exec: PodExec) -> list[Finding]:
+def check_efa_in_pods(kube: KubeApi, exp: Expectations, pod_exec: PodExec) -> list[Finding]:
     """`fi_info -p efa` in one worker pod per GPU node: an FI_EP_RDM endpoint before any training."""
     per_node: dict[str, str] = {}
     for pod in sorted(kube.list_pods(exp.namespace, worker_selector(exp)), key=_name):
@@ -275,8 +257,8 @@ def check_efa_in_pods(kube: KubeReader, exp: Expectations, pod_exec: PodExec) ->
     return rows
 
 
-def verify_ray_gpus(kube: KubeReader, exp: Expectations, pod_exec: PodExec) -> Finding:
-    head = head_pod_name(kube, exp)
+def verify_ray_gpus(kube: KubeApi, exp: Expectations, pod_exec: PodExec) -> Finding:
+    head = RayClusterPods(kube, exp.namespace, exp.raycluster).head_pod()
     res = pod_exec(head, exp.namespace, ["python", "-c", RAY_RESOURCES_SNIPPET], timeout_s=120)
     try:
         resources = parse_ray_resources(res.stdout)
@@ -291,7 +273,7 @@ def verify_ray_gpus(kube: KubeReader, exp: Expectations, pod_exec: PodExec) -> F
 
 
 def verify_cluster(
-    kube: KubeReader,
+    kube: KubeApi,
     exp: Expectations,
     pod_exec: PodExec | None,
     node_wait_s: float = 180,
@@ -358,7 +340,7 @@ def run_aws(target: AwsTarget, prior: Prior) -> StepResult:
         str(out.get("ray_service_account")),
         exp.namespace,
     )
-    for pod in (worker, head_pod_name(kube, exp)):
+    for pod in (worker, RayClusterPods(kube, exp.namespace, exp.raycluster).head_pod()):
         target.on_progress(f"writing a marker object to the run bucket from {pod}")
         storage = verify_storage(kube.exec, pod, identity, target.storage_uri(), target.run_id, target.stack_name)
         if not storage.ok:
@@ -366,8 +348,9 @@ def run_aws(target: AwsTarget, prior: Prior) -> StepResult:
     return dataclasses.replace(cluster, summary=f"{cluster.summary}; {storage.summary} (and from {worker})")
 
 
-def check_resources(resources: Mapping[str, float], plan: LocalPlan) -> StepResult:
-    """Ray's advertised CPUs (and GPUs, for a GPU run) cover the local run's workers."""
+def run_local(target: LocalTarget, prior: Prior) -> StepResult:
+    """Ray's advertised CPUs (and GPUs, for a GPU run) on the local head cover the workers."""
+    resources, plan = target.ray_resources(), target.plan
     needs = [("CPU", plan.cpus_needed)] + ([("GPU", plan.gpus_needed)] if plan.use_gpu else [])
     rows = [
         Finding.judged(
@@ -379,11 +362,6 @@ def check_resources(resources: Mapping[str, float], plan: LocalPlan) -> StepResu
         for kind, need in needs
     ]
     return verdict("verify", rows, dict(resources), ok_summary=f"Ray's resources cover {plan.num_workers} workers")
-
-
-def run_local(target: LocalTarget, prior: Prior) -> StepResult:
-    """Ray's resources on the local head cover the workers."""
-    return check_resources(target.ray_resources(), target.plan)
 
 
 run = by_place(
