@@ -1,10 +1,6 @@
-"""verify's pure checks over Kubernetes API objects (the wire JSON, as `kubectl get -o json` shows it).
-
-Which nodes a pod template may land on (node selector, required node affinity, taints against
-tolerations), which DaemonSets must be ready on the GPU nodes, whether the nodes hold the huge
-pages the workers ask for, and what `fi_info -p efa` says inside a worker pod. The scheduler's own
-rules are the reference: https://kubernetes.io/docs/concepts/scheduling-eviction/assign-pod-node/
-and https://kubernetes.io/docs/concepts/scheduling-eviction/taint-and-toleration/.
+"""verify's pure checks over Kubernetes API objects (the wire JSON of `kubectl get -o json`): where a pod template may
+land (rules: https://kubernetes.io/docs/concepts/scheduling-eviction/assign-pod-node/ and
+https://kubernetes.io/docs/concepts/scheduling-eviction/taint-and-toleration/), the DaemonSets, huge pages, fi_info.
 """
 
 from __future__ import annotations
@@ -46,42 +42,31 @@ def is_ready(obj: Mapping, kind: str = "Ready") -> bool:
     )
 
 
-def labels_of(obj: Mapping) -> dict[str, str]:
-    return obj.get("metadata", {}).get("labels") or {}
-
-
 # ---- where a pod template may run ----------------------------------------------------------------
 def _expression_holds(labels: Mapping[str, str], expr: Mapping) -> bool:
     key, op, values = expr.get("key", ""), expr.get("operator", "In"), expr.get("values") or []
-    if op == "In":
-        return key in labels and labels[key] in values
-    if op == "NotIn":
-        return labels.get(key) not in values
-    if op == "Exists":
-        return key in labels
-    if op == "DoesNotExist":
-        return key not in labels
-    if op in ("Gt", "Lt") and key in labels and values:
+    if op in ("Gt", "Lt"):
         try:
             have, bound = int(labels[key]), int(values[0])
-        except ValueError:
+        except (KeyError, IndexError, ValueError):
             return False
         return have > bound if op == "Gt" else have < bound
-    return False
-
-
-def _required_terms(pod_spec: Mapping) -> list[dict]:
-    node_affinity = (pod_spec.get("affinity") or {}).get("nodeAffinity") or {}
-    required = node_affinity.get("requiredDuringSchedulingIgnoredDuringExecution") or {}
-    return required.get("nodeSelectorTerms") or []
+    holds = {
+        "In": key in labels and labels[key] in values,
+        "NotIn": labels.get(key) not in values,
+        "Exists": key in labels,
+        "DoesNotExist": key not in labels,
+    }
+    return holds.get(op, False)
 
 
 def selects(pod_spec: Mapping, node: Mapping) -> bool:
     """The node's labels satisfy the pod's nodeSelector and (any term of) its required node affinity."""
-    labels = labels_of(node)
+    labels = node.get("metadata", {}).get("labels") or {}
     if any(labels.get(k) != v for k, v in (pod_spec.get("nodeSelector") or {}).items()):
         return False
-    terms = _required_terms(pod_spec)
+    affinity = (pod_spec.get("affinity") or {}).get("nodeAffinity") or {}
+    terms = (affinity.get("requiredDuringSchedulingIgnoredDuringExecution") or {}).get("nodeSelectorTerms") or []
     return not terms or any(all(_expression_holds(labels, e) for e in t.get("matchExpressions") or []) for t in terms)
 
 
