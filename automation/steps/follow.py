@@ -1,10 +1,8 @@
 """train: the submitted job followed to its end by asking the job server, its result what the server says.
 
-Each poll is a short call (status, then the log lines after the last one shown; automation/ray_head.py's
-`follow_job`), so a dropped connection or an expired token only delays the output. The step passes only a
-job that SUCCEEDED and wrote its summary. Ctrl-C leaves the job running unless the user, asked on a
-terminal, says to stop it; the run then says how to follow it again (`automation attach`). A job with no step line
-past its hang bound (automation/hang.py) is diagnosed, stopped, and fails the step naming the rank behind.
+Each poll is a short call (automation/ray_head.py's `follow_job`), so a dropped connection or an expired token only
+delays the output. Ctrl-C leaves the job running unless the user, asked on a terminal, says to stop it (the run then
+names `automation attach`). A job with no step line past its hang bound (automation/hang.py) is stopped and fails.
 """
 
 from __future__ import annotations
@@ -30,13 +28,8 @@ def train_result(outcome: TrainOutcome) -> StepResult[TrainOutcome]:
             STEP, "fail", f"job {outcome.job_id} ended {outcome.status}; last log lines:\n{tail}", data=outcome
         )
     if outcome.summary is None:
-        return StepResult(
-            STEP,
-            "fail",
-            f"job {outcome.job_id} SUCCEEDED but wrote no summary at "
-            f"{outcome.job.summary_json if outcome.job else '?'}",
-            data=outcome,
-        )
+        at = outcome.job.summary_json if outcome.job else "?"
+        return StepResult(STEP, "fail", f"job {outcome.job_id} SUCCEEDED but wrote no summary at {at}", data=outcome)
     s = outcome.summary
     return StepResult(
         STEP,
@@ -50,13 +43,6 @@ def train_result(outcome: TrainOutcome) -> StepResult[TrainOutcome]:
 
 def _num(v: object, spec: str) -> str:
     return format(v, spec) if isinstance(v, (int, float)) else "n/a"
-
-
-def submitted(prior: Prior) -> SubmittedJob:
-    """The job `submit` queued or `attach` found."""
-    if prior.job is None:
-        raise DriverError("`follow` follows a submitted job: run it after `submit` or `attach`")
-    return prior.job
 
 
 def left(target: Target, job: SubmittedJob) -> StepInterrupted | None:
@@ -90,7 +76,9 @@ def start_phases(target: Target, first_step_at: float | None) -> dict | None:
 
 def run(target: Target, prior: Prior) -> StepResult[TrainOutcome]:
     """train: the submitted job followed to its end; what the job server says it ended as."""
-    job = submitted(prior)
+    job = prior.job
+    if job is None:
+        raise DriverError("`follow` follows a submitted job: run it after `submit` or `attach`")
     first_step: list[float] = []  # when this command saw the job's first step line: the start's last phase
 
     def line(text: str) -> None:
