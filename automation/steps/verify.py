@@ -23,6 +23,7 @@ from automation.steps.verify_checks import (
     check_fi_info,
     check_hugepages,
     check_node_agent,
+    condition,
     fi_info_command,
     worker_requests,
 )
@@ -95,21 +96,17 @@ def check_nodes(nodes: Sequence[dict], exp: Expectations) -> list[Finding]:
 
 # ---- add-ons -------------------------------------------------------------------------------------
 def check_operator(deployments: Sequence[dict]) -> Finding:
-    found = [d for d in deployments if "kuberay-operator" in _name(d)]
-    if not found:
+    dep = next((d for d in deployments if "kuberay-operator" in _name(d)), None)
+    if dep is None:
         return Finding(
             "KubeRay operator",
             "fail",
             "no deployment named like 'kuberay-operator'",
             "install the kuberay-operator chart: run `up` again",
         )
-    dep = found[0]
-    ok = _ready(dep, "Available")
+    name, ns, ok = _name(dep), dep["metadata"].get("namespace"), _ready(dep, "Available")
     return Finding.judged(
-        "KubeRay operator",
-        ok,
-        f"deployment {dep['metadata'].get('namespace')}/{_name(dep)} Available={ok}",
-        f"kubectl -n {dep['metadata'].get('namespace')} logs deploy/{_name(dep)}",
+        "KubeRay operator", ok, f"deployment {ns}/{name} Available={ok}", f"kubectl -n {ns} logs deploy/{name}"
     )
 
 
@@ -124,10 +121,9 @@ def check_addons(kube: KubeApi) -> list[Finding]:
 
 
 def check_raycluster(rc: dict, exp: Expectations) -> list[Finding]:
-    conds = {c.get("type"): c for c in rc.get("status", {}).get("conditions") or []}
     rows = []
     for kind in ("HeadPodReady", "RayClusterProvisioned"):
-        c = conds.get(kind, {})
+        c = condition(rc, kind)
         ok = c.get("status") == "True"
         rows.append(
             Finding.judged(

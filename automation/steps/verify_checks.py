@@ -35,11 +35,14 @@ def name_of(obj: Mapping) -> str:
     return obj.get("metadata", {}).get("name", "?")
 
 
+def condition(obj: Mapping, kind: str) -> Mapping:
+    """`obj`'s status condition of type `kind` ({} when it has none)."""
+    return next((c for c in obj.get("status", {}).get("conditions") or [] if c.get("type") == kind), {})
+
+
 def is_ready(obj: Mapping, kind: str = "Ready") -> bool:
-    """Whether `obj` (a node, pod or deployment) has condition `kind` with status True."""
-    return any(
-        c.get("type") == kind and c.get("status") == "True" for c in obj.get("status", {}).get("conditions") or []
-    )
+    """Whether `obj` (a node, pod, deployment or RayCluster) has condition `kind` with status True."""
+    return condition(obj, kind).get("status") == "True"
 
 
 # ---- where a pod template may run ----------------------------------------------------------------
@@ -162,10 +165,9 @@ GPU_HEALTH_CONDITION = "AcceleratedHardwareReady"
 
 def gpu_health(node: Mapping) -> str:
     """What the node shows of the agent's GPU condition: '' when True, else what is wrong."""
-    found = [c for c in node.get("status", {}).get("conditions") or [] if c.get("type") == GPU_HEALTH_CONDITION]
-    if not found:
+    c = condition(node, GPU_HEALTH_CONDITION)
+    if not c:
         return f"no {GPU_HEALTH_CONDITION} condition"
-    c = found[0]
     return "" if c.get("status") == "True" else f"{GPU_HEALTH_CONDITION} {c.get('status')} ({c.get('reason')})"
 
 
