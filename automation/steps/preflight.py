@@ -507,14 +507,8 @@ def run_preflight(
     try:
         info = describe_type(clients.ec2, g.instance_type)
     except (ClientError, BotoCoreError) as e:
-        rows.append(
-            Finding(
-                "instance type",
-                "fail",
-                aws_error(e),
-                "check the region and the EC2 permissions (ec2:DescribeInstanceTypes)",
-            )
-        )
+        fix = "check the region and the EC2 permissions (ec2:DescribeInstanceTypes)"
+        rows.append(Finding("instance type", "fail", aws_error(e), fix))
         return verdict("preflight", rows, PreflightFacts(account=account))
     rows += check_instance_type(info, g.instance_type, cfg.region, g.efa_interfaces, g.gpus_per_node, cfg.stack)
     if info is None:
@@ -613,25 +607,19 @@ def run_local(target: LocalTarget, prior: Prior) -> StepResult:
     fix = "the workloads package is incomplete: reinstall the project"
     rows.append(Finding.judged("training module", train.is_file(), str(train), fix))
     for mod, why in (("ray", "Ray"), ("aiohttp_cors", "Ray's job server (ray[default])"), ("torch", "PyTorch")):
-        ok = importlib.util.find_spec(mod) is not None
-        rows.append(
-            Finding.judged(why, ok, f"module {mod} {'found' if ok else 'missing'}", "pip install -e '.[automation]'")
-        )
+        found = "found" if importlib.util.find_spec(mod) else "missing"
+        rows.append(Finding.judged(why, found == "found", f"module {mod} {found}", "pip install -e '.[automation]'"))
     cpus = os.cpu_count() or 1
     detail = f"{cpus} cores, {plan.cpus_needed:g} needed ({plan.num_workers} workers x {plan.cpus_per_worker:g})"
     fix = f"use --num-workers {max(1, int(cpus // plan.cpus_per_worker))}"
     rows.append(Finding.judged("CPUs", cpus >= plan.cpus_needed, detail, fix))
     if plan.use_gpu:
-        gpus = _local_gpus()
-        detail = f"{gpus} local GPUs, {plan.gpus_needed:g} needed"
+        gpus, fix = _local_gpus(), "use fewer --num-workers or leave out --use-gpu"
         rows.append(
-            Finding.judged("GPUs", gpus >= plan.gpus_needed, detail, "use fewer --num-workers or leave out --use-gpu")
+            Finding.judged("GPUs", gpus >= plan.gpus_needed, f"{gpus} local GPUs, {plan.gpus_needed:g} needed", fix)
         )
-    return verdict(
-        "preflight",
-        rows,
-        ok_summary=f"{plan.num_workers} {'GPU' if plan.use_gpu else 'CPU'} workers fit on this machine",
-    )
+    fit = f"{plan.num_workers} {'GPU' if plan.use_gpu else 'CPU'} workers fit on this machine"
+    return verdict("preflight", rows, ok_summary=fit)
 
 
 def _local_gpus() -> int:
