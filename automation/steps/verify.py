@@ -306,12 +306,8 @@ def verify_cluster(
     rows += check_efa_in_pods(kube, exp, pod_exec)
     if not _failed(rows):
         rows.append(verify_ray_gpus(kube, exp, pod_exec))
-    return verdict(
-        "verify",
-        rows,
-        exp,
-        ok_summary=f"{exp.node_count} GPU nodes in {exp.gpu_az}, RayCluster {exp.raycluster} provisioned",
-    )
+    fit = f"{exp.node_count} GPU nodes in {exp.gpu_az}, RayCluster {exp.raycluster} provisioned"
+    return verdict("verify", rows, exp, ok_summary=fit)
 
 
 def run_aws(target: AwsTarget, prior: Prior) -> StepResult:
