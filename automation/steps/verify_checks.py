@@ -99,57 +99,35 @@ def targets(pod_spec: Mapping, node: Mapping) -> bool:
     return selects(pod_spec, node) and not untolerated_taints(pod_spec, node)
 
 
-def _template_spec(ds: Mapping) -> Mapping:
-    return ds.get("spec", {}).get("template", {}).get("spec") or {}
-
-
-def _ds_row(ds: Mapping, targeted: int) -> Finding:
-    ns, name = ds.get("metadata", {}).get("namespace"), name_of(ds)
-    label = LABELS.get(_kind(name) or "", "DaemonSet")
-    st = ds.get("status", {})
-    want, ready = int(st.get("desiredNumberScheduled", 0)), int(st.get("numberReady", 0))
-    ok = ready == want and ready >= targeted
-    return Finding.judged(
-        label,
-        ok,
-        f"daemonset {ns}/{name}: {ready}/{want} ready, targets {targeted} GPU node(s)",
-        f"kubectl -n {ns} describe ds {name}; kubectl -n {ns} get pods -o wide | grep {name}",
-    )
-
-
 def check_daemonsets(daemonsets: Sequence[Mapping], gpu_nodes: Sequence[Mapping]) -> list[Finding]:
-    """Every DaemonSet that targets a GPU node is ready there; each device plugin targets them all.
-
-    A DaemonSet judged by where it may run, not by its name: one that targets none of the GPU nodes
-    (the NVIDIA chart's MPS control daemon selects `nvidia.com/mps.capable=true`) is listed as skipped.
-    """
+    """Every DaemonSet that targets a GPU node is ready there; each device plugin targets them all. A DaemonSet is
+    judged by where it may run, not by its name: one that targets none of the GPU nodes (the NVIDIA chart's MPS
+    control daemon selects `nvidia.com/mps.capable=true`) is listed as skipped."""
     rows, covering = [], {k: False for k in DEVICE_PLUGINS}
     for ds in sorted(daemonsets, key=name_of):
-        targeted = sum(targets(_template_spec(ds), n) for n in gpu_nodes)
+        ns, name = ds.get("metadata", {}).get("namespace"), name_of(ds)
+        pod_spec = ds.get("spec", {}).get("template", {}).get("spec") or {}
+        targeted = sum(targets(pod_spec, n) for n in gpu_nodes)
         if not targeted:
-            selector = _template_spec(ds).get("nodeSelector") or {}
+            why = f"targets none of the {len(gpu_nodes)} GPU nodes (nodeSelector {pod_spec.get('nodeSelector') or '{}'}"
             rows.append(
-                Finding(
-                    f"daemonset {name_of(ds)}",
-                    "skip",
-                    f"targets none of the {len(gpu_nodes)} GPU nodes (nodeSelector {selector or '{}'}, "
-                    "node affinity or taints exclude them): not required",
-                )
+                Finding(f"daemonset {name}", "skip", f"{why}, node affinity or taints exclude them): not required")
             )
             continue
-        rows.append(_ds_row(ds, targeted))
-        kind = _kind(name_of(ds))
+        st, kind = ds.get("status", {}), _kind(name)
+        want, ready = int(st.get("desiredNumberScheduled", 0)), int(st.get("numberReady", 0))
+        fix = f"kubectl -n {ns} describe ds {name}; kubectl -n {ns} get pods -o wide | grep {name}"
+        detail = f"daemonset {ns}/{name}: {ready}/{want} ready, targets {targeted} GPU node(s)"
+        rows.append(
+            Finding.judged(LABELS.get(kind or "", "DaemonSet"), ready == want and ready >= targeted, detail, fix)
+        )
         if kind in covering:
             covering[kind] |= targeted == len(gpu_nodes)
     for key, label in DEVICE_PLUGINS.items():
         if not covering[key]:
+            fix = "install its Helm chart with the GPU nodes' nodeSelector and taint toleration: run `up` again"
             rows.append(
-                Finding(
-                    label,
-                    "fail",
-                    f"no daemonset named like '{key}' targets all {len(gpu_nodes)} GPU nodes",
-                    "install its Helm chart with the GPU nodes' nodeSelector and taint toleration: run `up` again",
-                )
+                Finding(label, "fail", f"no daemonset named like '{key}' targets all {len(gpu_nodes)} GPU nodes", fix)
             )
     return rows
 
