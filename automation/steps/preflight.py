@@ -71,24 +71,18 @@ def check_aws_cli(
     """The `aws` command is on PATH and is v2 (the README's): pulumi-eks's kubeconfig runs `aws eks get-token` for
     every Kubernetes call, so without it `up` bills for the cluster and GPU nodes, then fails at the first Helm release.
     """
-    path = which("aws")
+    path, install = which("aws"), f"install AWS CLI v2 ({AWS_CLI_INSTALL})"
     if path is None:
-        return Finding(
-            "AWS CLI",
-            "fail",
+        detail = (
             "`aws` is not on PATH; the cluster's kubeconfig runs `aws eks get-token`, so `up` would fail after the "
-            "cluster and GPU nodes exist",
-            f"install AWS CLI v2 ({AWS_CLI_INSTALL}), then check with: aws --version",
+            "cluster and GPU nodes exist"
         )
+        return Finding("AWS CLI", "fail", detail, f"{install}, then check with: aws --version")
     said = (version or aws_cli_version)(path)
     major = re.match(r"aws-cli/(\d+)\.", said)
     if major and int(major.group(1)) < 2:
-        return Finding(
-            "AWS CLI",
-            "fail",
-            f"{path} is AWS CLI v{major.group(1)} ({said.split()[0]}); this project needs v2",
-            f"install AWS CLI v2 ({AWS_CLI_INSTALL}) ahead of v1 on PATH, then check with: aws --version",
-        )
+        detail = f"{path} is AWS CLI v{major.group(1)} ({said.split()[0]}); this project needs v2"
+        return Finding("AWS CLI", "fail", detail, f"{install} ahead of v1 on PATH, then check with: aws --version")
     shown = said.split()[0] if said else "version unknown"
     return Finding("AWS CLI", "pass", f"{path}, {shown} (the kubeconfig runs `aws eks get-token`)")
 
@@ -97,16 +91,11 @@ def check_credentials(sts: Sts) -> tuple[Finding, str | None]:
     try:
         ident = sts.get_caller_identity()
     except NoCredentialsError:
-        return Finding(
-            "credentials",
-            "fail",
-            "no AWS credentials found",
-            "aws configure  (or export AWS_PROFILE=<profile>); `python -m automation run` runs locally without AWS",
-        ), None
+        fix = "aws configure  (or export AWS_PROFILE=<profile>); `python -m automation run` runs locally without AWS"
+        return Finding("credentials", "fail", "no AWS credentials found", fix), None
     except (ClientError, BotoCoreError) as e:
-        return Finding(
-            "credentials", "fail", aws_error(e), "aws sts get-caller-identity; refresh the credentials (aws sso login)"
-        ), None
+        fix = "aws sts get-caller-identity; refresh the credentials (aws sso login)"
+        return Finding("credentials", "fail", aws_error(e), fix), None
     return Finding("credentials", "pass", f"account {ident['Account']} as {ident['Arn']}"), ident["Account"]
 
 
@@ -119,22 +108,14 @@ def check_instance_type(
         "--query 'InstanceTypes[].InstanceType'"
     )
     if info is None:
-        return [
-            Finding(
-                "instance type",
-                "fail",
-                f"{instance_type} does not exist in {region}",
-                f"set {_GPU('instance_type', prefixed=True)} in Pulumi.{stack}.yaml to one of: {list_cmd}",
-            )
-        ]
+        fix = f"set {_GPU('instance_type', prefixed=True)} in Pulumi.{stack}.yaml to one of: {list_cmd}"
+        return [Finding("instance type", "fail", f"{instance_type} does not exist in {region}", fix)]
     net = info.get("NetworkInfo", {})
     gpus = sum(int(g.get("Count", 0)) for g in info.get("GpuInfo", {}).get("Gpus", []))
     rows = [Finding("instance type", "pass", f"{instance_type}: {info['VCpuInfo']['DefaultVCpus']} vCPUs, {gpus} GPUs")]
     if not net.get("EfaSupported"):
-        rows.append(
-            Finding("EFA support", "fail", f"{instance_type} does not support EFA", f"choose an EFA type: {list_cmd}")
-        )
-        return rows
+        fix = f"choose an EFA type: {list_cmd}"
+        return [*rows, Finding("EFA support", "fail", f"{instance_type} does not support EFA", fix)]
     max_efa = int(net.get("EfaInfo", {}).get("MaximumEfaInterfaces", 0))
     rows.append(
         Finding.judged(
@@ -229,11 +210,11 @@ def _replacement_fix(cr: dict, stack: str) -> str:
     return f"{new} and set {key} to its id, or {off} for On-Demand capacity"
 
 
-def _state_problem(cr: dict, stack: str) -> tuple[str, str] | None:
-    """(problem, fix) when the reservation is not active, by its state; None when it is active."""
+def _state_problem(cr: dict, stack: str) -> tuple[str, str]:
+    """(problem, fix) when the reservation is not active, by its state; ("", "") when it is active."""
     state = cr.get("State")
     if state == "active":
-        return None
+        return "", ""
     start = _when(cr.get("StartDate"))
     if state in NOT_YET_STATES:
         why = _NOT_YET_WHY.get(state, f"{_reservation_kind(cr)} starts at {start}, ends at {_when(cr.get('EndDate'))}")
@@ -298,35 +279,25 @@ def check_capacity_reservation(
     made outside any serves a cluster placement group too
     (https://docs.aws.amazon.com/AWSEC2/latest/UserGuide/placement-groups-limitations.html). One not active says why
     by its state (a Capacity Block names its start, an ended one says its capacity is gone) and fails before `up`."""
+    check = "capacity reservation"
     if not reservation_id:
-        return Finding("capacity reservation", "skip", "none configured: On-Demand capacity")
+        return Finding(check, "skip", "none configured: On-Demand capacity")
     fix_show = f"aws ec2 describe-capacity-reservations --capacity-reservation-ids {reservation_id} --region {region}"
     try:
         found = ec2.describe_capacity_reservations(CapacityReservationIds=[reservation_id])["CapacityReservations"]
     except (ClientError, BotoCoreError) as e:
-        return Finding("capacity reservation", "fail", f"{reservation_id}: {aws_error(e)}", fix_show)
+        return Finding(check, "fail", f"{reservation_id}: {aws_error(e)}", fix_show)
     if not found:
-        return Finding("capacity reservation", "fail", f"{reservation_id} not found in {region}", fix_show)
+        return Finding(check, "fail", f"{reservation_id} not found in {region}", fix_show)
     cr = found[0]
-    state = _state_problem(cr, stack)
-    problems = ([state[0]] if state else []) + _problems(
-        cr, instance_type, az, node_count, capacity_block, placement_group
-    )
+    state, fix = _state_problem(cr, stack)
+    problems = [p for p in (state, *_problems(cr, instance_type, az, node_count, capacity_block, placement_group)) if p]
     if problems:
-        fixes = [state[1]] if state and state[1] else []
-        return Finding(
-            "capacity reservation",
-            "fail",
-            f"{reservation_id}: " + "; ".join(problems),
-            "; ".join([*fixes, f"{fix_show}; fix or remove {_GPU('capacity_reservation_id')}"]),
-        )
+        fixes = [f for f in (fix, f"{fix_show}; fix or remove {_GPU('capacity_reservation_id')}") if f]
+        return Finding(check, "fail", f"{reservation_id}: " + "; ".join(problems), "; ".join(fixes))
     ends = f", ends {_when(cr['EndDate'])}" if cr.get("EndDate") else ""
-    return Finding(
-        "capacity reservation",
-        "pass",
-        f"{reservation_id}: {_reservation_kind(cr)}, active, {instance_type} in {cr.get('AvailabilityZone')}, "
-        f"{int(cr.get('AvailableInstanceCount', 0))} available{ends}",
-    )
+    held = f"{instance_type} in {cr.get('AvailabilityZone')}, {int(cr.get('AvailableInstanceCount', 0))} available"
+    return Finding(check, "pass", f"{reservation_id}: {_reservation_kind(cr)}, active, {held}{ends}")
 
 
 def check_capacity_block_type(instance_type: str, capacity_block: bool, stack: str) -> Finding:
@@ -336,33 +307,23 @@ def check_capacity_block_type(instance_type: str, capacity_block: bool, stack: s
     if not capacity_block:
         return Finding(check, "skip", f"{_GPU('capacity_block')} is false")
     if not capacity_block_eligible(instance_type):
-        return Finding(
-            check,
-            "fail",
-            f"{_GPU('capacity_block')} is true but Capacity Blocks for ML do not exist for {instance_type} "
-            f"({CAPACITY_BLOCKS_GUIDE})",
-            f"in Pulumi.{stack}.yaml: {capacity_block_fix(instance_type)}",
-        )
+        detail = f"{_GPU('capacity_block')} is true but Capacity Blocks for ML do not exist for {instance_type}"
+        fix = f"in Pulumi.{stack}.yaml: {capacity_block_fix(instance_type)}"
+        return Finding(check, "fail", f"{detail} ({CAPACITY_BLOCKS_GUIDE})", fix)
     return Finding(check, "pass", f"Capacity Blocks for ML exist for {instance_type}")
 
 
 def check_system_quota(cfg: StackConfig, clients: AwsClients) -> Finding:
     """The system node group fits its family's On-Demand vCPU quota (Standard for m7i), beside the GPU one."""
-    s = cfg.system_nodes
+    s, check = cfg.system_nodes, "system vCPU quota"
     try:
         info = describe_type(clients.ec2, s.instance_type)
     except (ClientError, BotoCoreError) as e:
-        return Finding(
-            "system vCPU quota", "fail", aws_error(e), "check the EC2 permissions (ec2:DescribeInstanceTypes)"
-        )
+        return Finding(check, "fail", aws_error(e), "check the EC2 permissions (ec2:DescribeInstanceTypes)")
     if info is None:
-        return Finding(
-            "system vCPU quota",
-            "fail",
-            f"{s.instance_type} does not exist in {cfg.region}",
-            f"set {SystemNodesConfig.keyname('instance_type', prefixed=True)} in Pulumi.{cfg.stack}.yaml to a type "
-            "offered there",
-        )
+        key = SystemNodesConfig.keyname("instance_type", prefixed=True)
+        fix = f"set {key} in Pulumi.{cfg.stack}.yaml to a type offered there"
+        return Finding(check, "fail", f"{s.instance_type} does not exist in {cfg.region}", fix)
     vcpus = int(info["VCpuInfo"]["DefaultVCpus"])
     row, _, _ = check_quota(clients.quotas, clients.ec2, s.instance_type, vcpus, s.count, cfg.region)
     if quota_for(s.instance_type) == quota_for(cfg.gpu_nodes.instance_type):
