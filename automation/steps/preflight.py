@@ -363,12 +363,8 @@ def check_addon_version(
         return Finding(check, "skip", f"{version} not checked ({aws_error(e)}); EKS checks it at `up`", listing)
     if version not in offered:
         newest = ", ".join(offered[:3]) or "none"
-        return Finding(
-            check,
-            "fail",
-            f"{version} is not offered for Kubernetes {kubernetes_version} in {region} (newest offered: {newest})",
-            f"set {PROJECT}:{key} to one of: {listing}",
-        )
+        detail = f"{version} is not offered for Kubernetes {kubernetes_version} in {region} (newest offered: {newest})"
+        return Finding(check, "fail", detail, f"set {PROJECT}:{key} to one of: {listing}")
     return Finding(check, "pass", f"{version} is offered for Kubernetes {kubernetes_version}")
 
 
@@ -398,14 +394,10 @@ def check_kubernetes_version(eks: Eks | None, version: str, region: str) -> Find
         return Finding(check, "fail", f"{version} is past EKS support in {region}", f"set {key} to one of: {listing}")
     price = EKS_USD_PER_HOUR[status]
     if status == "EXTENDED_SUPPORT":
-        standard = EKS_USD_PER_HOUR["STANDARD_SUPPORT"]
-        return Finding(
-            check,
-            "pass",
-            f"WARNING {version} is in EKS extended support until {_day(info.get('endOfExtendedSupportDate'))}: the "
-            f"control plane bills ${price:.2f}/h (${price * 24:.2f} a day) instead of ${standard:.2f}/h; set {key} "
-            f"to a version in standard support: {listing}",
-        )
+        standard, until = EKS_USD_PER_HOUR["STANDARD_SUPPORT"], _day(info.get("endOfExtendedSupportDate"))
+        bills = f"${price:.2f}/h (${price * 24:.2f} a day) instead of ${standard:.2f}/h"
+        detail = f"WARNING {version} is in EKS extended support until {until}: the control plane bills {bills}"
+        return Finding(check, "pass", f"{detail}; set {key} to a version in standard support: {listing}")
     end = _day(info.get("endOfStandardSupportDate"))
     return Finding(check, "pass", f"{version} is in EKS standard support until {end} (${price:.2f}/h)")
 
@@ -438,12 +430,9 @@ def check_api_endpoint(cluster: ClusterConfig, stack: str, address: Callable[[],
     if cluster.driver_cidr in cidrs:
         why = f"{cluster.driver_cidr} is the driver's entry from another address"
         return Finding(check, "pass", f"{why}: `run`/`up` replace it with {cidr}, this machine's (in place)")
-    return Finding(
-        check,
-        "fail",
-        f"{cidr}, this machine's address, is not covered by {listed}: every call to the cluster would time out",
-        f"pulumi config set --stack {stack} --path '{API_CIDRS_KEY}[{len(cidrs)}]' {cidr}",
-    )
+    fix = f"pulumi config set --stack {stack} --path '{API_CIDRS_KEY}[{len(cidrs)}]' {cidr}"
+    detail = f"{cidr}, this machine's address, is not covered by {listed}: every call to the cluster would time out"
+    return Finding(check, "fail", detail, fix)
 
 
 def _reservation_kind(cr: dict) -> str:
