@@ -142,12 +142,9 @@ def unschedulable(
     if not confirmed:
         return None
     nodes = "; ".join(f"{n}: {', '.join(sorted(s))}" for n, s in sorted(per_node.items()))
-    return Finding(
-        check,
-        "fail",
-        f"pod {name_of(pod)} is Pending: {', '.join(confirmed)} (scheduler: {message.strip()!r}; {nodes_are}: {nodes})",
-        "; ".join(fixes.get(r, f"kubectl describe pod {name_of(pod)}") for r in confirmed),
-    )
+    said = f"scheduler: {message.strip()!r}; {nodes_are}: {nodes}"
+    fix = "; ".join(fixes.get(r, f"kubectl describe pod {name_of(pod)}") for r in confirmed)
+    return Finding(check, "fail", f"pod {name_of(pod)} is Pending: {', '.join(confirmed)} ({said})", fix)
 
 
 def head_unschedulable(pod: Mapping, events: Sequence[Mapping], nodes: Sequence[Mapping]) -> Finding | None:
@@ -162,13 +159,8 @@ def head_unschedulable(pod: Mapping, events: Sequence[Mapping], nodes: Sequence[
     if not nodes or SELECTOR not in {normalise(r) for r in scheduling_reasons(message)}:
         return None
     wanted = ", ".join(f"{k}={v}" for k, v in sorted((spec.get("nodeSelector") or {}).items())) or "its affinity"
-    return Finding(
-        HEAD_CANNOT_START,
-        "fail",
-        f"pod {name_of(pod)} is Pending: {SELECTOR}: no node of {len(nodes)} matches {wanted} "
-        f"(scheduler: {message.strip()!r})",
-        HEAD_FIXES[SELECTOR],
-    )
+    detail = f"{SELECTOR}: no node of {len(nodes)} matches {wanted} (scheduler: {message.strip()!r})"
+    return Finding(HEAD_CANNOT_START, "fail", f"pod {name_of(pod)} is Pending: {detail}", HEAD_FIXES[SELECTOR])
 
 
 def image_pull_failure(pod: Mapping, check: str = CANNOT_START) -> Finding | None:
@@ -176,12 +168,9 @@ def image_pull_failure(pod: Mapping, check: str = CANNOT_START) -> Finding | Non
     for status in pod.get("status", {}).get("containerStatuses") or []:
         waiting = (status.get("state") or {}).get("waiting") or {}
         if waiting.get("reason") in PULL_FAILED:
+            why = f"{waiting.get('reason')}: {waiting.get('message', '')}"
             return Finding(
-                check,
-                "fail",
-                f"pod {name_of(pod)} cannot pull image {status.get('image')}: {waiting.get('reason')}: "
-                f"{waiting.get('message', '')}",
-                IMAGE_FIX,
+                check, "fail", f"pod {name_of(pod)} cannot pull image {status.get('image')}: {why}", IMAGE_FIX
             )
     return None
 
@@ -208,15 +197,13 @@ def init_failure(pod: Mapping, log_of: LogOf | None = None, check: str = CANNOT_
             return Finding(check, "fail", stuck, fix)
         last = log_of(pod, name) if log_of and name == GCS_WAIT and "running" in state else ""
         if GCS_STILL_WAITING in last:
-            return Finding(
-                check,
-                "fail",
-                f"pod {pod_name} is stuck at Init: its {name} init container cannot reach the Ray head's GCS "
-                f"({restarts} restart(s); its last log line: {last.strip()!r})",
+            stuck = f"pod {pod_name} is stuck at Init: its {name} init container cannot reach the Ray head's GCS"
+            fix = (
                 f"the head pod must be Running and Ready (kubectl -n {ns} get pods -l ray.io/node-type=head; kubectl "
                 f"-n {ns} logs <head pod>); the workers reach its GCS through the head Service on port 6379, so the "
-                "GPU nodes' security groups must allow traffic to the system node (the cluster security group)",
+                "GPU nodes' security groups must allow traffic to the system node (the cluster security group)"
             )
+            return Finding(check, "fail", f"{stuck} ({restarts} restart(s); its last log line: {last.strip()!r})", fix)
     return None
 
 
