@@ -37,13 +37,20 @@ from automation.targets.local import LocalTarget
 from infra.names import EFA_RESOURCE, GPU_NODE_SELECTOR, GPU_RESOURCE, NODE_MONITORING_NAMESPACE
 
 ZONE_LABEL = "topology.kubernetes.io/zone"
+RAY_GPUS = "Ray GPUs == Kubernetes GPU requests"
 
 
 # ---- nodes ---------------------------------------------------------------------------------------
 def check_nodes(nodes: Sequence[dict], exp: Expectations) -> list[Finding]:
-    """One row per GPU node (zone, readiness, GPU and EFA allocatable) plus the count row."""
-    rows = []
-    ready = 0
+    """The count row, then one row per GPU node (zone, readiness, GPU and EFA allocatable)."""
+    # The count row fails only on the count: a NotReady node fails its own row, once.
+    fix = (
+        f"kubectl get nodes -l {GPU_NODE_SELECTOR}; the node group's last scaling activity: "
+        "aws autoscaling describe-scaling-activities --auto-scaling-group-name <asg> --max-items 1"
+    )
+    got = f"got {len(nodes)} ({sum(_ready(n) for n in nodes)} Ready)"
+    detail = f"expected {exp.node_count} nodes labelled {GPU_NODE_SELECTOR}, {got}"
+    rows = [Finding.judged("GPU nodes Ready", len(nodes) == exp.node_count, detail, fix)]
     for node in sorted(nodes, key=_name):
         name = _name(node)
         zone = node.get("metadata", {}).get("labels", {}).get(ZONE_LABEL, "<none>")
@@ -51,7 +58,6 @@ def check_nodes(nodes: Sequence[dict], exp: Expectations) -> list[Finding]:
         gpus = _quantity(alloc.get(GPU_RESOURCE, 0))
         efa = _quantity(alloc.get(EFA_RESOURCE, 0))
         is_ready = _ready(node)
-        ready += is_ready
         detail = f"zone {zone}, {'Ready' if is_ready else 'NotReady'}, {GPU_RESOURCE} {gpus:g}, {EFA_RESOURCE} {efa:g}"
         problems, fixes = [], []
         if not is_ready:
@@ -71,26 +77,8 @@ def check_nodes(nodes: Sequence[dict], exp: Expectations) -> list[Finding]:
                 f"check the EFA device plugin pod on {name} (kubectl -n kube-system get pods -o wide | grep efa) "
                 "and that the launch template attaches EFA interfaces"
             )
-        rows.append(
-            Finding(
-                f"node {name}",
-                "fail" if problems else "pass",
-                detail + ("; " + "; ".join(problems) if problems else ""),
-                "; ".join(fixes),
-            )
-        )
-    # The count row fails only on the count: a NotReady node fails its own row, once.
-    count_ok = len(nodes) == exp.node_count
-    rows.insert(
-        0,
-        Finding.judged(
-            "GPU nodes Ready",
-            count_ok,
-            f"expected {exp.node_count} nodes labelled {GPU_NODE_SELECTOR}, got {len(nodes)} ({ready} Ready)",
-            f"kubectl get nodes -l {GPU_NODE_SELECTOR}; the node group's last scaling activity: "
-            "aws autoscaling describe-scaling-activities --auto-scaling-group-name <asg> --max-items 1",
-        ),
-    )
+        status = "fail" if problems else "pass"
+        rows.append(Finding(f"node {name}", status, "; ".join([detail, *problems]), "; ".join(fixes)))
     return rows
 
 
@@ -162,14 +150,9 @@ def check_worker_pods(pods: Sequence[dict], exp: Expectations) -> list[Finding]:
             for k in keys
             if k not in req or k not in lim or _quantity(req[k]) != _quantity(lim[k])
         ]
-        rows.append(
-            Finding(
-                f"pod {_name(pod)} requests == limits",
-                "fail" if diff or not keys else "pass",
-                "; ".join(diff) if diff else (", ".join(f"{k}={req[k]}" for k in keys) or "no requests or limits set"),
-                "" if not diff and keys else "set the worker group's requests equal to its limits (Guaranteed QoS)",
-            )
-        )
+        fix = "set the worker group's requests equal to its limits (Guaranteed QoS)"
+        detail = "; ".join(diff) if diff else (", ".join(f"{k}={req[k]}" for k in keys) or "no requests or limits set")
+        rows.append(Finding.judged(f"pod {_name(pod)} requests == limits", bool(keys) and not diff, detail, fix))
     return rows
 
 
@@ -182,7 +165,7 @@ def check_ray_gpus(ray_resources: Mapping[str, float], pods: Sequence[dict]) -> 
     got = float(ray_resources.get("GPU", 0))
     ok = got == want and want > 0
     return Finding.judged(
-        "Ray GPUs == Kubernetes GPU requests",
+        RAY_GPUS,
         ok,
         f"Ray advertises GPU {got:g}, worker pods request {GPU_RESOURCE} {want:g}",
         "set the worker group's rayStartParams num-gpus to its nvidia.com/gpu limit",
@@ -259,12 +242,8 @@ def verify_ray_gpus(kube: KubeApi, exp: Expectations, pod_exec: PodExec) -> Find
     try:
         resources = parse_ray_resources(res.stdout)
     except ValueError as e:
-        return Finding(
-            "Ray GPUs == Kubernetes GPU requests",
-            "fail",
-            f"cannot read Ray's resources in {head} (rc {res.rc}): {e} {res.stderr[-300:]}",
-            f"kubectl -n {exp.namespace} exec {head} -- ray status",
-        )
+        detail = f"cannot read Ray's resources in {head} (rc {res.rc}): {e} {res.stderr[-300:]}"
+        return Finding(RAY_GPUS, "fail", detail, f"kubectl -n {exp.namespace} exec {head} -- ray status")
     return check_ray_gpus(resources, kube.list_pods(exp.namespace, worker_selector(exp)))
 
 
