@@ -82,13 +82,8 @@ def with_counters(v: TransportVerdict, record: CounterRecord, note: str = "") ->
         return StepResult(
             "check", "pass", f"NCCL over {v.require}, and {w.message}", (*check_result(v).findings, counted), v
         )
-    return StepResult(
-        "check",
-        "fail",
-        f"NCCL check {v.verdict} (require={v.require}), counter witness {w.outcome}: {w.message}",
-        (counted, *check_result(v).findings),
-        v,
-    )
+    said = f"NCCL check {v.verdict} (require={v.require}), counter witness {w.outcome}: {w.message}"
+    return StepResult("check", "fail", said, (counted, *check_result(v).findings), v)
 
 
 def before_of(prior: Prior, target: Target, run_id: str) -> Snapshot | None:
