@@ -77,8 +77,7 @@ def check_nodes(nodes: Sequence[dict], exp: Expectations) -> list[Finding]:
                 f"check the EFA device plugin pod on {name} (kubectl -n kube-system get pods -o wide | grep efa) "
                 "and that the launch template attaches EFA interfaces"
             )
-        status = "fail" if problems else "pass"
-        rows.append(Finding(f"node {name}", status, "; ".join([detail, *problems]), "; ".join(fixes)))
+        rows.append(Finding.judged(f"node {name}", not problems, "; ".join([detail, *problems]), "; ".join(fixes)))
     return rows
 
 

@@ -142,9 +142,9 @@ def unschedulable(
     if not confirmed:
         return None
     nodes = "; ".join(f"{n}: {', '.join(sorted(s))}" for n, s in sorted(per_node.items()))
-    said = f"scheduler: {message.strip()!r}; {nodes_are}: {nodes}"
+    evidence = f"scheduler: {message.strip()!r}; {nodes_are}: {nodes}"
     fix = "; ".join(fixes.get(r, f"kubectl describe pod {name_of(pod)}") for r in confirmed)
-    return Finding(check, "fail", f"pod {name_of(pod)} is Pending: {', '.join(confirmed)} ({said})", fix)
+    return Finding(check, "fail", f"pod {name_of(pod)} is Pending: {', '.join(confirmed)} ({evidence})", fix)
 
 
 def head_unschedulable(pod: Mapping, events: Sequence[Mapping], nodes: Sequence[Mapping]) -> Finding | None:
