@@ -108,19 +108,14 @@ def check_addons(kube: KubeApi) -> list[Finding]:
 
 
 def check_raycluster(rc: dict, exp: Expectations) -> list[Finding]:
-    rows = []
+    rows, ns = [], exp.namespace
+    fix = f"kubectl -n {ns} describe raycluster {exp.raycluster}; kubectl -n {ns} get pods"
     for kind in ("HeadPodReady", "RayClusterProvisioned"):
         c = condition(rc, kind)
         ok = c.get("status") == "True"
-        rows.append(
-            Finding.judged(
-                f"RayCluster {kind}",
-                ok,
-                f"{exp.namespace}/{exp.raycluster}: {kind}={c.get('status', 'absent')}"
-                + (f" ({c.get('reason')}: {c.get('message')})" if c and not ok else ""),
-                f"kubectl -n {exp.namespace} describe raycluster {exp.raycluster}; kubectl -n {exp.namespace} get pods",
-            )
-        )
+        why = f" ({c.get('reason')}: {c.get('message')})" if c and not ok else ""
+        detail = f"{ns}/{exp.raycluster}: {kind}={c.get('status', 'absent')}{why}"
+        rows.append(Finding.judged(f"RayCluster {kind}", ok, detail, fix))
     return rows
 
 
@@ -133,14 +128,9 @@ def _container_resources(pod: dict) -> tuple[dict, dict]:
 def check_worker_pods(pods: Sequence[dict], exp: Expectations) -> list[Finding]:
     """Worker pods are Running, as many as the worker group asks, each with requests equal to limits."""
     running = [p for p in pods if p.get("status", {}).get("phase") == "Running" and _ready(p)]
-    rows = [
-        Finding.judged(
-            "Ray worker pods Running",
-            len(running) == exp.worker_replicas,
-            f"expected {exp.worker_replicas} Ready worker pods, got {len(running)} of {len(pods)}",
-            f"kubectl -n {exp.namespace} get pods -l ray.io/node-type=worker -o wide",
-        )
-    ]
+    fix = f"kubectl -n {exp.namespace} get pods -l ray.io/node-type=worker -o wide"
+    detail = f"expected {exp.worker_replicas} Ready worker pods, got {len(running)} of {len(pods)}"
+    rows = [Finding.judged("Ray worker pods Running", len(running) == exp.worker_replicas, detail, fix)]
     for pod in sorted(pods, key=_name):
         req, lim = _container_resources(pod)
         keys = sorted(set(req) | set(lim))
