@@ -158,15 +158,13 @@ def check_node_agent(agent_pods: Sequence[Mapping], gpu_nodes: Sequence[Mapping]
         lacks = [f"no Ready {NODE_MONITORING_AGENT} pod"] if name_of(node) not in ready_on else []
         lacks += [h] if (h := gpu_health(node)) else []
         problems += [f"{name_of(node)}: {', '.join(lacks)}"] if lacks else []
-    ns = NODE_MONITORING_NAMESPACE
-    return Finding.judged(
-        "node monitoring agent",
-        not problems,
-        "; ".join(problems) or f"Ready on all {len(gpu_nodes)} GPU nodes, each {GPU_HEALTH_CONDITION}=True",
-        f"kubectl -n {ns} get pods -l {AGENT_SELECTOR} -o wide; kubectl describe node <node>: a GPU condition False "
-        "names the fault, for which EKS node auto repair reboots or replaces the node after 10 minutes "
-        "(https://docs.aws.amazon.com/eks/latest/userguide/node-repair.html)",
+    fix = (
+        f"kubectl -n {NODE_MONITORING_NAMESPACE} get pods -l {AGENT_SELECTOR} -o wide; kubectl describe node <node>: a "
+        "GPU condition False names the fault, for which EKS node auto repair reboots or replaces the node after 10 "
+        "minutes (https://docs.aws.amazon.com/eks/latest/userguide/node-repair.html)"
     )
+    detail = "; ".join(problems) or f"Ready on all {len(gpu_nodes)} GPU nodes, each {GPU_HEALTH_CONDITION}=True"
+    return Finding.judged("node monitoring agent", not problems, detail, fix)
 
 
 # ---- huge pages ------------------------------------------------------------------------------------
@@ -194,14 +192,8 @@ def check_hugepages(gpu_nodes: Sequence[Mapping], requests: Mapping[str, str]) -
     short = [f"{n} has {v / 2**20:g}Mi" for n, v in sorted(have.items()) if v < want]
     if not short:
         return [Finding(f"GPU nodes {key}", "pass", f"{len(have)} GPU nodes hold a worker's {requests[key]}")]
-    return [
-        Finding(
-            f"GPU nodes {key}",
-            "fail",
-            f"a worker pod requests {key} {requests[key]}, allocatable: {'; '.join(short)}",
-            HUGEPAGES_FIX,
-        )
-    ]
+    detail = f"a worker pod requests {key} {requests[key]}, allocatable: {'; '.join(short)}"
+    return [Finding(f"GPU nodes {key}", "fail", detail, HUGEPAGES_FIX)]
 
 
 # ---- libfabric inside a worker pod ----------------------------------------------------------------
