@@ -117,24 +117,18 @@ def check_instance_type(
         fix = f"choose an EFA type: {list_cmd}"
         return [*rows, Finding("EFA support", "fail", f"{instance_type} does not support EFA", fix)]
     max_efa = int(net.get("EfaInfo", {}).get("MaximumEfaInterfaces", 0))
-    rows.append(
-        Finding.judged(
-            "EFA support",
-            max_efa >= efa_wanted,
-            f"{instance_type} supports EFA with up to {max_efa} interfaces; the stack asks for {efa_wanted}",
-            f"set '{_GPU('efa_interfaces', prefixed=True)}: {max_efa}' in Pulumi.{stack}.yaml",
-        )
+    efa = f"{instance_type} supports EFA with up to {max_efa} interfaces; the stack asks for {efa_wanted}"
+    efa_fix = f"set '{_GPU('efa_interfaces', prefixed=True)}: {max_efa}' in Pulumi.{stack}.yaml"
+    gpu = f"{instance_type} has {gpus} GPUs; the stack counts on {gpus_wanted}"
+    gpu_fix = (
+        f"infra/data/instance_types.json says {gpus_wanted} GPUs for {instance_type}, EC2 says {gpus}: "
+        "correct the catalog"
     )
-    rows.append(
-        Finding.judged(
-            "GPUs per node",
-            gpus == gpus_wanted,
-            f"{instance_type} has {gpus} GPUs; the stack counts on {gpus_wanted}",
-            f"infra/data/instance_types.json says {gpus_wanted} GPUs for {instance_type}, EC2 says {gpus}: "
-            "correct the catalog",
-        )
-    )
-    return rows
+    return [
+        *rows,
+        Finding.judged("EFA support", max_efa >= efa_wanted, efa, efa_fix),
+        Finding.judged("GPUs per node", gpus == gpus_wanted, gpu, gpu_fix),
+    ]
 
 
 def check_az(
