@@ -24,21 +24,15 @@ def train_result(outcome: TrainOutcome) -> StepResult[TrainOutcome]:
     """Pass only for a SUCCEEDED job that wrote its summary; a failure carries the log tail."""
     if outcome.status != "SUCCEEDED":
         tail = "\n".join(outcome.log_tail[-LOG_TAIL_LINES:])
-        return StepResult(
-            STEP, "fail", f"job {outcome.job_id} ended {outcome.status}; last log lines:\n{tail}", data=outcome
-        )
+        said = f"job {outcome.job_id} ended {outcome.status}; last log lines:\n{tail}"
+        return StepResult(STEP, "fail", said, data=outcome)
     if outcome.summary is None:
         at = outcome.job.summary_json if outcome.job else "?"
         return StepResult(STEP, "fail", f"job {outcome.job_id} SUCCEEDED but wrote no summary at {at}", data=outcome)
     s = outcome.summary
-    return StepResult(
-        STEP,
-        "pass",
-        f"job {outcome.job_id} SUCCEEDED: {s.steps} steps on {s.world_size} workers, "
-        f"loss {_num(s.loss_first, '.4f')} -> {_num(s.loss_last, '.4f')}, "
-        f"{_num(s.tokens_per_s, ',.0f')} tokens/s",
-        data=outcome,
-    )
+    loss = f"loss {_num(s.loss_first, '.4f')} -> {_num(s.loss_last, '.4f')}"
+    said = f"{s.steps} steps on {s.world_size} workers, {loss}, {_num(s.tokens_per_s, ',.0f')} tokens/s"
+    return StepResult(STEP, "pass", f"job {outcome.job_id} SUCCEEDED: {said}", data=outcome)
 
 
 def _num(v: object, spec: str) -> str:
