@@ -46,9 +46,8 @@ def check_result(v: TransportVerdict, note: str = "") -> StepResult:
     if v.verdict == "not-applicable":
         return StepResult("check", "skip", v.cause, (Finding("NCCL transport", "skip", v.cause),), v)
     if v.verdict == "pass" and not note:
-        return StepResult(
-            "check", "pass", f"NCCL over {v.require}: {v.cause}", (Finding("NCCL transport", "pass", detail),), v
-        )
+        passed = (Finding("NCCL transport", "pass", detail),)
+        return StepResult("check", "pass", f"NCCL over {v.require}: {v.cause}", passed, v)
     if v.verdict in ("pass", "inconclusive") and note:
         # Locally a pass or an inconclusive answer is all there is to have; say it is not EFA proof.
         return StepResult("check", "skip", f"{v.verdict}: {detail}", (Finding("NCCL transport", "skip", detail),), v)
@@ -79,9 +78,8 @@ def with_counters(v: TransportVerdict, record: CounterRecord, note: str = "") ->
         return check_result(v, note)
     counted = Finding("EFA counters", "pass" if w.ok else "fail", w.message, "" if w.ok else w.message)
     if w.ok and v.verdict == "pass":
-        return StepResult(
-            "check", "pass", f"NCCL over {v.require}, and {w.message}", (*check_result(v).findings, counted), v
-        )
+        said = f"NCCL over {v.require}, and {w.message}"
+        return StepResult("check", "pass", said, (*check_result(v).findings, counted), v)
     said = f"NCCL check {v.verdict} (require={v.require}), counter witness {w.outcome}: {w.message}"
     return StepResult("check", "fail", said, (counted, *check_result(v).findings), v)
 
