@@ -169,6 +169,5 @@ def run_start(target: LocalTarget, prior: Prior) -> StepResult:
     """The local target's `up`: a Ray head on 127.0.0.1 for this run only."""
     head = target.start()
     where = {"job_server": head.dashboard_url, "temp_dir": head.temp_dir}
-    return StepResult(
-        "start", "pass", f"Ray head on 127.0.0.1, job server {head.dashboard_url}, temp dir {head.temp_dir}", data=where
-    )
+    said = f"Ray head on 127.0.0.1, job server {head.dashboard_url}, temp dir {head.temp_dir}"
+    return StepResult("start", "pass", said, data=where)
