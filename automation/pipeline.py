@@ -226,10 +226,9 @@ class TransportVerdict(Plain):
 
 @dataclass
 class RunState:
-    """What a run carries from step to step, declared in one place as torchtitan's ``Trainer`` declares its state
-    at its class head (pytorch/torchtitan, torchtitan/train.py): one typed attribute per step, its result once it
-    has run (None before, or when the command has no such step). The steps, the console and the report read it by
-    attribute; the pipeline records each result under its step's name."""
+    """What a run carries from step to step, declared in one place as torchtitan's ``Trainer`` declares its state at its
+    class head (pytorch/torchtitan, torchtitan/train.py): one typed attribute per step, its result once it has run
+    (None before, or when the command has no such step), read by attribute and recorded under the step's name."""
 
     preflight: StepResult[PreflightFacts] | None = None
     preview: StepResult[ChangeSummary] | None = None
@@ -256,9 +255,8 @@ class RunState:
 
     @property
     def cluster_seen(self) -> bool:
-        """Whether a step of this command has seen the cluster exist: `up` made or updated it, `scale-up` grew its
-        node group, `verify` reached its nodes (a config or an unreachable kubeconfig is no proof: a command says
-        "up and costs money" only after this)."""
+        """Whether `up`, `scale-up` or `verify` of this command saw the cluster exist (a config or an unreachable
+        kubeconfig is no proof: a command says "up and costs money" only after this)."""
         return any(r is not None and r.status == "pass" for r in (self.up, self.scale_up, self.verify))
 
 
