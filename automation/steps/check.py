@@ -63,9 +63,7 @@ def check_result(v: TransportVerdict, note: str = "") -> StepResult:
 
 def not_applicable_on_cpu() -> TransportVerdict:
     no_efa = not_applicable(efa_witness.NO_EFA_HERE).to_dict()
-    return TransportVerdict(
-        verdict="not-applicable", require=None, cause=CPU_SKIP_REASON, counters={"witnesses": no_efa}
-    )
+    return TransportVerdict("not-applicable", None, CPU_SKIP_REASON, counters={"witnesses": no_efa})
 
 
 def with_counters(v: TransportVerdict, record: CounterRecord, note: str = "") -> StepResult:
