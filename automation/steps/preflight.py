@@ -492,9 +492,8 @@ def run_preflight(
         vcpus_free=free,
         efa_interfaces=int(info.get("NetworkInfo", {}).get("EfaInfo", {}).get("MaximumEfaInterfaces", 0)),
     )
-    return verdict(
-        "preflight", rows, facts, ok_summary=f"account {account}: {g.node_count} x {g.instance_type} fit in {az}"
-    )
+    fit = f"account {account}: {g.node_count} x {g.instance_type} fit in {az}"
+    return verdict("preflight", rows, facts, ok_summary=fit)
 
 
 # ---- on AWS --------------------------------------------------------------------------------------------
