@@ -172,14 +172,6 @@ def _when(value: object) -> str:
     return str(value) if value else "an unknown time"
 
 
-def _planned_count(cr: dict) -> int | None:
-    """How many instances a Capacity Block that has not started will hold (its tag), or None."""
-    for tag in cr.get("Tags") or []:
-        if tag.get("Key") == PLANNED_QUANTITY_TAG and str(tag.get("Value", "")).isdigit():
-            return int(tag["Value"])
-    return None
-
-
 _NOT_YET_WHY = {
     "payment-pending": "its upfront payment is not processed yet (EC2 releases the block if it fails within 12 hours)",
     "pending": "EC2 is still provisioning it",
@@ -236,9 +228,9 @@ def _problems(
         problems.append(f"it reserves {cr.get('InstanceType')}, not {instance_type}")
     if az and cr.get("AvailabilityZone") != az:
         problems.append(f"it is in {cr.get('AvailabilityZone')}, not the GPU AZ {az}")
-    if cr.get("State") in NOT_YET_STATES:
-        planned = _planned_count(cr)
-        if planned is not None and planned < node_count:
+    if cr.get("State") in NOT_YET_STATES:  # not started: the instances it will hold are in its tag
+        planned = {t.get("Key"): str(t.get("Value", "")) for t in cr.get("Tags") or []}.get(PLANNED_QUANTITY_TAG, "")
+        if planned.isdigit() and int(planned) < node_count:
             problems.append(f"it will hold {planned} instances, {node_count} needed")
     elif (available := int(cr.get("AvailableInstanceCount", 0))) < node_count:
         problems.append(f"{available} of {cr.get('TotalInstanceCount')} instances available, {node_count} needed")
