@@ -11,6 +11,7 @@ from __future__ import annotations
 import dataclasses
 import time
 from collections.abc import Callable, Mapping, Sequence
+from functools import partial
 
 from automation.errors import DriverError
 from automation.kube import KubeApi, PodExec, RayClusterPods
@@ -193,24 +194,20 @@ def check_workers(kube: KubeApi, exp: Expectations) -> list[Finding]:
     if any(p.get("status", {}).get("phase") == "Pending" for p in [*heads, *pods]):
         events = kube.list_events(exp.namespace)
         blocked = diagnose_head(heads, events, kube.list_nodes()) or diagnose(
-            pods, events, kube.list_nodes(GPU_NODE_SELECTOR), last_log_line(kube, exp.namespace)
+            pods, events, kube.list_nodes(GPU_NODE_SELECTOR), partial(last_log_line, kube, exp.namespace)
         )
         if blocked:
             return blocked
     return [*check_raycluster(kube.get_raycluster(exp.namespace, exp.raycluster), exp), *check_worker_pods(pods, exp)]
 
 
-def last_log_line(kube: KubeApi, namespace: str) -> Callable[[Mapping, str], str]:
-    """(pod, container) -> the container's last log line; '' when the log cannot be read (not started yet)."""
-
-    def last(pod: Mapping, container: str) -> str:
-        try:
-            text = kube.pod_log(namespace, _name(pod), container, tail_lines=1)
-        except DriverError:
-            return ""
-        return (text.strip().splitlines() or [""])[-1]
-
-    return last
+def last_log_line(kube: KubeApi, namespace: str, pod: Mapping, container: str) -> str:
+    """The container's last log line; '' when the log cannot be read (not started yet)."""
+    try:
+        text = kube.pod_log(namespace, _name(pod), container, tail_lines=1)
+    except DriverError:
+        return ""
+    return (text.strip().splitlines() or [""])[-1]
 
 
 def check_efa_in_pods(kube: KubeApi, exp: Expectations, pod_exec: PodExec) -> list[Finding]:
