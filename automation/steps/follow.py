@@ -59,15 +59,6 @@ def left(target: Target, job: SubmittedJob) -> StepInterrupted | None:
     return JobLeftRunning(STEP, Advice(exists, (f"follow it again from any machine: {attach}",)), job.job_id)
 
 
-def start_phases(target: Target, first_step_at: float | None) -> dict | None:
-    """The start's phases as the target reads them (automation/start_phases.py); None where it cannot say."""
-    try:
-        return target.start_phases(first_step_at)
-    except DriverError as e:  # the phases are a measurement: a cluster that cannot be read fails no job
-        target.note(f"the start's phases were not read: {e}")
-        return None
-
-
 def run(target: Target, prior: Prior) -> StepResult[TrainOutcome]:
     """train: the submitted job followed to its end; what the job server says it ended as."""
     job = prior.job
@@ -96,7 +87,12 @@ def run(target: Target, prior: Prior) -> StepResult[TrainOutcome]:
     # Read now, while the pods and GPU nodes still exist (`run` may idle the nodes before the report). A job
     # this command did not submit (`attach`) was seen starting by another: its first step time is not known.
     seen = first_step[0] if first_step and prior.submit is not None else None
-    outcome = dataclasses.replace(outcome_of(end, job.train_cfg, summary), start=start_phases(target, seen))
+    try:  # the start's phases as the target reads them (automation/start_phases.py)
+        phases = target.start_phases(seen)
+    except DriverError as e:  # the phases are a measurement: a cluster that cannot be read fails no job
+        phases = None
+        target.note(f"the start's phases were not read: {e}")
+    outcome = dataclasses.replace(outcome_of(end, job.train_cfg, summary), start=phases)
     result = train_result(outcome)
     if end.hang is not None:
         kept = hang.write(runs_root() / job.train_cfg.run_id, end.hang)
