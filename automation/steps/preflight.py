@@ -1,7 +1,5 @@
-"""preflight: what AWS must offer before anything is created, one row per fact, each failure with its fix.
-
-Read-only calls only (STS, EC2 describe, Service Quotas get) and a look on PATH for the AWS CLI: it runs
-before any change and costs nothing.
+"""preflight: what AWS must offer before anything is created, one row per fact, each failure with its fix. Read-only
+calls (STS, EC2 describe, Service Quotas get) and a look on PATH for the AWS CLI: it runs before any change, for free.
 """
 
 from __future__ import annotations
