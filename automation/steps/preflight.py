@@ -391,10 +391,9 @@ def _day(when: object) -> str:
 
 
 def check_api_endpoint(cluster: ClusterConfig, stack: str, address: Callable[[], str] | None) -> Finding:
-    """Whether this machine may reach the public Kubernetes API (``address``: the target's deployer_cidr, None
-    for a stand-in). An empty list or the driver's own entry gets this machine's address at `run`/`up`
-    (steps/stack_steps.py); a list the user wrote that covers no address of this machine fails with the command that
-    adds it, since every Pulumi and Kubernetes call to the cluster would time out."""
+    """Whether this machine may reach the public Kubernetes API (``address``: the target's deployer_cidr, None for a
+    stand-in). An empty list or the driver's own entry gets this machine's address at `run`/`up` (stack_steps.py); a
+    user's list that covers none of this machine's fails with the command that adds it: every call would time out."""
     check, cidrs = "API endpoint access", cluster.public_access_cidrs
     if not cluster.endpoint_public_access:
         return Finding(check, "pass", "private endpoint only (reachable from inside the VPC)")
