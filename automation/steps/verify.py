@@ -276,9 +276,8 @@ def verify_cluster(
 
 
 def run_aws(target: AwsTarget, prior: Prior) -> StepResult:
-    """The stack's cluster (`verify_cluster`), then a marker object written to the run bucket from a worker
-    pod and from the head pod: workers write checkpoint shards; the head runs the job's driver and Ray
-    Train's controller, which write the run's own state to the same storage path."""
+    """The stack's cluster (`verify_cluster`), then a marker object written to the run bucket from a worker pod (which
+    writes checkpoint shards) and from the head pod (where the job's driver and Ray Train's controller write state)."""
     kube = target.kube()
     exp = target.expectations()
     # A run that holds the idle guard's lease (its `scale-up` step took it) renews it at each poll.
