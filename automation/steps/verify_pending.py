@@ -216,8 +216,7 @@ def diagnose(
     for pod in pending:
         row = init_failure(pod, log_of) or image_pull_failure(pod) or unschedulable(pod, events, gpu_nodes)
         if row:
-            others = len(pending) - 1
-            more = f" ({others} more worker pod(s) Pending)" if others else ""
+            more = f" ({len(pending) - 1} more worker pod(s) Pending)" if len(pending) > 1 else ""
             return [Finding(row.check, row.status, row.detail + more, row.fix)]
     return []
 
