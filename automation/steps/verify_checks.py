@@ -150,8 +150,7 @@ def gpu_health(node: Mapping) -> str:
 
 
 def check_node_agent(agent_pods: Sequence[Mapping], gpu_nodes: Sequence[Mapping]) -> Finding:
-    """One row: every GPU node runs a Ready node monitoring agent pod and shows its GPU condition True; each node
-    lacking either is named with what it lacks."""
+    """One row: each GPU node runs a Ready monitoring agent pod and shows its GPU condition True, else what it lacks."""
     ready_on = {p.get("spec", {}).get("nodeName") for p in agent_pods if is_ready(p)}
     problems = []
     for node in sorted(gpu_nodes, key=name_of):
@@ -237,10 +236,8 @@ def check_fi_info(pod: str, node: str, rc: int, output: str) -> Finding:
         )
     elif "FI_INFO missing" in lines:
         why = "fi_info is not in the image (no libfabric from the EFA installer)"
-        fix = (
-            f"use a training image with the EFA installer's libfabric ({RayConfig.keyname('image')} in the stack "
-            "config)"
-        )
+        image = RayConfig.keyname("image")
+        fix = f"use a training image with the EFA installer's libfabric ({image} in the stack config)"
     else:
         why = f"libfabric's efa provider offers no FI_EP_RDM endpoint: {' '.join(lines[-3:]) or f'rc {rc}'}"
         fix = f"check the EFA kernel module and the launch template's EFA interface on {node}: fi_info -p efa -v"
