@@ -30,8 +30,22 @@ class Clock:
 SYSTEM_CLOCK = Clock()
 
 
+def _plain(value: object) -> object:
+    """A field as JSON sees it: a nested result as its dict, a tuple as a list."""
+    if hasattr(value, "to_dict"):
+        return value.to_dict()
+    return [_plain(v) for v in value] if isinstance(value, tuple) else value
+
+
+class Plain:
+    """A frozen result whose dict is its fields in order, through `_plain`."""
+
+    def to_dict(self) -> dict[str, object]:
+        return {k: _plain(v) for k, v in self.__dict__.items()}
+
+
 @dataclass(frozen=True)
-class Finding:
+class Finding(Plain):
     """One checked fact: its verdict, what was seen, and on failure the command that fixes it."""
 
     check: str
@@ -44,12 +58,9 @@ class Finding:
         """A pass, or a fail that names ``fix``."""
         return cls(check, "pass" if ok else "fail", detail, "" if ok else fix)
 
-    def to_dict(self) -> dict[str, str]:
-        return {"check": self.check, "status": self.status, "detail": self.detail, "fix": self.fix}
-
 
 @dataclass(frozen=True)
-class StepResult(Generic[T]):
+class StepResult(Plain, Generic[T]):
     """What a step returns: its verdict, one line, the findings behind it, and typed data for later steps."""
 
     step: str
@@ -61,18 +72,6 @@ class StepResult(Generic[T]):
     @property
     def ok(self) -> bool:
         return self.status != "fail"
-
-    def to_dict(self) -> dict[str, object]:
-        data = self.data
-        if data is not None and hasattr(data, "to_dict"):
-            data = data.to_dict()
-        return {
-            "step": self.step,
-            "status": self.status,
-            "summary": self.summary,
-            "findings": [f.to_dict() for f in self.findings],
-            "data": data,
-        }
 
 
 def verdict(step: str, findings: Sequence[Finding], data: T | None = None, ok_summary: str = "") -> StepResult[T]:
@@ -86,7 +85,7 @@ def verdict(step: str, findings: Sequence[Finding], data: T | None = None, ok_su
 
 # ---- what each step's result carries -------------------------------------------------------------
 @dataclass(frozen=True)
-class PreflightFacts:
+class PreflightFacts(Plain):
     """What preflight learned, for later steps: the account, the AZ to use, the vCPUs needed."""
 
     account: str | None = None
@@ -95,9 +94,6 @@ class PreflightFacts:
     vcpus_needed: int | None = None
     vcpus_free: float | None = None
     efa_interfaces: int | None = None
-
-    def to_dict(self) -> dict[str, object]:
-        return dict(self.__dict__, valid_azs=list(self.valid_azs))
 
 
 SECRET_OUTPUTS = frozenset({"kubeconfig"})
@@ -126,7 +122,7 @@ class ChangeSummary:
 
 
 @dataclass(frozen=True)
-class Expectations:
+class Expectations(Plain):
     """What the stack promises about the cluster (verify's result data)."""
 
     node_count: int
@@ -136,9 +132,6 @@ class Expectations:
     namespace: str
     raycluster: str
     worker_replicas: int
-
-    def to_dict(self) -> dict[str, object]:
-        return dict(self.__dict__)
 
 
 def expectations_from(cfg: StackConfig, outputs: Mapping[str, object]) -> Expectations:
@@ -183,25 +176,14 @@ class Scaled:
         return f"GPU node group {self.nodegroup} scaled from {self.before} to {self.after} node(s){took}{waited}"
 
     def to_dict(self) -> dict[str, object]:
-        return {
-            "nodegroup": self.nodegroup,
-            "before": self.before,
-            "after": self.after,
-            "seconds": self.seconds,
-            "per_node": dict(self.per_node),
-            "waited": self.waited,
-            "waited_for": self.waited_for,
-        }
+        return dict(self.__dict__, per_node=dict(self.per_node))
 
 
 @dataclass(frozen=True)
-class GateOutcome:
+class GateOutcome(Plain):
     """What the gate did beyond its rows: the GPU nodes it cordoned (none when all were fit)."""
 
     cordoned: tuple[str, ...] = ()
-
-    def to_dict(self) -> dict[str, object]:
-        return {"cordoned": list(self.cordoned)}
 
 
 @dataclass(frozen=True)
@@ -216,7 +198,7 @@ class SubmittedJob:
 
 
 @dataclass(frozen=True)
-class TrainOutcome:
+class TrainOutcome(Plain):
     """The submitted job: its id, final status, the training summary (None if none was written), the log tail."""
 
     job_id: str
@@ -227,20 +209,9 @@ class TrainOutcome:
     start: dict | None = None  # the start's phases in seconds (automation/start_phases.py), where the target reads them
     hang: dict[str, object] | None = None  # automation/hang.py `diagnosis` of a job stopped as hung
 
-    def to_dict(self) -> dict[str, object]:
-        return {
-            "job_id": self.job_id,
-            "status": self.status,
-            "summary": self.summary.to_dict() if self.summary else None,
-            "log_tail": list(self.log_tail),
-            "job": self.job.to_dict() if self.job else None,
-            "start": self.start,
-            "hang": self.hang,
-        }
-
 
 @dataclass(frozen=True)
-class TransportVerdict:
+class TransportVerdict(Plain):
     """What the NCCL assertion said, or why it was not applicable."""
 
     verdict: str  # pass | fail | inconclusive | bad-input | not-applicable
@@ -252,16 +223,12 @@ class TransportVerdict:
     # The EFA counter witness beside the log (automation/efa_witness.py's CounterRecord, as a dict)
     counters: dict | None = None
 
-    def to_dict(self) -> dict[str, object]:
-        return dict(self.__dict__, evidence=list(self.evidence))
-
 
 @dataclass
 class RunState:
-    """What a run carries from step to step, declared in one place as torchtitan's ``Trainer`` declares its state
-    at its class head (pytorch/torchtitan, torchtitan/train.py): one typed attribute per step, its result once it
-    has run (None before, or when the command has no such step). The steps, the console and the report read it by
-    attribute; the pipeline records each result under its step's name."""
+    """What a run carries from step to step, declared in one place as torchtitan's ``Trainer`` declares its state at its
+    class head (pytorch/torchtitan, torchtitan/train.py): one typed attribute per step, its result once it has run
+    (None before, or when the command has no such step), read by attribute and recorded under the step's name."""
 
     preflight: StepResult[PreflightFacts] | None = None
     preview: StepResult[ChangeSummary] | None = None
@@ -288,9 +255,8 @@ class RunState:
 
     @property
     def cluster_seen(self) -> bool:
-        """Whether a step of this command has seen the cluster exist: `up` made or updated it, `scale-up` grew its
-        node group, `verify` reached its nodes (a config or an unreachable kubeconfig is no proof: a command says
-        "up and costs money" only after this)."""
+        """Whether `up`, `scale-up` or `verify` of this command saw the cluster exist (a config or an unreachable
+        kubeconfig is no proof: a command says "up and costs money" only after this)."""
         return any(r is not None and r.status == "pass" for r in (self.up, self.scale_up, self.verify))
 
 
@@ -364,30 +330,17 @@ class JobLeftRunning(StepInterrupted):
         self.job_id = job_id
 
 
-def _advice_or_none(advise: Callable[[str, Prior], Advice], name: str, done: Prior) -> Advice | None:
-    try:
-        return advise(name, done)
-    except Exception:  # noqa: BLE001 - the interrupt must propagate even if advice cannot be built
-        return None
-
-
 def run_pipeline(
     steps: Sequence[Step],
     advise: Callable[[str, Prior], Advice],
     on_start: Callable[[str], None] = lambda name: None,
     on_finish: Callable[[Timed], None] = lambda timed: None,
 ) -> PipelineResult:
-    """Run `steps` in order and stop at the first that fails.
-
-    A step fails by returning a "fail" result or by raising; a DriverError keeps its message, any
-    other exception is reported as its type and message (never a traceback). A DriverError with
-    exit code 2 raised by the first step, before any step has completed, is bad input (no
-    kubeconfig, no pulumi CLI, ...): it propagates so the CLI prints its one line. Raised after
-    an earlier step completed, it is that step's failure like any other, so the result carries
-    `advise`'s what-exists/resume/destroy advice (earlier steps may have created resources).
-    A KeyboardInterrupt inside a step propagates as StepInterrupted (still a KeyboardInterrupt,
-    so the caller's cleanup runs) naming the step and carrying `advise`'s advice for it.
-    """
+    """Run `steps` in order and stop at the first that fails: by a "fail" result or by raising (a DriverError keeps
+    its message, another exception is shown as type and message, never a traceback). Exit code 2 from the first step
+    is bad input (no kubeconfig, ...): it propagates for the CLI's one line; from a later step it is that step's
+    failure with `advise`'s advice (earlier steps may have created resources). Ctrl-C propagates as StepInterrupted
+    (still a KeyboardInterrupt, so the caller's cleanup runs) naming the step, with `advise`'s advice for it."""
     done = RunState()
     timed: list[Timed] = []
     for i, step in enumerate(steps):
@@ -398,7 +351,11 @@ def run_pipeline(
         except KeyboardInterrupt as e:
             if isinstance(e, StepInterrupted):
                 raise
-            raise StepInterrupted(step.name, _advice_or_none(advise, step.name, done)) from e
+            try:
+                advice = advise(step.name, done)
+            except Exception:  # noqa: BLE001 - the interrupt must propagate even if advice cannot be built
+                advice = None
+            raise StepInterrupted(step.name, advice) from e
         except DriverError as e:
             if e.exit_code == 2 and not timed:
                 raise

@@ -1,10 +1,5 @@
-"""The pipeline steps, one module each: preflight, stack (preview, up, destroy), verify, gate, counters, submit,
-attach, train (follow.py: the job followed to its end), check; and scale-up, automation/scaling.py's.
-
-Each step is a function `(target, prior) -> StepResult` over the target interface
-(automation.targets.Target); `STEPS` names them and `build` turns a target's step names into
-pipeline steps, which a run controller runs (automation/run_controller.py).
-"""
+"""The pipeline steps, one module each (stack_steps.py: preview, up, destroy, start; scale-up: automation/scaling.py),
+each a function `(target, prior) -> StepResult`; `build` binds a target's step names for the run controller."""
 
 from __future__ import annotations
 

@@ -1,7 +1,5 @@
-"""attach: the job of a run that was left (`run --detach`, a closed laptop, Ctrl-C), found on the job server.
-
-`follow` (steps/follow.py) then follows it and `check` reads its NCCL logs, as if `run` had stayed.
-"""
+"""attach: the job of a run that was left (`run --detach`, a closed laptop, Ctrl-C), found on the job server;
+`follow` then follows it and `check` reads its NCCL logs, as if `run` had stayed."""
 
 from __future__ import annotations
 

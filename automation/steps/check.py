@@ -1,15 +1,11 @@
-"""check: the NCCL assertion over this run's worker logs, with the expectation that fits the target.
+"""check: the NCCL assertion over this run's worker logs, held to what the target can prove.
 
-On the cluster every worker pod's `<run_dir>/nccl/*.log` is collected and checked with
-`require="efa"` (`bench`'s TCP run: "socket"): a fallback to sockets fails the pipeline. Locally there
-is no EFA to prove: on CPU (gloo) there is no NCCL at all, and local GPUs talk within one node, so the
-step says so. The target says what it can prove (`nccl_expectation`) and hands over the logs
-(`nccl_logs`); the verdict is this step's.
-
-Where the target has EFA, a second witness joins the log: the NICs' own byte counters, read by the
-`counters` step before the job and here after it (automation/efa_witness.py). The step passes only when
-both say the same thing (workloads/nccl_check/witnesses.py's rules); locally the counter witness does
-not apply and the step says so.
+On the cluster every worker pod's `<run_dir>/nccl/*.log` is checked with `require="efa"` (`bench`'s TCP run:
+"socket"): a fallback to sockets fails the pipeline. Locally there is no EFA to prove (gloo has no NCCL; local GPUs
+talk within one node) and the step says so. The target says what it can prove (`nccl_expectation`) and hands over
+the logs (`nccl_logs`); the verdict is this step's. Where there is EFA, the NICs' byte counters (read by `counters`
+before the job and here after it: automation/efa_witness.py) are a second witness: the step passes only when both
+agree (workloads/nccl_check/witnesses.py).
 """
 
 from __future__ import annotations
@@ -31,16 +27,6 @@ from workloads.nccl_check.witnesses import NOT_APPLICABLE, not_applicable
 CPU_SKIP_REASON = "no NCCL on CPU/gloo, EFA not applicable"
 
 
-def _evidence_lines(report: object) -> tuple[str, ...]:
-    ev = getattr(report, "evidence", ()) or ()
-    if isinstance(ev, dict):
-        return tuple(f"{k}: {v}" for k, v in ev.items())
-    return tuple(
-        f"{Path(e.file).name}:{e.line}: {e.text} ({e.why})" if hasattr(e, "text") and hasattr(e, "file") else str(e)
-        for e in ev
-    )
-
-
 def assert_transport(paths: Sequence[Path], require: str, run_id: str | None) -> TransportVerdict:
     """Run `workloads.nccl_check.check_logs` over `paths` and keep its verdict, cause and evidence."""
     report = check_logs([str(p) for p in paths], require=require, run_id=run_id)
@@ -48,7 +34,7 @@ def assert_transport(paths: Sequence[Path], require: str, run_id: str | None) ->
         verdict=report.verdict,
         require=require,
         cause=report.cause,
-        evidence=_evidence_lines(report),
+        evidence=tuple(f"{Path(e.file).name}:{e.line}: {e.text} ({e.why})" for e in report.evidence),
         report=report.to_dict(),
         files=len(paths),
     )
@@ -60,27 +46,24 @@ def check_result(v: TransportVerdict, note: str = "") -> StepResult:
     if v.verdict == "not-applicable":
         return StepResult("check", "skip", v.cause, (Finding("NCCL transport", "skip", v.cause),), v)
     if v.verdict == "pass" and not note:
-        return StepResult(
-            "check", "pass", f"NCCL over {v.require}: {v.cause}", (Finding("NCCL transport", "pass", detail),), v
-        )
+        passed = (Finding("NCCL transport", "pass", detail),)
+        return StepResult("check", "pass", f"NCCL over {v.require}: {v.cause}", passed, v)
     if v.verdict in ("pass", "inconclusive") and note:
         # Locally a pass or an inconclusive answer is all there is to have; say it is not EFA proof.
         return StepResult("check", "skip", f"{v.verdict}: {detail}", (Finding("NCCL transport", "skip", detail),), v)
-    fix = "" if v.verdict == "pass" else v.cause
-    return StepResult(
+    evidence = (Finding("evidence", "fail", e) for e in v.evidence[:10])
+    return StepResult(  # a pass never gets here: with or without a note it returned above
         "check",
         "fail",
         f"NCCL check {v.verdict} (require={v.require}): {v.cause}",
-        (Finding("NCCL transport", "fail", detail, fix), *(Finding("evidence", "fail", e) for e in v.evidence[:10])),
+        (Finding("NCCL transport", "fail", detail, v.cause), *evidence),
         v,
     )
 
 
 def not_applicable_on_cpu() -> TransportVerdict:
     no_efa = not_applicable(efa_witness.NO_EFA_HERE).to_dict()
-    return TransportVerdict(
-        verdict="not-applicable", require=None, cause=CPU_SKIP_REASON, counters={"witnesses": no_efa}
-    )
+    return TransportVerdict("not-applicable", None, CPU_SKIP_REASON, counters={"witnesses": no_efa})
 
 
 def with_counters(v: TransportVerdict, record: CounterRecord, note: str = "") -> StepResult:
@@ -93,16 +76,10 @@ def with_counters(v: TransportVerdict, record: CounterRecord, note: str = "") ->
         return check_result(v, note)
     counted = Finding("EFA counters", "pass" if w.ok else "fail", w.message, "" if w.ok else w.message)
     if w.ok and v.verdict == "pass":
-        return StepResult(
-            "check", "pass", f"NCCL over {v.require}, and {w.message}", (*check_result(v).findings, counted), v
-        )
-    return StepResult(
-        "check",
-        "fail",
-        f"NCCL check {v.verdict} (require={v.require}), counter witness {w.outcome}: {w.message}",
-        (counted, *check_result(v).findings),
-        v,
-    )
+        said = f"NCCL over {v.require}, and {w.message}"
+        return StepResult("check", "pass", said, (*check_result(v).findings, counted), v)
+    said = f"NCCL check {v.verdict} (require={v.require}), counter witness {w.outcome}: {w.message}"
+    return StepResult("check", "fail", said, (counted, *check_result(v).findings), v)
 
 
 def before_of(prior: Prior, target: Target, run_id: str) -> Snapshot | None:

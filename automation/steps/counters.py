@@ -1,10 +1,7 @@
-"""counters: every GPU node's EFA port counters, read before the job is submitted (the first half of
-the counter witness; `check` reads them again and judges: automation/efa_witness.py).
-
-It fails, naming the node, when a GPU node's reading cannot serve as the witness's first half (no Running
-counter reader there, no readable hw_counters, fewer EFA devices than the node advertises): a run started
-then would end in a `check` that cannot tell whether EFA carried it. What the counters say is `check`'s to
-judge.
+"""counters: every GPU node's EFA port counters before the job, the counter witness's first half (`check` reads
+them again and judges: automation/efa_witness.py). It fails, naming the node, when a reading cannot serve (no Running
+counter reader, no readable hw_counters, fewer EFA devices than advertised): a run started then would end in a `check`
+that cannot tell whether EFA carried it.
 """
 
 from __future__ import annotations

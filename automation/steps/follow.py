@@ -1,10 +1,8 @@
 """train: the submitted job followed to its end by asking the job server, its result what the server says.
 
-Each poll is a short call (status, then the log lines after the last one shown; automation/ray_head.py's
-`follow_job`), so a dropped connection or an expired token only delays the output. The step passes only a
-job that SUCCEEDED and wrote its summary. Ctrl-C leaves the job running unless the user, asked on a
-terminal, says to stop it; the run then says how to follow it again (`automation attach`). A job with no step line
-past its hang bound (automation/hang.py) is diagnosed, stopped, and fails the step naming the rank behind.
+Each poll is a short call (automation/ray_head.py's `follow_job`), so a dropped connection or an expired token only
+delays the output. Ctrl-C leaves the job running unless the user, asked on a terminal, says to stop it (the run then
+names `automation attach`). A job with no step line past its hang bound (automation/hang.py) is stopped and fails.
 """
 
 from __future__ import annotations
@@ -26,37 +24,19 @@ def train_result(outcome: TrainOutcome) -> StepResult[TrainOutcome]:
     """Pass only for a SUCCEEDED job that wrote its summary; a failure carries the log tail."""
     if outcome.status != "SUCCEEDED":
         tail = "\n".join(outcome.log_tail[-LOG_TAIL_LINES:])
-        return StepResult(
-            STEP, "fail", f"job {outcome.job_id} ended {outcome.status}; last log lines:\n{tail}", data=outcome
-        )
+        said = f"job {outcome.job_id} ended {outcome.status}; last log lines:\n{tail}"
+        return StepResult(STEP, "fail", said, data=outcome)
     if outcome.summary is None:
-        return StepResult(
-            STEP,
-            "fail",
-            f"job {outcome.job_id} SUCCEEDED but wrote no summary at "
-            f"{outcome.job.summary_json if outcome.job else '?'}",
-            data=outcome,
-        )
+        at = outcome.job.summary_json if outcome.job else "?"
+        return StepResult(STEP, "fail", f"job {outcome.job_id} SUCCEEDED but wrote no summary at {at}", data=outcome)
     s = outcome.summary
-    return StepResult(
-        STEP,
-        "pass",
-        f"job {outcome.job_id} SUCCEEDED: {s.steps} steps on {s.world_size} workers, "
-        f"loss {_num(s.loss_first, '.4f')} -> {_num(s.loss_last, '.4f')}, "
-        f"{_num(s.tokens_per_s, ',.0f')} tokens/s",
-        data=outcome,
-    )
+    loss = f"loss {_num(s.loss_first, '.4f')} -> {_num(s.loss_last, '.4f')}"
+    said = f"{s.steps} steps on {s.world_size} workers, {loss}, {_num(s.tokens_per_s, ',.0f')} tokens/s"
+    return StepResult(STEP, "pass", f"job {outcome.job_id} SUCCEEDED: {said}", data=outcome)
 
 
 def _num(v: object, spec: str) -> str:
     return format(v, spec) if isinstance(v, (int, float)) else "n/a"
-
-
-def submitted(prior: Prior) -> SubmittedJob:
-    """The job `submit` queued or `attach` found."""
-    if prior.job is None:
-        raise DriverError("`follow` follows a submitted job: run it after `submit` or `attach`")
-    return prior.job
 
 
 def left(target: Target, job: SubmittedJob) -> StepInterrupted | None:
@@ -79,18 +59,11 @@ def left(target: Target, job: SubmittedJob) -> StepInterrupted | None:
     return JobLeftRunning(STEP, Advice(exists, (f"follow it again from any machine: {attach}",)), job.job_id)
 
 
-def start_phases(target: Target, first_step_at: float | None) -> dict | None:
-    """The start's phases as the target reads them (automation/start_phases.py); None where it cannot say."""
-    try:
-        return target.start_phases(first_step_at)
-    except DriverError as e:  # the phases are a measurement: a cluster that cannot be read fails no job
-        target.note(f"the start's phases were not read: {e}")
-        return None
-
-
 def run(target: Target, prior: Prior) -> StepResult[TrainOutcome]:
     """train: the submitted job followed to its end; what the job server says it ended as."""
-    job = submitted(prior)
+    job = prior.job
+    if job is None:
+        raise DriverError("`follow` follows a submitted job: run it after `submit` or `attach`")
     first_step: list[float] = []  # when this command saw the job's first step line: the start's last phase
 
     def line(text: str) -> None:
@@ -114,7 +87,12 @@ def run(target: Target, prior: Prior) -> StepResult[TrainOutcome]:
     # Read now, while the pods and GPU nodes still exist (`run` may idle the nodes before the report). A job
     # this command did not submit (`attach`) was seen starting by another: its first step time is not known.
     seen = first_step[0] if first_step and prior.submit is not None else None
-    outcome = dataclasses.replace(outcome_of(end, job.train_cfg, summary), start=start_phases(target, seen))
+    try:  # the start's phases as the target reads them (automation/start_phases.py)
+        phases = target.start_phases(seen)
+    except DriverError as e:  # the phases are a measurement: a cluster that cannot be read fails no job
+        phases = None
+        target.note(f"the start's phases were not read: {e}")
+    outcome = dataclasses.replace(outcome_of(end, job.train_cfg, summary), start=phases)
     result = train_result(outcome)
     if end.hang is not None:
         kept = hang.write(runs_root() / job.train_cfg.run_id, end.hang)

@@ -1,7 +1,5 @@
-"""preflight: what AWS must offer before anything is created, one row per fact, each failure with its fix.
-
-Read-only calls only (STS, EC2 describe, Service Quotas get) and a look on PATH for the AWS CLI: it runs
-before any change and costs nothing.
+"""preflight: what AWS must offer before anything is created, one row per fact, each failure with its fix. Read-only
+calls (STS, EC2 describe, Service Quotas get) and a look on PATH for the AWS CLI: it runs before any change, for free.
 """
 
 from __future__ import annotations
@@ -25,7 +23,7 @@ from automation.pipeline import Finding, PreflightFacts, Prior, StepResult, verd
 from automation.ray_head import WORKLOADS_DIR
 from automation.steps.place import by_place
 from automation.targets.aws import API_CIDRS_KEY, GPU_AZ_KEY, AwsTarget
-from automation.targets.local import LocalPlan, LocalTarget
+from automation.targets.local import LocalTarget
 from infra.config import (
     PROJECT,
     ClusterConfig,
@@ -68,29 +66,21 @@ def aws_cli_version(path: str) -> str:
 def check_aws_cli(
     which: Callable[[str], str | None] = shutil.which, version: Callable[[str], str] | None = None
 ) -> Finding:
-    """The `aws` command is on PATH and is v2: pulumi-eks's kubeconfig runs `aws eks get-token` for every
-    Kubernetes call, and the README requires v2.
-
-    Without it `up` creates the cluster and the GPU nodes (which bill) and then fails at the first Helm release.
+    """The `aws` command is on PATH and is v2 (the README's): pulumi-eks's kubeconfig runs `aws eks get-token` for
+    every Kubernetes call, so without it `up` bills for the cluster and GPU nodes, then fails at the first Helm release.
     """
-    path = which("aws")
+    path, install = which("aws"), f"install AWS CLI v2 ({AWS_CLI_INSTALL})"
     if path is None:
-        return Finding(
-            "AWS CLI",
-            "fail",
+        detail = (
             "`aws` is not on PATH; the cluster's kubeconfig runs `aws eks get-token`, so `up` would fail after the "
-            "cluster and GPU nodes exist",
-            f"install AWS CLI v2 ({AWS_CLI_INSTALL}), then check with: aws --version",
+            "cluster and GPU nodes exist"
         )
+        return Finding("AWS CLI", "fail", detail, f"{install}, then check with: aws --version")
     said = (version or aws_cli_version)(path)
     major = re.match(r"aws-cli/(\d+)\.", said)
     if major and int(major.group(1)) < 2:
-        return Finding(
-            "AWS CLI",
-            "fail",
-            f"{path} is AWS CLI v{major.group(1)} ({said.split()[0]}); this project needs v2",
-            f"install AWS CLI v2 ({AWS_CLI_INSTALL}) ahead of v1 on PATH, then check with: aws --version",
-        )
+        detail = f"{path} is AWS CLI v{major.group(1)} ({said.split()[0]}); this project needs v2"
+        return Finding("AWS CLI", "fail", detail, f"{install} ahead of v1 on PATH, then check with: aws --version")
     shown = said.split()[0] if said else "version unknown"
     return Finding("AWS CLI", "pass", f"{path}, {shown} (the kubeconfig runs `aws eks get-token`)")
 
@@ -99,16 +89,11 @@ def check_credentials(sts: Sts) -> tuple[Finding, str | None]:
     try:
         ident = sts.get_caller_identity()
     except NoCredentialsError:
-        return Finding(
-            "credentials",
-            "fail",
-            "no AWS credentials found",
-            "aws configure  (or export AWS_PROFILE=<profile>); `python -m automation run` runs locally without AWS",
-        ), None
+        fix = "aws configure  (or export AWS_PROFILE=<profile>); `python -m automation run` runs locally without AWS"
+        return Finding("credentials", "fail", "no AWS credentials found", fix), None
     except (ClientError, BotoCoreError) as e:
-        return Finding(
-            "credentials", "fail", aws_error(e), "aws sts get-caller-identity; refresh the credentials (aws sso login)"
-        ), None
+        fix = "aws sts get-caller-identity; refresh the credentials (aws sso login)"
+        return Finding("credentials", "fail", aws_error(e), fix), None
     return Finding("credentials", "pass", f"account {ident['Account']} as {ident['Arn']}"), ident["Account"]
 
 
@@ -121,86 +106,54 @@ def check_instance_type(
         "--query 'InstanceTypes[].InstanceType'"
     )
     if info is None:
-        return [
-            Finding(
-                "instance type",
-                "fail",
-                f"{instance_type} does not exist in {region}",
-                f"set {_GPU('instance_type', prefixed=True)} in Pulumi.{stack}.yaml to one of: {list_cmd}",
-            )
-        ]
+        fix = f"set {_GPU('instance_type', prefixed=True)} in Pulumi.{stack}.yaml to one of: {list_cmd}"
+        return [Finding("instance type", "fail", f"{instance_type} does not exist in {region}", fix)]
     net = info.get("NetworkInfo", {})
     gpus = sum(int(g.get("Count", 0)) for g in info.get("GpuInfo", {}).get("Gpus", []))
     rows = [Finding("instance type", "pass", f"{instance_type}: {info['VCpuInfo']['DefaultVCpus']} vCPUs, {gpus} GPUs")]
     if not net.get("EfaSupported"):
-        rows.append(
-            Finding("EFA support", "fail", f"{instance_type} does not support EFA", f"choose an EFA type: {list_cmd}")
-        )
-        return rows
+        fix = f"choose an EFA type: {list_cmd}"
+        return [*rows, Finding("EFA support", "fail", f"{instance_type} does not support EFA", fix)]
     max_efa = int(net.get("EfaInfo", {}).get("MaximumEfaInterfaces", 0))
-    rows.append(
-        Finding.judged(
-            "EFA support",
-            max_efa >= efa_wanted,
-            f"{instance_type} supports EFA with up to {max_efa} interfaces; the stack asks for {efa_wanted}",
-            f"set '{_GPU('efa_interfaces', prefixed=True)}: {max_efa}' in Pulumi.{stack}.yaml",
-        )
+    efa = f"{instance_type} supports EFA with up to {max_efa} interfaces; the stack asks for {efa_wanted}"
+    efa_fix = f"set '{_GPU('efa_interfaces', prefixed=True)}: {max_efa}' in Pulumi.{stack}.yaml"
+    gpu = f"{instance_type} has {gpus} GPUs; the stack counts on {gpus_wanted}"
+    gpu_fix = (
+        f"infra/data/instance_types.json says {gpus_wanted} GPUs for {instance_type}, EC2 says {gpus}: "
+        "correct the catalog"
     )
-    rows.append(
-        Finding.judged(
-            "GPUs per node",
-            gpus == gpus_wanted,
-            f"{instance_type} has {gpus} GPUs; the stack counts on {gpus_wanted}",
-            f"infra/data/instance_types.json says {gpus_wanted} GPUs for {instance_type}, EC2 says {gpus}: "
-            "correct the catalog",
-        )
-    )
-    return rows
+    return [
+        *rows,
+        Finding.judged("EFA support", max_efa >= efa_wanted, efa, efa_fix),
+        Finding.judged("GPUs per node", gpus == gpus_wanted, gpu, gpu_fix),
+    ]
 
 
 def check_az(
     offered: Iterable[str], stack_azs: Iterable[str], configured: str, instance_type: str, stack: str
 ) -> tuple[Finding, str | None, tuple[str, ...]]:
     """Pick or confirm the GPU AZ among those that offer the type and have a private subnet of the stack."""
-    valid = tuple(sorted(set(offered) & set(stack_azs)))
-    if not valid:
-        return (
-            Finding(
-                "GPU availability zone",
-                "fail",
-                f"{instance_type} is offered in {sorted(offered) or 'no AZ'} but the stack's private subnets are in "
-                f"{sorted(stack_azs)}",
-                f"add an AZ that offers it to {NetworkConfig.keyname('azs', prefixed=True)} in Pulumi.{stack}.yaml "
-                "(aws ec2 describe-instance-type-offerings --location-type availability-zone "
-                f"--filters Name=instance-type,Values={instance_type})",
-            ),
-            None,
-            valid,
+    check, valid = "GPU availability zone", tuple(sorted(set(offered) & set(stack_azs)))
+    listed = ", ".join(valid)
+    if valid and configured in ("", *valid):
+        detail = f"{configured} offers {instance_type}" if configured else f"chose {valid[0]}"
+        return Finding(check, "pass", f"{detail} (valid: {listed})"), configured or valid[0], valid
+    if valid:
+        detail = (
+            f"{configured} does not offer {instance_type} or has no private subnet of the stack; valid AZs: {listed}"
         )
-    if not configured:
-        return (
-            Finding("GPU availability zone", "pass", f"chose {valid[0]} (valid: {', '.join(valid)})"),
-            valid[0],
-            valid,
+        fix = f"set '{_GPU('availability_zone', prefixed=True)}: {valid[0]}' in Pulumi.{stack}.yaml (valid: {listed})"
+    else:
+        detail = (
+            f"{instance_type} is offered in {sorted(offered) or 'no AZ'} but the stack's private subnets are in "
+            f"{sorted(stack_azs)}"
         )
-    if configured not in valid:
-        return (
-            Finding(
-                "GPU availability zone",
-                "fail",
-                f"{configured} does not offer {instance_type} or has no private subnet of the stack; "
-                f"valid AZs: {', '.join(valid)}",
-                f"set '{_GPU('availability_zone', prefixed=True)}: {valid[0]}' in Pulumi.{stack}.yaml "
-                f"(valid: {', '.join(valid)})",
-            ),
-            None,
-            valid,
+        fix = (
+            f"add an AZ that offers it to {NetworkConfig.keyname('azs', prefixed=True)} in Pulumi.{stack}.yaml "
+            "(aws ec2 describe-instance-type-offerings --location-type availability-zone "
+            f"--filters Name=instance-type,Values={instance_type})"
         )
-    return (
-        Finding("GPU availability zone", "pass", f"{configured} offers {instance_type} (valid: {', '.join(valid)})"),
-        configured,
-        valid,
-    )
+    return Finding(check, "fail", detail, fix), None, valid
 
 
 NOT_YET_STATES = frozenset({"scheduled", "payment-pending", "pending", "assessing", "delayed"})
@@ -215,14 +168,6 @@ def _when(value: object) -> str:
     if isinstance(value, datetime):
         return value.astimezone(UTC).strftime("%Y-%m-%d %H:%M UTC")
     return str(value) if value else "an unknown time"
-
-
-def _planned_count(cr: dict) -> int | None:
-    """How many instances a Capacity Block that has not started will hold (its tag), or None."""
-    for tag in cr.get("Tags") or []:
-        if tag.get("Key") == PLANNED_QUANTITY_TAG and str(tag.get("Value", "")).isdigit():
-            return int(tag["Value"])
-    return None
 
 
 _NOT_YET_WHY = {
@@ -249,11 +194,11 @@ def _replacement_fix(cr: dict, stack: str) -> str:
     return f"{new} and set {key} to its id, or {off} for On-Demand capacity"
 
 
-def _state_problem(cr: dict, stack: str) -> tuple[str, str] | None:
-    """(problem, fix) when the reservation is not active, by its state; None when it is active."""
+def _state_problem(cr: dict, stack: str) -> tuple[str, str]:
+    """(problem, fix) when the reservation is not active, by its state; ("", "") when it is active."""
     state = cr.get("State")
     if state == "active":
-        return None
+        return "", ""
     start = _when(cr.get("StartDate"))
     if state in NOT_YET_STATES:
         why = _NOT_YET_WHY.get(state, f"{_reservation_kind(cr)} starts at {start}, ends at {_when(cr.get('EndDate'))}")
@@ -271,27 +216,22 @@ def _state_problem(cr: dict, stack: str) -> tuple[str, str] | None:
     return f"state is {state}, not active", ""
 
 
-def _fit_problems(cr: dict, instance_type: str, az: str | None, node_count: int) -> list[str]:
-    """What keeps the reservation from holding the node group: its type, AZ, and free (or planned) instances."""
+def _problems(
+    cr: dict, instance_type: str, az: str | None, node_count: int, capacity_block: bool, placement_group: str | None
+) -> list[str]:
+    """What keeps the reservation from holding the node group: its type, AZ, free (or planned) instances, its kind
+    against gpuCapacityBlock and its placement group against gpuPlacementGroupName."""
     problems = []
     if cr.get("InstanceType") != instance_type:
         problems.append(f"it reserves {cr.get('InstanceType')}, not {instance_type}")
     if az and cr.get("AvailabilityZone") != az:
         problems.append(f"it is in {cr.get('AvailabilityZone')}, not the GPU AZ {az}")
-    planned = _planned_count(cr) if cr.get("State") in NOT_YET_STATES else None
-    if planned is not None:
-        if planned < node_count:
+    if cr.get("State") in NOT_YET_STATES:  # not started: the instances it will hold are in its tag
+        planned = {t.get("Key"): str(t.get("Value", "")) for t in cr.get("Tags") or []}.get(PLANNED_QUANTITY_TAG, "")
+        if planned.isdigit() and int(planned) < node_count:
             problems.append(f"it will hold {planned} instances, {node_count} needed")
-    elif cr.get("State") not in NOT_YET_STATES:
-        available = int(cr.get("AvailableInstanceCount", 0))
-        if available < node_count:
-            problems.append(f"{available} of {cr.get('TotalInstanceCount')} instances available, {node_count} needed")
-    return problems
-
-
-def _kind_problems(cr: dict, capacity_block: bool, placement_group: str | None) -> list[str]:
-    """The reservation's kind against gpuCapacityBlock, and its placement group against gpuPlacementGroupName."""
-    problems = []
+    elif (available := int(cr.get("AvailableInstanceCount", 0))) < node_count:
+        problems.append(f"{available} of {cr.get('TotalInstanceCount')} instances available, {node_count} needed")
     is_block = cr.get("ReservationType") == CAPACITY_BLOCK
     if is_block != capacity_block:
         problems.append(
@@ -318,83 +258,56 @@ def check_capacity_reservation(
     placement_group: str | None = None,
     stack: str = "<stack>",
 ) -> Finding:
-    """An optional capacity reservation is active, for this type and AZ, with room for the node group, of the
-    kind (On-Demand Capacity Reservation or Capacity Block) that gpuCapacityBlock declares, and, when it was made
-    in a placement group, for the one in gpuPlacementGroupName (only instances in that group use it:
-    https://docs.aws.amazon.com/AWSEC2/latest/UserGuide/cr-cpg.html). One made outside any group is used by
-    matching instances in a cluster placement group too
-    (https://docs.aws.amazon.com/AWSEC2/latest/UserGuide/placement-groups-limitations.html).
-
-    A reservation that is not active says why by its state: a Capacity Block scheduled for later names its start
-    (nothing can launch before it), an ended one says its capacity is gone; either way the row fails before `up`.
-    """
+    """An optional capacity reservation is active and can hold the node group (`_problems`). One made in a placement
+    group serves only instances in that group (https://docs.aws.amazon.com/AWSEC2/latest/UserGuide/cr-cpg.html); one
+    made outside any serves a cluster placement group too
+    (https://docs.aws.amazon.com/AWSEC2/latest/UserGuide/placement-groups-limitations.html). One not active says why
+    by its state (a Capacity Block names its start, an ended one says its capacity is gone) and fails before `up`."""
+    check = "capacity reservation"
     if not reservation_id:
-        return Finding("capacity reservation", "skip", "none configured: On-Demand capacity")
+        return Finding(check, "skip", "none configured: On-Demand capacity")
     fix_show = f"aws ec2 describe-capacity-reservations --capacity-reservation-ids {reservation_id} --region {region}"
     try:
         found = ec2.describe_capacity_reservations(CapacityReservationIds=[reservation_id])["CapacityReservations"]
     except (ClientError, BotoCoreError) as e:
-        return Finding("capacity reservation", "fail", f"{reservation_id}: {aws_error(e)}", fix_show)
+        return Finding(check, "fail", f"{reservation_id}: {aws_error(e)}", fix_show)
     if not found:
-        return Finding("capacity reservation", "fail", f"{reservation_id} not found in {region}", fix_show)
+        return Finding(check, "fail", f"{reservation_id} not found in {region}", fix_show)
     cr = found[0]
-    state = _state_problem(cr, stack)
-    problems = ([state[0]] if state else []) + _fit_problems(cr, instance_type, az, node_count)
-    problems += _kind_problems(cr, capacity_block, placement_group)
+    state, fix = _state_problem(cr, stack)
+    problems = [p for p in (state, *_problems(cr, instance_type, az, node_count, capacity_block, placement_group)) if p]
     if problems:
-        fixes = [state[1]] if state and state[1] else []
-        return Finding(
-            "capacity reservation",
-            "fail",
-            f"{reservation_id}: " + "; ".join(problems),
-            "; ".join([*fixes, f"{fix_show}; fix or remove {_GPU('capacity_reservation_id')}"]),
-        )
+        fixes = [f for f in (fix, f"{fix_show}; fix or remove {_GPU('capacity_reservation_id')}") if f]
+        return Finding(check, "fail", f"{reservation_id}: " + "; ".join(problems), "; ".join(fixes))
     ends = f", ends {_when(cr['EndDate'])}" if cr.get("EndDate") else ""
-    return Finding(
-        "capacity reservation",
-        "pass",
-        f"{reservation_id}: {_reservation_kind(cr)}, active, {instance_type} in {cr.get('AvailabilityZone')}, "
-        f"{int(cr.get('AvailableInstanceCount', 0))} available{ends}",
-    )
+    held = f"{instance_type} in {cr.get('AvailabilityZone')}, {int(cr.get('AvailableInstanceCount', 0))} available"
+    return Finding(check, "pass", f"{reservation_id}: {_reservation_kind(cr)}, active, {held}{ends}")
 
 
 def check_capacity_block_type(instance_type: str, capacity_block: bool, stack: str) -> Finding:
-    """With gpuCapacityBlock, the GPU type is one Capacity Blocks for ML exist for (infra/eks_facts.py).
-
-    Config validation refuses the same; this row says it again beside the reservation, for a stack whose
-    config reached preflight some other way.
-    """
+    """With gpuCapacityBlock, the GPU type is one Capacity Blocks for ML exist for (infra/eks_facts.py): config
+    validation refuses the same; this row says it beside the reservation for a config that got here another way."""
     check = "Capacity Block type"
     if not capacity_block:
         return Finding(check, "skip", f"{_GPU('capacity_block')} is false")
     if not capacity_block_eligible(instance_type):
-        return Finding(
-            check,
-            "fail",
-            f"{_GPU('capacity_block')} is true but Capacity Blocks for ML do not exist for {instance_type} "
-            f"({CAPACITY_BLOCKS_GUIDE})",
-            f"in Pulumi.{stack}.yaml: {capacity_block_fix(instance_type)}",
-        )
+        detail = f"{_GPU('capacity_block')} is true but Capacity Blocks for ML do not exist for {instance_type}"
+        fix = f"in Pulumi.{stack}.yaml: {capacity_block_fix(instance_type)}"
+        return Finding(check, "fail", f"{detail} ({CAPACITY_BLOCKS_GUIDE})", fix)
     return Finding(check, "pass", f"Capacity Blocks for ML exist for {instance_type}")
 
 
 def check_system_quota(cfg: StackConfig, clients: AwsClients) -> Finding:
     """The system node group fits its family's On-Demand vCPU quota (Standard for m7i), beside the GPU one."""
-    s = cfg.system_nodes
+    s, check = cfg.system_nodes, "system vCPU quota"
     try:
         info = describe_type(clients.ec2, s.instance_type)
     except (ClientError, BotoCoreError) as e:
-        return Finding(
-            "system vCPU quota", "fail", aws_error(e), "check the EC2 permissions (ec2:DescribeInstanceTypes)"
-        )
+        return Finding(check, "fail", aws_error(e), "check the EC2 permissions (ec2:DescribeInstanceTypes)")
     if info is None:
-        return Finding(
-            "system vCPU quota",
-            "fail",
-            f"{s.instance_type} does not exist in {cfg.region}",
-            f"set {SystemNodesConfig.keyname('instance_type', prefixed=True)} in Pulumi.{cfg.stack}.yaml to a type "
-            "offered there",
-        )
+        key = SystemNodesConfig.keyname("instance_type", prefixed=True)
+        fix = f"set {key} in Pulumi.{cfg.stack}.yaml to a type offered there"
+        return Finding(check, "fail", f"{s.instance_type} does not exist in {cfg.region}", fix)
     vcpus = int(info["VCpuInfo"]["DefaultVCpus"])
     row, _, _ = check_quota(clients.quotas, clients.ec2, s.instance_type, vcpus, s.count, cfg.region)
     if quota_for(s.instance_type) == quota_for(cfg.gpu_nodes.instance_type):
@@ -403,15 +316,21 @@ def check_system_quota(cfg: StackConfig, clients: AwsClients) -> Finding:
     return row
 
 
+# The EKS add-ons whose pinned version preflight checks: (add-on, ClusterConfig field).
+ADDONS = (
+    ("vpc-cni", "vpc_cni_version"),
+    ("kube-proxy", "kube_proxy_version"),
+    ("coredns", "coredns_version"),
+    (NODE_MONITORING_AGENT, "node_monitoring_agent_version"),
+)
+
+
 def check_addon_version(
     eks: Eks | None, addon: str, key: str, version: str, kubernetes_version: str, region: str
 ) -> Finding:
-    """The pinned version of EKS add-on ``addon`` (stack key ``key``) is one EKS offers for the cluster's
-    Kubernetes version.
-
-    EKS creates the add-ons after the control plane: a version it does not offer fails `up` with the
-    cluster already billing (https://docs.aws.amazon.com/eks/latest/APIReference/API_DescribeAddonVersions.html).
-    """
+    """EKS offers the pinned version of add-on ``addon`` (stack key ``key``) for the cluster's Kubernetes version: it
+    creates the add-ons after the control plane, so a version it does not offer fails `up` with the cluster already
+    billing (https://docs.aws.amazon.com/eks/latest/APIReference/API_DescribeAddonVersions.html)."""
     check = f"{addon} add-on"
     listing = (
         f"aws eks describe-addon-versions --addon-name {addon} --kubernetes-version {kubernetes_version} "
@@ -428,12 +347,8 @@ def check_addon_version(
         return Finding(check, "skip", f"{version} not checked ({aws_error(e)}); EKS checks it at `up`", listing)
     if version not in offered:
         newest = ", ".join(offered[:3]) or "none"
-        return Finding(
-            check,
-            "fail",
-            f"{version} is not offered for Kubernetes {kubernetes_version} in {region} (newest offered: {newest})",
-            f"set {PROJECT}:{key} to one of: {listing}",
-        )
+        detail = f"{version} is not offered for Kubernetes {kubernetes_version} in {region} (newest offered: {newest})"
+        return Finding(check, "fail", detail, f"set {PROJECT}:{key} to one of: {listing}")
     return Finding(check, "pass", f"{version} is offered for Kubernetes {kubernetes_version}")
 
 
@@ -463,14 +378,10 @@ def check_kubernetes_version(eks: Eks | None, version: str, region: str) -> Find
         return Finding(check, "fail", f"{version} is past EKS support in {region}", f"set {key} to one of: {listing}")
     price = EKS_USD_PER_HOUR[status]
     if status == "EXTENDED_SUPPORT":
-        standard = EKS_USD_PER_HOUR["STANDARD_SUPPORT"]
-        return Finding(
-            check,
-            "pass",
-            f"WARNING {version} is in EKS extended support until {_day(info.get('endOfExtendedSupportDate'))}: the "
-            f"control plane bills ${price:.2f}/h (${price * 24:.2f} a day) instead of ${standard:.2f}/h; set {key} "
-            f"to a version in standard support: {listing}",
-        )
+        standard, until = EKS_USD_PER_HOUR["STANDARD_SUPPORT"], _day(info.get("endOfExtendedSupportDate"))
+        bills = f"${price:.2f}/h (${price * 24:.2f} a day) instead of ${standard:.2f}/h"
+        detail = f"WARNING {version} is in EKS extended support until {until}: the control plane bills {bills}"
+        return Finding(check, "pass", f"{detail}; set {key} to a version in standard support: {listing}")
     end = _day(info.get("endOfStandardSupportDate"))
     return Finding(check, "pass", f"{version} is in EKS standard support until {end} (${price:.2f}/h)")
 
@@ -479,25 +390,10 @@ def _day(when: object) -> str:
     return when.date().isoformat() if isinstance(when, datetime) else str(when or "?")
 
 
-def check_vpc_cni_version(eks: Eks | None, version: str, kubernetes_version: str, region: str) -> Finding:
-    """The vpc-cni row: vpcCniVersion is offered for kubernetesVersion."""
-    return check_addon_version(
-        eks, "vpc-cni", ClusterConfig.keyname("vpc_cni_version"), version, kubernetes_version, region
-    )
-
-
-def check_kube_proxy_version(eks: Eks | None, version: str, kubernetes_version: str, region: str) -> Finding:
-    """The kube-proxy row: kubeProxyVersion is offered for kubernetesVersion (kube-proxy follows its minor)."""
-    return check_addon_version(
-        eks, "kube-proxy", ClusterConfig.keyname("kube_proxy_version"), version, kubernetes_version, region
-    )
-
-
 def check_api_endpoint(cluster: ClusterConfig, stack: str, address: Callable[[], str] | None) -> Finding:
-    """Whether this machine may reach the public Kubernetes API (``address``: the target's deployer_cidr, None
-    for a stand-in). An empty list or the driver's own entry gets this machine's address at `run`/`up`
-    (steps/stack_steps.py); a list the user wrote that covers no address of this machine fails with the command that
-    adds it, since every Pulumi and Kubernetes call to the cluster would time out."""
+    """Whether this machine may reach the public Kubernetes API (``address``: the target's deployer_cidr, None for a
+    stand-in). An empty list or the driver's own entry gets this machine's address at `run`/`up` (stack_steps.py); a
+    user's list that covers none of this machine's fails with the command that adds it: every call would time out."""
     check, cidrs = "API endpoint access", cluster.public_access_cidrs
     if not cluster.endpoint_public_access:
         return Finding(check, "pass", "private endpoint only (reachable from inside the VPC)")
@@ -517,25 +413,9 @@ def check_api_endpoint(cluster: ClusterConfig, stack: str, address: Callable[[],
     if cluster.driver_cidr in cidrs:
         why = f"{cluster.driver_cidr} is the driver's entry from another address"
         return Finding(check, "pass", f"{why}: `run`/`up` replace it with {cidr}, this machine's (in place)")
-    return Finding(
-        check,
-        "fail",
-        f"{cidr}, this machine's address, is not covered by {listed}: every call to the cluster would time out",
-        f"pulumi config set --stack {stack} --path '{API_CIDRS_KEY}[{len(cidrs)}]' {cidr}",
-    )
-
-
-def check_coredns_version(eks: Eks | None, version: str, kubernetes_version: str, region: str) -> Finding:
-    """The coredns row: corednsVersion is offered for kubernetesVersion."""
-    return check_addon_version(
-        eks, "coredns", ClusterConfig.keyname("coredns_version"), version, kubernetes_version, region
-    )
-
-
-def check_node_monitoring_agent_version(eks: Eks | None, version: str, kubernetes_version: str, region: str) -> Finding:
-    """The eks-node-monitoring-agent row: nodeMonitoringAgentVersion is offered for kubernetesVersion."""
-    key = ClusterConfig.keyname("node_monitoring_agent_version")
-    return check_addon_version(eks, NODE_MONITORING_AGENT, key, version, kubernetes_version, region)
+    fix = f"pulumi config set --stack {stack} --path '{API_CIDRS_KEY}[{len(cidrs)}]' {cidr}"
+    detail = f"{cidr}, this machine's address, is not covered by {listed}: every call to the cluster would time out"
+    return Finding(check, "fail", detail, fix)
 
 
 def _reservation_kind(cr: dict) -> str:
@@ -560,14 +440,8 @@ def run_preflight(
     try:
         info = describe_type(clients.ec2, g.instance_type)
     except (ClientError, BotoCoreError) as e:
-        rows.append(
-            Finding(
-                "instance type",
-                "fail",
-                aws_error(e),
-                "check the region and the EC2 permissions (ec2:DescribeInstanceTypes)",
-            )
-        )
+        fix = "check the region and the EC2 permissions (ec2:DescribeInstanceTypes)"
+        rows.append(Finding("instance type", "fail", aws_error(e), fix))
         return verdict("preflight", rows, PreflightFacts(account=account))
     rows += check_instance_type(info, g.instance_type, cfg.region, g.efa_interfaces, g.gpus_per_node, cfg.stack)
     if info is None:
@@ -582,11 +456,9 @@ def run_preflight(
     rows.append(check_system_quota(cfg, clients))
     c = cfg.cluster
     rows.append(check_kubernetes_version(clients.eks, c.kubernetes_version, cfg.region))
-    rows.append(check_vpc_cni_version(clients.eks, c.vpc_cni_version, c.kubernetes_version, cfg.region))
-    rows.append(check_kube_proxy_version(clients.eks, c.kube_proxy_version, c.kubernetes_version, cfg.region))
-    rows.append(check_coredns_version(clients.eks, c.coredns_version, c.kubernetes_version, cfg.region))
-    agent = c.node_monitoring_agent_version
-    rows.append(check_node_monitoring_agent_version(clients.eks, agent, c.kubernetes_version, cfg.region))
+    for addon, field in ADDONS:
+        key, version = ClusterConfig.keyname(field), getattr(c, field)
+        rows.append(check_addon_version(clients.eks, addon, key, version, c.kubernetes_version, cfg.region))
     rows.append(check_capacity_block_type(g.instance_type, g.capacity_block, cfg.stack))
     rows.append(
         check_capacity_reservation(
@@ -609,9 +481,8 @@ def run_preflight(
         vcpus_free=free,
         efa_interfaces=int(info.get("NetworkInfo", {}).get("EfaInfo", {}).get("MaximumEfaInterfaces", 0)),
     )
-    return verdict(
-        "preflight", rows, facts, ok_summary=f"account {account}: {g.node_count} x {g.instance_type} fit in {az}"
-    )
+    fit = f"account {account}: {g.node_count} x {g.instance_type} fit in {az}"
+    return verdict("preflight", rows, facts, ok_summary=fit)
 
 
 # ---- on AWS --------------------------------------------------------------------------------------------
@@ -661,32 +532,26 @@ def run_aws(target: AwsTarget, prior: Prior) -> StepResult:
 
 
 # ---- on this machine -----------------------------------------------------------------------------------
-def preflight_local(plan: LocalPlan) -> StepResult:
+def run_local(target: LocalTarget, prior: Prior) -> StepResult:
     """What the local run needs on this machine: the training module, Ray's job server, the CPUs or GPUs."""
-    rows = []
+    plan, rows = target.plan, []
     train = WORKLOADS_DIR / "train.py"
     fix = "the workloads package is incomplete: reinstall the project"
     rows.append(Finding.judged("training module", train.is_file(), str(train), fix))
     for mod, why in (("ray", "Ray"), ("aiohttp_cors", "Ray's job server (ray[default])"), ("torch", "PyTorch")):
-        ok = importlib.util.find_spec(mod) is not None
-        rows.append(
-            Finding.judged(why, ok, f"module {mod} {'found' if ok else 'missing'}", "pip install -e '.[automation]'")
-        )
+        found = "found" if importlib.util.find_spec(mod) else "missing"
+        rows.append(Finding.judged(why, found == "found", f"module {mod} {found}", "pip install -e '.[automation]'"))
     cpus = os.cpu_count() or 1
     detail = f"{cpus} cores, {plan.cpus_needed:g} needed ({plan.num_workers} workers x {plan.cpus_per_worker:g})"
     fix = f"use --num-workers {max(1, int(cpus // plan.cpus_per_worker))}"
     rows.append(Finding.judged("CPUs", cpus >= plan.cpus_needed, detail, fix))
     if plan.use_gpu:
-        gpus = _local_gpus()
-        detail = f"{gpus} local GPUs, {plan.gpus_needed:g} needed"
+        gpus, fix = _local_gpus(), "use fewer --num-workers or leave out --use-gpu"
         rows.append(
-            Finding.judged("GPUs", gpus >= plan.gpus_needed, detail, "use fewer --num-workers or leave out --use-gpu")
+            Finding.judged("GPUs", gpus >= plan.gpus_needed, f"{gpus} local GPUs, {plan.gpus_needed:g} needed", fix)
         )
-    return verdict(
-        "preflight",
-        rows,
-        ok_summary=f"{plan.num_workers} {'GPU' if plan.use_gpu else 'CPU'} workers fit on this machine",
-    )
+    fit = f"{plan.num_workers} {'GPU' if plan.use_gpu else 'CPU'} workers fit on this machine"
+    return verdict("preflight", rows, ok_summary=fit)
 
 
 def _local_gpus() -> int:
@@ -695,10 +560,6 @@ def _local_gpus() -> int:
     except (OSError, subprocess.TimeoutExpired):
         return 0
     return sum(1 for line in out.stdout.splitlines() if line.startswith("GPU "))
-
-
-def run_local(target: LocalTarget, prior: Prior) -> StepResult:
-    return preflight_local(target.plan)
 
 
 run = by_place(

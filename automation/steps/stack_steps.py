@@ -25,7 +25,6 @@ from infra.manifests import image_cache_prefix
 LIVE_SIZE_KEY = GpuNodesConfig.keyname("live_desired_size", prefixed=True)
 
 
-# ---- the steps ---------------------------------------------------------------------------------------
 def settle_gpu_az(target: AwsTarget, prior: Prior) -> None:
     """Before preview/up: a stack that leaves its GPU AZ empty gets the AZ a passing preflight chose.
     Without such a preflight result the program could not build: DriverError naming the commands that fix it."""
@@ -47,9 +46,8 @@ def settle_gpu_az(target: AwsTarget, prior: Prior) -> None:
 
 
 def settle_api_cidrs(target: AwsTarget) -> None:
-    """Before preview/up: a public API endpoint whose allow-list the stack leaves empty gets this machine's
-    address (x.x.x.x/32); the entry the driver wrote on an earlier run from another address is replaced by it.
-    Either is written into the stack and said in one line. A list the user wrote is preflight's to judge."""
+    """Before preview/up: an empty public API allow-list gets this machine's address (x.x.x.x/32), which also replaces
+    the driver's entry from an earlier run at another address; said in one line. A user's own list is preflight's."""
     c, s = target.cfg.cluster, target.cfg.stack
     if c.needs_address:
         cidr = target.deployer_cidr()
@@ -115,9 +113,9 @@ def run_up(target: AwsTarget, prior: Prior) -> StepResult:
 
 @contextmanager
 def live_size_for_up(stack: StackLike, live: int | None) -> Iterator[None]:
-    """For the length of one `up`: the GPU node group's live desired size in the stack's config (the program
-    then sends it, not the stale one in Pulumi's state: infra/efa_nodegroup.py ``driver_scaling``), removed
-    after, so a later `pulumi up` by hand never sends a size read long ago. Nothing when there is no group yet."""
+    """For one `up`, the GPU node group's live desired size in the stack's config, so the program sends it rather than
+    Pulumi's stale one (infra/efa_nodegroup.py ``driver_scaling``); removed after, so a later `pulumi up` by hand never
+    sends a size read long ago. Nothing when there is no group yet."""
     if live is None:
         yield
         return
@@ -144,7 +142,12 @@ def run_destroy(target: AwsTarget, prior: Prior) -> StepResult:
         ecr.delete_repository(repositoryName=name, force=True)
     said = [done.summary, kept]
     if cached:
-        said.append(f"deleted ECR repositories {listing}" if delete else kept_cache_line(listing, target.cfg.region))
+        said.append(
+            f"deleted ECR repositories {listing}"
+            if delete
+            else f"kept the image cache's ECR repositories {listing}, billed for storage until deleted; delete each "
+            f"with: aws ecr delete-repository --region {target.cfg.region} --force --repository-name NAME"
+        )
     return dataclasses.replace(done, summary="; ".join(filter(None, said)))
 
 
@@ -162,17 +165,9 @@ def cached_repositories(ecr: Ecr, prefix: str) -> dict[str, int]:
     return {name: size(name) for name in names if name.startswith(f"{prefix}/")}
 
 
-def kept_cache_line(listing: str, region: str) -> str:
-    return (
-        f"kept the image cache's ECR repositories {listing}, billed for storage until deleted; delete each with: "
-        f"aws ecr delete-repository --region {region} --force --repository-name NAME"
-    )
-
-
 def run_start(target: LocalTarget, prior: Prior) -> StepResult:
     """The local target's `up`: a Ray head on 127.0.0.1 for this run only."""
     head = target.start()
     where = {"job_server": head.dashboard_url, "temp_dir": head.temp_dir}
-    return StepResult(
-        "start", "pass", f"Ray head on 127.0.0.1, job server {head.dashboard_url}, temp dir {head.temp_dir}", data=where
-    )
+    said = f"Ray head on 127.0.0.1, job server {head.dashboard_url}, temp dir {head.temp_dir}"
+    return StepResult("start", "pass", said, data=where)

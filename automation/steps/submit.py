@@ -1,9 +1,5 @@
-"""submit: the run's training job, queued on the cluster's own Ray job server; the step returns at once.
-
-The target says which job (`train_job`: the stack's or the local preset, made durable) and queues it
-(`submit_job`: `ray job submit --no-wait` in the head pod on AWS, the job server on 127.0.0.1 locally;
-automation/ray_head.py). The job server owns the job from then on; `follow` (steps/follow.py) follows it.
-"""
+"""submit: the run's training job (the target's `train_job`), queued on the cluster's own Ray job server (`submit_job`,
+automation/ray_head.py); the step returns at once: the job server owns the job, `follow` follows it."""
 
 from __future__ import annotations
 

@@ -1,12 +1,9 @@
-"""verify: the cluster is what the stack promised, checked from the Kubernetes API.
+"""verify: the cluster is what the stack promised, checked from the Kubernetes API (the pure checks: verify_checks.py).
 
-Node facts (count, AZ, GPU and EFA allocatable) are checked first and fail fast with a table of
-every GPU node, because a missing device plugin otherwise shows up only as pods that never schedule.
-Then the DaemonSets that target the GPU nodes, the node monitoring agent Ready on each GPU node with its
-GPU condition True, and the KubeRay operator, the nodes' huge pages against
-the worker request, the RayCluster and its workers (a Pending worker fails the step as soon as its
-cause is certain: automation/steps/verify_pending.py), `fi_info -p efa` in one worker per node, and
-the GPUs Ray advertises. The pure checks live in verify_checks.py.
+Node facts (count, AZ, GPU and EFA allocatable) come first and fail fast with a row per GPU node, because a missing
+device plugin otherwise shows up only as pods that never schedule. Then the DaemonSets on the GPU nodes, the node
+monitoring agent, the KubeRay operator, huge pages, the RayCluster and its workers (a Pending worker fails as soon as
+its cause is certain: verify_pending.py), `fi_info -p efa` in one worker per node, and the GPUs Ray advertises.
 """
 
 from __future__ import annotations
@@ -14,10 +11,10 @@ from __future__ import annotations
 import dataclasses
 import time
 from collections.abc import Callable, Mapping, Sequence
-from typing import Protocol
+from functools import partial
 
 from automation.errors import DriverError
-from automation.kube import PodExec, RayClusterPods
+from automation.kube import KubeApi, PodExec, RayClusterPods
 from automation.pipeline import Expectations, Finding, Prior, StepResult, verdict
 from automation.ray_head import RAY_RESOURCES_SNIPPET, parse_ray_resources
 from automation.steps.place import by_place
@@ -27,6 +24,7 @@ from automation.steps.verify_checks import (
     check_fi_info,
     check_hugepages,
     check_node_agent,
+    condition,
     fi_info_command,
     worker_requests,
 )
@@ -36,27 +34,24 @@ from automation.steps.verify_checks import quantity as _quantity
 from automation.steps.verify_pending import CANNOT_START_CHECKS, diagnose, diagnose_head
 from automation.storage import Identity, verify_storage
 from automation.targets.aws import AwsTarget
-from automation.targets.local import LocalPlan, LocalTarget
+from automation.targets.local import LocalTarget
 from infra.names import EFA_RESOURCE, GPU_NODE_SELECTOR, GPU_RESOURCE, NODE_MONITORING_NAMESPACE
 
 ZONE_LABEL = "topology.kubernetes.io/zone"
-
-
-class KubeReader(Protocol):
-    def list_nodes(self, label_selector: str = "") -> list[dict]: ...
-    def list_pods(self, namespace: str, label_selector: str) -> list[dict]: ...
-    def list_daemonsets(self) -> list[dict]: ...
-    def list_deployments(self) -> list[dict]: ...
-    def get_raycluster(self, namespace: str, name: str) -> dict: ...
-    def list_events(self, namespace: str) -> list[dict]: ...
-    def pod_log(self, namespace: str, name: str, container: str, tail_lines: int = 1) -> str: ...
+RAY_GPUS = "Ray GPUs == Kubernetes GPU requests"
 
 
 # ---- nodes ---------------------------------------------------------------------------------------
 def check_nodes(nodes: Sequence[dict], exp: Expectations) -> list[Finding]:
-    """One row per GPU node (zone, readiness, GPU and EFA allocatable) plus the count row."""
-    rows = []
-    ready = 0
+    """The count row, then one row per GPU node (zone, readiness, GPU and EFA allocatable)."""
+    # The count row fails only on the count: a NotReady node fails its own row, once.
+    fix = (
+        f"kubectl get nodes -l {GPU_NODE_SELECTOR}; the node group's last scaling activity: "
+        "aws autoscaling describe-scaling-activities --auto-scaling-group-name <asg> --max-items 1"
+    )
+    got = f"got {len(nodes)} ({sum(_ready(n) for n in nodes)} Ready)"
+    detail = f"expected {exp.node_count} nodes labelled {GPU_NODE_SELECTOR}, {got}"
+    rows = [Finding.judged("GPU nodes Ready", len(nodes) == exp.node_count, detail, fix)]
     for node in sorted(nodes, key=_name):
         name = _name(node)
         zone = node.get("metadata", {}).get("labels", {}).get(ZONE_LABEL, "<none>")
@@ -64,7 +59,6 @@ def check_nodes(nodes: Sequence[dict], exp: Expectations) -> list[Finding]:
         gpus = _quantity(alloc.get(GPU_RESOURCE, 0))
         efa = _quantity(alloc.get(EFA_RESOURCE, 0))
         is_ready = _ready(node)
-        ready += is_ready
         detail = f"zone {zone}, {'Ready' if is_ready else 'NotReady'}, {GPU_RESOURCE} {gpus:g}, {EFA_RESOURCE} {efa:g}"
         problems, fixes = [], []
         if not is_ready:
@@ -84,50 +78,27 @@ def check_nodes(nodes: Sequence[dict], exp: Expectations) -> list[Finding]:
                 f"check the EFA device plugin pod on {name} (kubectl -n kube-system get pods -o wide | grep efa) "
                 "and that the launch template attaches EFA interfaces"
             )
-        rows.append(
-            Finding(
-                f"node {name}",
-                "fail" if problems else "pass",
-                detail + ("; " + "; ".join(problems) if problems else ""),
-                "; ".join(fixes),
-            )
-        )
-    # The count row fails only on the count: a NotReady node fails its own row, once.
-    count_ok = len(nodes) == exp.node_count
-    rows.insert(
-        0,
-        Finding.judged(
-            "GPU nodes Ready",
-            count_ok,
-            f"expected {exp.node_count} nodes labelled {GPU_NODE_SELECTOR}, got {len(nodes)} ({ready} Ready)",
-            f"kubectl get nodes -l {GPU_NODE_SELECTOR}; the node group's last scaling activity: "
-            "aws autoscaling describe-scaling-activities --auto-scaling-group-name <asg> --max-items 1",
-        ),
-    )
+        rows.append(Finding.judged(f"node {name}", not problems, "; ".join([detail, *problems]), "; ".join(fixes)))
     return rows
 
 
 # ---- add-ons -------------------------------------------------------------------------------------
 def check_operator(deployments: Sequence[dict]) -> Finding:
-    found = [d for d in deployments if "kuberay-operator" in _name(d)]
-    if not found:
+    dep = next((d for d in deployments if "kuberay-operator" in _name(d)), None)
+    if dep is None:
         return Finding(
             "KubeRay operator",
             "fail",
             "no deployment named like 'kuberay-operator'",
             "install the kuberay-operator chart: run `up` again",
         )
-    dep = found[0]
-    ok = _ready(dep, "Available")
+    name, ns, ok = _name(dep), dep["metadata"].get("namespace"), _ready(dep, "Available")
     return Finding.judged(
-        "KubeRay operator",
-        ok,
-        f"deployment {dep['metadata'].get('namespace')}/{_name(dep)} Available={ok}",
-        f"kubectl -n {dep['metadata'].get('namespace')} logs deploy/{_name(dep)}",
+        "KubeRay operator", ok, f"deployment {ns}/{name} Available={ok}", f"kubectl -n {ns} logs deploy/{name}"
     )
 
 
-def check_addons(kube: KubeReader) -> list[Finding]:
+def check_addons(kube: KubeApi) -> list[Finding]:
     """The DaemonSets on the GPU nodes, the node monitoring agent on each of them, the KubeRay operator."""
     gpu_nodes = kube.list_nodes(GPU_NODE_SELECTOR)
     return [
@@ -138,20 +109,14 @@ def check_addons(kube: KubeReader) -> list[Finding]:
 
 
 def check_raycluster(rc: dict, exp: Expectations) -> list[Finding]:
-    conds = {c.get("type"): c for c in rc.get("status", {}).get("conditions") or []}
-    rows = []
+    rows, ns = [], exp.namespace
+    fix = f"kubectl -n {ns} describe raycluster {exp.raycluster}; kubectl -n {ns} get pods"
     for kind in ("HeadPodReady", "RayClusterProvisioned"):
-        c = conds.get(kind, {})
+        c = condition(rc, kind)
         ok = c.get("status") == "True"
-        rows.append(
-            Finding.judged(
-                f"RayCluster {kind}",
-                ok,
-                f"{exp.namespace}/{exp.raycluster}: {kind}={c.get('status', 'absent')}"
-                + (f" ({c.get('reason')}: {c.get('message')})" if c and not ok else ""),
-                f"kubectl -n {exp.namespace} describe raycluster {exp.raycluster}; kubectl -n {exp.namespace} get pods",
-            )
-        )
+        why = f" ({c.get('reason')}: {c.get('message')})" if c and not ok else ""
+        detail = f"{ns}/{exp.raycluster}: {kind}={c.get('status', 'absent')}{why}"
+        rows.append(Finding.judged(f"RayCluster {kind}", ok, detail, fix))
     return rows
 
 
@@ -164,14 +129,9 @@ def _container_resources(pod: dict) -> tuple[dict, dict]:
 def check_worker_pods(pods: Sequence[dict], exp: Expectations) -> list[Finding]:
     """Worker pods are Running, as many as the worker group asks, each with requests equal to limits."""
     running = [p for p in pods if p.get("status", {}).get("phase") == "Running" and _ready(p)]
-    rows = [
-        Finding.judged(
-            "Ray worker pods Running",
-            len(running) == exp.worker_replicas,
-            f"expected {exp.worker_replicas} Ready worker pods, got {len(running)} of {len(pods)}",
-            f"kubectl -n {exp.namespace} get pods -l ray.io/node-type=worker -o wide",
-        )
-    ]
+    fix = f"kubectl -n {exp.namespace} get pods -l ray.io/node-type=worker -o wide"
+    detail = f"expected {exp.worker_replicas} Ready worker pods, got {len(running)} of {len(pods)}"
+    rows = [Finding.judged("Ray worker pods Running", len(running) == exp.worker_replicas, detail, fix)]
     for pod in sorted(pods, key=_name):
         req, lim = _container_resources(pod)
         keys = sorted(set(req) | set(lim))
@@ -180,14 +140,9 @@ def check_worker_pods(pods: Sequence[dict], exp: Expectations) -> list[Finding]:
             for k in keys
             if k not in req or k not in lim or _quantity(req[k]) != _quantity(lim[k])
         ]
-        rows.append(
-            Finding(
-                f"pod {_name(pod)} requests == limits",
-                "fail" if diff or not keys else "pass",
-                "; ".join(diff) if diff else (", ".join(f"{k}={req[k]}" for k in keys) or "no requests or limits set"),
-                "" if not diff and keys else "set the worker group's requests equal to its limits (Guaranteed QoS)",
-            )
-        )
+        fix = "set the worker group's requests equal to its limits (Guaranteed QoS)"
+        detail = "; ".join(diff) if diff else (", ".join(f"{k}={req[k]}" for k in keys) or "no requests or limits set")
+        rows.append(Finding.judged(f"pod {_name(pod)} requests == limits", bool(keys) and not diff, detail, fix))
     return rows
 
 
@@ -200,7 +155,7 @@ def check_ray_gpus(ray_resources: Mapping[str, float], pods: Sequence[dict]) -> 
     got = float(ray_resources.get("GPU", 0))
     ok = got == want and want > 0
     return Finding.judged(
-        "Ray GPUs == Kubernetes GPU requests",
+        RAY_GPUS,
         ok,
         f"Ray advertises GPU {got:g}, worker pods request {GPU_RESOURCE} {want:g}",
         "set the worker group's rayStartParams num-gpus to its nvidia.com/gpu limit",
@@ -228,42 +183,34 @@ def poll(
         sleep(interval_s)
 
 
-def head_pod_name(kube: KubeReader, exp: Expectations) -> str:
-    return RayClusterPods(kube, exp.namespace, exp.raycluster).head_pod()
-
-
 def worker_selector(exp: Expectations) -> str:
     return f"ray.io/cluster={exp.raycluster},ray.io/node-type=worker"
 
 
-def check_workers(kube: KubeReader, exp: Expectations) -> list[Finding]:
+def check_workers(kube: KubeApi, exp: Expectations) -> list[Finding]:
     """The RayCluster and its workers, or the one certain reason its Pending workers cannot start."""
     pods = kube.list_pods(exp.namespace, worker_selector(exp))
     heads = kube.list_pods(exp.namespace, f"ray.io/cluster={exp.raycluster},ray.io/node-type=head")
     if any(p.get("status", {}).get("phase") == "Pending" for p in [*heads, *pods]):
         events = kube.list_events(exp.namespace)
         blocked = diagnose_head(heads, events, kube.list_nodes()) or diagnose(
-            pods, events, kube.list_nodes(GPU_NODE_SELECTOR), last_log_line(kube, exp.namespace)
+            pods, events, kube.list_nodes(GPU_NODE_SELECTOR), partial(last_log_line, kube, exp.namespace)
         )
         if blocked:
             return blocked
     return [*check_raycluster(kube.get_raycluster(exp.namespace, exp.raycluster), exp), *check_worker_pods(pods, exp)]
 
 
-def last_log_line(kube: KubeReader, namespace: str) -> Callable[[Mapping, str], str]:
-    """(pod, container) -> the container's last log line; '' when the log cannot be read (not started yet)."""
-
-    def last(pod: Mapping, container: str) -> str:
-        try:
-            text = kube.pod_log(namespace, _name(pod), container, tail_lines=1)
-        except DriverError:
-            return ""
-        return (text.strip().splitlines() or [""])[-1]
-
-    return last
+def last_log_line(kube: KubeApi, namespace: str, pod: Mapping, container: str) -> str:
+    """The container's last log line; '' when the log cannot be read (not started yet)."""
+    try:
+        text = kube.pod_log(namespace, _name(pod), container, tail_lines=1)
+    except DriverError:
+        return ""
+    return (text.strip().splitlines() or [""])[-1]
 
 
-def check_efa_in_pods(kube: KubeReader, exp: Expectations, pod_exec: PodExec) -> list[Finding]:
+def check_efa_in_pods(kube: KubeApi, exp: Expectations, pod_exec: PodExec) -> list[Finding]:
     """`fi_info -p efa` in one worker pod per GPU node: an FI_EP_RDM endpoint before any training."""
     per_node: dict[str, str] = {}
     for pod in sorted(kube.list_pods(exp.namespace, worker_selector(exp)), key=_name):
@@ -275,23 +222,19 @@ def check_efa_in_pods(kube: KubeReader, exp: Expectations, pod_exec: PodExec) ->
     return rows
 
 
-def verify_ray_gpus(kube: KubeReader, exp: Expectations, pod_exec: PodExec) -> Finding:
-    head = head_pod_name(kube, exp)
+def verify_ray_gpus(kube: KubeApi, exp: Expectations, pod_exec: PodExec) -> Finding:
+    head = RayClusterPods(kube, exp.namespace, exp.raycluster).head_pod()
     res = pod_exec(head, exp.namespace, ["python", "-c", RAY_RESOURCES_SNIPPET], timeout_s=120)
     try:
         resources = parse_ray_resources(res.stdout)
     except ValueError as e:
-        return Finding(
-            "Ray GPUs == Kubernetes GPU requests",
-            "fail",
-            f"cannot read Ray's resources in {head} (rc {res.rc}): {e} {res.stderr[-300:]}",
-            f"kubectl -n {exp.namespace} exec {head} -- ray status",
-        )
+        detail = f"cannot read Ray's resources in {head} (rc {res.rc}): {e} {res.stderr[-300:]}"
+        return Finding(RAY_GPUS, "fail", detail, f"kubectl -n {exp.namespace} exec {head} -- ray status")
     return check_ray_gpus(resources, kube.list_pods(exp.namespace, worker_selector(exp)))
 
 
 def verify_cluster(
-    kube: KubeReader,
+    kube: KubeApi,
     exp: Expectations,
     pod_exec: PodExec | None,
     node_wait_s: float = 180,
@@ -328,18 +271,13 @@ def verify_cluster(
     rows += check_efa_in_pods(kube, exp, pod_exec)
     if not _failed(rows):
         rows.append(verify_ray_gpus(kube, exp, pod_exec))
-    return verdict(
-        "verify",
-        rows,
-        exp,
-        ok_summary=f"{exp.node_count} GPU nodes in {exp.gpu_az}, RayCluster {exp.raycluster} provisioned",
-    )
+    fit = f"{exp.node_count} GPU nodes in {exp.gpu_az}, RayCluster {exp.raycluster} provisioned"
+    return verdict("verify", rows, exp, ok_summary=fit)
 
 
 def run_aws(target: AwsTarget, prior: Prior) -> StepResult:
-    """The stack's cluster (`verify_cluster`), then a marker object written to the run bucket from a worker
-    pod and from the head pod: workers write checkpoint shards; the head runs the job's driver and Ray
-    Train's controller, which write the run's own state to the same storage path."""
+    """The stack's cluster (`verify_cluster`), then a marker object written to the run bucket from a worker pod (which
+    writes checkpoint shards) and from the head pod (where the job's driver and Ray Train's controller write state)."""
     kube = target.kube()
     exp = target.expectations()
     # A run that holds the idle guard's lease (its `scale-up` step took it) renews it at each poll.
@@ -358,7 +296,7 @@ def run_aws(target: AwsTarget, prior: Prior) -> StepResult:
         str(out.get("ray_service_account")),
         exp.namespace,
     )
-    for pod in (worker, head_pod_name(kube, exp)):
+    for pod in (worker, RayClusterPods(kube, exp.namespace, exp.raycluster).head_pod()):
         target.on_progress(f"writing a marker object to the run bucket from {pod}")
         storage = verify_storage(kube.exec, pod, identity, target.storage_uri(), target.run_id, target.stack_name)
         if not storage.ok:
@@ -366,8 +304,9 @@ def run_aws(target: AwsTarget, prior: Prior) -> StepResult:
     return dataclasses.replace(cluster, summary=f"{cluster.summary}; {storage.summary} (and from {worker})")
 
 
-def check_resources(resources: Mapping[str, float], plan: LocalPlan) -> StepResult:
-    """Ray's advertised CPUs (and GPUs, for a GPU run) cover the local run's workers."""
+def run_local(target: LocalTarget, prior: Prior) -> StepResult:
+    """Ray's advertised CPUs (and GPUs, for a GPU run) on the local head cover the workers."""
+    resources, plan = target.ray_resources(), target.plan
     needs = [("CPU", plan.cpus_needed)] + ([("GPU", plan.gpus_needed)] if plan.use_gpu else [])
     rows = [
         Finding.judged(
@@ -379,11 +318,6 @@ def check_resources(resources: Mapping[str, float], plan: LocalPlan) -> StepResu
         for kind, need in needs
     ]
     return verdict("verify", rows, dict(resources), ok_summary=f"Ray's resources cover {plan.num_workers} workers")
-
-
-def run_local(target: LocalTarget, prior: Prior) -> StepResult:
-    """Ray's resources on the local head cover the workers."""
-    return check_resources(target.ray_resources(), target.plan)
 
 
 run = by_place(

@@ -1,10 +1,6 @@
-"""verify's pure checks over Kubernetes API objects (the wire JSON, as `kubectl get -o json` shows it).
-
-Which nodes a pod template may land on (node selector, required node affinity, taints against
-tolerations), which DaemonSets must be ready on the GPU nodes, whether the nodes hold the huge
-pages the workers ask for, and what `fi_info -p efa` says inside a worker pod. The scheduler's own
-rules are the reference: https://kubernetes.io/docs/concepts/scheduling-eviction/assign-pod-node/
-and https://kubernetes.io/docs/concepts/scheduling-eviction/taint-and-toleration/.
+"""verify's pure checks over Kubernetes API objects (the wire JSON of `kubectl get -o json`): where a pod template may
+land (rules: https://kubernetes.io/docs/concepts/scheduling-eviction/assign-pod-node/ and
+https://kubernetes.io/docs/concepts/scheduling-eviction/taint-and-toleration/), the DaemonSets, huge pages, fi_info.
 """
 
 from __future__ import annotations
@@ -39,49 +35,41 @@ def name_of(obj: Mapping) -> str:
     return obj.get("metadata", {}).get("name", "?")
 
 
+def condition(obj: Mapping, kind: str) -> Mapping:
+    """`obj`'s status condition of type `kind` ({} when it has none)."""
+    return next((c for c in obj.get("status", {}).get("conditions") or [] if c.get("type") == kind), {})
+
+
 def is_ready(obj: Mapping, kind: str = "Ready") -> bool:
-    """Whether `obj` (a node, pod or deployment) has condition `kind` with status True."""
-    return any(
-        c.get("type") == kind and c.get("status") == "True" for c in obj.get("status", {}).get("conditions") or []
-    )
-
-
-def labels_of(obj: Mapping) -> dict[str, str]:
-    return obj.get("metadata", {}).get("labels") or {}
+    """Whether `obj` (a node, pod, deployment or RayCluster) has condition `kind` with status True."""
+    return condition(obj, kind).get("status") == "True"
 
 
 # ---- where a pod template may run ----------------------------------------------------------------
 def _expression_holds(labels: Mapping[str, str], expr: Mapping) -> bool:
     key, op, values = expr.get("key", ""), expr.get("operator", "In"), expr.get("values") or []
-    if op == "In":
-        return key in labels and labels[key] in values
-    if op == "NotIn":
-        return labels.get(key) not in values
-    if op == "Exists":
-        return key in labels
-    if op == "DoesNotExist":
-        return key not in labels
-    if op in ("Gt", "Lt") and key in labels and values:
+    if op in ("Gt", "Lt"):
         try:
             have, bound = int(labels[key]), int(values[0])
-        except ValueError:
+        except (KeyError, IndexError, ValueError):
             return False
         return have > bound if op == "Gt" else have < bound
-    return False
-
-
-def _required_terms(pod_spec: Mapping) -> list[dict]:
-    node_affinity = (pod_spec.get("affinity") or {}).get("nodeAffinity") or {}
-    required = node_affinity.get("requiredDuringSchedulingIgnoredDuringExecution") or {}
-    return required.get("nodeSelectorTerms") or []
+    holds = {
+        "In": key in labels and labels[key] in values,
+        "NotIn": labels.get(key) not in values,
+        "Exists": key in labels,
+        "DoesNotExist": key not in labels,
+    }
+    return holds.get(op, False)
 
 
 def selects(pod_spec: Mapping, node: Mapping) -> bool:
     """The node's labels satisfy the pod's nodeSelector and (any term of) its required node affinity."""
-    labels = labels_of(node)
+    labels = node.get("metadata", {}).get("labels") or {}
     if any(labels.get(k) != v for k, v in (pod_spec.get("nodeSelector") or {}).items()):
         return False
-    terms = _required_terms(pod_spec)
+    affinity = (pod_spec.get("affinity") or {}).get("nodeAffinity") or {}
+    terms = (affinity.get("requiredDuringSchedulingIgnoredDuringExecution") or {}).get("nodeSelectorTerms") or []
     return not terms or any(all(_expression_holds(labels, e) for e in t.get("matchExpressions") or []) for t in terms)
 
 
@@ -111,57 +99,35 @@ def targets(pod_spec: Mapping, node: Mapping) -> bool:
     return selects(pod_spec, node) and not untolerated_taints(pod_spec, node)
 
 
-def _template_spec(ds: Mapping) -> Mapping:
-    return ds.get("spec", {}).get("template", {}).get("spec") or {}
-
-
-def _ds_row(ds: Mapping, targeted: int) -> Finding:
-    ns, name = ds.get("metadata", {}).get("namespace"), name_of(ds)
-    label = LABELS.get(_kind(name) or "", "DaemonSet")
-    st = ds.get("status", {})
-    want, ready = int(st.get("desiredNumberScheduled", 0)), int(st.get("numberReady", 0))
-    ok = ready == want and ready >= targeted
-    return Finding.judged(
-        label,
-        ok,
-        f"daemonset {ns}/{name}: {ready}/{want} ready, targets {targeted} GPU node(s)",
-        f"kubectl -n {ns} describe ds {name}; kubectl -n {ns} get pods -o wide | grep {name}",
-    )
-
-
 def check_daemonsets(daemonsets: Sequence[Mapping], gpu_nodes: Sequence[Mapping]) -> list[Finding]:
-    """Every DaemonSet that targets a GPU node is ready there; each device plugin targets them all.
-
-    A DaemonSet judged by where it may run, not by its name: one that targets none of the GPU nodes
-    (the NVIDIA chart's MPS control daemon selects `nvidia.com/mps.capable=true`) is listed as skipped.
-    """
+    """Every DaemonSet that targets a GPU node is ready there; each device plugin targets them all. A DaemonSet is
+    judged by where it may run, not by its name: one that targets none of the GPU nodes (the NVIDIA chart's MPS
+    control daemon selects `nvidia.com/mps.capable=true`) is listed as skipped."""
     rows, covering = [], {k: False for k in DEVICE_PLUGINS}
     for ds in sorted(daemonsets, key=name_of):
-        targeted = sum(targets(_template_spec(ds), n) for n in gpu_nodes)
+        ns, name = ds.get("metadata", {}).get("namespace"), name_of(ds)
+        pod_spec = ds.get("spec", {}).get("template", {}).get("spec") or {}
+        targeted = sum(targets(pod_spec, n) for n in gpu_nodes)
         if not targeted:
-            selector = _template_spec(ds).get("nodeSelector") or {}
+            why = f"targets none of the {len(gpu_nodes)} GPU nodes (nodeSelector {pod_spec.get('nodeSelector') or '{}'}"
             rows.append(
-                Finding(
-                    f"daemonset {name_of(ds)}",
-                    "skip",
-                    f"targets none of the {len(gpu_nodes)} GPU nodes (nodeSelector {selector or '{}'}, "
-                    "node affinity or taints exclude them): not required",
-                )
+                Finding(f"daemonset {name}", "skip", f"{why}, node affinity or taints exclude them): not required")
             )
             continue
-        rows.append(_ds_row(ds, targeted))
-        kind = _kind(name_of(ds))
+        st, kind = ds.get("status", {}), _kind(name)
+        want, ready = int(st.get("desiredNumberScheduled", 0)), int(st.get("numberReady", 0))
+        fix = f"kubectl -n {ns} describe ds {name}; kubectl -n {ns} get pods -o wide | grep {name}"
+        detail = f"daemonset {ns}/{name}: {ready}/{want} ready, targets {targeted} GPU node(s)"
+        rows.append(
+            Finding.judged(LABELS.get(kind or "", "DaemonSet"), ready == want and ready >= targeted, detail, fix)
+        )
         if kind in covering:
             covering[kind] |= targeted == len(gpu_nodes)
     for key, label in DEVICE_PLUGINS.items():
         if not covering[key]:
+            fix = "install its Helm chart with the GPU nodes' nodeSelector and taint toleration: run `up` again"
             rows.append(
-                Finding(
-                    label,
-                    "fail",
-                    f"no daemonset named like '{key}' targets all {len(gpu_nodes)} GPU nodes",
-                    "install its Helm chart with the GPU nodes' nodeSelector and taint toleration: run `up` again",
-                )
+                Finding(label, "fail", f"no daemonset named like '{key}' targets all {len(gpu_nodes)} GPU nodes", fix)
             )
     return rows
 
@@ -177,31 +143,27 @@ GPU_HEALTH_CONDITION = "AcceleratedHardwareReady"
 
 def gpu_health(node: Mapping) -> str:
     """What the node shows of the agent's GPU condition: '' when True, else what is wrong."""
-    found = [c for c in node.get("status", {}).get("conditions") or [] if c.get("type") == GPU_HEALTH_CONDITION]
-    if not found:
+    c = condition(node, GPU_HEALTH_CONDITION)
+    if not c:
         return f"no {GPU_HEALTH_CONDITION} condition"
-    c = found[0]
     return "" if c.get("status") == "True" else f"{GPU_HEALTH_CONDITION} {c.get('status')} ({c.get('reason')})"
 
 
 def check_node_agent(agent_pods: Sequence[Mapping], gpu_nodes: Sequence[Mapping]) -> Finding:
-    """One row: every GPU node runs a Ready node monitoring agent pod and shows its GPU condition True; each node
-    lacking either is named with what it lacks."""
+    """One row: each GPU node runs a Ready monitoring agent pod and shows its GPU condition True, else what it lacks."""
     ready_on = {p.get("spec", {}).get("nodeName") for p in agent_pods if is_ready(p)}
     problems = []
     for node in sorted(gpu_nodes, key=name_of):
         lacks = [f"no Ready {NODE_MONITORING_AGENT} pod"] if name_of(node) not in ready_on else []
         lacks += [h] if (h := gpu_health(node)) else []
         problems += [f"{name_of(node)}: {', '.join(lacks)}"] if lacks else []
-    ns = NODE_MONITORING_NAMESPACE
-    return Finding.judged(
-        "node monitoring agent",
-        not problems,
-        "; ".join(problems) or f"Ready on all {len(gpu_nodes)} GPU nodes, each {GPU_HEALTH_CONDITION}=True",
-        f"kubectl -n {ns} get pods -l {AGENT_SELECTOR} -o wide; kubectl describe node <node>: a GPU condition False "
-        "names the fault, for which EKS node auto repair reboots or replaces the node after 10 minutes "
-        "(https://docs.aws.amazon.com/eks/latest/userguide/node-repair.html)",
+    fix = (
+        f"kubectl -n {NODE_MONITORING_NAMESPACE} get pods -l {AGENT_SELECTOR} -o wide; kubectl describe node <node>: a "
+        "GPU condition False names the fault, for which EKS node auto repair reboots or replaces the node after 10 "
+        "minutes (https://docs.aws.amazon.com/eks/latest/userguide/node-repair.html)"
     )
+    detail = "; ".join(problems) or f"Ready on all {len(gpu_nodes)} GPU nodes, each {GPU_HEALTH_CONDITION}=True"
+    return Finding.judged("node monitoring agent", not problems, detail, fix)
 
 
 # ---- huge pages ------------------------------------------------------------------------------------
@@ -229,14 +191,8 @@ def check_hugepages(gpu_nodes: Sequence[Mapping], requests: Mapping[str, str]) -
     short = [f"{n} has {v / 2**20:g}Mi" for n, v in sorted(have.items()) if v < want]
     if not short:
         return [Finding(f"GPU nodes {key}", "pass", f"{len(have)} GPU nodes hold a worker's {requests[key]}")]
-    return [
-        Finding(
-            f"GPU nodes {key}",
-            "fail",
-            f"a worker pod requests {key} {requests[key]}, allocatable: {'; '.join(short)}",
-            HUGEPAGES_FIX,
-        )
-    ]
+    detail = f"a worker pod requests {key} {requests[key]}, allocatable: {'; '.join(short)}"
+    return [Finding(f"GPU nodes {key}", "fail", detail, HUGEPAGES_FIX)]
 
 
 # ---- libfabric inside a worker pod ----------------------------------------------------------------
@@ -280,10 +236,8 @@ def check_fi_info(pod: str, node: str, rc: int, output: str) -> Finding:
         )
     elif "FI_INFO missing" in lines:
         why = "fi_info is not in the image (no libfabric from the EFA installer)"
-        fix = (
-            f"use a training image with the EFA installer's libfabric ({RayConfig.keyname('image')} in the stack "
-            "config)"
-        )
+        image = RayConfig.keyname("image")
+        fix = f"use a training image with the EFA installer's libfabric ({image} in the stack config)"
     else:
         why = f"libfabric's efa provider offers no FI_EP_RDM endpoint: {' '.join(lines[-3:]) or f'rc {rc}'}"
         fix = f"check the EFA kernel module and the launch template's EFA interface on {node}: fi_info -p efa -v"

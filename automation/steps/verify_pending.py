@@ -1,31 +1,21 @@
 """Why a Ray worker pod is not running yet, decided from the cluster's own objects as soon as it is certain.
 
-Two kinds of evidence, each checked against the other before verify gives up waiting:
+- The scheduler's FailedScheduling event (``0/N nodes are available: <count> <reason>, ...`` then, since Kubernetes
+  1.24, ``preemption: ...`` and later clauses): only the ``<count> <reason>`` items of the first clause are read,
+  because the wording around them changes between versions (tests/fixtures/k8s/failed_scheduling.jsonl keeps real
+  messages with their sources). A reason counts only when the GPU nodes confirm it (allocatable short of the request,
+  an untolerated taint, labels the selector misses) and none could hold the pod: a node that has just joined reports
+  ``Insufficient nvidia.com/gpu`` until its device plugin registers, so verify keeps waiting.
+- An image is certainly unpullable once the kubelet backs off (ImagePullBackOff) or the name is invalid; the first
+  ErrImagePull may be a passing registry error.
+- KubeRay 1.5.2 injects the init container ``wait-gcs-ready`` into every worker (ray-project/kuberay
+  ``ray-operator/controllers/ray/common/pod.go`` at v1.5.2): it has the Ray image, so a bad rayImage shows first as
+  ``Init:ImagePullBackOff``; it prints "Waiting for GCS to be ready." for 120 s and "Still waiting for GCS to be
+  ready." after, so that last log line is certain evidence that the workers cannot reach the head.
 
-- the scheduler's FailedScheduling event: ``0/N nodes are available: <count> <reason>, ...`` then,
-  since Kubernetes 1.24, a ``preemption: ...`` clause (later versions add further clauses). Only the
-  ``<count> <reason>`` items of the first clause are read, never whole sentences, because the
-  wording around them changes between versions (tests/fixtures/k8s/failed_scheduling.jsonl keeps
-  real messages with their sources);
-- the GPU nodes themselves: a reason counts only when the nodes confirm it (allocatable short of the
-  request, a taint the pod does not tolerate, labels its selector misses) and no GPU node could hold
-  the pod. A node that has just joined reports ``Insufficient nvidia.com/gpu`` for a few seconds
-  until its device plugin registers; its allocatable then shows the GPUs, so verify keeps waiting.
-
-An image that cannot be pulled is certain once the kubelet backs off (ImagePullBackOff) or the name
-is invalid; the first ErrImagePull may be a passing registry error.
-
-A worker can also be stuck before its container starts, in the init container KubeRay 1.5.2 injects into
-every worker (``wait-gcs-ready``: ray-project/kuberay ``ray-operator/controllers/ray/common/pod.go`` at tag
-v1.5.2). It has the Ray container's image, so a bad rayImage shows first as ``Init:ImagePullBackOff`` in
-``initContainerStatuses``; and it loops on ``ray health-check`` against the head's GCS, printing
-"Waiting for GCS to be ready." for 120 s and "Still waiting for GCS to be ready." after, so that second line
-(the container's last log line) is certain evidence that the workers cannot reach the head.
-
-The Ray head pod is read the same way against the nodes its nodeSelector picks (the system node), so
-a head that cannot pull its image or fit its node fails verify within seconds instead of at the
-RayCluster's timeout. What the node objects cannot confirm (a node that is full of other pods but
-whose allocatable would hold the head) is waited out to that timeout, never guessed.
+The Ray head pod is read the same way against the nodes its nodeSelector picks (the system node), so a head that
+cannot pull or fit fails verify within seconds; what the nodes cannot confirm (a node full of other pods) is waited
+out to the RayCluster's timeout, never guessed.
 """
 
 from __future__ import annotations
@@ -152,35 +142,25 @@ def unschedulable(
     if not confirmed:
         return None
     nodes = "; ".join(f"{n}: {', '.join(sorted(s))}" for n, s in sorted(per_node.items()))
-    return Finding(
-        check,
-        "fail",
-        f"pod {name_of(pod)} is Pending: {', '.join(confirmed)} (scheduler: {message.strip()!r}; {nodes_are}: {nodes})",
-        "; ".join(fixes.get(r, f"kubectl describe pod {name_of(pod)}") for r in confirmed),
-    )
+    evidence = f"scheduler: {message.strip()!r}; {nodes_are}: {nodes}"
+    fix = "; ".join(fixes.get(r, f"kubectl describe pod {name_of(pod)}") for r in confirmed)
+    return Finding(check, "fail", f"pod {name_of(pod)} is Pending: {', '.join(confirmed)} ({evidence})", fix)
 
 
 def head_unschedulable(pod: Mapping, events: Sequence[Mapping], nodes: Sequence[Mapping]) -> Finding | None:
-    """The head's certain FailedScheduling cause, judged against the nodes its selector picks.
-
-    No node picked at all is certain only for the selector (the scheduler must say so too): the other
-    reasons the event lists are then those of nodes the head never meant to use (the GPU nodes' taint).
-    """
+    """The head's certain FailedScheduling cause, judged against the nodes its selector picks. With none picked only
+    the selector is certain (the scheduler must say so too): the event's other reasons are of nodes the head never
+    meant to use (the GPU nodes' taint)."""
     spec = pod.get("spec", {})
     picked = [n for n in nodes if selects(spec, n)]
     if picked:
         return unschedulable(pod, events, picked, HEAD_CANNOT_START, HEAD_FIXES, "its nodes")
-    said = {normalise(r) for r in scheduling_reasons(_latest_scheduling_message(pod, events))}
-    if not nodes or SELECTOR not in said:
+    message = _latest_scheduling_message(pod, events)
+    if not nodes or SELECTOR not in {normalise(r) for r in scheduling_reasons(message)}:
         return None
     wanted = ", ".join(f"{k}={v}" for k, v in sorted((spec.get("nodeSelector") or {}).items())) or "its affinity"
-    return Finding(
-        HEAD_CANNOT_START,
-        "fail",
-        f"pod {name_of(pod)} is Pending: {SELECTOR}: no node of {len(nodes)} matches {wanted} "
-        f"(scheduler: {_latest_scheduling_message(pod, events).strip()!r})",
-        HEAD_FIXES[SELECTOR],
-    )
+    detail = f"{SELECTOR}: no node of {len(nodes)} matches {wanted} (scheduler: {message.strip()!r})"
+    return Finding(HEAD_CANNOT_START, "fail", f"pod {name_of(pod)} is Pending: {detail}", HEAD_FIXES[SELECTOR])
 
 
 def image_pull_failure(pod: Mapping, check: str = CANNOT_START) -> Finding | None:
@@ -188,12 +168,9 @@ def image_pull_failure(pod: Mapping, check: str = CANNOT_START) -> Finding | Non
     for status in pod.get("status", {}).get("containerStatuses") or []:
         waiting = (status.get("state") or {}).get("waiting") or {}
         if waiting.get("reason") in PULL_FAILED:
+            why = f"{waiting.get('reason')}: {waiting.get('message', '')}"
             return Finding(
-                check,
-                "fail",
-                f"pod {name_of(pod)} cannot pull image {status.get('image')}: {waiting.get('reason')}: "
-                f"{waiting.get('message', '')}",
-                IMAGE_FIX,
+                check, "fail", f"pod {name_of(pod)} cannot pull image {status.get('image')}: {why}", IMAGE_FIX
             )
     return None
 
@@ -220,15 +197,13 @@ def init_failure(pod: Mapping, log_of: LogOf | None = None, check: str = CANNOT_
             return Finding(check, "fail", stuck, fix)
         last = log_of(pod, name) if log_of and name == GCS_WAIT and "running" in state else ""
         if GCS_STILL_WAITING in last:
-            return Finding(
-                check,
-                "fail",
-                f"pod {pod_name} is stuck at Init: its {name} init container cannot reach the Ray head's GCS "
-                f"({restarts} restart(s); its last log line: {last.strip()!r})",
+            stuck = f"pod {pod_name} is stuck at Init: its {name} init container cannot reach the Ray head's GCS"
+            fix = (
                 f"the head pod must be Running and Ready (kubectl -n {ns} get pods -l ray.io/node-type=head; kubectl "
                 f"-n {ns} logs <head pod>); the workers reach its GCS through the head Service on port 6379, so the "
-                "GPU nodes' security groups must allow traffic to the system node (the cluster security group)",
+                "GPU nodes' security groups must allow traffic to the system node (the cluster security group)"
             )
+            return Finding(check, "fail", f"{stuck} ({restarts} restart(s); its last log line: {last.strip()!r})", fix)
     return None
 
 
@@ -241,17 +216,14 @@ def diagnose(
     for pod in pending:
         row = init_failure(pod, log_of) or image_pull_failure(pod) or unschedulable(pod, events, gpu_nodes)
         if row:
-            others = len(pending) - 1
-            more = f" ({others} more worker pod(s) Pending)" if others else ""
+            more = f" ({len(pending) - 1} more worker pod(s) Pending)" if len(pending) > 1 else ""
             return [Finding(row.check, row.status, row.detail + more, row.fix)]
     return []
 
 
 def diagnose_head(heads: Sequence[Mapping], events: Sequence[Mapping], nodes: Sequence[Mapping]) -> list[Finding]:
     """One failing finding when the Ray head pod is Pending for a certain cause; [] while waiting may still help.
-
-    `nodes` are all the cluster's nodes: the head's own nodeSelector picks among them.
-    """
+    `nodes` are all the cluster's nodes: the head's own nodeSelector picks among them."""
     for pod in sorted(heads, key=name_of):
         if pod.get("status", {}).get("phase") != "Pending":
             continue

@@ -16,10 +16,9 @@ from botocore.stub import Stubber
 from automation.pipeline import PreflightFacts
 from automation.steps.preflight import (
     AwsClients,
+    check_addon_version,
     check_aws_cli,
     check_capacity_reservation,
-    check_coredns_version,
-    check_vpc_cni_version,
     run_preflight,
 )
 
@@ -297,13 +296,13 @@ def addon_versions_client(*versions: str, error: str | None = None, proxy: tuple
 
 def test_pinned_vpc_cni_version_offered_for_the_kubernetes_version_passes():
     eks = addon_versions_client("v1.22.4-eksbuild.3", "v1.21.1-eksbuild.7")
-    row = check_vpc_cni_version(eks, "v1.21.1-eksbuild.7", "1.36", REGION)
+    row = check_addon_version(eks, "vpc-cni", "vpcCniVersion", "v1.21.1-eksbuild.7", "1.36", REGION)
     assert row.status == "pass", f"got {row}"
 
 
 def test_pinned_vpc_cni_version_not_offered_fails_before_up_with_the_listing_command():
     eks = addon_versions_client("v1.22.4-eksbuild.3", "v1.21.1-eksbuild.7")
-    row = check_vpc_cni_version(eks, "v1.18.0-eksbuild.1", "1.36", REGION)
+    row = check_addon_version(eks, "vpc-cni", "vpcCniVersion", "v1.18.0-eksbuild.1", "1.36", REGION)
     expected = ("fail", "newest offered: v1.22.4-eksbuild.3", "set ray-efa-eks:vpcCniVersion")
     got = (row.status, row.detail, row.fix)
     assert got[0] == expected[0] and expected[1] in got[1] and got[2].startswith(expected[2]), f"got {got}"
@@ -315,13 +314,18 @@ def test_pinned_coredns_version_not_offered_fails_naming_its_key():
     answer = {"addons": [{"addonName": "coredns", "addonVersions": [{"addonVersion": "v1.14.3-eksbuild.14"}]}]}
     stub.add_response("describe_addon_versions", answer, {"addonName": "coredns", "kubernetesVersion": "1.36"})
     stub.activate()
-    row = check_coredns_version(eks, "v1.9.3-eksbuild.5", "1.36", REGION)
+    row = check_addon_version(eks, "coredns", "corednsVersion", "v1.9.3-eksbuild.5", "1.36", REGION)
     assert (row.status, row.fix.startswith("set ray-efa-eks:corednsVersion")) == ("fail", True), f"got {row}"
 
 
 def test_vpc_cni_version_unlistable_is_skipped_not_failed():
-    row = check_vpc_cni_version(
-        addon_versions_client(error="AccessDeniedException"), "v1.22.4-eksbuild.3", "1.36", REGION
+    row = check_addon_version(
+        addon_versions_client(error="AccessDeniedException"),
+        "vpc-cni",
+        "vpcCniVersion",
+        "v1.22.4-eksbuild.3",
+        "1.36",
+        REGION,
     )
     assert (row.status, "AccessDeniedException" in row.detail) == ("skip", True), f"got {row}"
 

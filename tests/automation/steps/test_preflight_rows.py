@@ -22,6 +22,7 @@ from automation.errors import DriverError
 from automation.pipeline import PreflightFacts
 from automation.steps.preflight import (
     AwsClients,
+    check_addon_version,
     check_api_endpoint,
     check_aws_cli,
     check_az,
@@ -31,7 +32,6 @@ from automation.steps.preflight import (
     check_instance_type,
     check_kubernetes_version,
     check_system_quota,
-    check_vpc_cni_version,
 )
 from automation.targets.aws import API_CIDRS_KEY, CHECKIP_URL, checkip_address
 
@@ -428,14 +428,14 @@ LIST_CNI = (
 
 
 def test_cni_version_without_an_eks_client_is_skipped_saying_so():
-    row = check_vpc_cni_version(None, "v1.22.4-eksbuild.3", "1.35", "us-west-2")
+    row = check_addon_version(None, "vpc-cni", "vpcCniVersion", "v1.22.4-eksbuild.3", "1.35", "us-west-2")
     expected = ("vpc-cni add-on", "skip", "v1.22.4-eksbuild.3 not checked: no EKS client")
     assert (row.check, row.status, row.detail) == expected, f"got {row}"
 
 
 def test_cni_version_eks_will_not_list_is_skipped_with_the_listing_command():
     error = _client_error("AccessDeniedException", "no", "DescribeAddonVersions")
-    row = check_vpc_cni_version(_Eks(error), "v1.22.4-eksbuild.3", "1.35", "us-west-2")
+    row = check_addon_version(_Eks(error), "vpc-cni", "vpcCniVersion", "v1.22.4-eksbuild.3", "1.35", "us-west-2")
     expected = (
         "vpc-cni add-on",
         "skip",
@@ -446,9 +446,8 @@ def test_cni_version_eks_will_not_list_is_skipped_with_the_listing_command():
 
 
 def test_cni_version_offered_passes():
-    row = check_vpc_cni_version(
-        _Eks(["v1.22.5-eksbuild.1", "v1.22.4-eksbuild.3"]), "v1.22.4-eksbuild.3", "1.35", "us-west-2"
-    )
+    eks = _Eks(["v1.22.5-eksbuild.1", "v1.22.4-eksbuild.3"])
+    row = check_addon_version(eks, "vpc-cni", "vpcCniVersion", "v1.22.4-eksbuild.3", "1.35", "us-west-2")
     expected = ("vpc-cni add-on", "pass", "v1.22.4-eksbuild.3 is offered for Kubernetes 1.35")
     assert (row.check, row.status, row.detail) == expected, f"got {row}"
 
@@ -459,7 +458,7 @@ def test_cni_version_offered_passes():
     ids=["none-offered", "four-offered"],
 )
 def test_cni_version_not_offered_fails_naming_the_three_newest(offered, newest):
-    row = check_vpc_cni_version(_Eks(offered), "v0", "1.35", "us-west-2")
+    row = check_addon_version(_Eks(offered), "vpc-cni", "vpcCniVersion", "v0", "1.35", "us-west-2")
     detail = f"v0 is not offered for Kubernetes 1.35 in us-west-2 (newest offered: {newest})"
     assert (row.status, row.detail, row.fix) == ("fail", detail, f"set ray-efa-eks:vpcCniVersion to one of: {LIST_CNI}")
 

@@ -21,7 +21,7 @@ import pytest
 from _pod_requests import PodAction, PodRequest, pod_request
 
 from automation.errors import DriverError
-from automation.kube import ExecResult, KubeApi
+from automation.kube import ExecResult, KubeApi, RayClusterPods
 from automation.pipeline import Expectations, Finding
 from automation.ray_head import RESOURCES_MARK, parse_ray_resources
 from automation.steps.verify import (
@@ -30,7 +30,6 @@ from automation.steps.verify import (
     check_ray_gpus,
     check_raycluster,
     check_worker_pods,
-    head_pod_name,
     poll,
     requested_gpus,
     verify_cluster,
@@ -279,7 +278,7 @@ class Pods:
 
 def test_head_pod_is_looked_up_by_kuberay_labels():
     kube = Pods([{"metadata": {"name": "rc-head-x"}, "status": {"phase": "Running"}}])
-    name = head_pod_name(kube, EXP_RC)
+    name = RayClusterPods(kube, EXP_RC.namespace, EXP_RC.raycluster).head_pod()
     got = (name, kube.calls)
     expected = ("rc-head-x", [("ray", "ray.io/cluster=rc,ray.io/node-type=head")])
     assert got == expected, f"expected {expected}, got {got}"
@@ -288,7 +287,7 @@ def test_head_pod_is_looked_up_by_kuberay_labels():
 def test_no_running_head_pod_is_a_driver_error_with_the_command():
     kube = Pods([{"metadata": {"name": "rc-head-x"}}])
     with pytest.raises(DriverError, match=r"no running head pod of RayCluster ray/rc: kubectl -n ray get pods"):
-        head_pod_name(kube, EXP_RC)
+        RayClusterPods(kube, EXP_RC.namespace, EXP_RC.raycluster).head_pod()
 
 
 # --------------------------------------------------------------------------- nodes and row wording
