@@ -1,0 +1,136 @@
+"""The AWS target's run-state lookups (issue 48, under mutation testing): which run a command checks, which job
+`attach` follows and the run it belongs to, the reading kept for it, and the worker pods whose NCCL logs an ended
+attempt leaves.
+
+The cluster is the recorded one of tests/fixtures/k8s/ behind tests/support/_driver_helpers.py's fake Kubernetes API
+(two Running worker pods of RayCluster ray/ray-efa); `Exec` is a `PodExec` (automation/kube.py) that records each
+call and answers `ls` as the pod's shell would. The run bucket is a stand-in of boto3's S3 client whose
+``get_object`` returns ``{"Body": <a readable stream>}`` and raises NoSuchKey as a ClientError for a missing key
+(botocore's s3 service model, GetObject).
+"""
+
+from __future__ import annotations
+
+import io
+import json
+from dataclasses import dataclass, field
+
+import _driver_helpers as helpers  # tests/support is on pytest's pythonpath
+import pytest
+from botocore.exceptions import ClientError
+
+from automation.errors import DriverError
+from automation.kube import ExecResult
+from automation.run_files import set_aside_command
+from automation.targets.aws import AwsDeps, AwsTarget, newest_cluster_run
+
+WORKERS = ["ray-efa-gpu-workers-worker-4kq7d", "ray-efa-gpu-workers-worker-tz8mb"]  # pods.json's Ray workers
+BUCKET = "ray-efa-eks-us-west-2-render"
+LS_RUNS = ["sh", "-c", "ls -1t /tmp/ray-efa-eks/runs 2>/dev/null | head -n 1"]
+
+
+@dataclass
+class Exec:
+    """Each exec's (pod, namespace, command, timeout) kept; every command answered ``answer``."""
+
+    answer: ExecResult = field(default_factory=lambda: ExecResult(0, "r9\n", ""))
+    calls: list[tuple[str, str, list[str], float]] = field(default_factory=list)
+
+    def __call__(self, pod, namespace, command, *, stdin=None, on_line=None, timeout_s=600):
+        self.calls.append((pod, namespace, list(command), timeout_s))
+        return self.answer
+
+
+@dataclass
+class RunBucket:
+    """boto3's S3 client as `kept_counters` calls it: objects by key, the keys asked for kept."""
+
+    objects: dict[str, bytes] = field(default_factory=dict)
+    asked: list[tuple[str, str]] = field(default_factory=list)
+
+    def get_object(self, Bucket, Key):  # noqa: N803 - boto3's parameter names
+        self.asked.append((Bucket, Key))
+        if Key not in self.objects:
+            raise ClientError({"Error": {"Code": "NoSuchKey", "Message": "missing"}}, "GetObject")
+        return {"Body": io.BytesIO(self.objects[Key])}
+
+
+@pytest.fixture
+def api():
+    with helpers.FakeKubeApi() as api:
+        yield api
+
+
+def target(api, pod_exec=None, bucket=None, **flags) -> AwsTarget:
+    outputs = {
+        "kubeconfig": json.dumps(api.kubeconfig()),
+        "raycluster_name": "ray-efa",
+        "raycluster_namespace": "ray",
+        "storage_uri": f"s3://{BUCKET}/us-west-2/runs",
+    }
+    deps = AwsDeps(
+        client=lambda name: bucket or RunBucket(),
+        stack=lambda: helpers.FakeStack("us-west-2", outputs=outputs),
+        kube=lambda kc: helpers.KubeWithExec(kc, pod_exec or Exec()),
+    )
+    return AwsTarget(helpers.stack_config(), deps, "r1", **flags)
+
+
+# ---- the run `check` and `logs` read -------------------------------------------------------------------------
+def test_the_newest_run_is_asked_of_the_named_pod_in_a_minute():
+    pod_exec = Exec(ExecResult(0, "r9\n", ""))
+    got = (newest_cluster_run(pod_exec, "w-1", "ray"), pod_exec.calls)
+    assert got == ("r9", [("w-1", "ray", LS_RUNS, 60)]), f"expected r9 from `ls -1t` in ray/w-1 in 60 s, got {got}"
+
+
+@pytest.mark.parametrize(
+    "answer", [ExecResult(0, "\n", ""), ExecResult(2, "r9\n", "ls: cannot access")], ids=["empty", "failed-ls"]
+)
+def test_no_run_in_the_pod_asks_for_a_run_id_with_exit_2(answer):
+    with pytest.raises(DriverError) as e:
+        newest_cluster_run(Exec(answer), "w-1", "ray")
+    want = "no run under /tmp/ray-efa-eks/runs in ray/w-1: run `train` first or pass --run-id"
+    assert (str(e.value), e.value.exit_code) == (want, 2), f"expected {want!r} (exit 2), got {e.value!r}"
+
+
+def test_the_checked_run_is_the_given_run_id_without_asking_a_pod(api):
+    pod_exec = Exec()
+    got = (target(api, pod_exec, run_id_given=True).checked_run_id(), pod_exec.calls)
+    assert got == ("r1", []), f"expected --run-id r1 and no exec, got {got}"
+
+
+def test_the_checked_run_is_the_newest_in_the_first_worker_pod(api):
+    pod_exec = Exec()
+    got = (target(api, pod_exec).checked_run_id(), pod_exec.calls)
+    assert got == ("r9", [(WORKERS[0], "ray", LS_RUNS, 60)]), f"expected r9 read in {WORKERS[0]}, got {got}"
+
+
+# ---- the job `attach` follows --------------------------------------------------------------------------------
+def test_attach_to_a_resumed_job_continues_the_run_it_resumed(api):
+    t = target(api, attach_job="r7-resumed-0042")
+    job = t.find_job()
+    got = (job.job_id, t.run_id, job.train_cfg.run_id)
+    assert got == ("r7-resumed-0042", "r7", "r7"), f"expected job r7-resumed-0042 of run r7, got {got}"
+
+
+def test_a_resumed_jobs_kept_reading_is_its_runs(api):
+    key = "us-west-2/runs/r7/efa_counters_before.json"
+    bucket = RunBucket({key: json.dumps({"nodes": {}}).encode()})
+    got = (target(api, bucket=bucket).kept_counters("r7-resumed-0042"), bucket.asked)
+    assert got == ({"nodes": {}}, [(BUCKET, key)]), f"expected run r7's reading, got {got}"
+
+
+@pytest.mark.parametrize("body", [b"[1, 2]", b'"text"', b"not json"], ids=["list", "string", "not-json"])
+def test_a_kept_reading_that_is_not_an_object_is_none(api, body):
+    bucket = RunBucket({"us-west-2/runs/r1/efa_counters_before.json": body})
+    got = target(api, bucket=bucket).kept_counters("r1")
+    assert got is None, f"expected no reading from {body!r}, got {got!r}"
+
+
+# ---- an ended attempt's NCCL logs ----------------------------------------------------------------------------
+def test_each_worker_pods_nccl_logs_of_the_ended_attempt_are_set_aside_in_a_minute(api):
+    pod_exec = Exec(ExecResult(0, "", ""))
+    target(api, pod_exec).set_aside_nccl_logs(2)
+    move = set_aside_command("/tmp/ray-efa-eks/runs/r1/nccl", 2)
+    want = [(pod, "ray", move, 60) for pod in WORKERS]
+    assert sorted(pod_exec.calls) == want, f"expected {want}, got {pod_exec.calls}"
