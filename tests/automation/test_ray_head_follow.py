@@ -20,6 +20,7 @@ from _aws_run import SUMMARY
 from _ray_jobs import Clock, FakeRayJobs, JobScript
 
 from automation.errors import DriverError
+from automation.hang import HangBound
 from automation.kube import ExecResult
 from automation.pipeline import SubmittedJob
 from automation.ray_head import (
@@ -29,6 +30,7 @@ from automation.ray_head import (
     JobState,
     LocalJobs,
     LogChunk,
+    follow_job,
     follow_on,
     outcome_of,
     run_to_end,
@@ -280,3 +282,150 @@ def test_the_outcome_keeps_the_hang_diagnosis():
     hang = {"late": "no step line for 600 s", "ranks": []}
     out = outcome_of(FollowEnd(JobState("STOPPED"), ("x",), hang=hang), JOB, None)
     assert (out.status, out.hang, out.log_tail) == ("STOPPED", hang, ("x",)), out
+
+
+def test_follow_on_says_its_notes_through_the_target():
+    place = Place(run_s=1000, job_timeout_s=20)
+    follow_on(place, "r1")
+    assert place.notes == ["job r1 has run 20 s, past --timeout 20: `ray job stop`"], place.notes
+
+
+# ---- following a job to its end, on a fake clock ------------------------------------------------------------------
+@dataclass
+class Server:
+    """A job server (JobApi) whose job writes line i at second i + 1 for ``lines`` lines and then ends ``ends``;
+    every call between ``down_from`` and ``down_to`` (and from ``gone_at`` on) fails as a dropped exec stream."""
+
+    lines: int = 30
+    ends: str = "SUCCEEDED"
+    down: list[tuple[float, float]] = field(default_factory=list)
+    t: float = 0.0
+    stopped_at: float | None = None
+    calls: list[tuple[str, float, object]] = field(default_factory=list)
+    sleeps: list[float] = field(default_factory=list)
+
+    def _answering(self, what, arg):
+        self.calls.append((what, self.t, arg))
+        if any(a <= self.t < b for a, b in self.down):
+            raise DriverError(f"the exec stream of `ray job {what}` dropped")
+
+    def job_status(self, job_id):
+        self._answering("status", job_id)
+        if self.stopped_at is not None:
+            return JobState("STOPPED")
+        return JobState(self.ends if self.t >= self.lines else "RUNNING")
+
+    def job_logs(self, job_id, offset, final=False):
+        self._answering("logs", (offset, final))
+        written = [f"[train] line {i}" for i in range(min(self.lines, int(self.t)))]
+        return LogChunk(tuple(written[offset:]), len(written))
+
+    def stop_job(self, job_id):
+        self._answering("stop", job_id)
+        self.stopped_at = self.t
+
+    def clock(self):
+        return self.t
+
+    def sleep(self, s):
+        self.sleeps.append(s)
+        self.t += s
+
+
+def follow(server: Server, **kw) -> tuple[FollowEnd, list[str], list[str]]:
+    lines, notes = [], []
+    end = follow_job(
+        server, "r1", on_line=lines.append, on_note=notes.append, clock=server.clock, sleep=server.sleep, **kw
+    )
+    return end, lines, notes
+
+
+def test_each_line_is_passed_once_in_order_and_only_the_read_after_the_end_is_final():
+    server = Server(lines=30)
+    end, lines, _ = follow(server, poll_s=5)
+    reads = [arg for what, _, arg in server.calls if what == "logs"]
+    got = (end.state, lines, reads)
+    want = (
+        JobState("SUCCEEDED"),
+        [f"[train] line {i}" for i in range(30)],
+        [(0, False)] + [(5 * i, False) for i in range(5)] + [(25, True)],
+    )
+    assert got == want, f"expected every line once, offsets 0, 0, 5, ... and the last read final: {want}, got {got}"
+
+
+def test_the_server_is_asked_every_poll_interval():
+    server = Server(lines=30)
+    follow(server, poll_s=7)
+    assert server.sleeps == [7] * 5, f"expected 5 sleeps of 7 s before the end at 35 s, got {server.sleeps}"
+
+
+def test_the_tail_is_the_last_200_lines():
+    server = Server(lines=250)
+    end, lines, _ = follow(server, poll_s=50)
+    assert list(end.tail) == lines[-200:] and len(lines) == 250, f"expected the last 200 of 250, got {len(end.tail)}"
+
+
+@pytest.mark.parametrize("timeout_s, stops", [(20, [20.0]), (29.9, [30.0]), (40, [])])
+def test_the_timeout_stops_the_job_once_when_the_follow_has_lasted_that_long(timeout_s, stops):
+    server = Server(lines=40)
+    end, _, notes = follow(server, poll_s=5, timeout_s=timeout_s)
+    got = ([t for what, t, _ in server.calls if what == "stop"], end.state.status, end.stopped_for_timeout)
+    want = (stops, "STOPPED" if stops else "SUCCEEDED", bool(stops))
+    assert got == want, f"--timeout {timeout_s} on a 40 s job: expected (stop times, end, stopped) {want}, got {got}"
+
+
+def test_a_lost_job_server_is_asked_again_with_doubling_waits_up_to_a_minute_and_said_once():
+    server = Server(lines=600, down=[(10, 250)])
+    end, lines, notes = follow(server, poll_s=5)
+    waits = [s for s in server.sleeps if s != 5]
+    said = [n for n in notes if "lost the connection" in n]
+    got = (waits, len(said), end.state.status, len(lines))
+    assert got == ([2, 4, 8, 16, 32, 60, 60, 60], 1, "SUCCEEDED", 600), f"expected backoff 2..60, one note: {got}"
+
+
+def test_the_follow_gives_up_after_the_give_up_time_without_an_answer_and_says_the_job_may_run():
+    server = Server(lines=10_000, down=[(100, 10_000)])
+    with pytest.raises(DriverError) as e:
+        follow(server, poll_s=5, give_up_s=300)
+    got = (server.t, str(e.value))
+    want = (100 + 2 + 4 + 8 + 16 + 32 + 60 + 60 + 60 + 60, "no answer from the Ray job server for 302 s")
+    assert (got[0], got[1].startswith(want[1]), got[1].endswith("the job itself may still run")) == (
+        want[0],
+        True,
+        True,
+    ), got
+
+
+def test_a_second_outage_is_timed_from_its_own_start():
+    server = Server(lines=2000, down=[(100, 350), (500, 750)])
+    end, _, _ = follow(server, poll_s=5, give_up_s=300)
+    assert end.state.status == "SUCCEEDED", f"expected two outages of 250 s each under a 300 s limit to pass: {end}"
+
+
+def test_a_job_the_server_does_not_know_ends_the_follow_at_once():
+    class Unknown(Server):
+        def job_status(self, job_id):
+            raise JobNotFound("no job r1")
+
+    server = Unknown()
+    with pytest.raises(JobNotFound):
+        follow(server, poll_s=5)
+    assert server.sleeps == [], f"expected no retry of an unknown job, got sleeps {server.sleeps}"
+
+
+def test_a_hung_job_is_diagnosed_then_stopped_once_and_ends_with_its_diagnosis_not_as_a_timeout():
+    server = Server(lines=5_000)
+    server.job_logs = lambda job_id, offset, final=False: LogChunk(  # one step line, then nothing
+        ("[train] step 1/100 loss 9 step_time 1000 ms",) if offset == 0 else (), 1
+    )
+    seen = []
+    end, _, notes = follow(
+        server,
+        poll_s=60,
+        timeout_s=100_000,
+        hang=HangBound(10, 600),
+        on_hang=lambda late: seen.append(late) or {"d": 1},
+    )
+    stops = [t for what, t, _ in server.calls if what == "stop"]
+    got = (len(seen), stops, end.state.status, end.hang, end.stopped_for_timeout)
+    assert got == (1, [600.0], "STOPPED", {"d": 1}, False), f"expected one diagnosis and stop at 600 s, got {got}"
