@@ -226,7 +226,8 @@ class Place:
     notes: list[str] = field(default_factory=list)
     summaries: list[str] = field(default_factory=list)
     poll_s: float = 5
-    hang_bound = None
+    hang_bound: HangBound | None = None
+    sleeps: list[float] = field(default_factory=list)
 
     def on_line(self, line):
         self.lines.append(line)
@@ -252,6 +253,7 @@ class Place:
         return self.t
 
     def sleep(self, seconds):
+        self.sleeps.append(seconds)
         self.t += seconds
 
     def submit_job(self, job):
@@ -288,6 +290,25 @@ def test_follow_on_says_its_notes_through_the_target():
     place = Place(run_s=1000, job_timeout_s=20)
     follow_on(place, "r1")
     assert place.notes == ["job r1 has run 20 s, past --timeout 20: `ray job stop`"], place.notes
+
+
+def test_follow_on_polls_at_the_targets_interval():
+    place = Place(run_s=21, poll_s=7)
+    follow_on(place, "r1")
+    assert place.sleeps == [7, 7, 7], f"expected 3 polls 7 s apart before the end at 21 s, got {place.sleeps}"
+
+
+def test_follow_on_passes_the_lines_to_the_callers_callback_instead_of_the_targets():
+    place, mine = Place(run_s=10), []
+    follow_on(place, "r1", on_line=mine.append)
+    assert (mine, place.lines) == (["line at 0", "line at 5", "line at 10"], []), (mine, place.lines)
+
+
+def test_follow_on_diagnoses_a_hung_job_with_why_it_is_late():
+    place = Place(run_s=100_000, hang_bound=HangBound())  # no step line ever: past the first step's bound
+    end = follow_on(place, "r1")
+    late = str((end.hang or {}).get("late"))
+    assert late.startswith("no first step line 3600 s after the job began RUNNING"), f"got {end.hang}"
 
 
 # ---- following a job to its end, on a fake clock ------------------------------------------------------------------
