@@ -21,6 +21,7 @@ from botocore.exceptions import ClientError
 
 from automation.errors import DriverError
 from automation.kube import ExecResult
+from automation.pipeline import PipelineResult, RunState, StepResult, TrainOutcome
 from automation.run_files import set_aside_command
 from automation.targets.aws import AwsDeps, AwsTarget, newest_cluster_run
 
@@ -134,3 +135,60 @@ def test_each_worker_pods_nccl_logs_of_the_ended_attempt_are_set_aside_in_a_minu
     move = set_aside_command("/tmp/ray-efa-eks/runs/r1/nccl", 2)
     want = [(pod, "ray", move, 60) for pod in WORKERS]
     assert sorted(pod_exec.calls) == want, f"expected {want}, got {pod_exec.calls}"
+
+
+def test_no_worker_pod_to_read_a_run_from_names_the_raycluster():
+    objects = helpers.load_k8s()
+    objects["pods"]["items"] = [p for p in objects["pods"]["items"] if p["metadata"]["name"] not in WORKERS]
+    with helpers.FakeKubeApi(objects) as bare, pytest.raises(DriverError) as e:
+        target(bare).checked_run_id()
+    want = "no worker pods of RayCluster ray/ray-efa to read NCCL logs from"
+    assert str(e.value) == want, f"expected {want!r}, got {e.value!r}"
+
+
+def test_each_worker_pod_is_mapped_to_its_node(api):
+    got = target(api).host_nodes()
+    want = {
+        WORKERS[0]: "ip-10-30-1-17.us-west-2.compute.internal",
+        WORKERS[1]: "ip-10-30-1-204.us-west-2.compute.internal",
+    }
+    assert got == want, f"expected the two Ray workers' nodes (pods.json), got {got}"
+
+
+# ---- where a run's files and kept logs are -------------------------------------------------------------------
+@dataclass
+class ListedBucket(RunBucket):
+    """RunBucket with boto3's list_objects_v2 paginator (one page of every key under the prefix)."""
+
+    listed: list[str] = field(default_factory=list)
+
+    def get_paginator(self, name):
+        bucket = self
+
+        class Pages:
+            def paginate(self, Bucket, Prefix):  # noqa: N803 - boto3's parameter names
+                bucket.listed.append(Prefix)
+                return [{"Contents": [{"Key": k} for k in bucket.objects if k.startswith(Prefix)]}]
+
+        return Pages()
+
+
+def test_a_resumed_jobs_kept_logs_are_read_under_its_runs_prefix(api, tmp_path):
+    key = "us-west-2/runs/r7/logs/nccl/w-1/nccl.log"
+    bucket = ListedBucket({key: b"NCCL INFO"})
+    files = target(api, bucket=bucket).kept_logs("r7-resumed-0042", tmp_path, "nccl/")
+    got = ([p.relative_to(tmp_path).as_posix() for p in files], bucket.listed)
+    assert got == (["w-1/nccl.log"], ["us-west-2/runs/r7/logs/nccl/"]), f"expected run r7's kept log, got {got}"
+
+
+@pytest.mark.parametrize("followed, run", [("r1-resumed-0042", "r1-resumed-0042"), (None, "r1")])
+def test_the_runs_files_are_named_by_the_followed_job_else_the_run(api, followed, run):
+    follow = (
+        None if followed is None else StepResult("follow", "pass", "", data=TrainOutcome(followed, "SUCCEEDED", None))
+    )
+    got = target(api).files(PipelineResult((), state=RunState(follow=follow)))
+    want = (
+        f"/tmp/ray-efa-eks/runs/{run} in the RayCluster's pods of stack us-west-2 "
+        "(summary.json in the head pod, nccl/ in each worker pod)"
+    )
+    assert got == want, f"expected {want!r}, got {got!r}"
