@@ -6,8 +6,9 @@ The head pod is tests/support/_ray_jobs.py's job server, which prints what Ray 2
 (tests/automation/test_ray_head.py checks it against Ray's own click commands); `Exec` is a `PodExec`
 (automation/kube.py) that records where each call went. The local client stands in for
 `ray.job_submission.JobSubmissionClient` (Ray 2.58, ray/dashboard/modules/job/sdk.py): ``get_job_info`` returns a
-JobInfo whose ``status`` is the JobStatus enum (its ``str`` is ``JobStatus.<NAME>``) and whose ``message`` may be
-None; ``get_job_logs`` returns the whole log as one string.
+JobInfo whose ``status`` is the JobStatus enum (a str Enum whose ``__str__`` is its value, e.g. "FAILED":
+ray/dashboard/modules/job/common.py, as installed) and whose ``message`` may be None; ``get_job_logs`` returns the
+whole log as one string.
 """
 
 from __future__ import annotations
@@ -34,8 +35,10 @@ from automation.ray_head import (
     follow_on,
     outcome_of,
     run_to_end,
+    upload_command,
 )
 from workloads.config import TrainConfig
+from workloads.summary import RunSummary
 
 JOB = TrainConfig(preset="tiny", run_id="r1", num_workers=2, summary_json="/tmp/ray-efa-eks/runs/r1/summary.json")
 LONG_ERROR = "x" * 400 + "the end of Ray's error"  # an error text longer than any cut the messages make
@@ -49,10 +52,13 @@ class Exec:
     jobs: FakeRayJobs
     calls: list[tuple[str, str, str, float]] = field(default_factory=list)
     fail: dict[str, ExecResult] = field(default_factory=dict)
+    uploads: list[tuple[list[str], int]] = field(default_factory=list)  # (command, characters on stdin)
 
     def __call__(self, pod, namespace, command, *, stdin=None, on_line=None, timeout_s=600):
         what = "logs" if command[:2] == ["sh", "-c"] and "ray job logs" in command[2] else " ".join(command[:3])
         self.calls.append((pod, namespace, what, timeout_s))
+        if stdin is not None:
+            self.uploads.append((list(command), len(stdin)))
         if failed := next((r for words, r in self.fail.items() if what.startswith(words)), None):
             return failed
         if command[0] == "cat":
@@ -171,20 +177,20 @@ def test_no_source_folder_in_the_head_pod_asks_for_the_job_id_with_exit_2(answer
 
 # ---- the local job server, through Ray's SDK client --------------------------------------------------------
 class Status:
-    """ray.job_submission.JobStatus is a str Enum whose str() is `JobStatus.<NAME>`."""
+    """ray.job_submission.JobStatus: a str Enum whose str() is its value (the module docstring's source)."""
 
     def __init__(self, name):
         self.name = name
 
     def __str__(self):
-        return f"JobStatus.{self.name}"
+        return self.name
 
 
 @dataclass
 class Client:
     status: str = "FAILED"
     message: str | None = None
-    log: str = "a\nb\nc\nd"
+    log: str = "step a 1\nstep b 2\nstep c 3\nstep d 4"
     asked: list[str] = field(default_factory=list)
 
     def get_job_info(self, job_id):
@@ -204,7 +210,8 @@ def test_the_local_job_state_is_the_enums_name_and_its_message(message, said):
 
 
 @pytest.mark.parametrize(
-    "offset, final, want", [(0, False, LogChunk(("a", "b", "c"), 3)), (2, True, LogChunk(("c", "d"), 4))]
+    "offset, final, want",
+    [(0, False, LogChunk(("step a 1", "step b 2", "step c 3"), 3)), (2, True, LogChunk(("step c 3", "step d 4"), 4))],
 )
 def test_the_local_log_is_read_from_its_line_offset(offset, final, want):
     client = Client()
@@ -225,6 +232,8 @@ class Place:
     lines: list[str] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
     summaries: list[str] = field(default_factory=list)
+    submitted: list[TrainConfig] = field(default_factory=list)
+    asked: list[str] = field(default_factory=list)
     poll_s: float = 5
     hang_bound: HangBound | None = None
     sleeps: list[float] = field(default_factory=list)
@@ -233,6 +242,7 @@ class Place:
         self.lines.append(line)
 
     def job_status(self, job_id):
+        self.asked.append(job_id)
         if self.stops:
             return JobState("STOPPED")
         return JobState(self.ends if self.t >= self.run_s else "RUNNING")
@@ -257,6 +267,7 @@ class Place:
         self.t += seconds
 
     def submit_job(self, job):
+        self.submitted.append(job)
         return SubmittedJob("raysubmit_7", job)
 
     def job_summary(self, job):
@@ -321,6 +332,7 @@ class Server:
     ends: str = "SUCCEEDED"
     down: list[tuple[float, float]] = field(default_factory=list)
     t: float = 0.0
+    stop_takes_s: float = 0.0  # `ray job stop --no-wait` returns at once; the job reaches STOPPED this much later
     stopped_at: float | None = None
     calls: list[tuple[str, float, object]] = field(default_factory=list)
     sleeps: list[float] = field(default_factory=list)
@@ -332,18 +344,19 @@ class Server:
 
     def job_status(self, job_id):
         self._answering("status", job_id)
-        if self.stopped_at is not None:
+        if self.stopped_at is not None and self.t >= self.stopped_at + self.stop_takes_s:
             return JobState("STOPPED")
         return JobState(self.ends if self.t >= self.lines else "RUNNING")
 
     def job_logs(self, job_id, offset, final=False):
         self._answering("logs", (offset, final))
+        assert job_id == "r1", f"logs of {job_id!r}"
         written = [f"[train] line {i}" for i in range(min(self.lines, int(self.t)))]
         return LogChunk(tuple(written[offset:]), len(written))
 
     def stop_job(self, job_id):
         self._answering("stop", job_id)
-        self.stopped_at = self.t
+        self.stopped_at = self.t if self.stopped_at is None else self.stopped_at
 
     def clock(self):
         return self.t
@@ -450,3 +463,167 @@ def test_a_hung_job_is_diagnosed_then_stopped_once_and_ends_with_its_diagnosis_n
     stops = [t for what, t, _ in server.calls if what == "stop"]
     got = (len(seen), stops, end.state.status, end.hang, end.stopped_for_timeout)
     assert got == (1, [600.0], "STOPPED", {"d": 1}, False), f"expected one diagnosis and stop at 600 s, got {got}"
+
+
+# ---- the survivors of the second mutmut run -------------------------------------------------------------------
+def test_the_upload_reads_exactly_the_payload_in_five_minutes():
+    jobs, pod_exec, _ = head()
+    jobs.submit(JOB, {}, "r1")
+    (command, sent), *_ = pod_exec.uploads
+    got = (command, [t for _, _, what, t in pod_exec.calls if what.startswith("sh -c rm")])
+    want = (upload_command("/tmp/ray-efa-eks/src/r1", sent), [300])
+    assert got == want, f"expected the upload of {sent} characters within 300 s: {want}, got {got}"
+
+
+def test_a_failed_upload_names_what_where_the_exit_status_and_the_last_300_characters(tmp_path):
+    jobs, pod_exec, _ = head()
+    pod_exec.fail["sh -c rm"] = ExecResult(3, "", LONG_ERROR)  # the upload's `sh -c "rm -rf ... && tar ..."`
+    with pytest.raises(DriverError) as e:
+        jobs.submit(JOB, {}, "r1")
+    want = f"copying workloads/ into ray/ray-efa-head-abcde failed (rc 3): {LONG_ERROR[-300:]}"
+    assert str(e.value) == want, f"expected {want!r}, got {str(e.value)!r}"
+
+
+def test_a_failed_upload_of_the_jobs_modules_names_each_folder(tmp_path):
+    folders = [tmp_path / "torchao", tmp_path / "extra"]
+    for f in folders:
+        f.mkdir()
+        (f / "__init__.py").write_text("")
+    jobs, pod_exec, _ = head()
+    uploads = iter([ExecResult(0, "", ""), ExecResult(1, "", "disk full")])
+    jobs = HeadJobs(
+        lambda pod, ns, cmd, **kw: next(uploads) if kw.get("stdin") else pod_exec(pod, ns, cmd, **kw), jobs.pod, "ray"
+    )
+    with pytest.raises(DriverError) as e:
+        jobs.submit(JOB, {}, "r1", folders)
+    want = "copying torchao/, extra/ into ray/ray-efa-head-abcde failed (rc 1): disk full"
+    assert str(e.value) == want, f"expected {want!r}, got {str(e.value)!r}"
+
+
+@pytest.mark.parametrize(
+    "what, call", [("logs", lambda j: j.job_logs("r1", 0)), ("status", lambda j: j.job_status("r1"))]
+)
+def test_a_failed_read_names_the_command_the_job_the_exit_status_and_the_last_300_characters(what, call):
+    failed = ExecResult(5, "", LONG_ERROR)
+    jobs, _, _ = head(**{"logs" if what == "logs" else "ray_job_status": failed})
+    with pytest.raises(DriverError) as e:
+        call(jobs)
+    want = f"`ray job {what} r1` in the head pod failed (rc 5): {LONG_ERROR[-300:]}"
+    assert str(e.value) == want, f"expected {want!r}, got {str(e.value)!r}"
+
+
+@pytest.mark.parametrize(
+    "answer",
+    [ExecResult(0, "Job submission server address: x\n", ""), ExecResult(1, "Status for job 'r1': RUNNING\n", "")],
+    ids=["no-status-line", "failed-exit"],
+)
+def test_a_status_call_without_a_status_line_or_with_a_failed_exit_is_no_answer(answer):
+    jobs, _, _ = head(ray_job_status=answer)
+    with pytest.raises(DriverError) as e:
+        jobs.job_status("r1")
+    assert "`ray job status r1` in the head pod failed" in str(e.value), f"expected no answer, got {e.value!r}"
+
+
+def test_a_later_log_line_that_looks_like_a_ray_record_is_kept_whole():
+    line = "2026-12-06 05:21:51,924\tINFO cli.py:1 -- printed by the job"
+    jobs, _, _ = head(logs=ExecResult(0, line + "\n", ""))
+    got = jobs.job_logs("r1", 3)
+    assert got == LogChunk((line,), 4), f"expected the job's own line kept from offset 3, got {got}"
+
+
+def test_the_final_read_keeps_a_last_line_without_its_newline():
+    jobs, _, _ = head(logs=ExecResult(0, "a\nthe last line", ""))
+    got = jobs.job_logs("r1", 2, final=True)
+    assert got == LogChunk(("a", "the last line"), 4), f"expected both lines of the ended job, got {got}"
+
+
+def test_a_submit_answer_without_the_submitted_line_says_rays_last_300_characters():
+    jobs, _, _ = head(ray_job_submit=ExecResult(0, LONG_ERROR, ""))
+    with pytest.raises(DriverError) as e:
+        jobs.submit(JOB, {}, "r1")
+    want = f"`ray job submit` in ray/ray-efa-head-abcde did not submit (rc 0): {LONG_ERROR[-300:]}"
+    assert str(e.value) == want, f"expected {want!r}, got {str(e.value)!r}"
+
+
+def test_a_submit_that_loses_its_stream_twice_names_the_submission_id_and_says_so():
+    jobs, pod_exec, _ = head()
+
+    def exec_(pod, namespace, command, **kw):
+        if command[:3] == ["ray", "job", "submit"]:
+            raise DriverError("dropped")
+        return pod_exec(pod, namespace, command, **kw)
+
+    with pytest.raises(DriverError) as e:
+        HeadJobs(exec_, jobs.pod, jobs.namespace).submit(JOB, {}, "r1-resumed-x")
+    said = str(e.value)
+    want = [
+        "job r1-resumed-x may be queued or not (`ray job submit` lost its exec stream twice: dropped)",
+        "status --address http://127.0.0.1:8265 --log-style record r1-resumed-x",
+    ]
+    assert [w in said for w in want] == [True, True], f"expected {want} in: {said}"
+
+
+def test_a_job_without_a_hang_bound_is_never_stopped_for_silence():
+    server = Server(lines=5)
+    server.job_logs = lambda job_id, offset, final=False: LogChunk(
+        ("[train] step 1/9 loss 9 step_time 10 ms",) if offset == 0 else (), 1
+    )
+    server.job_status = lambda job_id: JobState("SUCCEEDED" if server.t >= 8000 else "RUNNING")
+    end, _, _ = follow(server, poll_s=100)
+    assert (end.state.status, end.hang) == ("SUCCEEDED", None), f"expected no hang without a bound, got {end}"
+
+
+def test_every_call_of_the_follow_names_the_followed_job():
+    server = Server(lines=40, down=[(3, 4)], t=1.0)
+    follow(server, poll_s=5, timeout_s=10)
+    asked = {(what, arg if what != "logs" else "r1") for what, _, arg in server.calls}
+    assert {job for _, job in asked} == {"r1"}, f"expected every call about r1, got {sorted(asked)}"
+
+
+def test_a_hung_job_is_said_with_why_it_is_late():
+    server = Server(lines=5_000)
+    server.job_logs = lambda job_id, offset, final=False: LogChunk(
+        ("[train] step 1/100 loss 9 step_time 1000 ms",) if offset == 0 else (), 1
+    )
+    _, _, notes = follow(server, poll_s=60, hang=HangBound(10, 600), on_hang=lambda late: {})
+    assert notes[:1] == [
+        "job r1 looks hung: no step line for 600 s after step 1, past max(10 × 1.0 s × 1 steps a line, 600 s) = 600 s; "
+        "reading the workers' stacks and NCCL logs, then `ray job stop`"
+    ], notes
+
+
+def test_a_hung_job_whose_stop_takes_several_polls_is_diagnosed_and_stopped_once():
+    server = Server(lines=5_000, stop_takes_s=30)
+    server.job_logs = lambda job_id, offset, final=False: LogChunk(
+        ("[train] step 1/100 loss 9 step_time 1000 ms",) if offset == 0 else (), 1
+    )
+    seen = []
+    end, _, _ = follow(server, poll_s=5, hang=HangBound(10, 600), on_hang=lambda late: seen.append(late) or {})
+    stops = [t for what, t, _ in server.calls if what == "stop"]
+    assert (len(seen), stops, end.state.status) == (1, [600.0], "STOPPED"), (seen, stops, end)
+
+
+def test_the_timeout_is_counted_from_the_start_of_the_follow_not_from_zero():
+    server = Server(lines=2_000, t=1000.0)
+    _, _, notes = follow(server, poll_s=5, timeout_s=20)
+    stops = [t for what, t, _ in server.calls if what == "stop"]
+    assert (stops, notes) == ([1020.0], ["job r1 has run 20 s, past --timeout 20: `ray job stop`"]), (stops, notes)
+
+
+def test_the_follow_gives_up_exactly_at_the_give_up_time():
+    server = Server(lines=10_000, down=[(100, 10_000)])
+    with pytest.raises(DriverError):
+        follow(server, poll_s=5, give_up_s=302)
+    assert server.t == 402, f"expected to give up at 402 s, 302 s after the outage began at 100 s, at {server.t}"
+
+
+def test_the_outcome_carries_the_summary_and_the_job():
+    summary = RunSummary.parse(json.dumps(SUMMARY))
+    out = outcome_of(FollowEnd(JobState("SUCCEEDED"), ()), JOB, summary)
+    assert (out.summary, out.job) == (summary, JOB), out
+
+
+def test_run_to_end_submits_the_job_and_follows_the_job_id_the_target_gave():
+    place = Place()
+    run_to_end(place, JOB)
+    assert (place.submitted, set(place.asked)) == ([JOB], {"raysubmit_7"}), (place.submitted, place.asked)
