@@ -62,15 +62,23 @@ def api():
         yield api
 
 
-def target(api, pod_exec=None, bucket=None, **flags) -> AwsTarget:
+def s3_only(bucket):
+    def client(name):
+        assert name == "s3", f"expected the run bucket's S3 client, asked for {name!r}"
+        return bucket or RunBucket()
+
+    return client
+
+
+def target(api, pod_exec=None, bucket=None, storage_uri=f"s3://{BUCKET}/us-west-2/runs", **flags) -> AwsTarget:
     outputs = {
         "kubeconfig": json.dumps(api.kubeconfig()),
         "raycluster_name": "ray-efa",
         "raycluster_namespace": "ray",
-        "storage_uri": f"s3://{BUCKET}/us-west-2/runs",
+        "storage_uri": storage_uri,
     }
     deps = AwsDeps(
-        client=lambda name: bucket or RunBucket(),
+        client=s3_only(bucket),
         stack=lambda: helpers.FakeStack("us-west-2", outputs=outputs),
         kube=lambda kc: helpers.KubeWithExec(kc, pod_exec or Exec()),
     )
@@ -192,3 +200,20 @@ def test_the_runs_files_are_named_by_the_followed_job_else_the_run(api, followed
         "(summary.json in the head pod, nccl/ in each worker pod)"
     )
     assert got == want, f"expected {want!r}, got {got!r}"
+
+
+def test_the_kept_reading_and_logs_keys_keep_a_prefix_that_starts_like_the_stripped_slash(api, tmp_path):
+    bucket, prefix, storage_uri = ListedBucket(), "Xruns/r7/", f"s3://{BUCKET}/Xruns"
+    t = target(api, bucket=bucket, storage_uri=storage_uri)
+    t.kept_counters("r7-resumed-1"), t.kept_logs("r7", tmp_path)
+    got = (bucket.asked, bucket.listed)
+    want = ([(BUCKET, f"{prefix}efa_counters_before.json")], [f"{prefix}logs/"])
+    assert got == want, f"storage {storage_uri}: expected keys {want}, got {got}"
+
+
+def test_a_cluster_without_a_head_pod_says_which_stack_to_verify(api):
+    objects = helpers.load_k8s()
+    objects["pods"]["items"] = [p for p in objects["pods"]["items"] if "head" not in p["metadata"]["name"]]
+    with helpers.FakeKubeApi(objects) as bare, pytest.raises(DriverError) as e:
+        target(bare).jobs()
+    assert "`python -m automation verify --stack us-west-2` says why" in str(e.value), str(e.value)
