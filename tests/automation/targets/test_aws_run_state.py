@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 
 import _driver_helpers as helpers  # tests/support is on pytest's pythonpath
 import pytest
+from _ray_jobs import Clock, FakeRayJobs, JobScript
 from botocore.exceptions import ClientError
 
 from automation.errors import DriverError
@@ -24,6 +25,7 @@ from automation.kube import ExecResult
 from automation.pipeline import PipelineResult, RunState, StepResult, TrainOutcome
 from automation.run_files import set_aside_command
 from automation.targets.aws import AwsDeps, AwsTarget, newest_cluster_run
+from workloads.config import TrainConfig
 
 WORKERS = ["ray-efa-gpu-workers-worker-4kq7d", "ray-efa-gpu-workers-worker-tz8mb"]  # pods.json's Ray workers
 BUCKET = "ray-efa-eks-us-west-2-render"
@@ -70,7 +72,9 @@ def s3_only(bucket):
     return client
 
 
-def target(api, pod_exec=None, bucket=None, storage_uri=f"s3://{BUCKET}/us-west-2/runs", **flags) -> AwsTarget:
+def target(
+    api, pod_exec=None, bucket=None, storage_uri=f"s3://{BUCKET}/us-west-2/runs", job_modules=None, **flags
+) -> AwsTarget:
     outputs = {
         "kubeconfig": json.dumps(api.kubeconfig()),
         "raycluster_name": "ray-efa",
@@ -81,6 +85,7 @@ def target(api, pod_exec=None, bucket=None, storage_uri=f"s3://{BUCKET}/us-west-
         client=s3_only(bucket),
         stack=lambda: helpers.FakeStack("us-west-2", outputs=outputs),
         kube=lambda kc: helpers.KubeWithExec(kc, pod_exec or Exec()),
+        job_modules=job_modules,
     )
     return AwsTarget(helpers.stack_config(), deps, "r1", **flags)
 
@@ -217,3 +222,27 @@ def test_a_cluster_without_a_head_pod_says_which_stack_to_verify(api):
     with helpers.FakeKubeApi(objects) as bare, pytest.raises(DriverError) as e:
         target(bare).jobs()
     assert "`python -m automation verify --stack us-west-2` says why" in str(e.value), str(e.value)
+
+
+# ---- the job `run` submits -------------------------------------------------------------------------------------
+def test_the_submitted_job_logs_nccl_at_info_with_the_runs_env_and_ships_the_jobs_modules(api, tmp_path):
+    jobs = FakeRayJobs(Clock(), lambda job_id: JobScript((), run_s=1))
+    torchao, asked, said = tmp_path / "torchao", [], []
+    torchao.mkdir()
+
+    def exec_(pod, namespace, command, **kw):
+        return jobs.answer(pod, list(command)) or ExecResult(0, "", "")  # the uploads
+
+    t = target(
+        api, exec_, job_modules=lambda job: asked.append(job.run_id) or [torchao], job_env={"NCCL_NET": "Socket"}
+    )
+    t.on_progress = said.append
+    submitted = t.submit_job(TrainConfig(preset="tiny", run_id="r1", num_workers=2))
+    got = (submitted.job_id, jobs.runtime_env("r1"), asked, said)
+    want = (
+        "r1",
+        {"env_vars": {"NCCL_DEBUG": "INFO", "NCCL_NET": "Socket"}, "py_modules": ["/tmp/ray-efa-eks/deps/r1/torchao"]},
+        ["r1"],
+        ["copying workloads/ into ray-efa-head-9xk2q and submitting job r1"],
+    )
+    assert got == want, f"expected {want}, got {got}"
