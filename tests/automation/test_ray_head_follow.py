@@ -627,3 +627,21 @@ def test_run_to_end_submits_the_job_and_follows_the_job_id_the_target_gave():
     place = Place()
     run_to_end(place, JOB)
     assert (place.submitted, set(place.asked)) == ([JOB], {"raysubmit_7"}), (place.submitted, place.asked)
+
+
+def test_a_local_read_without_final_waits_for_the_last_lines_newline():
+    got = LocalJobs(Client(log="done 1\nbeing written")).job_logs("r7", 0)
+    assert got == LogChunk(("done 1",), 1), f"expected the line still being written held back, got {got}"
+
+
+def test_the_head_pods_log_is_read_in_pieces_each_line_once_without_rays_header():
+    jobs, _, clock = head()
+    script = JobScript(tuple(f"[train] line {i}" for i in range(6)), run_s=60, pending_s=0)
+    jobs.pod_exec.jobs.script = lambda job_id: script  # type: ignore[attr-defined]
+    jobs.submit(JOB, {}, "r1")
+    seen, offset = [], 0
+    for t in (25, 45, 70):
+        clock.t = t
+        chunk = jobs.job_logs("r1", offset, final=t >= 60)
+        seen, offset = seen + list(chunk.lines), chunk.next_offset
+    assert (seen, offset) == (list(script.lines), 6), f"expected the 6 lines once each in order, got {seen}"
