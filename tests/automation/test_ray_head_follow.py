@@ -645,3 +645,30 @@ def test_the_head_pods_log_is_read_in_pieces_each_line_once_without_rays_header(
         chunk = jobs.job_logs("r1", offset, final=t >= 60)
         seen, offset = seen + list(chunk.lines), chunk.next_offset
     assert (seen, offset) == (list(script.lines), 6), f"expected the 6 lines once each in order, got {seen}"
+
+
+def test_the_submit_sends_the_uploaded_folder_the_env_and_the_submission_id():
+    jobs, pod_exec, _ = head()
+    jobs.submit(JOB, {"NCCL_DEBUG": "INFO"}, "r1-resumed-x")
+    request = pod_exec.jobs.jobs["r1-resumed-x"].request
+    got = (
+        request.option("--working-dir"),
+        request.option("--submission-id"),
+        pod_exec.jobs.runtime_env("r1-resumed-x"),
+    )
+    want = ("/tmp/ray-efa-eks/src/r1-resumed-x", "r1-resumed-x", {"env_vars": {"NCCL_DEBUG": "INFO"}})
+    assert got == want, f"expected {want}, got {got}"
+
+
+def test_a_resubmit_after_a_dropped_stream_goes_to_the_head_pod_with_the_call_limit():
+    jobs, pod_exec, _ = head()
+    drops = iter([True])
+
+    def exec_(pod, namespace, command, **kw):
+        if command[:3] == ["ray", "job", "submit"] and next(drops, False):
+            raise DriverError("dropped before the server had it")
+        return pod_exec(pod, namespace, command, **kw)
+
+    got = HeadJobs(exec_, jobs.pod, jobs.namespace, call_s=45).submit(JOB, {}, "r1")
+    submits = [c for c in pod_exec.calls if c[2] == "ray job submit"]
+    assert (got, submits) == ("r1", [("ray-efa-head-abcde", "ray", "ray job submit", 45)]), (got, submits)
