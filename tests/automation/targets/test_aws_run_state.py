@@ -246,3 +246,32 @@ def test_the_submitted_job_logs_nccl_at_info_with_the_runs_env_and_ships_the_job
         ["copying workloads/ into ray-efa-head-9xk2q and submitting job r1"],
     )
     assert got == want, f"expected {want}, got {got}"
+
+
+# ---- the GPU nodes' counter readers, in the shapes the API returns before their status is filled ----------------
+NODE_17, NODE_204 = "ip-10-30-1-17.us-west-2.compute.internal", "ip-10-30-1-204.us-west-2.compute.internal"
+
+
+def test_a_node_without_its_efa_count_advertises_none_and_a_reader_not_yet_running_reads_nothing():
+    """Node ip-10-30-1-17 lists allocatable without the EFA resource (the device plugin not yet registered); node
+    ip-10-30-1-204 has no status yet; its reader pod has no status yet (just created), and a third reader is not yet
+    scheduled (spec without nodeName): the Node and Pod objects of the Kubernetes API reference, fields left out."""
+    objects = helpers.load_k8s()
+    for node in objects["nodes"]["items"]:
+        if node["metadata"]["name"] == NODE_17:
+            node["status"]["allocatable"].pop("vpc.amazonaws.com/efa")
+        if node["metadata"]["name"] == NODE_204:
+            del node["status"]
+    pods = objects["pods"]["items"]
+    reader = next(p for p in pods if p["metadata"]["name"] == "efa-counter-reader-m4q9z")
+    del reader["status"]
+    unscheduled = json.loads(json.dumps(reader))
+    unscheduled["metadata"]["name"], unscheduled["status"] = "efa-counter-reader-zzzzz", {"phase": "Running"}
+    del unscheduled["spec"]["nodeName"]
+    pods.append(unscheduled)
+    with helpers.FakeKubeApi(objects) as api:
+        got = {name: (r.advertised, r.error) for name, r in target(api).efa_counters().items()}
+    assert (got[NODE_17][0], got[NODE_204]) == (
+        0,
+        (0, "no Running efa-counter-reader pod on this node (`up` installs its DaemonSet)"),
+    ), got
