@@ -250,6 +250,8 @@ def test_the_submitted_job_logs_nccl_at_info_with_the_runs_env_and_ships_the_job
 
 # ---- the GPU nodes' counter readers, in the shapes the API returns before their status is filled ----------------
 NODE_17, NODE_204 = "ip-10-30-1-17.us-west-2.compute.internal", "ip-10-30-1-204.us-west-2.compute.internal"
+READERS = ["efa-counter-reader-m4q9z", "efa-counter-reader-x7d2p"]  # pods.json's, on NODE_204 and NODE_17
+FAILED_READ = "x" * 300 + "cat: tx_bytes: No such device"  # longer than the 200 characters a reading keeps
 
 
 def test_a_node_without_its_efa_count_advertises_none_and_a_reader_not_yet_running_reads_nothing():
@@ -275,3 +277,21 @@ def test_a_node_without_its_efa_count_advertises_none_and_a_reader_not_yet_runni
         0,
         (0, "no Running efa-counter-reader pod on this node (`up` installs its DaemonSet)"),
     ), got
+
+
+def test_each_nodes_counters_are_read_in_its_reader_pod_in_a_minute_and_a_failed_read_says_why():
+    calls = []
+
+    def exec_(pod, namespace, command, *, stdin=None, on_line=None, timeout_s=600):
+        calls.append((pod, namespace, command[:2], timeout_s))
+        if pod == "efa-counter-reader-x7d2p":
+            raise DriverError("the exec stream dropped")
+        return ExecResult(3, "", FAILED_READ)
+
+    with helpers.FakeKubeApi() as api:
+        got = {name: r.error for name, r in target(api, exec_).efa_counters().items()}
+    want = {
+        NODE_17: "exec in pod efa-counter-reader-x7d2p failed: the exec stream dropped",
+        NODE_204: f"the read in pod efa-counter-reader-m4q9z exited 3: {FAILED_READ[-200:]}",
+    }
+    assert (got, sorted(calls)) == (want, [(p, "kube-system", ["sh", "-c"], 60) for p in sorted(READERS)]), (got, calls)
