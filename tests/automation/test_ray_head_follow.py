@@ -367,7 +367,8 @@ class Server:
 
 
 def follow(server: Server, **kw) -> tuple[FollowEnd, list[str], list[str]]:
-    lines, notes = [], []
+    lines: list[str] = []
+    notes: list[str] = []
     end = follow_job(
         server, "r1", on_line=lines.append, on_note=notes.append, clock=server.clock, sleep=server.sleep, **kw
     )
@@ -637,7 +638,7 @@ def test_a_local_read_without_final_waits_for_the_last_lines_newline():
 def test_the_head_pods_log_is_read_in_pieces_each_line_once_without_rays_header():
     jobs, _, clock = head()
     script = JobScript(tuple(f"[train] line {i}" for i in range(6)), run_s=60, pending_s=0)
-    jobs.pod_exec.jobs.script = lambda job_id: script  # type: ignore[attr-defined]
+    jobs.pod_exec.jobs.script = lambda job_id: script
     jobs.submit(JOB, {}, "r1")
     seen, offset = [], 0
     for t in (25, 45, 70):

@@ -16,6 +16,7 @@ no record ConfigMap, so no lease is written (automation/scaling.py ``Lease._writ
 from __future__ import annotations
 
 from datetime import UTC, datetime
+from typing import cast
 
 import _driver_helpers as helpers  # tests/support is on pytest's pythonpath
 import pytest
@@ -24,7 +25,7 @@ from _ray_jobs import FakeRayJobs, JobScript, train_lines
 from _shared_env import MOTO_CLUSTER, MOTO_NODEGROUP
 
 from automation.ray_head import TERMINAL
-from automation.scaling import sizes
+from automation.scaling import Eks, sizes
 from infra.idle_guard_script import run_once
 
 LOST = "lost"  # the job runs on to SUCCEEDED, but the driver's job server stops answering an hour in
@@ -37,7 +38,8 @@ class GuardsView:
     world's clock), the Ray job list, and a Kubernetes API that records the guard's decisions."""
 
     def __init__(self, world: World):
-        self.world, self.records = world, []
+        self.world = world
+        self.records: list[dict] = []
 
     def describe_nodegroup(self, **kwargs):
         group = dict(self.world.eks.describe_nodegroup(**kwargs)["nodegroup"])
@@ -83,7 +85,7 @@ def guard(world: World, view: GuardsView, after_s: float) -> int:
         "RECORD_NAME": "idle-guard-record",
     }
     assert run_once(env, view, view, jobs_of=view.jobs, clock=world.clock) == 0, view.records
-    return sizes(world.eks, REF)["desiredSize"]
+    return sizes(cast(Eks, world.eks), REF)["desiredSize"]  # the world's moto client, typed `object` there
 
 
 def ending(moto_eks, end: str) -> World:
