@@ -1,0 +1,138 @@
+"""automation/steps/gate.py's rules, one boundary at a time: how each nvidia-smi field is read (NVIDIA's nvidia-smi(1)
+"--query-gpu", `--format=csv,noheader,nounits`: comma-separated, `[N/A]` or `[Not Supported]` where the GPU does not
+report a field, `Yes`/`No` for the remapped-rows flags), what a node's row says, and the link's share. The L4 line's
+shape is the public capture test_gate.py cites; the ECC and remap columns are set per test."""
+
+from __future__ import annotations
+
+import pytest
+
+from automation.steps.gate import (
+    GATE_SHARE,
+    GATE_SWEEP,
+    NOT_REPORTED,
+    Gpu,
+    check_link,
+    check_node,
+    gpu_problems,
+    nvidia_smi_command,
+    parse_nvidia_smi,
+)
+
+L4 = "0, NVIDIA L4, GPU-c2f76b33-7953-256e-8f33-1343419b1a1c"
+
+
+def smi(ecc: str = "0", pending: str = "No", failed: str = "No", index: int = 0) -> str:
+    return f"{index}, NVIDIA L4, GPU-{index}, {ecc}, {pending}, {failed}\n"
+
+
+def test_the_query_names_every_field_read_in_csv_without_header_or_units():
+    want = [
+        "nvidia-smi",
+        "--query-gpu=index,name,uuid,ecc.errors.uncorrected.volatile.total,remapped_rows.pending,remapped_rows.failure",
+        "--format=csv,noheader,nounits",
+    ]
+    assert nvidia_smi_command() == want, f"expected {want}, got {nvidia_smi_command()}"
+
+
+@pytest.mark.parametrize("word, flag", [("Yes", True), ("No", False), ("1", True), ("0", False), ("NO", False)])
+def test_a_remap_flag_reads_yes_or_one_as_set_and_no_or_zero_as_clear(word, flag):
+    (gpu,) = parse_nvidia_smi(smi(pending=word, failed=word))
+    assert (gpu.remap_pending, gpu.remap_failed) == (flag, flag), f"expected {word!r} as {flag}, got {gpu}"
+
+
+@pytest.mark.parametrize("word", NOT_REPORTED[:-1])
+def test_every_not_reported_spelling_is_neither_pass_nor_fail(word):
+    (gpu,) = parse_nvidia_smi(smi(ecc=word, pending=word, failed=word))
+    assert (gpu.ecc_uncorrected, gpu.remap_pending, gpu.remap_failed) == (None, None, None), f"{word!r}: {gpu}"
+
+
+def test_fields_are_read_with_their_spaces_stripped_and_blank_lines_skipped():
+    gpus = parse_nvidia_smi(f"\n  {L4},   3 ,  Yes , No  \n\n")
+    want = [Gpu("0", "NVIDIA L4", "GPU-c2f76b33-7953-256e-8f33-1343419b1a1c", 3, True, False)]
+    assert gpus == want, f"expected {want}, got {gpus}"
+
+
+def test_a_line_with_an_extra_field_is_refused_quoting_it():
+    with pytest.raises(ValueError) as e:
+        parse_nvidia_smi(f"{L4}, 0, No, No, extra\n")
+    assert str(e.value) == f"expected 6 fields, got '{L4}, 0, No, No, extra'", str(e.value)
+
+
+def test_each_unhealthy_gpu_is_named_with_its_index_uuid_and_count():
+    gpus = parse_nvidia_smi(smi(ecc="2") + smi(index=1) + smi(ecc="[N/A]", pending="Yes", failed="Yes", index=2))
+    want = [
+        "GPU 0 (GPU-0) has 2 uncorrected ECC error(s)",
+        "GPU 2 (GPU-2) has a row remap pending (a GPU reset is needed)",
+        "GPU 2 (GPU-2) has a failed row remap",
+    ]
+    assert gpu_problems(gpus, 3) == want, f"expected {want}, got {gpu_problems(gpus, 3)}"
+
+
+def test_more_gpus_than_expected_is_a_problem_too():
+    got = gpu_problems(parse_nvidia_smi(smi() + smi(index=1)), 1)
+    assert got == ["nvidia-smi lists 2 GPUs, expected 1"], got
+
+
+def test_a_healthy_node_passes_saying_what_was_checked():
+    got = check_node("n1", "p1", 0, smi() + smi(index=1), "", 2)
+    want = ("pass", "GPUs of n1", "2 GPUs, no uncorrected ECC error, no row remap pending or failed", "")
+    assert (got.status, got.check, got.detail, got.fix) == want, f"expected {want}, got {got}"
+
+
+def test_a_failing_node_joins_every_problem_and_the_agents_condition_and_says_the_fix():
+    got = check_node("n1", "p1", 0, smi(ecc="1"), "AcceleratedHardwareReady False (NvidiaXID79Error)", 2)
+    want = (
+        "fail",
+        "nvidia-smi lists 1 GPUs, expected 2; GPU 0 (GPU-0) has 1 uncorrected ECC error(s); "
+        "AcceleratedHardwareReady False (NvidiaXID79Error)",
+        "cordoned; kubectl describe node n1; nvidia-smi -q in p1; EKS node auto repair replaces a node whose GPU "
+        "condition is False",
+    )
+    assert (got.status, got.detail, got.fix) == want, f"expected {want}, got {got}"
+
+
+def test_the_agents_condition_alone_fails_a_node_with_healthy_gpus():
+    got = check_node("n1", "p1", 0, smi(), "no AcceleratedHardwareReady condition", 1)
+    assert (got.status, got.detail) == ("fail", "no AcceleratedHardwareReady condition"), got
+
+
+def test_nvidia_smi_exiting_non_zero_fails_the_node_without_reading_its_output():
+    got = check_node("n1", "p1", 9, "garbage", "", 1)
+    assert (got.status, got.detail) == ("fail", "nvidia-smi exited 9"), got
+
+
+def test_unreadable_nvidia_smi_output_fails_the_node_saying_why():
+    got = check_node("n1", "p1", 0, "0, NVIDIA L4\n", "", 1)
+    want = "cannot read nvidia-smi's output: expected 6 fields, got '0, NVIDIA L4'"
+    assert (got.status, got.detail) == ("fail", want), got
+
+
+def test_an_ecc_count_that_is_not_a_number_fails_the_node():
+    got = check_node("n1", "p1", 0, smi(ecc="lots"), "", 1)
+    assert got.status == "fail" and got.detail.startswith("cannot read nvidia-smi's output"), got
+
+
+def sweep(busbw_gbs: float, nodes: int = 2, backend: str = "nccl") -> dict:
+    """A `bench --collectives` document (workloads/collectives_bench.py): the largest all_reduce row is the one read."""
+    rows = [
+        {"op": "all_reduce", "bytes": 1, "busbw_gbs": 99.0},
+        {"op": "all_reduce", "bytes": 2, "busbw_gbs": busbw_gbs},
+    ]
+    return {"backend": backend, "nodes": nodes, "rows": rows}
+
+
+def test_the_link_below_its_share_fails_naming_both_nodes_measured_and_required():
+    got = check_link(sweep(GATE_SHARE * 40.0 / 8 - 0.01), ["a", "b"], 40.0)
+    detail = (
+        f"all-reduce of {GATE_SWEEP['max_mib']} MiB between a, b: bus bandwidth 19.9 Gbps, required 20.0 Gbps "
+        "(50% of the 40 Gbps the throughput model assumes)"
+    )
+    fix = "cordoned a, b; `python -m automation bench --collectives --stack S` measures the link"
+    assert (got.status, got.detail, got.fix) == ("fail", detail, fix), f"expected {detail!r}, {fix!r}; got {got}"
+
+
+def test_a_sweep_that_crossed_no_nic_fails_naming_the_nodes_and_cordoning_nothing():
+    got = check_link(sweep(5.0, nodes=1), ["a", "b"], 40.0)
+    assert (got.status, got.fix) == ("fail", "") and got.detail.endswith("(between a, b)"), got
+    assert got.detail.startswith("the gate's all-reduce: backend 'nccl' on 1 node(s)"), got
