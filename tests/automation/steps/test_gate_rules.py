@@ -5,12 +5,20 @@ shape is the public capture test_gate.py cites; the ECC and remap columns are se
 
 from __future__ import annotations
 
+from types import SimpleNamespace
+
 import pytest
 
+from automation.collectives_pods import WorkerPod
+from automation.errors import DriverError
+from automation.kube import ExecResult
+from automation.pipeline import GateOutcome, RunState
+from automation.steps import gate
 from automation.steps.gate import (
     GATE_SHARE,
     GATE_SWEEP,
     NOT_REPORTED,
+    SKIP_GATE_HELP,
     Gpu,
     check_link,
     check_node,
@@ -18,6 +26,9 @@ from automation.steps.gate import (
     nvidia_smi_command,
     parse_nvidia_smi,
 )
+from automation.targets.aws import AwsTarget
+from automation.targets.local import LocalTarget
+from automation.throughput import load_model
 
 L4 = "0, NVIDIA L4, GPU-c2f76b33-7953-256e-8f33-1343419b1a1c"
 
@@ -136,3 +147,148 @@ def test_a_sweep_that_crossed_no_nic_fails_naming_the_nodes_and_cordoning_nothin
     got = check_link(sweep(5.0, nodes=1), ["a", "b"], 40.0)
     assert (got.status, got.fix) == ("fail", "") and got.detail.endswith("(between a, b)"), got
     assert got.detail.startswith("the gate's all-reduce: backend 'nccl' on 1 node(s)"), got
+
+
+# ---- the step, in process -----------------------------------------------------------------------------------------
+# The target stands in for automation/targets/aws.py's AwsTarget (a subclass, so `by_place` picks run_aws) with only
+# what the gate reads; its Kubernetes client records the exec limits and the cordons (automation/kube.py: list_nodes,
+# exec, cordon_node); the sweep over the pods (automation/collectives_pods.py) stands in, returning `link`'s document.
+PODS = [WorkerPod("w0", "10.0.0.1", "n0"), WorkerPod("w1", "10.0.0.2", "n1")]
+GOOD = "".join(smi(index=i) for i in range(4))
+
+
+def gpu_node(name: str, status: str = "True") -> dict:
+    """A GPU node with the agent's GPU condition (core/v1 NodeCondition)."""
+    cond = {"type": "AcceleratedHardwareReady", "status": status, "reason": "NvidiaXID79Error"}
+    return {"metadata": {"name": name}, "status": {"conditions": [cond]}}
+
+
+class Kube:
+    def __init__(self, smi_of: dict[str, str], nodes: list[dict]) -> None:
+        self.smi_of, self.nodes, self.cordoned, self.limits = smi_of, nodes, list[str](), list[float]()
+
+    def list_nodes(self, selector: str) -> list[dict]:
+        return self.nodes
+
+    def exec(self, pod: str, namespace: str, command: list[str], *, timeout_s: float = 600) -> ExecResult:
+        self.limits.append(timeout_s)
+        return ExecResult(0, self.smi_of[pod], "")
+
+    def cordon_node(self, node: str) -> None:
+        self.cordoned.append(node)
+
+
+class Target(AwsTarget):
+    def __init__(self, kube: Kube, skip_gate: bool = False, lease: bool = True) -> None:  # nothing of AWS opened
+        gpu_nodes = SimpleNamespace(gpus_per_node=4)
+        self.run = SimpleNamespace(skip_gate=skip_gate, cfg=SimpleNamespace(gpu_nodes=gpu_nodes))  # type: ignore
+        self.handles = SimpleNamespace(lease=SimpleNamespace(renew=self.renewed) if lease else None)  # type: ignore
+        self._kube, self.said = kube, list[str]()
+        self.on_progress = self.said.append  # type: ignore[method-assign]
+
+    def renewed(self, why: str) -> None:
+        self.said.append(f"lease renewed: {why}")
+
+    def kube(self) -> Kube:  # type: ignore[override]
+        return self._kube
+
+    def ray_pods(self):  # type: ignore[override]
+        return SimpleNamespace(namespace="ns", kube=self._kube)
+
+
+def gate_on(monkeypatch, smi_of=None, nodes=None, link: float | Exception = 5.0, **flags) -> tuple[Target, object]:
+    kube = Kube(smi_of or {"w0": GOOD, "w1": GOOD}, [gpu_node("n0"), gpu_node("n1")] if nodes is None else nodes)
+    target = Target(kube, **flags)
+    monkeypatch.setattr(gate.collectives_pods, "worker_pods", lambda cluster: PODS)
+    monkeypatch.setattr(gate.collectives_pods, "copy_workloads", lambda *a: target.said.append("copied"))
+
+    def sweep_on(*a):
+        if isinstance(link, Exception):
+            raise link
+        return sweep(link)
+
+    monkeypatch.setattr(gate.collectives_pods, "sweep_on", sweep_on)
+    return target, gate.run(target, RunState())
+
+
+def test_healthy_nodes_and_link_pass_cordoning_nothing(monkeypatch):
+    target, result = gate_on(monkeypatch)
+    said = [
+        "the gate: nvidia-smi on 2 GPU nodes",
+        f"the gate: a {GATE_SWEEP['max_mib']} MiB all-reduce over EFA between the nodes",
+        "lease renewed: gate",
+        "copied",
+    ]
+    got = (result.status, result.summary, result.data, target.kube().cordoned, target.said, target.kube().limits)
+    want = ("pass", "2 GPU nodes fit to train", GateOutcome(()), [], said, [60, 60])
+    assert got == want, f"expected {want}, got {got}"
+
+
+def test_without_a_lease_the_link_is_still_checked(monkeypatch):
+    target, result = gate_on(monkeypatch, lease=False)
+    assert (result.status, "copied" in target.said) == ("pass", True), f"got {result.status}, {target.said}"
+
+
+def test_a_bad_node_is_cordoned_alone_and_the_link_is_not_swept(monkeypatch):
+    target, result = gate_on(monkeypatch, smi_of={"w0": GOOD, "w1": smi(ecc="3") + GOOD})
+    got = (result.status, result.data, target.kube().cordoned, "copied" in target.said, result.summary)
+    assert got[:4] == ("fail", GateOutcome(("n1",)), ["n1"], False), f"expected only n1 cordoned, got {got}"
+    assert result.summary.endswith("; cordoned n1"), f"expected the summary to name the cordon: {result.summary!r}"
+
+
+def test_every_bad_node_is_cordoned(monkeypatch):
+    bad = smi(ecc="1")
+    target, result = gate_on(monkeypatch, smi_of={"w0": bad, "w1": bad})
+    assert target.kube().cordoned == ["n0", "n1"], f"expected both cordoned, got {target.kube().cordoned}"
+
+
+def test_a_node_the_api_does_not_list_fails_for_its_missing_gpu_condition(monkeypatch):
+    target, result = gate_on(monkeypatch, nodes=[gpu_node("n0")])
+    row = next(f for f in result.findings if f.check == "GPUs of n1")
+    got = (row.status, row.detail, target.kube().cordoned)
+    assert got == ("fail", "no AcceleratedHardwareReady condition", ["n1"]), f"got {got}"
+
+
+def test_a_gpu_condition_false_fails_its_node(monkeypatch):
+    target, result = gate_on(monkeypatch, nodes=[gpu_node("n0"), gpu_node("n1", "False")])
+    assert target.kube().cordoned == ["n1"], f"expected n1 cordoned, got {target.kube().cordoned}"
+
+
+def test_a_slow_link_cordons_every_node(monkeypatch):
+    target, result = gate_on(monkeypatch, link=1.0)
+    got = (result.status, result.data, target.kube().cordoned, result.summary.endswith("; cordoned n0, n1"))
+    assert got == ("fail", GateOutcome(("n0", "n1")), ["n0", "n1"], True), f"got {got}, {result.summary!r}"
+
+
+def test_a_sweep_that_cannot_run_fails_the_gate_and_cordons_nothing(monkeypatch):
+    target, result = gate_on(monkeypatch, link=DriverError("pod w1: torchrun exited 1"))
+    row = result.findings[-1]
+    got = (result.status, target.kube().cordoned, row.detail, row.fix, result.data)
+    want = ("fail", [], "pod w1: torchrun exited 1", "kubectl logs and describe the pod named", GateOutcome(()))
+    assert got == want, f"expected {want}, got {got}"
+
+
+def test_a_sweep_that_crossed_no_nic_cordons_nothing(monkeypatch):
+    monkeypatch.setattr(gate, "check_link", lambda doc, nodes, gbps: check_link(sweep(5.0, nodes=1), nodes, gbps))
+    target, result = gate_on(monkeypatch)
+    assert (result.status, target.kube().cordoned) == ("fail", []), f"got {result.status}, {target.kube().cordoned}"
+
+
+def test_the_link_is_held_to_the_throughput_models_efa_rate(monkeypatch):
+    seen: list[float] = []
+    monkeypatch.setattr(gate, "check_link", lambda doc, nodes, gbps: seen.append(gbps) or check_link(doc, nodes, gbps))
+    gate_on(monkeypatch)
+    assert seen == [load_model().NIC_GBPS["efa"]], f"expected the model's EFA rate, got {seen}"
+
+
+def test_skip_gate_runs_and_cordons_nothing(monkeypatch):
+    target, result = gate_on(monkeypatch, smi_of={"w0": "", "w1": ""}, skip_gate=True)
+    want = f"--skip-gate: {SKIP_GATE_HELP.removeprefix('skip ')}"
+    got = (result.status, result.summary, target.said, target.kube().cordoned)
+    assert got == ("skip", want, [], []), f"expected {want!r}, got {got}"
+
+
+def test_the_local_target_has_no_gpu_nodes_to_gate(tmp_path):
+    result = gate.run(LocalTarget(tmp_path), RunState())
+    want = ("skip", "the local target has no GPU nodes to gate: nothing checked")
+    assert (result.status, result.summary) == want, f"expected {want}, got {result}"
