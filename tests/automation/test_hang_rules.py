@@ -149,8 +149,8 @@ def test_the_nccl_tail_reads_every_log_of_the_directory_with_headers():
     assert nccl_tail_command("/d") == want, nccl_tail_command("/d")
 
 
-def test_a_stack_block_without_a_pid_is_dropped():
-    got = stacks_by_pid("preamble Stack dump for ray\nStack dump for ray 77 x\n")
+def test_a_stack_block_without_a_pid_is_dropped_and_a_bare_ps_line_is_kept():
+    got = stacks_by_pid("preamble Stack dump for ray\nStack dump for ray 77")
     assert list(got) == ["77"], f"expected only pid 77, got {list(got)}"
 
 
@@ -162,10 +162,11 @@ class Pod:
     """A pod's exec (automation/kube.py PodExec) answering `ray stack` and the NCCL tail, or failing either."""
 
     def __init__(self, stacks: ExecResult | Exception, tails: ExecResult | Exception) -> None:
-        self.answers, self.limits = {"ray": stacks, "sh": tails}, list[float]()
+        self.answers, self.limits, self.asked = {"ray": stacks, "sh": tails}, list[float](), list[tuple]()
 
     def __call__(self, pod, namespace, command, *, timeout_s=600.0, **kw) -> ExecResult:
         self.limits.append(timeout_s)
+        self.asked.append((pod, namespace))
         answer = self.answers["ray" if "ray" in command else "sh"]
         if isinstance(answer, Exception):
             raise answer
@@ -182,7 +183,10 @@ def test_each_rank_gets_its_pids_stack_and_its_nccl_lines():
     got = ((r0.rank, r0.waiting, r0.nccl_tail, r0.stack_error), (r1.rank, r1.stack, r1.stack_error, r1.nccl_tail))
     want = ((0, True, ("line a", "line b"), ""), (1, "", "no `ray stack` block for pid 13", ("line c",)))
     assert got == want, f"expected {want}, got {got}"
-    assert pod_exec.limits == [CALL_S, CALL_S], f"expected each call bounded by {CALL_S} s, got {pod_exec.limits}"
+    where = [(r.pod, r.node) for r in (r0, r1)]
+    assert where == [("pod-a", "node-a")] * 2, f"expected each rank on pod-a, node-a, got {where}"
+    asked = (pod_exec.asked, pod_exec.limits)
+    assert asked == ([("pod-a", "ns")] * 2, [CALL_S] * 2), f"expected 2 calls in pod-a, ns, {CALL_S} s; got {asked}"
 
 
 def test_a_failed_stack_call_is_recorded_on_every_rank_with_its_exit_and_last_words():
@@ -190,6 +194,13 @@ def test_a_failed_stack_call_is_recorded_on_every_rank_with_its_exit_and_last_wo
     ranks = pod_evidence(pod_exec, "pod-a", "node-a", "ns", "/d")
     want = "rc 124: " + ("x" * 400 + "END")[-300:]
     assert [r.stack_error for r in ranks] == [want, want], f"expected {want!r} twice, got {ranks}"
+
+
+def test_a_failed_stack_call_keeps_no_stack_of_a_pod_without_nccl_files():
+    pod_exec = Pod(ExecResult(1, "partial", "py-spy: permission denied"), ExecResult(0, "", ""))
+    got = pod_evidence(pod_exec, "p", "n", "ns", "/d")
+    want = [RankEvidence(None, "p", "n", "", "rc 1: py-spy: permission denied", (), "no NCCL log files")]
+    assert got == want, f"expected {want}, got {got}"
 
 
 def test_a_failed_call_without_stderr_records_its_stdout():

@@ -290,5 +290,5 @@ def test_skip_gate_runs_and_cordons_nothing(monkeypatch):
 
 def test_the_local_target_has_no_gpu_nodes_to_gate(tmp_path):
     result = gate.run(LocalTarget(tmp_path), RunState())
-    want = ("skip", "the local target has no GPU nodes to gate: nothing checked")
-    assert (result.status, result.summary) == want, f"expected {want}, got {result}"
+    want = ("gate", "skip", "the local target has no GPU nodes to gate: nothing checked")
+    assert (result.step, result.status, result.summary) == want, f"expected {want}, got {result}"
