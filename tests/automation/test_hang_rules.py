@@ -239,10 +239,10 @@ def test_the_verdict_names_the_waiting_ranks_in_order():
     assert (behind, why) == (ranks[1], want), f"expected rank 1 and {want!r}, got {behind}, {why!r}"
 
 
-def test_when_no_rank_waits_the_rank_behind_is_not_named():
-    ranks = [RankEvidence(0, "p0", "n", WORK), RankEvidence(1, "p1", "n", "", "rc 1: x")]
+def test_when_every_read_rank_waits_the_rank_behind_is_not_named_and_each_rank_is_said():
+    ranks = [RankEvidence(0, "p0", "n", WAIT), RankEvidence(1, "p1", "n", "", "rc 1: x")]
     behind, why = verdict(ranks)
-    want = "the rank behind cannot be told from the stacks (rank 0 (p0): outside collectives; rank 1 (p1): rc 1: x)"
+    want = "the rank behind cannot be told from the stacks (rank 0 (p0): waits in a collective; rank 1 (p1): rc 1: x)"
     assert (behind, why) == (None, want), f"expected {want!r}, got {behind}, {why!r}"
 
 
@@ -262,6 +262,8 @@ def test_the_document_names_the_rank_behind_and_keeps_every_rank(tmp_path):
     want_keys = ("late by 900 s", {"rank": 1, "node": "n1", "pod": "p1"}, [0, 1], ["t"])
     keys = (got["late"], got["behind"], [r["rank"] for r in got["ranks"]], got["ranks"][1]["nccl_tail"])
     assert (path.name, keys, got["verdict"]) == (HANG_FILE, want_keys, verdict(ranks)[1]), f"got {path}, {got}"
+    text = path.read_text()  # read by people too: indented by 2, one newline at the end
+    assert text == json.dumps(doc, indent=2) + "\n", f"expected the document indented by 2, got {text[:80]!r}"
 
 
 def test_the_document_says_none_behind_when_it_cannot_be_told():
