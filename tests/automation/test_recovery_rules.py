@@ -75,6 +75,11 @@ def test_a_pod_not_yet_placed_is_not_a_lost_node():
     assert got.kind == APPLICATION, f"expected a pod without nodeName to be no fault, got {got}"
 
 
+def test_a_pod_without_spec_or_status_is_no_fault():
+    got = classify([node("n1")], [pod("n1"), {"metadata": {"name": "w-new"}}], 1, ())
+    assert got.kind == APPLICATION, f"expected a pod not yet filled in to be no fault, got {got}"
+
+
 def test_a_lost_node_comes_before_the_other_nodes_conditions():
     got = classify([node("n2", ready="False")], [pod("n1"), pod("n2")], 2, STEP_LOG)
     assert got == Failure(INFRASTRUCTURE, "node lost", "n1", 8), f"expected n1 lost first, got {got}"
@@ -181,11 +186,11 @@ def test_the_wait_says_what_it_waits_for():
     assert clock.said == want, f"expected {want}, got {clock.said}"
 
 
-def test_a_node_without_a_ready_condition_is_not_healthy():
-    clock = Clock()
-    bare = {"metadata": {"name": "n2"}, "status": {}}
-    with pytest.raises(DriverError, match="1 of 2 GPU nodes healthy"):
-        wait([([node("n1"), bare], HEALTHY[1])], clock, 100.0)
+def test_a_node_or_pod_whose_status_is_not_filled_yet_is_not_counted():
+    clock = Clock()  # a node that just registered, a pod just created: the API returns them without status
+    nodes, pods = [node("n1"), {"metadata": {"name": "n2"}}], [pod("n1"), {"metadata": {"name": "w2"}, "spec": {}}]
+    with pytest.raises(DriverError, match="1 of 2 GPU nodes healthy, 1 of 2 worker pods Running"):
+        wait([(nodes, pods)], clock, 100.0)
 
 
 def test_more_than_wanted_ends_the_wait_at_once():

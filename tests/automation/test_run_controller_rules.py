@@ -449,8 +449,8 @@ def test_the_local_target_never_recovers(tmp_path):
 def test_an_attempts_cost_is_its_hours_at_the_clusters_price():
     priced, unpriced = Target(), Target()
     unpriced.usd_per_hour = None
-    got = (attempt_cost(priced, 0.5), attempt_cost(unpriced, 0.25))
-    assert got == ("30 min, $6.00 at 12.00 USD/h", "15 min, cost unknown"), f"got {got}"
+    got = (attempt_cost(priced, 1.0), attempt_cost(unpriced, 0.25))
+    assert got == ("60 min, $12.00 at 12.00 USD/h", "15 min, cost unknown"), f"got {got}"
 
 
 def test_two_joined_pipelines_keep_every_step_and_the_later_state_over_the_earlier():
