@@ -93,8 +93,9 @@ def test_fewer_nodes_than_wanted_is_a_lost_node_and_as_many_is_not():
 
 
 def test_an_evicted_pod_names_its_node_and_the_kubelets_message():
-    got = classify([node("n1"), node("n2")], [pod("n1"), pod("n2", reason="Evicted", message="low on memory")], 2, ())
-    want = Failure(INFRASTRUCTURE, "pod evicted: low on memory", "n2", None)
+    evicted = pod("n2", reason="Evicted", message="low on memory")
+    got = classify([node("n1"), node("n2")], [pod("n1"), evicted], 2, STEP_LOG)
+    want = Failure(INFRASTRUCTURE, "pod evicted: low on memory", "n2", 8)
     assert got == want, f"expected {want}, got {got}"
 
 
@@ -103,9 +104,10 @@ def test_an_evicted_pod_without_message_is_still_infrastructure():
     assert (got.kind, got.cause) == (INFRASTRUCTURE, "pod evicted: "), f"expected an eviction, got {got}"
 
 
-def test_another_pod_reason_is_not_an_eviction():
-    got = classify([node()], [pod(reason="OOMKilled")], 1, ())
-    assert got.kind == APPLICATION, f"expected OOMKilled at the pod's own limit to be application, got {got}"
+def test_another_pod_reason_is_not_an_eviction_and_nothing_explained_keeps_the_step():
+    got = classify([node()], [pod(reason="OOMKilled")], 1, STEP_LOG)
+    want = Failure(APPLICATION, "no fault of the cluster seen", None, 8)
+    assert got == want, f"expected OOMKilled at the pod's own limit to be {want}, got {got}"
 
 
 @pytest.mark.parametrize(
