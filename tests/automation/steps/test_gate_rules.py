@@ -8,6 +8,8 @@ from __future__ import annotations
 from types import SimpleNamespace
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from automation.collectives_pods import WorkerPod
 from automation.errors import DriverError
@@ -292,3 +294,36 @@ def test_the_local_target_has_no_gpu_nodes_to_gate(tmp_path):
     result = gate.run(LocalTarget(tmp_path), RunState())
     want = ("gate", "skip", "the local target has no GPU nodes to gate: nothing checked")
     assert (result.step, result.status, result.summary) == want, f"expected {want}, got {result}"
+
+
+# ---- the property: every node judged, each on its own GPUs (issue 48: "any" where the promise is "every") -----------
+FAULTS = ("healthy", "ecc", "pending", "failed", "short", "condition")
+
+
+def node_smi(fault: str, gpu: int) -> str:
+    """Four GPUs as nvidia-smi prints them, GPU `gpu` showing `fault` (`short`: that GPU missing)."""
+    lines = []
+    for i in range(4):
+        bad = i == gpu
+        if bad and fault == "short":
+            continue
+        ecc = "1" if bad and fault == "ecc" else "0"
+        lines.append(
+            smi(ecc, "Yes" if bad and fault == "pending" else "No", "Yes" if bad and fault == "failed" else "No", i)
+        )
+    return "".join(lines)
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(st.lists(st.tuples(st.sampled_from(FAULTS), st.integers(0, 3)), min_size=2, max_size=5))
+def test_exactly_the_nodes_with_a_fault_are_cordoned_whatever_the_layout(monkeypatch, layout):
+    pods = [WorkerPod(f"w{i}", f"10.0.0.{i}", f"n{i}") for i in range(len(layout))]
+    smi_of = {f"w{i}": node_smi(fault, gpu) for i, (fault, gpu) in enumerate(layout)}
+    kube = Kube(smi_of, [gpu_node(f"n{i}", "False" if f == "condition" else "True") for i, (f, _) in enumerate(layout)])
+    monkeypatch.setattr(gate.collectives_pods, "worker_pods", lambda cluster: pods)
+    monkeypatch.setattr(gate.collectives_pods, "copy_workloads", lambda *a: None)
+    monkeypatch.setattr(gate.collectives_pods, "sweep_on", lambda *a: sweep(5.0))
+    result = gate.run(Target(kube), RunState())
+    want = [f"n{i}" for i, (fault, _) in enumerate(layout) if fault != "healthy"]
+    got = (result.status, kube.cordoned)
+    assert got == ("fail" if want else "pass", want), f"layout {layout}: expected {want} cordoned, got {got}"
