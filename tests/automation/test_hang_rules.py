@@ -80,10 +80,10 @@ def test_the_first_line_alone_leaves_the_stride_at_one_and_a_repeated_step_keeps
     assert (first, watch.stride) == (1, 10), f"expected 1 after the first line and 10 kept, got {first}, {watch.stride}"
 
 
-def test_step_lines_without_step_times_are_held_to_the_floor():
-    watch = HangWatch(HangBound(10, 300))
+def test_step_lines_without_step_times_are_held_to_the_floor_alone():
+    watch = HangWatch(HangBound(10, 1))
     watch.line(step_line(1), 0.0)
-    assert watch.limit_s() == 300, f"expected the 300 s floor, got {watch.limit_s()}"
+    assert watch.limit_s() == 1, f"expected the 1 s floor (no expected step time), got {watch.limit_s()}"
 
 
 def test_the_bound_is_the_median_not_the_mean_step_time():
@@ -166,7 +166,7 @@ class Pod:
 
     def __call__(self, pod, namespace, command, *, timeout_s=600.0, **kw) -> ExecResult:
         self.limits.append(timeout_s)
-        self.asked.append((pod, namespace))
+        self.asked.append((pod, namespace, command[-1]))
         answer = self.answers["ray" if "ray" in command else "sh"]
         if isinstance(answer, Exception):
             raise answer
@@ -186,7 +186,8 @@ def test_each_rank_gets_its_pids_stack_and_its_nccl_lines():
     where = [(r.pod, r.node) for r in (r0, r1)]
     assert where == [("pod-a", "node-a")] * 2, f"expected each rank on pod-a, node-a, got {where}"
     asked = (pod_exec.asked, pod_exec.limits)
-    assert asked == ([("pod-a", "ns")] * 2, [CALL_S] * 2), f"expected 2 calls in pod-a, ns, {CALL_S} s; got {asked}"
+    want_asked = ([("pod-a", "ns", "stack"), ("pod-a", "ns", "/d")], [CALL_S] * 2)
+    assert asked == want_asked, f"expected the stack and /d's tail in pod-a, ns, {CALL_S} s each; got {asked}"
 
 
 def test_a_failed_stack_call_is_recorded_on_every_rank_with_its_exit_and_last_words():

@@ -104,7 +104,7 @@ class Ui:
     """The controller's Output (automation/ui.py): lines kept in order, the JSON document kept."""
 
     def __init__(self, json_mode: bool = False) -> None:
-        self.json_mode, self.lines, self.docs = json_mode, list[str](), list[dict]()
+        self.json_mode, self.lines, self.docs, self.finished = json_mode, list[str](), list[dict](), list[str]()
 
     def note(self, text: str) -> None:
         self.lines.append(f"note: {text}")
@@ -119,7 +119,7 @@ class Ui:
         self.lines.append(f"started: {name}")
 
     def step_finished(self, timed) -> None:
-        pass
+        self.finished.append(timed.result.step)
 
 
 @pytest.fixture
@@ -299,6 +299,47 @@ def test_a_raised_step_goes_through_the_end_then_propagates(scaled):
     assert got == (["note: scaled to 0"], [("close",)], 1), f"expected the scale-down said and close; got {got}"
 
 
+def test_ctrl_c_while_following_keeps_that_jobs_logs_and_its_nodes(scaled):
+    target, ui = Target(), Ui()
+    owner = RunController(target, ui)
+
+    def work(owner: RunController) -> None:
+        owner.begun += ["scale-up", "follow"]
+        raise JobLeftRunning("follow", None, "j7")
+
+    assert owner.run(work, lambda done: 0) == 130, "expected exit 130 after Ctrl-C"
+    got = (target.calls[0], owner.scale_down_line.startswith("GPU nodes kept: job j7 may"), scaled)
+    assert got == (("keep_logs", ("j7",), 1000.0), True, []), f"expected j7's logs kept and its nodes kept, got {got}"
+
+
+def test_steps_run_in_order_on_the_given_target_each_said_and_recorded(monkeypatch):
+    ran: list[tuple[str, object]] = []
+    for name in ("verify", "gate"):
+        monkeypatch.setitem(
+            steps.STEPS, name, lambda t, prior, name=name: ran.append((name, t)) or StepResult(name, "pass", "")
+        )
+    target, other, ui = Target(), Target(), Ui()
+    owner = RunController(target, ui)
+    result = owner.steps(["verify", "gate"], other)
+    got = (ran, owner.begun, ui.lines, ui.finished, owner.results)
+    want = (
+        [("verify", other), ("gate", other)],
+        ["verify", "gate"],
+        ["started: verify", "started: gate"],
+        ["verify", "gate"],
+        [result],
+    )
+    assert got == want, f"expected {want}, got {got}"
+
+
+def test_steps_run_on_the_runs_own_target_by_default(monkeypatch):
+    ran: list[object] = []
+    monkeypatch.setitem(steps.STEPS, "verify", lambda t, prior: ran.append(t) or StepResult("verify", "pass", ""))
+    target = Target()
+    RunController(target, Ui()).steps(["verify"])
+    assert ran == [target], f"expected verify on the run's target, got {ran}"
+
+
 def test_the_target_is_closed_even_when_the_report_raises(scaled):
     target = Target()
 
@@ -372,6 +413,23 @@ def test_the_resumed_attempt_restores_the_line_sink_and_forwards_every_line(monk
     RunController(target, Ui()).recovering(failed_follow())
     lines = [c[1] for c in target.calls if c[0] == "line"]
     assert (target.on_line is sink, lines) == (True, ["a", "[train] step 5/9"]), f"got {lines}"
+
+
+def test_a_failure_on_no_named_node_says_so_and_the_attempt_is_priced_by_the_hour(monkeypatch):
+    target = Target()
+    target.failures, target.waits, target.usd_per_hour = (
+        [Failure(INFRASTRUCTURE, "node lost (1 of 2)")],
+        [3600.0],
+        1000.0,
+    )
+    resumed(monkeypatch, [("j1-r1", "SUCCEEDED", ())])
+    owner = RunController(target, Ui())
+    owner.recovering(failed_follow())
+    said = "job j1 ended FAILED: infrastructure failure, node lost (1 of 2) on node ?: waiting for its replacement"
+    got = (target.notes[0].startswith(said), owner.recoveries[0].cost)
+    assert got == (True, "60 min, $1000.00 at 1000.00 USD/h"), (
+        f"expected {said!r} and an hour's cost, got {target.notes}"
+    )
 
 
 def test_a_resumed_job_that_shows_no_step_leaves_the_steps_lost_unknown(monkeypatch):
