@@ -247,6 +247,12 @@ def test_when_every_read_rank_waits_the_rank_behind_is_not_named_and_each_rank_i
     assert (behind, why) == (None, want), f"expected {want!r}, got {behind}, {why!r}"
 
 
+def test_when_no_read_rank_waits_none_is_named_behind():
+    behind, why = verdict([RankEvidence(0, "p0", "n", WORK), RankEvidence(1, "p1", "n", WORK)])
+    want = "the rank behind cannot be told from the stacks (rank 0 (p0): outside collectives; rank 1 (p1): outside "
+    assert (behind, why) == (None, want + "collectives)"), f"expected none named, got {behind}, {why!r}"
+
+
 def test_a_pod_of_unknown_ranks_is_not_named_behind():
     ranks = [RankEvidence(None, "p0", "n0", WORK), RankEvidence(1, "p1", "n1", WAIT)]
     behind, why = verdict(ranks)

@@ -75,6 +75,11 @@ def test_a_pod_not_yet_placed_is_not_a_lost_node():
     assert got.kind == APPLICATION, f"expected a pod without nodeName to be no fault, got {got}"
 
 
+def test_a_node_without_status_or_conditions_shows_no_fault_of_its_own():
+    got = classify([{"metadata": {"name": "n1"}}, {"metadata": {"name": "n2"}, "status": {}}], [pod("n1")], 2, ())
+    assert got.kind == APPLICATION, f"expected nodes without conditions to show no condition False, got {got}"
+
+
 def test_a_pod_without_spec_or_status_is_no_fault():
     got = classify([node("n1")], [pod("n1"), {"metadata": {"name": "w-new"}}], 1, ())
     assert got.kind == APPLICATION, f"expected a pod not yet filled in to be no fault, got {got}"

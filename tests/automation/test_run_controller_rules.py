@@ -224,10 +224,12 @@ def test_a_job_not_said_ended_keeps_the_nodes_naming_it_and_how_to_follow(status
 
 @pytest.mark.parametrize("status", ["SUCCEEDED", "FAILED", "STOPPED"])
 def test_every_ended_job_lets_the_nodes_scale_down(status, scaled):
-    owner = RunController(Target(), Ui())
+    target = Target()
+    owner = RunController(target, Ui())  # --keep-nodes not given
     owner.begun = ["scale-up", "submit", "follow"]
     owner.results = [result_of(job_state("j1", status)), result_of(RunState())]
-    assert owner.scale_down(None) == "scaled to 0", f"{status}: expected the scale-down, got {scaled}"
+    got = (owner.scale_down(None), scaled)
+    assert got == ("scaled to 0", [(target, False)]), f"{status}: expected the scale-down without keep, got {got}"
 
 
 def test_ctrl_c_while_following_keeps_the_nodes_for_the_job_left_running(scaled):

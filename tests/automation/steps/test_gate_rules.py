@@ -31,6 +31,7 @@ from automation.steps.gate import (
 from automation.targets.aws import AwsTarget
 from automation.targets.local import LocalTarget
 from automation.throughput import load_model
+from infra.names import GPU_NODE_SELECTOR
 
 L4 = "0, NVIDIA L4, GPU-c2f76b33-7953-256e-8f33-1343419b1a1c"
 
@@ -142,12 +143,15 @@ def test_the_link_below_its_share_fails_naming_both_nodes_measured_and_required(
         "(50% of the 40 Gbps the throughput model assumes)"
     )
     fix = "cordoned a, b; `python -m automation bench --collectives --stack S` measures the link"
-    assert (got.status, got.detail, got.fix) == ("fail", detail, fix), f"expected {detail!r}, {fix!r}; got {got}"
+    want = ("EFA between the GPU nodes", "fail", detail, fix)
+    assert (got.check, got.status, got.detail, got.fix) == want, f"expected {want}; got {got}"
 
 
 def test_a_sweep_that_crossed_no_nic_fails_naming_the_nodes_and_cordoning_nothing():
     got = check_link(sweep(5.0, nodes=1), ["a", "b"], 40.0)
-    assert (got.status, got.fix) == ("fail", "") and got.detail.endswith("(between a, b)"), got
+    assert (got.check, got.status, got.fix) == ("EFA between the GPU nodes", "fail", "") and got.detail.endswith(
+        "(between a, b)"
+    ), got
     assert got.detail.startswith("the gate's all-reduce: backend 'nccl' on 1 node(s)"), got
 
 
@@ -165,14 +169,21 @@ def gpu_node(name: str, status: str = "True") -> dict:
     return {"metadata": {"name": name}, "status": {"conditions": [cond]}}
 
 
+def expect(what: str, got: object, want: object) -> None:
+    """A stand-in's check of what the gate passed it."""
+    assert got == want, f"{what}: expected {want!r}, got {got!r}"
+
+
 class Kube:
     def __init__(self, smi_of: dict[str, str], nodes: list[dict]) -> None:
         self.smi_of, self.nodes, self.cordoned, self.limits = smi_of, nodes, list[str](), list[float]()
 
     def list_nodes(self, selector: str) -> list[dict]:
+        expect("the nodes' selector", selector, GPU_NODE_SELECTOR)
         return self.nodes
 
     def exec(self, pod: str, namespace: str, command: list[str], *, timeout_s: float = 600) -> ExecResult:
+        expect("nvidia-smi's namespace and command", (namespace, command), ("ns", nvidia_smi_command()))
         self.limits.append(timeout_s)
         return ExecResult(0, self.smi_of[pod], "")
 
@@ -186,6 +197,7 @@ class Target(AwsTarget):
         self.run = SimpleNamespace(skip_gate=skip_gate, cfg=SimpleNamespace(gpu_nodes=gpu_nodes))  # type: ignore
         self.handles = SimpleNamespace(lease=SimpleNamespace(renew=self.renewed) if lease else None)  # type: ignore
         self._kube, self.said = kube, list[str]()
+        self.cluster = SimpleNamespace(namespace="ns", kube=kube)  # automation/kube.py RayClusterPods' fields read
         self.on_progress = self.said.append  # type: ignore[method-assign]
 
     def renewed(self, why: str) -> None:
@@ -195,20 +207,33 @@ class Target(AwsTarget):
         return self._kube
 
     def ray_pods(self):  # type: ignore[override]
-        return SimpleNamespace(namespace="ns", kube=self._kube)
+        return self.cluster
 
 
 def gate_on(monkeypatch, smi_of=None, nodes=None, link: float | Exception = 5.0, **flags) -> tuple[Target, object]:
     kube = Kube(smi_of or {"w0": GOOD, "w1": GOOD}, [gpu_node("n0"), gpu_node("n1")] if nodes is None else nodes)
     target = Target(kube, **flags)
-    monkeypatch.setattr(gate.collectives_pods, "worker_pods", lambda cluster: PODS)
-    monkeypatch.setattr(gate.collectives_pods, "copy_workloads", lambda *a: target.said.append("copied"))
+
+    def worker_pods(cluster):
+        expect("the cluster", cluster, target.cluster)
+        return PODS
+
+    def copy_workloads(*a):
+        expect("the copy's exec, pods and namespace", a, (kube.exec, PODS, "ns"))
+        target.said.append("copied")
 
     def sweep_on(*a):
+        expect(
+            "the sweep's exec, pods, namespace, GPUs, environment and sweep",
+            a,
+            (kube.exec, PODS, "ns", 4, {}, GATE_SWEEP),
+        )
         if isinstance(link, Exception):
             raise link
         return sweep(link)
 
+    monkeypatch.setattr(gate.collectives_pods, "worker_pods", worker_pods)
+    monkeypatch.setattr(gate.collectives_pods, "copy_workloads", copy_workloads)
     monkeypatch.setattr(gate.collectives_pods, "sweep_on", sweep_on)
     return target, gate.run(target, RunState())
 
@@ -221,8 +246,8 @@ def test_healthy_nodes_and_link_pass_cordoning_nothing(monkeypatch):
         "lease renewed: gate",
         "copied",
     ]
-    got = (result.status, result.summary, result.data, target.kube().cordoned, target.said, target.kube().limits)
-    want = ("pass", "2 GPU nodes fit to train", GateOutcome(()), [], said, [60, 60])
+    got = (result.step, result.status, result.summary, result.data, target.kube().cordoned, target.said)
+    want = ("gate", "pass", "2 GPU nodes fit to train", GateOutcome(()), [], said)
     assert got == want, f"expected {want}, got {got}"
 
 
@@ -236,6 +261,11 @@ def test_a_bad_node_is_cordoned_alone_and_the_link_is_not_swept(monkeypatch):
     got = (result.status, result.data, target.kube().cordoned, "copied" in target.said, result.summary)
     assert got[:4] == ("fail", GateOutcome(("n1",)), ["n1"], False), f"expected only n1 cordoned, got {got}"
     assert result.summary.endswith("; cordoned n1"), f"expected the summary to name the cordon: {result.summary!r}"
+    fix = next(f.fix for f in result.findings if f.check == "GPUs of n1")
+    assert "nvidia-smi -q in w1;" in fix, f"expected the fix to name n1's pod w1, got {fix!r}"
+    assert target.kube().limits == [60, 60], (
+        f"expected nvidia-smi bounded by 60 s in each pod, got {target.kube().limits}"
+    )
 
 
 def test_every_bad_node_is_cordoned(monkeypatch):
@@ -286,8 +316,8 @@ def test_the_link_is_held_to_the_throughput_models_efa_rate(monkeypatch):
 def test_skip_gate_runs_and_cordons_nothing(monkeypatch):
     target, result = gate_on(monkeypatch, smi_of={"w0": "", "w1": ""}, skip_gate=True)
     want = f"--skip-gate: {SKIP_GATE_HELP.removeprefix('skip ')}"
-    got = (result.status, result.summary, target.said, target.kube().cordoned)
-    assert got == ("skip", want, [], []), f"expected {want!r}, got {got}"
+    got = (result.step, result.status, result.summary, target.said, target.kube().cordoned)
+    assert got == ("gate", "skip", want, [], []), f"expected {want!r}, got {got}"
 
 
 def test_the_local_target_has_no_gpu_nodes_to_gate(tmp_path):
