@@ -295,8 +295,9 @@ def test_a_slow_link_cordons_every_node(monkeypatch):
 def test_a_sweep_that_cannot_run_fails_the_gate_and_cordons_nothing(monkeypatch):
     target, result = gate_on(monkeypatch, link=DriverError("pod w1: torchrun exited 1"))
     row = result.findings[-1]
-    got = (result.status, target.kube().cordoned, row.detail, row.fix, result.data)
-    want = ("fail", [], "pod w1: torchrun exited 1", "kubectl logs and describe the pod named", GateOutcome(()))
+    got = (result.status, target.kube().cordoned, row.check, row.detail, row.fix, result.data)
+    fix = "kubectl logs and describe the pod named"
+    want = ("fail", [], "EFA between the GPU nodes", "pod w1: torchrun exited 1", fix, GateOutcome(()))
     assert got == want, f"expected {want}, got {got}"
 
 
