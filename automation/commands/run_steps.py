@@ -78,14 +78,8 @@ def add_parser(sub: Any, parents: list[argparse.ArgumentParser]) -> None:
     add_auto_az(p)
     add_kubeconfig(command("verify"))
     p = command("train")
-    add_yes(p)
-    add_kubeconfig(p)
-    add_keep_nodes(p)
-    add_job(p)
-    add_timeout(p)
-    add_hang(p)
-    add_skip_gate(p)
-    add_recovery(p)
+    for add in (add_yes, add_kubeconfig, add_keep_nodes, add_job, add_timeout, add_hang, add_skip_gate, add_recovery):
+        add(p)
     p = command("check")
     add_kubeconfig(p)
     add_run_id(p)
@@ -125,11 +119,8 @@ def add_parser(sub: Any, parents: list[argparse.ArgumentParser]) -> None:
         not_in(flag, DETACHED, "nothing follows the job; `attach` watches it for hangs")
     not_in(add_skip_gate(p), PLAN, "it stops before the GPU nodes scale up")
     p = command("attach")
-    add_kubeconfig(p)
-    add_keep_nodes(p)
-    add_timeout(p)
-    add_hang(p)
-    add_recovery(p)
+    for add in (add_kubeconfig, add_keep_nodes, add_timeout, add_hang, add_recovery):
+        add(p)
     what = "the run (its Ray job id) to follow (default: the newest job submitted)"
     p.add_argument("job", nargs="?", type=run_id, metavar="RUN", help=what)
 
