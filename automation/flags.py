@@ -22,7 +22,7 @@ from workloads.config import _RUN_ID, TrainConfigError
 from workloads.uri import parse_location
 
 PROJECT_DIR = Path(__file__).resolve().parent.parent
-LOCAL_COMMANDS = ("preflight", "run", "status", "clean")
+LOCAL_COMMANDS = ("preflight", "run", "status", "clean", "drill", "dashboard")
 
 
 def common_parent() -> argparse.ArgumentParser:
@@ -177,13 +177,20 @@ TARGET_PARENT.add_argument(
 )
 
 
+def need_stack(args: argparse.Namespace, what: str) -> str:
+    """--stack, or bad input naming the known stacks when ``what`` (a command or mode that needs one) has none."""
+    if not args.stack:
+        known = ", ".join(known_stacks(args.project_dir)) or "(none)"
+        raise DriverError(f"{what} needs --stack NAME: known stacks are {known}", exit_code=2)
+    return args.stack
+
+
 def resolve_target(args: argparse.Namespace) -> str:
     """`--target` if given, else aws with a stack and local without; aws without a stack is an error."""
     # A command without --target or --stack (clean) reads as not given, so it runs locally.
     stack, target = getattr(args, "stack", None), target_of(args)
-    if target == "aws" and not stack:
-        known = ", ".join(known_stacks(args.project_dir)) or "(none)"
-        raise DriverError(f"--target aws needs --stack NAME: known stacks are {known}", exit_code=2)
+    if target == "aws":
+        need_stack(args, "--target aws")
     if target == "local" and stack:
         raise DriverError(f"--stack {stack} is an AWS stack: leave out --target local, or drop --stack", exit_code=2)
     if target == "local" and args.command not in LOCAL_COMMANDS:

@@ -42,8 +42,9 @@ from pathlib import Path
 from typing import Any
 
 from automation import collectives_pods as cluster_bench
+from automation import flags
 from automation.commands import report
-from automation.commands.run_steps import add_hang, add_keep_nodes, add_skip_gate, add_yes, aws_target
+from automation.commands.run_steps import add_hang, add_keep_nodes, add_skip_gate, add_yes, aws_target, prepare
 from automation.errors import DriverError
 from automation.flags import CLUSTER_PARENT, Mode, command_parser, not_in, output_folder, run_id, whole_number
 from automation.job import cluster_job, stack_label
@@ -51,7 +52,7 @@ from automation.pipeline import PipelineResult, TrainOutcome, TransportVerdict
 from automation.run_controller import RunController
 from automation.targets import aws
 from automation.ui import Output, Ui
-from infra.config import GpuNodesConfig, StackConfig, known_stacks
+from infra.config import GpuNodesConfig, StackConfig
 from workloads import collectives_bench
 from workloads import throughput_model as model
 from workloads.config import TrainConfig, TrainConfigError, new_run_id
@@ -464,9 +465,7 @@ def local_collectives(max_mib: int, iters: int) -> tuple[dict, list[str]]:
 def cluster_collectives(args: argparse.Namespace, target: aws.AwsTarget, owner: RunController) -> Sweeps:
     """The GPU nodes scaled up and verified, then the sweep in the stack's worker pods, over EFA and then with
     TCP_ENV: each leg's document and the command node 0 ran (automation/collectives_pods.py)."""
-    ready = owner.steps(("scale-up", "verify"))
-    if not ready.ok:
-        raise DriverError(f"{ready.failed_step} failed: {ready.reason}")
+    prepare(owner, ("scale-up", "verify"))
     cluster = target.ray_pods()
     pods = cluster_bench.worker_pods(cluster)
     gpus = target.cfg.gpu_nodes.gpus_per_node
@@ -524,15 +523,9 @@ def run(args: argparse.Namespace, ui: Ui, deps: aws.AwsDeps | None = None, **tar
     With --collectives: the collective bandwidth sweep instead (`collectives`)."""
     if args.collectives:
         return collectives(args, ui, deps, **target_opts)
-    if not args.stack:
-        known = ", ".join(known_stacks(args.project_dir)) or "(none)"
-        raise DriverError(
-            f"bench needs --stack NAME: EFA against TCP runs only on a stack's cluster (known stacks: {known})",
-            exit_code=2,
-        )
     # The job is judged from the stack file alone, before any client exists: a job the stack cannot run, or one
     # that fits on one node, is bad input whatever the cloud says.
-    cfg = aws.load_config(args.stack, args.project_dir)
+    cfg = aws.load_config(flags.need_stack(args, "bench (EFA against TCP runs on a stack's cluster)"), args.project_dir)
     try:
         job = cluster_job(cfg, args.run_id or "bench", args.steps, args.num_workers)
     except TrainConfigError as e:

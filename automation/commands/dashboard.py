@@ -23,7 +23,7 @@ from typing import Any, Protocol
 
 from automation.commands import Subparsers
 from automation.errors import DriverError
-from automation.flags import CLUSTER_PARENT, LOCAL, command_parser, not_in, port
+from automation.flags import CLUSTER_PARENT, LOCAL, command_parser, not_in, port, resolve_target
 from automation.kube import KubeApi
 from automation.targets import aws
 from automation.ui import Output
@@ -232,10 +232,8 @@ def run(
     args: argparse.Namespace, ui: Output, connect_factory: Callable[[KubeApi, str, str, int], Connect] = kube_connector
 ) -> int:
     """Forward until Ctrl-C (or SIGTERM); everything opened is closed before returning."""
-    if (args.target or ("aws" if args.stack else "local")) == "local":
+    if resolve_target(args) == "local":
         return run_local(args, ui)
-    if not args.stack:
-        raise DriverError("dashboard --target aws needs --stack NAME (e.g. --stack us-west-2)", exit_code=2)
     check_port_free(args.port)
     cluster = aws.open_stack(args.stack, project_dir=args.project_dir, kubeconfig=args.kubeconfig).ray_pods()
     head = cluster.head_pod()

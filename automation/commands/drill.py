@@ -41,9 +41,9 @@ from typing import Protocol
 import psutil
 
 from automation.commands import Subparsers
-from automation.commands.run_steps import add_hang, add_keep_nodes, add_skip_gate, add_yes, aws_target
+from automation.commands.run_steps import add_hang, add_keep_nodes, add_skip_gate, add_yes, aws_target, prepare
 from automation.errors import DriverError
-from automation.flags import AWS, CLUSTER_PARENT, command_parser, location, not_in, whole_number
+from automation.flags import AWS, CLUSTER_PARENT, command_parser, location, not_in, resolve_target, whole_number
 from automation.hang import bound_of
 from automation.job import CLUSTER_ROOT, local_job, stack_label, with_run_paths
 from automation.pipeline import TrainOutcome
@@ -394,9 +394,7 @@ def with_drill_interval(job: TrainConfig) -> TrainConfig:
 def drill_aws(args: argparse.Namespace, target: aws.AwsTarget, owner: RunController) -> dict:
     """The drill on the stack's cluster, the GPU nodes scaled up and verified first: the stack's durable job, a
     worker pod deleted through the Kubernetes API."""
-    ready = owner.steps(("scale-up", "verify", "gate"))
-    if not ready.ok:
-        raise DriverError(f"{ready.failed_step} failed: {ready.reason}")
+    prepare(owner, ("scale-up", "verify", "gate"))
     job = with_drill_interval(target.train_job())
     ref_id = f"{job.run_id}-reference"
     reference = with_run_paths(job, ref_id, f"{CLUSTER_ROOT}/runs/{ref_id}")
@@ -437,11 +435,7 @@ def document(
 
 
 def run(args: argparse.Namespace, ui: Ui) -> int:
-    if args.stack is not None and args.target == "local":
-        raise DriverError(
-            f"--stack {args.stack} is an AWS stack: leave out --target local, or drop --stack", exit_code=2
-        )
-    if not args.stack:
+    if resolve_target(args) == "local":
         return show(drill_local(args, ui), ui, None)
     target = aws_target(args, ui, on_progress=ui.milestone)
     owner = RunController(target, ui, keep_nodes=args.keep_nodes)

@@ -16,6 +16,7 @@ import argparse
 from typing import Any
 
 from automation.commands.report import run_files
+from automation.errors import DriverError
 from automation.flags import (
     AWS,
     LOCAL,
@@ -280,6 +281,13 @@ def aws_target(args: argparse.Namespace, ui: Ui, deps: aws.AwsDeps | None = None
         pulumi=PULUMI_USE.get(args.command, "without-kubeconfig"),
         **{**flags, **options},
     )
+
+
+def prepare(owner: RunController, names: tuple[str, ...]) -> None:
+    """The steps before a command's own work (bench's sweep, the drill), a failure raised naming its step."""
+    ready = owner.steps(names)
+    if not ready.ok:
+        raise DriverError(f"{ready.failed_step} failed: {ready.reason}")
 
 
 def run(args: argparse.Namespace, ui: Ui) -> int:
