@@ -32,7 +32,6 @@ import argparse
 import dataclasses
 import json
 import platform
-import socket
 import subprocess
 import sys
 import tempfile
@@ -48,6 +47,7 @@ from automation.commands.run_steps import add_hang, add_keep_nodes, add_skip_gat
 from automation.errors import DriverError
 from automation.flags import CLUSTER_PARENT, Mode, command_parser, not_in, output_folder, run_id, whole_number
 from automation.job import cluster_job, stack_label
+from automation.local_ray import free_port
 from automation.pipeline import PipelineResult, TrainOutcome, TransportVerdict
 from automation.run_controller import RunController
 from automation.targets import aws
@@ -70,7 +70,6 @@ BF16, FLOAT8 = "bf16", "float8"
 # (https://docs.ray.io/en/latest/ray-core/handling-dependencies.html, "Inheritance"; ray-project/ray#16378).
 # If an image defeats this, the TCP run's check says so.
 TCP_ENV = {"NCCL_NET": "Socket", "NCCL_NET_PLUGIN": "none"}
-REQUIRE = {EFA: "efa", TCP: "socket", BF16: "efa", FLOAT8: "efa"}
 
 
 def precision_leg(job: TrainConfig) -> tuple[str, str]:
@@ -99,10 +98,6 @@ class Leg:
         checked = self.result.state.check
         return checked.data if checked is not None else None
 
-    @property
-    def ok(self) -> bool:
-        return self.result.ok
-
     def summary(self) -> RunSummary:
         """The training summary the job wrote (all fields None when none)."""
         return (self.outcome.summary if self.outcome is not None else None) or RunSummary()
@@ -115,7 +110,7 @@ class Leg:
             "job_env": dict(self.target.run.job_env),
             "require": self.target.run.require,
             "ran": True,  # a leg that did not run has no entry; `table` shows it as not run
-            "ok": self.ok,
+            "ok": self.result.ok,
             "failed_step": self.result.failed_step,
             "reason": self.result.reason,
             "status": self.outcome.status if self.outcome is not None else None,
@@ -171,15 +166,15 @@ def make_targets(
     """The EFA, TCP and precision targets over one stack: the same job, three run ids, the TCP one forced onto
     sockets, the precision one (``precision``: its leg name and float8 value) in the other precision."""
     ids, (leg, float8) = run_ids(args.run_id or new_run_id()), precision
-    efa = aws_target(args, ui, deps, run_id=ids[EFA], run_id_given=True, require=REQUIRE[EFA], **opts)
-    # One outside world for all runs: the clients are made once.
-    tcp = aws_target(
-        args, ui, efa.deps, run_id=ids[TCP], run_id_given=True, require=REQUIRE[TCP], job_env=dict(TCP_ENV), **opts
-    )
-    other = aws_target(
-        args, ui, efa.deps, run_id=ids[leg], run_id_given=True, require=REQUIRE[leg], float8_override=float8, **opts
-    )
-    return {EFA: efa, TCP: tcp, leg: other}
+    own: dict[str, dict[str, Any]] = {EFA: {}, TCP: {"job_env": dict(TCP_ENV)}, leg: {"float8_override": float8}}
+    targets: dict[str, aws.AwsTarget] = {}
+    for name, options in own.items():
+        require = "socket" if name == TCP else "efa"
+        targets[name] = aws_target(
+            args, ui, deps, run_id=ids[name], run_id_given=True, require=require, **options, **opts
+        )
+        deps = targets[name].deps  # one outside world for all runs: the clients are made once
+    return targets
 
 
 # ---- the two runs --------------------------------------------------------------------------------------
@@ -205,7 +200,7 @@ def run_legs(targets: dict[str, aws.AwsTarget], owner: RunController) -> list[Le
 def failure(legs: list[Leg]) -> str | None:
     """Why the comparison does not stand (one line), or None when all three runs passed their checks."""
     for leg in legs:
-        if leg.ok:
+        if leg.result.ok:
             continue
         run_id = leg.target.run_id
         if leg.name == TCP and leg.result.failed_step == "check" and leg.verdict is not None:
@@ -224,7 +219,7 @@ def failure(legs: list[Leg]) -> str | None:
 
 def ratio(legs: list[Leg], over: str = TCP) -> float | None:
     """EFA tokens/s over the ``over`` leg's, only when both runs passed their NCCL checks."""
-    passed = {leg.name: leg.summary().tokens_per_s for leg in legs if leg.ok}
+    passed = {leg.name: leg.summary().tokens_per_s for leg in legs if leg.result.ok}
     a, b = passed.get(EFA), passed.get(over)
     return a / b if a and b else None
 
@@ -303,7 +298,7 @@ def write_reports(legs: list[Leg], runs_root: Path) -> dict[str, object]:
     """Copy both runs from the cluster, each with its own verdict, and write their report side by side."""
     files = {}
     for leg in legs:
-        doc = {"target": "aws", "stack": leg.target.cfg.stack, "job_id": leg.target.run_id, "ok": leg.ok}
+        doc = {"target": "aws", "stack": leg.target.cfg.stack, "job_id": leg.target.run_id, "ok": leg.result.ok}
         doc["transport"] = leg.verdict.to_dict() if leg.verdict is not None else None
         files[leg.name] = report.run_files(leg.target, runs_root, doc)
     missing = [f"{n}: {f.get('report_error')}" for n, f in files.items() if not f.get("metrics_file")]
@@ -436,12 +431,6 @@ ITERS = 5
 LOCAL_RANKS = 2
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 Sweeps = dict[str, tuple[dict, list[str]]]  # each leg's document and the command node 0 ran, by leg name
 
 
@@ -452,7 +441,7 @@ def local_collectives(max_mib: int, iters: int) -> tuple[dict, list[str]]:
     with tempfile.TemporaryDirectory(prefix="collectives-") as tmp:
         out = Path(tmp) / "c.json"
         cmd = [sys.executable, "-m", "torch.distributed.run", f"--nproc-per-node={LOCAL_RANKS}"]
-        cmd += ["--master-addr=127.0.0.1", f"--master-port={_free_port()}", "-m", collectives_bench.__name__]
+        cmd += ["--master-addr=127.0.0.1", f"--master-port={free_port()}", "-m", collectives_bench.__name__]
         cmd += [f"--max-mib={max_mib}", f"--iters={iters}", f"--out={out}"]
         proc = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
         if proc.returncode != 0 or not out.is_file():
