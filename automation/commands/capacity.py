@@ -163,10 +163,7 @@ def aws_session() -> Session:
 
 
 def run(
-    args: argparse.Namespace,
-    ui: Output,
-    session: Session | None = None,
-    confirm: Callable[[str], bool] = tty_confirm,
+    args: argparse.Namespace, ui: Output, session: Session | None = None, confirm: Callable[[str], bool] = tty_confirm
 ) -> int:
     regions = check_args(args)
     session = session or aws_session()

@@ -44,13 +44,6 @@ class Conn(Protocol):
     def close(self) -> None: ...
 
 
-class _PortForwardLike(Protocol):
-    """kubernetes.stream.ws_client.PortForward as used here (the library ships no types)."""
-
-    def socket(self, port: int) -> Conn: ...
-    def close(self) -> None: ...
-
-
 Connect = Callable[[], Conn]  # a new tunnel per call
 
 
@@ -68,9 +61,9 @@ def kube_connector(kube: KubeApi, pod: str, namespace: str, port: int) -> Connec
 
 
 class _ForwardedSocket:
-    """One port of a kubernetes PortForward; closing it closes the websocket too."""
+    """One port of a kubernetes.stream.ws_client.PortForward (untyped); closing it closes the websocket too."""
 
-    def __init__(self, pf: _PortForwardLike, port: int):
+    def __init__(self, pf: Any, port: int):
         self.pf, self.sock = pf, pf.socket(port)
 
     def __getattr__(self, name: str) -> Any:  # recv, sendall, shutdown: the port's own
