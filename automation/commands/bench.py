@@ -306,9 +306,7 @@ def write_reports(legs: list[Leg], runs_root: Path) -> dict[str, object]:
         return {"report": None, "report_error": "; ".join(missing) or "the TCP run did not run", "runs": files}
     try:
         runs = [report.load_run(runs_root / leg.target.run_id) for leg in legs]
-        page, _ = report.write_report(
-            runs, runs[0].dir / f"{report.REPORT_DIR}-vs-{'-'.join(r.run_id for r in runs[1:])}"
-        )
+        page, _ = report.write_report(runs)
     except DriverError as e:
         return {"report": None, "report_error": str(e), "runs": files}
     return {"report": str(page), "runs": files}

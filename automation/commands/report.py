@@ -433,8 +433,10 @@ def render_html(runs: list[RunData], plots: dict[str, Path]) -> str:
     return "\n".join(parts)
 
 
-def write_report(runs: list[RunData], out_dir: Path) -> tuple[Path, dict[str, Path]]:
-    """Write the PNGs and the page that embeds them into `out_dir`: (the page, the PNGs by plot name)."""
+def write_report(runs: list[RunData], out_dir: Path | None = None) -> tuple[Path, dict[str, Path]]:
+    """The PNGs and the page embedding them, written into `out_dir` (default: report[-vs-<others>] of the first run)."""
+    others = "-".join(r.run_id for r in runs[1:])
+    out_dir = out_dir or runs[0].dir / (f"{REPORT_DIR}-vs-{others}" if others else REPORT_DIR)
     out_dir.mkdir(parents=True, exist_ok=True)
     plots = write_plots(runs, out_dir)
     page = out_dir / "report.html"
@@ -467,7 +469,7 @@ def keep_and_report(run_dir: Path, doc: dict) -> dict[str, str | None]:
     if counters and counters.get("after"):  # both readings and their differences, beside the run
         efa_witness.write(run_dir, counters)
     try:
-        page, _ = write_report([load_run(run_dir)], run_dir / REPORT_DIR)
+        page, _ = write_report([load_run(run_dir)])
     except DriverError as e:
         return {"report": None, "metrics_file": str(metrics), "report_error": str(e)}
     return {"report": str(page), "metrics_file": str(metrics)}
@@ -525,8 +527,7 @@ def run(args: argparse.Namespace, ui: Output, deps: aws.AwsDeps | None = None) -
             ui.note(f"copying run {ref} from stack {args.stack} into {args.runs_root / ref}")
             target.copy_run(ref, args.runs_root)
     runs = [load_run(find_run_dir(ref, args.runs_root), not args.no_verdict) for ref in refs]
-    out = args.out or runs[0].dir / (REPORT_DIR if not args.compare else f"{REPORT_DIR}-vs-{runs[1].run_id}")
-    page, plots = write_report(runs, out)
+    page, plots = write_report(runs, args.out)
     if args.json:
         metrics = [str(r.dir / METRICS_FILE) for r in runs]
         ui.emit_json(
