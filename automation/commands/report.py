@@ -131,18 +131,13 @@ def load_run(run_dir: Path, require_verdict: bool = True) -> RunData:
     return dataclasses.replace(run, verdict=nccl_verdict(run, require_verdict))
 
 
-def _uses_nccl(run: RunData) -> bool:
-    if run.summary and run.summary.backend:
-        return run.summary.backend == "nccl"
-    return bool(((run.info or {}).get("config") or {}).get("use_gpu"))
-
-
 def nccl_verdict(run: RunData, required: bool = True) -> dict:
     """The driver's verdict if `automation run` saved one; else the NCCL check over `<run>/nccl`."""
     saved = (run.driver or {}).get("transport")
     if saved:
         return saved
-    if not _uses_nccl(run):
+    backend = run.summary.backend if run.summary else None  # else a run before the summary named it
+    if not (backend == "nccl" if backend else ((run.info or {}).get("config") or {}).get("use_gpu")):
         return {"verdict": "not-applicable", "cause": "the run used gloo on CPU: no NCCL, no EFA", "evidence": []}
     nccl_dir = run.dir / "nccl"
     files = sorted(nccl_dir.rglob("*.log")) if nccl_dir.is_dir() else []
