@@ -300,6 +300,7 @@ def _row(i: int, z: Zone) -> tuple[str, ...]:
     free = "?" if z.vcpus_free is None else f"{z.vcpus_free:g}/{z.vcpus_needed}"
     blocks = ", ".join(f"{b['start']} {b['hours']}h {b['upfront_fee']} {b['currency']}" for b in z.blocks)
     price = "?" if z.usd_per_hour is None else f"{z.usd_per_hour:.4f}"
+    cap = {True: " capped", False: "", None: " quota?"}[z.spot_capped]  # None: the Spot quota was not read
     return (
         str(i),
         z.region,
@@ -307,17 +308,9 @@ def _row(i: int, z: Zone) -> tuple[str, ...]:
         "yes" if z.offered else "no",
         {True: "yes", False: "no", None: "?"}[z.efa],
         free,
-        _spot_cell(z),
+        "-" if z.spot_score is None else f"{z.spot_score}{cap}",
         ", ".join(z.reservations) or "-",
         blocks or "-",
         price,
         z.probe or "-",
     )
-
-
-def _spot_cell(z: Zone) -> str:
-    if z.spot_score is None:
-        return "-"
-    if z.spot_capped:
-        return f"{z.spot_score} capped"
-    return str(z.spot_score) if z.spot_capped is False else f"{z.spot_score} quota?"
