@@ -261,21 +261,18 @@ def kill_between_checkpoints(
     )
 
 
-def _submit(target: DrillTarget, job: TrainConfig, what: str) -> TrainOutcome:
-    outcome = target.run_job_to_end(job)
-    if outcome.status != "SUCCEEDED":
-        tail = "\n".join(outcome.log_tail[-20:])
-        raise DriverError(f"the {what} run {job.run_id} ended {outcome.status}; last log lines:\n{tail}", exit_code=1)
-    return outcome
-
-
 def run_and_kill(
     target: DrillTarget, job: TrainConfig, reference: TrainConfig, timeout_s: float, how: tuple[LastStep, KillOnce]
 ) -> tuple[Kill, list[str]]:
     """The reference run to its end, then the drill run with one kill (``how``: `kill_between_checkpoints`'s);
     (the kill, the drill run's log lines)."""
     target.on_progress(f"reference run {reference.run_id}: {reference.steps} steps, uninterrupted")
-    _submit(target, reference, "reference")
+    done = target.run_job_to_end(reference)
+    if done.status != "SUCCEEDED":
+        tail = "\n".join(done.log_tail[-20:])
+        raise DriverError(
+            f"the reference run {reference.run_id} ended {done.status}; last log lines:\n{tail}", exit_code=1
+        )
     lines: list[str] = []
     target.on_line = lines.append
     outcome: list[TrainOutcome] = []
