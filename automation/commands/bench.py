@@ -337,7 +337,11 @@ def table(doc: dict[str, Any]) -> list[str]:
         ("", "EFA", f"TCP ({forced})", f"EFA, {other}", "model: EFA / TCP"),
         ("run id", *(c.get("run_id", "n/a") for c in cols), pred.get("config") or pred.get("note")),
         ("precision", *(c.get("precision") or "n/a" for c in cols), ""),
-        ("NCCL verdict", *map(_verdict, cols), ""),
+        (
+            "NCCL verdict",
+            *(f"{c.get('verdict') or 'n/a'} (require {c['require']})" if c else "not run" for c in cols),
+            "",
+        ),
         ("tokens/s", *(_fmt(c.get("tokens_per_s"), ",.0f") for c in cols), model("tokens_per_s", ",.0f")),
         ("MFU", *(_fmt(c.get("mfu"), ".1%") for c in cols), model("mfu", ".1f", "%", 100)),
         (
@@ -354,12 +358,6 @@ def table(doc: dict[str, Any]) -> list[str]:
     if doc.get("precision_verdict"):
         lines.append(f"float8/bf16 measured: {doc['precision_verdict']}")
     return lines
-
-
-def _verdict(leg: dict) -> str:
-    if not leg or not leg.get("ran"):
-        return "not run"
-    return f"{leg.get('verdict') or 'n/a'} (require {leg['require']})"
 
 
 def document(
