@@ -381,10 +381,8 @@ def document(
 # ---- the command -----------------------------------------------------------------------------------------
 def add_parser(sub: Any, parents: list[argparse.ArgumentParser]) -> None:
     p = command_parser(sub, "bench", HELP, __doc__, [*parents, CLUSTER_PARENT])
-    sweep, training = (
-        Mode("--collectives", lambda a: a.collectives),
-        Mode("without --collectives", lambda a: not a.collectives),
-    )
+    sweep = Mode("--collectives", lambda a: a.collectives)
+    training = Mode("without --collectives", lambda a: not a.collectives)
     trains_nothing = "the sweep trains no job: 2 processes here, one worker pod per GPU node on a stack"
     job_flags = (
         p.add_argument(

@@ -101,10 +101,8 @@ def add_parser(sub: Subparsers, parents: list[argparse.ArgumentParser]) -> None:
         help="local: Ray Train storage of both runs, a directory or s3://bucket/prefix (default: run dir)",
     )
     not_in(storage, AWS, "the stack's run bucket holds the drill's runs")
-    add_hang(p)
-    add_yes(p)
-    add_keep_nodes(p)
-    add_skip_gate(p)
+    for add in (add_hang, add_yes, add_keep_nodes, add_skip_gate):
+        add(p)
 
 
 # ---- the worker to kill ----------------------------------------------------------------------------
