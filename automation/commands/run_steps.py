@@ -260,17 +260,13 @@ def aws_target(args: argparse.Namespace, ui: Ui, deps: aws.AwsDeps | None = None
     flags = dict(
         run_id=given("resume") or given("run_id"),
         run_id_given=bool(given("resume") or given("run_id")),
-        resume=bool(given("resume")),
-        yes=bool(given("yes")),
         steps_override=given("steps"),
         workers_override=given("num_workers"),
-        detach=bool(given("detach")),
         job_timeout_s=given("timeout"),
         hang_bound=bound_of(given("hang_factor"), given("hang_floor")),
         attach_job=given("job"),
-        auto_az=bool(given("auto_az")),
         **{k: given(k) for k in ("max_recoveries", "recovery_minutes") if given(k) is not None},
-        skip_gate=bool(given("skip_gate")),
+        **{switch: bool(given(switch)) for switch in ("resume", "yes", "detach", "auto_az", "skip_gate")},
     )
     return aws.open_stack(
         args.stack,
