@@ -120,8 +120,7 @@ def location(remote: bool = True):
 
 @dataclass(frozen=True)
 class Mode:
-    """A mode of a command that its flags choose: `name` as a refusal names it after the command, and whether
-    `chosen` by the parsed flags."""
+    """A mode of a command its flags choose: `name` as a refusal names it, `chosen` by the parsed flags or not."""
 
     name: str
     chosen: Callable[[argparse.Namespace], bool]

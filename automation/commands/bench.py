@@ -429,9 +429,8 @@ Sweeps = dict[str, tuple[dict, list[str]]]  # each leg's document and the comman
 
 
 def local_collectives(max_mib: int, iters: int) -> tuple[dict, list[str]]:
-    """workloads/collectives_bench.py under torchrun with LOCAL_RANKS processes on 127.0.0.1; its document
-    and the command line that ran it (the interpreter as `python`). DriverError with the output's tail when it
-    fails."""
+    """workloads/collectives_bench.py under torchrun with LOCAL_RANKS processes on 127.0.0.1: its document and
+    command line (the interpreter as `python`), else DriverError with the output's tail."""
     with tempfile.TemporaryDirectory(prefix="collectives-") as tmp:
         out = Path(tmp) / "c.json"
         cmd = [sys.executable, "-m", "torch.distributed.run", f"--nproc-per-node={LOCAL_RANKS}"]
@@ -501,9 +500,8 @@ def write_sweeps(args: argparse.Namespace, ui: Output, legs: Sweeps, nodes: str 
 
 
 def run(args: argparse.Namespace, ui: Ui, deps: aws.AwsDeps | None = None, **target_opts: Any) -> int:
-    """Both runs, the comparison and the report; exit 0 only when the EFA run passed its NCCL check
-    and the TCP run was found on sockets. `deps` (an AwsDeps) and `target_opts` are for tests.
-    With --collectives: the collective bandwidth sweep instead (`collectives`)."""
+    """The runs, their comparison and report (exit 0 only when every run passed its NCCL check), or with
+    --collectives the bandwidth sweep; `deps` (an AwsDeps) and `target_opts` are for tests."""
     if args.collectives:
         return collectives(args, ui, deps, **target_opts)
     # The job is judged from the stack file alone, before any client exists: a job the stack cannot run, or one

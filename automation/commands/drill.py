@@ -165,9 +165,8 @@ class Recovery:
 
 
 def recovery(records: list[dict], kill_time: float) -> Recovery:
-    """The recovery of a run killed at Unix time `kill_time`, from its metrics records in file order.
-
-    ValueError when no step was recorded before the kill or none after it (the run did not resume)."""
+    """The recovery of a run killed at Unix time `kill_time`, from its metrics records in file order; ValueError when
+    no step was recorded before the kill or none after it (the run did not resume)."""
     before = [r for r in records if r["time"] <= kill_time]
     after = [r for r in records if r["time"] > kill_time]
     if not before:

@@ -451,10 +451,8 @@ def run_files(target: Target, runs_root: Path, doc: dict) -> dict[str, str | Non
 
 # ---- entry points --------------------------------------------------------------------------------------
 def keep_and_report(run_dir: Path, doc: dict) -> dict[str, str | None]:
-    """What a run's controller calls at its end: keep the driver's view of the run (target, stack, NCCL
-    verdict, cost) in the run directory and write the report. Returns the report's and the metrics
-    file's paths for the JSON document; a report that cannot be made is named, never raised, since
-    the run's own outcome is what the user asked for."""
+    """The driver's view of the run (target, stack, NCCL verdict, cost) kept in its directory, and its report: their
+    paths, or why no report (never raised: the run's own outcome is what the user asked for)."""
     metrics = run_dir / METRICS_FILE
     if not metrics.is_file():
         return {"report": None, "metrics_file": None, "report_error": f"no {METRICS_FILE} in {run_dir}"}
