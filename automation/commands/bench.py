@@ -217,19 +217,11 @@ def failure(legs: list[Leg]) -> str | None:
     return None
 
 
-def ratio(legs: list[Leg], over: str = TCP) -> float | None:
-    """EFA tokens/s over the ``over`` leg's, only when both runs passed their NCCL checks."""
+def ratio(legs: list[Leg], top: str, bottom: str) -> float | None:
+    """Leg ``top``'s tokens/s over leg ``bottom``'s, only when both runs passed their NCCL checks."""
     passed = {leg.name: leg.summary().tokens_per_s for leg in legs if leg.result.ok}
-    a, b = passed.get(EFA), passed.get(over)
+    a, b = passed.get(top), passed.get(bottom)
     return a / b if a and b else None
-
-
-def precision_ratio(legs: list[Leg]) -> float | None:
-    """float8 tokens/s over bf16 tokens/s, same job and nodes, when both runs passed their checks."""
-    if any(leg.name == BF16 for leg in legs):
-        return ratio(legs, BF16)
-    r = ratio(legs, FLOAT8)
-    return 1 / r if r else None
 
 
 # ---- the model's prediction ------------------------------------------------------------------------------
@@ -363,12 +355,13 @@ def table(doc: dict[str, Any]) -> list[str]:
 def document(
     legs: list[Leg], pred: dict[str, object], prec: dict[str, Any], reports: dict[str, object], error: str | None
 ) -> dict[str, Any]:
-    measured = precision_ratio(legs)
+    # float8 over bf16, same job and nodes: the EFA run is the float8 one against a bf16 leg, else the bf16 one
+    measured = ratio(legs, EFA, BF16) if any(leg.name == BF16 for leg in legs) else ratio(legs, FLOAT8, EFA)
     return {
         "ok": error is None,
         "error": error,
         "runs": {leg.name: leg.to_dict() for leg in legs},
-        "ratio": ratio(legs),
+        "ratio": ratio(legs, EFA, TCP),
         "precision_ratio": measured,
         "precision_verdict": precision_verdict(measured, prec.get("ratio")),
         "prediction": pred,
