@@ -239,10 +239,7 @@ def prediction(job: TrainConfig, cfg: StackConfig) -> dict[str, object]:
     """The model's EFA and TCP tokens/s, step time and MFU for this job, as ranges over the L4's
     achievable matmul rate (54-71 TFLOP/s) and, for TCP, its 10-40 Gbps bracket; or why there is none."""
     if cfg.gpu_nodes.instance_type != "g6.12xlarge":
-        return {
-            "config": None,
-            "note": f"the model covers g6.12xlarge only, the stack has {cfg.gpu_nodes.instance_type}",
-        }
+        return {"config": None, "note": f"the model covers g6.12xlarge only, not {cfg.gpu_nodes.instance_type}"}
     row = model.model_row(model.model_rows(), job, cfg.gpu_nodes.gpus_per_node)
     if row is None:
         return {"config": None, "note": "the model has no measured row with this job's layout (mesh, batch, dtype)"}
