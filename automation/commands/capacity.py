@@ -58,16 +58,15 @@ _STACK_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,99}$")
 def add_parser(sub: Any, parents: list[argparse.ArgumentParser]) -> None:
     p = sub.add_parser("capacity", parents=parents, help=HELP, description=HELP)
     cleanup = Mode("--cleanup", lambda args: args.cleanup)
-    any_type = "it cancels every probe reservation this tool left, of any type and size"
     instance_type = p.add_argument(
         "--instance-type",
         default=GpuNodesConfig.instance_type,
         help="an instance type of infra/data/instance_types.json "
         f"(default: {GpuNodesConfig.keyname('instance_type')}'s default)",
     )
-    not_in(instance_type, cleanup, any_type)
     count = p.add_argument("--count", type=int, default=GpuNodesConfig.node_count, help="instances needed in one AZ")
-    not_in(count, cleanup, any_type)
+    for flag in (instance_type, count):
+        not_in(flag, cleanup, "it cancels every probe reservation this tool left, of any type and size")
     where = p.add_mutually_exclusive_group()
     where.add_argument("--regions", nargs="+", metavar="REGION", help="regions to look in (space or comma separated)")
     where.add_argument("--all-regions", action="store_true", help="every region the account has enabled")
