@@ -162,8 +162,7 @@ STACK_PARENT.add_argument(
 
 
 def add_kubeconfig(p: argparse.ArgumentParser) -> None:
-    """--kubeconfig, the one declaration: CLUSTER_PARENT's, and that of the commands on a target that reach a
-    cluster (verify, train, check, run, attach, status)."""
+    """--kubeconfig, declared once: CLUSTER_PARENT's and that of each target command reaching a cluster."""
     help = "aws: use this kubeconfig instead of the stack's `kubeconfig` output"
     not_in(p.add_argument("--kubeconfig", type=Path, help=help), LOCAL, "the local target talks to its own Ray head")
 
