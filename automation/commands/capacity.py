@@ -252,11 +252,8 @@ def _write_stack(args: argparse.Namespace, zones: list[Zone], session: Session) 
 
 def _show(ui: Output, args: argparse.Namespace, zones: list[Zone], written: Path | None) -> None:
     fixes = sorted({z.quota_fix for z in zones if z.quota_fix})
-    blocks_note = (
-        ""
-        if capacity_block_eligible(args.instance_type)
-        else f"{args.instance_type} has no Capacity Blocks ({CAPACITY_BLOCKS_GUIDE})"
-    )
+    eligible = capacity_block_eligible(args.instance_type)
+    blocks_note = "" if eligible else f"{args.instance_type} has no Capacity Blocks ({CAPACITY_BLOCKS_GUIDE})"
     if args.json:
         ui.emit_json(
             {
