@@ -507,7 +507,6 @@ def run(args: argparse.Namespace, ui: Ui, deps: aws.AwsDeps | None = None, **tar
     def report(legs: list[Leg]) -> int:
         error = failure(legs)
         reports = write_reports([leg for leg in legs if leg.outcome is not None], args.runs_root)
-        cfg = targets[EFA].cfg
         doc = document(legs, prediction(job, cfg), precision_prediction(job, cfg), reports, error)
         if args.json:
             ui.emit_json({**doc, "nodes": owner.scale_down_line})
