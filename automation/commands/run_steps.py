@@ -70,21 +70,20 @@ def add_parser(sub: Any, parents: list[argparse.ArgumentParser]) -> None:
     def command(name: str) -> argparse.ArgumentParser:  # its steps run on the target --stack and --target choose
         return sub.add_parser(name, help=HELPS[name], description=HELPS[name], parents=[*parents, TARGET_PARENT])
 
-    p = command("preflight")
-    add_num_workers(p)
-    add_use_gpu(p)
-    command("preview")
-    p = command("up")
-    add_yes(p)
-    add_auto_az(p)
-    add_kubeconfig(command("verify"))
-    p = command("train")
-    for add in (add_yes, add_kubeconfig, add_keep_nodes, add_job, add_timeout, add_hang, add_skip_gate, add_recovery):
-        add(p)
-    p = command("check")
-    add_kubeconfig(p)
-    add_run_id(p)
-    add_yes(command("destroy"))
+    # Each step's own flags, in the order `--help` lists the commands (`run` and `attach` follow).
+    steps = {
+        "preflight": (add_num_workers, add_use_gpu),
+        "preview": (),
+        "up": (add_yes, add_auto_az),
+        "verify": (add_kubeconfig,),
+        "train": (add_yes, add_kubeconfig, add_keep_nodes, add_job, add_timeout, add_hang, add_skip_gate, add_recovery),
+        "check": (add_kubeconfig, add_run_id),
+        "destroy": (add_yes,),
+    }
+    for name, adds in steps.items():
+        p = command(name)
+        for add in adds:
+            add(p)
     p = command("run")
     plan = p.add_argument("--plan", action="store_true", help="aws: stop after preview (no change)")
     not_in(plan, LOCAL, "the local target has no preview and changes nothing in the cloud")
