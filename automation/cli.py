@@ -44,16 +44,10 @@ COMMAND_MODULES = {
     **dict.fromkeys(
         ("preflight", "preview", "up", "verify", "train", "check", "destroy", "run", "attach"), PIPELINE_COMMANDS
     ),
-    "status": "automation.commands.status",
-    "render": "automation.commands.render",
-    "clean": "automation.commands.clean",
-    "report": "automation.commands.report",
-    "dashboard": "automation.commands.dashboard",
-    "logs": "automation.commands.logs",
-    "bench": "automation.commands.bench",
-    "drill": "automation.commands.drill",
-    "scale": "automation.commands.scale",
-    "capacity": "automation.commands.capacity",
+    **{
+        name: f"automation.commands.{name}"
+        for name in ("status", "render", "clean", "report", "dashboard", "logs", "bench", "drill", "scale", "capacity")
+    },
 }
 
 

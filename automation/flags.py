@@ -22,7 +22,7 @@ from workloads.config import _RUN_ID, TrainConfigError
 from workloads.uri import parse_location
 
 PROJECT_DIR = Path(__file__).resolve().parent.parent
-LOCAL_COMMANDS = ("preflight", "run", "status", "clean")
+LOCAL_COMMANDS = ("preflight", "run", "status", "clean", "drill", "dashboard")
 
 
 def common_parent() -> argparse.ArgumentParser:
@@ -120,8 +120,7 @@ def location(remote: bool = True):
 
 @dataclass(frozen=True)
 class Mode:
-    """A mode of a command that its flags choose: `name` as a refusal names it after the command, and whether
-    `chosen` by the parsed flags."""
+    """A mode of a command its flags choose: `name` as a refusal names it, `chosen` by the parsed flags or not."""
 
     name: str
     chosen: Callable[[argparse.Namespace], bool]
@@ -163,8 +162,7 @@ STACK_PARENT.add_argument(
 
 
 def add_kubeconfig(p: argparse.ArgumentParser) -> None:
-    """--kubeconfig, the one declaration: CLUSTER_PARENT's, and that of the commands on a target that reach a
-    cluster (verify, train, check, run, attach, status)."""
+    """--kubeconfig, declared once: CLUSTER_PARENT's and that of each target command reaching a cluster."""
     help = "aws: use this kubeconfig instead of the stack's `kubeconfig` output"
     not_in(p.add_argument("--kubeconfig", type=Path, help=help), LOCAL, "the local target talks to its own Ray head")
 
@@ -177,13 +175,20 @@ TARGET_PARENT.add_argument(
 )
 
 
+def need_stack(args: argparse.Namespace, what: str) -> str:
+    """--stack, or bad input naming the known stacks when ``what`` (a command or mode that needs one) has none."""
+    if not args.stack:
+        known = ", ".join(known_stacks(args.project_dir)) or "(none)"
+        raise DriverError(f"{what} needs --stack NAME: known stacks are {known}", exit_code=2)
+    return args.stack
+
+
 def resolve_target(args: argparse.Namespace) -> str:
     """`--target` if given, else aws with a stack and local without; aws without a stack is an error."""
     # A command without --target or --stack (clean) reads as not given, so it runs locally.
     stack, target = getattr(args, "stack", None), target_of(args)
-    if target == "aws" and not stack:
-        known = ", ".join(known_stacks(args.project_dir)) or "(none)"
-        raise DriverError(f"--target aws needs --stack NAME: known stacks are {known}", exit_code=2)
+    if target == "aws":
+        need_stack(args, "--target aws")
     if target == "local" and stack:
         raise DriverError(f"--stack {stack} is an AWS stack: leave out --target local, or drop --stack", exit_code=2)
     if target == "local" and args.command not in LOCAL_COMMANDS:

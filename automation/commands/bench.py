@@ -32,7 +32,6 @@ import argparse
 import dataclasses
 import json
 import platform
-import socket
 import subprocess
 import sys
 import tempfile
@@ -42,16 +41,18 @@ from pathlib import Path
 from typing import Any
 
 from automation import collectives_pods as cluster_bench
+from automation import flags
 from automation.commands import report
-from automation.commands.run_steps import add_hang, add_keep_nodes, add_skip_gate, add_yes, aws_target
+from automation.commands.run_steps import add_hang, add_keep_nodes, add_skip_gate, add_yes, aws_target, prepare
 from automation.errors import DriverError
 from automation.flags import CLUSTER_PARENT, Mode, command_parser, not_in, output_folder, run_id, whole_number
 from automation.job import cluster_job, stack_label
+from automation.local_ray import free_port
 from automation.pipeline import PipelineResult, TrainOutcome, TransportVerdict
 from automation.run_controller import RunController
 from automation.targets import aws
 from automation.ui import Output, Ui
-from infra.config import GpuNodesConfig, StackConfig, known_stacks
+from infra.config import GpuNodesConfig, StackConfig
 from workloads import collectives_bench
 from workloads import throughput_model as model
 from workloads.config import TrainConfig, TrainConfigError, new_run_id
@@ -69,7 +70,6 @@ BF16, FLOAT8 = "bf16", "float8"
 # (https://docs.ray.io/en/latest/ray-core/handling-dependencies.html, "Inheritance"; ray-project/ray#16378).
 # If an image defeats this, the TCP run's check says so.
 TCP_ENV = {"NCCL_NET": "Socket", "NCCL_NET_PLUGIN": "none"}
-REQUIRE = {EFA: "efa", TCP: "socket", BF16: "efa", FLOAT8: "efa"}
 
 
 def precision_leg(job: TrainConfig) -> tuple[str, str]:
@@ -98,10 +98,6 @@ class Leg:
         checked = self.result.state.check
         return checked.data if checked is not None else None
 
-    @property
-    def ok(self) -> bool:
-        return self.result.ok
-
     def summary(self) -> RunSummary:
         """The training summary the job wrote (all fields None when none)."""
         return (self.outcome.summary if self.outcome is not None else None) or RunSummary()
@@ -114,7 +110,7 @@ class Leg:
             "job_env": dict(self.target.run.job_env),
             "require": self.target.run.require,
             "ran": True,  # a leg that did not run has no entry; `table` shows it as not run
-            "ok": self.ok,
+            "ok": self.result.ok,
             "failed_step": self.result.failed_step,
             "reason": self.result.reason,
             "status": self.outcome.status if self.outcome is not None else None,
@@ -170,15 +166,15 @@ def make_targets(
     """The EFA, TCP and precision targets over one stack: the same job, three run ids, the TCP one forced onto
     sockets, the precision one (``precision``: its leg name and float8 value) in the other precision."""
     ids, (leg, float8) = run_ids(args.run_id or new_run_id()), precision
-    efa = aws_target(args, ui, deps, run_id=ids[EFA], run_id_given=True, require=REQUIRE[EFA], **opts)
-    # One outside world for all runs: the clients are made once.
-    tcp = aws_target(
-        args, ui, efa.deps, run_id=ids[TCP], run_id_given=True, require=REQUIRE[TCP], job_env=dict(TCP_ENV), **opts
-    )
-    other = aws_target(
-        args, ui, efa.deps, run_id=ids[leg], run_id_given=True, require=REQUIRE[leg], float8_override=float8, **opts
-    )
-    return {EFA: efa, TCP: tcp, leg: other}
+    own: dict[str, dict[str, Any]] = {EFA: {}, TCP: {"job_env": dict(TCP_ENV)}, leg: {"float8_override": float8}}
+    targets: dict[str, aws.AwsTarget] = {}
+    for name, options in own.items():
+        require = "socket" if name == TCP else "efa"
+        targets[name] = aws_target(
+            args, ui, deps, run_id=ids[name], run_id_given=True, require=require, **options, **opts
+        )
+        deps = targets[name].deps  # one outside world for all runs: the clients are made once
+    return targets
 
 
 # ---- the two runs --------------------------------------------------------------------------------------
@@ -204,7 +200,7 @@ def run_legs(targets: dict[str, aws.AwsTarget], owner: RunController) -> list[Le
 def failure(legs: list[Leg]) -> str | None:
     """Why the comparison does not stand (one line), or None when all three runs passed their checks."""
     for leg in legs:
-        if leg.ok:
+        if leg.result.ok:
             continue
         run_id = leg.target.run_id
         if leg.name == TCP and leg.result.failed_step == "check" and leg.verdict is not None:
@@ -221,19 +217,11 @@ def failure(legs: list[Leg]) -> str | None:
     return None
 
 
-def ratio(legs: list[Leg], over: str = TCP) -> float | None:
-    """EFA tokens/s over the ``over`` leg's, only when both runs passed their NCCL checks."""
-    passed = {leg.name: leg.summary().tokens_per_s for leg in legs if leg.ok}
-    a, b = passed.get(EFA), passed.get(over)
+def ratio(legs: list[Leg], top: str, bottom: str) -> float | None:
+    """Leg ``top``'s tokens/s over leg ``bottom``'s, only when both runs passed their NCCL checks."""
+    passed = {leg.name: leg.summary().tokens_per_s for leg in legs if leg.result.ok}
+    a, b = passed.get(top), passed.get(bottom)
     return a / b if a and b else None
-
-
-def precision_ratio(legs: list[Leg]) -> float | None:
-    """float8 tokens/s over bf16 tokens/s, same job and nodes, when both runs passed their checks."""
-    if any(leg.name == BF16 for leg in legs):
-        return ratio(legs, BF16)
-    r = ratio(legs, FLOAT8)
-    return 1 / r if r else None
 
 
 # ---- the model's prediction ------------------------------------------------------------------------------
@@ -251,10 +239,7 @@ def prediction(job: TrainConfig, cfg: StackConfig) -> dict[str, object]:
     """The model's EFA and TCP tokens/s, step time and MFU for this job, as ranges over the L4's
     achievable matmul rate (54-71 TFLOP/s) and, for TCP, its 10-40 Gbps bracket; or why there is none."""
     if cfg.gpu_nodes.instance_type != "g6.12xlarge":
-        return {
-            "config": None,
-            "note": f"the model covers g6.12xlarge only, the stack has {cfg.gpu_nodes.instance_type}",
-        }
+        return {"config": None, "note": f"the model covers g6.12xlarge only, not {cfg.gpu_nodes.instance_type}"}
     row = model.model_row(model.model_rows(), job, cfg.gpu_nodes.gpus_per_node)
     if row is None:
         return {"config": None, "note": "the model has no measured row with this job's layout (mesh, batch, dtype)"}
@@ -302,7 +287,7 @@ def write_reports(legs: list[Leg], runs_root: Path) -> dict[str, object]:
     """Copy both runs from the cluster, each with its own verdict, and write their report side by side."""
     files = {}
     for leg in legs:
-        doc = {"target": "aws", "stack": leg.target.cfg.stack, "job_id": leg.target.run_id, "ok": leg.ok}
+        doc = {"target": "aws", "stack": leg.target.cfg.stack, "job_id": leg.target.run_id, "ok": leg.result.ok}
         doc["transport"] = leg.verdict.to_dict() if leg.verdict is not None else None
         files[leg.name] = report.run_files(leg.target, runs_root, doc)
     missing = [f"{n}: {f.get('report_error')}" for n, f in files.items() if not f.get("metrics_file")]
@@ -310,9 +295,7 @@ def write_reports(legs: list[Leg], runs_root: Path) -> dict[str, object]:
         return {"report": None, "report_error": "; ".join(missing) or "the TCP run did not run", "runs": files}
     try:
         runs = [report.load_run(runs_root / leg.target.run_id) for leg in legs]
-        page, _ = report.write_report(
-            runs, runs[0].dir / f"{report.REPORT_DIR}-vs-{'-'.join(r.run_id for r in runs[1:])}"
-        )
+        page, _ = report.write_report(runs)
     except DriverError as e:
         return {"report": None, "report_error": str(e), "runs": files}
     return {"report": str(page), "runs": files}
@@ -343,7 +326,11 @@ def table(doc: dict[str, Any]) -> list[str]:
         ("", "EFA", f"TCP ({forced})", f"EFA, {other}", "model: EFA / TCP"),
         ("run id", *(c.get("run_id", "n/a") for c in cols), pred.get("config") or pred.get("note")),
         ("precision", *(c.get("precision") or "n/a" for c in cols), ""),
-        ("NCCL verdict", *map(_verdict, cols), ""),
+        (
+            "NCCL verdict",
+            *(f"{c.get('verdict') or 'n/a'} (require {c['require']})" if c else "not run" for c in cols),
+            "",
+        ),
         ("tokens/s", *(_fmt(c.get("tokens_per_s"), ",.0f") for c in cols), model("tokens_per_s", ",.0f")),
         ("MFU", *(_fmt(c.get("mfu"), ".1%") for c in cols), model("mfu", ".1f", "%", 100)),
         (
@@ -362,21 +349,16 @@ def table(doc: dict[str, Any]) -> list[str]:
     return lines
 
 
-def _verdict(leg: dict) -> str:
-    if not leg or not leg.get("ran"):
-        return "not run"
-    return f"{leg.get('verdict') or 'n/a'} (require {leg['require']})"
-
-
 def document(
     legs: list[Leg], pred: dict[str, object], prec: dict[str, Any], reports: dict[str, object], error: str | None
 ) -> dict[str, Any]:
-    measured = precision_ratio(legs)
+    # float8 over bf16, same job and nodes: the EFA run is the float8 one against a bf16 leg, else the bf16 one
+    measured = ratio(legs, EFA, BF16) if any(leg.name == BF16 for leg in legs) else ratio(legs, FLOAT8, EFA)
     return {
         "ok": error is None,
         "error": error,
         "runs": {leg.name: leg.to_dict() for leg in legs},
-        "ratio": ratio(legs),
+        "ratio": ratio(legs, EFA, TCP),
         "precision_ratio": measured,
         "precision_verdict": precision_verdict(measured, prec.get("ratio")),
         "prediction": pred,
@@ -389,10 +371,8 @@ def document(
 # ---- the command -----------------------------------------------------------------------------------------
 def add_parser(sub: Any, parents: list[argparse.ArgumentParser]) -> None:
     p = command_parser(sub, "bench", HELP, __doc__, [*parents, CLUSTER_PARENT])
-    sweep, training = (
-        Mode("--collectives", lambda a: a.collectives),
-        Mode("without --collectives", lambda a: not a.collectives),
-    )
+    sweep = Mode("--collectives", lambda a: a.collectives)
+    training = Mode("without --collectives", lambda a: not a.collectives)
     trains_nothing = "the sweep trains no job: 2 processes here, one worker pod per GPU node on a stack"
     job_flags = (
         p.add_argument(
@@ -435,23 +415,16 @@ ITERS = 5
 LOCAL_RANKS = 2
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 Sweeps = dict[str, tuple[dict, list[str]]]  # each leg's document and the command node 0 ran, by leg name
 
 
 def local_collectives(max_mib: int, iters: int) -> tuple[dict, list[str]]:
-    """workloads/collectives_bench.py under torchrun with LOCAL_RANKS processes on 127.0.0.1; its document
-    and the command line that ran it (the interpreter as `python`). DriverError with the output's tail when it
-    fails."""
+    """workloads/collectives_bench.py under torchrun with LOCAL_RANKS processes on 127.0.0.1: its document and
+    command line (the interpreter as `python`), else DriverError with the output's tail."""
     with tempfile.TemporaryDirectory(prefix="collectives-") as tmp:
         out = Path(tmp) / "c.json"
         cmd = [sys.executable, "-m", "torch.distributed.run", f"--nproc-per-node={LOCAL_RANKS}"]
-        cmd += ["--master-addr=127.0.0.1", f"--master-port={_free_port()}", "-m", collectives_bench.__name__]
+        cmd += ["--master-addr=127.0.0.1", f"--master-port={free_port()}", "-m", collectives_bench.__name__]
         cmd += [f"--max-mib={max_mib}", f"--iters={iters}", f"--out={out}"]
         proc = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
         if proc.returncode != 0 or not out.is_file():
@@ -464,9 +437,7 @@ def local_collectives(max_mib: int, iters: int) -> tuple[dict, list[str]]:
 def cluster_collectives(args: argparse.Namespace, target: aws.AwsTarget, owner: RunController) -> Sweeps:
     """The GPU nodes scaled up and verified, then the sweep in the stack's worker pods, over EFA and then with
     TCP_ENV: each leg's document and the command node 0 ran (automation/collectives_pods.py)."""
-    ready = owner.steps(("scale-up", "verify"))
-    if not ready.ok:
-        raise DriverError(f"{ready.failed_step} failed: {ready.reason}")
+    prepare(owner, ("scale-up", "verify"))
     cluster = target.ray_pods()
     pods = cluster_bench.worker_pods(cluster)
     gpus = target.cfg.gpu_nodes.gpus_per_node
@@ -519,20 +490,13 @@ def write_sweeps(args: argparse.Namespace, ui: Output, legs: Sweeps, nodes: str 
 
 
 def run(args: argparse.Namespace, ui: Ui, deps: aws.AwsDeps | None = None, **target_opts: Any) -> int:
-    """Both runs, the comparison and the report; exit 0 only when the EFA run passed its NCCL check
-    and the TCP run was found on sockets. `deps` (an AwsDeps) and `target_opts` are for tests.
-    With --collectives: the collective bandwidth sweep instead (`collectives`)."""
+    """The runs, their comparison and report (exit 0 only when every run passed its NCCL check), or with
+    --collectives the bandwidth sweep; `deps` (an AwsDeps) and `target_opts` are for tests."""
     if args.collectives:
         return collectives(args, ui, deps, **target_opts)
-    if not args.stack:
-        known = ", ".join(known_stacks(args.project_dir)) or "(none)"
-        raise DriverError(
-            f"bench needs --stack NAME: EFA against TCP runs only on a stack's cluster (known stacks: {known})",
-            exit_code=2,
-        )
     # The job is judged from the stack file alone, before any client exists: a job the stack cannot run, or one
     # that fits on one node, is bad input whatever the cloud says.
-    cfg = aws.load_config(args.stack, args.project_dir)
+    cfg = aws.load_config(flags.need_stack(args, "bench (EFA against TCP runs on a stack's cluster)"), args.project_dir)
     try:
         job = cluster_job(cfg, args.run_id or "bench", args.steps, args.num_workers)
     except TrainConfigError as e:
@@ -543,7 +507,6 @@ def run(args: argparse.Namespace, ui: Ui, deps: aws.AwsDeps | None = None, **tar
     def report(legs: list[Leg]) -> int:
         error = failure(legs)
         reports = write_reports([leg for leg in legs if leg.outcome is not None], args.runs_root)
-        cfg = targets[EFA].cfg
         doc = document(legs, prediction(job, cfg), precision_prediction(job, cfg), reports, error)
         if args.json:
             ui.emit_json({**doc, "nodes": owner.scale_down_line})

@@ -58,16 +58,15 @@ _STACK_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,99}$")
 def add_parser(sub: Any, parents: list[argparse.ArgumentParser]) -> None:
     p = sub.add_parser("capacity", parents=parents, help=HELP, description=HELP)
     cleanup = Mode("--cleanup", lambda args: args.cleanup)
-    any_type = "it cancels every probe reservation this tool left, of any type and size"
     instance_type = p.add_argument(
         "--instance-type",
         default=GpuNodesConfig.instance_type,
         help="an instance type of infra/data/instance_types.json "
         f"(default: {GpuNodesConfig.keyname('instance_type')}'s default)",
     )
-    not_in(instance_type, cleanup, any_type)
     count = p.add_argument("--count", type=int, default=GpuNodesConfig.node_count, help="instances needed in one AZ")
-    not_in(count, cleanup, any_type)
+    for flag in (instance_type, count):
+        not_in(flag, cleanup, "it cancels every probe reservation this tool left, of any type and size")
     where = p.add_mutually_exclusive_group()
     where.add_argument("--regions", nargs="+", metavar="REGION", help="regions to look in (space or comma separated)")
     where.add_argument("--all-regions", action="store_true", help="every region the account has enabled")
@@ -163,10 +162,7 @@ def aws_session() -> Session:
 
 
 def run(
-    args: argparse.Namespace,
-    ui: Output,
-    session: Session | None = None,
-    confirm: Callable[[str], bool] = tty_confirm,
+    args: argparse.Namespace, ui: Output, session: Session | None = None, confirm: Callable[[str], bool] = tty_confirm
 ) -> int:
     regions = check_args(args)
     session = session or aws_session()
@@ -256,11 +252,8 @@ def _write_stack(args: argparse.Namespace, zones: list[Zone], session: Session) 
 
 def _show(ui: Output, args: argparse.Namespace, zones: list[Zone], written: Path | None) -> None:
     fixes = sorted({z.quota_fix for z in zones if z.quota_fix})
-    blocks_note = (
-        ""
-        if capacity_block_eligible(args.instance_type)
-        else f"{args.instance_type} has no Capacity Blocks ({CAPACITY_BLOCKS_GUIDE})"
-    )
+    eligible = capacity_block_eligible(args.instance_type)
+    blocks_note = "" if eligible else f"{args.instance_type} has no Capacity Blocks ({CAPACITY_BLOCKS_GUIDE})"
     if args.json:
         ui.emit_json(
             {
@@ -303,6 +296,7 @@ def _row(i: int, z: Zone) -> tuple[str, ...]:
     free = "?" if z.vcpus_free is None else f"{z.vcpus_free:g}/{z.vcpus_needed}"
     blocks = ", ".join(f"{b['start']} {b['hours']}h {b['upfront_fee']} {b['currency']}" for b in z.blocks)
     price = "?" if z.usd_per_hour is None else f"{z.usd_per_hour:.4f}"
+    cap = {True: " capped", False: "", None: " quota?"}[z.spot_capped]  # None: the Spot quota was not read
     return (
         str(i),
         z.region,
@@ -310,17 +304,9 @@ def _row(i: int, z: Zone) -> tuple[str, ...]:
         "yes" if z.offered else "no",
         {True: "yes", False: "no", None: "?"}[z.efa],
         free,
-        _spot_cell(z),
+        "-" if z.spot_score is None else f"{z.spot_score}{cap}",
         ", ".join(z.reservations) or "-",
         blocks or "-",
         price,
         z.probe or "-",
     )
-
-
-def _spot_cell(z: Zone) -> str:
-    if z.spot_score is None:
-        return "-"
-    if z.spot_capped:
-        return f"{z.spot_score} capped"
-    return str(z.spot_score) if z.spot_capped is False else f"{z.spot_score} quota?"

@@ -33,8 +33,7 @@ def run(args: argparse.Namespace, ui: Output, confirm: Callable[[str], bool] = t
     runs = local_runs(root)
     doomed = runs[args.keep :]
     others = sorted(p.name for p in root.iterdir() if p not in runs) if root.is_dir() else []
-    doc = {"runs_dir": str(root), "runs": len(runs), "kept": len(runs) - len(doomed), "deleted": []}
-    doc["not_runs"] = others
+    doc = {"runs_dir": str(root), "runs": len(runs), "kept": len(runs) - len(doomed), "deleted": [], "not_runs": others}
     if others and not args.json:
         ui.note(f"left alone under {root} (no {RUN_MARKER_FILE}, so no run): {', '.join(others)}")
     if doomed:

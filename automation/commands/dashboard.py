@@ -23,7 +23,7 @@ from typing import Any, Protocol
 
 from automation.commands import Subparsers
 from automation.errors import DriverError
-from automation.flags import CLUSTER_PARENT, LOCAL, command_parser, not_in, port
+from automation.flags import CLUSTER_PARENT, LOCAL, command_parser, not_in, port, resolve_target
 from automation.kube import KubeApi
 from automation.targets import aws
 from automation.ui import Output
@@ -44,13 +44,6 @@ class Conn(Protocol):
     def close(self) -> None: ...
 
 
-class _PortForwardLike(Protocol):
-    """kubernetes.stream.ws_client.PortForward as used here (the library ships no types)."""
-
-    def socket(self, port: int) -> Conn: ...
-    def close(self) -> None: ...
-
-
 Connect = Callable[[], Conn]  # a new tunnel per call
 
 
@@ -68,9 +61,9 @@ def kube_connector(kube: KubeApi, pod: str, namespace: str, port: int) -> Connec
 
 
 class _ForwardedSocket:
-    """One port of a kubernetes PortForward; closing it closes the websocket too."""
+    """One port of a kubernetes.stream.ws_client.PortForward (untyped); closing it closes the websocket too."""
 
-    def __init__(self, pf: _PortForwardLike, port: int):
+    def __init__(self, pf: Any, port: int):
         self.pf, self.sock = pf, pf.socket(port)
 
     def __getattr__(self, name: str) -> Any:  # recv, sendall, shutdown: the port's own
@@ -80,13 +73,25 @@ class _ForwardedSocket:
         self.pf.close()
 
 
+def listen(local_port: int) -> socket.socket:
+    """A listener on 127.0.0.1:`local_port` (0: any free port); a port in use is bad input naming --port."""
+    try:
+        return socket.create_server((LOOPBACK, local_port))
+    except OSError as e:
+        raise DriverError(
+            f"--port {local_port}: cannot listen on {LOOPBACK} ({e.strerror}): pick another port, or leave out "
+            "--port for a free one",
+            exit_code=2,
+        ) from None
+
+
 class PortForward:
     """Listens on 127.0.0.1:`local_port` (0: any free port); each accepted connection gets its own
     tunnel from `connect()`, pumped both ways by two threads. `close()` stops and joins them all."""
 
     def __init__(self, connect: Connect, local_port: int = 0):
         self.connect = connect
-        self.listener = socket.create_server((LOOPBACK, local_port))
+        self.listener = listen(local_port)
         # accept() is not woken by close() from another thread (Linux): poll, so close() can stop it.
         self.listener.settimeout(0.2)
         self.port = self.listener.getsockname()[1]
@@ -214,37 +219,16 @@ def add_parser(sub: Subparsers, parents: list[argparse.ArgumentParser]) -> None:
     not_in(forward, LOCAL, "the local dashboards answer on their own ports, which this command lists")
 
 
-def check_port_free(local_port: int) -> None:
-    """--port refused before the stack is opened when something on this machine already listens there."""
-    if not local_port:
-        return
-    try:
-        socket.create_server((LOOPBACK, local_port)).close()
-    except OSError as e:
-        raise DriverError(
-            f"--port {local_port}: cannot listen on {LOOPBACK} ({e.strerror}): pick another port, or leave out "
-            "--port for a free one",
-            exit_code=2,
-        ) from None
-
-
 def run(
     args: argparse.Namespace, ui: Output, connect_factory: Callable[[KubeApi, str, str, int], Connect] = kube_connector
 ) -> int:
     """Forward until Ctrl-C (or SIGTERM); everything opened is closed before returning."""
-    if (args.target or ("aws" if args.stack else "local")) == "local":
+    if resolve_target(args) == "local":
         return run_local(args, ui)
-    if not args.stack:
-        raise DriverError("dashboard --target aws needs --stack NAME (e.g. --stack us-west-2)", exit_code=2)
-    check_port_free(args.port)
+    listen(args.port).close()  # a port in use is bad input, refused before the stack is opened
     cluster = aws.open_stack(args.stack, project_dir=args.project_dir, kubeconfig=args.kubeconfig).ray_pods()
     head = cluster.head_pod()
-    try:
-        fwd = PortForward(connect_factory(cluster.kube, head, cluster.namespace, DASHBOARD_PORT), args.port)
-    except OSError as e:
-        raise DriverError(
-            f"--port {args.port}: cannot listen on {LOOPBACK} ({e.strerror}): pick another port"
-        ) from None
+    fwd = PortForward(connect_factory(cluster.kube, head, cluster.namespace, DASHBOARD_PORT), args.port)
     where = f"{cluster.namespace}/{head}:{DASHBOARD_PORT}"
     if args.json:
         ui.emit_json({"ok": True, "url": fwd.url, "pod": where})

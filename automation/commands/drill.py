@@ -41,9 +41,9 @@ from typing import Protocol
 import psutil
 
 from automation.commands import Subparsers
-from automation.commands.run_steps import add_hang, add_keep_nodes, add_skip_gate, add_yes, aws_target
+from automation.commands.run_steps import add_hang, add_keep_nodes, add_skip_gate, add_yes, aws_target, prepare
 from automation.errors import DriverError
-from automation.flags import AWS, CLUSTER_PARENT, command_parser, location, not_in, whole_number
+from automation.flags import AWS, CLUSTER_PARENT, command_parser, location, not_in, resolve_target, whole_number
 from automation.hang import bound_of
 from automation.job import CLUSTER_ROOT, local_job, stack_label, with_run_paths
 from automation.pipeline import TrainOutcome
@@ -101,10 +101,8 @@ def add_parser(sub: Subparsers, parents: list[argparse.ArgumentParser]) -> None:
         help="local: Ray Train storage of both runs, a directory or s3://bucket/prefix (default: run dir)",
     )
     not_in(storage, AWS, "the stack's run bucket holds the drill's runs")
-    add_hang(p)
-    add_yes(p)
-    add_keep_nodes(p)
-    add_skip_gate(p)
+    for add in (add_hang, add_yes, add_keep_nodes, add_skip_gate):
+        add(p)
 
 
 # ---- the worker to kill ----------------------------------------------------------------------------
@@ -167,9 +165,8 @@ class Recovery:
 
 
 def recovery(records: list[dict], kill_time: float) -> Recovery:
-    """The recovery of a run killed at Unix time `kill_time`, from its metrics records in file order.
-
-    ValueError when no step was recorded before the kill or none after it (the run did not resume)."""
+    """The recovery of a run killed at Unix time `kill_time`, from its metrics records in file order; ValueError when
+    no step was recorded before the kill or none after it (the run did not resume)."""
     before = [r for r in records if r["time"] <= kill_time]
     after = [r for r in records if r["time"] > kill_time]
     if not before:
@@ -261,21 +258,18 @@ def kill_between_checkpoints(
     )
 
 
-def _submit(target: DrillTarget, job: TrainConfig, what: str) -> TrainOutcome:
-    outcome = target.run_job_to_end(job)
-    if outcome.status != "SUCCEEDED":
-        tail = "\n".join(outcome.log_tail[-20:])
-        raise DriverError(f"the {what} run {job.run_id} ended {outcome.status}; last log lines:\n{tail}", exit_code=1)
-    return outcome
-
-
 def run_and_kill(
     target: DrillTarget, job: TrainConfig, reference: TrainConfig, timeout_s: float, how: tuple[LastStep, KillOnce]
 ) -> tuple[Kill, list[str]]:
     """The reference run to its end, then the drill run with one kill (``how``: `kill_between_checkpoints`'s);
     (the kill, the drill run's log lines)."""
     target.on_progress(f"reference run {reference.run_id}: {reference.steps} steps, uninterrupted")
-    _submit(target, reference, "reference")
+    done = target.run_job_to_end(reference)
+    if done.status != "SUCCEEDED":
+        tail = "\n".join(done.log_tail[-20:])
+        raise DriverError(
+            f"the reference run {reference.run_id} ended {done.status}; last log lines:\n{tail}", exit_code=1
+        )
     lines: list[str] = []
     target.on_line = lines.append
     outcome: list[TrainOutcome] = []
@@ -394,9 +388,7 @@ def with_drill_interval(job: TrainConfig) -> TrainConfig:
 def drill_aws(args: argparse.Namespace, target: aws.AwsTarget, owner: RunController) -> dict:
     """The drill on the stack's cluster, the GPU nodes scaled up and verified first: the stack's durable job, a
     worker pod deleted through the Kubernetes API."""
-    ready = owner.steps(("scale-up", "verify", "gate"))
-    if not ready.ok:
-        raise DriverError(f"{ready.failed_step} failed: {ready.reason}")
+    prepare(owner, ("scale-up", "verify", "gate"))
     job = with_drill_interval(target.train_job())
     ref_id = f"{job.run_id}-reference"
     reference = with_run_paths(job, ref_id, f"{CLUSTER_ROOT}/runs/{ref_id}")
@@ -437,11 +429,7 @@ def document(
 
 
 def run(args: argparse.Namespace, ui: Ui) -> int:
-    if args.stack is not None and args.target == "local":
-        raise DriverError(
-            f"--stack {args.stack} is an AWS stack: leave out --target local, or drop --stack", exit_code=2
-        )
-    if not args.stack:
+    if resolve_target(args) == "local":
         return show(drill_local(args, ui), ui, None)
     target = aws_target(args, ui, on_progress=ui.milestone)
     owner = RunController(target, ui, keep_nodes=args.keep_nodes)

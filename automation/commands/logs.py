@@ -18,7 +18,7 @@ import shlex
 
 from automation.commands import Subparsers
 from automation.errors import DriverError
-from automation.flags import CLUSTER_PARENT, command_parser, count
+from automation.flags import CLUSTER_PARENT, command_parser, count, need_stack
 from automation.kube import KubeApi, RayClusterPods
 from automation.ray_head import HEAD_JOB_SERVER, strip_ansi
 from automation.targets import aws
@@ -57,11 +57,8 @@ def add_parser(sub: Subparsers, parents: list[argparse.ArgumentParser]) -> None:
 def run(args: argparse.Namespace, ui: Notes, deps: aws.AwsDeps | None = None) -> int:
     """Stream the lines to stdout until the job ends (driver log) or Ctrl-C; the command's exit status.
     `deps` (an AwsDeps) replaces the real Kubernetes client in tests."""
-    if not args.stack:
-        raise DriverError(
-            "logs needs --stack NAME (e.g. --stack us-west-2): the job runs on that stack's cluster", exit_code=2
-        )
-    target = aws.open_stack(args.stack, project_dir=args.project_dir, kubeconfig=args.kubeconfig, deps=deps)
+    stack = need_stack(args, "logs (the job runs on a stack's cluster)")
+    target = aws.open_stack(stack, project_dir=args.project_dir, kubeconfig=args.kubeconfig, deps=deps)
     cluster = target.ray_pods()
     head = cluster.head_pod()
     run_id = args.run or aws.newest_cluster_run(cluster.kube.exec, head, cluster.namespace)

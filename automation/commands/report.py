@@ -131,18 +131,13 @@ def load_run(run_dir: Path, require_verdict: bool = True) -> RunData:
     return dataclasses.replace(run, verdict=nccl_verdict(run, require_verdict))
 
 
-def _uses_nccl(run: RunData) -> bool:
-    if run.summary and run.summary.backend:
-        return run.summary.backend == "nccl"
-    return bool(((run.info or {}).get("config") or {}).get("use_gpu"))
-
-
 def nccl_verdict(run: RunData, required: bool = True) -> dict:
     """The driver's verdict if `automation run` saved one; else the NCCL check over `<run>/nccl`."""
     saved = (run.driver or {}).get("transport")
     if saved:
         return saved
-    if not _uses_nccl(run):
+    backend = run.summary.backend if run.summary else None  # else a run before the summary named it
+    if not (backend == "nccl" if backend else ((run.info or {}).get("config") or {}).get("use_gpu")):
         return {"verdict": "not-applicable", "cause": "the run used gloo on CPU: no NCCL, no EFA", "evidence": []}
     nccl_dir = run.dir / "nccl"
     files = sorted(nccl_dir.rglob("*.log")) if nccl_dir.is_dir() else []
@@ -433,8 +428,10 @@ def render_html(runs: list[RunData], plots: dict[str, Path]) -> str:
     return "\n".join(parts)
 
 
-def write_report(runs: list[RunData], out_dir: Path) -> tuple[Path, dict[str, Path]]:
-    """Write the PNGs and the page that embeds them into `out_dir`: (the page, the PNGs by plot name)."""
+def write_report(runs: list[RunData], out_dir: Path | None = None) -> tuple[Path, dict[str, Path]]:
+    """The PNGs and the page embedding them, written into `out_dir` (default: report[-vs-<others>] of the first run)."""
+    others = "-".join(r.run_id for r in runs[1:])
+    out_dir = out_dir or runs[0].dir / (f"{REPORT_DIR}-vs-{others}" if others else REPORT_DIR)
     out_dir.mkdir(parents=True, exist_ok=True)
     plots = write_plots(runs, out_dir)
     page = out_dir / "report.html"
@@ -454,10 +451,8 @@ def run_files(target: Target, runs_root: Path, doc: dict) -> dict[str, str | Non
 
 # ---- entry points --------------------------------------------------------------------------------------
 def keep_and_report(run_dir: Path, doc: dict) -> dict[str, str | None]:
-    """What a run's controller calls at its end: keep the driver's view of the run (target, stack, NCCL
-    verdict, cost) in the run directory and write the report. Returns the report's and the metrics
-    file's paths for the JSON document; a report that cannot be made is named, never raised, since
-    the run's own outcome is what the user asked for."""
+    """The driver's view of the run (target, stack, NCCL verdict, cost) kept in its directory, and its report: their
+    paths, or why no report (never raised: the run's own outcome is what the user asked for)."""
     metrics = run_dir / METRICS_FILE
     if not metrics.is_file():
         return {"report": None, "metrics_file": None, "report_error": f"no {METRICS_FILE} in {run_dir}"}
@@ -467,7 +462,7 @@ def keep_and_report(run_dir: Path, doc: dict) -> dict[str, str | None]:
     if counters and counters.get("after"):  # both readings and their differences, beside the run
         efa_witness.write(run_dir, counters)
     try:
-        page, _ = write_report([load_run(run_dir)], run_dir / REPORT_DIR)
+        page, _ = write_report([load_run(run_dir)])
     except DriverError as e:
         return {"report": None, "metrics_file": str(metrics), "report_error": str(e)}
     return {"report": str(page), "metrics_file": str(metrics)}
@@ -525,8 +520,7 @@ def run(args: argparse.Namespace, ui: Output, deps: aws.AwsDeps | None = None) -
             ui.note(f"copying run {ref} from stack {args.stack} into {args.runs_root / ref}")
             target.copy_run(ref, args.runs_root)
     runs = [load_run(find_run_dir(ref, args.runs_root), not args.no_verdict) for ref in refs]
-    out = args.out or runs[0].dir / (REPORT_DIR if not args.compare else f"{REPORT_DIR}-vs-{runs[1].run_id}")
-    page, plots = write_report(runs, out)
+    page, plots = write_report(runs, args.out)
     if args.json:
         metrics = [str(r.dir / METRICS_FILE) for r in runs]
         ui.emit_json(

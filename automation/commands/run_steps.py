@@ -16,6 +16,7 @@ import argparse
 from typing import Any
 
 from automation.commands.report import run_files
+from automation.errors import DriverError
 from automation.flags import (
     AWS,
     LOCAL,
@@ -69,27 +70,20 @@ def add_parser(sub: Any, parents: list[argparse.ArgumentParser]) -> None:
     def command(name: str) -> argparse.ArgumentParser:  # its steps run on the target --stack and --target choose
         return sub.add_parser(name, help=HELPS[name], description=HELPS[name], parents=[*parents, TARGET_PARENT])
 
-    p = command("preflight")
-    add_num_workers(p)
-    add_use_gpu(p)
-    command("preview")
-    p = command("up")
-    add_yes(p)
-    add_auto_az(p)
-    add_kubeconfig(command("verify"))
-    p = command("train")
-    add_yes(p)
-    add_kubeconfig(p)
-    add_keep_nodes(p)
-    add_job(p)
-    add_timeout(p)
-    add_hang(p)
-    add_skip_gate(p)
-    add_recovery(p)
-    p = command("check")
-    add_kubeconfig(p)
-    add_run_id(p)
-    add_yes(command("destroy"))
+    # Each step's own flags, in the order `--help` lists the commands (`run` and `attach` follow).
+    steps = {
+        "preflight": (add_num_workers, add_use_gpu),
+        "preview": (),
+        "up": (add_yes, add_auto_az),
+        "verify": (add_kubeconfig,),
+        "train": (add_yes, add_kubeconfig, add_keep_nodes, add_job, add_timeout, add_hang, add_skip_gate, add_recovery),
+        "check": (add_kubeconfig, add_run_id),
+        "destroy": (add_yes,),
+    }
+    for name, adds in steps.items():
+        p = command(name)
+        for add in adds:
+            add(p)
     p = command("run")
     plan = p.add_argument("--plan", action="store_true", help="aws: stop after preview (no change)")
     not_in(plan, LOCAL, "the local target has no preview and changes nothing in the cloud")
@@ -125,11 +119,8 @@ def add_parser(sub: Any, parents: list[argparse.ArgumentParser]) -> None:
         not_in(flag, DETACHED, "nothing follows the job; `attach` watches it for hangs")
     not_in(add_skip_gate(p), PLAN, "it stops before the GPU nodes scale up")
     p = command("attach")
-    add_kubeconfig(p)
-    add_keep_nodes(p)
-    add_timeout(p)
-    add_hang(p)
-    add_recovery(p)
+    for add in (add_kubeconfig, add_keep_nodes, add_timeout, add_hang, add_recovery):
+        add(p)
     what = "the run (its Ray job id) to follow (default: the newest job submitted)"
     p.add_argument("job", nargs="?", type=run_id, metavar="RUN", help=what)
 
@@ -268,17 +259,13 @@ def aws_target(args: argparse.Namespace, ui: Ui, deps: aws.AwsDeps | None = None
     flags = dict(
         run_id=given("resume") or given("run_id"),
         run_id_given=bool(given("resume") or given("run_id")),
-        resume=bool(given("resume")),
-        yes=bool(given("yes")),
         steps_override=given("steps"),
         workers_override=given("num_workers"),
-        detach=bool(given("detach")),
         job_timeout_s=given("timeout"),
         hang_bound=bound_of(given("hang_factor"), given("hang_floor")),
         attach_job=given("job"),
-        auto_az=bool(given("auto_az")),
         **{k: given(k) for k in ("max_recoveries", "recovery_minutes") if given(k) is not None},
-        skip_gate=bool(given("skip_gate")),
+        **{switch: bool(given(switch)) for switch in ("resume", "yes", "detach", "auto_az", "skip_gate")},
     )
     return aws.open_stack(
         args.stack,
@@ -289,6 +276,13 @@ def aws_target(args: argparse.Namespace, ui: Ui, deps: aws.AwsDeps | None = None
         pulumi=PULUMI_USE.get(args.command, "without-kubeconfig"),
         **{**flags, **options},
     )
+
+
+def prepare(owner: RunController, names: tuple[str, ...]) -> None:
+    """The steps before a command's own work (bench's sweep, the drill), a failure raised naming its step."""
+    ready = owner.steps(names)
+    if not ready.ok:
+        raise DriverError(f"{ready.failed_step} failed: {ready.reason}")
 
 
 def run(args: argparse.Namespace, ui: Ui) -> int:

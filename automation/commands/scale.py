@@ -19,11 +19,11 @@ import dataclasses
 from typing import Any
 
 from automation.errors import DriverError
-from automation.flags import STACK_PARENT, Mode, count, not_in
+from automation.flags import STACK_PARENT, Mode, count, need_stack, not_in
 from automation.scaling import job_keeps_nodes, nodegroup_ref, running_line, set_desired, sizes, wait_ready
 from automation.targets.aws import AwsDeps, load_config, open_stack
 from automation.ui import Output
-from infra.config import GpuNodesConfig, known_stacks
+from infra.config import GpuNodesConfig
 from infra.names import GPU_NODE_SELECTOR
 
 NODE_COUNT = GpuNodesConfig.keyname("node_count")
@@ -43,10 +43,7 @@ def add_parser(sub: Any, parents: list[argparse.ArgumentParser]) -> None:
 
 
 def run(args: argparse.Namespace, ui: Output, deps: AwsDeps | None = None) -> int:
-    if not args.stack:
-        known = ", ".join(known_stacks(args.project_dir)) or "(none)"
-        raise DriverError(f"scale needs --stack NAME: known stacks are {known}", exit_code=2)
-    cfg = load_config(args.stack, args.project_dir)
+    cfg = load_config(need_stack(args, "scale"), args.project_dir)
     if args.gpu_nodes > cfg.gpu_nodes.node_count:
         raise DriverError(
             f"--gpu-nodes {args.gpu_nodes} is more than stack {args.stack}'s {NODE_COUNT} "

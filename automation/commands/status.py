@@ -58,8 +58,7 @@ def run(args: argparse.Namespace, ui: Output) -> int:
 
 
 def local_status(root: Path) -> dict[str, object]:
-    """What the local target leaves: its runs under ``root``, the newest first (as ``report`` and ``clean``
-    see them)."""
+    """What the local target leaves: its runs under ``root`` (as ``report`` and ``clean`` see them)."""
     runs = local_runs(root)
     said = f"newest run {runs[0].name} of {len(runs)} under {root}" if runs else f"no run under {root}"
     return {"target": "local", "status": LOCAL_STATUS, "runs": said, "newest_run": runs[0].name if runs else None}

@@ -163,7 +163,7 @@ def test_drill_prints_step_at_kill_as_the_readme_promises(monkeypatch, capsys):
         "final_step": 40, "recovery_seconds": 12.5, "final_loss_matches": True,
     }  # fmt: skip
     monkeypatch.setattr(drill, "drill_local", lambda args, ui: doc)
-    args = argparse.Namespace(stack=None, kubeconfig=None, target=None, storage_path=None)
+    args = argparse.Namespace(command="drill", stack=None, kubeconfig=None, target=None, storage_path=None)
     rc = drill.run(args, Ui())
     out = capsys.readouterr().out
     assert rc == 0 and "step_at_kill: 10" in out, f"expected step_at_kill in the output, got rc {rc}: {out!r}"
