@@ -1,16 +1,11 @@
 """A Ray head's job server and resources, as both targets reach them.
 
-Both targets submit the same command, `python -m workloads.train ...`, with the `workloads/` package
-as the job's working_dir (Ray uploads it to the GCS and unpacks it in every worker). On AWS the
-driver copies the package into the head pod and runs Ray's job CLI there through the Kubernetes exec
-API, so the job server's port 8265 never leaves the pod; locally it talks to the job server on
-127.0.0.1. `RAY_RESOURCES_SNIPPET` reads what Ray advertises, in the head pod or beside the local head.
+Both targets submit `python -m workloads.train ...` with `workloads/` as the job's working_dir. On AWS the
+driver copies the package into the head pod and runs Ray's job CLI there through the Kubernetes exec API, so
+port 8265 never leaves the pod; locally it talks to the job server on 127.0.0.1.
 
-A job is detached: `ray job submit --no-wait` returns once the job server has it, and `follow_job`
-follows it by asking the job server, in short calls each poll (`ray job status`, `ray job logs` from a
-line offset), so a dropped exec stream or an expired token costs one poll, never the job's outcome.
-The job server, not the terminal, owns the job: a dropped connection changes what the user sees, never the
-outcome (docs/long-runs.md).
+A job is detached (`ray job submit --no-wait`) and `follow_job` asks the job server in short calls each poll,
+so a dropped exec stream or an expired token costs one poll, never the job's outcome (docs/long-runs.md).
 """
 
 from __future__ import annotations
@@ -76,13 +71,8 @@ def worth_showing(line: str) -> bool:
     return "[train]" in line or "Error" in line or "Traceback" in line or line.startswith("Job '")
 
 
-def workloads_tarball(src: Path = WORKLOADS_DIR) -> bytes:
-    """The `workloads/` package as a gzipped tar rooted at `workloads/`, without caches or run output."""
-    return folders_tarball([src])
-
-
-def folders_tarball(folders: Sequence[Path]) -> bytes:
-    """Each folder as a gzipped tar entry of its own name, without caches or run output."""
+def workloads_tarball(folders: Sequence[Path] = (WORKLOADS_DIR,)) -> bytes:
+    """Each folder (default `workloads/`) as a gzipped tar entry of its own name, without caches or run output."""
     buf = io.BytesIO()
 
     def keep(info: tarfile.TarInfo) -> tarfile.TarInfo | None:
@@ -185,35 +175,17 @@ def submit_command(
     submission_id: str | None = None,
     py_modules: Sequence[str] = (),
 ) -> list[str]:
-    """`ray job submit --no-wait` against the head pod's own job server: it returns once the job is queued.
+    """`ray job submit --no-wait` to the head pod's own job server: it returns once the job is queued.
 
-    ``submission_id`` is the Ray job id (default: the run id); a job that resumes a run needs its own,
-    because Ray keeps a finished job's id.
-
-    ``py_modules`` are folders in the head pod that the job needs beyond the image (automation/job_modules.py:
-    torchao for a float8 job); the job's actors, Ray Train's workers included, inherit the field
-    (docs.ray.io, ray-core/handling-dependencies, "Inheritance")."""
+    ``submission_id`` defaults to the run id (a resumed run needs its own: Ray keeps a finished job's id).
+    ``py_modules`` are head-pod folders the job needs beyond the image (automation/job_modules.py); the job's
+    actors, Ray Train's workers included, inherit them (docs.ray.io, ray-core/handling-dependencies, "Inheritance")."""
     runtime_env: dict[str, object] = {"env_vars": dict(env_vars or {})}
     if py_modules:
         runtime_env["py_modules"] = list(py_modules)
-    return [
-        "ray",
-        "job",
-        "submit",
-        "--address",
-        HEAD_JOB_SERVER,
-        "--no-wait",
-        *LOG_STYLE,
-        "--working-dir",
-        working_dir,
-        "--submission-id",
-        submission_id or job.run_id,
-        "--runtime-env-json",
-        json.dumps(runtime_env, sort_keys=True),
-        "--",
-        "python",
-        *command(job),
-    ]
+    opts = ["--no-wait", *LOG_STYLE, "--working-dir", working_dir, "--submission-id", submission_id or job.run_id]
+    env = ["--runtime-env-json", json.dumps(runtime_env, sort_keys=True)]
+    return ["ray", "job", "submit", "--address", HEAD_JOB_SERVER, *opts, *env, "--", "python", *command(job)]
 
 
 def status_command(job_id: str) -> list[str]:
@@ -286,7 +258,7 @@ class HeadJobs:
         self._upload(src_dir, workloads_tarball(), "workloads/")
         deps_dir = f"{CLUSTER_ROOT}/deps/{submission_id}"
         if modules:
-            self._upload(deps_dir, folders_tarball(modules), ", ".join(f"{m.name}/" for m in modules))
+            self._upload(deps_dir, workloads_tarball(modules), ", ".join(f"{m.name}/" for m in modules))
         cmd = submit_command(job, src_dir, env_vars, submission_id, [f"{deps_dir}/{m.name}" for m in modules])
         try:
             res = self.pod_exec(self.pod, self.namespace, cmd, timeout_s=self.call_s)
@@ -394,10 +366,8 @@ class LocalJobs:
     def submit(self, job: TrainConfig, working_dir: Path, python: str) -> str:
         # The SDK logs each package upload at INFO on stderr; the driver reports the job itself.
         logging.getLogger("ray").setLevel(logging.WARNING)
-        entry = " ".join(shlex.quote(a) for a in [python, *command(job)])
-        return self.client.submit_job(
-            entrypoint=entry, submission_id=job.run_id, runtime_env={"working_dir": str(working_dir)}
-        )
+        entry, env = shlex.join([python, *command(job)]), {"working_dir": str(working_dir)}
+        return self.client.submit_job(entrypoint=entry, submission_id=job.run_id, runtime_env=env)
 
     def job_status(self, job_id: str) -> JobState:
         info = self.client.get_job_info(job_id)
