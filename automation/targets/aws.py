@@ -337,19 +337,12 @@ class AwsTarget(AsksJobServer):
 
         A job the stack or the cluster cannot run is bad input: DriverError, exit status 2.
         """
-        flags = {
-            "steps": self.run.steps_override,
-            "num_workers": self.run.workers_override,
-            "float8": self.run.float8_override,
-        }
+        r = self.run
+        flags = {"steps": r.steps_override, "num_workers": r.workers_override, "float8": r.float8_override}
         try:
             return resolve_cluster_job(self.cfg, self.run_id, Durability(storage_uri).layer(), flags)
         except TrainConfigError as e:
             raise DriverError(str(e), exit_code=2) from None
-
-    def job(self) -> TrainConfig:
-        """The training job of this run, checked, its storage path not known yet unless the train: block sets it."""
-        return self.resolved_job().config
 
     def note(self, text: str) -> None:
         """A line for the user now (on_note) and again among the report's notes."""
@@ -417,13 +410,7 @@ class AwsTarget(AsksJobServer):
             if self.run.kubeconfig_path is not None:
                 kubeconfig = read_kubeconfig_file(self.run.kubeconfig_path)
             else:
-                raw = self.outputs().get("kubeconfig")
-                if not raw:
-                    raise DriverError(
-                        f"stack {self.cfg.stack} has no kubeconfig output (is it up?): run "
-                        f"`python -m automation up --stack {self.cfg.stack}` or pass --kubeconfig PATH",
-                        exit_code=2,
-                    )
+                raw = self._output("kubeconfig", "has no kubeconfig output (is it up?)", " or pass --kubeconfig PATH")
                 kubeconfig = (
                     raw if isinstance(raw, dict) else parse_kubeconfig(str(raw), f"stack {self.cfg.stack}'s output")
                 )
@@ -438,15 +425,16 @@ class AwsTarget(AsksJobServer):
         exp = self.expectations()
         return RayClusterPods(self.kube(), exp.namespace, exp.raycluster, self.cfg.stack)
 
+    def _output(self, key: str, missing: str, instead: str = "") -> object:
+        """Stack output ``key``; bad input naming `up` when the stack has none."""
+        value = self.outputs().get(key)
+        if not value:
+            s = self.cfg.stack
+            raise DriverError(f"stack {s} {missing}: run `python -m automation up --stack {s}`{instead}", exit_code=2)
+        return value
+
     def storage_uri(self) -> str:
-        uri = self.outputs().get("storage_uri")
-        if not uri:
-            raise DriverError(
-                f"stack {self.cfg.stack} exports no storage_uri (created before the run bucket existed): "
-                f"run `python -m automation up --stack {self.cfg.stack}`",
-                exit_code=2,
-            )
-        return str(uri)
+        return str(self._output("storage_uri", "exports no storage_uri (created before the run bucket existed)"))
 
     def train_job(self) -> TrainConfig:
         """The job as submitted, durable unless the train: block says otherwise (checkpoints and Ray Train's
@@ -554,10 +542,6 @@ class AwsTarget(AsksJobServer):
             return NodeReading(error=f"the read in pod {pod} exited {res.rc}: {res.stderr.strip()[-200:]}")
         return parse_reading(res.stdout)
 
-    def _counters_key(self, run_id: str) -> tuple[str, str]:
-        bucket, prefix = split_s3_uri(self.storage_uri())
-        return bucket, f"{prefix}/{run_id}/{COUNTERS_BEFORE_FILE}".lstrip("/")
-
     def host_nodes(self) -> dict[str, str]:
         """Each Running Ray worker pod -> its node: NCCL in a pod logs the pod's host name, its pod name."""
         return self.ray_pods().node_of_pods("worker")
@@ -565,7 +549,7 @@ class AwsTarget(AsksJobServer):
     def keep_counters(self, doc: dict) -> str:
         """The reading before the job, as `<storage_uri>/<run id>/efa_counters_before.json` in the run bucket,
         where `attach` on another machine reads it; DriverError when it cannot be written."""
-        bucket, key = self._counters_key(self.run_id)
+        bucket, key = self._run_key(self.run_id, COUNTERS_BEFORE_FILE)
         try:
             self.deps.client("s3").put_object(Bucket=bucket, Key=key, Body=json.dumps(doc).encode())
         except (ClientError, BotoCoreError) as e:
@@ -576,7 +560,7 @@ class AwsTarget(AsksJobServer):
         """The reading `keep_counters` kept for job `job_id`'s run (a resumed run's job shares it); None when
         there is none or it cannot be read."""
         try:
-            bucket, key = self._counters_key(job_id.split(RESUMED)[0])
+            bucket, key = self._run_key(job_id, COUNTERS_BEFORE_FILE)
             body = self.deps.client("s3").get_object(Bucket=bucket, Key=key)["Body"].read()
             doc = json.loads(body)
         except (ClientError, BotoCoreError, DriverError, ValueError):
@@ -606,10 +590,10 @@ class AwsTarget(AsksJobServer):
             self.on_progress(f"{len(files)} NCCL log files from {len(workers)} worker pods")
         return files
 
-    def _logs_at(self, run_id: str) -> tuple[str, str]:
-        """The run bucket and the prefix `<storage_uri>/<run id>/logs/` of a run (a resumed run's job shares it)."""
+    def _run_key(self, run_id: str, name: str) -> tuple[str, str]:
+        """The run bucket and the key `<storage_uri>/<run id>/<name>` of a run (a resumed run's job shares it)."""
         bucket, prefix = split_s3_uri(self.storage_uri())
-        return bucket, f"{prefix}/{run_id.split(RESUMED)[0]}/{KEPT_LOGS}/".lstrip("/")
+        return bucket, f"{prefix}/{run_id.split(RESUMED)[0]}/{name}".lstrip("/")
 
     def keep_logs(self, job_ids: Sequence[str], since: float) -> str:
         """The run's files and logs, from the pods (automation/run_files.py `archive_run`: NCCL of every attempt,
@@ -617,7 +601,7 @@ class AwsTarget(AsksJobServer):
         put under `<storage_uri>/<run id>/logs/` within KEEP_LOGS_S; the line saying where, and what was cut."""
         now = self.deps.clock.now
         deadline, minutes = now() + KEEP_LOGS_S, math.ceil((now() - since) / 60) + 1
-        bucket, prefix = self._logs_at(self.run_id)
+        bucket, prefix = self._run_key(self.run_id, f"{KEPT_LOGS}/")
         with tempfile.TemporaryDirectory(prefix="logs-") as tmp:
             dest, cut = Path(tmp) / self.run_id, ""
             (dest / "job").mkdir(parents=True)
@@ -636,7 +620,7 @@ class AwsTarget(AsksJobServer):
 
     def kept_logs(self, run_id: str, dest: Path, under: str = "") -> list[Path]:
         """What `keep_logs` kept of run ``run_id`` under `logs/<under>`, written into ``dest``; [] when none."""
-        bucket, prefix = self._logs_at(run_id)
+        bucket, prefix = self._run_key(run_id, f"{KEPT_LOGS}/")
         try:
             return download_tree(self.deps.client("s3"), bucket, prefix + under, dest)
         except (ClientError, BotoCoreError) as e:
@@ -691,11 +675,7 @@ class AwsTarget(AsksJobServer):
                 "nothing was created: preflight and preview change nothing", (f"fix the failing rows, then: {resume}",)
             )
         if failed == "up":
-            return Advice(
-                f"stack {s} may be partly created (GPU nodes cost money while they exist; "
-                f"{self.cost_line()}): `python -m automation status --stack {s}` lists what is there",
-                (f"resume (idempotent): {resume}", f"or tear down: {teardown}"),
-            )
+            return self._maybe_created(f"; {self.cost_line()}")
         if failed == "destroy":
             return Advice(f"some resources of stack {s} may remain", (f"retry: {teardown}",))
         if not prior.cluster_seen:
@@ -716,15 +696,16 @@ class AwsTarget(AsksJobServer):
 
     def interrupted(self, advice: Advice | None) -> Advice:
         """Nothing is stopped for AWS: the cluster (or half of it) keeps running and costing money."""
-        if advice is not None:
-            return advice
-        stack = self.cfg.stack
+        return advice or self._maybe_created("")
+
+    def _maybe_created(self, cost: str) -> Advice:
+        s = self.cfg.stack
         return Advice(
-            f"stack {stack} may exist in part (GPU nodes cost money while they exist): "
-            f"`python -m automation status --stack {stack}` lists what is there",
+            f"stack {s} may be partly created (GPU nodes cost money while they exist{cost}): "
+            f"`python -m automation status --stack {s}` lists what is there",
             (
-                f"resume (idempotent): python -m automation run --stack {stack}",
-                f"or tear down: python -m automation destroy --stack {stack}",
+                f"resume (idempotent): python -m automation run --stack {s}",
+                f"or tear down: python -m automation destroy --stack {s}",
             ),
         )
 
