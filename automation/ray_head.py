@@ -36,6 +36,7 @@ from workloads.summary import RunSummary
 WORKLOADS_DIR = Path(__file__).resolve().parents[1] / "workloads"
 HEAD_JOB_SERVER = "http://127.0.0.1:8265"
 _ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
+_STEP_LINE = re.compile(r"\[train\] step \d+/\d+ ")
 RESOURCES_MARK = "RAY_CLUSTER_RESOURCES "
 _T = TypeVar("_T")
 # Run in the head pod: what Ray itself advertises, which is what Ray Train schedules against.
@@ -58,9 +59,6 @@ def strip_ansi(line: str) -> str:
     return _ANSI.sub("", line)
 
 
-_STEP_LINE = re.compile(r"\[train\] step \d+/\d+ ")
-
-
 def is_step_line(line: str) -> bool:
     """Rank 0's per-step progress line (workloads/loop.py), which the progress bar also shows."""
     return _STEP_LINE.search(line) is not None
@@ -77,9 +75,8 @@ def workloads_tarball(folders: Sequence[Path] = (WORKLOADS_DIR,)) -> bytes:
 
     def keep(info: tarfile.TarInfo) -> tarfile.TarInfo | None:
         parts = Path(info.name).parts
-        if "__pycache__" in parts or "runs" in parts or info.name.endswith((".pyc", ".pyo")):
-            return None
-        return info
+        drop = "__pycache__" in parts or "runs" in parts or info.name.endswith((".pyc", ".pyo"))
+        return None if drop else info
 
     with tarfile.open(fileobj=buf, mode="w:gz") as tar:
         for folder in folders:
@@ -120,9 +117,7 @@ class JobApi(Protocol):
     """The three questions the follow loop asks a job server (each one short call)."""
 
     def job_status(self, job_id: str) -> JobState: ...
-
     def job_logs(self, job_id: str, offset: int, final: bool = False) -> LogChunk: ...
-
     def stop_job(self, job_id: str) -> None: ...
 
 
@@ -160,10 +155,8 @@ def record_text(line: str) -> str:
 
 
 def upload_command(dest: str, payload_len: int) -> list[str]:
-    """Unpack a base64 tarball of exactly `payload_len` characters from stdin into `dest`.
-
-    `head -c` ends the read itself: the exec websocket's v4 protocol cannot signal end of stdin.
-    """
+    """Unpack a base64 tarball of exactly `payload_len` characters from stdin into `dest`; `head -c` ends the
+    read itself: the exec websocket's v4 protocol cannot signal end of stdin."""
     q = shlex.quote(dest)
     return ["sh", "-c", f"rm -rf {q} && mkdir -p {q} && head -c {payload_len} | base64 -d | tar -xzf - -C {q}"]
 
@@ -273,10 +266,8 @@ class HeadJobs:
                 return submission_id
         job_id = parse_submitted(res.stdout)
         if res.rc != 0 or job_id is None:
-            raise DriverError(
-                f"`ray job submit` in {self.namespace}/{self.pod} did not submit (rc {res.rc}): "
-                f"{(res.stderr or res.stdout).strip()[-300:]}"
-            )
+            why = (res.stderr or res.stdout).strip()[-300:]
+            raise DriverError(f"`ray job submit` in {self.namespace}/{self.pod} did not submit (rc {res.rc}): {why}")
         return job_id
 
     def _has_job(self, submission_id: str) -> bool:
@@ -298,9 +289,8 @@ class HeadJobs:
         payload = base64.b64encode(tarball).decode()
         up = self.pod_exec(self.pod, self.namespace, upload_command(dest, len(payload)), stdin=payload, timeout_s=300)
         if up.rc != 0:
-            raise DriverError(
-                f"copying {what} into {self.namespace}/{self.pod} failed (rc {up.rc}): {up.stderr.strip()[-300:]}"
-            )
+            why = up.stderr.strip()[-300:]
+            raise DriverError(f"copying {what} into {self.namespace}/{self.pod} failed (rc {up.rc}): {why}")
 
     def job_status(self, job_id: str) -> JobState:
         res = self.pod_exec(self.pod, self.namespace, status_command(job_id), timeout_s=self.call_s)
@@ -313,9 +303,7 @@ class HeadJobs:
         res = self.pod_exec(self.pod, self.namespace, logs_command(job_id, offset), timeout_s=self.call_s)
         if res.rc != 0:
             raise _exec_failed("logs", job_id, res)
-        text = res.stdout
-        if offset == 0 and text:
-            text = record_text(text)  # the first log line carries the record's prefix
+        text = record_text(res.stdout) if offset == 0 else res.stdout  # the first log line carries the record prefix
         return slice_log(text, offset, final)
 
     def stop_job(self, job_id: str) -> None:
@@ -335,10 +323,8 @@ class HeadJobs:
         ls = ["sh", "-c", f"ls -1t {CLUSTER_ROOT}/src 2>/dev/null | head -n 1"]
         res = self.pod_exec(self.pod, self.namespace, ls, timeout_s=60)
         if res.rc != 0 or not res.stdout.strip():
-            raise DriverError(
-                f"no job was submitted to {self.namespace}/{self.pod} (no {CLUSTER_ROOT}/src/*): pass the job id",
-                exit_code=2,
-            )
+            where = f"{self.namespace}/{self.pod} (no {CLUSTER_ROOT}/src/*)"
+            raise DriverError(f"no job was submitted to {where}: pass the job id", exit_code=2)
         return res.stdout.strip()
 
 
