@@ -1,9 +1,7 @@
 """The AWS target: one Pulumi stack, its EKS cluster and its RayCluster, as the steps and commands use them.
 
-`open_stack` is the one way a command opens it. Every outside system comes through `AwsDeps` (boto3
-clients, the Pulumi stack, the Kubernetes API, the confirmation prompt), so tests hand in moto clients,
-a fake stack and recorded API objects while the real path uses boto3, the Automation API and the
-kubernetes client. What the steps do with it is in automation/steps/.
+`open_stack` is the one way a command opens it. Every outside system comes through `AwsDeps` (boto3 clients, the
+Pulumi stack, the Kubernetes API, the prompt), so tests hand in moto clients, a fake stack and recorded API objects.
 """
 
 from __future__ import annotations
@@ -167,9 +165,8 @@ AWS_FILES = (("AWS_CONFIG_FILE", "~/.aws/config"), ("AWS_SHARED_CREDENTIALS_FILE
 
 
 def check_aws_files(environ: Mapping[str, str]) -> None:
-    """The AWS config and credentials files read with botocore's own parser before any AWS call:
-    one line naming the file and the fix for a folder, an unreadable file or one botocore cannot
-    parse (it raised ConfigParseError, or PermissionError, with a traceback; a folder it ignored)."""
+    """The AWS config and credentials files read with botocore's own parser before any AWS call: one line naming the
+    file and the fix where botocore would raise with a traceback (unparsable, unreadable) or ignore it (a folder)."""
     from botocore.configloader import raw_config_parse
     from botocore.exceptions import ConfigParseError
 
@@ -183,11 +180,8 @@ def check_aws_files(environ: Mapping[str, str]) -> None:
         try:
             raw_config_parse(str(path))
         except ConfigParseError:
-            raise DriverError(
-                f"AWS file {named} cannot be parsed: it must be INI sections such as [default] with key = value "
-                "lines (`aws configure` writes one)",
-                exit_code=2,
-            ) from None
+            why = "it must be INI sections such as [default] with key = value lines (`aws configure` writes one)"
+            raise DriverError(f"AWS file {named} cannot be parsed: {why}", exit_code=2) from None
         except (OSError, UnicodeDecodeError) as e:
             why = e.strerror if isinstance(e, OSError) and e.strerror else type(e).__name__
             raise DriverError(
@@ -331,12 +325,8 @@ class AwsTarget(AsksJobServer):
         return {"train": ("scale-up", "verify", "gate", "submit", "follow"), "attach": ATTACH}.get(command, (command,))
 
     def resolved_job(self, storage_uri: str | None = None) -> ResolvedJob:
-        """The training job of this run and where each value came from: the cluster's defaults, durability
-        (its storage the run bucket ``storage_uri``; None: not known yet), the stack's train: block, then
-        --steps, --num-workers and bench's precision leg (automation/job.py), checked.
-
-        A job the stack or the cluster cannot run is bad input: DriverError, exit status 2.
-        """
+        """The training job of this run and where each value came from (automation/job.py), its storage the run
+        bucket ``storage_uri`` (None: not known yet); a job the stack or cluster cannot run is bad input (exit 2)."""
         r = self.run
         flags = {"steps": r.steps_override, "num_workers": r.workers_override, "float8": r.float8_override}
         try:
@@ -353,9 +343,8 @@ class AwsTarget(AsksJobServer):
         """Set gpuAvailabilityZone in the stack with the Automation API (`pulumi config set`, which writes
         Pulumi.<stack>.yaml), so the program sees it now and later runs reuse it."""
         self.stack().set_config(GPU_AZ_KEY, ConfigValue(value=az))
-        self.cfg = dataclasses.replace(
-            self.cfg, gpu_nodes=dataclasses.replace(self.cfg.gpu_nodes, availability_zone=az)
-        )
+        gpu_nodes = dataclasses.replace(self.cfg.gpu_nodes, availability_zone=az)
+        self.cfg = dataclasses.replace(self.cfg, gpu_nodes=gpu_nodes)
 
     def deployer_cidr(self) -> str:
         """This machine's public address as x.x.x.x/32, for an apiPublicAccessCidrs left empty; DriverError
@@ -369,9 +358,8 @@ class AwsTarget(AsksJobServer):
         return f"{self.deps.public_ip()}/32"
 
     def set_api_cidr(self, index: int, cidr: str) -> None:
-        """Set entry ``index`` of apiPublicAccessCidrs to ``cidr`` in the stack with the Automation API (`pulumi
-        config set --path`, which writes Pulumi.<stack>.yaml's list), and name it in apiPublicAccessDriverCidr as
-        the driver's: the program sees it now, later runs reuse it, a run from another address replaces it."""
+        """Set entry ``index`` of apiPublicAccessCidrs to ``cidr`` (`pulumi config set --path`) and name it in
+        apiPublicAccessDriverCidr as the driver's, so later runs reuse it and a run from another address replaces it."""
         self.stack().set_config(f"{API_CIDRS_KEY}[{index}]", ConfigValue(value=cidr), path=True)
         self.stack().set_config(DRIVER_CIDR_KEY, ConfigValue(value=cidr))
         cidrs = [*self.cfg.cluster.public_access_cidrs]
@@ -399,10 +387,7 @@ class AwsTarget(AsksJobServer):
     def outputs(self) -> dict:
         """The stack outputs (from this run's `up`, else the stack); {} when --kubeconfig replaces them."""
         if self.handles.outputs is None:
-            if self.run.kubeconfig_path is not None:
-                self.handles.outputs = {}
-            else:
-                self.handles.outputs = outputs_dict(self.stack().outputs())
+            self.handles.outputs = {} if self.run.kubeconfig_path is not None else outputs_dict(self.stack().outputs())
         return self.handles.outputs
 
     def kube(self) -> KubeApi:
@@ -437,9 +422,8 @@ class AwsTarget(AsksJobServer):
         return str(self._output("storage_uri", "exports no storage_uri (created before the run bucket existed)"))
 
     def train_job(self) -> TrainConfig:
-        """The job as submitted, durable unless the train: block says otherwise (checkpoints and Ray Train's
-        state in the run bucket, retries on failure); the resolved job and its sources go into the report's
-        notes (preflight printed them at the start of the run, the storage path still unknown)."""
+        """The job as submitted, durable (storage in the run bucket) unless the train: block says otherwise; the
+        resolved job and its sources go into the report's notes (preflight printed them before storage was known)."""
         uri = self.storage_uri()
         resolved = self.resolved_job(uri)
         job = resolved.config
@@ -728,8 +712,7 @@ class AwsTarget(AsksJobServer):
         return self.price() if command in ("run", "up") else None
 
     def cost_line(self) -> str:
-        """What the node groups' instances cost per hour while they stay up (On-Demand, from the Pricing
-        API; the EKS control plane and the NAT gateway come on top), or why that is unknown."""
+        """What `price` says the instances cost per hour while they stay up, or why that is unknown."""
         est = self.price()
         if est.usd_per_hour is None:
             return f"cost per hour unknown: {est.note}"
@@ -737,9 +720,8 @@ class AwsTarget(AsksJobServer):
         return f"{est.text()} On-Demand for {nodes}"
 
     def price(self, gpu_nodes: int | None = None) -> CostEstimate:
-        """On-Demand USD per hour of the instances that run with ``gpu_nodes`` GPU nodes (default: the stack's
-        node count) and the system nodes; the EKS control plane and the NAT gateway come on top
-        (docs/cost-and-capacity.md, "What it costs")."""
+        """On-Demand USD per hour of ``gpu_nodes`` GPU nodes (default: the stack's count) and the system nodes; the
+        EKS control plane and the NAT gateway come on top (docs/cost-and-capacity.md, "What it costs")."""
         if self.deps.pricing is None:
             return CostEstimate(None, (), "no Pricing API client")
         try:
@@ -777,13 +759,9 @@ def open_stack(
     run_id: str | None = None,
     **options: Any,
 ) -> AwsTarget:
-    """The AWS target of `stack`: its validated config and the real outside world (or `deps`).
-
-    Every command opens its stack here. A missing pulumi CLI is reported before any step: preflight
-    passing and then `preview` failing would waste the user's time. `options` are AwsTarget's fields
-    (run_id_given, resume, yes, steps_override, workers_override, float8_override, job_env, require); ``ui`` gives the
-    target its output lines.
-    """
+    """The AWS target of `stack`: its validated config and the real outside world (or `deps`); `options` are AwsRun's
+    fields, ``ui`` gives the target its output lines. A missing pulumi CLI is reported before any step: preflight
+    passing and then `preview` failing would waste the user's time."""
     cfg = load_config(stack, project_dir)
     if kubeconfig is not None:
         read_kubeconfig_file(kubeconfig)  # a missing or broken --kubeconfig is refused before any client exists
