@@ -311,11 +311,9 @@ class HeadJobs:
         if res.rc != 0:
             raise _exec_failed("stop", job_id, res)
 
-    def summary(self, job: TrainConfig) -> RunSummary | None:
+    def summary(self, path: str) -> RunSummary | None:
         """The training summary; the entrypoint (rank 0's driver) runs in the head pod and writes it there."""
-        if job.summary_json is None:
-            return None
-        cat = self.pod_exec(self.pod, self.namespace, ["cat", job.summary_json], timeout_s=60)
+        cat = self.pod_exec(self.pod, self.namespace, ["cat", path], timeout_s=60)
         return RunSummary.parse(cat.stdout) if cat.rc == 0 else None
 
     def newest_job(self) -> str:
@@ -367,11 +365,8 @@ class LocalJobs:
         self.client.stop_job(job_id)
 
     @staticmethod
-    def summary(job: TrainConfig) -> RunSummary | None:
-        if job.summary_json is None:
-            return None
-        path = Path(job.summary_json)
-        return RunSummary.parse(path.read_text()) if path.is_file() else None
+    def summary(path: str) -> RunSummary | None:
+        return RunSummary.parse(Path(path).read_text()) if Path(path).is_file() else None
 
 
 # ---- following a job to its end ------------------------------------------------------------------
@@ -500,7 +495,7 @@ class AsksJobServer:
         self.jobs().stop_job(job_id)  # type: ignore[attr-defined]
 
     def job_summary(self, job: TrainConfig) -> RunSummary | None:
-        return self.jobs().summary(job)  # type: ignore[attr-defined]
+        return None if job.summary_json is None else self.jobs().summary(job.summary_json)  # type: ignore[attr-defined]
 
 
 class FollowPlace(JobApi, Protocol):
