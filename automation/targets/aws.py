@@ -101,8 +101,7 @@ class AwsDeps:
     pricing: Callable[[], Pricing] | None = None
     # preflight's rows for this machine's pulumi CLI, backend and passphrase (None: a stand-in stack, not checked)
     pulumi_setup: Callable[[], list[Finding]] | None = None
-    # What every wait reads and sleeps on: the follow step's polls, the waits on EKS, the idle guard's lease.
-    # Tests pass a fake clock that moves on sleep.
+    # What every wait reads and sleeps on (follow's polls, EKS waits, the idle guard's lease); tests move a fake one.
     clock: Clock = SYSTEM_CLOCK
     interactive: Callable[[], bool] = lambda: sys.stdin.isatty()  # whether Ctrl-C may ask before leaving a job
     # This machine's public IPv4 (checkip_address), for a stack that leaves apiPublicAccessCidrs to the driver;
@@ -310,8 +309,7 @@ class AwsTarget(AsksJobServer):
             nodes = pods.node_of_pods("worker")
         except DriverError as e:
             return [RankEvidence(None, "?", "?", stack_error=f"the worker pods were not listed: {e}")]
-        nccl_dir = f"{CLUSTER_ROOT}/runs/{self.run_id}/nccl"
-        ns = pods.namespace
+        nccl_dir, ns = f"{CLUSTER_ROOT}/runs/{self.run_id}/nccl", pods.namespace
         return [r for pod, node in sorted(nodes.items()) for r in pod_evidence(pods.kube.exec, pod, node, ns, nccl_dir)]
 
     @property
@@ -541,8 +539,7 @@ class AwsTarget(AsksJobServer):
         return f"s3://{bucket}/{key}"
 
     def kept_counters(self, job_id: str) -> dict | None:
-        """The reading `keep_counters` kept for job `job_id`'s run (a resumed run's job shares it); None when
-        there is none or it cannot be read."""
+        """The reading `keep_counters` kept for job `job_id`'s run; None when there is none or it cannot be read."""
         try:
             bucket, key = self._run_key(job_id, COUNTERS_BEFORE_FILE)
             body = self.deps.client("s3").get_object(Bucket=bucket, Key=key)["Body"].read()
