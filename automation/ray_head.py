@@ -328,7 +328,7 @@ class HeadJobs:
 
 # ---- local: the job server on loopback -----------------------------------------------------------
 class JobInfo(Protocol):
-    status: object  # ray.job_submission.JobStatus, an enum whose name is the state
+    status: object  # ray.job_submission.JobStatus, whose str() is the state (ray/dashboard/modules/job/common.py)
     message: str | None
 
 
@@ -355,7 +355,7 @@ class LocalJobs:
 
     def job_status(self, job_id: str) -> JobState:
         info = self.client.get_job_info(job_id)
-        return JobState(str(info.status).split(".")[-1], info.message or "")
+        return JobState(str(info.status), info.message or "")
 
     def job_logs(self, job_id: str, offset: int, final: bool = False) -> LogChunk:
         lines = self.client.get_job_logs(job_id).split("\n")
