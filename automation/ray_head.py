@@ -1,16 +1,11 @@
 """A Ray head's job server and resources, as both targets reach them.
 
-Both targets submit the same command, `python -m workloads.train ...`, with the `workloads/` package
-as the job's working_dir (Ray uploads it to the GCS and unpacks it in every worker). On AWS the
-driver copies the package into the head pod and runs Ray's job CLI there through the Kubernetes exec
-API, so the job server's port 8265 never leaves the pod; locally it talks to the job server on
-127.0.0.1. `RAY_RESOURCES_SNIPPET` reads what Ray advertises, in the head pod or beside the local head.
+Both targets submit `python -m workloads.train ...` with `workloads/` as the job's working_dir. On AWS the
+driver copies the package into the head pod and runs Ray's job CLI there through the Kubernetes exec API, so
+port 8265 never leaves the pod; locally it talks to the job server on 127.0.0.1.
 
-A job is detached: `ray job submit --no-wait` returns once the job server has it, and `follow_job`
-follows it by asking the job server, in short calls each poll (`ray job status`, `ray job logs` from a
-line offset), so a dropped exec stream or an expired token costs one poll, never the job's outcome.
-The job server, not the terminal, owns the job: a dropped connection changes what the user sees, never the
-outcome (docs/long-runs.md).
+A job is detached (`ray job submit --no-wait`) and `follow_job` asks the job server in short calls each poll,
+so a dropped exec stream or an expired token costs one poll, never the job's outcome (docs/long-runs.md).
 """
 
 from __future__ import annotations
@@ -41,6 +36,7 @@ from workloads.summary import RunSummary
 WORKLOADS_DIR = Path(__file__).resolve().parents[1] / "workloads"
 HEAD_JOB_SERVER = "http://127.0.0.1:8265"
 _ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
+_STEP_LINE = re.compile(r"\[train\] step \d+/\d+ ")
 RESOURCES_MARK = "RAY_CLUSTER_RESOURCES "
 _T = TypeVar("_T")
 # Run in the head pod: what Ray itself advertises, which is what Ray Train schedules against.
@@ -63,9 +59,6 @@ def strip_ansi(line: str) -> str:
     return _ANSI.sub("", line)
 
 
-_STEP_LINE = re.compile(r"\[train\] step \d+/\d+ ")
-
-
 def is_step_line(line: str) -> bool:
     """Rank 0's per-step progress line (workloads/loop.py), which the progress bar also shows."""
     return _STEP_LINE.search(line) is not None
@@ -76,20 +69,14 @@ def worth_showing(line: str) -> bool:
     return "[train]" in line or "Error" in line or "Traceback" in line or line.startswith("Job '")
 
 
-def workloads_tarball(src: Path = WORKLOADS_DIR) -> bytes:
-    """The `workloads/` package as a gzipped tar rooted at `workloads/`, without caches or run output."""
-    return folders_tarball([src])
-
-
-def folders_tarball(folders: Sequence[Path]) -> bytes:
-    """Each folder as a gzipped tar entry of its own name, without caches or run output."""
+def workloads_tarball(folders: Sequence[Path] = (WORKLOADS_DIR,)) -> bytes:
+    """Each folder (default `workloads/`) as a gzipped tar entry of its own name, without caches or run output."""
     buf = io.BytesIO()
 
     def keep(info: tarfile.TarInfo) -> tarfile.TarInfo | None:
         parts = Path(info.name).parts
-        if "__pycache__" in parts or "runs" in parts or info.name.endswith((".pyc", ".pyo")):
-            return None
-        return info
+        drop = "__pycache__" in parts or "runs" in parts or info.name.endswith((".pyc", ".pyo"))
+        return None if drop else info
 
     with tarfile.open(fileobj=buf, mode="w:gz") as tar:
         for folder in folders:
@@ -130,9 +117,7 @@ class JobApi(Protocol):
     """The three questions the follow loop asks a job server (each one short call)."""
 
     def job_status(self, job_id: str) -> JobState: ...
-
     def job_logs(self, job_id: str, offset: int, final: bool = False) -> LogChunk: ...
-
     def stop_job(self, job_id: str) -> None: ...
 
 
@@ -170,10 +155,8 @@ def record_text(line: str) -> str:
 
 
 def upload_command(dest: str, payload_len: int) -> list[str]:
-    """Unpack a base64 tarball of exactly `payload_len` characters from stdin into `dest`.
-
-    `head -c` ends the read itself: the exec websocket's v4 protocol cannot signal end of stdin.
-    """
+    """Unpack a base64 tarball of exactly `payload_len` characters from stdin into `dest`; `head -c` ends the
+    read itself: the exec websocket's v4 protocol cannot signal end of stdin."""
     q = shlex.quote(dest)
     return ["sh", "-c", f"rm -rf {q} && mkdir -p {q} && head -c {payload_len} | base64 -d | tar -xzf - -C {q}"]
 
@@ -185,35 +168,17 @@ def submit_command(
     submission_id: str | None = None,
     py_modules: Sequence[str] = (),
 ) -> list[str]:
-    """`ray job submit --no-wait` against the head pod's own job server: it returns once the job is queued.
+    """`ray job submit --no-wait` to the head pod's own job server: it returns once the job is queued.
 
-    ``submission_id`` is the Ray job id (default: the run id); a job that resumes a run needs its own,
-    because Ray keeps a finished job's id.
-
-    ``py_modules`` are folders in the head pod that the job needs beyond the image (automation/job_modules.py:
-    torchao for a float8 job); the job's actors, Ray Train's workers included, inherit the field
-    (docs.ray.io, ray-core/handling-dependencies, "Inheritance")."""
+    ``submission_id`` defaults to the run id (a resumed run needs its own: Ray keeps a finished job's id).
+    ``py_modules`` are head-pod folders the job needs beyond the image (automation/job_modules.py); the job's
+    actors, Ray Train's workers included, inherit them (docs.ray.io, ray-core/handling-dependencies, "Inheritance")."""
     runtime_env: dict[str, object] = {"env_vars": dict(env_vars or {})}
     if py_modules:
         runtime_env["py_modules"] = list(py_modules)
-    return [
-        "ray",
-        "job",
-        "submit",
-        "--address",
-        HEAD_JOB_SERVER,
-        "--no-wait",
-        *LOG_STYLE,
-        "--working-dir",
-        working_dir,
-        "--submission-id",
-        submission_id or job.run_id,
-        "--runtime-env-json",
-        json.dumps(runtime_env, sort_keys=True),
-        "--",
-        "python",
-        *command(job),
-    ]
+    opts = ["--no-wait", *LOG_STYLE, "--working-dir", working_dir, "--submission-id", submission_id or job.run_id]
+    env = ["--runtime-env-json", json.dumps(runtime_env, sort_keys=True)]
+    return ["ray", "job", "submit", "--address", HEAD_JOB_SERVER, *opts, *env, "--", "python", *command(job)]
 
 
 def status_command(job_id: str) -> list[str]:
@@ -286,7 +251,7 @@ class HeadJobs:
         self._upload(src_dir, workloads_tarball(), "workloads/")
         deps_dir = f"{CLUSTER_ROOT}/deps/{submission_id}"
         if modules:
-            self._upload(deps_dir, folders_tarball(modules), ", ".join(f"{m.name}/" for m in modules))
+            self._upload(deps_dir, workloads_tarball(modules), ", ".join(f"{m.name}/" for m in modules))
         cmd = submit_command(job, src_dir, env_vars, submission_id, [f"{deps_dir}/{m.name}" for m in modules])
         try:
             res = self.pod_exec(self.pod, self.namespace, cmd, timeout_s=self.call_s)
@@ -301,10 +266,8 @@ class HeadJobs:
                 return submission_id
         job_id = parse_submitted(res.stdout)
         if res.rc != 0 or job_id is None:
-            raise DriverError(
-                f"`ray job submit` in {self.namespace}/{self.pod} did not submit (rc {res.rc}): "
-                f"{(res.stderr or res.stdout).strip()[-300:]}"
-            )
+            why = (res.stderr or res.stdout).strip()[-300:]
+            raise DriverError(f"`ray job submit` in {self.namespace}/{self.pod} did not submit (rc {res.rc}): {why}")
         return job_id
 
     def _has_job(self, submission_id: str) -> bool:
@@ -326,9 +289,8 @@ class HeadJobs:
         payload = base64.b64encode(tarball).decode()
         up = self.pod_exec(self.pod, self.namespace, upload_command(dest, len(payload)), stdin=payload, timeout_s=300)
         if up.rc != 0:
-            raise DriverError(
-                f"copying {what} into {self.namespace}/{self.pod} failed (rc {up.rc}): {up.stderr.strip()[-300:]}"
-            )
+            why = up.stderr.strip()[-300:]
+            raise DriverError(f"copying {what} into {self.namespace}/{self.pod} failed (rc {up.rc}): {why}")
 
     def job_status(self, job_id: str) -> JobState:
         res = self.pod_exec(self.pod, self.namespace, status_command(job_id), timeout_s=self.call_s)
@@ -341,9 +303,7 @@ class HeadJobs:
         res = self.pod_exec(self.pod, self.namespace, logs_command(job_id, offset), timeout_s=self.call_s)
         if res.rc != 0:
             raise _exec_failed("logs", job_id, res)
-        text = res.stdout
-        if offset == 0 and text:
-            text = record_text(text)  # the first log line carries the record's prefix
+        text = record_text(res.stdout) if offset == 0 else res.stdout  # the first log line carries the record prefix
         return slice_log(text, offset, final)
 
     def stop_job(self, job_id: str) -> None:
@@ -351,11 +311,9 @@ class HeadJobs:
         if res.rc != 0:
             raise _exec_failed("stop", job_id, res)
 
-    def summary(self, job: TrainConfig) -> RunSummary | None:
+    def summary(self, path: str) -> RunSummary | None:
         """The training summary; the entrypoint (rank 0's driver) runs in the head pod and writes it there."""
-        if job.summary_json is None:
-            return None
-        cat = self.pod_exec(self.pod, self.namespace, ["cat", job.summary_json], timeout_s=60)
+        cat = self.pod_exec(self.pod, self.namespace, ["cat", path], timeout_s=60)
         return RunSummary.parse(cat.stdout) if cat.rc == 0 else None
 
     def newest_job(self) -> str:
@@ -363,16 +321,14 @@ class HeadJobs:
         ls = ["sh", "-c", f"ls -1t {CLUSTER_ROOT}/src 2>/dev/null | head -n 1"]
         res = self.pod_exec(self.pod, self.namespace, ls, timeout_s=60)
         if res.rc != 0 or not res.stdout.strip():
-            raise DriverError(
-                f"no job was submitted to {self.namespace}/{self.pod} (no {CLUSTER_ROOT}/src/*): pass the job id",
-                exit_code=2,
-            )
+            where = f"{self.namespace}/{self.pod} (no {CLUSTER_ROOT}/src/*)"
+            raise DriverError(f"no job was submitted to {where}: pass the job id", exit_code=2)
         return res.stdout.strip()
 
 
 # ---- local: the job server on loopback -----------------------------------------------------------
 class JobInfo(Protocol):
-    status: object  # ray.job_submission.JobStatus, an enum whose name is the state
+    status: object  # ray.job_submission.JobStatus, whose str() is the state (ray/dashboard/modules/job/common.py)
     message: str | None
 
 
@@ -394,14 +350,12 @@ class LocalJobs:
     def submit(self, job: TrainConfig, working_dir: Path, python: str) -> str:
         # The SDK logs each package upload at INFO on stderr; the driver reports the job itself.
         logging.getLogger("ray").setLevel(logging.WARNING)
-        entry = " ".join(shlex.quote(a) for a in [python, *command(job)])
-        return self.client.submit_job(
-            entrypoint=entry, submission_id=job.run_id, runtime_env={"working_dir": str(working_dir)}
-        )
+        entry, env = shlex.join([python, *command(job)]), {"working_dir": str(working_dir)}
+        return self.client.submit_job(entrypoint=entry, submission_id=job.run_id, runtime_env=env)
 
     def job_status(self, job_id: str) -> JobState:
         info = self.client.get_job_info(job_id)
-        return JobState(str(info.status).split(".")[-1], info.message or "")
+        return JobState(str(info.status), info.message or "")
 
     def job_logs(self, job_id: str, offset: int, final: bool = False) -> LogChunk:
         lines = self.client.get_job_logs(job_id).split("\n")
@@ -411,11 +365,8 @@ class LocalJobs:
         self.client.stop_job(job_id)
 
     @staticmethod
-    def summary(job: TrainConfig) -> RunSummary | None:
-        if job.summary_json is None:
-            return None
-        path = Path(job.summary_json)
-        return RunSummary.parse(path.read_text()) if path.is_file() else None
+    def summary(path: str) -> RunSummary | None:
+        return RunSummary.parse(Path(path).read_text()) if Path(path).is_file() else None
 
 
 # ---- following a job to its end ------------------------------------------------------------------
@@ -544,7 +495,7 @@ class AsksJobServer:
         self.jobs().stop_job(job_id)  # type: ignore[attr-defined]
 
     def job_summary(self, job: TrainConfig) -> RunSummary | None:
-        return self.jobs().summary(job)  # type: ignore[attr-defined]
+        return None if job.summary_json is None else self.jobs().summary(job.summary_json)  # type: ignore[attr-defined]
 
 
 class FollowPlace(JobApi, Protocol):

@@ -1,9 +1,7 @@
 """The AWS target: one Pulumi stack, its EKS cluster and its RayCluster, as the steps and commands use them.
 
-`open_stack` is the one way a command opens it. Every outside system comes through `AwsDeps` (boto3
-clients, the Pulumi stack, the Kubernetes API, the confirmation prompt), so tests hand in moto clients,
-a fake stack and recorded API objects while the real path uses boto3, the Automation API and the
-kubernetes client. What the steps do with it is in automation/steps/.
+`open_stack` is the one way a command opens it. Every outside system comes through `AwsDeps` (boto3 clients, the
+Pulumi stack, the Kubernetes API, the prompt), so tests hand in moto clients, a fake stack and recorded API objects.
 """
 
 from __future__ import annotations
@@ -103,8 +101,7 @@ class AwsDeps:
     pricing: Callable[[], Pricing] | None = None
     # preflight's rows for this machine's pulumi CLI, backend and passphrase (None: a stand-in stack, not checked)
     pulumi_setup: Callable[[], list[Finding]] | None = None
-    # What every wait reads and sleeps on: the follow step's polls, the waits on EKS, the idle guard's lease.
-    # Tests pass a fake clock that moves on sleep.
+    # What every wait reads and sleeps on (follow's polls, EKS waits, the idle guard's lease); tests move a fake one.
     clock: Clock = SYSTEM_CLOCK
     interactive: Callable[[], bool] = lambda: sys.stdin.isatty()  # whether Ctrl-C may ask before leaving a job
     # This machine's public IPv4 (checkip_address), for a stack that leaves apiPublicAccessCidrs to the driver;
@@ -167,9 +164,8 @@ AWS_FILES = (("AWS_CONFIG_FILE", "~/.aws/config"), ("AWS_SHARED_CREDENTIALS_FILE
 
 
 def check_aws_files(environ: Mapping[str, str]) -> None:
-    """The AWS config and credentials files read with botocore's own parser before any AWS call:
-    one line naming the file and the fix for a folder, an unreadable file or one botocore cannot
-    parse (it raised ConfigParseError, or PermissionError, with a traceback; a folder it ignored)."""
+    """The AWS config and credentials files read with botocore's own parser before any AWS call: one line naming the
+    file and the fix where botocore would raise with a traceback (unparsable, unreadable) or ignore it (a folder)."""
     from botocore.configloader import raw_config_parse
     from botocore.exceptions import ConfigParseError
 
@@ -183,11 +179,8 @@ def check_aws_files(environ: Mapping[str, str]) -> None:
         try:
             raw_config_parse(str(path))
         except ConfigParseError:
-            raise DriverError(
-                f"AWS file {named} cannot be parsed: it must be INI sections such as [default] with key = value "
-                "lines (`aws configure` writes one)",
-                exit_code=2,
-            ) from None
+            why = "it must be INI sections such as [default] with key = value lines (`aws configure` writes one)"
+            raise DriverError(f"AWS file {named} cannot be parsed: {why}", exit_code=2) from None
         except (OSError, UnicodeDecodeError) as e:
             why = e.strerror if isinstance(e, OSError) and e.strerror else type(e).__name__
             raise DriverError(
@@ -316,8 +309,7 @@ class AwsTarget(AsksJobServer):
             nodes = pods.node_of_pods("worker")
         except DriverError as e:
             return [RankEvidence(None, "?", "?", stack_error=f"the worker pods were not listed: {e}")]
-        nccl_dir = f"{CLUSTER_ROOT}/runs/{self.run_id}/nccl"
-        ns = pods.namespace
+        nccl_dir, ns = f"{CLUSTER_ROOT}/runs/{self.run_id}/nccl", pods.namespace
         return [r for pod, node in sorted(nodes.items()) for r in pod_evidence(pods.kube.exec, pod, node, ns, nccl_dir)]
 
     @property
@@ -331,25 +323,14 @@ class AwsTarget(AsksJobServer):
         return {"train": ("scale-up", "verify", "gate", "submit", "follow"), "attach": ATTACH}.get(command, (command,))
 
     def resolved_job(self, storage_uri: str | None = None) -> ResolvedJob:
-        """The training job of this run and where each value came from: the cluster's defaults, durability
-        (its storage the run bucket ``storage_uri``; None: not known yet), the stack's train: block, then
-        --steps, --num-workers and bench's precision leg (automation/job.py), checked.
-
-        A job the stack or the cluster cannot run is bad input: DriverError, exit status 2.
-        """
-        flags = {
-            "steps": self.run.steps_override,
-            "num_workers": self.run.workers_override,
-            "float8": self.run.float8_override,
-        }
+        """The training job of this run and where each value came from (automation/job.py), its storage the run
+        bucket ``storage_uri`` (None: not known yet); a job the stack or cluster cannot run is bad input (exit 2)."""
+        r = self.run
+        flags = {"steps": r.steps_override, "num_workers": r.workers_override, "float8": r.float8_override}
         try:
             return resolve_cluster_job(self.cfg, self.run_id, Durability(storage_uri).layer(), flags)
         except TrainConfigError as e:
             raise DriverError(str(e), exit_code=2) from None
-
-    def job(self) -> TrainConfig:
-        """The training job of this run, checked, its storage path not known yet unless the train: block sets it."""
-        return self.resolved_job().config
 
     def note(self, text: str) -> None:
         """A line for the user now (on_note) and again among the report's notes."""
@@ -360,9 +341,8 @@ class AwsTarget(AsksJobServer):
         """Set gpuAvailabilityZone in the stack with the Automation API (`pulumi config set`, which writes
         Pulumi.<stack>.yaml), so the program sees it now and later runs reuse it."""
         self.stack().set_config(GPU_AZ_KEY, ConfigValue(value=az))
-        self.cfg = dataclasses.replace(
-            self.cfg, gpu_nodes=dataclasses.replace(self.cfg.gpu_nodes, availability_zone=az)
-        )
+        gpu_nodes = dataclasses.replace(self.cfg.gpu_nodes, availability_zone=az)
+        self.cfg = dataclasses.replace(self.cfg, gpu_nodes=gpu_nodes)
 
     def deployer_cidr(self) -> str:
         """This machine's public address as x.x.x.x/32, for an apiPublicAccessCidrs left empty; DriverError
@@ -376,9 +356,8 @@ class AwsTarget(AsksJobServer):
         return f"{self.deps.public_ip()}/32"
 
     def set_api_cidr(self, index: int, cidr: str) -> None:
-        """Set entry ``index`` of apiPublicAccessCidrs to ``cidr`` in the stack with the Automation API (`pulumi
-        config set --path`, which writes Pulumi.<stack>.yaml's list), and name it in apiPublicAccessDriverCidr as
-        the driver's: the program sees it now, later runs reuse it, a run from another address replaces it."""
+        """Set entry ``index`` of apiPublicAccessCidrs to ``cidr`` (`pulumi config set --path`) and name it in
+        apiPublicAccessDriverCidr as the driver's, so later runs reuse it and a run from another address replaces it."""
         self.stack().set_config(f"{API_CIDRS_KEY}[{index}]", ConfigValue(value=cidr), path=True)
         self.stack().set_config(DRIVER_CIDR_KEY, ConfigValue(value=cidr))
         cidrs = [*self.cfg.cluster.public_access_cidrs]
@@ -406,10 +385,7 @@ class AwsTarget(AsksJobServer):
     def outputs(self) -> dict:
         """The stack outputs (from this run's `up`, else the stack); {} when --kubeconfig replaces them."""
         if self.handles.outputs is None:
-            if self.run.kubeconfig_path is not None:
-                self.handles.outputs = {}
-            else:
-                self.handles.outputs = outputs_dict(self.stack().outputs())
+            self.handles.outputs = {} if self.run.kubeconfig_path is not None else outputs_dict(self.stack().outputs())
         return self.handles.outputs
 
     def kube(self) -> KubeApi:
@@ -417,13 +393,7 @@ class AwsTarget(AsksJobServer):
             if self.run.kubeconfig_path is not None:
                 kubeconfig = read_kubeconfig_file(self.run.kubeconfig_path)
             else:
-                raw = self.outputs().get("kubeconfig")
-                if not raw:
-                    raise DriverError(
-                        f"stack {self.cfg.stack} has no kubeconfig output (is it up?): run "
-                        f"`python -m automation up --stack {self.cfg.stack}` or pass --kubeconfig PATH",
-                        exit_code=2,
-                    )
+                raw = self._output("kubeconfig", "has no kubeconfig output (is it up?)", " or pass --kubeconfig PATH")
                 kubeconfig = (
                     raw if isinstance(raw, dict) else parse_kubeconfig(str(raw), f"stack {self.cfg.stack}'s output")
                 )
@@ -438,20 +408,20 @@ class AwsTarget(AsksJobServer):
         exp = self.expectations()
         return RayClusterPods(self.kube(), exp.namespace, exp.raycluster, self.cfg.stack)
 
+    def _output(self, key: str, missing: str, instead: str = "") -> object:
+        """Stack output ``key``; bad input naming `up` when the stack has none."""
+        value = self.outputs().get(key)
+        if not value:
+            s = self.cfg.stack
+            raise DriverError(f"stack {s} {missing}: run `python -m automation up --stack {s}`{instead}", exit_code=2)
+        return value
+
     def storage_uri(self) -> str:
-        uri = self.outputs().get("storage_uri")
-        if not uri:
-            raise DriverError(
-                f"stack {self.cfg.stack} exports no storage_uri (created before the run bucket existed): "
-                f"run `python -m automation up --stack {self.cfg.stack}`",
-                exit_code=2,
-            )
-        return str(uri)
+        return str(self._output("storage_uri", "exports no storage_uri (created before the run bucket existed)"))
 
     def train_job(self) -> TrainConfig:
-        """The job as submitted, durable unless the train: block says otherwise (checkpoints and Ray Train's
-        state in the run bucket, retries on failure); the resolved job and its sources go into the report's
-        notes (preflight printed them at the start of the run, the storage path still unknown)."""
+        """The job as submitted, durable (storage in the run bucket) unless the train: block says otherwise; the
+        resolved job and its sources go into the report's notes (preflight printed them before storage was known)."""
         uri = self.storage_uri()
         resolved = self.resolved_job(uri)
         job = resolved.config
@@ -554,10 +524,6 @@ class AwsTarget(AsksJobServer):
             return NodeReading(error=f"the read in pod {pod} exited {res.rc}: {res.stderr.strip()[-200:]}")
         return parse_reading(res.stdout)
 
-    def _counters_key(self, run_id: str) -> tuple[str, str]:
-        bucket, prefix = split_s3_uri(self.storage_uri())
-        return bucket, f"{prefix}/{run_id}/{COUNTERS_BEFORE_FILE}".lstrip("/")
-
     def host_nodes(self) -> dict[str, str]:
         """Each Running Ray worker pod -> its node: NCCL in a pod logs the pod's host name, its pod name."""
         return self.ray_pods().node_of_pods("worker")
@@ -565,7 +531,7 @@ class AwsTarget(AsksJobServer):
     def keep_counters(self, doc: dict) -> str:
         """The reading before the job, as `<storage_uri>/<run id>/efa_counters_before.json` in the run bucket,
         where `attach` on another machine reads it; DriverError when it cannot be written."""
-        bucket, key = self._counters_key(self.run_id)
+        bucket, key = self._run_key(self.run_id, COUNTERS_BEFORE_FILE)
         try:
             self.deps.client("s3").put_object(Bucket=bucket, Key=key, Body=json.dumps(doc).encode())
         except (ClientError, BotoCoreError) as e:
@@ -573,10 +539,9 @@ class AwsTarget(AsksJobServer):
         return f"s3://{bucket}/{key}"
 
     def kept_counters(self, job_id: str) -> dict | None:
-        """The reading `keep_counters` kept for job `job_id`'s run (a resumed run's job shares it); None when
-        there is none or it cannot be read."""
+        """The reading `keep_counters` kept for job `job_id`'s run; None when there is none or it cannot be read."""
         try:
-            bucket, key = self._counters_key(job_id.split(RESUMED)[0])
+            bucket, key = self._run_key(job_id, COUNTERS_BEFORE_FILE)
             body = self.deps.client("s3").get_object(Bucket=bucket, Key=key)["Body"].read()
             doc = json.loads(body)
         except (ClientError, BotoCoreError, DriverError, ValueError):
@@ -606,10 +571,10 @@ class AwsTarget(AsksJobServer):
             self.on_progress(f"{len(files)} NCCL log files from {len(workers)} worker pods")
         return files
 
-    def _logs_at(self, run_id: str) -> tuple[str, str]:
-        """The run bucket and the prefix `<storage_uri>/<run id>/logs/` of a run (a resumed run's job shares it)."""
+    def _run_key(self, run_id: str, name: str) -> tuple[str, str]:
+        """The run bucket and the key `<storage_uri>/<run id>/<name>` of a run (a resumed run's job shares it)."""
         bucket, prefix = split_s3_uri(self.storage_uri())
-        return bucket, f"{prefix}/{run_id.split(RESUMED)[0]}/{KEPT_LOGS}/".lstrip("/")
+        return bucket, f"{prefix}/{run_id.split(RESUMED)[0]}/{name}".lstrip("/")
 
     def keep_logs(self, job_ids: Sequence[str], since: float) -> str:
         """The run's files and logs, from the pods (automation/run_files.py `archive_run`: NCCL of every attempt,
@@ -617,7 +582,7 @@ class AwsTarget(AsksJobServer):
         put under `<storage_uri>/<run id>/logs/` within KEEP_LOGS_S; the line saying where, and what was cut."""
         now = self.deps.clock.now
         deadline, minutes = now() + KEEP_LOGS_S, math.ceil((now() - since) / 60) + 1
-        bucket, prefix = self._logs_at(self.run_id)
+        bucket, prefix = self._run_key(self.run_id, f"{KEPT_LOGS}/")
         with tempfile.TemporaryDirectory(prefix="logs-") as tmp:
             dest, cut = Path(tmp) / self.run_id, ""
             (dest / "job").mkdir(parents=True)
@@ -636,7 +601,7 @@ class AwsTarget(AsksJobServer):
 
     def kept_logs(self, run_id: str, dest: Path, under: str = "") -> list[Path]:
         """What `keep_logs` kept of run ``run_id`` under `logs/<under>`, written into ``dest``; [] when none."""
-        bucket, prefix = self._logs_at(run_id)
+        bucket, prefix = self._run_key(run_id, f"{KEPT_LOGS}/")
         try:
             return download_tree(self.deps.client("s3"), bucket, prefix + under, dest)
         except (ClientError, BotoCoreError) as e:
@@ -691,11 +656,7 @@ class AwsTarget(AsksJobServer):
                 "nothing was created: preflight and preview change nothing", (f"fix the failing rows, then: {resume}",)
             )
         if failed == "up":
-            return Advice(
-                f"stack {s} may be partly created (GPU nodes cost money while they exist; "
-                f"{self.cost_line()}): `python -m automation status --stack {s}` lists what is there",
-                (f"resume (idempotent): {resume}", f"or tear down: {teardown}"),
-            )
+            return self._maybe_created(f"; {self.cost_line()}")
         if failed == "destroy":
             return Advice(f"some resources of stack {s} may remain", (f"retry: {teardown}",))
         if not prior.cluster_seen:
@@ -716,15 +677,16 @@ class AwsTarget(AsksJobServer):
 
     def interrupted(self, advice: Advice | None) -> Advice:
         """Nothing is stopped for AWS: the cluster (or half of it) keeps running and costing money."""
-        if advice is not None:
-            return advice
-        stack = self.cfg.stack
+        return advice or self._maybe_created("")
+
+    def _maybe_created(self, cost: str) -> Advice:
+        s = self.cfg.stack
         return Advice(
-            f"stack {stack} may exist in part (GPU nodes cost money while they exist): "
-            f"`python -m automation status --stack {stack}` lists what is there",
+            f"stack {s} may be partly created (GPU nodes cost money while they exist{cost}): "
+            f"`python -m automation status --stack {s}` lists what is there",
             (
-                f"resume (idempotent): python -m automation run --stack {stack}",
-                f"or tear down: python -m automation destroy --stack {stack}",
+                f"resume (idempotent): python -m automation run --stack {s}",
+                f"or tear down: python -m automation destroy --stack {s}",
             ),
         )
 
@@ -747,8 +709,7 @@ class AwsTarget(AsksJobServer):
         return self.price() if command in ("run", "up") else None
 
     def cost_line(self) -> str:
-        """What the node groups' instances cost per hour while they stay up (On-Demand, from the Pricing
-        API; the EKS control plane and the NAT gateway come on top), or why that is unknown."""
+        """What `price` says the instances cost per hour while they stay up, or why that is unknown."""
         est = self.price()
         if est.usd_per_hour is None:
             return f"cost per hour unknown: {est.note}"
@@ -756,9 +717,8 @@ class AwsTarget(AsksJobServer):
         return f"{est.text()} On-Demand for {nodes}"
 
     def price(self, gpu_nodes: int | None = None) -> CostEstimate:
-        """On-Demand USD per hour of the instances that run with ``gpu_nodes`` GPU nodes (default: the stack's
-        node count) and the system nodes; the EKS control plane and the NAT gateway come on top
-        (docs/cost-and-capacity.md, "What it costs")."""
+        """On-Demand USD per hour of ``gpu_nodes`` GPU nodes (default: the stack's count) and the system nodes; the
+        EKS control plane and the NAT gateway come on top (docs/cost-and-capacity.md, "What it costs")."""
         if self.deps.pricing is None:
             return CostEstimate(None, (), "no Pricing API client")
         try:
@@ -796,13 +756,9 @@ def open_stack(
     run_id: str | None = None,
     **options: Any,
 ) -> AwsTarget:
-    """The AWS target of `stack`: its validated config and the real outside world (or `deps`).
-
-    Every command opens its stack here. A missing pulumi CLI is reported before any step: preflight
-    passing and then `preview` failing would waste the user's time. `options` are AwsTarget's fields
-    (run_id_given, resume, yes, steps_override, workers_override, float8_override, job_env, require); ``ui`` gives the
-    target its output lines.
-    """
+    """The AWS target of `stack`: its validated config and the real outside world (or `deps`); `options` are AwsRun's
+    fields, ``ui`` gives the target its output lines. A missing pulumi CLI is reported before any step: preflight
+    passing and then `preview` failing would waste the user's time."""
     cfg = load_config(stack, project_dir)
     if kubeconfig is not None:
         read_kubeconfig_file(kubeconfig)  # a missing or broken --kubeconfig is refused before any client exists

@@ -86,7 +86,7 @@ def test_every_job_server_call_goes_to_the_head_pod_with_the_call_limit():
 
 def test_the_summary_is_read_in_the_head_pod_within_a_minute():
     jobs, pod_exec, _ = head()
-    summary = jobs.summary(JOB)
+    summary = jobs.summary(JOB.summary_json)
     got = (summary.run_id if summary else None, [c for c in pod_exec.calls if c[2].startswith("cat")])
     want = ("r1", [("ray-efa-head-abcde", "ray", f"cat {JOB.summary_json}", 60)])
     assert got == want, f"expected the summary read by `cat` in the head pod in 60 s: {want}, got {got}"
@@ -94,7 +94,7 @@ def test_the_summary_is_read_in_the_head_pod_within_a_minute():
 
 def test_a_summary_that_cannot_be_read_is_none():
     jobs, _, _ = head(cat=ExecResult(1, "", "cat: no such file"))
-    got = jobs.summary(JOB)
+    got = jobs.summary(JOB.summary_json)
     assert got is None, f"expected no summary when `cat` exits 1, got {got}"
 
 
