@@ -245,7 +245,10 @@ def test_a_new_size_reported_late_is_waited_for():
     eks = Eks(desired=0, lag=2)
     got, clock, said = scale(eks, 2)
     assert clock.slept == [POLL_S, POLL_S], clock.slept
-    assert said == ["waiting for EKS to report node group gpu-ng at 2 (says 0)"] * 2, said
+    assert said == [
+        "waiting for EKS to report node group gpu-ng at 2, says 0 (0 s of 1200)",
+        "waiting for EKS to report node group gpu-ng at 2, says 0 (10 s of 1200)",
+    ], said
 
 
 def test_a_new_size_never_reported_is_given_up_on_at_the_bound():
@@ -592,9 +595,9 @@ def test_a_lease_without_a_cluster_does_nothing():
 def test_a_wait_that_reports_or_sleeps_renews_the_lease_first():
     kube, clock, said, slept = RecordKube(), FakeClock(), [], []
     lease = lease_of(kube, clock)
-    lease.progress(said.append)("waiting")
+    lease.renewing(said.append)("waiting")
     clock.t += 60
-    lease.sleeping(slept.append)(10.0)
+    lease.renewing(slept.append)(10.0)
     assert (len(kube.patches), said, slept) == (2, ["waiting"], [10.0]), (kube.patches, said, slept)
 
 
