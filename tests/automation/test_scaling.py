@@ -25,6 +25,7 @@ from automation.aws_clients import Paginator
 from automation.errors import DriverError
 from automation.kube import ExecResult
 from automation.scaling import (
+    EksWait,
     Lease,
     NodeGroupRef,
     Scaled,
@@ -239,6 +240,36 @@ def test_an_unreachable_eks_is_said_so():
     eks = Eks(desired=0, error=EndpointConnectionError(endpoint_url="https://eks.us-west-2.amazonaws.com"))
     with pytest.raises(DriverError, match="EKS could not be reached to scale node group gpu-ng: Could not connect"):
         scale(eks, 2)
+
+
+class DeletingEks(Eks):
+    """A node group being deleted: DELETING for ``polls`` describes, then DescribeNodegroup's ResourceNotFoundException
+    (https://docs.aws.amazon.com/eks/latest/APIReference/API_DescribeNodegroup.html#API_DescribeNodegroup_Errors)."""
+
+    def __init__(self, polls: int):
+        super().__init__(statuses=("DELETING",))
+        self.polls = polls
+
+    def describe_nodegroup(self, clusterName, nodegroupName):  # noqa: N803 - boto3's names
+        if self.polls == 0:
+            raise refused("ResourceNotFoundException", "DescribeNodegroup")
+        self.polls -= 1
+        return super().describe_nodegroup(clusterName, nodegroupName)
+
+
+def test_a_node_group_being_deleted_is_waited_for_until_gone_each_poll_said():
+    clock, said = FakeClock(), []
+    EksWait(DeletingEks(2), REF, clock.clock(), said.append, clock.now(), WAIT_S).gone()
+    assert said == [
+        "node group gpu-ng is DELETING: waiting for EKS to delete it (0 s of 1200)",
+        "node group gpu-ng is DELETING: waiting for EKS to delete it (10 s of 1200)",
+    ], said
+
+
+def test_a_node_group_not_gone_at_the_bound_names_its_status():
+    clock = FakeClock()
+    with pytest.raises(DriverError, match=r"^node group gpu-ng is still DELETING after 1200 s$"):
+        EksWait(DeletingEks(10**6), REF, clock.clock(), lambda s: None, clock.now(), WAIT_S).gone()
 
 
 def test_a_new_size_reported_late_is_waited_for():
