@@ -19,9 +19,7 @@ from automation.pipeline import Finding
 # list-service-quotas --service-code ec2`, as published listings of it show them, read 2026-12-06); gr6 is a G
 # instance, so it counts under G and VT, and trn, inf and dl each have a quota of their own.
 QUOTA_BY_FAMILY = {
-    "g": ("L-DB2E81BA", "Running On-Demand G and VT instances"),
-    "gr": ("L-DB2E81BA", "Running On-Demand G and VT instances"),
-    "vt": ("L-DB2E81BA", "Running On-Demand G and VT instances"),
+    **dict.fromkeys(("g", "gr", "vt"), ("L-DB2E81BA", "Running On-Demand G and VT instances")),
     "p": ("L-417A185B", "Running On-Demand P instances"),
     "trn": ("L-2C3B7624", "Running On-Demand Trn instances"),
     "inf": ("L-1945791B", "Running On-Demand Inf instances"),
@@ -46,9 +44,7 @@ def quota_for(instance_type: str) -> tuple[str, str]:
 # user guide's "Spot Instance quotas" and `aws service-quotas list-service-quotas --service-code ec2` name them,
 # https://docs.aws.amazon.com/AWSEC2/latest/UserGuide/using-spot-limits.html). A new account's is often 0.
 SPOT_QUOTA_BY_FAMILY = {
-    "g": ("L-3819A6DF", "All G and VT Spot Instance Requests"),
-    "gr": ("L-3819A6DF", "All G and VT Spot Instance Requests"),
-    "vt": ("L-3819A6DF", "All G and VT Spot Instance Requests"),
+    **dict.fromkeys(("g", "gr", "vt"), ("L-3819A6DF", "All G and VT Spot Instance Requests")),
     "p": ("L-7212CCBC", "All P Spot Instance Requests"),
     "trn": ("L-6B0D517C", "All Trn Spot Instance Requests"),
     "inf": ("L-B5D1601B", "All Inf Spot Instance Requests"),

@@ -32,8 +32,6 @@ if TYPE_CHECKING:
     from workloads.config import TrainConfig
 
 COUNTERS_FILE = "efa_counters.json"
-# The reading before the job, kept by the target (on AWS in the run bucket) for a check on another machine.
-COUNTERS_BEFORE_FILE = "efa_counters_before.json"
 NO_EFA_HERE = "no EFA device where this target runs (local: loopback and gloo or one node's GPUs)"
 
 

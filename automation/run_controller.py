@@ -109,11 +109,11 @@ class RunController:
                 first.append(step)
             shown(text)
 
-        target.on_line = line  # type: ignore[misc]  # AwsTarget's on_line is an attribute
+        target.on_line = line
         try:
             return self.steps(RESUMED_STEPS), first[0] if first else None
         finally:
-            target.on_line = shown  # type: ignore[misc]
+            target.on_line = shown
 
     def spent(self) -> str:
         """What the recoveries so far spent: attempts, minutes waiting for nodes, and each attempt's cost."""

@@ -30,10 +30,15 @@ RAY_LOG_NAMES = ("worker-*", "python-core-worker-*", "raylet.*")
 KEPT_LOGS = "logs"  # under <storage_uri>/<run id>/ in the run bucket: the run's files and logs, as a run directory
 
 
+def _tar_command(directory: str, listing: str) -> list[str]:
+    """Print, as a base64 tar, the files that the shell command ``listing`` names in ``directory`` (nothing when
+    the directory is missing)."""
+    return ["sh", "-c", f"cd {shlex.quote(directory)} 2>/dev/null && {listing} | tar -czf - -T - | base64 -w0 || true"]
+
+
 def collect_command(nccl_dir: str) -> list[str]:
-    """Print the NCCL log files of one pod as a base64 tar (empty output when there are none)."""
-    q = shlex.quote(nccl_dir)
-    return ["sh", "-c", f"[ -d {q} ] && ls {q}/*.log >/dev/null 2>&1 && tar -czf - -C {q} . | base64 -w0 || true"]
+    """The NCCL log files of one pod, as a base64 tar."""
+    return _tar_command(nccl_dir, "find . -name '*.log'")
 
 
 def set_aside_command(nccl_dir: str, attempt: int) -> list[str]:
@@ -44,20 +49,19 @@ def set_aside_command(nccl_dir: str, attempt: int) -> list[str]:
 
 
 def attempts_command(run_dir: str) -> list[str]:
-    """Print a pod's NCCL logs of every attempt of a run (`nccl/`, `nccl-attempt-<n>/`) as a base64 tar."""
-    q = shlex.quote(run_dir)
-    return [
-        "sh",
-        "-c",
-        f"cd {q} 2>/dev/null && ls -d nccl nccl-attempt-* 2>/dev/null | tar -czf - -T - | base64 -w0 || true",
-    ]
+    """A pod's NCCL logs of every attempt of a run (`nccl/`, `nccl-attempt-<n>/`), as a base64 tar."""
+    return _tar_command(run_dir, "ls -d nccl nccl-attempt-* 2>/dev/null")
 
 
 def ray_logs_command(minutes: int) -> list[str]:
-    """Print a pod's Ray worker and raylet logs written in the last ``minutes`` as a base64 tar."""
+    """A pod's Ray worker and raylet logs written in the last ``minutes``, as a base64 tar."""
     names = " -o ".join(f"-name {shlex.quote(n)}" for n in RAY_LOG_NAMES)
-    found = f"find . -maxdepth 1 -type f \\( {names} \\) -mmin -{minutes}"
-    return ["sh", "-c", f"cd {RAY_LOGS} 2>/dev/null && {found} | tar -czf - -T - | base64 -w0 || true"]
+    return _tar_command(RAY_LOGS, f"find . -maxdepth 1 -type f \\( {names} \\) -mmin -{minutes}")
+
+
+def pack_command(run_dir: str, names: tuple[str, ...]) -> list[str]:
+    """The files of ``names`` that exist in ``run_dir``, as a base64 tar."""
+    return _tar_command(run_dir, f"ls {' '.join(shlex.quote(n) for n in names)} 2>/dev/null")
 
 
 def collect_logs(pod_exec: PodExec, pods: Sequence[str], namespace: str, nccl_dir: str, dest: Path) -> list[Path]:
@@ -84,13 +88,6 @@ def _unpacked(
         return tar.getnames()
 
 
-def _pack_command(run_dir: str, names: tuple[str, ...]) -> list[str]:
-    """The files of `names` that exist in `run_dir`, as a base64 tar (empty output when none does)."""
-    q = shlex.quote(run_dir)
-    listed = " ".join(shlex.quote(n) for n in names)
-    return ["sh", "-c", f"cd {q} 2>/dev/null && ls {listed} 2>/dev/null | tar -czf - -T - | base64 -w0 || true"]
-
-
 def fetch_run(cluster: RayClusterPods, run_id: str, dest: Path) -> Path:
     """Copy a run's files from the cluster's pods into `dest`: the summary from the head pod (the
     job's driver runs there), metrics and run info from the pod of rank 0, NCCL logs from every worker."""
@@ -98,7 +95,7 @@ def fetch_run(cluster: RayClusterPods, run_id: str, dest: Path) -> Path:
     head, workers = cluster.head_pod(), cluster.pods("worker")
     mark_run_dir(dest, run_id)
     for pod, names in ((head, (SUMMARY_FILE,)), *((p, (METRICS_FILE, RUN_INFO_FILE)) for p in [*workers, head])):
-        got = _unpacked(cluster.kube.exec, pod, cluster.namespace, _pack_command(run_dir, names), run_dir, dest)
+        got = _unpacked(cluster.kube.exec, pod, cluster.namespace, pack_command(run_dir, names), run_dir, dest)
         if METRICS_FILE in got:  # rank 0 runs in one of the worker pods
             break
     else:
@@ -121,7 +118,7 @@ def archive_run(cluster: RayClusterPods, run_id: str, minutes: int, dest: Path, 
     head, workers = cluster.head_pod(), cluster.pods("worker")
     mark_run_dir(dest, run_id)
     for pod, names in ((head, (SUMMARY_FILE,)), *((w, (METRICS_FILE, RUN_INFO_FILE)) for w in workers)):
-        _unpacked(exec_, pod, cluster.namespace, _pack_command(run_dir, names), run_dir, dest, timeout_s=60)
+        _unpacked(exec_, pod, cluster.namespace, pack_command(run_dir, names), run_dir, dest, timeout_s=60)
     for pod in workers:
         if deadline():
             raise DriverError(f"out of time before the logs of pod {pod}")

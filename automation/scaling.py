@@ -25,6 +25,7 @@ from collections.abc import Callable
 from contextlib import suppress
 from dataclasses import dataclass
 from datetime import UTC, datetime
+from typing import TypeVar
 
 from botocore.exceptions import BotoCoreError, ClientError
 
@@ -48,6 +49,7 @@ BROKEN = ("DELETING", "CREATE_FAILED", "DELETE_FAILED")  # no update will be tak
 BACKOFF_S = (5.0, 10.0, 20.0, 40.0, 60.0)  # after a ResourceInUseException; the last repeats
 LEASE_S = 20 * 60.0  # a lease not renewed for 20 minutes is ignored by the guard
 RENEW_AFTER_S = 60.0  # a renewal writes the record at most once a minute
+_T = TypeVar("_T")
 
 
 @dataclass(frozen=True)
@@ -92,6 +94,13 @@ class EksWait:
     def waited(self) -> float:
         return self.clock.now() - self.started
 
+    def _poll(self, late: str, waiting: str) -> None:
+        """One poll of the waits below: DriverError ``late`` past the bound, else ``waiting`` said and a sleep."""
+        if self.waited() >= self.timeout_s:
+            raise DriverError(late)
+        self.on_progress(f"{waiting} ({self.waited():.0f} s of {self.timeout_s:.0f})")
+        self.clock.sleep(POLL_S)
+
     def not_busy(self, first: ApiJson | None = None) -> tuple[ApiJson, str]:
         """The group (``first``: as just described) once not BUSY, and the status it waited out ('' if none);
         DriverError when it is BROKEN or still busy past the bound."""
@@ -107,17 +116,12 @@ class EksWait:
             if status not in BUSY:
                 return group, waited_out
             waited_out = status
-            if self.waited() >= self.timeout_s:
-                raise DriverError(
-                    f"node group {ref.nodegroup} is still {status} after {self.waited():.0f} s: an update of it is "
-                    f"running; try again once `aws eks describe-nodegroup --cluster-name {ref.cluster} "
-                    f"--nodegroup-name {ref.nodegroup}` says ACTIVE"
-                )
-            self.on_progress(
-                f"node group {ref.nodegroup} is {status}: waiting to scale it "
-                f"({self.waited():.0f} s of {self.timeout_s:.0f})"
+            self._poll(
+                f"node group {ref.nodegroup} is still {status} after {self.waited():.0f} s: an update of it is "
+                f"running; try again once `aws eks describe-nodegroup --cluster-name {ref.cluster} "
+                f"--nodegroup-name {ref.nodegroup}` says ACTIVE",
+                f"node group {ref.nodegroup} is {status}: waiting to scale it",
             )
-            self.clock.sleep(POLL_S)
 
     def update(self, desired: int) -> str:
         """UpdateNodegroupConfig, retried while EKS answers ResourceInUseException (the group went busy between
@@ -144,15 +148,11 @@ class EksWait:
     def reported(self, desired: int) -> None:
         """Until DescribeNodegroup reports ``desired``; DriverError past the bound."""
         while (reported := sizes(self.eks, self.ref)["desiredSize"]) != desired:
-            if self.waited() >= self.timeout_s:
-                raise DriverError(
-                    f"EKS took the new size {desired} of node group {self.ref.nodegroup} but still reports "
-                    f"{reported} after {self.waited():.0f} s: `python -m automation status` shows the size it reports"
-                )
-            self.on_progress(
-                f"waiting for EKS to report node group {self.ref.nodegroup} at {desired} (says {reported})"
+            self._poll(
+                f"EKS took the new size {desired} of node group {self.ref.nodegroup} but still reports "
+                f"{reported} after {self.waited():.0f} s: `python -m automation status` shows the size it reports",
+                f"waiting for EKS to report node group {self.ref.nodegroup} at {desired}, says {reported}",
             )
-            self.clock.sleep(POLL_S)
 
     def gone(self) -> None:
         """Until DescribeNodegroup answers ResourceNotFoundException; DriverError past the bound."""
@@ -163,13 +163,10 @@ class EksWait:
                 if e.response.get("Error", {}).get("Code") == "ResourceNotFoundException":
                     return
                 raise
-            if self.waited() >= self.timeout_s:
-                raise DriverError(f"node group {self.ref.nodegroup} is still {status} after {self.waited():.0f} s")
-            self.on_progress(
-                f"node group {self.ref.nodegroup} is {status}: waiting for EKS to delete it "
-                f"({self.waited():.0f} s of {self.timeout_s:.0f})"
+            self._poll(
+                f"node group {self.ref.nodegroup} is still {status} after {self.waited():.0f} s",
+                f"node group {self.ref.nodegroup} is {status}: waiting for EKS to delete it",
             )
-            self.clock.sleep(POLL_S)
 
 
 def set_desired(
@@ -342,8 +339,8 @@ def job_keeps_nodes(target: AwsTarget) -> str:
 class Lease:
     """`run`'s claim on the GPU nodes while it starts: ``lease_doc`` under LEASE_KEY of the idle guard's record,
     honoured until its ``until`` (infra/idle_guard_script.py ``lease_holds``). A long wait renews it (``renew``,
-    ``progress``, ``sleeping``): written at most once a minute. Without the guard (gpuIdleMinutes 0) or a cluster
-    to reach, the lease does nothing."""
+    ``renewing``): written at most once a minute. Without the guard (gpuIdleMinutes 0) or a cluster to reach, the
+    lease does nothing."""
 
     kube: ConfigMaps | None
     namespace: str
@@ -390,23 +387,14 @@ class Lease:
     def release(self) -> bool:
         return self._write(None)  # a JSON merge patch with null deletes the key
 
-    def progress(self, on_progress: Callable[[str], None]) -> Callable[[str], None]:
-        """``on_progress`` that renews the lease first: every poll of a long wait keeps the nodes."""
+    def renewing(self, act: Callable[[_T], None]) -> Callable[[_T], None]:
+        """``act`` (a wait's progress or sleep callback) that renews the lease first: every poll keeps the nodes."""
 
-        def said(text: str) -> None:
+        def renewed(arg: _T) -> None:
             self.renew()
-            on_progress(text)
+            act(arg)
 
-        return said
-
-    def sleeping(self, sleep: Callable[[float], None]) -> Callable[[float], None]:
-        """``sleep`` that renews the lease first."""
-
-        def slept(seconds: float) -> None:
-            self.renew()
-            sleep(seconds)
-
-        return slept
+        return renewed
 
 
 # ---- run's start and end -----------------------------------------------------------------------------------
@@ -431,7 +419,7 @@ def scale_up(target: AwsTarget, prior: Prior) -> StepResult:
         target.note("the idle guard's lease could not be written: it may scale the nodes down during a long start")
     kube = target.kube()
     listed = lambda: kube.list_nodes(GPU_NODE_SELECTOR)  # noqa: E731
-    scaled = scale_up_for_run(eks, ref, count, listed, lease.progress(target.on_progress), lease.clock)
+    scaled = scale_up_for_run(eks, ref, count, listed, lease.renewing(target.on_progress), lease.clock)
     return StepResult("scale-up", "pass", scaled.text(), data=scaled)
 
 

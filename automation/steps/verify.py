@@ -295,7 +295,7 @@ def run_aws(target: AwsTarget, prior: Prior) -> StepResult:
     exp = target.expectations()
     # A run that holds the idle guard's lease (its `scale-up` step took it) renews it at each poll.
     lease = target.handles.lease
-    sleep = lease.sleeping(time.sleep) if lease is not None else time.sleep
+    sleep = lease.renewing(time.sleep) if lease is not None else time.sleep
     cluster = verify_cluster(
         kube, exp, kube.exec, target.run.node_wait_s, target.run.pod_wait_s, sleep=sleep, on_progress=target.on_progress
     )

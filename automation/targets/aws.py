@@ -26,7 +26,6 @@ from pulumi.automation import ConfigValue
 
 from automation.aws_clients import ClientFactory, Pricing
 from automation.cost import CostEstimate, estimate
-from automation.efa_witness import COUNTERS_BEFORE_FILE
 from automation.errors import DriverError
 from automation.hang import HangBound, RankEvidence, pod_evidence
 from automation.job import CLUSTER_ROOT, ResolvedJob, resolve_cluster_job, stack_label
@@ -88,6 +87,8 @@ ATTACH = ("attach", "follow", "check")
 STEP_COMMAND = {"submit": "train", "scale-up": "train", "follow": "train", "gate": "train"}
 KEEP_LOGS_S = 300  # the logs' copy at a run's end, before any scale-down: bounded so it cannot hold the nodes up
 RESUMED = "-resumed-"  # a resumed run's job id: <run id>-resumed-<new id> (Ray keeps a finished job's id)
+# The EFA counters before the job (automation/efa_witness.py), kept in the run bucket for a check on another machine.
+COUNTERS_BEFORE_FILE = "efa_counters_before.json"
 
 
 @dataclass
@@ -235,7 +236,7 @@ class HeldLease(Protocol):
     """The idle guard's lease a run holds (automation/scaling.py's Lease, which imports this module)."""
 
     def renew(self, what: str = "starting") -> bool: ...
-    def sleeping(self, sleep: Callable[[float], None]) -> Callable[[float], None]: ...
+    def renewing(self, act: Callable[[float], None]) -> Callable[[float], None]: ...
 
 
 @dataclass

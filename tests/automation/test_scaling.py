@@ -25,6 +25,7 @@ from automation.aws_clients import Paginator
 from automation.errors import DriverError
 from automation.kube import ExecResult
 from automation.scaling import (
+    EksWait,
     Lease,
     NodeGroupRef,
     Scaled,
@@ -241,11 +242,44 @@ def test_an_unreachable_eks_is_said_so():
         scale(eks, 2)
 
 
+class DeletingEks(Eks):
+    """A node group being deleted: DELETING for ``polls`` describes, then DescribeNodegroup's ResourceNotFoundException
+    (https://docs.aws.amazon.com/eks/latest/APIReference/API_DescribeNodegroup.html#API_DescribeNodegroup_Errors)."""
+
+    def __init__(self, polls: int):
+        super().__init__(statuses=("DELETING",))
+        self.polls = polls
+
+    def describe_nodegroup(self, clusterName, nodegroupName):  # noqa: N803 - boto3's names
+        if self.polls == 0:
+            raise refused("ResourceNotFoundException", "DescribeNodegroup")
+        self.polls -= 1
+        return super().describe_nodegroup(clusterName, nodegroupName)
+
+
+def test_a_node_group_being_deleted_is_waited_for_until_gone_each_poll_said():
+    clock, said = FakeClock(), []
+    EksWait(DeletingEks(2), REF, clock.clock(), said.append, clock.now(), WAIT_S).gone()
+    assert said == [
+        "node group gpu-ng is DELETING: waiting for EKS to delete it (0 s of 1200)",
+        "node group gpu-ng is DELETING: waiting for EKS to delete it (10 s of 1200)",
+    ], said
+
+
+def test_a_node_group_not_gone_at_the_bound_names_its_status():
+    clock = FakeClock()
+    with pytest.raises(DriverError, match=r"^node group gpu-ng is still DELETING after 1200 s$"):
+        EksWait(DeletingEks(10**6), REF, clock.clock(), lambda s: None, clock.now(), WAIT_S).gone()
+
+
 def test_a_new_size_reported_late_is_waited_for():
     eks = Eks(desired=0, lag=2)
     got, clock, said = scale(eks, 2)
     assert clock.slept == [POLL_S, POLL_S], clock.slept
-    assert said == ["waiting for EKS to report node group gpu-ng at 2 (says 0)"] * 2, said
+    assert said == [
+        "waiting for EKS to report node group gpu-ng at 2, says 0 (0 s of 1200)",
+        "waiting for EKS to report node group gpu-ng at 2, says 0 (10 s of 1200)",
+    ], said
 
 
 def test_a_new_size_never_reported_is_given_up_on_at_the_bound():
@@ -592,9 +626,9 @@ def test_a_lease_without_a_cluster_does_nothing():
 def test_a_wait_that_reports_or_sleeps_renews_the_lease_first():
     kube, clock, said, slept = RecordKube(), FakeClock(), [], []
     lease = lease_of(kube, clock)
-    lease.progress(said.append)("waiting")
+    lease.renewing(said.append)("waiting")
     clock.t += 60
-    lease.sleeping(slept.append)(10.0)
+    lease.renewing(slept.append)(10.0)
     assert (len(kube.patches), said, slept) == (2, ["waiting"], [10.0]), (kube.patches, said, slept)
 
 

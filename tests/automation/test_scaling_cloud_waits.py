@@ -192,7 +192,7 @@ def start_of(minutes: float, target, slow, guard, clock, jobs) -> list[str]:
     from automation.scaling import Lease
 
     scale_up(target, RunState())
-    began, sleep, actions = clock.now(), Lease.of(target).sleeping(clock.sleep), []
+    began, sleep, actions = clock.now(), Lease.of(target).renewing(clock.sleep), []
     while clock.now() - began < minutes * MIN:
         if int(clock.now() - began) % 300 == 0:
             actions.append(guard_tick(slow, guard, clock, jobs))

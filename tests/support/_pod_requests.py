@@ -21,9 +21,9 @@ from automation import collectives_pods
 from automation.ray_head import RAY_RESOURCES_SNIPPET, upload_command
 from automation.run_files import (
     RAY_LOGS,
-    _pack_command,
     attempts_command,
     collect_command,
+    pack_command,
     ray_logs_command,
     set_aside_command,
 )
@@ -87,8 +87,8 @@ def _shell_request(argv: list[str]) -> PodRequest | None:
         dest, length = words[2], words[words.index("head") + 2]
         if length.isdigit() and argv == upload_command(dest, int(length)):
             return PodRequest(PodAction.UPLOAD, dest)
-    if words[:1] == ["["] and argv == collect_command(words[2]):
-        return PodRequest(PodAction.COLLECT_LOGS, words[2])
+    if words[:1] == ["cd"] and argv == collect_command(words[1]):
+        return PodRequest(PodAction.COLLECT_LOGS, words[1])
     if words[:1] == ["["] and "mv" in words and argv == set_aside_command(words[2], int(words[-3].rsplit("-", 1)[1])):
         return PodRequest(PodAction.SET_ASIDE, words[2])
     if words[:3] == ["cd", collectives_pods.SRC, "&&"] and "workloads.collectives_bench" in words:
@@ -100,7 +100,7 @@ def _shell_request(argv: list[str]) -> PodRequest | None:
     if words[:1] == ["cd"] and "ls" in words:
         start = words.index("ls") + 1
         names = tuple(words[start : words.index("2>/dev/null", start)])
-        if argv == _pack_command(words[1], names):
+        if argv == pack_command(words[1], names):
             return PodRequest(PodAction.PACK_FILES, words[1], names=names)
     return None
 

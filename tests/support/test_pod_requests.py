@@ -7,7 +7,7 @@ import pytest
 from _pod_requests import PodAction, pod_request
 
 from automation.ray_head import RAY_RESOURCES_SNIPPET, status_command, upload_command
-from automation.run_files import _pack_command, collect_command
+from automation.run_files import collect_command, pack_command
 from automation.steps.verify_checks import fi_info_command
 from automation.storage import marker_probe_command
 from automation.targets.aws import READER_SYSFS_ROOT
@@ -22,7 +22,7 @@ BUILT = [
     (upload_command("/tmp/ray-efa-eks/src/r1", 1234), PodAction.UPLOAD, "/tmp/ray-efa-eks/src/r1"),
     (["cat", "/tmp/ray-efa-eks/runs/r1/summary.json"], PodAction.READ_FILE, "/tmp/ray-efa-eks/runs/r1/summary.json"),
     (collect_command("/tmp/ray-efa-eks/runs/r1/nccl"), PodAction.COLLECT_LOGS, "/tmp/ray-efa-eks/runs/r1/nccl"),
-    (_pack_command("/tmp/ray-efa-eks/runs/r1", ("summary.json",)), PodAction.PACK_FILES, "/tmp/ray-efa-eks/runs/r1"),
+    (pack_command("/tmp/ray-efa-eks/runs/r1", ("summary.json",)), PodAction.PACK_FILES, "/tmp/ray-efa-eks/runs/r1"),
     (status_command("r1"), PodAction.JOB, ""),
 ]
 

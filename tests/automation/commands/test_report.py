@@ -10,6 +10,7 @@ from pathlib import Path
 import _driver_helpers as helpers
 import pytest
 from _driver_helpers import KubeWithExec
+from _pod_requests import PodAction, asks, pod_request
 
 from automation.cli import build_parser, main
 from automation.commands import report
@@ -245,12 +246,11 @@ def scripted(tmp: Path, run_id: str, nccl_log: Path = EFA_LOG) -> helpers.Script
     nccl = helpers.tar_b64({f"./nccl.{run_id}.rank0.host.1.log": nccl_log.read_bytes()})
 
     def answer(pod, cmd, stdin):
-        text = " ".join(cmd)
-        if "-T -" in text and "summary.json" in text:
+        if (request := pod_request(cmd)) and request.action is PodAction.PACK_FILES and "summary.json" in request.names:
             return ExecResult(0, helpers.tar_b64({"summary.json": summary}) if pod == HEAD else "", "")
-        if "-T -" in text:
+        if asks(cmd, PodAction.PACK_FILES):
             return ExecResult(0, helpers.tar_b64(rank0_files(tmp, run_id)) if pod == RANK0_POD else "", "")
-        if "tar -czf - -C" in text:
+        if asks(cmd, PodAction.COLLECT_LOGS):
             return ExecResult(0, nccl if pod == RANK0_POD else "", "")
         raise AssertionError(f"unexpected command {cmd} in {pod}")
 
@@ -278,7 +278,7 @@ def report_from_stack(tmp_path, run_id="r1", **kw):
 
 def test_stack_report_reads_metrics_from_rank0s_pod_and_summary_from_the_head(tmp_path):
     _, _, calls = report_from_stack(tmp_path)
-    packs = [(pod, "summary.json" in " ".join(cmd)) for pod, _, cmd, _ in calls if "-T -" in " ".join(cmd)]
+    packs = [(pod, "summary.json" in " ".join(cmd)) for pod, _, cmd, _ in calls if asks(cmd, PodAction.PACK_FILES)]
     expected = [(HEAD, True), (WORKERS[0], False), (WORKERS[1], False)]
     assert packs == expected, f"expected summary from the head then metrics from each worker to rank 0's, got {packs}"
 
