@@ -423,6 +423,11 @@ def _guard_statements(resources: list[PolicyResource]) -> list[dict]:
     return json.loads(policy.props["policy"])["Statement"]
 
 
+# A node group ARN of the shape the policy accepts (arn:aws:eks:<region>:<account>:nodegroup/<cluster>/<group>/<uuid>).
+_NODEGROUP_ARN = "arn:aws:eks:us-east-2:123456789012:nodegroup/ray-efa-eks/gpu/1a2b3c4d"
+_OTHER_NODEGROUP_ARN = "arn:aws:eks:us-east-2:123456789012:nodegroup/other-cluster/gpu/5e6f7a8b"
+
+
 def _guard_statement(resources: list[PolicyResource]) -> dict:
     return _guard_statements(resources)[0]
 
@@ -445,8 +450,20 @@ def test_the_render_has_the_guard_role_with_its_two_actions_on_the_node_group(ea
         ({"Resource": ["*"]}, "reaches ['*']"),
         ({"Resource": ["arn:aws:eks:us-east-2:123456789012:cluster/ray-efa-eks"]}, "name the one node group's ARN"),
         ({"Resource": ["arn:aws:eks:us-east-2:123456789012:nodegroup/ray-efa-eks/*"]}, "name the one node group's ARN"),
+        # Several resources: each must be judged, not only the first (a node group's ARN beside `*` or another's).
+        ({"Resource": [_NODEGROUP_ARN, "*"]}, "name the one node group's ARN"),
+        ({"Resource": [_NODEGROUP_ARN, _OTHER_NODEGROUP_ARN]}, "name the one node group's ARN"),
     ],
-    ids=["eks-star", "delete-too", "s3-in-the-eks-statement", "resource-star", "cluster-arn", "nodegroup-wildcard"],
+    ids=[
+        "eks-star",
+        "delete-too",
+        "s3-in-the-eks-statement",
+        "resource-star",
+        "cluster-arn",
+        "nodegroup-wildcard",
+        "nodegroup-and-star",
+        "two-nodegroups",
+    ],
 )
 def test_a_guard_role_reaching_further_is_reported(east, change, expected):
     def widen(props):
