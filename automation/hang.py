@@ -26,6 +26,7 @@ from pathlib import Path
 
 from automation.errors import DriverError
 from automation.kube import PodExec
+from automation.recovery import last_step as step_of
 
 HANG_FACTOR, HANG_FLOOR_S = 10, 600  # defaults of --hang-factor and --hang-floor
 FIRST_STEP_S = 3600.0  # from RUNNING to the first step line
@@ -34,7 +35,6 @@ NCCL_TAIL_LINES = 20
 HANG_FILE = "hang.json"
 # `timeout` ends `ray stack` in the pod too: the exec's own limit would only stop the driver waiting for it.
 STACK_COMMAND = ["timeout", f"{CALL_S - 5:.0f}", "ray", "stack"]
-_STEP = re.compile(r"\[train\] step (\d+)/\d+ ")
 _STEP_TIME = re.compile(r" step_time (\d+) ms")
 _NCCL_FILE = re.compile(r"^==> (\S*?rank(\d+)\.(\S+)\.(\d+)\.log) <==$")
 # Frames of a rank waiting on the others: a collective call, or the host waiting for the GPU stream it is queued on.
@@ -70,10 +70,9 @@ class HangWatch:
             self.running_since = now
 
     def line(self, text: str, now: float) -> None:
-        m = _STEP.search(text)
-        if m is None:
+        step = step_of([text])
+        if step is None:
             return
-        step = int(m[1])
         if step > self.last_step and self.last_step:
             self.stride = step - self.last_step
         self.last_step, self.last_step_at = step, now
