@@ -4,22 +4,14 @@
     python -m automation drill --steps 60 --storage-path s3://bucket/prefix
     python -m automation drill --stack us-west-2 --json      # on the stack's cluster: a worker pod deleted
 
-The drill starts a local Ray head, trains the local job once without interruption (the reference),
-then trains it again under a new run id with the same seed and, once Ray Train has registered a
-checkpoint, SIGKILLs one Ray Train worker process of that run: the process whose log line carries
-the run's marker for the highest rank shown (`(RayTrainWorker pid=N) ray-efa-eks nccl-run run_id=RUN
-rank=R`). Ray Train then restarts the worker group from the newest registered checkpoint (max_failures
-3). Both runs are durable through automation/storage.py's Durability, as every local run is. On AWS
-(--stack) it deletes a worker pod instead and reads the steps from the metrics echoed in the job log, under a
-run controller (automation/run_controller.py): the GPU nodes scaled up and verified first, scaled down at the end.
-
-From the killed run's metrics.jsonl (rank 0 appends a line per step, again after the restart) it
-reports: the step reached before the kill, `resumed_from_step` (the step before the first line
-written after the kill), `steps_lost` (their difference), `final_step`, `recovery_seconds` (kill
-to the first step done after the restart) and `final_loss_matches` (the final loss equals the
-reference's). It passes when the run ends at its last step, resumed from the checkpoint Ray Train
-had registered at the kill (or a later one), lost no more steps than the checkpoint interval, and
-ends at the reference's loss. Exit 0 pass, 1 fail, 2 bad input.
+The drill trains the job once uninterrupted (the reference), then again under a new run id with the same seed and,
+once Ray Train has registered a checkpoint, SIGKILLs the Ray Train worker of the highest rank shown (on AWS: deletes
+the pod of the highest rank not on rank 0's, under a run controller that scales the GPU nodes up, verifies and gates
+them first, and down at the end). Ray Train restarts the worker group from the newest registered checkpoint. From the
+killed run's metrics it reports `step_at_kill`, `resumed_from_step`, `steps_lost`, `final_step`, `recovery_seconds`
+(kill to the first step after the restart) and `final_loss_matches`. It passes when the run ends at its last step,
+resumed from the checkpoint registered at the kill (or a later one), lost no more steps than the checkpoint interval,
+and ends at the reference's loss (docs/storage.md, "Fault drill"). Exit 0 pass, 1 fail, 2 bad input.
 """
 
 from __future__ import annotations
