@@ -1,20 +1,18 @@
 """A job that stopped making steps while its job server still says RUNNING: noticed while following, diagnosed, stopped.
 
-The bound is max(K × the expected time between step lines, a floor): the expected time is the median `step_time`
-rank 0 printed so far (workloads/loop.py `_say_step`) times the steps between two lines (--log-every). Before the
-first step line the job is starting (node join, image pull, model build, the first step's compile), which the
-model of steady steps does not predict, so only FIRST_STEP_S, counted from when the job server first said RUNNING,
-applies then. Anchors: PyTorch's ProcessGroupNCCL times a collective out after 10 min (pytorch/pytorch#110947),
-Ray Train's process group after 30 min (ray-project/ray#58229); NVIDIA's fault-tolerance launcher waits 3600 s for
-a rank's first heartbeat and 2700 s between heartbeats, or a safety factor times the observed interval
-(nvidia-resiliency-ext, fault_tolerance/config.py `FaultToleranceConfig`); Ray's own NCCL hang detector (Ray Train
-v2's NCCL RAS callback, ray-project/ray#64928) came after the image's Ray 2.58, so the driver does it.
+The bound is max(K × the expected time between step lines, a floor): the median `step_time` rank 0 printed so far
+(workloads/loop.py `_say_step`) times the steps between two lines (--log-every). Before the first step line (node
+join, image pull, model build, the first compile: not steady steps) only FIRST_STEP_S from the first RUNNING applies.
+Anchors: PyTorch's ProcessGroupNCCL times a collective out after 10 min (pytorch/pytorch#110947), Ray Train's
+process group after 30 min (ray-project/ray#58229); NVIDIA's fault-tolerance launcher waits 3600 s for a rank's
+first heartbeat and 2700 s between heartbeats, or a safety factor times the observed interval (nvidia-resiliency-ext,
+fault_tolerance/config.py `FaultToleranceConfig`); Ray's own NCCL hang detector (Ray Train v2's NCCL RAS callback,
+ray-project/ray#64928) came after the image's Ray 2.58, so the driver does it.
 
-On a hang each worker pod is asked, each call bounded by CALL_S, for its Ray workers' Python stacks (`ray stack`, Ray
+On a hang each worker pod is asked (each call bounded by CALL_S) for its Ray workers' Python stacks (`ray stack`, Ray
 2.58 python/ray/scripts/scripts.py `stack`: "Stack dump for <ps aux line>" then `py-spy dump` of that pid) and each
-rank's last NCCL lines (workloads/loop.py `route_nccl_log` names a rank's file `nccl.<run>.rank<R>.<host>.<pid>.log`,
-so a file gives the rank's pod and pid, and the pid its stack). A rank whose stack is outside any collective while
-others wait in one is the rank behind.
+rank's last NCCL lines (workloads/loop.py `route_nccl_log` names a rank's file `nccl.<run>.rank<R>.<host>.<pid>.log`:
+its pod and pid, and so its stack). A rank outside any collective while others wait in one is the rank behind.
 """
 
 from __future__ import annotations
@@ -28,13 +26,15 @@ from pathlib import Path
 
 from automation.errors import DriverError
 from automation.kube import PodExec
+from automation.recovery import last_step as step_of
 
 HANG_FACTOR, HANG_FLOOR_S = 10, 600  # defaults of --hang-factor and --hang-floor
 FIRST_STEP_S = 3600.0  # from RUNNING to the first step line
 CALL_S = 60.0  # one diagnosis call in one pod: a stuck `ray stack` costs this, not the diagnosis
 NCCL_TAIL_LINES = 20
 HANG_FILE = "hang.json"
-_STEP = re.compile(r"\[train\] step (\d+)/\d+ ")
+# `timeout` ends `ray stack` in the pod too: the exec's own limit would only stop the driver waiting for it.
+STACK_COMMAND = ["timeout", f"{CALL_S - 5:.0f}", "ray", "stack"]
 _STEP_TIME = re.compile(r" step_time (\d+) ms")
 _NCCL_FILE = re.compile(r"^==> (\S*?rank(\d+)\.(\S+)\.(\d+)\.log) <==$")
 # Frames of a rank waiting on the others: a collective call, or the host waiting for the GPU stream it is queued on.
@@ -70,10 +70,9 @@ class HangWatch:
             self.running_since = now
 
     def line(self, text: str, now: float) -> None:
-        m = _STEP.search(text)
-        if m is None:
+        step = step_of([text])
+        if step is None:
             return
-        step = int(m[1])
         if step > self.last_step and self.last_step:
             self.stride = step - self.last_step
         self.last_step, self.last_step_at = step, now
@@ -117,11 +116,6 @@ class RankEvidence:
         return bool(_WAITING.search(self.stack))
 
 
-def stack_command() -> list[str]:
-    # `timeout` ends `ray stack` in the pod too: the exec's own limit would only stop the driver waiting for it.
-    return ["timeout", f"{CALL_S - 5:.0f}", "ray", "stack"]
-
-
 def nccl_tail_command(nccl_dir: str) -> list[str]:
     return ["sh", "-c", f'tail -v -n {NCCL_TAIL_LINES} "$1"/*.log', "sh", nccl_dir]
 
@@ -143,7 +137,7 @@ def stacks_by_pid(text: str) -> dict[str, str]:
 
 def pod_evidence(pod_exec: PodExec, pod: str, node: str, namespace: str, nccl_dir: str) -> list[RankEvidence]:
     """Each rank of one worker pod: its stack and its last NCCL lines, by the pid its NCCL log file names."""
-    stacks, stack_error = _call(pod_exec, pod, namespace, stack_command())
+    stacks, stack_error = _call(pod_exec, pod, namespace, STACK_COMMAND)
     tails, nccl_error = _call(pod_exec, pod, namespace, nccl_tail_command(nccl_dir))
     by_pid = stacks_by_pid(stacks)
     ranks: list[RankEvidence] = []

@@ -1,18 +1,15 @@
 """Why a followed job failed, told from what the cluster shows, and the bounded wait for its nodes to come back.
 
-A job that ends other than SUCCEEDED is INFRASTRUCTURE when the cluster shows a fault of the place it ran on: a GPU
-node gone (fewer GPU nodes than gpuNodeCount, or a worker pod's node no longer listed) or not Ready, a node condition
-of the EKS node monitoring agent False, or a worker pod evicted by the kubelet. Anything else is APPLICATION and is
-not retried: a Python traceback, a CUDA out-of-memory, a container OOMKilled at its own limit, or a failure nothing
-explains (a retry on a guess would bill for the same failure again).
+INFRASTRUCTURE is a fault of the place the job ran on: a GPU node gone or not Ready, an EKS node monitoring agent
+condition False, a worker pod evicted. Anything else is APPLICATION and is not retried (a traceback, CUDA out of
+memory, a container OOMKilled at its own limit, or nothing seen: a retry on a guess bills for the same failure again).
 
 Sources: the agent sets one NodeCondition per category (KernelReady, NetworkingReady, StorageReady,
 AcceleratedHardwareReady; aws/eks-node-monitoring-agent v1.7.0 README, "Overview"); GPU Xid faults come as
 AcceleratedHardwareReady False (its pkg/reasons/reasons.yaml, NvidiaXID%dError). Whether an EFA fault surfaces as
-NetworkingReady False (the README names "interface problems") is not stated there: NetworkingReady False counts
-as an infrastructure fault of that node, and an EFA fault the agent does not flag is told as APPLICATION (no retry).
-A pod the kubelet evicts under node pressure is phase Failed with reason "Evicted" (kubernetes.io docs,
-"Node-pressure Eviction"). Ray's own wording for a lost node is not relied on.
+NetworkingReady False (the README names "interface problems") is not stated there: an EFA fault the agent does not
+flag is told as APPLICATION (no retry). A pod the kubelet evicts under node pressure is phase Failed with reason
+"Evicted" (kubernetes.io docs, "Node-pressure Eviction"). Ray's own wording for a lost node is not relied on.
 """
 
 from __future__ import annotations
@@ -45,9 +42,6 @@ class Failure:
     node: str | None = None
     step: int | None = None
 
-    def to_dict(self) -> dict[str, object]:
-        return dict(self.__dict__)
-
 
 @dataclass(frozen=True)
 class Recovery:
@@ -63,15 +57,10 @@ class Recovery:
         """node X, condition Y at step N, replaced in M min, K steps lost."""
         f = self.failure
         at = f"step {f.step}" if f.step is not None else "an unknown step"
-        lost = (
-            f"{f.step - (self.resumed_at - 1)} steps lost"
-            if f.step is not None and self.resumed_at is not None
-            else "steps lost unknown"
-        )
+        lost = "steps lost unknown"
+        if f.step is not None and self.resumed_at is not None:
+            lost = f"{f.step - self.resumed_at + 1} steps lost"
         return f"node {f.node or '?'}, {f.cause} at {at}, replaced in {self.minutes:.0f} min, {lost}"
-
-    def to_dict(self) -> dict[str, object]:
-        return {"failure": self.failure.to_dict(), "minutes": round(self.minutes, 1), "line": self.line()}
 
 
 def last_step(lines: Sequence[str], first: bool = False) -> int | None:

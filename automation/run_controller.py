@@ -2,12 +2,9 @@
 
 Every command that starts work on the GPU nodes (`run`, `attach`, `train`, `bench` and its two legs, `bench
 --collectives --stack`, `drill --stack`) hands its work to a ``RunController``. On AWS the work begins with the
-`scale-up` step (the idle guard's lease taken, the price asked about, the GPU node group at gpuNodeCount:
-automation/scaling.py), then the command's steps; whatever way it ends (done, a failed or raised step, Ctrl-C),
-one ``finally`` then, in order: keeps the run's logs in the run bucket (the job log, every attempt's NCCL logs,
-the workers' Ray logs: ``AwsTarget.keep_logs``, bounded in time), decides the scale-down (never under a job the
-job server has not said ended, nor under one it cannot be asked about; --keep-nodes keeps them), writes the run's
-files and report, and closes the target.
+`scale-up` step (automation/scaling.py); whatever way it ends (done, a failed or raised step, Ctrl-C), one ``finally``
+keeps the run's logs in the run bucket (the pods that hold them go with the nodes), decides the scale-down (never
+under a job the job server has not said ended, nor one it cannot be asked about), reports and closes the target.
 
 Anchored on SkyPilot's managed-jobs controller (skypilot-org/skypilot, sky/jobs/controller.py: ``JobController``
 "controls the lifecycle of a single managed job" and its cleanup is its own method, run however the job ended)
@@ -64,9 +61,8 @@ class RunController:
         return result
 
     def recovering(self, result: PipelineResult) -> PipelineResult:
-        """After a job that failed for the infrastructure (automation/recovery.py): wait for the repaired or
-        replaced node, then resume the run from its last checkpoint as a new job, at most --max-recoveries times
-        within --recovery-minutes, each attempt's cost said; an application failure stops at once."""
+        """After an infrastructure failure (automation/recovery.py): wait for the replaced node, then resume from the
+        last checkpoint as a new job, within --max-recoveries and --recovery-minutes; an application failure stops."""
         target = self.target
         if not isinstance(target, aws.AwsTarget):
             return result
@@ -174,22 +170,19 @@ class RunController:
         target = self.target
         if not isinstance(target, aws.AwsTarget) or not set(NODE_STEPS) & set(self.begun):
             return None
-        running = stopped.job_id if isinstance(stopped, JobLeftRunning) else self.job_left_running()
+        # A job of this run the job server has not said ended (--detach, a server that stopped answering) may run on.
+        left = [
+            s.job.job_id
+            for s in (r.state for r in self.results)
+            if s.job is not None and (s.follow is None or s.follow.data is None or s.follow.data.status not in TERMINAL)
+        ]
+        running = stopped.job_id if isinstance(stopped, JobLeftRunning) else next(iter(left), None)
         if running is not None:
             return (
                 f"GPU nodes kept: job {running} may still run on them; `{target.attach_command(running)}` follows it "
                 "and scales them down when it ends"
             )
         return after_run(target, self.keep_nodes)
-
-    def job_left_running(self) -> str | None:
-        """The job this run submitted or attached to, when the job server has not said it ended (--detach, a job
-        server that stopped answering); None when it ended or none was submitted."""
-        for state in (result.state for result in self.results):
-            followed = state.follow.data if state.follow is not None else None
-            if state.job is not None and (followed is None or followed.status not in TERMINAL):
-                return state.job.job_id
-        return None
 
 
 def attempt_cost(target: aws.AwsTarget, hours: float) -> str:
@@ -216,12 +209,5 @@ def report_interrupt(e: KeyboardInterrupt, target: Target, ui: Output) -> None:
     for cmd in advice.next_commands:
         ui.note(f"  {cmd}")
     if ui.json_mode:
-        ui.emit_json(
-            {
-                "ok": False,
-                "error": f"interrupted {where}",
-                "interrupted_step": step,
-                "exists": advice.exists,
-                "next": list(advice.next_commands),
-            }
-        )
+        doc = {"ok": False, "error": f"interrupted {where}", "interrupted_step": step, "exists": advice.exists}
+        ui.emit_json({**doc, "next": list(advice.next_commands)})

@@ -4,22 +4,14 @@
     python -m automation drill --steps 60 --storage-path s3://bucket/prefix
     python -m automation drill --stack us-west-2 --json      # on the stack's cluster: a worker pod deleted
 
-The drill starts a local Ray head, trains the local job once without interruption (the reference),
-then trains it again under a new run id with the same seed and, once Ray Train has registered a
-checkpoint, SIGKILLs one Ray Train worker process of that run: the process whose log line carries
-the run's marker for the highest rank shown (`(RayTrainWorker pid=N) ray-efa-eks nccl-run run_id=RUN
-rank=R`). Ray Train then restarts the worker group from the newest registered checkpoint (max_failures
-3). Both runs are durable through automation/storage.py's Durability, as every local run is. On AWS
-(--stack) it deletes a worker pod instead and reads the steps from the metrics echoed in the job log, under a
-run controller (automation/run_controller.py): the GPU nodes scaled up and verified first, scaled down at the end.
-
-From the killed run's metrics.jsonl (rank 0 appends a line per step, again after the restart) it
-reports: the step reached before the kill, `resumed_from_step` (the step before the first line
-written after the kill), `steps_lost` (their difference), `final_step`, `recovery_seconds` (kill
-to the first step done after the restart) and `final_loss_matches` (the final loss equals the
-reference's). It passes when the run ends at its last step, resumed from the checkpoint Ray Train
-had registered at the kill (or a later one), lost no more steps than the checkpoint interval, and
-ends at the reference's loss. Exit 0 pass, 1 fail, 2 bad input.
+The drill trains the job once uninterrupted (the reference), then again under a new run id with the same seed and,
+once Ray Train has registered a checkpoint, SIGKILLs the Ray Train worker of the highest rank shown (on AWS: deletes
+the pod of the highest rank not on rank 0's, under a run controller that scales the GPU nodes up, verifies and gates
+them first, and down at the end). Ray Train restarts the worker group from the newest registered checkpoint. From the
+killed run's metrics it reports `step_at_kill`, `resumed_from_step`, `steps_lost`, `final_step`, `recovery_seconds`
+(kill to the first step after the restart) and `final_loss_matches`. It passes when the run ends at its last step,
+resumed from the checkpoint registered at the kill (or a later one), lost no more steps than the checkpoint interval,
+and ends at the reference's loss (docs/storage.md, "Fault drill"). Exit 0 pass, 1 fail, 2 bad input.
 """
 
 from __future__ import annotations
@@ -173,19 +165,8 @@ def recovery(records: list[dict], kill_time: float) -> Recovery:
         raise ValueError("no step was recorded before the kill: the worker was killed before training began")
     if not after:
         raise ValueError("no step was recorded after the kill: Ray Train did not resume the run")
-    step_at_kill = max(r["step"] for r in before)
-    resumed_from = after[0]["step"] - 1
-    return Recovery(
-        step_at_kill=step_at_kill,
-        resumed_from_step=resumed_from,
-        steps_lost=step_at_kill - resumed_from,
-        final_step=records[-1]["step"],
-        recovery_seconds=round(after[0]["time"] - kill_time, 2),
-    )
-
-
-def final_loss(records: list[dict]) -> float | None:
-    return records[-1].get("loss") if records else None
+    at_kill, resumed_from, seconds = max(r["step"] for r in before), after[0]["step"] - 1, after[0]["time"] - kill_time
+    return Recovery(at_kill, resumed_from, at_kill - resumed_from, records[-1]["step"], round(seconds, 2))
 
 
 def losses_match(loss: float | None, reference: float | None, rtol: float = LOSS_RTOL) -> bool:
@@ -238,31 +219,11 @@ class PodDeleter(Protocol):
     def delete_pod(self, namespace: str, name: str) -> dict: ...
 
 
-def kill_between_checkpoints(
-    job: TrainConfig, running: threading.Thread, timeout_s: float, lines: list[str], done: LastStep, kill: KillOnce
-) -> Kill:
-    """`kill` once Ray Train has registered a mid-run checkpoint and the run has not yet passed the next one, so the
-    restart must resume from the registered one."""
-    deadline = time.monotonic() + timeout_s
-    while running.is_alive() and time.monotonic() < deadline:
-        registered, last = read_registered(job.storage_path, job.name or job.run_id), done(list(lines))
-        if registered and last < job.steps and last <= registered + job.checkpoint_every:
-            killed = kill(list(lines), registered)
-            if killed is not None:
-                return killed
-        time.sleep(POLL_S)
-    raise DriverError(
-        f"run {job.run_id} ended (or {timeout_s:g} s passed) before a worker could be killed between two "
-        f"checkpoints: pass a larger --steps (now {job.steps}; a checkpoint every {job.checkpoint_every})",
-        exit_code=1,
-    )
-
-
 def run_and_kill(
     target: DrillTarget, job: TrainConfig, reference: TrainConfig, timeout_s: float, how: tuple[LastStep, KillOnce]
 ) -> tuple[Kill, list[str]]:
-    """The reference run to its end, then the drill run with one kill (``how``: `kill_between_checkpoints`'s);
-    (the kill, the drill run's log lines)."""
+    """The reference run to its end, then the drill run with one kill (``how``: its last step and its kill); (the
+    kill, the drill run's log lines)."""
     target.on_progress(f"reference run {reference.run_id}: {reference.steps} steps, uninterrupted")
     done = target.run_job_to_end(reference)
     if done.status != "SUCCEEDED":
@@ -276,7 +237,21 @@ def run_and_kill(
     running = threading.Thread(target=lambda: outcome.append(target.run_job_to_end(job)), daemon=True)
     target.on_progress(f"drill run {job.run_id}: {job.steps} steps, one worker killed after a checkpoint")
     running.start()
-    kill = kill_between_checkpoints(job, running, timeout_s, lines, *how)
+    (last_of, kill_once), deadline, kill = how, time.monotonic() + timeout_s, None
+    # The kill lands after Ray Train registered a mid-run checkpoint and before the run passes the next, so the restart
+    # must resume from the registered one.
+    while kill is None and running.is_alive() and time.monotonic() < deadline:
+        registered, last = read_registered(job.storage_path, job.name or job.run_id), last_of(list(lines))
+        if registered and last < job.steps and last <= registered + job.checkpoint_every:
+            kill = kill_once(list(lines), registered)
+        if kill is None:
+            time.sleep(POLL_S)
+    if kill is None:
+        raise DriverError(
+            f"run {job.run_id} ended (or {timeout_s:g} s passed) before a worker could be killed between two "
+            f"checkpoints: pass a larger --steps (now {job.steps}; a checkpoint every {job.checkpoint_every})",
+            exit_code=1,
+        )
     target.on_progress(
         f"killed rank {kill.rank} ({kill.pod or f'pid {kill.pid}'}) after checkpoint {kill.registered_step}"
     )
@@ -407,7 +382,7 @@ def document(
 ) -> dict:
     """The drill's JSON document from both runs' metrics records."""
     rec = recovery(records, kill.time)
-    loss, ref_loss = final_loss(records), final_loss(ref_records)
+    loss, ref_loss = (r[-1].get("loss") if r else None for r in (records, ref_records))
     matches = losses_match(loss, ref_loss)
     why = failures(rec, job.steps, job.checkpoint_every, kill.registered_step, matches)
     how = {"pid": kill.pid, "signal": "SIGKILL"} if kill.pod is None else {"pod": kill.pod}

@@ -105,9 +105,7 @@ def _json_file(path: Path) -> dict | None:
     try:
         data = json.loads(path.read_text())
     except json.JSONDecodeError as e:
-        raise DriverError(
-            f"{path} is not JSON ({e.msg} at line {e.lineno}): the file is damaged", exit_code=2
-        ) from None
+        raise DriverError(f"{path} is damaged: not JSON ({e.msg} at line {e.lineno})", exit_code=2) from None
     return data if isinstance(data, dict) else None
 
 
@@ -439,7 +437,7 @@ def write_report(runs: list[RunData], out_dir: Path | None = None) -> tuple[Path
     return page, plots
 
 
-# ---- after a run of the pipeline --------------------------------------------------------------------
+# ---- after a run of the pipeline, and the command ----------------------------------------------------
 def run_files(target: Target, runs_root: Path, doc: dict) -> dict[str, str | None]:
     """`keep_and_report` on the target's run, once it is on this machine (copied from the cluster on AWS)."""
     try:
@@ -449,7 +447,6 @@ def run_files(target: Target, runs_root: Path, doc: dict) -> dict[str, str | Non
     return keep_and_report(run_dir, doc)
 
 
-# ---- entry points --------------------------------------------------------------------------------------
 def keep_and_report(run_dir: Path, doc: dict) -> dict[str, str | None]:
     """The driver's view of the run (target, stack, NCCL verdict, cost) kept in its directory, and its report: their
     paths, or why no report (never raised: the run's own outcome is what the user asked for)."""
@@ -521,13 +518,12 @@ def run(args: argparse.Namespace, ui: Output, deps: aws.AwsDeps | None = None) -
             target.copy_run(ref, args.runs_root)
     runs = [load_run(find_run_dir(ref, args.runs_root), not args.no_verdict) for ref in refs]
     page, plots = write_report(runs, args.out)
+    paths = {k: str(v) for k, v in plots.items()}
     if args.json:
         metrics = [str(r.dir / METRICS_FILE) for r in runs]
-        ui.emit_json(
-            {"ok": True, "report": str(page), "plots": {k: str(v) for k, v in plots.items()}, "metrics_files": metrics}
-        )
+        ui.emit_json({"ok": True, "report": str(page), "plots": paths, "metrics_files": metrics})
     else:
         ui.note(f"report: {page}")
-        for name, path in plots.items():
+        for name, path in paths.items():
             ui.note(f"  {name}: {path}")
     return 0

@@ -1,13 +1,12 @@
 """gate: the GPU nodes are fit to train, checked right before any job is submitted.
 
-On each GPU node, in one Ray worker pod there: its GPUs as `nvidia-smi` reports them (as many as the stack
-promises, no uncorrected ECC error since the driver loaded, no row remap pending or failed) and the node
-monitoring agent's GPU condition on the node. Between the nodes: one short all-reduce sweep over EFA as the
-pods are configured (automation/collectives_pods.py, about 20 s), whose bus bandwidth must reach GATE_SHARE of
-the link rate workloads/throughput_model.py assumes. A node that fails is cordoned and named with why; the step
-fails, so the pipeline stops before `submit` and the run controller's finally scales the GPU nodes down.
-`--skip-gate` skips all of it (SKIP_GATE_HELP). verify asks "is the cluster what the stack promised?"; the gate
-asks "are these nodes healthy enough to spend money training on?", a separate step so it can be skipped alone.
+On each GPU node, in one Ray worker pod there: its GPUs as `nvidia-smi` reports them (as many as the stack promises,
+no uncorrected ECC error since the driver loaded, no row remap pending or failed) and the node monitoring agent's GPU
+condition. Between the nodes: one short all-reduce over EFA (automation/collectives_pods.py, about 20 s) whose bus
+bandwidth must reach GATE_SHARE of the link rate workloads/throughput_model.py assumes. A failing node is cordoned and
+named; the step fails, so no job is submitted and the run controller scales the GPU nodes down. verify asks "is the
+cluster what the stack promised?"; the gate "are these nodes healthy enough to spend money training on?", a separate
+step so `--skip-gate` (SKIP_GATE_HELP) skips it alone.
 """
 
 from __future__ import annotations
@@ -18,12 +17,10 @@ from dataclasses import dataclass
 
 from automation import collectives_pods
 from automation.errors import DriverError
-from automation.kube import RayClusterPods
 from automation.pipeline import Finding, GateOutcome, Prior, StepResult, verdict
 from automation.steps.place import by_place
 from automation.steps.verify_checks import gpu_health, name_of
 from automation.targets.aws import AwsTarget
-from automation.targets.local import LocalTarget
 from infra.names import GPU_NODE_SELECTOR
 from workloads import throughput_model
 
@@ -31,17 +28,14 @@ SKIP_GATE_HELP = (
     "skip the gate before training (nvidia-smi's GPU count, ECC and row-remap state and the node monitoring "
     "agent's GPU condition on each GPU node, and the short all-reduce over EFA between them); nothing is cordoned"
 )
-# The fields read, as `nvidia-smi --help-query-gpu` names them (NVIDIA's nvidia-smi(1), "--query-gpu"; their
-# meaning is NVML's: ECC counts since the driver loaded, and nvmlRemappedRowsInfo's bPending ("a reset is needed")
-# and bFailureOccurred, https://docs.nvidia.com/deploy/nvml-api/api/structnvmlRemappedRowsInfo__v2__t.html).
-NVIDIA_SMI_FIELDS = (
-    "index",
-    "name",
-    "uuid",
-    "ecc.errors.uncorrected.volatile.total",
-    "remapped_rows.pending",
-    "remapped_rows.failure",
-)
+# The fields read, one per Gpu field, as `nvidia-smi --help-query-gpu` names them (NVIDIA's nvidia-smi(1),
+# "--query-gpu"; their meaning is NVML's: ECC counts since the driver loaded, and nvmlRemappedRowsInfo's bPending ("a
+# reset is needed") and bFailureOccurred, https://docs.nvidia.com/deploy/nvml-api/api/structnvmlRemappedRowsInfo__v2__t.html).
+NVIDIA_SMI_COMMAND = [
+    "nvidia-smi",
+    "--query-gpu=index,name,uuid,ecc.errors.uncorrected.volatile.total,remapped_rows.pending,remapped_rows.failure",
+    "--format=csv,noheader,nounits",
+]
 # What nvidia-smi prints for a field the GPU does not support (nvidia-smi(1): "Any unsupported data is indicated by
 # a N/A"; in CSV as `[N/A]`, or `[Not Supported]`). Row remapping is an HBM feature of Ampere and later: the L4's
 # GDDR6 may leave it unreported, which is neither a pass nor a fail of that row.
@@ -55,13 +49,9 @@ GATE_SHARE = 0.5
 GATE_SWEEP = {"label": "gate", "min_mib": 256, "max_mib": 256, "iters": 5, "timeout_s": 300}
 
 
-def nvidia_smi_command() -> list[str]:
-    return ["nvidia-smi", f"--query-gpu={','.join(NVIDIA_SMI_FIELDS)}", "--format=csv,noheader,nounits"]
-
-
 @dataclass(frozen=True)
 class Gpu:
-    """One line of `nvidia_smi_command()`; None where nvidia-smi did not report the field."""
+    """One line of NVIDIA_SMI_COMMAND's output; None where nvidia-smi did not report the field."""
 
     index: str
     name: str
@@ -76,12 +66,12 @@ def _flag(value: str) -> bool | None:
 
 
 def parse_nvidia_smi(text: str) -> list[Gpu]:
-    """The GPUs of `nvidia_smi_command()`'s output; ValueError on a line with another number of fields."""
-    gpus = []
+    """The GPUs of NVIDIA_SMI_COMMAND's output; ValueError on a line with another number of fields."""
+    gpus, fields = [], len(dataclasses.fields(Gpu))
     for line in filter(None, (raw.strip() for raw in text.splitlines())):
         cells = [c.strip() for c in line.split(",")]
-        if len(cells) != len(NVIDIA_SMI_FIELDS):
-            raise ValueError(f"expected {len(NVIDIA_SMI_FIELDS)} fields, got {line!r}")
+        if len(cells) != fields:
+            raise ValueError(f"expected {fields} fields, got {line!r}")
         index, name, uuid, ecc, pending, failed = cells
         ecc_count = None if ecc in NOT_REPORTED else int(ecc)
         gpus.append(Gpu(index, name, uuid, ecc_count, _flag(pending), _flag(failed)))
@@ -134,35 +124,32 @@ def check_link(doc: Mapping, nodes: Sequence[str], link_gbps: float) -> Finding:
     )
 
 
-def node_checks(
-    target: AwsTarget, cluster: RayClusterPods, pods: Sequence[collectives_pods.WorkerPod]
-) -> list[tuple[str, Finding]]:
-    """One row per GPU node: nvidia-smi in its worker pod and the agent's condition on it."""
-    kube, per_node = target.kube(), target.cfg.gpu_nodes.gpus_per_node
+def run_aws(target: AwsTarget, prior: Prior) -> StepResult[GateOutcome]:
+    """Each node (nvidia-smi in its worker pod, the agent's condition), then (all healthy) the link: GATE_SWEEP in
+    the pods, judged by `check_link`; every node a failing row names cordoned (none when the sweep cannot run)."""
+    if target.run.skip_gate:
+        return StepResult("gate", "skip", f"--skip-gate: {SKIP_GATE_HELP.removeprefix('skip ')}")
+    cluster, gpus = target.ray_pods(), target.cfg.gpu_nodes.gpus_per_node
+    pods = collectives_pods.worker_pods(cluster)
+    target.on_progress(f"the gate: nvidia-smi on {len(pods)} GPU nodes")
+    kube = target.kube()
     nodes = {name_of(n): n for n in kube.list_nodes(GPU_NODE_SELECTOR)}
     rows = []
     for pod in pods:
-        res = kube.exec(pod.name, cluster.namespace, nvidia_smi_command(), timeout_s=60)
+        res = kube.exec(pod.name, cluster.namespace, NVIDIA_SMI_COMMAND, timeout_s=60)
         agent = gpu_health(nodes.get(pod.node, {}))
-        rows.append((pod.node, check_node(pod.node, pod.name, res.rc, res.stdout + res.stderr, agent, per_node)))
-    return rows
-
-
-def run_aws(target: AwsTarget, prior: Prior) -> StepResult[GateOutcome]:
-    """Each node, then (all nodes healthy) the link; every node named by a failing row cordoned."""
-    if target.run.skip_gate:
-        return StepResult("gate", "skip", f"--skip-gate: {SKIP_GATE_HELP.removeprefix('skip ')}")
-    cluster = target.ray_pods()
-    pods = collectives_pods.worker_pods(cluster)
-    target.on_progress(f"the gate: nvidia-smi on {len(pods)} GPU nodes")
-    named = node_checks(target, cluster, pods)
-    rows = [row for _, row in named]
-    bad = [node for node, row in named if row.status == "fail"]
+        rows.append(check_node(pod.node, pod.name, res.rc, res.stdout + res.stderr, agent, gpus))
+    bad = [pod.node for pod, row in zip(pods, rows, strict=True) if row.status == "fail"]
     if not bad:
         target.on_progress(f"the gate: a {GATE_SWEEP['max_mib']} MiB all-reduce over EFA between the nodes")
         if target.handles.lease is not None:  # no Ray job runs: the lease alone keeps the idle guard off
             target.handles.lease.renew("gate")
-        rows.append(link_check(cluster, pods, target.cfg.gpu_nodes.gpus_per_node))
+        try:
+            collectives_pods.copy_workloads(cluster.kube.exec, pods, cluster.namespace)
+            doc = collectives_pods.sweep_on(cluster.kube.exec, pods, cluster.namespace, gpus, {}, GATE_SWEEP)
+            rows.append(check_link(doc, [p.node for p in pods], throughput_model.NIC_GBPS["efa"]))
+        except DriverError as e:
+            rows.append(Finding("EFA between the GPU nodes", "fail", str(e), "kubectl logs and describe the pod named"))
         bad = [p.node for p in pods] if rows[-1].status == "fail" and rows[-1].fix.startswith("cordoned") else []
     for node in bad:
         target.kube().cordon_node(node)
@@ -170,23 +157,9 @@ def run_aws(target: AwsTarget, prior: Prior) -> StepResult[GateOutcome]:
     return dataclasses.replace(result, summary=f"{result.summary}; cordoned {', '.join(bad)}") if bad else result
 
 
-def link_check(cluster: RayClusterPods, pods: list[collectives_pods.WorkerPod], gpus: int) -> Finding:
-    """GATE_SWEEP in the pods, judged by `check_link`; a sweep that cannot run fails the row, cordoning nothing."""
-    try:
-        collectives_pods.copy_workloads(cluster.kube.exec, pods, cluster.namespace)
-        doc = collectives_pods.sweep_on(cluster.kube.exec, pods, cluster.namespace, gpus, {}, GATE_SWEEP)
-    except DriverError as e:
-        return Finding("EFA between the GPU nodes", "fail", str(e), "kubectl logs and describe the pod named")
-    return check_link(doc, [p.node for p in pods], throughput_model.NIC_GBPS["efa"])
-
-
-def run_local(target: LocalTarget, prior: Prior) -> StepResult[GateOutcome]:
-    return StepResult("gate", "skip", "the local target has no GPU nodes to gate: nothing checked")
-
-
 run = by_place(
     "gate",
     "gate: the GPU nodes are fit to train (nvidia-smi, the agent's GPU condition, EFA bandwidth); a bad one cordoned.",
     run_aws,
-    run_local,
+    lambda target, prior: StepResult("gate", "skip", "the local target has no GPU nodes to gate: nothing checked"),
 )

@@ -19,7 +19,7 @@ from _attach_world import World, cli_on, doc_of, step
 from _ray_jobs import FakeRayJobs, JobScript
 
 from automation.errors import DriverError
-from automation.hang import CALL_S, FIRST_STEP_S, HANG_FILE, nccl_tail_command, stack_command
+from automation.hang import CALL_S, FIRST_STEP_S, HANG_FILE, STACK_COMMAND, nccl_tail_command
 from automation.job import CLUSTER_ROOT
 from automation.kube import ExecResult
 from automation.ray_head import POLL_S
@@ -58,7 +58,7 @@ class HangWorld(World):
     seen: list[tuple[float, str]]
 
     def exec(self, pod, namespace, command, *, stdin=None, on_line=None, timeout_s=600) -> ExecResult:
-        if command == stack_command():
+        if command == STACK_COMMAND:
             if pod == self.stuck_pod:
                 self.clock.sleep(timeout_s)
                 raise DriverError(f"`{' '.join(command[:4])} …` in pod {pod} ran past {timeout_s:.0f} s")

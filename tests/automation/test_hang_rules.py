@@ -18,6 +18,7 @@ from automation.hang import (
     HANG_FACTOR,
     HANG_FILE,
     HANG_FLOOR_S,
+    STACK_COMMAND,
     HangBound,
     HangWatch,
     RankEvidence,
@@ -25,7 +26,6 @@ from automation.hang import (
     diagnosis,
     nccl_tail_command,
     pod_evidence,
-    stack_command,
     stacks_by_pid,
     verdict,
     write,
@@ -141,7 +141,7 @@ def test_a_compute_frame_is_not_waiting():
 
 
 def test_the_stack_call_is_bounded_inside_the_pod_below_the_exec_limit():
-    assert stack_command() == ["timeout", f"{CALL_S - 5:.0f}", "ray", "stack"], stack_command()
+    assert STACK_COMMAND == ["timeout", f"{CALL_S - 5:.0f}", "ray", "stack"], STACK_COMMAND
 
 
 def test_the_nccl_tail_reads_every_log_of_the_directory_with_headers():

@@ -1,5 +1,5 @@
 """automation/recovery.py's rules, one boundary at a time: which cluster evidence makes a failed job infrastructure
-(and so retried), what the recovery's line and record say, and the bounded wait for the replaced node.
+(and so retried), what the recovery's line says, and the bounded wait for the replaced node.
 
 Nodes and pods are shaped as the Kubernetes API lists them (core/v1 Node `status.conditions[]` of type, status,
 reason; Pod `spec.nodeName`, `status.phase`, `status.reason`, `status.message`: kubernetes/api core/v1 types.go),
@@ -147,16 +147,6 @@ def test_the_recovery_line_says_unknown_step_and_unknown_loss_without_steps():
 def test_steps_lost_is_unknown_when_the_resumed_job_showed_no_step():
     got = Recovery(Failure(INFRASTRUCTURE, "node lost", "n1", 40), 1.0, None, "c").line()
     assert got.endswith("at step 40, replaced in 1 min, steps lost unknown"), got
-
-
-def test_the_recovery_record_rounds_minutes_and_keeps_the_failure_and_line():
-    r = Recovery(Failure(INFRASTRUCTURE, "node lost", "n1", 10), 11.66, 6, "c")
-    want = {
-        "failure": {"kind": INFRASTRUCTURE, "cause": "node lost", "node": "n1", "step": 10},
-        "minutes": 11.7,
-        "line": "node n1, node lost at step 10, replaced in 12 min, 5 steps lost",
-    }
-    assert r.to_dict() == want, f"expected {want}, got {r.to_dict()}"
 
 
 class Clock:

@@ -27,7 +27,7 @@ from automation.run_files import (
     ray_logs_command,
     set_aside_command,
 )
-from automation.steps.gate import nvidia_smi_command
+from automation.steps.gate import NVIDIA_SMI_COMMAND
 from automation.steps.verify_checks import fi_info_command
 from automation.storage import marker_probe_command
 from automation.targets.aws import READER_SYSFS_ROOT
@@ -63,7 +63,7 @@ def pod_request(argv: list[str]) -> PodRequest | None:
     """The request `argv` makes, or None when it is none the driver sends."""
     if argv == fi_info_command():
         return PodRequest(PodAction.FI_INFO)
-    if argv == nvidia_smi_command():
+    if argv == NVIDIA_SMI_COMMAND:
         return PodRequest(PodAction.NVIDIA_SMI)
     if argv == ["python", "-c", RAY_RESOURCES_SNIPPET]:
         return PodRequest(PodAction.RAY_RESOURCES)

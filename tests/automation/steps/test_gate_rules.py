@@ -20,12 +20,12 @@ from automation.steps.gate import (
     GATE_SHARE,
     GATE_SWEEP,
     NOT_REPORTED,
+    NVIDIA_SMI_COMMAND,
     SKIP_GATE_HELP,
     Gpu,
     check_link,
     check_node,
     gpu_problems,
-    nvidia_smi_command,
     parse_nvidia_smi,
 )
 from automation.targets.aws import AwsTarget
@@ -46,7 +46,7 @@ def test_the_query_names_every_field_read_in_csv_without_header_or_units():
         "--query-gpu=index,name,uuid,ecc.errors.uncorrected.volatile.total,remapped_rows.pending,remapped_rows.failure",
         "--format=csv,noheader,nounits",
     ]
-    assert nvidia_smi_command() == want, f"expected {want}, got {nvidia_smi_command()}"
+    assert NVIDIA_SMI_COMMAND == want, f"expected {want}, got {NVIDIA_SMI_COMMAND}"
 
 
 @pytest.mark.parametrize("word, flag", [("Yes", True), ("No", False), ("1", True), ("0", False), ("NO", False)])
@@ -183,7 +183,7 @@ class Kube:
         return self.nodes
 
     def exec(self, pod: str, namespace: str, command: list[str], *, timeout_s: float = 600) -> ExecResult:
-        expect("nvidia-smi's namespace and command", (namespace, command), ("ns", nvidia_smi_command()))
+        expect("nvidia-smi's namespace and command", (namespace, command), ("ns", NVIDIA_SMI_COMMAND))
         self.limits.append(timeout_s)
         return ExecResult(0, self.smi_of[pod], "")
 
