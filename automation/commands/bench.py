@@ -103,8 +103,7 @@ class Leg:
         return (self.outcome.summary if self.outcome is not None else None) or RunSummary()
 
     def to_dict(self) -> dict[str, object]:
-        summary = self.summary()
-        v = self.verdict
+        summary, v = self.summary(), self.verdict
         return {
             "run_id": self.target.run_id,
             "job_env": dict(self.target.run.job_env),
@@ -117,10 +116,7 @@ class Leg:
             "verdict": v.verdict if v is not None else None,
             "cause": v.cause if v is not None else None,
             "evidence": list(v.evidence) if v is not None else [],
-            "precision": summary.precision,
-            "tokens_per_s": summary.tokens_per_s,
-            "mfu": summary.mfu,
-            "step_time_s": summary.step_time_s,
+            **{k: getattr(summary, k) for k in ("precision", "tokens_per_s", "mfu", "step_time_s")},
         }
 
 
