@@ -313,27 +313,22 @@ def table(doc: dict[str, Any]) -> list[str]:
     other = BF16 if BF16 in runs or FLOAT8 not in runs else FLOAT8
     cols = [runs.get(leg, {}) for leg in (EFA, TCP, other)]
 
-    def model(key: str, spec: str, unit: str = "", scale: float = 1) -> str:
+    def measured(label: str, key: str, spec: str, unit: str, mspec: str, munit: str, scale: float = 1) -> tuple:
+        """The runs' ``key``, then the model's EFA / TCP ranges of it (times ``scale``, in ``mspec`` ``munit``)."""
         spans = ((pred.get(leg) or {}).get(key) for leg in (EFA, TCP))
-        return " / ".join(_range(pair and [scale * v for v in pair], spec, unit) for pair in spans)
+        model = " / ".join(_range(pair and [scale * v for v in pair], mspec, munit) for pair in spans)
+        return (label, *(_fmt(c.get(key), spec, unit) for c in cols), model)
 
     forced = " ".join(f"{k}={v}" for k, v in TCP_ENV.items())
+    verdicts = (f"{c.get('verdict') or 'n/a'} (require {c['require']})" if c else "not run" for c in cols)
     rows = [
         ("", "EFA", f"TCP ({forced})", f"EFA, {other}", "model: EFA / TCP"),
         ("run id", *(c.get("run_id", "n/a") for c in cols), pred.get("config") or pred.get("note")),
         ("precision", *(c.get("precision") or "n/a" for c in cols), ""),
-        (
-            "NCCL verdict",
-            *(f"{c.get('verdict') or 'n/a'} (require {c['require']})" if c else "not run" for c in cols),
-            "",
-        ),
-        ("tokens/s", *(_fmt(c.get("tokens_per_s"), ",.0f") for c in cols), model("tokens_per_s", ",.0f")),
-        ("MFU", *(_fmt(c.get("mfu"), ".1%") for c in cols), model("mfu", ".1f", "%", 100)),
-        (
-            "step time (median)",
-            *(_fmt(c.get("step_time_s"), ".3f", " s") for c in cols),
-            model("step_time_s", ".2f", " s"),
-        ),
+        ("NCCL verdict", *verdicts, ""),
+        measured("tokens/s", "tokens_per_s", ",.0f", "", ",.0f", ""),
+        measured("MFU", "mfu", ".1%", "", ".1f", "%", 100),
+        measured("step time (median)", "step_time_s", ".3f", " s", ".2f", " s"),
         ("EFA/TCP tokens/s", _fmt(doc["ratio"], ".2f"), "", "", _range(pred.get("ratio"), ".2f")),
         ("float8/bf16 tokens/s", _fmt(doc["precision_ratio"], ".2f"), "", "", _range(prec.get("ratio"), ".2f")),
     ]
