@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -144,16 +144,6 @@ class ResolvedJob:
         return {name: {"value": value, "source": source} for name, value, source in self.shown()}
 
 
-def layered(layers: Sequence[tuple[str, Mapping[str, object]]]) -> tuple[dict[str, object], dict[str, str]]:
-    """The layers merged key by key, a later one winning, and the name of the layer each key came from."""
-    values: dict[str, object] = {}
-    sources: dict[str, str] = {}
-    for name, layer in layers:
-        values.update(layer)
-        sources.update(dict.fromkeys(layer, name))
-    return values, sources
-
-
 def check_cluster_storage(block: Mapping[str, object]) -> None:
     """TrainConfigError when the train: block's storage_path is not S3: Ray Train's workers run in pods on
     several nodes and must all reach the storage, and a pod's own disk goes with the pod."""
@@ -196,14 +186,15 @@ def resolve_cluster_job(
     check_block_keys(cfg.train, stack_label, STACK_KEY)
     check_cluster_storage(cfg.train)
     kept = {k: v for k, v in (durability or {}).items() if v is not None}
-    values, sources = layered(
-        [
-            (CLUSTER_DEFAULT, CLUSTER_JOB),
-            (DURABILITY_DEFAULT, kept),
-            (STACK_BLOCK, cfg.train),
-            *[(flag_of(k), {k: v}) for k, v in (flags or {}).items() if v is not None],  # one a flag given
-        ]
-    )
+    layers: list[tuple[str, Mapping[str, object]]] = [
+        (CLUSTER_DEFAULT, CLUSTER_JOB),
+        (DURABILITY_DEFAULT, kept),
+        (STACK_BLOCK, cfg.train),
+        *[(flag_of(k), {k: v}) for k, v in (flags or {}).items() if v is not None],  # one a flag given
+    ]
+    # Merged key by key, a later layer winning; each key's source is the layer it came from.
+    values = {k: v for _, layer in layers for k, v in layer.items()}
+    sources = {k: name for name, layer in layers for k in layer}
     pending = {}
     if durability is not None and "storage_path" not in values:  # Durability's run bucket, before `up`
         pending["storage_path"] = PENDING_RUN_BUCKET
@@ -215,7 +206,11 @@ def resolve_cluster_job(
         job = dataclasses.replace(job, **{name: getattr(TrainConfig(), name)})
         del sources[name]
     if "cpus_per_worker" not in values:  # the pod's CPUs shared by its workers: a cluster default too
-        job = dataclasses.replace(job, cpus_per_worker=float(_cpus_per_worker(cfg, job)))
+        workers_per_pod = max(1, int(cfg.ray.worker.num_gpus // max(job.gpus_per_worker, 1)))
+        pod_cpus = parse_quantity(RayWorkerConfig.keyname("cpu"), cfg.ray.worker.cpu)
+        job = dataclasses.replace(
+            job, cpus_per_worker=float(max(1, math.floor((pod_cpus - RAY_RESERVED_CPUS) / workers_per_pod)))
+        )
         sources["cpus_per_worker"] = CLUSTER_DEFAULT
     job = with_run_paths(job, run_id, f"{CLUSTER_ROOT}/runs/{run_id}")
     sources.update(dict.fromkeys(RUN_PATH_FIELDS, DRIVER))
@@ -229,12 +224,6 @@ def cluster_job(cfg: StackConfig, run_id: str, steps: int | None = None, num_wor
     """The cluster job without durability (the cluster's defaults, the stack's train: block, ``steps`` and
     ``num_workers`` from the CLI), validated; the target's job adds durability (``resolve_cluster_job``)."""
     return resolve_cluster_job(cfg, run_id, flags={"steps": steps, "num_workers": num_workers}).config
-
-
-def _cpus_per_worker(cfg: StackConfig, job: TrainConfig) -> int:
-    workers_per_pod = max(1, int(cfg.ray.worker.num_gpus // max(job.gpus_per_worker, 1)))
-    pod_cpus = parse_quantity(RayWorkerConfig.keyname("cpu"), cfg.ray.worker.cpu)
-    return max(1, math.floor((pod_cpus - RAY_RESERVED_CPUS) / workers_per_pod))
 
 
 def check_fits_cluster(job: TrainConfig, nodes: int, gpus_per_node: int) -> None:

@@ -25,7 +25,7 @@ import time
 import urllib.error
 import urllib.request
 from contextlib import suppress
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import psutil
@@ -44,24 +44,14 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def ray_executable() -> list[str]:
-    """The `ray` CLI of the interpreter running the driver, so the head uses the same packages."""
-    script = Path(sys.executable).parent / "ray"
-    if script.exists():
-        return [str(script)]
-    return [sys.executable, "-m", "ray.scripts.scripts"]
-
-
 @dataclass(frozen=True)
 class HeadPorts:
-    gcs: int
-    dashboard: int
-    client_server: int
-    dashboard_agent: int
+    """The head's ports: by default each a free one."""
 
-    @classmethod
-    def pick(cls) -> HeadPorts:
-        return cls(gcs=free_port(), dashboard=free_port(), client_server=free_port(), dashboard_agent=free_port())
+    gcs: int = field(default_factory=free_port)
+    dashboard: int = field(default_factory=free_port)
+    client_server: int = field(default_factory=free_port)
+    dashboard_agent: int = field(default_factory=free_port)
 
 
 def head_command(temp_dir: str, ports: HeadPorts, num_cpus: int, num_gpus: int) -> list[str]:
@@ -81,7 +71,10 @@ def head_command(temp_dir: str, ports: HeadPorts, num_cpus: int, num_gpus: int) 
         "include-dashboard": "true",
     }
     flags = [f"--{name}={value}" for name, value in options.items()]
-    return [*ray_executable(), "start", "--head", "--block", "--disable-usage-stats", *flags]
+    # The `ray` CLI of the interpreter running the driver, so the head uses the same packages.
+    script = Path(sys.executable).parent / "ray"
+    ray = [str(script)] if script.exists() else [sys.executable, "-m", "ray.scripts.scripts"]
+    return [*ray, "start", "--head", "--block", "--disable-usage-stats", *flags]
 
 
 def head_env(environ: dict[str, str]) -> dict[str, str]:
@@ -139,7 +132,7 @@ class LocalRayCluster:
         self.num_cpus = num_cpus
         self.num_gpus = num_gpus
         self.start_timeout_s = start_timeout_s
-        self.ports = HeadPorts.pick()
+        self.ports = HeadPorts()
         # Short path: Ray's unix sockets live under it and must stay below 107 characters.
         self.temp_dir = tempfile.mkdtemp(prefix="rek-", dir="/tmp")
         self._proc: subprocess.Popen | None = None

@@ -111,8 +111,7 @@ class ChangeSummary:
         return any(self.changes.get(op, 0) for op in ("create", "replace", "create-replacement", "update"))
 
     def line(self) -> str:
-        shown = {k: v for k, v in sorted(self.changes.items()) if v}
-        return ", ".join(f"{k} {v}" for k, v in shown.items()) or "no changes"
+        return ", ".join(f"{k} {v}" for k, v in sorted(self.changes.items()) if v) or "no changes"
 
     def to_dict(self) -> dict[str, object]:
         return {

@@ -103,8 +103,7 @@ class Leg:
         return (self.outcome.summary if self.outcome is not None else None) or RunSummary()
 
     def to_dict(self) -> dict[str, object]:
-        summary = self.summary()
-        v = self.verdict
+        summary, v = self.summary(), self.verdict
         return {
             "run_id": self.target.run_id,
             "job_env": dict(self.target.run.job_env),
@@ -117,10 +116,7 @@ class Leg:
             "verdict": v.verdict if v is not None else None,
             "cause": v.cause if v is not None else None,
             "evidence": list(v.evidence) if v is not None else [],
-            "precision": summary.precision,
-            "tokens_per_s": summary.tokens_per_s,
-            "mfu": summary.mfu,
-            "step_time_s": summary.step_time_s,
+            **{k: getattr(summary, k) for k in ("precision", "tokens_per_s", "mfu", "step_time_s")},
         }
 
 
@@ -317,27 +313,22 @@ def table(doc: dict[str, Any]) -> list[str]:
     other = BF16 if BF16 in runs or FLOAT8 not in runs else FLOAT8
     cols = [runs.get(leg, {}) for leg in (EFA, TCP, other)]
 
-    def model(key: str, spec: str, unit: str = "", scale: float = 1) -> str:
+    def measured(label: str, key: str, spec: str, unit: str, mspec: str, munit: str, scale: float = 1) -> tuple:
+        """The runs' ``key``, then the model's EFA / TCP ranges of it (times ``scale``, in ``mspec`` ``munit``)."""
         spans = ((pred.get(leg) or {}).get(key) for leg in (EFA, TCP))
-        return " / ".join(_range(pair and [scale * v for v in pair], spec, unit) for pair in spans)
+        model = " / ".join(_range(pair and [scale * v for v in pair], mspec, munit) for pair in spans)
+        return (label, *(_fmt(c.get(key), spec, unit) for c in cols), model)
 
     forced = " ".join(f"{k}={v}" for k, v in TCP_ENV.items())
+    verdicts = (f"{c.get('verdict') or 'n/a'} (require {c['require']})" if c else "not run" for c in cols)
     rows = [
         ("", "EFA", f"TCP ({forced})", f"EFA, {other}", "model: EFA / TCP"),
         ("run id", *(c.get("run_id", "n/a") for c in cols), pred.get("config") or pred.get("note")),
         ("precision", *(c.get("precision") or "n/a" for c in cols), ""),
-        (
-            "NCCL verdict",
-            *(f"{c.get('verdict') or 'n/a'} (require {c['require']})" if c else "not run" for c in cols),
-            "",
-        ),
-        ("tokens/s", *(_fmt(c.get("tokens_per_s"), ",.0f") for c in cols), model("tokens_per_s", ",.0f")),
-        ("MFU", *(_fmt(c.get("mfu"), ".1%") for c in cols), model("mfu", ".1f", "%", 100)),
-        (
-            "step time (median)",
-            *(_fmt(c.get("step_time_s"), ".3f", " s") for c in cols),
-            model("step_time_s", ".2f", " s"),
-        ),
+        ("NCCL verdict", *verdicts, ""),
+        measured("tokens/s", "tokens_per_s", ",.0f", "", ",.0f", ""),
+        measured("MFU", "mfu", ".1%", "", ".1f", "%", 100),
+        measured("step time (median)", "step_time_s", ".3f", " s", ".2f", " s"),
         ("EFA/TCP tokens/s", _fmt(doc["ratio"], ".2f"), "", "", _range(pred.get("ratio"), ".2f")),
         ("float8/bf16 tokens/s", _fmt(doc["precision_ratio"], ".2f"), "", "", _range(prec.get("ratio"), ".2f")),
     ]
