@@ -257,6 +257,12 @@ def _root_cause(e: BaseException) -> str:
     return f"{type(seen).__name__}: {seen}"
 
 
+def running_on(pods: list[dict]) -> dict[str, str]:
+    """Each Running pod of a pod list -> the node it runs on."""
+    running = [p for p in pods if p.get("status", {}).get("phase") == "Running"]
+    return {p["metadata"]["name"]: p.get("spec", {}).get("nodeName", "?") for p in running}
+
+
 class PodLister(Protocol):
     def list_pods(self, namespace: str, label_selector: str) -> list[dict]: ...
 
@@ -271,10 +277,8 @@ Api = TypeVar("Api", bound=PodLister)
 
 @dataclass(frozen=True)
 class RayClusterPods(Generic[Api]):
-    """The Kubernetes API of a stack's cluster and where its RayCluster lives.
-
-    `kube` keeps its own type: a KubeApi (tests subclass it over a fake API server), or the reader
-    verify is given."""
+    """The Kubernetes API of a stack's cluster and where its RayCluster lives; `kube` keeps its own type (a KubeApi,
+    or the reader verify is given)."""
 
     kube: Api
     namespace: str
@@ -291,12 +295,7 @@ class RayClusterPods(Generic[Api]):
 
     def node_of_pods(self, node_type: str) -> dict[str, str]:
         """Every Running pod of a node type -> the node it runs on (NCCL's logs name a pod by its host name)."""
-        items = self.kube.list_pods(self.namespace, self.selector(node_type))
-        return {
-            p["metadata"]["name"]: p.get("spec", {}).get("nodeName", "?")
-            for p in items
-            if p.get("status", {}).get("phase") == "Running"
-        }
+        return running_on(self.kube.list_pods(self.namespace, self.selector(node_type)))
 
     def head_pod(self) -> str:
         heads = self.pods("head")
