@@ -44,11 +44,9 @@ class Snapshot:
 
     def problems(self) -> list[str]:
         """Why this reading cannot be a witness's first half, one line per node ([] when every node was read)."""
-        if self.nodes is None:
-            return []
-        return [f"{node}: {r.short}" for node, r in sorted(self.nodes.items()) if r.short] or (
-            [] if self.nodes else ["no GPU node to read"]
-        )
+        if not self.nodes:
+            return [] if self.nodes is None else ["no GPU node to read"]
+        return [f"{node}: {r.short}" for node, r in sorted(self.nodes.items()) if r.short]
 
     @property
     def summary(self) -> str:
