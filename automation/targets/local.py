@@ -62,8 +62,7 @@ def durable(job: TrainConfig, storage_path: str | None = None) -> TrainConfig:
     where = storage_path or str(Path(job.run_dir) / LOCAL_STORAGE_DIR)
     if "://" not in where:  # Ray Train's workers run in directories of their own
         where = str(Path(where).expanduser().absolute())
-    kept = Durability(storage_path=where, checkpoint_every=LOCAL_CHECKPOINT_EVERY, max_failures=MAX_FAILURES)
-    return dataclasses.replace(job, **vars(kept))
+    return dataclasses.replace(job, **vars(Durability(where, LOCAL_CHECKPOINT_EVERY, MAX_FAILURES)))
 
 
 @dataclass(frozen=True)
