@@ -298,8 +298,7 @@ class RayClusterPods(Generic[Api]):
         return running_on(self.kube.list_pods(self.namespace, self.selector(node_type)))
 
     def head_pod(self) -> str:
-        heads = self.pods("head")
-        if not heads:
+        if not (heads := self.pods("head")):
             raise DriverError(
                 f"no running head pod of RayCluster {self.namespace}/{self.raycluster}: "
                 f"kubectl -n {self.namespace} get pods -l ray.io/cluster={self.raycluster}; "

@@ -79,8 +79,7 @@ def _unpacked(
     res = pod_exec(pod, namespace, command, timeout_s=timeout_s)
     if res.rc != 0:
         raise DriverError(f"reading {what} in {namespace}/{pod} failed (rc {res.rc}): {res.stderr.strip()[-300:]}")
-    blob = res.stdout.strip()
-    if not blob:
+    if not (blob := res.stdout.strip()):
         return []
     with tarfile.open(fileobj=io.BytesIO(base64.b64decode(blob)), mode="r:gz") as tar:
         tar.extractall(dest, filter="data")

@@ -64,8 +64,7 @@ def require_credentials(writes: str, uri: str | None, found: Callable[[], bool] 
 
 def split_s3_uri(uri: str) -> tuple[str, str]:
     """(bucket, key prefix without slashes at the ends) of ``s3://bucket/prefix``."""
-    m = _S3.match(uri or "")
-    if not m:
+    if not (m := _S3.match(uri or "")):
         raise DriverError(
             f"storage_uri {uri!r} is not s3://<bucket>/<prefix>: run `python -m automation up` so the stack "
             "exports its bucket (stack output storage_uri)",

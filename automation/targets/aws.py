@@ -240,9 +240,8 @@ class HeldLease(Protocol):
 
 @dataclass
 class AwsHandles:
-    """What a run acts through, each made by ``deps`` on first use and kept."""
+    """What a run acts through, each made by ``AwsTarget.deps`` on first use and kept."""
 
-    deps: AwsDeps
     stack: StackLike | None = None
     outputs: dict | None = None
     kube: KubeApi | None = None
@@ -251,8 +250,8 @@ class AwsHandles:
 
 
 class AwsTarget(AsksJobServer):
-    """One stack as the steps and commands use it (automation.targets.Target and more): ``run``, the frozen
-    description of what was asked, and ``handles``, what it acts through. ``flags`` are AwsRun's fields."""
+    """One stack as the steps and commands use it (automation.targets.Target and more): ``run``, what was asked
+    (frozen), ``deps``, the outside world, and ``handles``, made from it. ``flags`` are AwsRun's fields."""
 
     name = "aws"
 
@@ -269,7 +268,7 @@ class AwsTarget(AsksJobServer):
         **flags: Any,
     ) -> None:
         self.run = AwsRun(cfg, run_id, **flags)
-        self.handles = AwsHandles(deps)
+        self.deps, self.handles = deps, AwsHandles()
         self.on_line, self.on_progress, self.on_note = on_line, on_progress, on_note
         self.notes: list[str] = [] if notes is None else notes
 
@@ -284,10 +283,6 @@ class AwsTarget(AsksJobServer):
     @property
     def run_id(self) -> str:
         return self.run.run_id
-
-    @property
-    def deps(self) -> AwsDeps:
-        return self.handles.deps
 
     @property
     def poll_s(self) -> float:
@@ -408,8 +403,7 @@ class AwsTarget(AsksJobServer):
 
     def _output(self, key: str, missing: str, instead: str = "") -> object:
         """Stack output ``key``; bad input naming `up` when the stack has none."""
-        value = self.outputs().get(key)
-        if not value:
+        if not (value := self.outputs().get(key)):
             s = self.cfg.stack
             raise DriverError(f"stack {s} {missing}: run `python -m automation up --stack {s}`{instead}", exit_code=2)
         return value
@@ -426,8 +420,7 @@ class AwsTarget(AsksJobServer):
         self.notes.append(resolved.text(f"job of run {self.run_id}"))
         if self.run.resume:
             require_run(self.deps.client("s3"), job.storage_path, self.run_id)
-        outside = outside_run_bucket(job.storage_path, uri)
-        if outside:
+        if outside := outside_run_bucket(job.storage_path, uri):
             self.note(outside)
         self.notes.extend(run_locations(job.storage_path, self.run_id))
         return job
@@ -488,8 +481,7 @@ class AwsTarget(AsksJobServer):
 
     def _worker_pods(self) -> list[str]:
         pods = self.ray_pods()
-        names = pods.pods("worker")
-        if not names:
+        if not (names := pods.pods("worker")):
             raise DriverError(f"no worker pods of RayCluster {pods.namespace}/{pods.raycluster} to read NCCL logs from")
         return names
 
