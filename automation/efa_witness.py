@@ -44,11 +44,9 @@ class Snapshot:
 
     def problems(self) -> list[str]:
         """Why this reading cannot be a witness's first half, one line per node ([] when every node was read)."""
-        if self.nodes is None:
-            return []
-        return [f"{node}: {r.short}" for node, r in sorted(self.nodes.items()) if r.short] or (
-            [] if self.nodes else ["no GPU node to read"]
-        )
+        if not self.nodes:
+            return [] if self.nodes is None else ["no GPU node to read"]
+        return [f"{node}: {r.short}" for node, r in sorted(self.nodes.items()) if r.short]
 
     @property
     def summary(self) -> str:
@@ -56,9 +54,8 @@ class Snapshot:
             return NO_EFA_HERE
         devices = sum(len(n.devices) for n in self.nodes.values())
         bad = [f"{node}: {r.error}" for node, r in sorted(self.nodes.items()) if r.error]
-        return f"{devices} EFA device(s) on {len(self.nodes)} GPU node(s)" + (
-            f"; unread: {'; '.join(bad)}" if bad else ""
-        )
+        unread = f"; unread: {'; '.join(bad)}" if bad else ""
+        return f"{devices} EFA device(s) on {len(self.nodes)} GPU node(s){unread}"
 
     def to_dict(self) -> dict[str, object]:
         nodes = None if self.nodes is None else {k: v.to_dict() for k, v in self.nodes.items()}

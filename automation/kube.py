@@ -210,23 +210,18 @@ class KubeApi:
             )
         except Exception as e:  # noqa: BLE001
             raise DriverError(f"cannot exec into pod {namespace}/{pod} at {self.host}: {_root_cause(e)}") from None
-        out: list[str] = []
-        err: list[str] = []
-        partial = {"out": "", "err": ""}
+        got: dict[str, list[str]] = {"out": [], "err": []}
+        partial = {"out": "", "err": ""}  # each channel's line not ended yet, for on_line
 
-        def take(kind: str, chunk: str) -> None:
-            (out if kind == "out" else err).append(chunk)
-            if on_line:
-                partial[kind] += chunk
-                *lines, partial[kind] = partial[kind].split("\n")
-                for line in lines:
-                    on_line(line)
-
-        def drain() -> None:
-            if ws.peek_stdout():
-                take("out", ws.read_stdout())
-            if ws.peek_stderr():
-                take("err", ws.read_stderr())
+        def drain(final: bool = False) -> None:
+            for kind, peek, read in (("out", ws.peek_stdout, ws.read_stdout), ("err", ws.peek_stderr, ws.read_stderr)):
+                got[kind].append(read() if peek() else "")
+                *lines, partial[kind] = (partial[kind] + got[kind][-1]).split("\n")
+                if final and partial[kind]:  # a last line the stream's close ended
+                    lines.append(partial[kind])
+                if on_line:
+                    for line in lines:
+                        on_line(line)
 
         deadline = time.monotonic() + timeout_s
         try:
@@ -237,11 +232,7 @@ class KubeApi:
                     raise DriverError(f"`{' '.join(command[:4])} …` in pod {pod} ran past {timeout_s:.0f} s")
                 ws.update(timeout=1)
                 drain()
-            drain()  # frames that arrived with the close
-            if on_line:
-                for rest in partial.values():
-                    if rest:
-                        on_line(rest)
+            drain(final=True)  # frames that arrived with the close
             rc = ws.returncode
         except DriverError:
             raise
@@ -252,7 +243,7 @@ class KubeApi:
             ) from None
         finally:
             ws.close()
-        return ExecResult(rc if rc is not None else 1, "".join(out), "".join(err))
+        return ExecResult(rc if rc is not None else 1, "".join(got["out"]), "".join(got["err"]))
 
 
 def _root_cause(e: BaseException) -> str:
@@ -264,6 +255,12 @@ def _root_cause(e: BaseException) -> str:
             break
         seen = nxt
     return f"{type(seen).__name__}: {seen}"
+
+
+def running_on(pods: list[dict]) -> dict[str, str]:
+    """Each Running pod of a pod list -> the node it runs on."""
+    running = [p for p in pods if p.get("status", {}).get("phase") == "Running"]
+    return {p["metadata"]["name"]: p.get("spec", {}).get("nodeName", "?") for p in running}
 
 
 class PodLister(Protocol):
@@ -280,10 +277,8 @@ Api = TypeVar("Api", bound=PodLister)
 
 @dataclass(frozen=True)
 class RayClusterPods(Generic[Api]):
-    """The Kubernetes API of a stack's cluster and where its RayCluster lives.
-
-    `kube` keeps its own type: a KubeApi (tests subclass it over a fake API server), or the reader
-    verify is given."""
+    """The Kubernetes API of a stack's cluster and where its RayCluster lives; `kube` keeps its own type (a KubeApi,
+    or the reader verify is given)."""
 
     kube: Api
     namespace: str
@@ -300,16 +295,10 @@ class RayClusterPods(Generic[Api]):
 
     def node_of_pods(self, node_type: str) -> dict[str, str]:
         """Every Running pod of a node type -> the node it runs on (NCCL's logs name a pod by its host name)."""
-        items = self.kube.list_pods(self.namespace, self.selector(node_type))
-        return {
-            p["metadata"]["name"]: p.get("spec", {}).get("nodeName", "?")
-            for p in items
-            if p.get("status", {}).get("phase") == "Running"
-        }
+        return running_on(self.kube.list_pods(self.namespace, self.selector(node_type)))
 
     def head_pod(self) -> str:
-        heads = self.pods("head")
-        if not heads:
+        if not (heads := self.pods("head")):
             raise DriverError(
                 f"no running head pod of RayCluster {self.namespace}/{self.raycluster}: "
                 f"kubectl -n {self.namespace} get pods -l ray.io/cluster={self.raycluster}; "

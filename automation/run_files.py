@@ -31,8 +31,7 @@ KEPT_LOGS = "logs"  # under <storage_uri>/<run id>/ in the run bucket: the run's
 
 
 def _tar_command(directory: str, listing: str) -> list[str]:
-    """Print, as a base64 tar, the files that the shell command ``listing`` names in ``directory`` (nothing when
-    the directory is missing)."""
+    """As a base64 tar, the files the shell command ``listing`` names in ``directory`` (none if it is gone)."""
     return ["sh", "-c", f"cd {shlex.quote(directory)} 2>/dev/null && {listing} | tar -czf - -T - | base64 -w0 || true"]
 
 
@@ -80,8 +79,7 @@ def _unpacked(
     res = pod_exec(pod, namespace, command, timeout_s=timeout_s)
     if res.rc != 0:
         raise DriverError(f"reading {what} in {namespace}/{pod} failed (rc {res.rc}): {res.stderr.strip()[-300:]}")
-    blob = res.stdout.strip()
-    if not blob:
+    if not (blob := res.stdout.strip()):
         return []
     with tarfile.open(fileobj=io.BytesIO(base64.b64decode(blob)), mode="r:gz") as tar:
         tar.extractall(dest, filter="data")
@@ -89,8 +87,7 @@ def _unpacked(
 
 
 def fetch_run(cluster: RayClusterPods, run_id: str, dest: Path) -> Path:
-    """Copy a run's files from the cluster's pods into `dest`: the summary from the head pod (the
-    job's driver runs there), metrics and run info from the pod of rank 0, NCCL logs from every worker."""
+    """Copy a run's files from the cluster's pods (the module docstring says which holds which) into `dest`."""
     run_dir = f"{CLUSTER_ROOT}/runs/{run_id}"
     head, workers = cluster.head_pod(), cluster.pods("worker")
     mark_run_dir(dest, run_id)

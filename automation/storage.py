@@ -64,8 +64,7 @@ def require_credentials(writes: str, uri: str | None, found: Callable[[], bool] 
 
 def split_s3_uri(uri: str) -> tuple[str, str]:
     """(bucket, key prefix without slashes at the ends) of ``s3://bucket/prefix``."""
-    m = _S3.match(uri or "")
-    if not m:
+    if not (m := _S3.match(uri or "")):
         raise DriverError(
             f"storage_uri {uri!r} is not s3://<bucket>/<prefix>: run `python -m automation up` so the stack "
             "exports its bucket (stack output storage_uri)",
@@ -146,8 +145,7 @@ def kept_bucket_line(outputs: dict, force_destroy: bool) -> str | None:
 
 
 def require_run(s3: S3, storage_uri: str, run_id: str) -> None:
-    """DriverError (exit 2), before any training, when ``run_id`` has nothing under the storage URI;
-    the message lists the runs that do exist."""
+    """DriverError (exit 2) before any training when ``run_id`` has nothing under ``storage_uri``, naming runs there."""
     from botocore.exceptions import ClientError
 
     bucket, prefix = split_s3_uri(storage_uri)
@@ -277,9 +275,8 @@ def storage_cause(why: str, facts: ProbeFacts, identity: Identity, stack_hint: s
 def verify_storage(
     pod_exec: PodExec, pod: str, identity: Identity, storage_uri: str, tag: str, stack: str = "<stack>"
 ) -> StepResult:
-    """Prove from inside ``pod``, through pyarrow's S3 filesystem, that it can write, read and delete a
-    marker under the job's storage path; on failure say whether the SDK's age, missing credentials or
-    the role is the cause."""
+    """Prove from inside ``pod``, through pyarrow's S3 filesystem, that it can write, read and delete a marker under
+    the job's storage path; on failure say whether the SDK's age, missing credentials or the role is the cause."""
     marker = f"{storage_uri.rstrip('/')}/.verify/{pod}-{tag}"
     res = pod_exec(pod, identity.namespace, marker_probe_command(marker), timeout_s=120)
     facts = ProbeFacts.parse(res.stdout)

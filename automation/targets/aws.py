@@ -30,7 +30,7 @@ from automation.errors import DriverError
 from automation.hang import HangBound, RankEvidence, pod_evidence
 from automation.job import CLUSTER_ROOT, ResolvedJob, resolve_cluster_job, stack_label
 from automation.job_modules import job_modules
-from automation.kube import KubeApi, PodExec, RayClusterPods, parse_kubeconfig, read_kubeconfig_file
+from automation.kube import KubeApi, PodExec, RayClusterPods, parse_kubeconfig, read_kubeconfig_file, running_on
 from automation.pipeline import (
     SYSTEM_CLOCK,
     Advice,
@@ -144,8 +144,7 @@ CHECKIP_URL = "https://checkip.amazonaws.com"
 
 
 def checkip_address(urlopen: Callable[..., Any] = urllib.request.urlopen, timeout_s: float = 10.0) -> str:
-    """This machine's public IPv4 as checkip.amazonaws.com sees it; DriverError naming the key to set by hand
-    when the service cannot be reached or answers something that is no IPv4 address."""
+    """This machine's public IPv4 as checkip.amazonaws.com sees it; DriverError naming the key to set without one."""
     fix = f"set '{API_CIDRS_KEY}: [x.x.x.x/32]' in Pulumi.<stack>.yaml with your address"
     try:
         with urlopen(CHECKIP_URL, timeout=timeout_s) as answer:
@@ -241,10 +240,8 @@ class HeldLease(Protocol):
 
 @dataclass
 class AwsHandles:
-    """What a run acts through, each made by ``deps`` on first use and kept: the Pulumi stack and its outputs,
-    the cluster's Kubernetes API and the head pod's job server."""
+    """What a run acts through, each made by ``AwsTarget.deps`` on first use and kept."""
 
-    deps: AwsDeps
     stack: StackLike | None = None
     outputs: dict | None = None
     kube: KubeApi | None = None
@@ -253,8 +250,8 @@ class AwsHandles:
 
 
 class AwsTarget(AsksJobServer):
-    """One stack as the steps and commands use it (automation.targets.Target and more): ``run``, the frozen
-    description of what was asked, and ``handles``, what it acts through. ``flags`` are AwsRun's fields."""
+    """One stack as the steps and commands use it (automation.targets.Target and more): ``run``, what was asked
+    (frozen), ``deps``, the outside world, and ``handles``, made from it. ``flags`` are AwsRun's fields."""
 
     name = "aws"
 
@@ -271,7 +268,7 @@ class AwsTarget(AsksJobServer):
         **flags: Any,
     ) -> None:
         self.run = AwsRun(cfg, run_id, **flags)
-        self.handles = AwsHandles(deps)
+        self.deps, self.handles = deps, AwsHandles()
         self.on_line, self.on_progress, self.on_note = on_line, on_progress, on_note
         self.notes: list[str] = [] if notes is None else notes
 
@@ -286,10 +283,6 @@ class AwsTarget(AsksJobServer):
     @property
     def run_id(self) -> str:
         return self.run.run_id
-
-    @property
-    def deps(self) -> AwsDeps:
-        return self.handles.deps
 
     @property
     def poll_s(self) -> float:
@@ -346,8 +339,7 @@ class AwsTarget(AsksJobServer):
         self.cfg = dataclasses.replace(self.cfg, gpu_nodes=gpu_nodes)
 
     def deployer_cidr(self) -> str:
-        """This machine's public address as x.x.x.x/32, for an apiPublicAccessCidrs left empty; DriverError
-        naming the key when there is no way to learn it."""
+        """This machine's public address as x.x.x.x/32, for an apiPublicAccessCidrs left empty."""
         if self.deps.public_ip is None:
             raise DriverError(
                 f"stack {self.cfg.stack} leaves {API_CIDRS_KEY} empty and this run has no way to learn this "
@@ -411,8 +403,7 @@ class AwsTarget(AsksJobServer):
 
     def _output(self, key: str, missing: str, instead: str = "") -> object:
         """Stack output ``key``; bad input naming `up` when the stack has none."""
-        value = self.outputs().get(key)
-        if not value:
+        if not (value := self.outputs().get(key)):
             s = self.cfg.stack
             raise DriverError(f"stack {s} {missing}: run `python -m automation up --stack {s}`{instead}", exit_code=2)
         return value
@@ -429,8 +420,7 @@ class AwsTarget(AsksJobServer):
         self.notes.append(resolved.text(f"job of run {self.run_id}"))
         if self.run.resume:
             require_run(self.deps.client("s3"), job.storage_path, self.run_id)
-        outside = outside_run_bucket(job.storage_path, uri)
-        if outside:
+        if outside := outside_run_bucket(job.storage_path, uri):
             self.note(outside)
         self.notes.extend(run_locations(job.storage_path, self.run_id))
         return job
@@ -491,8 +481,7 @@ class AwsTarget(AsksJobServer):
 
     def _worker_pods(self) -> list[str]:
         pods = self.ray_pods()
-        names = pods.pods("worker")
-        if not names:
+        if not (names := pods.pods("worker")):
             raise DriverError(f"no worker pods of RayCluster {pods.namespace}/{pods.raycluster} to read NCCL logs from")
         return names
 
@@ -502,10 +491,7 @@ class AwsTarget(AsksJobServer):
         a node without a Running reader, or showing fewer EFA devices than it advertises, carries the reason."""
         kube = self.kube()
         pods = kube.list_pods(EFA_COUNTER_READER_NAMESPACE, READER_SELECTOR)
-        readers: dict[str, str] = {}
-        for p in sorted(pods, key=lambda p: p["metadata"]["name"]):
-            if p.get("status", {}).get("phase") == "Running":
-                readers.setdefault(p.get("spec", {}).get("nodeName", "?"), p["metadata"]["name"])
+        readers = {node: pod for pod, node in sorted(running_on(pods).items(), reverse=True)}  # the first by name
         out = {}
         for node in kube.list_nodes(GPU_NODE_SELECTOR):
             name = node["metadata"]["name"]
@@ -530,8 +516,7 @@ class AwsTarget(AsksJobServer):
         return self.ray_pods().node_of_pods("worker")
 
     def keep_counters(self, doc: dict) -> str:
-        """The reading before the job, as `<storage_uri>/<run id>/efa_counters_before.json` in the run bucket,
-        where `attach` on another machine reads it; DriverError when it cannot be written."""
+        """The reading before the job, kept in the run bucket for `attach` on another machine; its s3:// URI."""
         bucket, key = self._run_key(self.run_id, COUNTERS_BEFORE_FILE)
         try:
             self.deps.client("s3").put_object(Bucket=bucket, Key=key, Body=json.dumps(doc).encode())
@@ -618,8 +603,7 @@ class AwsTarget(AsksJobServer):
         return classify(nodes, workers, self.cfg.gpu_nodes.node_count, outcome.log_tail)
 
     def wait_for_replacement(self, deadline: float) -> float:
-        """Seconds until the GPU nodes are back at gpuNodeCount and the worker pods Running; DriverError at
-        ``deadline``."""
+        """Seconds until the GPU nodes are back at gpuNodeCount and the worker pods Running, by ``deadline``."""
         clock = self.deps.clock
         want = (self.cfg.gpu_nodes.node_count, self.expectations().worker_replicas)
         return wait_for_nodes(self._gpu_nodes_and_workers, *want, deadline, clock.now, clock.sleep, self.on_progress)

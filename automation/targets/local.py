@@ -62,8 +62,7 @@ def durable(job: TrainConfig, storage_path: str | None = None) -> TrainConfig:
     where = storage_path or str(Path(job.run_dir) / LOCAL_STORAGE_DIR)
     if "://" not in where:  # Ray Train's workers run in directories of their own
         where = str(Path(where).expanduser().absolute())
-    kept = Durability(storage_path=where, checkpoint_every=LOCAL_CHECKPOINT_EVERY, max_failures=MAX_FAILURES)
-    return dataclasses.replace(job, **vars(kept))
+    return dataclasses.replace(job, **vars(Durability(where, LOCAL_CHECKPOINT_EVERY, MAX_FAILURES)))
 
 
 @dataclass(frozen=True)
@@ -294,19 +293,16 @@ class LocalTarget(AsksJobServer):
 
 def from_args(args: argparse.Namespace, ui: Output) -> LocalTarget:
     """The local target for the CLI's arguments: the `tiny` preset unless flags say otherwise."""
+    given = vars(args).get  # each command declares only its own flags: one it lacks was not given
     try:
         job = local_job(
-            getattr(args, "run_id", None) or new_run_id(),
-            runs_root(),
-            steps=getattr(args, "steps", None),
-            num_workers=args.num_workers,
-            use_gpu=bool(getattr(args, "use_gpu", False)),
+            given("run_id") or new_run_id(), runs_root(), given("steps"), args.num_workers, bool(given("use_gpu"))
         )
     except TrainConfigError as e:
         raise DriverError(str(e), exit_code=2) from None
-    require_credentials("--storage-path", getattr(args, "storage_path", None))
-    hang = bound_of(getattr(args, "hang_factor", None), getattr(args, "hang_floor", None))
-    plan = LocalPlan(job, storage_path=getattr(args, "storage_path", None), hang_bound=hang)
-    if getattr(args, "timeout", None):
+    require_credentials("--storage-path", given("storage_path"))
+    hang = bound_of(given("hang_factor"), given("hang_floor"))
+    plan = LocalPlan(job, storage_path=given("storage_path"), hang_bound=hang)
+    if given("timeout"):
         plan = dataclasses.replace(plan, job_timeout_s=float(args.timeout))
     return LocalTarget(plan, on_line=ui.log, on_progress=ui.progress, on_note=ui.note)

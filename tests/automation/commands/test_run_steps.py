@@ -275,7 +275,7 @@ def test_up_without_a_way_to_learn_the_address_names_the_key_and_changes_nothing
     with helpers.FakeKubeApi() as api:
         stack = helpers.FakeStack("us-west-2", outputs=outputs(api))
         target = make_target(api, stack)
-        target.handles.deps = dataclasses.replace(target.deps, public_ip=None)
+        target.deps = dataclasses.replace(target.deps, public_ip=None)
         with pytest.raises(DriverError) as err:
             run(target, ("up",))
     assert (err.value.exit_code, API_CIDRS_KEY in str(err.value), stack.calls) == (2, True, []), (
