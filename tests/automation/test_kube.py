@@ -61,6 +61,56 @@ def test_a_cut_exec_stream_is_one_driver_error_naming_the_pod(monkeypatch, cut_i
     assert e.value.exit_code == 1, f"a dropped stream is no bad input, got exit {e.value.exit_code}"
 
 
+class FramedStream:
+    """A WSClient that delivers its frames one `update` at a time: (stdout, stderr) text per frame, as
+    WSClient's channel buffers hold them (kubernetes/stream/ws_client.py: read_stdout returns all buffered text
+    of the channel, which need not end on a line), then closes with a status frame of exit 0."""
+
+    def __init__(self, frames: list[tuple[str, str]]):
+        self.frames, self.buf = list(frames), {"out": "", "err": ""}
+
+    def is_open(self) -> bool:
+        return bool(self.frames)
+
+    def update(self, timeout: float = 0) -> None:
+        out, err = self.frames.pop(0)
+        self.buf["out"] += out
+        self.buf["err"] += err
+
+    def _take(self, kind: str) -> str:
+        text, self.buf[kind] = self.buf[kind], ""
+        return text
+
+    def peek_stdout(self) -> bool:
+        return bool(self.buf["out"])
+
+    def peek_stderr(self) -> bool:
+        return bool(self.buf["err"])
+
+    def read_stdout(self) -> str:
+        return self._take("out")
+
+    def read_stderr(self) -> str:
+        return self._take("err")
+
+    returncode = 0
+
+    def close(self) -> None:
+        self.frames = []
+
+
+def test_exec_hands_on_line_each_line_once_whole_across_frames_and_keeps_both_channels(monkeypatch):
+    import kubernetes.stream
+
+    frames = [("step 1\nste", ""), ("p 2\n", "warn a"), ("", "\nwarn b\n"), ("step 3 no newline", "")]
+    monkeypatch.setattr(kubernetes.stream, "stream", lambda *a, **k: FramedStream(frames))
+    lines: list[str] = []
+    res = KubeApi(kubeconfig_for("https://127.0.0.1:1")).exec("head-0", "ray", ["tail"], on_line=lines.append)
+    want = ["step 1", "step 2", "warn a", "warn b", "step 3 no newline"]
+    assert lines == want, f"expected each line once, whole, in arrival order, got {lines}"
+    assert (res.rc, res.stdout, res.stderr) == (0, "step 1\nstep 2\nstep 3 no newline", "warn a\nwarn b\n"), res
+
+
 # ---- KubeApi.delete_pod, which the AWS drill uses, against an HTTP server that answers like the Kubernetes API.
 
 
