@@ -216,54 +216,45 @@ def _state_problem(cr: dict, stack: str) -> tuple[str, str]:
     return f"state is {state}, not active", ""
 
 
-def _problems(
-    cr: dict, instance_type: str, az: str | None, node_count: int, capacity_block: bool, placement_group: str | None
-) -> list[str]:
+def _problems(cr: dict, g: GpuNodesConfig, az: str | None) -> list[str]:
     """What keeps the reservation from holding the node group: its type, AZ, free (or planned) instances, its kind
     against gpuCapacityBlock and its placement group against gpuPlacementGroupName."""
-    problems = []
-    if cr.get("InstanceType") != instance_type:
-        problems.append(f"it reserves {cr.get('InstanceType')}, not {instance_type}")
+    problems: list[str] = []
+    if cr.get("InstanceType") != g.instance_type:
+        problems.append(f"it reserves {cr.get('InstanceType')}, not {g.instance_type}")
     if az and cr.get("AvailabilityZone") != az:
         problems.append(f"it is in {cr.get('AvailabilityZone')}, not the GPU AZ {az}")
     if cr.get("State") in NOT_YET_STATES:  # not started: the instances it will hold are in its tag
         planned = {t.get("Key"): str(t.get("Value", "")) for t in cr.get("Tags") or []}.get(PLANNED_QUANTITY_TAG, "")
-        if planned.isdigit() and int(planned) < node_count:
-            problems.append(f"it will hold {planned} instances, {node_count} needed")
-    elif (available := int(cr.get("AvailableInstanceCount", 0))) < node_count:
-        problems.append(f"{available} of {cr.get('TotalInstanceCount')} instances available, {node_count} needed")
+        if planned.isdigit() and int(planned) < g.node_count:
+            problems.append(f"it will hold {planned} instances, {g.node_count} needed")
+    elif (available := int(cr.get("AvailableInstanceCount", 0))) < g.node_count:
+        problems.append(f"{available} of {cr.get('TotalInstanceCount')} instances available, {g.node_count} needed")
     is_block = cr.get("ReservationType") == CAPACITY_BLOCK
-    if is_block != capacity_block:
+    if is_block != g.capacity_block:
         problems.append(
-            f"it is {_reservation_kind(cr)} but {_GPU('capacity_block')} is {str(capacity_block).lower()}: "
+            f"it is {_reservation_kind(cr)} but {_GPU('capacity_block')} is {str(g.capacity_block).lower()}: "
             f"set {_GPU('capacity_block', prefixed=True)} to {str(is_block).lower()}"
         )
     reserved_for = (cr.get("PlacementGroupArn") or "").rsplit("/", 1)[-1] or None
-    if reserved_for and reserved_for != placement_group:
+    if reserved_for and reserved_for != g.placement_group_name:
         problems.append(
-            f"it is reserved for placement group {reserved_for}, not {placement_group or 'the one the stack creates'}: "
+            f"it is reserved for placement group {reserved_for}, not "
+            f"{g.placement_group_name or 'the one the stack creates'}: "
             f"set {_GPU('placement_group_name', prefixed=True)} to {reserved_for}"
         )
     return problems
 
 
 def check_capacity_reservation(
-    ec2: Ec2,
-    reservation_id: str | None,
-    instance_type: str,
-    az: str | None,
-    node_count: int,
-    region: str,
-    capacity_block: bool = False,
-    placement_group: str | None = None,
-    stack: str = "<stack>",
+    ec2: Ec2, g: GpuNodesConfig, az: str | None, region: str, stack: str = "<stack>"
 ) -> Finding:
     """An optional capacity reservation is active and can hold the node group (`_problems`). One made in a placement
     group serves only instances in that group (https://docs.aws.amazon.com/AWSEC2/latest/UserGuide/cr-cpg.html); one
     made outside any serves a cluster placement group too
     (https://docs.aws.amazon.com/AWSEC2/latest/UserGuide/placement-groups-limitations.html). One not active says why
     by its state (a Capacity Block names its start, an ended one says its capacity is gone) and fails before `up`."""
-    check = "capacity reservation"
+    check, reservation_id = "capacity reservation", g.capacity_reservation_id
     if not reservation_id:
         return Finding(check, "skip", "none configured: On-Demand capacity")
     fix_show = f"aws ec2 describe-capacity-reservations --capacity-reservation-ids {reservation_id} --region {region}"
@@ -275,12 +266,12 @@ def check_capacity_reservation(
         return Finding(check, "fail", f"{reservation_id} not found in {region}", fix_show)
     cr = found[0]
     state, fix = _state_problem(cr, stack)
-    problems = [p for p in (state, *_problems(cr, instance_type, az, node_count, capacity_block, placement_group)) if p]
+    problems = [p for p in (state, *_problems(cr, g, az)) if p]
     if problems:
         fixes = [f for f in (fix, f"{fix_show}; fix or remove {_GPU('capacity_reservation_id')}") if f]
         return Finding(check, "fail", f"{reservation_id}: " + "; ".join(problems), "; ".join(fixes))
     ends = f", ends {_when(cr['EndDate'])}" if cr.get("EndDate") else ""
-    held = f"{instance_type} in {cr.get('AvailabilityZone')}, {int(cr.get('AvailableInstanceCount', 0))} available"
+    held = f"{g.instance_type} in {cr.get('AvailabilityZone')}, {int(cr.get('AvailableInstanceCount', 0))} available"
     return Finding(check, "pass", f"{reservation_id}: {_reservation_kind(cr)}, active, {held}{ends}")
 
 
@@ -460,19 +451,7 @@ def run_preflight(
         key, version = ClusterConfig.keyname(field), getattr(c, field)
         rows.append(check_addon_version(clients.eks, addon, key, version, c.kubernetes_version, cfg.region))
     rows.append(check_capacity_block_type(g.instance_type, g.capacity_block, cfg.stack))
-    rows.append(
-        check_capacity_reservation(
-            clients.ec2,
-            g.capacity_reservation_id,
-            g.instance_type,
-            az,
-            g.node_count,
-            cfg.region,
-            g.capacity_block,
-            g.placement_group_name,
-            cfg.stack,
-        )
-    )
+    rows.append(check_capacity_reservation(clients.ec2, g, az, cfg.region, cfg.stack))
     facts = PreflightFacts(
         account=account,
         gpu_az=az,

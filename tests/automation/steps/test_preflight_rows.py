@@ -34,6 +34,7 @@ from automation.steps.preflight import (
     check_system_quota,
 )
 from automation.targets.aws import API_CIDRS_KEY, CHECKIP_URL, checkip_address
+from infra.config import GpuNodesConfig
 
 ARN = "arn:aws:iam::123456789012:user/trainer"
 
@@ -272,7 +273,8 @@ SHOW_CR = "aws ec2 describe-capacity-reservations --capacity-reservation-ids cr-
 
 
 def _reservation_row(answer, reservation_id="cr-0123", az="us-west-2a"):
-    return check_capacity_reservation(_Ec2(answer), reservation_id, "g6.12xlarge", az, 2, "us-west-2")
+    gpu = GpuNodesConfig(instance_type="g6.12xlarge", node_count=2, capacity_reservation_id=reservation_id)
+    return check_capacity_reservation(_Ec2(answer), gpu, az, "us-west-2")
 
 
 def test_no_reservation_skips_on_demand():
