@@ -36,7 +36,7 @@ from botocore.exceptions import BotoCoreError, ClientError
 
 from automation.aws_clients import Ec2, Eks, Pricing, ServiceQuotas
 from automation.cost import on_demand_price
-from automation.ec2 import check_quota, describe_type, offered_azs, spot_quota_for, spot_quota_vcpus
+from automation.ec2 import check_quota, describe_type, error_code, offered_azs, spot_quota_for, spot_quota_vcpus
 from automation.targets.aws import AwsTarget
 from infra.catalog import instance_spec, known_instance_types
 from infra.config import GpuNodesConfig, NetworkConfig
@@ -130,12 +130,6 @@ class SpotSignal:
     types: tuple[str, ...] = ()
     scores: dict[tuple[str, str], int] = field(default_factory=dict)
     note: str = ""
-
-
-def error_code(e: Exception) -> str:
-    if isinstance(e, ClientError):
-        return e.response.get("Error", {}).get("Code", "ClientError")
-    return type(e).__name__
 
 
 def spot_types(instance_type: str) -> tuple[str, ...]:

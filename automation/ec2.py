@@ -64,10 +64,14 @@ def spot_quota_vcpus(quotas: ServiceQuotas, instance_type: str) -> float | None:
     return float(quotas.get_service_quota(ServiceCode="ec2", QuotaCode=found[0])["Quota"]["Value"])
 
 
-def aws_error(e: Exception) -> str:
+def error_code(e: Exception) -> str:
     if isinstance(e, ClientError):
-        return f"{e.response['Error'].get('Code')}: {e.response['Error'].get('Message')}"
-    return f"{type(e).__name__}: {e}"
+        return e.response.get("Error", {}).get("Code", "ClientError")
+    return type(e).__name__
+
+
+def aws_error(e: Exception) -> str:
+    return f"{error_code(e)}: {e.response.get('Error', {}).get('Message') if isinstance(e, ClientError) else e}"
 
 
 def describe_type(ec2: Ec2, instance_type: str) -> dict | None:

@@ -36,7 +36,6 @@ from automation.capacity_finder import (
     Zone,
     block_offerings,
     capacity_stuck,
-    error_code,
     next_az,
     open_reservations,
     rank,
@@ -47,6 +46,7 @@ from automation.capacity_finder import (
     survey,
     survey_region,
 )
+from automation.ec2 import error_code
 
 G6, P5 = "g6.12xlarge", "p5.48xlarge"
 WEST = "us-west-2"
