@@ -163,11 +163,11 @@ ENDED_STATES = frozenset(
 PLANNED_QUANTITY_TAG = "aws:ec2capacityreservation:incrementalRequestedQuantity"
 
 
-def _when(value: object) -> str:
-    """A reservation date as UTC text (boto3 parses them into aware datetimes), or 'an unknown time'."""
+def _when(value: object, fmt: str = "%Y-%m-%d %H:%M UTC", unknown: str = "an unknown time") -> str:
+    """An AWS date as UTC text (boto3 parses them into aware datetimes), or ``unknown``."""
     if isinstance(value, datetime):
-        return value.astimezone(UTC).strftime("%Y-%m-%d %H:%M UTC")
-    return str(value) if value else "an unknown time"
+        return value.astimezone(UTC).strftime(fmt)
+    return str(value) if value else unknown
 
 
 _NOT_YET_WHY = {
@@ -369,16 +369,12 @@ def check_kubernetes_version(eks: Eks | None, version: str, region: str) -> Find
         return Finding(check, "fail", f"{version} is past EKS support in {region}", f"set {key} to one of: {listing}")
     price = EKS_USD_PER_HOUR[status]
     if status == "EXTENDED_SUPPORT":
-        standard, until = EKS_USD_PER_HOUR["STANDARD_SUPPORT"], _day(info.get("endOfExtendedSupportDate"))
-        bills = f"${price:.2f}/h (${price * 24:.2f} a day) instead of ${standard:.2f}/h"
+        until = _when(info.get("endOfExtendedSupportDate"), "%Y-%m-%d", "?")
+        bills = f"${price:.2f}/h (${price * 24:.2f} a day) instead of ${EKS_USD_PER_HOUR['STANDARD_SUPPORT']:.2f}/h"
         detail = f"WARNING {version} is in EKS extended support until {until}: the control plane bills {bills}"
         return Finding(check, "pass", f"{detail}; set {key} to a version in standard support: {listing}")
-    end = _day(info.get("endOfStandardSupportDate"))
+    end = _when(info.get("endOfStandardSupportDate"), "%Y-%m-%d", "?")
     return Finding(check, "pass", f"{version} is in EKS standard support until {end} (${price:.2f}/h)")
-
-
-def _day(when: object) -> str:
-    return when.date().isoformat() if isinstance(when, datetime) else str(when or "?")
 
 
 def check_api_endpoint(cluster: ClusterConfig, stack: str, address: Callable[[], str] | None) -> Finding:
