@@ -222,7 +222,6 @@ def ranking_lines(zones: Sequence[Zone]) -> list[str]:
 
 
 def _optional(what: str, notes: list[str], call: Callable[[], _T], empty: _T) -> _T:
-    """``call()``, or ``empty`` with a note naming what could not be read and why."""
     try:
         return call()
     except (ClientError, BotoCoreError) as e:

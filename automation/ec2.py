@@ -92,7 +92,6 @@ def offered_azs(ec2: Ec2, instance_type: str) -> set[str]:
 
 
 def running_vcpus(ec2: Ec2, families: set[str]) -> int:
-    """vCPUs of running or pending instances whose family is in `families`."""
     pages = ec2.get_paginator("describe_instances").paginate(
         Filters=[{"Name": "instance-state-name", "Values": ["pending", "running"]}]
     )

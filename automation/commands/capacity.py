@@ -195,7 +195,6 @@ def run(
 
 
 def _cleanup(ui: Output, session: Session, regions: list[str], as_json: bool) -> int:
-    """``regions`` searched for this tool's probe reservations, each found cancelled."""
     said: list[str] = []
 
     def say(line: str) -> None:
