@@ -124,10 +124,8 @@ SPOT_SIGNAL = (
 
 @dataclass(frozen=True)
 class SpotSignal:
-    """The survey's Spot placement scores: (region, AZ id) -> score for the family ``types``; ``note`` says why
-    there are none."""
+    """The survey's Spot placement scores of the family (spot_types): (region, AZ id) -> score; ``note``: why none."""
 
-    types: tuple[str, ...] = ()
     scores: dict[tuple[str, str], int] = field(default_factory=dict)
     note: str = ""
 
@@ -147,7 +145,7 @@ def spot_signal(ec2: Ec2, instance_type: str, count: int, regions: Sequence[str]
     """The family's Spot placement scores, one AZ each, for every region of the survey: one call per ten regions."""
     types = spot_types(instance_type)
     if len(types) < SPOT_MIN_TYPES:
-        return SpotSignal(types, note=f"not asked: fewer than {SPOT_MIN_TYPES} comparable types ({', '.join(types)})")
+        return SpotSignal(note=f"not asked: fewer than {SPOT_MIN_TYPES} comparable types ({', '.join(types)})")
     scores: dict[tuple[str, str], int] = {}
     try:
         for i in range(0, len(regions), SPOT_REGIONS_PER_CALL):
@@ -164,8 +162,8 @@ def spot_signal(ec2: Ec2, instance_type: str, count: int, regions: Sequence[str]
                     if sc.get("Region") and sc.get("AvailabilityZoneId"):
                         scores[(sc["Region"], sc["AvailabilityZoneId"])] = int(sc["Score"])
     except (ClientError, BotoCoreError) as e:
-        return SpotSignal(types, note=f"Spot placement score: {error_code(e)}")
-    return SpotSignal(types, scores)
+        return SpotSignal(note=f"Spot placement score: {error_code(e)}")
+    return SpotSignal(scores)
 
 
 def open_reservations(ec2: Ec2, instance_type: str, count: int) -> dict[str, list[str]]:
