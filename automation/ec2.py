@@ -118,10 +118,9 @@ def check_quota(
     fams = {f for f, (c, _) in QUOTA_BY_FAMILY.items() if c == code} or {family(instance_type)}
     used = running_vcpus(ec2, fams)
     free = value - used
-    ok = free >= need
     detail = f"'{title}' is {value:g} vCPUs, {used} in use, {free:g} free; {node_count} x {instance_type} need {need}"
     fix = (
         f"aws service-quotas request-service-quota-increase --service-code ec2 --quota-code {code} "
         f"--desired-value {math.ceil(used + need)} --region {region}"
     )
-    return Finding(check, "pass" if ok else "fail", detail, "" if ok else fix), need, free
+    return Finding.judged(check, free >= need, detail, fix), need, free
