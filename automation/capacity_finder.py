@@ -248,9 +248,7 @@ def survey_region(
     efa = bool(info.get("NetworkInfo", {}).get("EfaSupported")) if info else None
     vcpus = int(info["VCpuInfo"]["DefaultVCpus"]) if info else 0
     finding, need, free = check_quota(c.quotas, c.ec2, instance_type, vcpus, count, region)
-    notes: list[str] = [] if free is not None else [finding.detail]
-    if spot.note:
-        notes.append(spot.note)
+    notes = [n for n in (finding.detail if free is None else "", spot.note) if n]
     spot_quota = None
     if spot.scores and spot_quota_for(instance_type):
         spot_quota = _optional("Spot quota", notes, lambda: spot_quota_vcpus(c.quotas, instance_type), None)
