@@ -316,13 +316,12 @@ ADDONS = (
 )
 
 
-def check_addon_version(
-    eks: Eks | None, addon: str, key: str, version: str, kubernetes_version: str, region: str
-) -> Finding:
-    """EKS offers the pinned version of add-on ``addon`` (stack key ``key``) for the cluster's Kubernetes version: it
-    creates the add-ons after the control plane, so a version it does not offer fails `up` with the cluster already
+def check_addon_version(eks: Eks | None, addon: str, field: str, cluster: ClusterConfig, region: str) -> Finding:
+    """EKS offers the version of add-on ``addon`` pinned in ``cluster.<field>`` for the cluster's Kubernetes version:
+    it creates the add-ons after the control plane, so a version it does not offer fails `up` with the cluster already
     billing (https://docs.aws.amazon.com/eks/latest/APIReference/API_DescribeAddonVersions.html)."""
-    check = f"{addon} add-on"
+    check, key, version = f"{addon} add-on", ClusterConfig.keyname(field), getattr(cluster, field)
+    kubernetes_version = cluster.kubernetes_version
     listing = (
         f"aws eks describe-addon-versions --addon-name {addon} --kubernetes-version {kubernetes_version} "
         f"--region {region} --query 'addons[].addonVersions[].addonVersion'"
@@ -443,9 +442,7 @@ def run_preflight(
     rows.append(check_system_quota(cfg, clients))
     c = cfg.cluster
     rows.append(check_kubernetes_version(clients.eks, c.kubernetes_version, cfg.region))
-    for addon, field in ADDONS:
-        key, version = ClusterConfig.keyname(field), getattr(c, field)
-        rows.append(check_addon_version(clients.eks, addon, key, version, c.kubernetes_version, cfg.region))
+    rows += [check_addon_version(clients.eks, addon, field, c, cfg.region) for addon, field in ADDONS]
     rows.append(check_capacity_block_type(g.instance_type, g.capacity_block, cfg.stack))
     rows.append(check_capacity_reservation(clients.ec2, g, az, cfg.region, cfg.stack))
     facts = PreflightFacts(

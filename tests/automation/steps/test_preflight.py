@@ -21,7 +21,7 @@ from automation.steps.preflight import (
     check_capacity_reservation,
     run_preflight,
 )
-from infra.config import GpuNodesConfig
+from infra.config import ClusterConfig, GpuNodesConfig
 
 REGION = MOTO_REGION
 
@@ -297,13 +297,25 @@ def addon_versions_client(*versions: str, error: str | None = None, proxy: tuple
 
 def test_pinned_vpc_cni_version_offered_for_the_kubernetes_version_passes():
     eks = addon_versions_client("v1.22.4-eksbuild.3", "v1.21.1-eksbuild.7")
-    row = check_addon_version(eks, "vpc-cni", "vpcCniVersion", "v1.21.1-eksbuild.7", "1.36", REGION)
+    row = check_addon_version(
+        eks,
+        "vpc-cni",
+        "vpc_cni_version",
+        ClusterConfig(vpc_cni_version="v1.21.1-eksbuild.7", kubernetes_version="1.36"),
+        REGION,
+    )
     assert row.status == "pass", f"got {row}"
 
 
 def test_pinned_vpc_cni_version_not_offered_fails_before_up_with_the_listing_command():
     eks = addon_versions_client("v1.22.4-eksbuild.3", "v1.21.1-eksbuild.7")
-    row = check_addon_version(eks, "vpc-cni", "vpcCniVersion", "v1.18.0-eksbuild.1", "1.36", REGION)
+    row = check_addon_version(
+        eks,
+        "vpc-cni",
+        "vpc_cni_version",
+        ClusterConfig(vpc_cni_version="v1.18.0-eksbuild.1", kubernetes_version="1.36"),
+        REGION,
+    )
     expected = ("fail", "newest offered: v1.22.4-eksbuild.3", "set ray-efa-eks:vpcCniVersion")
     got = (row.status, row.detail, row.fix)
     assert got[0] == expected[0] and expected[1] in got[1] and got[2].startswith(expected[2]), f"got {got}"
@@ -315,7 +327,13 @@ def test_pinned_coredns_version_not_offered_fails_naming_its_key():
     answer = {"addons": [{"addonName": "coredns", "addonVersions": [{"addonVersion": "v1.14.3-eksbuild.14"}]}]}
     stub.add_response("describe_addon_versions", answer, {"addonName": "coredns", "kubernetesVersion": "1.36"})
     stub.activate()
-    row = check_addon_version(eks, "coredns", "corednsVersion", "v1.9.3-eksbuild.5", "1.36", REGION)
+    row = check_addon_version(
+        eks,
+        "coredns",
+        "coredns_version",
+        ClusterConfig(coredns_version="v1.9.3-eksbuild.5", kubernetes_version="1.36"),
+        REGION,
+    )
     assert (row.status, row.fix.startswith("set ray-efa-eks:corednsVersion")) == ("fail", True), f"got {row}"
 
 
@@ -323,9 +341,8 @@ def test_vpc_cni_version_unlistable_is_skipped_not_failed():
     row = check_addon_version(
         addon_versions_client(error="AccessDeniedException"),
         "vpc-cni",
-        "vpcCniVersion",
-        "v1.22.4-eksbuild.3",
-        "1.36",
+        "vpc_cni_version",
+        ClusterConfig(vpc_cni_version="v1.22.4-eksbuild.3", kubernetes_version="1.36"),
         REGION,
     )
     assert (row.status, "AccessDeniedException" in row.detail) == ("skip", True), f"got {row}"
