@@ -64,14 +64,6 @@ def retire_gpu_groups(target: AwsTarget) -> None:
         ) from None
 
 
-def may_move(target: AwsTarget, question: str) -> bool:
-    """--auto-az moves without asking; else the terminal is asked, and without one (DriverError) nothing moves."""
-    try:
-        return target.run.auto_az or target.deps.confirm(question)
-    except DriverError:
-        return False
-
-
 def up_with_fallback(target: AwsTarget, attempt: Callable[[], StepResult]) -> StepResult:
     """``attempt()`` (one `up`), and after each failure for want of capacity, the next AZ and ``attempt()`` again, at
     most MAX_MOVES times; any other failure, a refused move or no AZ left raises the failure as it came."""
@@ -87,7 +79,11 @@ def up_with_fallback(target: AwsTarget, attempt: Callable[[], StepResult]) -> St
                 f"EC2 has no capacity for the GPU nodes in {here}: move them to the next ranked AZ of the stack's "
                 "network and run `up` again?"
             )
-            if not may_move(target, question):
+            try:  # --auto-az moves without asking; else the terminal is asked, and without one nothing moves
+                moving = target.run.auto_az or target.deps.confirm(question)
+            except DriverError:
+                moving = False
+            if not moving:
                 raise
             there = next_network_az(target, tried)
             if there is None:

@@ -36,7 +36,7 @@ from botocore.exceptions import BotoCoreError, ClientError
 
 from automation.aws_clients import Ec2, Eks, Pricing, ServiceQuotas
 from automation.cost import on_demand_price
-from automation.ec2 import check_quota, describe_type, offered_azs, spot_quota_for, spot_quota_vcpus
+from automation.ec2 import check_quota, describe_type, error_code, offered_azs, spot_quota_for, spot_quota_vcpus
 from automation.targets.aws import AwsTarget
 from infra.catalog import instance_spec, known_instance_types
 from infra.config import GpuNodesConfig, NetworkConfig
@@ -124,18 +124,10 @@ SPOT_SIGNAL = (
 
 @dataclass(frozen=True)
 class SpotSignal:
-    """The survey's Spot placement scores: (region, AZ id) -> score for the family ``types``; ``note`` says why
-    there are none."""
+    """The survey's Spot placement scores of the family (spot_types): (region, AZ id) -> score; ``note``: why none."""
 
-    types: tuple[str, ...] = ()
     scores: dict[tuple[str, str], int] = field(default_factory=dict)
     note: str = ""
-
-
-def error_code(e: Exception) -> str:
-    if isinstance(e, ClientError):
-        return e.response.get("Error", {}).get("Code", "ClientError")
-    return type(e).__name__
 
 
 def spot_types(instance_type: str) -> tuple[str, ...]:
@@ -153,7 +145,7 @@ def spot_signal(ec2: Ec2, instance_type: str, count: int, regions: Sequence[str]
     """The family's Spot placement scores, one AZ each, for every region of the survey: one call per ten regions."""
     types = spot_types(instance_type)
     if len(types) < SPOT_MIN_TYPES:
-        return SpotSignal(types, note=f"not asked: fewer than {SPOT_MIN_TYPES} comparable types ({', '.join(types)})")
+        return SpotSignal(note=f"not asked: fewer than {SPOT_MIN_TYPES} comparable types ({', '.join(types)})")
     scores: dict[tuple[str, str], int] = {}
     try:
         for i in range(0, len(regions), SPOT_REGIONS_PER_CALL):
@@ -170,8 +162,8 @@ def spot_signal(ec2: Ec2, instance_type: str, count: int, regions: Sequence[str]
                     if sc.get("Region") and sc.get("AvailabilityZoneId"):
                         scores[(sc["Region"], sc["AvailabilityZoneId"])] = int(sc["Score"])
     except (ClientError, BotoCoreError) as e:
-        return SpotSignal(types, note=f"Spot placement score: {error_code(e)}")
-    return SpotSignal(types, scores)
+        return SpotSignal(note=f"Spot placement score: {error_code(e)}")
+    return SpotSignal(scores)
 
 
 def open_reservations(ec2: Ec2, instance_type: str, count: int) -> dict[str, list[str]]:
@@ -228,7 +220,6 @@ def ranking_lines(zones: Sequence[Zone]) -> list[str]:
 
 
 def _optional(what: str, notes: list[str], call: Callable[[], _T], empty: _T) -> _T:
-    """``call()``, or ``empty`` with a note naming what could not be read and why."""
     try:
         return call()
     except (ClientError, BotoCoreError) as e:
@@ -257,9 +248,7 @@ def survey_region(
     efa = bool(info.get("NetworkInfo", {}).get("EfaSupported")) if info else None
     vcpus = int(info["VCpuInfo"]["DefaultVCpus"]) if info else 0
     finding, need, free = check_quota(c.quotas, c.ec2, instance_type, vcpus, count, region)
-    notes: list[str] = [] if free is not None else [finding.detail]
-    if spot.note:
-        notes.append(spot.note)
+    notes = [n for n in (finding.detail if free is None else "", spot.note) if n]
     spot_quota = None
     if spot.scores and spot_quota_for(instance_type):
         spot_quota = _optional("Spot quota", notes, lambda: spot_quota_vcpus(c.quotas, instance_type), None)

@@ -27,7 +27,8 @@ from datetime import UTC, datetime, timedelta
 from botocore.exceptions import BotoCoreError, ClientError
 
 from automation.aws_clients import Ec2Reservations
-from automation.capacity_finder import PROBED, Zone, error_code, rank
+from automation.capacity_finder import PROBED, Zone, rank
+from automation.ec2 import error_code
 from automation.errors import DriverError
 
 TOOL = ("ray-efa-eks:tool", "ray-efa-eks")

@@ -57,10 +57,8 @@ def on_demand_price(pricing: Pricing, instance_type: str, region: str) -> float 
 
 def estimate(pricing: Pricing, region: str, groups: list[tuple[str, int]]) -> CostEstimate:
     """Sum of count x price over `groups`; "unknown" (None) if the API cannot be reached or has no price."""
-    items: list[tuple[str, int, float | None]] = []
     try:
-        for itype, count in groups:
-            items.append((itype, count, on_demand_price(pricing, itype, region)))
+        items = [(itype, count, on_demand_price(pricing, itype, region)) for itype, count in groups]
     except (ClientError, BotoCoreError) as e:
         return CostEstimate(None, tuple((t, n, None) for t, n in groups), f"Pricing API: {type(e).__name__}")
     missing = [t for t, _, p in items if p is None]

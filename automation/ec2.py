@@ -64,10 +64,14 @@ def spot_quota_vcpus(quotas: ServiceQuotas, instance_type: str) -> float | None:
     return float(quotas.get_service_quota(ServiceCode="ec2", QuotaCode=found[0])["Quota"]["Value"])
 
 
-def aws_error(e: Exception) -> str:
+def error_code(e: Exception) -> str:
     if isinstance(e, ClientError):
-        return f"{e.response['Error'].get('Code')}: {e.response['Error'].get('Message')}"
-    return f"{type(e).__name__}: {e}"
+        return e.response.get("Error", {}).get("Code", "ClientError")
+    return type(e).__name__
+
+
+def aws_error(e: Exception) -> str:
+    return f"{error_code(e)}: {e.response.get('Error', {}).get('Message') if isinstance(e, ClientError) else e}"
 
 
 def describe_type(ec2: Ec2, instance_type: str) -> dict | None:
@@ -88,7 +92,6 @@ def offered_azs(ec2: Ec2, instance_type: str) -> set[str]:
 
 
 def running_vcpus(ec2: Ec2, families: set[str]) -> int:
-    """vCPUs of running or pending instances whose family is in `families`."""
     pages = ec2.get_paginator("describe_instances").paginate(
         Filters=[{"Name": "instance-state-name", "Values": ["pending", "running"]}]
     )
@@ -115,10 +118,9 @@ def check_quota(
     fams = {f for f, (c, _) in QUOTA_BY_FAMILY.items() if c == code} or {family(instance_type)}
     used = running_vcpus(ec2, fams)
     free = value - used
-    ok = free >= need
     detail = f"'{title}' is {value:g} vCPUs, {used} in use, {free:g} free; {node_count} x {instance_type} need {need}"
     fix = (
         f"aws service-quotas request-service-quota-increase --service-code ec2 --quota-code {code} "
         f"--desired-value {math.ceil(used + need)} --region {region}"
     )
-    return Finding(check, "pass" if ok else "fail", detail, "" if ok else fix), need, free
+    return Finding.judged(check, free >= need, detail, fix), need, free

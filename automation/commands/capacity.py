@@ -39,18 +39,22 @@ from infra.config_schema import MAX_NODES_PER_MANAGED_NODE_GROUP, close_match
 from infra.eks_facts import CAPACITY_BLOCKS_GUIDE, capacity_block_eligible
 
 HELP = "rank regions and AZs by how likely N instances of an EFA GPU type are to be had (offer, quota, signals)"
-COLUMNS = (
-    "#",
-    "region",
-    "AZ",
-    "offered",
-    "EFA",
-    "vCPU free/need",
-    "spot (family)",
-    "reservations",
-    "blocks",
-    "$/h",
-    "probe",
+_SPOT_CAP = {True: " capped", False: "", None: " quota?"}  # None: the Spot quota was not read
+# The table after its "#": each column's header and a zone's cell.
+COLUMNS: tuple[tuple[str, Callable[[Zone], str]], ...] = (
+    ("region", lambda z: z.region),
+    ("AZ", lambda z: z.az or "-"),
+    ("offered", lambda z: "yes" if z.offered else "no"),
+    ("EFA", lambda z: {True: "yes", False: "no", None: "?"}[z.efa]),
+    ("vCPU free/need", lambda z: "?" if z.vcpus_free is None else f"{z.vcpus_free:g}/{z.vcpus_needed}"),
+    ("spot (family)", lambda z: "-" if z.spot_score is None else f"{z.spot_score}{_SPOT_CAP[z.spot_capped]}"),
+    ("reservations", lambda z: ", ".join(z.reservations) or "-"),
+    (
+        "blocks",
+        lambda z: ", ".join(f"{b['start']} {b['hours']}h {b['upfront_fee']} {b['currency']}" for b in z.blocks) or "-",
+    ),
+    ("$/h", lambda z: "?" if z.usd_per_hour is None else f"{z.usd_per_hour:.4f}"),
+    ("probe", lambda z: z.probe or "-"),
 )
 _STACK_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,99}$")
 
@@ -89,38 +93,32 @@ def check_args(args: argparse.Namespace) -> list[str] | None:
     """Bad input as one-line errors (exit 2) before any AWS call; the regions asked for (None: all enabled)."""
     types = known_instance_types()
     if args.instance_type not in types:
-        raise DriverError(
+        raise _bad(
             f"--instance-type {args.instance_type!r} is not in infra/data/instance_types.json: "
-            f"{close_match(args.instance_type, types)}",
-            exit_code=2,
+            f"{close_match(args.instance_type, types)}"
         )
     if not instance_spec(args.instance_type).efa_supported:
         efa = [t for t in types if instance_spec(t).efa_supported]
-        raise DriverError(
+        raise _bad(
             f"--instance-type {args.instance_type} has no EFA (infra/data/instance_types.json): this project's GPU "
-            f"nodes need it; pick one of {', '.join(efa)}",
-            exit_code=2,
+            f"nodes need it; pick one of {', '.join(efa)}"
         )
     if not 1 <= args.count <= MAX_NODES_PER_MANAGED_NODE_GROUP:
-        raise DriverError(
-            f"--count {args.count} is outside 1..{MAX_NODES_PER_MANAGED_NODE_GROUP} (nodes per managed node group)",
-            exit_code=2,
+        raise _bad(
+            f"--count {args.count} is outside 1..{MAX_NODES_PER_MANAGED_NODE_GROUP} (nodes per managed node group)"
         )
     if args.write_stack is not None:
         path = Path(args.project_dir) / f"Pulumi.{args.write_stack}.yaml"
         meant = stack_named_by_file(args.write_stack)
         if meant is not None:
-            raise DriverError(
+            raise _bad(
                 f"--write-stack {args.write_stack!r} is a file name: pass the stack's name, --write-stack {meant} "
-                f"(it writes Pulumi.{meant}.yaml in the project)",
-                exit_code=2,
+                f"(it writes Pulumi.{meant}.yaml in the project)"
             )
         if not _STACK_NAME.fullmatch(args.write_stack):
-            raise DriverError(
-                f"--write-stack {args.write_stack!r} is no stack name: use letters, digits, . _ -", exit_code=2
-            )
+            raise _bad(f"--write-stack {args.write_stack!r} is no stack name: use letters, digits, . _ -")
         if path.exists():
-            raise DriverError(f"--write-stack {args.write_stack}: {path.name} exists; pick another name", exit_code=2)
+            raise _bad(f"--write-stack {args.write_stack}: {path.name} exists; pick another name")
     if args.all_regions or (args.cleanup and not args.regions):
         return None  # --cleanup looks in every enabled region: a probe may have run with any --regions
     regions = [r for item in (args.regions or []) for r in item.split(",") if r]
@@ -128,8 +126,12 @@ def check_args(args: argparse.Namespace) -> list[str] | None:
         return default_regions(Path(args.project_dir))
     for r in regions:
         if r not in known_regions():
-            raise DriverError(f"--regions {r!r} is not an AWS region: {close_match(r, known_regions())}", exit_code=2)
+            raise _bad(f"--regions {r!r} is not an AWS region: {close_match(r, known_regions())}")
     return list(dict.fromkeys(regions))
+
+
+def _bad(message: str) -> DriverError:
+    return DriverError(message, exit_code=2)  # bad input: exit 2 before any AWS call
 
 
 def default_regions(project_dir: Path) -> list[str]:
@@ -139,10 +141,10 @@ def default_regions(project_dir: Path) -> list[str]:
         try:
             regions.append(read_stack_file(stack, project_dir).region)
         except StackConfigError as e:
-            raise DriverError(f"{e} (or pass --regions REGION ... to look elsewhere)", exit_code=2) from None
+            raise _bad(f"{e} (or pass --regions REGION ... to look elsewhere)") from None
     found = list(dict.fromkeys(r for r in regions if r))
     if not found:
-        raise DriverError("no stack names a region: pass --regions REGION ... or --all-regions", exit_code=2)
+        raise _bad("no stack names a region: pass --regions REGION ... or --all-regions")
     return found
 
 
@@ -153,10 +155,9 @@ def aws_session() -> Session:
     check_aws_files(os.environ)
     session = boto3.Session()
     if session.get_credentials() is None:
-        raise DriverError(
+        raise _bad(
             "no AWS credentials: run `aws configure` (or `aws sso login`), or set AWS_PROFILE; "
-            "the capacity finder reads EC2 and Service Quotas in each region",
-            exit_code=2,
+            "the capacity finder reads EC2 and Service Quotas in each region"
         )
     return session
 
@@ -194,7 +195,6 @@ def run(
 
 
 def _cleanup(ui: Output, session: Session, regions: list[str], as_json: bool) -> int:
-    """``regions`` searched for this tool's probe reservations, each found cancelled."""
     said: list[str] = []
 
     def say(line: str) -> None:
@@ -268,9 +268,9 @@ def _show(ui: Output, args: argparse.Namespace, zones: list[Zone], written: Path
             }
         )
         return
-    table = Table(*(Column(col, overflow="fold") for col in COLUMNS), header_style="bold")
+    table = Table(*(Column(h, overflow="fold") for h in ("#", *dict(COLUMNS))), header_style="bold")
     for i, z in enumerate(zones, 1):
-        table.add_row(*(escape(c) for c in _row(i, z)))
+        table.add_row(str(i), *(escape(cell(z)) for _, cell in COLUMNS))
     ui.console.print(table)
     for z in zones:
         for note in z.notes:
@@ -290,23 +290,3 @@ def _show(ui: Output, args: argparse.Namespace, zones: list[Zone], written: Path
         ui.note(line)
     if written:
         ui.note(f"wrote {written}: `python -m automation preflight --stack {args.write_stack}` checks it")
-
-
-def _row(i: int, z: Zone) -> tuple[str, ...]:
-    free = "?" if z.vcpus_free is None else f"{z.vcpus_free:g}/{z.vcpus_needed}"
-    blocks = ", ".join(f"{b['start']} {b['hours']}h {b['upfront_fee']} {b['currency']}" for b in z.blocks)
-    price = "?" if z.usd_per_hour is None else f"{z.usd_per_hour:.4f}"
-    cap = {True: " capped", False: "", None: " quota?"}[z.spot_capped]  # None: the Spot quota was not read
-    return (
-        str(i),
-        z.region,
-        z.az or "-",
-        "yes" if z.offered else "no",
-        {True: "yes", False: "no", None: "?"}[z.efa],
-        free,
-        "-" if z.spot_score is None else f"{z.spot_score}{cap}",
-        ", ".join(z.reservations) or "-",
-        blocks or "-",
-        price,
-        z.probe or "-",
-    )

@@ -163,11 +163,11 @@ ENDED_STATES = frozenset(
 PLANNED_QUANTITY_TAG = "aws:ec2capacityreservation:incrementalRequestedQuantity"
 
 
-def _when(value: object) -> str:
-    """A reservation date as UTC text (boto3 parses them into aware datetimes), or 'an unknown time'."""
+def _when(value: object, fmt: str = "%Y-%m-%d %H:%M UTC", unknown: str = "an unknown time") -> str:
+    """An AWS date as UTC text (boto3 parses them into aware datetimes), or ``unknown``."""
     if isinstance(value, datetime):
-        return value.astimezone(UTC).strftime("%Y-%m-%d %H:%M UTC")
-    return str(value) if value else "an unknown time"
+        return value.astimezone(UTC).strftime(fmt)
+    return str(value) if value else unknown
 
 
 _NOT_YET_WHY = {
@@ -216,54 +216,45 @@ def _state_problem(cr: dict, stack: str) -> tuple[str, str]:
     return f"state is {state}, not active", ""
 
 
-def _problems(
-    cr: dict, instance_type: str, az: str | None, node_count: int, capacity_block: bool, placement_group: str | None
-) -> list[str]:
+def _problems(cr: dict, g: GpuNodesConfig, az: str | None) -> list[str]:
     """What keeps the reservation from holding the node group: its type, AZ, free (or planned) instances, its kind
     against gpuCapacityBlock and its placement group against gpuPlacementGroupName."""
-    problems = []
-    if cr.get("InstanceType") != instance_type:
-        problems.append(f"it reserves {cr.get('InstanceType')}, not {instance_type}")
+    problems: list[str] = []
+    if cr.get("InstanceType") != g.instance_type:
+        problems.append(f"it reserves {cr.get('InstanceType')}, not {g.instance_type}")
     if az and cr.get("AvailabilityZone") != az:
         problems.append(f"it is in {cr.get('AvailabilityZone')}, not the GPU AZ {az}")
     if cr.get("State") in NOT_YET_STATES:  # not started: the instances it will hold are in its tag
         planned = {t.get("Key"): str(t.get("Value", "")) for t in cr.get("Tags") or []}.get(PLANNED_QUANTITY_TAG, "")
-        if planned.isdigit() and int(planned) < node_count:
-            problems.append(f"it will hold {planned} instances, {node_count} needed")
-    elif (available := int(cr.get("AvailableInstanceCount", 0))) < node_count:
-        problems.append(f"{available} of {cr.get('TotalInstanceCount')} instances available, {node_count} needed")
+        if planned.isdigit() and int(planned) < g.node_count:
+            problems.append(f"it will hold {planned} instances, {g.node_count} needed")
+    elif (available := int(cr.get("AvailableInstanceCount", 0))) < g.node_count:
+        problems.append(f"{available} of {cr.get('TotalInstanceCount')} instances available, {g.node_count} needed")
     is_block = cr.get("ReservationType") == CAPACITY_BLOCK
-    if is_block != capacity_block:
+    if is_block != g.capacity_block:
         problems.append(
-            f"it is {_reservation_kind(cr)} but {_GPU('capacity_block')} is {str(capacity_block).lower()}: "
+            f"it is {_reservation_kind(cr)} but {_GPU('capacity_block')} is {str(g.capacity_block).lower()}: "
             f"set {_GPU('capacity_block', prefixed=True)} to {str(is_block).lower()}"
         )
     reserved_for = (cr.get("PlacementGroupArn") or "").rsplit("/", 1)[-1] or None
-    if reserved_for and reserved_for != placement_group:
+    if reserved_for and reserved_for != g.placement_group_name:
         problems.append(
-            f"it is reserved for placement group {reserved_for}, not {placement_group or 'the one the stack creates'}: "
+            f"it is reserved for placement group {reserved_for}, not "
+            f"{g.placement_group_name or 'the one the stack creates'}: "
             f"set {_GPU('placement_group_name', prefixed=True)} to {reserved_for}"
         )
     return problems
 
 
 def check_capacity_reservation(
-    ec2: Ec2,
-    reservation_id: str | None,
-    instance_type: str,
-    az: str | None,
-    node_count: int,
-    region: str,
-    capacity_block: bool = False,
-    placement_group: str | None = None,
-    stack: str = "<stack>",
+    ec2: Ec2, g: GpuNodesConfig, az: str | None, region: str, stack: str = "<stack>"
 ) -> Finding:
     """An optional capacity reservation is active and can hold the node group (`_problems`). One made in a placement
     group serves only instances in that group (https://docs.aws.amazon.com/AWSEC2/latest/UserGuide/cr-cpg.html); one
     made outside any serves a cluster placement group too
     (https://docs.aws.amazon.com/AWSEC2/latest/UserGuide/placement-groups-limitations.html). One not active says why
     by its state (a Capacity Block names its start, an ended one says its capacity is gone) and fails before `up`."""
-    check = "capacity reservation"
+    check, reservation_id = "capacity reservation", g.capacity_reservation_id
     if not reservation_id:
         return Finding(check, "skip", "none configured: On-Demand capacity")
     fix_show = f"aws ec2 describe-capacity-reservations --capacity-reservation-ids {reservation_id} --region {region}"
@@ -275,12 +266,12 @@ def check_capacity_reservation(
         return Finding(check, "fail", f"{reservation_id} not found in {region}", fix_show)
     cr = found[0]
     state, fix = _state_problem(cr, stack)
-    problems = [p for p in (state, *_problems(cr, instance_type, az, node_count, capacity_block, placement_group)) if p]
+    problems = [p for p in (state, *_problems(cr, g, az)) if p]
     if problems:
         fixes = [f for f in (fix, f"{fix_show}; fix or remove {_GPU('capacity_reservation_id')}") if f]
         return Finding(check, "fail", f"{reservation_id}: " + "; ".join(problems), "; ".join(fixes))
     ends = f", ends {_when(cr['EndDate'])}" if cr.get("EndDate") else ""
-    held = f"{instance_type} in {cr.get('AvailabilityZone')}, {int(cr.get('AvailableInstanceCount', 0))} available"
+    held = f"{g.instance_type} in {cr.get('AvailabilityZone')}, {int(cr.get('AvailableInstanceCount', 0))} available"
     return Finding(check, "pass", f"{reservation_id}: {_reservation_kind(cr)}, active, {held}{ends}")
 
 
@@ -325,13 +316,12 @@ ADDONS = (
 )
 
 
-def check_addon_version(
-    eks: Eks | None, addon: str, key: str, version: str, kubernetes_version: str, region: str
-) -> Finding:
-    """EKS offers the pinned version of add-on ``addon`` (stack key ``key``) for the cluster's Kubernetes version: it
-    creates the add-ons after the control plane, so a version it does not offer fails `up` with the cluster already
+def check_addon_version(eks: Eks | None, addon: str, field: str, cluster: ClusterConfig, region: str) -> Finding:
+    """EKS offers the version of add-on ``addon`` pinned in ``cluster.<field>`` for the cluster's Kubernetes version:
+    it creates the add-ons after the control plane, so a version it does not offer fails `up` with the cluster already
     billing (https://docs.aws.amazon.com/eks/latest/APIReference/API_DescribeAddonVersions.html)."""
-    check = f"{addon} add-on"
+    check, key, version = f"{addon} add-on", ClusterConfig.keyname(field), getattr(cluster, field)
+    kubernetes_version = cluster.kubernetes_version
     listing = (
         f"aws eks describe-addon-versions --addon-name {addon} --kubernetes-version {kubernetes_version} "
         f"--region {region} --query 'addons[].addonVersions[].addonVersion'"
@@ -378,16 +368,12 @@ def check_kubernetes_version(eks: Eks | None, version: str, region: str) -> Find
         return Finding(check, "fail", f"{version} is past EKS support in {region}", f"set {key} to one of: {listing}")
     price = EKS_USD_PER_HOUR[status]
     if status == "EXTENDED_SUPPORT":
-        standard, until = EKS_USD_PER_HOUR["STANDARD_SUPPORT"], _day(info.get("endOfExtendedSupportDate"))
-        bills = f"${price:.2f}/h (${price * 24:.2f} a day) instead of ${standard:.2f}/h"
+        until = _when(info.get("endOfExtendedSupportDate"), "%Y-%m-%d", "?")
+        bills = f"${price:.2f}/h (${price * 24:.2f} a day) instead of ${EKS_USD_PER_HOUR['STANDARD_SUPPORT']:.2f}/h"
         detail = f"WARNING {version} is in EKS extended support until {until}: the control plane bills {bills}"
         return Finding(check, "pass", f"{detail}; set {key} to a version in standard support: {listing}")
-    end = _day(info.get("endOfStandardSupportDate"))
+    end = _when(info.get("endOfStandardSupportDate"), "%Y-%m-%d", "?")
     return Finding(check, "pass", f"{version} is in EKS standard support until {end} (${price:.2f}/h)")
-
-
-def _day(when: object) -> str:
-    return when.date().isoformat() if isinstance(when, datetime) else str(when or "?")
 
 
 def check_api_endpoint(cluster: ClusterConfig, stack: str, address: Callable[[], str] | None) -> Finding:
@@ -456,23 +442,9 @@ def run_preflight(
     rows.append(check_system_quota(cfg, clients))
     c = cfg.cluster
     rows.append(check_kubernetes_version(clients.eks, c.kubernetes_version, cfg.region))
-    for addon, field in ADDONS:
-        key, version = ClusterConfig.keyname(field), getattr(c, field)
-        rows.append(check_addon_version(clients.eks, addon, key, version, c.kubernetes_version, cfg.region))
+    rows += [check_addon_version(clients.eks, addon, field, c, cfg.region) for addon, field in ADDONS]
     rows.append(check_capacity_block_type(g.instance_type, g.capacity_block, cfg.stack))
-    rows.append(
-        check_capacity_reservation(
-            clients.ec2,
-            g.capacity_reservation_id,
-            g.instance_type,
-            az,
-            g.node_count,
-            cfg.region,
-            g.capacity_block,
-            g.placement_group_name,
-            cfg.stack,
-        )
-    )
+    rows.append(check_capacity_reservation(clients.ec2, g, az, cfg.region, cfg.stack))
     facts = PreflightFacts(
         account=account,
         gpu_az=az,

@@ -36,7 +36,6 @@ from automation.capacity_finder import (
     Zone,
     block_offerings,
     capacity_stuck,
-    error_code,
     next_az,
     open_reservations,
     rank,
@@ -47,6 +46,7 @@ from automation.capacity_finder import (
     survey,
     survey_region,
 )
+from automation.ec2 import error_code
 
 G6, P5 = "g6.12xlarge", "p5.48xlarge"
 WEST = "us-west-2"
@@ -421,7 +421,7 @@ def reads(monkeypatch):
 
 
 CLIENTS = RegionClients(RegionEc2(), RegionQuotas())
-SPOT = SpotSignal((G6,), {(WEST, "usw2-az1"): 8})
+SPOT = SpotSignal({(WEST, "usw2-az1"): 8})
 
 
 def test_a_region_survey_has_one_row_per_offered_az_with_what_ec2_said(reads):
@@ -464,11 +464,11 @@ def test_an_unread_quota_is_noted_with_why(reads):
 
 def test_the_spot_quota_is_read_only_when_there_are_scores(reads):
     reads.spot_quota = AssertionError("the Spot quota was read without a score to judge")
-    assert survey_region(CLIENTS, None, G6, 2, WEST, SpotSignal((G6,), note="n"))[0].notes == ("n",)
+    assert survey_region(CLIENTS, None, G6, 2, WEST, SpotSignal(note="n"))[0].notes == ("n",)
 
 
 def test_without_spot_scores_the_spot_quota_is_unknown(reads):
-    assert survey_region(CLIENTS, None, G6, 2, WEST, SpotSignal((G6,), note="n"))[0].spot_quota_vcpus is None
+    assert survey_region(CLIENTS, None, G6, 2, WEST, SpotSignal(note="n"))[0].spot_quota_vcpus is None
 
 
 @pytest.mark.parametrize(

@@ -21,11 +21,18 @@ from automation.steps.preflight import (
     check_capacity_reservation,
     run_preflight,
 )
+from infra.config import ClusterConfig, GpuNodesConfig
 
 REGION = MOTO_REGION
 
 
 pytestmark = pytest.mark.usefixtures("moto_aws")
+
+
+def gpu(reservation_id: str, **change: Any) -> GpuNodesConfig:
+    """The GPU node group a reservation row is checked against: 2 x g6.12xlarge unless ``change`` says otherwise."""
+    fields = {"instance_type": "g6.12xlarge", "node_count": 2, **change}
+    return GpuNodesConfig(**fields, capacity_reservation_id=reservation_id)
 
 
 def config(instance_type="g6.12xlarge", az="us-west-2a", azs=("us-west-2a", "us-west-2b"), gpus=4, reservation=None):
@@ -170,7 +177,7 @@ RESERVATION = {
 
 def test_active_matching_reservation_passes():
     row = check_capacity_reservation(
-        reservation_client(RESERVATION), RESERVATION["CapacityReservationId"], "g6.12xlarge", "us-west-2a", 2, REGION
+        reservation_client(RESERVATION), gpu(RESERVATION["CapacityReservationId"]), "us-west-2a", REGION
     )
     assert row.status == "pass", f"got {row}"
 
@@ -186,9 +193,7 @@ def test_active_matching_reservation_passes():
 )
 def test_unusable_reservation_fails(change, words):
     cr = {**RESERVATION, **change}
-    row = check_capacity_reservation(
-        reservation_client(cr), cr["CapacityReservationId"], "g6.12xlarge", "us-west-2a", 2, REGION
-    )
+    row = check_capacity_reservation(reservation_client(cr), gpu(cr["CapacityReservationId"]), "us-west-2a", REGION)
     assert row.status == "fail" and words in row.detail, f"expected {words!r} in a failing row, got {row}"
 
 
@@ -229,7 +234,7 @@ def test_system_node_quota_short_fails_with_the_standard_quota_increase():
 def test_reservation_of_the_declared_kind_passes_and_says_which(rtype, block, words):
     cr = {**RESERVATION, "ReservationType": rtype}
     row = check_capacity_reservation(
-        reservation_client(cr), cr["CapacityReservationId"], "g6.12xlarge", "us-west-2a", 2, REGION, block
+        reservation_client(cr), gpu(cr["CapacityReservationId"], capacity_block=block), "us-west-2a", REGION
     )
     assert row.status == "pass" and words in row.detail, f"expected {words!r} in a passing row, got {row}"
 
@@ -237,7 +242,7 @@ def test_reservation_of_the_declared_kind_passes_and_says_which(rtype, block, wo
 def test_capacity_block_without_gpu_capacity_block_fails_with_the_key():
     cr = {**RESERVATION, "ReservationType": "capacity-block"}
     row = check_capacity_reservation(
-        reservation_client(cr), cr["CapacityReservationId"], "g6.12xlarge", "us-west-2a", 2, REGION, False
+        reservation_client(cr), gpu(cr["CapacityReservationId"], capacity_block=False), "us-west-2a", REGION
     )
     assert row.status == "fail" and "set ray-efa-eks:gpuCapacityBlock to true" in row.detail, f"got {row}"
 
@@ -245,7 +250,7 @@ def test_capacity_block_without_gpu_capacity_block_fails_with_the_key():
 def test_on_demand_reservation_declared_as_capacity_block_fails():
     cr = {**RESERVATION, "ReservationType": "default"}
     row = check_capacity_reservation(
-        reservation_client(cr), cr["CapacityReservationId"], "g6.12xlarge", "us-west-2a", 2, REGION, True
+        reservation_client(cr), gpu(cr["CapacityReservationId"], capacity_block=True), "us-west-2a", REGION
     )
     assert row.status == "fail" and "set ray-efa-eks:gpuCapacityBlock to false" in row.detail, f"got {row}"
 
@@ -256,7 +261,7 @@ PG_ARN = "arn:aws:ec2:us-west-2:123456789012:placement-group/reserved-pg"
 def test_reservation_for_another_placement_group_fails_with_its_name():
     cr = {**RESERVATION, "PlacementGroupArn": PG_ARN}
     row = check_capacity_reservation(
-        reservation_client(cr), cr["CapacityReservationId"], "g6.12xlarge", "us-west-2a", 2, REGION, False, None
+        reservation_client(cr), gpu(cr["CapacityReservationId"], capacity_block=False), "us-west-2a", REGION
     )
     assert row.status == "fail" and "set ray-efa-eks:gpuPlacementGroupName to reserved-pg" in row.detail, row
 
@@ -265,13 +270,9 @@ def test_reservation_for_the_configured_placement_group_passes():
     cr = {**RESERVATION, "PlacementGroupArn": PG_ARN}
     row = check_capacity_reservation(
         reservation_client(cr),
-        cr["CapacityReservationId"],
-        "g6.12xlarge",
+        gpu(cr["CapacityReservationId"], capacity_block=False, placement_group_name="reserved-pg"),
         "us-west-2a",
-        2,
         REGION,
-        False,
-        "reserved-pg",
     )
     assert row.status == "pass", f"got {row}"
 
@@ -296,13 +297,25 @@ def addon_versions_client(*versions: str, error: str | None = None, proxy: tuple
 
 def test_pinned_vpc_cni_version_offered_for_the_kubernetes_version_passes():
     eks = addon_versions_client("v1.22.4-eksbuild.3", "v1.21.1-eksbuild.7")
-    row = check_addon_version(eks, "vpc-cni", "vpcCniVersion", "v1.21.1-eksbuild.7", "1.36", REGION)
+    row = check_addon_version(
+        eks,
+        "vpc-cni",
+        "vpc_cni_version",
+        ClusterConfig(vpc_cni_version="v1.21.1-eksbuild.7", kubernetes_version="1.36"),
+        REGION,
+    )
     assert row.status == "pass", f"got {row}"
 
 
 def test_pinned_vpc_cni_version_not_offered_fails_before_up_with_the_listing_command():
     eks = addon_versions_client("v1.22.4-eksbuild.3", "v1.21.1-eksbuild.7")
-    row = check_addon_version(eks, "vpc-cni", "vpcCniVersion", "v1.18.0-eksbuild.1", "1.36", REGION)
+    row = check_addon_version(
+        eks,
+        "vpc-cni",
+        "vpc_cni_version",
+        ClusterConfig(vpc_cni_version="v1.18.0-eksbuild.1", kubernetes_version="1.36"),
+        REGION,
+    )
     expected = ("fail", "newest offered: v1.22.4-eksbuild.3", "set ray-efa-eks:vpcCniVersion")
     got = (row.status, row.detail, row.fix)
     assert got[0] == expected[0] and expected[1] in got[1] and got[2].startswith(expected[2]), f"got {got}"
@@ -314,7 +327,13 @@ def test_pinned_coredns_version_not_offered_fails_naming_its_key():
     answer = {"addons": [{"addonName": "coredns", "addonVersions": [{"addonVersion": "v1.14.3-eksbuild.14"}]}]}
     stub.add_response("describe_addon_versions", answer, {"addonName": "coredns", "kubernetesVersion": "1.36"})
     stub.activate()
-    row = check_addon_version(eks, "coredns", "corednsVersion", "v1.9.3-eksbuild.5", "1.36", REGION)
+    row = check_addon_version(
+        eks,
+        "coredns",
+        "coredns_version",
+        ClusterConfig(coredns_version="v1.9.3-eksbuild.5", kubernetes_version="1.36"),
+        REGION,
+    )
     assert (row.status, row.fix.startswith("set ray-efa-eks:corednsVersion")) == ("fail", True), f"got {row}"
 
 
@@ -322,9 +341,8 @@ def test_vpc_cni_version_unlistable_is_skipped_not_failed():
     row = check_addon_version(
         addon_versions_client(error="AccessDeniedException"),
         "vpc-cni",
-        "vpcCniVersion",
-        "v1.22.4-eksbuild.3",
-        "1.36",
+        "vpc_cni_version",
+        ClusterConfig(vpc_cni_version="v1.22.4-eksbuild.3", kubernetes_version="1.36"),
         REGION,
     )
     assert (row.status, "AccessDeniedException" in row.detail) == ("skip", True), f"got {row}"
@@ -582,7 +600,11 @@ def test_type_without_efa_details_fails_its_efa_row_and_hands_on_no_interface(ch
 def block_row(**change):
     cr = {**worlds.CAPACITY_BLOCK_SCHEDULED, **change}
     return check_capacity_reservation(
-        reservation_client(cr), cr["CapacityReservationId"], "p5.48xlarge", "us-west-2a", 2, REGION, True, None, "s1"
+        reservation_client(cr),
+        gpu(cr["CapacityReservationId"], instance_type="p5.48xlarge", capacity_block=True),
+        "us-west-2a",
+        REGION,
+        "s1",
     )
 
 

@@ -34,6 +34,7 @@ from automation.steps.preflight import (
     check_system_quota,
 )
 from automation.targets.aws import API_CIDRS_KEY, CHECKIP_URL, checkip_address
+from infra.config import ClusterConfig, GpuNodesConfig
 
 ARN = "arn:aws:iam::123456789012:user/trainer"
 
@@ -272,7 +273,8 @@ SHOW_CR = "aws ec2 describe-capacity-reservations --capacity-reservation-ids cr-
 
 
 def _reservation_row(answer, reservation_id="cr-0123", az="us-west-2a"):
-    return check_capacity_reservation(_Ec2(answer), reservation_id, "g6.12xlarge", az, 2, "us-west-2")
+    gpu = GpuNodesConfig(instance_type="g6.12xlarge", node_count=2, capacity_reservation_id=reservation_id)
+    return check_capacity_reservation(_Ec2(answer), gpu, az, "us-west-2")
 
 
 def test_no_reservation_skips_on_demand():
@@ -428,14 +430,26 @@ LIST_CNI = (
 
 
 def test_cni_version_without_an_eks_client_is_skipped_saying_so():
-    row = check_addon_version(None, "vpc-cni", "vpcCniVersion", "v1.22.4-eksbuild.3", "1.35", "us-west-2")
+    row = check_addon_version(
+        None,
+        "vpc-cni",
+        "vpc_cni_version",
+        ClusterConfig(vpc_cni_version="v1.22.4-eksbuild.3", kubernetes_version="1.35"),
+        "us-west-2",
+    )
     expected = ("vpc-cni add-on", "skip", "v1.22.4-eksbuild.3 not checked: no EKS client")
     assert (row.check, row.status, row.detail) == expected, f"got {row}"
 
 
 def test_cni_version_eks_will_not_list_is_skipped_with_the_listing_command():
     error = _client_error("AccessDeniedException", "no", "DescribeAddonVersions")
-    row = check_addon_version(_Eks(error), "vpc-cni", "vpcCniVersion", "v1.22.4-eksbuild.3", "1.35", "us-west-2")
+    row = check_addon_version(
+        _Eks(error),
+        "vpc-cni",
+        "vpc_cni_version",
+        ClusterConfig(vpc_cni_version="v1.22.4-eksbuild.3", kubernetes_version="1.35"),
+        "us-west-2",
+    )
     expected = (
         "vpc-cni add-on",
         "skip",
@@ -447,7 +461,13 @@ def test_cni_version_eks_will_not_list_is_skipped_with_the_listing_command():
 
 def test_cni_version_offered_passes():
     eks = _Eks(["v1.22.5-eksbuild.1", "v1.22.4-eksbuild.3"])
-    row = check_addon_version(eks, "vpc-cni", "vpcCniVersion", "v1.22.4-eksbuild.3", "1.35", "us-west-2")
+    row = check_addon_version(
+        eks,
+        "vpc-cni",
+        "vpc_cni_version",
+        ClusterConfig(vpc_cni_version="v1.22.4-eksbuild.3", kubernetes_version="1.35"),
+        "us-west-2",
+    )
     expected = ("vpc-cni add-on", "pass", "v1.22.4-eksbuild.3 is offered for Kubernetes 1.35")
     assert (row.check, row.status, row.detail) == expected, f"got {row}"
 
@@ -458,7 +478,13 @@ def test_cni_version_offered_passes():
     ids=["none-offered", "four-offered"],
 )
 def test_cni_version_not_offered_fails_naming_the_three_newest(offered, newest):
-    row = check_addon_version(_Eks(offered), "vpc-cni", "vpcCniVersion", "v0", "1.35", "us-west-2")
+    row = check_addon_version(
+        _Eks(offered),
+        "vpc-cni",
+        "vpc_cni_version",
+        ClusterConfig(vpc_cni_version="v0", kubernetes_version="1.35"),
+        "us-west-2",
+    )
     detail = f"v0 is not offered for Kubernetes 1.35 in us-west-2 (newest offered: {newest})"
     assert (row.status, row.detail, row.fix) == ("fail", detail, f"set ray-efa-eks:vpcCniVersion to one of: {LIST_CNI}")
 
