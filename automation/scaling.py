@@ -34,6 +34,7 @@ from automation.errors import DriverError
 from automation.kube import ConfigMaps, RayClusterPods
 from automation.pipeline import SYSTEM_CLOCK, Clock, Prior, Scaled, StepResult
 from automation.ray_head import HEAD_JOB_SERVER
+from automation.start_phases import ready_condition
 from automation.targets.aws import AwsTarget
 from infra.config import GpuNodesConfig
 from infra.idle_guard_script import ACTIVE, LEASE_KEY, RECORD_KEY, lease_doc
@@ -226,14 +227,8 @@ def live_desired_size(eks: Eks, outputs: dict, stack: str) -> int | None:
 
 
 # ---- the nodes ---------------------------------------------------------------------------------------------
-def _ready(node: dict) -> dict | None:
-    """The Kubernetes Node's Ready=True condition, if it has one."""
-    conditions = node.get("status", {}).get("conditions", [])
-    return next((c for c in conditions if c.get("type") == "Ready" and c.get("status") == "True"), None)
-
-
 def ready_count(nodes: list[dict]) -> int:
-    return sum(_ready(n) is not None for n in nodes)
+    return sum(ready_condition(n) is not None for n in nodes)
 
 
 def wait_ready(
@@ -265,7 +260,7 @@ def ready_after(nodes: list[dict], started: datetime) -> tuple[tuple[str, float]
     Ready before ``started`` are left out: they did not come up for this scale)."""
     out = []
     for n in nodes:
-        if (c := _ready(n)) and c.get("lastTransitionTime"):
+        if (c := ready_condition(n)) and c.get("lastTransitionTime"):
             at = datetime.fromisoformat(c["lastTransitionTime"])
             if at >= started:
                 out.append((n["metadata"]["name"], round((at - started).total_seconds(), 1)))
@@ -429,10 +424,8 @@ def after_run(target: AwsTarget, keep_nodes: bool, force: bool = False) -> str:
     try:
         return _scale_after_run(target, keep_nodes, force)
     finally:
-        try:
+        with suppress(Exception):  # an unreleased lease expires on its own (LEASE_S)
             Lease.of(target).release()
-        except Exception:  # noqa: BLE001, S110 - an unreleased lease expires on its own (LEASE_S)
-            pass
 
 
 def _scale_after_run(target: AwsTarget, keep_nodes: bool, force: bool) -> str:

@@ -74,11 +74,10 @@ def parse_pulled(event: Mapping[str, Any]) -> Pull | None:
     return Pull(go_duration_s(m.group(1)), int(m.group(3)) if m.group(3) else None, at)
 
 
-def _ready_at(node: Mapping[str, Any]) -> datetime | None:
-    for c in node.get("status", {}).get("conditions", []):
-        if c.get("type") == "Ready" and c.get("status") == "True":
-            return k8s_time(c["lastTransitionTime"])
-    return None
+def ready_condition(node: Mapping[str, Any]) -> dict | None:
+    """The Kubernetes Node's Ready=True condition, if it has one."""
+    conditions = node.get("status", {}).get("conditions", [])
+    return next((c for c in conditions if c.get("type") == "Ready" and c.get("status") == "True"), None)
 
 
 def _started_at(pod: Mapping[str, Any]) -> datetime | None:
@@ -119,9 +118,9 @@ def start_phases(
     """The phases of the start of ``pods`` (the Ray pods) on ``nodes`` (the GPU nodes), from the namespace's
     ``events`` and the time the driver saw the first ``[train] step`` line."""
     joins = [
-        (ready - k8s_time(n["metadata"]["creationTimestamp"])).total_seconds()
+        (k8s_time(c["lastTransitionTime"]) - k8s_time(n["metadata"]["creationTimestamp"])).total_seconds()
         for n in nodes
-        if (ready := _ready_at(n)) is not None
+        if (c := ready_condition(n)) is not None
     ]
     # A pod has a Pulled event per container (KubeRay's wait-gcs-ready init container pulls the Ray image, then the
     # Ray container finds it "already present"), in no promised order: its pull is the longest, its time the last.
