@@ -20,7 +20,6 @@ renewed expires, so a driver that died cannot keep the GPUs.
 from __future__ import annotations
 
 import json
-import time
 from collections.abc import Callable
 from contextlib import suppress
 from dataclasses import dataclass
@@ -236,14 +235,13 @@ def wait_ready(
     want: int,
     timeout_s: float = NODE_WAIT_S,
     on_progress: Callable[[str], None] = lambda s: None,
-    clock: Callable[[], float] = time.monotonic,
-    sleep: Callable[[float], None] = time.sleep,
+    clock: Clock = SYSTEM_CLOCK,
 ) -> float:
     """Seconds until ``want`` GPU nodes are Ready; DriverError when ``timeout_s`` passes first."""
-    start = clock()
+    start = clock.now()
     while True:
         ready = ready_count(list_nodes())
-        waited = clock() - start
+        waited = clock.now() - start
         if ready >= want:
             return waited
         if waited >= timeout_s:
@@ -252,7 +250,7 @@ def wait_ready(
                 "AZ; `python -m automation status --stack STACK` and `python -m automation capacity` say more"
             )
         on_progress(f"waiting for GPU nodes: {ready} of {want} Ready after {waited:.0f} s")
-        sleep(POLL_S)
+        clock.sleep(POLL_S)
 
 
 def ready_after(nodes: list[dict], started: datetime) -> tuple[tuple[str, float], ...]:
@@ -282,7 +280,7 @@ def scale_up_for_run(
     if not scaled.changed and ready_count(list_nodes()) >= count:
         return scaled
     on_progress(f"scaling GPU node group {ref.nodegroup} from {scaled.before} to {count} node(s)")
-    seconds = wait_ready(list_nodes, count, timeout_s, on_progress, clock.now, clock.sleep)
+    seconds = wait_ready(list_nodes, count, timeout_s, on_progress, clock)
     per_node = ready_after(list_nodes(), started)
     return Scaled(ref.nodegroup, scaled.before, count, round(seconds, 1), per_node, scaled.waited, scaled.waited_for)
 
