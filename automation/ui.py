@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import json
 import sys
-from typing import Protocol
 
 from rich.console import Console
 from rich.markup import escape
@@ -20,26 +19,6 @@ from automation.ray_head import is_step_line, worth_showing
 from workloads.metrics import parse_echo
 
 STATUS_STYLE = {"pass": "green", "fail": "bold red", "skip": "yellow"}
-
-
-class Notes(Protocol):
-    """Where a command writes lines for people: `Ui` below; tests hand in a recorder."""
-
-    def note(self, text: str) -> None: ...
-
-
-class Output(Notes, Protocol):
-    """What a command writes to: lines and errors for people, or with --json one document on stdout
-    (`Ui` below; tests hand in fakes with the methods their command calls)."""
-
-    json_mode: bool
-    console: Console
-
-    def milestone(self, text: str) -> None: ...
-    def log(self, text: str) -> None: ...
-    def progress(self, text: str) -> None: ...
-    def error(self, text: str) -> None: ...
-    def emit_json(self, doc: object) -> None: ...
 
 
 class Ui:
@@ -125,6 +104,11 @@ class Ui:
 
     def close(self) -> None:
         self._stop_status()
+
+
+# What a command writes to (tests hand in fakes with the methods their command calls).
+Output = Ui
+Notes = Ui
 
 
 class TrainBar:
