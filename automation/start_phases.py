@@ -82,11 +82,8 @@ def ready_condition(node: Mapping[str, Any]) -> dict | None:
 
 
 def _started_at(pod: Mapping[str, Any]) -> datetime | None:
-    for s in pod.get("status", {}).get("containerStatuses", []):
-        running = s.get("state", {}).get("running")
-        if running and running.get("startedAt"):
-            return k8s_time(running["startedAt"])
-    return None
+    runs = (s.get("state", {}).get("running") or {} for s in pod.get("status", {}).get("containerStatuses", []))
+    return next((k8s_time(r["startedAt"]) for r in runs if r.get("startedAt")), None)
 
 
 @dataclass(frozen=True)
