@@ -256,13 +256,9 @@ def wait_ready(
 def ready_after(nodes: list[dict], started: datetime) -> tuple[tuple[str, float], ...]:
     """Each Ready node's seconds from ``started`` to its Ready condition's lastTransitionTime (nodes that were
     Ready before ``started`` are left out: they did not come up for this scale)."""
-    out = []
-    for n in nodes:
-        if (c := ready_condition(n)) and c.get("lastTransitionTime"):
-            at = datetime.fromisoformat(c["lastTransitionTime"])
-            if at >= started:
-                out.append((n["metadata"]["name"], round((at - started).total_seconds(), 1)))
-    return tuple(sorted(out))
+    ready = ((n["metadata"]["name"], c.get("lastTransitionTime")) for n in nodes if (c := ready_condition(n)))
+    took = ((name, (datetime.fromisoformat(at) - started).total_seconds()) for name, at in ready if at)
+    return tuple(sorted((name, round(s, 1)) for name, s in took if s >= 0))
 
 
 def scale_up_for_run(
