@@ -73,10 +73,9 @@ def build_report(target: Target, result: PipelineResult, command: str) -> RunRep
     )
 
 
-def show(report: RunReport, ui: Output, files: dict[str, str | None] | None = None) -> int:
+def show(report: RunReport, ui: Output, files: dict[str, str | None]) -> int:
     """Print the report (JSON or tables) with where its HTML report and metrics are (``files``), and
     return the exit code: 0 when every step passed, else 1."""
-    files = files or {}
     if ui.json_mode:
         ui.emit_json({**report.to_dict(), **files})
     else:
