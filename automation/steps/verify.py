@@ -166,10 +166,9 @@ def requested_gpus(pods: Sequence[dict]) -> float:
 def check_ray_gpus(ray_resources: Mapping[str, float], pods: Sequence[dict]) -> Finding:
     want = requested_gpus(pods)
     got = float(ray_resources.get("GPU", 0))
-    ok = got == want and want > 0
     return Finding.judged(
         RAY_GPUS,
-        ok,
+        got == want and want > 0,
         f"Ray advertises GPU {got:g}, worker pods request {GPU_RESOURCE} {want:g}",
         "set the worker group's rayStartParams num-gpus to its nvidia.com/gpu limit",
     )
