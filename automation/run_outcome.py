@@ -93,11 +93,8 @@ def announce(files: dict[str, str | None], ui: Notes) -> None:
 
 
 def _fmt(v: object, spec: str = "") -> str:
-    if v is None:
-        return "n/a"
-    if spec and isinstance(v, (int, float)):
-        return format(v, spec)
-    return str(v)
+    """``v`` in ``spec`` when a number, else as text; n/a when unknown."""
+    return "n/a" if v is None else format(v, spec) if isinstance(v, (int, float)) else str(v)
 
 
 def render(report: RunReport, console: Console) -> None:
