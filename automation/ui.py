@@ -14,7 +14,7 @@ from rich.status import Status
 from rich.table import Table
 
 from automation.errors import DriverError
-from automation.pipeline import StepResult, Timed
+from automation.pipeline import Timed
 from automation.ray_head import is_step_line, worth_showing
 from workloads.metrics import parse_echo
 
@@ -71,8 +71,14 @@ class Ui:
         self.console.print(
             f"[{STATUS_STYLE[r.status]}]{r.status:>4}[/] [bold]{r.step}[/] ({timed.seconds:.1f} s) {escape(first)}"
         )
-        if r.findings:
-            self.findings(r)
+        if not r.findings:
+            return
+        table = Table(show_header=True, header_style="bold")  # the findings, each with its fix
+        for col in ("check", "status", "detail", "fix"):
+            table.add_column(col, overflow="fold")
+        for f in r.findings:
+            table.add_row(escape(f.check), f"[{STATUS_STYLE[f.status]}]{f.status}[/]", escape(f.detail), escape(f.fix))
+        self.console.print(table)
 
     def _stop_status(self) -> None:
         if self._status is not None:
@@ -81,15 +87,6 @@ class Ui:
         if self._bar is not None:
             self._bar.stop()
             self._bar = None
-
-    # ---- tables --------------------------------------------------------------------------------
-    def findings(self, result: StepResult) -> None:
-        table = Table(show_header=True, header_style="bold")
-        for col in ("check", "status", "detail", "fix"):
-            table.add_column(col, overflow="fold")
-        for f in result.findings:
-            table.add_row(escape(f.check), f"[{STATUS_STYLE[f.status]}]{f.status}[/]", escape(f.detail), escape(f.fix))
-        self.console.print(table)
 
     def note(self, text: str) -> None:
         self.console.print(escape(text))
