@@ -34,7 +34,7 @@ from types import FrameType
 from typing import NoReturn
 
 from automation.errors import DriverError
-from automation.flags import NOT_IN, common_parent
+from automation.flags import COMMON_PARENT, NOT_IN
 from automation.ui import Ui
 
 PIPELINE_COMMANDS = "automation.commands.run_steps"
@@ -57,9 +57,8 @@ def build_parser() -> argparse.ArgumentParser:
         description="Provision, verify and use an EKS cluster for Ray Train over EFA, or run the same job locally.",
     )
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
-    parents = [common_parent()]
     for module in dict.fromkeys(COMMAND_MODULES.values()):
-        importlib.import_module(module).add_parser(sub, parents)
+        importlib.import_module(module).add_parser(sub, [COMMON_PARENT])
     return parser
 
 

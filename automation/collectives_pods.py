@@ -35,8 +35,7 @@ def worker_pods(cluster: RayClusterPods) -> list[WorkerPod]:
     """One Running worker pod per GPU node, by node name; DriverError when fewer than two nodes have one."""
     namespace, raycluster = cluster.namespace, cluster.raycluster
     by_node: dict[str, WorkerPod] = {}
-    items = cluster.kube.list_pods(namespace, cluster.selector("worker"))
-    for p in sorted(items, key=lambda p: p["metadata"]["name"]):
+    for p in sorted(cluster.kube.list_pods(namespace, cluster.selector("worker")), key=lambda p: p["metadata"]["name"]):
         if p.get("status", {}).get("phase") == "Running" and p["status"].get("podIP"):
             node = p.get("spec", {}).get("nodeName", "?")
             by_node.setdefault(node, WorkerPod(p["metadata"]["name"], p["status"]["podIP"], node))
@@ -85,11 +84,10 @@ def sweep_on(pod_exec: PodExec, pods: list[WorkerPod], namespace: str, gpus: int
     with ThreadPoolExecutor(len(pods)) as pool:  # every node at once: torchrun's rendezvous waits for all
         results = list(pool.map(one, range(len(pods)), pods))
     for pod, res in zip(pods, results, strict=True):
-        if not isinstance(res, ExecResult) or res.rc != 0:
-            why = (
-                res if not isinstance(res, ExecResult) else f"exit {res.rc}: {(res.stdout + res.stderr).strip()[-300:]}"
-            )
-            raise DriverError(f"the {sweep['label']} sweep failed in {pod.name} on {pod.node}: {why}")
+        if isinstance(res, ExecResult) and res.rc != 0:
+            res = DriverError(f"exit {res.rc}: {(res.stdout + res.stderr).strip()[-300:]}")
+        if isinstance(res, DriverError):
+            raise DriverError(f"the {sweep['label']} sweep failed in {pod.name} on {pod.node}: {res}")
     cat = pod_exec(pods[0].name, namespace, ["cat", out], timeout_s=60)
     try:
         return json.loads(cat.stdout)

@@ -25,12 +25,10 @@ PROJECT_DIR = Path(__file__).resolve().parent.parent
 LOCAL_COMMANDS = ("preflight", "run", "status", "clean", "drill", "dashboard")
 
 
-def common_parent() -> argparse.ArgumentParser:
-    """The parent parser of every command: --json, and the project directory tests point elsewhere."""
-    base = argparse.ArgumentParser(add_help=False)
-    base.add_argument("--json", action="store_true", help="print one JSON document on stdout and nothing else")
-    base.add_argument("--project-dir", type=Path, default=PROJECT_DIR, help=argparse.SUPPRESS)
-    return base
+# The parent parser of every command: --json, and the project directory tests point elsewhere.
+COMMON_PARENT = argparse.ArgumentParser(add_help=False)
+COMMON_PARENT.add_argument("--json", action="store_true", help="print one JSON document on stdout and nothing else")
+COMMON_PARENT.add_argument("--project-dir", type=Path, default=PROJECT_DIR, help=argparse.SUPPRESS)
 
 
 def stack_named_by_file(text: str) -> str | None:

@@ -44,17 +44,6 @@ def _mapping(path: Path, parse: Callable[[str], Any]) -> dict:
         return {}
 
 
-def current_backend(env: Mapping[str, str], home: Path, project_dir: Path) -> tuple[str, str]:
-    """(backend URL, where it was read), in the CLI's order; ("", "") when none is chosen."""
-    if env.get("PULUMI_BACKEND_URL"):
-        return env["PULUMI_BACKEND_URL"], "PULUMI_BACKEND_URL"
-    url = (_mapping(project_dir / "Pulumi.yaml", yaml.safe_load).get("backend") or {}).get("url", "")
-    if url:
-        return url, "Pulumi.yaml backend.url"
-    current = _mapping(home / "credentials.json", json.loads).get("current", "")
-    return (current, f"{home / 'credentials.json'} (pulumi login)") if current else ("", "")
-
-
 def check_pulumi_cli(which: Callable[[str], str | None]) -> Finding:
     path = which("pulumi")
     if path is None:
@@ -63,13 +52,20 @@ def check_pulumi_cli(which: Callable[[str], str | None]) -> Finding:
 
 
 def check_backend(env: Mapping[str, str], home: Path, project_dir: Path) -> tuple[Finding, str]:
-    """The state backend is chosen (and, for Pulumi Cloud, logged in to); the row and the backend URL."""
-    url, source = current_backend(env, home, project_dir)
+    """The state backend, read in the CLI's order, is chosen (and, for Pulumi Cloud, logged in to); the row and the
+    backend URL."""
+    credentials = _mapping(home / "credentials.json", json.loads)
+    url, source = env.get("PULUMI_BACKEND_URL", ""), "PULUMI_BACKEND_URL"
+    if not url:
+        url = (_mapping(project_dir / "Pulumi.yaml", yaml.safe_load).get("backend") or {}).get("url", "")
+        source = "Pulumi.yaml backend.url"
+    if not url:
+        url, source = credentials.get("current", ""), f"{home / 'credentials.json'} (pulumi login)"
     if not url:
         detail = "no state backend is chosen: `pulumi login` was never run"
         return Finding("Pulumi backend", "fail", detail, LOGIN_FIX), ""
     if url.startswith("https://"):
-        tokens = _mapping(home / "credentials.json", json.loads).get("accessTokens", {})
+        tokens = credentials.get("accessTokens", {})
         token = env.get("PULUMI_ACCESS_TOKEN") or tokens.get(url)
         if not token:
             fix = f"pulumi login {url}  (or export PULUMI_ACCESS_TOKEN)"

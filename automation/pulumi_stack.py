@@ -73,33 +73,21 @@ def outputs_dict(raw: Mapping[str, object]) -> dict[str, object]:
     return {k: getattr(v, "value", v) for k, v in raw.items()}
 
 
-def preview(stack: StackLike, on_line: Callable[[str], None] = lambda s: None) -> StepResult:
-    return _run(stack, "preview", on_line)
-
-
-def up(
-    stack: StackLike, on_line: Callable[[str], None] = lambda s: None, explain_failure: Callable[[], str] | None = None
-) -> StepResult:
+def up(stack: StackLike, on_line: Callable[[str], None], explain_failure: Callable[[], str]) -> StepResult:
     """`stack.up`; on failure the error carries `explain_failure()` (the node group's scaling activity)."""
     try:
-        return _run(stack, "up", on_line)
+        return run_op(stack, "up", on_line)
     except DriverError as e:
-        cause = ""
-        if explain_failure is not None:
-            try:
-                cause = explain_failure()
-            except Exception as inner:  # noqa: BLE001 - the explanation is best effort, the failure stands
-                cause = f"(could not read the node group's cause: {type(inner).__name__}: {inner})"
+        try:
+            cause = explain_failure()
+        except Exception as inner:  # noqa: BLE001 - the explanation is best effort, the failure stands
+            cause = f"(could not read the node group's cause: {type(inner).__name__}: {inner})"
         raise DriverError(f"{e}" + (f"; {cause}" if cause else "")) from None
 
 
-def destroy(stack: StackLike, on_line: Callable[[str], None] = lambda s: None) -> StepResult:
-    return _run(stack, "destroy", on_line)
-
-
-def _run(stack: StackLike, op: str, on_line: Callable[[str], None]) -> StepResult:
-    """`pulumi <op>`, each engine event worth it said; the step's row from the engine's resource counts by operation
-    (enum keys) and, after `up`, the outputs."""
+def run_op(stack: StackLike, op: str, on_line: Callable[[str], None]) -> StepResult:
+    """`pulumi <op>` (preview, up, destroy), each engine event worth it said; the step's row from the engine's
+    resource counts by operation (enum keys) and, after `up`, the outputs."""
 
     def on_event(ev: auto.EngineEvent) -> None:
         line = describe_event(ev)

@@ -73,10 +73,9 @@ def build_report(target: Target, result: PipelineResult, command: str) -> RunRep
     )
 
 
-def show(report: RunReport, ui: Output, files: dict[str, str | None] | None = None) -> int:
+def show(report: RunReport, ui: Output, files: dict[str, str | None]) -> int:
     """Print the report (JSON or tables) with where its HTML report and metrics are (``files``), and
     return the exit code: 0 when every step passed, else 1."""
-    files = files or {}
     if ui.json_mode:
         ui.emit_json({**report.to_dict(), **files})
     else:
@@ -94,11 +93,8 @@ def announce(files: dict[str, str | None], ui: Notes) -> None:
 
 
 def _fmt(v: object, spec: str = "") -> str:
-    if v is None:
-        return "n/a"
-    if spec and isinstance(v, (int, float)):
-        return format(v, spec)
-    return str(v)
+    """``v`` in ``spec`` when a number, else as text; n/a when unknown."""
+    return "n/a" if v is None else format(v, spec) if isinstance(v, (int, float)) else str(v)
 
 
 def render(report: RunReport, console: Console) -> None:

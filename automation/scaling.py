@@ -20,7 +20,6 @@ renewed expires, so a driver that died cannot keep the GPUs.
 from __future__ import annotations
 
 import json
-import time
 from collections.abc import Callable
 from contextlib import suppress
 from dataclasses import dataclass
@@ -34,6 +33,7 @@ from automation.errors import DriverError
 from automation.kube import ConfigMaps, RayClusterPods
 from automation.pipeline import SYSTEM_CLOCK, Clock, Prior, Scaled, StepResult
 from automation.ray_head import HEAD_JOB_SERVER
+from automation.start_phases import ready_condition
 from automation.targets.aws import AwsTarget
 from infra.config import GpuNodesConfig
 from infra.idle_guard_script import ACTIVE, LEASE_KEY, RECORD_KEY, lease_doc
@@ -226,14 +226,8 @@ def live_desired_size(eks: Eks, outputs: dict, stack: str) -> int | None:
 
 
 # ---- the nodes ---------------------------------------------------------------------------------------------
-def _ready(node: dict) -> dict | None:
-    """The Kubernetes Node's Ready=True condition, if it has one."""
-    conditions = node.get("status", {}).get("conditions", [])
-    return next((c for c in conditions if c.get("type") == "Ready" and c.get("status") == "True"), None)
-
-
 def ready_count(nodes: list[dict]) -> int:
-    return sum(_ready(n) is not None for n in nodes)
+    return sum(ready_condition(n) is not None for n in nodes)
 
 
 def wait_ready(
@@ -241,14 +235,13 @@ def wait_ready(
     want: int,
     timeout_s: float = NODE_WAIT_S,
     on_progress: Callable[[str], None] = lambda s: None,
-    clock: Callable[[], float] = time.monotonic,
-    sleep: Callable[[float], None] = time.sleep,
+    clock: Clock = SYSTEM_CLOCK,
 ) -> float:
     """Seconds until ``want`` GPU nodes are Ready; DriverError when ``timeout_s`` passes first."""
-    start = clock()
+    start = clock.now()
     while True:
         ready = ready_count(list_nodes())
-        waited = clock() - start
+        waited = clock.now() - start
         if ready >= want:
             return waited
         if waited >= timeout_s:
@@ -257,19 +250,15 @@ def wait_ready(
                 "AZ; `python -m automation status --stack STACK` and `python -m automation capacity` say more"
             )
         on_progress(f"waiting for GPU nodes: {ready} of {want} Ready after {waited:.0f} s")
-        sleep(POLL_S)
+        clock.sleep(POLL_S)
 
 
 def ready_after(nodes: list[dict], started: datetime) -> tuple[tuple[str, float], ...]:
     """Each Ready node's seconds from ``started`` to its Ready condition's lastTransitionTime (nodes that were
     Ready before ``started`` are left out: they did not come up for this scale)."""
-    out = []
-    for n in nodes:
-        if (c := _ready(n)) and c.get("lastTransitionTime"):
-            at = datetime.fromisoformat(c["lastTransitionTime"])
-            if at >= started:
-                out.append((n["metadata"]["name"], round((at - started).total_seconds(), 1)))
-    return tuple(sorted(out))
+    ready = ((n["metadata"]["name"], c.get("lastTransitionTime")) for n in nodes if (c := ready_condition(n)))
+    took = ((name, (datetime.fromisoformat(at) - started).total_seconds()) for name, at in ready if at)
+    return tuple(sorted((name, round(s, 1)) for name, s in took if s >= 0))
 
 
 def scale_up_for_run(
@@ -287,7 +276,7 @@ def scale_up_for_run(
     if not scaled.changed and ready_count(list_nodes()) >= count:
         return scaled
     on_progress(f"scaling GPU node group {ref.nodegroup} from {scaled.before} to {count} node(s)")
-    seconds = wait_ready(list_nodes, count, timeout_s, on_progress, clock.now, clock.sleep)
+    seconds = wait_ready(list_nodes, count, timeout_s, on_progress, clock)
     per_node = ready_after(list_nodes(), started)
     return Scaled(ref.nodegroup, scaled.before, count, round(seconds, 1), per_node, scaled.waited, scaled.waited_for)
 
@@ -429,10 +418,8 @@ def after_run(target: AwsTarget, keep_nodes: bool, force: bool = False) -> str:
     try:
         return _scale_after_run(target, keep_nodes, force)
     finally:
-        try:
+        with suppress(Exception):  # an unreleased lease expires on its own (LEASE_S)
             Lease.of(target).release()
-        except Exception:  # noqa: BLE001, S110 - an unreleased lease expires on its own (LEASE_S)
-            pass
 
 
 def _scale_after_run(target: AwsTarget, keep_nodes: bool, force: bool) -> str:

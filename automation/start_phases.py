@@ -21,11 +21,12 @@ import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
+from typing import Any, TypeVar
 
 from automation.kube import KubeApi
 from infra.names import GPU_NODE_SELECTOR
 
+_T = TypeVar("_T", int, float, datetime)
 PHASES = ("node_join_s", "image_pull_s", "pod_start_s", "first_step_s")
 
 # Go's time.Duration.String(): "1h2m3.5s", "12.345s", "850ms", "0s" (the kubelet truncates to milliseconds).
@@ -74,19 +75,15 @@ def parse_pulled(event: Mapping[str, Any]) -> Pull | None:
     return Pull(go_duration_s(m.group(1)), int(m.group(3)) if m.group(3) else None, at)
 
 
-def _ready_at(node: Mapping[str, Any]) -> datetime | None:
-    for c in node.get("status", {}).get("conditions", []):
-        if c.get("type") == "Ready" and c.get("status") == "True":
-            return k8s_time(c["lastTransitionTime"])
-    return None
+def ready_condition(node: Mapping[str, Any]) -> dict | None:
+    """The Kubernetes Node's Ready=True condition, if it has one."""
+    conditions = node.get("status", {}).get("conditions", [])
+    return next((c for c in conditions if c.get("type") == "Ready" and c.get("status") == "True"), None)
 
 
 def _started_at(pod: Mapping[str, Any]) -> datetime | None:
-    for s in pod.get("status", {}).get("containerStatuses", []):
-        running = s.get("state", {}).get("running")
-        if running and running.get("startedAt"):
-            return k8s_time(running["startedAt"])
-    return None
+    runs = (s.get("state", {}).get("running") or {} for s in pod.get("status", {}).get("containerStatuses", []))
+    return next((k8s_time(r["startedAt"]) for r in runs if r.get("startedAt")), None)
 
 
 @dataclass(frozen=True)
@@ -108,9 +105,8 @@ class StartPhases:
         return ", ".join(parts) or "n/a"
 
 
-def _max(values: Iterable[float | None]) -> float | None:
-    known = [v for v in values if v is not None]
-    return max(known) if known else None
+def _max(values: Iterable[_T | None]) -> _T | None:
+    return max((v for v in values if v is not None), default=None)
 
 
 def start_phases(
@@ -119,39 +115,30 @@ def start_phases(
     """The phases of the start of ``pods`` (the Ray pods) on ``nodes`` (the GPU nodes), from the namespace's
     ``events`` and the time the driver saw the first ``[train] step`` line."""
     joins = [
-        (ready - k8s_time(n["metadata"]["creationTimestamp"])).total_seconds()
+        (k8s_time(c["lastTransitionTime"]) - k8s_time(n["metadata"]["creationTimestamp"])).total_seconds()
         for n in nodes
-        if (ready := _ready_at(n)) is not None
+        if (c := ready_condition(n)) is not None
     ]
     # A pod has a Pulled event per container (KubeRay's wait-gcs-ready init container pulls the Ray image, then the
     # Ray container finds it "already present"), in no promised order: its pull is the longest, its time the last.
+    names = {pod["metadata"]["name"] for pod in pods}
     pulls: dict[str, Pull] = {}
     for e in events:
-        pull = parse_pulled(e)
-        if pull is not None and e.get("involvedObject", {}).get("kind") == "Pod":
-            seen = pulls.setdefault(e["involvedObject"]["name"], pull)
-            at = max((t for t in (seen.at, pull.at) if t), default=None)
+        pull, name = parse_pulled(e), e.get("involvedObject", {}).get("name")
+        if pull is not None and name in names and e["involvedObject"].get("kind") == "Pod":
+            seen = pulls.setdefault(name, pull)
             size = _max((seen.image_bytes, pull.image_bytes))
-            pulls[e["involvedObject"]["name"]] = Pull(
-                max(seen.seconds, pull.seconds), None if size is None else int(size), at
-            )
-    names = {pod["metadata"]["name"] for pod in pods}
-    pulls = {name: pull for name, pull in pulls.items() if name in names}
-    starts, pod_starts = [], []
-    for pod in pods:
-        started = _started_at(pod)
-        starts.append(started)
-        pull = pulls.get(pod["metadata"]["name"])
-        if started and pull and pull.at:
-            pod_starts.append(max(0.0, (started - pull.at).total_seconds()))
-    last_start = max((s for s in starts if s), default=None)
+            pulls[name] = Pull(max(seen.seconds, pull.seconds), size, _max((seen.at, pull.at)))
+    started = {pod["metadata"]["name"]: s for pod in pods if (s := _started_at(pod))}
+    pod_starts = [max(0.0, (s - p.at).total_seconds()) for n, s in started.items() if (p := pulls.get(n)) and p.at]
+    last_start = _max(started.values())
     first_step = (first_step_at - last_start).total_seconds() if first_step_at and last_start else None
     return StartPhases(
         node_join_s=_max(joins),
         image_pull_s=_max(p.seconds for p in pulls.values()),
         pod_start_s=_max(pod_starts),
         first_step_s=first_step,
-        image_bytes=_max(p.image_bytes for p in pulls.values()),  # type: ignore[arg-type]
+        image_bytes=_max(p.image_bytes for p in pulls.values()),
     )
 
 

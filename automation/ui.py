@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import json
 import sys
-from typing import Protocol
 
 from rich.console import Console
 from rich.markup import escape
@@ -15,31 +14,11 @@ from rich.status import Status
 from rich.table import Table
 
 from automation.errors import DriverError
-from automation.pipeline import StepResult, Timed
+from automation.pipeline import Timed
 from automation.ray_head import is_step_line, worth_showing
 from workloads.metrics import parse_echo
 
 STATUS_STYLE = {"pass": "green", "fail": "bold red", "skip": "yellow"}
-
-
-class Notes(Protocol):
-    """Where a command writes lines for people: `Ui` below; tests hand in a recorder."""
-
-    def note(self, text: str) -> None: ...
-
-
-class Output(Notes, Protocol):
-    """What a command writes to: lines and errors for people, or with --json one document on stdout
-    (`Ui` below; tests hand in fakes with the methods their command calls)."""
-
-    json_mode: bool
-    console: Console
-
-    def milestone(self, text: str) -> None: ...
-    def log(self, text: str) -> None: ...
-    def progress(self, text: str) -> None: ...
-    def error(self, text: str) -> None: ...
-    def emit_json(self, doc: object) -> None: ...
 
 
 class Ui:
@@ -92,8 +71,14 @@ class Ui:
         self.console.print(
             f"[{STATUS_STYLE[r.status]}]{r.status:>4}[/] [bold]{r.step}[/] ({timed.seconds:.1f} s) {escape(first)}"
         )
-        if r.findings:
-            self.findings(r)
+        if not r.findings:
+            return
+        table = Table(show_header=True, header_style="bold")  # the findings, each with its fix
+        for col in ("check", "status", "detail", "fix"):
+            table.add_column(col, overflow="fold")
+        for f in r.findings:
+            table.add_row(escape(f.check), f"[{STATUS_STYLE[f.status]}]{f.status}[/]", escape(f.detail), escape(f.fix))
+        self.console.print(table)
 
     def _stop_status(self) -> None:
         if self._status is not None:
@@ -102,15 +87,6 @@ class Ui:
         if self._bar is not None:
             self._bar.stop()
             self._bar = None
-
-    # ---- tables --------------------------------------------------------------------------------
-    def findings(self, result: StepResult) -> None:
-        table = Table(show_header=True, header_style="bold")
-        for col in ("check", "status", "detail", "fix"):
-            table.add_column(col, overflow="fold")
-        for f in result.findings:
-            table.add_row(escape(f.check), f"[{STATUS_STYLE[f.status]}]{f.status}[/]", escape(f.detail), escape(f.fix))
-        self.console.print(table)
 
     def note(self, text: str) -> None:
         self.console.print(escape(text))
@@ -125,6 +101,11 @@ class Ui:
 
     def close(self) -> None:
         self._stop_status()
+
+
+# What a command writes to (tests hand in fakes with the methods their command calls).
+Output = Ui
+Notes = Ui
 
 
 class TrainBar:

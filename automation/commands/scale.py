@@ -67,8 +67,7 @@ def run(args: argparse.Namespace, ui: Output, deps: AwsDeps | None = None) -> in
             lambda: kube.list_nodes(GPU_NODE_SELECTOR),
             args.gpu_nodes,
             on_progress=ui.progress,
-            clock=target.deps.clock.now,
-            sleep=target.deps.clock.sleep,
+            clock=target.deps.clock,
         )
         scaled = dataclasses.replace(scaled, seconds=round(seconds, 1))
     running = running_line(target, args.gpu_nodes)

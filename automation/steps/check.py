@@ -101,13 +101,12 @@ def run(target: Target, prior: Prior) -> StepResult:
     require, note = target.nccl_expectation()
     if require is None:
         return check_result(not_applicable_on_cpu())
-    trained = prior.follow
-    run_id = trained.data.job_id if trained is not None and trained.data is not None else target.checked_run_id()
+    outcome = prior.follow.data if prior.follow is not None else None
+    run_id = outcome.job_id if outcome is not None else target.checked_run_id()
     with tempfile.TemporaryDirectory(prefix="nccl-") as tmp:
         # Keep the run id in the local paths: the NCCL check scopes files to a run by their path.
         files = target.nccl_logs(run_id, Path(tmp) / run_id)
         v = assert_transport(files, require, run_id)
-    outcome = trained.data if trained is not None else None
     job = outcome.job if outcome is not None else None
     steps = efa_witness.steps_run(outcome.summary if outcome is not None else None, job)
     claims = [ChannelClaim.from_dict(c) for c in (v.report or {}).get("channel_claims", [])]

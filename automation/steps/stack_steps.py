@@ -14,7 +14,7 @@ from automation.az_fallback import up_with_fallback
 from automation.capacity_finder import up_watch
 from automation.errors import DriverError
 from automation.pipeline import Prior, StepResult
-from automation.pulumi_stack import StackLike, destroy, nodegroup_failure_cause, preview, up
+from automation.pulumi_stack import StackLike, nodegroup_failure_cause, run_op, up
 from automation.scaling import live_desired_size
 from automation.storage import kept_bucket_line
 from automation.targets.aws import API_CIDRS_KEY, GPU_AZ_KEY, AwsTarget
@@ -76,7 +76,7 @@ def settle_stack(target: AwsTarget, prior: Prior) -> None:
 
 def run_preview(target: AwsTarget, prior: Prior) -> StepResult:
     settle_stack(target, prior)
-    return preview(target.stack(), target.on_progress)
+    return run_op(target.stack(), "preview", target.on_progress)
 
 
 def run_up(target: AwsTarget, prior: Prior) -> StepResult:
@@ -137,7 +137,7 @@ def run_destroy(target: AwsTarget, prior: Prior) -> StepResult:
     # Asked before the long destroy, so the answer need not wait for it; deleted after it, once the cache rule that
     # would refill them is gone.
     delete = bool(cached) and target.confirm(f"also delete the image cache's ECR repositories {listing}?")
-    done = destroy(target.stack(), target.on_progress)
+    done = run_op(target.stack(), "destroy", target.on_progress)
     for name in cached if delete else ():
         ecr.delete_repository(repositoryName=name, force=True)
     said = [done.summary, kept]

@@ -166,10 +166,9 @@ def requested_gpus(pods: Sequence[dict]) -> float:
 def check_ray_gpus(ray_resources: Mapping[str, float], pods: Sequence[dict]) -> Finding:
     want = requested_gpus(pods)
     got = float(ray_resources.get("GPU", 0))
-    ok = got == want and want > 0
     return Finding.judged(
         RAY_GPUS,
-        ok,
+        got == want and want > 0,
         f"Ray advertises GPU {got:g}, worker pods request {GPU_RESOURCE} {want:g}",
         "set the worker group's rayStartParams num-gpus to its nvidia.com/gpu limit",
     )
@@ -223,27 +222,27 @@ def last_log_line(kube: KubeReader, namespace: str, pod: Mapping, container: str
     return (text.strip().splitlines() or [""])[-1]
 
 
-def check_efa_in_pods(kube: KubeReader, exp: Expectations, pod_exec: PodExec) -> list[Finding]:
-    """`fi_info -p efa` in one worker pod per GPU node: an FI_EP_RDM endpoint before any training."""
+def check_in_pods(kube: KubeReader, exp: Expectations, pod_exec: PodExec) -> list[Finding]:
+    """`fi_info -p efa` in one worker pod per GPU node (an FI_EP_RDM endpoint before any training), then the GPUs Ray
+    advertises against those the worker pods request."""
+    pods = kube.list_pods(exp.namespace, worker_selector(exp))
     per_node: dict[str, str] = {}
-    for pod in sorted(kube.list_pods(exp.namespace, worker_selector(exp)), key=_name):
+    for pod in sorted(pods, key=_name):
         per_node.setdefault(pod.get("spec", {}).get("nodeName", "?"), _name(pod))
     rows = []
     for node, name in sorted(per_node.items()):
         res = pod_exec(name, exp.namespace, fi_info_command(), timeout_s=60)
         rows.append(check_fi_info(name, node, res.rc, res.stdout + res.stderr))
-    return rows
-
-
-def verify_ray_gpus(kube: KubeReader, exp: Expectations, pod_exec: PodExec) -> Finding:
+    if _failed(rows):
+        return rows
     head = RayClusterPods(kube, exp.namespace, exp.raycluster).head_pod()
     res = pod_exec(head, exp.namespace, ["python", "-c", RAY_RESOURCES_SNIPPET], timeout_s=120)
     try:
         resources = parse_ray_resources(res.stdout)
     except ValueError as e:
         detail = f"cannot read Ray's resources in {head} (rc {res.rc}): {e} {res.stderr[-300:]}"
-        return Finding(RAY_GPUS, "fail", detail, f"kubectl -n {exp.namespace} exec {head} -- ray status")
-    return check_ray_gpus(resources, kube.list_pods(exp.namespace, worker_selector(exp)))
+        return [*rows, Finding(RAY_GPUS, "fail", detail, f"kubectl -n {exp.namespace} exec {head} -- ray status")]
+    return [*rows, check_ray_gpus(resources, pods)]
 
 
 def verify_cluster(
@@ -281,9 +280,7 @@ def verify_cluster(
         return verdict("verify", rows, exp)
 
     on_progress("EFA inside the worker pods, GPUs Ray advertises")
-    rows += check_efa_in_pods(kube, exp, pod_exec)
-    if not _failed(rows):
-        rows.append(verify_ray_gpus(kube, exp, pod_exec))
+    rows += check_in_pods(kube, exp, pod_exec)
     fit = f"{exp.node_count} GPU nodes in {exp.gpu_az}, RayCluster {exp.raycluster} provisioned"
     return verdict("verify", rows, exp, ok_summary=fit)
 

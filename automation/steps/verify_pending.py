@@ -224,10 +224,6 @@ def diagnose(
 def diagnose_head(heads: Sequence[Mapping], events: Sequence[Mapping], nodes: Sequence[Mapping]) -> list[Finding]:
     """One failing finding when the Ray head pod is Pending for a certain cause; [] while waiting may still help.
     `nodes` are all the cluster's nodes: the head's own nodeSelector picks among them."""
-    for pod in sorted(heads, key=name_of):
-        if pod.get("status", {}).get("phase") != "Pending":
-            continue
-        row = image_pull_failure(pod, HEAD_CANNOT_START) or head_unschedulable(pod, events, nodes)
-        if row:
-            return [row]
-    return []
+    pending = (p for p in sorted(heads, key=name_of) if p.get("status", {}).get("phase") == "Pending")
+    rows = (image_pull_failure(p, HEAD_CANNOT_START) or head_unschedulable(p, events, nodes) for p in pending)
+    return [row for row in rows if row][:1]

@@ -377,7 +377,7 @@ def test_only_nodes_whose_ready_condition_is_true_count():
 def test_the_nodes_wait_returns_once_enough_are_ready_and_tells_each_poll():
     clock, said = FakeClock(), []
     answers = iter([[node("a", "False")], [node("a")], [node("a"), node("b")]])
-    got = wait_ready(lambda: next(answers), 2, on_progress=said.append, clock=clock.now, sleep=clock.sleep)
+    got = wait_ready(lambda: next(answers), 2, on_progress=said.append, clock=clock.clock())
     assert (got, clock.slept) == (20.0, [POLL_S, POLL_S]), (got, clock.slept)
     assert said == ["waiting for GPU nodes: 0 of 2 Ready after 0 s", "waiting for GPU nodes: 1 of 2 Ready after 10 s"]
 
@@ -385,7 +385,7 @@ def test_the_nodes_wait_returns_once_enough_are_ready_and_tells_each_poll():
 def test_the_nodes_wait_gives_up_at_its_bound_with_the_count_and_where_to_look():
     clock = FakeClock()
     with pytest.raises(DriverError) as e:
-        wait_ready(lambda: [node("a")], 2, clock=clock.now, sleep=clock.sleep)
+        wait_ready(lambda: [node("a")], 2, clock=clock.clock())
     assert str(e.value) == (
         "1 of 2 GPU nodes Ready after 1200 s: the node group may lack capacity in its AZ; `python -m automation "
         "status --stack STACK` and `python -m automation capacity` say more"
@@ -394,7 +394,7 @@ def test_the_nodes_wait_gives_up_at_its_bound_with_the_count_and_where_to_look()
 
 def test_more_ready_nodes_than_asked_end_the_wait():
     clock = FakeClock()
-    assert wait_ready(lambda: [node("a"), node("b"), node("c")], 2, clock=clock.now, sleep=clock.sleep) == 0.0
+    assert wait_ready(lambda: [node("a"), node("b"), node("c")], 2, clock=clock.clock()) == 0.0
 
 
 def test_each_node_ready_since_the_scale_is_timed_to_a_tenth_and_older_ones_left_out():

@@ -13,7 +13,7 @@ from _scale_world import run_with_steps, scale_args, target_for
 from _shared_env import MOTO_CLUSTER, MOTO_NODEGROUP, MOTO_REGION
 from botocore.stub import Stubber
 
-from automation import cli
+from automation import cli, pipeline
 from automation.commands import scale
 from automation.commands.status import aws_status
 from automation.errors import DriverError
@@ -91,14 +91,14 @@ class Clock:
 def test_wait_ready_reports_how_long_the_nodes_took():
     clock = Clock()
     seen = iter([[], ready_nodes(1), ready_nodes(2)])
-    seconds = wait_ready(lambda: next(seen), 2, clock=clock, sleep=clock.sleep)
+    seconds = wait_ready(lambda: next(seen), 2, clock=pipeline.Clock(clock, clock.sleep))
     assert seconds == 20.0, f"expected two 10 s polls, got {seconds}"
 
 
 def test_wait_ready_gives_up_after_its_timeout_naming_what_is_ready():
     clock = Clock()
     with pytest.raises(DriverError, match="1 of 2 GPU nodes Ready after 30 s"):
-        wait_ready(lambda: ready_nodes(1), 2, timeout_s=30, clock=clock, sleep=clock.sleep)
+        wait_ready(lambda: ready_nodes(1), 2, timeout_s=30, clock=pipeline.Clock(clock, clock.sleep))
 
 
 def test_scale_up_restores_the_node_count_and_times_it(eks):
