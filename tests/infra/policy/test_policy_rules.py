@@ -49,7 +49,7 @@ def test_one_efa_interface_per_card_with_the_primary_at_card_0_passes():
 
 def test_efa_interfaces_fewer_than_the_type_has_are_reported_against_the_template():
     lt = template(nics=[nic(0), nic(1)])
-    got = efa_wiring(group(), lt)
+    got = efa_wiring(group(), template("plain-lt"), lt)
     expected = [("gpu-lt: 2 EFA interface(s) but the GPU instance type has 4: add one per network card", lt.urn)]
     assert got == expected, got
 
@@ -436,6 +436,23 @@ def test_s3_star_on_star_is_reported_for_each_kind_that_holds_a_document():
     assert got == [msg] * 3, got
 
 
+def test_a_kind_other_than_a_policy_role_policy_or_role_declares_no_document():
+    user = policy_resources(doc({"Action": "s3:*", "Resource": "*"}))[-1]
+    assert violations(pp.iam_no_s3_star, [user]) == []
+
+
+def test_a_document_rule_reports_each_problem_of_each_document_the_resource_declares():
+    """The rule is built when called (``_each_document``), so the test builds its own, over two inline policies."""
+    found: list[tuple[str, str | None]] = []
+    validate = pp._each_document(lambda d: [f"{d}: one", f"{d}: two"])
+    role = resource("aws:iam/role:Role", "r", {"inlinePolicies": [{"policy": "A"}, {"policy": "B"}]})
+    validate(
+        pp.ResourceValidationArgs(role.resource_type, role.props, role.urn, role.name, None, None),
+        lambda m, u=None: found.append((m, u)),
+    )
+    assert found == [("A: one", None), ("A: two", None), ("B: one", None), ("B: two", None)], found
+
+
 def test_s3_star_denied_or_on_a_bucket_or_another_action_on_star_passes():
     deny = {"Sid": "d", "Effect": "Deny", "Action": "s3:*", "Resource": "*"}
     named = {"Effect": "Allow", "Action": "*", "Resource": "arn:aws:s3:::b/*"}
@@ -471,6 +488,7 @@ def test_each_s3_statement_reaching_past_a_prefix_is_reported_by_sid():
     got = scope(
         {
             "Statement": [
+                {"Effect": "Deny", "Action": "s3:GetObject", "Resource": "arn:aws:s3:::b/*"},
                 {"Sid": "o", "Action": "s3:GetObject", "Resource": ["arn:aws:s3:::b/*", "arn:aws:s3:::c/*"]},
                 {"Action": ["s3:ListBucket"], "Resource": "arn:aws:s3:::b"},
                 {"Sid": "e", "Action": "s3:ListBucket", "Condition": {"StringLike": {"s3:prefix": ["run/*", ""]}}},
@@ -525,6 +543,7 @@ def test_a_statement_beside_the_guards_is_reported_unless_it_puts_to_the_records
         {"Sid": "g", "Action": ["s3:PutObject", "s3:GetObject"], "Resource": RECORDS},
         {"Sid": "r", "Action": "s3:PutObject", "Resource": [RECORDS, RECORDS]},
         {"Sid": "e", "Action": ["s3:PutObject"]},
+        {"Action": "s3:GetObject", "Resource": RECORDS},
     )
     assert got == [
         "statement 'n' of the idle guard's role allows s3:DeleteBucket: beside the EKS actions only ['s3:PutObject']",
@@ -532,6 +551,7 @@ def test_a_statement_beside_the_guards_is_reported_unless_it_puts_to_the_records
         "['s3:PutObject']",
         f"statement 'r' reaches {[RECORDS, RECORDS]}: only <bucket>/<prefix>/{pp.IDLE_GUARD_S3_FOLDER}/*",
         f"statement 'e' reaches []: only <bucket>/<prefix>/{pp.IDLE_GUARD_S3_FOLDER}/*",
+        "statement '' of the idle guard's role allows ['s3:GetObject']: beside the EKS actions only ['s3:PutObject']",
     ], got
 
 
@@ -614,3 +634,21 @@ def test_a_nat_gateway_is_advised_an_s3_gateway_endpoint_and_without_one_nothing
     assert reports(pp.s3_gateway_endpoint, [endpoint("Interface")]) == []
     others = [NAT, endpoint("Interface"), endpoint(service="com.amazonaws.us-east-2.dynamodb"), endpoint(service=None)]
     assert reports(pp.s3_gateway_endpoint, others) == [NO_ENDPOINT]
+
+
+def test_a_trust_or_a_guard_document_handed_as_an_object_is_judged_as_its_json_would_be():
+    trust_doc = {"Statement": [web_identity()]}
+    guard_doc = {"Statement": [{"Sid": "a", "Action": ["eks:*"], "Resource": NODEGROUP}]}
+    role = resource("aws:iam/role:Role", "r", {"assumeRolePolicy": trust_doc})
+    guard_policy = resource("aws:iam/rolePolicy:RolePolicy", "g", {"policy": guard_doc})
+    got = (violations(pp.irsa_trust_scoped, [role]), violations(pp.idle_guard_least_privilege, [guard_policy]))
+    expected = (
+        [SUB.format("'t'"), AUD.format("'t'")],
+        ["statement 'a' allows ['eks:*']: only ['eks:DescribeNodegroup', 'eks:UpdateNodegroupConfig']"],
+    )
+    assert got == expected, got
+
+
+def test_a_web_identity_statement_without_an_effect_is_an_allow_and_judged():
+    st = {"Sid": "t", "Action": "sts:AssumeRoleWithWebIdentity"}
+    assert trust(st) == [SUB.format("'t'"), AUD.format("'t'")], trust(st)
