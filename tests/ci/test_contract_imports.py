@@ -4,26 +4,15 @@ both rules passes."""
 
 from __future__ import annotations
 
-import importlib.util
-import sys
-
 import pytest
-from conftest import REPO
+from _ci_checks import loaded
 
-CHECKS = REPO / ".ci" / "checks"
 CONTRACT = ("workloads.config",)
 
 
 @pytest.fixture(scope="module")
 def check():
-    sys.path.insert(0, str(CHECKS))  # the check imports its sibling _repo.py as CI runs it
-    try:
-        spec = importlib.util.spec_from_file_location("contract_imports_check", CHECKS / "contract_imports.py")
-        module = importlib.util.module_from_spec(spec)
-        spec.loader.exec_module(module)
-        yield module
-    finally:
-        sys.path.remove(str(CHECKS))
+    yield from loaded("contract_imports.py")
 
 
 def tree(root, files: dict[str, str]):

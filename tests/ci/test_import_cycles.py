@@ -5,25 +5,13 @@ allow-list does not name, and passes a tree whose imports point one way."""
 
 from __future__ import annotations
 
-import importlib.util
-import sys
-
 import pytest
-from conftest import REPO
-
-CHECKS = REPO / ".ci" / "checks"
+from _ci_checks import loaded
 
 
 @pytest.fixture(scope="module")
 def check():
-    sys.path.insert(0, str(CHECKS))  # the check imports its sibling _repo.py as CI runs it
-    try:
-        spec = importlib.util.spec_from_file_location("import_cycles_check", CHECKS / "import_cycles.py")
-        module = importlib.util.module_from_spec(spec)
-        spec.loader.exec_module(module)
-        yield module
-    finally:
-        sys.path.remove(str(CHECKS))
+    yield from loaded("import_cycles.py")
 
 
 def tree(root, files: dict[str, str]):

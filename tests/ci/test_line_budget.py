@@ -3,25 +3,13 @@ does automation/ without the hardware's modules over issue 45's cap; a tree with
 
 from __future__ import annotations
 
-import importlib.util
-import sys
-
 import pytest
-from conftest import REPO
-
-CHECKS = REPO / ".ci" / "checks"
+from _ci_checks import loaded
 
 
 @pytest.fixture(scope="module")
 def check():
-    sys.path.insert(0, str(CHECKS))  # the check imports its sibling _repo.py as CI runs it
-    try:
-        spec = importlib.util.spec_from_file_location("line_budget_check", CHECKS / "line_budget.py")
-        module = importlib.util.module_from_spec(spec)
-        spec.loader.exec_module(module)
-        yield module
-    finally:
-        sys.path.remove(str(CHECKS))
+    yield from loaded("line_budget.py")
 
 
 def tree(root, sizes: dict[str, int]):
