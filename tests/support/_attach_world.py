@@ -16,6 +16,7 @@ from _ray_jobs import Clock, FakeRayJobs, Fault, JobScript, train_lines
 from _shared_env import MOTO_CLUSTER, MOTO_NODEGROUP, MOTO_REGION
 
 from automation import cli, scaling, steps
+from automation.aws_clients import Eks
 from automation.commands import run_steps
 from automation.kube import ExecResult
 from automation.pipeline import StepResult
@@ -34,7 +35,7 @@ RUN_BUCKET = "ray-efa-eks-us-west-2-render"
 class World:
     """One cluster with its job server on a fake clock; what the driver showed and when it scaled."""
 
-    eks: object
+    eks: Eks  # the moto-backed boto3 EKS client
     faults: list[Fault] = field(default_factory=list)
     interrupt_at: float | None = None  # Ctrl-C at the first wait at or after this fake time
     clock: Clock = field(default_factory=Clock)

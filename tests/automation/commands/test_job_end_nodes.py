@@ -16,7 +16,6 @@ no record ConfigMap, so no lease is written (automation/scaling.py ``Lease._writ
 from __future__ import annotations
 
 from datetime import UTC, datetime
-from typing import cast
 
 import _driver_helpers as helpers  # tests/support is on pytest's pythonpath
 import pytest
@@ -25,7 +24,7 @@ from _ray_jobs import FakeRayJobs, JobScript, train_lines
 from _shared_env import MOTO_CLUSTER, MOTO_NODEGROUP
 
 from automation.ray_head import TERMINAL
-from automation.scaling import Eks, sizes
+from automation.scaling import sizes
 from infra.idle_guard_script import run_once
 
 LOST = "lost"  # the job runs on to SUCCEEDED, but the driver's job server stops answering an hour in
@@ -85,7 +84,7 @@ def guard(world: World, view: GuardsView, after_s: float) -> int:
         "RECORD_NAME": "idle-guard-record",
     }
     assert run_once(env, view, view, jobs_of=view.jobs, clock=world.clock) == 0, view.records
-    return sizes(cast(Eks, world.eks), REF)["desiredSize"]  # the world's moto client, typed `object` there
+    return sizes(world.eks, REF)["desiredSize"]
 
 
 def ending(moto_eks, end: str) -> World:
