@@ -25,7 +25,7 @@ from automation.ray_head import TERMINAL
 from automation.recovery import APPLICATION, Recovery, last_step
 from automation.scaling import after_run
 from automation.targets import Target, aws
-from automation.ui import Output, Ui
+from automation.ui import Ui
 
 R = TypeVar("R")
 # The steps that may leave GPU nodes up for this run: `up` makes the node group, `scale-up` grows it, `follow`
@@ -200,7 +200,7 @@ def joined(first: PipelineResult, then: PipelineResult) -> PipelineResult:
     return dataclasses.replace(then, steps=first.steps + then.steps, state=state)
 
 
-def report_interrupt(e: KeyboardInterrupt, target: Target, ui: Output) -> None:
+def report_interrupt(e: KeyboardInterrupt, target: Target, ui: Ui) -> None:
     """Which step was interrupted, what exists now, and the commands to resume or tear down."""
     step = e.step if isinstance(e, StepInterrupted) else None
     advice = target.interrupted(e.advice if isinstance(e, StepInterrupted) else None)

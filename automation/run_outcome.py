@@ -12,7 +12,7 @@ from automation.cost import CostEstimate
 from automation.pipeline import PipelineResult
 from automation.start_phases import StartPhases
 from automation.targets import Target
-from automation.ui import STATUS_STYLE, Notes, Output
+from automation.ui import STATUS_STYLE, Ui
 from workloads.summary import RunSummary
 
 
@@ -73,7 +73,7 @@ def build_report(target: Target, result: PipelineResult, command: str) -> RunRep
     )
 
 
-def show(report: RunReport, ui: Output, files: dict[str, str | None]) -> int:
+def show(report: RunReport, ui: Ui, files: dict[str, str | None]) -> int:
     """Print the report (JSON or tables) with where its HTML report and metrics are (``files``), and
     return the exit code: 0 when every step passed, else 1."""
     if ui.json_mode:
@@ -84,7 +84,7 @@ def show(report: RunReport, ui: Output, files: dict[str, str | None]) -> int:
     return 0 if report.ok else 1
 
 
-def announce(files: dict[str, str | None], ui: Notes) -> None:
+def announce(files: dict[str, str | None], ui: Ui) -> None:
     """The closing line of `automation run`: where the report is, or why there is none."""
     if files.get("report"):
         ui.note(f"report: {files['report']}  (metrics: {files['metrics_file']})")

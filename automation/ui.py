@@ -103,11 +103,6 @@ class Ui:
         self._stop_status()
 
 
-# What a command writes to (tests hand in fakes with the methods their command calls).
-Output = Ui
-Notes = Ui
-
-
 class TrainBar:
     """step/total, loss, tokens/s and ETA of the running job (rich's Progress)."""
 

@@ -51,7 +51,7 @@ from automation.local_ray import free_port
 from automation.pipeline import PipelineResult, TrainOutcome, TransportVerdict
 from automation.run_controller import RunController
 from automation.targets import aws
-from automation.ui import Output, Ui
+from automation.ui import Ui
 from infra.config import GpuNodesConfig, StackConfig
 from workloads import collectives_bench
 from workloads import throughput_model as model
@@ -457,7 +457,7 @@ def collectives(args: argparse.Namespace, ui: Ui, deps: aws.AwsDeps | None = Non
     )
 
 
-def write_sweeps(args: argparse.Namespace, ui: Output, legs: Sweeps, nodes: str | None) -> int:
+def write_sweeps(args: argparse.Namespace, ui: Ui, legs: Sweeps, nodes: str | None) -> int:
     """Each leg's document in its file under --runs-root, with its table (or all of them as one JSON document)
     and ``nodes``, where the GPU nodes were left."""
     base, when = new_run_id(), time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())

@@ -31,7 +31,7 @@ from automation.ec2 import offered_azs, spot_quota_for
 from automation.errors import DriverError
 from automation.flags import Mode, not_in, stack_named_by_file
 from automation.targets.aws import check_aws_files
-from automation.ui import Output, tty_confirm
+from automation.ui import Ui, tty_confirm
 from infra.catalog import instance_spec, known_instance_types
 from infra.config import GpuNodesConfig, StackConfigError, SystemNodesConfig, read_stack_file
 from infra.config_files import known_regions, known_stacks
@@ -163,7 +163,7 @@ def aws_session() -> Session:
 
 
 def run(
-    args: argparse.Namespace, ui: Output, session: Session | None = None, confirm: Callable[[str], bool] = tty_confirm
+    args: argparse.Namespace, ui: Ui, session: Session | None = None, confirm: Callable[[str], bool] = tty_confirm
 ) -> int:
     regions = check_args(args)
     session = session or aws_session()
@@ -194,7 +194,7 @@ def run(
     return 0
 
 
-def _cleanup(ui: Output, session: Session, regions: list[str], as_json: bool) -> int:
+def _cleanup(ui: Ui, session: Session, regions: list[str], as_json: bool) -> int:
     said: list[str] = []
 
     def say(line: str) -> None:
@@ -210,7 +210,7 @@ def _cleanup(ui: Output, session: Session, regions: list[str], as_json: bool) ->
 
 
 def _probe(
-    ui: Output, zones: list[Zone], session: Session, args: argparse.Namespace, confirm: Callable[[str], bool]
+    ui: Ui, zones: list[Zone], session: Session, args: argparse.Namespace, confirm: Callable[[str], bool]
 ) -> list[Zone]:
     usable = [z for z in zones if z.usable]
     if not usable:
@@ -250,7 +250,7 @@ def _write_stack(args: argparse.Namespace, zones: list[Zone], session: Session) 
     return path
 
 
-def _show(ui: Output, args: argparse.Namespace, zones: list[Zone], written: Path | None) -> None:
+def _show(ui: Ui, args: argparse.Namespace, zones: list[Zone], written: Path | None) -> None:
     fixes = sorted({z.quota_fix for z in zones if z.quota_fix})
     eligible = capacity_block_eligible(args.instance_type)
     blocks_note = "" if eligible else f"{args.instance_type} has no Capacity Blocks ({CAPACITY_BLOCKS_GUIDE})"

@@ -15,7 +15,7 @@ from collections.abc import Callable
 from automation.commands import Subparsers
 from automation.errors import DriverError
 from automation.flags import count, resolve_target
-from automation.ui import Output, tty_confirm
+from automation.ui import Ui, tty_confirm
 from workloads.config import runs_root
 from workloads.metrics import RUN_MARKER_FILE, local_runs
 
@@ -27,7 +27,7 @@ def add_parser(sub: Subparsers, parents: list[argparse.ArgumentParser]) -> None:
     p.add_argument("--yes", action="store_true", help="do not ask before changes that cost money")
 
 
-def run(args: argparse.Namespace, ui: Output, confirm: Callable[[str], bool] = tty_confirm) -> int:
+def run(args: argparse.Namespace, ui: Ui, confirm: Callable[[str], bool] = tty_confirm) -> int:
     args.target = resolve_target(args)
     root = runs_root().absolute()
     runs = local_runs(root)

@@ -26,7 +26,7 @@ from automation.errors import DriverError
 from automation.flags import CLUSTER_PARENT, LOCAL, command_parser, not_in, port, resolve_target
 from automation.kube import KubeApi
 from automation.targets import aws
-from automation.ui import Output
+from automation.ui import Ui
 from infra.manifests import RAY_PORTS
 
 DASHBOARD_PORT = RAY_PORTS["dashboard"]
@@ -198,7 +198,7 @@ def answers(url: str, timeout_s: float = 1.0) -> bool:
         return False
 
 
-def run_local(args: argparse.Namespace, ui: Output, find: Callable[[], list[str]] = local_dashboards) -> int:
+def run_local(args: argparse.Namespace, ui: Ui, find: Callable[[], list[str]] = local_dashboards) -> int:
     urls = [u for u in find() if answers(u)]
     if not urls:
         raise DriverError(
@@ -220,7 +220,7 @@ def add_parser(sub: Subparsers, parents: list[argparse.ArgumentParser]) -> None:
 
 
 def run(
-    args: argparse.Namespace, ui: Output, connect_factory: Callable[[KubeApi, str, str, int], Connect] = kube_connector
+    args: argparse.Namespace, ui: Ui, connect_factory: Callable[[KubeApi, str, str, int], Connect] = kube_connector
 ) -> int:
     """Forward until Ctrl-C (or SIGTERM); everything opened is closed before returning."""
     if resolve_target(args) == "local":

@@ -43,7 +43,7 @@ from automation.run_controller import RunController
 from automation.storage import require_credentials
 from automation.targets import aws
 from automation.targets.local import LOCAL_CHECKPOINT_EVERY, LocalPlan, LocalTarget, durable
-from automation.ui import Output, Ui
+from automation.ui import Ui
 from workloads.config import TrainConfig, TrainConfigError, new_run_id, runs_root
 from workloads.metrics import METRICS_FILE, parse_echo, read_metrics
 from workloads.nccl_check import run_marker
@@ -278,7 +278,7 @@ def local_kill_for(job: TrainConfig) -> tuple[LastStep, KillOnce]:
     return lambda lines: last_step(Path(job.run_dir) / METRICS_FILE), kill
 
 
-def drill_local(args: argparse.Namespace, ui: Output) -> dict:
+def drill_local(args: argparse.Namespace, ui: Ui) -> dict:
     """Reference run, killed run, their numbers; the local Ray cluster is stopped whatever happens."""
     require_credentials("--storage-path", args.storage_path)
     run_id, runs, steps = new_run_id(), runs_root().absolute(), args.steps or DRILL_STEPS
@@ -411,7 +411,7 @@ def run(args: argparse.Namespace, ui: Ui) -> int:
     return owner.run(lambda owner: drill_aws(args, target, owner), lambda doc: show(doc, ui, owner.scale_down_line))
 
 
-def show(doc: dict, ui: Output, nodes: str | None) -> int:
+def show(doc: dict, ui: Ui, nodes: str | None) -> int:
     """The drill's document (JSON, or its lines) and ``nodes``, where the GPU nodes were left; 0 when it passed."""
     if ui.json_mode:
         ui.emit_json({**doc, "nodes": nodes} if nodes else doc)

@@ -22,7 +22,7 @@ from automation.flags import CLUSTER_PARENT, command_parser, count, need_stack
 from automation.kube import KubeApi, RayClusterPods
 from automation.ray_head import HEAD_JOB_SERVER, strip_ansi
 from automation.targets import aws
-from automation.ui import Notes
+from automation.ui import Ui
 from workloads.nccl_check import run_marker
 
 HELP = "follow a running job's driver output, or one Ray Train worker's log (--worker N)"
@@ -54,7 +54,7 @@ def add_parser(sub: Subparsers, parents: list[argparse.ArgumentParser]) -> None:
     p.add_argument("--worker", type=count, metavar="N", help="follow Ray Train rank N's log instead of the driver's")
 
 
-def run(args: argparse.Namespace, ui: Notes, deps: aws.AwsDeps | None = None) -> int:
+def run(args: argparse.Namespace, ui: Ui, deps: aws.AwsDeps | None = None) -> int:
     """Stream the lines to stdout until the job ends (driver log) or Ctrl-C; the command's exit status.
     `deps` (an AwsDeps) replaces the real Kubernetes client in tests."""
     stack = need_stack(args, "logs (the job runs on a stack's cluster)")

@@ -15,7 +15,7 @@ from automation.flags import STACK_PARENT, resolve_target
 from automation.job import resolve_cluster_job
 from automation.storage import Durability
 from automation.targets.aws import load_config
-from automation.ui import Output
+from automation.ui import Ui
 from infra.config import StackConfigError
 from infra.mock_render import format_render, render_stack
 from workloads.config import TrainConfigError
@@ -29,7 +29,7 @@ def add_parser(sub: Any, parents: list) -> None:
     sub.add_parser("render", help=help, description=help, parents=[*parents, STACK_PARENT])
 
 
-def run(args: argparse.Namespace, ui: Output) -> int:
+def run(args: argparse.Namespace, ui: Ui) -> int:
     args.target = resolve_target(args)
     cfg = load_config(args.stack, args.project_dir)  # the clear message for a bad stack, before Pulumi's mocks
     try:

@@ -33,7 +33,7 @@ from automation.flags import CLUSTER_PARENT, command_parser, location, output_fo
 from automation.run_files import DRIVER_FILE, SUMMARY_FILE
 from automation.steps.check import assert_transport
 from automation.targets import Target, aws
-from automation.ui import Output
+from automation.ui import Ui
 from workloads.config import _RUN_ID, runs_root
 from workloads.metrics import METRICS_FILE, RUN_INFO_FILE, MetricsError, latest_per_step, local_runs, read_metrics
 from workloads.summary import RunSummary
@@ -487,7 +487,7 @@ def add_parser(sub: Any, parents: list[argparse.ArgumentParser]) -> None:
     )
 
 
-def run(args: argparse.Namespace, ui: Output, deps: aws.AwsDeps | None = None) -> int:
+def run(args: argparse.Namespace, ui: Ui, deps: aws.AwsDeps | None = None) -> int:
     """Write the report of RUN (and RUN2); print where it is, or a JSON document with the paths.
     `deps` (an AwsDeps) replaces the real Kubernetes client in tests."""
     if args.run is None:

@@ -22,7 +22,7 @@ from automation.errors import DriverError
 from automation.flags import STACK_PARENT, Mode, count, need_stack, not_in
 from automation.scaling import job_keeps_nodes, nodegroup_ref, running_line, set_desired, sizes, wait_ready
 from automation.targets.aws import AwsDeps, load_config, open_stack
-from automation.ui import Output
+from automation.ui import Ui
 from infra.config import GpuNodesConfig
 from infra.names import GPU_NODE_SELECTOR
 
@@ -42,7 +42,7 @@ def add_parser(sub: Any, parents: list[argparse.ArgumentParser]) -> None:
     )
 
 
-def run(args: argparse.Namespace, ui: Output, deps: AwsDeps | None = None) -> int:
+def run(args: argparse.Namespace, ui: Ui, deps: AwsDeps | None = None) -> int:
     cfg = load_config(need_stack(args, "scale"), args.project_dir)
     if args.gpu_nodes > cfg.gpu_nodes.node_count:
         raise DriverError(

@@ -17,7 +17,7 @@ from automation.pipeline import SECRET_OUTPUTS
 from automation.scaling import guard_record, now_running
 from automation.steps.verify_checks import is_ready
 from automation.targets import aws
-from automation.ui import Output
+from automation.ui import Ui
 from infra.names import GPU_NODE_SELECTOR
 from workloads.config import runs_root
 from workloads.metrics import local_runs
@@ -41,7 +41,7 @@ def add_parser(sub: Any, parents: list) -> None:
     not_in(capture, LOCAL, "the local target has no Kubernetes cluster to record")
 
 
-def run(args: argparse.Namespace, ui: Output) -> int:
+def run(args: argparse.Namespace, ui: Ui) -> int:
     args.target = resolve_target(args)
     if args.target == "local":
         doc = local_status(runs_root().absolute())

@@ -60,7 +60,7 @@ from automation.storage import (
     split_s3_uri,
     upload_tree,
 )
-from automation.ui import Output, tty_confirm
+from automation.ui import Ui, tty_confirm
 from infra.config import ClusterConfig, GpuNodesConfig, StackConfig, StackConfigError, load_stack
 from infra.names import (
     APP_LABEL,
@@ -734,7 +734,7 @@ def open_stack(
     stack: str,
     *,
     project_dir: Path,
-    ui: Output | None = None,
+    ui: Ui | None = None,
     kubeconfig: Path | None = None,
     pulumi: PulumiUse = "without-kubeconfig",
     deps: AwsDeps | None = None,

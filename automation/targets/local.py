@@ -37,7 +37,7 @@ from automation.ray_head import (
     workloads_tarball,
 )
 from automation.storage import MAX_FAILURES, Durability, require_credentials
-from automation.ui import Output
+from automation.ui import Ui
 from workloads.config import TrainConfig, TrainConfigError, new_run_id, runs_root
 
 RESUME = "python -m automation run --target local"
@@ -291,7 +291,7 @@ class LocalTarget(AsksJobServer):
             self.notes.append("the local Ray cluster started by this run was stopped")
 
 
-def from_args(args: argparse.Namespace, ui: Output) -> LocalTarget:
+def from_args(args: argparse.Namespace, ui: Ui) -> LocalTarget:
     """The local target for the CLI's arguments: the `tiny` preset unless flags say otherwise."""
     given = vars(args).get  # each command declares only its own flags: one it lacks was not given
     try:

@@ -102,7 +102,7 @@ class Target(aws.AwsTarget):
 
 
 class Ui:
-    """The controller's Output (automation/ui.py): lines kept in order, the JSON document kept."""
+    """The controller's Ui (automation/ui.py): lines kept in order, the JSON document kept."""
 
     def __init__(self, json_mode: bool = False) -> None:
         self.json_mode, self.lines, self.docs, self.finished = json_mode, list[str](), list[dict](), list[str]()
