@@ -23,7 +23,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
-from typing import Protocol, TypeVar
+from typing import TYPE_CHECKING, Protocol, TypeVar
 
 from automation.errors import DriverError
 from automation.hang import HangBound, HangWatch, RankEvidence, diagnosis
@@ -32,6 +32,9 @@ from automation.kube import ExecResult, PodExec
 from automation.pipeline import SubmittedJob, TrainOutcome
 from workloads.config import TrainConfig
 from workloads.summary import RunSummary
+
+if TYPE_CHECKING:
+    from ray.job_submission import JobSubmissionClient
 
 WORKLOADS_DIR = Path(__file__).resolve().parents[1] / "workloads"
 HEAD_JOB_SERVER = "http://127.0.0.1:8265"
@@ -327,25 +330,12 @@ class HeadJobs:
 
 
 # ---- local: the job server on loopback -----------------------------------------------------------
-class JobInfo(Protocol):
-    status: object  # ray.job_submission.JobStatus, whose str() is the state (ray/dashboard/modules/job/common.py)
-    message: str | None
-
-
-class JobSubmission(Protocol):
-    """The calls made of `ray.job_submission.JobSubmissionClient` (Ray 2.58, ray/dashboard/modules/job/sdk.py)."""
-
-    def submit_job(self, *, entrypoint: str, submission_id: str, runtime_env: dict[str, str]) -> str: ...
-    def get_job_info(self, job_id: str) -> JobInfo: ...
-    def get_job_logs(self, job_id: str) -> str: ...
-    def stop_job(self, job_id: str) -> bool: ...
-
-
 @dataclass(frozen=True)
 class LocalJobs:
-    """A `ray.job_submission.JobSubmissionClient` of the local head, with the same questions as HeadJobs."""
+    """A `ray.job_submission.JobSubmissionClient` of the local head (Ray 2.58, ray/dashboard/modules/job/sdk.py),
+    with the same questions as HeadJobs."""
 
-    client: JobSubmission
+    client: JobSubmissionClient
 
     def submit(self, job: TrainConfig, working_dir: Path, python: str) -> str:
         # The SDK logs each package upload at INFO on stderr; the driver reports the job itself.
@@ -354,7 +344,9 @@ class LocalJobs:
         return self.client.submit_job(entrypoint=entry, submission_id=job.run_id, runtime_env=env)
 
     def job_status(self, job_id: str) -> JobState:
-        info = self.client.get_job_info(job_id)
+        info = self.client.get_job_info(
+            job_id
+        )  # str() of its JobStatus is the state (ray/dashboard/modules/job/common.py)
         return JobState(str(info.status), info.message or "")
 
     def job_logs(self, job_id: str, offset: int, final: bool = False) -> LogChunk:
@@ -481,25 +473,10 @@ def outcome_of(end: FollowEnd, job: TrainConfig, summary: RunSummary | None) -> 
     return TrainOutcome(job.run_id, end.state.status, summary, end.tail, job, hang=end.hang)
 
 
-class AsksJobServer:
-    """A target's job capabilities (automation.targets.Target), answered by its job server: the class that
-    mixes this in has `jobs()`, returning HeadJobs or LocalJobs."""
-
-    def job_status(self, job_id: str) -> JobState:
-        return self.jobs().job_status(job_id)  # type: ignore[attr-defined]
-
-    def job_logs(self, job_id: str, offset: int, final: bool = False) -> LogChunk:
-        return self.jobs().job_logs(job_id, offset, final)  # type: ignore[attr-defined]
-
-    def stop_job(self, job_id: str) -> None:
-        self.jobs().stop_job(job_id)  # type: ignore[attr-defined]
-
-    def job_summary(self, job: TrainConfig) -> RunSummary | None:
-        return None if job.summary_json is None else self.jobs().summary(job.summary_json)  # type: ignore[attr-defined]
-
-
-class FollowPlace(JobApi, Protocol):
+class FollowPlace(Protocol):
     """What following a job needs of a target (automation.targets.Target has all of it)."""
+
+    def jobs(self) -> HeadJobs | LocalJobs: ...
 
     @property
     def on_line(self) -> Callable[[str], None]: ...
@@ -514,14 +491,17 @@ class FollowPlace(JobApi, Protocol):
     def clock(self) -> float: ...
     def sleep(self, seconds: float) -> None: ...
     def submit_job(self, job: TrainConfig) -> SubmittedJob: ...
-    def job_summary(self, job: TrainConfig) -> RunSummary | None: ...
+
+
+def job_summary(jobs: HeadJobs | LocalJobs, job: TrainConfig) -> RunSummary | None:
+    return None if job.summary_json is None else jobs.summary(job.summary_json)
 
 
 def follow_on(place: FollowPlace, job_id: str, on_line: Callable[[str], None] | None = None) -> FollowEnd:
     """`follow_job` with what a target offers (automation.targets.Target): its job server, its output lines
     (or ``on_line``) and notes, its clock, the user's --timeout and hang bound, and its poll interval."""
     return follow_job(
-        place,
+        place.jobs(),
         job_id,
         on_line=on_line or place.on_line,
         on_note=place.note,
@@ -538,4 +518,4 @@ def run_to_end(place: FollowPlace, job: TrainConfig) -> TrainOutcome:
     """Submit `job` on a target and follow the job to its end (bench and drill wait for each job they start)."""
     submitted = place.submit_job(job)
     end = follow_on(place, submitted.job_id)
-    return outcome_of(end, job, place.job_summary(job) if end.state.status == "SUCCEEDED" else None)
+    return outcome_of(end, job, job_summary(place.jobs(), job) if end.state.status == "SUCCEEDED" else None)

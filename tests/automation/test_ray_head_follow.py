@@ -222,7 +222,7 @@ def test_the_local_log_is_read_from_its_line_offset(offset, final, want):
 # ---- a target's place ----------------------------------------------------------------------------------------
 @dataclass
 class Place:
-    """A FollowPlace (automation/ray_head.py): a job server whose job ends ``ends`` at ``run_s``."""
+    """A FollowPlace (automation/ray_head.py) that is its own job server, whose job ends ``ends`` at ``run_s``."""
 
     ends: str = "SUCCEEDED"
     run_s: float = 100
@@ -240,6 +240,9 @@ class Place:
 
     def on_line(self, line):
         self.lines.append(line)
+
+    def jobs(self):
+        return self
 
     def job_status(self, job_id):
         self.asked.append(job_id)
@@ -270,8 +273,8 @@ class Place:
         self.submitted.append(job)
         return SubmittedJob("raysubmit_7", job)
 
-    def job_summary(self, job):
-        self.summaries.append(job.run_id)
+    def summary(self, path):
+        self.summaries.append(path)
         return None
 
 
@@ -282,7 +285,7 @@ def test_follow_on_stops_the_job_at_the_targets_timeout():
     assert got == ("STOPPED", True, ["r1"]), f"expected r1 stopped for --timeout 20, got {got}"
 
 
-@pytest.mark.parametrize("ends, summaries", [("SUCCEEDED", ["r1"]), ("FAILED", []), ("STOPPED", [])])
+@pytest.mark.parametrize("ends, summaries", [("SUCCEEDED", [JOB.summary_json]), ("FAILED", []), ("STOPPED", [])])
 def test_run_to_end_follows_the_submitted_job_and_reads_a_summary_only_after_success(ends, summaries):
     place = Place(ends=ends)
     out = run_to_end(place, JOB)
