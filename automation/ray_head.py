@@ -164,6 +164,13 @@ def upload_command(dest: str, payload_len: int) -> list[str]:
     return ["sh", "-c", f"rm -rf {q} && mkdir -p {q} && head -c {payload_len} | base64 -d | tar -xzf - -C {q}"]
 
 
+def upload(pod_exec: PodExec, pod: str, namespace: str, dest: str, tarball: bytes, what: str) -> None:
+    payload = base64.b64encode(tarball).decode()
+    up = pod_exec(pod, namespace, upload_command(dest, len(payload)), stdin=payload, timeout_s=300)
+    if up.rc != 0:
+        raise DriverError(f"copying {what} into {namespace}/{pod} failed (rc {up.rc}): {up.stderr.strip()[-300:]}")
+
+
 def submit_command(
     job: TrainConfig,
     working_dir: str,
@@ -251,10 +258,11 @@ class HeadJobs:
         accepted the job before the drop) and, only when it has no such job, the same id is submitted once more,
         which Ray would refuse beside a job of that id (job_manager.py, ``submit_job``): one submit, one job."""
         src_dir = f"{CLUSTER_ROOT}/src/{submission_id}"
-        self._upload(src_dir, workloads_tarball(), "workloads/")
+        upload(self.pod_exec, self.pod, self.namespace, src_dir, workloads_tarball(), "workloads/")
         deps_dir = f"{CLUSTER_ROOT}/deps/{submission_id}"
         if modules:
-            self._upload(deps_dir, workloads_tarball(modules), ", ".join(f"{m.name}/" for m in modules))
+            what = ", ".join(f"{m.name}/" for m in modules)
+            upload(self.pod_exec, self.pod, self.namespace, deps_dir, workloads_tarball(modules), what)
         cmd = submit_command(job, src_dir, env_vars, submission_id, [f"{deps_dir}/{m.name}" for m in modules])
         try:
             res = self.pod_exec(self.pod, self.namespace, cmd, timeout_s=self.call_s)
@@ -287,13 +295,6 @@ class HeadJobs:
     def _unsure(self, submission_id: str, why: str) -> DriverError:
         check = f"kubectl -n {self.namespace} exec {self.pod} -- {shlex.join(status_command(submission_id))}"
         return DriverError(f"job {submission_id} may be queued or not ({why}); check before submitting again: {check}")
-
-    def _upload(self, dest: str, tarball: bytes, what: str) -> None:
-        payload = base64.b64encode(tarball).decode()
-        up = self.pod_exec(self.pod, self.namespace, upload_command(dest, len(payload)), stdin=payload, timeout_s=300)
-        if up.rc != 0:
-            why = up.stderr.strip()[-300:]
-            raise DriverError(f"copying {what} into {self.namespace}/{self.pod} failed (rc {up.rc}): {why}")
 
     def job_status(self, job_id: str) -> JobState:
         res = self.pod_exec(self.pod, self.namespace, status_command(job_id), timeout_s=self.call_s)
