@@ -17,7 +17,6 @@ import logging
 import re
 import shlex
 import tarfile
-import time
 from collections import deque
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -114,14 +113,6 @@ class LogChunk:
 
 class JobNotFound(DriverError):
     """The job server has no job of that id (a wrong id for `attach`, or a head pod that restarted)."""
-
-
-class JobApi(Protocol):
-    """The three questions the follow loop asks a job server (each one short call)."""
-
-    def job_status(self, job_id: str) -> JobState: ...
-    def job_logs(self, job_id: str, offset: int, final: bool = False) -> LogChunk: ...
-    def stop_job(self, job_id: str) -> None: ...
 
 
 def slice_log(text: str, offset: int, final: bool) -> LogChunk:
@@ -378,107 +369,10 @@ class FollowEnd:
     hang: dict[str, object] | None = None  # automation/hang.py `diagnosis`, when the job was stopped as hung
 
 
-@dataclass
-class _Patient:
-    """Calls that may fail for a while (a dropped exec stream, an expired token, a restarting API server):
-    retried with backoff, said once, given up after GIVE_UP_S without an answer."""
-
-    clock: Callable[[], float]
-    sleep: Callable[[float], None]
-    on_note: Callable[[str], None]
-    give_up_s: float
-    said: bool = False
-    lost_since: float | None = None
-
-    def call(self, fn: Callable[[], _T]) -> _T:
-        delay = RETRY_FIRST_S
-        while True:
-            try:
-                got = fn()
-            except JobNotFound:
-                raise
-            except DriverError as e:
-                now = self.clock()
-                self.lost_since = now if self.lost_since is None else self.lost_since
-                if now - self.lost_since >= self.give_up_s:
-                    raise DriverError(
-                        f"no answer from the Ray job server for {now - self.lost_since:.0f} s ({e}); "
-                        "the job itself may still run"
-                    ) from None
-                if not self.said:
-                    self.said = True
-                    self.on_note(
-                        f"lost the connection to the job server ({e}): the job goes on; asking again with backoff "
-                        f"(this is said once; only the output waits)"
-                    )
-                self.sleep(delay)
-                delay = min(delay * 2, RETRY_MAX_S)
-                continue
-            self.lost_since = None
-            return got
-
-
-def follow_job(
-    api: JobApi,
-    job_id: str,
-    *,
-    on_line: Callable[[str], None] = lambda s: None,
-    on_note: Callable[[str], None] = lambda s: None,
-    clock: Callable[[], float] = time.monotonic,
-    sleep: Callable[[float], None] = time.sleep,
-    timeout_s: float | None = None,
-    poll_s: float = POLL_S,
-    give_up_s: float = GIVE_UP_S,
-    hang: HangBound | None = None,
-    on_hang: Callable[[str], dict[str, object]] = lambda late: {"late": late},
-) -> FollowEnd:
-    """Follow `job_id` until the job server says it ended: each log line passed to `on_line` once, in order.
-
-    No limit on how long the job runs; with `timeout_s` the job is stopped (`ray job stop`) once this follow
-    has lasted that long, and followed until the server says STOPPED. With `hang`, a job with no step line past its
-    bound (automation/hang.py) is diagnosed first (`on_hang`, while it still hangs), then stopped alike. DriverError
-    when the server gives no answer for `give_up_s` (the job goes on), JobNotFound when it does not know the job.
-    """
-    patient = _Patient(clock, sleep, on_note, give_up_s)
-    start, offset, stopped = clock(), 0, False
-    tail: deque[str] = deque(maxlen=200)
-    watch, hung = (HangWatch(hang) if hang else None), None
-    while True:
-        state = patient.call(lambda: api.job_status(job_id))
-        chunk = patient.call(partial(api.job_logs, job_id, offset, final=state.terminal))
-        if watch and state.status == "RUNNING":
-            watch.running(clock())
-        for line in chunk.lines:
-            tail.append(line)
-            on_line(line)
-            if watch:
-                watch.line(line, clock())
-        offset = chunk.next_offset
-        if state.terminal:
-            return FollowEnd(state, tuple(tail), stopped and hung is None, hung)
-        late = watch.overdue(clock()) if watch and not stopped else None
-        if late:
-            on_note(f"job {job_id} looks hung: {late}; reading the workers' stacks and NCCL logs, then `ray job stop`")
-            hung = on_hang(late)
-            patient.call(lambda: api.stop_job(job_id))
-            stopped = True
-        if timeout_s is not None and not stopped and clock() - start >= timeout_s:
-            on_note(f"job {job_id} has run {clock() - start:.0f} s, past --timeout {timeout_s:g}: `ray job stop`")
-            patient.call(lambda: api.stop_job(job_id))
-            stopped = True
-        sleep(poll_s)
-
-
-def outcome_of(end: FollowEnd, job: TrainConfig, summary: RunSummary | None) -> TrainOutcome:
-    """The step's outcome: what the job server said of the job, never how a stream ended."""
-    return TrainOutcome(job.run_id, end.state.status, summary, end.tail, job, hang=end.hang)
-
-
 class FollowPlace(Protocol):
     """What following a job needs of a target (automation.targets.Target has all of it)."""
 
     def jobs(self) -> HeadJobs | LocalJobs: ...
-
     @property
     def on_line(self) -> Callable[[str], None]: ...
     @property
@@ -494,29 +388,93 @@ class FollowPlace(Protocol):
     def submit_job(self, job: TrainConfig) -> SubmittedJob: ...
 
 
+@dataclass
+class _Patient:
+    """Calls that may fail for a while (a dropped exec stream, an expired token, a restarting API server):
+    retried with backoff, said once, given up after GIVE_UP_S without an answer."""
+
+    place: FollowPlace
+    said: bool = False
+    lost_since: float | None = None
+
+    def call(self, fn: Callable[[], _T]) -> _T:
+        delay = RETRY_FIRST_S
+        while True:
+            try:
+                got = fn()
+            except JobNotFound:
+                raise
+            except DriverError as e:
+                now = self.place.clock()
+                self.lost_since = now if self.lost_since is None else self.lost_since
+                if now - self.lost_since >= GIVE_UP_S:
+                    raise DriverError(
+                        f"no answer from the Ray job server for {now - self.lost_since:.0f} s ({e}); "
+                        "the job itself may still run"
+                    ) from None
+                if not self.said:
+                    self.said = True
+                    self.place.note(
+                        f"lost the connection to the job server ({e}): the job goes on; asking again with backoff "
+                        f"(this is said once; only the output waits)"
+                    )
+                self.place.sleep(delay)
+                delay = min(delay * 2, RETRY_MAX_S)
+                continue
+            self.lost_since = None
+            return got
+
+
+def follow_job(place: FollowPlace, job_id: str, on_line: Callable[[str], None] | None = None) -> FollowEnd:
+    """Follow `job_id` on the target's job server until it says the job ended: each log line passed to `on_line`
+    (else the target's) once, in order.
+
+    No limit on how long the job runs; with the target's --timeout the job is stopped (`ray job stop`) once this
+    follow has lasted that long, and followed until the server says STOPPED. With its hang bound, a job with no step
+    line past it (automation/hang.py) is diagnosed first (while it still hangs), then stopped alike. DriverError
+    when the server gives no answer for GIVE_UP_S (the job goes on), JobNotFound when it does not know the job.
+    """
+    api, clock, note, patient = place.jobs(), place.clock, place.note, _Patient(place)
+    start, offset, stopped, say, timeout_s = clock(), 0, False, on_line or place.on_line, place.job_timeout_s
+    tail: deque[str] = deque(maxlen=200)
+    watch, hung = (HangWatch(place.hang_bound) if place.hang_bound else None), None
+    while True:
+        state = patient.call(lambda: api.job_status(job_id))
+        chunk = patient.call(partial(api.job_logs, job_id, offset, final=state.terminal))
+        if watch and state.status == "RUNNING":
+            watch.running(clock())
+        for line in chunk.lines:
+            tail.append(line)
+            say(line)
+            if watch:
+                watch.line(line, clock())
+        offset = chunk.next_offset
+        if state.terminal:
+            return FollowEnd(state, tuple(tail), stopped and hung is None, hung)
+        late = watch.overdue(clock()) if watch and not stopped else None
+        if late:
+            note(f"job {job_id} looks hung: {late}; reading the workers' stacks and NCCL logs, then `ray job stop`")
+            hung = diagnosis(late, place.hang_evidence())
+            patient.call(lambda: api.stop_job(job_id))
+            stopped = True
+        if timeout_s is not None and not stopped and clock() - start >= timeout_s:
+            note(f"job {job_id} has run {clock() - start:.0f} s, past --timeout {timeout_s:g}: `ray job stop`")
+            patient.call(lambda: api.stop_job(job_id))
+            stopped = True
+        place.sleep(place.poll_s)
+
+
+def outcome_of(end: FollowEnd, job: TrainConfig, summary: RunSummary | None) -> TrainOutcome:
+    """The step's outcome: what the job server said of the job, never how a stream ended."""
+    return TrainOutcome(job.run_id, end.state.status, summary, end.tail, job, hang=end.hang)
+
+
 def job_summary(jobs: HeadJobs | LocalJobs, job: TrainConfig) -> RunSummary | None:
     return None if job.summary_json is None else jobs.summary(job.summary_json)
-
-
-def follow_on(place: FollowPlace, job_id: str, on_line: Callable[[str], None] | None = None) -> FollowEnd:
-    """`follow_job` with what a target offers (automation.targets.Target): its job server, its output lines
-    (or ``on_line``) and notes, its clock, the user's --timeout and hang bound, and its poll interval."""
-    return follow_job(
-        place.jobs(),
-        job_id,
-        on_line=on_line or place.on_line,
-        on_note=place.note,
-        clock=place.clock,
-        sleep=place.sleep,
-        timeout_s=place.job_timeout_s,
-        poll_s=place.poll_s,
-        hang=place.hang_bound,
-        on_hang=lambda late: diagnosis(late, place.hang_evidence()),
-    )
 
 
 def run_to_end(place: FollowPlace, job: TrainConfig) -> TrainOutcome:
     """Submit `job` on a target and follow the job to its end (bench and drill wait for each job they start)."""
     submitted = place.submit_job(job)
-    end = follow_on(place, submitted.job_id)
+    end = follow_job(place, submitted.job_id)
     return outcome_of(end, job, job_summary(place.jobs(), job) if end.state.status == "SUCCEEDED" else None)

@@ -12,7 +12,7 @@ import dataclasses
 from automation import hang
 from automation.errors import DriverError
 from automation.pipeline import Advice, JobLeftRunning, Prior, StepInterrupted, StepResult, SubmittedJob, TrainOutcome
-from automation.ray_head import UNKNOWN, FollowEnd, JobState, follow_on, is_step_line, job_summary, outcome_of
+from automation.ray_head import UNKNOWN, FollowEnd, JobState, follow_job, is_step_line, job_summary, outcome_of
 from automation.targets import Target
 from workloads.config import runs_root
 
@@ -49,7 +49,7 @@ def left(target: Target, job: SubmittedJob) -> StepInterrupted | None:
     if answer:
         try:
             target.jobs().stop_job(job.job_id)
-            end = follow_on(target, job.job_id)  # until the job server says it ended: then the nodes may go
+            end = follow_job(target, job.job_id)  # until the job server says it ended: then the nodes may go
             return StepInterrupted(STEP, Advice(f"job {job.job_id} was stopped: it ended {end.state.status}", ()))
         except DriverError as e:
             asked = f"`ray job stop` got no answer: {e}"
@@ -72,7 +72,7 @@ def run(target: Target, prior: Prior) -> StepResult[TrainOutcome]:
         target.on_line(text)
 
     try:
-        end = follow_on(target, job.job_id, line)
+        end = follow_job(target, job.job_id, line)
     except KeyboardInterrupt:
         interrupted = left(target, job)
         if interrupted is None:
