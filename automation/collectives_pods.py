@@ -9,7 +9,6 @@ runs: the pods hold them, Ray lends them only to a job's workers.
 
 from __future__ import annotations
 
-import base64
 import json
 import shlex
 from concurrent.futures import ThreadPoolExecutor
@@ -18,7 +17,7 @@ from dataclasses import dataclass
 from automation.errors import DriverError
 from automation.job import CLUSTER_ROOT
 from automation.kube import ExecResult, PodExec, RayClusterPods
-from automation.ray_head import upload_command, workloads_tarball
+from automation.ray_head import upload, workloads_tarball
 
 SRC = f"{CLUSTER_ROOT}/src/collectives"
 PORT = 29511  # the rendezvous port on the first pod; not one Ray or the job uses (8265, 6379, 10001, 29500)
@@ -63,11 +62,9 @@ def torchrun_command(
 
 
 def copy_workloads(pod_exec: PodExec, pods: list[WorkerPod], namespace: str) -> None:
-    payload = base64.b64encode(workloads_tarball()).decode()
+    tarball = workloads_tarball()
     for pod in pods:
-        up = pod_exec(pod.name, namespace, upload_command(SRC, len(payload)), stdin=payload, timeout_s=300)
-        if up.rc != 0:
-            raise DriverError(f"copying workloads/ into {namespace}/{pod.name} failed (rc {up.rc}): {up.stderr[-300:]}")
+        upload(pod_exec, pod.name, namespace, SRC, tarball, "workloads/")
 
 
 def sweep_on(pod_exec: PodExec, pods: list[WorkerPod], namespace: str, gpus: int, env: dict, sweep: dict) -> dict:

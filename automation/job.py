@@ -98,10 +98,8 @@ PENDING_RUN_BUCKET = "the stack's run bucket (stack output storage_uri, known on
 
 @dataclass(frozen=True)
 class ResolvedJob:
-    """A job and the layer each field's value came from; a field ``sources`` omits is TrainConfig's default.
-
-    ``pending`` describes a value not known yet (the run bucket before `up`), by field.
-    """
+    """A job and the layer each field's value came from (a field ``sources`` omits is TrainConfig's default);
+    ``pending`` describes a value not known yet (the run bucket before `up`), by field."""
 
     config: TrainConfig
     sources: Mapping[str, str]

@@ -43,7 +43,6 @@ class Wheel:
 
     @property
     def pin(self) -> str:
-        """`name==version`, from the wheel file name."""
         name, version = self.filename.split("-")[:2]
         return f"{name}=={version}"
 

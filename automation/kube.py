@@ -7,6 +7,7 @@ pure functions over the same shapes that `kubectl get -o json` shows and that te
 from __future__ import annotations
 
 import json
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -192,8 +193,6 @@ class KubeApi:
         timeout_s: float = 600,
     ) -> ExecResult:
         """`kubectl exec` through the API's exec subresource (a websocket); no port leaves the pod."""
-        import time
-
         from kubernetes.stream import stream
 
         try:

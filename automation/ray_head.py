@@ -17,13 +17,12 @@ import logging
 import re
 import shlex
 import tarfile
-import time
 from collections import deque
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
-from typing import Protocol, TypeVar
+from typing import TYPE_CHECKING, Protocol, TypeVar
 
 from automation.errors import DriverError
 from automation.hang import HangBound, HangWatch, RankEvidence, diagnosis
@@ -32,6 +31,9 @@ from automation.kube import ExecResult, PodExec
 from automation.pipeline import SubmittedJob, TrainOutcome
 from workloads.config import TrainConfig
 from workloads.summary import RunSummary
+
+if TYPE_CHECKING:
+    from ray.job_submission import JobSubmissionClient
 
 WORKLOADS_DIR = Path(__file__).resolve().parents[1] / "workloads"
 HEAD_JOB_SERVER = "http://127.0.0.1:8265"
@@ -113,14 +115,6 @@ class JobNotFound(DriverError):
     """The job server has no job of that id (a wrong id for `attach`, or a head pod that restarted)."""
 
 
-class JobApi(Protocol):
-    """The three questions the follow loop asks a job server (each one short call)."""
-
-    def job_status(self, job_id: str) -> JobState: ...
-    def job_logs(self, job_id: str, offset: int, final: bool = False) -> LogChunk: ...
-    def stop_job(self, job_id: str) -> None: ...
-
-
 def slice_log(text: str, offset: int, final: bool) -> LogChunk:
     """The lines of `text` (the log from line `offset` on) as a chunk. A last line without its newline is
     still being written: it waits for the next read, unless the job has ended (`final`)."""
@@ -159,6 +153,13 @@ def upload_command(dest: str, payload_len: int) -> list[str]:
     read itself: the exec websocket's v4 protocol cannot signal end of stdin."""
     q = shlex.quote(dest)
     return ["sh", "-c", f"rm -rf {q} && mkdir -p {q} && head -c {payload_len} | base64 -d | tar -xzf - -C {q}"]
+
+
+def upload(pod_exec: PodExec, pod: str, namespace: str, dest: str, tarball: bytes, what: str) -> None:
+    payload = base64.b64encode(tarball).decode()
+    up = pod_exec(pod, namespace, upload_command(dest, len(payload)), stdin=payload, timeout_s=300)
+    if up.rc != 0:
+        raise DriverError(f"copying {what} into {namespace}/{pod} failed (rc {up.rc}): {up.stderr.strip()[-300:]}")
 
 
 def submit_command(
@@ -248,10 +249,11 @@ class HeadJobs:
         accepted the job before the drop) and, only when it has no such job, the same id is submitted once more,
         which Ray would refuse beside a job of that id (job_manager.py, ``submit_job``): one submit, one job."""
         src_dir = f"{CLUSTER_ROOT}/src/{submission_id}"
-        self._upload(src_dir, workloads_tarball(), "workloads/")
+        upload(self.pod_exec, self.pod, self.namespace, src_dir, workloads_tarball(), "workloads/")
         deps_dir = f"{CLUSTER_ROOT}/deps/{submission_id}"
         if modules:
-            self._upload(deps_dir, workloads_tarball(modules), ", ".join(f"{m.name}/" for m in modules))
+            what = ", ".join(f"{m.name}/" for m in modules)
+            upload(self.pod_exec, self.pod, self.namespace, deps_dir, workloads_tarball(modules), what)
         cmd = submit_command(job, src_dir, env_vars, submission_id, [f"{deps_dir}/{m.name}" for m in modules])
         try:
             res = self.pod_exec(self.pod, self.namespace, cmd, timeout_s=self.call_s)
@@ -284,13 +286,6 @@ class HeadJobs:
     def _unsure(self, submission_id: str, why: str) -> DriverError:
         check = f"kubectl -n {self.namespace} exec {self.pod} -- {shlex.join(status_command(submission_id))}"
         return DriverError(f"job {submission_id} may be queued or not ({why}); check before submitting again: {check}")
-
-    def _upload(self, dest: str, tarball: bytes, what: str) -> None:
-        payload = base64.b64encode(tarball).decode()
-        up = self.pod_exec(self.pod, self.namespace, upload_command(dest, len(payload)), stdin=payload, timeout_s=300)
-        if up.rc != 0:
-            why = up.stderr.strip()[-300:]
-            raise DriverError(f"copying {what} into {self.namespace}/{self.pod} failed (rc {up.rc}): {why}")
 
     def job_status(self, job_id: str) -> JobState:
         res = self.pod_exec(self.pod, self.namespace, status_command(job_id), timeout_s=self.call_s)
@@ -327,25 +322,12 @@ class HeadJobs:
 
 
 # ---- local: the job server on loopback -----------------------------------------------------------
-class JobInfo(Protocol):
-    status: object  # ray.job_submission.JobStatus, whose str() is the state (ray/dashboard/modules/job/common.py)
-    message: str | None
-
-
-class JobSubmission(Protocol):
-    """The calls made of `ray.job_submission.JobSubmissionClient` (Ray 2.58, ray/dashboard/modules/job/sdk.py)."""
-
-    def submit_job(self, *, entrypoint: str, submission_id: str, runtime_env: dict[str, str]) -> str: ...
-    def get_job_info(self, job_id: str) -> JobInfo: ...
-    def get_job_logs(self, job_id: str) -> str: ...
-    def stop_job(self, job_id: str) -> bool: ...
-
-
 @dataclass(frozen=True)
 class LocalJobs:
-    """A `ray.job_submission.JobSubmissionClient` of the local head, with the same questions as HeadJobs."""
+    """A `ray.job_submission.JobSubmissionClient` of the local head (Ray 2.58, ray/dashboard/modules/job/sdk.py),
+    with the same questions as HeadJobs."""
 
-    client: JobSubmission
+    client: JobSubmissionClient
 
     def submit(self, job: TrainConfig, working_dir: Path, python: str) -> str:
         # The SDK logs each package upload at INFO on stderr; the driver reports the job itself.
@@ -354,7 +336,9 @@ class LocalJobs:
         return self.client.submit_job(entrypoint=entry, submission_id=job.run_id, runtime_env=env)
 
     def job_status(self, job_id: str) -> JobState:
-        info = self.client.get_job_info(job_id)
+        info = self.client.get_job_info(
+            job_id
+        )  # str() of its JobStatus is the state (ray/dashboard/modules/job/common.py)
         return JobState(str(info.status), info.message or "")
 
     def job_logs(self, job_id: str, offset: int, final: bool = False) -> LogChunk:
@@ -385,122 +369,10 @@ class FollowEnd:
     hang: dict[str, object] | None = None  # automation/hang.py `diagnosis`, when the job was stopped as hung
 
 
-@dataclass
-class _Patient:
-    """Calls that may fail for a while (a dropped exec stream, an expired token, a restarting API server):
-    retried with backoff, said once, given up after GIVE_UP_S without an answer."""
-
-    clock: Callable[[], float]
-    sleep: Callable[[float], None]
-    on_note: Callable[[str], None]
-    give_up_s: float
-    said: bool = False
-    lost_since: float | None = None
-
-    def call(self, fn: Callable[[], _T]) -> _T:
-        delay = RETRY_FIRST_S
-        while True:
-            try:
-                got = fn()
-            except JobNotFound:
-                raise
-            except DriverError as e:
-                now = self.clock()
-                self.lost_since = now if self.lost_since is None else self.lost_since
-                if now - self.lost_since >= self.give_up_s:
-                    raise DriverError(
-                        f"no answer from the Ray job server for {now - self.lost_since:.0f} s ({e}); "
-                        "the job itself may still run"
-                    ) from None
-                if not self.said:
-                    self.said = True
-                    self.on_note(
-                        f"lost the connection to the job server ({e}): the job goes on; asking again with backoff "
-                        f"(this is said once; only the output waits)"
-                    )
-                self.sleep(delay)
-                delay = min(delay * 2, RETRY_MAX_S)
-                continue
-            self.lost_since = None
-            return got
-
-
-def follow_job(
-    api: JobApi,
-    job_id: str,
-    *,
-    on_line: Callable[[str], None] = lambda s: None,
-    on_note: Callable[[str], None] = lambda s: None,
-    clock: Callable[[], float] = time.monotonic,
-    sleep: Callable[[float], None] = time.sleep,
-    timeout_s: float | None = None,
-    poll_s: float = POLL_S,
-    give_up_s: float = GIVE_UP_S,
-    hang: HangBound | None = None,
-    on_hang: Callable[[str], dict[str, object]] = lambda late: {"late": late},
-) -> FollowEnd:
-    """Follow `job_id` until the job server says it ended: each log line passed to `on_line` once, in order.
-
-    No limit on how long the job runs; with `timeout_s` the job is stopped (`ray job stop`) once this follow
-    has lasted that long, and followed until the server says STOPPED. With `hang`, a job with no step line past its
-    bound (automation/hang.py) is diagnosed first (`on_hang`, while it still hangs), then stopped alike. DriverError
-    when the server gives no answer for `give_up_s` (the job goes on), JobNotFound when it does not know the job.
-    """
-    patient = _Patient(clock, sleep, on_note, give_up_s)
-    start, offset, stopped = clock(), 0, False
-    tail: deque[str] = deque(maxlen=200)
-    watch, hung = (HangWatch(hang) if hang else None), None
-    while True:
-        state = patient.call(lambda: api.job_status(job_id))
-        chunk = patient.call(partial(api.job_logs, job_id, offset, final=state.terminal))
-        if watch and state.status == "RUNNING":
-            watch.running(clock())
-        for line in chunk.lines:
-            tail.append(line)
-            on_line(line)
-            if watch:
-                watch.line(line, clock())
-        offset = chunk.next_offset
-        if state.terminal:
-            return FollowEnd(state, tuple(tail), stopped and hung is None, hung)
-        late = watch.overdue(clock()) if watch and not stopped else None
-        if late:
-            on_note(f"job {job_id} looks hung: {late}; reading the workers' stacks and NCCL logs, then `ray job stop`")
-            hung = on_hang(late)
-            patient.call(lambda: api.stop_job(job_id))
-            stopped = True
-        if timeout_s is not None and not stopped and clock() - start >= timeout_s:
-            on_note(f"job {job_id} has run {clock() - start:.0f} s, past --timeout {timeout_s:g}: `ray job stop`")
-            patient.call(lambda: api.stop_job(job_id))
-            stopped = True
-        sleep(poll_s)
-
-
-def outcome_of(end: FollowEnd, job: TrainConfig, summary: RunSummary | None) -> TrainOutcome:
-    """The step's outcome: what the job server said of the job, never how a stream ended."""
-    return TrainOutcome(job.run_id, end.state.status, summary, end.tail, job, hang=end.hang)
-
-
-class AsksJobServer:
-    """A target's job capabilities (automation.targets.Target), answered by its job server: the class that
-    mixes this in has `jobs()`, returning HeadJobs or LocalJobs."""
-
-    def job_status(self, job_id: str) -> JobState:
-        return self.jobs().job_status(job_id)  # type: ignore[attr-defined]
-
-    def job_logs(self, job_id: str, offset: int, final: bool = False) -> LogChunk:
-        return self.jobs().job_logs(job_id, offset, final)  # type: ignore[attr-defined]
-
-    def stop_job(self, job_id: str) -> None:
-        self.jobs().stop_job(job_id)  # type: ignore[attr-defined]
-
-    def job_summary(self, job: TrainConfig) -> RunSummary | None:
-        return None if job.summary_json is None else self.jobs().summary(job.summary_json)  # type: ignore[attr-defined]
-
-
-class FollowPlace(JobApi, Protocol):
+class FollowPlace(Protocol):
     """What following a job needs of a target (automation.targets.Target has all of it)."""
 
+    def jobs(self) -> HeadJobs | LocalJobs: ...
     @property
     def on_line(self) -> Callable[[str], None]: ...
     @property
@@ -514,28 +386,95 @@ class FollowPlace(JobApi, Protocol):
     def clock(self) -> float: ...
     def sleep(self, seconds: float) -> None: ...
     def submit_job(self, job: TrainConfig) -> SubmittedJob: ...
-    def job_summary(self, job: TrainConfig) -> RunSummary | None: ...
 
 
-def follow_on(place: FollowPlace, job_id: str, on_line: Callable[[str], None] | None = None) -> FollowEnd:
-    """`follow_job` with what a target offers (automation.targets.Target): its job server, its output lines
-    (or ``on_line``) and notes, its clock, the user's --timeout and hang bound, and its poll interval."""
-    return follow_job(
-        place,
-        job_id,
-        on_line=on_line or place.on_line,
-        on_note=place.note,
-        clock=place.clock,
-        sleep=place.sleep,
-        timeout_s=place.job_timeout_s,
-        poll_s=place.poll_s,
-        hang=place.hang_bound,
-        on_hang=lambda late: diagnosis(late, place.hang_evidence()),
-    )
+@dataclass
+class _Patient:
+    """Calls that may fail for a while (a dropped exec stream, an expired token, a restarting API server):
+    retried with backoff, said once, given up after GIVE_UP_S without an answer."""
+
+    place: FollowPlace
+    said: bool = False
+    lost_since: float | None = None
+
+    def call(self, fn: Callable[[], _T]) -> _T:
+        delay = RETRY_FIRST_S
+        while True:
+            try:
+                got = fn()
+            except JobNotFound:
+                raise
+            except DriverError as e:
+                now = self.place.clock()
+                self.lost_since = now if self.lost_since is None else self.lost_since
+                if now - self.lost_since >= GIVE_UP_S:
+                    raise DriverError(
+                        f"no answer from the Ray job server for {now - self.lost_since:.0f} s ({e}); "
+                        "the job itself may still run"
+                    ) from None
+                if not self.said:
+                    self.said = True
+                    self.place.note(
+                        f"lost the connection to the job server ({e}): the job goes on; asking again with backoff "
+                        f"(this is said once; only the output waits)"
+                    )
+                self.place.sleep(delay)
+                delay = min(delay * 2, RETRY_MAX_S)
+                continue
+            self.lost_since = None
+            return got
+
+
+def follow_job(place: FollowPlace, job_id: str, on_line: Callable[[str], None] | None = None) -> FollowEnd:
+    """Follow `job_id` on the target's job server until it says the job ended: each log line passed to `on_line`
+    (else the target's) once, in order.
+
+    No limit on how long the job runs; with the target's --timeout the job is stopped (`ray job stop`) once this
+    follow has lasted that long, and followed until the server says STOPPED. With its hang bound, a job with no step
+    line past it (automation/hang.py) is diagnosed first (while it still hangs), then stopped alike. DriverError
+    when the server gives no answer for GIVE_UP_S (the job goes on), JobNotFound when it does not know the job.
+    """
+    api, clock, note, patient = place.jobs(), place.clock, place.note, _Patient(place)
+    start, offset, stopped, say, timeout_s = clock(), 0, False, on_line or place.on_line, place.job_timeout_s
+    tail: deque[str] = deque(maxlen=200)
+    watch, hung = (HangWatch(place.hang_bound) if place.hang_bound else None), None
+    while True:
+        state = patient.call(lambda: api.job_status(job_id))
+        chunk = patient.call(partial(api.job_logs, job_id, offset, final=state.terminal))
+        if watch and state.status == "RUNNING":
+            watch.running(clock())
+        for line in chunk.lines:
+            tail.append(line)
+            say(line)
+            if watch:
+                watch.line(line, clock())
+        offset = chunk.next_offset
+        if state.terminal:
+            return FollowEnd(state, tuple(tail), stopped and hung is None, hung)
+        late = watch.overdue(clock()) if watch and not stopped else None
+        if late:
+            note(f"job {job_id} looks hung: {late}; reading the workers' stacks and NCCL logs, then `ray job stop`")
+            hung = diagnosis(late, place.hang_evidence())
+            patient.call(lambda: api.stop_job(job_id))
+            stopped = True
+        if timeout_s is not None and not stopped and clock() - start >= timeout_s:
+            note(f"job {job_id} has run {clock() - start:.0f} s, past --timeout {timeout_s:g}: `ray job stop`")
+            patient.call(lambda: api.stop_job(job_id))
+            stopped = True
+        place.sleep(place.poll_s)
+
+
+def outcome_of(end: FollowEnd, job: TrainConfig, summary: RunSummary | None) -> TrainOutcome:
+    """The step's outcome: what the job server said of the job, never how a stream ended."""
+    return TrainOutcome(job.run_id, end.state.status, summary, end.tail, job, hang=end.hang)
+
+
+def job_summary(jobs: HeadJobs | LocalJobs, job: TrainConfig) -> RunSummary | None:
+    return None if job.summary_json is None else jobs.summary(job.summary_json)
 
 
 def run_to_end(place: FollowPlace, job: TrainConfig) -> TrainOutcome:
     """Submit `job` on a target and follow the job to its end (bench and drill wait for each job they start)."""
     submitted = place.submit_job(job)
-    end = follow_on(place, submitted.job_id)
-    return outcome_of(end, job, place.job_summary(job) if end.state.status == "SUCCEEDED" else None)
+    end = follow_job(place, submitted.job_id)
+    return outcome_of(end, job, job_summary(place.jobs(), job) if end.state.status == "SUCCEEDED" else None)

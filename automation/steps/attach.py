@@ -10,7 +10,7 @@ from automation.targets import Target
 def run(target: Target, prior: Prior) -> StepResult[SubmittedJob]:
     """attach: the job the command names (else the newest submitted), and what the job server says of it."""
     job = target.find_job()
-    state = target.job_status(job.job_id)
+    state = target.jobs().job_status(job.job_id)
     said = f": {state.message}" if state.message else ""
     return StepResult(
         "attach", "pass", f"job {job.job_id} of run {job.train_cfg.run_id} is {state.status}{said}", data=job

@@ -12,7 +12,7 @@ import dataclasses
 from automation import hang
 from automation.errors import DriverError
 from automation.pipeline import Advice, JobLeftRunning, Prior, StepInterrupted, StepResult, SubmittedJob, TrainOutcome
-from automation.ray_head import UNKNOWN, FollowEnd, JobState, follow_on, is_step_line, outcome_of
+from automation.ray_head import UNKNOWN, FollowEnd, JobState, follow_job, is_step_line, job_summary, outcome_of
 from automation.targets import Target
 from workloads.config import runs_root
 
@@ -48,8 +48,8 @@ def left(target: Target, job: SubmittedJob) -> StepInterrupted | None:
     answer = target.ask_stop(f"stop job {job.job_id} on the cluster?")
     if answer:
         try:
-            target.stop_job(job.job_id)
-            end = follow_on(target, job.job_id)  # until the job server says it ended: then the nodes may go
+            target.jobs().stop_job(job.job_id)
+            end = follow_job(target, job.job_id)  # until the job server says it ended: then the nodes may go
             return StepInterrupted(STEP, Advice(f"job {job.job_id} was stopped: it ended {end.state.status}", ()))
         except DriverError as e:
             asked = f"`ray job stop` got no answer: {e}"
@@ -72,7 +72,7 @@ def run(target: Target, prior: Prior) -> StepResult[TrainOutcome]:
         target.on_line(text)
 
     try:
-        end = follow_on(target, job.job_id, line)
+        end = follow_job(target, job.job_id, line)
     except KeyboardInterrupt:
         interrupted = left(target, job)
         if interrupted is None:
@@ -83,7 +83,7 @@ def run(target: Target, prior: Prior) -> StepResult[TrainOutcome]:
         unknown = FollowEnd(JobState(UNKNOWN, str(e)), ())
         outcome = outcome_of(unknown, job.train_cfg, None)
         return StepResult(STEP, "fail", f"{e}; follow it again: {attach}" if attach else str(e), data=outcome)
-    summary = target.job_summary(job.train_cfg) if end.state.status == "SUCCEEDED" else None
+    summary = job_summary(target.jobs(), job.train_cfg) if end.state.status == "SUCCEEDED" else None
     # Read now, while the pods and GPU nodes still exist (`run` may idle the nodes before the report). A job
     # this command did not submit (`attach`) was seen starting by another: its first step time is not known.
     seen = first_step[0] if first_step and prior.submit is not None else None

@@ -46,7 +46,7 @@ from automation.pipeline import (
 )
 from automation.pulumi_setup import pulumi_rows
 from automation.pulumi_stack import PULUMI_MISSING, StackLike, outputs_dict, select_stack
-from automation.ray_head import POLL_S, AsksJobServer, HeadJobs, run_to_end
+from automation.ray_head import POLL_S, HeadJobs, run_to_end
 from automation.recovery import MAX_RECOVERIES, RECOVERY_MINUTES, Failure, classify, wait_for_nodes
 from automation.run_files import KEPT_LOGS, archive_run, collect_logs, fetch_run, set_aside_command
 from automation.start_phases import observe
@@ -249,7 +249,7 @@ class AwsHandles:
     lease: HeldLease | None = None  # the idle guard's lease, held from the `scale-up` step to the run's end
 
 
-class AwsTarget(AsksJobServer):
+class AwsTarget:
     """One stack as the steps and commands use it (automation.targets.Target and more): ``run``, what was asked
     (frozen), ``deps``, the outside world, and ``handles``, made from it. ``flags`` are AwsRun's fields."""
 
@@ -574,7 +574,7 @@ class AwsTarget(AsksJobServer):
             (dest / "job").mkdir(parents=True)
             try:
                 for job_id in job_ids:
-                    lines = self.job_logs(job_id, 0, final=True).lines
+                    lines = self.jobs().job_logs(job_id, 0, final=True).lines
                     (dest / "job" / f"{job_id}.log").write_text("".join(f"{line}\n" for line in lines))
                 archive_run(self.ray_pods(), self.run_id, minutes, dest, lambda: now() > deadline)
             except DriverError as e:  # what was read is kept all the same

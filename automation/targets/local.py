@@ -30,7 +30,6 @@ from automation.local_ray import INHERITED_ADDRESS, LocalRayCluster, client_env
 from automation.pipeline import Advice, PipelineResult, Prior, SubmittedJob, TrainOutcome
 from automation.ray_head import (
     RAY_RESOURCES_SNIPPET,
-    AsksJobServer,
     LocalJobs,
     parse_ray_resources,
     run_to_end,
@@ -133,7 +132,7 @@ def nccl_files(nccl_dir: Path) -> list[Path]:
 
 
 @dataclass
-class LocalTarget(AsksJobServer):
+class LocalTarget:
     """The steps' view of one local run around one LocalRayCluster, which `close()` always stops."""
 
     plan: LocalPlan

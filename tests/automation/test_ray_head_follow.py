@@ -1,6 +1,6 @@
 """Following a job, call by call (issue 48: automation/ray_head.py's job following under mutation testing): the head
 pod's job server reached through short exec calls (`HeadJobs`), what a failed call says, the local SDK client's
-answers (`LocalJobs`), and `run_to_end`/`follow_on` over a target's place.
+answers (`LocalJobs`), and `run_to_end`/`follow_job` over a target's place.
 
 The head pod is tests/support/_ray_jobs.py's job server, which prints what Ray 2.58's job CLI prints
 (tests/automation/test_ray_head.py checks it against Ray's own click commands); `Exec` is a `PodExec`
@@ -20,6 +20,7 @@ import pytest
 from _aws_run import SUMMARY
 from _ray_jobs import Clock, FakeRayJobs, JobScript
 
+from automation import ray_head
 from automation.errors import DriverError
 from automation.hang import HangBound
 from automation.kube import ExecResult
@@ -32,7 +33,6 @@ from automation.ray_head import (
     LocalJobs,
     LogChunk,
     follow_job,
-    follow_on,
     outcome_of,
     run_to_end,
     upload_command,
@@ -222,7 +222,7 @@ def test_the_local_log_is_read_from_its_line_offset(offset, final, want):
 # ---- a target's place ----------------------------------------------------------------------------------------
 @dataclass
 class Place:
-    """A FollowPlace (automation/ray_head.py): a job server whose job ends ``ends`` at ``run_s``."""
+    """A FollowPlace (automation/ray_head.py) that is its own job server, whose job ends ``ends`` at ``run_s``."""
 
     ends: str = "SUCCEEDED"
     run_s: float = 100
@@ -240,6 +240,9 @@ class Place:
 
     def on_line(self, line):
         self.lines.append(line)
+
+    def jobs(self):
+        return self
 
     def job_status(self, job_id):
         self.asked.append(job_id)
@@ -270,19 +273,19 @@ class Place:
         self.submitted.append(job)
         return SubmittedJob("raysubmit_7", job)
 
-    def job_summary(self, job):
-        self.summaries.append(job.run_id)
+    def summary(self, path):
+        self.summaries.append(path)
         return None
 
 
-def test_follow_on_stops_the_job_at_the_targets_timeout():
+def test_follow_job_stops_the_job_at_the_targets_timeout():
     place = Place(run_s=1000, job_timeout_s=20)
-    end = follow_on(place, "r1")
+    end = follow_job(place, "r1")
     got = (end.state.status, end.stopped_for_timeout, place.stops)
     assert got == ("STOPPED", True, ["r1"]), f"expected r1 stopped for --timeout 20, got {got}"
 
 
-@pytest.mark.parametrize("ends, summaries", [("SUCCEEDED", ["r1"]), ("FAILED", []), ("STOPPED", [])])
+@pytest.mark.parametrize("ends, summaries", [("SUCCEEDED", [JOB.summary_json]), ("FAILED", []), ("STOPPED", [])])
 def test_run_to_end_follows_the_submitted_job_and_reads_a_summary_only_after_success(ends, summaries):
     place = Place(ends=ends)
     out = run_to_end(place, JOB)
@@ -297,27 +300,27 @@ def test_the_outcome_keeps_the_hang_diagnosis():
     assert (out.status, out.hang, out.log_tail) == ("STOPPED", hang, ("x",)), out
 
 
-def test_follow_on_says_its_notes_through_the_target():
+def test_follow_job_says_its_notes_through_the_target():
     place = Place(run_s=1000, job_timeout_s=20)
-    follow_on(place, "r1")
+    follow_job(place, "r1")
     assert place.notes == ["job r1 has run 20 s, past --timeout 20: `ray job stop`"], place.notes
 
 
-def test_follow_on_polls_at_the_targets_interval():
+def test_follow_job_polls_at_the_targets_interval():
     place = Place(run_s=21, poll_s=7)
-    follow_on(place, "r1")
+    follow_job(place, "r1")
     assert place.sleeps == [7, 7, 7], f"expected 3 polls 7 s apart before the end at 21 s, got {place.sleeps}"
 
 
-def test_follow_on_passes_the_lines_to_the_callers_callback_instead_of_the_targets():
+def test_follow_job_passes_the_lines_to_the_callers_callback_instead_of_the_targets():
     place, mine = Place(run_s=10), []
-    follow_on(place, "r1", on_line=mine.append)
+    follow_job(place, "r1", on_line=mine.append)
     assert (mine, place.lines) == (["line at 0", "line at 5", "line at 10"], []), (mine, place.lines)
 
 
-def test_follow_on_diagnoses_a_hung_job_with_why_it_is_late():
+def test_follow_job_diagnoses_a_hung_job_with_why_it_is_late():
     place = Place(run_s=100_000, hang_bound=HangBound())  # no step line ever: past the first step's bound
-    end = follow_on(place, "r1")
+    end = follow_job(place, "r1")
     late = str((end.hang or {}).get("late"))
     assert late.startswith("no first step line 3600 s after the job began RUNNING"), f"got {end.hang}"
 
@@ -366,13 +369,44 @@ class Server:
         self.t += s
 
 
-def follow(server: Server, **kw) -> tuple[FollowEnd, list[str], list[str]]:
-    lines: list[str] = []
-    notes: list[str] = []
-    end = follow_job(
-        server, "r1", on_line=lines.append, on_note=notes.append, clock=server.clock, sleep=server.sleep, **kw
-    )
-    return end, lines, notes
+@dataclass
+class OnServer:
+    """A FollowPlace (automation/ray_head.py) whose job server is ``server``, on its clock; reading the workers'
+    evidence of a hang is recorded among the server's calls."""
+
+    server: Server
+    poll_s: float
+    job_timeout_s: float | None = None
+    hang_bound: HangBound | None = None
+    lines: list[str] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+
+    def jobs(self):
+        return self.server
+
+    def on_line(self, line):
+        self.lines.append(line)
+
+    def note(self, text):
+        self.notes.append(text)
+
+    def clock(self):
+        return self.server.t
+
+    def sleep(self, s):
+        self.server.sleep(s)
+
+    def hang_evidence(self):
+        self.server.calls.append(("evidence", self.server.t, None))
+        return []
+
+    def submit_job(self, job):
+        raise AssertionError("following a job submits none")
+
+
+def follow(server: Server, poll_s: float, timeout_s=None, hang=None) -> tuple[FollowEnd, list[str], list[str]]:
+    place = OnServer(server, poll_s, timeout_s, hang)
+    return follow_job(place, "r1"), place.lines, place.notes
 
 
 def test_each_line_is_passed_once_in_order_and_only_the_read_after_the_end_is_final():
@@ -418,10 +452,11 @@ def test_a_lost_job_server_is_asked_again_with_doubling_waits_up_to_a_minute_and
     assert got == ([2, 4, 8, 16, 32, 60, 60, 60], 1, "SUCCEEDED", 600), f"expected backoff 2..60, one note: {got}"
 
 
-def test_the_follow_gives_up_after_the_give_up_time_without_an_answer_and_says_the_job_may_run():
+def test_the_follow_gives_up_after_the_give_up_time_without_an_answer_and_says_the_job_may_run(monkeypatch):
+    monkeypatch.setattr(ray_head, "GIVE_UP_S", 300)
     server = Server(lines=10_000, down=[(100, 10_000)])
     with pytest.raises(DriverError) as e:
-        follow(server, poll_s=5, give_up_s=300)
+        follow(server, poll_s=5)
     got = (server.t, str(e.value))
     want = (100 + 2 + 4 + 8 + 16 + 32 + 60 + 60 + 60 + 60, "no answer from the Ray job server for 302 s")
     assert (got[0], got[1].startswith(want[1]), got[1].endswith("the job itself may still run")) == (
@@ -431,9 +466,10 @@ def test_the_follow_gives_up_after_the_give_up_time_without_an_answer_and_says_t
     ), got
 
 
-def test_a_second_outage_is_timed_from_its_own_start():
+def test_a_second_outage_is_timed_from_its_own_start(monkeypatch):
+    monkeypatch.setattr(ray_head, "GIVE_UP_S", 300)
     server = Server(lines=2000, down=[(100, 350), (500, 750)])
-    end, _, _ = follow(server, poll_s=5, give_up_s=300)
+    end, _, _ = follow(server, poll_s=5)
     assert end.state.status == "SUCCEEDED", f"expected two outages of 250 s each under a 300 s limit to pass: {end}"
 
 
@@ -453,17 +489,12 @@ def test_a_hung_job_is_diagnosed_then_stopped_once_and_ends_with_its_diagnosis_n
     server.job_logs = lambda job_id, offset, final=False: LogChunk(  # one step line, then nothing
         ("[train] step 1/100 loss 9 step_time 1000 ms",) if offset == 0 else (), 1
     )
-    seen = []
-    end, _, notes = follow(
-        server,
-        poll_s=60,
-        timeout_s=100_000,
-        hang=HangBound(10, 600),
-        on_hang=lambda late: seen.append(late) or {"d": 1},
-    )
-    stops = [t for what, t, _ in server.calls if what == "stop"]
-    got = (len(seen), stops, end.state.status, end.hang, end.stopped_for_timeout)
-    assert got == (1, [600.0], "STOPPED", {"d": 1}, False), f"expected one diagnosis and stop at 600 s, got {got}"
+    end, _, notes = follow(server, poll_s=60, timeout_s=100_000, hang=HangBound(10, 600))
+    read, stops = ([t for what, t, _ in server.calls if what == w] for w in ("evidence", "stop"))
+    late = str((end.hang or {}).get("late"))
+    got = (read, stops, end.state.status, late[:33], end.stopped_for_timeout)
+    want = ([600.0], [600.0], "STOPPED", "no step line for 600 s after step", False)
+    assert got == want, f"expected one diagnosis and stop at 600 s, got {got}"
 
 
 # ---- the survivors of the second mutmut run -------------------------------------------------------------------
@@ -586,7 +617,7 @@ def test_a_hung_job_is_said_with_why_it_is_late():
     server.job_logs = lambda job_id, offset, final=False: LogChunk(
         ("[train] step 1/100 loss 9 step_time 1000 ms",) if offset == 0 else (), 1
     )
-    _, _, notes = follow(server, poll_s=60, hang=HangBound(10, 600), on_hang=lambda late: {})
+    _, _, notes = follow(server, poll_s=60, hang=HangBound(10, 600))
     assert notes[:1] == [
         "job r1 looks hung: no step line for 600 s after step 1, past max(10 × 1.0 s × 1 steps a line, 600 s) = 600 s; "
         "reading the workers' stacks and NCCL logs, then `ray job stop`"
@@ -598,10 +629,9 @@ def test_a_hung_job_whose_stop_takes_several_polls_is_diagnosed_and_stopped_once
     server.job_logs = lambda job_id, offset, final=False: LogChunk(
         ("[train] step 1/100 loss 9 step_time 1000 ms",) if offset == 0 else (), 1
     )
-    seen = []
-    end, _, _ = follow(server, poll_s=5, hang=HangBound(10, 600), on_hang=lambda late: seen.append(late) or {})
-    stops = [t for what, t, _ in server.calls if what == "stop"]
-    assert (len(seen), stops, end.state.status) == (1, [600.0], "STOPPED"), (seen, stops, end)
+    end, _, _ = follow(server, poll_s=5, hang=HangBound(10, 600))
+    read, stops = ([t for what, t, _ in server.calls if what == w] for w in ("evidence", "stop"))
+    assert (read, stops, end.state.status) == ([600.0], [600.0], "STOPPED"), (read, stops, end)
 
 
 def test_the_timeout_is_counted_from_the_start_of_the_follow_not_from_zero():
@@ -611,10 +641,11 @@ def test_the_timeout_is_counted_from_the_start_of_the_follow_not_from_zero():
     assert (stops, notes) == ([1020.0], ["job r1 has run 20 s, past --timeout 20: `ray job stop`"]), (stops, notes)
 
 
-def test_the_follow_gives_up_exactly_at_the_give_up_time():
+def test_the_follow_gives_up_exactly_at_the_give_up_time(monkeypatch):
+    monkeypatch.setattr(ray_head, "GIVE_UP_S", 302)
     server = Server(lines=10_000, down=[(100, 10_000)])
     with pytest.raises(DriverError):
-        follow(server, poll_s=5, give_up_s=302)
+        follow(server, poll_s=5)
     assert server.t == 402, f"expected to give up at 402 s, 302 s after the outage began at 100 s, at {server.t}"
 
 

@@ -129,10 +129,24 @@ def test_workloads_are_copied_into_the_head_pod_before_submitting():
 
 
 class EndedJob:
-    """A job server whose job has already ended FAILED with `log`."""
+    """A target (a FollowPlace, automation/ray_head.py) whose job server's job has already ended FAILED with `log`."""
+
+    poll_s, job_timeout_s, hang_bound = 5.0, None, None
 
     def __init__(self, log: list[str]):
         self.log = log
+
+    def jobs(self):
+        return self
+
+    def on_line(self, line):
+        pass
+
+    def note(self, text):
+        raise AssertionError(f"an ended job is followed without a note, got {text!r}")
+
+    def clock(self):
+        return 0.0
 
     def job_status(self, job_id):
         return JobState("FAILED", "Job entrypoint command failed with exit code 1")
@@ -146,7 +160,7 @@ class EndedJob:
 
 def test_failed_job_surfaces_with_its_log_tail():
     log = [f"line {i}" for i in range(100)] + ["RuntimeError: NCCL error: unhandled system error"]
-    end = follow_job(EndedJob(log), "r1", sleep=lambda s: None)
+    end = follow_job(EndedJob(log), "r1")
     result = train_result(outcome_of(end, ARGS, None))
     assert result.status == "fail" and "ended FAILED" in result.summary, f"got {result.status}: {result.summary[:200]}"
     assert "RuntimeError: NCCL error: unhandled system error" in result.summary, "the log tail must carry the error"
