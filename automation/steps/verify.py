@@ -20,12 +20,12 @@ from automation.ray_head import RAY_RESOURCES_SNIPPET, parse_ray_resources
 from automation.steps.place import by_place
 from automation.steps.verify_checks import (
     AGENT_SELECTOR,
+    FI_INFO_COMMAND,
     check_daemonsets,
     check_fi_info,
     check_hugepages,
     check_node_agent,
     condition,
-    fi_info_command,
     worker_requests,
 )
 from automation.steps.verify_checks import is_ready as _ready
@@ -213,7 +213,7 @@ def check_in_pods(kube: KubeApi, exp: Expectations, pod_exec: PodExec) -> list[F
     per_node = {p.get("spec", {}).get("nodeName", "?"): _name(p) for p in sorted(pods, key=_name, reverse=True)}
     rows = []
     for node, name in sorted(per_node.items()):
-        res = pod_exec(name, exp.namespace, fi_info_command(), timeout_s=60)
+        res = pod_exec(name, exp.namespace, FI_INFO_COMMAND, timeout_s=60)
         rows.append(check_fi_info(name, node, res.rc, res.stdout + res.stderr))
     if _failed(rows):
         return rows

@@ -196,17 +196,15 @@ def check_hugepages(gpu_nodes: Sequence[Mapping], requests: Mapping[str, str]) -
 
 
 # ---- libfabric inside a worker pod ----------------------------------------------------------------
-FI_INFO_SCRIPT = (
+# List the EFA devices in the pod, then run `fi_info -p efa` (the EFA installer's /opt/amazon/efa/bin).
+FI_INFO_COMMAND = [
+    "sh",
+    "-c",
     'export PATH="$PATH:/opt/amazon/efa/bin"; '
     "if ls /dev/infiniband/uverbs* >/dev/null 2>&1; then echo EFA_DEVICES present; else echo EFA_DEVICES none; fi; "
     "command -v fi_info >/dev/null 2>&1 || { echo FI_INFO missing; exit 0; }; "
-    "fi_info -p efa 2>&1; echo FI_INFO_RC $?"
-)
-
-
-def fi_info_command() -> list[str]:
-    """List the EFA devices in the pod, then run `fi_info -p efa` (the EFA installer's /opt/amazon/efa/bin)."""
-    return ["sh", "-c", FI_INFO_SCRIPT]
+    "fi_info -p efa 2>&1; echo FI_INFO_RC $?",
+]
 
 
 def efa_endpoints(output: str) -> list[tuple[str, str]]:
