@@ -32,9 +32,8 @@ def run(target: Target, prior: Prior) -> StepResult[Snapshot]:
     line = f"EFA counters before the job: {before.summary}"
     if before.nodes is not None:
         try:
-            kept = target.keep_counters(before.to_dict())
+            if kept := target.keep_counters(before.to_dict()):
+                line = f"{line}; kept at {kept} for `attach`"
         except DriverError as e:  # this command's check still has the reading; only a later `attach` lacks it
-            kept, line = None, f"{line} (not kept for `attach`: {e})"
-        if kept:
-            line = f"{line}; kept at {kept} for `attach`"
+            line = f"{line} (not kept for `attach`: {e})"
     return StepResult("counters", status, line, (Finding("EFA counters before", status, before.summary),), before)
