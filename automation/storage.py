@@ -220,10 +220,6 @@ class ProbeFacts:
         m = re.search(r"^PYARROW (\S+) CREDENTIALS (\S+)$", stdout, re.M)
         return cls(m.group(1), m.group(2)) if m else cls()
 
-    def sdk_too_old(self) -> bool:
-        major = self.pyarrow.split(".")[0]
-        return major.isdigit() and int(major) <= LAST_PYARROW_WITHOUT_POD_IDENTITY
-
 
 def irsa_switch_command(stack: str) -> str:
     """The one shell line that moves ``stack`` from Pod Identity to IRSA: the key in Pulumi.<stack>.yaml, then `up`
@@ -237,7 +233,9 @@ def storage_cause(why: str, facts: ProbeFacts, identity: Identity, stack_hint: s
     always with the command that switches the stack to IRSA."""
     denied = "ACCESS_DENIED" in why or "AccessDenied" in why
     irsa = f"run `{irsa_switch_command(stack_hint)}`"
-    if denied and facts.credentials == "pod-identity" and facts.sdk_too_old():
+    major = facts.pyarrow.split(".")[0]
+    too_old = major.isdigit() and int(major) <= LAST_PYARROW_WITHOUT_POD_IDENTITY
+    if denied and facts.credentials == "pod-identity" and too_old:
         return (
             f"pyarrow {facts.pyarrow} in the pod bundles an AWS SDK for C++ older than 1.11.263, which cannot use "
             "EKS Pod Identity credentials, so its requests go unsigned and S3 denies them (EKS user guide "
