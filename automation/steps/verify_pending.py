@@ -98,13 +98,8 @@ def normalise(reason: str) -> str:
 def node_shortfalls(pod: Mapping, node: Mapping) -> set[str]:
     """What keeps `pod` off `node` by the node's own object (empty: the node could hold it)."""
     spec = pod.get("spec", {})
-    short = set()
-    if not is_ready(node):
-        short.add(NOT_READY)
-    if not selects(spec, node):
-        short.add(SELECTOR)
-    if untolerated_taints(spec, node):
-        short.add(TAINT)
+    judged = {NOT_READY: not is_ready(node), SELECTOR: not selects(spec, node), TAINT: untolerated_taints(spec, node)}
+    short = {reason for reason, holds in judged.items() if holds}
     alloc = node.get("status", {}).get("allocatable", {})
     for container in spec.get("containers") or []:
         for key, value in ((container.get("resources") or {}).get("requests") or {}).items():
@@ -210,8 +205,7 @@ def init_failure(pod: Mapping, log_of: LogOf | None = None, check: str = CANNOT_
 def diagnose(
     pods: Sequence[Mapping], events: Sequence[Mapping], gpu_nodes: Sequence[Mapping], log_of: LogOf | None = None
 ) -> list[Finding]:
-    """One failing finding for the first worker pod whose cause is certain; [] while waiting may still help.
-    ``log_of`` reads a container's last log line (KubeRay's wait-gcs-ready init container)."""
+    """One failing finding for the first worker pod whose cause is certain; [] while waiting may still help."""
     pending = [p for p in sorted(pods, key=name_of) if p.get("status", {}).get("phase") == "Pending"]
     for pod in pending:
         row = init_failure(pod, log_of) or image_pull_failure(pod) or unschedulable(pod, events, gpu_nodes)
