@@ -178,14 +178,10 @@ def poll(
         sleep(interval_s)
 
 
-def worker_selector(exp: Expectations) -> str:
-    return f"ray.io/cluster={exp.raycluster},ray.io/node-type=worker"
-
-
 def check_workers(kube: KubeApi, exp: Expectations) -> list[Finding]:
     """The RayCluster and its workers, or the one certain reason its Pending workers cannot start."""
-    pods = kube.list_pods(exp.namespace, worker_selector(exp))
-    heads = kube.list_pods(exp.namespace, f"ray.io/cluster={exp.raycluster},ray.io/node-type=head")
+    ray = RayClusterPods(kube, exp.namespace, exp.raycluster)
+    pods, heads = (kube.list_pods(exp.namespace, ray.selector(node_type)) for node_type in ("worker", "head"))
     if any(p.get("status", {}).get("phase") == "Pending" for p in [*heads, *pods]):
         events = kube.list_events(exp.namespace)
         blocked = diagnose_head(heads, events, kube.list_nodes()) or diagnose(
@@ -208,7 +204,8 @@ def last_log_line(kube: KubeApi, namespace: str, pod: Mapping, container: str) -
 def check_in_pods(kube: KubeApi, exp: Expectations, pod_exec: PodExec) -> list[Finding]:
     """`fi_info -p efa` in one worker pod per GPU node (an FI_EP_RDM endpoint before any training), then the GPUs Ray
     advertises against those the worker pods request."""
-    pods = kube.list_pods(exp.namespace, worker_selector(exp))
+    ray = RayClusterPods(kube, exp.namespace, exp.raycluster)
+    pods = kube.list_pods(exp.namespace, ray.selector("worker"))
     # In reverse name order, so the first pod by name on each node is the one kept.
     per_node = {p.get("spec", {}).get("nodeName", "?"): _name(p) for p in sorted(pods, key=_name, reverse=True)}
     rows = []
@@ -217,7 +214,7 @@ def check_in_pods(kube: KubeApi, exp: Expectations, pod_exec: PodExec) -> list[F
         rows.append(check_fi_info(name, node, res.rc, res.stdout + res.stderr))
     if _failed(rows):
         return rows
-    head = RayClusterPods(kube, exp.namespace, exp.raycluster).head_pod()
+    head = ray.head_pod()
     res = pod_exec(head, exp.namespace, ["python", "-c", RAY_RESOURCES_SNIPPET], timeout_s=120)
     try:
         resources = parse_ray_resources(res.stdout)
@@ -281,14 +278,15 @@ def run_aws(target: AwsTarget, prior: Prior) -> StepResult:
     if not cluster.ok:
         return cluster
     out = target.outputs()
-    worker = kube.list_pods(exp.namespace, worker_selector(exp))[0]["metadata"]["name"]
+    ray = RayClusterPods(kube, exp.namespace, exp.raycluster)
+    worker = ray.pods("worker")[0]
     identity = Identity(
         str(out.get("pod_role_arn")),
         str(out.get("pod_identity_association_id")),
         str(out.get("ray_service_account")),
         exp.namespace,
     )
-    for pod in (worker, RayClusterPods(kube, exp.namespace, exp.raycluster).head_pod()):
+    for pod in (worker, ray.head_pod()):
         target.on_progress(f"writing a marker object to the run bucket from {pod}")
         storage = verify_storage(kube.exec, pod, identity, target.storage_uri(), target.run_id, target.stack_name)
         if not storage.ok:
