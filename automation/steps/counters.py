@@ -24,8 +24,7 @@ def run(target: Target, prior: Prior) -> StepResult[Snapshot]:
         before = snapshot(target)
     except DriverError as e:  # the cluster did not answer: check will say the witness is absent
         return StepResult("counters", "skip", f"EFA counters not read before the job: {e}")
-    problems = before.problems()
-    if problems:
+    if problems := before.problems():
         rows = tuple(Finding("EFA counters before", "fail", p, READER_FIX) for p in problems)
         return StepResult("counters", "fail", f"EFA counters unreadable before the job: {'; '.join(problems)}", rows)
     status: Status = "skip" if before.nodes is None else "pass"

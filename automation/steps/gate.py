@@ -73,8 +73,7 @@ def parse_nvidia_smi(text: str) -> list[Gpu]:
         if len(cells) != fields:
             raise ValueError(f"expected {fields} fields, got {line!r}")
         index, name, uuid, ecc, pending, failed = cells
-        ecc_count = None if ecc in NOT_REPORTED else int(ecc)
-        gpus.append(Gpu(index, name, uuid, ecc_count, _flag(pending), _flag(failed)))
+        gpus.append(Gpu(index, name, uuid, None if ecc in NOT_REPORTED else int(ecc), _flag(pending), _flag(failed)))
     return gpus
 
 
