@@ -12,17 +12,11 @@ from infra.config import RayConfig, RayWorkerConfig
 from infra.eks_facts import EFA_HUGEPAGES_RESOURCE
 from infra.names import EFA_COUNTER_READER, NODE_MONITORING_AGENT, NODE_MONITORING_NAMESPACE
 
-NO_SCHEDULE_EFFECTS = ("NoSchedule", "NoExecute")
 # The device plugins verify requires on every GPU node, found among the DaemonSets that target them.
 DEVICE_PLUGINS = {"nvidia-device-plugin": "NVIDIA device plugin", "efa": "EFA device plugin"}
 # Other DaemonSets named in verify's rows. Like every DaemonSet that targets the GPU nodes, the EFA counter reader is
 # waited for until ready there; where it is absent, `counters` fails naming each node without it.
 LABELS = {**DEVICE_PLUGINS, EFA_COUNTER_READER: "EFA counter reader"}
-
-
-def _kind(name: str) -> str | None:
-    """The LABELS key that names `name`: the longest that it contains (efa-counter-reader is not the EFA plugin)."""
-    return max((k for k in LABELS if k in name), key=len, default=None)
 
 
 def quantity(value: object) -> float:
@@ -90,13 +84,8 @@ def untolerated_taints(pod_spec: Mapping, node: Mapping) -> list[str]:
     return [
         f"{t.get('key')}={t.get('value', '')}:{t.get('effect')}"
         for t in node.get("spec", {}).get("taints") or []
-        if t.get("effect") in NO_SCHEDULE_EFFECTS and not _tolerated(t, tolerations)
+        if t.get("effect") in ("NoSchedule", "NoExecute") and not _tolerated(t, tolerations)
     ]
-
-
-def targets(pod_spec: Mapping, node: Mapping) -> bool:
-    """Whether the scheduler may place a pod of `pod_spec` on `node` (labels and taints; not resources)."""
-    return selects(pod_spec, node) and not untolerated_taints(pod_spec, node)
 
 
 def check_daemonsets(daemonsets: Sequence[Mapping], gpu_nodes: Sequence[Mapping]) -> list[Finding]:
@@ -107,14 +96,15 @@ def check_daemonsets(daemonsets: Sequence[Mapping], gpu_nodes: Sequence[Mapping]
     for ds in sorted(daemonsets, key=name_of):
         ns, name = ds.get("metadata", {}).get("namespace"), name_of(ds)
         pod_spec = ds.get("spec", {}).get("template", {}).get("spec") or {}
-        targeted = sum(targets(pod_spec, n) for n in gpu_nodes)
+        targeted = sum(selects(pod_spec, n) and not untolerated_taints(pod_spec, n) for n in gpu_nodes)
         if not targeted:
             why = f"targets none of the {len(gpu_nodes)} GPU nodes (nodeSelector {pod_spec.get('nodeSelector') or '{}'}"
             rows.append(
                 Finding(f"daemonset {name}", "skip", f"{why}, node affinity or taints exclude them): not required")
             )
             continue
-        st, kind = ds.get("status", {}), _kind(name)
+        # The LABELS key that names it: the longest it contains (efa-counter-reader is not the EFA plugin).
+        st, kind = ds.get("status", {}), max((k for k in LABELS if k in name), key=len, default=None)
         want, ready = int(st.get("desiredNumberScheduled", 0)), int(st.get("numberReady", 0))
         fix = f"kubectl -n {ns} describe ds {name}; kubectl -n {ns} get pods -o wide | grep {name}"
         detail = f"daemonset {ns}/{name}: {ready}/{want} ready, targets {targeted} GPU node(s)"
