@@ -42,9 +42,6 @@ IMAGE_FIX = (
     "(public.ecr.aws needs no credentials; a private registry needs the node role's ECR read policy), "
     "then run `up` again"
 )
-_HEAD = re.compile(r"\s*0/\d+ nodes are available:\s*(.*)", re.S)
-# A reason without its count (the message of a PreFilter plugin, which stands for every node) counts 0.
-_ITEM = re.compile(r"(?:(\d+)\s+)?(.+)")
 TAINT, SELECTOR, NOT_READY = "untolerated taint", "node selector/affinity", "NotReady"
 FIXES = {
     f"Insufficient {EFA_HUGEPAGES_RESOURCE}": HUGEPAGES_FIX,
@@ -75,12 +72,12 @@ HEAD_FIXES = {
 
 def scheduling_reasons(message: str) -> dict[str, int]:
     """`{reason: node count}` from the first clause of a FailedScheduling message ({} if it is not one)."""
-    m = _HEAD.match(message)
-    if not m:
+    if not (m := re.match(r"\s*0/\d+ nodes are available:\s*(.*)", message, re.S)):
         return {}
     first = re.split(r"\.(?:\s|$)", m.group(1), maxsplit=1)[0]
     items = re.split(r",\s*(?=\d+\s)", first)
-    found = (_ITEM.fullmatch(i.strip()) for i in items if i.strip())
+    # A reason without its count (the message of a PreFilter plugin, which stands for every node) counts 0.
+    found = (re.fullmatch(r"(?:(\d+)\s+)?(.+)", i.strip()) for i in items if i.strip())
     return {m.group(2).strip(): int(m.group(1) or 0) for m in found if m}
 
 
