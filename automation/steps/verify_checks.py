@@ -88,6 +88,11 @@ def untolerated_taints(pod_spec: Mapping, node: Mapping) -> list[str]:
     ]
 
 
+def targets(pod_spec: Mapping, node: Mapping) -> bool:
+    """Whether the scheduler may place a pod of `pod_spec` on `node` (labels and taints; not resources)."""
+    return selects(pod_spec, node) and not untolerated_taints(pod_spec, node)
+
+
 def check_daemonsets(daemonsets: Sequence[Mapping], gpu_nodes: Sequence[Mapping]) -> list[Finding]:
     """Every DaemonSet that targets a GPU node is ready there; each device plugin targets them all. A DaemonSet is
     judged by where it may run, not by its name: one that targets none of the GPU nodes (the NVIDIA chart's MPS
@@ -96,7 +101,7 @@ def check_daemonsets(daemonsets: Sequence[Mapping], gpu_nodes: Sequence[Mapping]
     for ds in sorted(daemonsets, key=name_of):
         ns, name = ds.get("metadata", {}).get("namespace"), name_of(ds)
         pod_spec = ds.get("spec", {}).get("template", {}).get("spec") or {}
-        targeted = sum(selects(pod_spec, n) and not untolerated_taints(pod_spec, n) for n in gpu_nodes)
+        targeted = sum(targets(pod_spec, n) for n in gpu_nodes)
         if not targeted:
             why = f"targets none of the {len(gpu_nodes)} GPU nodes (nodeSelector {pod_spec.get('nodeSelector') or '{}'}"
             rows.append(
