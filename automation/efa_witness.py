@@ -1,9 +1,6 @@
-"""The second witness of a run's transport: every GPU node's EFA port counters, read before the job
-starts and after it ends, weighed against the bytes workloads/throughput_model.py predicts.
-
-    before = efa_witness.snapshot(target)          # before the job is submitted (the `counters` step)
-    ...                                             # the job runs
-    w = efa_witness.weigh(target, before, job, steps, log_verdict, log_cause, require)   # in `check`
+"""The second witness of a run's transport: every GPU node's EFA port counters, read before the job starts (`snapshot`,
+in the `counters` step) and after it ends (`weigh`, in `check`), weighed against the bytes
+workloads/throughput_model.py predicts.
 
 The target reads the counters (`Target.efa_counters`: on AWS `cat` of the sysfs files in each GPU node's
 efa-counter-reader pod, which sees the host's sysfs read-only; a Ray worker pod sees no port counters:

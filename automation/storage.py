@@ -9,10 +9,8 @@ ray/train/v2/_internal/execution/checkpoint/checkpoint_manager.py, ``_maybe_load
 
 from __future__ import annotations
 
-import dataclasses
 import re
 import shlex
-from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 
@@ -35,31 +33,28 @@ CHECKPOINT_EVERY = 11_417
 MAX_FAILURES = 3
 
 _S3 = re.compile(r"^s3://([^/]+)/(.+?)/*$")
-# How to give this machine credentials (AWS CLI v2 user guide: cli-configure-quickstart, cli-configure-sso,
-# cli-configure-envvars).
-CREDENTIALS_FIX = (
-    "run `aws configure` (or `aws sso login`), or export AWS_PROFILE, or AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY"
-)
 
 
-def has_credentials() -> bool:
-    """Whether botocore's credential chain finds credentials here (environment, the shared files, SSO, a container
-    or instance role; IMDS not asked when AWS_EC2_METADATA_DISABLED=true), with no call to AWS itself."""
+def require_credentials(writes: str, uri: str | None) -> None:
+    """Before anything starts: DriverError (exit 2) naming ``writes`` (the flag or key) when ``uri`` is s3:// and
+    botocore's credential chain finds none here (environment, the shared files, SSO, a container or instance role;
+    IMDS not asked when AWS_EC2_METADATA_DISABLED=true; no call to AWS itself): Ray Train would fail later, with a
+    traceback."""
+    if not (uri and uri.startswith("s3://")):
+        return
     import botocore.session
     from botocore.exceptions import BotoCoreError
 
     try:
-        return botocore.session.get_session().get_credentials() is not None
+        found = botocore.session.get_session().get_credentials() is not None
     except BotoCoreError:  # a profile that names a missing source, an SSO cache that cannot be read
-        return False
-
-
-def require_credentials(writes: str, uri: str | None, found: Callable[[], bool] = has_credentials) -> None:
-    """Before anything starts: DriverError (exit 2) naming ``writes`` (the flag or key) when ``uri`` is s3:// and
-    this machine has no AWS credentials to write it with (Ray Train would fail later, with a traceback)."""
-    if uri and uri.startswith("s3://") and not found():
-        why = f"{writes} {uri}: no AWS credentials on this machine to write there"
-        raise DriverError(f"{why}: {CREDENTIALS_FIX}", exit_code=2)
+        found = False
+    if not found:  # the fix: AWS CLI v2 user guide, cli-configure-quickstart, cli-configure-sso, cli-configure-envvars
+        raise DriverError(
+            f"{writes} {uri}: no AWS credentials on this machine to write there: run `aws configure` (or `aws sso "
+            "login`), or export AWS_PROFILE, or AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY",
+            exit_code=2,
+        )
 
 
 def split_s3_uri(uri: str) -> tuple[str, str]:
@@ -75,16 +70,12 @@ def split_s3_uri(uri: str) -> tuple[str, str]:
 
 @dataclass(frozen=True)
 class Durability:
-    """The job settings that let a run outlive its workers: DEFAULTS, one layer of the job below the
-    stack's train: block, which may override each of them (automation/job.py states the order)."""
+    """The job settings that let a run outlive its workers: DEFAULTS, one layer of the job below the stack's train:
+    block, which may override each of them (automation/job.py states the order; it takes them as ``vars()``)."""
 
     storage_path: str | None = None  # None: not known yet (the stack's run bucket before `up`)
     checkpoint_every: int = CHECKPOINT_EVERY
     max_failures: int = MAX_FAILURES
-
-    def layer(self) -> dict[str, object]:
-        """The fields as the job's durability layer (automation/job.py drops a storage_path of None)."""
-        return dataclasses.asdict(self)
 
 
 def outside_run_bucket(storage_path: str, run_bucket: str) -> str | None:
@@ -200,7 +191,6 @@ print("ok")
 # 2024.04.26, whose aws-sdk-cpp is 1.11.285 (microsoft/vcpkg ports/aws-sdk-cpp/vcpkg.json at 943c5ef),
 # the first new enough. A pyarrow from elsewhere (conda-forge) links its own SDK and may differ.
 LAST_PYARROW_WITHOUT_POD_IDENTITY = 16
-POD_IDENTITY_MODE_KEY = StorageConfig.keyname("pod_identity_mode", prefixed=True)
 
 
 def marker_probe_command(marker_uri: str) -> list[str]:
@@ -230,15 +220,12 @@ class ProbeFacts:
         m = re.search(r"^PYARROW (\S+) CREDENTIALS (\S+)$", stdout, re.M)
         return cls(m.group(1), m.group(2)) if m else cls()
 
-    def sdk_too_old(self) -> bool:
-        major = self.pyarrow.split(".")[0]
-        return major.isdigit() and int(major) <= LAST_PYARROW_WITHOUT_POD_IDENTITY
-
 
 def irsa_switch_command(stack: str) -> str:
     """The one shell line that moves ``stack`` from Pod Identity to IRSA: the key in Pulumi.<stack>.yaml, then `up`
     (which replaces the Pod Identity association with the OIDC-trusting role and the ServiceAccount annotation)."""
-    return f"pulumi config set --stack {stack} {POD_IDENTITY_MODE_KEY} irsa && python -m automation up --stack {stack}"
+    key = StorageConfig.keyname("pod_identity_mode", prefixed=True)
+    return f"pulumi config set --stack {stack} {key} irsa && python -m automation up --stack {stack}"
 
 
 def storage_cause(why: str, facts: ProbeFacts, identity: Identity, stack_hint: str = "<stack>") -> str:
@@ -246,7 +233,9 @@ def storage_cause(why: str, facts: ProbeFacts, identity: Identity, stack_hint: s
     always with the command that switches the stack to IRSA."""
     denied = "ACCESS_DENIED" in why or "AccessDenied" in why
     irsa = f"run `{irsa_switch_command(stack_hint)}`"
-    if denied and facts.credentials == "pod-identity" and facts.sdk_too_old():
+    major = facts.pyarrow.split(".")[0]
+    too_old = major.isdigit() and int(major) <= LAST_PYARROW_WITHOUT_POD_IDENTITY
+    if denied and facts.credentials == "pod-identity" and too_old:
         return (
             f"pyarrow {facts.pyarrow} in the pod bundles an AWS SDK for C++ older than 1.11.263, which cannot use "
             "EKS Pod Identity credentials, so its requests go unsigned and S3 denies them (EKS user guide "

@@ -33,7 +33,7 @@ def run(args: argparse.Namespace, ui: Ui) -> int:
     args.target = resolve_target(args)
     cfg = load_config(args.stack, args.project_dir)  # the clear message for a bad stack, before Pulumi's mocks
     try:
-        job = resolve_cluster_job(cfg, RENDERED_RUN_ID, Durability().layer())  # the job preflight would refuse
+        job = resolve_cluster_job(cfg, RENDERED_RUN_ID, vars(Durability()))  # the job preflight would refuse
         # StackConfigError from here: what only the program checks (an empty gpuAvailabilityZone)
         rows = render_stack(args.stack, args.project_dir)
     except (TrainConfigError, StackConfigError) as e:

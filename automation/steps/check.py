@@ -18,7 +18,7 @@ from pathlib import Path
 from automation import efa_witness
 from automation.efa_witness import CounterRecord, Snapshot
 from automation.errors import DriverError
-from automation.pipeline import Finding, Prior, StepResult, TransportVerdict
+from automation.pipeline import Finding, Prior, Status, StepResult, TransportVerdict
 from automation.targets import Target
 from workloads.nccl_check import check_logs
 from workloads.nccl_check.verdict import ChannelClaim
@@ -43,22 +43,20 @@ def assert_transport(paths: Sequence[Path], require: str, run_id: str | None) ->
 def check_result(v: TransportVerdict, note: str = "") -> StepResult:
     """pass for a passing verdict, skip when not applicable, fail otherwise (sockets, no logs, bad input)."""
     detail = v.cause + (f" ({note})" if note else "")
+    status: Status
+    evidence: tuple[Finding, ...] = ()
     if v.verdict == "not-applicable":
-        return StepResult("check", "skip", v.cause, (Finding("NCCL transport", "skip", v.cause),), v)
-    if v.verdict == "pass" and not note:
-        passed = (Finding("NCCL transport", "pass", detail),)
-        return StepResult("check", "pass", f"NCCL over {v.require}: {v.cause}", passed, v)
-    if v.verdict in ("pass", "inconclusive") and note:
+        status, said, detail = "skip", v.cause, v.cause
+    elif v.verdict == "pass" and not note:
+        status, said = "pass", f"NCCL over {v.require}: {v.cause}"
+    elif v.verdict in ("pass", "inconclusive") and note:
         # Locally a pass or an inconclusive answer is all there is to have; say it is not EFA proof.
-        return StepResult("check", "skip", f"{v.verdict}: {detail}", (Finding("NCCL transport", "skip", detail),), v)
-    evidence = (Finding("evidence", "fail", e) for e in v.evidence[:10])
-    return StepResult(  # a pass never gets here: with or without a note it returned above
-        "check",
-        "fail",
-        f"NCCL check {v.verdict} (require={v.require}): {v.cause}",
-        (Finding("NCCL transport", "fail", detail, v.cause), *evidence),
-        v,
-    )
+        status, said = "skip", f"{v.verdict}: {detail}"
+    else:
+        status, said = "fail", f"NCCL check {v.verdict} (require={v.require}): {v.cause}"
+        evidence = tuple(Finding("evidence", "fail", e) for e in v.evidence[:10])
+    transport = Finding("NCCL transport", status, detail, v.cause if status == "fail" else "")
+    return StepResult("check", status, said, (transport, *evidence), v)
 
 
 def not_applicable_on_cpu() -> TransportVerdict:

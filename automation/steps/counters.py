@@ -24,17 +24,15 @@ def run(target: Target, prior: Prior) -> StepResult[Snapshot]:
         before = snapshot(target)
     except DriverError as e:  # the cluster did not answer: check will say the witness is absent
         return StepResult("counters", "skip", f"EFA counters not read before the job: {e}")
-    problems = before.problems()
-    if problems:
+    if problems := before.problems():
         rows = tuple(Finding("EFA counters before", "fail", p, READER_FIX) for p in problems)
         return StepResult("counters", "fail", f"EFA counters unreadable before the job: {'; '.join(problems)}", rows)
     status: Status = "skip" if before.nodes is None else "pass"
     line = f"EFA counters before the job: {before.summary}"
     if before.nodes is not None:
         try:
-            kept = target.keep_counters(before.to_dict())
+            if kept := target.keep_counters(before.to_dict()):
+                line = f"{line}; kept at {kept} for `attach`"
         except DriverError as e:  # this command's check still has the reading; only a later `attach` lacks it
-            kept, line = None, f"{line} (not kept for `attach`: {e})"
-        if kept:
-            line = f"{line}; kept at {kept} for `attach`"
+            line = f"{line} (not kept for `attach`: {e})"
     return StepResult("counters", status, line, (Finding("EFA counters before", status, before.summary),), before)

@@ -73,8 +73,7 @@ def parse_nvidia_smi(text: str) -> list[Gpu]:
         if len(cells) != fields:
             raise ValueError(f"expected {fields} fields, got {line!r}")
         index, name, uuid, ecc, pending, failed = cells
-        ecc_count = None if ecc in NOT_REPORTED else int(ecc)
-        gpus.append(Gpu(index, name, uuid, ecc_count, _flag(pending), _flag(failed)))
+        gpus.append(Gpu(index, name, uuid, None if ecc in NOT_REPORTED else int(ecc), _flag(pending), _flag(failed)))
     return gpus
 
 
@@ -132,11 +131,10 @@ def run_aws(target: AwsTarget, prior: Prior) -> StepResult[GateOutcome]:
     cluster, gpus = target.ray_pods(), target.cfg.gpu_nodes.gpus_per_node
     pods = collectives_pods.worker_pods(cluster)
     target.on_progress(f"the gate: nvidia-smi on {len(pods)} GPU nodes")
-    kube = target.kube()
-    nodes = {name_of(n): n for n in kube.list_nodes(GPU_NODE_SELECTOR)}
+    nodes = {name_of(n): n for n in cluster.kube.list_nodes(GPU_NODE_SELECTOR)}
     rows = []
     for pod in pods:
-        res = kube.exec(pod.name, cluster.namespace, NVIDIA_SMI_COMMAND, timeout_s=60)
+        res = cluster.kube.exec(pod.name, cluster.namespace, NVIDIA_SMI_COMMAND, timeout_s=60)
         agent = gpu_health(nodes.get(pod.node, {}))
         rows.append(check_node(pod.node, pod.name, res.rc, res.stdout + res.stderr, agent, gpus))
     bad = [pod.node for pod, row in zip(pods, rows, strict=True) if row.status == "fail"]
@@ -152,7 +150,7 @@ def run_aws(target: AwsTarget, prior: Prior) -> StepResult[GateOutcome]:
             rows.append(Finding("EFA between the GPU nodes", "fail", str(e), "kubectl logs and describe the pod named"))
         bad = [p.node for p in pods] if rows[-1].status == "fail" and rows[-1].fix.startswith("cordoned") else []
     for node in bad:
-        target.kube().cordon_node(node)
+        cluster.kube.cordon_node(node)
     result = verdict("gate", rows, GateOutcome(tuple(bad)), ok_summary=f"{len(pods)} GPU nodes fit to train")
     return dataclasses.replace(result, summary=f"{result.summary}; cordoned {', '.join(bad)}") if bad else result
 

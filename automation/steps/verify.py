@@ -12,21 +12,20 @@ import dataclasses
 import time
 from collections.abc import Callable, Mapping, Sequence
 from functools import partial
-from typing import Protocol
 
 from automation.errors import DriverError
-from automation.kube import PodExec, RayClusterPods
+from automation.kube import KubeApi, PodExec, RayClusterPods
 from automation.pipeline import Expectations, Finding, Prior, StepResult, verdict
 from automation.ray_head import RAY_RESOURCES_SNIPPET, parse_ray_resources
 from automation.steps.place import by_place
 from automation.steps.verify_checks import (
     AGENT_SELECTOR,
+    FI_INFO_COMMAND,
     check_daemonsets,
     check_fi_info,
     check_hugepages,
     check_node_agent,
     condition,
-    fi_info_command,
     worker_requests,
 )
 from automation.steps.verify_checks import is_ready as _ready
@@ -39,18 +38,6 @@ from automation.targets.local import LocalTarget
 from infra.names import EFA_RESOURCE, GPU_NODE_SELECTOR, GPU_RESOURCE, NODE_MONITORING_NAMESPACE
 
 ZONE_LABEL = "topology.kubernetes.io/zone"
-
-
-class KubeReader(Protocol):  # what verify reads of KubeApi: tests hand in a fake checked against it
-    def list_nodes(self, label_selector: str = "") -> list[dict]: ...
-    def list_pods(self, namespace: str, label_selector: str) -> list[dict]: ...
-    def list_daemonsets(self) -> list[dict]: ...
-    def list_deployments(self) -> list[dict]: ...
-    def get_raycluster(self, namespace: str, name: str) -> dict: ...
-    def list_events(self, namespace: str) -> list[dict]: ...
-    def pod_log(self, namespace: str, name: str, container: str, tail_lines: int = 1) -> str: ...
-
-
 RAY_GPUS = "Ray GPUs == Kubernetes GPU requests"
 
 
@@ -111,7 +98,7 @@ def check_operator(deployments: Sequence[dict]) -> Finding:
     )
 
 
-def check_addons(kube: KubeReader) -> list[Finding]:
+def check_addons(kube: KubeApi) -> list[Finding]:
     """The DaemonSets on the GPU nodes, the node monitoring agent on each of them, the KubeRay operator."""
     gpu_nodes = kube.list_nodes(GPU_NODE_SELECTOR)
     return [
@@ -159,12 +146,8 @@ def check_worker_pods(pods: Sequence[dict], exp: Expectations) -> list[Finding]:
     return rows
 
 
-def requested_gpus(pods: Sequence[dict]) -> float:
-    return sum(_quantity(_container_resources(p)[0].get(GPU_RESOURCE, 0)) for p in pods)
-
-
 def check_ray_gpus(ray_resources: Mapping[str, float], pods: Sequence[dict]) -> Finding:
-    want = requested_gpus(pods)
+    want = sum(_quantity(_container_resources(p)[0].get(GPU_RESOURCE, 0)) for p in pods)
     got = float(ray_resources.get("GPU", 0))
     return Finding.judged(
         RAY_GPUS,
@@ -195,14 +178,10 @@ def poll(
         sleep(interval_s)
 
 
-def worker_selector(exp: Expectations) -> str:
-    return f"ray.io/cluster={exp.raycluster},ray.io/node-type=worker"
-
-
-def check_workers(kube: KubeReader, exp: Expectations) -> list[Finding]:
+def check_workers(kube: KubeApi, exp: Expectations) -> list[Finding]:
     """The RayCluster and its workers, or the one certain reason its Pending workers cannot start."""
-    pods = kube.list_pods(exp.namespace, worker_selector(exp))
-    heads = kube.list_pods(exp.namespace, f"ray.io/cluster={exp.raycluster},ray.io/node-type=head")
+    ray = RayClusterPods(kube, exp.namespace, exp.raycluster)
+    pods, heads = (kube.list_pods(exp.namespace, ray.selector(node_type)) for node_type in ("worker", "head"))
     if any(p.get("status", {}).get("phase") == "Pending" for p in [*heads, *pods]):
         events = kube.list_events(exp.namespace)
         blocked = diagnose_head(heads, events, kube.list_nodes()) or diagnose(
@@ -213,7 +192,7 @@ def check_workers(kube: KubeReader, exp: Expectations) -> list[Finding]:
     return [*check_raycluster(kube.get_raycluster(exp.namespace, exp.raycluster), exp), *check_worker_pods(pods, exp)]
 
 
-def last_log_line(kube: KubeReader, namespace: str, pod: Mapping, container: str) -> str:
+def last_log_line(kube: KubeApi, namespace: str, pod: Mapping, container: str) -> str:
     """The container's last log line; '' when the log cannot be read (not started yet)."""
     try:
         text = kube.pod_log(namespace, _name(pod), container, tail_lines=1)
@@ -222,20 +201,20 @@ def last_log_line(kube: KubeReader, namespace: str, pod: Mapping, container: str
     return (text.strip().splitlines() or [""])[-1]
 
 
-def check_in_pods(kube: KubeReader, exp: Expectations, pod_exec: PodExec) -> list[Finding]:
+def check_in_pods(kube: KubeApi, exp: Expectations, pod_exec: PodExec) -> list[Finding]:
     """`fi_info -p efa` in one worker pod per GPU node (an FI_EP_RDM endpoint before any training), then the GPUs Ray
     advertises against those the worker pods request."""
-    pods = kube.list_pods(exp.namespace, worker_selector(exp))
-    per_node: dict[str, str] = {}
-    for pod in sorted(pods, key=_name):
-        per_node.setdefault(pod.get("spec", {}).get("nodeName", "?"), _name(pod))
+    ray = RayClusterPods(kube, exp.namespace, exp.raycluster)
+    pods = kube.list_pods(exp.namespace, ray.selector("worker"))
+    # In reverse name order, so the first pod by name on each node is the one kept.
+    per_node = {p.get("spec", {}).get("nodeName", "?"): _name(p) for p in sorted(pods, key=_name, reverse=True)}
     rows = []
     for node, name in sorted(per_node.items()):
-        res = pod_exec(name, exp.namespace, fi_info_command(), timeout_s=60)
+        res = pod_exec(name, exp.namespace, FI_INFO_COMMAND, timeout_s=60)
         rows.append(check_fi_info(name, node, res.rc, res.stdout + res.stderr))
     if _failed(rows):
         return rows
-    head = RayClusterPods(kube, exp.namespace, exp.raycluster).head_pod()
+    head = ray.head_pod()
     res = pod_exec(head, exp.namespace, ["python", "-c", RAY_RESOURCES_SNIPPET], timeout_s=120)
     try:
         resources = parse_ray_resources(res.stdout)
@@ -246,7 +225,7 @@ def check_in_pods(kube: KubeReader, exp: Expectations, pod_exec: PodExec) -> lis
 
 
 def verify_cluster(
-    kube: KubeReader,
+    kube: KubeApi,
     exp: Expectations,
     pod_exec: PodExec | None,
     node_wait_s: float = 180,
@@ -299,14 +278,15 @@ def run_aws(target: AwsTarget, prior: Prior) -> StepResult:
     if not cluster.ok:
         return cluster
     out = target.outputs()
-    worker = kube.list_pods(exp.namespace, worker_selector(exp))[0]["metadata"]["name"]
+    ray = RayClusterPods(kube, exp.namespace, exp.raycluster)
+    worker = ray.pods("worker")[0]
     identity = Identity(
         str(out.get("pod_role_arn")),
         str(out.get("pod_identity_association_id")),
         str(out.get("ray_service_account")),
         exp.namespace,
     )
-    for pod in (worker, RayClusterPods(kube, exp.namespace, exp.raycluster).head_pod()):
+    for pod in (worker, ray.head_pod()):
         target.on_progress(f"writing a marker object to the run bucket from {pod}")
         storage = verify_storage(kube.exec, pod, identity, target.storage_uri(), target.run_id, target.stack_name)
         if not storage.ok:

@@ -12,17 +12,11 @@ from infra.config import RayConfig, RayWorkerConfig
 from infra.eks_facts import EFA_HUGEPAGES_RESOURCE
 from infra.names import EFA_COUNTER_READER, NODE_MONITORING_AGENT, NODE_MONITORING_NAMESPACE
 
-NO_SCHEDULE_EFFECTS = ("NoSchedule", "NoExecute")
 # The device plugins verify requires on every GPU node, found among the DaemonSets that target them.
 DEVICE_PLUGINS = {"nvidia-device-plugin": "NVIDIA device plugin", "efa": "EFA device plugin"}
 # Other DaemonSets named in verify's rows. Like every DaemonSet that targets the GPU nodes, the EFA counter reader is
 # waited for until ready there; where it is absent, `counters` fails naming each node without it.
 LABELS = {**DEVICE_PLUGINS, EFA_COUNTER_READER: "EFA counter reader"}
-
-
-def _kind(name: str) -> str | None:
-    """The LABELS key that names `name`: the longest that it contains (efa-counter-reader is not the EFA plugin)."""
-    return max((k for k in LABELS if k in name), key=len, default=None)
 
 
 def quantity(value: object) -> float:
@@ -90,7 +84,7 @@ def untolerated_taints(pod_spec: Mapping, node: Mapping) -> list[str]:
     return [
         f"{t.get('key')}={t.get('value', '')}:{t.get('effect')}"
         for t in node.get("spec", {}).get("taints") or []
-        if t.get("effect") in NO_SCHEDULE_EFFECTS and not _tolerated(t, tolerations)
+        if t.get("effect") in ("NoSchedule", "NoExecute") and not _tolerated(t, tolerations)
     ]
 
 
@@ -114,7 +108,8 @@ def check_daemonsets(daemonsets: Sequence[Mapping], gpu_nodes: Sequence[Mapping]
                 Finding(f"daemonset {name}", "skip", f"{why}, node affinity or taints exclude them): not required")
             )
             continue
-        st, kind = ds.get("status", {}), _kind(name)
+        # The LABELS key that names it: the longest it contains (efa-counter-reader is not the EFA plugin).
+        st, kind = ds.get("status", {}), max((k for k in LABELS if k in name), key=len, default=None)
         want, ready = int(st.get("desiredNumberScheduled", 0)), int(st.get("numberReady", 0))
         fix = f"kubectl -n {ns} describe ds {name}; kubectl -n {ns} get pods -o wide | grep {name}"
         detail = f"daemonset {ns}/{name}: {ready}/{want} ready, targets {targeted} GPU node(s)"
@@ -196,17 +191,15 @@ def check_hugepages(gpu_nodes: Sequence[Mapping], requests: Mapping[str, str]) -
 
 
 # ---- libfabric inside a worker pod ----------------------------------------------------------------
-FI_INFO_SCRIPT = (
+# List the EFA devices in the pod, then run `fi_info -p efa` (the EFA installer's /opt/amazon/efa/bin).
+FI_INFO_COMMAND = [
+    "sh",
+    "-c",
     'export PATH="$PATH:/opt/amazon/efa/bin"; '
     "if ls /dev/infiniband/uverbs* >/dev/null 2>&1; then echo EFA_DEVICES present; else echo EFA_DEVICES none; fi; "
     "command -v fi_info >/dev/null 2>&1 || { echo FI_INFO missing; exit 0; }; "
-    "fi_info -p efa 2>&1; echo FI_INFO_RC $?"
-)
-
-
-def fi_info_command() -> list[str]:
-    """List the EFA devices in the pod, then run `fi_info -p efa` (the EFA installer's /opt/amazon/efa/bin)."""
-    return ["sh", "-c", FI_INFO_SCRIPT]
+    "fi_info -p efa 2>&1; echo FI_INFO_RC $?",
+]
 
 
 def efa_endpoints(output: str) -> list[tuple[str, str]]:

@@ -42,9 +42,6 @@ IMAGE_FIX = (
     "(public.ecr.aws needs no credentials; a private registry needs the node role's ECR read policy), "
     "then run `up` again"
 )
-_HEAD = re.compile(r"\s*0/\d+ nodes are available:\s*(.*)", re.S)
-# A reason without its count (the message of a PreFilter plugin, which stands for every node) counts 0.
-_ITEM = re.compile(r"(?:(\d+)\s+)?(.+)")
 TAINT, SELECTOR, NOT_READY = "untolerated taint", "node selector/affinity", "NotReady"
 FIXES = {
     f"Insufficient {EFA_HUGEPAGES_RESOURCE}": HUGEPAGES_FIX,
@@ -75,12 +72,12 @@ HEAD_FIXES = {
 
 def scheduling_reasons(message: str) -> dict[str, int]:
     """`{reason: node count}` from the first clause of a FailedScheduling message ({} if it is not one)."""
-    m = _HEAD.match(message)
-    if not m:
+    if not (m := re.match(r"\s*0/\d+ nodes are available:\s*(.*)", message, re.S)):
         return {}
     first = re.split(r"\.(?:\s|$)", m.group(1), maxsplit=1)[0]
     items = re.split(r",\s*(?=\d+\s)", first)
-    found = (_ITEM.fullmatch(i.strip()) for i in items if i.strip())
+    # A reason without its count (the message of a PreFilter plugin, which stands for every node) counts 0.
+    found = (re.fullmatch(r"(?:(\d+)\s+)?(.+)", i.strip()) for i in items if i.strip())
     return {m.group(2).strip(): int(m.group(1) or 0) for m in found if m}
 
 
@@ -98,13 +95,8 @@ def normalise(reason: str) -> str:
 def node_shortfalls(pod: Mapping, node: Mapping) -> set[str]:
     """What keeps `pod` off `node` by the node's own object (empty: the node could hold it)."""
     spec = pod.get("spec", {})
-    short = set()
-    if not is_ready(node):
-        short.add(NOT_READY)
-    if not selects(spec, node):
-        short.add(SELECTOR)
-    if untolerated_taints(spec, node):
-        short.add(TAINT)
+    judged = {NOT_READY: not is_ready(node), SELECTOR: not selects(spec, node), TAINT: untolerated_taints(spec, node)}
+    short = {reason for reason, holds in judged.items() if holds}
     alloc = node.get("status", {}).get("allocatable", {})
     for container in spec.get("containers") or []:
         for key, value in ((container.get("resources") or {}).get("requests") or {}).items():
@@ -210,8 +202,7 @@ def init_failure(pod: Mapping, log_of: LogOf | None = None, check: str = CANNOT_
 def diagnose(
     pods: Sequence[Mapping], events: Sequence[Mapping], gpu_nodes: Sequence[Mapping], log_of: LogOf | None = None
 ) -> list[Finding]:
-    """One failing finding for the first worker pod whose cause is certain; [] while waiting may still help.
-    ``log_of`` reads a container's last log line (KubeRay's wait-gcs-ready init container)."""
+    """One failing finding for the first worker pod whose cause is certain; [] while waiting may still help."""
     pending = [p for p in sorted(pods, key=name_of) if p.get("status", {}).get("phase") == "Pending"]
     for pod in pending:
         row = init_failure(pod, log_of) or image_pull_failure(pod) or unschedulable(pod, events, gpu_nodes)

@@ -322,7 +322,7 @@ class AwsTarget:
         r = self.run
         flags = {"steps": r.steps_override, "num_workers": r.workers_override, "float8": r.float8_override}
         try:
-            return resolve_cluster_job(self.cfg, self.run_id, Durability(storage_uri).layer(), flags)
+            return resolve_cluster_job(self.cfg, self.run_id, vars(Durability(storage_uri)), flags)
         except TrainConfigError as e:
             raise DriverError(str(e), exit_code=2) from None
 

@@ -246,7 +246,7 @@ def test_aws_preflight_refuses_a_bad_train_block_before_calling_aws():
 
 # ---- one precedence: cluster defaults, durability defaults, the train: block, CLI flags --------------
 RUN_BUCKET = "s3://ray-efa-eks-us-west-2-render/us-west-2/runs"  # a storage_uri output, as infra/storage.py forms it
-DURABLE = Durability(storage_path=RUN_BUCKET).layer()
+DURABLE = vars(Durability(storage_path=RUN_BUCKET))
 
 
 @pytest.mark.parametrize(
@@ -292,7 +292,7 @@ def test_shown_job_lists_changed_fields_and_the_durability_ones_only():
 
 
 def test_run_bucket_before_up_is_shown_as_pending_not_as_empty():
-    resolved = resolve_cluster_job(stack_cfg(), "r1", Durability().layer())
+    resolved = resolve_cluster_job(stack_cfg(), "r1", vars(Durability()))
     row = next(r for r in resolved.shown() if r[0] == "storage_path")
     assert row == ("storage_path", PENDING_RUN_BUCKET, DURABILITY_DEFAULT), f"got {row}"
 

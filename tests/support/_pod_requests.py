@@ -1,7 +1,7 @@
 """What a command the driver execs in a Ray pod asks for, parsed once from its argv into a `PodRequest`.
 
 A fake pod answers the request, not a substring of a command line: each kind is recognised by rebuilding the
-driver's own command from the parsed arguments (automation/steps/verify_checks.py `fi_info_command`,
+driver's own command from the parsed arguments (automation/steps/verify_checks.py `FI_INFO_COMMAND`,
 automation/ray_head.py, automation/storage.py `marker_probe_command`, automation/steps/gate.py,
 automation/collectives_pods.py, automation/run_files.py,
 workloads/nccl_check/counters.py `read_script`), so rewording a script changes no test that is not about it,
@@ -28,7 +28,7 @@ from automation.run_files import (
     set_aside_command,
 )
 from automation.steps.gate import NVIDIA_SMI_COMMAND
-from automation.steps.verify_checks import fi_info_command
+from automation.steps.verify_checks import FI_INFO_COMMAND
 from automation.storage import marker_probe_command
 from automation.targets.aws import READER_SYSFS_ROOT
 from workloads.nccl_check.counters import SYSFS_ROOT, read_script
@@ -61,7 +61,7 @@ class PodRequest:
 
 def pod_request(argv: list[str]) -> PodRequest | None:
     """The request `argv` makes, or None when it is none the driver sends."""
-    if argv == fi_info_command():
+    if argv == FI_INFO_COMMAND:
         return PodRequest(PodAction.FI_INFO)
     if argv == NVIDIA_SMI_COMMAND:
         return PodRequest(PodAction.NVIDIA_SMI)

@@ -8,13 +8,13 @@ from _pod_requests import PodAction, pod_request
 
 from automation.ray_head import RAY_RESOURCES_SNIPPET, status_command, upload_command
 from automation.run_files import collect_command, pack_command
-from automation.steps.verify_checks import fi_info_command
+from automation.steps.verify_checks import FI_INFO_COMMAND
 from automation.storage import marker_probe_command
 from automation.targets.aws import READER_SYSFS_ROOT
 from workloads.nccl_check.counters import SYSFS_ROOT, read_script
 
 BUILT = [
-    (fi_info_command(), PodAction.FI_INFO, ""),
+    (FI_INFO_COMMAND, PodAction.FI_INFO, ""),
     (["python", "-c", RAY_RESOURCES_SNIPPET], PodAction.RAY_RESOURCES, ""),
     (marker_probe_command("s3://bucket/stack/m"), PodAction.S3_MARKER, "s3://bucket/stack/m"),
     (["sh", "-c", read_script()], PodAction.EFA_COUNTERS, SYSFS_ROOT),

@@ -31,7 +31,6 @@ from automation.steps.verify import (
     check_raycluster,
     check_worker_pods,
     poll,
-    requested_gpus,
     verify_cluster,
 )
 
@@ -234,7 +233,8 @@ def test_pod_without_spec_or_resources_fails_instead_of_crashing(obj):
 
 def test_gpus_are_counted_from_requests_and_missing_ones_count_zero():
     pods = [pod("w0", {GPU: "2"}, {GPU: "4"}), pod("w1", {"cpu": "1"}, {"cpu": "1"})]
-    assert requested_gpus(pods) == 2, f"expected 2 requested GPUs (requests, not limits), got {requested_gpus(pods)}"
+    row = check_ray_gpus({"GPU": 2.0}, pods)
+    assert row.status == "pass", f"expected Ray's 2 GPUs to match the 2 requested (requests, not limits), got {row}"
 
 
 def test_ray_without_gpus_fails_against_requested_gpus():
@@ -380,8 +380,9 @@ def healthy_node() -> dict:
     }
 
 
-class Cluster:
-    """A healthy one-node cluster; `broken` names the reads that fail once before they succeed."""
+class Cluster(KubeApi):
+    """A healthy one-node cluster, overriding what verify reads of KubeApi; `broken` names the reads that fail
+    once before they succeed."""
 
     def __init__(self, broken: tuple[str, ...] = ()):
         self.broken = set(broken)

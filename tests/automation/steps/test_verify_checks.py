@@ -15,12 +15,12 @@ from hypothesis import strategies as st
 
 from automation.steps.verify import check_operator
 from automation.steps.verify_checks import (
+    FI_INFO_COMMAND,
     check_daemonsets,
     check_fi_info,
     check_hugepages,
     check_node_agent,
     efa_endpoints,
-    fi_info_command,
     selects,
     untolerated_taints,
     worker_requests,
@@ -377,7 +377,7 @@ def test_a_failed_fi_info_row_names_the_pod():
 
 
 def test_fi_info_runs_its_script_through_sh_c():
-    argv = fi_info_command()
+    argv = FI_INFO_COMMAND
     assert argv[:2] == ["sh", "-c"] and "fi_info -p efa" in argv[2], argv
 
 
