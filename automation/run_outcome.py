@@ -29,10 +29,6 @@ class RunReport:
     files: str | None = None  # where the run's files are (summary, NCCL logs), when it wrote any
     start: dict | None = None  # seconds of each phase of the start (automation/start_phases.py), where known
 
-    @property
-    def ok(self) -> bool:
-        return self.pipeline.ok
-
     def metrics(self) -> dict[str, object]:
         s = self.training or RunSummary()
         keys = (
@@ -80,16 +76,11 @@ def show(report: RunReport, ui: Ui, files: dict[str, str | None]) -> int:
         ui.emit_json({**report.to_dict(), **files})
     else:
         render(report, ui.console)
-        announce(files, ui)
-    return 0 if report.ok else 1
-
-
-def announce(files: dict[str, str | None], ui: Ui) -> None:
-    """The closing line of `automation run`: where the report is, or why there is none."""
-    if files.get("report"):
-        ui.note(f"report: {files['report']}  (metrics: {files['metrics_file']})")
-    elif files.get("report_error"):
-        ui.note(f"no report: {files['report_error']}")
+        if files.get("report"):  # the closing line: where the report is, or why there is none
+            ui.note(f"report: {files['report']}  (metrics: {files['metrics_file']})")
+        elif files.get("report_error"):
+            ui.note(f"no report: {files['report_error']}")
+    return 0 if report.pipeline.ok else 1
 
 
 def _fmt(v: object, spec: str = "") -> str:
