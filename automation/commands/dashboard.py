@@ -56,22 +56,11 @@ def kube_connector(kube: KubeApi, pod: str, namespace: str, port: int) -> Connec
         from kubernetes.stream import portforward  # about 0.2 s: paid only by a forward
 
         pf = portforward(kube.core.connect_get_namespaced_pod_portforward, pod, namespace, ports=str(port))
-        return _ForwardedSocket(pf, port)
+        # The port's socket is the whole tunnel: pf.close() only closes it, and the proxy thread closes the
+        # websocket once its local ends are closed (kubernetes 37.0.1, kubernetes/stream/ws_client.py PortForward).
+        return pf.socket(port)
 
     return connect
-
-
-class _ForwardedSocket:
-    """One port of a kubernetes.stream.ws_client.PortForward (untyped); closing it closes the websocket too."""
-
-    def __init__(self, pf: Any, port: int):
-        self.pf, self.sock = pf, pf.socket(port)
-
-    def __getattr__(self, name: str) -> Any:  # recv, sendall, shutdown: the port's own
-        return getattr(self.sock, name)
-
-    def close(self) -> None:
-        self.pf.close()
 
 
 def listen(local_port: int) -> socket.socket:
