@@ -122,8 +122,7 @@ def archive_run(cluster: RayClusterPods, run_id: str, minutes: int, dest: Path, 
         by_pod = dest / ".pods" / pod
         _unpacked(exec_, pod, cluster.namespace, attempts_command(run_dir), run_dir, by_pod, timeout_s=60)
         _unpacked(exec_, pod, cluster.namespace, ray_logs_command(minutes), RAY_LOGS, by_pod / "ray", timeout_s=60)
-        for path in sorted(p for p in by_pod.rglob("*") if p.is_file()):
-            sub, *rest = path.relative_to(by_pod).parts  # <pod>/nccl/x -> nccl/<pod>/x
-            (dest / sub / pod).joinpath(*rest).parent.mkdir(parents=True, exist_ok=True)
-            path.rename((dest / sub / pod).joinpath(*rest))
+        for sub in by_pod.glob("*"):  # <pod>/nccl/x -> nccl/<pod>/x
+            (dest / sub.name).mkdir(exist_ok=True)
+            sub.rename(dest / sub.name / pod)
     shutil.rmtree(dest / ".pods", ignore_errors=True)

@@ -29,10 +29,6 @@ class RunReport:
     files: str | None = None  # where the run's files are (summary, NCCL logs), when it wrote any
     start: dict | None = None  # seconds of each phase of the start (automation/start_phases.py), where known
 
-    @property
-    def ok(self) -> bool:
-        return self.pipeline.ok
-
     def metrics(self) -> dict[str, object]:
         s = self.training or RunSummary()
         keys = (
@@ -80,16 +76,11 @@ def show(report: RunReport, ui: Ui, files: dict[str, str | None]) -> int:
         ui.emit_json({**report.to_dict(), **files})
     else:
         render(report, ui.console)
-        announce(files, ui)
-    return 0 if report.ok else 1
-
-
-def announce(files: dict[str, str | None], ui: Ui) -> None:
-    """The closing line of `automation run`: where the report is, or why there is none."""
-    if files.get("report"):
-        ui.note(f"report: {files['report']}  (metrics: {files['metrics_file']})")
-    elif files.get("report_error"):
-        ui.note(f"no report: {files['report_error']}")
+        if files.get("report"):  # the closing line: where the report is, or why there is none
+            ui.note(f"report: {files['report']}  (metrics: {files['metrics_file']})")
+        elif files.get("report_error"):
+            ui.note(f"no report: {files['report_error']}")
+    return 0 if report.pipeline.ok else 1
 
 
 def _fmt(v: object, spec: str = "") -> str:
@@ -105,10 +96,7 @@ def render(report: RunReport, console: Console) -> None:
     for t in report.pipeline.steps:
         r = t.result
         steps.add_row(
-            r.step,
-            f"[{STATUS_STYLE[r.status]}]{r.status}[/]",
-            f"{t.seconds:.1f}",
-            r.summary.splitlines()[0] if r.summary else "",
+            r.step, f"[{STATUS_STYLE[r.status]}]{r.status}[/]", f"{t.seconds:.1f}", r.summary.partition("\n")[0]
         )
     for name in report.pipeline.not_run:
         steps.add_row(name, "[dim]not run[/]", "", "")
@@ -118,35 +106,30 @@ def render(report: RunReport, console: Console) -> None:
         console.print(f"[yellow]note:[/] {note}")
     if report.files:
         console.print(f"[bold]files:[/] {report.files}")
-    if report.training is None and report.transport is None and report.cost is None:
-        _advice(report, console)
-        return
-    m = report.metrics()
-    res = Table(title="results", show_header=False)
-    res.add_column("what")
-    res.add_column("value", overflow="fold")
-    res.add_row("job", _fmt(report.job_id))
-    res.add_row("precision", _fmt(m["precision"]))  # float8 never replaces bf16 silently: the summary says which ran
-    res.add_row(
-        "throughput",
-        f"{_fmt(m['tokens_per_s'], ',.0f')} tokens/s ({_fmt(m['tokens_per_s_per_gpu'], ',.0f')} per GPU), "
-        "mean over the steps after warm-up (the report's headline figure)",
-    )
-    res.add_row("MFU", _fmt(m["mfu"], ".1%") if m["mfu"] is not None else "n/a (CPU)" if report.training else "n/a")
-    res.add_row("loss", f"{_fmt(m['loss_first'], '.4f')} -> {_fmt(m['loss_last'], '.4f')}")
-    tv = report.transport or {}
-    res.add_row("transport", f"{tv.get('verdict', 'n/a')}: {tv.get('cause', '')}".strip())
-    witness = (tv.get("counters") or {}).get("witnesses")
-    if witness:  # the EFA counter witness: its outcome and, per NIC, counted against predicted bytes
-        res.add_row("EFA counters", f"{witness['outcome']}: {witness['message']}")
-    res.add_row("cost per hour", report.cost.text() if report.cost else "n/a")
-    if report.start:
-        res.add_row("start", StartPhases(**report.start).text())
-    console.print(res)
-    _advice(report, console)
-
-
-def _advice(report: RunReport, console: Console) -> None:
+    if any(x is not None for x in (report.training, report.transport, report.cost)):
+        m = report.metrics()
+        res = Table(title="results", show_header=False)
+        res.add_column("what")
+        res.add_column("value", overflow="fold")
+        res.add_row("job", _fmt(report.job_id))
+        # float8 never replaces bf16 silently: the summary says which ran
+        res.add_row("precision", _fmt(m["precision"]))
+        res.add_row(
+            "throughput",
+            f"{_fmt(m['tokens_per_s'], ',.0f')} tokens/s ({_fmt(m['tokens_per_s_per_gpu'], ',.0f')} per GPU), "
+            "mean over the steps after warm-up (the report's headline figure)",
+        )
+        res.add_row("MFU", _fmt(m["mfu"], ".1%") if m["mfu"] is not None else "n/a (CPU)" if report.training else "n/a")
+        res.add_row("loss", f"{_fmt(m['loss_first'], '.4f')} -> {_fmt(m['loss_last'], '.4f')}")
+        tv = report.transport or {}
+        res.add_row("transport", f"{tv.get('verdict', 'n/a')}: {tv.get('cause', '')}".strip())
+        witness = (tv.get("counters") or {}).get("witnesses")
+        if witness:  # the EFA counter witness: its outcome and, per NIC, counted against predicted bytes
+            res.add_row("EFA counters", f"{witness['outcome']}: {witness['message']}")
+        res.add_row("cost per hour", report.cost.text() if report.cost else "n/a")
+        if report.start:
+            res.add_row("start", StartPhases(**report.start).text())
+        console.print(res)
     p = report.pipeline
     if not p.ok:
         console.print(f"[bold red]failed at {p.failed_step}[/]: {p.reason}")

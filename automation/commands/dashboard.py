@@ -15,6 +15,7 @@ import argparse
 import contextlib
 import re
 import socket
+import socketserver
 import threading
 import time
 from collections.abc import Callable
@@ -55,22 +56,11 @@ def kube_connector(kube: KubeApi, pod: str, namespace: str, port: int) -> Connec
         from kubernetes.stream import portforward  # about 0.2 s: paid only by a forward
 
         pf = portforward(kube.core.connect_get_namespaced_pod_portforward, pod, namespace, ports=str(port))
-        return _ForwardedSocket(pf, port)
+        # The port's socket is the whole tunnel: pf.close() only closes it, and the proxy thread closes the
+        # websocket once its local ends are closed (kubernetes 37.0.1, kubernetes/stream/ws_client.py PortForward).
+        return pf.socket(port)
 
     return connect
-
-
-class _ForwardedSocket:
-    """One port of a kubernetes.stream.ws_client.PortForward (untyped); closing it closes the websocket too."""
-
-    def __init__(self, pf: Any, port: int):
-        self.pf, self.sock = pf, pf.socket(port)
-
-    def __getattr__(self, name: str) -> Any:  # recv, sendall, shutdown: the port's own
-        return getattr(self.sock, name)
-
-    def close(self) -> None:
-        self.pf.close()
 
 
 def listen(local_port: int) -> socket.socket:
@@ -85,72 +75,53 @@ def listen(local_port: int) -> socket.socket:
         ) from None
 
 
-class PortForward:
+class PortForward(socketserver.ThreadingTCPServer):
     """Listens on 127.0.0.1:`local_port` (0: any free port); each accepted connection gets its own
     tunnel from `connect()`, pumped both ways by two threads. `close()` stops and joins them all."""
 
+    daemon_threads = True  # server_close() joins them all the same (block_on_close)
+
     def __init__(self, connect: Connect, local_port: int = 0):
+        super().__init__((LOOPBACK, local_port), socketserver.BaseRequestHandler, bind_and_activate=False)
+        self.socket.close()  # for the listener of `listen`, whose errors name --port
+        self.socket = listen(local_port)
+        self.url = f"http://{LOOPBACK}:{self.socket.getsockname()[1]}"
         self.connect = connect
-        self.listener = listen(local_port)
-        # accept() is not woken by close() from another thread (Linux): poll, so close() can stop it.
-        self.listener.settimeout(0.2)
-        self.port = self.listener.getsockname()[1]
-        self._closing = threading.Event()
-        self._threads: list[threading.Thread] = []
-        self._open: list[Conn] = []
-        self._lock = threading.Lock()
         self.errors: list[str] = []
-        self._acceptor = self._spawn(self._accept_loop, "accept")
+        self._open: list[Conn] | None = []  # None once close() has begun
+        self._lock = threading.Lock()
+        self._serving = threading.Thread(
+            target=self.serve_forever, args=(0.2,), name="dashboard-forward-accept", daemon=True
+        )
+        self._serving.start()
 
-    @property
-    def url(self) -> str:
-        return f"http://{LOOPBACK}:{self.port}"
-
-    def _spawn(self, fn: Callable[..., None], name: str, *args: object) -> threading.Thread:
-        t = threading.Thread(target=fn, args=args, name=f"dashboard-forward-{name}", daemon=True)
+    def finish_request(self, request: Any, client_address: Any) -> None:  # in the connection's own thread
+        try:
+            remote = self.connect()
+        except Exception as e:  # noqa: BLE001 - one failed tunnel must not stop the others
+            self.errors.append(f"cannot open a tunnel: {e}")
+            return
         with self._lock:
-            self._threads.append(t)
-        t.start()
-        return t
-
-    def _accept_loop(self) -> None:
-        while not self._closing.is_set():
-            try:
-                client, _ = self.listener.accept()
-            except TimeoutError:
-                continue
-            except OSError:  # the listener was closed: we are stopping
+            if self._open is None:  # close() ran meanwhile and will not see this pair
+                remote.close()
                 return
-            try:
-                remote = self.connect()
-            except Exception as e:  # noqa: BLE001 - one failed tunnel must not stop the others
-                self.errors.append(f"cannot open a tunnel: {e}")
-                client.close()
-                continue
-            with self._lock:
-                if self._closing.is_set():  # close() ran meanwhile and will not see this pair
-                    client.close()
-                    remote.close()
-                    return
-                self._open += [client, remote]
-            self._spawn(_pump, "up", client, remote)
-            self._spawn(_pump, "down", remote, client)
+            self._open += [request, remote]
+        up = threading.Thread(target=_pump, args=(request, remote), name="dashboard-forward-up", daemon=True)
+        up.start()
+        _pump(remote, request)
+        up.join()
 
     def close(self) -> None:
+        self.shutdown()
+        self._serving.join()
         with self._lock:
-            self._closing.set()
-            conns = list(self._open)
-        self.listener.close()
-        self._acceptor.join(timeout=10)  # after it, no thread is added
-        with self._lock:
-            threads = list(self._threads)
+            conns, self._open = self._open or [], None
         for c in conns:
             with contextlib.suppress(OSError):
                 c.shutdown(socket.SHUT_RDWR)
             with contextlib.suppress(OSError):
                 c.close()
-        for t in threads:
-            t.join(timeout=10)
+        self.server_close()  # the listener, then each connection's thread joined
 
 
 def _pump(src: Conn, dst: Conn) -> None:

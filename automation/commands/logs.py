@@ -21,12 +21,12 @@ from automation.errors import DriverError
 from automation.flags import CLUSTER_PARENT, command_parser, count, need_stack
 from automation.kube import KubeApi, RayClusterPods
 from automation.ray_head import HEAD_JOB_SERVER, strip_ansi
+from automation.run_files import RAY_LOGS
 from automation.targets import aws
 from automation.ui import Ui
 from workloads.nccl_check import run_marker
 
 HELP = "follow a running job's driver output, or one Ray Train worker's log (--worker N)"
-RAY_LOGS = "/tmp/ray/session_latest/logs"  # Ray's default session directory inside the pods
 FOLLOW_S = 7 * 24 * 3600.0  # follow as long as the job runs; Ctrl-C ends it sooner
 
 
@@ -55,8 +55,7 @@ def add_parser(sub: Subparsers, parents: list[argparse.ArgumentParser]) -> None:
 
 
 def run(args: argparse.Namespace, ui: Ui, deps: aws.AwsDeps | None = None) -> int:
-    """Stream the lines to stdout until the job ends (driver log) or Ctrl-C; the command's exit status.
-    `deps` (an AwsDeps) replaces the real Kubernetes client in tests."""
+    """Stream the lines to stdout until the job ends (driver log) or Ctrl-C; the command's exit status."""
     stack = need_stack(args, "logs (the job runs on a stack's cluster)")
     target = aws.open_stack(stack, project_dir=args.project_dir, kubeconfig=args.kubeconfig, deps=deps)
     cluster = target.ray_pods()

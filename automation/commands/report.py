@@ -80,8 +80,7 @@ def find_run_dir(ref: str, runs_root: Path) -> Path:
 
 
 def newest_local_run(runs_root: Path) -> str:
-    """The newest run under ``runs_root`` (``local_runs``, as ``clean`` and ``status`` see it); bad input
-    when there is none or when it has no step metrics (it stopped before its first step)."""
+    """The newest run under ``runs_root`` (as ``clean`` and ``status`` see it); bad input if none or no step metrics."""
     runs = local_runs(runs_root)
     if not runs:
         raise DriverError(
@@ -488,8 +487,7 @@ def add_parser(sub: Any, parents: list[argparse.ArgumentParser]) -> None:
 
 
 def run(args: argparse.Namespace, ui: Ui, deps: aws.AwsDeps | None = None) -> int:
-    """Write the report of RUN (and RUN2); print where it is, or a JSON document with the paths.
-    `deps` (an AwsDeps) replaces the real Kubernetes client in tests."""
+    """Write the report of RUN (and RUN2); print where it is, or a JSON document with the paths."""
     if args.run is None:
         if args.stack:
             raise DriverError("report --stack needs RUN: the run id to copy from the cluster", exit_code=2)

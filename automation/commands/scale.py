@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import functools
 from typing import Any
 
 from automation.errors import DriverError
@@ -61,14 +62,9 @@ def run(args: argparse.Namespace, ui: Ui, deps: AwsDeps | None = None) -> int:
             f"(`python -m automation status --stack {args.stack}`) or pass --force to scale down under it"
         )
     scaled = set_desired(eks, ref, args.gpu_nodes, ui.progress, target.deps.clock)
-    if args.wait and args.gpu_nodes > 0:
-        kube = target.kube()
-        seconds = wait_ready(
-            lambda: kube.list_nodes(GPU_NODE_SELECTOR),
-            args.gpu_nodes,
-            on_progress=ui.progress,
-            clock=target.deps.clock,
-        )
+    if args.wait:  # never with --gpu-nodes 0: add_parser refuses it
+        nodes = functools.partial(target.kube().list_nodes, GPU_NODE_SELECTOR)
+        seconds = wait_ready(nodes, args.gpu_nodes, on_progress=ui.progress, clock=target.deps.clock)
         scaled = dataclasses.replace(scaled, seconds=round(seconds, 1))
     running = running_line(target, args.gpu_nodes)
     if args.json:

@@ -80,12 +80,11 @@ def aws_status(target: aws.AwsTarget, kubeconfig_given: bool) -> dict[str, objec
     kube = target.kube()
     exp = target.expectations()
     nodes = kube.list_nodes(GPU_NODE_SELECTOR)
-    ready = sum(is_ready(n) for n in nodes)
     rc = kube.get_raycluster(exp.namespace, exp.raycluster)
     doc["now"] = now_running(target)
     doc["idle_guard"] = guard_record(kube, exp.namespace)
     doc["cluster"] = {
-        "gpu_nodes_ready": ready,
+        "gpu_nodes_ready": sum(is_ready(n) for n in nodes),
         "gpu_nodes": len(nodes),
         "raycluster": f"{exp.namespace}/{exp.raycluster}",
         "raycluster_state": rc.get("status", {}).get("state"),

@@ -64,7 +64,9 @@ class NoteUi:
 
 
 def forwarder_threads() -> list[str]:
-    return [t.name for t in threading.enumerate() if t.name.startswith("dashboard-forward")]
+    # each connection's thread is socketserver.ThreadingMixIn's, named after its process_request_thread
+    names = [t.name for t in threading.enumerate()]
+    return [n for n in names if n.startswith("dashboard-forward") or "process_request_thread" in n]
 
 
 def round_trip(url: str, payload: bytes = b"get /") -> bytes:
@@ -130,7 +132,7 @@ def test_ctrl_c_exits_0_and_leaves_no_thread_or_socket(dashboard_session):
 def test_forward_listens_on_loopback_only():
     fwd = PortForward(lambda: socket.socketpair()[0])
     try:
-        assert fwd.listener.getsockname()[0] == "127.0.0.1", f"got {fwd.listener.getsockname()}"
+        assert fwd.socket.getsockname()[0] == "127.0.0.1", f"got {fwd.socket.getsockname()}"
     finally:
         fwd.close()
 

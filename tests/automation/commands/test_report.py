@@ -3,6 +3,7 @@ bad input is refused with one line, the verdict and the cost come from what the 
 
 from __future__ import annotations
 
+import io
 import json
 import sys
 from pathlib import Path
@@ -11,14 +12,16 @@ import _driver_helpers as helpers
 import pytest
 from _driver_helpers import KubeWithExec
 from _pod_requests import PodAction, asks, pod_request
+from rich.console import Console
 
 from automation.cli import build_parser, main
 from automation.commands import report
 from automation.commands.report import cost_rows, find_run_dir, keep_and_report, load_run, micro_batches
 from automation.errors import DriverError
 from automation.kube import ExecResult
+from automation.pipeline import PipelineResult
 from automation.run_files import fetch_run
-from automation.run_outcome import announce
+from automation.run_outcome import RunReport, show
 from automation.targets.aws import AwsDeps, AwsTarget
 from workloads.metrics import METRICS_FILE, RUN_MARKER_FILE, MetricsWriter, StepMetrics
 from workloads.summary import RunSummary
@@ -114,7 +117,10 @@ def test_run_end_names_the_report(tmp_path):
     run_dir = make_run(tmp_path, "r1")
     files = keep_and_report(run_dir, {"target": "local"})
     notes = []
-    announce(files, type("Ui", (), {"note": lambda self, t: notes.append(t)})())
+    ui = type(
+        "Ui", (), {"json_mode": False, "console": Console(file=io.StringIO()), "note": lambda s, t: notes.append(t)}
+    )
+    show(RunReport("local", None, PipelineResult(steps=())), ui(), files)
     assert notes == [f"report: {run_dir}/report/report.html  (metrics: {run_dir}/{METRICS_FILE})"], f"got {notes}"
 
 
@@ -214,9 +220,6 @@ def test_report_names_the_precision_the_run_summary_records(tmp_path):
 
 
 def test_report_metrics_carry_the_precision_of_the_summary():
-    from automation.pipeline import PipelineResult
-    from automation.run_outcome import RunReport
-
     training = RunSummary(precision="float8 tensorwise")
     metrics = RunReport("aws", "us-west-2", PipelineResult(steps=()), training=training).metrics()
     assert metrics["precision"] == "float8 tensorwise", metrics
