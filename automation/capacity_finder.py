@@ -252,8 +252,7 @@ def survey_region(
     spot_quota = None
     if spot.scores and spot_quota_for(instance_type):
         spot_quota = _optional("Spot quota", notes, lambda: spot_quota_vcpus(c.quotas, instance_type), None)
-    none_held: dict[str, list[str]] = {}
-    held = _optional("capacity reservations", notes, lambda: open_reservations(c.ec2, instance_type, count), none_held)
+    held = _optional("capacity reservations", notes, lambda: open_reservations(c.ec2, instance_type, count), {})
     blocks: dict[str, list[dict]] = {}
     if capacity_block_eligible(instance_type):
         blocks = _optional("Capacity Blocks", notes, lambda: block_offerings(c.ec2, instance_type, count), {})
@@ -313,9 +312,9 @@ def rank(zones: Sequence[Zone]) -> list[Zone]:
     return sorted(zones, key=Zone.rank_key)
 
 
-def next_az(zones: Sequence[Zone], region: str, avoid: str) -> str | None:
-    """The best-ranked usable AZ of ``region`` other than ``avoid``."""
-    return next((z.az for z in rank(zones) if z.usable and z.region == region and z.az != avoid), None)
+def next_az(zones: Sequence[Zone], tried: Collection[str], within: Collection[str] = ()) -> str | None:
+    """The best-ranked usable AZ of ``zones`` (one region's) not in ``tried``, and in ``within`` when given."""
+    return next((z.az for z in rank(zones) if z.usable and z.az not in tried and (not within or z.az in within)), None)
 
 
 # ---- `up`: a GPU node group stuck in CREATING for want of capacity ------------------------------------------
@@ -410,7 +409,7 @@ def up_watch(target: AwsTarget, interval: float = 60.0) -> UpWatch:
     """The watch `up` runs under on AWS: the stack's cluster, its GPU AZ, and the finder's ranking of the region's
     other AZs (asked only once the node group is stuck)."""
     cfg, az = target.cfg, target.cfg.gpu_nodes.availability_zone
-    next_best = lambda: next_az(stack_zones(target), cfg.region, az)  # noqa: E731
+    next_best = lambda: next_az(stack_zones(target), [az])  # noqa: E731
     return UpWatch(target.deps.client("eks"), cfg.cluster.name, az, cfg.stack, next_best, target.note, interval)
 
 
