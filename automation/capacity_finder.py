@@ -132,13 +132,9 @@ class SpotSignal:
 
 def spot_types(instance_type: str) -> tuple[str, ...]:
     """``instance_type`` and the catalog's comparable types: EFA, the same number of GPUs (the job fits each)."""
-    spec = instance_spec(instance_type)
-    others = [
-        t
-        for t in known_instance_types()
-        if t != instance_type and instance_spec(t).efa_supported and instance_spec(t).gpus == spec.gpus
-    ]
-    return (instance_type, *others)
+    specs = {t: instance_spec(t) for t in known_instance_types()}
+    gpus = instance_spec(instance_type).gpus
+    return (instance_type, *(t for t, s in specs.items() if t != instance_type and s.efa_supported and s.gpus == gpus))
 
 
 def spot_signal(ec2: Ec2, instance_type: str, count: int, regions: Sequence[str]) -> SpotSignal:
@@ -200,14 +196,9 @@ def block_offerings(ec2: Ec2, instance_type: str, count: int) -> dict[str, list[
 
 def ranking_lines(zones: Sequence[Zone]) -> list[str]:
     """The ranking's order and why, as printed under the table."""
-    capped = sorted(
-        {
-            f"{z.region} ({z.spot_quota_vcpus:g} < {z.vcpus_needed} vCPUs)"
-            for z in zones
-            if z.spot_capped and z.spot_score is not None
-        }
-    )
-    unknown = sorted({z.region for z in zones if z.spot_score is not None and z.spot_capped is None})
+    scored = [z for z in zones if z.spot_score is not None]
+    capped = sorted({f"{z.region} ({z.spot_quota_vcpus:g} < {z.vcpus_needed} vCPUs)" for z in scored if z.spot_capped})
+    unknown = sorted({z.region for z in scored if z.spot_capped is None})
     lines = ["ranked by: " + "; ".join(f"({i}) {what}" for i, what in enumerate(RANKING, 1)), SPOT_SIGNAL]
     if capped:
         lines.append(
