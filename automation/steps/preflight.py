@@ -477,12 +477,10 @@ def run_aws(target: AwsTarget, prior: Prior) -> StepResult:
     """The job the stack describes (bad input before any AWS call; the job and where each value came from
     are shown), then every AWS row; a chosen AZ is noted."""
     resolved = target.resolved_job()  # a job that cannot run on this cluster fails before anything is created
-    job = resolved.config
     target.on_note(resolved.text("job"))  # shown now; `follow` notes it again with the storage path
-    check_job_data(job)
+    check_job_data(resolved.config)
     cfg = target.cfg
-    note = one_node_note(job, cfg.gpu_nodes.node_count, cfg.gpu_nodes.gpus_per_node)
-    if note:
+    if note := one_node_note(resolved.config, cfg.gpu_nodes.node_count, cfg.gpu_nodes.gpus_per_node):
         target.note(note)
     c = target.deps.client
     machine = [*(target.deps.pulumi_setup() if target.deps.pulumi_setup else ())]
