@@ -31,9 +31,7 @@ from infra.config import (
     NetworkConfig,
     StackConfig,
     SystemNodesConfig,
-    capacity_block_fix,
 )
-from infra.eks_facts import CAPACITY_BLOCKS_GUIDE, capacity_block_eligible
 from infra.names import NODE_MONITORING_AGENT
 from workloads.config import TrainConfig, TrainConfigError
 from workloads.uri import parse_location
@@ -275,19 +273,6 @@ def check_capacity_reservation(
     return Finding(check, "pass", f"{reservation_id}: {_reservation_kind(cr)}, active, {held}{ends}")
 
 
-def check_capacity_block_type(instance_type: str, capacity_block: bool, stack: str) -> Finding:
-    """With gpuCapacityBlock, the GPU type is one Capacity Blocks for ML exist for (infra/eks_facts.py): config
-    validation refuses the same; this row says it beside the reservation for a config that got here another way."""
-    check = "Capacity Block type"
-    if not capacity_block:
-        return Finding(check, "skip", f"{_GPU('capacity_block')} is false")
-    if not capacity_block_eligible(instance_type):
-        detail = f"{_GPU('capacity_block')} is true but Capacity Blocks for ML do not exist for {instance_type}"
-        fix = f"in Pulumi.{stack}.yaml: {capacity_block_fix(instance_type)}"
-        return Finding(check, "fail", f"{detail} ({CAPACITY_BLOCKS_GUIDE})", fix)
-    return Finding(check, "pass", f"Capacity Blocks for ML exist for {instance_type}")
-
-
 def check_system_quota(cfg: StackConfig, clients: AwsClients) -> Finding:
     """The system node group fits its family's On-Demand vCPU quota (Standard for m7i), beside the GPU one."""
     s, check = cfg.system_nodes, "system vCPU quota"
@@ -443,7 +428,6 @@ def run_preflight(
     c = cfg.cluster
     rows.append(check_kubernetes_version(clients.eks, c.kubernetes_version, cfg.region))
     rows += [check_addon_version(clients.eks, addon, field, c, cfg.region) for addon, field in ADDONS]
-    rows.append(check_capacity_block_type(g.instance_type, g.capacity_block, cfg.stack))
     rows.append(check_capacity_reservation(clients.ec2, g, az, cfg.region, cfg.stack))
     facts = PreflightFacts(
         account=account,
