@@ -243,7 +243,8 @@ def survey_region(
     spot_quota = None
     if spot.scores and spot_quota_for(instance_type):
         spot_quota = _optional("Spot quota", notes, lambda: spot_quota_vcpus(c.quotas, instance_type), None)
-    held = _optional("capacity reservations", notes, lambda: open_reservations(c.ec2, instance_type, count), {})
+    none_held: dict[str, list[str]] = {}
+    held = _optional("capacity reservations", notes, lambda: open_reservations(c.ec2, instance_type, count), none_held)
     blocks: dict[str, list[dict]] = {}
     if capacity_block_eligible(instance_type):
         blocks = _optional("Capacity Blocks", notes, lambda: block_offerings(c.ec2, instance_type, count), {})
