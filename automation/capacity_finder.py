@@ -320,10 +320,8 @@ def capacity_stuck(nodegroup: dict) -> str | None:
     """The health issue that says EC2 has no capacity for a node group still CREATING, else None."""
     if nodegroup.get("status") != "CREATING":
         return None
-    for issue in nodegroup.get("health", {}).get("issues", []):
-        if NO_CAPACITY in f"{issue.get('code', '')} {issue.get('message', '')}":
-            return f"{issue.get('code')}: {issue.get('message')}"
-    return None
+    issues = (f"{i.get('code')}: {i.get('message')}" for i in nodegroup.get("health", {}).get("issues", []))
+    return next((said for said in issues if NO_CAPACITY in said), None)
 
 
 def stuck_line(nodegroup: dict, az: str, next_best: str | None, stack: str) -> str | None:
