@@ -98,7 +98,6 @@ def check_args(args: argparse.Namespace) -> list[str] | None:
     except StackConfigError as e:
         raise _bad(str(e)) from None
     if args.write_stack is not None:
-        path = Path(args.project_dir) / f"Pulumi.{args.write_stack}.yaml"
         meant = stack_named_by_file(args.write_stack)
         if meant is not None:
             raise _bad(
@@ -107,8 +106,8 @@ def check_args(args: argparse.Namespace) -> list[str] | None:
             )
         if not _STACK_NAME.fullmatch(args.write_stack):
             raise _bad(f"--write-stack {args.write_stack!r} is no stack name: use letters, digits, . _ -")
-        if path.exists():
-            raise _bad(f"--write-stack {args.write_stack}: {path.name} exists; pick another name")
+        if (Path(args.project_dir) / f"Pulumi.{args.write_stack}.yaml").exists():
+            raise _bad(f"--write-stack {args.write_stack}: Pulumi.{args.write_stack}.yaml exists; pick another name")
     if args.all_regions or (args.cleanup and not args.regions):
         return None  # --cleanup looks in every enabled region: a probe may have run with any --regions
     regions = [r for item in (args.regions or []) for r in item.split(",") if r]
