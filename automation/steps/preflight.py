@@ -177,7 +177,6 @@ _NOT_YET_WHY = {
 
 
 def _replacement_fix(cr: dict, stack: str) -> str:
-    """How to replace a reservation that has ended, by its kind."""
     itype, az = cr.get("InstanceType"), cr.get("AvailabilityZone")
     if cr.get("ReservationType") == CAPACITY_BLOCK:
         new = f"buy a new Capacity Block (aws ec2 describe-capacity-block-offerings --instance-type {itype} ...)"
@@ -215,8 +214,7 @@ def _state_problem(cr: dict, stack: str) -> tuple[str, str]:
 
 
 def _problems(cr: dict, g: GpuNodesConfig, az: str | None) -> list[str]:
-    """What keeps the reservation from holding the node group: its type, AZ, free (or planned) instances, its kind
-    against gpuCapacityBlock and its placement group against gpuPlacementGroupName."""
+    """What keeps the reservation from holding the node group, one line each."""
     problems: list[str] = []
     if cr.get("InstanceType") != g.instance_type:
         problems.append(f"it reserves {cr.get('InstanceType')}, not {g.instance_type}")
