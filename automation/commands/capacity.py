@@ -55,7 +55,6 @@ COLUMNS: tuple[tuple[str, Callable[[Zone], str]], ...] = (
     ("$/h", lambda z: "?" if z.usd_per_hour is None else f"{z.usd_per_hour:.4f}"),
     ("probe", lambda z: z.probe or "-"),
 )
-_STACK_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,99}$")
 
 
 def add_parser(sub: Any, parents: list[argparse.ArgumentParser]) -> None:
@@ -104,7 +103,7 @@ def check_args(args: argparse.Namespace) -> list[str] | None:
                 f"--write-stack {args.write_stack!r} is a file name: pass the stack's name, --write-stack {meant} "
                 f"(it writes Pulumi.{meant}.yaml in the project)"
             )
-        if not _STACK_NAME.fullmatch(args.write_stack):
+        if not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9._-]{0,99}", args.write_stack):
             raise _bad(f"--write-stack {args.write_stack!r} is no stack name: use letters, digits, . _ -")
         if (Path(args.project_dir) / f"Pulumi.{args.write_stack}.yaml").exists():
             raise _bad(f"--write-stack {args.write_stack}: Pulumi.{args.write_stack}.yaml exists; pick another name")
