@@ -423,9 +423,8 @@ def run_preflight(
     quota_row, need, free = check_quota(clients.quotas, clients.ec2, g.instance_type, vcpus, g.node_count, cfg.region)
     rows.append(quota_row)
     rows.append(check_system_quota(cfg, clients))
-    c = cfg.cluster
-    rows.append(check_kubernetes_version(clients.eks, c.kubernetes_version, cfg.region))
-    rows += [check_addon_version(clients.eks, addon, field, c, cfg.region) for addon, field in ADDONS]
+    rows.append(check_kubernetes_version(clients.eks, cfg.cluster.kubernetes_version, cfg.region))
+    rows += [check_addon_version(clients.eks, addon, field, cfg.cluster, cfg.region) for addon, field in ADDONS]
     rows.append(check_capacity_reservation(clients.ec2, g, az, cfg.region, cfg.stack))
     facts = PreflightFacts(
         account=account,
