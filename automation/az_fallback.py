@@ -15,7 +15,7 @@ from collections.abc import Callable
 
 from botocore.exceptions import BotoCoreError, ClientError
 
-from automation.capacity_finder import NO_CAPACITY, rank, stack_zones
+from automation.capacity_finder import NO_CAPACITY, next_az, stack_zones
 from automation.errors import DriverError
 from automation.pipeline import StepResult
 from automation.scaling import BROKEN, BUSY_WAIT_S, EksWait, NodeGroupRef, describe, set_desired
@@ -31,12 +31,6 @@ SHORT_WORDS = (NO_CAPACITY, "do not have sufficient")
 def capacity_short(error: str) -> bool:
     """Whether a failed `up`'s error (the node group's cause appended) says EC2 had no capacity."""
     return any(w in error for w in SHORT_WORDS)
-
-
-def next_network_az(target: AwsTarget, tried: list[str]) -> str | None:
-    """The best-ranked usable AZ of the stack's network not yet tried, by the capacity finder's ranking."""
-    azs = target.cfg.network.azs
-    return next((z.az for z in rank(stack_zones(target)) if z.usable and z.az in azs and z.az not in tried), None)
 
 
 def retire_gpu_groups(target: AwsTarget) -> None:
@@ -85,7 +79,7 @@ def up_with_fallback(target: AwsTarget, attempt: Callable[[], StepResult]) -> St
                 moving = False
             if not moving:
                 raise
-            there = next_network_az(target, tried)
+            there = next_az(stack_zones(target), tried, within=target.cfg.network.azs)
             if there is None:
                 target.note(f"no other AZ of the stack's network {list(target.cfg.network.azs)} offers capacity")
                 raise

@@ -132,13 +132,9 @@ class SpotSignal:
 
 def spot_types(instance_type: str) -> tuple[str, ...]:
     """``instance_type`` and the catalog's comparable types: EFA, the same number of GPUs (the job fits each)."""
-    spec = instance_spec(instance_type)
-    others = [
-        t
-        for t in known_instance_types()
-        if t != instance_type and instance_spec(t).efa_supported and instance_spec(t).gpus == spec.gpus
-    ]
-    return (instance_type, *others)
+    specs = {t: instance_spec(t) for t in known_instance_types()}
+    gpus = instance_spec(instance_type).gpus
+    return (instance_type, *(t for t, s in specs.items() if t != instance_type and s.efa_supported and s.gpus == gpus))
 
 
 def spot_signal(ec2: Ec2, instance_type: str, count: int, regions: Sequence[str]) -> SpotSignal:
@@ -200,14 +196,9 @@ def block_offerings(ec2: Ec2, instance_type: str, count: int) -> dict[str, list[
 
 def ranking_lines(zones: Sequence[Zone]) -> list[str]:
     """The ranking's order and why, as printed under the table."""
-    capped = sorted(
-        {
-            f"{z.region} ({z.spot_quota_vcpus:g} < {z.vcpus_needed} vCPUs)"
-            for z in zones
-            if z.spot_capped and z.spot_score is not None
-        }
-    )
-    unknown = sorted({z.region for z in zones if z.spot_score is not None and z.spot_capped is None})
+    scored = [z for z in zones if z.spot_score is not None]
+    capped = sorted({f"{z.region} ({z.spot_quota_vcpus:g} < {z.vcpus_needed} vCPUs)" for z in scored if z.spot_capped})
+    unknown = sorted({z.region for z in scored if z.spot_capped is None})
     lines = ["ranked by: " + "; ".join(f"({i}) {what}" for i, what in enumerate(RANKING, 1)), SPOT_SIGNAL]
     if capped:
         lines.append(
@@ -313,9 +304,9 @@ def rank(zones: Sequence[Zone]) -> list[Zone]:
     return sorted(zones, key=Zone.rank_key)
 
 
-def next_az(zones: Sequence[Zone], region: str, avoid: str) -> str | None:
-    """The best-ranked usable AZ of ``region`` other than ``avoid``."""
-    return next((z.az for z in rank(zones) if z.usable and z.region == region and z.az != avoid), None)
+def next_az(zones: Sequence[Zone], tried: Collection[str], within: Collection[str] = ()) -> str | None:
+    """The best-ranked usable AZ of ``zones`` (one region's) not in ``tried``, and in ``within`` when given."""
+    return next((z.az for z in rank(zones) if z.usable and z.az not in tried and (not within or z.az in within)), None)
 
 
 # ---- `up`: a GPU node group stuck in CREATING for want of capacity ------------------------------------------
@@ -329,10 +320,8 @@ def capacity_stuck(nodegroup: dict) -> str | None:
     """The health issue that says EC2 has no capacity for a node group still CREATING, else None."""
     if nodegroup.get("status") != "CREATING":
         return None
-    for issue in nodegroup.get("health", {}).get("issues", []):
-        if NO_CAPACITY in f"{issue.get('code', '')} {issue.get('message', '')}":
-            return f"{issue.get('code')}: {issue.get('message')}"
-    return None
+    issues = (f"{i.get('code')}: {i.get('message')}" for i in nodegroup.get("health", {}).get("issues", []))
+    return next((said for said in issues if NO_CAPACITY in said), None)
 
 
 def stuck_line(nodegroup: dict, az: str, next_best: str | None, stack: str) -> str | None:
@@ -410,7 +399,7 @@ def up_watch(target: AwsTarget, interval: float = 60.0) -> UpWatch:
     """The watch `up` runs under on AWS: the stack's cluster, its GPU AZ, and the finder's ranking of the region's
     other AZs (asked only once the node group is stuck)."""
     cfg, az = target.cfg, target.cfg.gpu_nodes.availability_zone
-    next_best = lambda: next_az(stack_zones(target), cfg.region, az)  # noqa: E731
+    next_best = lambda: next_az(stack_zones(target), [az])  # noqa: E731
     return UpWatch(target.deps.client("eks"), cfg.cluster.name, az, cfg.stack, next_best, target.note, interval)
 
 

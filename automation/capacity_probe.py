@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import signal
 import threading
-import uuid
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import replace
@@ -30,11 +29,11 @@ from automation.aws_clients import Ec2Reservations
 from automation.capacity_finder import PROBED, Zone, rank
 from automation.ec2 import error_code
 from automation.errors import DriverError
+from workloads.config import new_run_id
 
 TOOL = ("ray-efa-eks:tool", "ray-efa-eks")
 PURPOSE = ("ray-efa-eks:purpose", "capacity-probe")
 RUN_KEY = "ray-efa-eks:probe-run"
-LIFETIME = timedelta(hours=1)
 LIVE_STATES = ("active", "pending")  # the states that hold (and bill) capacity and can be cancelled
 HELD_SIGNALS = (signal.SIGINT, signal.SIGTERM)
 CLEANUP_COMMAND = "python -m automation capacity --cleanup"
@@ -42,10 +41,6 @@ CLEANUP_COMMAND = "python -m automation capacity --cleanup"
 Say = Callable[[str], None]
 Created = list[tuple[Ec2Reservations, str, str]]  # (EC2 client, region, reservation id)
 Ec2For = Callable[[str], Ec2Reservations]  # the EC2 client of a region
-
-
-def new_run_id() -> str:
-    return uuid.uuid4().hex[:12]
 
 
 def probe_tags(run_id: str) -> list[dict[str, str]]:
@@ -89,7 +84,7 @@ def create_probe(ec2: Ec2Reservations, instance_type: str, count: int, az: str, 
         InstanceCount=count,
         InstanceMatchCriteria="targeted",
         EndDateType="limited",
-        EndDate=now + LIFETIME,
+        EndDate=now + timedelta(hours=1),
         TagSpecifications=[{"ResourceType": "capacity-reservation", "Tags": probe_tags(run_id)}],
     )
     return resp["CapacityReservation"]["CapacityReservationId"]

@@ -64,12 +64,10 @@ def check_backend(env: Mapping[str, str], home: Path, project_dir: Path) -> tupl
     if not url:
         detail = "no state backend is chosen: `pulumi login` was never run"
         return Finding("Pulumi backend", "fail", detail, LOGIN_FIX), ""
-    if url.startswith("https://"):
-        tokens = credentials.get("accessTokens", {})
-        token = env.get("PULUMI_ACCESS_TOKEN") or tokens.get(url)
-        if not token:
-            fix = f"pulumi login {url}  (or export PULUMI_ACCESS_TOKEN)"
-            return Finding("Pulumi backend", "fail", f"{url} (from {source}) has no access token", fix), url
+    token = env.get("PULUMI_ACCESS_TOKEN") or credentials.get("accessTokens", {}).get(url)
+    if url.startswith("https://") and not token:
+        fix = f"pulumi login {url}  (or export PULUMI_ACCESS_TOKEN)"
+        return Finding("Pulumi backend", "fail", f"{url} (from {source}) has no access token", fix), url
     return Finding("Pulumi backend", "pass", f"{url} (from {source})"), url
 
 

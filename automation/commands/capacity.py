@@ -32,10 +32,9 @@ from automation.errors import DriverError
 from automation.flags import Mode, not_in, stack_named_by_file
 from automation.targets.aws import check_aws_files
 from automation.ui import Ui, tty_confirm
-from infra.catalog import instance_spec, known_instance_types
 from infra.config import GpuNodesConfig, StackConfigError, SystemNodesConfig, read_stack_file
 from infra.config_files import known_regions, known_stacks
-from infra.config_schema import MAX_NODES_PER_MANAGED_NODE_GROUP, close_match
+from infra.config_schema import close_match
 from infra.eks_facts import CAPACITY_BLOCKS_GUIDE, capacity_block_eligible
 
 HELP = "rank regions and AZs by how likely N instances of an EFA GPU type are to be had (offer, quota, signals)"
@@ -56,7 +55,6 @@ COLUMNS: tuple[tuple[str, Callable[[Zone], str]], ...] = (
     ("$/h", lambda z: "?" if z.usd_per_hour is None else f"{z.usd_per_hour:.4f}"),
     ("probe", lambda z: z.probe or "-"),
 )
-_STACK_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,99}$")
 
 
 def add_parser(sub: Any, parents: list[argparse.ArgumentParser]) -> None:
@@ -91,34 +89,24 @@ def add_parser(sub: Any, parents: list[argparse.ArgumentParser]) -> None:
 
 def check_args(args: argparse.Namespace) -> list[str] | None:
     """Bad input as one-line errors (exit 2) before any AWS call; the regions asked for (None: all enabled)."""
-    types = known_instance_types()
-    if args.instance_type not in types:
-        raise _bad(
-            f"--instance-type {args.instance_type!r} is not in infra/data/instance_types.json: "
-            f"{close_match(args.instance_type, types)}"
-        )
-    if not instance_spec(args.instance_type).efa_supported:
-        efa = [t for t in types if instance_spec(t).efa_supported]
-        raise _bad(
-            f"--instance-type {args.instance_type} has no EFA (infra/data/instance_types.json): this project's GPU "
-            f"nodes need it; pick one of {', '.join(efa)}"
-        )
-    if not 1 <= args.count <= MAX_NODES_PER_MANAGED_NODE_GROUP:
-        raise _bad(
-            f"--count {args.count} is outside 1..{MAX_NODES_PER_MANAGED_NODE_GROUP} (nodes per managed node group)"
-        )
+    # The flags share the stack keys' own checks (gpuInstanceType, gpuNodeCount), so they say the same.
+    gpu = GpuNodesConfig.__dataclass_fields__
+    try:
+        gpu["instance_type"].metadata["check"]("--instance-type", args.instance_type)
+        gpu["node_count"].metadata["check"]("--count", args.count)
+    except StackConfigError as e:
+        raise _bad(str(e)) from None
     if args.write_stack is not None:
-        path = Path(args.project_dir) / f"Pulumi.{args.write_stack}.yaml"
         meant = stack_named_by_file(args.write_stack)
         if meant is not None:
             raise _bad(
                 f"--write-stack {args.write_stack!r} is a file name: pass the stack's name, --write-stack {meant} "
                 f"(it writes Pulumi.{meant}.yaml in the project)"
             )
-        if not _STACK_NAME.fullmatch(args.write_stack):
+        if not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9._-]{0,99}", args.write_stack):
             raise _bad(f"--write-stack {args.write_stack!r} is no stack name: use letters, digits, . _ -")
-        if path.exists():
-            raise _bad(f"--write-stack {args.write_stack}: {path.name} exists; pick another name")
+        if (Path(args.project_dir) / f"Pulumi.{args.write_stack}.yaml").exists():
+            raise _bad(f"--write-stack {args.write_stack}: Pulumi.{args.write_stack}.yaml exists; pick another name")
     if args.all_regions or (args.cleanup and not args.regions):
         return None  # --cleanup looks in every enabled region: a probe may have run with any --regions
     regions = [r for item in (args.regions or []) for r in item.split(",") if r]
@@ -251,9 +239,12 @@ def _write_stack(args: argparse.Namespace, zones: list[Zone], session: Session) 
 
 
 def _show(ui: Ui, args: argparse.Namespace, zones: list[Zone], written: Path | None) -> None:
-    fixes = sorted({z.quota_fix for z in zones if z.quota_fix})
-    eligible = capacity_block_eligible(args.instance_type)
-    blocks_note = "" if eligible else f"{args.instance_type} has no Capacity Blocks ({CAPACITY_BLOCKS_GUIDE})"
+    fixes, types = sorted({z.quota_fix for z in zones if z.quota_fix}), spot_types(args.instance_type)
+    blocks_note = (
+        ""
+        if capacity_block_eligible(args.instance_type)
+        else f"{args.instance_type} has no Capacity Blocks ({CAPACITY_BLOCKS_GUIDE})"
+    )
     if args.json:
         ui.emit_json(
             {
@@ -262,7 +253,7 @@ def _show(ui: Ui, args: argparse.Namespace, zones: list[Zone], written: Path | N
                 "zones": [z.to_dict() for z in zones],
                 "quota_increase": fixes,
                 "capacity_blocks": blocks_note or "eligible",
-                "spot_types": list(spot_types(args.instance_type)),
+                "spot_types": list(types),
                 "ranking": ranking_lines(zones),
                 "written": str(written) if written else None,
             }
@@ -281,7 +272,7 @@ def _show(ui: Ui, args: argparse.Namespace, zones: list[Zone], written: Path | N
         ui.note(blocks_note)
     quota = spot_quota_for(args.instance_type)
     ui.note(
-        f"spot (family): EC2's Spot placement score for any of {', '.join(spot_types(args.instance_type))} "
+        f"spot (family): EC2's Spot placement score for any of {', '.join(types)} "
         "(at least three types, as EC2 asks), one AZ each; 'capped': the "
         + (f"'{quota[1]}' quota ({quota[0]})" if quota else "Spot vCPU quota")
         + " is below the vCPUs asked"

@@ -31,9 +31,7 @@ from infra.config import (
     NetworkConfig,
     StackConfig,
     SystemNodesConfig,
-    capacity_block_fix,
 )
-from infra.eks_facts import CAPACITY_BLOCKS_GUIDE, capacity_block_eligible
 from infra.names import NODE_MONITORING_AGENT
 from workloads.config import TrainConfig, TrainConfigError
 from workloads.uri import parse_location
@@ -179,7 +177,6 @@ _NOT_YET_WHY = {
 
 
 def _replacement_fix(cr: dict, stack: str) -> str:
-    """How to replace a reservation that has ended, by its kind."""
     itype, az = cr.get("InstanceType"), cr.get("AvailabilityZone")
     if cr.get("ReservationType") == CAPACITY_BLOCK:
         new = f"buy a new Capacity Block (aws ec2 describe-capacity-block-offerings --instance-type {itype} ...)"
@@ -217,8 +214,7 @@ def _state_problem(cr: dict, stack: str) -> tuple[str, str]:
 
 
 def _problems(cr: dict, g: GpuNodesConfig, az: str | None) -> list[str]:
-    """What keeps the reservation from holding the node group: its type, AZ, free (or planned) instances, its kind
-    against gpuCapacityBlock and its placement group against gpuPlacementGroupName."""
+    """What keeps the reservation from holding the node group, one line each."""
     problems: list[str] = []
     if cr.get("InstanceType") != g.instance_type:
         problems.append(f"it reserves {cr.get('InstanceType')}, not {g.instance_type}")
@@ -273,19 +269,6 @@ def check_capacity_reservation(
     ends = f", ends {_when(cr['EndDate'])}" if cr.get("EndDate") else ""
     held = f"{g.instance_type} in {cr.get('AvailabilityZone')}, {int(cr.get('AvailableInstanceCount', 0))} available"
     return Finding(check, "pass", f"{reservation_id}: {_reservation_kind(cr)}, active, {held}{ends}")
-
-
-def check_capacity_block_type(instance_type: str, capacity_block: bool, stack: str) -> Finding:
-    """With gpuCapacityBlock, the GPU type is one Capacity Blocks for ML exist for (infra/eks_facts.py): config
-    validation refuses the same; this row says it beside the reservation for a config that got here another way."""
-    check = "Capacity Block type"
-    if not capacity_block:
-        return Finding(check, "skip", f"{_GPU('capacity_block')} is false")
-    if not capacity_block_eligible(instance_type):
-        detail = f"{_GPU('capacity_block')} is true but Capacity Blocks for ML do not exist for {instance_type}"
-        fix = f"in Pulumi.{stack}.yaml: {capacity_block_fix(instance_type)}"
-        return Finding(check, "fail", f"{detail} ({CAPACITY_BLOCKS_GUIDE})", fix)
-    return Finding(check, "pass", f"Capacity Blocks for ML exist for {instance_type}")
 
 
 def check_system_quota(cfg: StackConfig, clients: AwsClients) -> Finding:
@@ -440,10 +423,8 @@ def run_preflight(
     quota_row, need, free = check_quota(clients.quotas, clients.ec2, g.instance_type, vcpus, g.node_count, cfg.region)
     rows.append(quota_row)
     rows.append(check_system_quota(cfg, clients))
-    c = cfg.cluster
-    rows.append(check_kubernetes_version(clients.eks, c.kubernetes_version, cfg.region))
-    rows += [check_addon_version(clients.eks, addon, field, c, cfg.region) for addon, field in ADDONS]
-    rows.append(check_capacity_block_type(g.instance_type, g.capacity_block, cfg.stack))
+    rows.append(check_kubernetes_version(clients.eks, cfg.cluster.kubernetes_version, cfg.region))
+    rows += [check_addon_version(clients.eks, addon, field, cfg.cluster, cfg.region) for addon, field in ADDONS]
     rows.append(check_capacity_reservation(clients.ec2, g, az, cfg.region, cfg.stack))
     facts = PreflightFacts(
         account=account,
@@ -477,12 +458,10 @@ def run_aws(target: AwsTarget, prior: Prior) -> StepResult:
     """The job the stack describes (bad input before any AWS call; the job and where each value came from
     are shown), then every AWS row; a chosen AZ is noted."""
     resolved = target.resolved_job()  # a job that cannot run on this cluster fails before anything is created
-    job = resolved.config
     target.on_note(resolved.text("job"))  # shown now; `follow` notes it again with the storage path
-    check_job_data(job)
+    check_job_data(resolved.config)
     cfg = target.cfg
-    note = one_node_note(job, cfg.gpu_nodes.node_count, cfg.gpu_nodes.gpus_per_node)
-    if note:
+    if note := one_node_note(resolved.config, cfg.gpu_nodes.node_count, cfg.gpu_nodes.gpus_per_node):
         target.note(note)
     c = target.deps.client
     machine = [*(target.deps.pulumi_setup() if target.deps.pulumi_setup else ())]

@@ -13,7 +13,7 @@ from botocore.exceptions import ClientError
 from conftest import REPO
 
 from automation import az_fallback
-from automation.capacity_finder import Zone
+from automation.capacity_finder import Zone, next_az
 from automation.errors import DriverError
 from automation.pipeline import Clock, StepResult
 from infra.config import PROJECT, stack_config_values
@@ -89,19 +89,13 @@ def test_ec2s_capacity_wordings_read_as_short(error):
     assert az_fallback.capacity_short(error), error
 
 
-def test_spot_scores_reversed_leave_the_auto_az_order_as_it_was(monkeypatch):
+def test_spot_scores_reversed_leave_the_auto_az_order_as_it_was():
     # A Spot placement score rates a Spot request for any of the family's types (botocore's EC2 model,
     # GetSpotPlacementScores), not On-Demand capacity for this type: it must not choose where the nodes go.
     orders = []
     for scores in ((9, 1), (1, 9)):
         scored = [replace(z, spot_score=s, spot_quota_vcpus=1000.0) for z, s in zip(USABLE[1:3], scores, strict=True)]
-        monkeypatch.setattr(az_fallback, "stack_zones", lambda target, scored=scored: scored)
-        orders.append(
-            [
-                az_fallback.next_network_az(Target(), ["us-west-2a"]),
-                az_fallback.next_network_az(Target(), ["us-west-2a", "us-west-2b"]),
-            ]
-        )
+        orders.append([next_az(scored, ["us-west-2a"], AZS), next_az(scored, ["us-west-2a", "us-west-2b"], AZS)])
     assert orders[0] == orders[1] == ["us-west-2b", "us-west-2c"], f"--auto-az's order for each way round: {orders}"
 
 

@@ -103,16 +103,20 @@ def test_a_zone_as_json_adds_its_verdicts_and_drops_the_regions_azs():
     assert (doc["usable"], doc["quota_ok"], doc["spot_capped"], doc["spot_counts"]) == (True, True, False, True), doc
 
 
-def test_next_az_is_the_best_usable_other_az_of_the_region():
+def test_next_az_is_the_best_usable_az_not_tried():
     zones = [
         usable(usd_per_hour=9.0),
         replace(usable(usd_per_hour=5.0), az="us-west-2b"),
         replace(usable(usd_per_hour=1.0), az="us-west-2c", efa=False),
-        replace(usable(usd_per_hour=1.0), region="us-east-2", az="us-east-2a"),
     ]
-    assert next_az(zones, WEST, avoid="us-west-2b") == "us-west-2a"
-    assert next_az(zones, WEST, avoid="us-west-2a") == "us-west-2b"
-    assert next_az(zones[2:3], WEST, avoid="us-west-2a") is None
+    assert next_az(zones, ["us-west-2b"]) == "us-west-2a"
+    assert next_az(zones, ["us-west-2a"]) == "us-west-2b"
+    assert next_az(zones[2:3], ["us-west-2a"]) is None
+
+
+def test_next_az_within_a_network_leaves_out_the_azs_outside_it():
+    zones = [usable(usd_per_hour=9.0), replace(usable(usd_per_hour=5.0), az="us-west-2b")]
+    assert next_az(zones, [], within=["us-west-2a", "us-west-2c"]) == "us-west-2a"
 
 
 # ---- the Spot placement score ----------------------------------------------------------------------------------

@@ -26,7 +26,6 @@ from automation.steps.preflight import (
     check_api_endpoint,
     check_aws_cli,
     check_az,
-    check_capacity_block_type,
     check_capacity_reservation,
     check_credentials,
     check_instance_type,
@@ -487,23 +486,6 @@ def test_cni_version_not_offered_fails_naming_the_three_newest(offered, newest):
     )
     detail = f"v0 is not offered for Kubernetes 1.35 in us-west-2 (newest offered: {newest})"
     assert (row.status, row.detail, row.fix) == ("fail", detail, f"set ray-efa-eks:vpcCniVersion to one of: {LIST_CNI}")
-
-
-def test_capacity_block_on_g6_fails_naming_the_key_and_the_eligible_families():
-    row = check_capacity_block_type("g6.12xlarge", True, "us-west-2")
-    got = (row.status, "do not exist for g6.12xlarge" in row.detail, "set gpuCapacityBlock to false" in row.fix)
-    assert got == ("fail", True, True), f"expected a failing row naming the fix, got {row}"
-
-
-@pytest.mark.parametrize("instance_type", ["p5.48xlarge", "p4d.24xlarge", "p5en.48xlarge", "trn2.48xlarge"])
-def test_capacity_block_on_an_eligible_type_passes(instance_type):
-    row = check_capacity_block_type(instance_type, True, "us-west-2")
-    assert row.status == "pass", f"expected pass for {instance_type}, got {row}"
-
-
-def test_capacity_block_type_row_is_skipped_without_the_flag():
-    row = check_capacity_block_type("g6.12xlarge", False, "us-west-2")
-    assert row.status == "skip", f"expected skip, got {row}"
 
 
 def test_pending_on_demand_reservation_fails_as_not_yet_active_with_no_capacity_block_advice():
