@@ -56,7 +56,6 @@ _T = TypeVar("_T")
 class NodeGroupRef:
     cluster: str
     nodegroup: str
-    region: str = ""
 
 
 def nodegroup_ref(outputs: dict, stack: str) -> NodeGroupRef:
@@ -68,7 +67,7 @@ def nodegroup_ref(outputs: dict, stack: str) -> NodeGroupRef:
             f"`python -m automation up --stack {stack}`",
             exit_code=2,
         )
-    return NodeGroupRef(str(cluster), str(nodegroup), str(outputs.get("region") or ""))
+    return NodeGroupRef(str(cluster), str(nodegroup))
 
 
 def describe(eks: Eks, ref: NodeGroupRef) -> ApiJson:
@@ -415,23 +414,15 @@ def scale_up(target: AwsTarget, prior: Prior) -> StepResult:
 def after_run(target: AwsTarget, keep_nodes: bool, force: bool = False) -> str:
     """When `run` on AWS ends: the lease released and the GPU nodes at gpuIdleNodes unless ``keep_nodes`` or a job
     holds them (``force`` scales anyway); the line saying what happened and what runs now."""
-    try:
-        return _scale_after_run(target, keep_nodes, force)
-    finally:
-        with suppress(Exception):  # an unreleased lease expires on its own (LEASE_S)
-            Lease.of(target).release()
-
-
-def _scale_after_run(target: AwsTarget, keep_nodes: bool, force: bool) -> str:
     stack, idle = target.cfg.stack, target.cfg.gpu_nodes.idle_nodes
     by_hand = f"`python -m automation scale --stack {stack} --gpu-nodes {idle}`"
-    if keep_nodes:
-        return (
-            f"GPU nodes kept (--keep-nodes): they cost money until {by_hand} (or the idle guard, after "
-            f"{GpuNodesConfig.keyname('idle_minutes')} {target.cfg.gpu_nodes.idle_minutes})"
-        )
     group = "the GPU node group"  # named once the stack's outputs say which, so a failure names what bills
     try:
+        if keep_nodes:
+            return (
+                f"GPU nodes kept (--keep-nodes): they cost money until {by_hand} (or the idle guard, after "
+                f"{GpuNodesConfig.keyname('idle_minutes')} {target.cfg.gpu_nodes.idle_minutes})"
+            )
         outputs = target.outputs()
         if not outputs:
             return f"GPU nodes not scaled: no stack outputs were read (--kubeconfig); they cost money until {by_hand}"
@@ -448,6 +439,9 @@ def _scale_after_run(target: AwsTarget, keep_nodes: bool, force: bool) -> str:
     except Exception as e:  # noqa: BLE001 - the clean-up of any exit must not hide the run's own failure
         why = str(e) if isinstance(e, (DriverError, ClientError, BotoCoreError)) else f"{type(e).__name__}: {e}"
         return f"GPU nodes NOT scaled down ({why}): the nodes of {group} that run cost money until {by_hand}"
+    finally:
+        with suppress(Exception):  # an unreleased lease expires on its own (LEASE_S)
+            Lease.of(target).release()
     keep = f"pass --keep-nodes to keep them, `python -m automation scale --stack {stack} --gpu-nodes N` by hand"
     return f"{scaled.text()} ({GpuNodesConfig.keyname('idle_nodes')} {idle}); {running_line(target, idle)}; {keep}"
 
