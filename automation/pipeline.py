@@ -55,7 +55,6 @@ class Finding(Plain):
 
     @classmethod
     def judged(cls, check: str, ok: bool, detail: str, fix: str) -> Finding:
-        """A pass, or a fail that names ``fix``."""
         return cls(check, "pass" if ok else "fail", detail, "" if ok else fix)
 
 
@@ -76,11 +75,9 @@ class StepResult(Plain, Generic[T]):
 
 def verdict(step: str, findings: Sequence[Finding], data: T | None = None, ok_summary: str = "") -> StepResult[T]:
     """A result that fails when any finding fails, summarised by the failing checks."""
-    failed = [f for f in findings if f.status == "fail"]
-    if failed:
-        summary = "; ".join(f"{f.check}: {f.detail}" for f in failed)
-        return StepResult(step, "fail", summary, tuple(findings), data)
-    return StepResult(step, "pass", ok_summary or f"{len(findings)} checks passed", tuple(findings), data)
+    failed = "; ".join(f"{f.check}: {f.detail}" for f in findings if f.status == "fail")
+    summary = failed or ok_summary or f"{len(findings)} checks passed"
+    return StepResult(step, "fail" if failed else "pass", summary, tuple(findings), data)
 
 
 # ---- what each step's result carries -------------------------------------------------------------
