@@ -310,20 +310,12 @@ class PipelineResult:
 
 
 class StepInterrupted(KeyboardInterrupt):
-    """Ctrl-C (or SIGTERM) while `step` ran; `advice` says what exists and how to resume or tear down."""
+    """Ctrl-C (or SIGTERM) while `step` ran; `advice` says what exists and how to resume or tear down. ``job_id``: a
+    job the step followed, which goes on on the cluster: nothing may scale down under it."""
 
-    def __init__(self, step: str, advice: Advice | None):
+    def __init__(self, step: str, advice: Advice | None, job_id: str | None = None):
         super().__init__(step)
-        self.step = step
-        self.advice = advice
-
-
-class JobLeftRunning(StepInterrupted):
-    """Ctrl-C while `step` followed job `job_id`, which goes on on the cluster: nothing may scale down under it."""
-
-    def __init__(self, step: str, advice: Advice | None, job_id: str):
-        super().__init__(step, advice)
-        self.job_id = job_id
+        self.step, self.advice, self.job_id = step, advice, job_id
 
 
 def run_pipeline(

@@ -20,7 +20,7 @@ from typing import TypeVar
 
 from automation import steps
 from automation.errors import DriverError
-from automation.pipeline import JobLeftRunning, PipelineResult, RunState, StepInterrupted, run_pipeline
+from automation.pipeline import PipelineResult, RunState, StepInterrupted, run_pipeline
 from automation.ray_head import TERMINAL
 from automation.recovery import APPLICATION, Recovery, last_step
 from automation.scaling import after_run
@@ -151,7 +151,7 @@ class RunController:
         if not isinstance(target, aws.AwsTarget):
             return
         jobs = [r.state.job.job_id for r in self.results if r.state.job is not None]
-        if isinstance(stopped, JobLeftRunning):
+        if isinstance(stopped, StepInterrupted) and stopped.job_id:
             jobs.append(stopped.job_id)
         elif not jobs and {"submit", "follow"} & set(self.begun):  # interrupted in its first job: the run's id
             jobs.append(target.run_id)
@@ -176,7 +176,7 @@ class RunController:
             for s in (r.state for r in self.results)
             if s.job is not None and (s.follow is None or s.follow.data is None or s.follow.data.status not in TERMINAL)
         ]
-        running = stopped.job_id if isinstance(stopped, JobLeftRunning) else next(iter(left), None)
+        running = (stopped.job_id if isinstance(stopped, StepInterrupted) else None) or next(iter(left), None)
         if running is not None:
             return (
                 f"GPU nodes kept: job {running} may still run on them; `{target.attach_command(running)}` follows it "

@@ -17,7 +17,6 @@ from automation import run_controller, steps
 from automation.errors import DriverError
 from automation.pipeline import (
     Advice,
-    JobLeftRunning,
     PipelineResult,
     RunState,
     StepInterrupted,
@@ -173,7 +172,7 @@ def test_every_job_of_the_run_is_copied_once_in_order_with_the_one_left_running(
     owner.begun = ["submit", "follow"]
     owner.results = [result_of(job_state("j1", "FAILED")), result_of(RunState()), result_of(job_state("j1", "FAILED"))]
     owner.results.append(result_of(job_state("j2", "RUNNING")))
-    owner.keep_logs(JobLeftRunning("follow", None, "j3"))
+    owner.keep_logs(StepInterrupted("follow", None, "j3"))
     want = [("keep_logs", ("j1", "j2", "j3"), 1000.0)]
     assert target.calls == want, f"expected {want}, got {target.calls}"
 
@@ -241,7 +240,7 @@ def test_every_ended_job_lets_the_nodes_scale_down(status, scaled):
 def test_ctrl_c_while_following_keeps_the_nodes_for_the_job_left_running(scaled):
     owner = RunController(Target(), Ui())
     owner.begun = ["scale-up", "follow"]
-    line = owner.scale_down(JobLeftRunning("follow", None, "j9"))
+    line = owner.scale_down(StepInterrupted("follow", None, "j9"))
     assert (line or "").startswith("GPU nodes kept: job j9 may") and scaled == [], f"got {line!r}, {scaled}"
 
 
@@ -313,7 +312,7 @@ def test_ctrl_c_while_following_keeps_that_jobs_logs_and_its_nodes(scaled):
 
     def work(owner: RunController) -> None:
         owner.begun += ["scale-up", "follow"]
-        raise JobLeftRunning("follow", None, "j7")
+        raise StepInterrupted("follow", None, "j7")
 
     assert owner.run(work, lambda done: 0) == 130, "expected exit 130 after Ctrl-C"
     got = (target.calls[0], owner.scale_down_line.startswith("GPU nodes kept: job j7 may"), scaled)
