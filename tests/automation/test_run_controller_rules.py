@@ -151,8 +151,8 @@ def test_no_logs_are_copied_when_no_job_was_submitted_or_followed(scaled):
     target = Target()
     owner = RunController(target, Ui())
     owner.begun = ["preflight", "up", "scale-up", "gate"]
-    owner.keep_logs(None)
-    assert (owner.logs_line, target.calls) == (None, []), f"expected no copy, got {owner.logs_line}, {target.calls}"
+    line = owner.keep_logs(None)
+    assert (line, target.calls) == (None, []), f"expected no copy, got {line}, {target.calls}"
 
 
 @pytest.mark.parametrize("step", ["submit", "follow"])
@@ -160,9 +160,9 @@ def test_a_run_stopped_in_its_first_job_copies_the_logs_of_the_runs_id(step):
     target = Target()
     owner = RunController(target, Ui())
     owner.begun = ["scale-up", step]
-    owner.keep_logs(KeyboardInterrupt())
+    line = owner.keep_logs(KeyboardInterrupt())
     want = [("keep_logs", ("r1",), 1000.0)]
-    assert (target.calls, owner.logs_line) == (want, target.keep), f"expected {want}, got {target.calls}"
+    assert (target.calls, line) == (want, target.keep), f"expected {want}, got {target.calls}"
 
 
 def test_every_job_of_the_run_is_copied_once_in_order_with_the_one_left_running():
@@ -189,15 +189,14 @@ def test_a_copy_that_fails_is_one_line_never_the_runs_error(error, line):
     target.keep = error
     owner = RunController(target, Ui())
     owner.results = [result_of(job_state("j1", "SUCCEEDED"))]
-    owner.keep_logs(None)
-    assert owner.logs_line == line, f"expected {line!r}, got {owner.logs_line!r}"
+    got = owner.keep_logs(None)
+    assert got == line, f"expected {line!r}, got {got!r}"
 
 
 def test_the_local_target_copies_no_logs_and_scales_nothing(tmp_path, scaled):
     owner = RunController(LocalTarget(tmp_path), Ui())
     owner.begun = ["up", "submit", "follow"]
-    owner.keep_logs(KeyboardInterrupt())
-    got = (owner.logs_line, owner.scale_down(None), scaled)
+    got = (owner.keep_logs(KeyboardInterrupt()), owner.scale_down(None), scaled)
     assert got == (None, None, []), f"expected nothing done on the local target, got {got}"
 
 
