@@ -216,8 +216,7 @@ class TransportVerdict(Plain):
     evidence: tuple[str, ...] = ()
     report: dict | None = None
     files: int = 0
-    # The EFA counter witness beside the log (automation/efa_witness.py's CounterRecord, as a dict)
-    counters: dict | None = None
+    counters: dict | None = None  # the EFA counter witness beside the log (efa_witness.py's CounterRecord, as a dict)
 
 
 @dataclass

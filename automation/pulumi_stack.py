@@ -90,8 +90,7 @@ def run_op(stack: StackLike, op: str, on_line: Callable[[str], None]) -> StepRes
     resource counts by operation (enum keys) and, after `up`, the outputs."""
 
     def on_event(ev: auto.EngineEvent) -> None:
-        line = describe_event(ev)
-        if line:
+        if line := describe_event(ev):
             on_line(line)
 
     try:
