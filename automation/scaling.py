@@ -326,15 +326,13 @@ def job_keeps_nodes(target: AwsTarget) -> str:
 @dataclass(frozen=True)
 class Lease:
     """`run`'s claim on the GPU nodes while it starts: ``lease_doc`` under LEASE_KEY of the idle guard's record,
-    honoured until its ``until`` (infra/idle_guard_script.py ``lease_holds``). A long wait renews it (``renew``,
-    ``renewing``): written at most once a minute. Without the guard (gpuIdleMinutes 0) or a cluster to reach, the
-    lease does nothing."""
+    honoured until its ``until`` (infra/idle_guard_script.py ``lease_holds``); a long wait renews it. Without the
+    guard (gpuIdleMinutes 0) or a cluster to reach, the lease does nothing."""
 
     kube: ConfigMaps | None
     namespace: str
     run_id: str
     clock: Clock = SYSTEM_CLOCK
-    ttl_s: float = LEASE_S
 
     @classmethod
     def of(cls, target: AwsTarget) -> Lease:
@@ -365,12 +363,12 @@ class Lease:
         return True
 
     def renew(self, what: str = "starting") -> bool:
-        """Write (or extend) the lease to now + ttl_s unless this run's lease was written under a minute ago."""
+        """Write (or extend) the lease to now + LEASE_S unless this run's lease was written under a minute ago."""
         now = self.clock.now()
         held = self.held()
-        if held and held.get("run") == self.run_id and float(held.get("until", 0)) - now > self.ttl_s - RENEW_AFTER_S:
+        if held and held.get("run") == self.run_id and float(held.get("until", 0)) - now > LEASE_S - RENEW_AFTER_S:
             return True
-        return self._write(json.dumps(lease_doc(self.run_id, what, now + self.ttl_s), sort_keys=True))
+        return self._write(json.dumps(lease_doc(self.run_id, what, now + LEASE_S), sort_keys=True))
 
     def release(self) -> bool:
         return self._write(None)  # a JSON merge patch with null deletes the key
