@@ -25,6 +25,7 @@ from datetime import datetime
 from typing import Any, TypeVar
 
 from automation.kube import KubeApi
+from automation.pipeline import Plain
 from infra.names import GPU_NODE_SELECTOR
 
 _T = TypeVar("_T", int, float, datetime)
@@ -81,7 +82,7 @@ def _started_at(pod: Mapping[str, Any]) -> datetime | None:
 
 
 @dataclass(frozen=True)
-class StartPhases:
+class StartPhases(Plain):
     """Seconds of each phase of a start (None where the API held no record), and the image bytes pulled."""
 
     node_join_s: float | None = None
@@ -89,9 +90,6 @@ class StartPhases:
     pod_start_s: float | None = None
     first_step_s: float | None = None
     image_bytes: int | None = None
-
-    def to_dict(self) -> dict[str, object]:
-        return {p: getattr(self, p) for p in (*PHASES, "image_bytes")}
 
     def text(self) -> str:
         words = {p: p.removesuffix("_s").replace("_", " ") for p in PHASES}  # node_join_s: node join
