@@ -129,8 +129,7 @@ def nodegroup_failure_cause(eks: Eks, autoscaling: AutoScaling, cluster_name: st
             text += ": " + "; ".join(f"{i.get('code')}: {i.get('message')}" for i in issues)
         for asg in ng.get("resources", {}).get("autoScalingGroups", []):
             acts = autoscaling.describe_scaling_activities(AutoScalingGroupName=asg["name"], MaxRecords=1)["Activities"]
-            if acts:
-                a = acts[0]
+            for a in acts[:1]:
                 text += (
                     f"; last scaling activity of {asg['name']} ({a.get('StatusCode')}): "
                     f"{a.get('StatusMessage') or a.get('Description')}"
