@@ -409,9 +409,9 @@ def scale_up(target: AwsTarget, prior: Prior) -> StepResult:
     return StepResult("scale-up", "pass", scaled.text(), data=scaled)
 
 
-def after_run(target: AwsTarget, keep_nodes: bool, force: bool = False) -> str:
+def after_run(target: AwsTarget, keep_nodes: bool) -> str:
     """When `run` on AWS ends: the lease released and the GPU nodes at gpuIdleNodes unless ``keep_nodes`` or a job
-    holds them (``force`` scales anyway); the line saying what happened and what runs now."""
+    holds them; the line saying what happened and what runs now."""
     stack, idle = target.cfg.stack, target.cfg.gpu_nodes.idle_nodes
     by_hand = f"`python -m automation scale --stack {stack} --gpu-nodes {idle}`"
     group = "the GPU node group"  # named once the stack's outputs say which, so a failure names what bills
@@ -427,7 +427,7 @@ def after_run(target: AwsTarget, keep_nodes: bool, force: bool = False) -> str:
         eks, ref = target.deps.client("eks"), nodegroup_ref(outputs, stack)
         group = f"GPU node group {ref.nodegroup}"
         now = sizes(eks, ref)["desiredSize"]
-        if now > idle and not force and (why := job_keeps_nodes(target)):
+        if now > idle and (why := job_keeps_nodes(target)):
             return (
                 f"GPU nodes kept at {now}: {why}; they cost money until the job ends and {by_hand} (add --force if "
                 f"no job runs), or the idle guard scales them down {GpuNodesConfig.keyname('idle_minutes')} "
