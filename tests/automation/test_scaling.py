@@ -775,12 +775,6 @@ def test_a_scale_down_of_a_busy_group_waits_on_the_targets_clock_and_tells_it():
     assert t.deps.clock.now() - START == POLL_S and "scaled from 2 to 0" in line, line
 
 
-def test_after_run_with_force_scales_down_under_a_running_job():
-    eks = Eks(desired=2)
-    after_run(target(eks=eks, jobs='[{"submission_id": "j1", "status": "RUNNING"}]'), keep_nodes=False, force=True)
-    assert eks.updates[0]["scalingConfig"] == {"desiredSize": 0}, eks.updates
-
-
 def test_after_run_at_the_idle_count_does_not_ask_the_head():
     t = target(eks=Eks(desired=1), idle_nodes=1)
     t.ray_pods = lambda: pytest.fail("the head was asked although the group is already at the idle count")
