@@ -92,9 +92,8 @@ class StartPhases(Plain):
     image_bytes: int | None = None
 
     def text(self) -> str:
-        words = {p: p.removesuffix("_s").replace("_", " ") for p in PHASES}  # node_join_s: node join
-        parts = [f"{words[p]} {getattr(self, p):.0f} s" for p in PHASES if getattr(self, p) is not None]
-        return ", ".join(parts) or "n/a"
+        parts = [f"{p[:-2].replace('_', ' ')} {v:.0f} s" for p in PHASES if (v := getattr(self, p)) is not None]
+        return ", ".join(parts) or "n/a"  # node_join_s 50.0: "node join 50 s"
 
 
 def _max(values: Iterable[_T | None]) -> _T | None:
