@@ -161,15 +161,13 @@ class Scaled:
         return self.before != self.after
 
     def text(self) -> str:
-        waited = (
-            f" (waited {self.waited:.0f} s for the node group to leave {self.waited_for})" if self.waited_for else ""
-        )
+        busy = f" (waited {self.waited:.0f} s for the node group to leave {self.waited_for})" if self.waited_for else ""
         if not self.changed:
-            return f"GPU node group {self.nodegroup} already at {self.after} node(s){waited}"
+            return f"GPU node group {self.nodegroup} already at {self.after} node(s){busy}"
         took = f", the nodes were Ready after {self.seconds:.0f} s" if self.seconds is not None else ""
         if self.per_node:
             took += " (" + ", ".join(f"{name} {s:.0f} s" for name, s in self.per_node) + ")"
-        return f"GPU node group {self.nodegroup} scaled from {self.before} to {self.after} node(s){took}{waited}"
+        return f"GPU node group {self.nodegroup} scaled from {self.before} to {self.after} node(s){took}{busy}"
 
     def to_dict(self) -> dict[str, object]:
         return dict(self.__dict__, per_node=dict(self.per_node))
