@@ -307,10 +307,8 @@ def head_jobs(pods: RayClusterPods) -> list[dict]:
 
 
 def active_job(jobs: list[dict]) -> str:
-    for j in jobs:
-        if j.get("status") in ACTIVE:
-            return f"Ray job {j.get('submission_id') or j.get('job_id')} is {j.get('status')}"
-    return ""
+    active = (j for j in jobs if j.get("status") in ACTIVE)
+    return next((f"Ray job {j.get('submission_id') or j.get('job_id')} is {j['status']}" for j in active), "")
 
 
 def job_keeps_nodes(target: AwsTarget) -> str:
