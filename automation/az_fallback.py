@@ -41,7 +41,7 @@ def retire_gpu_groups(target: AwsTarget) -> None:
     eks, cluster, clock = target.deps.client("eks"), target.cfg.cluster.name, target.deps.clock
     try:
         for name in eks.list_nodegroups(clusterName=cluster).get("nodegroups", []):
-            ref = NodeGroupRef(cluster, name, target.cfg.region)
+            ref = NodeGroupRef(cluster, name)
             group = describe(eks, ref)
             if group.get("labels", {}).get(ROLE_LABEL) != GPU_ROLE:
                 continue

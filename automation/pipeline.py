@@ -55,7 +55,6 @@ class Finding(Plain):
 
     @classmethod
     def judged(cls, check: str, ok: bool, detail: str, fix: str) -> Finding:
-        """A pass, or a fail that names ``fix``."""
         return cls(check, "pass" if ok else "fail", detail, "" if ok else fix)
 
 
@@ -76,11 +75,9 @@ class StepResult(Plain, Generic[T]):
 
 def verdict(step: str, findings: Sequence[Finding], data: T | None = None, ok_summary: str = "") -> StepResult[T]:
     """A result that fails when any finding fails, summarised by the failing checks."""
-    failed = [f for f in findings if f.status == "fail"]
-    if failed:
-        summary = "; ".join(f"{f.check}: {f.detail}" for f in failed)
-        return StepResult(step, "fail", summary, tuple(findings), data)
-    return StepResult(step, "pass", ok_summary or f"{len(findings)} checks passed", tuple(findings), data)
+    failed = "; ".join(f"{f.check}: {f.detail}" for f in findings if f.status == "fail")
+    summary = failed or ok_summary or f"{len(findings)} checks passed"
+    return StepResult(step, "fail" if failed else "pass", summary, tuple(findings), data)
 
 
 # ---- what each step's result carries -------------------------------------------------------------
@@ -164,15 +161,13 @@ class Scaled:
         return self.before != self.after
 
     def text(self) -> str:
-        waited = (
-            f" (waited {self.waited:.0f} s for the node group to leave {self.waited_for})" if self.waited_for else ""
-        )
+        busy = f" (waited {self.waited:.0f} s for the node group to leave {self.waited_for})" if self.waited_for else ""
         if not self.changed:
-            return f"GPU node group {self.nodegroup} already at {self.after} node(s){waited}"
+            return f"GPU node group {self.nodegroup} already at {self.after} node(s){busy}"
         took = f", the nodes were Ready after {self.seconds:.0f} s" if self.seconds is not None else ""
         if self.per_node:
             took += " (" + ", ".join(f"{name} {s:.0f} s" for name, s in self.per_node) + ")"
-        return f"GPU node group {self.nodegroup} scaled from {self.before} to {self.after} node(s){took}{waited}"
+        return f"GPU node group {self.nodegroup} scaled from {self.before} to {self.after} node(s){took}{busy}"
 
     def to_dict(self) -> dict[str, object]:
         return dict(self.__dict__, per_node=dict(self.per_node))
@@ -219,8 +214,7 @@ class TransportVerdict(Plain):
     evidence: tuple[str, ...] = ()
     report: dict | None = None
     files: int = 0
-    # The EFA counter witness beside the log (automation/efa_witness.py's CounterRecord, as a dict)
-    counters: dict | None = None
+    counters: dict | None = None  # the EFA counter witness beside the log (efa_witness.py's CounterRecord, as a dict)
 
 
 @dataclass
@@ -313,20 +307,12 @@ class PipelineResult:
 
 
 class StepInterrupted(KeyboardInterrupt):
-    """Ctrl-C (or SIGTERM) while `step` ran; `advice` says what exists and how to resume or tear down."""
+    """Ctrl-C (or SIGTERM) while `step` ran; `advice` says what exists and how to resume or tear down. ``job_id``: a
+    job the step followed, which goes on on the cluster: nothing may scale down under it."""
 
-    def __init__(self, step: str, advice: Advice | None):
+    def __init__(self, step: str, advice: Advice | None, job_id: str | None = None):
         super().__init__(step)
-        self.step = step
-        self.advice = advice
-
-
-class JobLeftRunning(StepInterrupted):
-    """Ctrl-C while `step` followed job `job_id`, which goes on on the cluster: nothing may scale down under it."""
-
-    def __init__(self, step: str, advice: Advice | None, job_id: str):
-        super().__init__(step, advice)
-        self.job_id = job_id
+        self.step, self.advice, self.job_id = step, advice, job_id
 
 
 def run_pipeline(

@@ -14,7 +14,7 @@ from typing import Protocol
 
 from pulumi import automation as auto
 
-from automation.aws_clients import AutoScaling, Eks
+from automation.aws_clients import AutoScaling, ClientFactory, Eks
 from automation.errors import DriverError
 from automation.pipeline import ChangeSummary, StepResult
 
@@ -73,16 +73,16 @@ def outputs_dict(raw: Mapping[str, object]) -> dict[str, object]:
     return {k: getattr(v, "value", v) for k, v in raw.items()}
 
 
-def up(stack: StackLike, on_line: Callable[[str], None], explain_failure: Callable[[], str]) -> StepResult:
-    """`stack.up`; on failure the error carries `explain_failure()` (the node group's scaling activity)."""
+def up(stack: StackLike, on_line: Callable[[str], None], client: ClientFactory, cluster_name: str) -> StepResult:
+    """`stack.up`; on failure the error carries the node groups' cause (``nodegroup_failure_cause``)."""
     try:
         return run_op(stack, "up", on_line)
     except DriverError as e:
         try:
-            cause = explain_failure()
+            cause = nodegroup_failure_cause(client("eks"), client("autoscaling"), cluster_name)
         except Exception as inner:  # noqa: BLE001 - the explanation is best effort, the failure stands
             cause = f"(could not read the node group's cause: {type(inner).__name__}: {inner})"
-        raise DriverError(f"{e}" + (f"; {cause}" if cause else "")) from None
+        raise DriverError(f"{e}; {cause}") from None
 
 
 def run_op(stack: StackLike, op: str, on_line: Callable[[str], None]) -> StepResult:
@@ -90,8 +90,7 @@ def run_op(stack: StackLike, op: str, on_line: Callable[[str], None]) -> StepRes
     resource counts by operation (enum keys) and, after `up`, the outputs."""
 
     def on_event(ev: auto.EngineEvent) -> None:
-        line = describe_event(ev)
-        if line:
+        if line := describe_event(ev):
             on_line(line)
 
     try:
@@ -130,8 +129,7 @@ def nodegroup_failure_cause(eks: Eks, autoscaling: AutoScaling, cluster_name: st
             text += ": " + "; ".join(f"{i.get('code')}: {i.get('message')}" for i in issues)
         for asg in ng.get("resources", {}).get("autoScalingGroups", []):
             acts = autoscaling.describe_scaling_activities(AutoScalingGroupName=asg["name"], MaxRecords=1)["Activities"]
-            if acts:
-                a = acts[0]
+            for a in acts[:1]:
                 text += (
                     f"; last scaling activity of {asg['name']} ({a.get('StatusCode')}): "
                     f"{a.get('StatusMessage') or a.get('Description')}"

@@ -20,7 +20,7 @@ from typing import TypeVar
 
 from automation import steps
 from automation.errors import DriverError
-from automation.pipeline import JobLeftRunning, PipelineResult, RunState, StepInterrupted, run_pipeline
+from automation.pipeline import PipelineResult, RunState, StepInterrupted, run_pipeline
 from automation.ray_head import TERMINAL
 from automation.recovery import APPLICATION, Recovery, last_step
 from automation.scaling import after_run
@@ -44,7 +44,6 @@ class RunController:
         self.begun: list[str] = []
         self.results: list[PipelineResult] = []
         self.scale_down_line: str | None = None
-        self.logs_line: str | None = None
         self.recoveries: list[Recovery] = []
         self.began = target.clock()  # the Ray logs written since then are the run's
 
@@ -129,9 +128,9 @@ class RunController:
                 stopped = e
         finally:
             reporting = done is not _NOT_DONE
-            self.keep_logs(stopped)  # before the scale-down: the pods that hold the logs go with their nodes
+            logs = self.keep_logs(stopped)  # before the scale-down: the pods that hold the logs go with their nodes
             self.scale_down_line = self.scale_down(stopped)
-            for line in (self.logs_line, self.scale_down_line):
+            for line in (logs, self.scale_down_line):
                 if line:  # in the report's notes when a report follows, else now
                     (self.target.notes.append if reporting else self.ui.note)(line)
             try:
@@ -144,25 +143,25 @@ class RunController:
                 self.target.close()
         return rc
 
-    def keep_logs(self, stopped: KeyboardInterrupt | None) -> None:
+    def keep_logs(self, stopped: KeyboardInterrupt | None) -> str | None:
         """On AWS, once a job was submitted or attached, before any scale-down: its logs to the run bucket
         (``AwsTarget.keep_logs``) and the line saying where; a copy that fails is one line, never the run's error."""
         target = self.target
         if not isinstance(target, aws.AwsTarget):
-            return
+            return None
         jobs = [r.state.job.job_id for r in self.results if r.state.job is not None]
-        if isinstance(stopped, JobLeftRunning):
+        if isinstance(stopped, StepInterrupted) and stopped.job_id:
             jobs.append(stopped.job_id)
         elif not jobs and {"submit", "follow"} & set(self.begun):  # interrupted in its first job: the run's id
             jobs.append(target.run_id)
         if not jobs:
-            return
+            return None
         try:
-            self.logs_line = target.keep_logs(list(dict.fromkeys(jobs)), self.began)
+            return target.keep_logs(list(dict.fromkeys(jobs)), self.began)
         except KeyboardInterrupt:
-            self.logs_line = "logs not kept in the run bucket: interrupted while copying them"
+            return "logs not kept in the run bucket: interrupted while copying them"
         except Exception as e:  # noqa: BLE001 - the logs' copy must never replace the run's own outcome
-            self.logs_line = f"logs not kept in the run bucket: {type(e).__name__}: {e}"
+            return f"logs not kept in the run bucket: {type(e).__name__}: {e}"
 
     def scale_down(self, stopped: KeyboardInterrupt | None) -> str | None:
         """On AWS, once a step of NODE_STEPS began: the GPU nodes to gpuIdleNodes (automation/scaling.py
@@ -176,7 +175,7 @@ class RunController:
             for s in (r.state for r in self.results)
             if s.job is not None and (s.follow is None or s.follow.data is None or s.follow.data.status not in TERMINAL)
         ]
-        running = stopped.job_id if isinstance(stopped, JobLeftRunning) else next(iter(left), None)
+        running = (stopped.job_id if isinstance(stopped, StepInterrupted) else None) or next(iter(left), None)
         if running is not None:
             return (
                 f"GPU nodes kept: job {running} may still run on them; `{target.attach_command(running)}` follows it "

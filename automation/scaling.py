@@ -56,7 +56,6 @@ _T = TypeVar("_T")
 class NodeGroupRef:
     cluster: str
     nodegroup: str
-    region: str = ""
 
 
 def nodegroup_ref(outputs: dict, stack: str) -> NodeGroupRef:
@@ -68,7 +67,7 @@ def nodegroup_ref(outputs: dict, stack: str) -> NodeGroupRef:
             f"`python -m automation up --stack {stack}`",
             exit_code=2,
         )
-    return NodeGroupRef(str(cluster), str(nodegroup), str(outputs.get("region") or ""))
+    return NodeGroupRef(str(cluster), str(nodegroup))
 
 
 def describe(eks: Eks, ref: NodeGroupRef) -> ApiJson:
@@ -308,10 +307,8 @@ def head_jobs(pods: RayClusterPods) -> list[dict]:
 
 
 def active_job(jobs: list[dict]) -> str:
-    for j in jobs:
-        if j.get("status") in ACTIVE:
-            return f"Ray job {j.get('submission_id') or j.get('job_id')} is {j.get('status')}"
-    return ""
+    active = (j for j in jobs if j.get("status") in ACTIVE)
+    return next((f"Ray job {j.get('submission_id') or j.get('job_id')} is {j['status']}" for j in active), "")
 
 
 def job_keeps_nodes(target: AwsTarget) -> str:
@@ -327,15 +324,13 @@ def job_keeps_nodes(target: AwsTarget) -> str:
 @dataclass(frozen=True)
 class Lease:
     """`run`'s claim on the GPU nodes while it starts: ``lease_doc`` under LEASE_KEY of the idle guard's record,
-    honoured until its ``until`` (infra/idle_guard_script.py ``lease_holds``). A long wait renews it (``renew``,
-    ``renewing``): written at most once a minute. Without the guard (gpuIdleMinutes 0) or a cluster to reach, the
-    lease does nothing."""
+    honoured until its ``until`` (infra/idle_guard_script.py ``lease_holds``); a long wait renews it. Without the
+    guard (gpuIdleMinutes 0) or a cluster to reach, the lease does nothing."""
 
     kube: ConfigMaps | None
     namespace: str
     run_id: str
     clock: Clock = SYSTEM_CLOCK
-    ttl_s: float = LEASE_S
 
     @classmethod
     def of(cls, target: AwsTarget) -> Lease:
@@ -366,12 +361,12 @@ class Lease:
         return True
 
     def renew(self, what: str = "starting") -> bool:
-        """Write (or extend) the lease to now + ttl_s unless this run's lease was written under a minute ago."""
+        """Write (or extend) the lease to now + LEASE_S unless this run's lease was written under a minute ago."""
         now = self.clock.now()
         held = self.held()
-        if held and held.get("run") == self.run_id and float(held.get("until", 0)) - now > self.ttl_s - RENEW_AFTER_S:
+        if held and held.get("run") == self.run_id and float(held.get("until", 0)) - now > LEASE_S - RENEW_AFTER_S:
             return True
-        return self._write(json.dumps(lease_doc(self.run_id, what, now + self.ttl_s), sort_keys=True))
+        return self._write(json.dumps(lease_doc(self.run_id, what, now + LEASE_S), sort_keys=True))
 
     def release(self) -> bool:
         return self._write(None)  # a JSON merge patch with null deletes the key
@@ -412,33 +407,25 @@ def scale_up(target: AwsTarget, prior: Prior) -> StepResult:
     return StepResult("scale-up", "pass", scaled.text(), data=scaled)
 
 
-def after_run(target: AwsTarget, keep_nodes: bool, force: bool = False) -> str:
+def after_run(target: AwsTarget, keep_nodes: bool) -> str:
     """When `run` on AWS ends: the lease released and the GPU nodes at gpuIdleNodes unless ``keep_nodes`` or a job
-    holds them (``force`` scales anyway); the line saying what happened and what runs now."""
-    try:
-        return _scale_after_run(target, keep_nodes, force)
-    finally:
-        with suppress(Exception):  # an unreleased lease expires on its own (LEASE_S)
-            Lease.of(target).release()
-
-
-def _scale_after_run(target: AwsTarget, keep_nodes: bool, force: bool) -> str:
+    holds them; the line saying what happened and what runs now."""
     stack, idle = target.cfg.stack, target.cfg.gpu_nodes.idle_nodes
     by_hand = f"`python -m automation scale --stack {stack} --gpu-nodes {idle}`"
-    if keep_nodes:
-        return (
-            f"GPU nodes kept (--keep-nodes): they cost money until {by_hand} (or the idle guard, after "
-            f"{GpuNodesConfig.keyname('idle_minutes')} {target.cfg.gpu_nodes.idle_minutes})"
-        )
     group = "the GPU node group"  # named once the stack's outputs say which, so a failure names what bills
     try:
+        if keep_nodes:
+            return (
+                f"GPU nodes kept (--keep-nodes): they cost money until {by_hand} (or the idle guard, after "
+                f"{GpuNodesConfig.keyname('idle_minutes')} {target.cfg.gpu_nodes.idle_minutes})"
+            )
         outputs = target.outputs()
         if not outputs:
             return f"GPU nodes not scaled: no stack outputs were read (--kubeconfig); they cost money until {by_hand}"
         eks, ref = target.deps.client("eks"), nodegroup_ref(outputs, stack)
         group = f"GPU node group {ref.nodegroup}"
         now = sizes(eks, ref)["desiredSize"]
-        if now > idle and not force and (why := job_keeps_nodes(target)):
+        if now > idle and (why := job_keeps_nodes(target)):
             return (
                 f"GPU nodes kept at {now}: {why}; they cost money until the job ends and {by_hand} (add --force if "
                 f"no job runs), or the idle guard scales them down {GpuNodesConfig.keyname('idle_minutes')} "
@@ -448,6 +435,9 @@ def _scale_after_run(target: AwsTarget, keep_nodes: bool, force: bool) -> str:
     except Exception as e:  # noqa: BLE001 - the clean-up of any exit must not hide the run's own failure
         why = str(e) if isinstance(e, (DriverError, ClientError, BotoCoreError)) else f"{type(e).__name__}: {e}"
         return f"GPU nodes NOT scaled down ({why}): the nodes of {group} that run cost money until {by_hand}"
+    finally:
+        with suppress(Exception):  # an unreleased lease expires on its own (LEASE_S)
+            Lease.of(target).release()
     keep = f"pass --keep-nodes to keep them, `python -m automation scale --stack {stack} --gpu-nodes N` by hand"
     return f"{scaled.text()} ({GpuNodesConfig.keyname('idle_nodes')} {idle}); {running_line(target, idle)}; {keep}"
 

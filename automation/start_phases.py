@@ -12,7 +12,8 @@ A cold start of the GPU workers is four phases, one after the other, and each ha
 - first step: the last Ray container's ``startedAt`` to the first ``[train] step`` line the driver saw.
 
 The slowest pod sets each phase (the job waits for all of them). Nothing here calls an API: the caller hands in the
-listed nodes, pods and events, so tests feed recorded-shape objects.
+listed nodes, pods and events, so tests feed recorded-shape objects. Its times (RFC 3339, ``Z``) are read by
+``datetime.fromisoformat``, which takes the ``Z`` and MicroTime's fractions since Python 3.11.
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ from datetime import datetime
 from typing import Any, TypeVar
 
 from automation.kube import KubeApi
+from automation.pipeline import Plain
 from infra.names import GPU_NODE_SELECTOR
 
 _T = TypeVar("_T", int, float, datetime)
@@ -46,11 +48,6 @@ def go_duration_s(text: str) -> float:
     return sum(float(n) * _GO_UNITS[u] for n, u in parts)
 
 
-def k8s_time(value: str) -> datetime:
-    """An RFC 3339 timestamp as the API writes it (``2026-12-06T05:01:02Z``, MicroTime with fractions)."""
-    return datetime.fromisoformat(value.replace("Z", "+00:00"))
-
-
 @dataclass(frozen=True)
 class Pull:
     """What one ``Pulled`` event says: the pull's seconds (0 for an image already present) and bytes, if stated."""
@@ -66,13 +63,11 @@ def parse_pulled(event: Mapping[str, Any]) -> Pull | None:
         return None
     message = event.get("message", "")
     stamp = event.get("lastTimestamp") or event.get("eventTime") or event.get("firstTimestamp")
-    at = k8s_time(stamp) if stamp else None
+    at = datetime.fromisoformat(stamp) if stamp else None
     if _PRESENT.match(message):
         return Pull(0.0, None, at)
     m = _PULLED.match(message)
-    if not m:
-        return None
-    return Pull(go_duration_s(m.group(1)), int(m.group(3)) if m.group(3) else None, at)
+    return Pull(go_duration_s(m.group(1)), int(m.group(3)) if m.group(3) else None, at) if m else None
 
 
 def ready_condition(node: Mapping[str, Any]) -> dict | None:
@@ -83,11 +78,11 @@ def ready_condition(node: Mapping[str, Any]) -> dict | None:
 
 def _started_at(pod: Mapping[str, Any]) -> datetime | None:
     runs = (s.get("state", {}).get("running") or {} for s in pod.get("status", {}).get("containerStatuses", []))
-    return next((k8s_time(r["startedAt"]) for r in runs if r.get("startedAt")), None)
+    return next((datetime.fromisoformat(r["startedAt"]) for r in runs if r.get("startedAt")), None)
 
 
 @dataclass(frozen=True)
-class StartPhases:
+class StartPhases(Plain):
     """Seconds of each phase of a start (None where the API held no record), and the image bytes pulled."""
 
     node_join_s: float | None = None
@@ -96,13 +91,9 @@ class StartPhases:
     first_step_s: float | None = None
     image_bytes: int | None = None
 
-    def to_dict(self) -> dict[str, object]:
-        return {p: getattr(self, p) for p in (*PHASES, "image_bytes")}
-
     def text(self) -> str:
-        words = {p: p.removesuffix("_s").replace("_", " ") for p in PHASES}  # node_join_s: node join
-        parts = [f"{words[p]} {getattr(self, p):.0f} s" for p in PHASES if getattr(self, p) is not None]
-        return ", ".join(parts) or "n/a"
+        parts = [f"{p[:-2].replace('_', ' ')} {v:.0f} s" for p in PHASES if (v := getattr(self, p)) is not None]
+        return ", ".join(parts) or "n/a"  # node_join_s 50.0: "node join 50 s"
 
 
 def _max(values: Iterable[_T | None]) -> _T | None:
@@ -115,7 +106,9 @@ def start_phases(
     """The phases of the start of ``pods`` (the Ray pods) on ``nodes`` (the GPU nodes), from the namespace's
     ``events`` and the time the driver saw the first ``[train] step`` line."""
     joins = [
-        (k8s_time(c["lastTransitionTime"]) - k8s_time(n["metadata"]["creationTimestamp"])).total_seconds()
+        (
+            datetime.fromisoformat(c["lastTransitionTime"]) - datetime.fromisoformat(n["metadata"]["creationTimestamp"])
+        ).total_seconds()
         for n in nodes
         if (c := ready_condition(n)) is not None
     ]

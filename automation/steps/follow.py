@@ -11,7 +11,7 @@ import dataclasses
 
 from automation import hang
 from automation.errors import DriverError
-from automation.pipeline import Advice, JobLeftRunning, Prior, StepInterrupted, StepResult, SubmittedJob, TrainOutcome
+from automation.pipeline import Advice, Prior, StepInterrupted, StepResult, SubmittedJob, TrainOutcome
 from automation.ray_head import UNKNOWN, FollowEnd, JobState, follow_job, is_step_line, job_summary, outcome_of
 from automation.targets import Target
 from workloads.config import runs_root
@@ -56,7 +56,7 @@ def left(target: Target, job: SubmittedJob) -> StepInterrupted | None:
     else:
         asked = "kept (the default)" if answer is False else "not a terminal, so not asked: the job goes on"
     exists = f"job {job.job_id} runs on on the cluster ({asked}); the GPU nodes stay up for it"
-    return JobLeftRunning(STEP, Advice(exists, (f"follow it again from any machine: {attach}",)), job.job_id)
+    return StepInterrupted(STEP, Advice(exists, (f"follow it again from any machine: {attach}",)), job.job_id)
 
 
 def run(target: Target, prior: Prior) -> StepResult[TrainOutcome]:

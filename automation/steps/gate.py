@@ -156,7 +156,6 @@ def run_aws(target: AwsTarget, prior: Prior) -> StepResult[GateOutcome]:
 
 
 run = by_place(
-    "gate",
     "gate: the GPU nodes are fit to train (nvidia-smi, the agent's GPU condition, EFA bandwidth); a bad one cordoned.",
     run_aws,
     lambda target, prior: StepResult("gate", "skip", "the local target has no GPU nodes to gate: nothing checked"),

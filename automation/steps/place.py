@@ -6,28 +6,22 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from automation.targets.aws import AwsTarget
-from automation.targets.local import LocalTarget
 
 if TYPE_CHECKING:
     from automation.pipeline import Prior, StepResult
     from automation.targets import Target
+    from automation.targets.local import LocalTarget
 
 
 def by_place(
-    name: str,
     doc: str,
     aws: Callable[[AwsTarget, Prior], StepResult],
     local: Callable[[LocalTarget, Prior], StepResult],
 ) -> Callable[[Target, Prior], StepResult]:
-    """The step `name`: `aws` on an AwsTarget, `local` on a LocalTarget, a TypeError on any other target."""
+    """A step that runs `aws` on an AwsTarget and `local` on a LocalTarget (Target is the union of the two)."""
 
     def run(target: Target, prior: Prior) -> StepResult:
-        if isinstance(target, AwsTarget):
-            return aws(target, prior)
-        if isinstance(target, LocalTarget):
-            return local(target, prior)
-        raise TypeError(f"no {name} for a target of type {type(target).__name__}")
+        return aws(target, prior) if isinstance(target, AwsTarget) else local(target, prior)
 
-    run.__name__ = run.__qualname__ = "run"
     run.__doc__ = doc
     return run

@@ -514,7 +514,6 @@ def _local_gpus() -> int:
 
 
 run = by_place(
-    "preflight",
     "preflight: the target's read-only checks (on AWS the ones above; locally the machine's), before any change.",
     run_aws,
     run_local,

@@ -14,7 +14,7 @@ from automation.az_fallback import up_with_fallback
 from automation.capacity_finder import up_watch
 from automation.errors import DriverError
 from automation.pipeline import Prior, StepResult
-from automation.pulumi_stack import StackLike, nodegroup_failure_cause, run_op, up
+from automation.pulumi_stack import StackLike, run_op, up
 from automation.scaling import live_desired_size
 from automation.storage import kept_bucket_line
 from automation.targets.aws import API_CIDRS_KEY, GPU_AZ_KEY, AwsTarget
@@ -83,27 +83,21 @@ def run_up(target: AwsTarget, prior: Prior) -> StepResult:
     """`up`, after asking unless preview saw nothing that costs money; DriverError when declined. When
     it fails, the cause the node group's Auto Scaling group reports is added."""
     settle_stack(target, prior)
-    previewed = prior.preview
-    summary = previewed.data if previewed is not None else None
+    summary = prior.preview.data if prior.preview is not None else None
     if summary is None or summary.costs_money:
         g = target.cfg.gpu_nodes
         changes = summary.line() if summary is not None else "changes not previewed"
-        question = (
+        target.go_ahead(
             f"`up` on stack {target.cfg.stack} ({changes}) creates resources that cost money "
             f"({g.node_count} x {g.instance_type}). Go ahead?"
         )
-        target.go_ahead(question)
-
-    def cause() -> str:
-        c = target.deps.client
-        return nodegroup_failure_cause(c("eks"), c("autoscaling"), target.cfg.cluster.name)
 
     live = live_desired_size(target.deps.client("eks"), target.outputs(), target.cfg.stack)
 
     def attempt() -> StepResult:
         # a GPU node group stuck for want of capacity is said while `up` runs
         with up_watch(target), live_size_for_up(target.stack(), live):
-            return up(target.stack(), target.on_progress, explain_failure=cause)
+            return up(target.stack(), target.on_progress, target.deps.client, target.cfg.cluster.name)
 
     result = up_with_fallback(target, attempt)  # --auto-az: the next AZ when EC2 has no capacity (az_fallback.py)
     if result.data is not None:

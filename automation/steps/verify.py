@@ -311,7 +311,6 @@ def run_local(target: LocalTarget, prior: Prior) -> StepResult:
 
 
 run = by_place(
-    "verify",
     "verify: the target's cluster is what it promised (on AWS the cluster and the bucket; locally Ray's resources).",
     run_aws,
     run_local,

@@ -12,7 +12,7 @@ import _driver_helpers as helpers  # tests/support is on pytest's pythonpath
 import pytest
 from _cloud_fakes import job
 from _scale_world import cluster_with_record, target_for
-from _shared_env import MOTO_CLUSTER, MOTO_NODEGROUP, MOTO_REGION
+from _shared_env import MOTO_CLUSTER, MOTO_NODEGROUP
 
 from automation import cli, steps
 from automation.collectives_pods import WorkerPod
@@ -24,7 +24,7 @@ from automation.scaling import NodeGroupRef, set_desired, sizes
 from automation.targets import aws
 from infra.idle_guard_script import LEASE_KEY
 
-REF = NodeGroupRef(MOTO_CLUSTER, MOTO_NODEGROUP, MOTO_REGION)
+REF = NodeGroupRef(MOTO_CLUSTER, MOTO_NODEGROUP)
 COMMANDS = {
     "run": ["run", "--stack", "us-west-2"],
     "train": ["train", "--stack", "us-west-2"],

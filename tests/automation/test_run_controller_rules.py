@@ -17,7 +17,6 @@ from automation import run_controller, steps
 from automation.errors import DriverError
 from automation.pipeline import (
     Advice,
-    JobLeftRunning,
     PipelineResult,
     RunState,
     StepInterrupted,
@@ -152,8 +151,8 @@ def test_no_logs_are_copied_when_no_job_was_submitted_or_followed(scaled):
     target = Target()
     owner = RunController(target, Ui())
     owner.begun = ["preflight", "up", "scale-up", "gate"]
-    owner.keep_logs(None)
-    assert (owner.logs_line, target.calls) == (None, []), f"expected no copy, got {owner.logs_line}, {target.calls}"
+    line = owner.keep_logs(None)
+    assert (line, target.calls) == (None, []), f"expected no copy, got {line}, {target.calls}"
 
 
 @pytest.mark.parametrize("step", ["submit", "follow"])
@@ -161,9 +160,9 @@ def test_a_run_stopped_in_its_first_job_copies_the_logs_of_the_runs_id(step):
     target = Target()
     owner = RunController(target, Ui())
     owner.begun = ["scale-up", step]
-    owner.keep_logs(KeyboardInterrupt())
+    line = owner.keep_logs(KeyboardInterrupt())
     want = [("keep_logs", ("r1",), 1000.0)]
-    assert (target.calls, owner.logs_line) == (want, target.keep), f"expected {want}, got {target.calls}"
+    assert (target.calls, line) == (want, target.keep), f"expected {want}, got {target.calls}"
 
 
 def test_every_job_of_the_run_is_copied_once_in_order_with_the_one_left_running():
@@ -173,7 +172,7 @@ def test_every_job_of_the_run_is_copied_once_in_order_with_the_one_left_running(
     owner.begun = ["submit", "follow"]
     owner.results = [result_of(job_state("j1", "FAILED")), result_of(RunState()), result_of(job_state("j1", "FAILED"))]
     owner.results.append(result_of(job_state("j2", "RUNNING")))
-    owner.keep_logs(JobLeftRunning("follow", None, "j3"))
+    owner.keep_logs(StepInterrupted("follow", None, "j3"))
     want = [("keep_logs", ("j1", "j2", "j3"), 1000.0)]
     assert target.calls == want, f"expected {want}, got {target.calls}"
 
@@ -190,15 +189,14 @@ def test_a_copy_that_fails_is_one_line_never_the_runs_error(error, line):
     target.keep = error
     owner = RunController(target, Ui())
     owner.results = [result_of(job_state("j1", "SUCCEEDED"))]
-    owner.keep_logs(None)
-    assert owner.logs_line == line, f"expected {line!r}, got {owner.logs_line!r}"
+    got = owner.keep_logs(None)
+    assert got == line, f"expected {line!r}, got {got!r}"
 
 
 def test_the_local_target_copies_no_logs_and_scales_nothing(tmp_path, scaled):
     owner = RunController(LocalTarget(tmp_path), Ui())
     owner.begun = ["up", "submit", "follow"]
-    owner.keep_logs(KeyboardInterrupt())
-    got = (owner.logs_line, owner.scale_down(None), scaled)
+    got = (owner.keep_logs(KeyboardInterrupt()), owner.scale_down(None), scaled)
     assert got == (None, None, []), f"expected nothing done on the local target, got {got}"
 
 
@@ -241,7 +239,7 @@ def test_every_ended_job_lets_the_nodes_scale_down(status, scaled):
 def test_ctrl_c_while_following_keeps_the_nodes_for_the_job_left_running(scaled):
     owner = RunController(Target(), Ui())
     owner.begun = ["scale-up", "follow"]
-    line = owner.scale_down(JobLeftRunning("follow", None, "j9"))
+    line = owner.scale_down(StepInterrupted("follow", None, "j9"))
     assert (line or "").startswith("GPU nodes kept: job j9 may") and scaled == [], f"got {line!r}, {scaled}"
 
 
@@ -313,7 +311,7 @@ def test_ctrl_c_while_following_keeps_that_jobs_logs_and_its_nodes(scaled):
 
     def work(owner: RunController) -> None:
         owner.begun += ["scale-up", "follow"]
-        raise JobLeftRunning("follow", None, "j7")
+        raise StepInterrupted("follow", None, "j7")
 
     assert owner.run(work, lambda done: 0) == 130, "expected exit 130 after Ctrl-C"
     got = (target.calls[0], owner.scale_down_line.startswith("GPU nodes kept: job j7 may"), scaled)

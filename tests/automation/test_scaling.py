@@ -48,7 +48,7 @@ from automation.scaling import (
 POLL_S = 10.0
 WAIT_S = 1200.0  # both bounds: the busy group and the nodes' Ready
 LEASE_S = 20 * 60.0
-REF = NodeGroupRef("ray-efa-eks", "gpu-ng", "us-west-2")
+REF = NodeGroupRef("ray-efa-eks", "gpu-ng")
 
 
 def refused(code: str, op: str = "UpdateNodegroupConfig") -> ClientError:
@@ -114,12 +114,9 @@ def test_a_stack_without_a_cluster_or_node_group_is_refused_with_up(outputs):
     assert e.value.exit_code == 2 and "`python -m automation up --stack us-west-2`" in str(e.value), e.value
 
 
-def test_the_node_group_ref_carries_the_outputs_region_or_none():
-    got = (
-        nodegroup_ref({"cluster_name": "c", "nodegroup_name": "n"}, "s"),
-        nodegroup_ref({"cluster_name": "c", "nodegroup_name": "n", "region": "us-east-2"}, "s"),
-    )
-    assert got == (NodeGroupRef("c", "n", ""), NodeGroupRef("c", "n", "us-east-2")), got
+def test_the_node_group_ref_names_the_outputs_cluster_and_node_group():
+    got = nodegroup_ref({"cluster_name": "c", "nodegroup_name": "n", "region": "us-east-2"}, "s")
+    assert got == NodeGroupRef("c", "n"), got
 
 
 # ---- set_desired: bounds, waits, refusals ----------------------------------------------------------------------
@@ -776,12 +773,6 @@ def test_a_scale_down_of_a_busy_group_waits_on_the_targets_clock_and_tells_it():
     line = after_run(t, keep_nodes=False)
     assert said == ["node group gpu-ng is UPDATING: waiting to scale it (0 s of 1200)"], said
     assert t.deps.clock.now() - START == POLL_S and "scaled from 2 to 0" in line, line
-
-
-def test_after_run_with_force_scales_down_under_a_running_job():
-    eks = Eks(desired=2)
-    after_run(target(eks=eks, jobs='[{"submission_id": "j1", "status": "RUNNING"}]'), keep_nodes=False, force=True)
-    assert eks.updates[0]["scalingConfig"] == {"desiredSize": 0}, eks.updates
 
 
 def test_after_run_at_the_idle_count_does_not_ask_the_head():

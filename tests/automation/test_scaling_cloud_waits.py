@@ -26,7 +26,7 @@ from infra.config import MOCK_DEPLOYER_CIDR, stack_config_values
 from infra.idle_guard_script import LEASE_KEY, run_once
 from infra.mock_render import run_program
 
-REF = NodeGroupRef(MOTO_CLUSTER, MOTO_NODEGROUP, MOTO_REGION)
+REF = NodeGroupRef(MOTO_CLUSTER, MOTO_NODEGROUP)
 MIN = 60.0
 
 

@@ -20,7 +20,7 @@ from hypothesis import strategies as st
 
 from automation.pipeline import PipelineResult
 from automation.run_outcome import RunReport
-from automation.start_phases import StartPhases, go_duration_s, k8s_time, observe, parse_pulled, start_phases
+from automation.start_phases import StartPhases, go_duration_s, observe, parse_pulled, start_phases
 from infra.names import GPU_NODE_SELECTOR
 
 IMAGE = "public.ecr.aws/deep-learning-containers/ray:train-ml-cuda-v1.1"
@@ -266,7 +266,8 @@ def test_a_go_duration_with_anything_around_it_is_refused(text):
 
 
 def test_a_microtime_keeps_its_fraction_and_zone():
-    assert k8s_time("2026-12-06T05:01:02.123456Z") == datetime(2026, 12, 6, 5, 1, 2, 123456, tzinfo=UTC)
+    event = pulled_event("p", f'Container image "{IMAGE}" already present on machine', "2026-12-06T05:01:02.123456Z")
+    assert parse_pulled(event).at == datetime(2026, 12, 6, 5, 1, 2, 123456, tzinfo=UTC)
 
 
 def test_a_node_joins_at_its_ready_true_condition_only():

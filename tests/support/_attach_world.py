@@ -26,7 +26,7 @@ from automation.targets import aws
 HOURS = 3
 STEPS = 540  # a step every 20 s of the 3 hours: 1,080 log lines
 STOOD_IN = ("preflight", "preview", "up", "verify")
-REF = NodeGroupRef(MOTO_CLUSTER, MOTO_NODEGROUP, MOTO_REGION)
+REF = NodeGroupRef(MOTO_CLUSTER, MOTO_NODEGROUP)
 EFA_LOG = NCCL / "efa_unprefixed_ofi1.20.log"
 RUN_BUCKET = "ray-efa-eks-us-west-2-render"
 

@@ -31,7 +31,7 @@ from automation.scaling import (
 from automation.ui import Ui
 
 REGION, CLUSTER, NODEGROUP = MOTO_REGION, MOTO_CLUSTER, MOTO_NODEGROUP
-REF = NodeGroupRef(CLUSTER, NODEGROUP, REGION)
+REF = NodeGroupRef(CLUSTER, NODEGROUP)
 
 
 @pytest.fixture

@@ -19,7 +19,7 @@ from _shared_env import MOTO_CLUSTER, MOTO_NODEGROUP, MOTO_REGION
 from automation.run_controller import RunController
 from automation.scaling import NodeGroupRef, set_desired, sizes
 
-REF = NodeGroupRef(MOTO_CLUSTER, MOTO_NODEGROUP, MOTO_REGION)
+REF = NodeGroupRef(MOTO_CLUSTER, MOTO_NODEGROUP)
 BAD = worlds.GPU_NODE
 ECC_SMI = helpers.HEALTHY_SMI.replace(
     f"1, NVIDIA L4, {helpers.L4_UUIDS[1]}, 0,", f"1, NVIDIA L4, {helpers.L4_UUIDS[1]}, 2,"
