@@ -376,8 +376,7 @@ def add_parser(sub: Any, parents: list[argparse.ArgumentParser]) -> None:
             "--run-id", type=base_run_id, help="base of the two run ids, <id>-efa and <id>-tcp (default: a new one)"
         ),
     )
-    for action in (*job_flags, *add_hang(p)):
-        not_in(action, sweep, trains_nothing)
+    not_in((*job_flags, *add_hang(p)), sweep, trains_nothing)
     p.add_argument(
         "--runs-root", type=output_folder, default=Path("runs"), help="where both runs are copied for the report"
     )
@@ -392,8 +391,7 @@ def add_parser(sub: Any, parents: list[argparse.ArgumentParser]) -> None:
         help=f"--collectives: largest message in MiB (default 1024 on a stack, {LOCAL_MAX_MIB} here)",
     )
     iters = p.add_argument("--iters", type=whole_number, help=f"--collectives: timed calls per size (default {ITERS})")
-    for action in (max_mib, iters):
-        not_in(action, training, "it sizes the --collectives sweep; the training runs take --steps")
+    not_in((max_mib, iters), training, "it sizes the --collectives sweep; the training runs take --steps")
     add_yes(p)
     add_keep_nodes(p)
     # The sweep measures the link itself, so no gate runs before it (and bench's only local mode is the sweep).

@@ -110,13 +110,10 @@ def add_parser(sub: Any, parents: list[argparse.ArgumentParser]) -> None:
     )
     not_in(detach, LOCAL, "the local target's Ray stops when its run ends, so no job could outlive it")
     timeout, recovery, hang = add_timeout(p), add_recovery(p), add_hang(p)
-    for flag in (detach, timeout, *recovery, *hang):
-        not_in(flag, PLAN, "it stops before any job is submitted")
+    not_in((detach, timeout, *recovery, *hang), PLAN, "it stops before any job is submitted")
     not_in(timeout, DETACHED, "the job outlives this command; `attach --timeout` limits it")
-    for flag in recovery:
-        not_in(flag, DETACHED, "this command ends at submit; nothing follows the job to recover it")
-    for flag in hang:
-        not_in(flag, DETACHED, "nothing follows the job; `attach` watches it for hangs")
+    not_in(recovery, DETACHED, "this command ends at submit; nothing follows the job to recover it")
+    not_in(hang, DETACHED, "nothing follows the job; `attach` watches it for hangs")
     not_in(add_skip_gate(p), PLAN, "it stops before the GPU nodes scale up")
     p = command("attach")
     for add in (add_kubeconfig, add_keep_nodes, add_timeout, add_hang, add_recovery):
@@ -143,9 +140,7 @@ def add_recovery(p: argparse.ArgumentParser) -> tuple[argparse.Action, ...]:
         metavar="M",
         help=f"aws: stop recovering once M minutes have passed since the first failure (default {RECOVERY_MINUTES})",
     )
-    for flag in (recoveries, minutes):
-        not_in(flag, LOCAL, "the local target has no nodes to replace")
-    return recoveries, minutes
+    return not_in((recoveries, minutes), LOCAL, "the local target has no nodes to replace")
 
 
 def add_yes(p: argparse.ArgumentParser) -> argparse.Action:
