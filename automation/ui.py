@@ -22,10 +22,9 @@ STATUS_STYLE = {"pass": "green", "fail": "bold red", "skip": "yellow"}
 
 
 class Ui:
-    def __init__(self, json_mode: bool = False, verbose_logs: bool = True):
+    def __init__(self, json_mode: bool = False):
         self.json_mode = json_mode
         self.console = Console(stderr=json_mode, highlight=False, soft_wrap=False)
-        self.verbose_logs = verbose_logs and not json_mode
         self._status: Status | None = None
         self._bar: TrainBar | None = None  # the training progress bar, fed by rank 0's metrics lines
 
@@ -60,7 +59,7 @@ class Ui:
             return
         if self.console.is_terminal and is_step_line(text):
             return  # the bar shows this step already: printed too, every step came out twice
-        if self.verbose_logs and worth_showing(text):
+        if not self.json_mode and worth_showing(text):
             self.console.print(f"[dim]{escape(text)}[/]")
         self.progress(text)
 
@@ -85,7 +84,7 @@ class Ui:
             self._status.stop()
             self._status = None
         if self._bar is not None:
-            self._bar.stop()
+            self._bar.progress.stop()
             self._bar = None
 
     def note(self, text: str) -> None:
@@ -131,9 +130,6 @@ class TrainBar:
             tps=f"{tps:,.0f}" if tps is not None else "n/a",
         )
         self.progress.refresh()  # at most once a step: the bar shows each step as it lands
-
-    def stop(self) -> None:
-        self.progress.stop()
 
 
 def tty_confirm(question: str) -> bool:
