@@ -221,9 +221,11 @@ class PodDeleter(Protocol):
 
 def run_and_kill(
     target: DrillTarget, job: TrainConfig, reference: TrainConfig, timeout_s: float, how: tuple[LastStep, KillOnce]
-) -> tuple[Kill, list[str]]:
-    """The reference run to its end, then the drill run with one kill (``how``: its last step and its kill); (the
-    kill, the drill run's log lines)."""
+) -> dict:
+    """The reference run to its end, then the drill run with one kill (``how``: its last step and its kill); the
+    drill's document from the metrics rank 0 echoed into both runs' logs."""
+    ref_lines: list[str] = []
+    target.on_line = ref_lines.append
     target.on_progress(f"reference run {reference.run_id}: {reference.steps} steps, uninterrupted")
     done = target.run_job_to_end(reference)
     if done.status != "SUCCEEDED":
@@ -259,7 +261,7 @@ def run_and_kill(
     if not outcome or outcome[0].status != "SUCCEEDED":
         status = outcome[0].status if outcome else "still running"
         raise DriverError(f"the killed run {job.run_id} did not recover: its job ended {status}", exit_code=1)
-    return kill, lines
+    return document(job, reference, kill, echoed_records(lines), echoed_records(ref_lines))
 
 
 # ---- the local drill -------------------------------------------------------------------------------
@@ -293,13 +295,11 @@ def drill_local(args: argparse.Namespace, ui: Ui) -> dict:
     os.environ[HEALTH_CHECK_ENV] = DRILL_HEALTH_CHECK_S  # the head's environment, inherited by its jobs
     try:
         target.start()
-        kill, _ = run_and_kill(target, job, reference, target.plan.job_timeout_s, local_kill_for(job))
+        doc = run_and_kill(target, job, reference, target.plan.job_timeout_s, local_kill_for(job))
     finally:
         target.close()
         os.environ.pop(HEALTH_CHECK_ENV) if before is None else os.environ.update({HEALTH_CHECK_ENV: before})
-    records = read_metrics(Path(job.run_dir) / METRICS_FILE)
-    ref_records = read_metrics(Path(reference.run_dir) / METRICS_FILE)
-    return {**document(job, reference, kill, records, ref_records), "target": "local", "run_dir": job.run_dir}
+    return {**doc, "target": "local", "run_dir": job.run_dir}
 
 
 # ---- the AWS drill ---------------------------------------------------------------------------------
@@ -369,11 +369,7 @@ def drill_aws(args: argparse.Namespace, target: aws.AwsTarget, owner: RunControl
     reference = with_run_paths(job, ref_id, f"{CLUSTER_ROOT}/runs/{ref_id}")
     exp = target.expectations()
     selector = f"ray.io/cluster={exp.raycluster},ray.io/node-type=worker"
-    ref_lines: list[str] = []
-    target.on_line = ref_lines.append
-    kill_for = aws_kill_for(target.kube(), exp.namespace, selector)
-    kill, lines = run_and_kill(target, job, reference, AWS_JOB_TIMEOUT_S, kill_for)
-    doc = document(job, reference, kill, echoed_records(lines), echoed_records(ref_lines))
+    doc = run_and_kill(target, job, reference, AWS_JOB_TIMEOUT_S, aws_kill_for(target.kube(), exp.namespace, selector))
     return {**doc, "target": "aws", "stack": args.stack}
 
 
