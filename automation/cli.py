@@ -36,6 +36,7 @@ from typing import NoReturn
 from automation.errors import DriverError
 from automation.flags import COMMON_PARENT, NOT_IN
 from automation.ui import Ui
+from workloads.config import TrainConfigError
 
 PIPELINE_COMMANDS = "automation.commands.run_steps"
 # Each command's module, in the order `--help` lists them; a module may hold several commands
@@ -113,11 +114,11 @@ def main(argv: Sequence[str] | None = None) -> int:
             warnings.simplefilter("ignore")
             refuse_flags_out_of_mode(parser, args)
             return importlib.import_module(COMMAND_MODULES[args.command]).run(args, ui)
-    except DriverError as e:
+    except (DriverError, TrainConfigError) as e:  # a job the stack or the flags describe wrongly is bad input
         ui.error(str(e))
         if args.json:
             ui.emit_json({"ok": False, "error": str(e)})
-        return e.exit_code
+        return e.exit_code if isinstance(e, DriverError) else 2
     except KeyboardInterrupt:  # a pipeline command reports its own step; this is before any began
         ui.error("interrupted before any step began: nothing was started")
         if ui.json_mode:

@@ -55,7 +55,7 @@ from automation.ui import Ui
 from infra.config import GpuNodesConfig, StackConfig
 from workloads import collectives_bench
 from workloads import throughput_model as model
-from workloads.config import TrainConfig, TrainConfigError, new_run_id
+from workloads.config import TrainConfig, new_run_id
 from workloads.summary import RunSummary
 
 HELP = "run the training job over EFA, over TCP sockets and in the other precision on the cluster, and compare them"
@@ -486,10 +486,7 @@ def run(args: argparse.Namespace, ui: Ui, deps: aws.AwsDeps | None = None, **tar
     # The job is judged from the stack file alone, before any client exists: a job the stack cannot run, or one
     # that fits on one node, is bad input whatever the cloud says.
     cfg = aws.load_config(flags.need_stack(args, "bench (EFA against TCP runs on a stack's cluster)"), args.project_dir)
-    try:
-        job = cluster_job(cfg, args.run_id or "bench", args.steps, args.num_workers)
-    except TrainConfigError as e:
-        raise DriverError(str(e), exit_code=2) from None
+    job = cluster_job(cfg, args.run_id or "bench", args.steps, args.num_workers)
     require_two_nodes(job, cfg, "--num-workers" if args.num_workers else stack_label("num_workers"))
     targets = make_targets(args, ui, deps, precision_leg(job), **target_opts)
 

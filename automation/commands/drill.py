@@ -44,7 +44,7 @@ from automation.storage import require_credentials
 from automation.targets import aws
 from automation.targets.local import LOCAL_CHECKPOINT_EVERY, LocalPlan, LocalTarget, durable
 from automation.ui import Ui
-from workloads.config import TrainConfig, TrainConfigError, new_run_id, runs_root
+from workloads.config import TrainConfig, new_run_id, runs_root
 from workloads.metrics import METRICS_FILE, parse_echo, read_metrics
 from workloads.nccl_check import run_marker
 
@@ -284,11 +284,8 @@ def drill_local(args: argparse.Namespace, ui: Ui) -> dict:
     """Reference run, killed run, their numbers; the local Ray cluster is stopped whatever happens."""
     require_credentials("--storage-path", args.storage_path)
     run_id, runs, steps = new_run_id(), runs_root().absolute(), args.steps or DRILL_STEPS
-    try:
-        job = durable(local_job(run_id, runs, steps=steps), args.storage_path)
-        reference = durable(local_job(f"{run_id}-reference", runs, steps=steps), args.storage_path)
-    except TrainConfigError as e:
-        raise DriverError(str(e), exit_code=2) from None
+    job = durable(local_job(run_id, runs, steps=steps), args.storage_path)
+    reference = durable(local_job(f"{run_id}-reference", runs, steps=steps), args.storage_path)
     plan = LocalPlan(job, storage_path=args.storage_path, hang_bound=bound_of(args.hang_factor, args.hang_floor))
     target = LocalTarget(plan, on_progress=ui.milestone, on_note=ui.note)
     before = os.environ.get(HEALTH_CHECK_ENV)
