@@ -30,8 +30,6 @@ import importlib
 import signal
 import warnings
 from collections.abc import Sequence
-from types import FrameType
-from typing import NoReturn
 
 from automation.errors import DriverError
 from automation.flags import COMMON_PARENT, NOT_IN
@@ -94,19 +92,15 @@ def refuse_flags_out_of_mode(parser: argparse.ArgumentParser, args: argparse.Nam
                 raise DriverError(f"{flag} does not apply to {args.command} {mode.name} ({why}); drop it", exit_code=2)
 
 
-def _on_sigterm(signum: int, frame: FrameType | None) -> NoReturn:
-    raise KeyboardInterrupt
-
-
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parse(parser, argv)
     ui = Ui(json_mode=args.json)
-    # SIGTERM takes the same path as Ctrl-C, so the finally blocks stop what this run started.
-    # SIGINT gets Python's own handler back: a shell that starts the driver in the background
-    # (CI, `cmd &` in a script) hands it SIGINT ignored, and Ctrl-C or `kill -INT` would then
-    # neither stop the run nor the Ray processes it started.
-    previous = signal.signal(signal.SIGTERM, _on_sigterm)
+    # SIGTERM takes the same path as Ctrl-C (Python's handler raises KeyboardInterrupt), so the finally blocks
+    # stop what this run started. SIGINT gets Python's own handler back: a shell that starts the driver in the
+    # background (CI, `cmd &` in a script) hands it SIGINT ignored, and Ctrl-C or `kill -INT` would then neither
+    # stop the run nor the Ray processes it started.
+    previous = signal.signal(signal.SIGTERM, signal.default_int_handler)
     previous_int = signal.signal(signal.SIGINT, signal.default_int_handler)
     try:
         with warnings.catch_warnings():
