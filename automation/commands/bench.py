@@ -77,9 +77,6 @@ def precision_leg(job: TrainConfig) -> tuple[str, str]:
     return (BF16, "off") if job.float8 != "off" else (FLOAT8, "tensorwise")
 
 
-NODE_COUNT = GpuNodesConfig.keyname("node_count")
-
-
 @dataclass(frozen=True)
 class Leg:
     """One run: its leg's name (efa, tcp, bf16 or float8), target, and what its steps returned."""
@@ -139,11 +136,11 @@ def base_run_id(text: str) -> str:
 def require_two_nodes(job: TrainConfig, cfg: StackConfig, flag: str) -> None:
     """Refuse a job whose workers fit on one GPU node: nothing need cross the network bench compares
     (`flag` names where the worker count came from: --num-workers or the stack's train block)."""
-    nodes, per_node = cfg.gpu_nodes.node_count, cfg.gpu_nodes.gpus_per_node
+    nodes, per_node, key = cfg.gpu_nodes.node_count, cfg.gpu_nodes.gpus_per_node, GpuNodesConfig.keyname("node_count")
     if nodes < 2:
         raise DriverError(
-            f"stack {cfg.stack} has {NODE_COUNT} {nodes}: EFA against TCP needs traffic between two GPU nodes; "
-            f"set {NODE_COUNT} to 2 or more",
+            f"stack {cfg.stack} has {key} {nodes}: EFA against TCP needs traffic between two GPU nodes; "
+            f"set {key} to 2 or more",
             exit_code=2,
         )
     wanted = job.num_workers * job.gpus_per_worker
@@ -165,10 +162,8 @@ def make_targets(
     own: dict[str, dict[str, Any]] = {EFA: {}, TCP: {"job_env": dict(TCP_ENV)}, leg: {"float8_override": float8}}
     targets: dict[str, aws.AwsTarget] = {}
     for name, options in own.items():
-        require = "socket" if name == TCP else "efa"
-        targets[name] = aws_target(
-            args, ui, deps, run_id=ids[name], run_id_given=True, require=require, **options, **opts
-        )
+        options["require"] = "socket" if name == TCP else "efa"
+        targets[name] = aws_target(args, ui, deps, run_id=ids[name], run_id_given=True, **options, **opts)
         deps = targets[name].deps  # one outside world for all runs: the clients are made once
     return targets
 
@@ -179,8 +174,7 @@ def run_legs(targets: dict[str, aws.AwsTarget], owner: RunController) -> list[Le
     of the TCP run (whose counters must stay flat), then of the precision run over EFA; stop at the first failure
     (a TCP number beside a failed EFA run compares nothing)."""
     legs = []
-    for i, name in enumerate(targets):
-        target = targets[name]
+    for i, (name, target) in enumerate(targets.items()):
         names = ("scale-up", "verify", "gate", "counters", "submit", "follow", "check")[0 if i == 0 else 3 :]
         how = " ".join(f"{k}={v}" for k, v in target.run.job_env.items()) or "the stack's own NCCL env"
         if target.run.float8_override is not None:
