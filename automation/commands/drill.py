@@ -32,10 +32,10 @@ from typing import Protocol
 
 import psutil
 
-from automation.commands import Subparsers
-from automation.commands.run_steps import add_hang, add_keep_nodes, add_skip_gate, add_yes, aws_target, prepare
+from automation.commands import Subparsers, run_steps
+from automation.commands.run_steps import add_hang, add_keep_nodes, add_skip_gate, add_storage_path, add_yes
 from automation.errors import DriverError
-from automation.flags import AWS, CLUSTER_PARENT, command_parser, location, not_in, resolve_target, whole_number
+from automation.flags import CLUSTER_PARENT, command_parser, resolve_target, whole_number
 from automation.hang import bound_of
 from automation.job import CLUSTER_ROOT, local_job, stack_label, with_run_paths
 from automation.pipeline import TrainOutcome
@@ -87,13 +87,7 @@ def add_parser(sub: Subparsers, parents: list[argparse.ArgumentParser]) -> None:
     p.add_argument(
         "--steps", type=drill_steps, help=f"steps of each run (default: {DRILL_STEPS} locally, the stack's on AWS)"
     )
-    storage = p.add_argument(
-        "--storage-path",
-        type=location(),
-        help="local: Ray Train storage of both runs, a directory or s3://bucket/prefix (default: run dir)",
-    )
-    not_in(storage, AWS, "the stack's run bucket holds the drill's runs")
-    for add in (add_hang, add_yes, add_keep_nodes, add_skip_gate):
+    for add in (add_storage_path, add_hang, add_yes, add_keep_nodes, add_skip_gate):
         add(p)
 
 
@@ -360,7 +354,7 @@ def with_drill_interval(job: TrainConfig) -> TrainConfig:
 def drill_aws(args: argparse.Namespace, target: aws.AwsTarget, owner: RunController) -> dict:
     """The drill on the stack's cluster, the GPU nodes scaled up and verified first: the stack's durable job, a
     worker pod deleted through the Kubernetes API."""
-    prepare(owner, ("scale-up", "verify", "gate"))
+    run_steps.prepare(owner, ("scale-up", "verify", "gate"))
     job = with_drill_interval(target.train_job())
     ref_id = f"{job.run_id}-reference"
     reference = with_run_paths(job, ref_id, f"{CLUSTER_ROOT}/runs/{ref_id}")
@@ -399,7 +393,7 @@ def document(
 def run(args: argparse.Namespace, ui: Ui) -> int:
     if resolve_target(args) == "local":
         return show(drill_local(args, ui), ui, None)
-    target = aws_target(args, ui, on_progress=ui.milestone)
+    target = run_steps.aws_target(args, ui, on_progress=ui.milestone)
     owner = RunController(target, ui, keep_nodes=args.keep_nodes)
     return owner.run(lambda owner: drill_aws(args, target, owner), lambda doc: show(doc, ui, owner.scale_down_line))
 

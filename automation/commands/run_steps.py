@@ -92,13 +92,7 @@ def add_parser(sub: Any, parents: list[argparse.ArgumentParser]) -> None:
     add_kubeconfig(p)
     add_job(p)
     add_use_gpu(p)
-    storage = p.add_argument(
-        "--storage-path",
-        type=location(),
-        help="local: keep checkpoints and Ray Train's state here, a directory or s3://bucket/prefix "
-        "(default: runs/<run-id>/ray_results)",
-    )
-    not_in(storage, AWS, "the stack's run bucket holds runs")
+    add_storage_path(p)
     keep = add_keep_nodes(p)
     not_in(keep, PLAN, "it stops before the GPU nodes scale up")
     not_in(keep, DETACHED, "the GPU nodes stay up until the job ends; `attach --keep-nodes` keeps them after")
@@ -190,6 +184,11 @@ def add_job(p: argparse.ArgumentParser) -> None:
 def add_use_gpu(p: argparse.ArgumentParser) -> None:
     help = "local: train on this machine's GPUs with NCCL (default: CPU, gloo)"
     not_in(p.add_argument("--use-gpu", action="store_true", help=help), AWS, "the stack's GPU nodes train")
+
+
+def add_storage_path(p: argparse.ArgumentParser) -> None:
+    help = "local: Ray Train's state and checkpoints, a directory or s3://bucket/prefix (default: in the run's dir)"
+    not_in(p.add_argument("--storage-path", type=location(), help=help), AWS, "the stack's run bucket holds runs")
 
 
 def add_keep_nodes(p: argparse.ArgumentParser) -> argparse.Action:
