@@ -19,8 +19,7 @@
 on stderr and a non-zero exit: 2 for bad input, 1 for a failed step, 130 when interrupted.
 
 Each command is a module of automation/commands/ with `add_parser(sub, parents)` and `run(args, ui) -> int`,
-named in COMMAND_MODULES; this module builds the parser from them and dispatches (run_steps holds the
-pipeline's commands, each step alone and `run`).
+named in COMMAND_MODULES; this module builds the parser from them and dispatches.
 """
 
 from __future__ import annotations

@@ -1,10 +1,6 @@
 """The command line's shared pieces: argparse types that refuse bad input with the fix, the parent parsers
-commands share (--json; --stack, with --kubeconfig or --target), which target a command runs on, and `not_in`,
-which declares beside a flag the modes it has no meaning in. Every other flag is declared by its command's
-module, in its `add_parser`.
-
-Every error is one line and exit status 2, before any cloud call or Ray start.
-"""
+(--json; --stack, with --kubeconfig or --target), which target a command runs on, and `not_in`, the modes a flag
+has no meaning in. Every error is one line and exit status 2, before any cloud call or Ray start."""
 
 from __future__ import annotations
 

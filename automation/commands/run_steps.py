@@ -94,7 +94,6 @@ def add_parser(sub: Any, parents: list[argparse.ArgumentParser]) -> None:
     add_use_gpu(p)
     add_storage_path(p)
     keep = add_keep_nodes(p)
-    not_in(keep, PLAN, "it stops before the GPU nodes scale up")
     not_in(keep, DETACHED, "the GPU nodes stay up until the job ends; `attach --keep-nodes` keeps them after")
     detach = p.add_argument(
         "--detach",
@@ -108,7 +107,7 @@ def add_parser(sub: Any, parents: list[argparse.ArgumentParser]) -> None:
     not_in(timeout, DETACHED, "the job outlives this command; `attach --timeout` limits it")
     not_in(recovery, DETACHED, "this command ends at submit; nothing follows the job to recover it")
     not_in(hang, DETACHED, "nothing follows the job; `attach` watches it for hangs")
-    not_in(add_skip_gate(p), PLAN, "it stops before the GPU nodes scale up")
+    not_in((keep, add_skip_gate(p)), PLAN, "it stops before the GPU nodes scale up")
     p = command("attach")
     for add in (add_kubeconfig, add_keep_nodes, add_timeout, add_hang, add_recovery):
         add(p)
@@ -118,8 +117,7 @@ def add_parser(sub: Any, parents: list[argparse.ArgumentParser]) -> None:
 
 # The flags several of these commands take (bench and drill some too), each declared once.
 def add_recovery(p: argparse.ArgumentParser) -> tuple[argparse.Action, ...]:
-    """--max-recoveries and --recovery-minutes: how far a followed job is resumed after an infrastructure failure
-    (RunController.recovering)."""
+    """How far a followed job is resumed after an infrastructure failure (RunController.recovering)."""
     recoveries = p.add_argument(
         "--max-recoveries",
         type=count,
@@ -166,7 +164,6 @@ def add_num_workers(p: argparse.ArgumentParser) -> None:
 
 
 def add_job(p: argparse.ArgumentParser) -> None:
-    """Which training job, of how many steps and workers."""
     not_in(add_run_id(p), RESUMED, "the resumed run keeps its own id")
     resume = p.add_argument(
         "--resume",
