@@ -19,8 +19,7 @@
 on stderr and a non-zero exit: 2 for bad input, 1 for a failed step, 130 when interrupted.
 
 Each command is a module of automation/commands/ with `add_parser(sub, parents)` and `run(args, ui) -> int`,
-named in COMMAND_MODULES; this module builds the parser from them and dispatches (run_steps holds the
-pipeline's commands, each step alone and `run`).
+named in COMMAND_MODULES; this module builds the parser from them and dispatches.
 """
 
 from __future__ import annotations
@@ -30,12 +29,11 @@ import importlib
 import signal
 import warnings
 from collections.abc import Sequence
-from types import FrameType
-from typing import NoReturn
 
 from automation.errors import DriverError
 from automation.flags import COMMON_PARENT, NOT_IN
 from automation.ui import Ui
+from workloads.config import TrainConfigError
 
 PIPELINE_COMMANDS = "automation.commands.run_steps"
 # Each command's module, in the order `--help` lists them; a module may hold several commands
@@ -93,19 +91,15 @@ def refuse_flags_out_of_mode(parser: argparse.ArgumentParser, args: argparse.Nam
                 raise DriverError(f"{flag} does not apply to {args.command} {mode.name} ({why}); drop it", exit_code=2)
 
 
-def _on_sigterm(signum: int, frame: FrameType | None) -> NoReturn:
-    raise KeyboardInterrupt
-
-
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parse(parser, argv)
     ui = Ui(json_mode=args.json)
-    # SIGTERM takes the same path as Ctrl-C, so the finally blocks stop what this run started.
-    # SIGINT gets Python's own handler back: a shell that starts the driver in the background
-    # (CI, `cmd &` in a script) hands it SIGINT ignored, and Ctrl-C or `kill -INT` would then
-    # neither stop the run nor the Ray processes it started.
-    previous = signal.signal(signal.SIGTERM, _on_sigterm)
+    # SIGTERM takes the same path as Ctrl-C (Python's handler raises KeyboardInterrupt), so the finally blocks
+    # stop what this run started. SIGINT gets Python's own handler back: a shell that starts the driver in the
+    # background (CI, `cmd &` in a script) hands it SIGINT ignored, and Ctrl-C or `kill -INT` would then neither
+    # stop the run nor the Ray processes it started.
+    previous = signal.signal(signal.SIGTERM, signal.default_int_handler)
     previous_int = signal.signal(signal.SIGINT, signal.default_int_handler)
     try:
         with warnings.catch_warnings():
@@ -113,11 +107,11 @@ def main(argv: Sequence[str] | None = None) -> int:
             warnings.simplefilter("ignore")
             refuse_flags_out_of_mode(parser, args)
             return importlib.import_module(COMMAND_MODULES[args.command]).run(args, ui)
-    except DriverError as e:
+    except (DriverError, TrainConfigError) as e:  # a job the stack or the flags describe wrongly is bad input
         ui.error(str(e))
         if args.json:
             ui.emit_json({"ok": False, "error": str(e)})
-        return e.exit_code
+        return e.exit_code if isinstance(e, DriverError) else 2
     except KeyboardInterrupt:  # a pipeline command reports its own step; this is before any began
         ui.error("interrupted before any step began: nothing was started")
         if ui.json_mode:

@@ -1,10 +1,6 @@
 """The command line's shared pieces: argparse types that refuse bad input with the fix, the parent parsers
-commands share (--json; --stack, with --kubeconfig or --target), which target a command runs on, and `not_in`,
-which declares beside a flag the modes it has no meaning in. Every other flag is declared by its command's
-module, in its `add_parser`.
-
-Every error is one line and exit status 2, before any cloud call or Ray start.
-"""
+(--json; --stack, with --kubeconfig or --target), which target a command runs on, and `not_in`, the modes a flag
+has no meaning in. Every error is one line and exit status 2, before any cloud call or Ray start."""
 
 from __future__ import annotations
 
@@ -14,7 +10,7 @@ import weakref
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from automation.errors import DriverError
 from infra.config import known_stacks
@@ -134,13 +130,15 @@ AWS = Mode("--target aws", lambda args: target_of(args) == "aws")
 # The modes each flag has no meaning in, with why, declared beside the flag by `not_in`; automation/cli.py
 # refuses a flag given in one of them.
 NOT_IN: weakref.WeakKeyDictionary[argparse.Action, tuple[tuple[Mode, str], ...]] = weakref.WeakKeyDictionary()
+Flags = TypeVar("Flags", bound=argparse.Action | tuple[argparse.Action, ...])
 
 
-def not_in(action: argparse.Action, mode: Mode, why: str) -> argparse.Action:
-    """Declare that the flag of `action` (what `add_argument` returns) has no meaning in `mode`, `why` saying what
-    happens there instead: given in that mode, it is refused with exit 2 before anything starts, never dropped."""
-    NOT_IN[action] = (*NOT_IN.get(action, ()), (mode, why))
-    return action
+def not_in(flags: Flags, mode: Mode, why: str) -> Flags:
+    """Declare that each flag (what `add_argument` returns, or a tuple of those) has no meaning in `mode`, `why`
+    saying what happens there instead: given in that mode, it is refused with exit 2 before anything starts."""
+    for action in (flags,) if isinstance(flags, argparse.Action) else flags:
+        NOT_IN[action] = (*NOT_IN.get(action, ()), (mode, why))
+    return flags
 
 
 def command_parser(sub: Any, name: str, help: str, doc: str, parents: list) -> argparse.ArgumentParser:

@@ -10,6 +10,7 @@ import sys
 
 from rich.console import Console
 from rich.markup import escape
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 from rich.status import Status
 from rich.table import Table
 
@@ -22,12 +23,11 @@ STATUS_STYLE = {"pass": "green", "fail": "bold red", "skip": "yellow"}
 
 
 class Ui:
-    def __init__(self, json_mode: bool = False, verbose_logs: bool = True):
+    def __init__(self, json_mode: bool = False):
         self.json_mode = json_mode
         self.console = Console(stderr=json_mode, highlight=False, soft_wrap=False)
-        self.verbose_logs = verbose_logs and not json_mode
         self._status: Status | None = None
-        self._bar: TrainBar | None = None  # the training progress bar, fed by rank 0's metrics lines
+        self._bar: Progress | None = None  # the training progress bar, fed by rank 0's metrics lines
 
     # ---- progress ------------------------------------------------------------------------------
     def step_started(self, name: str) -> None:
@@ -53,16 +53,38 @@ class Ui:
         record = parse_echo(text)
         if record is not None:  # rank 0's metrics line moves the training bar (replacing the spinner); not with --json
             if not self.json_mode:
-                if self._bar is None:
-                    self._stop_status()
-                    self._bar = TrainBar(self.console, record["total_steps"])
-                self._bar.update(record)
+                self._train_bar(record)
             return
         if self.console.is_terminal and is_step_line(text):
             return  # the bar shows this step already: printed too, every step came out twice
-        if self.verbose_logs and worth_showing(text):
+        if not self.json_mode and worth_showing(text):
             self.console.print(f"[dim]{escape(text)}[/]")
         self.progress(text)
+
+    def _train_bar(self, record: dict) -> None:
+        """step/total, loss, tokens/s and ETA of the running job, moved to ``record``'s step."""
+        if self._bar is None:
+            self._stop_status()
+            self._bar = Progress(
+                TextColumn("[bold]train[/] step"),
+                MofNCompleteColumn(),
+                BarColumn(),
+                TextColumn("loss {task.fields[loss]}  {task.fields[tps]} tokens/s (last step)  ETA"),
+                TimeRemainingColumn(),
+                console=self.console,
+                transient=True,
+            )
+            self._bar.add_task("train", loss="…", tps="…")
+            self._bar.start()
+        loss, tps = record.get("loss"), record.get("tokens_per_s")
+        self._bar.update(
+            self._bar.task_ids[0],
+            completed=record["step"],
+            total=record["total_steps"],
+            loss=f"{loss:.4f}" if loss is not None else "n/a",
+            tps=f"{tps:,.0f}" if tps is not None else "n/a",
+        )
+        self._bar.refresh()  # at most once a step: the bar shows each step as it lands
 
     def step_finished(self, timed: Timed) -> None:
         self._stop_status()
@@ -101,39 +123,6 @@ class Ui:
 
     def close(self) -> None:
         self._stop_status()
-
-
-class TrainBar:
-    """step/total, loss, tokens/s and ETA of the running job (rich's Progress)."""
-
-    def __init__(self, console: Console, total: int):
-        from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
-
-        self.progress = Progress(
-            TextColumn("[bold]train[/] step"),
-            MofNCompleteColumn(),
-            BarColumn(),
-            TextColumn("loss {task.fields[loss]}  {task.fields[tps]} tokens/s (last step)  ETA"),
-            TimeRemainingColumn(),
-            console=console,
-            transient=True,
-        )
-        self.task = self.progress.add_task("train", total=total, loss="…", tps="…")
-        self.progress.start()
-
-    def update(self, record: dict) -> None:
-        loss, tps = record.get("loss"), record.get("tokens_per_s")
-        self.progress.update(
-            self.task,
-            completed=record["step"],
-            total=record["total_steps"],
-            loss=f"{loss:.4f}" if loss is not None else "n/a",
-            tps=f"{tps:,.0f}" if tps is not None else "n/a",
-        )
-        self.progress.refresh()  # at most once a step: the bar shows each step as it lands
-
-    def stop(self) -> None:
-        self.progress.stop()
 
 
 def tty_confirm(question: str) -> bool:

@@ -55,7 +55,7 @@ from automation.ui import Ui
 from infra.config import GpuNodesConfig, StackConfig
 from workloads import collectives_bench
 from workloads import throughput_model as model
-from workloads.config import TrainConfig, TrainConfigError, new_run_id
+from workloads.config import TrainConfig, new_run_id
 from workloads.summary import RunSummary
 
 HELP = "run the training job over EFA, over TCP sockets and in the other precision on the cluster, and compare them"
@@ -75,9 +75,6 @@ TCP_ENV = {"NCCL_NET": "Socket", "NCCL_NET_PLUGIN": "none"}
 def precision_leg(job: TrainConfig) -> tuple[str, str]:
     """(leg name, its float8 value): the same job in the other precision."""
     return (BF16, "off") if job.float8 != "off" else (FLOAT8, "tensorwise")
-
-
-NODE_COUNT = GpuNodesConfig.keyname("node_count")
 
 
 @dataclass(frozen=True)
@@ -139,11 +136,11 @@ def base_run_id(text: str) -> str:
 def require_two_nodes(job: TrainConfig, cfg: StackConfig, flag: str) -> None:
     """Refuse a job whose workers fit on one GPU node: nothing need cross the network bench compares
     (`flag` names where the worker count came from: --num-workers or the stack's train block)."""
-    nodes, per_node = cfg.gpu_nodes.node_count, cfg.gpu_nodes.gpus_per_node
+    nodes, per_node, key = cfg.gpu_nodes.node_count, cfg.gpu_nodes.gpus_per_node, GpuNodesConfig.keyname("node_count")
     if nodes < 2:
         raise DriverError(
-            f"stack {cfg.stack} has {NODE_COUNT} {nodes}: EFA against TCP needs traffic between two GPU nodes; "
-            f"set {NODE_COUNT} to 2 or more",
+            f"stack {cfg.stack} has {key} {nodes}: EFA against TCP needs traffic between two GPU nodes; "
+            f"set {key} to 2 or more",
             exit_code=2,
         )
     wanted = job.num_workers * job.gpus_per_worker
@@ -165,10 +162,8 @@ def make_targets(
     own: dict[str, dict[str, Any]] = {EFA: {}, TCP: {"job_env": dict(TCP_ENV)}, leg: {"float8_override": float8}}
     targets: dict[str, aws.AwsTarget] = {}
     for name, options in own.items():
-        require = "socket" if name == TCP else "efa"
-        targets[name] = aws_target(
-            args, ui, deps, run_id=ids[name], run_id_given=True, require=require, **options, **opts
-        )
+        options["require"] = "socket" if name == TCP else "efa"
+        targets[name] = aws_target(args, ui, deps, run_id=ids[name], run_id_given=True, **options, **opts)
         deps = targets[name].deps  # one outside world for all runs: the clients are made once
     return targets
 
@@ -179,8 +174,7 @@ def run_legs(targets: dict[str, aws.AwsTarget], owner: RunController) -> list[Le
     of the TCP run (whose counters must stay flat), then of the precision run over EFA; stop at the first failure
     (a TCP number beside a failed EFA run compares nothing)."""
     legs = []
-    for i, name in enumerate(targets):
-        target = targets[name]
+    for i, (name, target) in enumerate(targets.items()):
         names = ("scale-up", "verify", "gate", "counters", "submit", "follow", "check")[0 if i == 0 else 3 :]
         how = " ".join(f"{k}={v}" for k, v in target.run.job_env.items()) or "the stack's own NCCL env"
         if target.run.float8_override is not None:
@@ -376,8 +370,7 @@ def add_parser(sub: Any, parents: list[argparse.ArgumentParser]) -> None:
             "--run-id", type=base_run_id, help="base of the two run ids, <id>-efa and <id>-tcp (default: a new one)"
         ),
     )
-    for action in (*job_flags, *add_hang(p)):
-        not_in(action, sweep, trains_nothing)
+    not_in((*job_flags, *add_hang(p)), sweep, trains_nothing)
     p.add_argument(
         "--runs-root", type=output_folder, default=Path("runs"), help="where both runs are copied for the report"
     )
@@ -392,8 +385,7 @@ def add_parser(sub: Any, parents: list[argparse.ArgumentParser]) -> None:
         help=f"--collectives: largest message in MiB (default 1024 on a stack, {LOCAL_MAX_MIB} here)",
     )
     iters = p.add_argument("--iters", type=whole_number, help=f"--collectives: timed calls per size (default {ITERS})")
-    for action in (max_mib, iters):
-        not_in(action, training, "it sizes the --collectives sweep; the training runs take --steps")
+    not_in((max_mib, iters), training, "it sizes the --collectives sweep; the training runs take --steps")
     add_yes(p)
     add_keep_nodes(p)
     # The sweep measures the link itself, so no gate runs before it (and bench's only local mode is the sweep).
@@ -488,10 +480,7 @@ def run(args: argparse.Namespace, ui: Ui, deps: aws.AwsDeps | None = None, **tar
     # The job is judged from the stack file alone, before any client exists: a job the stack cannot run, or one
     # that fits on one node, is bad input whatever the cloud says.
     cfg = aws.load_config(flags.need_stack(args, "bench (EFA against TCP runs on a stack's cluster)"), args.project_dir)
-    try:
-        job = cluster_job(cfg, args.run_id or "bench", args.steps, args.num_workers)
-    except TrainConfigError as e:
-        raise DriverError(str(e), exit_code=2) from None
+    job = cluster_job(cfg, args.run_id or "bench", args.steps, args.num_workers)
     require_two_nodes(job, cfg, "--num-workers" if args.num_workers else stack_label("num_workers"))
     targets = make_targets(args, ui, deps, precision_leg(job), **target_opts)
 

@@ -32,10 +32,10 @@ from typing import Protocol
 
 import psutil
 
-from automation.commands import Subparsers
-from automation.commands.run_steps import add_hang, add_keep_nodes, add_skip_gate, add_yes, aws_target, prepare
+from automation.commands import Subparsers, run_steps
+from automation.commands.run_steps import add_hang, add_keep_nodes, add_skip_gate, add_storage_path, add_yes
 from automation.errors import DriverError
-from automation.flags import AWS, CLUSTER_PARENT, command_parser, location, not_in, resolve_target, whole_number
+from automation.flags import CLUSTER_PARENT, command_parser, resolve_target, whole_number
 from automation.hang import bound_of
 from automation.job import CLUSTER_ROOT, local_job, stack_label, with_run_paths
 from automation.pipeline import TrainOutcome
@@ -44,7 +44,7 @@ from automation.storage import require_credentials
 from automation.targets import aws
 from automation.targets.local import LOCAL_CHECKPOINT_EVERY, LocalPlan, LocalTarget, durable
 from automation.ui import Ui
-from workloads.config import TrainConfig, TrainConfigError, new_run_id, runs_root
+from workloads.config import TrainConfig, new_run_id, runs_root
 from workloads.metrics import METRICS_FILE, parse_echo, read_metrics
 from workloads.nccl_check import run_marker
 
@@ -87,13 +87,7 @@ def add_parser(sub: Subparsers, parents: list[argparse.ArgumentParser]) -> None:
     p.add_argument(
         "--steps", type=drill_steps, help=f"steps of each run (default: {DRILL_STEPS} locally, the stack's on AWS)"
     )
-    storage = p.add_argument(
-        "--storage-path",
-        type=location(),
-        help="local: Ray Train storage of both runs, a directory or s3://bucket/prefix (default: run dir)",
-    )
-    not_in(storage, AWS, "the stack's run bucket holds the drill's runs")
-    for add in (add_hang, add_yes, add_keep_nodes, add_skip_gate):
+    for add in (add_storage_path, add_hang, add_yes, add_keep_nodes, add_skip_gate):
         add(p)
 
 
@@ -221,9 +215,11 @@ class PodDeleter(Protocol):
 
 def run_and_kill(
     target: DrillTarget, job: TrainConfig, reference: TrainConfig, timeout_s: float, how: tuple[LastStep, KillOnce]
-) -> tuple[Kill, list[str]]:
-    """The reference run to its end, then the drill run with one kill (``how``: its last step and its kill); (the
-    kill, the drill run's log lines)."""
+) -> dict:
+    """The reference run to its end, then the drill run with one kill (``how``: its last step and its kill); the
+    drill's document from the metrics rank 0 echoed into both runs' logs."""
+    ref_lines: list[str] = []
+    target.on_line = ref_lines.append
     target.on_progress(f"reference run {reference.run_id}: {reference.steps} steps, uninterrupted")
     done = target.run_job_to_end(reference)
     if done.status != "SUCCEEDED":
@@ -259,7 +255,7 @@ def run_and_kill(
     if not outcome or outcome[0].status != "SUCCEEDED":
         status = outcome[0].status if outcome else "still running"
         raise DriverError(f"the killed run {job.run_id} did not recover: its job ended {status}", exit_code=1)
-    return kill, lines
+    return document(job, reference, kill, echoed_records(lines), echoed_records(ref_lines))
 
 
 # ---- the local drill -------------------------------------------------------------------------------
@@ -282,24 +278,19 @@ def drill_local(args: argparse.Namespace, ui: Ui) -> dict:
     """Reference run, killed run, their numbers; the local Ray cluster is stopped whatever happens."""
     require_credentials("--storage-path", args.storage_path)
     run_id, runs, steps = new_run_id(), runs_root().absolute(), args.steps or DRILL_STEPS
-    try:
-        job = durable(local_job(run_id, runs, steps=steps), args.storage_path)
-        reference = durable(local_job(f"{run_id}-reference", runs, steps=steps), args.storage_path)
-    except TrainConfigError as e:
-        raise DriverError(str(e), exit_code=2) from None
+    job = durable(local_job(run_id, runs, steps=steps), args.storage_path)
+    reference = durable(local_job(f"{run_id}-reference", runs, steps=steps), args.storage_path)
     plan = LocalPlan(job, storage_path=args.storage_path, hang_bound=bound_of(args.hang_factor, args.hang_floor))
     target = LocalTarget(plan, on_progress=ui.milestone, on_note=ui.note)
     before = os.environ.get(HEALTH_CHECK_ENV)
     os.environ[HEALTH_CHECK_ENV] = DRILL_HEALTH_CHECK_S  # the head's environment, inherited by its jobs
     try:
         target.start()
-        kill, _ = run_and_kill(target, job, reference, target.plan.job_timeout_s, local_kill_for(job))
+        doc = run_and_kill(target, job, reference, target.plan.job_timeout_s, local_kill_for(job))
     finally:
         target.close()
         os.environ.pop(HEALTH_CHECK_ENV) if before is None else os.environ.update({HEALTH_CHECK_ENV: before})
-    records = read_metrics(Path(job.run_dir) / METRICS_FILE)
-    ref_records = read_metrics(Path(reference.run_dir) / METRICS_FILE)
-    return {**document(job, reference, kill, records, ref_records), "target": "local", "run_dir": job.run_dir}
+    return {**doc, "target": "local", "run_dir": job.run_dir}
 
 
 # ---- the AWS drill ---------------------------------------------------------------------------------
@@ -363,17 +354,13 @@ def with_drill_interval(job: TrainConfig) -> TrainConfig:
 def drill_aws(args: argparse.Namespace, target: aws.AwsTarget, owner: RunController) -> dict:
     """The drill on the stack's cluster, the GPU nodes scaled up and verified first: the stack's durable job, a
     worker pod deleted through the Kubernetes API."""
-    prepare(owner, ("scale-up", "verify", "gate"))
+    run_steps.prepare(owner, ("scale-up", "verify", "gate"))
     job = with_drill_interval(target.train_job())
     ref_id = f"{job.run_id}-reference"
     reference = with_run_paths(job, ref_id, f"{CLUSTER_ROOT}/runs/{ref_id}")
     exp = target.expectations()
     selector = f"ray.io/cluster={exp.raycluster},ray.io/node-type=worker"
-    ref_lines: list[str] = []
-    target.on_line = ref_lines.append
-    kill_for = aws_kill_for(target.kube(), exp.namespace, selector)
-    kill, lines = run_and_kill(target, job, reference, AWS_JOB_TIMEOUT_S, kill_for)
-    doc = document(job, reference, kill, echoed_records(lines), echoed_records(ref_lines))
+    doc = run_and_kill(target, job, reference, AWS_JOB_TIMEOUT_S, aws_kill_for(target.kube(), exp.namespace, selector))
     return {**doc, "target": "aws", "stack": args.stack}
 
 
@@ -406,7 +393,7 @@ def document(
 def run(args: argparse.Namespace, ui: Ui) -> int:
     if resolve_target(args) == "local":
         return show(drill_local(args, ui), ui, None)
-    target = aws_target(args, ui, on_progress=ui.milestone)
+    target = run_steps.aws_target(args, ui, on_progress=ui.milestone)
     owner = RunController(target, ui, keep_nodes=args.keep_nodes)
     return owner.run(lambda owner: drill_aws(args, target, owner), lambda doc: show(doc, ui, owner.scale_down_line))
 

@@ -92,15 +92,8 @@ def add_parser(sub: Any, parents: list[argparse.ArgumentParser]) -> None:
     add_kubeconfig(p)
     add_job(p)
     add_use_gpu(p)
-    storage = p.add_argument(
-        "--storage-path",
-        type=location(),
-        help="local: keep checkpoints and Ray Train's state here, a directory or s3://bucket/prefix "
-        "(default: runs/<run-id>/ray_results)",
-    )
-    not_in(storage, AWS, "the stack's run bucket holds runs")
+    add_storage_path(p)
     keep = add_keep_nodes(p)
-    not_in(keep, PLAN, "it stops before the GPU nodes scale up")
     not_in(keep, DETACHED, "the GPU nodes stay up until the job ends; `attach --keep-nodes` keeps them after")
     detach = p.add_argument(
         "--detach",
@@ -110,14 +103,11 @@ def add_parser(sub: Any, parents: list[argparse.ArgumentParser]) -> None:
     )
     not_in(detach, LOCAL, "the local target's Ray stops when its run ends, so no job could outlive it")
     timeout, recovery, hang = add_timeout(p), add_recovery(p), add_hang(p)
-    for flag in (detach, timeout, *recovery, *hang):
-        not_in(flag, PLAN, "it stops before any job is submitted")
+    not_in((detach, timeout, *recovery, *hang), PLAN, "it stops before any job is submitted")
     not_in(timeout, DETACHED, "the job outlives this command; `attach --timeout` limits it")
-    for flag in recovery:
-        not_in(flag, DETACHED, "this command ends at submit; nothing follows the job to recover it")
-    for flag in hang:
-        not_in(flag, DETACHED, "nothing follows the job; `attach` watches it for hangs")
-    not_in(add_skip_gate(p), PLAN, "it stops before the GPU nodes scale up")
+    not_in(recovery, DETACHED, "this command ends at submit; nothing follows the job to recover it")
+    not_in(hang, DETACHED, "nothing follows the job; `attach` watches it for hangs")
+    not_in((keep, add_skip_gate(p)), PLAN, "it stops before the GPU nodes scale up")
     p = command("attach")
     for add in (add_kubeconfig, add_keep_nodes, add_timeout, add_hang, add_recovery):
         add(p)
@@ -127,8 +117,7 @@ def add_parser(sub: Any, parents: list[argparse.ArgumentParser]) -> None:
 
 # The flags several of these commands take (bench and drill some too), each declared once.
 def add_recovery(p: argparse.ArgumentParser) -> tuple[argparse.Action, ...]:
-    """--max-recoveries and --recovery-minutes: how far a followed job is resumed after an infrastructure failure
-    (RunController.recovering)."""
+    """How far a followed job is resumed after an infrastructure failure (RunController.recovering)."""
     recoveries = p.add_argument(
         "--max-recoveries",
         type=count,
@@ -143,9 +132,7 @@ def add_recovery(p: argparse.ArgumentParser) -> tuple[argparse.Action, ...]:
         metavar="M",
         help=f"aws: stop recovering once M minutes have passed since the first failure (default {RECOVERY_MINUTES})",
     )
-    for flag in (recoveries, minutes):
-        not_in(flag, LOCAL, "the local target has no nodes to replace")
-    return recoveries, minutes
+    return not_in((recoveries, minutes), LOCAL, "the local target has no nodes to replace")
 
 
 def add_yes(p: argparse.ArgumentParser) -> argparse.Action:
@@ -177,7 +164,6 @@ def add_num_workers(p: argparse.ArgumentParser) -> None:
 
 
 def add_job(p: argparse.ArgumentParser) -> None:
-    """Which training job, of how many steps and workers."""
     not_in(add_run_id(p), RESUMED, "the resumed run keeps its own id")
     resume = p.add_argument(
         "--resume",
@@ -195,6 +181,11 @@ def add_job(p: argparse.ArgumentParser) -> None:
 def add_use_gpu(p: argparse.ArgumentParser) -> None:
     help = "local: train on this machine's GPUs with NCCL (default: CPU, gloo)"
     not_in(p.add_argument("--use-gpu", action="store_true", help=help), AWS, "the stack's GPU nodes train")
+
+
+def add_storage_path(p: argparse.ArgumentParser) -> None:
+    help = "local: Ray Train's state and checkpoints, a directory or s3://bucket/prefix (default: in the run's dir)"
+    not_in(p.add_argument("--storage-path", type=location(), help=help), AWS, "the stack's run bucket holds runs")
 
 
 def add_keep_nodes(p: argparse.ArgumentParser) -> argparse.Action:

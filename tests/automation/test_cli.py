@@ -318,3 +318,15 @@ def test_a_refused_command_leaves_nothing_under_runs(argv, capsys):
         rc = e.code
     left = sorted(p.name for p in runs_root().rglob("*")) if runs_root().exists() else []
     assert (rc, left) == (2, []), f"{' '.join(argv)}: expected exit 2 and nothing under {runs_root()}, got {rc}, {left}"
+
+
+def test_a_job_a_command_builds_wrongly_is_bad_input_in_one_line(capsys, monkeypatch):
+    from automation.commands import clean
+    from workloads.config import TrainConfigError
+
+    def builds_a_bad_job(args, ui):  # as bench's cluster_job or the drill's local_job refuse a job
+        raise TrainConfigError("train.steps: 0 is below 1")
+
+    monkeypatch.setattr(clean, "run", builds_a_bad_job)
+    rc, out, err = run_cli(capsys, "clean")
+    assert (rc, "train.steps: 0 is below 1" in err, "Traceback" in err) == (2, True, False), f"got {rc}: {err!r}"

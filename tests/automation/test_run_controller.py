@@ -75,14 +75,13 @@ def run_command(monkeypatch, tmp_path: Path, eks, command: str, outcome=None, jo
         world.work("sweep")
         return {"rows": []}
 
-    def run_and_kill(*args: object) -> tuple[None, list[str]]:
+    def run_and_kill(*args: object) -> dict:
         world.work("drill")
-        return None, []
+        return {"ok": True, "failures": [], "run_id": "r1"}
 
     monkeypatch.setattr(bench.cluster_bench, "sweep_on", sweep_on)
     # drill --stack: the reference run and the killed run stand in, and so the document of their metrics
     monkeypatch.setattr(drill, "run_and_kill", run_and_kill)
-    monkeypatch.setattr(drill, "document", lambda *a: {"ok": True, "failures": [], "run_id": "r1"})
     with helpers.FakeKubeApi(objects) as api:
         made = target_for(api, jobs=list(jobs))
         monkeypatch.setattr(made, "train_job", lambda: local_job("r1", tmp_path, steps=20))

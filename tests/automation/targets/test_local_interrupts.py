@@ -83,7 +83,7 @@ def interrupt_at(step: str, sig: signal.Signals, cwd: Path) -> dict:
 
 
 # Ctrl-C in every step but follow: test_local_run.py sends SIGINT (default tier) and SIGTERM (slow tier)
-# during training and asserts the same of both; SIGTERM takes Ctrl-C's path (automation/cli.py, _on_sigterm).
+# during training and asserts the same of both; SIGTERM takes Ctrl-C's path (automation/cli.py, main).
 CASES = [(s, signal.SIGINT) for s in ("preflight", "start", "verify", "check")]
 
 
