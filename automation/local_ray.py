@@ -126,7 +126,7 @@ def processes_naming(text: str) -> list[int]:
 
 
 class LocalRayCluster:
-    """A single-node Ray cluster on loopback. Use as a context manager: it always stops what it started."""
+    """A single-node Ray cluster on loopback; `stop()` ends all it started (automation/targets/local.py's close)."""
 
     def __init__(self, num_cpus: int, num_gpus: int = 0, start_timeout_s: float = 90.0):
         self.num_cpus = num_cpus
@@ -212,17 +212,6 @@ class LocalRayCluster:
                 os.kill(pid, signal.SIGKILL)
         self._proc = None
         shutil.rmtree(self.temp_dir, ignore_errors=True)
-
-    def __enter__(self) -> LocalRayCluster:
-        try:
-            self.start()
-        except BaseException:
-            self.stop()
-            raise
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.stop()
 
 
 def _signal_groups(groups: set[int], sig: int) -> None:
