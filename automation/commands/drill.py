@@ -287,13 +287,13 @@ def drill_local(args: argparse.Namespace, ui: Ui) -> dict:
         reference = durable(local_job(f"{run_id}-reference", runs, steps=steps), args.storage_path)
     except TrainConfigError as e:
         raise DriverError(str(e), exit_code=2) from None
-    plan = LocalPlan(job, storage_path=args.storage_path, hang_bound=bound_of(args.hang_factor, args.hang_floor))
-    target = LocalTarget(plan, on_progress=ui.milestone, on_note=ui.note)
+    hang = bound_of(args.hang_factor, args.hang_floor)
+    target = LocalTarget(LocalPlan(job, args.storage_path), on_progress=ui.milestone, on_note=ui.note, hang_bound=hang)
     before = os.environ.get(HEALTH_CHECK_ENV)
     os.environ[HEALTH_CHECK_ENV] = DRILL_HEALTH_CHECK_S  # the head's environment, inherited by its jobs
     try:
         target.start()
-        kill, _ = run_and_kill(target, job, reference, target.plan.job_timeout_s, local_kill_for(job))
+        kill, _ = run_and_kill(target, job, reference, target.job_timeout_s, local_kill_for(job))
     finally:
         target.close()
         os.environ.pop(HEALTH_CHECK_ENV) if before is None else os.environ.update({HEALTH_CHECK_ENV: before})

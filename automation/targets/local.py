@@ -67,11 +67,9 @@ def durable(job: TrainConfig, storage_path: str | None = None) -> TrainConfig:
 
 @dataclass(frozen=True)
 class LocalPlan:
-    """The local run: its training job (automation/job.py's LOCAL_JOB by default) and how long to wait for it."""
+    """The local run's training job (automation/job.py's LOCAL_JOB by default) and where it keeps its state."""
 
     job: TrainConfig
-    job_timeout_s: float = 600  # the local smoke job takes about a minute; --timeout sets another limit
-    hang_bound: HangBound | None = HangBound()  # --hang-factor, --hang-floor
     storage_path: str | None = None  # None: <run-dir>/ray_results
 
     # Read from the job, never stored twice.
@@ -145,6 +143,8 @@ class LocalTarget(AsksJobServer):
     name: str = "local"
     stack_name: str | None = None
     poll_s: float = 1.0  # a local job runs about a minute: its end is seen within a second
+    job_timeout_s: float = 600  # the local smoke job takes about a minute; --timeout sets another limit
+    hang_bound: HangBound | None = HangBound()  # --hang-factor, --hang-floor
     _inherited_address: str | None = None
     _jobs: LocalJobs | None = None
 
@@ -202,14 +202,6 @@ class LocalTarget(AsksJobServer):
 
     def find_job(self) -> SubmittedJob:
         raise DriverError(NO_ATTACH, exit_code=2)
-
-    @property
-    def job_timeout_s(self) -> float | None:
-        return self.plan.job_timeout_s
-
-    @property
-    def hang_bound(self) -> HangBound | None:
-        return self.plan.hang_bound
 
     def hang_evidence(self) -> list[RankEvidence]:
         """Each rank's last NCCL lines from its file here; stacks are not read (`ray stack` asks for sudo)."""
@@ -302,7 +294,7 @@ def from_args(args: argparse.Namespace, ui: Ui) -> LocalTarget:
         raise DriverError(str(e), exit_code=2) from None
     require_credentials("--storage-path", given("storage_path"))
     hang = bound_of(given("hang_factor"), given("hang_floor"))
-    plan = LocalPlan(job, storage_path=given("storage_path"), hang_bound=hang)
+    target = LocalTarget(LocalPlan(job, given("storage_path")), ui.log, ui.progress, ui.note, hang_bound=hang)
     if given("timeout"):
-        plan = dataclasses.replace(plan, job_timeout_s=float(args.timeout))
-    return LocalTarget(plan, on_line=ui.log, on_progress=ui.progress, on_note=ui.note)
+        target.job_timeout_s = float(args.timeout)
+    return target
