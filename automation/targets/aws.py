@@ -74,7 +74,6 @@ from workloads.config import TrainConfig, TrainConfigError, new_run_id
 from workloads.env import NCCL_DEBUG_LEVEL
 from workloads.nccl_check.counters import NodeReading, parse_reading, read_script
 
-READER_SELECTOR = f"{APP_LABEL}={EFA_COUNTER_READER}"
 READER_SYSFS_ROOT = f"{HOST_SYS_MOUNT}/class/infiniband"  # the host's RDMA devices, as the reader pod sees them
 PIPELINE = ("preflight", "preview", "up", "scale-up", "verify", "gate", "counters", "submit", "follow", "check")
 GPU_AZ_KEY = GpuNodesConfig.keyname("availability_zone", prefixed=True)
@@ -224,7 +223,6 @@ class AwsRun:
     job_timeout_s: float | None = None  # --timeout: stop the job after this long (None: no limit)
     hang_bound: HangBound | None = HangBound()  # --hang-factor, --hang-floor
     attach_job: str | None = None  # `attach JOB`: the job to follow (None: the newest submitted)
-    poll_s: float = POLL_S
     # After an infrastructure failure: resumed runs at most, and minutes for all of them (automation/recovery.py)
     max_recoveries: int = MAX_RECOVERIES
     recovery_minutes: float = RECOVERY_MINUTES
@@ -254,6 +252,7 @@ class AwsTarget(AsksJobServer):
     (frozen), ``deps``, the outside world, and ``handles``, made from it. ``flags`` are AwsRun's fields."""
 
     name = "aws"
+    poll_s = POLL_S
 
     def __init__(
         self,
@@ -283,10 +282,6 @@ class AwsTarget(AsksJobServer):
     @property
     def run_id(self) -> str:
         return self.run.run_id
-
-    @property
-    def poll_s(self) -> float:
-        return self.run.poll_s
 
     @property
     def job_timeout_s(self) -> float | None:
@@ -490,7 +485,7 @@ class AwsTarget(AsksJobServer):
         host's sysfs (a Ray worker pod sees no port counters: infra/manifests.py `efa_counter_reader_daemonset`);
         a node without a Running reader, or showing fewer EFA devices than it advertises, carries the reason."""
         kube = self.kube()
-        pods = kube.list_pods(EFA_COUNTER_READER_NAMESPACE, READER_SELECTOR)
+        pods = kube.list_pods(EFA_COUNTER_READER_NAMESPACE, f"{APP_LABEL}={EFA_COUNTER_READER}")
         readers = {node: pod for pod, node in sorted(running_on(pods).items(), reverse=True)}  # the first by name
         out = {}
         for node in kube.list_nodes(GPU_NODE_SELECTOR):
@@ -615,13 +610,10 @@ class AwsTarget(AsksJobServer):
         for pod in self.ray_pods().pods("worker"):
             self.kube().exec(pod, self.expectations().namespace, move, timeout_s=60)
 
-    def collect_run(self, runs_root: Path) -> Path:
-        """The run copied from the cluster's pods into `runs_root/<run id>`."""
-        return self.copy_run(self.run_id, runs_root)
-
-    def copy_run(self, run_id: str, runs_root: Path) -> Path:
-        """Run ``run_id`` copied into `runs_root/<run id>` from the cluster's pods, else, once they are gone or no
-        longer hold it, from what its end kept in the run bucket (`keep_logs`), said so."""
+    def collect_run(self, runs_root: Path, run_id: str | None = None) -> Path:
+        """Run ``run_id`` (default: this one) copied into `runs_root/<run id>` from the cluster's pods, else, once
+        they are gone or no longer hold it, from what its end kept in the run bucket (`keep_logs`), said so."""
+        run_id = run_id or self.run_id
         dest = runs_root / run_id
         try:
             return fetch_run(self.ray_pods(), run_id, dest)
