@@ -52,14 +52,13 @@ LOCAL_GPU_NOTE = "local GPUs talk within one node: the NCCL check is inconclusiv
 # checkpoint held training up 0.26 s; the whole follow step took 51 s. A report can block up to Ray Train's
 # 2 s poll when the previous one is not yet collected (1.4 and 1.8 s in a 20-step run checkpointing every 5).
 LOCAL_CHECKPOINT_EVERY = 10
-LOCAL_STORAGE_DIR = "ray_results"  # under the run directory, unless the user names a storage path
 
 
 def durable(job: TrainConfig, storage_path: str | None = None) -> TrainConfig:
     """``job`` made durable as the cluster's is (automation/storage.py's Durability): Ray Train's state and
     checkpoints under ``<run-dir>/ray_results`` or ``storage_path`` (a directory or s3://bucket/prefix),
     a checkpoint every LOCAL_CHECKPOINT_EVERY steps, MAX_FAILURES recoveries."""
-    where = storage_path or str(Path(job.run_dir) / LOCAL_STORAGE_DIR)
+    where = storage_path or str(Path(job.run_dir) / "ray_results")
     if "://" not in where:  # Ray Train's workers run in directories of their own
         where = str(Path(where).expanduser().absolute())
     return dataclasses.replace(job, **vars(Durability(where, LOCAL_CHECKPOINT_EVERY, MAX_FAILURES)))
@@ -147,6 +146,8 @@ class LocalTarget(AsksJobServer):
     hang_bound: HangBound | None = HangBound()  # --hang-factor, --hang-floor
     _inherited_address: str | None = None
     _jobs: LocalJobs | None = None
+    clock = staticmethod(time.monotonic)  # what the job's follow reads and sleeps on: this machine's own time
+    sleep = staticmethod(time.sleep)
 
     def pipeline(self, command: str, plan: bool) -> tuple[str, ...]:
         return PIPELINE if command == "run" else ("preflight",)
@@ -211,12 +212,6 @@ class LocalTarget(AsksJobServer):
         ranks = {f: int(m[1]) if (m := re.search(r"rank(\d+)", f.name)) else None for f in files}
         none = RankEvidence(None, "local", "local", stack_error=why, nccl_error="no NCCL log files (gloo on CPU)")
         return [RankEvidence(ranks[f], "local", "local", stack_error=why, nccl_tail=tails[f]) for f in files] or [none]
-
-    def clock(self) -> float:
-        return time.monotonic()
-
-    def sleep(self, seconds: float) -> None:
-        time.sleep(seconds)
 
     def ask_stop(self, question: str) -> bool | None:
         return True  # the job lives in this run's own Ray cluster, which close() stops
