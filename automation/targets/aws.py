@@ -247,29 +247,20 @@ class AwsHandles:
     lease: HeldLease | None = None  # the idle guard's lease, held from the `scale-up` step to the run's end
 
 
+@dataclass(eq=False)
 class AwsTarget(AsksJobServer):
     """One stack as the steps and commands use it (automation.targets.Target and more): ``run``, what was asked
-    (frozen), ``deps``, the outside world, and ``handles``, made from it. ``flags`` are AwsRun's fields."""
+    (frozen), ``deps``, the outside world, and ``handles``, made from it."""
 
+    run: AwsRun
+    deps: AwsDeps
+    on_line: Callable[[str], None] = lambda s: None
+    on_progress: Callable[[str], None] = lambda s: None
+    on_note: Callable[[str], None] = lambda s: None
+    notes: list[str] = field(default_factory=list)
+    handles: AwsHandles = field(default_factory=AwsHandles)
     name = "aws"
     poll_s = POLL_S
-
-    def __init__(
-        self,
-        cfg: StackConfig,
-        deps: AwsDeps,
-        run_id: str,
-        *,
-        on_line: Callable[[str], None] = lambda s: None,
-        on_progress: Callable[[str], None] = lambda s: None,
-        on_note: Callable[[str], None] = lambda s: None,
-        notes: list[str] | None = None,
-        **flags: Any,
-    ) -> None:
-        self.run = AwsRun(cfg, run_id, **flags)
-        self.deps, self.handles = deps, AwsHandles()
-        self.on_line, self.on_progress, self.on_note = on_line, on_progress, on_note
-        self.notes: list[str] = [] if notes is None else notes
 
     @property
     def cfg(self) -> StackConfig:
@@ -734,8 +725,8 @@ def open_stack(
     **options: Any,
 ) -> AwsTarget:
     """The AWS target of `stack`: its validated config and the real outside world (or `deps`); `options` are AwsRun's
-    fields, ``ui`` gives the target its output lines. A missing pulumi CLI is reported before any step: preflight
-    passing and then `preview` failing would waste the user's time."""
+    fields and the target's on_line, on_progress, on_note (over ``ui``'s). A missing pulumi CLI is reported before any
+    step: preflight passing and then `preview` failing would waste the user's time."""
     cfg = load_config(stack, project_dir)
     if kubeconfig is not None:
         read_kubeconfig_file(kubeconfig)  # a missing or broken --kubeconfig is refused before any client exists
@@ -745,7 +736,8 @@ def open_stack(
             instead = " (or pass --kubeconfig PATH)" if pulumi == "without-kubeconfig" else ""
             raise DriverError(PULUMI_MISSING + instead, exit_code=2)
         deps = AwsDeps.real(cfg, project_dir)
+    said = {k: options.pop(k) for k in ("on_line", "on_progress", "on_note") if k in options}
     if ui is not None:
-        options = {"on_line": ui.log, "on_progress": ui.progress, "on_note": ui.note, **options}
-    notes = list(cfg.warnings)  # ConfigWarnings open the report's notes, before what the run itself says
-    return AwsTarget(cfg, deps, run_id or new_run_id(), kubeconfig_path=kubeconfig, notes=notes, **options)
+        said = {"on_line": ui.log, "on_progress": ui.progress, "on_note": ui.note, **said}
+    run = AwsRun(cfg, run_id or new_run_id(), kubeconfig_path=kubeconfig, **options)
+    return AwsTarget(run, deps, notes=list(cfg.warnings), **said)  # ConfigWarnings open the report's notes
