@@ -303,8 +303,7 @@ class AwsTarget(AsksJobServer):
         return {"train": ("scale-up", "verify", "gate", "submit", "follow"), "attach": ATTACH}.get(command, (command,))
 
     def resolved_job(self, storage_uri: str | None = None) -> ResolvedJob:
-        """The training job of this run and where each value came from (automation/job.py), its storage the run
-        bucket ``storage_uri`` (None: not known yet); a job the stack or cluster cannot run is bad input (exit 2)."""
+        """This run's job and each value's source (automation/job.py); one the cluster cannot run is bad input."""
         r = self.run
         flags = {"steps": r.steps_override, "num_workers": r.workers_override, "float8": r.float8_override}
         try:
@@ -707,9 +706,8 @@ def load_config(stack: str, project_dir: Path) -> StackConfig:
         raise DriverError(str(e), exit_code=2) from None
 
 
-# Whether a command reads or changes the stack through the Automation API (and so the pulumi CLI):
-# "always" (preview, up, destroy, run), "without-kubeconfig" (a --kubeconfig replaces the stack's
-# output), "never" (preflight).
+# Whether a command reads or changes the stack through the Automation API (and so the pulumi CLI): "always"
+# (preview, up, destroy, run), "without-kubeconfig" (a --kubeconfig replaces the stack's output), "never" (preflight).
 PulumiUse = Literal["always", "without-kubeconfig", "never"]
 
 
