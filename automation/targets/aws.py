@@ -584,8 +584,7 @@ class AwsTarget(AsksJobServer):
 
     def failure_of(self, outcome: TrainOutcome) -> Failure:
         """The class of a failed job from what the cluster shows now (automation/recovery.py)."""
-        nodes, workers = self._gpu_nodes_and_workers()
-        return classify(nodes, workers, self.cfg.gpu_nodes.node_count, outcome.log_tail)
+        return classify(*self._gpu_nodes_and_workers(), self.cfg.gpu_nodes.node_count, outcome.log_tail)
 
     def wait_for_replacement(self, deadline: float) -> float:
         """Seconds until the GPU nodes are back at gpuNodeCount and the worker pods Running, by ``deadline``."""
