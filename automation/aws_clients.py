@@ -2,8 +2,7 @@
 
 The real objects are boto3 clients (`session.client("ec2")`); tests hand in moto-backed clients or
 botocore Stubbers. boto3 builds its methods at run time and ships no types, so each protocol states
-the keyword arguments the driver passes (the API's own parameter names) and that the answer is the
-operation's JSON as a plain dict, as boto3 returns it.
+the keyword arguments the driver passes (the API's own parameter names).
 """
 
 from __future__ import annotations
@@ -13,7 +12,7 @@ from datetime import datetime
 from typing import Any, Literal, Protocol, overload
 
 # An AWS API answer as boto3 returns it: the operation's JSON output shape (the service's API reference)
-# as nested dicts and lists. Its values are read by key where the driver uses them.
+# as nested dicts and lists, read by key where the driver uses them.
 ApiJson = dict[str, Any]
 
 

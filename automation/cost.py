@@ -9,6 +9,9 @@ from botocore.exceptions import BotoCoreError, ClientError
 
 from automation.aws_clients import Pricing
 
+# The Pricing API's attributes of a plain On-Demand hour: Linux, shared, no pre-installed software, not a reservation's.
+ON_DEMAND_LINUX = {"operatingSystem": "Linux", "tenancy": "Shared", "preInstalledSw": "NA", "capacitystatus": "Used"}
+
 
 @dataclass(frozen=True)
 class CostEstimate:
@@ -33,17 +36,8 @@ class CostEstimate:
 
 def on_demand_price(pricing: Pricing, instance_type: str, region: str) -> float | None:
     """The On-Demand Linux, shared-tenancy hourly USD price of `instance_type` in `region`, or None."""
-    filters = [
-        {"Type": "TERM_MATCH", "Field": k, "Value": v}
-        for k, v in (
-            ("instanceType", instance_type),
-            ("regionCode", region),
-            ("operatingSystem", "Linux"),
-            ("tenancy", "Shared"),
-            ("preInstalledSw", "NA"),
-            ("capacitystatus", "Used"),
-        )
-    ]
+    terms = {"instanceType": instance_type, "regionCode": region, **ON_DEMAND_LINUX}
+    filters = [{"Type": "TERM_MATCH", "Field": k, "Value": v} for k, v in terms.items()]
     resp = pricing.get_products(ServiceCode="AmazonEC2", Filters=filters, MaxResults=10)
     for item in resp.get("PriceList", []):
         product = json.loads(item) if isinstance(item, str) else item

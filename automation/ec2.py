@@ -58,8 +58,7 @@ def spot_quota_for(instance_type: str) -> tuple[str, str] | None:
 
 def spot_quota_vcpus(quotas: ServiceQuotas, instance_type: str) -> float | None:
     """The account's Spot vCPU quota for the type's family in the client's region (None: no quota known here)."""
-    found = spot_quota_for(instance_type)
-    if found is None:
+    if (found := spot_quota_for(instance_type)) is None:
         return None
     return float(quotas.get_service_quota(ServiceCode="ec2", QuotaCode=found[0])["Quota"]["Value"])
 

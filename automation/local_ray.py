@@ -93,11 +93,8 @@ def head_env(environ: dict[str, str]) -> dict[str, str]:
 
 
 def client_env(environ: dict[str, str], gcs_address: str) -> dict[str, str]:
-    """The environment of a process that joins the head at `gcs_address` (`ray.init()` with no argument).
-
-    It needs the head's loopback setting too: without it Ray looks for this node's raylet at the
-    host's own address and waits for one that never comes.
-    """
+    """The environment of a process that joins the head at `gcs_address` (`ray.init()` with no argument), with
+    the head's loopback setting: without it Ray waits for this node's raylet at the host's own address forever."""
     return dict(head_env(environ), RAY_ADDRESS=gcs_address)
 
 
@@ -126,7 +123,7 @@ def processes_naming(text: str) -> list[int]:
 
 
 class LocalRayCluster:
-    """A single-node Ray cluster on loopback. Use as a context manager: it always stops what it started."""
+    """A single-node Ray cluster on loopback; `stop()` ends all it started (automation/targets/local.py's close)."""
 
     def __init__(self, num_cpus: int, num_gpus: int = 0, start_timeout_s: float = 90.0):
         self.num_cpus = num_cpus
@@ -186,12 +183,9 @@ class LocalRayCluster:
         return " | ".join(text[-lines:]) or "(empty log)"
 
     def stop(self, grace_s: float = 3.0) -> None:
-        """Stop the head and every process it started, within about `grace_s` + 5 s; idempotent.
-
-        The process groups of the head's whole tree get SIGTERM at once (a graceful `ray start`
-        shutdown, child by child, takes 10-20 s while the training job keeps running), then SIGKILL
-        for whatever is still alive after `grace_s`.
-        """
+        """Stop the head and every process it started, within about `grace_s` + 5 s; idempotent. The process
+        groups of the head's whole tree get SIGTERM at once (a graceful `ray start` shutdown, child by child,
+        takes 10-20 s while the training job keeps running), then SIGKILL for whatever is alive after `grace_s`."""
         proc = self._proc
         if proc is not None:
             tree = process_tree(proc.pid)
@@ -212,17 +206,6 @@ class LocalRayCluster:
                 os.kill(pid, signal.SIGKILL)
         self._proc = None
         shutil.rmtree(self.temp_dir, ignore_errors=True)
-
-    def __enter__(self) -> LocalRayCluster:
-        try:
-            self.start()
-        except BaseException:
-            self.stop()
-            raise
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.stop()
 
 
 def _signal_groups(groups: set[int], sig: int) -> None:

@@ -280,13 +280,13 @@ def drill_local(args: argparse.Namespace, ui: Ui) -> dict:
     run_id, runs, steps = new_run_id(), runs_root().absolute(), args.steps or DRILL_STEPS
     job = durable(local_job(run_id, runs, steps=steps), args.storage_path)
     reference = durable(local_job(f"{run_id}-reference", runs, steps=steps), args.storage_path)
-    plan = LocalPlan(job, storage_path=args.storage_path, hang_bound=bound_of(args.hang_factor, args.hang_floor))
-    target = LocalTarget(plan, on_progress=ui.milestone, on_note=ui.note)
+    hang = bound_of(args.hang_factor, args.hang_floor)
+    target = LocalTarget(LocalPlan(job, args.storage_path), on_progress=ui.milestone, on_note=ui.note, hang_bound=hang)
     before = os.environ.get(HEALTH_CHECK_ENV)
     os.environ[HEALTH_CHECK_ENV] = DRILL_HEALTH_CHECK_S  # the head's environment, inherited by its jobs
     try:
         target.start()
-        doc = run_and_kill(target, job, reference, target.plan.job_timeout_s, local_kill_for(job))
+        doc = run_and_kill(target, job, reference, target.job_timeout_s, local_kill_for(job))
     finally:
         target.close()
         os.environ.pop(HEALTH_CHECK_ENV) if before is None else os.environ.update({HEALTH_CHECK_ENV: before})

@@ -513,7 +513,7 @@ def run(args: argparse.Namespace, ui: Ui, deps: aws.AwsDeps | None = None) -> in
         )
         for ref in refs:  # from the pods, else from what the run's end kept in the run bucket
             ui.note(f"copying run {ref} from stack {args.stack} into {args.runs_root / ref}")
-            target.copy_run(ref, args.runs_root)
+            target.collect_run(args.runs_root, ref)
     runs = [load_run(find_run_dir(ref, args.runs_root), not args.no_verdict) for ref in refs]
     page, plots = write_report(runs, args.out)
     paths = {k: str(v) for k, v in plots.items()}

@@ -74,7 +74,6 @@ from workloads.config import TrainConfig, TrainConfigError, new_run_id
 from workloads.env import NCCL_DEBUG_LEVEL
 from workloads.nccl_check.counters import NodeReading, parse_reading, read_script
 
-READER_SELECTOR = f"{APP_LABEL}={EFA_COUNTER_READER}"
 READER_SYSFS_ROOT = f"{HOST_SYS_MOUNT}/class/infiniband"  # the host's RDMA devices, as the reader pod sees them
 PIPELINE = ("preflight", "preview", "up", "scale-up", "verify", "gate", "counters", "submit", "follow", "check")
 GPU_AZ_KEY = GpuNodesConfig.keyname("availability_zone", prefixed=True)
@@ -224,7 +223,6 @@ class AwsRun:
     job_timeout_s: float | None = None  # --timeout: stop the job after this long (None: no limit)
     hang_bound: HangBound | None = HangBound()  # --hang-factor, --hang-floor
     attach_job: str | None = None  # `attach JOB`: the job to follow (None: the newest submitted)
-    poll_s: float = POLL_S
     # After an infrastructure failure: resumed runs at most, and minutes for all of them (automation/recovery.py)
     max_recoveries: int = MAX_RECOVERIES
     recovery_minutes: float = RECOVERY_MINUTES
@@ -249,28 +247,20 @@ class AwsHandles:
     lease: HeldLease | None = None  # the idle guard's lease, held from the `scale-up` step to the run's end
 
 
+@dataclass(eq=False)
 class AwsTarget:
     """One stack as the steps and commands use it (automation.targets.Target and more): ``run``, what was asked
-    (frozen), ``deps``, the outside world, and ``handles``, made from it. ``flags`` are AwsRun's fields."""
+    (frozen), ``deps``, the outside world, and ``handles``, made from it."""
 
+    run: AwsRun
+    deps: AwsDeps
+    on_line: Callable[[str], None] = lambda s: None
+    on_progress: Callable[[str], None] = lambda s: None
+    on_note: Callable[[str], None] = lambda s: None
+    notes: list[str] = field(default_factory=list)
+    handles: AwsHandles = field(default_factory=AwsHandles)
     name = "aws"
-
-    def __init__(
-        self,
-        cfg: StackConfig,
-        deps: AwsDeps,
-        run_id: str,
-        *,
-        on_line: Callable[[str], None] = lambda s: None,
-        on_progress: Callable[[str], None] = lambda s: None,
-        on_note: Callable[[str], None] = lambda s: None,
-        notes: list[str] | None = None,
-        **flags: Any,
-    ) -> None:
-        self.run = AwsRun(cfg, run_id, **flags)
-        self.deps, self.handles = deps, AwsHandles()
-        self.on_line, self.on_progress, self.on_note = on_line, on_progress, on_note
-        self.notes: list[str] = [] if notes is None else notes
+    poll_s = POLL_S
 
     @property
     def cfg(self) -> StackConfig:
@@ -283,10 +273,6 @@ class AwsTarget:
     @property
     def run_id(self) -> str:
         return self.run.run_id
-
-    @property
-    def poll_s(self) -> float:
-        return self.run.poll_s
 
     @property
     def job_timeout_s(self) -> float | None:
@@ -317,8 +303,7 @@ class AwsTarget:
         return {"train": ("scale-up", "verify", "gate", "submit", "follow"), "attach": ATTACH}.get(command, (command,))
 
     def resolved_job(self, storage_uri: str | None = None) -> ResolvedJob:
-        """The training job of this run and where each value came from (automation/job.py), its storage the run
-        bucket ``storage_uri`` (None: not known yet); a job the stack or cluster cannot run is bad input (exit 2)."""
+        """This run's job and each value's source (automation/job.py); one the cluster cannot run is bad input."""
         r = self.run
         flags = {"steps": r.steps_override, "num_workers": r.workers_override, "float8": r.float8_override}
         try:
@@ -490,7 +475,7 @@ class AwsTarget:
         host's sysfs (a Ray worker pod sees no port counters: infra/manifests.py `efa_counter_reader_daemonset`);
         a node without a Running reader, or showing fewer EFA devices than it advertises, carries the reason."""
         kube = self.kube()
-        pods = kube.list_pods(EFA_COUNTER_READER_NAMESPACE, READER_SELECTOR)
+        pods = kube.list_pods(EFA_COUNTER_READER_NAMESPACE, f"{APP_LABEL}={EFA_COUNTER_READER}")
         readers = {node: pod for pod, node in sorted(running_on(pods).items(), reverse=True)}  # the first by name
         out = {}
         for node in kube.list_nodes(GPU_NODE_SELECTOR):
@@ -599,8 +584,7 @@ class AwsTarget:
 
     def failure_of(self, outcome: TrainOutcome) -> Failure:
         """The class of a failed job from what the cluster shows now (automation/recovery.py)."""
-        nodes, workers = self._gpu_nodes_and_workers()
-        return classify(nodes, workers, self.cfg.gpu_nodes.node_count, outcome.log_tail)
+        return classify(*self._gpu_nodes_and_workers(), self.cfg.gpu_nodes.node_count, outcome.log_tail)
 
     def wait_for_replacement(self, deadline: float) -> float:
         """Seconds until the GPU nodes are back at gpuNodeCount and the worker pods Running, by ``deadline``."""
@@ -615,13 +599,10 @@ class AwsTarget:
         for pod in self.ray_pods().pods("worker"):
             self.kube().exec(pod, self.expectations().namespace, move, timeout_s=60)
 
-    def collect_run(self, runs_root: Path) -> Path:
-        """The run copied from the cluster's pods into `runs_root/<run id>`."""
-        return self.copy_run(self.run_id, runs_root)
-
-    def copy_run(self, run_id: str, runs_root: Path) -> Path:
-        """Run ``run_id`` copied into `runs_root/<run id>` from the cluster's pods, else, once they are gone or no
-        longer hold it, from what its end kept in the run bucket (`keep_logs`), said so."""
+    def collect_run(self, runs_root: Path, run_id: str | None = None) -> Path:
+        """Run ``run_id`` (default: this one) copied into `runs_root/<run id>` from the cluster's pods, else, once
+        they are gone or no longer hold it, from what its end kept in the run bucket (`keep_logs`), said so."""
+        run_id = run_id or self.run_id
         dest = runs_root / run_id
         try:
             return fetch_run(self.ray_pods(), run_id, dest)
@@ -724,9 +705,8 @@ def load_config(stack: str, project_dir: Path) -> StackConfig:
         raise DriverError(str(e), exit_code=2) from None
 
 
-# Whether a command reads or changes the stack through the Automation API (and so the pulumi CLI):
-# "always" (preview, up, destroy, run), "without-kubeconfig" (a --kubeconfig replaces the stack's
-# output), "never" (preflight).
+# Whether a command reads or changes the stack through the Automation API (and so the pulumi CLI): "always"
+# (preview, up, destroy, run), "without-kubeconfig" (a --kubeconfig replaces the stack's output), "never" (preflight).
 PulumiUse = Literal["always", "without-kubeconfig", "never"]
 
 
@@ -742,8 +722,8 @@ def open_stack(
     **options: Any,
 ) -> AwsTarget:
     """The AWS target of `stack`: its validated config and the real outside world (or `deps`); `options` are AwsRun's
-    fields, ``ui`` gives the target its output lines. A missing pulumi CLI is reported before any step: preflight
-    passing and then `preview` failing would waste the user's time."""
+    fields and the target's on_line, on_progress, on_note (over ``ui``'s). A missing pulumi CLI is reported before any
+    step: preflight passing and then `preview` failing would waste the user's time."""
     cfg = load_config(stack, project_dir)
     if kubeconfig is not None:
         read_kubeconfig_file(kubeconfig)  # a missing or broken --kubeconfig is refused before any client exists
@@ -753,7 +733,8 @@ def open_stack(
             instead = " (or pass --kubeconfig PATH)" if pulumi == "without-kubeconfig" else ""
             raise DriverError(PULUMI_MISSING + instead, exit_code=2)
         deps = AwsDeps.real(cfg, project_dir)
+    said = {k: options.pop(k) for k in ("on_line", "on_progress", "on_note") if k in options}
     if ui is not None:
-        options = {"on_line": ui.log, "on_progress": ui.progress, "on_note": ui.note, **options}
-    notes = list(cfg.warnings)  # ConfigWarnings open the report's notes, before what the run itself says
-    return AwsTarget(cfg, deps, run_id or new_run_id(), kubeconfig_path=kubeconfig, notes=notes, **options)
+        said = {"on_line": ui.log, "on_progress": ui.progress, "on_note": ui.note, **said}
+    run = AwsRun(cfg, run_id or new_run_id(), kubeconfig_path=kubeconfig, **options)
+    return AwsTarget(run, deps, notes=list(cfg.warnings), **said)  # ConfigWarnings open the report's notes

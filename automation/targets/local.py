@@ -51,14 +51,13 @@ LOCAL_GPU_NOTE = "local GPUs talk within one node: the NCCL check is inconclusiv
 # checkpoint held training up 0.26 s; the whole follow step took 51 s. A report can block up to Ray Train's
 # 2 s poll when the previous one is not yet collected (1.4 and 1.8 s in a 20-step run checkpointing every 5).
 LOCAL_CHECKPOINT_EVERY = 10
-LOCAL_STORAGE_DIR = "ray_results"  # under the run directory, unless the user names a storage path
 
 
 def durable(job: TrainConfig, storage_path: str | None = None) -> TrainConfig:
     """``job`` made durable as the cluster's is (automation/storage.py's Durability): Ray Train's state and
     checkpoints under ``<run-dir>/ray_results`` or ``storage_path`` (a directory or s3://bucket/prefix),
     a checkpoint every LOCAL_CHECKPOINT_EVERY steps, MAX_FAILURES recoveries."""
-    where = storage_path or str(Path(job.run_dir) / LOCAL_STORAGE_DIR)
+    where = storage_path or str(Path(job.run_dir) / "ray_results")
     if "://" not in where:  # Ray Train's workers run in directories of their own
         where = str(Path(where).expanduser().absolute())
     return dataclasses.replace(job, **vars(Durability(where, LOCAL_CHECKPOINT_EVERY, MAX_FAILURES)))
@@ -66,11 +65,9 @@ def durable(job: TrainConfig, storage_path: str | None = None) -> TrainConfig:
 
 @dataclass(frozen=True)
 class LocalPlan:
-    """The local run: its training job (automation/job.py's LOCAL_JOB by default) and how long to wait for it."""
+    """The local run's training job (automation/job.py's LOCAL_JOB by default) and where it keeps its state."""
 
     job: TrainConfig
-    job_timeout_s: float = 600  # the local smoke job takes about a minute; --timeout sets another limit
-    hang_bound: HangBound | None = HangBound()  # --hang-factor, --hang-floor
     storage_path: str | None = None  # None: <run-dir>/ray_results
 
     # Read from the job, never stored twice.
@@ -144,8 +141,12 @@ class LocalTarget:
     name: str = "local"
     stack_name: str | None = None
     poll_s: float = 1.0  # a local job runs about a minute: its end is seen within a second
+    job_timeout_s: float = 600  # the local smoke job takes about a minute; --timeout sets another limit
+    hang_bound: HangBound | None = HangBound()  # --hang-factor, --hang-floor
     _inherited_address: str | None = None
     _jobs: LocalJobs | None = None
+    clock = staticmethod(time.monotonic)  # what the job's follow reads and sleeps on: this machine's own time
+    sleep = staticmethod(time.sleep)
 
     def pipeline(self, command: str, plan: bool) -> tuple[str, ...]:
         return PIPELINE if command == "run" else ("preflight",)
@@ -202,14 +203,6 @@ class LocalTarget:
     def find_job(self) -> SubmittedJob:
         raise DriverError(NO_ATTACH, exit_code=2)
 
-    @property
-    def job_timeout_s(self) -> float | None:
-        return self.plan.job_timeout_s
-
-    @property
-    def hang_bound(self) -> HangBound | None:
-        return self.plan.hang_bound
-
     def hang_evidence(self) -> list[RankEvidence]:
         """Each rank's last NCCL lines from its file here; stacks are not read (`ray stack` asks for sudo)."""
         files = nccl_files(Path(self.plan.job.nccl_log_dir))
@@ -218,12 +211,6 @@ class LocalTarget:
         ranks = {f: int(m[1]) if (m := re.search(r"rank(\d+)", f.name)) else None for f in files}
         none = RankEvidence(None, "local", "local", stack_error=why, nccl_error="no NCCL log files (gloo on CPU)")
         return [RankEvidence(ranks[f], "local", "local", stack_error=why, nccl_tail=tails[f]) for f in files] or [none]
-
-    def clock(self) -> float:
-        return time.monotonic()
-
-    def sleep(self, seconds: float) -> None:
-        time.sleep(seconds)
 
     def ask_stop(self, question: str) -> bool | None:
         return True  # the job lives in this run's own Ray cluster, which close() stops
@@ -301,7 +288,7 @@ def from_args(args: argparse.Namespace, ui: Ui) -> LocalTarget:
         raise DriverError(str(e), exit_code=2) from None
     require_credentials("--storage-path", given("storage_path"))
     hang = bound_of(given("hang_factor"), given("hang_floor"))
-    plan = LocalPlan(job, storage_path=given("storage_path"), hang_bound=hang)
+    target = LocalTarget(LocalPlan(job, given("storage_path")), ui.log, ui.progress, ui.note, hang_bound=hang)
     if given("timeout"):
-        plan = dataclasses.replace(plan, job_timeout_s=float(args.timeout))
-    return LocalTarget(plan, on_line=ui.log, on_progress=ui.progress, on_note=ui.note)
+        target.job_timeout_s = float(args.timeout)
+    return target

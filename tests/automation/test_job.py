@@ -231,12 +231,12 @@ def test_cluster_job_fits_an_l4_by_measured_memory():
 def test_aws_preflight_refuses_a_bad_train_block_before_calling_aws():
     from automation.errors import DriverError
     from automation.steps import preflight
-    from automation.targets.aws import AwsDeps, AwsTarget
+    from automation.targets.aws import AwsDeps, AwsRun, AwsTarget
 
     def no_aws(*_):
         raise AssertionError("preflight called AWS despite a bad train: block")
 
-    target = AwsTarget(stack_cfg(num_workers=16, global_batch_size=128), AwsDeps(no_aws, no_aws, no_aws), "r1")
+    target = AwsTarget(AwsRun(stack_cfg(num_workers=16, global_batch_size=128), "r1"), AwsDeps(no_aws, no_aws, no_aws))
     with pytest.raises(DriverError) as err:
         preflight.run(target, {})
     assert err.value.exit_code == 2 and "num_workers 16" in str(err.value), (
@@ -308,12 +308,12 @@ def test_a_local_storage_path_on_the_cluster_is_refused_naming_the_key_value_and
 def test_aws_preflight_refuses_a_local_storage_path_before_calling_aws():
     from automation.errors import DriverError
     from automation.steps import preflight
-    from automation.targets.aws import AwsDeps, AwsTarget
+    from automation.targets.aws import AwsDeps, AwsRun, AwsTarget
 
     def no_aws(*_):
         raise AssertionError("preflight called AWS despite a local storage_path")
 
-    target = AwsTarget(stack_cfg(storage_path="/mnt/ckpt"), AwsDeps(no_aws, no_aws, no_aws), "r1")
+    target = AwsTarget(AwsRun(stack_cfg(storage_path="/mnt/ckpt"), "r1"), AwsDeps(no_aws, no_aws, no_aws))
     with pytest.raises(DriverError) as err:
         preflight.run(target, {})
     assert err.value.exit_code == 2 and "train.storage_path '/mnt/ckpt'" in str(err.value), (

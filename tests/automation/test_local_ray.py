@@ -112,12 +112,16 @@ def alive(pids: list[int]) -> list[int]:
 
 @pytest.fixture(scope="module")
 def interrupted_head():
-    """A stand-in head whose `with` block was left by Ctrl-C (KeyboardInterrupt); one for the module, as
-    the stubborn child costs the stop's grace (3 s)."""
+    """A stand-in head stopped after Ctrl-C (KeyboardInterrupt), as the local target's close() stops it when Ctrl-C
+    leaves a run; one for the module, as the stubborn child costs the stop's grace (3 s)."""
     head = StandInHead(num_cpus=1)
-    with pytest.raises(KeyboardInterrupt), head:
-        assert alive(head.pids) == head.pids, f"expected the stand-in's processes running, got {alive(head.pids)}"
-        raise KeyboardInterrupt
+    with pytest.raises(KeyboardInterrupt):
+        try:
+            head.start()
+            assert alive(head.pids) == head.pids, f"expected the stand-in's processes running, got {alive(head.pids)}"
+            raise KeyboardInterrupt
+        finally:
+            head.stop()
     return head
 
 

@@ -26,7 +26,7 @@ from botocore.stub import Stubber
 from rich.console import Console
 
 from automation.run_outcome import build_report, render
-from automation.targets.aws import PIPELINE, AwsDeps, AwsTarget
+from automation.targets.aws import PIPELINE, AwsDeps, AwsRun, AwsTarget
 
 STACK = "us-west-2"
 RESUME = f"python -m automation run --stack {STACK}"
@@ -68,7 +68,7 @@ def target(api, stack, pricing, pod_exec=None, clients=None) -> AwsTarget:
         pricing=pricing,
         public_ip=helpers.deployer_ip,
     )
-    return AwsTarget(cfg=helpers.stack_config(STACK), deps=deps, run_id="r1", yes=True, node_wait_s=0, pod_wait_s=0)
+    return AwsTarget(AwsRun(helpers.stack_config(STACK), "r1", yes=True, node_wait_s=0, pod_wait_s=0), deps)
 
 
 def expected_usd_per_hour() -> float:

@@ -20,7 +20,7 @@ from automation.errors import DriverError
 from automation.pipeline import RunState
 from automation.scaling import LEASE_S, NodeGroupRef, after_run, scale_up, set_desired, sizes
 from automation.steps.stack_steps import run_up
-from automation.targets.aws import AwsDeps, AwsTarget
+from automation.targets.aws import AwsDeps, AwsRun, AwsTarget
 from automation.ui import Ui
 from infra.config import MOCK_DEPLOYER_CIDR, stack_config_values
 from infra.idle_guard_script import LEASE_KEY, run_once
@@ -301,7 +301,7 @@ def up_with_node_count(node_count: int, render: bool = False):
     # A stack that lists its own API allow-list: the only key the driver sets for this `up` is the live size.
     cfg = helpers.stack_config()
     cfg = dataclasses.replace(cfg, cluster=dataclasses.replace(cfg.cluster, public_access_cidrs=(MOCK_DEPLOYER_CIDR,)))
-    run_up(AwsTarget(cfg=cfg, deps=deps, run_id="r1", yes=True), RunState())
+    run_up(AwsTarget(AwsRun(cfg, "r1", yes=True), deps), RunState())
     return stack
 
 

@@ -127,14 +127,8 @@ def cli_on(world: World, monkeypatch, argv: list[str], interactive: bool = False
                 interactive=lambda: interactive,
             )
             known = {k: options[k] for k in ("yes", "detach", "job_timeout_s", "attach_job") if k in options}
-            return aws.AwsTarget(
-                helpers.stack_config(),
-                deps,
-                run_id or "r1",
-                on_line=world.shown.append,
-                on_note=world.notes.append,
-                **known,
-            )
+            run = aws.AwsRun(helpers.stack_config(), run_id or "r1", **known)
+            return aws.AwsTarget(run, deps, on_line=world.shown.append, on_note=world.notes.append)
 
         monkeypatch.setattr(aws, "open_stack", open_stack)
         for name in STOOD_IN:

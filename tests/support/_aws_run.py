@@ -21,7 +21,7 @@ from automation import steps
 from automation.kube import ExecResult
 from automation.pipeline import run_pipeline
 from automation.ray_head import RESOURCES_MARK
-from automation.targets.aws import API_CIDRS_KEY, DRIVER_CIDR_KEY, AwsDeps, AwsTarget
+from automation.targets.aws import API_CIDRS_KEY, DRIVER_CIDR_KEY, AwsDeps, AwsRun, AwsTarget
 
 REGION = MOTO_REGION
 DEPLOYER_IP = helpers.DEPLOYER_IP
@@ -130,7 +130,7 @@ def make_target(api, stack, pod_exec=None, confirm=lambda q: True, yes=True, cli
         public_ip=helpers.deployer_ip,
         clock=FakeClock().clock(),
     )
-    return AwsTarget(cfg=helpers.stack_config(), deps=deps, run_id="r1", yes=yes, node_wait_s=0, pod_wait_s=0)
+    return AwsTarget(AwsRun(helpers.stack_config(), "r1", yes=yes, node_wait_s=0, pod_wait_s=0), deps)
 
 
 def outputs(api):

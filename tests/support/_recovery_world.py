@@ -138,7 +138,9 @@ def run_on(world: LostNodeWorld, monkeypatch, argv: list[str], forwarded: tuple[
                 interactive=lambda: False,
             )
             known = {k: options[k] for k in forwarded if k in options}
-            return aws.AwsTarget(helpers.stack_config(), deps, run_id or "r1", on_note=world.notes.append, **known)
+            return aws.AwsTarget(
+                aws.AwsRun(helpers.stack_config(), run_id or "r1", **known), deps, on_note=world.notes.append
+            )
 
         monkeypatch.setattr(aws, "open_stack", open_stack)
         monkeypatch.setattr(aws.AwsTarget, "price", lambda self, n=None: aws.CostEstimate(9.5, (), "stood in"))

@@ -11,7 +11,7 @@ from _cloud_fakes import ClusterKube, FakeClock, guard_record
 from _shared_env import MOTO_CLUSTER, MOTO_NODEGROUP, MOTO_REGION
 
 from automation import cli
-from automation.targets.aws import AwsDeps, AwsTarget
+from automation.targets.aws import AwsDeps, AwsRun, AwsTarget
 
 
 def target_for(
@@ -33,7 +33,7 @@ def target_for(
         clock=(clock or FakeClock()).clock(),
         public_ip=helpers.deployer_ip,
     )
-    return AwsTarget(cfg=helpers.stack_config(), deps=deps, run_id="r1", yes=yes, **kw)
+    return AwsTarget(AwsRun(helpers.stack_config(), "r1", yes=yes, **kw), deps)
 
 
 def run_with_steps(

@@ -22,7 +22,7 @@ from automation.kube import ExecResult
 from automation.pipeline import PipelineResult
 from automation.run_files import fetch_run
 from automation.run_outcome import RunReport, show
-from automation.targets.aws import AwsDeps, AwsTarget
+from automation.targets.aws import AwsDeps, AwsRun, AwsTarget
 from workloads.metrics import METRICS_FILE, RUN_MARKER_FILE, MetricsWriter, StepMetrics
 from workloads.summary import RunSummary
 
@@ -327,6 +327,6 @@ def test_aws_run_end_copies_the_run_and_writes_its_report(tmp_path):
     with helpers.FakeKubeApi() as api:
         stack = helpers.FakeStack("us-west-2", {"kubeconfig": json.dumps(api.kubeconfig())})
         deps = AwsDeps(client=None, stack=lambda: stack, kube=lambda kc: KubeWithExec(kc, pod_exec))
-        target = AwsTarget(cfg=helpers.stack_config(), deps=deps, run_id="r1")
+        target = AwsTarget(AwsRun(helpers.stack_config(), "r1"), deps)
         files = report.run_files(target, tmp_path / "runs", {"target": "aws", "stack": "us-west-2"})
     assert files.get("report") and Path(files["report"]).is_file(), f"expected a report, got {files}"

@@ -25,7 +25,7 @@ from botocore.stub import Stubber
 from moto import mock_aws
 
 from automation.steps import preflight
-from automation.targets.aws import AwsDeps, AwsTarget
+from automation.targets.aws import AwsDeps, AwsRun, AwsTarget
 from infra.config import ConfigWarning, load_stack
 
 # A v2 `aws --version` line (AWS CLI user guide's example), so this machine's CLI does not decide the row.
@@ -51,7 +51,7 @@ with warnings.catch_warnings():
     warnings.simplefilter("ignore", ConfigWarning)
     cfg = dataclasses.replace(load_stack("us-west-2", Path(".")), train=TRAIN)
 with mock_aws():
-    target = AwsTarget(cfg, AwsDeps(client=client, stack=None, kube=None), "r1")
+    target = AwsTarget(AwsRun(cfg, "r1"), AwsDeps(client=client, stack=None, kube=None))
     result = preflight.run(target, {})
 print(json.dumps({"status": result.status, "summary": result.summary, "modules": sorted(sys.modules)}))
 """

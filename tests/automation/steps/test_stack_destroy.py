@@ -19,7 +19,7 @@ from _shared_env import MOTO_REGION
 from automation.errors import DriverError
 from automation.pipeline import RunState
 from automation.steps.stack_steps import run_destroy
-from automation.targets.aws import AwsDeps, AwsTarget
+from automation.targets.aws import AwsDeps, AwsRun, AwsTarget
 from infra.manifests import image_cache_prefix
 
 CFG = helpers.stack_config()
@@ -68,7 +68,7 @@ def destroy_with(answers: dict[str, bool], yes: bool = False) -> tuple[str, list
         kube=helpers.no_kube,
         confirm=confirm,
     )
-    return run_destroy(AwsTarget(cfg=CFG, deps=deps, run_id="r1", yes=yes), RunState()).summary, asked
+    return run_destroy(AwsTarget(AwsRun(CFG, "r1", yes=yes), deps), RunState()).summary, asked
 
 
 def repositories(ecr) -> set[str]:
@@ -110,7 +110,7 @@ def test_without_a_terminal_destroy_asks_nothing_and_deletes_nothing(ecr):
         confirm=no_terminal,
     )
     with pytest.raises(DriverError) as e:
-        run_destroy(AwsTarget(cfg=CFG, deps=deps, run_id="r1"), RunState())
+        run_destroy(AwsTarget(AwsRun(CFG, "r1"), deps), RunState())
     said = (e.value.exit_code, repositories(ecr) == {CACHED, *OUTSIDE})
     assert said == (2, True), f"expected exit 2 and every repository kept, got {said}"
 

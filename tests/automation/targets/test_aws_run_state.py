@@ -24,7 +24,7 @@ from automation.errors import DriverError
 from automation.kube import ExecResult
 from automation.pipeline import PipelineResult, RunState, StepResult, TrainOutcome
 from automation.run_files import set_aside_command
-from automation.targets.aws import AwsDeps, AwsTarget, newest_cluster_run
+from automation.targets.aws import AwsDeps, AwsRun, AwsTarget, newest_cluster_run
 from workloads.config import TrainConfig
 
 WORKERS = ["ray-efa-gpu-workers-worker-4kq7d", "ray-efa-gpu-workers-worker-tz8mb"]  # pods.json's Ray workers
@@ -87,7 +87,7 @@ def target(
         kube=lambda kc: helpers.KubeWithExec(kc, pod_exec or Exec()),
         job_modules=job_modules,
     )
-    return AwsTarget(helpers.stack_config(), deps, "r1", **flags)
+    return AwsTarget(AwsRun(helpers.stack_config(), "r1", **flags), deps)
 
 
 # ---- the run `check` and `logs` read -------------------------------------------------------------------------

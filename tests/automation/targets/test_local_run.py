@@ -104,7 +104,9 @@ def listening_addresses(procs: list[psutil.Process]) -> list[tuple[str, str, int
 
 @pytest.mark.slow  # tests/automation/test_local_ray.py holds the fast test of the same promise
 def test_every_ray_port_of_the_local_cluster_listens_on_loopback_only():
-    with LocalRayCluster(num_cpus=1) as cluster:
+    cluster = LocalRayCluster(num_cpus=1)  # stopped in `finally`, as the local target's close() stops it
+    try:
+        cluster.start()
         # A driver with an actor, so a worker's own gRPC server is among the listeners.
         env = client_env(driver_env(), cluster.gcs_address)
         driver = subprocess.Popen(
@@ -121,6 +123,8 @@ def test_every_ray_port_of_the_local_cluster_listens_on_loopback_only():
                 driver.wait(timeout=30)
             except subprocess.TimeoutExpired:
                 driver.kill()
+    finally:
+        cluster.stop()
     names = {name for name, _, _ in listening}
     assert {"gcs_server", "raylet"} <= names, f"expected the GCS and the raylet among the listeners, got {listening}"
     exposed = [entry for entry in listening if entry[1] not in LOOPBACK]
