@@ -328,8 +328,9 @@ def test_follow_job_diagnoses_a_hung_job_with_why_it_is_late():
 # ---- following a job to its end, on a fake clock ------------------------------------------------------------------
 @dataclass
 class Server:
-    """A job server (the place's `jobs()`) whose job writes line i at second i + 1 for ``lines`` lines and then ends ``ends``;
-    every call between ``down_from`` and ``down_to`` (and from ``gone_at`` on) fails as a dropped exec stream."""
+    """A job server (the place's ``jobs()``) whose job writes line i at second i + 1 for ``lines`` lines and then
+    ends ``ends``; every call between ``down_from`` and ``down_to`` (and from ``gone_at`` on) fails as a dropped exec
+    stream."""
 
     lines: int = 30
     ends: str = "SUCCEEDED"
