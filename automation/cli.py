@@ -30,6 +30,7 @@ import signal
 import warnings
 from collections.abc import Sequence
 
+from automation import interrupts
 from automation.errors import DriverError
 from automation.flags import COMMON_PARENT, NOT_IN
 from automation.ui import Ui
@@ -98,9 +99,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     # SIGTERM takes the same path as Ctrl-C (Python's handler raises KeyboardInterrupt), so the finally blocks
     # stop what this run started. SIGINT gets Python's own handler back: a shell that starts the driver in the
     # background (CI, `cmd &` in a script) hands it SIGINT ignored, and Ctrl-C or `kill -INT` would then neither
-    # stop the run nor the Ray processes it started.
-    previous = signal.signal(signal.SIGTERM, signal.default_int_handler)
-    previous_int = signal.signal(signal.SIGINT, signal.default_int_handler)
+    # stop the run nor the Ray processes it started. Both are counted (automation/interrupts.py).
+    previous = signal.signal(signal.SIGTERM, interrupts.on_signal)
+    previous_int = signal.signal(signal.SIGINT, interrupts.on_signal)
     try:
         with warnings.catch_warnings():
             # ConfigWarnings are shown as notes in the output, not as Python warnings.

@@ -24,6 +24,7 @@ from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Protocol, TypeVar
 
+from automation import interrupts
 from automation.errors import DriverError
 from automation.hang import HangBound, HangWatch, RankEvidence, diagnosis
 from automation.job import CLUSTER_ROOT, command
@@ -437,8 +438,9 @@ def follow_job(place: FollowPlace, job_id: str, on_line: Callable[[str], None] |
     api, clock, note, patient = place.jobs(), place.clock, place.note, _Patient(place)
     start, offset, stopped, say, timeout_s = clock(), 0, False, on_line or place.on_line, place.job_timeout_s
     tail: deque[str] = deque(maxlen=200)
-    watch, hung = (HangWatch(place.hang_bound) if place.hang_bound else None), None
+    watch, hung, seen = (HangWatch(place.hang_bound) if place.hang_bound else None), None, interrupts.received()
     while True:
+        interrupts.raise_if_new(seen)  # a Ctrl-C a finalizer swallowed since the follow began
         state = patient.call(lambda: api.job_status(job_id))
         chunk = patient.call(partial(api.job_logs, job_id, offset, final=state.terminal))
         if watch and state.status == "RUNNING":

@@ -14,13 +14,16 @@ whole log as one string.
 from __future__ import annotations
 
 import json
+import signal
+import sys
+import weakref
 from dataclasses import dataclass, field
 
 import pytest
 from _aws_run import SUMMARY
 from _ray_jobs import Clock, FakeRayJobs, JobScript
 
-from automation import ray_head
+from automation import interrupts, ray_head
 from automation.errors import DriverError
 from automation.hang import HangBound
 from automation.kube import ExecResult
@@ -705,3 +708,44 @@ def test_a_resubmit_after_a_dropped_stream_goes_to_the_head_pod_with_the_call_li
     got = HeadJobs(exec_, jobs.pod, jobs.namespace, call_s=45).submit(JOB, {}, "r1")
     submits = [c for c in pod_exec.calls if c[2] == "ray job submit"]
     assert (got, submits) == ("r1", [("ray-efa-head-abcde", "ray", "ray job submit", 45)]), (got, submits)
+
+
+# ---- a Ctrl-C that a finalizer swallowed -------------------------------------------------------------------------
+# CPython runs a weakref.finalize callback from the garbage collector and reports an exception raised in it through
+# sys.unraisablehook instead of raising it ("Exception ignored in: <finalize object>"; the weakref docs). A SIGINT
+# whose handler runs there, as one did while urllib3's pool finalizer ran, is lost unless the follow notices.
+@dataclass
+class SwallowsCtrlC(Place):
+    """A Place on which a SIGINT arrives inside a finalizer when the server is asked at ``at_s``."""
+
+    at_s: float = 10
+
+    def job_status(self, job_id):
+        if self.t == self.at_s:
+            weakref.finalize(type("Pool", (), {})(), signal.raise_signal, signal.SIGINT)  # collected at once
+        return super().job_status(job_id)
+
+
+@pytest.fixture
+def counted_sigint(monkeypatch):
+    """SIGINT through the driver's handler (automation/cli.py installs it), and what the finalizers swallowed."""
+    swallowed: list[BaseException | None] = []
+    monkeypatch.setattr(sys, "unraisablehook", lambda u: swallowed.append(u.exc_value))
+    previous = signal.signal(signal.SIGINT, interrupts.on_signal)
+    yield swallowed
+    signal.signal(signal.SIGINT, previous)
+
+
+def test_a_ctrl_c_a_finalizer_swallowed_ends_the_follow_at_the_next_poll(counted_sigint):
+    place = SwallowsCtrlC(run_s=100, at_s=10)
+    with pytest.raises(KeyboardInterrupt):
+        follow_job(place, "r1")
+    assert [type(e) for e in counted_sigint] == [KeyboardInterrupt], f"no Ctrl-C was swallowed: {counted_sigint}"
+    assert place.t == 15, f"the follow went on to {place.t} s instead of stopping at the poll after 10 s"
+
+
+def test_a_ctrl_c_that_was_raised_before_the_follow_does_not_end_it(counted_sigint):
+    with pytest.raises(KeyboardInterrupt):
+        signal.raise_signal(signal.SIGINT)  # reached its caller: the count moved on before this follow began
+    end = follow_job(Place(run_s=20), "r1")
+    assert end.state.status == "SUCCEEDED", end
