@@ -79,7 +79,7 @@ class PortForward(socketserver.ThreadingTCPServer):
     """Listens on 127.0.0.1:`local_port` (0: any free port); each accepted connection gets its own
     tunnel from `connect()`, pumped both ways by two threads. `close()` stops and joins them all."""
 
-    daemon_threads = True  # server_close() joins them all the same (block_on_close)
+    daemon_threads = False  # server_close() joins only non-daemon connection threads (socketserver._Threads)
 
     def __init__(self, connect: Connect, local_port: int = 0):
         super().__init__((LOOPBACK, local_port), socketserver.BaseRequestHandler, bind_and_activate=False)

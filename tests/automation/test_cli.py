@@ -330,4 +330,3 @@ def test_a_job_a_command_builds_wrongly_is_bad_input_in_one_line(capsys, monkeyp
     monkeypatch.setattr(clean, "run", builds_a_bad_job)
     rc, out, err = run_cli(capsys, "clean")
     assert (rc, "train.steps: 0 is below 1" in err, "Traceback" in err) == (2, True, False), f"got {rc}: {err!r}"
-

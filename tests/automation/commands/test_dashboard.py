@@ -155,3 +155,36 @@ def test_local_dashboards_are_read_from_ray_processes(tmp_path):
         (tmp_path / pid).mkdir()
         (tmp_path / pid / "cmdline").write_bytes(b"\0".join(argv) + b"\0")
     assert local_dashboards(tmp_path) == ["http://127.0.0.1:8266"]
+
+
+class SlowToEnd:
+    """A tunnel whose reads, once its far end is gone, take 0.3 s to say so (a websocket's close handshake)."""
+
+    def __init__(self, sock: socket.socket):
+        self.sock = sock
+
+    def recv(self, n: int) -> bytes:
+        data = self.sock.recv(n)
+        if not data:
+            time.sleep(0.3)
+        return data
+
+    def sendall(self, data: bytes) -> None:
+        self.sock.sendall(data)
+
+    def shutdown(self, how: int) -> None:
+        self.sock.shutdown(how)
+
+    def close(self) -> None:
+        self.sock.close()
+
+
+def test_close_returns_only_after_every_connections_thread_has_ended():
+    fwd = PortForward(lambda: SlowToEnd(socket.socketpair()[0]))
+    client = socket.create_connection(fwd.socket.getsockname())
+    deadline = time.monotonic() + 5
+    while not fwd._open and time.monotonic() < deadline:  # noqa: SLF001 - the tunnel is open once it is listed
+        time.sleep(0.01)
+    fwd.close()
+    client.close()
+    assert forwarder_threads() == [], f"close() returned while {forwarder_threads()} still ran"
