@@ -70,6 +70,9 @@ class RunController:
             failed = result.state.follow.data
             if failed.status not in TERMINAL:  # the job server stopped answering: the job may go on
                 return result
+            if failed.stopped_for_timeout:  # the limit the user set: no failure of the cluster or the application
+                target.note(f"job {failed.job_id} stopped at --timeout {target.job_timeout_s:g} s: not retried")
+                return result
             began = target.clock()
             failure = target.failure_of(failed)
             said = f"job {failed.job_id} ended {failed.status}: {failure.kind} failure, {failure.cause}"

@@ -14,7 +14,7 @@ illustrative). A new node's EFA counters start from boot.
 
 from __future__ import annotations
 
-from _recovery_world import LostNodeWorld, _run
+from _recovery_world import FORWARDED, LostNodeWorld, _run, run_on
 from _worlds import GPU_NODE
 from _worlds import workers as workers_of
 
@@ -78,3 +78,19 @@ def test_an_application_failure_stops_at_once_and_scales_down(moto_eks, monkeypa
     said = (rc, list(world.jobs.jobs), [size for _, size, _ in world.scaled])
     assert said == (1, ["r1"], [0]), f"expected exit 1, one job, a scale-down to 0: got {said}"
     assert "application failure, a Python exception; not retried" in notes, notes[-600:]
+
+
+def test_a_job_stopped_at_its_timeout_on_a_healthy_cluster_is_no_failure_and_not_retried(moto_eks, monkeypatch):
+    world = LostNodeWorld(moto_eks, losses=0)
+    run_on(
+        world, monkeypatch, ["run", "--stack", "us-west-2", "--yes", "--timeout", "3600"], (*FORWARDED, "job_timeout_s")
+    )
+    said = (list(world.jobs.jobs), [n for n in world.notes if "failure" in n or "--timeout" in n])
+    want = (
+        ["r1"],
+        [
+            "job r1 has run 3600 s, past --timeout 3600: `ray job stop`",
+            "job r1 stopped at --timeout 3600 s: not retried",
+        ],
+    )
+    assert said == want, f"expected one job, no failure, the stop said as --timeout's: got {said}"

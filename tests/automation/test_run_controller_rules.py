@@ -39,6 +39,7 @@ class Run:
     max_recoveries: int = 2
     recovery_minutes: float = 45
     resume: bool = False
+    job_timeout_s: float | None = None
 
 
 class Target(aws.AwsTarget):
@@ -489,6 +490,16 @@ def test_an_application_failure_is_not_retried():
     got = owner.recovering(failed)
     want = "job j1 ended FAILED: application failure, a Python exception; not retried (an application failure "
     assert (got, target.notes) == (failed, [want + "repeats on any node)"]), f"got {target.notes}"
+
+
+def test_a_job_stopped_at_its_timeout_is_said_so_neither_classified_nor_retried():
+    target = Target(job_timeout_s=3600)
+    target.failures = [Failure(APPLICATION, "no fault of the cluster seen")]  # what a healthy cluster would tell
+    stopped = TrainOutcome("j1", "STOPPED", None, stopped_for_timeout=True)
+    failed = result_of(RunState(follow=StepResult("follow", "fail", "", data=stopped)), failed="follow")
+    got = RunController(target, Ui()).recovering(failed)
+    want = (failed, ["job j1 stopped at --timeout 3600 s: not retried"], [])
+    assert (got, target.notes, target.calls) == want, f"expected {want[1]} and nothing asked, got {target.notes}"
 
 
 @pytest.mark.parametrize("status", ["RUNNING", "PENDING"])
