@@ -202,6 +202,7 @@ class TrainOutcome(Plain):
     job: TrainConfig | None = None
     start: dict | None = None  # the start's phases in seconds (automation/start_phases.py), where the target reads them
     hang: dict[str, object] | None = None  # automation/hang.py `diagnosis` of a job stopped as hung
+    stopped_for_timeout: bool = False  # the driver stopped it at --timeout: the user's limit, no failure
 
 
 @dataclass(frozen=True)

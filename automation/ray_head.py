@@ -468,7 +468,9 @@ def follow_job(place: FollowPlace, job_id: str, on_line: Callable[[str], None] |
 
 def outcome_of(end: FollowEnd, job: TrainConfig, summary: RunSummary | None) -> TrainOutcome:
     """The step's outcome: what the job server said of the job, never how a stream ended."""
-    return TrainOutcome(job.run_id, end.state.status, summary, end.tail, job, hang=end.hang)
+    return TrainOutcome(
+        job.run_id, end.state.status, summary, end.tail, job, hang=end.hang, stopped_for_timeout=end.stopped_for_timeout
+    )
 
 
 def job_summary(jobs: HeadJobs | LocalJobs, job: TrainConfig) -> RunSummary | None:

@@ -22,7 +22,7 @@ from automation import steps
 from automation.errors import DriverError
 from automation.pipeline import PipelineResult, RunState, StepInterrupted, run_pipeline
 from automation.ray_head import TERMINAL
-from automation.recovery import APPLICATION, Recovery, last_step
+from automation.recovery import APPLICATION, Failure, Recovery, last_step
 from automation.scaling import after_run
 from automation.targets import Target, aws
 from automation.ui import Ui
@@ -45,6 +45,7 @@ class RunController:
         self.results: list[PipelineResult] = []
         self.scale_down_line: str | None = None
         self.recoveries: list[Recovery] = []
+        self.failure: Failure | None = None  # the failed job's, once told and not recovered from
         self.began = target.clock()  # the Ray logs written since then are the run's
 
     def steps(self, names: Sequence[str], target: Target | None = None) -> PipelineResult:
@@ -70,8 +71,11 @@ class RunController:
             failed = result.state.follow.data
             if failed.status not in TERMINAL:  # the job server stopped answering: the job may go on
                 return result
+            if failed.stopped_for_timeout:  # the limit the user set: no failure of the cluster or the application
+                target.note(f"job {failed.job_id} stopped at --timeout {target.job_timeout_s:g} s: not retried")
+                return result
             began = target.clock()
-            failure = target.failure_of(failed)
+            self.failure = failure = target.failure_of(failed)
             said = f"job {failed.job_id} ended {failed.status}: {failure.kind} failure, {failure.cause}"
             if failure.kind == APPLICATION:
                 target.note(f"{said}; not retried (an application failure repeats on any node)")
@@ -90,6 +94,7 @@ class RunController:
             resumed, first = self.resume()
             hours = (target.clock() - began) / 3600
             self.recoveries.append(Recovery(failure, waited / 60, first, attempt_cost(target, hours)))
+            self.failure = None
             target.note(f"recovered: {self.recoveries[-1].line()} ({self.recoveries[-1].cost})")
             result = joined(result, resumed)
         return result

@@ -3,13 +3,14 @@ built the same way for every target, as a human table and as JSON."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 
 from rich.console import Console
 from rich.table import Table
 
 from automation.cost import CostEstimate
 from automation.pipeline import PipelineResult
+from automation.recovery import Failure, Recovery
 from automation.start_phases import StartPhases
 from automation.targets import Target
 from automation.ui import STATUS_STYLE, Ui
@@ -28,6 +29,8 @@ class RunReport:
     notes: tuple[str, ...] = field(default_factory=tuple)
     files: str | None = None  # where the run's files are (summary, NCCL logs), when it wrote any
     start: dict | None = None  # seconds of each phase of the start (automation/start_phases.py), where known
+    failure: Failure | None = None  # why the failed job failed (RunController.recovering), unless recovered from
+    recoveries: tuple[Recovery, ...] = ()  # the recoveries made, each with the failure it recovered from
 
     def metrics(self) -> dict[str, object]:
         s = self.training or RunSummary()
@@ -48,11 +51,20 @@ class RunReport:
             "cost_per_hour": self.cost.text() if self.cost else "n/a",
             "notes": list(self.notes),
             "files": self.files,
+            "failure": asdict(self.failure) if self.failure else None,
+            "recoveries": [asdict(r) for r in self.recoveries],
         }
 
 
-def build_report(target: Target, result: PipelineResult, command: str) -> RunReport:
-    """The report of `command`'s run on `target`: call it after the target is closed, so its notes are all in."""
+def build_report(
+    target: Target,
+    result: PipelineResult,
+    command: str,
+    failure: Failure | None = None,
+    recoveries: tuple[Recovery, ...] = (),
+) -> RunReport:
+    """The report of `command`'s run on `target`: call it after the target is closed, so its notes are all in;
+    ``failure`` and ``recoveries`` as its RunController told them."""
     followed, check = result.state.follow, result.state.check
     outcome = followed.data if followed is not None else None
     return RunReport(
@@ -66,6 +78,8 @@ def build_report(target: Target, result: PipelineResult, command: str) -> RunRep
         notes=tuple(target.notes),
         files=target.files(result) if followed is not None else None,
         start=outcome.start if outcome is not None else None,
+        failure=failure,
+        recoveries=recoveries,
     )
 
 

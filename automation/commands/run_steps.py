@@ -284,7 +284,7 @@ def run(args: argparse.Namespace, ui: Ui) -> int:
     owner = RunController(target, ui, keep_nodes=bool(vars(args).get("keep_nodes")))
 
     def report(result: PipelineResult) -> int:
-        report = build_report(target, result, args.command)
+        report = build_report(target, result, args.command, owner.failure, tuple(owner.recoveries))
         trained = result.state.follow is not None
         return show(report, ui, run_files(target, runs_root(), report.to_dict()) if trained else {})
 

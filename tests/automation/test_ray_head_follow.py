@@ -303,6 +303,11 @@ def test_the_outcome_keeps_the_hang_diagnosis():
     assert (out.status, out.hang, out.log_tail) == ("STOPPED", hang, ("x",)), out
 
 
+def test_the_outcome_says_the_job_was_stopped_at_its_timeout():
+    out = outcome_of(FollowEnd(JobState("STOPPED"), (), stopped_for_timeout=True), JOB, None)
+    assert out.stopped_for_timeout, f"expected the outcome to say --timeout stopped it, got {out}"
+
+
 def test_follow_job_says_its_notes_through_the_target():
     place = Place(run_s=1000, job_timeout_s=20)
     follow_job(place, "r1")

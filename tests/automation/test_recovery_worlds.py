@@ -1,7 +1,8 @@
 """Runs that survive a lost GPU node (issue 46 items 4 and 7), on a fake clock: the job fails when a node stops
 posting status, the failure is told from what the cluster shows, EKS node repair brings a replacement on the same
 clock, and the run resumes from its last checkpoint as a new job of the same run; an application failure and a
-fault that repeats stop, saying what they spent.
+fault that repeats stop, saying what they spent; the JSON report carries the failure and the recoveries typed; a
+job stopped at --timeout is no failure.
 
 The world is tests/support/_attach_world.py's (moto's EKS node group, the recorded cluster behind the fake
 Kubernetes API, the head pod's job server of _ray_jobs.py) with the cluster changing on the clock. What a lost node
@@ -14,10 +15,11 @@ illustrative). A new node's EFA counters start from boot.
 
 from __future__ import annotations
 
-from _recovery_world import LostNodeWorld, _run
+from _recovery_world import FORWARDED, LOST_AT, LostNodeWorld, _run, run_on
 from _worlds import GPU_NODE
 from _worlds import workers as workers_of
 
+from automation.recovery import INFRASTRUCTURE
 from automation.targets.aws import RESUMED
 
 
@@ -78,3 +80,49 @@ def test_an_application_failure_stops_at_once_and_scales_down(moto_eks, monkeypa
     said = (rc, list(world.jobs.jobs), [size for _, size, _ in world.scaled])
     assert said == (1, ["r1"], [0]), f"expected exit 1, one job, a scale-down to 0: got {said}"
     assert "application failure, a Python exception; not retried" in notes, notes[-600:]
+
+
+LOST_READY = "condition Ready Unknown (NodeStatusUnknown)"
+
+
+def test_the_json_report_carries_the_recovered_failure_typed_with_its_recovery(moto_eks, monkeypatch, capsys):
+    world = LostNodeWorld(moto_eks)
+    _run(world, monkeypatch, capsys)
+    got = [
+        (r["failure"]["kind"], r["failure"]["cause"], r["failure"]["node"], r["resumed_at"])
+        for r in world.doc["recoveries"]
+    ]
+    want = [(INFRASTRUCTURE, LOST_READY, GPU_NODE, LOST_AT + 1)]
+    assert got == want, f"expected the recovery from the lost node {want}, got {world.doc['recoveries']}"
+
+
+def test_the_json_report_of_a_run_stopped_by_a_lost_node_carries_its_failure_typed(moto_eks, monkeypatch, capsys):
+    world = LostNodeWorld(moto_eks)
+    _run(world, monkeypatch, capsys, "--max-recoveries", "0")
+    failure = world.doc["failure"] or {}
+    got = (failure.get("kind"), failure.get("cause"), failure.get("node"), failure.get("step"))
+    want = (INFRASTRUCTURE, LOST_READY, GPU_NODE, LOST_AT)
+    assert got == want, f"expected the lost node's failure {want}, got {world.doc['failure']}"
+
+
+def test_the_json_report_of_a_run_with_no_failure_has_no_attribution(moto_eks, monkeypatch, capsys):
+    world = LostNodeWorld(moto_eks, losses=0)
+    _run(world, monkeypatch, capsys)
+    got = (world.doc["ok"], world.doc["failure"], world.doc["recoveries"])
+    assert got == (True, None, []), f"expected a pass with no failure and no recovery, got {got}"
+
+
+def test_a_job_stopped_at_its_timeout_on_a_healthy_cluster_is_no_failure_and_not_retried(moto_eks, monkeypatch):
+    world = LostNodeWorld(moto_eks, losses=0)
+    run_on(
+        world, monkeypatch, ["run", "--stack", "us-west-2", "--yes", "--timeout", "3600"], (*FORWARDED, "job_timeout_s")
+    )
+    said = (list(world.jobs.jobs), [n for n in world.notes if "failure" in n or "--timeout" in n])
+    want = (
+        ["r1"],
+        [
+            "job r1 has run 3600 s, past --timeout 3600: `ray job stop`",
+            "job r1 stopped at --timeout 3600 s: not retried",
+        ],
+    )
+    assert said == want, f"expected one job, no failure, the stop said as --timeout's: got {said}"

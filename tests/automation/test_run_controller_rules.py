@@ -1,6 +1,7 @@
 """automation/run_controller.py's end of a run, one rule at a time, in process: what the logs' copy is given and
 when, when the GPU nodes are scaled down or kept, where the end's lines go, the exit status, Ctrl-C's report, and
-the recovery loop's bounds (count, minutes, application failures) and what it says.
+the recovery loop's bounds (count, minutes, application failures, --timeout), what it says and what it keeps for
+the report.
 
 The target stands in for automation/targets/aws.py's ``AwsTarget`` (a subclass, so the controller's "on AWS" checks
 hold), with only the methods the controller calls, each recording its call; ``after_run`` (automation/scaling.py)
@@ -39,6 +40,7 @@ class Run:
     max_recoveries: int = 2
     recovery_minutes: float = 45
     resume: bool = False
+    job_timeout_s: float | None = None
 
 
 class Target(aws.AwsTarget):
@@ -489,6 +491,34 @@ def test_an_application_failure_is_not_retried():
     got = owner.recovering(failed)
     want = "job j1 ended FAILED: application failure, a Python exception; not retried (an application failure "
     assert (got, target.notes) == (failed, [want + "repeats on any node)"]), f"got {target.notes}"
+
+
+def test_a_job_stopped_at_its_timeout_is_said_so_neither_classified_nor_retried():
+    target = Target(job_timeout_s=3600)
+    target.failures = [Failure(APPLICATION, "no fault of the cluster seen")]  # what a healthy cluster would tell
+    stopped = TrainOutcome("j1", "STOPPED", None, stopped_for_timeout=True)
+    failed = result_of(RunState(follow=StepResult("follow", "fail", "", data=stopped)), failed="follow")
+    got = RunController(target, Ui()).recovering(failed)
+    want = (failed, ["job j1 stopped at --timeout 3600 s: not retried"], [])
+    assert (got, target.notes, target.calls) == want, f"expected {want[1]} and nothing asked, got {target.notes}"
+
+
+def test_a_failure_not_recovered_from_is_kept_as_the_runs_failure():
+    target = Target()
+    target.failures = [Failure(APPLICATION, "a Python exception", None, 12)]
+    owner = RunController(target, Ui())
+    owner.recovering(failed_follow())
+    assert owner.failure == Failure(APPLICATION, "a Python exception", None, 12), f"got {owner.failure}"
+
+
+def test_a_failure_recovered_from_is_kept_in_its_recovery_not_as_the_runs_failure(monkeypatch):
+    target = Target()
+    target.failures, target.waits = [LOST], [60.0]
+    resumed(monkeypatch, [("j1-r1", "SUCCEEDED", ("[train] step 401/1000",))])
+    owner = RunController(target, Ui())
+    owner.recovering(failed_follow())
+    got = (owner.failure, [r.failure for r in owner.recoveries])
+    assert got == (None, [LOST]), f"expected no run failure and LOST in the recovery, got {got}"
 
 
 @pytest.mark.parametrize("status", ["RUNNING", "PENDING"])
