@@ -79,8 +79,6 @@ class PortForward(socketserver.ThreadingTCPServer):
     """Listens on 127.0.0.1:`local_port` (0: any free port); each accepted connection gets its own
     tunnel from `connect()`, pumped both ways by two threads. `close()` stops and joins them all."""
 
-    daemon_threads = False  # server_close() joins only non-daemon connection threads (socketserver._Threads)
-
     def __init__(self, connect: Connect, local_port: int = 0):
         super().__init__((LOOPBACK, local_port), socketserver.BaseRequestHandler, bind_and_activate=False)
         self.socket.close()  # for the listener of `listen`, whose errors name --port
@@ -90,10 +88,17 @@ class PortForward(socketserver.ThreadingTCPServer):
         self.errors: list[str] = []
         self._open: list[Conn] | None = []  # None once close() has begun
         self._lock = threading.Lock()
+        self._conns: list[threading.Thread] = []  # joined by close(); daemons, so a process that exits is not held
         self._serving = threading.Thread(
             target=self.serve_forever, args=(0.2,), name="dashboard-forward-accept", daemon=True
         )
         self._serving.start()
+
+    def process_request(self, request: Any, client_address: Any) -> None:
+        # socketserver's ThreadingMixIn joins only non-daemon threads (its _Threads): these are kept here instead.
+        t = threading.Thread(target=self.process_request_thread, args=(request, client_address), daemon=True)
+        self._conns.append(t)
+        t.start()
 
     def finish_request(self, request: Any, client_address: Any) -> None:  # in the connection's own thread
         try:
@@ -121,7 +126,9 @@ class PortForward(socketserver.ThreadingTCPServer):
                 c.shutdown(socket.SHUT_RDWR)
             with contextlib.suppress(OSError):
                 c.close()
-        self.server_close()  # the listener, then each connection's thread joined
+        self.server_close()
+        for t in self._conns:  # none is added: serve_forever has returned
+            t.join(timeout=10)
 
 
 def _pump(src: Conn, dst: Conn) -> None:

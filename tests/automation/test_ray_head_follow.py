@@ -516,6 +516,13 @@ def test_the_upload_reads_exactly_the_payload_in_five_minutes():
     assert got == want, f"expected the upload of {sent} characters within 300 s: {want}, got {got}"
 
 
+def test_the_upload_goes_into_the_head_pod():
+    jobs, pod_exec, _ = head()
+    jobs.submit(JOB, {}, "r1")
+    got = {(pod, ns) for pod, ns, what, _ in pod_exec.calls if what.startswith("sh -c rm")}
+    assert got == {("ray-efa-head-abcde", "ray")}, f"expected every upload into ray/ray-efa-head-abcde, got {got}"
+
+
 def test_a_failed_upload_names_what_where_the_exit_status_and_the_last_300_characters(tmp_path):
     jobs, pod_exec, _ = head()
     pod_exec.fail["sh -c rm"] = ExecResult(3, "", LONG_ERROR)  # the upload's `sh -c "rm -rf ... && tar ..."`
@@ -754,3 +761,13 @@ def test_a_ctrl_c_that_was_raised_before_the_follow_does_not_end_it(counted_sigi
         signal.raise_signal(signal.SIGINT)  # reached its caller: the count moved on before this follow began
     end = follow_job(Place(run_s=20), "r1")
     assert end.state.status == "SUCCEEDED", end
+
+
+def test_a_hung_job_is_stopped_by_its_own_id():
+    server = Server(lines=5_000)
+    server.job_logs = lambda job_id, offset, final=False: LogChunk(
+        ("[train] step 1/100 loss 9 step_time 1000 ms",) if offset == 0 else (), 1
+    )
+    follow(server, poll_s=60, hang=HangBound(10, 600))
+    stops = [job for what, _, job in server.calls if what == "stop"]
+    assert stops == ["r1"], f"expected one `ray job stop r1`, got {stops}"

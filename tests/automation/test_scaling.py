@@ -733,8 +733,35 @@ def test_scale_up_of_a_stack_without_its_cluster_names_the_stack():
         scale_up(target(outputs={"nodegroup_name": "gpu-ng"}, kube=NodesKube([])), {})
 
 
-def test_scale_up_without_outputs_does_nothing():
-    assert scale_up(target(outputs={}), {}).status == "skip"
+def test_scale_up_without_outputs_does_nothing_and_says_why():
+    got = scale_up(target(outputs={}), {})
+    want = ("skip", "the GPU node group is not known with --kubeconfig: not scaled")
+    assert (got.status, got.summary) == want, got
+
+
+@pytest.mark.parametrize("outputs", [{}, OUTPUTS], ids=["skipped", "scaled"])
+def test_scale_up_results_carry_the_steps_name(outputs):
+    got = scale_up(target(outputs=outputs, kube=NodesKube([node("a"), node("b")]), eks=Eks(desired=0)), {})
+    assert got.step == "scale-up", got
+
+
+def test_scale_up_asks_about_the_price_before_growing_the_group():
+    t = target(kube=NodesKube([node("a"), node("b")]), eks=Eks(desired=1))
+    questions: list[str] = []
+    t.go_ahead = questions.append
+    scale_up(t, {})
+    assert questions == [
+        f"scaling GPU node group {OUTPUTS['nodegroup_name']} of stack us-west-2 from 1 to 2 node(s) costs money "
+        "(2 x g6.12xlarge: $9.20/h On-Demand with the system nodes). Go ahead?"
+    ], questions
+
+
+def test_scale_up_of_a_group_already_at_the_node_count_asks_nothing():
+    t = target(kube=NodesKube([node("a"), node("b")]), eks=Eks(desired=2))
+    questions: list[str] = []
+    t.go_ahead = questions.append
+    scale_up(t, {})
+    assert questions == [], f"expected no price question for a group already at 2, got {questions}"
 
 
 def test_scale_up_warns_when_the_lease_cannot_be_written():

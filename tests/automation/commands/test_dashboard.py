@@ -12,8 +12,12 @@ import os
 import re
 import signal
 import socket
+import subprocess
+import sys
 import threading
 import time
+from pathlib import Path
+from types import SimpleNamespace
 
 import _driver_helpers as helpers
 import pytest
@@ -188,3 +192,97 @@ def test_close_returns_only_after_every_connections_thread_has_ended():
     fwd.close()
     client.close()
     assert forwarder_threads() == [], f"close() returned while {forwarder_threads()} still ran"
+# ---- the forward itself (the survivors of the after-shrink5 mutation run) -----------------------------------
+def test_each_tunnel_is_a_portforward_to_the_pods_port(monkeypatch):
+    """`kube_connector` against a stand-in for kubernetes 37.0.1's `kubernetes.stream.portforward` (stream/stream.py:
+    the generated API method, then its arguments) and the object it returns (stream/ws_client.py `PortForward`,
+    whose `socket(port_number)` is the port's end of a socketpair)."""
+    calls, sockets = [], []
+
+    class Forwarded:
+        def socket(self, port_number):
+            sockets.append(port_number)
+            return f"socket of {port_number}"
+
+    def portforward(api_method, *args, **kwargs):
+        calls.append((api_method, args, kwargs))
+        return Forwarded()
+
+    monkeypatch.setattr("kubernetes.stream.portforward", portforward)
+    kube = SimpleNamespace(core=SimpleNamespace(connect_get_namespaced_pod_portforward="the API method"))
+    connect = dashboard.kube_connector(kube, "ray-efa-head-9xk2q", "ray", DASHBOARD_PORT)
+    got = (connect(), connect(), calls, sockets)
+    call = ("the API method", ("ray-efa-head-9xk2q", "ray"), {"ports": str(DASHBOARD_PORT)})
+    want = (f"socket of {DASHBOARD_PORT}",) * 2 + ([call, call], [DASHBOARD_PORT] * 2)
+    assert got == want, f"expected a new portforward to ray/ray-efa-head-9xk2q:{DASHBOARD_PORT} per call, got {got}"
+
+
+def test_forwards_without_a_port_each_listen_on_a_free_one():
+    first, second = PortForward(lambda: socket.socketpair()[0]), PortForward(lambda: socket.socketpair()[0])
+    try:
+        ports = {first.socket.getsockname()[1], second.socket.getsockname()[1]}
+        assert len(ports) == 2, f"expected two free ports, got {ports}"
+    finally:
+        first.close()
+        second.close()
+
+
+def test_a_forward_on_a_busy_port_is_bad_input_naming_the_flag():
+    with socket.create_server(("127.0.0.1", 0)) as taken:
+        port = taken.getsockname()[1]
+        with pytest.raises(dashboard.DriverError, match=rf"^--port {port}: cannot listen on 127.0.0.1") as e:
+            PortForward(lambda: socket.socketpair()[0], port)
+    assert e.value.exit_code == 2, f"expected exit 2, got {e.value.exit_code}"
+
+
+def test_a_tunnel_that_cannot_be_opened_is_kept_as_an_error_and_the_forward_goes_on():
+    def refused():
+        raise OSError("the API server refused the upgrade")
+
+    fwd = PortForward(refused)
+    try:
+        with socket.create_connection(fwd.socket.getsockname(), timeout=10) as c:
+            assert c.recv(16) == b"", "expected the browser's connection closed"
+        assert fwd.errors == ["cannot open a tunnel: the API server refused the upgrade"], fwd.errors
+    finally:
+        fwd.close()
+
+
+def test_close_closes_every_tunnel_still_open():
+    tunnels = FakeTunnels()
+    fwd = PortForward(tunnels.factory(None, "ray-efa-head-9xk2q", "ray", DASHBOARD_PORT))
+    browsers = [socket.create_connection(fwd.socket.getsockname(), timeout=10) for _ in range(2)]
+    try:
+        for b in browsers:
+            b.sendall(b"get /")
+            assert b.recv(16) == b"GET /"
+        fwd.close()
+        open_ends = [s for s in tunnels.near_ends if s.fileno() != -1]
+        assert (len(tunnels.near_ends), open_ends) == (2, []), f"expected both tunnels closed, open: {open_ends}"
+    finally:
+        for b in browsers:
+            b.close()
+
+
+def test_a_process_that_exits_with_the_forward_still_open_is_not_held_by_its_threads():
+    """A command that ends without `close()` (an error before it) exits: the accept thread and each tunnel's
+    threads are daemons. The process keeps a browser connection open, its bytes already through both pumps."""
+    script = """if True:
+        import socket
+        from automation.commands.dashboard import PortForward
+        near, far = socket.socketpair()
+        fwd = PortForward(lambda: near)
+        browser = socket.create_connection(fwd.socket.getsockname(), timeout=10)
+        browser.sendall(b"x")
+        assert far.recv(1) == b"x"
+        far.sendall(b"y")
+        assert browser.recv(1) == b"y"
+        print("exiting")
+    """
+    root = Path(dashboard.__file__).parents[2]
+    env = {**os.environ, "PYTHONPATH": str(root)}
+    try:
+        done = subprocess.run([sys.executable, "-c", script], cwd=root, env=env, capture_output=True, timeout=60)
+    except subprocess.TimeoutExpired as e:
+        raise AssertionError(f"the process did not exit within 60 s: {e.stdout!r}") from None
+    assert (done.returncode, done.stdout) == (0, b"exiting\n"), done.stderr.decode()[-2000:]
