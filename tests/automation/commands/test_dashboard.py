@@ -192,6 +192,8 @@ def test_close_returns_only_after_every_connections_thread_has_ended():
     fwd.close()
     client.close()
     assert forwarder_threads() == [], f"close() returned while {forwarder_threads()} still ran"
+
+
 # ---- the forward itself (the survivors of the after-shrink5 mutation run) -----------------------------------
 def test_each_tunnel_is_a_portforward_to_the_pods_port(monkeypatch):
     """`kube_connector` against a stand-in for kubernetes 37.0.1's `kubernetes.stream.portforward` (stream/stream.py:
