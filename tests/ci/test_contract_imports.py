@@ -5,7 +5,7 @@ both rules passes."""
 from __future__ import annotations
 
 import pytest
-from _ci_checks import loaded
+from _ci_checks import loaded, written
 
 CONTRACT = ("workloads.config",)
 
@@ -16,12 +16,7 @@ def check():
 
 
 def tree(root, files: dict[str, str]):
-    files = {"workloads/__init__.py": "", "workloads/config.py": "import json\n", **files}
-    for name, text in files.items():
-        path = root / name
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(text)
-    return root
+    return written(root, {"workloads/__init__.py": "", "workloads/config.py": "import json\n", **files})
 
 
 def test_a_tree_that_keeps_the_rules_passes(check, tmp_path):

@@ -6,7 +6,7 @@ allow-list does not name, and passes a tree whose imports point one way."""
 from __future__ import annotations
 
 import pytest
-from _ci_checks import loaded
+from _ci_checks import loaded, written
 
 
 @pytest.fixture(scope="module")
@@ -14,21 +14,13 @@ def check():
     yield from loaded("import_cycles.py")
 
 
-def tree(root, files: dict[str, str]):
-    for name, text in files.items():
-        path = root / name
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(text)
-    return root
-
-
 def test_a_tree_whose_imports_point_one_way_passes(check, tmp_path):
-    repo = tree(tmp_path, {"app/__init__.py": "", "app/a.py": "from app import b\n", "app/b.py": "import json\n"})
+    repo = written(tmp_path, {"app/__init__.py": "", "app/a.py": "from app import b\n", "app/b.py": "import json\n"})
     assert check.problems(repo, ("app",), {}) == [], "expected no problem in a -> b"
 
 
 def test_a_cycle_hidden_inside_a_function_is_found(check, tmp_path):
-    repo = tree(
+    repo = written(
         tmp_path,
         {"app/__init__.py": "", "app/a.py": "from app import b\n", "app/b.py": "def f():\n    from app import a\n"},
     )
@@ -37,7 +29,7 @@ def test_a_cycle_hidden_inside_a_function_is_found(check, tmp_path):
 
 
 def test_a_first_party_import_inside_a_function_needs_an_allow_list_entry(check, tmp_path):
-    repo = tree(tmp_path, {"app/__init__.py": "", "app/a.py": "def f():\n    from app import b\n", "app/b.py": ""})
+    repo = written(tmp_path, {"app/__init__.py": "", "app/a.py": "def f():\n    from app import b\n", "app/b.py": ""})
     found = check.problems(repo, ("app",), {})
     assert len(found) == 1 and found[0].startswith("app/a.py:2: app.a imports app.b inside a function"), found
 
@@ -48,7 +40,7 @@ def test_a_cycle_through_a_registry_of_module_names_is_found(check, tmp_path):
         "app/cli.py": 'import importlib\nCOMMANDS = {"x": "app.x"}\n',
         "app/x.py": "from app.cli import COMMANDS\n",
     }
-    found = check.problems(tree(tmp_path, files), ("app",), {})
+    found = check.problems(written(tmp_path, files), ("app",), {})
     assert found == ["import cycle among app.cli, app.x: app.cli -> app.x; app.x -> app.cli"], f"got {found}"
 
 
@@ -60,11 +52,11 @@ def test_a_cycle_through_a_package_init_is_found(check, tmp_path):
         "app/target.py": "from app.steps.helpers import X\n",
         "app/steps/helpers.py": "X = 1\n",
     }
-    found = check.problems(tree(tmp_path, files), ("app",), {})
+    found = check.problems(written(tmp_path, files), ("app",), {})
     assert len(found) == 1 and "app.steps, app.steps.one, app.target" in found[0], f"got {found}"
 
 
 def test_an_allow_list_entry_no_import_in_a_function_needs_is_reported(check, tmp_path):
-    repo = tree(tmp_path, {"app/__init__.py": "", "app/a.py": "from app import b\n", "app/b.py": ""})
+    repo = written(tmp_path, {"app/__init__.py": "", "app/a.py": "from app import b\n", "app/b.py": ""})
     found = check.problems(repo, ("app",), {("app.a", "app.b"): "stale: a imports b at module level now"})
     assert found == ["ALLOWED_LOCAL names app.a -> app.b, which no longer imports it in a function: remove it"], found

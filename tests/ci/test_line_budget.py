@@ -4,7 +4,7 @@ numbers, a tree at the budget passes, and every .py file below automation/ count
 from __future__ import annotations
 
 import pytest
-from _ci_checks import loaded
+from _ci_checks import loaded, written
 
 
 @pytest.fixture(scope="module")
@@ -13,11 +13,7 @@ def check():
 
 
 def tree(root, sizes: dict[str, int]):
-    for name, n in sizes.items():
-        path = root / "automation" / name
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text("x = 1\n" * n)
-    return root
+    return written(root, {f"automation/{name}": "x = 1\n" * n for name, n in sizes.items()})
 
 
 def test_a_driver_at_its_budget_passes(check, tmp_path, monkeypatch):
@@ -35,8 +31,7 @@ def test_a_driver_over_its_budget_fails_naming_both_numbers(check, tmp_path, mon
 
 def test_files_outside_automation_and_not_python_do_not_count(check, tmp_path, monkeypatch):
     monkeypatch.setattr(check, "BUDGET", 100)
-    repo = tree(tmp_path, {"cli.py": 100})
-    (repo / "automation" / "notes.txt").write_text("x\n" * 50)
-    (repo / "workloads").mkdir()
-    (repo / "workloads" / "train.py").write_text("x = 1\n" * 50)
+    repo = written(
+        tree(tmp_path, {"cli.py": 100}), {"automation/notes.txt": "x\n" * 50, "workloads/train.py": "x = 1\n" * 50}
+    )
     assert check.problems(repo) == [], "only automation/'s .py files count"

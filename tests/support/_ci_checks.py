@@ -22,3 +22,12 @@ def loaded(script: str) -> Iterator[ModuleType]:
         yield module
     finally:
         sys.path.remove(str(CHECKS))
+
+
+def written(root: Path, files: dict[str, str]) -> Path:
+    """``root`` with each of ``files`` (its path under root: its text) written, folders made: a tree to check."""
+    for name, text in files.items():
+        path = root / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text)
+    return root
