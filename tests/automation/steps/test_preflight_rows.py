@@ -428,27 +428,21 @@ LIST_CNI = (
 )
 
 
+def cni_row(eks, version: str = "v1.22.4-eksbuild.3"):
+    """preflight's vpc-cni row for ``version`` on Kubernetes 1.35 in us-west-2, EKS answering as ``eks``."""
+    cfg = ClusterConfig(vpc_cni_version=version, kubernetes_version="1.35")
+    return check_addon_version(eks, "vpc-cni", "vpc_cni_version", cfg, "us-west-2")
+
+
 def test_cni_version_without_an_eks_client_is_skipped_saying_so():
-    row = check_addon_version(
-        None,
-        "vpc-cni",
-        "vpc_cni_version",
-        ClusterConfig(vpc_cni_version="v1.22.4-eksbuild.3", kubernetes_version="1.35"),
-        "us-west-2",
-    )
+    row = cni_row(None)
     expected = ("vpc-cni add-on", "skip", "v1.22.4-eksbuild.3 not checked: no EKS client")
     assert (row.check, row.status, row.detail) == expected, f"got {row}"
 
 
 def test_cni_version_eks_will_not_list_is_skipped_with_the_listing_command():
     error = _client_error("AccessDeniedException", "no", "DescribeAddonVersions")
-    row = check_addon_version(
-        _Eks(error),
-        "vpc-cni",
-        "vpc_cni_version",
-        ClusterConfig(vpc_cni_version="v1.22.4-eksbuild.3", kubernetes_version="1.35"),
-        "us-west-2",
-    )
+    row = cni_row(_Eks(error))
     expected = (
         "vpc-cni add-on",
         "skip",
@@ -460,13 +454,7 @@ def test_cni_version_eks_will_not_list_is_skipped_with_the_listing_command():
 
 def test_cni_version_offered_passes():
     eks = _Eks(["v1.22.5-eksbuild.1", "v1.22.4-eksbuild.3"])
-    row = check_addon_version(
-        eks,
-        "vpc-cni",
-        "vpc_cni_version",
-        ClusterConfig(vpc_cni_version="v1.22.4-eksbuild.3", kubernetes_version="1.35"),
-        "us-west-2",
-    )
+    row = cni_row(eks)
     expected = ("vpc-cni add-on", "pass", "v1.22.4-eksbuild.3 is offered for Kubernetes 1.35")
     assert (row.check, row.status, row.detail) == expected, f"got {row}"
 
@@ -477,13 +465,7 @@ def test_cni_version_offered_passes():
     ids=["none-offered", "four-offered"],
 )
 def test_cni_version_not_offered_fails_naming_the_three_newest(offered, newest):
-    row = check_addon_version(
-        _Eks(offered),
-        "vpc-cni",
-        "vpc_cni_version",
-        ClusterConfig(vpc_cni_version="v0", kubernetes_version="1.35"),
-        "us-west-2",
-    )
+    row = cni_row(_Eks(offered), "v0")
     detail = f"v0 is not offered for Kubernetes 1.35 in us-west-2 (newest offered: {newest})"
     assert (row.status, row.detail, row.fix) == ("fail", detail, f"set ray-efa-eks:vpcCniVersion to one of: {LIST_CNI}")
 
